@@ -1,0 +1,17 @@
+// Command orkpipe builds, publishes and verifies NPU model packs (orkpacks) from GGUF models.
+// See README.md and docs/cli.md.
+package main
+
+import (
+	"context"
+	"os"
+	"os/signal"
+	"syscall"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	err := newRootCommand(newGlobalOptions(os.Stdout, os.Stderr)).ExecuteContext(ctx)
+	stop()
+	os.Exit(exitCode(ctx, err, os.Stderr))
+}

@@ -1,0 +1,109 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"runtime"
+
+	"github.com/spf13/cobra"
+
+	"orkpipe/internal/units"
+)
+
+// globalOptions holds the flags every command shares. Commands read them after flag parsing.
+type globalOptions struct {
+	cacheDir string // --cache, ORKPIPE_CACHE, default os.UserCacheDir()/orkpipe
+	jobs     int    // -j
+	memText  string // --mem as typed
+	json     bool   // --json
+	verbose  int    // -v (repeatable)
+
+	stdout io.Writer
+	stderr io.Writer
+	logger *slog.Logger
+}
+
+func newGlobalOptions(stdout, stderr io.Writer) *globalOptions {
+	return &globalOptions{stdout: stdout, stderr: stderr, jobs: runtime.NumCPU()}
+}
+
+// cache returns the cache directory after applying the flag, the environment and the default.
+func (o *globalOptions) cache() (string, error) {
+	if o.cacheDir != "" {
+		return filepath.Abs(o.cacheDir)
+	}
+	if env := os.Getenv("ORKPIPE_CACHE"); env != "" {
+		return filepath.Abs(env)
+	}
+	base, err := os.UserCacheDir()
+	if err != nil {
+		return "", fmt.Errorf("no cache directory: set --cache or ORKPIPE_CACHE: %w", err)
+	}
+	return filepath.Join(base, "orkpipe"), nil
+}
+
+// memBudget returns the --mem budget in bytes (default 75% of physical memory).
+func (o *globalOptions) memBudget() (int64, error) {
+	if o.memText == "" {
+		total, err := physicalMemory()
+		if err != nil {
+			return 0, fmt.Errorf("cannot size the default --mem budget: %w; pass --mem explicitly", err)
+		}
+		return total / 4 * 3, nil
+	}
+	n, err := units.ParseSize(o.memText)
+	if err != nil {
+		return 0, usagef("--mem: %v", err)
+	}
+	if n <= 0 {
+		return 0, usagef("--mem: must be positive, got %q", o.memText)
+	}
+	return n, nil
+}
+
+func newRootCommand(opts *globalOptions) *cobra.Command {
+	root := &cobra.Command{
+		Use:           "orkpipe",
+		Short:         "Build, publish and verify RK3588 NPU model packs from GGUF models",
+		Long:          "orkpipe turns GGUF language models into orkpacks (quantized, NPU-tiled weights) and stub GGUFs,\nas a content-addressed, cached DAG. See README.md.",
+		SilenceUsage:  true,
+		SilenceErrors: true,
+		PersistentPreRunE: func(cmd *cobra.Command, _ []string) error {
+			level := slog.LevelWarn
+			switch {
+			case opts.verbose == 1:
+				level = slog.LevelInfo
+			case opts.verbose >= 2:
+				level = slog.LevelDebug
+			}
+			opts.logger = slog.New(slog.NewTextHandler(opts.stderr, &slog.HandlerOptions{Level: level}))
+			slog.SetDefault(opts.logger)
+			if opts.jobs < 1 {
+				return usagef("-j: must be at least 1, got %d", opts.jobs)
+			}
+			return nil
+		},
+	}
+	root.SetOut(opts.stdout)
+	root.SetErr(opts.stderr)
+	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return asUsage(err) })
+	pf := root.PersistentFlags()
+	pf.StringVar(&opts.cacheDir, "cache", "", "cache directory (default $ORKPIPE_CACHE or the user cache dir + /orkpipe)")
+	pf.IntVarP(&opts.jobs, "jobs", "j", opts.jobs, "nodes run in parallel")
+	pf.StringVar(&opts.memText, "mem", "", "memory budget, e.g. 6GiB (default 75% of physical memory)")
+	pf.BoolVar(&opts.json, "json", false, "machine-readable output (JSON, or JSON Lines for build events)")
+	pf.CountVarP(&opts.verbose, "verbose", "v", "log more (-v info, -vv debug)")
+
+	for _, newCmd := range commands {
+		root.AddCommand(newCmd(opts))
+	}
+	return root
+}
+
+// commands lists every subcommand constructor. Each lives in its own file as newXCommand(opts).
+var commands = []func(*globalOptions) *cobra.Command{
+	newVersionCommand,
+}

@@ -1,0 +1,59 @@
+// Package testdata locates the shared, read-only test data folder (../shared/testdata relative
+// to the repository root) for tests. The files there are never copied into the repository.
+package testdata
+
+import (
+	"os"
+	"path/filepath"
+	"testing"
+)
+
+// Dir returns the absolute path of the shared test data folder. Where the folder is absent the
+// test is skipped with a message saying so — except in CI (CI set), where it is a failure.
+// ORKPIPE_TESTDATA overrides the location.
+func Dir(tb testing.TB) string {
+	tb.Helper()
+	dir, err := find()
+	if err != nil {
+		if os.Getenv("CI") != "" {
+			tb.Fatalf("shared test data not found (%v); CI must have ../shared/testdata beside the repository", err)
+		}
+		tb.Skipf("shared test data not found (%v): place it at ../shared/testdata beside the repository or set ORKPIPE_TESTDATA", err)
+	}
+	return dir
+}
+
+// Path returns the absolute path of one file in the shared test data folder (see Dir).
+func Path(tb testing.TB, name string) string {
+	tb.Helper()
+	p := filepath.Join(Dir(tb), name)
+	if _, err := os.Stat(p); err != nil {
+		tb.Fatalf("shared test data file %s: %v", p, err)
+	}
+	return p
+}
+
+func find() (string, error) {
+	if env := os.Getenv("ORKPIPE_TESTDATA"); env != "" {
+		if _, err := os.Stat(env); err != nil {
+			return "", err
+		}
+		return filepath.Abs(env)
+	}
+	wd, err := os.Getwd()
+	if err != nil {
+		return "", err
+	}
+	for dir := wd; ; dir = filepath.Dir(dir) {
+		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
+			td := filepath.Join(dir, "..", "shared", "testdata")
+			if _, err := os.Stat(td); err != nil {
+				return "", err
+			}
+			return filepath.Abs(td)
+		}
+		if filepath.Dir(dir) == dir {
+			return "", os.ErrNotExist
+		}
+	}
+}

@@ -24,7 +24,7 @@ var rules = []rule{
 	{
 		layer:       "ork/",
 		mayImport:   []string{"ork/"},
-		thirdParty:  []string{"github.com/zeebo/blake3", "github.com/klauspost/cpuid", "gonum.org/v1/gonum", "golang.org/x/sys", "golang.org/x/sync", "golang.org/x/exp"},
+		thirdParty:  []string{"github.com/zeebo/blake3", "github.com/klauspost/cpuid", "gonum.org/v1/", "golang.org/x/sys", "golang.org/x/sync", "golang.org/x/exp"},
 		description: "ork is the domain library: only ork siblings",
 	},
 	{

@@ -2,7 +2,6 @@ package artifacts
 
 import (
 	"encoding/hex"
-	"errors"
 	"fmt"
 	"hash"
 	"io"
@@ -22,9 +21,6 @@ const DigestSize = 32
 type Digest struct {
 	sum [DigestSize]byte
 }
-
-// ErrInvalidDigest is wrapped by every digest parse failure.
-var ErrInvalidDigest = errors.New("invalid digest")
 
 // ParseDigest parses "blake3:<64 lowercase hex>". Anything else (other algorithm,
 // wrong length, upper-case or non-hex characters) is an error wrapping ErrInvalidDigest.

@@ -106,4 +106,10 @@ func newRootCommand(opts *globalOptions) *cobra.Command {
 // commands lists every subcommand constructor. Each lives in its own file as newXCommand(opts).
 var commands = []func(*globalOptions) *cobra.Command{
 	newVersionCommand,
+	newTokenizeCommand, newEvalCommand,
+	newDemoCommand, newPlanCommand, newExplainCommand,
+	newStubCommand,
+	newHashCommand, newCacheCommand,
+	newQErrCommand,
+	newPackCommand, newRankCommand, newDiffCommand,
 }

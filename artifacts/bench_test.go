@@ -1,0 +1,114 @@
+package artifacts
+
+import (
+	"context"
+	"io"
+	"os"
+	"path/filepath"
+	"testing"
+)
+
+// BenchmarkFile measures, on one 1 GiB file and in the same run: merely reading it (the
+// baseline), hashing it naively (io.Copy into BLAKE3 on one goroutine), with read-ahead on a second
+// goroutine (hashSerial), as the store does (HashPath: 4 MiB subtrees on all CPUs), and ingesting
+// it (IngestFile, and Ingest from a plain stream). Report each as MB/s and as a ratio to "read".
+//
+//	go test -run='^$' -bench=BenchmarkFile -benchtime=3x ./artifacts
+func BenchmarkFile(b *testing.B) {
+	const size = 1 << 30
+	dir := b.TempDir()
+	src := filepath.Join(dir, "model.bin")
+	f, err := os.Create(src)
+	if err != nil {
+		b.Fatal(err)
+	}
+	if _, err := io.Copy(f, newPatternReader("bench", size)); err != nil {
+		b.Fatal(err)
+	}
+	if err := f.Close(); err != nil {
+		b.Fatal(err)
+	}
+	ctx := context.Background()
+	buf := make([]byte, blockSize)
+
+	b.Run("read", func(b *testing.B) {
+		b.SetBytes(size)
+		for b.Loop() {
+			f, err := os.Open(src)
+			if err != nil {
+				b.Fatal(err)
+			}
+			if _, err := io.CopyBuffer(io.Discard, struct{ io.Reader }{f}, buf); err != nil {
+				b.Fatal(err)
+			}
+			f.Close()
+		}
+	})
+	b.Run("hash-serial", func(b *testing.B) {
+		b.SetBytes(size)
+		for b.Loop() {
+			f, err := os.Open(src)
+			if err != nil {
+				b.Fatal(err)
+			}
+			h := NewHasher()
+			if _, err := io.CopyBuffer(h, struct{ io.Reader }{f}, buf); err != nil {
+				b.Fatal(err)
+			}
+			f.Close()
+		}
+	})
+	b.Run("hash-pipelined", func(b *testing.B) {
+		b.SetBytes(size)
+		for b.Loop() {
+			f, err := os.Open(src)
+			if err != nil {
+				b.Fatal(err)
+			}
+			if _, err := hashSerial(ctx, f, size); err != nil {
+				b.Fatal(err)
+			}
+			f.Close()
+		}
+	})
+	b.Run("hash", func(b *testing.B) {
+		b.SetBytes(size)
+		for b.Loop() {
+			if _, err := HashPath(ctx, src); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	s, err := OpenStore(filepath.Join(dir, "cache"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer s.Close()
+	ingest := func(b *testing.B, do func() (Object, error)) {
+		b.SetBytes(size)
+		for b.Loop() {
+			o, err := do()
+			if err != nil {
+				b.Fatal(err)
+			}
+			b.StopTimer()
+			if err := os.Remove(s.objectPath(o.Digest)); err != nil { // next round ingests afresh
+				b.Fatal(err)
+			}
+			b.StartTimer()
+		}
+	}
+	b.Run("ingest-file", func(b *testing.B) {
+		ingest(b, func() (Object, error) { return s.IngestFile(ctx, src) })
+	})
+	b.Run("ingest-stream", func(b *testing.B) {
+		ingest(b, func() (Object, error) {
+			f, err := os.Open(src)
+			if err != nil {
+				return Object{}, err
+			}
+			defer f.Close()
+			return s.Ingest(ctx, struct{ io.Reader }{f})
+		})
+	})
+}

@@ -1,0 +1,48 @@
+// Package artifacts is orkpipe's content-addressed store (CAS): immutable objects named by their
+// BLAKE3-256 digest, the action cache (node key -> outputs + provenance), the stat cache for user
+// files named by path, process-safe per-key locks, materializing objects into user directories
+// without clobbering, pins and least-recently-used garbage collection.
+//
+// # On-disk layout (format version 1)
+//
+// Everything lives under one directory (the cache dir, default os.UserCacheDir()/orkpipe):
+//
+//	<dir>/
+//	  LAYOUT                       "orkpipe-store 1\n"; OpenStore refuses any other content
+//	  store.lock                   every open Store holds flock(LOCK_SH) on it; GC upgrades to LOCK_EX
+//	  objects/<h0h1>/<64 hex>      object bytes, mode 0444, named by the BLAKE3 of their logical
+//	                               bytes (file holes hash as zeros); never overwritten, never modified
+//	  access/<h0h1>/<64 hex>       empty marker; its mtime is the object's last use (for LRU GC;
+//	                               atime is not relied upon)
+//	  quarantine/<64 hex>.<unix ns>  objects whose bytes no longer match their name, moved aside
+//	  actions/<h0h1>/<64 hex>.json action record of a node key (JSON, see ActionRecord)
+//	  pins/<64 hex>.json           outputs of the most recent build of a target name (see Pin); the
+//	                               file name is the BLAKE3 of the name, which is stored inside
+//	  stat/<h0h1>/<64 hex>.json    stat-cache entry of a user path; the file name is the BLAKE3 of the
+//	                               absolute path; content is (path, dev, inode, size, mtime ns,
+//	                               ctime ns, digest)
+//	  journal/<h0h1>/<64 hex>.json what Materialize wrote at a user path (same naming as stat/):
+//	                               path, digest, dev, inode, size, mtime ns, ctime ns, time
+//	  locks/<h0h1>/<64 hex>.lock   flock files of LockKey, one per node key; never deleted
+//	  tmp/<id>.lock                a live Store holds flock(LOCK_EX) on its session lock ...
+//	  tmp/<id>/                    ... and writes every temp file and TempDir inside its session
+//	                               dir. A session whose lock can be taken belongs to a dead
+//	                               process; OpenStore and GC remove it.
+//
+// # Invariants
+//
+// An object file appears under objects/ only complete: it is written to a temp file in tmp/ (same
+// filesystem), hashed while streaming, fsynced, its size checked against the bytes written, made
+// 0444 and then link(2)ed to its final name. EEXIST means another writer won the race with the
+// same bytes; the existing object is kept and the temp file removed. The directory is fsynced
+// after the link. A process killed at any point leaves at most a session dir in tmp/.
+//
+// Reads verify: Open returns a reader that hashes while streaming and fails at EOF (wrapping
+// ErrCorrupt) if the bytes or their count differ from the name. Verify and VerifyAll re-hash. A
+// corrupt object is moved to quarantine/, logged with slog at warning level with its digest and
+// path, and is missing from then on, so the action records that reference it become misses and
+// their producers re-run.
+//
+// Small records (actions, pins, stat and journal entries) are written to a temp file, fsynced and
+// renamed over the old one, so concurrent processes see either the old or the new record.
+package artifacts

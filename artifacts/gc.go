@@ -1,0 +1,215 @@
+package artifacts
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// pinRecord is pins/<blake3(name)>.json: the outputs of the most recent build of a target name.
+type pinRecord struct {
+	Name    string    `json:"name"`
+	Objects []Digest  `json:"objects"`
+	Time    time.Time `json:"time"`
+}
+
+// Pin records objs as the outputs of the most recent build of the target name, replacing the
+// previous pin of that name (whose objects become collectable). GC never removes pinned objects.
+// Every object must be stored.
+func (s *Store) Pin(ctx context.Context, name string, objs []Digest) error {
+	if err := checkName(name); err != nil {
+		return fmt.Errorf("pin: %w: %w", ErrInvalidRecord, err)
+	}
+	for _, d := range objs {
+		if _, err := s.Stat(ctx, d); err != nil {
+			return fmt.Errorf("pin %q: %w", name, err)
+		}
+	}
+	b, err := json.MarshalIndent(pinRecord{Name: name, Objects: append([]Digest{}, objs...), Time: time.Now().UTC()}, "", "  ")
+	if err != nil {
+		return fmt.Errorf("pin %q: %w", name, err)
+	}
+	if err := s.writeRecord(filepath.Join(s.dir, "pins", SumBytes([]byte(name)).Hex()+".json"), b); err != nil {
+		return fmt.Errorf("pin %q: %w", name, err)
+	}
+	return nil
+}
+
+// pinned returns the set of pinned digests. An unreadable pin file is an error: GC must not guess.
+func (s *Store) pinned() (map[Digest]bool, error) {
+	dir := filepath.Join(s.dir, "pins")
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return nil, fmt.Errorf("reading pins: %w", err)
+	}
+	set := map[Digest]bool{}
+	for _, e := range entries {
+		if !strings.HasSuffix(e.Name(), ".json") {
+			continue
+		}
+		p := filepath.Join(dir, e.Name())
+		b, err := readLimited(p, maxRecordSize)
+		if err != nil {
+			return nil, fmt.Errorf("reading pin %s: %w", p, err)
+		}
+		var r pinRecord
+		if err := json.Unmarshal(b, &r); err != nil {
+			return nil, fmt.Errorf("pin %s: %w: %w", p, ErrInvalidRecord, err)
+		}
+		for _, d := range r.Objects {
+			set[d] = true
+		}
+	}
+	return set, nil
+}
+
+// GCOptions bounds the store. At least one of them must be set.
+type GCOptions struct {
+	MaxSize int64         // remove least recently used unpinned objects until the objects total at most this (0: no bound)
+	MaxAge  time.Duration // remove unpinned objects not used for longer than this (0: no bound)
+}
+
+// GCReport says what GC found and did.
+type GCReport struct {
+	Objects        int   `json:"objects"`         // objects before
+	Bytes          int64 `json:"bytes"`           // their size
+	Removed        int   `json:"removed"`         // objects removed
+	Freed          int64 `json:"freed"`           // their size
+	Pinned         int   `json:"pinned"`          // pinned objects (kept)
+	PinnedBytes    int64 `json:"pinned_bytes"`    // their size
+	ActionsRemoved int   `json:"actions_removed"` // action records whose outputs are gone
+	Sessions       int   `json:"sessions"`        // temp sessions of dead processes removed
+	OverBudget     bool  `json:"over_budget"`     // pinned objects alone exceed MaxSize
+}
+
+// GC removes unpinned objects: first those unused for longer than MaxAge, then the least recently
+// used until the store holds at most MaxSize bytes of objects. Use times are the access markers
+// (see the package doc), not atime. Action records that reference a removed object are deleted
+// (they would be misses anyway). GC needs the store to itself: if another Store is open on the
+// directory it fails with ErrBusy and removes nothing.
+func (s *Store) GC(ctx context.Context, opts GCOptions) (GCReport, error) {
+	var rep GCReport
+	if opts.MaxSize < 0 || opts.MaxAge < 0 || opts.MaxSize == 0 && opts.MaxAge == 0 {
+		return rep, fmt.Errorf("gc: need a positive MaxSize or MaxAge (got %d bytes, %s)", opts.MaxSize, opts.MaxAge)
+	}
+	fd := int(s.storeLock.Fd())
+	if err := flockRetry(fd, unix.LOCK_EX|unix.LOCK_NB); err != nil {
+		// A failed conversion drops the shared lock: take it back.
+		if serr := flockRetry(fd, unix.LOCK_SH); serr != nil {
+			return rep, fmt.Errorf("gc: re-taking the shared store lock: %w", serr)
+		}
+		return rep, fmt.Errorf("gc %s: %w: another orkpipe process has the store open; retry when it is done", s.dir, ErrBusy)
+	}
+	defer flockRetry(fd, unix.LOCK_SH)
+
+	rep.Sessions = s.cleanSessions()
+	pins, err := s.pinned()
+	if err != nil {
+		return rep, fmt.Errorf("gc: %w", err)
+	}
+	objs, _, err := s.listObjects(ctx)
+	if err != nil {
+		return rep, fmt.Errorf("gc: %w", err)
+	}
+	type cand struct {
+		objectEntry
+		used time.Time
+	}
+	var cands []cand
+	for _, o := range objs {
+		rep.Objects++
+		rep.Bytes += o.Size
+		if pins[o.Digest] {
+			rep.Pinned++
+			rep.PinnedBytes += o.Size
+			continue
+		}
+		cands = append(cands, cand{o, s.lastUse(o)})
+	}
+	sort.Slice(cands, func(i, j int) bool { return cands[i].used.Before(cands[j].used) })
+	removed := map[Digest]bool{}
+	total := rep.Bytes
+	now := time.Now()
+	for _, c := range cands {
+		if err := ctx.Err(); err != nil {
+			return rep, err
+		}
+		old := opts.MaxAge > 0 && now.Sub(c.used) > opts.MaxAge
+		big := opts.MaxSize > 0 && total > opts.MaxSize
+		if !old && !big {
+			continue
+		}
+		if err := os.Remove(c.path); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return rep, fmt.Errorf("gc: removing %s: %w", c.path, err)
+		}
+		os.Remove(s.accessPath(c.Digest))
+		removed[c.Digest] = true
+		rep.Removed++
+		rep.Freed += c.Size
+		total -= c.Size
+	}
+	rep.OverBudget = opts.MaxSize > 0 && total > opts.MaxSize
+	rep.ActionsRemoved, err = s.dropActions(ctx, removed)
+	return rep, err
+}
+
+// lastUse is the later of the object's access marker mtime and its own mtime (ingest time).
+func (s *Store) lastUse(o objectEntry) time.Time {
+	var t time.Time
+	if fi, err := os.Stat(o.path); err == nil {
+		t = fi.ModTime()
+	}
+	if fi, err := os.Stat(s.accessPath(o.Digest)); err == nil && fi.ModTime().After(t) {
+		t = fi.ModTime()
+	}
+	return t
+}
+
+// dropActions deletes the action records that reference a removed object.
+func (s *Store) dropActions(ctx context.Context, removed map[Digest]bool) (int, error) {
+	if len(removed) == 0 {
+		return 0, nil
+	}
+	n := 0
+	root := filepath.Join(s.dir, "actions")
+	err := filepath.WalkDir(root, func(p string, e fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if e.IsDir() || !strings.HasSuffix(p, ".json") {
+			return ctx.Err()
+		}
+		b, err := readLimited(p, maxRecordSize)
+		if err != nil {
+			return err
+		}
+		rec, err := DecodeActionRecord(b)
+		if err != nil {
+			s.log.Warn("gc: invalid action record left in place", "path", p, "err", err)
+			return nil
+		}
+		for _, o := range rec.Outputs {
+			if removed[o.Digest] {
+				if err := os.Remove(p); err != nil && !errors.Is(err, fs.ErrNotExist) {
+					return err
+				}
+				n++
+				break
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return n, fmt.Errorf("gc: pruning action records: %w", err)
+	}
+	return n, nil
+}

@@ -1,0 +1,116 @@
+package artifacts
+
+import (
+	"context"
+	"errors"
+	"os"
+	"testing"
+	"time"
+)
+
+// used sets the object's last-use time (its access marker) to t.
+func used(tb testing.TB, s *Store, d Digest, at time.Time) {
+	tb.Helper()
+	s.touch(d)
+	if err := os.Chtimes(s.accessPath(d), at, at); err != nil {
+		tb.Fatal(err)
+	}
+	if err := os.Chtimes(s.objectPath(d), at, at); err != nil {
+		tb.Fatal(err)
+	}
+}
+
+func TestGCLeastRecentlyUsedFirstKeepsPins(t *testing.T) {
+	s := openTestStore(t)
+	ctx := context.Background()
+	now := time.Now()
+	// Five 100 KB objects used 5, 4, 3, 2, 1 hours ago. The oldest is pinned.
+	var objs []Object
+	for i := range 5 {
+		o := mustIngest(t, s, pattern(string(rune('a'+i)), 100_000))
+		used(t, s, o.Digest, now.Add(-time.Duration(5-i)*time.Hour))
+		objs = append(objs, o)
+	}
+	if err := s.Pin(ctx, "qwen-27b", []Digest{objs[0].Digest}); err != nil {
+		t.Fatal(err)
+	}
+	rec := ActionRecord{Key: SumBytes([]byte("k1")), Stage: "tile", Outputs: []NamedObject{{Name: "x", Digest: objs[1].Digest, Size: objs[1].Size}}}
+	if err := s.PutAction(ctx, rec); err != nil {
+		t.Fatal(err)
+	}
+	keep := ActionRecord{Key: SumBytes([]byte("k2")), Stage: "tile", Outputs: []NamedObject{{Name: "x", Digest: objs[4].Digest, Size: objs[4].Size}}}
+	if err := s.PutAction(ctx, keep); err != nil {
+		t.Fatal(err)
+	}
+	// Reading object 2 makes it recently used: it must survive instead of 3.
+	if _, err := readAll(t, s, objs[2].Digest); err != nil {
+		t.Fatal(err)
+	}
+
+	rep, err := s.GC(ctx, GCOptions{MaxSize: 300_000})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.Objects != 5 || rep.Removed != 2 || rep.Freed != 200_000 || rep.Pinned != 1 || rep.ActionsRemoved != 1 || rep.OverBudget {
+		t.Fatalf("GC report %+v; want 2 of 5 removed, 1 pinned, 1 action dropped", rep)
+	}
+	for i, wantKept := range []bool{true, false, true, false, true} {
+		_, err := s.Stat(ctx, objs[i].Digest)
+		if kept := err == nil; kept != wantKept {
+			t.Errorf("object %d (used %dh ago): kept=%v, want %v (err %v)", i, 5-i, kept, wantKept, err)
+		}
+	}
+	if _, err := s.GetAction(ctx, rec.Key); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("action of a collected output: %v, want a miss", err)
+	}
+	if _, err := s.GetAction(ctx, keep.Key); err != nil {
+		t.Fatalf("action of a kept output: %v", err)
+	}
+
+	// Re-pinning the name releases the old pin: now the pinned object is collectable by age.
+	if err := s.Pin(ctx, "qwen-27b", []Digest{objs[4].Digest}); err != nil {
+		t.Fatal(err)
+	}
+	used(t, s, objs[0].Digest, now.Add(-5*time.Hour)) // Pin and Stat count as use; age it again
+	rep, err = s.GC(ctx, GCOptions{MaxAge: 90 * time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.Removed != 1 {
+		t.Fatalf("MaxAge GC report %+v, want the formerly pinned 5h-old object removed", rep)
+	}
+	if _, err := s.Stat(ctx, objs[0].Digest); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("formerly pinned object: %v", err)
+	}
+	if _, err := s.Stat(ctx, objs[2].Digest); err != nil {
+		t.Fatalf("recently read object: %v", err)
+	}
+}
+
+func TestGCBusyAndOptions(t *testing.T) {
+	s := openTestStore(t)
+	ctx := context.Background()
+	if _, err := s.GC(ctx, GCOptions{}); err == nil {
+		t.Fatal("GC without bounds succeeded")
+	}
+	other, err := OpenStore(s.Dir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	o := mustIngest(t, s, []byte("x"))
+	used(t, s, o.Digest, time.Now().Add(-time.Hour))
+	if _, err := s.GC(ctx, GCOptions{MaxAge: time.Minute}); !errors.Is(err, ErrBusy) {
+		t.Fatalf("GC with another Store open: %v, want ErrBusy", err)
+	}
+	if _, err := s.Stat(ctx, o.Digest); err != nil {
+		t.Fatalf("busy GC removed something: %v", err)
+	}
+	other.Close()
+	used(t, s, o.Digest, time.Now().Add(-time.Hour)) // the Stat above counted as use
+	rep, err := s.GC(ctx, GCOptions{MaxAge: time.Minute})
+	if err != nil || rep.Removed != 1 {
+		t.Fatalf("GC after the other Store closed: %+v, %v", rep, err)
+	}
+	// The store is still usable (its shared lock was re-taken).
+	mustIngest(t, s, []byte("after gc"))
+}

@@ -1,0 +1,67 @@
+package artifacts
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// LockKey takes an exclusive flock on locks/<h0h1>/<hex>.lock for the node key and returns the
+// function that releases it. It excludes other processes and, because each call opens its own
+// file description, other goroutines of this process too. It waits until the lock is free or ctx
+// is done (then it returns ctx's error). The lock dies with the process. Lock files are never
+// deleted (deleting them would let two holders lock different inodes).
+func (s *Store) LockKey(ctx context.Context, key Digest) (unlock func() error, err error) {
+	if key.IsZero() {
+		return nil, fmt.Errorf("lock: %w: zero key", ErrInvalidDigest)
+	}
+	p := s.fanPath("locks", key.Hex(), ".lock")
+	if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+		return nil, fmt.Errorf("lock %s: %w", key, err)
+	}
+	f, err := os.OpenFile(p, os.O_RDWR|os.O_CREATE, 0o644)
+	if err != nil {
+		return nil, fmt.Errorf("lock %s: %w", key, err)
+	}
+	if err := lockWait(ctx, f, unix.LOCK_EX); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("lock %s (%s): %w", key, p, err)
+	}
+	released := false
+	return func() error {
+		if released {
+			return nil
+		}
+		released = true
+		err := flockRetry(int(f.Fd()), unix.LOCK_UN)
+		return errors.Join(err, f.Close())
+	}, nil
+}
+
+// lockWait polls a non-blocking flock with backoff (1 ms to 100 ms) until it is acquired or ctx
+// is done. Polling keeps the wait cancellable; a blocking flock could not be interrupted.
+func lockWait(ctx context.Context, f *os.File, how int) error {
+	delay := time.Millisecond
+	for {
+		err := flockRetry(int(f.Fd()), how|unix.LOCK_NB)
+		if err == nil {
+			return nil
+		}
+		if !errors.Is(err, unix.EWOULDBLOCK) {
+			return err
+		}
+		t := time.NewTimer(delay)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return ctx.Err()
+		case <-t.C:
+		}
+		delay = min(2*delay, 100*time.Millisecond)
+	}
+}

@@ -1,0 +1,230 @@
+package artifacts
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// MaterializeOptions tunes Materialize.
+type MaterializeOptions struct {
+	// Force replaces a destination orkpipe did not write, or that changed since it wrote it.
+	Force bool
+}
+
+// MaterializeResult says what Materialize did.
+type MaterializeResult struct {
+	Path     string `json:"path"`
+	Linked   bool   `json:"linked"`             // hard link to the object (else a sparse copy)
+	Replaced string `json:"replaced,omitempty"` // what Force replaced; "" if nothing
+}
+
+// journalEntry records a file orkpipe wrote at a user path: journal/<h0h1>/<blake3(path)>.json.
+type journalEntry struct {
+	Path    string    `json:"path"`
+	Digest  Digest    `json:"digest"`
+	ID      fileID    `json:"id"`
+	Written time.Time `json:"written"`
+}
+
+// Materialize puts object d at the user path dst, read-only (0444): a hard link when dst is on the
+// store's filesystem, else a copy of the data segments only (sparse stays sparse). The write goes
+// through a temp name in dst's directory and a rename, so dst is never half-written.
+//
+// An existing dst is replaced only if the journal says orkpipe wrote it and it has not changed
+// since: same (dev, inode, size, mtime, ctime), or, when only timestamps moved (hard links share
+// the object's inode), the same content. Anything else fails with ErrClobber naming dst, and the
+// file is left untouched, unless opts.Force: then Replaced describes what was overwritten.
+func (s *Store) Materialize(ctx context.Context, d Digest, dst string, opts MaterializeOptions) (MaterializeResult, error) {
+	abs, err := filepath.Abs(dst)
+	if err != nil {
+		return MaterializeResult{}, fmt.Errorf("materialize %s: %w", dst, err)
+	}
+	res := MaterializeResult{Path: abs}
+	src := s.objectPath(d)
+	if _, err := s.Stat(ctx, d); err != nil {
+		return res, fmt.Errorf("materialize %s: %w", abs, err)
+	}
+	var srcSt unix.Stat_t
+	if err := unix.Stat(src, &srcSt); err != nil {
+		return res, fmt.Errorf("materialize %s: object %s: %w", abs, d, err)
+	}
+	jpath := s.keyPath("journal", abs)
+	var dstSt unix.Stat_t
+	exists := true
+	if err := unix.Lstat(abs, &dstSt); errors.Is(err, unix.ENOENT) {
+		exists = false
+	} else if err != nil {
+		return res, fmt.Errorf("materialize %s: %w", abs, err)
+	}
+	if exists {
+		if dstSt.Ino == srcSt.Ino && dstSt.Dev == srcSt.Dev {
+			// Already this object, hard-linked. Writes through the link would have changed the
+			// object itself: unless the journal matches exactly, re-hash (quarantines if so).
+			res.Linked = true
+			if e, ok := s.readJournal(jpath, abs); ok && e.Digest == d && e.ID == idOf(&dstSt) {
+				return res, nil
+			}
+			if err := s.Verify(ctx, d); err != nil {
+				return res, fmt.Errorf("materialize %s: %w", abs, err)
+			}
+			return res, s.writeJournal(jpath, abs, d)
+		}
+		why, err := s.clobberCheck(ctx, jpath, abs, &dstSt)
+		if err != nil {
+			return res, err
+		}
+		if why != "" {
+			if !opts.Force {
+				return res, fmt.Errorf("materialize %s: %w %s: %s (use --force to replace it)", d, ErrClobber, abs, why)
+			}
+			res.Replaced = fmt.Sprintf("%s: %s", abs, why)
+		}
+	}
+	if err := os.MkdirAll(filepath.Dir(abs), 0o755); err != nil {
+		return res, fmt.Errorf("materialize %s: %w", abs, err)
+	}
+	tmp := filepath.Join(filepath.Dir(abs), ".orkpipe-"+randomID()+".tmp")
+	defer os.Remove(tmp)
+	if res.Linked, err = s.placeAt(ctx, d, src, tmp); err != nil {
+		return res, fmt.Errorf("materialize %s: %w", abs, err)
+	}
+	if exists {
+		err = os.Rename(tmp, abs)
+	} else {
+		err = os.Link(tmp, abs) // never replaces a file created meanwhile
+		if errors.Is(err, fs.ErrExist) {
+			err = fmt.Errorf("%w %s: it appeared while materializing", ErrClobber, abs)
+		}
+	}
+	if err != nil {
+		return res, fmt.Errorf("materialize %s: %w", abs, err)
+	}
+	if err := syncDir(filepath.Dir(abs)); err != nil {
+		return res, fmt.Errorf("materialize %s: %w", abs, err)
+	}
+	if res.Replaced != "" {
+		s.log.Warn("materialize replaced a file", "path", abs, "replaced", res.Replaced, "digest", d.String())
+	}
+	return res, s.writeJournal(jpath, abs, d)
+}
+
+// clobberCheck returns "" if the existing dst may be replaced, else why not.
+func (s *Store) clobberCheck(ctx context.Context, jpath, abs string, st *unix.Stat_t) (string, error) {
+	if st.Mode&unix.S_IFMT != unix.S_IFREG {
+		return fmt.Sprintf("it exists and is not a regular file (mode %o)", st.Mode), nil
+	}
+	e, ok := s.readJournal(jpath, abs)
+	if !ok {
+		return fmt.Sprintf("it exists (%d bytes) and orkpipe did not write it", st.Size), nil
+	}
+	now := idOf(st)
+	if now == e.ID {
+		return "", nil
+	}
+	if now.Size == e.ID.Size && now.Dev == e.ID.Dev {
+		// Timestamps or inode moved (hard links to the object share its ctime): compare content.
+		got, err := HashPath(ctx, abs)
+		if err != nil {
+			return "", fmt.Errorf("materialize: %w", err)
+		}
+		if got.Digest == e.Digest {
+			return "", nil
+		}
+	}
+	return fmt.Sprintf("orkpipe wrote it as %s (%d bytes) at %s, but it changed since (now %d bytes, mtime %s)",
+		e.Digest, e.ID.Size, e.Written.Format(time.RFC3339), now.Size, time.Unix(0, now.MtimeNs).Format(time.RFC3339Nano)), nil
+}
+
+// placeAt creates tmp as a hard link to the object, or, across filesystems, as a sparse 0444 copy.
+func (s *Store) placeAt(ctx context.Context, d Digest, src, tmp string) (linked bool, err error) {
+	if !s.forceCopy {
+		err := os.Link(src, tmp)
+		if err == nil {
+			return true, nil
+		}
+		if !errors.Is(err, unix.EXDEV) && !errors.Is(err, unix.EPERM) && !errors.Is(err, unix.EMLINK) {
+			return false, err
+		}
+		s.log.Debug("materialize: hard link impossible, copying", "digest", d.String(), "err", err)
+	}
+	in, err := os.Open(src)
+	if err != nil {
+		return false, err
+	}
+	defer in.Close()
+	st, err := fstat(in)
+	if err != nil {
+		return false, err
+	}
+	out, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
+	if err != nil {
+		return false, err
+	}
+	defer out.Close()
+	h := NewHasher()
+	err = readBlocks(ctx, in, st.Size, func(b block) error {
+		if b.data == nil {
+			writeZeros(h, b.zeros)
+			return nil
+		}
+		h.Write(b.data)
+		return writeSparse(out, b.off, b.data)
+	})
+	if err != nil {
+		return false, err
+	}
+	if got := DigestOf(h); got != d {
+		return false, s.corrupt(d, in, st.Ino, fmt.Sprintf("%d bytes hash to %s while copying", st.Size, got))
+	}
+	if err := out.Truncate(st.Size); err != nil {
+		return false, err
+	}
+	if err := out.Chmod(0o444); err != nil {
+		return false, err
+	}
+	if err := out.Sync(); err != nil {
+		return false, err
+	}
+	return false, out.Close()
+}
+
+func (s *Store) writeJournal(jpath, abs string, d Digest) error {
+	var st unix.Stat_t
+	if err := unix.Lstat(abs, &st); err != nil {
+		return fmt.Errorf("materialize %s: journal: %w", abs, err)
+	}
+	b, err := json.Marshal(journalEntry{Path: abs, Digest: d, ID: idOf(&st), Written: time.Now().UTC()})
+	if err != nil {
+		return fmt.Errorf("materialize %s: journal: %w", abs, err)
+	}
+	if err := s.writeRecord(jpath, b); err != nil {
+		return fmt.Errorf("materialize %s: journal: %w", abs, err)
+	}
+	return nil
+}
+
+// readJournal returns the journal entry of abs; absent or unreadable entries are reported as absent
+// (logged), which makes the path count as not written by orkpipe: the safe side.
+func (s *Store) readJournal(jpath, abs string) (journalEntry, bool) {
+	b, err := readLimited(jpath, 1<<16)
+	if err != nil {
+		if !errors.Is(err, fs.ErrNotExist) {
+			s.log.Warn("materialize journal entry unreadable", "path", abs, "entry", jpath, "err", err)
+		}
+		return journalEntry{}, false
+	}
+	var e journalEntry
+	if err := json.Unmarshal(b, &e); err != nil || e.Path != abs || e.Digest.IsZero() {
+		s.log.Warn("materialize journal entry invalid", "path", abs, "entry", jpath, "err", err)
+		return journalEntry{}, false
+	}
+	return e, true
+}

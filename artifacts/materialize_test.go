@@ -1,0 +1,208 @@
+package artifacts
+
+import (
+	"bytes"
+	"context"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+)
+
+func TestMaterializeNoClobber(t *testing.T) {
+	for _, copyMode := range []bool{false, true} {
+		name := "hardlink"
+		if copyMode {
+			name = "copy"
+		}
+		t.Run(name, func(t *testing.T) {
+			s := openTestStore(t)
+			s.forceCopy = copyMode
+			ctx := context.Background()
+			pack := pattern("pack", 300000)
+			o := mustIngest(t, s, pack)
+			out := t.TempDir()
+
+			// A fresh path: written read-only, linked or copied as requested.
+			dst := filepath.Join(out, "model.orkpack")
+			res, err := s.Materialize(ctx, o.Digest, dst, MaterializeOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if res.Linked == copyMode || res.Replaced != "" || res.Path != dst {
+				t.Fatalf("result %+v", res)
+			}
+			checkFile(t, dst, pack, 0o444)
+
+			// Materializing again over orkpipe's own unchanged file is fine.
+			if _, err := s.Materialize(ctx, o.Digest, dst, MaterializeOptions{}); err != nil {
+				t.Fatal(err)
+			}
+			// Even a different object may replace an unchanged file orkpipe wrote.
+			o2 := mustIngest(t, s, pattern("pack v2", 300000))
+			if res, err := s.Materialize(ctx, o2.Digest, dst, MaterializeOptions{}); err != nil || res.Replaced != "" {
+				t.Fatalf("replacing orkpipe's own file: %+v, %v", res, err)
+			}
+
+			// A user file orkpipe did not write: refused, untouched; Force replaces and says so.
+			user := filepath.Join(out, "notes.orkpack")
+			mine := []byte("the user's own pack, do not lose")
+			os.WriteFile(user, mine, 0o644)
+			_, err = s.Materialize(ctx, o.Digest, user, MaterializeOptions{})
+			wantErrIs(t, err, ErrClobber)
+			if !strings.Contains(err.Error(), user) || !strings.Contains(err.Error(), "did not write") {
+				t.Fatalf("clobber error %q does not name the path and the reason", err)
+			}
+			checkFile(t, user, mine, 0o644)
+			res, err = s.Materialize(ctx, o.Digest, user, MaterializeOptions{Force: true})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !strings.Contains(res.Replaced, user) || !strings.Contains(res.Replaced, "did not write") {
+				t.Fatalf("Force result %+v does not say what it replaced", res)
+			}
+			checkFile(t, user, pack, 0o444)
+		})
+	}
+}
+
+func TestMaterializeChangedSinceWritten(t *testing.T) {
+	s := openTestStore(t)
+	s.forceCopy = true // a copy, so the user's edit does not reach the object
+	ctx := context.Background()
+	pack := pattern("pack", 100000)
+	o := mustIngest(t, s, pack)
+	dst := filepath.Join(t.TempDir(), "model.orkpack")
+	if _, err := s.Materialize(ctx, o.Digest, dst, MaterializeOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	// The user edits the file orkpipe wrote (same size).
+	os.Chmod(dst, 0o644)
+	edited := append([]byte{}, pack...)
+	edited[10] ^= 0xff
+	if err := os.WriteFile(dst, edited, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	_, err := s.Materialize(ctx, o.Digest, dst, MaterializeOptions{})
+	wantErrIs(t, err, ErrClobber)
+	if !strings.Contains(err.Error(), "changed since") || !strings.Contains(err.Error(), dst) {
+		t.Fatalf("error %q", err)
+	}
+	checkFile(t, dst, edited, 0o644)
+	res, err := s.Materialize(ctx, o.Digest, dst, MaterializeOptions{Force: true})
+	if err != nil || !strings.Contains(res.Replaced, "changed since") {
+		t.Fatalf("Force: %+v, %v", res, err)
+	}
+	checkFile(t, dst, pack, 0o444)
+}
+
+func TestMaterializeHardlinkSharedCtime(t *testing.T) {
+	// Hard links share the object's inode: linking it elsewhere changes its ctime. That must not
+	// make orkpipe's own unchanged file look "changed by the user".
+	s := openTestStore(t)
+	ctx := context.Background()
+	o := mustIngest(t, s, pattern("shared", 5000))
+	out := t.TempDir()
+	a, b := filepath.Join(out, "a"), filepath.Join(out, "b")
+	for _, p := range []string{a, b} {
+		if _, err := s.Materialize(ctx, o.Digest, p, MaterializeOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	o2 := mustIngest(t, s, pattern("other", 5000))
+	if res, err := s.Materialize(ctx, o2.Digest, a, MaterializeOptions{}); err != nil || res.Replaced != "" {
+		t.Fatalf("replacing orkpipe's own hardlinked file: %+v, %v", res, err)
+	}
+}
+
+func TestSparseStaysSparse(t *testing.T) {
+	s := openTestStore(t)
+	ctx := context.Background()
+	dir := t.TempDir()
+	// A stub-like file: 256 MiB logical, 1 MiB of data at the start, 1 MiB in the middle.
+	const logical = 256 << 20
+	src := filepath.Join(dir, "stub.gguf")
+	f, err := os.Create(src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	head, mid := pattern("header", 1<<20), pattern("middle", 1<<20)
+	f.WriteAt(head, 0)
+	f.WriteAt(mid, 128<<20)
+	f.Truncate(logical)
+	f.Close()
+	if du := diskBytes(t, src); du > 4<<20 {
+		t.Skipf("the test filesystem does not make holes (%d bytes on disk)", du)
+	}
+	want, err := HashPath(ctx, src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	full := make([]byte, logical)
+	copy(full, head)
+	copy(full[128<<20:], mid)
+	if SumBytes(full) != want.Digest {
+		t.Fatal("HashPath of a sparse file differs from the hash of its logical bytes")
+	}
+	full = nil
+
+	o, err := s.IngestFile(ctx, src)
+	if err != nil || o != want {
+		t.Fatalf("IngestFile = %v, %v; want %v", o, err, want)
+	}
+	if du := diskBytes(t, s.objectPath(o.Digest)); du > 4<<20 {
+		t.Fatalf("ingested object uses %d bytes on disk for %d logical bytes", du, int64(logical))
+	}
+	s.forceCopy = true
+	dst := filepath.Join(dir, "out", "stub.gguf")
+	res, err := s.Materialize(ctx, o.Digest, dst, MaterializeOptions{})
+	if err != nil || res.Linked {
+		t.Fatalf("Materialize copy: %+v, %v", res, err)
+	}
+	if du := diskBytes(t, dst); du > 4<<20 {
+		t.Fatalf("materialized copy uses %d bytes on disk for %d logical bytes", du, int64(logical))
+	}
+	if got, err := HashPath(ctx, dst); err != nil || got != want {
+		t.Fatalf("materialized copy hashes to %v, %v", got, err)
+	}
+	// The same bytes as a plain stream through Ingest (a download) also land sparse.
+	s2 := openTestStore(t)
+	r, _ := os.Open(src)
+	defer r.Close()
+	o3, err := s2.Ingest(ctx, struct{ io.Reader }{r}) // hide ReadAt/Seek: a plain stream
+	if err != nil || o3 != want {
+		t.Fatalf("Ingest of the stream = %v, %v", o3, err)
+	}
+	if du := diskBytes(t, s2.objectPath(o3.Digest)); du > 4<<20 {
+		t.Fatalf("streamed object uses %d bytes on disk for %d logical bytes", du, int64(logical))
+	}
+	t.Logf("%d logical bytes; on disk: source %d, ingested %d, materialized copy %d, streamed %d",
+		int64(logical), diskBytes(t, src), diskBytes(t, s.objectPath(o.Digest)), diskBytes(t, dst), diskBytes(t, s2.objectPath(o3.Digest)))
+}
+
+// diskBytes is the space a file occupies (st_blocks * 512).
+func diskBytes(t *testing.T, p string) int64 {
+	t.Helper()
+	var st syscall.Stat_t
+	if err := syscall.Stat(p, &st); err != nil {
+		t.Fatal(err)
+	}
+	return st.Blocks * 512
+}
+
+func checkFile(t *testing.T, p string, want []byte, mode os.FileMode) {
+	t.Helper()
+	got, err := os.ReadFile(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(got, want) {
+		t.Fatalf("%s: content differs (%d bytes, want %d)", p, len(got), len(want))
+	}
+	fi, _ := os.Stat(p)
+	if fi.Mode().Perm() != mode {
+		t.Fatalf("%s: mode %v, want %v", p, fi.Mode().Perm(), mode)
+	}
+}

@@ -1,0 +1,119 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"orkpipe/artifacts"
+)
+
+func TestCacheDir(t *testing.T) {
+	cache := filepath.Join(t.TempDir(), "c")
+	out, _, code := orkpipeExit(t, "--cache", cache, "cache", "dir")
+	if code != 0 || out != cache+"\n" {
+		t.Fatalf("cache dir: exit %d, %q", code, out)
+	}
+}
+
+// fillCache stores n 1000-byte objects used 1..n hours ago (object 0 the oldest).
+func fillCache(t *testing.T, cache string, n int) []artifacts.Object {
+	t.Helper()
+	s, err := artifacts.OpenStore(cache)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	var objs []artifacts.Object
+	for i := range n {
+		o, err := s.Ingest(context.Background(), bytes.NewReader(bytes.Repeat([]byte{byte(i + 1)}, 1000)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		at := time.Now().Add(-time.Duration(n-i) * time.Hour)
+		for _, p := range []string{
+			filepath.Join(cache, "access", o.Digest.Hex()[:2], o.Digest.Hex()),
+			filepath.Join(cache, "objects", o.Digest.Hex()[:2], o.Digest.Hex()),
+		} {
+			if err := os.Chtimes(p, at, at); err != nil {
+				t.Fatal(err)
+			}
+		}
+		objs = append(objs, o)
+	}
+	return objs
+}
+
+func TestCacheVerify(t *testing.T) {
+	cache := filepath.Join(t.TempDir(), "c")
+	objs := fillCache(t, cache, 3)
+	out, errOut, code := orkpipeExit(t, "--cache", cache, "cache", "verify")
+	if code != 0 || !strings.Contains(out, "verified 3 objects") || !strings.Contains(out, "0 corrupt") {
+		t.Fatalf("clean verify: exit %d, %q %q", code, out, errOut)
+	}
+	// Corrupt one object on disk.
+	p := filepath.Join(cache, "objects", objs[1].Digest.Hex()[:2], objs[1].Digest.Hex())
+	os.Chmod(p, 0o644)
+	os.WriteFile(p, bytes.Repeat([]byte{9}, 1000), 0o644)
+	out, errOut, code = orkpipeExit(t, "--cache", cache, "cache", "verify")
+	if code != 1 || !strings.Contains(out, "CORRUPT "+objs[1].Digest.String()) || !strings.Contains(errOut, "1 corrupt objects quarantined") {
+		t.Fatalf("verify with a corrupt object: exit %d, stdout %q, stderr %q", code, out, errOut)
+	}
+	if _, err := os.Stat(p); !os.IsNotExist(err) {
+		t.Fatalf("corrupt object still in objects/: %v", err)
+	}
+	out, _, code = orkpipeExit(t, "--cache", cache, "cache", "verify")
+	if code != 0 || !strings.Contains(out, "verified 2 objects") {
+		t.Fatalf("verify after quarantine: exit %d, %q", code, out)
+	}
+}
+
+func TestCacheGC(t *testing.T) {
+	cache := filepath.Join(t.TempDir(), "c")
+	objs := fillCache(t, cache, 4)
+	s, err := artifacts.OpenStore(cache)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Pin(context.Background(), "recipe", []artifacts.Digest{objs[0].Digest}); err != nil {
+		t.Fatal(err)
+	}
+	// While another process (here: Store) has the cache open, gc refuses.
+	_, errOut, code := orkpipeExit(t, "--cache", cache, "cache", "gc", "--max-size", "2000B")
+	if code != 1 || !strings.Contains(errOut, "cache in use") {
+		t.Fatalf("gc on a busy cache: exit %d, %q", code, errOut)
+	}
+	s.Close()
+	// Pin touched object 0; age it again so only the pin protects it.
+	at := time.Now().Add(-10 * time.Hour)
+	os.Chtimes(filepath.Join(cache, "access", objs[0].Digest.Hex()[:2], objs[0].Digest.Hex()), at, at)
+
+	out, errOut, code := orkpipeExit(t, "--cache", cache, "cache", "gc", "--max-size", "2000B")
+	if code != 0 || !strings.Contains(out, "removed 2 of 4 objects") || !strings.Contains(out, "pinned 1") {
+		t.Fatalf("gc: exit %d, stdout %q, stderr %q", code, out, errOut)
+	}
+	s, err = artifacts.OpenStore(cache)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	for i, wantKept := range []bool{true, false, false, true} { // pinned, LRU, LRU, most recent
+		_, err := s.Stat(context.Background(), objs[i].Digest)
+		if (err == nil) != wantKept {
+			t.Errorf("object %d: kept=%v, want %v", i, err == nil, wantKept)
+		}
+	}
+	for _, args := range [][]string{
+		{"cache", "gc"},
+		{"cache", "gc", "--max-size", "lots"},
+		{"cache", "gc", "--max-age", "-3h"},
+	} {
+		if _, _, code := orkpipeExit(t, append([]string{"--cache", cache}, args...)...); code != 2 {
+			t.Errorf("%v: exit %d, want 2", args, code)
+		}
+	}
+}

@@ -1,0 +1,137 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+
+	"github.com/spf13/cobra"
+
+	"orkpipe/ork/pack"
+)
+
+func newDiffCommand(opts *globalOptions) *cobra.Command {
+	return &cobra.Command{
+		Use:   "diff PACK_A PACK_B",
+		Short: "Show the entries that differ between two orkpacks, and how",
+		Long: "diff compares two packs' indexes (both are validated on open): entries only in one, and for entries in\n" +
+			"both every field that differs (dtype, shape, group, nibble order, rotation, activation bits, sizes,\n" +
+			"resident bytes, domain, qerr, source digest, data digest). It exits 0 whether or not they differ.",
+		Args: cobra.ExactArgs(2),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return runDiff(cmd.Context(), opts, args[0], args[1])
+		},
+	}
+}
+
+type diffField struct {
+	Field string `json:"field"`
+	A     any    `json:"a"`
+	B     any    `json:"b"`
+}
+
+type diffEntry struct {
+	Name    string      `json:"name"`
+	Changes []diffField `json:"changes"`
+}
+
+type diffJSON struct {
+	A         string      `json:"a"`
+	B         string      `json:"b"`
+	Pack      []diffField `json:"pack"`
+	OnlyA     []string    `json:"only_a"`
+	OnlyB     []string    `json:"only_b"`
+	Changed   []diffEntry `json:"changed"`
+	Identical int         `json:"identical"`
+}
+
+func runDiff(ctx context.Context, opts *globalOptions, pathA, pathB string) error {
+	a, err := pack.Open(ctx, pathA)
+	if err != nil {
+		return err
+	}
+	defer a.Close()
+	b, err := pack.Open(ctx, pathB)
+	if err != nil {
+		return err
+	}
+	defer b.Close()
+	d := diffPacks(a, b)
+	d.A, d.B = pathA, pathB
+	if opts.json {
+		return json.NewEncoder(opts.stdout).Encode(d)
+	}
+	w := opts.stdout
+	for _, f := range d.Pack {
+		fmt.Fprintf(w, "pack %s: %v -> %v\n", f.Field, f.A, f.B)
+	}
+	for _, n := range d.OnlyA {
+		fmt.Fprintf(w, "- %s (only in %s)\n", n, pathA)
+	}
+	for _, n := range d.OnlyB {
+		fmt.Fprintf(w, "+ %s (only in %s)\n", n, pathB)
+	}
+	for _, c := range d.Changed {
+		fmt.Fprintf(w, "~ %s:", c.Name)
+		for i, f := range c.Changes {
+			sep := ","
+			if i == 0 {
+				sep = ""
+			}
+			fmt.Fprintf(w, "%s %s %v -> %v", sep, f.Field, f.A, f.B)
+		}
+		fmt.Fprintln(w)
+	}
+	fmt.Fprintf(w, "%d only in A, %d only in B, %d changed, %d identical\n", len(d.OnlyA), len(d.OnlyB), len(d.Changed), d.Identical)
+	return nil
+}
+
+func diffPacks(a, b *pack.Reader) diffJSON {
+	d := diffJSON{OnlyA: []string{}, OnlyB: []string{}, Changed: []diffEntry{}, Pack: []diffField{}}
+	ab, bb := a.Board(), b.Board()
+	for _, f := range []diffField{
+		{"version", a.Version(), b.Version()}, {"board", ab.Name, bb.Name}, {"profile", ab.Profile.String(), bb.Profile.String()},
+		{"domains", ab.Domains, bb.Domains}, {"resident_bytes", ab.Resident, bb.Resident}, {"bytes", a.Size(), b.Size()},
+	} {
+		if f.A != f.B {
+			d.Pack = append(d.Pack, f)
+		}
+	}
+	for _, ea := range a.Entries() {
+		eb, err := b.Entry(ea.Name)
+		if err != nil {
+			d.OnlyA = append(d.OnlyA, ea.Name)
+			continue
+		}
+		if ch := entryChanges(ea, eb); len(ch) > 0 {
+			d.Changed = append(d.Changed, diffEntry{Name: ea.Name, Changes: ch})
+		} else {
+			d.Identical++
+		}
+	}
+	for _, eb := range b.Entries() {
+		if _, err := a.Entry(eb.Name); err != nil {
+			d.OnlyB = append(d.OnlyB, eb.Name)
+		}
+	}
+	return d
+}
+
+func entryChanges(a, b pack.Entry) []diffField {
+	var out []diffField
+	for _, f := range []diffField{
+		{"dtype", a.DType.String(), b.DType.String()},
+		{"k", a.K, b.K}, {"n", a.N, b.N}, {"group", a.Group, b.Group},
+		{"nibbles", a.Nibbles.String(), b.Nibbles.String()},
+		{"rotation", a.Rotation.String(), b.Rotation.String()},
+		{"act_bits", a.ActBits, b.ActBits}, {"segment_k", a.SegmentK, b.SegmentK},
+		{"bytes", a.Length, b.Length}, {"resident_bytes", a.ResidentBytes, b.ResidentBytes},
+		{"domain", a.Domain, b.Domain}, {"qerr", a.QErr, b.QErr},
+		{"source", a.Source.String(), b.Source.String()}, {"data", a.Digest.String(), b.Digest.String()},
+	} {
+		if f.A != f.B {
+			out = append(out, f)
+		}
+	}
+	return out
+}

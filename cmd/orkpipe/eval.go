@@ -1,0 +1,116 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+
+	"github.com/spf13/cobra"
+
+	"orkpipe/ork/model"
+)
+
+type evalFlags struct {
+	model, base, text string
+	ctx, chunks       int
+}
+
+func newEvalCommand(opts *globalOptions) *cobra.Command {
+	var fl evalFlags
+	cmd := &cobra.Command{
+		Use:   "eval --model M.gguf --text T [--ctx N] [--base-model F32.gguf]",
+		Short: "Perplexity (and KL divergence against a base model) computed as llama-perplexity does",
+		Long: "eval tokenizes the text whole (with BOS), splits it into tokens/ctx chunks, and scores the second half\n" +
+			"of each chunk, as llama.cpp's llama-perplexity does; it prints PPL +/- its error. With --base-model it\n" +
+			"also prints the KL divergence of the base model's distribution to the evaluated one (mean, median,\n" +
+			"99th percentile, max) and the rate of agreeing top tokens.",
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return runEval(cmd.Context(), opts, fl)
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&fl.model, "model", "", "the model to evaluate (GGUF, llama family)")
+	f.StringVar(&fl.base, "base-model", "", "reference model for KL divergence (usually the F32/F16 source)")
+	f.StringVar(&fl.text, "text", "", "text file to score (- for standard input)")
+	f.IntVar(&fl.ctx, "ctx", 512, "chunk length in tokens")
+	f.IntVar(&fl.chunks, "chunks", 0, "score at most this many chunks (0: all)")
+	return cmd
+}
+
+func runEval(ctx context.Context, opts *globalOptions, fl evalFlags) error {
+	switch {
+	case fl.model == "":
+		return usagef("eval: --model is required")
+	case fl.text == "":
+		return usagef("eval: --text is required")
+	case fl.ctx < 4:
+		return usagef("eval: --ctx %d: want at least 4", fl.ctx)
+	case fl.chunks < 0:
+		return usagef("eval: --chunks %d: want >= 0", fl.chunks)
+	}
+	budget, err := opts.memBudget()
+	if err != nil {
+		return err
+	}
+	text, err := readText(fl.text)
+	if err != nil {
+		return err
+	}
+	m, tok, f, err := model.OpenGGUF(ctx, fl.model, budget/2)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	ids, err := tok.Encode(text, true, false)
+	if err != nil {
+		return fmt.Errorf("tokenize %s: %w", fl.text, err)
+	}
+	eo := model.EvalOptions{Ctx: fl.ctx, MaxChunks: fl.chunks, BOS: model.NoToken}
+	if tok.Vocab().AddBOS {
+		eo.BOS = tok.Vocab().BOS
+	}
+	if fl.base != "" {
+		b, btok, bf, err := model.OpenGGUF(ctx, fl.base, budget/2)
+		if err != nil {
+			return err
+		}
+		defer bf.Close()
+		bids, err := btok.Encode(text, true, false)
+		if err != nil {
+			return fmt.Errorf("tokenize %s with %s: %w", fl.text, fl.base, err)
+		}
+		if !sameIDs(ids, bids) {
+			return fmt.Errorf("--base-model %s tokenizes %s differently from --model %s: the KL divergence would compare different tokens", fl.base, fl.text, fl.model)
+		}
+		eo.Base = b
+	}
+	eo.Progress = func(done, total int) {
+		opts.logger.Info("eval", "chunk", done, "of", total)
+	}
+	res, err := model.Evaluate(ctx, m, ids, eo)
+	if err != nil {
+		return fmt.Errorf("eval %s on %s: %w", fl.model, fl.text, err)
+	}
+	if opts.json {
+		return json.NewEncoder(opts.stdout).Encode(res)
+	}
+	fmt.Fprintf(opts.stdout, "PPL = %.4f +/- %.5f (%d chunks of %d, %d tokens, %d scored)\n", res.PPL, res.PPLErr, res.Chunks, fl.ctx, res.Tokens, res.Scored)
+	if res.KLD != nil {
+		fmt.Fprintf(opts.stdout, "KLD mean %.6f +/- %.6f  median %.6f  p99 %.6f  max %.6f\nsame top token %.3f%% +/- %.3f%%\n",
+			res.KLD.Mean, res.KLD.MeanErr, res.KLD.Median, res.KLD.P99, res.KLD.Max, 100**res.SameTop, 100**res.SameTopErr)
+	}
+	return nil
+}
+
+func sameIDs(a, b []int32) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
+}

@@ -1,0 +1,120 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"strings"
+	"text/tabwriter"
+
+	"github.com/goccy/go-yaml"
+
+	"orkpipe/ork/board"
+	"orkpipe/ork/pack"
+)
+
+// packEntryJSON is one entry of `inspect --json` for an orkpack.
+type packEntryJSON struct {
+	Name          string  `json:"name"`
+	DType         string  `json:"dtype"`
+	K             int     `json:"k"`
+	N             int     `json:"n"`
+	Group         int     `json:"group"`
+	Bytes         int64   `json:"bytes"`
+	ResidentBytes int64   `json:"resident_bytes"`
+	Domain        int     `json:"domain"`
+	QErr          float64 `json:"qerr"`
+}
+
+type packInspectJSON struct {
+	Version uint32          `json:"version"`
+	Bytes   int64           `json:"bytes"`
+	Entries []packEntryJSON `json:"entries"`
+	Domains int             `json:"domains"`
+	Board   string          `json:"board"`
+}
+
+// runInspectPack prints an orkpack's entries (name, dtype, K x N, group, on-disk bytes, resident bytes,
+// domain, qerr) and totals; with --json one object
+// {"version","bytes","entries":[{"name","dtype","k","n","group","bytes","resident_bytes","domain","qerr"}],
+// "domains":N,"board":PROFILE}. Opening the pack validates header, footer and index; entry data is not read.
+func runInspectPack(ctx context.Context, opts *globalOptions, path string) error {
+	r, err := pack.Open(ctx, path)
+	if err != nil {
+		return err
+	}
+	defer r.Close()
+	b := r.Board()
+	out := packInspectJSON{Version: r.Version(), Bytes: r.Size(), Domains: b.Domains, Board: b.Name, Entries: []packEntryJSON{}}
+	for _, e := range r.Entries() {
+		out.Entries = append(out.Entries, packEntryJSON{Name: e.Name, DType: e.DType.String(), K: e.K, N: e.N, Group: e.Group,
+			Bytes: e.Length, ResidentBytes: e.ResidentBytes, Domain: e.Domain, QErr: e.QErr})
+	}
+	if opts.json {
+		return json.NewEncoder(opts.stdout).Encode(out)
+	}
+	fmt.Fprintf(opts.stdout, "%s: orkpack v%d, %d bytes, %d entries, board %s (profile %s), %d domains\nindex digest %s\n\n",
+		path, r.Version(), r.Size(), len(out.Entries), b.Name, b.Profile, b.Domains, r.IndexDigest())
+	tw := tabwriter.NewWriter(opts.stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "NAME\tDTYPE\tK x N\tGROUP\tBYTES\tRESIDENT\tDOMAIN\tQERR")
+	var disk, resident int64
+	count := map[string]int{}
+	for _, e := range out.Entries {
+		fmt.Fprintf(tw, "%s\t%s\t%d x %d\t%s\t%d\t%d\t%d\t%.5f\n", e.Name, e.DType, e.K, e.N, groupText(e.Group), e.Bytes, e.ResidentBytes, e.Domain, e.QErr)
+		disk += e.Bytes
+		resident += e.ResidentBytes
+		count[e.DType]++
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	var mix []string
+	for _, d := range pack.DTypes {
+		if n := count[d.String()]; n > 0 {
+			mix = append(mix, fmt.Sprintf("%d %s", n, d))
+		}
+	}
+	fmt.Fprintf(opts.stdout, "\ntotal: %d entries (%s), %s on disk in entries, %s resident in %d domains\n",
+		len(out.Entries), strings.Join(mix, ", "), mibText(disk), mibText(resident), b.Domains)
+	return nil
+}
+
+func groupText(g int) string {
+	if g == 0 {
+		return "channel"
+	}
+	return fmt.Sprint(g)
+}
+
+func mibText(b int64) string { return fmt.Sprintf("%.2f MiB", float64(b)/(1<<20)) }
+
+// packProfile returns the board profile to check or cost a pack against: --board (a built-in name or a JSON
+// or YAML file) when given, else the built-in profile the pack was planned for.
+func packProfile(r *pack.Reader, flag string) (board.Profile, error) {
+	if flag == "" {
+		name := r.Board().Name
+		p, ok := board.Builtin(name)
+		if !ok {
+			return board.Profile{}, usagef("the pack was planned for board %q, which is not built in: pass --board FILE", name)
+		}
+		return p, nil
+	}
+	if p, ok := board.Builtin(flag); ok {
+		return p, nil
+	}
+	data, err := os.ReadFile(flag)
+	if err != nil {
+		return board.Profile{}, usagef("--board %s: not a built-in profile (rk3588) and not readable: %v", flag, err)
+	}
+	if strings.HasSuffix(flag, ".yaml") || strings.HasSuffix(flag, ".yml") {
+		if data, err = yaml.YAMLToJSON(data); err != nil {
+			return board.Profile{}, fmt.Errorf("board profile %s: %w", flag, err)
+		}
+	}
+	p, err := board.Parse(data)
+	if err != nil {
+		return board.Profile{}, fmt.Errorf("board profile %s: %w", flag, err)
+	}
+	return p, nil
+}

@@ -1,0 +1,180 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/zeebo/blake3"
+
+	"orkpipe/internal/testdata"
+	"orkpipe/ork/board"
+	"orkpipe/ork/gguf"
+	"orkpipe/ork/pack"
+	"orkpipe/ork/quant"
+)
+
+// buildStoriesPack quantizes the matmul weights of the real stories260K.gguf (RTN) and writes them to an
+// orkpack: ffn_down as I8 per channel, attn_output as I4_ROT_A8 (rotated), the rest I4_NATIVE with G=32.
+// promote names one more weight to store as I8_ROT; skip names one to leave out.
+func buildStoriesPack(t *testing.T, dir, name, promote, skip string) string {
+	t.Helper()
+	ctx := context.Background()
+	f, err := gguf.Open(ctx, testdata.Path(t, "stories260K.gguf"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	path := filepath.Join(dir, name)
+	w, err := pack.Create(path, board.Planner(board.RK3588()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	for _, ti := range f.Tensors {
+		if len(ti.Shape) != 2 || ti.Name == "token_embd.weight" || ti.Name == skip {
+			continue
+		}
+		m := quant.Matrix{Name: ti.Name, Rows: int(ti.Rows()), Cols: int(ti.RowLen())}
+		m.Data = make([]float32, m.Rows*m.Cols)
+		if err := f.ReadRows(ctx, ti, 0, m.Data); err != nil {
+			t.Fatal(err)
+		}
+		dt, qopts := pack.I4Native, []quant.Option{quant.WithBits(4), quant.WithGroup(32)}
+		switch {
+		case ti.Name == promote:
+			dt, qopts = pack.I8Rot, []quant.Option{quant.WithBits(8), quant.WithGroup(0), quant.WithRotation(true, 7)}
+		case strings.Contains(ti.Name, "ffn_down"):
+			dt, qopts = pack.I8, []quant.Option{quant.WithBits(8), quant.WithGroup(0)}
+		case strings.Contains(ti.Name, "attn_output"):
+			dt, qopts = pack.I4RotA8, []quant.Option{quant.WithBits(4), quant.WithGroup(32), quant.WithRotation(true, 7)}
+		}
+		q, err := quant.RTN(ctx, m, nil, qopts...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		h := blake3.New()
+		if _, err := io.Copy(h, f.Section(ti)); err != nil {
+			t.Fatal(err)
+		}
+		meta := pack.Meta{Name: ti.Name, DType: dt, K: q.KP, N: q.N, Group: q.Group, QErr: q.QErr, Source: pack.Digest(h.Sum(nil))}
+		if !q.Rotation.IsZero() {
+			meta.Rotation = pack.Rotation{Kind: pack.RotHadamard, Block: q.Rotation.Block, Seed: q.Rotation.Seed}
+		}
+		if err := w.Add(ctx, pack.Weight{Meta: meta, Codes: q.Codes, Scales: q.Scales}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := w.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+// run executes the root command as main does and returns stdout and the exit status.
+func runPackCLI(t *testing.T, args ...string) (string, int) {
+	t.Helper()
+	var out, errOut bytes.Buffer
+	opts := newGlobalOptions(&out, &errOut)
+	root := newRootCommand(opts)
+	root.SetArgs(args)
+	ctx := context.Background()
+	code := exitCode(ctx, root.ExecuteContext(ctx), &errOut)
+	if errOut.Len() > 0 {
+		t.Logf("stderr: %s", errOut.String())
+	}
+	return out.String(), code
+}
+
+func TestPackVerify(t *testing.T) {
+	dir := t.TempDir()
+	path := buildStoriesPack(t, dir, "s.orkpack", "", "")
+	out, code := runPackCLI(t, "pack", "verify", path)
+	if code != 0 || !strings.Contains(out, ": ok: orkpack v1") {
+		t.Fatalf("verify of a good pack: exit %d, output %s", code, out)
+	}
+	t.Log(out)
+
+	// Corrupt one byte of one entry in a copy: verify names the entry and exits 1.
+	r, err := pack.Open(context.Background(), path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	victim := r.Entries()[3]
+	r.Close()
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	data[victim.Offset+victim.Length/2] ^= 0x40
+	bad := filepath.Join(dir, "bad.orkpack")
+	if err := os.WriteFile(bad, data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out, code = runPackCLI(t, "pack", "verify", "--json", bad)
+	var res packVerifyJSON
+	if err := json.Unmarshal([]byte(out), &res); err != nil {
+		t.Fatalf("%v: %s", err, out)
+	}
+	if code != 1 || res.OK || len(res.Errors) != 1 || !strings.Contains(res.Errors[0], victim.Name) {
+		t.Fatalf("corrupt entry: exit %d, %+v", code, res)
+	}
+	t.Log(res.Errors[0])
+
+	// Truncated: open fails, exit 1, message says so.
+	if err := os.WriteFile(bad, data[:len(data)-5000], 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out, code = runPackCLI(t, "pack", "verify", bad)
+	if code != 1 || !strings.Contains(out, "truncated: expected") {
+		t.Fatalf("truncated: exit %d, %s", code, out)
+	}
+}
+
+func TestInspectPack(t *testing.T) {
+	path := buildStoriesPack(t, t.TempDir(), "s.orkpack", "", "")
+	var out bytes.Buffer
+	opts := newGlobalOptions(&out, &out)
+	opts.json = true
+	if err := runInspectPack(context.Background(), opts, path); err != nil {
+		t.Fatal(err)
+	}
+	var got packInspectJSON
+	dec := json.NewDecoder(&out)
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&got); err != nil {
+		t.Fatal(err)
+	}
+	st, _ := os.Stat(path)
+	if got.Version != 1 || got.Bytes != st.Size() || got.Board != "rk3588" || got.Domains != 1 || len(got.Entries) != 36 {
+		t.Fatalf("inspect: version %d bytes %d board %q domains %d entries %d", got.Version, got.Bytes, got.Board, got.Domains, len(got.Entries))
+	}
+	r, err := pack.Open(context.Background(), path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	for i, e := range r.Entries() {
+		rb, _ := board.ResidentBytes(e, board.RK3588())
+		g := got.Entries[i]
+		if g.Name != e.Name || g.DType != e.DType.String() || g.K != e.K || g.N != e.N || g.Bytes != e.Length || g.ResidentBytes != rb || g.QErr != e.QErr {
+			t.Fatalf("entry %d: %+v vs index %+v (resident %d)", i, g, e, rb)
+		}
+	}
+	out.Reset()
+	opts.json = false
+	if err := runInspectPack(context.Background(), opts, path); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"orkpack v1", "blk.0.ffn_down.weight", "I8", "I4_ROT_A8", "total: 36 entries"} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("inspect text lacks %q:\n%s", want, out.String())
+		}
+	}
+	t.Log(out.String())
+}

@@ -1,0 +1,101 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"text/tabwriter"
+
+	"github.com/spf13/cobra"
+
+	"orkpipe/internal/units"
+	"orkpipe/pipelines"
+	"orkpipe/pipelines/engine"
+)
+
+func newPlanCommand(opts *globalOptions) *cobra.Command {
+	return &cobra.Command{
+		Use:   "plan TARGET",
+		Short: "Print the DAG of a target (nodes, stage, key, cached or not, memory estimate) without running it",
+		Long: "plan prints every node of TARGET (\"demo\" for the built-in demo) with its stage, its key (short; \"pending\"\n" +
+			"while it depends on outputs not built yet), whether its outputs are cached and its declared peak memory.\n" +
+			"Nodes with identical key material are reported. -v prints each node's key material; --json prints it all.",
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return runPlan(cmd.Context(), opts, args[0])
+		},
+	}
+}
+
+// planOutput is the --json output of plan.
+type planOutput struct {
+	Target string              `json:"target"`
+	Budget int64               `json:"mem_budget"`
+	Nodes  []engine.NodeStatus `json:"nodes"`
+}
+
+func runPlan(ctx context.Context, opts *globalOptions, arg string) error {
+	t, err := pipelines.Resolve(arg)
+	if err != nil {
+		return asUsage(err)
+	}
+	store, eng, sink, err := openEngine(opts, false, false)
+	if err != nil {
+		return err
+	}
+	defer store.Close()
+	defer sink.Close()
+	g, err := t.Graph(ctx)
+	if err != nil {
+		return asUsage(err)
+	}
+	plan, err := eng.Plan(g)
+	if err != nil {
+		return asUsage(err)
+	}
+	nodes, err := eng.Status(ctx, plan)
+	if err != nil {
+		return err
+	}
+	budget, _ := opts.memBudget()
+	if opts.json {
+		return json.NewEncoder(opts.stdout).Encode(planOutput{Target: t.Name(), Budget: budget, Nodes: nodes})
+	}
+	tw := tabwriter.NewWriter(opts.stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "NODE\tSTAGE\tKEY\tCACHED\tMEM\tDEPS")
+	cached := 0
+	for _, n := range nodes {
+		key, c := "pending", "no"
+		if n.Key != "" {
+			key = strings.TrimPrefix(n.Key, "blake3:")[:12]
+		}
+		if n.Cached {
+			c = "yes"
+			cached++
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", n.ID, n.Stage, key, c, units.FormatSize(n.Mem), strings.Join(n.Deps, ","))
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	fmt.Fprintf(opts.stdout, "%s: %d nodes, %d cached, memory budget %s\n", t.Name(), len(nodes), cached, units.FormatSize(budget))
+	for _, n := range nodes {
+		if n.SameAs != "" {
+			fmt.Fprintf(opts.stdout, "warning: %s has key material identical to %s: they run once and share outputs; if they are meant to differ, their parameters or inputs are not reaching the key\n", n.ID, n.SameAs)
+		}
+	}
+	if opts.verbose > 0 {
+		for _, n := range nodes {
+			if n.Material == nil {
+				continue
+			}
+			b, err := n.Material.Canonical()
+			if err != nil {
+				return err
+			}
+			fmt.Fprintf(opts.stdout, "%s %s\n", n.ID, b)
+		}
+	}
+	return nil
+}

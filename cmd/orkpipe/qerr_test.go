@@ -1,0 +1,94 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"strings"
+	"testing"
+
+	"orkpipe/internal/testdata"
+	"orkpipe/ork/quant"
+)
+
+func TestQErrJSONStories260K(t *testing.T) {
+	var out bytes.Buffer
+	opts := newGlobalOptions(&out, &out)
+	opts.json = true
+	opts.jobs = 2
+	err := runQErr(context.Background(), opts, testdata.Path(t, "stories260K.gguf"),
+		qerrFlags{tensors: `^blk\.[01]\.`, seed: 1, tokens: 256, actClip: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rep struct {
+		Schemes []struct {
+			Scheme       string  `json:"scheme"`
+			WeightRelErr float64 `json:"weight_rel_err"`
+			MatmulRelErr float64 `json:"matmul_rel_err"`
+		} `json:"schemes"`
+		Tensors []struct {
+			Name    string `json:"name"`
+			Schemes []struct {
+				Scheme string `json:"scheme"`
+			} `json:"schemes"`
+		} `json:"tensors"`
+	}
+	if err := json.Unmarshal(out.Bytes(), &rep); err != nil {
+		t.Fatalf("%v\n%s", err, out.String())
+	}
+	if len(rep.Tensors) != 14 { // 7 matmul weights in each of blk.0 and blk.1
+		t.Fatalf("%d tensors, want 14", len(rep.Tensors))
+	}
+	if len(rep.Schemes) != len(quant.Schemes) {
+		t.Fatalf("%d schemes, want %d", len(rep.Schemes), len(quant.Schemes))
+	}
+	m := map[string]float64{}
+	for i, s := range rep.Schemes {
+		if s.Scheme != quant.Schemes[i] {
+			t.Errorf("scheme %d = %q, want %q", i, s.Scheme, quant.Schemes[i])
+		}
+		if !(s.WeightRelErr > 0 && s.MatmulRelErr > 0) {
+			t.Errorf("%s: errors %v %v", s.Scheme, s.WeightRelErr, s.MatmulRelErr)
+		}
+		m[s.Scheme] = s.MatmulRelErr
+	}
+	if !(m["w4a4-pc"] > m["w4a4-g32"] && m["w4a4-g32"] > m["w4a4-g32-rot"] && m["w4a4-g32-rot"] > m["w4a8-g32-rot"]) {
+		t.Errorf("ordering broken: %v", m)
+	}
+	if !(m["w4a8-g32-rot-gptq"] <= m["q4_0"]) {
+		t.Errorf("GPTQ %v above q4_0 %v", m["w4a8-g32-rot-gptq"], m["q4_0"])
+	}
+}
+
+func TestQErrTextAndErrors(t *testing.T) {
+	var out bytes.Buffer
+	opts := newGlobalOptions(&out, &out)
+	opts.jobs = 1
+	path := testdata.Path(t, "stories260K.gguf")
+	if err := runQErr(context.Background(), opts, path, qerrFlags{tensors: `blk\.0\.ffn_down`, seed: 3, tokens: 64, actClip: 0.9}); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"blk.0.ffn_down.weight", "w4a8-g32-rot-gptq", "mean over 1 weights", "x q4_0"} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("output lacks %q:\n%s", want, out.String())
+		}
+	}
+	var ue usageError
+	for _, f := range []qerrFlags{
+		{tensors: "(", tokens: 8, actClip: 1},
+		{tokens: 0, actClip: 1},
+		{tokens: 8, actClip: 1.5},
+	} {
+		if err := runQErr(context.Background(), opts, path, f); !errors.As(err, &ue) {
+			t.Errorf("%+v: %v, want a usage error", f, err)
+		}
+	}
+	if err := runQErr(context.Background(), opts, path, qerrFlags{tensors: "nomatch", tokens: 8, actClip: 1}); err == nil || !strings.Contains(err.Error(), "no weights") {
+		t.Errorf("no matching tensor: %v", err)
+	}
+	if err := runQErr(context.Background(), opts, "/nonexistent.gguf", qerrFlags{tokens: 8, actClip: 1}); err == nil || !strings.Contains(err.Error(), "/nonexistent.gguf") {
+		t.Errorf("missing file: %v", err)
+	}
+}

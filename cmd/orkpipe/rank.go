@@ -1,0 +1,130 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"sort"
+	"text/tabwriter"
+
+	"github.com/spf13/cobra"
+
+	"orkpipe/ork/board"
+	"orkpipe/ork/pack"
+	"orkpipe/ork/tile"
+)
+
+func newRankCommand(opts *globalOptions) *cobra.Command {
+	var boardFlag string
+	cmd := &cobra.Command{
+		Use:   "rank PACK",
+		Short: "List a pack's entries worst qerr first, with what promoting each to I8_ROT or I4_ROT_A8 would cost",
+		Long: "rank sorts the pack's entries by quantization error, worst first, and prices promoting each one to\n" +
+			"I8_ROT or I4_ROT_A8: the change in on-disk bytes (entry data) and in resident bytes on the board\n" +
+			"(board.ResidentBytes with the pack's profile, or --board). Costs are in MiB; 0 when already that dtype.",
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return runRank(cmd.Context(), opts, args[0], boardFlag)
+		},
+	}
+	cmd.Flags().StringVar(&boardFlag, "board", "", "board profile: built-in name or JSON/YAML file (default: the one the pack was planned for)")
+	return cmd
+}
+
+// promotionTargets are the dtypes rank prices.
+var promotionTargets = []pack.DType{pack.I8Rot, pack.I4RotA8}
+
+type rankCost struct {
+	DiskBytes     int64   `json:"disk_bytes"`
+	ResidentBytes int64   `json:"resident_bytes"`
+	DiskMiB       float64 `json:"disk_mib"`
+	ResidentMiB   float64 `json:"resident_mib"`
+}
+
+type rankEntry struct {
+	Name    string              `json:"name"`
+	DType   string              `json:"dtype"`
+	K       int                 `json:"k"`
+	N       int                 `json:"n"`
+	QErr    float64             `json:"qerr"`
+	Promote map[string]rankCost `json:"promote,omitempty"` // absent for F16 (no quantized promotion)
+}
+
+func runRank(ctx context.Context, opts *globalOptions, path, boardFlag string) error {
+	r, err := pack.Open(ctx, path)
+	if err != nil {
+		return err
+	}
+	defer r.Close()
+	p, err := packProfile(r, boardFlag)
+	if err != nil {
+		return err
+	}
+	entries := r.Entries()
+	sort.SliceStable(entries, func(i, j int) bool { return entries[i].QErr > entries[j].QErr })
+	var out []rankEntry
+	for _, e := range entries {
+		re := rankEntry{Name: e.Name, DType: e.DType.String(), K: e.K, N: e.N, QErr: e.QErr}
+		if e.DType != pack.F16 {
+			re.Promote = map[string]rankCost{}
+			for _, to := range promotionTargets {
+				c, err := promotionCost(e, to, p)
+				if err != nil {
+					return err
+				}
+				re.Promote[to.String()] = c
+			}
+		}
+		out = append(out, re)
+	}
+	if opts.json {
+		return json.NewEncoder(opts.stdout).Encode(struct {
+			Board   string      `json:"board"`
+			Entries []rankEntry `json:"entries"`
+		}{p.Name, append([]rankEntry{}, out...)})
+	}
+	fmt.Fprintf(opts.stdout, "%s: %d entries, worst qerr first; promotion costs in MiB on board %s\n\n", path, len(out), p.Name)
+	tw := tabwriter.NewWriter(opts.stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "NAME\tDTYPE\tK x N\tQERR\tI8_ROT DISK\tI8_ROT RESIDENT\tI4_ROT_A8 DISK\tI4_ROT_A8 RESIDENT")
+	for _, e := range out {
+		fmt.Fprintf(tw, "%s\t%s\t%d x %d\t%.5f", e.Name, e.DType, e.K, e.N, e.QErr)
+		for _, to := range promotionTargets {
+			if c, ok := e.Promote[to.String()]; ok {
+				fmt.Fprintf(tw, "\t%+.2f\t%+.2f", c.DiskMiB, c.ResidentMiB)
+			} else {
+				fmt.Fprint(tw, "\t-\t-")
+			}
+		}
+		fmt.Fprintln(tw)
+	}
+	return tw.Flush()
+}
+
+// promotionCost is the change in on-disk and resident bytes if e were stored as dtype to. The sizes depend on
+// dtype, K, N and group only; a rotation is required by the rotated dtypes, so an unrotated entry is priced
+// with the Hadamard rotation it would gain (its block and seed do not change any size).
+func promotionCost(e pack.Entry, to pack.DType, p board.Profile) (rankCost, error) {
+	m := e.Meta
+	m.DType, m.ActBits = to, 0
+	if !to.Int4() {
+		m.Nibbles = tile.LowFirst
+	}
+	if m.Rotation.Kind == pack.RotNone {
+		m.Rotation = pack.Rotation{Kind: pack.RotHadamardUnsigned, Block: 32}
+	}
+	pe, err := pack.Geometry(m, e.SegmentK)
+	if err != nil {
+		return rankCost{}, fmt.Errorf("pricing %s as %s: %w", e.Name, to, err)
+	}
+	before, err := board.ResidentBytes(e, p)
+	if err != nil {
+		return rankCost{}, err
+	}
+	after, err := board.ResidentBytes(pe, p)
+	if err != nil {
+		return rankCost{}, err
+	}
+	c := rankCost{DiskBytes: pe.Length - e.Length, ResidentBytes: after - before}
+	c.DiskMiB, c.ResidentMiB = float64(c.DiskBytes)/(1<<20), float64(c.ResidentBytes)/(1<<20)
+	return c, nil
+}

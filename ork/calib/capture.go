@@ -1,0 +1,212 @@
+package calib
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+
+	"orkpipe/ork/model"
+)
+
+// Sequences cuts nSeq consecutive sequences of seqLen tokens from the start of tokens, replacing the
+// first token of each by bos (unless bos is model.NoToken), the way llama-perplexity forms its chunks.
+// It is deterministic; fewer than nSeq·seqLen tokens is an error.
+func Sequences(tokens []int32, nSeq, seqLen int, bos int32) ([][]int32, error) {
+	if nSeq <= 0 || seqLen <= 0 {
+		return nil, fmt.Errorf("calibration corpus of %d sequences of %d tokens: both must be positive: %w", nSeq, seqLen, ErrShape)
+	}
+	if len(tokens) < nSeq*seqLen {
+		return nil, fmt.Errorf("calibration corpus has %d tokens, %d sequences of %d need %d: %w", len(tokens), nSeq, seqLen, nSeq*seqLen, ErrShape)
+	}
+	out := make([][]int32, nSeq)
+	for i := range out {
+		s := append([]int32(nil), tokens[i*seqLen:(i+1)*seqLen]...)
+		if bos != model.NoToken {
+			s[0] = bos
+		}
+		out[i] = s
+	}
+	return out, nil
+}
+
+// EmbeddingSource is the HiddenSource of layer 0: the token embeddings of each sequence.
+type EmbeddingSource struct {
+	m    *model.Model
+	seqs [][]int32
+	next int
+}
+
+// NewEmbeddingSource returns the layer-0 hidden states of seqs (all of one length) under m.
+func NewEmbeddingSource(m *model.Model, seqs [][]int32) (*EmbeddingSource, error) {
+	if len(seqs) == 0 || len(seqs[0]) == 0 {
+		return nil, fmt.Errorf("embedding source: no sequences: %w", ErrShape)
+	}
+	for i, s := range seqs {
+		if len(s) != len(seqs[0]) {
+			return nil, fmt.Errorf("sequence %d has %d tokens, sequence 0 has %d: %w", i, len(s), len(seqs[0]), ErrShape)
+		}
+	}
+	return &EmbeddingSource{m: m, seqs: seqs}, nil
+}
+
+// Header implements HiddenSource.
+func (e *EmbeddingSource) Header() HiddenHeader {
+	return HiddenHeader{NEmbd: e.m.Cfg.NEmbd, SeqLen: len(e.seqs[0]), NSeq: len(e.seqs), Layer: 0}
+}
+
+// Next implements HiddenSource.
+func (e *EmbeddingSource) Next(ctx context.Context) ([]float32, error) {
+	if e.next == len(e.seqs) {
+		return nil, io.EOF
+	}
+	h, err := e.m.Embed(ctx, e.seqs[e.next])
+	if err != nil {
+		return nil, fmt.Errorf("sequence %d: %w", e.next, err)
+	}
+	e.next++
+	return h, nil
+}
+
+// Window is the half-open layer range [Start, End).
+type Window struct{ Start, End int }
+
+func (w Window) check(c *model.Config) error {
+	if w.Start < 0 || w.End <= w.Start || w.End > c.NLayer {
+		return fmt.Errorf("window [%d, %d): want 0 <= start < end <= %d layers: %w", w.Start, w.End, c.NLayer, ErrShape)
+	}
+	return nil
+}
+
+// Result holds the Hessians of one window: Hessians[l-Start][in] for block l and input in.
+type Result struct {
+	Window   Window
+	Hessians [][model.NumInputs]*Hessian
+}
+
+// Hessian returns the Hessian of input in of block layer.
+func (r *Result) Hessian(layer int, in model.Input) *Hessian {
+	return r.Hessians[layer-r.Window.Start][in]
+}
+
+// observer routes a block's linear inputs to the accumulators of the window.
+type observer struct {
+	start int
+	acc   [][model.NumInputs]*accumulator
+	err   error
+}
+
+func (o *observer) Observe(layer int, in model.Input, x []float32) {
+	if o.err == nil {
+		o.err = o.acc[layer-o.start][in].add(x)
+	}
+}
+
+// Capture runs every sequence of in through blocks [w.Start, w.End) of m (whose weights are loaded
+// once, for the whole window), accumulating the window's Hessians. When out is not nil, the hidden
+// states at w.End are written to it (one-shot mode); out must be declared with in's sequence count and
+// length and Layer = w.End, and is closed (digest appended) on success.
+func Capture(ctx context.Context, m *model.Model, w Window, in HiddenSource, out *HiddenWriter) (*Result, error) {
+	c := &m.Cfg
+	if err := checkRun(c, w, in, out); err != nil {
+		return nil, err
+	}
+	res := &Result{Window: w, Hessians: make([][model.NumInputs]*Hessian, w.End-w.Start)}
+	obs := &observer{start: w.Start, acc: make([][model.NumInputs]*accumulator, w.End-w.Start)}
+	shared := new([]float64)
+	for l := range res.Hessians {
+		for in := model.Input(0); in < model.NumInputs; in++ {
+			h := NewHessian(in.Width(c))
+			res.Hessians[l][in] = h
+			obs.acc[l][in] = &accumulator{h: h, x64: shared}
+		}
+	}
+	if err := run(ctx, m, w, in, out, obs); err != nil {
+		return nil, err
+	}
+	for l := range res.Hessians {
+		for _, h := range res.Hessians[l] {
+			h.Symmetrize()
+		}
+	}
+	return res, nil
+}
+
+// Propagate runs every sequence of in through blocks [w.Start, w.End) of m and writes the hidden states
+// at w.End to out, without Hessians. In sequential mode m's weight source emulates the quantized window,
+// so the next window sees the activations the board will see.
+func Propagate(ctx context.Context, m *model.Model, w Window, in HiddenSource, out *HiddenWriter) error {
+	if out == nil {
+		return fmt.Errorf("propagate window [%d, %d): no output: %w", w.Start, w.End, ErrShape)
+	}
+	if err := checkRun(&m.Cfg, w, in, out); err != nil {
+		return err
+	}
+	return run(ctx, m, w, in, out, nil)
+}
+
+func checkRun(c *model.Config, w Window, in HiddenSource, out *HiddenWriter) error {
+	if err := w.check(c); err != nil {
+		return err
+	}
+	hi := in.Header()
+	if hi.NEmbd != c.NEmbd || hi.Layer != w.Start {
+		return fmt.Errorf("window [%d, %d): input hidden states are %d wide at layer %d, want %d wide at layer %d: %w",
+			w.Start, w.End, hi.NEmbd, hi.Layer, c.NEmbd, w.Start, ErrShape)
+	}
+	if out != nil {
+		ho := out.Header()
+		if ho != (HiddenHeader{NEmbd: c.NEmbd, SeqLen: hi.SeqLen, NSeq: hi.NSeq, Layer: w.End}) {
+			return fmt.Errorf("window [%d, %d): output declared as %+v for input %+v: %w", w.Start, w.End, ho, hi, ErrShape)
+		}
+	}
+	return nil
+}
+
+func run(ctx context.Context, m *model.Model, w Window, in HiddenSource, out *HiddenWriter, obs *observer) error {
+	layers := make([]*model.Layer, 0, w.End-w.Start)
+	for l := w.Start; l < w.End; l++ {
+		ly, err := model.LoadLayer(ctx, &m.Cfg, m.Src, l)
+		if err != nil {
+			return err
+		}
+		layers = append(layers, ly)
+	}
+	hdr := in.Header()
+	var o model.Observer
+	if obs != nil {
+		o = obs
+	}
+	for s := 0; ; s++ {
+		h, err := in.Next(ctx)
+		if errors.Is(err, io.EOF) {
+			if s != hdr.NSeq {
+				return fmt.Errorf("hidden states ended after %d of %d sequences: %w", s, hdr.NSeq, ErrShape)
+			}
+			break
+		}
+		if err != nil {
+			return err
+		}
+		if len(h) != hdr.SeqLen*hdr.NEmbd {
+			return fmt.Errorf("sequence %d: %d values, want %d × %d: %w", s, len(h), hdr.SeqLen, hdr.NEmbd, ErrShape)
+		}
+		for _, ly := range layers {
+			if err := m.RunLayer(ctx, ly, h, o); err != nil {
+				return fmt.Errorf("sequence %d: %w", s, err)
+			}
+			if obs != nil && obs.err != nil {
+				return fmt.Errorf("sequence %d, layer %d: %w", s, ly.Index, obs.err)
+			}
+		}
+		if out != nil {
+			if err := out.WriteSeq(h); err != nil {
+				return err
+			}
+		}
+	}
+	if out != nil {
+		return out.Close()
+	}
+	return nil
+}

@@ -1,0 +1,60 @@
+// Package calib captures the activations a model's weights see and reduces them to what quantization
+// needs: per-input Hessians H = Σ x·xᵀ for GPTQ, computed layer window by layer window, and the diagonal
+// of H from llama.cpp imatrix files for architectures the forward pass does not support.
+//
+// # Windows
+//
+// A calibration corpus is a fixed number of token sequences of a fixed length, cut deterministically
+// from a tokenized text ([Sequences]). A window [a, b) of layers starts from the hidden states at layer a
+// (the input of block a; for a = 0 the token embeddings, [EmbeddingSource]) and runs every sequence
+// through blocks a..b-1 ([Capture]), accumulating one Hessian per distinct linear input of each block:
+// attn_q/attn_k/attn_v share one, ffn_gate/ffn_up share one, attn_output and ffn_down have their own
+// (see model.Input). It also writes the hidden states at layer b, so the next window starts there and
+// never replays earlier layers.
+//
+// One-shot mode: every window runs the float weights, and the hidden states Capture writes at b feed the
+// next window. Sequential mode: the next window must see the activations the board will see, so the
+// hidden states at b are produced by [Propagate] running the window with its quantized weights (a
+// model.WeightSource whose Linears emulate the pack) after this window's weights were quantized; Capture
+// is then called without an output.
+//
+// Memory is predictable before the run: [EstimateMemory] is the function the planner calls.
+//
+// # Hidden-states file (one per window boundary)
+//
+// Little-endian:
+//
+//	offset  size  field
+//	0       8     magic "ORKHID\x00\x01"
+//	8       4     u32 version (1)
+//	12      4     u32 n_embd
+//	16      4     u32 seq_len (tokens per sequence)
+//	20      4     u32 n_seq
+//	24      4     u32 layer: the states are the input of block `layer` (n_layer: after the last block)
+//	28      4     u32 reserved, 0
+//	32      ...   n_seq × seq_len × n_embd float32, sequence by sequence, token by token
+//	end-32  32    BLAKE3-256 of every byte before it
+//
+// Writers check the number of values written; readers check the header, the length and the digest, and
+// fail at EOF on any mismatch, so a truncated or altered file never feeds a window.
+//
+// # Hessian file (one per distinct linear input)
+//
+//	offset  size  field
+//	0       8     magic "ORKHES\x00\x01"
+//	8       4     u32 version (1)
+//	12      4     u32 K
+//	16      8     u64 tokens (rows accumulated)
+//	24      8     reserved, 0
+//	32      ...   K × K float64, row-major, the full symmetric matrix
+//	end-32  32    BLAKE3-256 of every byte before it
+//
+// The matrix is checked finite and symmetric on write and on read.
+//
+// # imatrix files
+//
+// [ReadImatrix] reads llama.cpp's importance matrices into per-tensor sums of squared activations
+// (diag H): the GGUF form (tensors <name>.in_sum2 [K, n_mat] and <name>.counts [1, n_mat]) and the legacy
+// .dat form (int32 count; per entry: int32 name length, name, int32 ncall, int32 nval, nval float32
+// values = mean(x²)·ncall; optionally a trailing int32 chunk count and the dataset name).
+package calib

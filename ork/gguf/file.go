@@ -1,0 +1,259 @@
+package gguf
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"sync"
+
+	"github.com/zeebo/blake3"
+)
+
+// TensorInfo describes one tensor: its name, ggml type, shape in GGUF ne order (Shape[0] is
+// the row length) and where its data is.
+type TensorInfo struct {
+	Name  string
+	Type  Type
+	Shape []int64 // ne[0..n_dims); each >= 1
+	// Offset is the data offset relative to the data section (File.DataOffset).
+	Offset uint64
+	// Size is the data size in bytes, without alignment padding.
+	Size int64
+}
+
+// Elements is the number of elements (the product of Shape).
+func (t TensorInfo) Elements() int64 {
+	n := int64(1)
+	for _, d := range t.Shape {
+		n *= d
+	}
+	return n
+}
+
+// RowLen is ne[0], the number of elements per row (K of a matmul weight); 1 for a scalar.
+func (t TensorInfo) RowLen() int64 {
+	if len(t.Shape) == 0 {
+		return 1
+	}
+	return t.Shape[0]
+}
+
+// Rows is the number of rows, the product of ne[1:] (N of a matmul weight).
+func (t TensorInfo) Rows() int64 {
+	n := int64(1)
+	for _, d := range t.Shape[min(1, len(t.Shape)):] {
+		n *= d
+	}
+	return n
+}
+
+// RowBytes is the byte size of one row.
+func (t TensorInfo) RowBytes() int64 {
+	rb, _ := t.Type.RowBytes(t.RowLen())
+	return rb
+}
+
+// File is a parsed GGUF file: its header in memory, tensor data left in the file.
+// A File is safe for concurrent reads.
+type File struct {
+	// Path is the file's path (or the name given to Parse); it labels errors.
+	Path    string
+	Version uint32
+	// Alignment of the data section and of every tensor's data.
+	Alignment int64
+	// KV holds the metadata in file order.
+	KV []KV
+	// Tensors holds the tensor infos in file order.
+	Tensors []TensorInfo
+	// DataOffset is the absolute offset of the data section; bytes [0, DataOffset) are the
+	// header region (header, KV, tensor infos, padding).
+	DataOffset int64
+	// Size is the file size in bytes.
+	Size int64
+
+	r       io.ReaderAt
+	closer  io.Closer
+	kvIndex map[string]int
+	tIndex  map[string]int
+}
+
+// Close closes the underlying file when the File was made by Open.
+func (f *File) Close() error {
+	if f.closer == nil {
+		return nil
+	}
+	return f.closer.Close()
+}
+
+// ReaderAt returns the reader tensor data is read from.
+func (f *File) ReaderAt() io.ReaderAt { return f.r }
+
+// Lookup returns the value of key.
+func (f *File) Lookup(key string) (Value, bool) {
+	i, ok := f.kvIndex[key]
+	if !ok {
+		return Value{}, false
+	}
+	return f.KV[i].Value, true
+}
+
+// Get returns the value of key, or an error wrapping ErrKeyNotFound naming the key and file.
+func (f *File) Get(key string) (Value, error) {
+	v, ok := f.Lookup(key)
+	if !ok {
+		return Value{}, fmt.Errorf("%s: %w: %q", f.Path, ErrKeyNotFound, key)
+	}
+	return v, nil
+}
+
+// Uint returns an integer value of key (see Value.Uint); errors name the key and file.
+func (f *File) Uint(key string) (uint64, error) {
+	v, err := f.Get(key)
+	if err != nil {
+		return 0, err
+	}
+	x, err := v.Uint()
+	if err != nil {
+		return 0, fmt.Errorf("%s: key %q: %w", f.Path, key, err)
+	}
+	return x, nil
+}
+
+// Float returns a float value of key; errors name the key and file.
+func (f *File) Float(key string) (float64, error) {
+	v, err := f.Get(key)
+	if err != nil {
+		return 0, err
+	}
+	x, err := v.Float()
+	if err != nil {
+		return 0, fmt.Errorf("%s: key %q: %w", f.Path, key, err)
+	}
+	return x, nil
+}
+
+// String returns a string value of key; errors name the key and file.
+func (f *File) String(key string) (string, error) {
+	v, err := f.Get(key)
+	if err != nil {
+		return "", err
+	}
+	x, err := v.Str()
+	if err != nil {
+		return "", fmt.Errorf("%s: key %q: %w", f.Path, key, err)
+	}
+	return x, nil
+}
+
+// Tensor returns the info of the named tensor.
+func (f *File) Tensor(name string) (TensorInfo, error) {
+	i, ok := f.tIndex[name]
+	if !ok {
+		return TensorInfo{}, fmt.Errorf("%s: %w: %q", f.Path, ErrTensorNotFound, name)
+	}
+	return f.Tensors[i], nil
+}
+
+// TensorIndex returns the position of the named tensor in Tensors, or -1.
+func (f *File) TensorIndex(name string) int {
+	if i, ok := f.tIndex[name]; ok {
+		return i
+	}
+	return -1
+}
+
+// DataRange returns the absolute [start, end) of a tensor's data (without padding).
+func (f *File) DataRange(t TensorInfo) (start, end int64) {
+	start = f.DataOffset + int64(t.Offset)
+	return start, start + t.Size
+}
+
+// Section returns a reader of the tensor's raw data bytes.
+func (f *File) Section(t TensorInfo) *io.SectionReader {
+	start, _ := f.DataRange(t)
+	return io.NewSectionReader(f.r, start, t.Size)
+}
+
+// ReadRaw reads the raw bytes of rows [first, first+len(p)/RowBytes) of t into p; len(p)
+// must be a whole number of rows.
+func (f *File) ReadRaw(ctx context.Context, t TensorInfo, first int64, p []byte) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	rb := t.RowBytes()
+	if rb == 0 || int64(len(p))%rb != 0 {
+		return fmt.Errorf("%s: tensor %q: buffer of %d bytes is not a whole number of %d-byte rows", f.Path, t.Name, len(p), rb)
+	}
+	n := int64(len(p)) / rb
+	if first < 0 || n > t.Rows()-first {
+		return fmt.Errorf("%s: tensor %q: rows [%d, %d) out of range (%d rows)", f.Path, t.Name, first, first+n, t.Rows())
+	}
+	start, _ := f.DataRange(t)
+	off := start + first*rb
+	if _, err := f.r.ReadAt(p, off); err != nil {
+		return fmt.Errorf("%s: tensor %q: reading %d bytes at offset %d: %w", f.Path, t.Name, len(p), off, err)
+	}
+	return nil
+}
+
+var rawPool = sync.Pool{New: func() any { b := make([]byte, 0, 1<<20); return &b }}
+
+// ReadRows dequantizes rows [first, first+len(dst)/RowLen) of t into dst as float32, reading
+// the file in bounded chunks (never the whole tensor). len(dst) must be a whole number of rows.
+// A tensor whose type CanDequantize rejects fails with an error naming the type and tensor.
+func (f *File) ReadRows(ctx context.Context, t TensorInfo, first int64, dst []float32) error {
+	if !CanDequantize(t.Type) {
+		return fmt.Errorf("%w: %s: tensor %q has type %s, which orkpipe cannot dequantize (supported: %s)",
+			ErrUnsupportedType, f.Path, t.Name, t.Type, dequantizableNames())
+	}
+	k := t.RowLen()
+	if int64(len(dst))%k != 0 {
+		return fmt.Errorf("%s: tensor %q: destination of %d floats is not a whole number of %d-element rows", f.Path, t.Name, len(dst), k)
+	}
+	n := int64(len(dst)) / k
+	rb := t.RowBytes()
+	bp := rawPool.Get().(*[]byte)
+	defer rawPool.Put(bp)
+	perChunk := max(1, int64(cap(*bp))/rb)
+	for done := int64(0); done < n; {
+		m := min(perChunk, n-done)
+		if int64(cap(*bp)) < m*rb {
+			*bp = make([]byte, m*rb)
+		}
+		raw := (*bp)[:m*rb]
+		if err := f.ReadRaw(ctx, t, first+done, raw); err != nil {
+			return err
+		}
+		if err := Dequantize(t.Type, raw, dst[done*k:(done+m)*k]); err != nil {
+			return fmt.Errorf("%s: tensor %q: %w", f.Path, t.Name, err)
+		}
+		done += m
+	}
+	return nil
+}
+
+// HeaderDigest returns the BLAKE3-256 of the header region, bytes [0, DataOffset). Builds
+// record it; a stub's header digest equals its source's. Use artifacts.DigestFromBytes for
+// the "blake3:<hex>" form.
+func (f *File) HeaderDigest(ctx context.Context) ([32]byte, error) {
+	return digestRange(ctx, f.r, 0, f.DataOffset, f.Path)
+}
+
+func digestRange(ctx context.Context, r io.ReaderAt, off, n int64, name string) ([32]byte, error) {
+	var sum [32]byte
+	h := blake3.New()
+	buf := make([]byte, 1<<20)
+	for done := int64(0); done < n; {
+		if err := ctx.Err(); err != nil {
+			return sum, err
+		}
+		m := min(int64(len(buf)), n-done)
+		if _, err := r.ReadAt(buf[:m], off+done); err != nil {
+			return sum, fmt.Errorf("%s: reading header region at %d: %w", name, off+done, err)
+		}
+		h.Write(buf[:m])
+		done += m
+	}
+	copy(sum[:], h.Sum(nil))
+	return sum, nil
+}

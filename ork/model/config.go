@@ -1,0 +1,66 @@
+package model
+
+import "fmt"
+
+// Config is the shape of a llama-family network, as read from GGUF metadata (<arch>.*).
+type Config struct {
+	Arch    string // general.architecture: llama, mistral, qwen2, qwen3
+	NEmbd   int    // embedding_length
+	NFF     int    // feed_forward_length
+	NLayer  int    // block_count
+	NHead   int    // attention.head_count
+	NHeadKV int    // attention.head_count_kv
+	HeadDim int    // attention.key_length (default NEmbd / NHead)
+	NVocab  int    // rows of token_embd
+	// RopeDim is rope.dimension_count (default HeadDim): the leading dimensions of each head RoPE rotates.
+	RopeDim int
+	// RopeBase is rope.freq_base (default 10000).
+	RopeBase float32
+	// RopeFreqScale is 1 / rope.scaling.factor for linear scaling (default 1).
+	RopeFreqScale float32
+	// RopeNeox selects the neox RoPE (pairs (i, i+RopeDim/2)) instead of the normal interleaved pairs
+	// (2i, 2i+1). llama.cpp uses normal for llama/mistral (the converter permutes Q/K) and neox for qwen2/3.
+	RopeNeox bool
+	// NormEps is attention.layer_norm_rms_epsilon.
+	NormEps float32
+}
+
+// ropeNeox reports llama.cpp's RoPE type for an architecture, and whether the architecture is supported.
+func ropeNeox(arch string) (neox bool, ok bool) {
+	switch arch {
+	case "llama", "mistral":
+		return false, true
+	case "qwen2", "qwen3":
+		return true, true
+	}
+	return false, false
+}
+
+// Validate checks that the shape is consistent.
+func (c *Config) Validate() error {
+	bad := func(format string, a ...any) error {
+		return fmt.Errorf("%s: %s: %w", c.Arch, fmt.Sprintf(format, a...), ErrBadModel)
+	}
+	if _, ok := ropeNeox(c.Arch); !ok {
+		return fmt.Errorf("general.architecture %q: %w (the forward pass supports llama, mistral, qwen2, qwen3; use an imatrix file for others)", c.Arch, ErrUnsupported)
+	}
+	switch {
+	case c.NEmbd <= 0, c.NFF <= 0, c.NLayer <= 0, c.NHead <= 0, c.NHeadKV <= 0, c.HeadDim <= 0, c.NVocab <= 0:
+		return bad("non-positive dimension in %+v", *c)
+	case c.NHead%c.NHeadKV != 0:
+		return bad("head_count %d is not a multiple of head_count_kv %d", c.NHead, c.NHeadKV)
+	case c.RopeDim <= 0 || c.RopeDim > c.HeadDim || c.RopeDim%2 != 0:
+		return bad("rope.dimension_count %d: want an even number in [2, %d]", c.RopeDim, c.HeadDim)
+	case !(c.RopeBase > 0):
+		return bad("rope.freq_base %v: want > 0", c.RopeBase)
+	case !(c.RopeFreqScale > 0):
+		return bad("rope frequency scale %v: want > 0", c.RopeFreqScale)
+	case !(c.NormEps > 0):
+		return bad("attention.layer_norm_rms_epsilon %v: want > 0", c.NormEps)
+	}
+	return nil
+}
+
+// QDim is the width of the query projection (NHead·HeadDim); KVDim that of the key and value projections.
+func (c *Config) QDim() int  { return c.NHead * c.HeadDim }
+func (c *Config) KVDim() int { return c.NHeadKV * c.HeadDim }

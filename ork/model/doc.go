@@ -1,0 +1,42 @@
+// Package model implements what orkpipe needs to run a llama-family language model on the CPU without
+// an NPU board: the tokenizers llama.cpp builds from GGUF metadata (tokenizer.ggml.*), a float32 forward
+// pass for the llama family (llama, mistral, qwen2, qwen3), and offline evaluation (perplexity and KL
+// divergence computed exactly the way llama.cpp's llama-perplexity computes them).
+//
+// # Tokenizers
+//
+// [NewTokenizer] builds a [Tokenizer] from a [Vocab] of plain values (token strings, scores, token types,
+// merges, special ids, flags), so the tokenizer does not depend on how the values were read. Two kinds are
+// implemented, matching llama.cpp (llama-vocab.cpp, b4747):
+//
+//   - model "llama": SentencePiece-style. The text gets a leading space (add_space_prefix, default true),
+//     every space becomes U+2581, the text is split into UTF-8 characters and adjacent symbols are merged
+//     greedily by the score of the merged token (ties: leftmost); a symbol that is not a token is emitted
+//     as byte tokens <0xNN>.
+//   - model "gpt2": byte-level BPE. The text is split by the pre-tokenizer named by tokenizer.ggml.pre
+//     (default, gpt-2, llama3/llama-bpe, qwen2; written by hand because Go's regexp has no lookahead), each
+//     piece is mapped byte by byte to GPT-2's printable code points and merged by merge rank (lowest first,
+//     ties leftmost).
+//
+// User-defined tokens are always split out of the text before tokenization; control tokens only when
+// special-token parsing is asked for.
+//
+// # Forward pass
+//
+// [Model] runs a batch of tokens (one sequence, causal attention from position 0) through the network in
+// float32: RMSNorm, RoPE (normal = interleaved pairs for arch llama, whose Q/K the GGUF converter permutes;
+// neox = split halves for qwen2/qwen3), grouped-query attention, SwiGLU. Every matrix product goes through
+// the [Linear] interface (y = W·x with W of N rows by K values, GGUF ne[0] = K, ne[1] = N), so the same pass
+// runs float weights read from a GGUF file and, for evaluation, the board's emulated integer arithmetic.
+// Weights come from a [WeightSource]; layers are loaded one at a time, so a model bigger than memory can be
+// run layer by layer ([Model.Layer] / [Model.RunLayer]).
+//
+// # Evaluation
+//
+// [Perplexity] follows llama-perplexity: the whole text is tokenized once with BOS, split into
+// n_chunk = tokens / ctx chunks of ctx tokens, the first token of every chunk replaced by BOS, and the
+// negative log-likelihood of the second half of each chunk summed. The reported error is llama.cpp's
+// (standard error of the mean NLL, propagated through exp). With a base model, the KL divergence of the
+// base distribution to the evaluated one per scored token, and the rate of agreeing top tokens, are
+// reported as llama-perplexity's --kl-divergence mode does.
+package model

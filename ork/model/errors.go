@@ -1,0 +1,18 @@
+package model
+
+import "errors"
+
+// Sentinel errors. Errors returned by this package wrap one of these where the condition is one a caller
+// may want to test for; the message always names the file, tensor, key or token involved.
+var (
+	// ErrUnsupported is returned for an architecture, tokenizer model or pre-tokenizer this package does
+	// not implement.
+	ErrUnsupported = errors.New("unsupported")
+	// ErrBadVocab is returned when tokenizer metadata is inconsistent (lengths differ, ids out of range, a
+	// byte token missing).
+	ErrBadVocab = errors.New("bad vocabulary")
+	// ErrBadModel is returned when model metadata or tensor shapes are inconsistent.
+	ErrBadModel = errors.New("bad model")
+	// ErrTooShort is returned when a text is too short to form a single evaluation chunk.
+	ErrTooShort = errors.New("text too short")
+)

@@ -1,0 +1,180 @@
+package model
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"sort"
+)
+
+// EvalOptions configures Evaluate.
+type EvalOptions struct {
+	// Ctx is the chunk length in tokens (llama-perplexity's -c). Required, at least 4.
+	Ctx int
+	// MaxChunks limits the number of chunks (0: all, i.e. tokens / Ctx).
+	MaxChunks int
+	// BOS, when not NoToken, replaces the first token of every chunk (llama-perplexity does this when
+	// the vocabulary adds BOS).
+	BOS int32
+	// Base, when set, is the reference model for KL divergence and same-top-token rate (the float model).
+	Base *Model
+	// Progress, when set, is called after each chunk.
+	Progress func(done, total int)
+}
+
+// KLDStats summarises the per-token KL divergence KL(base || evaluated) over the scored tokens.
+type KLDStats struct {
+	Mean    float64 `json:"mean"`
+	MeanErr float64 `json:"mean_err"`
+	Median  float64 `json:"median"`
+	P99     float64 `json:"p99"`
+	Max     float64 `json:"max"`
+}
+
+// EvalResult is what Evaluate measures.
+type EvalResult struct {
+	PPL    float64 `json:"ppl"`
+	PPLErr float64 `json:"ppl_err"`
+	Chunks int     `json:"chunks"`
+	// Tokens is the number of tokens of the text (BOS included); Scored those whose probability counted.
+	Tokens int `json:"tokens"`
+	Scored int `json:"scored"`
+	// KLD and SameTop are set only with a base model.
+	KLD        *KLDStats `json:"kld,omitempty"`
+	SameTop    *float64  `json:"same_top,omitempty"`
+	SameTopErr *float64  `json:"same_top_err,omitempty"`
+}
+
+// Evaluate computes perplexity over tokens the way llama.cpp's llama-perplexity does (b4747,
+// perplexity()): n_chunk = len(tokens) / Ctx chunks of Ctx consecutive tokens; in each chunk the first
+// token is replaced by BOS, the chunk is run from position 0, and the tokens at positions
+// Ctx/2+1 .. Ctx-1 are scored by the logits of the position before. PPL = exp(mean NLL) and its error
+// exp(mean)·sqrt((mean(NLL²) − mean²)/(n−1)). With opts.Base, each scored position also contributes
+// KL(p_base || p) and whether both argmaxes agree (llama-perplexity's --kl-divergence).
+func Evaluate(ctx context.Context, m *Model, tokens []int32, opts EvalOptions) (EvalResult, error) {
+	var res EvalResult
+	n := opts.Ctx
+	if n < 4 {
+		return res, fmt.Errorf("context length %d: want at least 4", n)
+	}
+	if opts.Base != nil && opts.Base.Cfg.NVocab != m.Cfg.NVocab {
+		return res, fmt.Errorf("base model has %d tokens, evaluated model %d: %w", opts.Base.Cfg.NVocab, m.Cfg.NVocab, ErrBadModel)
+	}
+	chunks := len(tokens) / n
+	if opts.MaxChunks > 0 {
+		chunks = min(chunks, opts.MaxChunks)
+	}
+	if len(tokens) < 2*n {
+		return res, fmt.Errorf("%d tokens, need at least 2·ctx = %d: %w", len(tokens), 2*n, ErrTooShort)
+	}
+	first := n / 2
+	nv := m.Cfg.NVocab
+	var nll, nll2, kldSum, kld2Sum float64
+	var klds []float64
+	sameTop, count := 0, 0
+	batch := make([]int32, n)
+	lp := make([]float64, nv)
+	lpBase := make([]float64, nv)
+	for c := 0; c < chunks; c++ {
+		copy(batch, tokens[c*n:(c+1)*n])
+		if opts.BOS != NoToken {
+			batch[0] = opts.BOS
+		}
+		logits, err := m.Forward(ctx, batch)
+		if err != nil {
+			return res, fmt.Errorf("chunk %d: %w", c, err)
+		}
+		var base []float32
+		if opts.Base != nil {
+			if base, err = opts.Base.Forward(ctx, batch); err != nil {
+				return res, fmt.Errorf("chunk %d (base model): %w", c, err)
+			}
+		}
+		for j := first; j < n-1; j++ {
+			target := tokens[c*n+j+1]
+			row := logits[j*nv : (j+1)*nv]
+			top := logSoftmax(lp, row)
+			v := -lp[target]
+			nll += v
+			nll2 += v * v
+			count++
+			if base != nil {
+				btop := logSoftmax(lpBase, base[j*nv:(j+1)*nv])
+				var kl float64
+				for i, b := range lpBase {
+					if pb := math.Exp(b); pb > 0 {
+						kl += pb * (b - lp[i])
+					}
+				}
+				kldSum += kl
+				kld2Sum += kl * kl
+				klds = append(klds, kl)
+				if top == btop {
+					sameTop++
+				}
+			}
+		}
+		if opts.Progress != nil {
+			opts.Progress(c+1, chunks)
+		}
+	}
+	res.Chunks, res.Tokens, res.Scored = chunks, len(tokens), count
+	mean := nll / float64(count)
+	res.PPL = math.Exp(mean)
+	if v := nll2/float64(count) - mean*mean; v > 0 && count > 1 {
+		res.PPLErr = math.Sqrt(v/float64(count-1)) * res.PPL
+	}
+	if opts.Base != nil {
+		k := &KLDStats{Mean: kldSum / float64(count)}
+		if v := kld2Sum/float64(count) - k.Mean*k.Mean; v > 0 && count > 1 {
+			k.MeanErr = math.Sqrt(v / float64(count-1))
+		}
+		sort.Float64s(klds)
+		k.Median = percentile(klds, 0.5)
+		k.P99 = percentile(klds, 0.99)
+		k.Max = klds[len(klds)-1]
+		res.KLD = k
+		st := float64(sameTop) / float64(count)
+		se := 0.0
+		if count > 1 {
+			se = math.Sqrt(st * (1 - st) / float64(count-1))
+		}
+		res.SameTop, res.SameTopErr = &st, &se
+	}
+	return res, nil
+}
+
+// logSoftmax writes log-probabilities of logits into dst (float64, as llama.cpp's log_softmax) and
+// returns the index of the largest logit.
+func logSoftmax(dst []float64, logits []float32) int {
+	top := 0
+	mx := logits[0]
+	for i, v := range logits {
+		if v > mx {
+			mx, top = v, i
+		}
+	}
+	var sum float64
+	for _, v := range logits {
+		sum += math.Exp(float64(v - mx))
+	}
+	ls := math.Log(sum)
+	for i, v := range logits {
+		dst[i] = float64(v-mx) - ls
+	}
+	return top
+}
+
+// percentile interpolates linearly between the sorted values, as llama-perplexity's KLD report does.
+func percentile(sorted []float64, fraction float64) float64 {
+	if fraction <= 0 {
+		return sorted[0]
+	}
+	if fraction >= 1 {
+		return sorted[len(sorted)-1]
+	}
+	p := fraction * float64(len(sorted)-1)
+	ip := int(p)
+	p -= float64(ip)
+	return (1-p)*sorted[ip] + p*sorted[min(ip+1, len(sorted)-1)]
+}

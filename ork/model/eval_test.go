@@ -1,0 +1,91 @@
+package model
+
+import (
+	"context"
+	"math"
+	"os"
+	"testing"
+
+	"orkpipe/internal/testdata"
+)
+
+func evalFile(t *testing.T, model, base string, chunks int) EvalResult {
+	t.Helper()
+	ctx := context.Background()
+	m, tok, f, err := OpenGGUF(ctx, testdata.Path(t, model), 64<<20)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	text, err := os.ReadFile(testdata.Path(t, "stories-generated.txt"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ids, err := tok.Encode(string(text), true, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	opts := EvalOptions{Ctx: 512, BOS: tok.Vocab().BOS, MaxChunks: chunks}
+	if base != "" {
+		b, _, bf, err := OpenGGUF(ctx, testdata.Path(t, base), 64<<20)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer bf.Close()
+		opts.Base = b
+	}
+	res, err := Evaluate(ctx, m, ids, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return res
+}
+
+// TestPerplexityStories260K compares with llama.cpp b4747's llama-perplexity (SOURCES.md).
+func TestPerplexityStories260K(t *testing.T) {
+	res := evalFile(t, "stories260K.gguf", "", 0)
+	t.Logf("PPL = %.4f +/- %.5f over %d chunks (%d tokens, %d scored)", res.PPL, res.PPLErr, res.Chunks, res.Tokens, res.Scored)
+	if res.Tokens != 20181 {
+		t.Errorf("tokens = %d, want 20181 (SOURCES.md)", res.Tokens)
+	}
+	if res.Chunks != 39 {
+		t.Errorf("chunks = %d, want 39", res.Chunks)
+	}
+	if rel := math.Abs(res.PPL/2.4871 - 1); rel > 0.001 {
+		t.Errorf("PPL %.4f differs from llama.cpp's 2.4871 by %.3f%%", res.PPL, rel*100)
+	}
+	if rel := math.Abs(res.PPLErr/0.03228 - 1); rel > 0.01 {
+		t.Errorf("PPL error %.5f differs from llama.cpp's 0.03228 by %.2f%%", res.PPLErr, rel*100)
+	}
+}
+
+// TestPerplexityQuantized compares the quantized stories260K files with llama.cpp b4747's figures
+// (SOURCES.md): PPL within 0.5%, and mean KLD against the F32 model where SOURCES.md gives it.
+func TestPerplexityQuantized(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs the whole text through two models per file")
+	}
+	for _, c := range []struct {
+		file    string
+		ppl     float64
+		meanKLD float64 // 0: not given
+	}{
+		{"stories260K-Q8_0.gguf", 2.4894, 0},
+		{"stories260K-Q4_0.gguf", 2.6798, 0.06558},
+		{"stories260K-Q4_K_M.gguf", 2.5211, 0.01334},
+	} {
+		t.Run(c.file, func(t *testing.T) {
+			res := evalFile(t, c.file, "stories260K.gguf", 0)
+			t.Logf("PPL = %.4f +/- %.5f; KLD mean %.5f median %.5f p99 %.5f max %.5f; same top %.4f",
+				res.PPL, res.PPLErr, res.KLD.Mean, res.KLD.Median, res.KLD.P99, res.KLD.Max, *res.SameTop)
+			if rel := math.Abs(res.PPL/c.ppl - 1); rel > 0.005 {
+				t.Errorf("PPL %.4f differs from llama.cpp's %.4f by %.3f%%", res.PPL, c.ppl, rel*100)
+			}
+			if c.meanKLD > 0 {
+				if rel := math.Abs(res.KLD.Mean/c.meanKLD - 1); rel > 0.05 {
+					t.Errorf("mean KLD %.5f differs from llama.cpp's %.5f by %.2f%%", res.KLD.Mean, c.meanKLD, rel*100)
+				}
+			}
+		})
+	}
+}

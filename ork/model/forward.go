@@ -1,0 +1,341 @@
+package model
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"sync"
+)
+
+// Input names the distinct linear inputs of a block: the projections sharing one input share one Input.
+type Input int
+
+// The four distinct linear inputs of a llama block.
+const (
+	InputQKV    Input = iota // attn_norm output: input of attn_q, attn_k, attn_v
+	InputAttnO               // attention output: input of attn_output
+	InputGateUp              // ffn_norm output: input of ffn_gate, ffn_up
+	InputDown                // silu(gate)·up: input of ffn_down
+	NumInputs
+)
+
+// String returns the name of the input after its first weight.
+func (in Input) String() string {
+	switch in {
+	case InputQKV:
+		return "attn_qkv"
+	case InputAttnO:
+		return "attn_output"
+	case InputGateUp:
+		return "ffn_gate_up"
+	case InputDown:
+		return "ffn_down"
+	}
+	return fmt.Sprintf("Input(%d)", int(in))
+}
+
+// Weights lists the weight names (within a block) that read an input.
+func (in Input) Weights() []string {
+	switch in {
+	case InputQKV:
+		return []string{"attn_q", "attn_k", "attn_v"}
+	case InputAttnO:
+		return []string{"attn_output"}
+	case InputGateUp:
+		return []string{"ffn_gate", "ffn_up"}
+	case InputDown:
+		return []string{"ffn_down"}
+	}
+	return nil
+}
+
+// Width returns the number of values of the input per token.
+func (in Input) Width(c *Config) int {
+	switch in {
+	case InputAttnO:
+		return c.QDim()
+	case InputDown:
+		return c.NFF
+	}
+	return c.NEmbd
+}
+
+// Observer sees every linear input of a block as it is computed: x holds T rows of in.Width values. It
+// must not retain x.
+type Observer interface {
+	Observe(layer int, in Input, x []float32)
+}
+
+// Model runs a llama-family network. It is safe for one goroutine at a time.
+type Model struct {
+	Cfg Config
+	Src WeightSource
+
+	buf scratch // reused between RunLayer calls of the same length
+}
+
+// scratch holds RunLayer's temporaries, so that running many sequences allocates nothing per layer.
+type scratch struct {
+	t                   int
+	x, q, k, v, att     []float32
+	gate, up, attScores []float32
+}
+
+func (s *scratch) get(c *Config, t int) *scratch {
+	if s.t != t {
+		*s = scratch{t: t,
+			x: make([]float32, t*c.NEmbd), q: make([]float32, t*c.QDim()), k: make([]float32, t*c.KVDim()),
+			v: make([]float32, t*c.KVDim()), att: make([]float32, t*c.QDim()),
+			gate: make([]float32, t*c.NFF), up: make([]float32, t*c.NFF), attScores: make([]float32, t*c.NHead),
+		}
+	}
+	return s
+}
+
+// ScratchBytes is the memory RunLayer keeps for sequences of t tokens.
+func (c *Config) ScratchBytes(t int) int64 {
+	return 4 * int64(t) * int64(c.NEmbd+2*c.QDim()+2*c.KVDim()+2*c.NFF+c.NHead)
+}
+
+// NewModel validates cfg and returns a model reading its weights from src.
+func NewModel(cfg Config, src WeightSource) (*Model, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	return &Model{Cfg: cfg, Src: src}, nil
+}
+
+// Embed returns the token embeddings of tokens (len(tokens) rows of NEmbd values).
+func (m *Model) Embed(ctx context.Context, tokens []int32) ([]float32, error) {
+	for i, t := range tokens {
+		if t < 0 || int(t) >= m.Cfg.NVocab {
+			return nil, fmt.Errorf("token %d at position %d: outside the vocabulary of %d: %w", t, i, m.Cfg.NVocab, ErrBadModel)
+		}
+	}
+	h := make([]float32, len(tokens)*m.Cfg.NEmbd)
+	if err := m.Src.Rows(ctx, "token_embd.weight", tokens, h); err != nil {
+		return nil, err
+	}
+	return h, nil
+}
+
+// Forward runs tokens (one sequence starting at position 0) through every layer and returns the logits,
+// len(tokens) rows of NVocab values.
+func (m *Model) Forward(ctx context.Context, tokens []int32) ([]float32, error) {
+	h, err := m.Embed(ctx, tokens)
+	if err != nil {
+		return nil, err
+	}
+	for i := 0; i < m.Cfg.NLayer; i++ {
+		l, err := LoadLayer(ctx, &m.Cfg, m.Src, i)
+		if err != nil {
+			return nil, err
+		}
+		if err := m.RunLayer(ctx, l, h, nil); err != nil {
+			return nil, err
+		}
+	}
+	return m.Logits(ctx, h)
+}
+
+// Logits applies the final norm and the output projection (token_embd when output.weight is absent,
+// i.e. tied embeddings) to hidden states h.
+func (m *Model) Logits(ctx context.Context, h []float32) ([]float32, error) {
+	e := m.Cfg.NEmbd
+	norm, ok, err := m.Src.Vector(ctx, "output_norm.weight")
+	if err != nil {
+		return nil, err
+	}
+	if !ok || len(norm) != e {
+		return nil, fmt.Errorf("tensor output_norm.weight: missing or not %d values: %w", e, ErrBadModel)
+	}
+	out, ok, err := m.Src.Linear(ctx, "output.weight")
+	if err != nil {
+		return nil, err
+	}
+	name := "output.weight"
+	if !ok {
+		name = "token_embd.weight"
+		if out, ok, err = m.Src.Linear(ctx, name); err != nil {
+			return nil, err
+		} else if !ok {
+			return nil, fmt.Errorf("tensors output.weight and token_embd.weight: both missing: %w", ErrBadModel)
+		}
+	}
+	if n, k := out.Dims(); n != m.Cfg.NVocab || k != e {
+		return nil, fmt.Errorf("tensor %s: %d rows of %d, want %d of %d: %w", name, n, k, m.Cfg.NVocab, e, ErrBadModel)
+	}
+	t := len(h) / e
+	x := make([]float32, len(h))
+	rmsNorm(x, h, norm, e, m.Cfg.NormEps)
+	logits := make([]float32, t*m.Cfg.NVocab)
+	out.Apply(logits, x)
+	return logits, nil
+}
+
+// RunLayer applies block l to the hidden states h (T rows of NEmbd values, positions 0..T-1) in place.
+// obs, when not nil, sees the four linear inputs.
+func (m *Model) RunLayer(ctx context.Context, l *Layer, h []float32, obs Observer) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	c := &m.Cfg
+	e := c.NEmbd
+	if len(h)%e != 0 {
+		return fmt.Errorf("layer %d: hidden states of %d values are not rows of %d: %w", l.Index, len(h), e, ErrBadModel)
+	}
+	t := len(h) / e
+	s := m.buf.get(c, t)
+	x := s.x
+	rmsNorm(x, h, l.AttnNorm, e, c.NormEps)
+	if obs != nil {
+		obs.Observe(l.Index, InputQKV, x)
+	}
+	q, k, v := s.q, s.k, s.v
+	l.Q.Apply(q, x)
+	l.K.Apply(k, x)
+	l.V.Apply(v, x)
+	if l.QNorm != nil {
+		rmsNorm(q, q, l.QNorm, c.HeadDim, c.NormEps)
+	}
+	if l.KNorm != nil {
+		rmsNorm(k, k, l.KNorm, c.HeadDim, c.NormEps)
+	}
+	rope := newRoPE(c, t)
+	rope.apply(q, c.NHead, c.HeadDim)
+	rope.apply(k, c.NHeadKV, c.HeadDim)
+	att := s.att
+	attention(att, s.attScores, q, k, v, t, c.NHead, c.NHeadKV, c.HeadDim)
+	if obs != nil {
+		obs.Observe(l.Index, InputAttnO, att)
+	}
+	l.O.Apply(x, att)
+	for i := range h {
+		h[i] += x[i]
+	}
+	rmsNorm(x, h, l.FFNorm, e, c.NormEps)
+	if obs != nil {
+		obs.Observe(l.Index, InputGateUp, x)
+	}
+	g, u := s.gate, s.up
+	l.Gate.Apply(g, x)
+	l.Up.Apply(u, x)
+	for i, gv := range g {
+		g[i] = gv / (1 + float32(math.Exp(float64(-gv)))) * u[i]
+	}
+	if obs != nil {
+		obs.Observe(l.Index, InputDown, g)
+	}
+	l.Down.Apply(x, g)
+	for i := range h {
+		h[i] += x[i]
+	}
+	return nil
+}
+
+// rmsNorm normalises every row of n values of src into dst (which may be src) and scales by w, as
+// ggml_rms_norm: sum of squares in float64, scale = 1/sqrt(mean + eps).
+func rmsNorm(dst, src, w []float32, n int, eps float32) {
+	for r := 0; r+n <= len(src); r += n {
+		row := src[r : r+n]
+		var ss float64
+		for _, v := range row {
+			ss += float64(v) * float64(v)
+		}
+		mean := float32(ss / float64(n))
+		scale := 1 / float32(math.Sqrt(float64(mean+eps)))
+		out := dst[r : r+n]
+		for i, v := range row {
+			out[i] = v * scale * w[i]
+		}
+	}
+}
+
+// ropeTable holds cos/sin per position and rotated pair.
+type ropeTable struct {
+	neox     bool
+	dim      int
+	cos, sin []float32 // [pos][dim/2]
+}
+
+func newRoPE(c *Config, t int) *ropeTable {
+	half := c.RopeDim / 2
+	r := &ropeTable{neox: c.RopeNeox, dim: c.RopeDim, cos: make([]float32, t*half), sin: make([]float32, t*half)}
+	thetaScale := float32(math.Pow(float64(c.RopeBase), -2.0/float64(c.RopeDim)))
+	for p := 0; p < t; p++ {
+		theta := float32(p) // ggml_rope_cache_init: theta starts at the position and is scaled per pair
+		for i := 0; i < half; i++ {
+			a := float64(c.RopeFreqScale * theta)
+			r.cos[p*half+i] = float32(math.Cos(a))
+			r.sin[p*half+i] = float32(math.Sin(a))
+			theta *= thetaScale
+		}
+	}
+	return r
+}
+
+// apply rotates the first dim values of each of heads heads of hd values in every row of x.
+func (r *ropeTable) apply(x []float32, heads, hd int) {
+	half := r.dim / 2
+	w := heads * hd
+	for p := 0; p*w < len(x); p++ {
+		cs, sn := r.cos[p*half:(p+1)*half], r.sin[p*half:(p+1)*half]
+		for h := 0; h < heads; h++ {
+			v := x[p*w+h*hd : p*w+(h+1)*hd]
+			for i := 0; i < half; i++ {
+				a, b := 2*i, 2*i+1
+				if r.neox {
+					a, b = i, i+half
+				}
+				x0, x1 := v[a], v[b]
+				v[a] = x0*cs[i] - x1*sn[i]
+				v[b] = x0*sn[i] + x1*cs[i]
+			}
+		}
+	}
+}
+
+// attention computes causal grouped-query attention: out (T rows of heads·hd) from q (same shape) and
+// k, v (T rows of kvHeads·hd), with scoreBuf (heads·T values) as scratch. Heads run in parallel.
+func attention(out, scoreBuf, q, k, v []float32, t, heads, kvHeads, hd int) {
+	qd, kvd := heads*hd, kvHeads*hd
+	group := heads / kvHeads
+	scale := float32(1 / math.Sqrt(float64(hd)))
+	var wg sync.WaitGroup
+	sem := make(chan struct{}, workersFor(heads))
+	for h := 0; h < heads; h++ {
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer func() { <-sem; wg.Done() }()
+			kh := h / group
+			scores := scoreBuf[h*t : (h+1)*t]
+			for i := 0; i < t; i++ {
+				qi := q[i*qd+h*hd : i*qd+(h+1)*hd]
+				mx := float32(math.Inf(-1))
+				for j := 0; j <= i; j++ {
+					s := dot(qi, k[j*kvd+kh*hd:j*kvd+(kh+1)*hd]) * scale
+					scores[j] = s
+					mx = max(mx, s)
+				}
+				var sum float64
+				for j := 0; j <= i; j++ {
+					e := float32(math.Exp(float64(scores[j] - mx)))
+					scores[j] = e
+					sum += float64(e)
+				}
+				inv := float32(1 / sum)
+				o := out[i*qd+h*hd : i*qd+(h+1)*hd]
+				clear(o)
+				for j := 0; j <= i; j++ {
+					p := scores[j] * inv
+					vj := v[j*kvd+kh*hd : j*kvd+(kh+1)*hd]
+					for d := range o {
+						o[d] += p * vj[d]
+					}
+				}
+			}
+		}()
+	}
+	wg.Wait()
+}

@@ -1,0 +1,349 @@
+package model
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+
+	"orkpipe/ork/gguf"
+)
+
+// VocabFromGGUF reads the tokenizer.ggml.* metadata of f, applying llama.cpp's defaults where a key is
+// absent (SentencePiece: bos 1, eos 2, unk 0, add_bos true, add_space_prefix true; gpt2: bos = eos = 11,
+// add_bos false except for the llama3 pre-tokenizer). A special id outside the vocabulary keeps the
+// default, as llama.cpp does (it warns "bad special token").
+func VocabFromGGUF(f *gguf.File) (Vocab, error) {
+	var v Vocab
+	var err error
+	if v.Model, err = f.String("tokenizer.ggml.model"); err != nil {
+		return v, err
+	}
+	if v.Tokens, err = stringArray(f, "tokenizer.ggml.tokens"); err != nil {
+		return v, err
+	}
+	if val, ok := f.Lookup("tokenizer.ggml.scores"); ok {
+		if v.Scores, err = val.Float32Array(); err != nil {
+			return v, fmt.Errorf("%s: tokenizer.ggml.scores: %w", f.Path, err)
+		}
+	}
+	if val, ok := f.Lookup("tokenizer.ggml.token_type"); ok {
+		a, err := val.IntArray()
+		if err != nil {
+			return v, fmt.Errorf("%s: tokenizer.ggml.token_type: %w", f.Path, err)
+		}
+		v.Types = make([]TokenType, len(a))
+		for i, t := range a {
+			v.Types[i] = TokenType(t)
+		}
+	}
+	switch v.Model {
+	case "llama":
+		v.BOS, v.EOS, v.UNK = 1, 2, 0
+		v.AddBOS, v.AddSpacePrefix = true, true
+	case "gpt2":
+		v.BOS, v.EOS, v.UNK = 11, 11, NoToken
+		if v.Merges, err = stringArray(f, "tokenizer.ggml.merges"); err != nil {
+			return v, err
+		}
+		if val, ok := f.Lookup("tokenizer.ggml.pre"); ok {
+			if v.Pre, err = val.Str(); err != nil {
+				return v, fmt.Errorf("%s: tokenizer.ggml.pre: %w", f.Path, err)
+			}
+		}
+		switch v.Pre {
+		case "llama3", "llama-v3", "llama-bpe", "falcon3":
+			v.AddBOS = true
+		}
+	default:
+		return v, fmt.Errorf("%s: tokenizer.ggml.model %q: %w (want llama or gpt2)", f.Path, v.Model, ErrUnsupported)
+	}
+	for _, s := range []struct {
+		key string
+		id  *int32
+	}{{"bos", &v.BOS}, {"eos", &v.EOS}, {"unknown", &v.UNK}} {
+		val, ok := f.Lookup("tokenizer.ggml." + s.key + "_token_id")
+		if !ok {
+			continue
+		}
+		id, err := val.Uint()
+		if err != nil {
+			return v, fmt.Errorf("%s: tokenizer.ggml.%s_token_id: %w", f.Path, s.key, err)
+		}
+		if id < uint64(len(v.Tokens)) {
+			*s.id = int32(id)
+		}
+	}
+	for _, b := range []struct {
+		key string
+		dst *bool
+	}{{"add_bos_token", &v.AddBOS}, {"add_eos_token", &v.AddEOS}, {"add_space_prefix", &v.AddSpacePrefix}} {
+		if val, ok := f.Lookup("tokenizer.ggml." + b.key); ok {
+			if *b.dst, err = val.Bool(); err != nil {
+				return v, fmt.Errorf("%s: tokenizer.ggml.%s: %w", f.Path, b.key, err)
+			}
+		}
+	}
+	if v.Model == "gpt2" {
+		v.AddSpacePrefix = false // llama.cpp uses it for SentencePiece only
+	}
+	for _, id := range []*int32{&v.BOS, &v.EOS, &v.UNK} {
+		if *id >= int32(len(v.Tokens)) {
+			*id = NoToken
+		}
+	}
+	return v, nil
+}
+
+// TokenizerFromGGUF reads the vocabulary of f and builds its tokenizer.
+func TokenizerFromGGUF(f *gguf.File) (Tokenizer, error) {
+	v, err := VocabFromGGUF(f)
+	if err != nil {
+		return nil, err
+	}
+	t, err := NewTokenizer(v)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", f.Path, err)
+	}
+	return t, nil
+}
+
+func stringArray(f *gguf.File, key string) ([]string, error) {
+	val, err := f.Get(key)
+	if err != nil {
+		return nil, err
+	}
+	a, err := val.StringArray()
+	if err != nil {
+		return nil, fmt.Errorf("%s: %s: %w", f.Path, key, err)
+	}
+	return a, nil
+}
+
+// ConfigFromGGUF reads the network shape from the <general.architecture>.* metadata of f.
+func ConfigFromGGUF(f *gguf.File) (Config, error) {
+	var c Config
+	var err error
+	if c.Arch, err = f.String("general.architecture"); err != nil {
+		return c, err
+	}
+	neox, ok := ropeNeox(c.Arch)
+	if !ok {
+		return c, fmt.Errorf("%s: general.architecture %q: %w (the forward pass supports llama, mistral, qwen2, qwen3; use an imatrix file for others)", f.Path, c.Arch, ErrUnsupported)
+	}
+	c.RopeNeox = neox
+	p := c.Arch + "."
+	req := func(key string, dst *int) {
+		if err != nil {
+			return
+		}
+		var u uint64
+		if u, err = f.Uint(p + key); err == nil {
+			*dst = int(u)
+		}
+	}
+	opt := func(key string, dst *int, def int) {
+		if err != nil {
+			return
+		}
+		*dst = def
+		if _, ok := f.Lookup(p + key); ok {
+			req(key, dst)
+		}
+	}
+	req("embedding_length", &c.NEmbd)
+	req("feed_forward_length", &c.NFF)
+	req("block_count", &c.NLayer)
+	req("attention.head_count", &c.NHead)
+	opt("attention.head_count_kv", &c.NHeadKV, c.NHead)
+	if err == nil && c.NHead <= 0 {
+		return c, fmt.Errorf("%s: %sattention.head_count = %d: %w", f.Path, p, c.NHead, ErrBadModel)
+	}
+	if err == nil {
+		opt("attention.key_length", &c.HeadDim, c.NEmbd/c.NHead)
+	}
+	opt("rope.dimension_count", &c.RopeDim, c.HeadDim)
+	if err != nil {
+		return c, err
+	}
+	eps, err := f.Float(p + "attention.layer_norm_rms_epsilon")
+	if err != nil {
+		return c, err
+	}
+	c.NormEps = float32(eps)
+	c.RopeBase, c.RopeFreqScale = 10000, 1
+	if _, ok := f.Lookup(p + "rope.freq_base"); ok {
+		b, err := f.Float(p + "rope.freq_base")
+		if err != nil {
+			return c, err
+		}
+		c.RopeBase = float32(b)
+	}
+	if _, ok := f.Lookup(p + "rope.scaling.type"); ok {
+		typ, err := f.String(p + "rope.scaling.type")
+		if err != nil {
+			return c, err
+		}
+		switch typ {
+		case "none":
+		case "linear":
+			factor, err := f.Float(p + "rope.scaling.factor")
+			if err != nil {
+				return c, err
+			}
+			if factor > 0 {
+				c.RopeFreqScale = float32(1 / factor)
+			}
+		default:
+			return c, fmt.Errorf("%s: %srope.scaling.type %q: %w (none and linear are implemented)", f.Path, p, typ, ErrUnsupported)
+		}
+	}
+	emb, err := f.Tensor("token_embd.weight")
+	if err != nil {
+		return c, err
+	}
+	if len(emb.Shape) != 2 || emb.Shape[0] != int64(c.NEmbd) {
+		return c, fmt.Errorf("%s: tensor token_embd.weight: shape %v, want [%d, n_vocab]: %w", f.Path, emb.Shape, c.NEmbd, ErrBadModel)
+	}
+	c.NVocab = int(emb.Shape[1])
+	if err := c.Validate(); err != nil {
+		return c, fmt.Errorf("%s: %w", f.Path, err)
+	}
+	return c, nil
+}
+
+// GGUFSource is a WeightSource reading (and dequantizing) tensors of a GGUF file on demand. With a
+// cache limit, tensors are kept in memory after the first read until the limit is reached, so a small
+// model is read once; without one, every read goes to the file (a layer at a time for big models).
+type GGUFSource struct {
+	f     *gguf.File
+	limit int64
+
+	mu     sync.Mutex
+	cached map[string][]float32
+	used   int64
+}
+
+// NewGGUFSource returns a WeightSource over f keeping up to cacheBytes of dequantized tensors.
+func NewGGUFSource(f *gguf.File, cacheBytes int64) *GGUFSource {
+	return &GGUFSource{f: f, limit: cacheBytes, cached: map[string][]float32{}}
+}
+
+// File returns the underlying file.
+func (s *GGUFSource) File() *gguf.File { return s.f }
+
+func (s *GGUFSource) load(ctx context.Context, t gguf.TensorInfo) ([]float32, error) {
+	s.mu.Lock()
+	v, ok := s.cached[t.Name]
+	s.mu.Unlock()
+	if ok {
+		return v, nil
+	}
+	v = make([]float32, t.Elements())
+	if err := s.f.ReadRows(ctx, t, 0, v); err != nil {
+		return nil, err
+	}
+	s.mu.Lock()
+	if s.used+4*int64(len(v)) <= s.limit {
+		s.cached[t.Name] = v
+		s.used += 4 * int64(len(v))
+	}
+	s.mu.Unlock()
+	return v, nil
+}
+
+func (s *GGUFSource) tensor(name string) (gguf.TensorInfo, bool, error) {
+	t, err := s.f.Tensor(name)
+	if errors.Is(err, gguf.ErrTensorNotFound) {
+		return t, false, nil
+	}
+	return t, err == nil, err
+}
+
+// Vector implements WeightSource.
+func (s *GGUFSource) Vector(ctx context.Context, name string) ([]float32, bool, error) {
+	t, ok, err := s.tensor(name)
+	if !ok {
+		return nil, false, err
+	}
+	if len(t.Shape) != 1 {
+		return nil, false, fmt.Errorf("%s: tensor %s: shape %v, want one dimension: %w", s.f.Path, name, t.Shape, ErrBadModel)
+	}
+	v, err := s.load(ctx, t)
+	return v, err == nil, err
+}
+
+// Linear implements WeightSource.
+func (s *GGUFSource) Linear(ctx context.Context, name string) (Linear, bool, error) {
+	t, ok, err := s.tensor(name)
+	if !ok {
+		return nil, false, err
+	}
+	if len(t.Shape) != 2 {
+		return nil, false, fmt.Errorf("%s: tensor %s: shape %v, want two dimensions [K, N]: %w", s.f.Path, name, t.Shape, ErrBadModel)
+	}
+	w, err := s.load(ctx, t)
+	if err != nil {
+		return nil, false, err
+	}
+	d, err := NewDense(int(t.Shape[1]), int(t.Shape[0]), w, nil)
+	if err != nil {
+		return nil, false, fmt.Errorf("%s: tensor %s: %w", s.f.Path, name, err)
+	}
+	return d, true, nil
+}
+
+// Rows implements WeightSource.
+func (s *GGUFSource) Rows(ctx context.Context, name string, rows []int32, dst []float32) error {
+	t, err := s.f.Tensor(name)
+	if err != nil {
+		return err
+	}
+	if len(t.Shape) != 2 || len(dst) != len(rows)*int(t.Shape[0]) {
+		return fmt.Errorf("%s: tensor %s: shape %v: cannot read %d rows into %d values: %w", s.f.Path, name, t.Shape, len(rows), len(dst), ErrBadModel)
+	}
+	k := int(t.Shape[0])
+	s.mu.Lock()
+	all, ok := s.cached[name]
+	s.mu.Unlock()
+	if !ok && 4*t.Elements() <= s.limit-s.used {
+		if all, err = s.load(ctx, t); err != nil {
+			return err
+		}
+		ok = true
+	}
+	for i, r := range rows {
+		if r < 0 || int64(r) >= t.Shape[1] {
+			return fmt.Errorf("%s: tensor %s: row %d outside [0, %d): %w", s.f.Path, name, r, t.Shape[1], ErrBadModel)
+		}
+		if ok {
+			copy(dst[i*k:(i+1)*k], all[int(r)*k:])
+			continue
+		}
+		if err := s.f.ReadRows(ctx, t, int64(r), dst[i*k:(i+1)*k]); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// OpenGGUF opens a model file and returns its config, tokenizer and a weight source caching up to
+// cacheBytes. The caller closes the returned file.
+func OpenGGUF(ctx context.Context, path string, cacheBytes int64) (*Model, Tokenizer, *gguf.File, error) {
+	f, err := gguf.Open(ctx, path)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	cfg, err := ConfigFromGGUF(f)
+	if err == nil {
+		var tok Tokenizer
+		if tok, err = TokenizerFromGGUF(f); err == nil {
+			var m *Model
+			if m, err = NewModel(cfg, NewGGUFSource(f, cacheBytes)); err == nil {
+				return m, tok, f, nil
+			}
+		}
+	}
+	f.Close()
+	return nil, nil, nil, err
+}

@@ -1,0 +1,106 @@
+package model
+
+import (
+	"fmt"
+	"runtime"
+	"sync"
+)
+
+// Linear is one matrix product y = W·x + b of the network, with W of N rows (outputs) by K values
+// (inputs). Implementations: [Dense] (float32 weights) and, for evaluation, the board's emulated integer
+// arithmetic.
+type Linear interface {
+	// Dims returns N (outputs) and K (inputs).
+	Dims() (n, k int)
+	// Apply computes y[t*N+i] = sum_j W[i][j]·x[t*K+j] (+ bias[i]) for the T = len(x)/K tokens in x.
+	// len(x) must be a multiple of K and len(y) = T·N. Apply may run goroutines but returns only when
+	// y is complete; it must not retain x or y.
+	Apply(y, x []float32)
+}
+
+// Dense is a float32 Linear: W is N rows of K values, row-major; Bias is nil or N values.
+type Dense struct {
+	N, K    int
+	W, Bias []float32
+	// Workers bounds the goroutines one Apply uses (0: GOMAXPROCS).
+	Workers int
+}
+
+// NewDense checks the sizes and returns a Dense.
+func NewDense(n, k int, w, bias []float32) (*Dense, error) {
+	if n <= 0 || k <= 0 || len(w) != n*k {
+		return nil, fmt.Errorf("dense %dx%d: %d weights: %w", n, k, len(w), ErrBadModel)
+	}
+	if bias != nil && len(bias) != n {
+		return nil, fmt.Errorf("dense %dx%d: bias of %d values: %w", n, k, len(bias), ErrBadModel)
+	}
+	return &Dense{N: n, K: k, W: w, Bias: bias}, nil
+}
+
+// Dims implements Linear.
+func (d *Dense) Dims() (int, int) { return d.N, d.K }
+
+// Apply implements Linear. Work is split over output rows; each worker computes a block of rows for all
+// tokens, so a weight row is read from memory once per block of tokens.
+func (d *Dense) Apply(y, x []float32) {
+	n, k := d.N, d.K
+	if len(x)%k != 0 || len(y) != len(x)/k*n {
+		panic(fmt.Sprintf("model.Dense.Apply: x has %d values, y %d, for %dx%d", len(x), len(y), n, k))
+	}
+	t := len(x) / k
+	parallelRows(n, n*k*t, d.Workers, func(r0, r1 int) {
+		for i := r0; i < r1; i++ {
+			w := d.W[i*k : (i+1)*k]
+			var b float32
+			if d.Bias != nil {
+				b = d.Bias[i]
+			}
+			for tt := 0; tt < t; tt++ {
+				y[tt*n+i] = dot(w, x[tt*k:(tt+1)*k]) + b
+			}
+		}
+	})
+}
+
+// parallelRows splits [0, n) into contiguous blocks over up to workers goroutines (0: GOMAXPROCS) when
+// the work (multiply-adds) is large enough to pay for them.
+func parallelRows(n, work, workers int, f func(r0, r1 int)) {
+	if workers <= 0 {
+		workers = runtime.GOMAXPROCS(0)
+	}
+	if work < 1<<16 || workers == 1 || n < 2 {
+		f(0, n)
+		return
+	}
+	workers = min(workers, n)
+	var wg sync.WaitGroup
+	step := (n + workers - 1) / workers
+	for r0 := 0; r0 < n; r0 += step {
+		r1 := min(r0+step, n)
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			f(r0, r1)
+		}()
+	}
+	wg.Wait()
+}
+
+// dot is a float32 dot product with four independent accumulators.
+func dot(a, b []float32) float32 {
+	b = b[:len(a)]
+	var s0, s1, s2, s3 float32
+	i := 0
+	for ; i+4 <= len(a); i += 4 {
+		s0 += a[i] * b[i]
+		s1 += a[i+1] * b[i+1]
+		s2 += a[i+2] * b[i+2]
+		s3 += a[i+3] * b[i+3]
+	}
+	for ; i < len(a); i++ {
+		s0 += a[i] * b[i]
+	}
+	return (s0 + s1) + (s2 + s3)
+}
+
+func workersFor(n int) int { return max(1, min(n, runtime.GOMAXPROCS(0))) }

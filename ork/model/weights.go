@@ -1,0 +1,111 @@
+package model
+
+import (
+	"context"
+	"fmt"
+)
+
+// WeightSource provides a model's tensors by their GGUF names. Implementations read lazily: nothing is
+// loaded until asked for, so a model can be run one layer at a time.
+type WeightSource interface {
+	// Vector returns a one-dimensional tensor (norm weights, biases) as float32; ok is false when the
+	// tensor does not exist.
+	Vector(ctx context.Context, name string) (v []float32, ok bool, err error)
+	// Linear returns a matmul weight (ne[0] = K inputs, ne[1] = N outputs) as a Linear without bias;
+	// ok is false when the tensor does not exist.
+	Linear(ctx context.Context, name string) (l Linear, ok bool, err error)
+	// Rows copies rows (of ne[0] values each) of a two-dimensional tensor into dst, in the order given.
+	Rows(ctx context.Context, name string, rows []int32, dst []float32) error
+}
+
+// Layer holds the weights of one transformer block.
+type Layer struct {
+	Index            int
+	AttnNorm, FFNorm []float32
+	QNorm, KNorm     []float32 // per-head RMSNorm of Q and K (qwen3), HeadDim values, or nil
+	Q, K, V, O       Linear
+	Gate, Up, Down   Linear
+}
+
+// linearWithBias wraps a Linear and adds a bias.
+type linearWithBias struct {
+	Linear
+	bias []float32
+}
+
+func (l linearWithBias) Apply(y, x []float32) {
+	l.Linear.Apply(y, x)
+	n, _ := l.Dims()
+	for t := 0; t < len(y); t += n {
+		row := y[t : t+n]
+		for i := range row {
+			row[i] += l.bias[i]
+		}
+	}
+}
+
+// LoadLayer reads block i from src and checks every shape against cfg.
+func LoadLayer(ctx context.Context, cfg *Config, src WeightSource, i int) (*Layer, error) {
+	if i < 0 || i >= cfg.NLayer {
+		return nil, fmt.Errorf("layer %d: outside [0, %d): %w", i, cfg.NLayer, ErrBadModel)
+	}
+	p := fmt.Sprintf("blk.%d.", i)
+	l := &Layer{Index: i}
+	vec := func(name string, n int, required bool) ([]float32, error) {
+		v, ok, err := src.Vector(ctx, p+name)
+		if err != nil {
+			return nil, err
+		}
+		if !ok {
+			if required {
+				return nil, fmt.Errorf("tensor %s%s: missing: %w", p, name, ErrBadModel)
+			}
+			return nil, nil
+		}
+		if len(v) != n {
+			return nil, fmt.Errorf("tensor %s%s: %d values, want %d: %w", p, name, len(v), n, ErrBadModel)
+		}
+		return v, nil
+	}
+	lin := func(name string, n, k int, biasOK bool) (Linear, error) {
+		w, ok, err := src.Linear(ctx, p+name+".weight")
+		if err != nil {
+			return nil, err
+		}
+		if !ok {
+			return nil, fmt.Errorf("tensor %s%s.weight: missing: %w", p, name, ErrBadModel)
+		}
+		if gn, gk := w.Dims(); gn != n || gk != k {
+			return nil, fmt.Errorf("tensor %s%s.weight: %d rows of %d, want %d rows of %d: %w", p, name, gn, gk, n, k, ErrBadModel)
+		}
+		if !biasOK {
+			return w, nil
+		}
+		b, err := vec(name+".bias", n, false)
+		if err != nil || b == nil {
+			return w, err
+		}
+		return linearWithBias{w, b}, nil
+	}
+	var err error
+	e, q, kv := cfg.NEmbd, cfg.QDim(), cfg.KVDim()
+	steps := []func() error{
+		func() error { l.AttnNorm, err = vec("attn_norm.weight", e, true); return err },
+		func() error { l.FFNorm, err = vec("ffn_norm.weight", e, true); return err },
+		func() error { l.QNorm, err = vec("attn_q_norm.weight", cfg.HeadDim, false); return err },
+		func() error { l.KNorm, err = vec("attn_k_norm.weight", cfg.HeadDim, false); return err },
+		func() error { l.Q, err = lin("attn_q", q, e, true); return err },
+		func() error { l.K, err = lin("attn_k", kv, e, true); return err },
+		func() error { l.V, err = lin("attn_v", kv, e, true); return err },
+		func() error { l.O, err = lin("attn_output", e, q, true); return err },
+		func() error { l.Gate, err = lin("ffn_gate", cfg.NFF, e, false); return err },
+		func() error { l.Up, err = lin("ffn_up", cfg.NFF, e, false); return err },
+		func() error { l.Down, err = lin("ffn_down", e, cfg.NFF, false); return err },
+	}
+	for _, s := range steps {
+		if err := s(); err != nil {
+			return nil, err
+		}
+	}
+	return l, nil
+}

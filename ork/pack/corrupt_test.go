@@ -1,0 +1,108 @@
+package pack_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"math/rand/v2"
+	"os"
+	"strings"
+	"testing"
+
+	"orkpipe/ork/pack"
+	"orkpipe/ork/tile"
+)
+
+func smallPack(t testing.TB) []byte {
+	r := rand.New(rand.NewPCG(60, 61))
+	ws := []pack.Weight{
+		quantized(r, "blk.0.attn_q.weight", pack.I4Native, 172, 100, 32, tile.LowFirst),
+		quantized(r, "blk.0.ffn_down.weight", pack.I8, 64, 64, 0, tile.LowFirst),
+		quantized(r, "blk.0.x.weight", pack.F16, 40, 20, 0, tile.LowFirst),
+	}
+	b, err := os.ReadFile(writePack(t, t.TempDir(), ws))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+// openAndVerify is everything a loader does before running: open (header, footer, index) and verify entries.
+func openAndVerify(b []byte) error {
+	ctx := context.Background()
+	pr, err := pack.NewReader(ctx, bytes.NewReader(b), int64(len(b)), "test.orkpack")
+	if err != nil {
+		return err
+	}
+	return pr.VerifyAll(ctx)
+}
+
+func TestDetectTruncation(t *testing.T) {
+	b := smallPack(t)
+	if err := openAndVerify(b); err != nil {
+		t.Fatal(err)
+	}
+	r := rand.New(rand.NewPCG(62, 63))
+	for i := 0; i < 20; i++ {
+		cut := r.IntN(len(b))
+		err := openAndVerify(b[:cut])
+		if !errors.Is(err, pack.ErrTruncated) || !strings.Contains(err.Error(), "truncated") {
+			t.Fatalf("truncated at %d of %d: err = %v, want ErrTruncated", cut, len(b), err)
+		}
+		if i < 3 {
+			t.Logf("cut at %d: %v", cut, err)
+		}
+	}
+}
+
+func TestDetectAppendedGarbage(t *testing.T) {
+	b := smallPack(t)
+	for _, n := range []int{1, 104, 4096} {
+		g := append(append([]byte(nil), b...), bytes.Repeat([]byte{0x5a}, n)...)
+		if err := openAndVerify(g); !errors.Is(err, pack.ErrTrailing) {
+			t.Fatalf("%d bytes appended: err = %v, want ErrTrailing", n, err)
+		} else if n == 1 {
+			t.Log(err)
+		}
+	}
+}
+
+// TestDetectFlips flips every byte of the header, index and footer and sampled bytes of every entry.
+func TestDetectFlips(t *testing.T) {
+	b := smallPack(t)
+	pr, err := pack.NewReader(context.Background(), bytes.NewReader(b), int64(len(b)), "x")
+	if err != nil {
+		t.Fatal(err)
+	}
+	entries := pr.Entries()
+	indexOff := entries[len(entries)-1].Offset + entries[len(entries)-1].Length
+	footerOff := int64(len(b)) - pack.FooterSize
+	r := rand.New(rand.NewPCG(64, 65))
+	flip := func(pos int64, region string) {
+		c := append([]byte(nil), b...)
+		c[pos] ^= byte(1 + r.IntN(255))
+		err := openAndVerify(c)
+		if err == nil || !strings.Contains(err.Error(), region) {
+			t.Fatalf("byte %d flipped (%s): err = %v, want an error naming %q", pos, region, err, region)
+		}
+	}
+	for pos := int64(0); pos < pack.HeaderSize; pos++ {
+		flip(pos, "header")
+	}
+	for pos := indexOff; pos < footerOff; pos++ {
+		flip(pos, "index")
+	}
+	for pos := footerOff; pos < int64(len(b)); pos++ {
+		flip(pos, "footer")
+	}
+	for _, e := range entries {
+		flip(e.Offset, e.Name)
+		flip(e.Offset+e.Length-1, e.Name)
+		for i := 0; i < 64; i++ {
+			flip(e.Offset+r.Int64N(e.Length), e.Name)
+		}
+	}
+	c := append([]byte(nil), b...)
+	c[entries[1].Offset+7] ^= 0x10
+	t.Logf("entry flip: %v", openAndVerify(c))
+}

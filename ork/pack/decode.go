@@ -1,0 +1,91 @@
+package pack
+
+import (
+	"fmt"
+	"math"
+)
+
+// Decode turns an entry's verified data (Length bytes, as ReadEntry returns it) back into codes and scales.
+// Codes go through the same untiler walk the writer used; padding and trailing bytes must be zero.
+func Decode(e Entry, data []byte) (Weight, error) {
+	if int64(len(data)) != e.Length {
+		return Weight{}, fmt.Errorf("%w: entry %q: %d bytes, want %d", ErrCorrupt, e.Name, len(data), e.Length)
+	}
+	w, err := decodeCodes(e, data[:e.CodesLength])
+	if err != nil {
+		return Weight{}, fmt.Errorf("%w: entry %q: %v", ErrCorrupt, e.Name, err)
+	}
+	sb := data[e.ScalesOffset : e.ScalesOffset+e.ScalesLength]
+	if e.ScalesLength > 0 {
+		w.Scales = make([]float32, e.ScalesLength/4)
+		for i := range w.Scales {
+			s := math.Float32frombits(le.Uint32(sb[4*i:]))
+			if math.IsNaN(float64(s)) || math.IsInf(float64(s), 0) {
+				return Weight{}, fmt.Errorf("%w: entry %q: scale %d is %v", ErrCorrupt, e.Name, i, s)
+			}
+			w.Scales[i] = s
+		}
+	}
+	for i, c := range data[e.ScalesOffset+e.ScalesLength:] {
+		if c != 0 {
+			return Weight{}, fmt.Errorf("%w: entry %q: scales padding byte %d is %#02x", ErrCorrupt, e.Name, i, c)
+		}
+	}
+	return w, nil
+}
+
+func decodeCodes(e Entry, codes []byte) (Weight, error) {
+	l, err := e.Layout()
+	if err != nil {
+		return Weight{}, err
+	}
+	w := Weight{Meta: e.Meta}
+	if e.DType == F16 {
+		w.F16 = make([]uint16, e.K*e.N)
+		return w, l.UntileF16(w.F16, codes)
+	}
+	w.Codes = make([]int8, e.K*e.N)
+	return w, l.Untile(w.Codes, codes)
+}
+
+// Dequantize returns the float weights row-major [N][K]: code * scale of its group, or the F16 values.
+func (w Weight) Dequantize() []float32 {
+	out := make([]float32, w.K*w.N)
+	if w.DType == F16 {
+		for i, h := range w.F16 {
+			out[i] = HalfToFloat(h)
+		}
+		return out
+	}
+	g := w.Groups()
+	for n := 0; n < w.N; n++ {
+		for k := 0; k < w.K; k++ {
+			gi := 0
+			if w.Group > 0 {
+				gi = k / w.Group
+			}
+			out[n*w.K+k] = float32(w.Codes[n*w.K+k]) * w.Scales[n*g+gi]
+		}
+	}
+	return out
+}
+
+// HalfToFloat converts an IEEE-754 binary16 bit pattern to float32.
+func HalfToFloat(h uint16) float32 {
+	sign := uint32(h>>15) << 31
+	exp := int(h>>10) & 0x1f
+	mant := uint32(h & 0x3ff)
+	switch {
+	case exp == 0 && mant == 0:
+		return math.Float32frombits(sign)
+	case exp == 0: // subnormal: mant * 2^-24
+		v := float32(mant) / (1 << 24)
+		if sign != 0 {
+			v = -v
+		}
+		return v
+	case exp == 31:
+		return math.Float32frombits(sign | 0x7f800000 | mant<<13)
+	}
+	return math.Float32frombits(sign | uint32(exp-15+127)<<23 | mant<<13)
+}

@@ -1,0 +1,103 @@
+package pack_test
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"math"
+	"math/rand/v2"
+	"path/filepath"
+	"testing"
+
+	"github.com/zeebo/blake3"
+
+	"orkpipe/ork/board"
+	"orkpipe/ork/pack"
+	"orkpipe/ork/tile"
+)
+
+// quantized is a weight as the quantizer hands it over: codes [N][K] (or fp16 values) and scales [N][groups].
+func quantized(r *rand.Rand, name string, dt pack.DType, k, n, group int, nib tile.NibbleOrder) pack.Weight {
+	m := pack.Meta{Name: name, DType: dt, K: k, N: n, Group: group, QErr: r.Float64()}
+	if dt.Int4() {
+		m.Nibbles = nib
+	}
+	if dt.RotationRequired() || (dt != pack.F16 && r.IntN(2) == 0) {
+		m.Rotation = pack.Rotation{Kind: pack.RotHadamard, Block: 64 << r.IntN(3), Seed: r.Uint64()}
+	}
+	w := pack.Weight{Meta: m}
+	if dt == pack.F16 {
+		w.F16 = make([]uint16, k*n)
+		for i := range w.F16 {
+			w.F16[i] = uint16(r.Uint32())
+		}
+	} else {
+		w.Codes = make([]int8, k*n)
+		for i := range w.Codes {
+			if dt.Int4() {
+				w.Codes[i] = int8(r.IntN(16) - 8)
+			} else {
+				w.Codes[i] = int8(r.IntN(255) - 127)
+			}
+		}
+		w.Scales = make([]float32, n*m.Groups())
+		for i := range w.Scales {
+			w.Scales[i] = r.Float32()*0.01 + 1e-4
+		}
+	}
+	src := fmt.Appendf(nil, "%s/%d/%d", name, k, n)
+	for _, c := range w.Codes {
+		src = append(src, byte(c))
+	}
+	w.Source = blake3.Sum256(src)
+	return w
+}
+
+// writePack writes the weights in order with the rk3588 planner and returns the path.
+func writePack(t testing.TB, dir string, ws []pack.Weight, opts ...pack.Option) string {
+	t.Helper()
+	path := filepath.Join(dir, fmt.Sprintf("p%d.orkpack", rand.Int()))
+	w, err := pack.Create(path, board.Planner(board.RK3588()), opts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	ctx := context.Background()
+	for _, wt := range ws {
+		if err := w.Add(ctx, wt); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := w.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+func sameWeight(t *testing.T, want, got pack.Weight) {
+	t.Helper()
+	if got.Name != want.Name || got.DType != want.DType || got.K != want.K || got.N != want.N || got.Group != want.Group ||
+		got.Nibbles != want.Nibbles || got.Rotation != want.Rotation || got.QErr != want.QErr || got.Source != want.Source {
+		t.Fatalf("%s: meta differs:\n got %+v\nwant %+v", want.Name, got.Meta, want.Meta)
+	}
+	if !equal(got.Codes, want.Codes) || !equal(got.F16, want.F16) || !equal(got.Scales, want.Scales) {
+		t.Fatalf("%s (%s K=%d N=%d G=%d): codes, fp16 values or scales differ after the round trip", want.Name, want.DType, want.K, want.N, want.Group)
+	}
+}
+
+func equal[T comparable](a, b []T) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
+}
+
+func nan() float64 { return math.NaN() }
+
+func bytesReader(b []byte) io.Reader { return bytes.NewReader(b) }

@@ -1,0 +1,195 @@
+package pack
+
+import (
+	"fmt"
+	"math"
+
+	"orkpipe/ork/tile"
+)
+
+// Board is the plan summary stored in the index.
+type Board struct {
+	Name     string // board profile name, e.g. "rk3588"
+	Profile  Digest // BLAKE3 of the profile's canonical JSON
+	Domains  int    // IOMMU domains the plan uses
+	Resident int64  // total resident bytes of all entries
+}
+
+func encodeIndex(b Board, entries []Entry) []byte {
+	n := indexHeaderSize + len(b.Name)
+	for _, e := range entries {
+		n += 2 + len(e.Name) + recordFixed
+	}
+	buf := make([]byte, indexHeaderSize, n)
+	copy(buf[0:4], indexMagic[:])
+	le.PutUint32(buf[4:], uint32(len(entries)))
+	le.PutUint32(buf[8:], uint32(b.Domains))
+	le.PutUint16(buf[12:], uint16(len(b.Name)))
+	copy(buf[16:48], b.Profile[:])
+	le.PutUint64(buf[48:], uint64(b.Resident))
+	buf = append(buf, b.Name...)
+	for _, e := range entries {
+		buf = le.AppendUint16(buf, uint16(len(e.Name)))
+		buf = append(buf, e.Name...)
+		r := make([]byte, recordFixed)
+		r[0] = byte(e.DType)
+		r[1] = byte(e.Nibbles)
+		r[2] = byte(e.Rotation.Kind)
+		r[3] = byte(e.ActBits)
+		r[4] = byte(e.ScaleLayout())
+		le.PutUint32(r[8:], uint32(e.K))
+		le.PutUint32(r[12:], uint32(e.N))
+		le.PutUint32(r[16:], uint32(e.Kp))
+		le.PutUint32(r[20:], uint32(e.Np))
+		le.PutUint32(r[24:], uint32(e.Segments))
+		le.PutUint32(r[28:], uint32(e.SegmentK))
+		le.PutUint32(r[32:], uint32(e.Group))
+		le.PutUint32(r[36:], uint32(e.Rotation.Block))
+		le.PutUint64(r[40:], e.Rotation.Seed)
+		le.PutUint64(r[48:], uint64(e.Offset))
+		le.PutUint64(r[56:], uint64(e.Length))
+		le.PutUint64(r[64:], uint64(e.CodesLength))
+		le.PutUint64(r[72:], uint64(e.ScalesOffset))
+		le.PutUint64(r[80:], uint64(e.ScalesLength))
+		le.PutUint64(r[88:], uint64(e.ResidentBytes))
+		le.PutUint32(r[96:], uint32(e.Domain))
+		le.PutUint64(r[104:], math.Float64bits(e.QErr))
+		copy(r[112:144], e.Digest[:])
+		copy(r[144:176], e.Source[:])
+		buf = append(buf, r...)
+	}
+	return buf
+}
+
+// decodeIndex parses and fully validates an index: every derived field is recomputed and compared, entries
+// must be contiguous from the first page to indexOffset, names unique, the plan consistent.
+func decodeIndex(b []byte, count uint32, indexOffset int64) (Board, []Entry, error) {
+	bad := func(format string, a ...any) error {
+		return fmt.Errorf("%w: %s", ErrIndex, fmt.Sprintf(format, a...))
+	}
+	if len(b) < indexHeaderSize {
+		return Board{}, nil, bad("%d bytes, less than the %d-byte index header", len(b), indexHeaderSize)
+	}
+	if [4]byte(b[0:4]) != indexMagic {
+		return Board{}, nil, bad("magic %q, want %q", b[0:4], indexMagic[:])
+	}
+	if c := le.Uint32(b[4:]); c != count {
+		return Board{}, nil, bad("entry count %d, header says %d", c, count)
+	}
+	if uint64(count) > uint64(len(b))/(2+1+recordFixed) {
+		return Board{}, nil, bad("entry count %d cannot fit in %d bytes", count, len(b))
+	}
+	var board Board
+	board.Domains = int(le.Uint32(b[8:]))
+	nameLen := int(le.Uint16(b[12:]))
+	if r := le.Uint16(b[14:]); r != 0 || le.Uint64(b[56:]) != 0 {
+		return Board{}, nil, bad("reserved header fields are not zero")
+	}
+	board.Profile = Digest(b[16:48])
+	board.Resident = int64(le.Uint64(b[48:]))
+	if nameLen < 1 || nameLen > 255 || indexHeaderSize+nameLen > len(b) {
+		return Board{}, nil, bad("board name length %d: want 1..255 within the index", nameLen)
+	}
+	board.Name = string(b[indexHeaderSize : indexHeaderSize+nameLen])
+	for _, c := range []byte(board.Name) {
+		if c < 0x21 || c > 0x7e {
+			return Board{}, nil, bad("board name %q: want printable ASCII", board.Name)
+		}
+	}
+	p := indexHeaderSize + nameLen
+	entries := make([]Entry, 0, count)
+	seen := make(map[string]bool, count)
+	next := int64(HeaderSize)
+	var resident int64
+	for i := 0; i < int(count); i++ {
+		if p+2 > len(b) {
+			return Board{}, nil, bad("record %d: index ends at byte %d", i, len(b))
+		}
+		l := int(le.Uint16(b[p:]))
+		p += 2
+		if l < 1 || l > MaxNameLen || p+l+recordFixed > len(b) {
+			return Board{}, nil, bad("record %d: name length %d does not fit (want 1..%d)", i, l, MaxNameLen)
+		}
+		name := string(b[p : p+l])
+		p += l
+		r := b[p : p+recordFixed]
+		p += recordFixed
+		e, err := decodeRecord(name, r)
+		if err != nil {
+			return Board{}, nil, fmt.Errorf("%w: record %d: %v", ErrIndex, i, err)
+		}
+		if seen[name] {
+			return Board{}, nil, bad("entry %q appears twice", name)
+		}
+		seen[name] = true
+		if e.Offset != next {
+			return Board{}, nil, bad("entry %q at offset %d, want %d (entries are contiguous)", name, e.Offset, next)
+		}
+		next += e.Length
+		if e.Domain >= board.Domains {
+			return Board{}, nil, bad("entry %q in domain %d, plan has %d domains", name, e.Domain, board.Domains)
+		}
+		resident += e.ResidentBytes
+		entries = append(entries, e)
+	}
+	if p != len(b) {
+		return Board{}, nil, bad("%d bytes after the last record", len(b)-p)
+	}
+	if next != indexOffset {
+		return Board{}, nil, bad("entries end at %d but the index starts at %d", next, indexOffset)
+	}
+	if resident != board.Resident {
+		return Board{}, nil, bad("entries' resident bytes sum to %d, index total says %d", resident, board.Resident)
+	}
+	return board, entries, nil
+}
+
+func decodeRecord(name string, r []byte) (Entry, error) {
+	if r[5] != 0 || r[6] != 0 || r[7] != 0 || le.Uint32(r[100:]) != 0 {
+		return Entry{}, fmt.Errorf("entry %q: reserved bytes are not zero", name)
+	}
+	m := Meta{
+		Name:     name,
+		DType:    DType(r[0]),
+		Nibbles:  tile.NibbleOrder(r[1]),
+		Rotation: Rotation{Kind: RotationKind(r[2]), Block: int(le.Uint32(r[36:])), Seed: le.Uint64(r[40:])},
+		ActBits:  int(r[3]),
+		K:        int(le.Uint32(r[8:])),
+		N:        int(le.Uint32(r[12:])),
+		Group:    int(le.Uint32(r[32:])),
+		QErr:     math.Float64frombits(le.Uint64(r[104:])),
+		Source:   Digest(r[144:176]),
+	}
+	if m.ActBits == 0 {
+		return Entry{}, fmt.Errorf("entry %q: activation bits 0", name)
+	}
+	segK := int(le.Uint32(r[28:]))
+	if m.DType.Kind() != tile.I4Compact && (segK == 0 || segK%32 != 0) {
+		return Entry{}, fmt.Errorf("entry %q: segment K %d: want a positive multiple of 32", name, segK)
+	}
+	want, err := Geometry(m, segK)
+	if err != nil {
+		return Entry{}, err
+	}
+	got := want
+	got.SegmentK = segK
+	got.Kp, got.Np, got.Segments = int(le.Uint32(r[16:])), int(le.Uint32(r[20:])), int(le.Uint32(r[24:]))
+	got.Length, got.CodesLength = int64(le.Uint64(r[56:])), int64(le.Uint64(r[64:]))
+	got.ScalesOffset, got.ScalesLength = int64(le.Uint64(r[72:])), int64(le.Uint64(r[80:]))
+	if ScaleLayout(r[4]) != m.ScaleLayout() {
+		return Entry{}, fmt.Errorf("entry %q: scale layout %d, want %d for %s", name, r[4], m.ScaleLayout(), m.DType)
+	}
+	if got != want {
+		return Entry{}, fmt.Errorf("entry %q: stored geometry (Kp=%d Np=%d segments=%d segK=%d codes=%d scales@%d+%d length=%d) != computed (Kp=%d Np=%d segments=%d segK=%d codes=%d scales@%d+%d length=%d)",
+			name, got.Kp, got.Np, got.Segments, got.SegmentK, got.CodesLength, got.ScalesOffset, got.ScalesLength, got.Length,
+			want.Kp, want.Np, want.Segments, want.SegmentK, want.CodesLength, want.ScalesOffset, want.ScalesLength, want.Length)
+	}
+	got.Offset = int64(le.Uint64(r[48:]))
+	got.ResidentBytes = int64(le.Uint64(r[88:]))
+	got.Domain = int(le.Uint32(r[96:]))
+	got.Digest = Digest(r[112:144])
+	if got.ResidentBytes < 0 || got.Domain < 0 {
+		return Entry{}, fmt.Errorf("entry %q: resident bytes %d, domain %d out of range", name, got.ResidentBytes, got.Domain)
+	}
+	return got, nil
+}

@@ -1,0 +1,276 @@
+package pack_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"orkpipe/ork/board"
+	"orkpipe/ork/pack"
+	"orkpipe/ork/tile"
+)
+
+// TestRoundTripEveryDType: quantized weight -> tile -> pack -> read -> untile gives identical codes and scales,
+// for every dtype, padded and segmented shapes, per-channel and grouped scales, both nibble orders.
+func TestRoundTripEveryDType(t *testing.T) {
+	r := rand.New(rand.NewPCG(10, 11))
+	shapes := []struct{ k, n int }{{64, 64}, {172, 100}, {5120, 96}, {17408, 70}, {64, 6144}, {172, 6144}, {8192, 33}}
+	var ws []pack.Weight
+	for _, dt := range pack.DTypes {
+		for _, s := range shapes {
+			for _, g := range []int{0, 32, 128} {
+				if dt == pack.F16 && g != 0 {
+					continue
+				}
+				nib := tile.NibbleOrder(r.IntN(2))
+				name := fmt.Sprintf("blk.%d.%s.K%d.N%d.g%d.weight", len(ws), dt, s.k, s.n, g)
+				ws = append(ws, quantized(r, name, dt, s.k, s.n, g, nib))
+			}
+		}
+	}
+	path := writePack(t, t.TempDir(), ws)
+	ctx := context.Background()
+	pr, err := pack.Open(ctx, path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pr.Close()
+	if got := len(pr.Entries()); got != len(ws) {
+		t.Fatalf("%d entries, want %d", got, len(ws))
+	}
+	for i, want := range ws {
+		e := pr.Entries()[i]
+		if e.Name != want.Name {
+			t.Fatalf("entry %d is %q, want %q (index order = add order)", i, e.Name, want.Name)
+		}
+		if want.K == 17408 && e.DType != pack.I4 && e.Segments != 3 {
+			t.Errorf("%s: %d segments, want 3", e.Name, e.Segments)
+		}
+		got, err := pr.Load(ctx, want.Name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		sameWeight(t, want, got)
+	}
+	if err := pr.VerifyAll(ctx); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestRoundTripProperty writes packs of random shapes, dtypes, groups, nibble orders and segment sizes.
+func TestRoundTripProperty(t *testing.T) {
+	r := rand.New(rand.NewPCG(12, 13))
+	dir := t.TempDir()
+	ctx := context.Background()
+	for iter := 0; iter < 20; iter++ {
+		var ws []pack.Weight
+		for i := 0; i < 1+r.IntN(6); i++ {
+			dt := pack.DTypes[r.IntN(len(pack.DTypes))]
+			g := []int{0, 32, 64, 128}[r.IntN(4)]
+			if dt == pack.F16 {
+				g = 0
+			}
+			ws = append(ws, quantized(r, fmt.Sprintf("w%d", i), dt, 1+r.IntN(700), 1+r.IntN(300), g, tile.NibbleOrder(r.IntN(2))))
+		}
+		path := writePack(t, dir, ws, pack.WithSegmentK(32*(1+r.IntN(12))))
+		pr, err := pack.Open(ctx, path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, want := range ws {
+			got, err := pr.Load(ctx, want.Name)
+			if err != nil {
+				t.Fatal(err)
+			}
+			sameWeight(t, want, got)
+		}
+		pr.Close()
+	}
+}
+
+func TestDeterministic(t *testing.T) {
+	mk := func() []pack.Weight {
+		r := rand.New(rand.NewPCG(1, 1))
+		return []pack.Weight{quantized(r, "a", pack.I4Native, 172, 100, 32, tile.LowFirst), quantized(r, "b", pack.I8Rot, 64, 64, 0, tile.LowFirst)}
+	}
+	dir := t.TempDir()
+	a, err := os.ReadFile(writePack(t, dir, mk()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(writePack(t, dir, mk()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(a) != string(b) {
+		t.Fatal("the same weights gave different pack bytes")
+	}
+}
+
+// TestMoEExperts: a MUL_MAT_ID weight of 8 experts becomes 8 entries "<name>#0..7", each loadable alone.
+func TestMoEExperts(t *testing.T) {
+	r := rand.New(rand.NewPCG(20, 21))
+	const name = "blk.0.ffn_down_exps.weight"
+	var ws []pack.Weight
+	for e := 0; e < 8; e++ {
+		ws = append(ws, quantized(r, pack.ExpertName(name, e), pack.I8, 128, 96, 0, tile.LowFirst))
+	}
+	path := writePack(t, t.TempDir(), ws)
+	ctx := context.Background()
+	for e := 7; e >= 0; e-- { // each from a fresh reader, in reverse order: no entry depends on another
+		pr, err := pack.Open(ctx, path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := pr.Load(ctx, fmt.Sprintf("%s#%d", name, e))
+		if err != nil {
+			t.Fatal(err)
+		}
+		sameWeight(t, ws[e], got)
+		base, idx, ok := pack.SplitExpert(got.Name)
+		if !ok || base != name || idx != e {
+			t.Fatalf("SplitExpert(%q) = %q, %d, %v", got.Name, base, idx, ok)
+		}
+		pr.Close()
+	}
+}
+
+func TestWriterRefusals(t *testing.T) {
+	r := rand.New(rand.NewPCG(30, 31))
+	dir := t.TempDir()
+	ctx := context.Background()
+	path := writePack(t, dir, []pack.Weight{quantized(r, "a", pack.I8, 64, 32, 0, tile.LowFirst)})
+	before, _ := os.ReadFile(path)
+	if _, err := pack.Create(path, board.Planner(board.RK3588())); err == nil {
+		t.Fatal("Create over an existing pack succeeded")
+	}
+	if after, _ := os.ReadFile(path); string(after) != string(before) {
+		t.Fatal("existing pack changed")
+	}
+	if _, err := pack.Create(filepath.Join(dir, "x"), nil); !errors.Is(err, pack.ErrInput) {
+		t.Fatalf("nil planner: %v", err)
+	}
+
+	w, err := pack.Create(filepath.Join(dir, "bad.orkpack"), board.Planner(board.RK3588()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	good := quantized(r, "g", pack.I4Native, 64, 64, 32, tile.LowFirst)
+	cases := map[string]func(*pack.Weight){
+		"zero source":        func(w *pack.Weight) { w.Source = pack.Digest{} },
+		"NaN scale":          func(w *pack.Weight) { w.Scales = append([]float32(nil), w.Scales...); w.Scales[3] = float32(nan()) },
+		"short scales":       func(w *pack.Weight) { w.Scales = w.Scales[:1] },
+		"int4 out of range":  func(w *pack.Weight) { w.Codes = append([]int8(nil), w.Codes...); w.Codes[5] = 9 },
+		"group 48":           func(w *pack.Weight) { w.Group = 48 },
+		"bad expert suffix":  func(w *pack.Weight) { w.Name = "x#07" },
+		"rotation missing":   func(w *pack.Weight) { w.DType = pack.I4RotA8; w.Rotation = pack.Rotation{} },
+		"act bits 4 on I8":   func(w *pack.Weight) { w.DType = pack.I8; w.ActBits = 4 },
+		"high nibbles on I8": func(w *pack.Weight) { w.DType = pack.I8; w.Nibbles = tile.HighFirst },
+	}
+	for name, mutate := range cases {
+		bad := good
+		mutate(&bad)
+		if err := w.Add(ctx, bad); !errors.Is(err, pack.ErrInput) {
+			t.Errorf("%s: err = %v, want ErrInput", name, err)
+		} else {
+			t.Logf("%s: %v", name, err)
+		}
+	}
+	if err := w.Add(ctx, good); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Add(ctx, good); !errors.Is(err, pack.ErrInput) {
+		t.Errorf("duplicate name: %v", err)
+	}
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	left, _ := filepath.Glob(filepath.Join(dir, ".*tmp"))
+	if _, err := os.Stat(filepath.Join(dir, "bad.orkpack")); !os.IsNotExist(err) || len(left) != 0 {
+		t.Fatalf("abandoned pack left files: %v %v", err, left)
+	}
+}
+
+// TestPlanTooBig: a board that cannot hold the plan makes Commit fail and publishes nothing.
+func TestPlanTooBig(t *testing.T) {
+	r := rand.New(rand.NewPCG(40, 41))
+	p := board.RK3588()
+	p.Name = "tiny"
+	p.MaxDomains = 2
+	p.DomainCeiling = 64 << 10
+	p.Headroom = 0
+	dir := t.TempDir()
+	path := filepath.Join(dir, "big.orkpack")
+	w, err := pack.Create(path, board.Planner(p))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	ctx := context.Background()
+	for i := 0; i < 5; i++ { // 32 KiB resident each: 5 need 3 domains of 64 KiB
+		if err := w.Add(ctx, quantized(r, fmt.Sprint("w", i), pack.I8, 256, 128, 0, tile.LowFirst)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	err = w.Commit(ctx)
+	if !errors.Is(err, board.ErrDoesNotFit) {
+		t.Fatalf("Commit: %v, want ErrDoesNotFit", err)
+	}
+	t.Log(err)
+	if _, serr := os.Stat(path); !os.IsNotExist(serr) {
+		t.Fatal("a pack that does not fit was published")
+	}
+}
+
+func TestAddTiled(t *testing.T) {
+	r := rand.New(rand.NewPCG(50, 51))
+	wt := quantized(r, "t", pack.I4RotA8, 172, 100, 32, tile.HighFirst)
+	e, err := pack.Geometry(wt.Meta, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, _ := e.Layout()
+	tiled := make([]byte, l.Size())
+	if err := l.Tile(tiled, wt.Codes); err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	ctx := context.Background()
+	w, err := pack.Create(filepath.Join(dir, "t.orkpack"), board.Planner(board.RK3588()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	bad := append([]byte(nil), tiled...)
+	off, sh := l.Locate(5, 171+1) // k=172 is padding
+	bad[off] |= 1 << sh
+	if err := w.AddTiled(ctx, wt.Meta, bytesReader(bad), wt.Scales); !errors.Is(err, pack.ErrInput) {
+		t.Fatalf("tiled bytes with non-zero padding: %v", err)
+	}
+	if err := w.AddTiled(ctx, wt.Meta, bytesReader(tiled[:len(tiled)-1]), wt.Scales); !errors.Is(err, pack.ErrInput) {
+		t.Fatalf("short tiled bytes: %v", err)
+	}
+	if err := w.AddTiled(ctx, wt.Meta, bytesReader(append(tiled, 0)), wt.Scales); !errors.Is(err, pack.ErrInput) {
+		t.Fatalf("long tiled bytes: %v", err)
+	}
+	if err := w.AddTiled(ctx, wt.Meta, bytesReader(tiled), wt.Scales); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	pr, err := pack.Open(ctx, filepath.Join(dir, "t.orkpack"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pr.Close()
+	got, err := pr.Load(ctx, "t")
+	if err != nil {
+		t.Fatal(err)
+	}
+	sameWeight(t, wt, got)
+}

@@ -1,0 +1,152 @@
+package pack_test
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"runtime"
+	"testing"
+
+	"github.com/zeebo/blake3"
+
+	"orkpipe/ork/board"
+	"orkpipe/ork/pack"
+	"orkpipe/ork/tile"
+)
+
+var update = flag.Bool("update", false, "rewrite golden files and fuzz seeds")
+
+func liveHeap() uint64 {
+	runtime.GC()
+	var m runtime.MemStats
+	runtime.ReadMemStats(&m)
+	return m.HeapAlloc
+}
+
+// TestWriterStreamsBoundedMemory writes a 640 MiB pack (40 entries of 16 MiB) and checks that the writer's
+// retained memory does not grow with the pack: it holds one entry while writing it, then only metadata.
+func TestWriterStreamsBoundedMemory(t *testing.T) {
+	if testing.Short() {
+		t.Skip("writes 640 MiB")
+	}
+	const k, n, count = 4096, 4096, 40
+	r := rand.New(rand.NewPCG(70, 71))
+	wt := quantized(r, "x", pack.I8, k, n, 0, tile.LowFirst) // one caller buffer, reused for every entry
+	dir := t.TempDir()
+	path := filepath.Join(dir, "big.orkpack")
+	w, err := pack.Create(path, board.Planner(board.RK3588()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	ctx := context.Background()
+	base := liveHeap()
+	var peak uint64
+	for i := 0; i < count; i++ {
+		wt.Name = fmt.Sprintf("blk.%d.ffn_up.weight", i)
+		wt.Codes[i] ^= 1 // entries differ
+		if err := w.Add(ctx, wt); err != nil {
+			t.Fatal(err)
+		}
+		peak = max(peak, liveHeap())
+	}
+	if err := w.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	st, err := os.Stat(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	grow := int64(peak) - int64(base)
+	t.Logf("pack %d MiB, %d entries of %d MiB; retained heap growth %d KiB", st.Size()>>20, count, k*n>>20, grow>>10)
+	if st.Size() < count*k*n {
+		t.Fatalf("pack is %d bytes, want at least %d", st.Size(), count*k*n)
+	}
+	if grow > 1<<20 {
+		t.Fatalf("writer retained %d bytes across %d entries: it is holding entry data", grow, count)
+	}
+	pr, err := pack.Open(ctx, path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pr.Close()
+	if err := pr.VerifyEntry(ctx, "blk.39.ffn_up.weight"); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestGoldenPack pins the format: a fixed set of weights must give a pack with this BLAKE3 (update with -update
+// only when the format version changes).
+func TestGoldenPack(t *testing.T) {
+	b := smallPack(t)
+	got := pack.Digest(blake3.Sum256(b)).String()
+	golden := filepath.Join("testdata", "golden", "small.orkpack.blake3")
+	if *update {
+		if err := os.MkdirAll(filepath.Dir(golden), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(golden, []byte(got+"\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want, err := os.ReadFile(golden)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got+"\n" != string(want) {
+		t.Fatalf("small pack digest %s, golden %s", got, want)
+	}
+}
+
+// TestFuzzSeeds regenerates the FuzzOpen corpus in testdata/fuzz/FuzzOpen with -update and checks it exists.
+func TestFuzzSeeds(t *testing.T) {
+	dir := filepath.Join("testdata", "fuzz", "FuzzOpen")
+	if *update {
+		// Small seeds (page padding makes every pack at least 4 KiB) keep the fuzzer's minimization quick.
+		r := rand.New(rand.NewPCG(90, 91))
+		one, err := os.ReadFile(writePack(t, t.TempDir(), []pack.Weight{quantized(r, "blk.0.w#3", pack.I4RotA8, 40, 20, 32, tile.HighFirst)}))
+		if err != nil {
+			t.Fatal(err)
+		}
+		two, err := os.ReadFile(writePack(t, t.TempDir(), []pack.Weight{
+			quantized(r, "a", pack.I8, 32, 8, 0, tile.LowFirst), quantized(r, "b", pack.F16, 8, 4, 0, tile.LowFirst)}))
+		if err != nil {
+			t.Fatal(err)
+		}
+		seeds := map[string][]byte{
+			"one":       one,
+			"two":       two,
+			"empty":     emptyPack(t),
+			"truncated": one[:len(one)/2],
+			"header":    one[:pack.HeaderSize],
+			"garbage":   append(append([]byte(nil), two...), 1, 2, 3),
+		}
+		old, _ := filepath.Glob(filepath.Join(dir, "*"))
+		for _, f := range old {
+			os.Remove(f)
+		}
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		for name, s := range seeds {
+			if err := os.WriteFile(filepath.Join(dir, name), fmt.Appendf(nil, "go test fuzz v1\n[]byte(%q)\n", s), 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	ents, err := os.ReadDir(dir)
+	if err != nil || len(ents) < 5 {
+		t.Fatalf("fuzz corpus %s: %d seeds, %v (run with -update)", dir, len(ents), err)
+	}
+}
+
+func emptyPack(t testing.TB) []byte {
+	b, err := os.ReadFile(writePack(t, t.TempDir(), nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}

@@ -1,0 +1,311 @@
+package pack
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"math"
+	"os"
+	"path/filepath"
+
+	"github.com/zeebo/blake3"
+
+	"orkpipe/ork/tile"
+)
+
+// Planner places entries on a board: resident bytes and IOMMU domain per entry, in index order.
+// ork/board implements it; the writer calls it once, at Commit, with every entry's final geometry.
+type Planner interface {
+	Plan(ctx context.Context, entries []Entry) (Plan, error)
+}
+
+// Plan is a Planner's answer: Resident[i] and Domain[i] belong to entries[i].
+type Plan struct {
+	Board    Board
+	Resident []int64
+	Domain   []int
+}
+
+// Weight is one decoded entry: codes row-major [N][K] (int8 and int4 dtypes, int4 sign-extended) or binary16
+// values (F16), and float32 scales row-major [N][groups].
+type Weight struct {
+	Meta
+	Codes  []int8
+	F16    []uint16
+	Scales []float32
+}
+
+// Option configures a Writer; options validate their argument.
+type Option func(*Writer) error
+
+// WithSegmentK sets the maximum padded K of one native segment (default 8192, the RK3588 matmul limit).
+func WithSegmentK(sk int) Option {
+	return func(w *Writer) error {
+		if sk <= 0 || sk%32 != 0 || sk > tile.MaxDim {
+			return fmt.Errorf("%w: segment K %d: want a positive multiple of 32", ErrInput, sk)
+		}
+		w.segK = sk
+		return nil
+	}
+}
+
+// WithLogger sets the logger for progress at debug level.
+func WithLogger(l *slog.Logger) Option {
+	return func(w *Writer) error {
+		if l == nil {
+			return fmt.Errorf("%w: nil logger", ErrInput)
+		}
+		w.log = l
+		return nil
+	}
+}
+
+// Writer streams an orkpack to a temporary file beside its destination and publishes it at Commit.
+// Memory is bounded by one entry plus the index metadata. Not safe for concurrent use.
+type Writer struct {
+	path    string
+	tmp     string
+	f       *os.File
+	planner Planner
+	segK    int
+	log     *slog.Logger
+	off     int64
+	entries []Entry
+	names   map[string]bool
+	err     error // sticky: after a failed write the pack can only be abandoned
+	closed  bool
+}
+
+// Create starts a pack that Commit will publish at path. It refuses a path that already exists.
+func Create(path string, planner Planner, opts ...Option) (*Writer, error) {
+	if planner == nil {
+		return nil, fmt.Errorf("%w: pack %s: a Planner is required (the plan is part of the index)", ErrInput, path)
+	}
+	w := &Writer{path: path, planner: planner, segK: tile.DefaultSegmentK, log: slog.Default(), names: map[string]bool{}, off: HeaderSize}
+	for _, o := range opts {
+		if err := o(w); err != nil {
+			return nil, err
+		}
+	}
+	if _, err := os.Lstat(path); err == nil {
+		return nil, fmt.Errorf("pack %s: already exists; refusing to replace it", path)
+	}
+	f, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".*.tmp")
+	if err != nil {
+		return nil, fmt.Errorf("pack %s: %w", path, err)
+	}
+	w.f, w.tmp = f, f.Name()
+	if _, err := f.Write(make([]byte, HeaderSize)); err != nil { // reserved; written at Commit
+		w.Close()
+		return nil, fmt.Errorf("pack %s: reserving the header: %w", w.tmp, err)
+	}
+	return w, nil
+}
+
+func (w *Writer) usable(ctx context.Context) error {
+	switch {
+	case w.closed:
+		return fmt.Errorf("pack %s: %w", w.path, ErrClosed)
+	case w.err != nil:
+		return fmt.Errorf("pack %s: an earlier write failed: %w", w.path, w.err)
+	}
+	return ctx.Err()
+}
+
+// Add tiles one weight and appends it. Entries are stored, planned and indexed in Add order, so the caller
+// decides the (execution) order and must add deterministically.
+func (w *Writer) Add(ctx context.Context, wt Weight) error {
+	if err := w.usable(ctx); err != nil {
+		return err
+	}
+	e, err := w.prepare(wt.Meta)
+	if err != nil {
+		return err
+	}
+	l, err := e.Layout()
+	if err != nil {
+		return err
+	}
+	codes := make([]byte, e.CodesLength)
+	if e.DType == F16 {
+		err = l.TileF16(codes, wt.F16)
+	} else {
+		err = l.Tile(codes, wt.Codes)
+	}
+	if err != nil {
+		return fmt.Errorf("%w: entry %q: %v", ErrInput, e.Name, err)
+	}
+	return w.write(e, codes, wt.Scales)
+}
+
+// AddTiled appends an entry whose codes are already laid out (the tile stage's output): exactly the layout's
+// codes length must be readable from codes. The bytes are verified by decoding them through the untiler
+// (padding must be zero) before anything is written.
+func (w *Writer) AddTiled(ctx context.Context, m Meta, codes io.Reader, scales []float32) error {
+	if err := w.usable(ctx); err != nil {
+		return err
+	}
+	e, err := w.prepare(m)
+	if err != nil {
+		return err
+	}
+	buf := make([]byte, e.CodesLength)
+	if n, err := io.ReadFull(codes, buf); err != nil {
+		return fmt.Errorf("%w: entry %q: tiled codes: read %d of %d bytes: %v", ErrInput, e.Name, n, e.CodesLength, err)
+	}
+	if n, _ := codes.Read(make([]byte, 1)); n != 0 {
+		return fmt.Errorf("%w: entry %q: tiled codes longer than the layout's %d bytes", ErrInput, e.Name, e.CodesLength)
+	}
+	if _, err := decodeCodes(e, buf); err != nil {
+		return fmt.Errorf("%w: entry %q: tiled codes do not decode: %v", ErrInput, e.Name, err)
+	}
+	return w.write(e, buf, scales)
+}
+
+func (w *Writer) prepare(m Meta) (Entry, error) {
+	e, err := Geometry(m, w.segK)
+	if err != nil {
+		return Entry{}, err
+	}
+	if w.names[e.Name] {
+		return Entry{}, fmt.Errorf("%w: entry %q added twice", ErrInput, e.Name)
+	}
+	return e, nil
+}
+
+// write appends codes (already CodesLength bytes) and the page-padded scales, hashing as it goes.
+func (w *Writer) write(e Entry, codes []byte, scales []float32) error {
+	if want := int64(e.N) * int64(e.Groups()); int64(len(scales)) != want {
+		return fmt.Errorf("%w: entry %q: %d scales, want N*groups = %d*%d = %d", ErrInput, e.Name, len(scales), e.N, e.Groups(), want)
+	}
+	sb := make([]byte, pageUp(e.ScalesLength))
+	for i, s := range scales {
+		if math.IsNaN(float64(s)) || math.IsInf(float64(s), 0) {
+			return fmt.Errorf("%w: entry %q: scale %d (row %d) is %v: want finite", ErrInput, e.Name, i, i/e.Groups(), s)
+		}
+		le.PutUint32(sb[4*i:], math.Float32bits(s))
+	}
+	h := blake3.New()
+	h.Write(codes)
+	h.Write(sb)
+	copy(e.Digest[:], h.Sum(nil))
+	e.Offset = w.off
+	for _, b := range [][]byte{codes, sb} {
+		if _, err := w.f.Write(b); err != nil {
+			w.err = err
+			return fmt.Errorf("pack %s: entry %q: %w", w.tmp, e.Name, err)
+		}
+	}
+	w.off += e.Length
+	w.names[e.Name] = true
+	w.entries = append(w.entries, e)
+	w.log.Debug("orkpack entry", "name", e.Name, "dtype", e.DType, "bytes", e.Length, "digest", e.Digest)
+	return nil
+}
+
+// Commit plans the entries, writes index, footer and header, fsyncs, checks the result by reopening it, and
+// publishes the pack at its path without replacing anything there. The Writer is closed afterwards.
+func (w *Writer) Commit(ctx context.Context) (err error) {
+	if err := w.usable(ctx); err != nil {
+		return err
+	}
+	defer func() {
+		if err != nil {
+			w.Close()
+		}
+	}()
+	plan, err := w.planner.Plan(ctx, append([]Entry(nil), w.entries...))
+	if err != nil {
+		return fmt.Errorf("pack %s: planning: %w", w.path, err)
+	}
+	if err := w.apply(plan); err != nil {
+		return err
+	}
+	index := encodeIndex(plan.Board, w.entries)
+	t := trailer{version: Version, indexOffset: w.off, indexLength: int64(len(index)), indexDigest: blake3.Sum256(index), count: uint32(len(w.entries))}
+	t.total = t.indexOffset + t.indexLength + FooterSize
+	if _, err := w.f.Write(append(index, encodeFooter(t)...)); err != nil {
+		return fmt.Errorf("pack %s: writing the index: %w", w.tmp, err)
+	}
+	if _, err := w.f.WriteAt(encodeHeader(t), 0); err != nil {
+		return fmt.Errorf("pack %s: writing the header: %w", w.tmp, err)
+	}
+	if err := w.f.Sync(); err != nil {
+		return fmt.Errorf("pack %s: fsync: %w", w.tmp, err)
+	}
+	if _, err := NewReader(ctx, w.f, t.total, w.tmp); err != nil {
+		return fmt.Errorf("pack %s: re-reading what was written: %w", w.tmp, err)
+	}
+	if err := w.f.Chmod(0o444); err != nil {
+		return fmt.Errorf("pack %s: %w", w.tmp, err)
+	}
+	if err := w.f.Close(); err != nil {
+		return fmt.Errorf("pack %s: close: %w", w.tmp, err)
+	}
+	w.f = nil
+	if err := os.Link(w.tmp, w.path); err != nil {
+		return fmt.Errorf("pack %s: publishing: %w", w.path, err)
+	}
+	os.Remove(w.tmp)
+	w.closed = true
+	return syncDir(filepath.Dir(w.path))
+}
+
+// apply checks a plan against the entries and records it.
+func (w *Writer) apply(p Plan) error {
+	n := len(w.entries)
+	if len(p.Resident) != n || len(p.Domain) != n {
+		return fmt.Errorf("%w: pack %s: plan covers %d/%d entries, pack has %d", ErrPlan, w.path, len(p.Resident), len(p.Domain), n)
+	}
+	if l := len(p.Board.Name); l < 1 || l > 255 {
+		return fmt.Errorf("%w: pack %s: board name %q: want 1..255 bytes", ErrPlan, w.path, p.Board.Name)
+	}
+	for _, c := range []byte(p.Board.Name) {
+		if c < 0x21 || c > 0x7e {
+			return fmt.Errorf("%w: pack %s: board name %q: want printable ASCII", ErrPlan, w.path, p.Board.Name)
+		}
+	}
+	var total int64
+	for i := range w.entries {
+		if p.Resident[i] < 0 || p.Domain[i] < 0 || p.Domain[i] >= p.Board.Domains {
+			return fmt.Errorf("%w: pack %s: entry %q: resident %d, domain %d of %d", ErrPlan, w.path, w.entries[i].Name, p.Resident[i], p.Domain[i], p.Board.Domains)
+		}
+		w.entries[i].ResidentBytes, w.entries[i].Domain = p.Resident[i], p.Domain[i]
+		total += p.Resident[i]
+	}
+	if total != p.Board.Resident {
+		return fmt.Errorf("%w: pack %s: entries' resident bytes sum to %d, plan total says %d", ErrPlan, w.path, total, p.Board.Resident)
+	}
+	return nil
+}
+
+// Close abandons an uncommitted pack (removing its temporary file); after Commit it does nothing.
+func (w *Writer) Close() error {
+	if w.closed {
+		return nil
+	}
+	w.closed = true
+	var errs []error
+	if w.f != nil {
+		errs = append(errs, w.f.Close())
+		w.f = nil
+	}
+	if err := os.Remove(w.tmp); err != nil && !errors.Is(err, os.ErrNotExist) {
+		errs = append(errs, err)
+	}
+	return errors.Join(errs...)
+}
+
+func syncDir(dir string) error {
+	d, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+	if err := d.Sync(); err != nil {
+		return fmt.Errorf("fsync %s: %w", dir, err)
+	}
+	return nil
+}

@@ -1,0 +1,118 @@
+package quant
+
+import (
+	"context"
+	"fmt"
+	"math"
+)
+
+// DefaultActClip is the default activation clip ratio (QuaRot uses 0.9).
+const DefaultActClip = 1.0
+
+// Activations are per-token quantized activation rows: value = code · Scales[token]. K is the
+// row length the weight expects (the padded KP of a rotated weight: rotate and pad the float
+// rows with the weight's Rotation before quantizing).
+type Activations struct {
+	M, K   int
+	Bits   int
+	Codes  []int8    // [M][K]
+	Scales []float32 // [M]
+}
+
+// QuantizeActivations quantizes x (m rows of k values) per row, symmetric, to bits 4 or 8 with
+// scale = clip·amax/qmax (clip in (0, 1]); int4 codes clamp to [-8, 7], int8 to [-127, 127].
+func QuantizeActivations(x []float32, m, k, bits int, clip float64) (*Activations, error) {
+	if bits != 4 && bits != 8 {
+		return nil, fmt.Errorf("activation bits %d: %w (want 4 or 8)", bits, ErrParam)
+	}
+	if !(clip > 0 && clip <= 1) {
+		return nil, fmt.Errorf("activation clip %v: %w (want 0 < clip <= 1)", clip, ErrParam)
+	}
+	if m <= 0 || k <= 0 || len(x) != m*k {
+		return nil, fmt.Errorf("activations: %d values for %d x %d: %w", len(x), m, k, ErrShape)
+	}
+	a := &Activations{M: m, K: k, Bits: bits, Codes: make([]int8, m*k), Scales: make([]float32, m)}
+	lo, hi := codeRange(bits)
+	for t := 0; t < m; t++ {
+		row := x[t*k : (t+1)*k]
+		amax := 0.0
+		for j, v := range row {
+			f := float64(v)
+			if math.IsNaN(f) || math.IsInf(f, 0) {
+				return nil, fmt.Errorf("activation row %d col %d is %v: %w", t, j, v, ErrNotFinite)
+			}
+			amax = math.Max(amax, math.Abs(f))
+		}
+		s := float32(clip * amax / qmax(bits))
+		a.Scales[t] = s
+		if s == 0 {
+			continue
+		}
+		s64 := float64(s)
+		codes := a.Codes[t*k : (t+1)*k]
+		for j, v := range row {
+			codes[j] = int8(math.Max(float64(lo), math.Min(float64(hi), math.Round(float64(v)/s64))))
+		}
+	}
+	return a, nil
+}
+
+// Dequantize returns code·scale, [M][K].
+func (a *Activations) Dequantize() []float32 {
+	out := make([]float32, len(a.Codes))
+	for t := 0; t < a.M; t++ {
+		s := a.Scales[t]
+		for j, c := range a.Codes[t*a.K : (t+1)*a.K] {
+			out[t*a.K+j] = float32(c) * s
+		}
+	}
+	return out
+}
+
+// MatMulInt computes out[t][n] = Σ_groups float32(int32 dot(a_t, w_n over the group)) ·
+// wscale[n][g], summed in float32 in group order, times ascale[t] — the board's arithmetic.
+// out is [M][N]. Rows of w are split across at most workers goroutines.
+func MatMulInt(ctx context.Context, a *Activations, w *Weight, out []float32, workers int) error {
+	if a.K != w.KP {
+		return fmt.Errorf("matmul: activations have K=%d, weight stores KP=%d: %w", a.K, w.KP, ErrShape)
+	}
+	if len(out) != a.M*w.N {
+		return fmt.Errorf("matmul: out has %d values, want M*N = %d: %w", len(out), a.M*w.N, ErrShape)
+	}
+	g := effGroup(w.KP, w.Group)
+	ng := w.Groups()
+	kp := w.KP
+	return forRows(ctx, w.N, workers, func(lo, hi int) {
+		for n := lo; n < hi; n++ {
+			wrow := w.Codes[n*kp : (n+1)*kp]
+			ws := w.Scales[n*ng : (n+1)*ng]
+			for t := 0; t < a.M; t++ {
+				arow := a.Codes[t*kp : (t+1)*kp]
+				var acc float32
+				for gi := 0; gi < ng; gi++ {
+					l, h := gi*g, min((gi+1)*g, kp)
+					acc += float32(dotInt8(arow[l:h], wrow[l:h])) * ws[gi]
+				}
+				out[t*w.N+n] = acc * a.Scales[t]
+			}
+		}
+	})
+}
+
+// dotInt8 is the int32 dot product of two equal-length int8 vectors. |sum| <= 127·127·len, so it
+// cannot overflow int32 for len < 133144 (K per group or per channel is far below that).
+func dotInt8(a, b []int8) int32 {
+	b = b[:len(a)]
+	var s0, s1, s2, s3 int32
+	i := 0
+	for ; i+4 <= len(a); i += 4 {
+		s0 += int32(a[i]) * int32(b[i])
+		s1 += int32(a[i+1]) * int32(b[i+1])
+		s2 += int32(a[i+2]) * int32(b[i+2])
+		s3 += int32(a[i+3]) * int32(b[i+3])
+	}
+	for ; i < len(a); i++ {
+		s0 += int32(a[i]) * int32(b[i])
+	}
+	return s0 + s1 + s2 + s3
+}

@@ -1,0 +1,101 @@
+package quant
+
+import (
+	"context"
+	"errors"
+	"math"
+	"testing"
+)
+
+// TestMatMulIntExact compares the integer kernel with a straightforward evaluation of the same
+// arithmetic (int64 dot products, float64 scaling): they agree to float32 rounding, for partial
+// groups, per channel and both widths.
+func TestMatMulIntExact(t *testing.T) {
+	ctx := context.Background()
+	for _, tc := range []struct{ bits, abits, group, k int }{
+		{4, 4, 32, 172}, {4, 8, 0, 172}, {8, 8, 0, 64}, {4, 4, 128, 300}, {8, 4, 64, 256},
+	} {
+		w := randMatrix("w", 9, tc.k, uint64(tc.k))
+		q, err := RTN(ctx, w, nil, WithBits(tc.bits), WithGroup(tc.group))
+		if err != nil {
+			t.Fatal(err)
+		}
+		x := randMatrix("x", 5, tc.k, 77)
+		a, err := QuantizeActivations(x.Data, 5, tc.k, tc.abits, 0.9)
+		if err != nil {
+			t.Fatal(err)
+		}
+		y := make([]float32, 5*9)
+		if err := MatMulInt(ctx, a, q, y, 3); err != nil {
+			t.Fatal(err)
+		}
+		g := effGroup(q.KP, q.Group)
+		for tok := 0; tok < 5; tok++ {
+			for n := 0; n < 9; n++ {
+				want := 0.0
+				for gi := 0; gi < q.Groups(); gi++ {
+					var dot int64
+					for k := gi * g; k < min((gi+1)*g, tc.k); k++ {
+						dot += int64(a.Codes[tok*tc.k+k]) * int64(q.Codes[n*tc.k+k])
+					}
+					want += float64(dot) * float64(q.Scales[n*q.Groups()+gi])
+				}
+				want *= float64(a.Scales[tok])
+				if got := float64(y[tok*9+n]); math.Abs(got-want) > 1e-5*(1+math.Abs(want)) {
+					t.Fatalf("%+v: y[%d,%d] = %v, want %v", tc, tok, n, got, want)
+				}
+			}
+		}
+	}
+}
+
+func TestQuantizeActivations(t *testing.T) {
+	x := []float32{0, 1, -2.2, 4, 0.5, -0.3, 0, 0}
+	a, err := QuantizeActivations(x, 2, 4, 4, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// row 0: amax 4 -> scale 4/7; row 1: amax 0.5 -> scale 0.5/7
+	if a.Scales[0] != float32(4.0/7) || a.Scales[1] != float32(0.5/7) {
+		t.Fatalf("scales %v", a.Scales)
+	}
+	want := []int8{0, 2, -4, 7, 7, -4, 0, 0}
+	for i, c := range a.Codes {
+		if c != want[i] {
+			t.Fatalf("codes %v, want %v", a.Codes, want)
+		}
+	}
+	// clip 0.5: the largest value clamps at 7, the most negative at -8
+	a, err = QuantizeActivations([]float32{-4, 4, 1.2, 0}, 1, 4, 4, 0.5)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a.Codes[0] != -8 || a.Codes[1] != 7 || a.Codes[2] != 4 {
+		t.Fatalf("clipped codes %v", a.Codes)
+	}
+	// error bound per token: half a step
+	xs := randMatrix("x", 4, 100, 1)
+	a8, err := QuantizeActivations(xs.Data, 4, 100, 8, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := a8.Dequantize()
+	for i, v := range xs.Data {
+		if math.Abs(float64(d[i]-v)) > 0.5*float64(a8.Scales[i/100])*(1+1e-6) {
+			t.Fatalf("int8 activation %d: %v vs %v (scale %v)", i, d[i], v, a8.Scales[i/100])
+		}
+	}
+	for _, tc := range []struct {
+		bits int
+		clip float64
+		n    int
+		want error
+	}{{5, 1, 8, ErrParam}, {4, 0, 8, ErrParam}, {4, 1.5, 8, ErrParam}, {4, 1, 7, ErrShape}} {
+		if _, err := QuantizeActivations(x[:tc.n], 2, 4, tc.bits, tc.clip); !errors.Is(err, tc.want) {
+			t.Errorf("%+v: %v", tc, err)
+		}
+	}
+	if _, err := QuantizeActivations([]float32{float32(math.Inf(1)), 0}, 1, 2, 8, 1); !errors.Is(err, ErrNotFinite) {
+		t.Errorf("inf: %v", err)
+	}
+}

@@ -1,0 +1,124 @@
+package quant
+
+import (
+	"context"
+	"runtime"
+	"sync"
+	"testing"
+	"time"
+
+	"gonum.org/v1/gonum/mat"
+)
+
+const benchK = 4096
+
+var (
+	benchOnce   sync.Once
+	benchW      Matrix
+	benchH      *Hessian
+	baselineGF  float64
+	baselineDur time.Duration
+)
+
+// benchSetup builds the 4096x4096 weight, a Hessian from 512 correlated-free spiked tokens, and
+// measures the baseline: one plain gonum Dense.Mul of two 4096x4096 matrices (2·K³ flops), in
+// the same process as the benchmark it is compared with.
+func benchSetup(b *testing.B) {
+	benchOnce.Do(func() {
+		var err error
+		benchW, err = SyntheticWeight("bench.4096", benchK, benchK, 1)
+		if err != nil {
+			b.Fatal(err)
+		}
+		acts, err := SpikedActivations(512, benchK, 2)
+		if err != nil {
+			b.Fatal(err)
+		}
+		benchH = NewHessian(benchK)
+		if err := benchH.Add(acts.Data, acts.Rows); err != nil {
+			b.Fatal(err)
+		}
+		a := mat.NewDense(benchK, benchK, nil)
+		c := mat.NewDense(benchK, benchK, nil)
+		for i := 0; i < benchK; i++ {
+			for j := 0; j < benchK; j++ {
+				a.Set(i, j, float64(benchW.Data[i*benchK+j]))
+			}
+		}
+		start := time.Now()
+		c.Mul(a, a)
+		baselineDur = time.Since(start)
+		baselineGF = 2 * benchK * benchK * benchK / baselineDur.Seconds() / 1e9
+	})
+}
+
+// gptqFlops is the nominal flop count of GPTQ on an n x k weight: Cholesky of H (k³/3), its
+// inverse from the factor (2k³/3), the Cholesky of the inverse (k³/3), and the column updates
+// (2·n·k², intra-block plus lazy batch).
+func gptqFlops(n, k int) float64 {
+	kf := float64(k)
+	return 4.0/3*kf*kf*kf + 2*float64(n)*kf*kf
+}
+
+func BenchmarkGPTQ4096(b *testing.B) {
+	benchSetup(b)
+	ctx := context.Background()
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		if _, err := GPTQ(ctx, benchW, benchH, WithWorkers(runtime.GOMAXPROCS(0))); err != nil {
+			b.Fatal(err)
+		}
+	}
+	sec := b.Elapsed().Seconds() / float64(b.N)
+	gf := gptqFlops(benchK, benchK) / sec / 1e9
+	b.ReportMetric(sec, "s/gptq")
+	b.ReportMetric(gf, "GFLOP/s")
+	b.ReportMetric(baselineGF, "gonum-matmul-GFLOP/s")
+	b.ReportMetric(gf/baselineGF, "ratio-vs-matmul")
+}
+
+func benchRTN(b *testing.B, grid []float64) {
+	benchSetup(b)
+	ctx := context.Background()
+	b.SetBytes(int64(len(benchW.Data) * 4))
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		if _, err := RTN(ctx, benchW, nil, WithGroup(32), WithClipGrid(grid), WithWorkers(runtime.GOMAXPROCS(0))); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkRTNClip4096 is RTN with the default 8-factor clip grid; BenchmarkRTNNoClip4096, the
+// baseline, is plain round-to-nearest (grid {1}). Compare their MB/s from the same run.
+func BenchmarkRTNClip4096(b *testing.B)   { benchRTN(b, DefaultClipGrid) }
+func BenchmarkRTNNoClip4096(b *testing.B) { benchRTN(b, []float64{1}) }
+
+// BenchmarkMatMulInt measures the W4A8 integer kernel on 64 tokens x a 4096x4096 G32 weight,
+// reported as int8 MAC GOP/s.
+func BenchmarkMatMulInt(b *testing.B) {
+	benchSetup(b)
+	ctx := context.Background()
+	q, err := RTN(ctx, benchW, nil, WithGroup(32))
+	if err != nil {
+		b.Fatal(err)
+	}
+	acts, err := SpikedActivations(64, benchK, 3)
+	if err != nil {
+		b.Fatal(err)
+	}
+	a, err := QuantizeActivations(acts.Data, 64, benchK, 8, 1)
+	if err != nil {
+		b.Fatal(err)
+	}
+	out := make([]float32, 64*benchK)
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		if err := MatMulInt(ctx, a, q, out, runtime.GOMAXPROCS(0)); err != nil {
+			b.Fatal(err)
+		}
+	}
+	sec := b.Elapsed().Seconds() / float64(b.N)
+	b.ReportMetric(2*64*benchK*benchK/sec/1e9, "GOP/s")
+	b.ReportMetric(baselineGF, "gonum-matmul-GFLOP/s")
+}

@@ -1,0 +1,65 @@
+package quant
+
+import (
+	"fmt"
+
+	"gonum.org/v1/gonum/mat"
+)
+
+// inverseCholeskyUpper damps H (percdamp·mean(diag) on the diagonal), inverts it through its
+// Cholesky factor and returns the upper Cholesky factor U of H⁻¹ (H⁻¹ = UᵀU), row-major k x k,
+// and the percdamp that worked. A failed factorisation is retried with percdamp raised by the
+// configured step, up to the configured number of tries. H is not modified.
+func inverseCholeskyUpper(H []float64, k int, c *config) ([]float64, float64, error) {
+	mean := 0.0
+	for i := 0; i < k; i++ {
+		mean += H[i*k+i]
+	}
+	mean /= float64(k)
+	work := make([]float64, k*k)
+	pd := c.percDamp
+	var lastErr error
+	for try := 0; try < c.dampTries; try, pd = try+1, pd+c.dampStep {
+		copy(work, H)
+		damp := pd * mean
+		for i := 0; i < k; i++ {
+			work[i*k+i] += damp
+		}
+		U, err := invCholUpper(work, k)
+		if err == nil {
+			return U, pd, nil
+		}
+		lastErr = err
+	}
+	return nil, 0, fmt.Errorf("%w after %d tries up to percdamp %.4g (mean diag %.4g): %v", ErrCholesky, c.dampTries, pd-c.dampStep, mean, lastErr)
+}
+
+// invCholUpper returns the upper Cholesky factor of A⁻¹ for symmetric positive definite A (its
+// upper triangle is read; A's storage is used as scratch).
+func invCholUpper(a []float64, k int) ([]float64, error) {
+	var ch mat.Cholesky
+	if ok := ch.Factorize(mat.NewSymDense(k, a)); !ok {
+		return nil, fmt.Errorf("H + damp·I is not positive definite")
+	}
+	var inv mat.SymDense
+	if err := ch.InverseTo(&inv); err != nil {
+		return nil, fmt.Errorf("inverting H: %v", err)
+	}
+	var ch2 mat.Cholesky
+	if ok := ch2.Factorize(&inv); !ok {
+		return nil, fmt.Errorf("H⁻¹ is not positive definite")
+	}
+	var u mat.TriDense
+	ch2.UTo(&u)
+	out := make([]float64, k*k)
+	raw := u.RawTriangular()
+	for i := 0; i < k; i++ {
+		copy(out[i*k+i:(i+1)*k], raw.Data[i*raw.Stride+i:i*raw.Stride+k])
+	}
+	for i, v := range out {
+		if v != v { // NaN from a numerically broken factor
+			return nil, fmt.Errorf("factor of H⁻¹ has NaN at (%d,%d)", i/k, i%k)
+		}
+	}
+	return out, nil
+}

@@ -1,0 +1,69 @@
+// Package quant holds orkpipe's quantization numerics: symmetric int4/int8 weight quantizers
+// (per output channel or per group along K) with a clip search, per-token activation
+// quantization and the integer matmul the RK3588 NPU performs, normalised Hadamard rotations,
+// GPTQ, ggml's reference quantizers (Q8_0, Q4_0 bit-exact; Q4_K) for comparison, and the error
+// metrics that rank them.
+//
+// # Conventions
+//
+// A matmul weight W has N rows (output channels) of K values (input features); GGUF ne[0]=K,
+// ne[1]=N; y = W·x. A float weight is a [Matrix] (float32, row-major [N][K]).
+//
+// A quantized weight is a [Weight]:
+//
+//   - Codes are int8, row-major [N][KP]. KP is the stored row length: K itself, or, when a
+//     [Rotation] zero-pads K (see below), the padded length. int4 codes lie in [-8, 7] (the
+//     full two's-complement range the NPU's int4 MAC takes), int8 codes in [-127, 127].
+//   - Quantization is symmetric: value = code · scale. A group's scale is
+//     s = shrink · amax / qmax with qmax = 7 (int4) or 127 (int8), where amax is the largest
+//     magnitude in the group and shrink is chosen by the clip search (1 means no clipping).
+//     Unclipped values never need code -8; it is used only by clipped negative values, so it can
+//     only lower the error against clamping to [-7, 7].
+//   - Scales are float32, row-major [N][ceil(KP/G)] for group size G, or [N][1] for per-channel
+//     quantization (G = 0). A last partial group (e.g. K = 172 with G = 32: five groups of 32
+//     and one of 12) gets its own scale.
+//   - An all-zero group has scale 0 and codes 0.
+//
+// # Rotation
+//
+// A [Rotation] R = B·D is orthogonal: D is a diagonal of ±1 signs drawn from a seed (or all +1),
+// B is block-diagonal with normalised Walsh-Hadamard blocks of size Block, the largest power of
+// two dividing the padded length P, and Block >= 32. P is K when K has a power-of-two divisor of
+// at least 32 (64 -> one 64 block; 5120 -> 5 x 1024; 17408 -> 17 x 1024; 4096 -> one 4096
+// block); otherwise K is zero-padded up to the next multiple of 32 (172 -> 192 = 3 x 64) — the
+// NPU pads K to a multiple of 32 anyway. Weights rows and activation rows are rotated the same
+// way: (R·w)·(R·x) = w·x, so a rotated weight is only correct against rotated activations, and
+// both carry the padded length KP = P. Every consumer (tiler, pack, evaluator) must pad an
+// activation row of K values with P-K zeros before rotating it, which [Rotation.Apply] does.
+//
+// # Activations and the integer matmul
+//
+// Activations are quantized per token (row), symmetric, with the same code ranges and
+// s = clip · amax / qmax ([QuantizeActivations]). [MatMulInt] computes y = W·x exactly as the
+// board does: for each weight group an int32 dot product of codes, scaled by the weight group's
+// scale and summed in float32 in group order, then multiplied by the token's activation scale.
+//
+// # GPTQ
+//
+// [GPTQ] follows IST-DASLab's reference gptq.py (fasterquant): dead columns, damping of
+// percdamp·mean(diag H) (retried with more damping when a Cholesky factorisation fails), the
+// upper Cholesky factor of H⁻¹, per-column error propagation, lazy batch updates in blocks of
+// 128, group scales chosen at each group start from the current (already updated) weights,
+// optional act-order and static groups. One documented difference: the reference computes a
+// group's scale from the weight matrix W, whose columns inside the current block are stale
+// (their updates live in a copy); here the group scale sees the updated values, which is what
+// the algorithm intends. Its result carries QErr, the diag(H)-weighted relative error
+// sqrt(Σ H_kk (W-Q)²_nk / Σ H_kk W²_nk) of the final weights (in the rotated space when rotated).
+//
+// Hessians ([Hessian]) are float64 K x K, Σ x·xᵀ over Tokens activation rows (unnormalised:
+// GPTQ is invariant to their scale).
+//
+// # ggml reference quantizers
+//
+// [QuantizeQ8_0] and [QuantizeQ4_0] are bit-exact ports of llama.cpp's quantize_row_q8_0_ref and
+// quantize_row_q4_0_ref (float32 arithmetic, scale rounded to fp16 round-to-nearest-even, the
+// codes computed with the unrounded float32 scale). [QuantizeQ4K] ports quantize_row_q4_K_ref
+// and make_qkx2_quants statement by statement in float32; see its doc for the known difference.
+// They write the GGUF block layout (little-endian), so their output compares byte for byte with
+// a GGUF tensor's data.
+package quant

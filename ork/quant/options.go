@@ -1,0 +1,140 @@
+package quant
+
+import (
+	"fmt"
+	"math"
+	"runtime"
+)
+
+// DefaultClipGrid is the board project's weight clip grid: shrink factors 1.0 down to 0.78125 in
+// steps of 0.03125.
+var DefaultClipGrid = []float64{1, 0.96875, 0.9375, 0.90625, 0.875, 0.84375, 0.8125, 0.78125}
+
+// config collects the options of RTN and GPTQ. Build it with newConfig.
+type config struct {
+	bits, group  int
+	clipGrid     []float64
+	rotate       bool
+	signs        bool
+	seed         uint64
+	workers      int
+	blockSize    int
+	percDamp     float64
+	dampStep     float64
+	dampTries    int
+	actOrder     bool
+	staticGroups bool
+}
+
+// Option configures RTN and GPTQ. Each option validates its own argument.
+type Option func(*config) error
+
+func newConfig(opts []Option) (*config, error) {
+	c := &config{
+		bits: 4, group: 32, clipGrid: DefaultClipGrid, workers: runtime.GOMAXPROCS(0),
+		blockSize: 128, percDamp: 0.01, dampStep: 0.01, dampTries: 8,
+	}
+	for _, o := range opts {
+		if err := o(c); err != nil {
+			return nil, err
+		}
+	}
+	if c.staticGroups && c.group == 0 {
+		return nil, fmt.Errorf("static groups need a group size: %w", ErrParam)
+	}
+	return c, nil
+}
+
+// WithBits sets the code width: 4 (default) or 8.
+func WithBits(bits int) Option {
+	return func(c *config) error {
+		if err := checkBitsGroup(bits, 0); err != nil {
+			return err
+		}
+		c.bits = bits
+		return nil
+	}
+}
+
+// WithGroup sets the group size along K: 0 (per output channel), 32 (default), 64, 128, 256, 512.
+func WithGroup(group int) Option {
+	return func(c *config) error {
+		if err := checkBitsGroup(4, group); err != nil {
+			return err
+		}
+		c.group = group
+		return nil
+	}
+}
+
+// WithClipGrid sets the shrink factors the clip search tries (each in (0, 1], at least one).
+// Pass []float64{1} to disable clipping.
+func WithClipGrid(grid []float64) Option {
+	return func(c *config) error {
+		if len(grid) == 0 {
+			return fmt.Errorf("clip grid is empty: %w (want at least one factor)", ErrParam)
+		}
+		for _, f := range grid {
+			if !(f > 0 && f <= 1) || math.IsNaN(f) {
+				return fmt.Errorf("clip factor %v: %w (want 0 < f <= 1)", f, ErrParam)
+			}
+		}
+		c.clipGrid = append([]float64(nil), grid...)
+		return nil
+	}
+}
+
+// WithRotation rotates the weight (and the Hessian) along K before quantizing, with the
+// Rotation NewRotation(K, seed, signs) builds. signs=false uses no random signs (seed unused).
+func WithRotation(signs bool, seed uint64) Option {
+	return func(c *config) error {
+		c.rotate, c.signs, c.seed = true, signs, seed
+		return nil
+	}
+}
+
+// WithWorkers bounds the goroutines a call uses (default GOMAXPROCS).
+func WithWorkers(n int) Option {
+	return func(c *config) error {
+		if n < 1 {
+			return fmt.Errorf("workers %d: %w (want >= 1)", n, ErrParam)
+		}
+		c.workers = n
+		return nil
+	}
+}
+
+// WithBlockSize sets GPTQ's lazy-batch block size (default 128).
+func WithBlockSize(n int) Option {
+	return func(c *config) error {
+		if n < 1 {
+			return fmt.Errorf("GPTQ block size %d: %w (want >= 1)", n, ErrParam)
+		}
+		c.blockSize = n
+		return nil
+	}
+}
+
+// WithDamping sets GPTQ's damping: percdamp (default 0.01) times mean(diag H) is added to the
+// diagonal; when a Cholesky factorisation fails, percdamp grows by step (default 0.01), at most
+// tries times (default 8) before GPTQ gives up with ErrCholesky.
+func WithDamping(percdamp, step float64, tries int) Option {
+	return func(c *config) error {
+		if !(percdamp >= 0) || !(step > 0) || tries < 1 || math.IsInf(percdamp, 0) || math.IsInf(step, 0) {
+			return fmt.Errorf("damping %v step %v tries %d: %w (want percdamp >= 0, step > 0, tries >= 1)", percdamp, step, tries, ErrParam)
+		}
+		c.percDamp, c.dampStep, c.dampTries = percdamp, step, tries
+		return nil
+	}
+}
+
+// WithActOrder makes GPTQ quantize columns in order of decreasing diag(H).
+func WithActOrder(on bool) Option {
+	return func(c *config) error { c.actOrder = on; return nil }
+}
+
+// WithStaticGroups makes GPTQ fix every group's scale from the original weights before any
+// update (needs a group size; with act-order, a column keeps its natural group).
+func WithStaticGroups(on bool) Option {
+	return func(c *config) error { c.staticGroups = on; return nil }
+}

@@ -1,0 +1,192 @@
+package quant
+
+import (
+	"fmt"
+	"math"
+)
+
+// Rotation is the orthogonal transform R = B·D along K described in the package doc. The zero
+// value means "not rotated". Build one with NewRotation; it is a small value type that the pack
+// records per entry (K, Padded, Block, Signs, Seed fully determine it).
+type Rotation struct {
+	K      int    // logical row length
+	Padded int    // length after zero-padding: a multiple of Block, >= K
+	Block  int    // Walsh-Hadamard block size: a power of two >= 32
+	Signs  bool   // random ±1 signs D drawn from Seed (false: D = I)
+	Seed   uint64 // seed of the signs (splitmix64 stream; bit 63 of each draw is the sign)
+}
+
+// MinBlock is the smallest Hadamard block NewRotation uses, and the padding unit for K without
+// a power-of-two divisor of at least MinBlock.
+const MinBlock = 32
+
+// IsZero reports whether r is the zero value (no rotation).
+func (r Rotation) IsZero() bool { return r.K == 0 }
+
+// NewRotation returns the rotation for rows of k values: blocks of the largest power of two
+// dividing k, if that is at least 32; otherwise k is zero-padded to the next multiple of 32 and
+// the blocks are the largest power of two dividing the padded length.
+func NewRotation(k int, signs bool, seed uint64) (Rotation, error) {
+	if k <= 0 {
+		return Rotation{}, fmt.Errorf("rotation for K=%d: %w (want K > 0)", k, ErrShape)
+	}
+	p := k
+	if k&-k < MinBlock {
+		p = (k + MinBlock - 1) / MinBlock * MinBlock
+	}
+	r := Rotation{K: k, Padded: p, Block: p & -p, Signs: signs}
+	if signs {
+		r.Seed = seed
+	}
+	return r, nil
+}
+
+// Validate checks the invariants of a non-zero rotation.
+func (r Rotation) Validate() error {
+	if r.IsZero() {
+		return nil
+	}
+	if r.Block < MinBlock || r.Block&(r.Block-1) != 0 || r.Padded < r.K || r.Padded%r.Block != 0 || r.Padded-r.K >= MinBlock {
+		return fmt.Errorf("rotation K=%d padded=%d block=%d: %w (want a power-of-two block >= %d dividing padded, padded-K < %d)",
+			r.K, r.Padded, r.Block, ErrParam, MinBlock, MinBlock)
+	}
+	return nil
+}
+
+// signVector returns D's diagonal (nil when Signs is false).
+func (r Rotation) signVector() []float64 {
+	if !r.Signs {
+		return nil
+	}
+	g := newRNG(r.Seed)
+	d := make([]float64, r.Padded)
+	for i := range d {
+		if g.next()>>63 == 1 {
+			d[i] = -1
+		} else {
+			d[i] = 1
+		}
+	}
+	return d
+}
+
+// Apply rotates each of the rows rows of src (k values each, k = r.K) into dst (r.Padded values
+// each): zero-pad, multiply by the signs, then the normalised block Walsh-Hadamard transform.
+// The arithmetic is float64; dst and src must not overlap.
+func (r Rotation) Apply(dst, src []float32, rows int) error {
+	if err := r.Validate(); err != nil {
+		return err
+	}
+	if r.IsZero() || len(src) != rows*r.K || len(dst) != rows*r.Padded {
+		return fmt.Errorf("rotate %d rows: src %d dst %d values, want %d and %d: %w", rows, len(src), len(dst), rows*r.K, rows*r.Padded, ErrShape)
+	}
+	d := r.signVector()
+	buf := make([]float64, r.Padded)
+	for i := 0; i < rows; i++ {
+		s := src[i*r.K : (i+1)*r.K]
+		for j := range buf {
+			buf[j] = 0
+		}
+		for j, v := range s {
+			buf[j] = float64(v)
+		}
+		r.rotate64(buf, d)
+		o := dst[i*r.Padded : (i+1)*r.Padded]
+		for j, v := range buf {
+			o[j] = float32(v)
+		}
+	}
+	return nil
+}
+
+// Inverse maps rotated rows (r.Padded values) back to the original space (r.K values, the
+// padding dropped): D·Bᵀ, as B is symmetric and orthogonal.
+func (r Rotation) Inverse(dst, src []float32, rows int) error {
+	if err := r.Validate(); err != nil {
+		return err
+	}
+	if r.IsZero() || len(src) != rows*r.Padded || len(dst) != rows*r.K {
+		return fmt.Errorf("unrotate %d rows: src %d dst %d values, want %d and %d: %w", rows, len(src), len(dst), rows*r.Padded, rows*r.K, ErrShape)
+	}
+	d := r.signVector()
+	buf := make([]float64, r.Padded)
+	for i := 0; i < rows; i++ {
+		for j, v := range src[i*r.Padded : (i+1)*r.Padded] {
+			buf[j] = float64(v)
+		}
+		fwhtBlocks(buf, r.Block)
+		if d != nil {
+			for j := range buf {
+				buf[j] *= d[j]
+			}
+		}
+		o := dst[i*r.K : (i+1)*r.K]
+		for j := range o {
+			o[j] = float32(buf[j])
+		}
+	}
+	return nil
+}
+
+// rotate64 rotates one padded float64 row in place (d: signs or nil).
+func (r Rotation) rotate64(x, d []float64) {
+	if d != nil {
+		for j := range x {
+			x[j] *= d[j]
+		}
+	}
+	fwhtBlocks(x, r.Block)
+}
+
+// fwhtBlocks applies the normalised fast Walsh-Hadamard transform to each consecutive block of
+// b values of x (b a power of two). The normalised transform is symmetric and its own inverse.
+func fwhtBlocks(x []float64, b int) {
+	norm := 1 / math.Sqrt(float64(b))
+	for off := 0; off < len(x); off += b {
+		v := x[off : off+b]
+		for h := 1; h < b; h <<= 1 {
+			for i := 0; i < b; i += h << 1 {
+				a := v[i : i+h]
+				c := v[i+h : i+2*h]
+				for j := range a {
+					x0, x1 := a[j], c[j]
+					a[j], c[j] = x0+x1, x0-x1
+				}
+			}
+		}
+		for j := range v {
+			v[j] *= norm
+		}
+	}
+}
+
+// rotateHessian returns R·H·Rᵀ for a K x K Hessian (float64, row-major): the Hessian of the
+// rotated activations, padded to r.Padded (the padded rows and columns start as zero).
+func (r Rotation) rotateHessian(h []float64) []float64 {
+	k, p := r.K, r.Padded
+	d := r.signVector()
+	out := make([]float64, p*p)
+	// rows: out[i] = R·h[i] for i < k (H is symmetric, so rotating rows then columns works)
+	for i := 0; i < k; i++ {
+		row := out[i*p : (i+1)*p]
+		copy(row, h[i*k:(i+1)*k])
+		r.rotate64(row, d)
+	}
+	// columns: transpose, rotate rows again, transpose back
+	t := make([]float64, p*p)
+	for i := 0; i < p; i++ {
+		for j := 0; j < p; j++ {
+			t[j*p+i] = out[i*p+j]
+		}
+	}
+	for j := 0; j < p; j++ {
+		r.rotate64(t[j*p:(j+1)*p], d)
+	}
+	for i := 0; i < p; i++ {
+		for j := i; j < p; j++ {
+			v := 0.5 * (t[i*p+j] + t[j*p+i]) // symmetric to rounding
+			out[i*p+j], out[j*p+i] = v, v
+		}
+	}
+	return out
+}

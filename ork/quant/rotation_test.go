@@ -1,0 +1,148 @@
+package quant
+
+import (
+	"errors"
+	"math"
+	"testing"
+)
+
+func TestNewRotationSizes(t *testing.T) {
+	for _, tc := range []struct{ k, padded, block int }{
+		{64, 64, 64}, {172, 192, 64}, {5120, 5120, 1024}, {17408, 17408, 1024}, {4096, 4096, 4096},
+		{32, 32, 32}, {1, 32, 32}, {96, 96, 32}, {100, 128, 128}, {2880, 2880, 64},
+	} {
+		r, err := NewRotation(tc.k, true, 5)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r.Padded != tc.padded || r.Block != tc.block {
+			t.Errorf("K=%d: padded %d block %d, want %d %d", tc.k, r.Padded, r.Block, tc.padded, tc.block)
+		}
+		if err := r.Validate(); err != nil {
+			t.Errorf("K=%d: %v", tc.k, err)
+		}
+	}
+	if _, err := NewRotation(0, false, 0); !errors.Is(err, ErrShape) {
+		t.Errorf("K=0: %v, want ErrShape", err)
+	}
+	bad := Rotation{K: 64, Padded: 64, Block: 48}
+	if err := bad.Validate(); !errors.Is(err, ErrParam) {
+		t.Errorf("block 48: %v, want ErrParam", err)
+	}
+}
+
+// TestRotationOrthogonal checks RᵀR = I on the basis vectors, the inverse round trip, and that
+// rotating weights and activations identically leaves W·x unchanged.
+func TestRotationOrthogonal(t *testing.T) {
+	for _, k := range []int{64, 172, 5120, 17408} {
+		for _, signs := range []bool{false, true} {
+			r, err := NewRotation(k, signs, 11)
+			if err != nil {
+				t.Fatal(err)
+			}
+			g := newRNG(uint64(k))
+			const rows = 3
+			w := make([]float32, rows*k)
+			x := make([]float32, k)
+			for i := range w {
+				w[i] = float32(g.norm())
+			}
+			for i := range x {
+				x[i] = float32(g.norm())
+			}
+			wr := make([]float32, rows*r.Padded)
+			xr := make([]float32, r.Padded)
+			if err := r.Apply(wr, w, rows); err != nil {
+				t.Fatal(err)
+			}
+			if err := r.Apply(xr, x, 1); err != nil {
+				t.Fatal(err)
+			}
+			for n := 0; n < rows; n++ {
+				var y, yr, nw, nwr float64
+				for j := 0; j < k; j++ {
+					y += float64(w[n*k+j]) * float64(x[j])
+					nw += float64(w[n*k+j]) * float64(w[n*k+j])
+				}
+				for j := 0; j < r.Padded; j++ {
+					yr += float64(wr[n*r.Padded+j]) * float64(xr[j])
+					nwr += float64(wr[n*r.Padded+j]) * float64(wr[n*r.Padded+j])
+				}
+				tol := 1e-5 * math.Sqrt(float64(k))
+				if math.Abs(y-yr) > tol {
+					t.Errorf("K=%d signs=%v row %d: W·x %v, rotated %v", k, signs, n, y, yr)
+				}
+				if math.Abs(nw-nwr) > 1e-5*nw {
+					t.Errorf("K=%d signs=%v row %d: norm² %v, rotated %v", k, signs, n, nw, nwr)
+				}
+			}
+			back := make([]float32, rows*k)
+			if err := r.Inverse(back, wr, rows); err != nil {
+				t.Fatal(err)
+			}
+			for i := range w {
+				if math.Abs(float64(back[i]-w[i])) > 1e-5 {
+					t.Fatalf("K=%d signs=%v: inverse[%d] = %v, want %v", k, signs, i, back[i], w[i])
+				}
+			}
+		}
+	}
+}
+
+// TestRotationBasis checks orthonormality exactly on a small size: the rotated basis vectors
+// are orthonormal, and padded directions map into the padded space.
+func TestRotationBasis(t *testing.T) {
+	for _, k := range []int{64, 172} {
+		r, _ := NewRotation(k, true, 3)
+		basis := make([]float32, k*k)
+		for i := 0; i < k; i++ {
+			basis[i*k+i] = 1
+		}
+		rot := make([]float32, k*r.Padded)
+		if err := r.Apply(rot, basis, k); err != nil {
+			t.Fatal(err)
+		}
+		for i := 0; i < k; i++ {
+			for j := 0; j < k; j++ {
+				dot := 0.0
+				for c := 0; c < r.Padded; c++ {
+					dot += float64(rot[i*r.Padded+c]) * float64(rot[j*r.Padded+c])
+				}
+				want := 0.0
+				if i == j {
+					want = 1
+				}
+				if math.Abs(dot-want) > 1e-6 {
+					t.Fatalf("K=%d: <R e%d, R e%d> = %v, want %v", k, i, j, dot, want)
+				}
+			}
+		}
+	}
+}
+
+func TestRotateHessianMatchesRotatedActivations(t *testing.T) {
+	const k, tokens = 172, 50
+	r, _ := NewRotation(k, true, 8)
+	x, err := SpikedActivations(tokens, k, 4)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := NewHessian(k)
+	if err := h.Add(x.Data, tokens); err != nil {
+		t.Fatal(err)
+	}
+	xr := make([]float32, tokens*r.Padded)
+	if err := r.Apply(xr, x.Data, tokens); err != nil {
+		t.Fatal(err)
+	}
+	hr := NewHessian(r.Padded)
+	if err := hr.Add(xr, tokens); err != nil {
+		t.Fatal(err)
+	}
+	got := r.rotateHessian(h.Data)
+	for i, v := range hr.Data {
+		if math.Abs(got[i]-v) > 1e-3*(1+math.Abs(v)) {
+			t.Fatalf("R H Rᵀ[%d,%d] = %v, Hessian of rotated activations %v", i/r.Padded, i%r.Padded, got[i], v)
+		}
+	}
+}

@@ -1,0 +1,206 @@
+package quant
+
+import (
+	"context"
+	"fmt"
+	"math"
+
+	"golang.org/x/sync/errgroup"
+)
+
+// RTN quantizes m (N x K) by round-to-nearest with the clip search: for each output channel or
+// group the shrink factor of the clip grid that minimises the squared error (weighted by diag(H)
+// when h is not nil) sets the scale. With WithRotation the rows (and h) are rotated first.
+// QErr is the diag(H)-weighted relative error with h, else the relative Frobenius error.
+func RTN(ctx context.Context, m Matrix, h *Hessian, opts ...Option) (*Weight, error) {
+	c, err := newConfig(opts)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", m.Name, err)
+	}
+	if err := m.Validate(); err != nil {
+		return nil, err
+	}
+	if h != nil {
+		if err := h.Validate(); err != nil {
+			return nil, fmt.Errorf("%s: %w", m.Name, err)
+		}
+		if h.K != m.Cols {
+			return nil, fmt.Errorf("%s: Hessian is %dx%d, weight has K=%d: %w", m.Name, h.K, h.K, m.Cols, ErrShape)
+		}
+	}
+	w, data, hdata, err := prepare(m, h, c)
+	if err != nil {
+		return nil, err
+	}
+	var diag []float64
+	if hdata != nil {
+		diag = make([]float64, w.KP)
+		for k := range diag {
+			diag[k] = hdata[k*w.KP+k]
+		}
+	}
+	if err := forRows(ctx, w.N, c.workers, func(lo, hi int) {
+		buf := make([]float64, w.KP)
+		for n := lo; n < hi; n++ {
+			for k, v := range data[n*w.KP : (n+1)*w.KP] {
+				buf[k] = float64(v)
+			}
+			quantizeRow(w, n, buf, diag, c.clipGrid)
+		}
+	}); err != nil {
+		return nil, fmt.Errorf("%s: %w", m.Name, err)
+	}
+	w.QErr = weightedRelErr(w, data, diag)
+	return w, nil
+}
+
+// prepare validates the shapes, builds the Weight shell and returns the (rotated, padded) weight
+// data [N][KP] and Hessian data [KP][KP] (nil without h).
+func prepare(m Matrix, h *Hessian, c *config) (*Weight, []float32, []float64, error) {
+	w := &Weight{N: m.Rows, K: m.Cols, KP: m.Cols, Bits: c.bits, Group: c.group}
+	data := m.Data
+	var hdata []float64
+	if h != nil {
+		hdata = h.Data
+	}
+	if c.rotate {
+		r, err := NewRotation(m.Cols, c.signs, c.seed)
+		if err != nil {
+			return nil, nil, nil, fmt.Errorf("%s: %w", m.Name, err)
+		}
+		w.Rotation, w.KP = r, r.Padded
+		data = make([]float32, w.N*w.KP)
+		if err := r.Apply(data, m.Data, m.Rows); err != nil {
+			return nil, nil, nil, fmt.Errorf("%s: %w", m.Name, err)
+		}
+		if h != nil {
+			hdata = r.rotateHessian(h.Data)
+		}
+	}
+	w.Codes = make([]int8, w.N*w.KP)
+	w.Scales = make([]float32, w.N*w.Groups())
+	return w, data, hdata, nil
+}
+
+// quantizeRow quantizes row n of w from its float64 values x (len KP) with optional per-column
+// weights diag, choosing each group's clip factor from grid.
+func quantizeRow(w *Weight, n int, x, diag []float64, grid []float64) {
+	g := effGroup(w.KP, w.Group)
+	ng := w.Groups()
+	codes := w.Codes[n*w.KP : (n+1)*w.KP]
+	for gi := 0; gi < ng; gi++ {
+		lo, hi := gi*g, min((gi+1)*g, w.KP)
+		var wd []float64
+		if diag != nil {
+			wd = diag[lo:hi]
+		}
+		s := chooseScale(x[lo:hi], wd, w.Bits, grid)
+		w.Scales[n*ng+gi] = s
+		quantizeWith(codes[lo:hi], x[lo:hi], s, w.Bits)
+	}
+}
+
+// chooseScale returns the float32 scale shrink·amax/qmax of the grid factor that minimises
+// Σ wd_k (x_k - s·q_k)² (wd nil: unweighted). Ties keep the earlier (larger) factor.
+func chooseScale(x, wd []float64, bits int, grid []float64) float32 {
+	amax := 0.0
+	for _, v := range x {
+		amax = math.Max(amax, math.Abs(v))
+	}
+	if amax == 0 {
+		return 0
+	}
+	lo, hi := codeRange(bits)
+	best, bestErr := float32(0), math.Inf(1)
+	for _, f := range grid {
+		s := float32(f * amax / qmax(bits))
+		if s == 0 {
+			continue
+		}
+		s64 := float64(s)
+		e := 0.0
+		for k, v := range x {
+			q := math.Max(float64(lo), math.Min(float64(hi), math.Round(v/s64)))
+			d := v - q*s64
+			if wd != nil {
+				e += wd[k] * d * d
+			} else {
+				e += d * d
+			}
+		}
+		if e < bestErr {
+			best, bestErr = s, e
+		}
+	}
+	if best == 0 { // amax so small that every scale underflowed float32
+		return 0
+	}
+	return best
+}
+
+// quantizeWith writes clamp(round(x/s)) into codes (s = 0: all zero).
+func quantizeWith(codes []int8, x []float64, s float32, bits int) {
+	if s == 0 {
+		for i := range codes {
+			codes[i] = 0
+		}
+		return
+	}
+	lo, hi := codeRange(bits)
+	s64 := float64(s)
+	for k, v := range x {
+		codes[k] = int8(math.Max(float64(lo), math.Min(float64(hi), math.Round(v/s64))))
+	}
+}
+
+// weightedRelErr returns sqrt(Σ d_k (W-Q)²/Σ d_k W²) (d nil: unweighted, the relative
+// Frobenius error) over w's stored space.
+func weightedRelErr(w *Weight, data []float32, diag []float64) float64 {
+	g := effGroup(w.KP, w.Group)
+	ng := w.Groups()
+	var num, den float64
+	for n := 0; n < w.N; n++ {
+		for k := 0; k < w.KP; k++ {
+			x := float64(data[n*w.KP+k])
+			q := float64(w.Codes[n*w.KP+k]) * float64(w.Scales[n*ng+k/g])
+			wt := 1.0
+			if diag != nil {
+				wt = diag[k]
+			}
+			num += wt * (x - q) * (x - q)
+			den += wt * x * x
+		}
+	}
+	if den == 0 {
+		return 0
+	}
+	return math.Sqrt(num / den)
+}
+
+// forRows runs fn over [0, n) in contiguous chunks on at most workers goroutines, stopping early
+// when ctx is cancelled.
+func forRows(ctx context.Context, n, workers int, fn func(lo, hi int)) error {
+	if workers < 1 {
+		workers = 1
+	}
+	chunk := max(1, (n+4*workers-1)/(4*workers))
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(workers)
+	for lo := 0; lo < n; lo += chunk {
+		if err := gctx.Err(); err != nil {
+			break
+		}
+		lo, hi := lo, min(lo+chunk, n)
+		g.Go(func() error {
+			if err := gctx.Err(); err != nil {
+				return err
+			}
+			fn(lo, hi)
+			return nil
+		})
+	}
+	if err := g.Wait(); err != nil {
+		return err
+	}
+	return ctx.Err()
+}

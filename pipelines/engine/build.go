@@ -1,0 +1,233 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"path/filepath"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"orkpipe/artifacts"
+)
+
+// BuildOptions says where a build's exports go.
+type BuildOptions struct {
+	// OutDir receives each export as <OutDir>/<export name>, read-only (Store.Materialize). Empty:
+	// nothing is materialized (the exports are still pinned).
+	OutDir string
+	// Force replaces files in OutDir that orkpipe did not write or that changed since.
+	Force bool
+}
+
+// NodeResult is the outcome of one node.
+type NodeResult struct {
+	ID      string
+	Stage   string
+	Key     artifacts.Digest // zero if the key was never computed
+	Outcome Outcome
+	SameAs  string // set when another node with identical key material produced the outputs
+	Err     error
+}
+
+// Result describes a finished (or stopped) build.
+type Result struct {
+	Target                            string
+	Executed, Cached, Failed, Skipped int // by node; they sum to the number of nodes
+	Executions                        int // stage runs, over every pass
+	Passes                            int // >1 when a corrupt object forced its producer to run again
+	Duration                          time.Duration
+	PeakMemory                        int64                       // highest sum of declared memory of nodes running at once
+	Exports                           map[string]artifacts.Object // export name -> object
+	Outputs                           map[string]string           // export name -> materialized path
+	Replaced                          map[string]string           // export name -> what --force replaced
+	Nodes                             []NodeResult
+}
+
+// Build runs the plan: every node is served from the action cache or executed, at most jobs at a
+// time and within the memory budget; then the exports are verified, materialized into
+// opts.OutDir and pinned under target, and the key materials are recorded for explain. A corrupt
+// object found on the way is quarantined by the store and its producer runs again (in another
+// pass, at most three). The returned error joins the failures of every failed node, each naming
+// the node and its key; the Result is valid even when err is not nil.
+func (e *Engine) Build(ctx context.Context, target string, p *Plan, opts BuildOptions) (*Result, error) {
+	start := time.Now()
+	res := &Result{Target: target, Exports: map[string]artifacts.Object{}, Outputs: map[string]string{}, Replaced: map[string]string{}}
+	emit := e.dedupEmitter()
+	for _, pn := range p.nodes {
+		ev := Event{Event: EventPlan, Node: pn.node.id, Stage: pn.node.stage, Time: start, Mem: pn.spec.PeakMemory}
+		for _, d := range pn.deps {
+			ev.Deps = append(ev.Deps, p.nodes[d].node.id)
+		}
+		emit(ev)
+	}
+	var memUse, memPeak atomic.Int64
+	executed := make([]bool, len(p.nodes))
+	var ps *pass
+	var err error
+	for res.Passes = 1; ; res.Passes++ {
+		ps = e.runPass(ctx, p, emit, &memUse, &memPeak)
+		retry := false
+		for i, st := range ps.states {
+			if st.outcome == OutcomeExecuted {
+				executed[i] = true
+				res.Executions++
+			}
+			retry = retry || st.outcome == outcomeRetry
+		}
+		err = ps.err(ctx)
+		if retry && ctx.Err() == nil && !ps.anyFailed() {
+			err = nil // nodes skipped behind a quarantined input run in the next pass
+		} else if err == nil {
+			var corrupt bool
+			corrupt, err = e.finish(ctx, target, p, ps, opts, res)
+			retry = corrupt
+		}
+		if err != nil || !retry {
+			break
+		}
+		if res.Passes >= e.cfg.maxPasses {
+			err = fmt.Errorf("corrupt objects still found after %d passes; run `orkpipe cache verify`", res.Passes)
+			break
+		}
+		e.cfg.logger.Warn("corrupt objects were quarantined; building again", "target", target, "pass", res.Passes+1)
+	}
+	for i, st := range ps.states {
+		pn := ps.p.nodes[i]
+		nr := NodeResult{ID: pn.node.id, Stage: pn.node.stage, Key: st.key, Outcome: st.outcome, SameAs: st.sameAs, Err: st.err}
+		if executed[i] && st.outcome == OutcomeCached {
+			nr.Outcome = OutcomeExecuted
+		}
+		if nr.Outcome == outcomeRetry {
+			nr.Outcome = OutcomeSkipped
+		}
+		switch nr.Outcome {
+		case OutcomeExecuted:
+			res.Executed++
+		case OutcomeCached:
+			res.Cached++
+		case OutcomeFailed:
+			res.Failed++
+		default:
+			res.Skipped++
+		}
+		res.Nodes = append(res.Nodes, nr)
+	}
+	res.PeakMemory = memPeak.Load()
+	if herr := e.record(target, ps, res, start); herr != nil {
+		e.cfg.logger.Warn("recording the build for explain", "target", target, "err", herr)
+	}
+	res.Duration = time.Since(start)
+	sum := &Summary{Event: EventSummary, Target: target, Executed: res.Executed, Cached: res.Cached, Failed: res.Failed,
+		Skipped: res.Skipped, DurationMS: res.Duration.Milliseconds(), Outputs: map[string]string{}}
+	for name, obj := range res.Exports {
+		sum.Outputs[name] = obj.Digest.String()
+	}
+	for name, path := range res.Outputs {
+		sum.Outputs[name] = path
+	}
+	if err != nil {
+		sum.Error = err.Error()
+	}
+	emit(Event{Event: EventSummary, Time: time.Now(), Summary: sum})
+	return res, err
+}
+
+func (ps *pass) anyFailed() bool {
+	for _, st := range ps.states {
+		if st.outcome == OutcomeFailed {
+			return true
+		}
+	}
+	return false
+}
+
+// err joins the errors of the failed nodes; a canceled parent context wins.
+func (ps *pass) err(parent context.Context) error {
+	if err := parent.Err(); err != nil {
+		return fmt.Errorf("build stopped: %w", err)
+	}
+	var errs []error
+	skipped := 0
+	for _, st := range ps.states {
+		switch st.outcome {
+		case OutcomeFailed:
+			errs = append(errs, st.err)
+		case OutcomeSkipped:
+			skipped++
+		}
+	}
+	if len(errs) > 0 {
+		if skipped > 0 {
+			errs = append(errs, fmt.Errorf("%w: %d nodes not run", ErrSkipped, skipped))
+		}
+		return errors.Join(errs...)
+	}
+	if skipped > 0 {
+		return fmt.Errorf("%w: %d nodes not run", ErrSkipped, skipped)
+	}
+	return nil
+}
+
+// finish verifies, materializes and pins the exports. It reports corrupt=true (and no error) when
+// an export failed verification and was quarantined, so that the caller builds again.
+func (e *Engine) finish(ctx context.Context, target string, p *Plan, ps *pass, opts BuildOptions, res *Result) (corrupt bool, err error) {
+	var pins []artifacts.Digest
+	objs := map[string]artifacts.Object{}
+	for _, x := range p.exports {
+		f := ps.states[x.node].outputs[x.output]
+		if err := e.store.Verify(ctx, f.Digest); err != nil {
+			if isCorrupt(err) {
+				e.cfg.logger.Warn("export corrupt; quarantined, its producer will run again", "export", x.name, "node", p.nodes[x.node].node.id, "err", err)
+				return true, nil
+			}
+			return false, fmt.Errorf("verifying export %q (%s): %w", x.name, f.Digest, err)
+		}
+		objs[x.name] = artifacts.Object{Digest: f.Digest, Size: f.Size}
+		pins = append(pins, f.Digest)
+	}
+	res.Exports = objs
+	if opts.OutDir != "" {
+		for _, x := range p.exports {
+			dst := filepath.Join(opts.OutDir, x.name)
+			mr, err := e.store.Materialize(ctx, objs[x.name].Digest, dst, artifacts.MaterializeOptions{Force: opts.Force})
+			if err != nil {
+				return false, fmt.Errorf("materializing export %q to %s: %w", x.name, dst, err)
+			}
+			res.Outputs[x.name] = mr.Path
+			if mr.Replaced != "" {
+				res.Replaced[x.name] = mr.Replaced
+			}
+		}
+	}
+	if len(pins) > 0 {
+		if err := e.store.Pin(ctx, target, pins); err != nil {
+			return false, fmt.Errorf("pinning the exports of %q: %w", target, err)
+		}
+	}
+	return false, nil
+}
+
+// dedupEmitter forwards events to the sink, dropping a node event identical in kind and key to
+// one already sent for that node (a later pass re-serves cached nodes).
+func (e *Engine) dedupEmitter() func(Event) {
+	var mu sync.Mutex
+	sent := map[string]bool{}
+	return func(ev Event) {
+		if ev.Event != EventSummary {
+			id := ev.Event + "\x00" + ev.Node + "\x00" + ev.Key
+			mu.Lock()
+			dup := sent[id]
+			sent[id] = true
+			mu.Unlock()
+			if dup {
+				return
+			}
+		}
+		if ev.Time.IsZero() {
+			ev.Time = time.Now()
+		}
+		e.cfg.sink.Emit(ev)
+	}
+}

@@ -1,0 +1,141 @@
+package engine
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"path/filepath"
+	"sync"
+
+	"orkpipe/artifacts"
+	"orkpipe/stages"
+)
+
+// Engine plans and builds graphs against one store.
+type Engine struct {
+	store Store
+	cfg   config
+}
+
+// New returns an engine on store. WithMemoryBudget is required.
+func New(store Store, opts ...Option) (*Engine, error) {
+	if store == nil {
+		return nil, fmt.Errorf("engine: nil store")
+	}
+	cfg := config{jobs: 1, sink: Discard, logger: slog.Default(), maxPasses: 3}
+	for _, o := range opts {
+		if err := o(&cfg); err != nil {
+			return nil, err
+		}
+	}
+	if cfg.mem == 0 {
+		return nil, fmt.Errorf("engine: no memory budget (WithMemoryBudget)")
+	}
+	if cfg.executor == nil {
+		cfg.executor = Local{Store: store, Logger: cfg.logger}
+	}
+	if cfg.historyDir == "" {
+		cfg.historyDir = filepath.Join(store.Dir(), "history")
+	}
+	return &Engine{store: store, cfg: cfg}, nil
+}
+
+// material assembles a node's key material from its inputs: source files through the stat cache,
+// node outputs from outputs (which must hold every dependency's files), tools through the stat
+// cache. It returns the files to hand to the stage with it.
+func (e *Engine) material(ctx context.Context, pn *pnode, outputs []map[string]stages.File, src *sourceHasher) (stages.KeyMaterial, map[string]stages.File, map[string]stages.File, error) {
+	n := pn.node
+	m := stages.KeyMaterial{
+		Stage:   n.stage,
+		Version: pn.kind.Version(),
+		Params:  pn.bound.Params(),
+		Inputs:  make(map[string]artifacts.Digest, len(n.inputs)),
+		Tools:   make(map[string]artifacts.Digest, len(pn.spec.Tools)),
+	}
+	inputs := make(map[string]stages.File, len(n.inputs))
+	for name, in := range n.inputs {
+		var f stages.File
+		if in.node != nil {
+			var ok bool
+			if f, ok = outputs[in.node.index][in.output]; !ok {
+				return m, nil, nil, fmt.Errorf("node %q: input %q: output %q of node %q is not available", n.id, name, in.output, in.node.id)
+			}
+		} else {
+			obj, err := src.hash(ctx, in.path)
+			if err != nil {
+				return m, nil, nil, fmt.Errorf("node %q: input %q: source file %s: %w", n.id, name, in.path, err)
+			}
+			f = stages.File{Path: in.path, Digest: obj.Digest, Size: obj.Size}
+		}
+		inputs[name] = f
+		m.Inputs[name] = f.Digest
+	}
+	tools := make(map[string]stages.File, len(pn.spec.Tools))
+	for _, t := range pn.spec.Tools {
+		obj, err := src.hash(ctx, t.Path)
+		if err != nil {
+			return m, nil, nil, fmt.Errorf("node %q: tool %q: %s: %w", n.id, t.Name, t.Path, err)
+		}
+		tools[t.Name] = stages.File{Path: t.Path, Digest: obj.Digest, Size: obj.Size}
+		m.Tools[t.Name] = obj.Digest
+	}
+	return m, inputs, tools, nil
+}
+
+// recordFiles turns an action record into the node's output files. A record that does not list
+// exactly the stage's outputs, or whose objects are gone, is an error (the caller treats it as a
+// miss).
+func (e *Engine) recordFiles(ctx context.Context, pn *pnode, rec artifacts.ActionRecord) (map[string]stages.File, error) {
+	if len(rec.Outputs) != len(pn.spec.Outputs) {
+		return nil, fmt.Errorf("action record %s lists %d outputs, stage %q declares %d", rec.Key, len(rec.Outputs), pn.node.stage, len(pn.spec.Outputs))
+	}
+	files := make(map[string]stages.File, len(rec.Outputs))
+	for _, o := range rec.Outputs {
+		if !hasOutput(pn.spec, o.Name) {
+			return nil, fmt.Errorf("action record %s lists output %q, not declared by stage %q", rec.Key, o.Name, pn.node.stage)
+		}
+		p, err := e.store.Path(ctx, o.Digest)
+		if err != nil {
+			return nil, err
+		}
+		files[o.Name] = stages.File{Path: p, Digest: o.Digest, Size: o.Size}
+	}
+	return files, nil
+}
+
+// sourceHasher hashes each source path once per pass (through the store's stat cache).
+type sourceHasher struct {
+	store Store
+	mu    sync.Mutex
+	calls map[string]*hashCall
+}
+
+type hashCall struct {
+	done chan struct{}
+	obj  artifacts.Object
+	err  error
+}
+
+func newSourceHasher(s Store) *sourceHasher {
+	return &sourceHasher{store: s, calls: map[string]*hashCall{}}
+}
+
+func (h *sourceHasher) hash(ctx context.Context, path string) (artifacts.Object, error) {
+	h.mu.Lock()
+	c, ok := h.calls[path]
+	if !ok {
+		c = &hashCall{done: make(chan struct{})}
+		h.calls[path] = c
+	}
+	h.mu.Unlock()
+	if !ok {
+		c.obj, c.err = h.store.HashFile(ctx, path)
+		close(c.done)
+	}
+	select {
+	case <-c.done:
+		return c.obj, c.err
+	case <-ctx.Done():
+		return artifacts.Object{}, ctx.Err()
+	}
+}

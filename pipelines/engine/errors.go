@@ -1,0 +1,20 @@
+package engine
+
+import "errors"
+
+// Sentinel errors of the engine; returned errors wrap them with the node, key, path or field.
+var (
+	// ErrGraph: the graph is malformed (duplicate node id, unknown stage, bad params, an input
+	// that names a missing output, an export that is not a node output, ...).
+	ErrGraph = errors.New("invalid graph")
+	// ErrOverBudget: a node's declared peak memory exceeds the memory budget; found at plan time.
+	ErrOverBudget = errors.New("node does not fit the memory budget")
+	// ErrNodeFailed: a node's run failed (wrapped once per failed node, with its id and key).
+	ErrNodeFailed = errors.New("node failed")
+	// ErrSkipped: nodes were not run because a dependency failed or the build stopped.
+	ErrSkipped = errors.New("nodes skipped")
+	// ErrNoHistory: no build of the target has been recorded (explain).
+	ErrNoHistory = errors.New("no recorded build")
+	// ErrSourceChanged: a source file changed while a node read it.
+	ErrSourceChanged = errors.New("source file changed during the build")
+)

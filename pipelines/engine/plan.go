@@ -1,0 +1,206 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+
+	"orkpipe/artifacts"
+	"orkpipe/internal/units"
+	"orkpipe/stages"
+)
+
+// Plan is a validated graph: every node bound to its stage kind with canonical params, every
+// input matched to the stage's declared inputs, every node within the memory budget.
+type Plan struct {
+	graph *Graph
+	nodes []*pnode
+	// exports resolved to (node index, output name).
+	exports []pexport
+}
+
+type pnode struct {
+	node       *Node
+	kind       stages.Kind
+	bound      stages.Bound
+	spec       stages.Spec
+	deps       []int // indices of distinct nodes whose outputs this node consumes
+	dependents []int
+}
+
+type pexport struct {
+	name   string
+	node   int
+	output string
+}
+
+// Plan validates g against the registered stage kinds and the memory budget. It runs nothing and
+// reads nothing but the graph. A node whose declared peak memory exceeds the budget is an error
+// wrapping ErrOverBudget that names the node.
+func (e *Engine) Plan(g *Graph) (*Plan, error) {
+	if err := g.Err(); err != nil {
+		return nil, err
+	}
+	if len(g.nodes) == 0 {
+		return nil, fmt.Errorf("%w: the graph has no nodes", ErrGraph)
+	}
+	p := &Plan{graph: g, nodes: make([]*pnode, len(g.nodes))}
+	var errs []error
+	for i, n := range g.nodes {
+		pn, err := e.planNode(p, n)
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		p.nodes[i] = pn
+	}
+	if len(errs) > 0 {
+		return nil, errors.Join(errs...)
+	}
+	seen := map[string]bool{}
+	for _, x := range g.exports {
+		if err := checkFileName(x.Name); err != nil || seen[x.Name] {
+			return nil, fmt.Errorf("%w: export %q: want a unique file name", ErrGraph, x.Name)
+		}
+		seen[x.Name] = true
+		if !hasOutput(p.nodes[x.From.node.index].spec, x.From.output) {
+			return nil, fmt.Errorf("%w: export %q: node %q (stage %q) has no output %q (it has %v)", ErrGraph, x.Name, x.From.node.id, x.From.node.stage, x.From.output, p.nodes[x.From.node.index].spec.Outputs)
+		}
+		p.exports = append(p.exports, pexport{name: x.Name, node: x.From.node.index, output: x.From.output})
+	}
+	return p, nil
+}
+
+func (e *Engine) planNode(p *Plan, n *Node) (*pnode, error) {
+	kind, err := stages.Lookup(n.stage)
+	if err != nil {
+		return nil, fmt.Errorf("%w: node %q: %w", ErrGraph, n.id, err)
+	}
+	raw, err := n.paramsJSON()
+	if err != nil {
+		return nil, fmt.Errorf("%w: node %q: encoding params: %v", ErrGraph, n.id, err)
+	}
+	b, err := kind.Bind(raw)
+	if err != nil {
+		return nil, fmt.Errorf("%w: node %q: %w", ErrGraph, n.id, err)
+	}
+	spec := b.Spec()
+	if spec.PeakMemory > e.cfg.mem {
+		return nil, fmt.Errorf("%w: node %q (stage %q) declares a peak memory of %s, above the budget of %s (--mem)",
+			ErrOverBudget, n.id, n.stage, units.FormatSize(spec.PeakMemory), units.FormatSize(e.cfg.mem))
+	}
+	want := append([]string(nil), spec.Inputs...)
+	sort.Strings(want)
+	got := n.inputNames()
+	if fmt.Sprint(want) != fmt.Sprint(got) {
+		return nil, fmt.Errorf("%w: node %q (stage %q): inputs %v bound, the stage takes %v", ErrGraph, n.id, n.stage, got, want)
+	}
+	pn := &pnode{node: n, kind: kind, bound: b, spec: spec}
+	depSeen := map[int]bool{}
+	for _, name := range got {
+		in := n.inputs[name]
+		if in.node == nil {
+			continue
+		}
+		src := p.nodes[in.node.index]
+		if src == nil {
+			return nil, fmt.Errorf("%w: node %q: input %q comes from node %q, which is invalid", ErrGraph, n.id, name, in.node.id)
+		}
+		if !hasOutput(src.spec, in.output) {
+			return nil, fmt.Errorf("%w: node %q: input %q names output %q of node %q (stage %q), which has outputs %v", ErrGraph, n.id, name, in.output, in.node.id, in.node.stage, src.spec.Outputs)
+		}
+		if !depSeen[in.node.index] {
+			depSeen[in.node.index] = true
+			pn.deps = append(pn.deps, in.node.index)
+			src.dependents = append(src.dependents, n.index)
+		}
+	}
+	return pn, nil
+}
+
+func hasOutput(s stages.Spec, name string) bool {
+	for _, o := range s.Outputs {
+		if o == name {
+			return true
+		}
+	}
+	return false
+}
+
+func checkFileName(n string) error {
+	if n == "" || n == "." || n == ".." {
+		return fmt.Errorf("empty file name")
+	}
+	for _, c := range n {
+		if c == '/' || c == 0 {
+			return fmt.Errorf("file name %q contains %q", n, c)
+		}
+	}
+	return nil
+}
+
+// NodeStatus is the planned state of one node (see Engine.Status).
+type NodeStatus struct {
+	ID       string              `json:"node"`
+	Stage    string              `json:"stage"`
+	Key      string              `json:"key"`                // "" while it depends on outputs not built yet
+	Cached   bool                `json:"cached"`             // an action record with intact outputs exists
+	Mem      int64               `json:"mem"`                // declared peak memory in bytes
+	Deps     []string            `json:"deps,omitempty"`     // ids of the nodes it consumes
+	Material *stages.KeyMaterial `json:"material,omitempty"` // nil while the key is unknown
+	SameAs   string              `json:"same_as,omitempty"`  // an earlier node with identical key material
+}
+
+// Status computes, without running anything, each node's key wherever it can be known (its inputs
+// are source files or outputs of cached nodes) and whether it is cached. Source files are hashed
+// through the store's stat cache.
+func (e *Engine) Status(ctx context.Context, p *Plan) ([]NodeStatus, error) {
+	out := make([]NodeStatus, len(p.nodes))
+	outputs := make([]map[string]stages.File, len(p.nodes))
+	byKey := map[artifacts.Digest]string{}
+	sources := newSourceHasher(e.store)
+	for i, pn := range p.nodes {
+		st := NodeStatus{ID: pn.node.id, Stage: pn.node.stage, Mem: pn.spec.PeakMemory}
+		for _, d := range pn.deps {
+			st.Deps = append(st.Deps, p.nodes[d].node.id)
+		}
+		out[i] = st
+		known := true
+		for _, d := range pn.deps {
+			if outputs[d] == nil {
+				known = false
+			}
+		}
+		if !known {
+			continue
+		}
+		m, _, _, err := e.material(ctx, pn, outputs, sources)
+		if err != nil {
+			return nil, err
+		}
+		key, err := m.Key()
+		if err != nil {
+			return nil, fmt.Errorf("node %q: %w", pn.node.id, err)
+		}
+		out[i].Key, out[i].Material = key.String(), &m
+		if first, dup := byKey[key]; dup {
+			out[i].SameAs = first
+		} else {
+			byKey[key] = pn.node.id
+		}
+		rec, err := e.store.GetAction(ctx, key)
+		switch {
+		case errors.Is(err, artifacts.ErrNotFound):
+			continue
+		case err != nil:
+			return nil, fmt.Errorf("node %q key %s: %w", pn.node.id, key, err)
+		}
+		files, err := e.recordFiles(ctx, pn, rec)
+		if err != nil {
+			continue // outputs unusable: a miss
+		}
+		out[i].Cached, outputs[i] = true, files
+	}
+	return out, nil
+}

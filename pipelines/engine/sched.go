@@ -1,0 +1,356 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"golang.org/x/sync/semaphore"
+
+	"orkpipe/artifacts"
+	"orkpipe/internal/buildinfo"
+	"orkpipe/stages"
+)
+
+// Outcome is what happened to a node in a build.
+type Outcome int
+
+const (
+	OutcomeSkipped  Outcome = iota // not run: a dependency failed, or the build stopped
+	OutcomeCached                  // served from the action cache (or by a node with the same key)
+	OutcomeExecuted                // its stage ran in this build
+	OutcomeFailed                  // its stage, or storing its outputs, failed
+	outcomeRetry                   // an input object was found corrupt (quarantined): rebuild its producer
+)
+
+func (o Outcome) String() string {
+	switch o {
+	case OutcomeCached:
+		return "cached"
+	case OutcomeExecuted:
+		return "executed"
+	case OutcomeFailed:
+		return "failed"
+	case outcomeRetry:
+		return "retry"
+	default:
+		return "skipped"
+	}
+}
+
+// nstate is a node's state in one pass; fields are written by the node's goroutine before done
+// is closed and read by others after.
+type nstate struct {
+	done     chan struct{}
+	outcome  Outcome
+	key      artifacts.Digest
+	material *stages.KeyMaterial
+	outputs  map[string]stages.File
+	sameAs   string
+	err      error
+}
+
+// flight is the single execution of one key within a pass (singleflight per key).
+type flight struct {
+	done    chan struct{}
+	owner   string
+	outcome Outcome
+	outputs map[string]stages.File
+	err     error
+}
+
+// pass runs every node of a plan once, each in its own goroutine waiting for its dependencies.
+type pass struct {
+	e       *Engine
+	p       *Plan
+	ctx     context.Context // canceled on the first failure unless keep-going
+	cancel  context.CancelFunc
+	states  []*nstate
+	sources *sourceHasher
+	emit    func(Event)
+	jobs    *semaphore.Weighted
+	mem     *semaphore.Weighted
+	memUse  *atomic.Int64
+	memPeak *atomic.Int64
+
+	mu       sync.Mutex
+	flights  map[artifacts.Digest]*flight
+	verified map[artifacts.Digest]*hashCall
+}
+
+func (e *Engine) runPass(ctx context.Context, p *Plan, emit func(Event), memUse, memPeak *atomic.Int64) *pass {
+	ctx, cancel := context.WithCancel(ctx)
+	ps := &pass{
+		e: e, p: p, ctx: ctx, cancel: cancel,
+		states:  make([]*nstate, len(p.nodes)),
+		sources: newSourceHasher(e.store),
+		emit:    emit,
+		jobs:    semaphore.NewWeighted(int64(e.cfg.jobs)),
+		mem:     semaphore.NewWeighted(e.cfg.mem),
+		memUse:  memUse, memPeak: memPeak,
+		flights:  map[artifacts.Digest]*flight{},
+		verified: map[artifacts.Digest]*hashCall{},
+	}
+	for i := range ps.states {
+		ps.states[i] = &nstate{done: make(chan struct{})}
+	}
+	var wg sync.WaitGroup
+	for i := range p.nodes {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			defer close(ps.states[i].done)
+			ps.runNode(i)
+		}()
+	}
+	wg.Wait()
+	cancel()
+	return ps
+}
+
+func (ps *pass) runNode(i int) {
+	pn, st := ps.p.nodes[i], ps.states[i]
+	for _, d := range pn.deps {
+		select {
+		case <-ps.states[d].done:
+		case <-ps.ctx.Done():
+			st.err = ps.ctx.Err()
+			return
+		}
+		if ds := ps.states[d]; ds.outcome != OutcomeCached && ds.outcome != OutcomeExecuted {
+			st.err = fmt.Errorf("%w: dependency %q %s", ErrSkipped, ps.p.nodes[d].node.id, ds.outcome)
+			return
+		}
+	}
+	if err := ps.ctx.Err(); err != nil {
+		st.err = err
+		return
+	}
+	outputs := make([]map[string]stages.File, len(ps.states))
+	for _, d := range pn.deps {
+		outputs[d] = ps.states[d].outputs
+	}
+	m, inputs, tools, err := ps.e.material(ps.ctx, pn, outputs, ps.sources)
+	if err != nil {
+		ps.fail(st, pn, err)
+		return
+	}
+	key, err := m.Key()
+	if err != nil {
+		ps.fail(st, pn, err)
+		return
+	}
+	st.key, st.material = key, &m
+
+	ps.mu.Lock()
+	f, dup := ps.flights[key]
+	if !dup {
+		f = &flight{done: make(chan struct{}), owner: pn.node.id}
+		ps.flights[key] = f
+	}
+	ps.mu.Unlock()
+	if dup {
+		select {
+		case <-f.done:
+		case <-ps.ctx.Done():
+			st.err = ps.ctx.Err()
+			return
+		}
+		st.sameAs = f.owner
+		switch f.outcome {
+		case OutcomeCached, OutcomeExecuted:
+			st.outcome, st.outputs = OutcomeCached, f.outputs
+			ps.emit(Event{Event: EventNodeCached, Node: pn.node.id, Key: key.String(), Stage: pn.node.stage, SameAs: f.owner, Outputs: digests(f.outputs)})
+		default:
+			st.err = fmt.Errorf("%w: node %q with the same key %s %s", ErrSkipped, f.owner, key, f.outcome)
+		}
+		return
+	}
+	f.outcome, f.outputs, f.err = ps.resolve(pn, key, m, inputs, tools)
+	close(f.done)
+	st.outcome, st.outputs, st.err = f.outcome, f.outputs, f.err
+	if st.outcome == OutcomeFailed && !ps.e.cfg.keepGoing {
+		ps.cancel()
+	}
+}
+
+func (ps *pass) fail(st *nstate, pn *pnode, err error) {
+	if ps.ctx.Err() != nil {
+		st.err = ps.ctx.Err()
+		return
+	}
+	st.outcome = OutcomeFailed
+	st.err = fmt.Errorf("%w: node %q (stage %q): %w", ErrNodeFailed, pn.node.id, pn.node.stage, err)
+	ps.emit(Event{Event: EventNodeFailed, Node: pn.node.id, Stage: pn.node.stage, Error: err.Error()})
+	if !ps.e.cfg.keepGoing {
+		ps.cancel()
+	}
+}
+
+// resolve serves key from the action cache or runs the node: take a job slot and the node's
+// memory, lock the key across processes, look again (another process may have built it), verify
+// the input objects, execute, check the sources did not change, store the action record.
+func (ps *pass) resolve(pn *pnode, key artifacts.Digest, m stages.KeyMaterial, inputs, tools map[string]stages.File) (Outcome, map[string]stages.File, error) {
+	ctx, id := ps.ctx, pn.node.id
+	if files, ok := ps.lookup(pn, key); ok {
+		return OutcomeCached, files, nil
+	}
+	if err := ps.jobs.Acquire(ctx, 1); err != nil {
+		return OutcomeSkipped, nil, err
+	}
+	defer ps.jobs.Release(1)
+	need := pn.spec.PeakMemory
+	if err := ps.mem.Acquire(ctx, need); err != nil {
+		return OutcomeSkipped, nil, err
+	}
+	use := ps.memUse.Add(need)
+	for peak := ps.memPeak.Load(); use > peak && !ps.memPeak.CompareAndSwap(peak, use); peak = ps.memPeak.Load() {
+	}
+	defer func() { ps.memUse.Add(-need); ps.mem.Release(need) }()
+
+	unlock, err := ps.e.store.LockKey(ctx, key)
+	if err != nil {
+		if ctx.Err() != nil {
+			return OutcomeSkipped, nil, ctx.Err()
+		}
+		return ps.failed(pn, key, time.Now(), fmt.Errorf("locking key: %w", err))
+	}
+	defer func() {
+		if err := unlock(); err != nil {
+			ps.e.cfg.logger.Warn("unlocking node key", "node", id, "key", key, "err", err)
+		}
+	}()
+	if files, ok := ps.lookup(pn, key); ok {
+		return OutcomeCached, files, nil
+	}
+	for name, in := range pn.node.inputs {
+		if in.node == nil {
+			continue
+		}
+		if err := ps.verify(ctx, inputs[name].Digest); err != nil {
+			if isCorrupt(err) {
+				ps.e.cfg.logger.Warn("input object corrupt; quarantined, its producer will run again", "node", id, "input", name, "producer", in.node.id, "err", err)
+				return outcomeRetry, nil, err
+			}
+			if ctx.Err() != nil {
+				return OutcomeSkipped, nil, ctx.Err()
+			}
+			return ps.failed(pn, key, time.Now(), fmt.Errorf("input %q: %w", name, err))
+		}
+	}
+	start := time.Now()
+	ps.emit(Event{Event: EventNodeStarted, Node: id, Key: key.String(), Stage: pn.node.stage, Time: start})
+	outs, err := ps.e.cfg.executor.Execute(ctx, ExecRequest{Key: key, Material: m, Inputs: inputs, Tools: tools})
+	if err == nil {
+		err = ps.checkSources(pn, inputs)
+	}
+	if err != nil {
+		if ctx.Err() != nil {
+			ps.emit(Event{Event: EventNodeFailed, Node: id, Key: key.String(), Stage: pn.node.stage, Time: time.Now(), DurationMS: time.Since(start).Milliseconds(), Error: "canceled"})
+			return OutcomeSkipped, nil, ctx.Err()
+		}
+		return ps.failed(pn, key, start, err)
+	}
+	rec := artifacts.ActionRecord{Key: key, Stage: m.Stage, Version: m.Version, Outputs: outs}
+	if err := fillProvenance(&rec.Provenance, start, m.Tools); err != nil {
+		return ps.failed(pn, key, start, err)
+	}
+	if err := ps.e.store.PutAction(ctx, rec); err != nil {
+		return ps.failed(pn, key, start, fmt.Errorf("storing the action record: %w", err))
+	}
+	files, err := ps.e.recordFiles(ctx, pn, rec)
+	if err != nil {
+		return ps.failed(pn, key, start, err)
+	}
+	ps.emit(Event{Event: EventNodeFinished, Node: id, Key: key.String(), Stage: pn.node.stage, Time: time.Now(), DurationMS: time.Since(start).Milliseconds(), Outputs: digests(files)})
+	return OutcomeExecuted, files, nil
+}
+
+func (ps *pass) failed(pn *pnode, key artifacts.Digest, start time.Time, err error) (Outcome, map[string]stages.File, error) {
+	ps.emit(Event{Event: EventNodeFailed, Node: pn.node.id, Key: key.String(), Stage: pn.node.stage, Time: time.Now(), DurationMS: time.Since(start).Milliseconds(), Error: err.Error()})
+	return OutcomeFailed, nil, fmt.Errorf("%w: node %q (stage %q, key %s): %w", ErrNodeFailed, pn.node.id, pn.node.stage, key, err)
+}
+
+// lookup returns the outputs of key's action record if it exists and its objects are present.
+func (ps *pass) lookup(pn *pnode, key artifacts.Digest) (map[string]stages.File, bool) {
+	rec, err := ps.e.store.GetAction(ps.ctx, key)
+	if err != nil {
+		if !errors.Is(err, artifacts.ErrNotFound) {
+			ps.e.cfg.logger.Warn("action record unusable; running the node", "node", pn.node.id, "key", key, "err", err)
+		}
+		return nil, false
+	}
+	files, err := ps.e.recordFiles(ps.ctx, pn, rec)
+	if err != nil {
+		ps.e.cfg.logger.Warn("action record outputs unusable; running the node", "node", pn.node.id, "key", key, "err", err)
+		return nil, false
+	}
+	ps.emit(Event{Event: EventNodeCached, Node: pn.node.id, Key: key.String(), Stage: pn.node.stage, Time: time.Now(), Outputs: digests(files)})
+	return files, true
+}
+
+// verify re-hashes a stored object once per pass before a stage reads it.
+func (ps *pass) verify(ctx context.Context, d artifacts.Digest) error {
+	ps.mu.Lock()
+	c, ok := ps.verified[d]
+	if !ok {
+		c = &hashCall{done: make(chan struct{})}
+		ps.verified[d] = c
+	}
+	ps.mu.Unlock()
+	if !ok {
+		c.err = ps.e.store.Verify(ctx, d)
+		close(c.done)
+	}
+	select {
+	case <-c.done:
+		return c.err
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// checkSources re-checks, after a run, that every source file still has the digest the key was
+// computed from (the stat cache makes this a stat when nothing changed).
+func (ps *pass) checkSources(pn *pnode, inputs map[string]stages.File) error {
+	for name, in := range pn.node.inputs {
+		if in.node != nil {
+			continue
+		}
+		obj, err := ps.e.store.HashFile(ps.ctx, in.path)
+		if err != nil {
+			return fmt.Errorf("re-checking source %s (input %q): %w", in.path, name, err)
+		}
+		if obj.Digest != inputs[name].Digest {
+			return fmt.Errorf("%w: %s (input %q) was %s when the node started, %s after", ErrSourceChanged, in.path, name, inputs[name].Digest, obj.Digest)
+		}
+	}
+	return nil
+}
+
+var hostname = sync.OnceValue(func() string { h, _ := os.Hostname(); return h })
+
+func fillProvenance(p *artifacts.Provenance, start time.Time, tools map[string]artifacts.Digest) error {
+	info, err := buildinfo.Get()
+	if err != nil {
+		return fmt.Errorf("provenance: %w", err)
+	}
+	p.Host, p.Start, p.End = hostname(), start.UTC(), time.Now().UTC()
+	p.Orkpipe.Version, p.Orkpipe.Revision, p.Orkpipe.Dirty, p.Orkpipe.Binary = info.Version, info.Revision, info.Dirty, info.Digest
+	if len(tools) > 0 {
+		p.Tools = tools
+	}
+	return nil
+}
+
+func digests(files map[string]stages.File) map[string]string {
+	out := make(map[string]string, len(files))
+	for n, f := range files {
+		out[n] = f.Digest.String()
+	}
+	return out
+}

@@ -1,0 +1,130 @@
+// Package progress renders engine events for people and programs: JSON Lines (--json), plain log
+// lines (not a terminal) and live multi-line progress bars (a terminal). Choose picks one.
+package progress
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"sync"
+	"time"
+
+	"golang.org/x/term"
+
+	"orkpipe/pipelines/engine"
+)
+
+// Sink is an engine.Sink that must be closed after the build (it may own a renderer).
+type Sink interface {
+	engine.Sink
+	Close() error
+}
+
+// Choose returns the JSON Lines sink if jsonOut, live bars if w is a terminal, else plain lines.
+func Choose(w io.Writer, jsonOut bool) Sink {
+	switch {
+	case jsonOut:
+		return NewJSON(w)
+	case isTerminal(w):
+		return NewBars(w)
+	default:
+		return NewText(w)
+	}
+}
+
+func isTerminal(w io.Writer) bool {
+	f, ok := w.(*os.File)
+	return ok && term.IsTerminal(int(f.Fd()))
+}
+
+// JSON writes one JSON object per event and line (the contract is in docs/cli.md).
+type JSON struct {
+	mu  sync.Mutex
+	enc *json.Encoder
+	err error
+}
+
+// NewJSON returns a JSON Lines sink writing to w.
+func NewJSON(w io.Writer) *JSON {
+	enc := json.NewEncoder(w)
+	enc.SetEscapeHTML(false)
+	return &JSON{enc: enc}
+}
+
+// Emit writes e as one line.
+func (j *JSON) Emit(e engine.Event) {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	if j.err != nil {
+		return
+	}
+	if e.Summary != nil {
+		j.err = j.enc.Encode(e.Summary)
+		return
+	}
+	j.err = j.enc.Encode(e)
+}
+
+// Close reports the first write error.
+func (j *JSON) Close() error { return j.err }
+
+// Text writes one human-readable line per node outcome and a closing summary; plan events and
+// node starts of quick nodes are not shown.
+type Text struct {
+	mu  sync.Mutex
+	w   io.Writer
+	err error
+}
+
+// NewText returns a plain-lines sink writing to w.
+func NewText(w io.Writer) *Text { return &Text{w: w} }
+
+// Emit writes e.
+func (t *Text) Emit(e engine.Event) {
+	line := TextLine(e)
+	if line == "" {
+		return
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.err == nil {
+		_, t.err = fmt.Fprintln(t.w, line)
+	}
+}
+
+// Close reports the first write error.
+func (t *Text) Close() error { return t.err }
+
+// TextLine formats one event as a log line ("" for events not worth a line).
+func TextLine(e engine.Event) string {
+	short := func(k string) string {
+		if len(k) > len("blake3:")+12 {
+			return k[len("blake3:") : len("blake3:")+12]
+		}
+		return k
+	}
+	switch e.Event {
+	case engine.EventNodeCached:
+		if e.SameAs != "" {
+			return fmt.Sprintf("cached    %-24s %s (same key as %s)", e.Node, short(e.Key), e.SameAs)
+		}
+		return fmt.Sprintf("cached    %-24s %s", e.Node, short(e.Key))
+	case engine.EventNodeStarted:
+		return fmt.Sprintf("started   %-24s %s %s", e.Node, short(e.Key), e.Stage)
+	case engine.EventNodeFinished:
+		return fmt.Sprintf("finished  %-24s %s in %s", e.Node, short(e.Key), time.Duration(e.DurationMS)*time.Millisecond)
+	case engine.EventNodeFailed:
+		return fmt.Sprintf("FAILED    %-24s %s: %s", e.Node, short(e.Key), e.Error)
+	case engine.EventSummary:
+		s := e.Summary
+		line := fmt.Sprintf("%s: executed %d, cached %d, failed %d, skipped %d in %s", s.Target, s.Executed, s.Cached, s.Failed, s.Skipped, time.Duration(s.DurationMS)*time.Millisecond)
+		for name, out := range s.Outputs {
+			line += fmt.Sprintf("\n  %s -> %s", name, out)
+		}
+		return line
+	case engine.EventPlan:
+		return ""
+	}
+	return ""
+}

@@ -1,0 +1,223 @@
+// Package recipe reads and validates build recipes: the short YAML file a release engineer writes to say
+// which model to pack, how to calibrate it, how each tensor class is quantized, how the result is screened
+// and where it goes. docs/recipes.md documents every key.
+//
+// Decoding is strict: unknown keys, duplicate keys and wrong types are errors that carry the line and
+// column. Relative paths resolve against the recipe's folder. Any key can be overridden by its dotted path
+// (Set), e.g. "source.model=/models/q8.gguf" or "schemes.0.group=64"; an override is decoded as YAML into
+// the field's type, so it is validated exactly like the file.
+package recipe
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
+
+	"github.com/goccy/go-yaml"
+)
+
+// ErrInvalid is wrapped by every recipe validation error.
+var ErrInvalid = errors.New("invalid recipe")
+
+// Recipe is a decoded, validated build recipe. Paths in it are absolute after Load.
+type Recipe struct {
+	Name        string       `yaml:"name" json:"name"`
+	Source      Source       `yaml:"source" json:"source"`
+	Board       string       `yaml:"board" json:"board"`
+	Calibration *Calibration `yaml:"calibration" json:"calibration,omitempty"`
+	Schemes     []Scheme     `yaml:"schemes" json:"schemes"`
+	Promote     *Promote     `yaml:"promote" json:"promote,omitempty"`
+	Screen      *Screen      `yaml:"screen" json:"screen,omitempty"`
+	Output      string       `yaml:"output" json:"output"`
+
+	// Path is the recipe file the recipe was read from ("" when decoded from bytes).
+	Path string `yaml:"-" json:"-"`
+}
+
+// Source names the model to pack: a GGUF file, or a synthetic model generated from a shape and a seed.
+type Source struct {
+	Model string `yaml:"model" json:"model,omitempty"`
+	Synth *Synth `yaml:"synth" json:"synth,omitempty"`
+}
+
+// Synth is the shape and seed of a deterministic synthetic llama-family model.
+type Synth struct {
+	Layers  int    `yaml:"layers" json:"layers"`
+	Embd    int    `yaml:"n_embd" json:"n_embd"`
+	FF      int    `yaml:"n_ff" json:"n_ff"`
+	Heads   int    `yaml:"n_head" json:"n_head"`
+	HeadsKV int    `yaml:"n_head_kv" json:"n_head_kv"`
+	Vocab   int    `yaml:"vocab" json:"vocab"`
+	Ctx     int    `yaml:"ctx" json:"ctx"`
+	Type    string `yaml:"type" json:"type"` // F32, F16, BF16 or Q8_0
+	Seed    uint64 `yaml:"seed" json:"seed"`
+}
+
+// Calibration says how Hessians are collected for GPTQ.
+type Calibration struct {
+	Corpus    string `yaml:"corpus" json:"corpus"`
+	Sequences int    `yaml:"sequences" json:"sequences"`
+	Ctx       int    `yaml:"ctx" json:"ctx"`
+	Mode      string `yaml:"mode" json:"mode"` // sequential | oneshot
+	Window    Window `yaml:"window" json:"window"`
+}
+
+// Window is a calibration window: a number of layers, or auto (sized from the memory budget).
+type Window struct {
+	Auto   bool
+	Layers int
+}
+
+// UnmarshalYAML accepts a positive integer or the word auto.
+func (w *Window) UnmarshalYAML(b []byte) error {
+	var s string
+	if err := yaml.Unmarshal(b, &s); err == nil && s == "auto" {
+		*w = Window{Auto: true}
+		return nil
+	}
+	var n int
+	if err := yaml.Unmarshal(b, &n); err != nil || n <= 0 {
+		return fmt.Errorf("window: want a positive number of layers or auto, got %s", string(b))
+	}
+	*w = Window{Layers: n}
+	return nil
+}
+
+// MarshalYAML writes auto or the number.
+func (w Window) MarshalYAML() (any, error) {
+	if w.Auto {
+		return "auto", nil
+	}
+	return w.Layers, nil
+}
+
+// MarshalJSON writes "auto" or the number (key material for plans).
+func (w Window) MarshalJSON() ([]byte, error) {
+	if w.Auto {
+		return []byte(`"auto"`), nil
+	}
+	return []byte(fmt.Sprint(w.Layers)), nil
+}
+
+// Scheme is one quantization rule. Rules are tried in order; the first whose Match matches a weight's
+// name decides how it is quantized.
+type Scheme struct {
+	Match    string    `yaml:"match" json:"match"`       // regular expression, matched against the whole tensor name
+	Method   string    `yaml:"method" json:"method"`     // gptq | rtn
+	DType    string    `yaml:"dtype" json:"dtype"`       // I4_NATIVE | I4 | I4_ROT_A8 | I8 | I8_ROT | F16
+	Group    int       `yaml:"group" json:"group"`       // 0 = per output channel; else 32, 64, 128, 256, 512
+	Rotation string    `yaml:"rotation" json:"rotation"` // none | hadamard (implied by the dtype except for I4_NATIVE)
+	ActBits  int       `yaml:"act_bits" json:"act_bits"` // 4 | 8 (implied by the dtype)
+	ClipGrid []float64 `yaml:"clip_grid" json:"clip_grid,omitempty"`
+	Damp     float64   `yaml:"damp" json:"damp,omitempty"`
+	ActOrder bool      `yaml:"act_order" json:"act_order,omitempty"`
+
+	re *regexp.Regexp
+}
+
+// Matches reports whether the rule applies to the tensor name (the whole name must match).
+func (s *Scheme) Matches(name string) bool { return s.re != nil && s.re.MatchString(name) }
+
+// Promote moves the worst-qerr weights among those matching Match to the tier To until BudgetMiB of
+// extra on-disk bytes is spent.
+type Promote struct {
+	Match     string  `yaml:"match" json:"match"`
+	To        string  `yaml:"to" json:"to"`
+	BudgetMiB float64 `yaml:"budget_mib" json:"budget_mib"`
+
+	re *regexp.Regexp
+}
+
+// Matches reports whether a weight is a promotion candidate.
+func (p *Promote) Matches(name string) bool { return p.re != nil && p.re.MatchString(name) }
+
+// Screen is the offline quality gate.
+type Screen struct {
+	Text   string `yaml:"text" json:"text"`
+	Ctx    int    `yaml:"ctx" json:"ctx"`
+	Chunks int    `yaml:"chunks" json:"chunks,omitempty"` // 0 = every chunk of the text
+	Gates  Gates  `yaml:"gates" json:"gates"`
+}
+
+// Gates fail the build when exceeded. Zero means no gate.
+type Gates struct {
+	MaxPPLRatio float64 `yaml:"max_ppl_ratio" json:"max_ppl_ratio,omitempty"`
+	MaxKLDMean  float64 `yaml:"max_kld_mean" json:"max_kld_mean,omitempty"`
+}
+
+// Load reads, applies the overrides to, and validates the recipe at path.
+func Load(path string, sets ...string) (*Recipe, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("reading recipe: %w", err)
+	}
+	abs, err := filepath.Abs(path)
+	if err != nil {
+		return nil, fmt.Errorf("recipe %s: %w", path, err)
+	}
+	return Parse(data, abs, sets...)
+}
+
+// Parse decodes a recipe from data. path is the recipe's (absolute) file name; relative paths in the
+// recipe resolve against its folder. Overrides ("dotted.path=value") are applied before validation.
+func Parse(data []byte, path string, sets ...string) (*Recipe, error) {
+	r := &Recipe{Path: path}
+	if err := yaml.UnmarshalWithOptions(data, r, yaml.Strict()); err != nil {
+		return nil, fmt.Errorf("%w %s:\n%s", ErrInvalid, displayPath(path), yaml.FormatError(err, false, true))
+	}
+	for _, s := range sets {
+		if err := r.Set(s); err != nil {
+			return nil, err
+		}
+	}
+	if err := r.validate(); err != nil {
+		return nil, fmt.Errorf("%w %s: %w", ErrInvalid, displayPath(path), err)
+	}
+	r.resolvePaths()
+	return r, nil
+}
+
+func displayPath(p string) string {
+	if p == "" {
+		return "(inline)"
+	}
+	return p
+}
+
+// resolvePaths makes every relative path absolute against the recipe's folder.
+func (r *Recipe) resolvePaths() {
+	dir := "."
+	if r.Path != "" {
+		dir = filepath.Dir(r.Path)
+	}
+	abs := func(p *string) {
+		if *p != "" && !filepath.IsAbs(*p) {
+			*p = filepath.Join(dir, *p)
+		}
+	}
+	abs(&r.Source.Model)
+	if r.Calibration != nil {
+		abs(&r.Calibration.Corpus)
+	}
+	if r.Screen != nil {
+		abs(&r.Screen.Text)
+	}
+	if r.Board != "" && r.Board != "rk3588" {
+		abs(&r.Board)
+	}
+	if r.Output != "" {
+		abs(&r.Output)
+	}
+}
+
+// SchemeFor returns the first rule matching name, or nil when no rule applies.
+func (r *Recipe) SchemeFor(name string) *Scheme {
+	for i := range r.Schemes {
+		if r.Schemes[i].Matches(name) {
+			return &r.Schemes[i]
+		}
+	}
+	return nil
+}

@@ -1,0 +1,150 @@
+package recipe
+
+import (
+	"errors"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+const good = `name: demo
+source:
+  model: models/m.gguf
+calibration:
+  corpus: corpus.txt
+  sequences: 8
+  ctx: 128
+  window: 2
+schemes:
+  - match: 'blk\..*\.ffn_down\.weight'
+    method: gptq
+    dtype: I4_ROT_A8
+    group: 32
+  - match: 'blk\..*\.weight'
+    method: rtn
+    dtype: I4_NATIVE
+screen:
+  text: eval.txt
+  ctx: 512
+  gates: {max_ppl_ratio: 1.2}
+output: out
+`
+
+func TestParseGood(t *testing.T) {
+	r, err := Parse([]byte(good), "/recipes/demo.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Source.Model != "/recipes/models/m.gguf" || r.Calibration.Corpus != "/recipes/corpus.txt" ||
+		r.Screen.Text != "/recipes/eval.txt" || r.Output != "/recipes/out" {
+		t.Errorf("paths not resolved against the recipe folder: %+v %+v %+v %q", r.Source, r.Calibration, r.Screen, r.Output)
+	}
+	if r.Board != "rk3588" || r.Calibration.Mode != "sequential" || r.Calibration.Window.Layers != 2 {
+		t.Errorf("defaults: board %q mode %q window %+v", r.Board, r.Calibration.Mode, r.Calibration.Window)
+	}
+	s := r.SchemeFor("blk.3.ffn_down.weight")
+	if s == nil || s.DType != "I4_ROT_A8" || s.Rotation != "hadamard" || s.ActBits != 8 || s.Damp != 0.01 {
+		t.Errorf("ffn_down scheme: %+v", s)
+	}
+	if s := r.SchemeFor("blk.3.attn_q.weight"); s == nil || s.DType != "I4_NATIVE" || s.ActBits != 4 || s.Rotation != "none" {
+		t.Errorf("attn_q scheme: %+v", s)
+	}
+	if s := r.SchemeFor("token_embd.weight"); s != nil {
+		t.Errorf("token_embd matched %+v; patterns must match the whole name", s)
+	}
+}
+
+func TestParseErrors(t *testing.T) {
+	tests := []struct {
+		name, yaml string
+		sets       []string
+		want       []string // substrings of the error
+	}{
+		{"unknown key with line", strings.Replace(good, "  ctx: 128", "  ctx: 128\n  windw: 3", 1), nil, []string{"windw", "[8:3]"}},
+		{"wrong type", strings.Replace(good, "sequences: 8", "sequences: many", 1), nil, []string{"sequences", "[6:"}},
+		{"duplicate key", strings.Replace(good, "output: out", "output: out\noutput: again", 1), nil, []string{"output", "already"}},
+		{"no source", strings.Replace(good, "  model: models/m.gguf", "  model: ''", 1), nil, []string{"source: set model"}},
+		{"bad dtype", strings.Replace(good, "dtype: I4_NATIVE", "dtype: I3", 1), nil, []string{"schemes[1]", "dtype", "I3"}},
+		{"bad group", strings.Replace(good, "group: 32", "group: 48", 1), nil, []string{"schemes[0]", "group", "48"}},
+		{"bad regex", strings.Replace(good, `'blk\..*\.weight'`, `'blk\.(('`, 1), nil, []string{"schemes[1]", "match"}},
+		{"rotation conflicts dtype", strings.Replace(good, "group: 32", "group: 32\n    rotation: none", 1), nil, []string{"requires rotation hadamard"}},
+		{"act bits conflict", strings.Replace(good, "dtype: I4_NATIVE", "dtype: I4_NATIVE\n    act_bits: 8", 1), nil, []string{"act_bits", "4-bit"}},
+		{"gptq without calibration", strings.Replace(good, "calibration:\n  corpus: corpus.txt\n  sequences: 8\n  ctx: 128\n  window: 2\n", "", 1), nil, []string{"calibration: required"}},
+		{"bad window", strings.Replace(good, "window: 2", "window: -1", 1), nil, []string{"window"}},
+		{"bad mode", strings.Replace(good, "window: 2", "window: 2\n  mode: twice", 1), nil, []string{"calibration.mode"}},
+		{"set unknown key", good, []string{"source.modle=x"}, []string{"unknown key", "source.modle"}},
+		{"set wrong type", good, []string{"calibration.sequences=lots"}, []string{"calibration.sequences"}},
+		{"set bad index", good, []string{"schemes.7.group=64"}, []string{"list index"}},
+		{"set no equals", good, []string{"source.model"}, []string{"dotted.path=value"}},
+		{"bad name", strings.Replace(good, "name: demo", "name: Demo Pack", 1), nil, []string{"name:"}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := Parse([]byte(tc.yaml), "/r/x.yaml", tc.sets...)
+			if err == nil {
+				t.Fatal("no error")
+			}
+			if !errors.Is(err, ErrInvalid) {
+				t.Errorf("error does not wrap ErrInvalid: %v", err)
+			}
+			for _, w := range tc.want {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("error %q does not mention %q", err, w)
+				}
+			}
+		})
+	}
+}
+
+func TestSet(t *testing.T) {
+	r, err := Parse([]byte(good), "/r/x.yaml",
+		"source.model=/abs/q8.gguf", "schemes.0.group=64", "calibration.window=auto",
+		"screen.gates.max_kld_mean=0.05", "schemes.2.match=output\\.weight", "schemes.2.dtype=I8")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Source.Model != "/abs/q8.gguf" || r.Schemes[0].Group != 64 || !r.Calibration.Window.Auto ||
+		r.Screen.Gates.MaxKLDMean != 0.05 || len(r.Schemes) != 3 || r.Schemes[2].DType != "I8" {
+		t.Errorf("overrides not applied: %+v", r)
+	}
+}
+
+func TestLoadBuiltins(t *testing.T) {
+	files, err := filepath.Glob("../recipes/*.yaml")
+	if err != nil || len(files) == 0 {
+		t.Fatalf("no built-in recipes found: %v", err)
+	}
+	for _, f := range files {
+		r, err := Load(f)
+		if err != nil {
+			// Built-ins other than the demo need a model (and texts) given with --set.
+			if !strings.Contains(err.Error(), "source: set model") {
+				t.Errorf("%s without overrides: %v", f, err)
+			}
+			sets := []string{"source.model=/m.gguf", "screen.text=/e.txt"}
+			if _, err := Load(f, sets...); err != nil && strings.Contains(err.Error(), "calibration.corpus") {
+				sets = append(sets, "calibration.corpus=/c.txt")
+			}
+			r, err = Load(f, sets...)
+			if err != nil {
+				t.Errorf("%s: %v", f, err)
+				continue
+			}
+		}
+		if want := strings.TrimSuffix(filepath.Base(f), ".yaml"); r.Name != want {
+			t.Errorf("%s: name %q, want the file name %q", f, r.Name, want)
+		}
+	}
+}
+
+func FuzzParse(f *testing.F) {
+	f.Add([]byte(good))
+	f.Add([]byte("name: x\nsource: {synth: {layers: 1, n_embd: 8, n_ff: 8, n_head: 1, vocab: 4, ctx: 4}}\nschemes: [{match: '.*', dtype: I8}]\n"))
+	f.Add([]byte("a: &a [*a]\n"))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		r, err := Parse(data, "/r/x.yaml")
+		if err == nil && (r.Name == "" || len(r.Schemes) == 0) {
+			t.Fatalf("accepted an incomplete recipe: %+v", r)
+		}
+	})
+}

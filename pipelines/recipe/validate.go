@@ -1,0 +1,202 @@
+package recipe
+
+import (
+	"errors"
+	"fmt"
+	"regexp"
+	"slices"
+)
+
+var nameRE = regexp.MustCompile(`^[a-z0-9][a-z0-9._-]{0,63}$`)
+
+// DTypes lists the pack dtypes a scheme may choose, with what each implies.
+var DTypes = map[string]DTypeInfo{
+	"I4_NATIVE": {Bits: 4, ActBits: 4},
+	"I4":        {Bits: 4, ActBits: 8, Rotation: "none"},
+	"I4_ROT_A8": {Bits: 4, ActBits: 8, Rotation: "hadamard"},
+	"I8":        {Bits: 8, ActBits: 8, Rotation: "none"},
+	"I8_ROT":    {Bits: 8, ActBits: 8, Rotation: "hadamard"},
+	"F16":       {Bits: 16, ActBits: 16, Rotation: "none"},
+}
+
+// DTypeInfo is what a pack dtype implies: weight bits, activation bits, and the rotation it requires
+// ("" = either).
+type DTypeInfo struct {
+	Bits, ActBits int
+	Rotation      string
+}
+
+var groups = []int{0, 32, 64, 128, 256, 512}
+
+// validate checks every field and fills defaults that follow from other fields.
+func (r *Recipe) validate() error {
+	var errs []error
+	bad := func(format string, a ...any) { errs = append(errs, fmt.Errorf(format, a...)) }
+
+	if !nameRE.MatchString(r.Name) {
+		bad("name: %q: want 1-64 characters of a-z, 0-9, '.', '_' or '-', starting with a letter or digit", r.Name)
+	}
+	switch {
+	case r.Source.Model == "" && r.Source.Synth == nil:
+		bad("source: set model (a GGUF path) or synth (a shape and seed)")
+	case r.Source.Model != "" && r.Source.Synth != nil:
+		bad("source: set either model or synth, not both")
+	case r.Source.Synth != nil:
+		errs = append(errs, r.Source.Synth.validate())
+	}
+	if r.Board == "" {
+		r.Board = "rk3588"
+	}
+	needCalib := false
+	if len(r.Schemes) == 0 {
+		bad("schemes: at least one rule is required")
+	}
+	for i := range r.Schemes {
+		s := &r.Schemes[i]
+		if err := s.validate(); err != nil {
+			bad("schemes[%d] (match %q): %w", i, s.Match, err)
+		}
+		needCalib = needCalib || s.Method == "gptq"
+	}
+	if needCalib && r.Calibration == nil {
+		bad("calibration: required because a scheme uses method gptq")
+	}
+	if c := r.Calibration; c != nil {
+		if c.Corpus == "" {
+			bad("calibration.corpus: a text file is required")
+		}
+		if c.Sequences <= 0 {
+			bad("calibration.sequences: want a positive number of sequences, got %d", c.Sequences)
+		}
+		if c.Ctx < 2 {
+			bad("calibration.ctx: want a context of at least 2 tokens, got %d", c.Ctx)
+		}
+		if c.Mode == "" {
+			c.Mode = "sequential"
+		}
+		if c.Mode != "sequential" && c.Mode != "oneshot" {
+			bad("calibration.mode: want sequential or oneshot, got %q", c.Mode)
+		}
+		if !c.Window.Auto && c.Window.Layers == 0 {
+			c.Window.Auto = true
+		}
+	}
+	if p := r.Promote; p != nil {
+		if info, ok := DTypes[p.To]; !ok || info.Bits != 8 && p.To != "I4_ROT_A8" {
+			bad("promote.to: want a higher tier (I8, I8_ROT or I4_ROT_A8), got %q", p.To)
+		}
+		if p.BudgetMiB <= 0 {
+			bad("promote.budget_mib: want a positive on-disk budget in MiB, got %g", p.BudgetMiB)
+		}
+		if p.Match == "" {
+			p.Match = ".*"
+		}
+		re, err := regexp.Compile("^(?:" + p.Match + ")$")
+		if err != nil {
+			bad("promote.match: %v", err)
+		}
+		p.re = re
+	}
+	if s := r.Screen; s != nil {
+		if s.Text == "" {
+			bad("screen.text: an evaluation text file is required")
+		}
+		if s.Ctx < 4 {
+			bad("screen.ctx: want a context of at least 4 tokens, got %d", s.Ctx)
+		}
+		if s.Chunks < 0 {
+			bad("screen.chunks: want 0 (all) or a positive count, got %d", s.Chunks)
+		}
+		if s.Gates.MaxPPLRatio < 0 || s.Gates.MaxKLDMean < 0 {
+			bad("screen.gates: thresholds must not be negative")
+		}
+	}
+	return errors.Join(errs...)
+}
+
+func (s *Synth) validate() error {
+	var errs []error
+	pos := func(name string, v int) {
+		if v <= 0 {
+			errs = append(errs, fmt.Errorf("source.synth.%s: want a positive number, got %d", name, v))
+		}
+	}
+	pos("layers", s.Layers)
+	pos("n_embd", s.Embd)
+	pos("n_ff", s.FF)
+	pos("n_head", s.Heads)
+	pos("vocab", s.Vocab)
+	pos("ctx", s.Ctx)
+	if s.HeadsKV == 0 {
+		s.HeadsKV = s.Heads
+	}
+	if s.Heads > 0 && (s.Embd%s.Heads != 0 || s.HeadsKV <= 0 || s.Heads%s.HeadsKV != 0) {
+		errs = append(errs, fmt.Errorf("source.synth: n_embd (%d) must divide by n_head (%d), and n_head by n_head_kv (%d)", s.Embd, s.Heads, s.HeadsKV))
+	}
+	if s.Type == "" {
+		s.Type = "F32"
+	}
+	if !slices.Contains([]string{"F32", "F16", "BF16", "Q8_0"}, s.Type) {
+		errs = append(errs, fmt.Errorf("source.synth.type: want F32, F16, BF16 or Q8_0, got %q", s.Type))
+	}
+	return errors.Join(errs...)
+}
+
+func (s *Scheme) validate() error {
+	var errs []error
+	if s.Match == "" {
+		errs = append(errs, errors.New("match: a regular expression is required"))
+	} else if re, err := regexp.Compile("^(?:" + s.Match + ")$"); err != nil {
+		errs = append(errs, fmt.Errorf("match: %w", err))
+	} else {
+		s.re = re
+	}
+	info, ok := DTypes[s.DType]
+	if !ok {
+		errs = append(errs, fmt.Errorf("dtype: want one of I4_NATIVE, I4, I4_ROT_A8, I8, I8_ROT, F16, got %q", s.DType))
+	}
+	if s.Method == "" {
+		s.Method = "rtn"
+	}
+	if s.Method != "gptq" && s.Method != "rtn" {
+		errs = append(errs, fmt.Errorf("method: want gptq or rtn, got %q", s.Method))
+	}
+	if !slices.Contains(groups, s.Group) {
+		errs = append(errs, fmt.Errorf("group: want 0 (per channel), 32, 64, 128, 256 or 512, got %d", s.Group))
+	}
+	if ok {
+		if s.Rotation == "" {
+			s.Rotation = info.Rotation
+			if s.Rotation == "" {
+				s.Rotation = "none"
+			}
+		}
+		if s.Rotation != "none" && s.Rotation != "hadamard" {
+			errs = append(errs, fmt.Errorf("rotation: want none or hadamard, got %q", s.Rotation))
+		} else if info.Rotation != "" && s.Rotation != info.Rotation {
+			errs = append(errs, fmt.Errorf("rotation: dtype %s requires rotation %s, got %s", s.DType, info.Rotation, s.Rotation))
+		}
+		if s.ActBits == 0 {
+			s.ActBits = info.ActBits
+		}
+		if s.ActBits != info.ActBits {
+			errs = append(errs, fmt.Errorf("act_bits: dtype %s runs with %d-bit activations, got %d", s.DType, info.ActBits, s.ActBits))
+		}
+		if s.DType == "F16" && (s.Method == "gptq" || s.Group != 0) {
+			errs = append(errs, errors.New("dtype F16 is stored unquantized: method gptq and group do not apply"))
+		}
+	}
+	for _, c := range s.ClipGrid {
+		if !(c > 0 && c <= 1) {
+			errs = append(errs, fmt.Errorf("clip_grid: factors must be in (0, 1], got %g", c))
+			break
+		}
+	}
+	if s.Damp < 0 || s.Damp >= 1 {
+		errs = append(errs, fmt.Errorf("damp: want a fraction in [0, 1) of mean(diag H), got %g", s.Damp))
+	}
+	if s.Damp == 0 && s.Method == "gptq" {
+		s.Damp = 0.01
+	}
+	return errors.Join(errs...)
+}

@@ -1,0 +1,92 @@
+package registry
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+
+	v1 "github.com/google/go-containerregistry/pkg/v1"
+	"github.com/google/go-containerregistry/pkg/v1/types"
+)
+
+const maxConfigSize = 4 << 20
+
+// Description is what Describe reports about an artifact.
+type Description struct {
+	Ref      string
+	Artifact *Artifact
+	Config   ModelConfig
+	// Attestations lists every attestation attached (provenance, board verifications, ...). With
+	// WithTrust, each carries TrustedBy or the reason it is not trusted.
+	Attestations []Attestation
+}
+
+// Describe fetches and validates the manifest and config at ref and lists its attestations. It
+// downloads no layer.
+func Describe(ctx context.Context, ref string, opts ...Option) (*Description, error) {
+	o, err := makeOptions(opts)
+	if err != nil {
+		return nil, err
+	}
+	t, err := newTarget(ctx, ref, o, false)
+	if err != nil {
+		return nil, err
+	}
+	art, err := t.fetchArtifact(ctx)
+	if err != nil {
+		return nil, err
+	}
+	d := &Description{Ref: ref, Artifact: art}
+	cd := art.Manifest.Config
+	if cd.Size > maxConfigSize {
+		return nil, fmt.Errorf("config %s: %d bytes, more than %d", cd.Digest, cd.Size, maxConfigSize)
+	}
+	rc, err := t.openBlob(ctx, cd.Digest.String(), 0)
+	if err != nil {
+		return nil, err
+	}
+	b, err := io.ReadAll(newVerifyingReader(io.LimitReader(rc, cd.Size+1), cd.Size, cd.Digest.String(), "config "+cd.Digest.String()))
+	rc.Close()
+	if err != nil {
+		return nil, err
+	}
+	if err := json.Unmarshal(b, &d.Config); err != nil {
+		return nil, fmt.Errorf("config %s: %w", cd.Digest, err)
+	}
+	if d.Attestations, err = t.attestations(ctx, art.Digest); err != nil {
+		return nil, err
+	}
+	return d, nil
+}
+
+// Attach signs a statement about the artifact at ref (its manifest and files as subjects) with
+// predicateType and predicate, and attaches it as a referrer. It is how a later board verification
+// is recorded next to the build provenance. It returns the attestation manifest digest.
+func Attach(ctx context.Context, ref, predicateType string, predicate json.RawMessage, opts ...Option) (string, error) {
+	o, err := makeOptions(opts)
+	if err != nil {
+		return "", err
+	}
+	if o.signer == nil {
+		return "", fmt.Errorf("attach: a signing key is required (WithSigner)")
+	}
+	if !json.Valid(predicate) {
+		return "", fmt.Errorf("attach: predicate is not valid JSON")
+	}
+	t, err := newTarget(ctx, ref, o, true)
+	if err != nil {
+		return "", err
+	}
+	art, err := t.fetchArtifact(ctx)
+	if err != nil {
+		return "", err
+	}
+	st := statementFor(t.repo.String(), art.Digest, art.Files, predicateType, predicate)
+	subject := v1.Descriptor{MediaType: types.OCIManifestSchema1, Size: int64(len(art.Raw)), Digest: art.Digest}
+	h, err := t.attach(ctx, subject, st, o.signer)
+	if err != nil {
+		return "", err
+	}
+	return h.String(), nil
+}

@@ -1,0 +1,172 @@
+package registry
+
+import (
+	"bufio"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+
+	"golang.org/x/sys/unix"
+)
+
+// PartialDir is the directory, beside the pulled files, that holds the state of unfinished pulls:
+//
+//	DIR/.orkpipe-partial/<manifest sha256 hex>/
+//	    lock         flock(2)ed by the pull in progress
+//	    journal      one line per verified part: "<file>\t<part index>\t<layer digest>\n", appended
+//	                 only after the part's bytes were verified and fdatasync'ed
+//	    <file>       the file being assembled, full length, sparse, written at the parts' extents
+//
+// A resumed pull re-hashes every journaled part from disk before trusting it (a record whose bytes
+// no longer match is dropped and the part downloaded again). A finished file is verified whole and
+// renamed into DIR; the state directory is removed when the whole artifact is in place.
+const PartialDir = ".orkpipe-partial"
+
+type partialState struct {
+	dir  string
+	lock *os.File
+	mu   sync.Mutex
+	jnl  *os.File
+	done map[string]bool // "<file>\t<index>\t<digest>"
+}
+
+// openPartial creates or reopens the state directory of manifest digest hex in dir and locks it.
+func openPartial(dir, manifestHex string) (*partialState, error) {
+	p := filepath.Join(dir, PartialDir, manifestHex)
+	if err := os.MkdirAll(p, 0o755); err != nil {
+		return nil, err
+	}
+	lock, err := os.OpenFile(filepath.Join(p, "lock"), os.O_RDWR|os.O_CREATE, 0o644)
+	if err != nil {
+		return nil, err
+	}
+	if err := unix.Flock(int(lock.Fd()), unix.LOCK_EX|unix.LOCK_NB); err != nil {
+		lock.Close()
+		if errors.Is(err, unix.EWOULDBLOCK) {
+			return nil, fmt.Errorf("%s: another pull of this artifact into %s is running", p, dir)
+		}
+		return nil, fmt.Errorf("%s: lock: %w", p, err)
+	}
+	st := &partialState{dir: p, lock: lock, done: map[string]bool{}}
+	jpath := filepath.Join(p, "journal")
+	if f, err := os.Open(jpath); err == nil {
+		sc := bufio.NewScanner(f)
+		for sc.Scan() {
+			if k, ok := parseJournalLine(sc.Text()); ok {
+				st.done[k] = true
+			}
+		}
+		f.Close()
+	}
+	if st.jnl, err = os.OpenFile(jpath, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o644); err != nil {
+		st.close()
+		return nil, err
+	}
+	return st, nil
+}
+
+func journalKey(file string, index int, digest string) string {
+	return file + "\t" + strconv.Itoa(index) + "\t" + digest
+}
+
+// parseJournalLine accepts only well-formed lines; a torn last line (killed mid-write) is ignored.
+func parseJournalLine(line string) (string, bool) {
+	f := strings.Split(line, "\t")
+	if len(f) != 3 || validName(f[0]) != nil || !validSHA256(f[2]) {
+		return "", false
+	}
+	i, err := strconv.Atoi(f[1])
+	if err != nil || i < 0 || strconv.Itoa(i) != f[1] {
+		return "", false
+	}
+	return line, true
+}
+
+// recorded reports whether part p of file was journaled as verified.
+func (s *partialState) recorded(file string, p Part) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.done[journalKey(file, p.Index, p.Layer.Digest.String())]
+}
+
+// record journals part p of file as verified. The caller has fdatasync'ed its bytes.
+func (s *partialState) record(file string, p Part) error {
+	k := journalKey(file, p.Index, p.Layer.Digest.String())
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if _, err := s.jnl.WriteString(k + "\n"); err != nil {
+		return fmt.Errorf("%s: journal: %w", s.dir, err)
+	}
+	if err := unix.Fdatasync(int(s.jnl.Fd())); err != nil {
+		return fmt.Errorf("%s: journal sync: %w", s.dir, err)
+	}
+	s.done[k] = true
+	return nil
+}
+
+func (s *partialState) dataPath(file string) string { return filepath.Join(s.dir, file) }
+
+func (s *partialState) close() {
+	if s.jnl != nil {
+		s.jnl.Close()
+	}
+	s.lock.Close()
+}
+
+// remove deletes the state directory (after every file is in place).
+func (s *partialState) remove() error {
+	s.close()
+	if err := os.RemoveAll(s.dir); err != nil {
+		return err
+	}
+	os.Remove(filepath.Dir(s.dir)) // only succeeds when no other artifact's state is left
+	return nil
+}
+
+// checkLocal re-hashes part p's extents in f and reports whether they match its diffID.
+func checkLocal(ctx context.Context, f io.ReaderAt, p Part) bool {
+	h := sha256.New()
+	if _, err := io.Copy(h, ctxReader{ctx, extentsReader(f, p.Extents)}); err != nil {
+		return false
+	}
+	return "sha256:"+hex.EncodeToString(h.Sum(nil)) == p.RawSHA256
+}
+
+// extentWriter writes a byte stream into a file at the offsets of a list of extents (pwrite).
+type extentWriter struct {
+	f    io.WriterAt
+	exts []Extent
+	i    int
+	off  int64 // within exts[i]
+}
+
+func (w *extentWriter) Write(p []byte) (int, error) {
+	written := 0
+	for len(p) > 0 {
+		if w.i >= len(w.exts) {
+			return written, fmt.Errorf("%w: more bytes than the part's extents hold", ErrDigestMismatch)
+		}
+		e := w.exts[w.i]
+		n := min(int64(len(p)), e.Len-w.off)
+		m, err := w.f.WriteAt(p[:n], e.Off+w.off)
+		written += m
+		if err != nil {
+			return written, err
+		}
+		w.off += n
+		p = p[n:]
+		if w.off == e.Len {
+			w.i++
+			w.off = 0
+		}
+	}
+	return written, nil
+}

@@ -1,0 +1,233 @@
+package registry
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"hash"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+
+	v1 "github.com/google/go-containerregistry/pkg/v1"
+	"github.com/google/go-containerregistry/pkg/v1/types"
+	"github.com/klauspost/compress/zstd"
+)
+
+// Compression is decided per file from a sample of its data: zstd is used only when the sample
+// shrinks below compressWhenBelow of its size.
+const (
+	sampleWindows     = 8
+	sampleWindowSize  = 128 << 10
+	compressWhenBelow = 0.90
+)
+
+// newEncoder returns the one zstd configuration used for layers. Push hashes a part's compressed
+// bytes in one pass and uploads them in another, so the encoder must be deterministic: one
+// goroutine, fixed level, no dictionary.
+func newEncoder(w io.Writer) (*zstd.Encoder, error) {
+	return zstd.NewWriter(w, zstd.WithEncoderLevel(zstd.SpeedDefault), zstd.WithEncoderConcurrency(1), zstd.WithLowerEncoderMem(true))
+}
+
+// localFile is a file being pushed: its layout plus where its bytes are.
+type localFile struct {
+	path string
+	File
+}
+
+// mediaTypeFor classifies a file: JSON documents are docs, everything else (pack, stub) is weight.
+func mediaTypeFor(name string) string {
+	if strings.HasSuffix(name, ".json") {
+		return MediaTypeDocRaw
+	}
+	return MediaTypeWeightRaw
+}
+
+// shouldCompress compresses up to sampleWindows windows spread over the data and reports whether
+// zstd pays for this file.
+func shouldCompress(f io.ReaderAt, exts []Extent) (bool, error) {
+	total := extentsLen(exts)
+	if total == 0 {
+		return false, nil
+	}
+	var raw, packed int64
+	var buf bytes.Buffer
+	enc, err := newEncoder(&buf)
+	if err != nil {
+		return false, err
+	}
+	step := max(total/sampleWindows, 1)
+	for at := int64(0); at < total; at += step {
+		n := min(int64(sampleWindowSize), total-at)
+		win := subExtents(exts, at, n)
+		buf.Reset()
+		enc.Reset(&buf)
+		m, err := io.Copy(enc, extentsReader(f, win))
+		if err != nil {
+			return false, err
+		}
+		if err := enc.Close(); err != nil {
+			return false, err
+		}
+		raw += m
+		packed += int64(buf.Len())
+	}
+	return float64(packed) < compressWhenBelow*float64(raw), nil
+}
+
+// subExtents returns the extents covering bytes [at, at+n) of the concatenation of exts.
+func subExtents(exts []Extent, at, n int64) []Extent {
+	var out []Extent
+	for _, e := range exts {
+		if n == 0 {
+			break
+		}
+		if at >= e.Len {
+			at -= e.Len
+			continue
+		}
+		k := min(e.Len-at, n)
+		out = append(out, Extent{Off: e.Off + at, Len: k})
+		n -= k
+		at = 0
+	}
+	return out
+}
+
+// prepareFile finds the data extents of path, decides compression, cuts the data into parts and
+// hashes everything in one sequential pass: the whole file (sha256 + BLAKE3, holes as zeros), each
+// part's uncompressed bytes (diffID) and each part's stored bytes (layer digest).
+func prepareFile(ctx context.Context, path string, o *options) (*localFile, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		return nil, err
+	}
+	size := st.Size()
+	exts, err := dataExtents(f, size)
+	if err != nil {
+		return nil, err
+	}
+	compress, err := shouldCompress(f, exts)
+	if err != nil {
+		return nil, fmt.Errorf("%s: sample for compression: %w", path, err)
+	}
+	name := filepath.Base(path)
+	lf := &localFile{path: path, File: File{Name: name, MediaType: mediaTypeFor(name), Extra: map[string]string{}}}
+	if o.annotator != nil {
+		extra, err := o.annotator.FileAnnotations(ctx, path)
+		if err != nil {
+			return nil, fmt.Errorf("%s: annotations: %w", path, err)
+		}
+		for k, v := range extra {
+			if !strings.HasPrefix(k, "dev.orkpipe.") || layoutKeys[k] {
+				return nil, fmt.Errorf("%s: annotator returned key %q: want a dev.orkpipe.* key that is not a layout key", path, k)
+			}
+			lf.Extra[k] = v
+		}
+	}
+	mt := lf.MediaType
+	if compress {
+		mt += SuffixZstd
+	}
+	parts := splitExtents(exts, o.partSize)
+	if len(parts) == 0 {
+		parts = [][]Extent{nil} // a file without data still has one (empty) layer
+	}
+	fh := newFileHasher()
+	pos := int64(0)
+	for i, pe := range parts {
+		rawSHA := sha256.New()
+		stored := &hashCounter{h: sha256.New()}
+		var enc *zstd.Encoder
+		dst := io.Writer(stored)
+		if compress {
+			if enc, err = newEncoder(stored); err != nil {
+				return nil, err
+			}
+			dst = enc
+		}
+		w := io.MultiWriter(fh.w, rawSHA, dst)
+		for _, e := range pe {
+			fh.zeros(e.Off - pos)
+			n, err := io.CopyBuffer(w, ctxReader{ctx, io.NewSectionReader(f, e.Off, e.Len)}, fh.chunk)
+			if err != nil {
+				return nil, fmt.Errorf("%s: read [%d,+%d): %w", path, e.Off, e.Len, err)
+			}
+			if n != e.Len {
+				return nil, fmt.Errorf("%s: file shrank while reading at %d", path, e.Off)
+			}
+			fh.n += n
+			pos = e.End()
+		}
+		if enc != nil {
+			if err := enc.Close(); err != nil {
+				return nil, err
+			}
+		}
+		p := Part{Index: i, Extents: pe, RawSize: extentsLen(pe), RawSHA256: "sha256:" + hex.EncodeToString(rawSHA.Sum(nil))}
+		p.Layer = v1.Descriptor{
+			MediaType: types.MediaType(mt),
+			Size:      stored.n,
+			Digest:    v1.Hash{Algorithm: "sha256", Hex: hex.EncodeToString(stored.h.Sum(nil))},
+		}
+		lf.Parts = append(lf.Parts, p)
+	}
+	fh.zeros(size - pos)
+	lf.Digests = fh.digests()
+	if lf.Digests.Size != size {
+		return nil, fmt.Errorf("%s: hashed %d bytes, file has %d", path, lf.Digests.Size, size)
+	}
+	for i := range lf.Parts {
+		if lf.Parts[i].Layer.Annotations, err = layerAnnotations(lf.File, lf.Parts[i]); err != nil {
+			return nil, err
+		}
+	}
+	return lf, nil
+}
+
+// openPart returns the stored bytes of part p (compressed when the layer is).
+func (lf *localFile) openPart(p Part) (io.ReadCloser, error) {
+	f, err := os.Open(lf.path)
+	if err != nil {
+		return nil, err
+	}
+	src := extentsReader(f, p.Extents)
+	if !p.Compressed() {
+		return struct {
+			io.Reader
+			io.Closer
+		}{src, f}, nil
+	}
+	pr, pw := io.Pipe()
+	go func() {
+		enc, err := newEncoder(pw)
+		if err == nil {
+			_, err = io.Copy(enc, src)
+			if cerr := enc.Close(); err == nil {
+				err = cerr
+			}
+		}
+		f.Close()
+		pw.CloseWithError(err)
+	}()
+	return pr, nil
+}
+
+type hashCounter struct {
+	h hash.Hash
+	n int64
+}
+
+func (c *hashCounter) Write(p []byte) (int, error) {
+	c.h.Write(p)
+	c.n += int64(len(p))
+	return len(p), nil
+}

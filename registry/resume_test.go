@@ -1,0 +1,125 @@
+package registry
+
+import (
+	"bufio"
+	"context"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"orkpipe/internal/testdata"
+	"orkpipe/registry/regtest"
+)
+
+// TestHelperPullProcess is not a test: TestPullResumeAfterKill runs the test binary with this test
+// selected to have a pull in a separate process that it can SIGKILL.
+func TestHelperPullProcess(t *testing.T) {
+	if os.Getenv("ORKPIPE_PULL_HELPER") != "1" {
+		t.Skip("helper process of TestPullResumeAfterKill")
+	}
+	_, err := Pull(context.Background(), os.Getenv("ORKPIPE_PULL_REF"), os.Getenv("ORKPIPE_PULL_DST"),
+		WithPlainHTTP(os.Getenv("ORKPIPE_PULL_HOST")), WithJobs(2))
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// journalParts returns the journal lines of an interrupted pull.
+func journalParts(t *testing.T, dst string, art *Artifact) map[string]bool {
+	t.Helper()
+	out := map[string]bool{}
+	f, err := os.Open(filepath.Join(dst, PartialDir, art.Digest.Hex, "journal"))
+	if os.IsNotExist(err) {
+		return out
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		if k, ok := parseJournalLine(sc.Text()); ok {
+			out[k] = true
+		}
+	}
+	return out
+}
+
+func TestPullResumeAfterKill(t *testing.T) {
+	ctx := ctxT(t)
+	proxy := &faultProxy{}
+	reg := regtest.Start(t, func(h http.Handler) http.Handler { proxy.next = h; return proxy })
+	src := t.TempDir()
+	writeRandom(t, filepath.Join(src, "model.orkpack"), 48<<20, 7)
+	copyFile(t, testdata.Path(t, "stories260K.gguf"), filepath.Join(src, "stories260K.gguf"))
+	writeProvenance(t, src)
+	ref := reg.Ref("packs/resume", "v1")
+	res, err := Push(ctx, src, ref, plain(reg), WithPartSize(1<<20))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var total int64
+	for _, f := range res.Artifact.Files {
+		total += f.StoredSize()
+	}
+	dst := filepath.Join(t.TempDir(), "out")
+	proxy.throttle = 2 * time.Millisecond
+
+	prev := 0
+	for round := 1; round <= 3; round++ {
+		start := proxy.blobBytes.Load()
+		cmd := exec.Command(os.Args[0], "-test.run=^TestHelperPullProcess$")
+		cmd.Env = append(os.Environ(), "ORKPIPE_PULL_HELPER=1", "ORKPIPE_PULL_REF="+ref, "ORKPIPE_PULL_DST="+dst, "ORKPIPE_PULL_HOST="+reg.Host)
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		// Kill once this run has moved a quarter of the whole artifact.
+		for proxy.blobBytes.Load()-start < total/4 {
+			time.Sleep(time.Millisecond)
+		}
+		if err := cmd.Process.Kill(); err != nil { // SIGKILL
+			t.Fatal(err)
+		}
+		cmd.Wait()
+		noPulledFiles(t, dst)
+		done := len(journalParts(t, dst, res.Artifact))
+		t.Logf("round %d: killed after %d bytes; %d parts verified so far", round, proxy.blobBytes.Load()-start, done)
+		if done <= prev {
+			t.Fatalf("round %d: no progress (%d verified parts, %d before)", round, done, prev)
+		}
+		prev = done
+	}
+
+	// What the resumed pull must still fetch: the layers of parts not journaled as verified.
+	journal := journalParts(t, dst, res.Artifact)
+	var want int64
+	for _, f := range res.Artifact.Files {
+		for _, p := range f.Parts {
+			if !journal[journalKey(f.Name, p.Index, p.Layer.Digest.String())] {
+				want += p.Layer.Size
+			}
+		}
+	}
+	proxy.throttle = 0
+	start := proxy.blobBytes.Load()
+	pr, err := Pull(ctx, ref, dst, plain(reg), WithJobs(2))
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := proxy.blobBytes.Load() - start
+	resumed := 0
+	for _, f := range pr.Files {
+		resumed += f.Resumed
+	}
+	t.Logf("resume: %d of %d bytes transferred (expected %d); %d parts reused", got, total, want, resumed)
+	if got != want {
+		t.Errorf("resumed pull transferred %d bytes, want exactly the %d bytes of unverified parts", got, want)
+	}
+	if resumed != len(journal) {
+		t.Errorf("reused %d parts, journal has %d", resumed, len(journal))
+	}
+	sameFiles(t, src, dst)
+}

@@ -1,0 +1,128 @@
+package registry
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"orkpipe/registry/regtest"
+)
+
+func TestPushPullRoundTrip(t *testing.T) {
+	ctx := ctxT(t)
+	reg := regtest.Start(t, nil)
+	src := buildDir(t)
+	ref := reg.Ref("packs/stories", "v1")
+
+	res, err := Push(ctx, src, ref, plain(reg), WithPartSize(256<<10), WithJobs(3))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res.Artifact.Files) != 5 {
+		t.Fatalf("pushed %d files, want 5", len(res.Artifact.Files))
+	}
+	stub, _ := res.Artifact.File("model.orkpack.gguf")
+	if stub.DataSize() >= stub.Digests.Size/8 {
+		t.Errorf("stub: %d data bytes travel for a %d-byte sparse file", stub.DataSize(), stub.Digests.Size)
+	}
+	for _, f := range res.Artifact.Files {
+		t.Logf("%-22s size %9d data %8d stored %8d parts %d media %s", f.Name, f.Digests.Size, f.DataSize(), f.StoredSize(), len(f.Parts), f.Parts[0].Layer.MediaType)
+		if strings.HasSuffix(f.Name, ".json") && !f.Parts[0].Compressed() {
+			t.Errorf("%s: JSON not compressed", f.Name)
+		}
+	}
+	if gguf, _ := res.Artifact.File("stories260K.gguf"); len(gguf.Parts) < 4 {
+		t.Errorf("stories260K.gguf: %d parts with a 256 KiB part size, want >= 4", len(gguf.Parts))
+	}
+
+	dst := filepath.Join(t.TempDir(), "out")
+	pr, err := Pull(ctx, ref, dst, plain(reg), WithJobs(4))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if pr.Digest != res.Digest {
+		t.Fatalf("pulled %s, pushed %s", pr.Digest, res.Digest)
+	}
+	sameFiles(t, src, dst)
+	srcBlocks, dstBlocks := blocks(t, filepath.Join(src, "model.orkpack.gguf")), blocks(t, filepath.Join(dst, "model.orkpack.gguf"))
+	t.Logf("stub blocks: source %d, pulled %d (full size would be %d)", srcBlocks, dstBlocks, stub.Digests.Size/512)
+	if dstBlocks > srcBlocks+64 || dstBlocks*512 > stub.Digests.Size/8 {
+		t.Errorf("pulled stub is not sparse: %d blocks, source %d", dstBlocks, srcBlocks)
+	}
+
+	// A second pull finds every file present, checks its digests and downloads nothing.
+	pr2, err := Pull(ctx, ref, dst, plain(reg))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if pr2.Downloaded != 0 {
+		t.Errorf("re-pull downloaded %d bytes, want 0", pr2.Downloaded)
+	}
+	for _, f := range pr2.Files {
+		if !f.Skipped {
+			t.Errorf("%s: not skipped on re-pull", f.Name)
+		}
+	}
+
+	// A present file with different content (same size) is not skipped and not overwritten.
+	p := filepath.Join(dst, "report.json")
+	b, _ := os.ReadFile(p)
+	b[10] ^= 1
+	os.Chmod(p, 0o644)
+	if err := os.WriteFile(p, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Pull(ctx, ref, dst, plain(reg)); err == nil || !strings.Contains(err.Error(), "report.json") {
+		t.Fatalf("pull over a changed report.json: err %v, want ErrExists naming it", err)
+	}
+	if got, _ := os.ReadFile(p); string(got) != string(b) {
+		t.Fatal("changed file was overwritten without force")
+	}
+	if _, err := Pull(ctx, ref, dst, plain(reg), WithForce()); err != nil {
+		t.Fatal(err)
+	}
+	sameFiles(t, src, dst)
+}
+
+func TestTLSByDefault(t *testing.T) {
+	reg := regtest.Start(t, nil)
+	_, err := Pull(ctxT(t), reg.Ref("packs/x", "v1"), t.TempDir())
+	if err == nil || !strings.Contains(err.Error(), "plain HTTP") && !strings.Contains(err.Error(), "http: server gave HTTP response to HTTPS client") {
+		t.Fatalf("pull from a plain-HTTP registry without --plain-http: err %v, want a refusal", err)
+	}
+}
+
+func TestSameBuildSameDigest(t *testing.T) {
+	ctx := ctxT(t)
+	reg := regtest.Start(t, nil)
+	reg2 := regtest.Start(t, nil)
+	src := buildDir(t)
+	a, err := Push(ctx, src, reg.Ref("packs/a", "v1"), plain(reg), WithPartSize(256<<10))
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := Push(ctx, src, reg.Ref("packs/a", "v2"), plain(reg), WithPartSize(256<<10), WithJobs(1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := Push(ctx, src, reg2.Ref("other/repo", "latest"), WithPlainHTTP(reg2.Host), WithPartSize(256<<10), WithJobs(7))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("digests: %s %s %s (second push uploaded %d bytes, reused %d)", a.Digest, b.Digest, c.Digest, b.Uploaded, b.Reused)
+	if a.Digest != b.Digest || a.Digest != c.Digest {
+		t.Fatalf("same build, different manifest digests: %s %s %s", a.Digest, b.Digest, c.Digest)
+	}
+	if b.Uploaded != 0 {
+		t.Errorf("second push to the same repository uploaded %d bytes, want 0", b.Uploaded)
+	}
+	// A different part size is a different layout, hence a different digest: the digest is not a constant.
+	d, err := Push(ctx, src, reg.Ref("packs/a", "v3"), plain(reg), WithPartSize(512<<10))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d.Digest == a.Digest {
+		t.Fatal("different part size gave the same manifest digest")
+	}
+}

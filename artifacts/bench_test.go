@@ -11,7 +11,8 @@ import (
 // BenchmarkFile measures, on one 1 GiB file and in the same run: merely reading it (the
 // baseline), hashing it naively (io.Copy into BLAKE3 on one goroutine), with read-ahead on a second
 // goroutine (hashSerial), as the store does (HashPath: 4 MiB subtrees on all CPUs), and ingesting
-// it (IngestFile, and Ingest from a plain stream). Report each as MB/s and as a ratio to "read".
+// it (IngestFile, and Ingest from a plain stream) next to a plain copy + fsync. Report each as
+// MB/s and as a ratio to "read" (and ingest to "copy-fsync").
 //
 //	go test -run='^$' -bench=BenchmarkFile -benchtime=3x ./artifacts
 func BenchmarkFile(b *testing.B) {
@@ -98,6 +99,30 @@ func BenchmarkFile(b *testing.B) {
 			b.StartTimer()
 		}
 	}
+	b.Run("copy-fsync", func(b *testing.B) { // the floor for any ingest: copy the bytes and fsync
+		b.SetBytes(size)
+		for b.Loop() {
+			in, err := os.Open(src)
+			if err != nil {
+				b.Fatal(err)
+			}
+			out, err := os.Create(filepath.Join(dir, "copy"))
+			if err != nil {
+				b.Fatal(err)
+			}
+			if _, err := io.CopyBuffer(struct{ io.Writer }{out}, struct{ io.Reader }{in}, buf); err != nil {
+				b.Fatal(err)
+			}
+			if err := out.Sync(); err != nil {
+				b.Fatal(err)
+			}
+			in.Close()
+			out.Close()
+			b.StopTimer()
+			os.Remove(out.Name())
+			b.StartTimer()
+		}
+	})
 	b.Run("ingest-file", func(b *testing.B) {
 		ingest(b, func() (Object, error) { return s.IngestFile(ctx, src) })
 	})

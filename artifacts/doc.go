@@ -43,6 +43,15 @@
 // path, and is missing from then on, so the action records that reference it become misses and
 // their producers re-run.
 //
+// Hashing a file (HashFile, Verify, AdoptFile) runs on all CPUs for files above 4 MiB: each
+// 4 MiB piece is a complete subtree of the BLAKE3 tree, hashed by its own worker, and the subtree
+// chaining values are merged in order (internal/b3, a fork of zeebo/blake3 that exposes them).
+// The digest is the standard BLAKE3-256 that b3sum prints.
+//
+// Concurrency: any number of Stores (goroutines, processes) may use one directory at once, except
+// GC, which takes store.lock exclusively and fails with ErrBusy while another Store is open.
+// LockKey serialises the execution of one node key across processes.
+//
 // Small records (actions, pins, stat and journal entries) are written to a temp file, fsynced and
 // renamed over the old one, so concurrent processes see either the old or the new record.
 package artifacts

@@ -87,6 +87,7 @@ type GCReport struct {
 	Pinned         int   `json:"pinned"`          // pinned objects (kept)
 	PinnedBytes    int64 `json:"pinned_bytes"`    // their size
 	ActionsRemoved int   `json:"actions_removed"` // action records whose outputs are gone
+	EntriesRemoved int   `json:"entries_removed"` // stat-cache and journal entries of paths that no longer exist
 	Sessions       int   `json:"sessions"`        // temp sessions of dead processes removed
 	OverBudget     bool  `json:"over_budget"`     // pinned objects alone exceed MaxSize
 }
@@ -158,8 +159,47 @@ func (s *Store) GC(ctx context.Context, opts GCOptions) (GCReport, error) {
 		total -= c.Size
 	}
 	rep.OverBudget = opts.MaxSize > 0 && total > opts.MaxSize
-	rep.ActionsRemoved, err = s.dropActions(ctx, removed)
+	if rep.ActionsRemoved, err = s.dropActions(ctx, removed); err != nil {
+		return rep, err
+	}
+	rep.EntriesRemoved, err = s.pruneEntries(ctx)
 	return rep, err
+}
+
+// pruneEntries removes stat-cache and journal entries whose user path no longer exists.
+func (s *Store) pruneEntries(ctx context.Context) (int, error) {
+	n := 0
+	for _, kind := range []string{"stat", "journal"} {
+		err := filepath.WalkDir(filepath.Join(s.dir, kind), func(p string, e fs.DirEntry, err error) error {
+			if err != nil || e.IsDir() {
+				return err
+			}
+			if err := ctx.Err(); err != nil {
+				return err
+			}
+			b, err := readLimited(p, 1<<16)
+			if err != nil {
+				return err
+			}
+			var entry struct {
+				Path string `json:"path"`
+			}
+			if json.Unmarshal(b, &entry) != nil || entry.Path == "" {
+				return nil // not ours to judge; lookups treat it as a miss
+			}
+			if _, err := os.Lstat(entry.Path); errors.Is(err, fs.ErrNotExist) {
+				if err := os.Remove(p); err != nil && !errors.Is(err, fs.ErrNotExist) {
+					return err
+				}
+				n++
+			}
+			return nil
+		})
+		if err != nil {
+			return n, fmt.Errorf("gc: pruning %s entries: %w", kind, err)
+		}
+	}
+	return n, nil
 }
 
 // lastUse is the later of the object's access marker mtime and its own mtime (ingest time).

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"os"
+	"path/filepath"
 	"testing"
 	"time"
 )
@@ -113,4 +114,30 @@ func TestGCBusyAndOptions(t *testing.T) {
 	}
 	// The store is still usable (its shared lock was re-taken).
 	mustIngest(t, s, []byte("after gc"))
+}
+
+func TestGCPrunesEntriesOfVanishedPaths(t *testing.T) {
+	s := openTestStore(t)
+	ctx := context.Background()
+	dir := t.TempDir()
+	keep, gone := filepath.Join(dir, "keep"), filepath.Join(dir, "gone")
+	for _, p := range []string{keep, gone} {
+		os.WriteFile(p, []byte(p), 0o644)
+	}
+	settle()
+	for _, p := range []string{keep, gone} {
+		if _, err := s.HashFile(ctx, p); err != nil {
+			t.Fatal(err)
+		}
+	}
+	os.Remove(gone)
+	o := mustIngest(t, s, []byte("x"))
+	used(t, s, o.Digest, time.Now().Add(-time.Hour))
+	rep, err := s.GC(ctx, GCOptions{MaxAge: time.Minute})
+	if err != nil || rep.EntriesRemoved != 1 {
+		t.Fatalf("GC = %+v, %v; want the stat entry of the removed path pruned", rep, err)
+	}
+	if _, err := os.Stat(s.keyPath("stat", keep)); err != nil {
+		t.Fatalf("entry of an existing path pruned: %v", err)
+	}
 }

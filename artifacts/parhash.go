@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"runtime"
 	"sync"
 	"sync/atomic"
 
@@ -17,6 +18,11 @@ import (
 const pieceSize = 4 << 20
 
 var piecePool = sync.Pool{New: func() any { b := make([]byte, pieceSize); return &b }}
+
+// pieceSlots bounds the pieces being hashed at once across all concurrent hashParallel calls (one
+// per CPU), so that hashing many big files at once (VerifyAll, `orkpipe hash a b c`) neither
+// oversubscribes the CPUs nor holds more than GOMAXPROCS piece buffers.
+var pieceSlots = make(chan struct{}, runtime.GOMAXPROCS(0))
 
 // hashParallel hashes f (size bytes, more than one piece) with workers goroutines, each preading
 // whole pieces and computing their subtree chaining values; the values are merged in order into
@@ -32,24 +38,24 @@ func hashParallel(ctx context.Context, f *os.File, size int64, workers int) (Dig
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			buf := piecePool.Get().(*[]byte)
-			defer piecePool.Put(buf)
 			for {
 				i := next.Add(1) - 1
 				if i >= n || ctx.Err() != nil {
 					return
 				}
-				off := i * pieceSize
-				want := min(pieceSize, size-off)
-				got, err := f.ReadAt((*buf)[:want], off)
-				if int64(got) < want {
-					if err == nil || errors.Is(err, io.EOF) {
-						err = fmt.Errorf("file ended at %d, expected %d bytes (changed while reading?)", off+int64(got), size)
-					}
-					cancel(fmt.Errorf("reading %s at %d: %w", f.Name(), off, err))
+				select {
+				case pieceSlots <- struct{}{}:
+				case <-ctx.Done():
 					return
 				}
-				cvs[i] = b3.SubtreeCV((*buf)[:want], uint64(off/b3.ChunkLen))
+				buf := piecePool.Get().(*[]byte)
+				err := hashPiece(f, size, i, *buf, &cvs[i])
+				piecePool.Put(buf)
+				<-pieceSlots
+				if err != nil {
+					cancel(err)
+					return
+				}
 			}
 		}()
 	}
@@ -58,4 +64,19 @@ func hashParallel(ctx context.Context, f *os.File, size int64, workers int) (Dig
 		return Digest{}, err
 	}
 	return Digest{sum: b3.Tree(cvs)}, nil
+}
+
+// hashPiece reads piece i of f and stores its subtree chaining value in cv.
+func hashPiece(f *os.File, size, i int64, buf []byte, cv *b3.CV) error {
+	off := i * pieceSize
+	want := min(pieceSize, size-off)
+	got, err := f.ReadAt(buf[:want], off)
+	if int64(got) < want {
+		if err == nil || errors.Is(err, io.EOF) {
+			err = fmt.Errorf("file ended at %d, expected %d bytes (changed while reading?)", off+int64(got), size)
+		}
+		return fmt.Errorf("reading %s at %d: %w", f.Name(), off, err)
+	}
+	*cv = b3.SubtreeCV(buf[:want], uint64(off/b3.ChunkLen))
+	return nil
 }

@@ -10,7 +10,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync/atomic"
 
 	"golang.org/x/sys/unix"
 )
@@ -150,9 +149,3 @@ func flockRetry(fd, how int) error {
 		}
 	}
 }
-
-// counter is a tiny atomic counter (test observability).
-type counter struct{ n atomic.Int64 }
-
-func (c *counter) add()        { c.n.Add(1) }
-func (c *counter) load() int64 { return c.n.Load() }

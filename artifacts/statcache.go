@@ -8,6 +8,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"sync/atomic"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -110,3 +111,9 @@ func (s *Store) readStatEntry(entryPath, abs string) (statEntry, bool) {
 	}
 	return e, true
 }
+
+// counter is a tiny atomic counter (test observability).
+type counter struct{ n atomic.Int64 }
+
+func (c *counter) add()        { c.n.Add(1) }
+func (c *counter) load() int64 { return c.n.Load() }

@@ -146,9 +146,9 @@ func runCacheGC(ctx context.Context, opts *globalOptions, o artifacts.GCOptions)
 	if opts.json {
 		return writeIndentedJSON(opts.stdout, rep)
 	}
-	fmt.Fprintf(opts.stdout, "removed %d of %d objects (%s of %s); pinned %d (%s); dropped %d action records\n",
+	fmt.Fprintf(opts.stdout, "removed %d of %d objects (%s of %s); pinned %d (%s); dropped %d action records, %d entries of vanished paths\n",
 		rep.Removed, rep.Objects, units.FormatSize(rep.Freed), units.FormatSize(rep.Bytes),
-		rep.Pinned, units.FormatSize(rep.PinnedBytes), rep.ActionsRemoved)
+		rep.Pinned, units.FormatSize(rep.PinnedBytes), rep.ActionsRemoved, rep.EntriesRemoved)
 	if rep.OverBudget {
 		fmt.Fprintf(opts.stdout, "note: pinned objects alone exceed --max-size\n")
 	}

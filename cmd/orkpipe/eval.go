@@ -8,29 +8,35 @@ import (
 	"github.com/spf13/cobra"
 
 	"orkpipe/ork/model"
+	"orkpipe/ork/pack"
 )
 
 type evalFlags struct {
-	model, base, text string
-	ctx, chunks       int
+	model, pack, base, text string
+	ctx, chunks             int
 }
 
 func newEvalCommand(opts *globalOptions) *cobra.Command {
 	var fl evalFlags
 	cmd := &cobra.Command{
-		Use:   "eval --model M.gguf --text T [--ctx N] [--base-model F32.gguf]",
+		Use:   "eval --model M.gguf [--pack P.orkpack] --text T [--ctx N] [--base-model F32.gguf]",
 		Short: "Perplexity (and KL divergence against a base model) computed as llama-perplexity does",
 		Long: "eval tokenizes the text whole (with BOS), splits it into tokens/ctx chunks, and scores the second half\n" +
 			"of each chunk, as llama.cpp's llama-perplexity does; it prints PPL +/- its error. With --base-model it\n" +
 			"also prints the KL divergence of the base model's distribution to the evaluated one (mean, median,\n" +
-			"99th percentile, max) and the rate of agreeing top tokens.",
-		Args: cobra.NoArgs,
+			"99th percentile, max) and the rate of agreeing top tokens.\n\n" +
+			"With --pack, every matmul weight the pack holds is taken from the pack and computed as the board does\n" +
+			"(rotated activations where the entry is rotated, per-token int4/int8 activation quantization, int32\n" +
+			"dot products, then scales); everything else comes from --model, which is also the base model for the\n" +
+			"KL divergence unless --base-model is given.",
+		Args: func(cmd *cobra.Command, args []string) error { return asUsage(cobra.NoArgs(cmd, args)) },
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return runEval(cmd.Context(), opts, fl)
 		},
 	}
 	f := cmd.Flags()
 	f.StringVar(&fl.model, "model", "", "the model to evaluate (GGUF, llama family)")
+	f.StringVar(&fl.pack, "pack", "", "orkpack whose weights replace --model's matmul weights, emulated exactly")
 	f.StringVar(&fl.base, "base-model", "", "reference model for KL divergence (usually the F32/F16 source)")
 	f.StringVar(&fl.text, "text", "", "text file to score (- for standard input)")
 	f.IntVar(&fl.ctx, "ctx", 512, "chunk length in tokens")
@@ -70,6 +76,28 @@ func runEval(ctx context.Context, opts *globalOptions, fl evalFlags) error {
 	if tok.Vocab().AddBOS {
 		eo.BOS = tok.Vocab().BOS
 	}
+	target := m
+	if fl.pack != "" {
+		p, err := pack.Open(ctx, fl.pack)
+		if err != nil {
+			return err
+		}
+		defer p.Close()
+		src, ok := m.Src.(*model.GGUFSource)
+		if !ok {
+			return fmt.Errorf("eval: --model %s: no GGUF weight source", fl.model)
+		}
+		ps, err := model.NewPackSource(src, p)
+		if err != nil {
+			return fmt.Errorf("eval: --pack %s with --model %s: %w", fl.pack, fl.model, err)
+		}
+		if target, err = model.NewModel(m.Cfg, ps); err != nil {
+			return err
+		}
+		if fl.base == "" {
+			eo.Base = m
+		}
+	}
 	if fl.base != "" {
 		b, btok, bf, err := model.OpenGGUF(ctx, fl.base, budget/2)
 		if err != nil {
@@ -88,9 +116,13 @@ func runEval(ctx context.Context, opts *globalOptions, fl evalFlags) error {
 	eo.Progress = func(done, total int) {
 		opts.logger.Info("eval", "chunk", done, "of", total)
 	}
-	res, err := model.Evaluate(ctx, m, ids, eo)
+	res, err := model.Evaluate(ctx, target, ids, eo)
 	if err != nil {
-		return fmt.Errorf("eval %s on %s: %w", fl.model, fl.text, err)
+		what := fl.model
+		if fl.pack != "" {
+			what = fl.pack + " on " + fl.model
+		}
+		return fmt.Errorf("eval %s on %s: %w", what, fl.text, err)
 	}
 	if opts.json {
 		return json.NewEncoder(opts.stdout).Encode(res)

@@ -28,7 +28,7 @@ func newExplainCommand(opts *globalOptions) *cobra.Command {
 	}
 }
 
-func runExplain(_ context.Context, opts *globalOptions, arg string) error {
+func runExplain(ctx context.Context, opts *globalOptions, arg string) error {
 	t, err := pipelines.Resolve(arg)
 	if err != nil {
 		return asUsage(err)
@@ -37,7 +37,7 @@ func runExplain(_ context.Context, opts *globalOptions, arg string) error {
 	if err != nil {
 		return err
 	}
-	x, err := engine.Explain(engine.HistoryDir(dir), t.Name())
+	x, err := engine.Explain(ctx, engine.HistoryDir(dir), t.Name())
 	if errors.Is(err, engine.ErrNoHistory) {
 		return asUsage(err)
 	}

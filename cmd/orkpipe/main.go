@@ -12,6 +12,7 @@ import (
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	err := newRootCommand(newGlobalOptions(os.Stdout, os.Stderr)).ExecuteContext(ctx)
+	code := exitCode(ctx, err, os.Stderr) // before stop(): stop cancels ctx, which would read as an interrupt
 	stop()
-	os.Exit(exitCode(ctx, err, os.Stderr))
+	os.Exit(code)
 }

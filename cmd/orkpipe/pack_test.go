@@ -10,6 +10,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/goccy/go-yaml"
 	"github.com/zeebo/blake3"
 
 	"orkpipe/internal/testdata"
@@ -31,7 +32,7 @@ func buildStoriesPack(t *testing.T, dir, name, promote, skip string) string {
 	}
 	defer f.Close()
 	path := filepath.Join(dir, name)
-	w, err := pack.Create(path, board.Planner(board.RK3588()))
+	w, err := pack.Create(ctx, path, board.Planner(board.RK3588()))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -177,4 +178,43 @@ func TestInspectPack(t *testing.T) {
 		}
 	}
 	t.Log(out.String())
+}
+
+// TestPackVerifyBoardProfile: --board takes a JSON or YAML profile; a profile other than the one the pack was
+// planned with (here: no companion buffers) makes verify fail on the plan.
+func TestPackVerifyBoardProfile(t *testing.T) {
+	dir := t.TempDir()
+	path := buildStoriesPack(t, dir, "s.orkpack", "", "")
+	js, err := json.Marshal(board.RK3588())
+	if err != nil {
+		t.Fatal(err)
+	}
+	yml, err := yaml.JSONToYAML(js)
+	if err != nil {
+		t.Fatal(err)
+	}
+	same := filepath.Join(dir, "rk3588.yaml")
+	if err := os.WriteFile(same, yml, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if out, code := runPackCLI(t, "pack", "verify", "--board", same, path); code != 0 {
+		t.Fatalf("verify with the same profile as YAML: exit %d: %s", code, out)
+	}
+	other := board.RK3588()
+	other.Companion.Widths = []board.Width{}
+	js, _ = json.Marshal(other)
+	diff := filepath.Join(dir, "nocompanion.json")
+	if err := os.WriteFile(diff, js, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out, code := runPackCLI(t, "pack", "verify", "--board", diff, path)
+	if code != 1 || !strings.Contains(out, "stored plan differs") {
+		t.Fatalf("verify against another profile: exit %d: %s", code, out)
+	}
+	t.Log(out)
+	bad := filepath.Join(dir, "bad.json")
+	os.WriteFile(bad, []byte(`{"name":"x"}`), 0o644)
+	if out, code := runPackCLI(t, "pack", "verify", "--board", bad, path); code != 1 || !strings.Contains(out, "npu_cores") {
+		t.Fatalf("verify with an invalid profile: exit %d: %s", code, out)
+	}
 }

@@ -15,10 +15,11 @@ import (
 )
 
 type qerrFlags struct {
-	tensors string
-	seed    uint64
-	tokens  int
-	actClip float64
+	tensors   string
+	seed      uint64
+	calibSeed uint64
+	tokens    int
+	actClip   float64
 }
 
 func newQErrCommand(opts *globalOptions) *cobra.Command {
@@ -30,8 +31,9 @@ func newQErrCommand(opts *globalOptions) *cobra.Command {
 with each scheme and prints the relative Frobenius weight error and the relative matmul error
 against a float64 reference, on a deterministic spiked Gaussian activation set (1% of the
 channels x10; --seed). Schemes: w4a4-pc, w4a4-g32, w4a4-g32-rot, w4a8-g32-rot,
-w4a8-g32-rot-gptq (Hessian from the same activation set), q4_0, q4_k, q8_0, w8a8-pc.
-Weights are read and evaluated one at a time.`,
+w4a8-g32-rot-gptq (Hessian from the same activation set, or a held-out one with --calib-seed),
+q4_0, q4_k, q8_0, w8a8-pc. Weights are read and evaluated one at a time; GPTQ costs O(K³) per
+weight, so select a few weights of a large model with --tensors.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return runQErr(cmd.Context(), opts, args[0], f)
@@ -40,6 +42,7 @@ Weights are read and evaluated one at a time.`,
 	fl := cmd.Flags()
 	fl.StringVar(&f.tensors, "tensors", "", "only weights whose name matches this regular expression")
 	fl.Uint64Var(&f.seed, "seed", 1, "seed of the activation set and the rotation signs")
+	fl.Uint64Var(&f.calibSeed, "calib-seed", 0, "calibrate GPTQ on a second spiked set with this seed (held out); 0: on the evaluation set itself")
 	fl.IntVar(&f.tokens, "tokens", 512, "activation rows (tokens) per weight width")
 	fl.Float64Var(&f.actClip, "act-clip", quant.DefaultActClip, "activation clip ratio for the w*a* schemes, in (0, 1]")
 	return cmd
@@ -65,7 +68,14 @@ func runQErr(ctx context.Context, opts *globalOptions, path string, f qerrFlags)
 	}
 	defer file.Close()
 	cfg := quant.EvalConfig{ActClip: f.actClip, Workers: opts.jobs, Seed: f.seed}
-	rep, err := quant.EvaluateAll(ctx, matmulWeights(ctx, file, re), quant.SpikedSource(f.tokens, f.seed), cfg)
+	var calib quant.ActivationSource
+	if f.calibSeed != 0 {
+		if f.calibSeed == f.seed {
+			return usagef("--calib-seed %d equals --seed: a held-out set needs another seed", f.calibSeed)
+		}
+		calib = quant.SpikedSource(f.tokens, f.calibSeed)
+	}
+	rep, err := quant.EvaluateAll(ctx, matmulWeights(ctx, file, re), quant.SpikedSource(f.tokens, f.seed), calib, cfg)
 	if err != nil {
 		return fmt.Errorf("%s: %w", path, err)
 	}
@@ -96,8 +106,12 @@ func matmulWeights(ctx context.Context, file *gguf.File, re *regexp.Regexp) iter
 }
 
 func printQErr(opts *globalOptions, path string, f qerrFlags, rep *quant.Report) error {
-	fmt.Fprintf(opts.stdout, "%s: %d weights, %d spiked tokens (seed %d), activation clip %g\n\nmatmul relative error per tensor:\n",
-		path, len(rep.Tensors), f.tokens, f.seed, f.actClip)
+	calib := "the same set (in-sample)"
+	if f.calibSeed != 0 {
+		calib = fmt.Sprintf("a held-out set (seed %d)", f.calibSeed)
+	}
+	fmt.Fprintf(opts.stdout, "%s: %d weights, %d spiked tokens (seed %d), activation clip %g, GPTQ calibrated on %s\n\nmatmul relative error per tensor:\n",
+		path, len(rep.Tensors), f.tokens, f.seed, f.actClip, calib)
 	tw := tabwriter.NewWriter(opts.stdout, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprint(tw, "tensor\tN\tK\t")
 	for _, s := range rep.Schemes {

@@ -67,10 +67,10 @@ func TestQErrTextAndErrors(t *testing.T) {
 	opts := newGlobalOptions(&out, &out)
 	opts.jobs = 1
 	path := testdata.Path(t, "stories260K.gguf")
-	if err := runQErr(context.Background(), opts, path, qerrFlags{tensors: `blk\.0\.ffn_down`, seed: 3, tokens: 64, actClip: 0.9}); err != nil {
+	if err := runQErr(context.Background(), opts, path, qerrFlags{tensors: `blk\.0\.ffn_down`, seed: 3, calibSeed: 5, tokens: 64, actClip: 0.9}); err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{"blk.0.ffn_down.weight", "w4a8-g32-rot-gptq", "mean over 1 weights", "x q4_0"} {
+	for _, want := range []string{"blk.0.ffn_down.weight", "w4a8-g32-rot-gptq", "mean over 1 weights", "x q4_0", "held-out set (seed 5)"} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("output lacks %q:\n%s", want, out.String())
 		}
@@ -80,6 +80,7 @@ func TestQErrTextAndErrors(t *testing.T) {
 		{tensors: "(", tokens: 8, actClip: 1},
 		{tokens: 0, actClip: 1},
 		{tokens: 8, actClip: 1.5},
+		{tokens: 8, actClip: 1, seed: 4, calibSeed: 4},
 	} {
 		if err := runQErr(context.Background(), opts, path, f); !errors.As(err, &ue) {
 			t.Errorf("%+v: %v, want a usage error", f, err)

@@ -112,4 +112,6 @@ var commands = []func(*globalOptions) *cobra.Command{
 	newHashCommand, newCacheCommand,
 	newQErrCommand,
 	newPackCommand, newRankCommand, newDiffCommand,
+	newCompareCommand,
+	newPushCommand, newPullCommand, newDescribeCommand, newKeyCommand,
 }

@@ -23,7 +23,7 @@ func newTokenizeCommand(opts *globalOptions) *cobra.Command {
 			"described by MODEL's tokenizer.ggml.* metadata, exactly as llama.cpp's llama_tokenize does. The ids are\n" +
 			"printed on one line, separated by spaces (--json: a JSON array). BOS/EOS are added as the vocabulary\n" +
 			"asks unless --no-bos; special tokens written in the text are not parsed unless --parse-special.",
-		Args: cobra.ExactArgs(2),
+		Args: func(cmd *cobra.Command, args []string) error { return asUsage(cobra.ExactArgs(2)(cmd, args)) },
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return runTokenize(cmd.Context(), opts, args[0], args[1], !noBOS, parseSpecial)
 		},

@@ -178,7 +178,7 @@ func TestPlannerAndIndexShareResidentBytes(t *testing.T) {
 	noComp.Companion.Widths = []board.Width{}
 	for _, p := range []board.Profile{base, noComp} {
 		path := filepath.Join(t.TempDir(), "p.orkpack")
-		w, err := pack.Create(path, board.Planner(p))
+		w, err := pack.Create(context.Background(), path, board.Planner(p))
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -35,8 +35,9 @@ type Comparison struct {
 }
 
 // Compare compares the scores of two verified reports. They are comparable when the fingerprint
-// digests, the run program digests, the text digests, the number of chunks and the source of the
-// perplexity all match. When they are not, Compare returns the comparison (with every mismatch and
+// digests, the run program digests, the text digests, the run command templates (before {pack},
+// {stub} and {text} are expanded), the number of chunks and the source of the perplexity all
+// match. When they are not, Compare returns the comparison (with every mismatch and
 // no metrics) and an error wrapping ErrNotComparable, unless crossMachine is set: then the metrics
 // are filled and Comparable stays false. A report that failed verification or has no scores is
 // an error (wrapping ErrReport) either way: its numbers mean nothing.
@@ -51,7 +52,7 @@ func Compare(a, b *Report, crossMachine bool) (*Comparison, error) {
 		case x.r.Fingerprint == nil:
 			return nil, fmt.Errorf("%w: report %s has no fingerprint", ErrReport, x.label)
 		case x.r.Run == nil || x.r.Run.Scores == nil:
-			return nil, fmt.Errorf("%w: report %s: %v", ErrReport, x.label, errNoRun)
+			return nil, fmt.Errorf("%w: report %s has no run with scores", ErrReport, x.label)
 		}
 	}
 	c := &Comparison{
@@ -70,6 +71,12 @@ func Compare(a, b *Report, crossMachine bool) (*Comparison, error) {
 		c.Mismatches = append(c.Mismatches, Mismatch{"text", orNone(c.Text[0]), orNone(c.Text[1])})
 	case c.Text[0] != c.Text[1]:
 		c.Mismatches = append(c.Mismatches, Mismatch{"text", c.Text[0], c.Text[1]})
+	}
+	c.Mismatches = append(c.Mismatches, diffMapped(a.Run.Mapped, b.Run.Mapped)...)
+	if a.Run.Command != b.Run.Command {
+		// Same template, different pack: an A/B. A different template (context size, batch,
+		// threads, flags) scores differently by itself.
+		c.Mismatches = append(c.Mismatches, Mismatch{"run.command", a.Run.Command, b.Run.Command})
 	}
 	sa, sb := a.Run.Scores, b.Run.Scores
 	if sa.Chunks != sb.Chunks {
@@ -255,4 +262,21 @@ func unionKeys[V any](a, b map[string]V) []string {
 	}
 	sort.Strings(keys)
 	return keys
+}
+
+// diffMapped names objects mapped at run time in both runs under the same file name but with
+// different contents (another build of a dlopen()ed backend). An object seen in one run only is
+// not a mismatch: sampling can miss a short-lived mapping.
+func diffMapped(a, b []Object) []Mismatch {
+	byName := map[string]string{}
+	for _, o := range a {
+		byName[o.Name] = orUnresolved(o)
+	}
+	var out []Mismatch
+	for _, o := range b {
+		if x, ok := byName[o.Name]; ok && x != orUnresolved(o) {
+			out = append(out, Mismatch{"mapped " + o.Name, x, orUnresolved(o)})
+		}
+	}
+	return out
 }

@@ -11,7 +11,7 @@
 //
 //   - machine identity: proc/sys/kernel/hostname, the BLAKE3 of etc/machine-id (never the id
 //     itself), the CPU model (proc/cpuinfo "model name", else the device-tree model plus the
-//     distinct "CPU part" values), the number of online CPUs, MemTotal, the architecture
+//     distinct "CPU part" values), the number of processors listed, MemTotal, the architecture
 //     (proc/sys/kernel/arch);
 //   - system: kernel release and build string (proc/sys/kernel/osrelease and version, the
 //     same strings uname -r and uname -v print), proc/cmdline, proc/modules (name and size),
@@ -38,16 +38,22 @@
 // words are separated by blanks (space, tab, newline); inside single quotes every character is
 // literal; inside double quotes a backslash escapes only '"' and '\'; outside quotes a backslash
 // escapes the next character; an unterminated quote or a trailing backslash is an error. No
-// globbing, variables, pipes or redirections: write `sh -c '...'` to get a shell (then only the
-// shell is fingerprinted). The placeholders {pack}, {stub} and {text} are replaced by the input
-// paths (also inside words, e.g. --model={stub}); any other {word} is an error, and a command
-// that names neither {pack} nor {stub} is refused, since it could not exercise the pack.
+// globbing, variables, pipes or redirections: write `sh -c '...'` to get a shell (the static
+// closure is then the shell's; the runtime shows up among the run-time mapped objects). The
+// placeholders {pack}, {stub} and {text} are replaced by the input paths (also inside words, e.g.
+// --model={stub}); any other {word} is an error, and a command that names neither {pack} nor
+// {stub} is refused, since it could not exercise the pack.
 //
 // The pack, stub and text are hashed (BLAKE3, streaming) before and after the run; a change is
 // the error [ErrPackChanged] / [ErrStubChanged] / [ErrTextChanged]. The command runs in its own
 // process group, which is killed on timeout, on cancellation and after the command exits. A
 // non-zero exit ([ErrExit]) or a timeout ([ErrTimeout]) fails with the last lines of combined
-// stdout/stderr. The output is parsed with [ParsePerplexity] as it streams.
+// stdout/stderr. The output is parsed with [ParsePerplexity] as it streams. While the command
+// runs, the executable mappings of every process in its group are sampled from /proc (default
+// every 200 ms); objects found there but not in the static closure — dlopen()ed backends, the
+// real runtime behind a wrapper script or `sh -c` — are hashed after the run and recorded as
+// RunRecord.Mapped (role "mapped"; not part of Program.Digest, since sampling can miss a
+// short-lived mapping; [Compare] refuses two runs whose same-named mapped objects differ).
 //
 // # Report
 //
@@ -60,8 +66,9 @@
 //	  "inputs": {"pack": {"path", "digest", "size"}, "stub": {...}, "text": {...}},
 //	  "fingerprint": {"digest": "blake3:...", "machine": {...}, "system": {...},
 //	                  "env": {...}, "governors": [...], "probes": [...]},
-//	  "run": {"command", "argv", "program": {"digest", "objects": [...]}, "exit_code",
-//	          "duration_s", "ppl", "ppl_err", "chunks", "kld": {...}, "tail": [...]}
+//	  "run": {"command", "argv", "program": {"path", "digest", "objects": [...]}, "mapped": [...],
+//	          "exit_code", "duration_s", "ppl", "ppl_err", "ppl_source", "chunks", "kld": {...},
+//	          "before": [...], "after": [...], "tail": [...]}
 //	}
 //
 // [ReadReport] verifies on read: the format, the digests' syntax, "ok" against the checks, and
@@ -70,7 +77,7 @@
 // # Compare
 //
 // [Compare] gives relative differences of the scores only when the fingerprint digest, the run
-// program digest, the text digest and the number of scored chunks match (same-machine A/B is the
-// only valid comparison for 4-bit perplexity); otherwise [ErrNotComparable] naming every part
-// that differs.
+// program digest, the text digest, the run command template and the number of scored chunks
+// match (same-machine A/B is the only valid comparison for 4-bit perplexity); otherwise
+// [ErrNotComparable] naming every part that differs.
 package boardhost

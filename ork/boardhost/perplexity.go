@@ -76,6 +76,7 @@ func KLDKeys() []string {
 }
 
 var (
+	ansiRe     = regexp.MustCompile(`\x1b\[[0-9;]*[A-Za-z]`)
 	chunkRe    = regexp.MustCompile(`\[(\d{1,9})\][^\[\],\s]*,`)
 	kldChunkRe = regexp.MustCompile(`^(\d{1,9}) \S+ ± `)
 )
@@ -101,6 +102,9 @@ func (p *Parser) ParseLine(raw string) {
 	p.line++
 	if len(raw) > maxLine {
 		raw = raw[:maxLine]
+	}
+	if strings.IndexByte(raw, 0x1b) >= 0 {
+		raw = ansiRe.ReplaceAllString(raw, "") // colored logs (llama.cpp --log-colors)
 	}
 	for _, m := range chunkRe.FindAllStringSubmatch(raw, -1) {
 		if n, err := strconv.Atoi(m[1]); err == nil && n > p.chunks {

@@ -21,6 +21,8 @@ func TestParsePerplexity(t *testing.T) {
 			&Scores{PPL: 2.4871, PPLErr: 0.03228, PPLSource: PPLFromFinalEstimate, Chunks: 3}},
 		{"log prefix and CRLF", "0.00.035.060 I Final estimate: PPL = 17.2268 +/- 0.31000\r\n",
 			&Scores{PPL: 17.2268, PPLErr: 0.31, PPLSource: PPLFromFinalEstimate}},
+		{"colored log", "\x1b[32m0.00.035.060 I \x1b[0mFinal estimate: PPL = 2.4871 +/- 0.03228\x1b[0m\n",
+			&Scores{PPL: 2.4871, PPLErr: 0.03228, PPLSource: PPLFromFinalEstimate}},
 		{"no uncertainty", "Final estimate: PPL = 5.9068\n", &Scores{PPL: 5.9068, PPLSource: PPLFromFinalEstimate}},
 		{"no trailing newline", "[1]3.0000,\nFinal estimate: PPL = 3.0000 +/- 0.10000",
 			&Scores{PPL: 3, PPLErr: 0.1, PPLSource: PPLFromFinalEstimate, Chunks: 1}},

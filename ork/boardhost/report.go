@@ -3,7 +3,6 @@ package boardhost
 import (
 	"bytes"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"math"
@@ -172,6 +171,11 @@ func DecodeReport(rd io.Reader) (*Report, error) {
 		if r.Run.Program == nil {
 			return nil, fmt.Errorf("%w: run without \"program\"", ErrReport)
 		}
+		for _, o := range r.Run.Mapped {
+			if o.Path != "" && !validDigest(o.Digest) {
+				return nil, fmt.Errorf("%w: run: mapped %s: digest %q is not blake3:<64 hex>", ErrReport, o.Path, o.Digest)
+			}
+		}
 		if s := r.Run.Scores; s != nil {
 			if !(s.PPL > 0) || math.IsInf(s.PPL, 0) || s.PPLSource == "" {
 				return nil, fmt.Errorf("%w: run: ppl %v from %q is not a positive finite perplexity", ErrReport, s.PPL, s.PPLSource)
@@ -257,7 +261,7 @@ func (r *Report) WriteSummary(w io.Writer) error {
 		fmt.Fprintf(&b, "fingerprint  %s\n", f.Digest())
 	}
 	if r.Run != nil && r.Run.Program != nil {
-		fmt.Fprintf(&b, "program      %s %s (%d objects)\n", r.Run.Program.Path, r.Run.Program.Digest, len(r.Run.Program.Objects))
+		fmt.Fprintf(&b, "program      %s %s (%d objects, %d more mapped at run time)\n", r.Run.Program.Path, r.Run.Program.Digest, len(r.Run.Program.Objects), len(r.Run.Mapped))
 	}
 	for _, d := range r.Inputs {
 		fmt.Fprintf(&b, "%-12s %s %s\n", d.Role, d.Digest, d.Path)
@@ -278,5 +282,3 @@ func (r *Report) digestOf(role string) string {
 	}
 	return ""
 }
-
-var errNoRun = errors.New("no run with scores")

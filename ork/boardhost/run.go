@@ -17,12 +17,16 @@ import (
 // DefaultTailLines is how many lines of output a failed run reports.
 const DefaultTailLines = 40
 
+// killGrace is how long Run waits for a killed command to exit before judging the run without it.
+const killGrace = 30 * time.Second
+
 // RunRecord is what a run did: the command, the program that ran, how it ended, the scores and
 // the input digests on both sides of it.
 type RunRecord struct {
 	Command   string        `json:"command"`
 	Argv      []string      `json:"argv"`
 	Program   *Program      `json:"program"`
+	Mapped    []Object      `json:"mapped,omitempty"` // mapped at run time, not in Program (see RoleMapped)
 	ExitCode  int           `json:"exit_code"`        // -1 when killed by a signal or never reaped
 	Signal    string        `json:"signal,omitempty"` // the signal that ended it, if any
 	TimedOut  bool          `json:"timed_out,omitempty"`
@@ -45,6 +49,7 @@ type runConfig struct {
 	output     io.Writer
 	allowNoPPL bool
 	resolve    []ResolveOption
+	sampling   time.Duration
 }
 
 // WithTimeout bounds the run (required to be positive; default 6 hours, a full 27B screen on a
@@ -110,6 +115,18 @@ func WithoutScore() RunOption {
 	return func(c *runConfig) error { c.allowNoPPL = true; return nil }
 }
 
+// WithMapSampling sets how often the command's processes' executable mappings are sampled
+// (default 200ms; see RunRecord.Mapped).
+func WithMapSampling(d time.Duration) RunOption {
+	return func(c *runConfig) error {
+		if d <= 0 {
+			return fmt.Errorf("%w: map sampling interval must be positive, got %v", ErrOption, d)
+		}
+		c.sampling = d
+		return nil
+	}
+}
+
 // WithRunResolve passes options to the fingerprinting of the run program.
 func WithRunResolve(opts ...ResolveOption) RunOption {
 	return func(c *runConfig) error { c.resolve = append(c.resolve, opts...); return nil }
@@ -121,9 +138,11 @@ func WithRunResolve(opts ...ResolveOption) RunOption {
 // parses the output. The record is returned whenever the command was started, also with an
 // error; the error wraps ErrPackChanged/ErrStubChanged/ErrTextChanged (checked first, whatever
 // the exit status), ErrTimeout, ErrExit, ErrNoScore or ErrPerplexityOutput, joined when several
-// hold. Cancelling ctx kills the command and returns ctx's error without hashing again.
+// hold. Cancelling ctx kills the command and returns ctx's error without hashing again. A command
+// still alive 30 s after SIGKILL (uninterruptible sleep in a driver, which the board project
+// saw) is abandoned: the run fails with ErrTimeout naming its pid.
 func Run(ctx context.Context, command string, in Inputs, opts ...RunOption) (*RunRecord, error) {
-	cfg := runConfig{timeout: 6 * time.Hour, env: os.Environ(), tail: DefaultTailLines}
+	cfg := runConfig{timeout: 6 * time.Hour, env: os.Environ(), tail: DefaultTailLines, sampling: 200 * time.Millisecond}
 	for _, o := range opts {
 		if err := o(&cfg); err != nil {
 			return nil, err
@@ -165,13 +184,33 @@ func Run(ctx context.Context, command string, in Inputs, opts ...RunOption) (*Ru
 	if err := cmd.Start(); err != nil {
 		return nil, fmt.Errorf("%w: starting %s: %v", ErrExit, prog.Path, err)
 	}
-	waitErr := cmd.Wait()
+	sampler := newMapSampler(cmd.Process.Pid, cfg.sampling)
+	sampleCtx, stopSampling := context.WithCancel(ctx)
+	sampled := make(chan struct{})
+	go func() { sampler.run(sampleCtx); close(sampled) }()
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	var waitErr error
+	unkillable := false
+	select {
+	case waitErr = <-done:
+	case <-runCtx.Done():
+		// exec's Cancel SIGKILLs the group; a process in uninterruptible sleep (a driver bug)
+		// survives that. Do not wait for it forever: judge the run without it.
+		select {
+		case waitErr = <-done:
+		case <-time.After(killGrace):
+			unkillable = true
+		}
+	}
+	stopSampling()
+	<-sampled
 	_ = killGroup(cmd) // stragglers must not touch the inputs after the run is judged
 	rec.Duration = time.Since(start)
 	rec.DurationS = rec.Duration.Seconds()
 	scores, tail, parseErr := sink.finish()
 	rec.Scores, rec.Tail = scores, tail
-	if cmd.ProcessState != nil {
+	if !unkillable && cmd.ProcessState != nil {
 		if st, ok := cmd.ProcessState.Sys().(syscall.WaitStatus); ok {
 			rec.ExitCode = st.ExitStatus()
 			if st.Signaled() {
@@ -190,12 +229,15 @@ func Run(ctx context.Context, command string, in Inputs, opts ...RunOption) (*Ru
 		return rec, err
 	}
 	rec.After = after
+	rec.Mapped = sampler.extra(ctx, prog)
 	for i := range files {
 		if before[i].Digest != after[i].Digest {
 			errs = append(errs, fmt.Errorf("%w: %s %s -> %s (%d -> %d bytes)", files[i].changed, files[i].path, before[i].Digest, after[i].Digest, before[i].Size, after[i].Size))
 		}
 	}
 	switch {
+	case rec.TimedOut && unkillable:
+		errs = append(errs, fmt.Errorf("%w after %v: %s; SIGKILL sent to its process group but pid %d did not exit within %v (uninterruptible sleep in a driver?); last output:\n%s", ErrTimeout, cfg.timeout, argv[0], cmd.Process.Pid, killGrace, strings.Join(tail, "\n")))
 	case rec.TimedOut:
 		errs = append(errs, fmt.Errorf("%w after %v: %s; process group killed; last output:\n%s", ErrTimeout, cfg.timeout, argv[0], strings.Join(tail, "\n")))
 	case waitErr != nil:
@@ -238,6 +280,15 @@ func (in Inputs) files() []inputFile {
 		files = append(files, inputFile{"text", in.Text, ErrTextChanged})
 	}
 	return files
+}
+
+// HashInputs hashes the pack and, when given, the stub and text (BLAKE3, streaming), for a
+// report of a verification without a run. The digests carry their roles.
+func HashInputs(ctx context.Context, in Inputs) ([]FileDigest, error) {
+	if in.Pack == "" {
+		return nil, fmt.Errorf("%w: no pack path", ErrCommand)
+	}
+	return hashAll(ctx, in.files())
 }
 
 // hashAll hashes the files concurrently (at most two at a time: the board has slow storage and

@@ -30,6 +30,10 @@ func (h HiddenHeader) check() error {
 		h.NEmbd > math.MaxUint32 || h.SeqLen > math.MaxUint32 || h.NSeq > math.MaxUint32 || h.Layer > math.MaxUint32 {
 		return fmt.Errorf("hidden states header %+v: every count must be positive and fit in u32: %w", h, ErrShape)
 	}
+	// Bound the sizes before any product is formed in int: a sequence at most 2^36 bytes, the file 2^50.
+	if seq := 4 * float64(h.NEmbd) * float64(h.SeqLen); seq > 1<<36 || seq*float64(h.NSeq) > 1<<50 {
+		return fmt.Errorf("hidden states header %+v: %g bytes per sequence, %g in all: beyond the format's limits: %w", h, seq, seq*float64(h.NSeq), ErrShape)
+	}
 	return nil
 }
 
@@ -166,9 +170,6 @@ func NewHiddenReader(r io.Reader, name string) (*HiddenReader, error) {
 	}
 	if err := hdr.check(); err != nil {
 		return nil, fmt.Errorf("%s: %w (%w)", name, err, ErrFormat)
-	}
-	if hdr.PayloadBytes() > 1<<44 {
-		return nil, fmt.Errorf("%s: header declares %d payload bytes: %w", name, hdr.PayloadBytes(), ErrFormat)
 	}
 	h := &HiddenReader{name: name, hdr: hdr, r: r, hash: blake3.New()}
 	h.hash.Write(b[:])

@@ -6,7 +6,45 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"strings"
 )
+
+// loc names the field being read. It is formatted only when an error needs it, so that the
+// hot path of parsing allocates nothing for messages.
+type loc struct {
+	format string // up to one %d (idx) followed by up to one %q (name)
+	idx    int
+	name   string
+	elem   int // array element index + 1; 0 for none
+	suffix string
+}
+
+func at(format string) loc                      { return loc{format: format} }
+func atIdx(format string, i int) loc            { return loc{format: format, idx: i} }
+func atName(format, name string) loc            { return loc{format: format, name: name} }
+func atBoth(format string, i int, n string) loc { return loc{format: format, idx: i, name: n} }
+
+func (l loc) with(suffix string) loc { l.suffix += suffix; return l }
+func (l loc) at(i int) loc           { l.elem = i + 1; return l }
+
+func (l loc) String() string {
+	var s string
+	d, q := strings.Contains(l.format, "%d"), strings.Contains(l.format, "%q")
+	switch {
+	case d && q:
+		s = fmt.Sprintf(l.format, l.idx, l.name)
+	case d:
+		s = fmt.Sprintf(l.format, l.idx)
+	case q:
+		s = fmt.Sprintf(l.format, l.name)
+	default:
+		s = l.format
+	}
+	if l.elem > 0 {
+		s += fmt.Sprintf("[%d]", l.elem-1)
+	}
+	return s + l.suffix
+}
 
 // decoder reads the header sequentially from an io.ReaderAt, tracking the absolute offset so
 // that every error can say where it happened, and the bytes left so that no count read from the
@@ -35,7 +73,7 @@ func (d *decoder) errAt(off int64, format string, a ...any) error {
 func (d *decoder) left() int64 { return d.size - d.pos }
 
 // read fills p from the file, failing with a message naming what was being read.
-func (d *decoder) read(p []byte, what string) error {
+func (d *decoder) read(p []byte, what loc) error {
 	if int64(len(p)) > d.left() {
 		return d.errAt(d.pos, "truncated: %s needs %d bytes, only %d left in the file", what, len(p), d.left())
 	}
@@ -53,7 +91,7 @@ func (d *decoder) buf(n int) []byte {
 	return d.scratch[:n]
 }
 
-func (d *decoder) u32(what string) (uint32, error) {
+func (d *decoder) u32(what loc) (uint32, error) {
 	b := d.buf(4)
 	if err := d.read(b, what); err != nil {
 		return 0, err
@@ -61,7 +99,7 @@ func (d *decoder) u32(what string) (uint32, error) {
 	return binary.LittleEndian.Uint32(b), nil
 }
 
-func (d *decoder) u64(what string) (uint64, error) {
+func (d *decoder) u64(what loc) (uint64, error) {
 	b := d.buf(8)
 	if err := d.read(b, what); err != nil {
 		return 0, err
@@ -71,7 +109,7 @@ func (d *decoder) u64(what string) (uint64, error) {
 
 // count reads a u64 count of items each at least minSize bytes and checks it against the
 // bytes left before anyone allocates from it.
-func (d *decoder) count(what string, minSize int) (int, error) {
+func (d *decoder) count(what loc, minSize int) (int, error) {
 	off := d.pos
 	n, err := d.u64(what)
 	if err != nil {
@@ -87,9 +125,9 @@ func (d *decoder) count(what string, minSize int) (int, error) {
 }
 
 // str reads a GGUF string (u64 length + bytes).
-func (d *decoder) str(what string) (string, error) {
+func (d *decoder) str(what loc) (string, error) {
 	off := d.pos
-	n, err := d.u64(what + " length")
+	n, err := d.u64(what.with(" length"))
 	if err != nil {
 		return "", err
 	}
@@ -104,7 +142,7 @@ func (d *decoder) str(what string) (string, error) {
 }
 
 // scalar reads one scalar of type t into Value's raw bits.
-func (d *decoder) scalar(t ValueType, what string) (Value, error) {
+func (d *decoder) scalar(t ValueType, what loc) (Value, error) {
 	if t == ValueString {
 		s, err := d.str(what)
 		return String(s), err
@@ -134,9 +172,9 @@ func (d *decoder) scalar(t ValueType, what string) (Value, error) {
 }
 
 // array reads an array value body: element type, count, elements.
-func (d *decoder) array(what string) (Value, error) {
+func (d *decoder) array(what loc) (Value, error) {
 	off := d.pos
-	et32, err := d.u32(what + " element type")
+	et32, err := d.u32(what.with(" element type"))
 	if err != nil {
 		return Value{}, err
 	}
@@ -147,7 +185,7 @@ func (d *decoder) array(what string) (Value, error) {
 	case !et.Valid():
 		return Value{}, d.errAt(off, "%s: unknown array element type %d (valid: 0..12)", what, et32)
 	}
-	n, err := d.count(what+" element count", et.minSize())
+	n, err := d.count(what.with(" element count"), et.minSize())
 	if err != nil {
 		return Value{}, err
 	}
@@ -155,7 +193,7 @@ func (d *decoder) array(what string) (Value, error) {
 	if et == ValueString {
 		a := make([]string, n)
 		for i := range a {
-			if a[i], err = d.str(fmt.Sprintf("%s[%d]", what, i)); err != nil {
+			if a[i], err = d.str(what.at(i)); err != nil {
 				return Value{}, err
 			}
 		}
@@ -212,7 +250,7 @@ func (d *decoder) array(what string) (Value, error) {
 }
 
 // chunks reads n elements of es bytes each in bounded chunks and hands each to put.
-func (d *decoder) chunks(n, es int, what string, put func(i int, b []byte)) error {
+func (d *decoder) chunks(n, es int, what loc, put func(i int, b []byte)) error {
 	const chunk = 4096
 	for i := 0; i < n; i += chunk {
 		m := min(chunk, n-i)

@@ -52,12 +52,14 @@ func Dequantize(t Type, src []byte, dst []float32) error {
 		}
 	case TypeF16:
 		tab := f16tab()
+		src = src[:2*len(dst)]
 		for i := range dst {
-			dst[i] = tab[binary.LittleEndian.Uint16(src[2*i:])]
+			dst[i] = tab[uint16(src[2*i])|uint16(src[2*i+1])<<8]
 		}
 	case TypeBF16:
+		src = src[:2*len(dst)]
 		for i := range dst {
-			dst[i] = math.Float32frombits(uint32(binary.LittleEndian.Uint16(src[2*i:])) << 16)
+			dst[i] = math.Float32frombits(uint32(src[2*i])<<16 | uint32(src[2*i+1])<<24)
 		}
 	case TypeF64:
 		for i := range dst {
@@ -88,10 +90,10 @@ func le16(b []byte) uint16 { return uint16(b[0]) | uint16(b[1])<<8 }
 func dequantQ8_0(src []byte, dst []float32, nb int) {
 	tab := f16tab()
 	for i := 0; i < nb; i++ {
-		b := src[i*34 : i*34+34 : i*34+34]
-		y := dst[i*32 : i*32+32 : i*32+32]
-		d := tab[le16(b)]
-		q := b[2:34]
+		b := (*[34]byte)(src[i*34:])
+		y := (*[32]float32)(dst[i*32:])
+		d := tab[uint16(b[0])|uint16(b[1])<<8]
+		q := (*[32]byte)(b[2:])
 		for j := range y {
 			y[j] = d * float32(int8(q[j]))
 		}
@@ -101,10 +103,10 @@ func dequantQ8_0(src []byte, dst []float32, nb int) {
 func dequantQ4_0(src []byte, dst []float32, nb int) {
 	tab := f16tab()
 	for i := 0; i < nb; i++ {
-		b := src[i*18 : i*18+18 : i*18+18]
-		y := dst[i*32 : i*32+32 : i*32+32]
-		d := tab[le16(b)]
-		q := b[2:18]
+		b := (*[18]byte)(src[i*18:])
+		y := (*[32]float32)(dst[i*32:])
+		d := tab[uint16(b[0])|uint16(b[1])<<8]
+		q := (*[16]byte)(b[2:])
 		for j := 0; j < 16; j++ {
 			y[j] = float32(int32(q[j]&0xF)-8) * d
 			y[j+16] = float32(int32(q[j]>>4)-8) * d
@@ -172,18 +174,17 @@ func dequantQ4_K(src []byte, dst []float32, nb int) {
 	tab := f16tab()
 	const bb = 144
 	for i := 0; i < nb; i++ {
-		b := src[i*bb : i*bb+bb : i*bb+bb]
-		y := dst[i*qkK : i*qkK+qkK : i*qkK+qkK]
-		d, dmin := tab[le16(b)], tab[le16(b[2:])]
+		b := (*[bb]byte)(src[i*bb:])
+		y := (*[qkK]float32)(dst[i*qkK:])
+		d, dmin := tab[le16(b[0:2])], tab[le16(b[2:4])]
 		scales := b[4:16]
-		q := b[16:144]
 		for j, is := 0, 0; j < qkK; j, is = j+64, is+2 {
 			sc, m := scaleMinK4(is, scales)
 			d1, m1 := d*float32(sc), dmin*float32(m)
 			sc, m = scaleMinK4(is+1, scales)
 			d2, m2 := d*float32(sc), dmin*float32(m)
-			qq := q[j/2 : j/2+32]
-			yy := y[j : j+64]
+			qq := (*[32]byte)(b[16+j/2:])
+			yy := (*[64]float32)(y[j:])
 			for l := 0; l < 32; l++ {
 				yy[l] = float32(d1*float32(qq[l]&0xF)) - m1
 				yy[l+32] = float32(d2*float32(qq[l]>>4)) - m2
@@ -231,27 +232,29 @@ func dequantQ6_K(src []byte, dst []float32, nb int) {
 	tab := f16tab()
 	const bb = 210
 	for i := 0; i < nb; i++ {
-		b := src[i*bb : i*bb+bb : i*bb+bb]
-		y := dst[i*qkK : i*qkK+qkK : i*qkK+qkK]
-		ql := b[0:128]
-		qh := b[128:192]
-		sc := b[192:208]
-		d := tab[le16(b[208:])]
+		b := (*[bb]byte)(src[i*bb:])
+		y := (*[qkK]float32)(dst[i*qkK:])
+		d := tab[le16(b[208:210])]
 		for n := 0; n < 2; n++ {
-			l8 := ql[n*64 : n*64+64]
-			h8 := qh[n*32 : n*32+32]
-			s8 := sc[n*8 : n*8+8]
-			yy := y[n*128 : n*128+128]
-			for l := 0; l < 32; l++ {
-				is := l / 16
-				q1 := int32(l8[l]&0xF|(h8[l]>>0&3)<<4) - 32
-				q2 := int32(l8[l+32]&0xF|(h8[l]>>2&3)<<4) - 32
-				q3 := int32(l8[l]>>4|(h8[l]>>4&3)<<4) - 32
-				q4 := int32(l8[l+32]>>4|(h8[l]>>6&3)<<4) - 32
-				yy[l] = d * float32(int8(s8[is])) * float32(q1)
-				yy[l+32] = d * float32(int8(s8[is+2])) * float32(q2)
-				yy[l+64] = d * float32(int8(s8[is+4])) * float32(q3)
-				yy[l+96] = d * float32(int8(s8[is+6])) * float32(q4)
+			l8 := (*[64]byte)(b[n*64:])
+			h8 := (*[32]byte)(b[128+n*32:])
+			s8 := (*[8]byte)(b[192+n*8:])
+			yy := (*[128]float32)(y[n*128:])
+			for half := 0; half < 2; half++ {
+				// ggml computes d * scale * q left to right; keep that rounding order.
+				s1, s2 := d*float32(int8(s8[half])), d*float32(int8(s8[half+2]))
+				s3, s4 := d*float32(int8(s8[half+4])), d*float32(int8(s8[half+6]))
+				for l := half * 16; l < half*16+16; l++ {
+					h := h8[l]
+					q1 := int32(l8[l]&0xF|(h&3)<<4) - 32
+					q2 := int32(l8[l+32]&0xF|(h>>2&3)<<4) - 32
+					q3 := int32(l8[l]>>4|(h>>4&3)<<4) - 32
+					q4 := int32(l8[l+32]>>4|(h>>6&3)<<4) - 32
+					yy[l] = s1 * float32(q1)
+					yy[l+32] = s2 * float32(q2)
+					yy[l+64] = s3 * float32(q3)
+					yy[l+96] = s4 * float32(q4)
+				}
 			}
 		}
 	}

@@ -38,6 +38,7 @@ func TestDequantAgainstF32(t *testing.T) {
 	for _, file := range []string{"stories260K-Q8_0.gguf", "stories260K-Q4_0.gguf", "stories260K-Q4_K_M.gguf"} {
 		q := openT(t, file)
 		checked := map[Type]int{}
+		worstRel := map[Type]float64{} // max |error| / step (d for block types, |x| for F16)
 		for _, qt := range q.Tensors {
 			rt, err := ref.Tensor(qt.Name)
 			if err != nil {
@@ -50,7 +51,6 @@ func TestDequantAgainstF32(t *testing.T) {
 				t.Fatal(err)
 			}
 			bs, bb := qt.Type.BlockSize(), qt.Type.BlockBytes()
-			var worst float64
 			for i := range want {
 				blk := raw[i/bs*bb:]
 				var bound float64
@@ -72,7 +72,16 @@ func TestDequantAgainstF32(t *testing.T) {
 				if e > bound*(1+1e-6) {
 					t.Fatalf("%s: %s[%d]: |%g - %g| = %g exceeds the %s bound %g", file, qt.Name, i, got[i], want[i], e, qt.Type, bound)
 				}
-				worst = max(worst, e)
+				var step float64
+				switch qt.Type {
+				case TypeQ8_0, TypeQ4_0, TypeQ5_0:
+					step = math.Abs(float64(F16ToF32(binary.LittleEndian.Uint16(blk))))
+				case TypeF16:
+					step = math.Abs(float64(want[i]))
+				}
+				if step > 0 {
+					worstRel[qt.Type] = max(worstRel[qt.Type], e/step)
+				}
 			}
 			checked[qt.Type]++
 			// Bit-exact re-quantization with ggml's reference algorithm.
@@ -86,7 +95,7 @@ func TestDequantAgainstF32(t *testing.T) {
 				}
 			}
 		}
-		t.Logf("%s: checked %v", file, checked)
+		t.Logf("%s: checked %v; worst |error|/scale %v", file, checked, worstRel)
 	}
 }
 

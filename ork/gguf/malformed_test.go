@@ -127,6 +127,7 @@ func TestMalformed(t *testing.T) {
 		{"negative dim", func(g *rawGGUF) { g.tensors[0].dims = []uint64{32, 1 << 63} }, "invalid ne[1]", ErrFormat},
 		{"element count overflow", func(g *rawGGUF) { g.tensors[0].dims = []uint64{1 << 32, 1 << 32} }, "element count of shape", ErrFormat},
 		{"byte size overflow", func(g *rawGGUF) { g.tensors[0].dims = []uint64{1 << 31, 1 << 30} }, "byte size of", ErrFormat},
+		{"row byte size overflow", func(g *rawGGUF) { g.tensors[0].dims = []uint64{3 << 60} }, "byte size of", ErrFormat},
 		{"unknown type", func(g *rawGGUF) { g.tensors[1].typ = 99 }, `tensor "v" has unknown ggml type 99`, ErrFormat},
 		{"removed type", func(g *rawGGUF) { g.tensors[1].typ = 4 }, `tensor "v" has removed ggml type 4`, ErrFormat},
 		{"removed type 36", func(g *rawGGUF) { g.tensors[1].typ = 36 }, "removed ggml type 36 (IQ4_NL_4_4", ErrFormat},

@@ -63,24 +63,24 @@ func Parse(ctx context.Context, r io.ReaderAt, size int64, name string) (*File, 
 func parse(ctx context.Context, r io.ReaderAt, size int64, name string, checkData bool) (*File, error) {
 	d := newDecoder(name, r, size)
 	magic := d.buf(4)
-	if err := d.read(magic, "magic"); err != nil {
+	if err := d.read(magic, at("magic")); err != nil {
 		return nil, err
 	}
 	if string(magic) != Magic {
 		return nil, d.errAt(0, "bad magic %q, expected %q: not a GGUF file", magic, Magic)
 	}
-	version, err := d.u32("version")
+	version, err := d.u32(at("version"))
 	if err != nil {
 		return nil, err
 	}
 	if err := checkVersion(name, version); err != nil {
 		return nil, err
 	}
-	nTensors, err := d.count("tensor count", 8+4+4+8)
+	nTensors, err := d.count(at("tensor count"), 8+4+4+8)
 	if err != nil {
 		return nil, err
 	}
-	nKV, err := d.count("KV count", 8+4+1)
+	nKV, err := d.count(at("KV count"), 8+4+1)
 	if err != nil {
 		return nil, err
 	}
@@ -157,7 +157,7 @@ func checkVersion(name string, v uint32) error {
 // kv reads KV pair i.
 func (d *decoder) kv(i int) (KV, error) {
 	off := d.pos
-	key, err := d.str(fmt.Sprintf("KV %d key", i))
+	key, err := d.str(atIdx("KV %d key", i))
 	if err != nil {
 		return KV{}, err
 	}
@@ -165,7 +165,7 @@ func (d *decoder) kv(i int) (KV, error) {
 		return KV{}, d.errAt(off, "KV %d has an empty key", i)
 	}
 	toff := d.pos
-	t32, err := d.u32(fmt.Sprintf("type of key %q", key))
+	t32, err := d.u32(atName("type of key %q", key))
 	if err != nil {
 		return KV{}, err
 	}
@@ -173,7 +173,7 @@ func (d *decoder) kv(i int) (KV, error) {
 	if !t.Valid() {
 		return KV{}, d.errAt(toff, "key %q has unknown value type %d (valid: 0..12)", key, t32)
 	}
-	what := fmt.Sprintf("value of key %q", key)
+	what := atName("value of key %q", key)
 	var v Value
 	if t == ValueArray {
 		v, err = d.array(what)
@@ -189,7 +189,7 @@ func (d *decoder) kv(i int) (KV, error) {
 // tensorInfo reads and validates tensor info i (everything but the offset sequence).
 func (d *decoder) tensorInfo(i int) (TensorInfo, error) {
 	off := d.pos
-	name, err := d.str(fmt.Sprintf("tensor info %d name", i))
+	name, err := d.str(atIdx("tensor info %d name", i))
 	if err != nil {
 		return TensorInfo{}, err
 	}
@@ -197,7 +197,7 @@ func (d *decoder) tensorInfo(i int) (TensorInfo, error) {
 		return TensorInfo{}, d.errAt(off, "tensor info %d: name %q is too long (%d bytes, the limit is %d)", i, name, len(name), MaxNameLen-1)
 	}
 	noff := d.pos
-	nDims, err := d.u32(fmt.Sprintf("n_dims of tensor %q", name))
+	nDims, err := d.u32(atName("n_dims of tensor %q", name))
 	if err != nil {
 		return TensorInfo{}, err
 	}
@@ -208,7 +208,7 @@ func (d *decoder) tensorInfo(i int) (TensorInfo, error) {
 	elems := uint64(1)
 	for j := range ti.Shape {
 		doff := d.pos
-		ne, err := d.u64(fmt.Sprintf("ne[%d] of tensor %q", j, name))
+		ne, err := d.u64(atBoth("ne[%d] of tensor %q", j, name))
 		if err != nil {
 			return TensorInfo{}, err
 		}
@@ -223,7 +223,7 @@ func (d *decoder) tensorInfo(i int) (TensorInfo, error) {
 		ti.Shape[j] = int64(ne)
 	}
 	toff := d.pos
-	t32, err := d.u32(fmt.Sprintf("type of tensor %q", name))
+	t32, err := d.u32(atName("type of tensor %q", name))
 	if err != nil {
 		return TensorInfo{}, err
 	}
@@ -237,13 +237,13 @@ func (d *decoder) tensorInfo(i int) (TensorInfo, error) {
 	if bs := int64(ti.Type.BlockSize()); ti.RowLen()%bs != 0 {
 		return TensorInfo{}, d.errAt(toff, "tensor %q of type %s has ne[0] = %d, not a multiple of the block size %d", name, ti.Type, ti.RowLen(), bs)
 	}
-	rb, _ := ti.Type.RowBytes(ti.RowLen())
+	rb, rerr := ti.Type.RowBytes(ti.RowLen())
 	hi, lo := bits.Mul64(uint64(rb), uint64(ti.Rows()))
-	if hi != 0 || lo > math.MaxInt64/2 {
+	if rerr != nil || hi != 0 || lo > math.MaxInt64/2 {
 		return TensorInfo{}, d.errAt(toff, "tensor %q: byte size of %v %s overflows", name, ti.Shape, ti.Type)
 	}
 	ti.Size = int64(lo)
-	if ti.Offset, err = d.u64(fmt.Sprintf("offset of tensor %q", name)); err != nil {
+	if ti.Offset, err = d.u64(atName("offset of tensor %q", name)); err != nil {
 		return TensorInfo{}, err
 	}
 	return ti, nil

@@ -116,7 +116,7 @@ func VerifyStub(ctx context.Context, path string, owned NameSet, opts ...VerifyO
 			return rep, err
 		}
 		start, end := f.DataRange(t)
-		zero, at, err := z.allZero(start, end)
+		zero, at, err := z.allZero(ctx, start, end)
 		if err != nil {
 			return rep, fmt.Errorf("%s: tensor %q: %w", path, t.Name, err)
 		}
@@ -161,7 +161,7 @@ type zeroScanner struct {
 
 // allZero reports whether [start, end) is all zero, and if not the offset of the first
 // non-zero byte.
-func (z *zeroScanner) allZero(start, end int64) (bool, int64, error) {
+func (z *zeroScanner) allZero(ctx context.Context, start, end int64) (bool, int64, error) {
 	for pos := start; pos < end; {
 		data, err := nextData(z.fd, pos)
 		if err != nil {
@@ -176,6 +176,9 @@ func (z *zeroScanner) allZero(start, end int64) (bool, int64, error) {
 		}
 		hole = min(hole, end)
 		for off := data; off < hole; {
+			if err := ctx.Err(); err != nil {
+				return false, 0, err
+			}
 			m := min(int64(len(z.buf)), hole-off)
 			b := z.buf[:m]
 			if _, err := z.fd.ReadAt(b, off); err != nil {

@@ -32,7 +32,9 @@ type Layout struct {
 	Size       int64        // total bytes written
 }
 
-// Plan validates h and computes the layout Write will produce, without writing anything.
+// Plan validates h and returns the layout Write will produce and the encoded header bytes (up to,
+// not including, the alignment padding), without writing anything. The header is verified by
+// parsing it back.
 func Plan(h Header) (Layout, []byte, error) {
 	v := h.Version
 	if v == 0 {
@@ -100,8 +102,8 @@ func Plan(h Header) (Layout, []byte, error) {
 }
 
 func tensorBytes(t TensorInfo) (int64, error) {
-	if t.Name == "" || len(t.Name) >= MaxNameLen {
-		return 0, fmt.Errorf("%w: tensor name %q must have 1..%d bytes", ErrWrite, t.Name, MaxNameLen-1)
+	if len(t.Name) >= MaxNameLen { // llama.cpp accepts any shorter name, even empty
+		return 0, fmt.Errorf("%w: tensor name %q is too long (%d bytes, the limit is %d)", ErrWrite, t.Name, len(t.Name), MaxNameLen-1)
 	}
 	if len(t.Shape) > MaxDims {
 		return 0, fmt.Errorf("%w: tensor %q has %d dims, more than %d", ErrWrite, t.Name, len(t.Shape), MaxDims)

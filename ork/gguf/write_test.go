@@ -101,7 +101,7 @@ func TestWriteRejects(t *testing.T) {
 		{"bad alignment", Header{KV: []KV{{AlignmentKey, Uint32(3)}}}, nil, "not a power of two"},
 		{"duplicate tensor", Header{Tensors: append(one, one...)}, writeN(16), `duplicate tensor name "w"`},
 		{"block multiple", Header{Tensors: []TensorInfo{{Name: "q", Type: TypeQ8_0, Shape: []int64{48}}}}, nil, "not a multiple of the block size"},
-		{"long name", Header{Tensors: []TensorInfo{{Name: strings.Repeat("x", 64), Type: TypeF32, Shape: []int64{1}}}}, nil, "must have 1..63 bytes"},
+		{"long name", Header{Tensors: []TensorInfo{{Name: strings.Repeat("x", 64), Type: TypeF32, Shape: []int64{1}}}}, nil, "is too long (64 bytes, the limit is 63)"},
 		{"removed type", Header{Tensors: []TensorInfo{{Name: "r", Type: 4, Shape: []int64{32}}}}, nil, "invalid ggml type"},
 		{"version", Header{Version: 1}, nil, "version 1"},
 		{"zero value", Header{KV: []KV{{"z", Value{typ: 99}}}}, nil, "invalid value"},

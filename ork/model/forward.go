@@ -169,7 +169,9 @@ func (m *Model) Logits(ctx context.Context, h []float32) ([]float32, error) {
 	x := make([]float32, len(h))
 	rmsNorm(x, h, norm, e, m.Cfg.NormEps)
 	logits := make([]float32, t*m.Cfg.NVocab)
-	out.Apply(logits, x)
+	if err := out.Apply(logits, x); err != nil {
+		return nil, fmt.Errorf("%s: %w", name, err)
+	}
 	return logits, nil
 }
 
@@ -192,9 +194,15 @@ func (m *Model) RunLayer(ctx context.Context, l *Layer, h []float32, obs Observe
 		obs.Observe(l.Index, InputQKV, x)
 	}
 	q, k, v := s.q, s.k, s.v
-	l.Q.Apply(q, x)
-	l.K.Apply(k, x)
-	l.V.Apply(v, x)
+	for _, p := range []struct {
+		lin Linear
+		y   []float32
+		n   string
+	}{{l.Q, q, "attn_q"}, {l.K, k, "attn_k"}, {l.V, v, "attn_v"}} {
+		if err := p.lin.Apply(p.y, x); err != nil {
+			return fmt.Errorf("blk.%d.%s: %w", l.Index, p.n, err)
+		}
+	}
 	if l.QNorm != nil {
 		rmsNorm(q, q, l.QNorm, c.HeadDim, c.NormEps)
 	}
@@ -209,7 +217,9 @@ func (m *Model) RunLayer(ctx context.Context, l *Layer, h []float32, obs Observe
 	if obs != nil {
 		obs.Observe(l.Index, InputAttnO, att)
 	}
-	l.O.Apply(x, att)
+	if err := l.O.Apply(x, att); err != nil {
+		return fmt.Errorf("blk.%d.attn_output: %w", l.Index, err)
+	}
 	for i := range h {
 		h[i] += x[i]
 	}
@@ -218,15 +228,21 @@ func (m *Model) RunLayer(ctx context.Context, l *Layer, h []float32, obs Observe
 		obs.Observe(l.Index, InputGateUp, x)
 	}
 	g, u := s.gate, s.up
-	l.Gate.Apply(g, x)
-	l.Up.Apply(u, x)
+	if err := l.Gate.Apply(g, x); err != nil {
+		return fmt.Errorf("blk.%d.ffn_gate: %w", l.Index, err)
+	}
+	if err := l.Up.Apply(u, x); err != nil {
+		return fmt.Errorf("blk.%d.ffn_up: %w", l.Index, err)
+	}
 	for i, gv := range g {
 		g[i] = gv / (1 + float32(math.Exp(float64(-gv)))) * u[i]
 	}
 	if obs != nil {
 		obs.Observe(l.Index, InputDown, g)
 	}
-	l.Down.Apply(x, g)
+	if err := l.Down.Apply(x, g); err != nil {
+		return fmt.Errorf("blk.%d.ffn_down: %w", l.Index, err)
+	}
 	for i := range h {
 		h[i] += x[i]
 	}

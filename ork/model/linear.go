@@ -15,7 +15,7 @@ type Linear interface {
 	// Apply computes y[t*N+i] = sum_j W[i][j]·x[t*K+j] (+ bias[i]) for the T = len(x)/K tokens in x.
 	// len(x) must be a multiple of K and len(y) = T·N. Apply may run goroutines but returns only when
 	// y is complete; it must not retain x or y.
-	Apply(y, x []float32)
+	Apply(y, x []float32) error
 }
 
 // Dense is a float32 Linear: W is N rows of K values, row-major; Bias is nil or N values.
@@ -42,10 +42,10 @@ func (d *Dense) Dims() (int, int) { return d.N, d.K }
 
 // Apply implements Linear. Work is split over output rows; each worker computes a block of rows for all
 // tokens, so a weight row is read from memory once per block of tokens.
-func (d *Dense) Apply(y, x []float32) {
+func (d *Dense) Apply(y, x []float32) error {
 	n, k := d.N, d.K
-	if len(x)%k != 0 || len(y) != len(x)/k*n {
-		panic(fmt.Sprintf("model.Dense.Apply: x has %d values, y %d, for %dx%d", len(x), len(y), n, k))
+	if err := checkApply(y, x, n, k); err != nil {
+		return err
 	}
 	t := len(x) / k
 	parallelRows(n, n*k*t, d.Workers, func(r0, r1 int) {
@@ -60,6 +60,14 @@ func (d *Dense) Apply(y, x []float32) {
 			}
 		}
 	})
+	return nil
+}
+
+func checkApply(y, x []float32, n, k int) error {
+	if len(x)%k != 0 || len(y) != len(x)/k*n {
+		return fmt.Errorf("linear %dx%d: x has %d values, y %d: %w", n, k, len(x), len(y), ErrBadModel)
+	}
+	return nil
 }
 
 // parallelRows splits [0, n) into contiguous blocks over up to workers goroutines (0: GOMAXPROCS) when

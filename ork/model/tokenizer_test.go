@@ -7,8 +7,8 @@ import (
 	"strings"
 	"testing"
 
-	"orkpipe/ork/gguf"
 	"orkpipe/internal/testdata"
+	"orkpipe/ork/gguf"
 )
 
 // readVocabTests reads llama.cpp's tokenizer test vectors: inputs separated by "\n__ggml_vocab_test__\n",

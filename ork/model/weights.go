@@ -33,8 +33,10 @@ type linearWithBias struct {
 	bias []float32
 }
 
-func (l linearWithBias) Apply(y, x []float32) {
-	l.Linear.Apply(y, x)
+func (l linearWithBias) Apply(y, x []float32) error {
+	if err := l.Linear.Apply(y, x); err != nil {
+		return err
+	}
 	n, _ := l.Dims()
 	for t := 0; t < len(y); t += n {
 		row := y[t : t+n]
@@ -42,6 +44,7 @@ func (l linearWithBias) Apply(y, x []float32) {
 			row[i] += l.bias[i]
 		}
 	}
+	return nil
 }
 
 // LoadLayer reads block i from src and checks every shape against cfg.

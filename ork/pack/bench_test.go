@@ -64,7 +64,7 @@ func BenchmarkWritePack(b *testing.B) {
 	ctx := context.Background()
 	for i := 0; b.Loop(); i++ {
 		path := filepath.Join(dir, fmt.Sprint("p", i))
-		w, err := pack.Create(path, board.Planner(board.RK3588()))
+		w, err := pack.Create(ctx, path, board.Planner(board.RK3588()))
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -95,7 +95,7 @@ func BenchmarkWritePackTiled(b *testing.B) {
 	ctx := context.Background()
 	for i := 0; b.Loop(); i++ {
 		path := filepath.Join(dir, fmt.Sprint("t", i))
-		w, err := pack.Create(path, board.Planner(board.RK3588()))
+		w, err := pack.Create(ctx, path, board.Planner(board.RK3588()))
 		if err != nil {
 			b.Fatal(err)
 		}

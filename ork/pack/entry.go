@@ -179,3 +179,34 @@ func (e Entry) Layout() (tile.Layout, error) {
 }
 
 func pageUp(x int64) int64 { return (x + PageSize - 1) / PageSize * PageSize }
+
+// TileWeight lays a weight's codes out as the entry it becomes in a pack written with segment K segmentK
+// (0 = default): the bytes Writer.AddTiled takes (the tile stage's output). Scales are not part of them.
+func TileWeight(wt Weight, segmentK int) (Entry, []byte, error) {
+	return tileInto(nil, wt, segmentK)
+}
+
+// tileInto is TileWeight reusing buf's storage when it is large enough.
+func tileInto(buf []byte, wt Weight, segmentK int) (Entry, []byte, error) {
+	e, err := Geometry(wt.Meta, segmentK)
+	if err != nil {
+		return Entry{}, nil, err
+	}
+	l, err := e.Layout()
+	if err != nil {
+		return Entry{}, nil, err
+	}
+	if int64(cap(buf)) < e.CodesLength {
+		buf = make([]byte, e.CodesLength)
+	}
+	codes := buf[:e.CodesLength]
+	if e.DType == F16 {
+		err = l.TileF16(codes, wt.F16)
+	} else {
+		err = l.Tile(codes, wt.Codes)
+	}
+	if err != nil {
+		return Entry{}, nil, fmt.Errorf("%w: entry %q: %v", ErrInput, e.Name, err)
+	}
+	return e, codes, nil
+}

@@ -58,7 +58,7 @@ func quantized(r *rand.Rand, name string, dt pack.DType, k, n, group int, nib ti
 func writePack(t testing.TB, dir string, ws []pack.Weight, opts ...pack.Option) string {
 	t.Helper()
 	path := filepath.Join(dir, fmt.Sprintf("p%d.orkpack", rand.Int()))
-	w, err := pack.Create(path, board.Planner(board.RK3588()), opts...)
+	w, err := pack.Create(context.Background(), path, board.Planner(board.RK3588()), opts...)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -145,17 +145,17 @@ func TestWriterRefusals(t *testing.T) {
 	ctx := context.Background()
 	path := writePack(t, dir, []pack.Weight{quantized(r, "a", pack.I8, 64, 32, 0, tile.LowFirst)})
 	before, _ := os.ReadFile(path)
-	if _, err := pack.Create(path, board.Planner(board.RK3588())); err == nil {
+	if _, err := pack.Create(ctx, path, board.Planner(board.RK3588())); err == nil {
 		t.Fatal("Create over an existing pack succeeded")
 	}
 	if after, _ := os.ReadFile(path); string(after) != string(before) {
 		t.Fatal("existing pack changed")
 	}
-	if _, err := pack.Create(filepath.Join(dir, "x"), nil); !errors.Is(err, pack.ErrInput) {
+	if _, err := pack.Create(ctx, filepath.Join(dir, "x"), nil); !errors.Is(err, pack.ErrInput) {
 		t.Fatalf("nil planner: %v", err)
 	}
 
-	w, err := pack.Create(filepath.Join(dir, "bad.orkpack"), board.Planner(board.RK3588()))
+	w, err := pack.Create(ctx, filepath.Join(dir, "bad.orkpack"), board.Planner(board.RK3588()))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -205,7 +205,7 @@ func TestPlanTooBig(t *testing.T) {
 	p.Headroom = 0
 	dir := t.TempDir()
 	path := filepath.Join(dir, "big.orkpack")
-	w, err := pack.Create(path, board.Planner(p))
+	w, err := pack.Create(context.Background(), path, board.Planner(p))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -229,18 +229,14 @@ func TestPlanTooBig(t *testing.T) {
 func TestAddTiled(t *testing.T) {
 	r := rand.New(rand.NewPCG(50, 51))
 	wt := quantized(r, "t", pack.I4RotA8, 172, 100, 32, tile.HighFirst)
-	e, err := pack.Geometry(wt.Meta, 0)
+	e, tiled, err := pack.TileWeight(wt, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
 	l, _ := e.Layout()
-	tiled := make([]byte, l.Size())
-	if err := l.Tile(tiled, wt.Codes); err != nil {
-		t.Fatal(err)
-	}
 	dir := t.TempDir()
 	ctx := context.Background()
-	w, err := pack.Create(filepath.Join(dir, "t.orkpack"), board.Planner(board.RK3588()))
+	w, err := pack.Create(ctx, filepath.Join(dir, "t.orkpack"), board.Planner(board.RK3588()))
 	if err != nil {
 		t.Fatal(err)
 	}

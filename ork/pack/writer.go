@@ -76,10 +76,14 @@ type Writer struct {
 	names   map[string]bool
 	err     error // sticky: after a failed write the pack can only be abandoned
 	closed  bool
+	scratch []byte // tiling buffer reused across Add calls
 }
 
 // Create starts a pack that Commit will publish at path. It refuses a path that already exists.
-func Create(path string, planner Planner, opts ...Option) (*Writer, error) {
+func Create(ctx context.Context, path string, planner Planner, opts ...Option) (*Writer, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
 	if planner == nil {
 		return nil, fmt.Errorf("%w: pack %s: a Planner is required (the plan is part of the index)", ErrInput, path)
 	}
@@ -120,29 +124,20 @@ func (w *Writer) Add(ctx context.Context, wt Weight) error {
 	if err := w.usable(ctx); err != nil {
 		return err
 	}
-	e, err := w.prepare(wt.Meta)
+	if _, err := w.prepare(wt.Meta); err != nil {
+		return err
+	}
+	e, codes, err := tileInto(w.scratch, wt, w.segK)
 	if err != nil {
 		return err
 	}
-	l, err := e.Layout()
-	if err != nil {
-		return err
-	}
-	codes := make([]byte, e.CodesLength)
-	if e.DType == F16 {
-		err = l.TileF16(codes, wt.F16)
-	} else {
-		err = l.Tile(codes, wt.Codes)
-	}
-	if err != nil {
-		return fmt.Errorf("%w: entry %q: %v", ErrInput, e.Name, err)
-	}
+	w.scratch = codes[:0] // reused by the next Add: memory stays at one entry
 	return w.write(e, codes, wt.Scales)
 }
 
 // AddTiled appends an entry whose codes are already laid out (the tile stage's output): exactly the layout's
-// codes length must be readable from codes. The bytes are verified by decoding them through the untiler
-// (padding must be zero) before anything is written.
+// codes length must be readable from codes. Before anything is written the bytes are checked the way the
+// untiler would reject them (tile.Layout.CheckPadding: every padding code and padding byte zero).
 func (w *Writer) AddTiled(ctx context.Context, m Meta, codes io.Reader, scales []float32) error {
 	if err := w.usable(ctx); err != nil {
 		return err
@@ -158,8 +153,12 @@ func (w *Writer) AddTiled(ctx context.Context, m Meta, codes io.Reader, scales [
 	if n, _ := codes.Read(make([]byte, 1)); n != 0 {
 		return fmt.Errorf("%w: entry %q: tiled codes longer than the layout's %d bytes", ErrInput, e.Name, e.CodesLength)
 	}
-	if _, err := decodeCodes(e, buf); err != nil {
-		return fmt.Errorf("%w: entry %q: tiled codes do not decode: %v", ErrInput, e.Name, err)
+	l, err := e.Layout()
+	if err != nil {
+		return err
+	}
+	if err := l.CheckPadding(buf); err != nil {
+		return fmt.Errorf("%w: entry %q: tiled codes would not decode: %v", ErrInput, e.Name, err)
 	}
 	return w.write(e, buf, scales)
 }
@@ -187,17 +186,26 @@ func (w *Writer) write(e Entry, codes []byte, scales []float32) error {
 		}
 		le.PutUint32(sb[4*i:], math.Float32bits(s))
 	}
-	h := blake3.New()
-	h.Write(codes)
-	h.Write(sb)
-	copy(e.Digest[:], h.Sum(nil))
-	e.Offset = w.off
+	// Hash while writing: both only read the buffers.
+	hashed := make(chan Digest, 1)
+	go func() {
+		h := blake3.New()
+		h.Write(codes)
+		h.Write(sb)
+		hashed <- Digest(h.Sum(nil))
+	}()
+	var werr error
 	for _, b := range [][]byte{codes, sb} {
-		if _, err := w.f.Write(b); err != nil {
-			w.err = err
-			return fmt.Errorf("pack %s: entry %q: %w", w.tmp, e.Name, err)
+		if werr == nil {
+			_, werr = w.f.Write(b)
 		}
 	}
+	e.Digest = <-hashed
+	if werr != nil {
+		w.err = werr
+		return fmt.Errorf("pack %s: entry %q: %w", w.tmp, e.Name, werr)
+	}
+	e.Offset = w.off
 	w.off += e.Length
 	w.names[e.Name] = true
 	w.entries = append(w.entries, e)

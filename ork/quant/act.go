@@ -48,10 +48,10 @@ func QuantizeActivations(x []float32, m, k, bits int, clip float64) (*Activation
 		if s == 0 {
 			continue
 		}
-		s64 := float64(s)
+		inv := 1 / float64(s)
 		codes := a.Codes[t*k : (t+1)*k]
 		for j, v := range row {
-			codes[j] = int8(math.Max(float64(lo), math.Min(float64(hi), math.Round(float64(v)/s64))))
+			codes[j] = int8(quantCode(float64(v), inv, float64(lo), float64(hi)))
 		}
 	}
 	return a, nil
@@ -115,4 +115,26 @@ func dotInt8(a, b []int8) int32 {
 		s0 += int32(a[i]) * int32(b[i])
 	}
 	return s0 + s1 + s2 + s3
+}
+
+// MatMul computes out = x·Wᵀ (m x N) for float activation rows x (m x K) the way the board runs
+// the weight: rotate and zero-pad x with w.Rotation (when set), quantize per token to abits with
+// clip (QuantizeActivations), then MatMulInt. It is the activation-quantization emulation the
+// offline evaluator uses for W4A4 / W4A8 / W8A8.
+func (w *Weight) MatMul(ctx context.Context, x []float32, m, abits int, clip float64, out []float32, workers int) error {
+	if len(x) != m*w.K {
+		return fmt.Errorf("matmul: %d activation values for %d rows of K=%d: %w", len(x), m, w.K, ErrShape)
+	}
+	if !w.Rotation.IsZero() {
+		xr := make([]float32, m*w.KP)
+		if err := w.Rotation.Apply(xr, x, m); err != nil {
+			return err
+		}
+		x = xr
+	}
+	a, err := QuantizeActivations(x, m, w.KP, abits, clip)
+	if err != nil {
+		return err
+	}
+	return MatMulInt(ctx, a, w, out, workers)
 }

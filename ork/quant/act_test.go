@@ -99,3 +99,61 @@ func TestQuantizeActivations(t *testing.T) {
 		t.Errorf("inf: %v", err)
 	}
 }
+
+// TestWeightMatMul: the emulated W8A8 path (rotated and not, K=172 padded) stays close to the
+// float product, and HessianError equals Σ_t ||(W-Q)·x_t||² for H = Σ x·xᵀ.
+func TestWeightMatMul(t *testing.T) {
+	ctx := context.Background()
+	w := randMatrix("w", 12, 172, 51)
+	x := randMatrix("x", 6, 172, 52)
+	ref := matmulF64(x.Data, 6, w.Data, 12, 172)
+	h := NewHessian(172)
+	if err := h.Add(x.Data, 6); err != nil {
+		t.Fatal(err)
+	}
+	for _, rot := range []bool{false, true} {
+		opts := []Option{WithBits(8), WithGroup(32)}
+		if rot {
+			opts = append(opts, WithRotation(true, 3))
+		}
+		q, err := RTN(ctx, w, nil, opts...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		y := make([]float32, 6*12)
+		if err := q.MatMul(ctx, x.Data, 6, 8, 1, y, 2); err != nil {
+			t.Fatal(err)
+		}
+		if rel := relErr64(y, ref); rel > 0.02 {
+			t.Errorf("rotated=%v: W8A8 matmul relative error %v", rot, rel)
+		}
+		tr, err := HessianError(w, q, h)
+		if err != nil {
+			t.Fatal(err)
+		}
+		deq := q.Dequantize()
+		if rot {
+			back := make([]float32, 12*172)
+			if err := q.Rotation.Inverse(back, deq, 12); err != nil {
+				t.Fatal(err)
+			}
+			deq = back
+		}
+		direct := 0.0
+		for tok := 0; tok < 6; tok++ {
+			for n := 0; n < 12; n++ {
+				e := 0.0
+				for k := 0; k < 172; k++ {
+					e += (float64(w.Data[n*172+k]) - float64(deq[n*172+k])) * float64(x.Data[tok*172+k])
+				}
+				direct += e * e
+			}
+		}
+		if math.Abs(tr-direct) > 1e-6*direct {
+			t.Errorf("rotated=%v: HessianError %v, direct %v", rot, tr, direct)
+		}
+	}
+	if err := (&Weight{K: 4, KP: 4}).MatMul(ctx, make([]float32, 3), 1, 8, 1, nil, 1); !errors.Is(err, ErrShape) {
+		t.Errorf("short activations: %v", err)
+	}
+}

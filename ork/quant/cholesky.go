@@ -35,7 +35,8 @@ func inverseCholeskyUpper(H []float64, k int, c *config) ([]float64, float64, er
 }
 
 // invCholUpper returns the upper Cholesky factor of A⁻¹ for symmetric positive definite A (its
-// upper triangle is read; A's storage is used as scratch).
+// upper triangle is read). A's storage is reused for the result, so at most about four k x k
+// matrices are alive at once (A, the factor, the inverse, the second factor).
 func invCholUpper(a []float64, k int) ([]float64, error) {
 	var ch mat.Cholesky
 	if ok := ch.Factorize(mat.NewSymDense(k, a)); !ok {
@@ -45,16 +46,25 @@ func invCholUpper(a []float64, k int) ([]float64, error) {
 	if err := ch.InverseTo(&inv); err != nil {
 		return nil, fmt.Errorf("inverting H: %v", err)
 	}
+	ch.Reset()
 	var ch2 mat.Cholesky
 	if ok := ch2.Factorize(&inv); !ok {
 		return nil, fmt.Errorf("H⁻¹ is not positive definite")
 	}
-	var u mat.TriDense
-	ch2.UTo(&u)
-	out := make([]float64, k*k)
+	inv.Reset()
+	var u *mat.TriDense
+	if t, ok := ch2.RawU().(*mat.TriDense); ok {
+		u = t // gonum's own storage: no copy
+	} else {
+		u = &mat.TriDense{}
+		ch2.UTo(u)
+	}
 	raw := u.RawTriangular()
+	out := a
 	for i := 0; i < k; i++ {
-		copy(out[i*k+i:(i+1)*k], raw.Data[i*raw.Stride+i:i*raw.Stride+k])
+		row := out[i*k : (i+1)*k]
+		clear(row[:i])
+		copy(row[i:], raw.Data[i*raw.Stride+i:i*raw.Stride+k])
 	}
 	for i, v := range out {
 		if v != v { // NaN from a numerically broken factor

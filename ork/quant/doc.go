@@ -23,6 +23,8 @@
 //     quantization (G = 0). A last partial group (e.g. K = 172 with G = 32: five groups of 32
 //     and one of 12) gets its own scale.
 //   - An all-zero group has scale 0 and codes 0.
+//   - Rounding is round-half-away-from-zero of x·(1/s) in float64, clamped to the code range —
+//     one rule (quantCode) for RTN, GPTQ and activations.
 //
 // # Rotation
 //
@@ -52,11 +54,32 @@
 // optional act-order and static groups. One documented difference: the reference computes a
 // group's scale from the weight matrix W, whose columns inside the current block are stale
 // (their updates live in a copy); here the group scale sees the updated values, which is what
-// the algorithm intends. Its result carries QErr, the diag(H)-weighted relative error
+// the algorithm intends; when a dynamic group starts inside a block and reaches past it, the
+// block's pending lazy update is applied first so the group sees fully updated weights (block
+// size therefore never changes the result beyond rounding). Act-order is available per channel
+// or with static groups only: a Weight's groups are contiguous in K, and act-order with dynamic
+// groups would need a per-column group index. Rows are independent given H⁻¹ and run in
+// parallel chunks (WithWorkers); gonum's BLAS may add its own goroutines inside a chunk.
+// Its result carries QErr, the diag(H)-weighted relative error
 // sqrt(Σ H_kk (W-Q)²_nk / Σ H_kk W²_nk) of the final weights (in the rotated space when rotated).
 //
 // Hessians ([Hessian]) are float64 K x K, Σ x·xᵀ over Tokens activation rows (unnormalised:
 // GPTQ is invariant to their scale).
+//
+// # BLAS
+//
+// Linear algebra goes through gonum (blas64, mat.Cholesky). Built with -tags blas (cgo; Debian's
+// libopenblas-dev installed), blas.go routes every gonum BLAS call to OpenBLAS via
+// gonum.org/v1/netlib; results equal the pure-Go build's to float tolerance
+// (TestBLASMatchesPureGo compares with a golden file the pure-Go build records).
+//
+// # Error evaluation
+//
+// [EvaluateTensor] and [EvaluateAll] (behind `orkpipe qerr`) score every scheme in [Schemes] on
+// a weight: the relative Frobenius weight error and the relative matmul error against a float64
+// reference on an activation set the caller supplies ([SpikedActivations]: Gaussian with 1% of
+// the channels x10; [CorrelatedActivations]; or real activations from ork/calib through an
+// [ActivationSource]). [SyntheticWeight] makes LLM-like wide weights (e.g. K = 5120).
 //
 // # ggml reference quantizers
 //

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
-	"math"
 	"sort"
 
 	"gonum.org/v1/gonum/blas"
@@ -16,7 +15,8 @@ import (
 // independent given H⁻¹, so they are processed in parallel chunks (WithWorkers). A Hessian that
 // stays not positive definite after every damping retry is ErrCholesky naming m.Name.
 //
-// Peak memory is about (3·KP² + N·KP)·8 bytes (H, its factor and inverse; the float64 weights).
+// Peak memory is about (5·KP² + 2·N·KP)·8 bytes: H, a damped copy, gonum's factor and inverse,
+// then U; the float64 weights (and the float32 rotated copy when rotated).
 func GPTQ(ctx context.Context, m Matrix, h *Hessian, opts ...Option) (*Weight, error) {
 	c, err := newConfig(opts)
 	if err != nil {
@@ -42,7 +42,10 @@ func GPTQ(ctx context.Context, m Matrix, h *Hessian, opts ...Option) (*Weight, e
 		return nil, err
 	}
 	kp := w.KP
-	H := append([]float64(nil), hsrc...) // never modify the caller's Hessian
+	H := hsrc
+	if w.Rotation.IsZero() {
+		H = append([]float64(nil), hsrc...) // never modify the caller's Hessian
+	} // else hsrc is prepare's fresh rotated copy
 	diag0 := make([]float64, kp)
 	for k := range diag0 {
 		diag0[k] = H[k*kp+k]
@@ -110,30 +113,35 @@ func (s *gptqState) rows(lo, hi int) {
 	nr := hi - lo
 	Wc := s.W[lo*kp : hi*kp]
 	err1 := make([]float64, nr*bs)
+	lov, hiv := codeRange(w.Bits)
 	for i1 := 0; i1 < kp; i1 += bs {
 		i2 := min(i1+bs, kp)
-		cnt := i2 - i1
+		done := i1 // columns [i1, done) have already pushed their errors to W[:, i2:]
 		for i := i1; i < i2; i++ {
 			urow := s.U[i*kp : (i+1)*kp]
 			d := urow[i]
 			nat := s.perm[i]
 			if !s.static && i%s.g == 0 { // dynamic group scale from the current weights
-				gi := i / s.g
 				end := min(i+s.g, kp)
+				if end > i2 && i > done {
+					// the group reaches past the block: bring its columns up to date first
+					s.lazyUpdate(Wc, err1, nr, i1, done, i, i2)
+					done = i
+				}
+				gi := i / s.g
 				for r := 0; r < nr; r++ {
 					row := Wc[r*kp : (r+1)*kp]
 					w.Scales[(lo+r)*s.ng+gi] = chooseScale(row[i:end], s.diag[i:end], w.Bits, s.c.clipGrid)
 				}
 			}
 			gi := nat / s.g
-			lov, hiv := codeRange(w.Bits)
 			for r := 0; r < nr; r++ {
 				row := Wc[r*kp : (r+1)*kp]
 				sc := float64(w.Scales[(lo+r)*s.ng+gi])
 				x := row[i]
 				var code, q float64
 				if sc != 0 {
-					code = math.Max(float64(lov), math.Min(float64(hiv), math.Round(x/sc)))
+					code = quantCode(x, 1/sc, float64(lov), float64(hiv))
 					q = code * sc
 				}
 				w.Codes[(lo+r)*kp+nat] = int8(code)
@@ -146,13 +154,21 @@ func (s *gptqState) rows(lo, hi int) {
 				}
 			}
 		}
-		if i2 < kp { // lazy batch update: W[:, i2:] -= Err1 · U[i1:i2, i2:]
-			a := blas64.General{Rows: nr, Cols: cnt, Stride: bs, Data: err1}
-			b := blas64.General{Rows: cnt, Cols: kp - i2, Stride: kp, Data: s.U[i1*kp+i2:]}
-			cm := blas64.General{Rows: nr, Cols: kp - i2, Stride: kp, Data: Wc[i2:]}
-			blas64.Gemm(blas.NoTrans, blas.NoTrans, -1, a, b, 1, cm)
-		}
+		s.lazyUpdate(Wc, err1, nr, i1, done, i2, i2)
 	}
+}
+
+// lazyUpdate applies the errors of columns [from, to) of the block starting at i1 to the
+// columns after the block: W[:, i2:] -= Err1[:, from-i1:to-i1] · U[from:to, i2:].
+func (s *gptqState) lazyUpdate(Wc, err1 []float64, nr, i1, from, to, i2 int) {
+	kp, bs := s.w.KP, s.c.blockSize
+	if from >= to || i2 >= kp {
+		return
+	}
+	a := blas64.General{Rows: nr, Cols: to - from, Stride: bs, Data: err1[from-i1:]}
+	b := blas64.General{Rows: to - from, Cols: kp - i2, Stride: kp, Data: s.U[from*kp+i2:]}
+	c := blas64.General{Rows: nr, Cols: kp - i2, Stride: kp, Data: Wc[i2:]}
+	blas64.Gemm(blas.NoTrans, blas.NoTrans, -1, a, b, 1, c)
 }
 
 func identityPerm(n int) []int {

@@ -3,6 +3,7 @@ package quant
 import (
 	"context"
 	"errors"
+	"math"
 	"regexp"
 	"strings"
 	"testing"
@@ -148,6 +149,72 @@ func TestGPTQDeadColumnsAndErrors(t *testing.T) {
 	for i := range before {
 		if before[i] != h.Data[i] {
 			t.Fatal("GPTQ modified the caller's Hessian")
+		}
+	}
+}
+
+// TestGPTQBlockSizeInvariant: the lazy batch update is an exact reformulation, so block sizes
+// 1 (no batching), 7 (ragged) and 128 give the same codes up to float rounding flips.
+func TestGPTQBlockSizeInvariant(t *testing.T) {
+	ctx := context.Background()
+	w := randMatrix("w", 24, 200, 31)
+	acts, err := CorrelatedActivations(400, 200, 32)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := NewHessian(200)
+	if err := h.Add(acts.Data, acts.Rows); err != nil {
+		t.Fatal(err)
+	}
+	ref, err := GPTQ(ctx, w, h, WithBlockSize(1), WithGroup(64))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, bs := range []int{7, 128} {
+		q, err := GPTQ(ctx, w, h, WithBlockSize(bs), WithGroup(64), WithWorkers(3))
+		if err != nil {
+			t.Fatal(err)
+		}
+		diff := 0
+		for i := range q.Codes {
+			if q.Codes[i] != ref.Codes[i] {
+				diff++
+			}
+		}
+		if diff > len(q.Codes)/500 || math.Abs(q.QErr-ref.QErr) > 1e-3*ref.QErr {
+			t.Errorf("block %d: %d of %d codes differ from block 1; qerr %v vs %v", bs, diff, len(q.Codes), q.QErr, ref.QErr)
+		}
+	}
+}
+
+// TestGPTQIsotropicEqualsRTN: with H = c·I, H⁻¹'s Cholesky factor is diagonal, nothing
+// propagates, and GPTQ must return exactly RTN's codes and scales.
+func TestGPTQIsotropicEqualsRTN(t *testing.T) {
+	ctx := context.Background()
+	const k = 96
+	w := randMatrix("w", 10, k, 41)
+	h := NewHessian(k)
+	for i := 0; i < k; i++ {
+		h.Data[i*k+i] = 3
+	}
+	for _, g := range []int{0, 32} {
+		r, err := RTN(ctx, w, h, WithGroup(g))
+		if err != nil {
+			t.Fatal(err)
+		}
+		q, err := GPTQ(ctx, w, h, WithGroup(g))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i := range r.Codes {
+			if r.Codes[i] != q.Codes[i] {
+				t.Fatalf("group %d: code %d: GPTQ %d, RTN %d", g, i, q.Codes[i], r.Codes[i])
+			}
+		}
+		for i := range r.Scales {
+			if r.Scales[i] != q.Scales[i] {
+				t.Fatalf("group %d: scale %d: GPTQ %v, RTN %v", g, i, q.Scales[i], r.Scales[i])
+			}
 		}
 	}
 }

@@ -47,6 +47,10 @@ type EvalConfig struct {
 	ActClip float64 // activation clip ratio for the w*a* schemes (0 means DefaultActClip)
 	Workers int     // goroutines (0 means 1)
 	Seed    uint64  // seeds the rotation signs
+	// Calib, when set, is the activation set (tokens x K) the GPTQ scheme's Hessian is built
+	// from, so that GPTQ is scored on activations it did not see; by default the Hessian comes
+	// from the evaluation set itself (in-sample).
+	Calib *Matrix
 }
 
 // EvaluateTensor quantizes w with every scheme and measures its weight error and its matmul
@@ -54,8 +58,9 @@ type EvalConfig struct {
 // run the integer kernel (MatMulInt) on per-token quantized activations; the ggml schemes
 // multiply dequantized weights by activations fake-quantized the way ggml's CPU matmul does
 // (Q8_0 blocks for Q4_0/Q8_0, Q8_K blocks for Q4_K). Rows whose length is not a multiple of the
-// ggml block are zero-padded to it (a zero pad does not change any block's scale). The GPTQ
-// scheme's Hessian is accumulated from acts. The activation set is the caller's: synthetic
+// ggml block are zero-padded to it (a zero pad does not change any block's scale; llama.cpp
+// itself refuses such rows). The GPTQ scheme's Hessian is accumulated from acts (in-sample) or
+// from cfg.Calib. The activation set is the caller's: synthetic
 // (SpikedActivations) or captured by ork/calib.
 func EvaluateTensor(ctx context.Context, w Matrix, acts Matrix, cfg EvalConfig) (TensorError, error) {
 	if err := w.Validate(); err != nil {
@@ -73,8 +78,18 @@ func EvaluateTensor(ctx context.Context, w Matrix, acts Matrix, cfg EvalConfig) 
 	}
 	workers := max(1, cfg.Workers)
 	ref := matmulF64(acts.Data, acts.Rows, w.Data, w.Rows, w.Cols)
+	calib := acts
+	if cfg.Calib != nil {
+		calib = *cfg.Calib
+		if err := calib.Validate(); err != nil {
+			return TensorError{}, err
+		}
+		if calib.Cols != w.Cols {
+			return TensorError{}, fmt.Errorf("%s: calibration activations have %d columns, weight has K=%d: %w", w.Name, calib.Cols, w.Cols, ErrShape)
+		}
+	}
 	h := NewHessian(w.Cols)
-	if err := h.Add(acts.Data, acts.Rows); err != nil {
+	if err := h.Add(calib.Data, calib.Rows); err != nil {
 		return TensorError{}, err
 	}
 	out := TensorError{Name: w.Name, N: w.Rows, K: w.Cols}
@@ -134,26 +149,18 @@ func EvaluateTensor(ctx context.Context, w Matrix, acts Matrix, cfg EvalConfig) 
 }
 
 // evalOwn measures a Weight: weight error in its stored (rotated, padded) space — equal to the
-// original-space error as the rotation is orthogonal — and the integer-kernel matmul error.
+// original-space error as the rotation is orthogonal, up to the padding's share — and the
+// integer-kernel matmul error.
 func evalOwn(ctx context.Context, name string, w, acts Matrix, q *Weight, abits int, clip float64, workers int, ref []float64) (SchemeError, error) {
 	wq := w.Data
-	x := acts.Data
 	if !q.Rotation.IsZero() {
 		wq = make([]float32, q.N*q.KP)
 		if err := q.Rotation.Apply(wq, w.Data, w.Rows); err != nil {
 			return SchemeError{}, err
 		}
-		x = make([]float32, acts.Rows*q.KP)
-		if err := q.Rotation.Apply(x, acts.Data, acts.Rows); err != nil {
-			return SchemeError{}, err
-		}
-	}
-	a, err := QuantizeActivations(x, acts.Rows, q.KP, abits, clip)
-	if err != nil {
-		return SchemeError{}, fmt.Errorf("%s: %s: %w", w.Name, name, err)
 	}
 	y := make([]float32, acts.Rows*q.N)
-	if err := MatMulInt(ctx, a, q, y, workers); err != nil {
+	if err := q.MatMul(ctx, acts.Data, acts.Rows, abits, clip, y, workers); err != nil {
 		return SchemeError{}, fmt.Errorf("%s: %s: %w", w.Name, name, err)
 	}
 	return SchemeError{Scheme: name, WeightRelErr: relErr32(q.Dequantize(), wq), MatmulRelErr: relErr64(y, ref)}, nil

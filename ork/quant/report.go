@@ -39,7 +39,9 @@ func SpikedSource(tokens int, seed uint64) ActivationSource {
 
 // EvaluateAll runs EvaluateTensor on each weight the sequence yields (one at a time: only one
 // weight is held in memory) with activations from acts, and averages every scheme over them.
-func EvaluateAll(ctx context.Context, weights iter.Seq2[Matrix, error], acts ActivationSource, cfg EvalConfig) (*Report, error) {
+// calib, when not nil, supplies the GPTQ calibration set (held out from acts); nil calibrates
+// on acts itself.
+func EvaluateAll(ctx context.Context, weights iter.Seq2[Matrix, error], acts, calib ActivationSource, cfg EvalConfig) (*Report, error) {
 	rep := &Report{}
 	for w, err := range weights {
 		if err != nil {
@@ -52,7 +54,15 @@ func EvaluateAll(ctx context.Context, weights iter.Seq2[Matrix, error], acts Act
 		if err != nil {
 			return nil, fmt.Errorf("%s: activations: %w", w.Name, err)
 		}
-		te, err := EvaluateTensor(ctx, w, x, cfg)
+		c := cfg
+		if calib != nil {
+			cx, err := calib(ctx, w.Name, w.Cols)
+			if err != nil {
+				return nil, fmt.Errorf("%s: calibration activations: %w", w.Name, err)
+			}
+			c.Calib = &cx
+		}
+		te, err := EvaluateTensor(ctx, w, x, c)
 		if err != nil {
 			return nil, err
 		}

@@ -105,12 +105,18 @@ func quantizeRow(w *Weight, n int, x, diag []float64, grid []float64) {
 func chooseScale(x, wd []float64, bits int, grid []float64) float32 {
 	amax := 0.0
 	for _, v := range x {
-		amax = math.Max(amax, math.Abs(v))
+		if v < 0 {
+			v = -v
+		}
+		if v > amax {
+			amax = v
+		}
 	}
 	if amax == 0 {
 		return 0
 	}
 	lo, hi := codeRange(bits)
+	flo, fhi := float64(lo), float64(hi)
 	best, bestErr := float32(0), math.Inf(1)
 	for _, f := range grid {
 		s := float32(f * amax / qmax(bits))
@@ -118,27 +124,40 @@ func chooseScale(x, wd []float64, bits int, grid []float64) float32 {
 			continue
 		}
 		s64 := float64(s)
+		inv := 1 / s64
 		e := 0.0
-		for k, v := range x {
-			q := math.Max(float64(lo), math.Min(float64(hi), math.Round(v/s64)))
-			d := v - q*s64
-			if wd != nil {
-				e += wd[k] * d * d
-			} else {
+		if wd == nil {
+			for _, v := range x {
+				d := v - quantCode(v, inv, flo, fhi)*s64
 				e += d * d
+			}
+		} else {
+			for k, v := range x {
+				d := v - quantCode(v, inv, flo, fhi)*s64
+				e += wd[k] * d * d
 			}
 		}
 		if e < bestErr {
 			best, bestErr = s, e
 		}
 	}
-	if best == 0 { // amax so small that every scale underflowed float32
-		return 0
-	}
 	return best
 }
 
-// quantizeWith writes clamp(round(x/s)) into codes (s = 0: all zero).
+// quantCode is clamp(round(v·inv), lo, hi), round half away from zero: the one rounding rule
+// of every quantizer in this package (inv = 1/scale).
+func quantCode(v, inv, lo, hi float64) float64 {
+	q := math.Round(v * inv)
+	if q > hi {
+		return hi
+	}
+	if q < lo {
+		return lo
+	}
+	return q
+}
+
+// quantizeWith writes quantCode(x, 1/s) into codes (s = 0: all zero).
 func quantizeWith(codes []int8, x []float64, s float32, bits int) {
 	if s == 0 {
 		for i := range codes {
@@ -147,9 +166,9 @@ func quantizeWith(codes []int8, x []float64, s float32, bits int) {
 		return
 	}
 	lo, hi := codeRange(bits)
-	s64 := float64(s)
+	inv := 1 / float64(s)
 	for k, v := range x {
-		codes[k] = int8(math.Max(float64(lo), math.Min(float64(hi), math.Round(v/s64))))
+		codes[k] = int8(quantCode(v, inv, float64(lo), float64(hi)))
 	}
 }
 

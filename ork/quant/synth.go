@@ -36,8 +36,9 @@ func SpikedActivations(tokens, k int, seed uint64) (Matrix, error) {
 }
 
 // CorrelatedActivations returns tokens rows of k values with correlated features: each row is
-// x = z·A/sqrt(rank) for standard normal z (1 x rank, rank = K/2) and a fixed random mixing A
-// (rank x k), plus 0.3 x the spiked independent noise of SpikedActivations (so the outlier
+// x = z·A/sqrt(rank) for standard normal z (1 x rank, rank = K/2, drawn from seed) and a fixed
+// random mixing A (rank x k, the same for every seed, so two seeds give two samples of one
+// distribution: a calibration set and a held-out set), plus 0.3 x the spiked independent noise of SpikedActivations (so the outlier
 // channels stay). It gives a Hessian with strong off-diagonal structure, like real activations.
 func CorrelatedActivations(tokens, k int, seed uint64) (Matrix, error) {
 	base, err := SpikedActivations(tokens, k, seed)
@@ -45,11 +46,12 @@ func CorrelatedActivations(tokens, k int, seed uint64) (Matrix, error) {
 		return Matrix{}, err
 	}
 	rank := max(4, k/2)
-	g := newRNG(seed ^ 0xc0441)
+	gm := newRNG(uint64(k) ^ 0xc0441) // the mixing depends on k only: sets of one width share it
 	mix := make([]float64, rank*k)
 	for i := range mix {
-		mix[i] = g.norm()
+		mix[i] = gm.norm()
 	}
+	g := newRNG(seed ^ 0x2a3b)
 	z := make([]float64, rank)
 	norm := 1 / math.Sqrt(float64(rank))
 	for t := 0; t < tokens; t++ {

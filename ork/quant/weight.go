@@ -80,6 +80,8 @@ func (w *Weight) Validate() error {
 		if w.KP != w.K {
 			return fmt.Errorf("weight: KP %d != K %d without rotation: %w", w.KP, w.K, ErrShape)
 		}
+	} else if err := w.Rotation.Validate(); err != nil {
+		return err
 	} else if w.Rotation.K != w.K || w.Rotation.Padded != w.KP {
 		return fmt.Errorf("weight: rotation for K=%d padded %d does not match K=%d KP=%d: %w",
 			w.Rotation.K, w.Rotation.Padded, w.K, w.KP, ErrShape)

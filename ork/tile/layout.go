@@ -275,12 +275,15 @@ func (l Layout) walk(fn func(n, k0, off int)) {
 		return
 	}
 	w := l.TileWidth()
+	runBytes := runLen * l.elemBits() / 8
 	for s := 0; s < l.segs; s++ {
 		seg0, ks := l.SegmentRange(s)
 		for nt := 0; nt < l.np; nt += w {
 			for kt := seg0; kt < seg0+ks; kt += runLen {
+				// The rows of one tile are consecutive runs: tile base + r*runBytes (TestWalkMatchesLocate).
+				base := l.runOffset(nt, kt)
 				for r := 0; r < w; r++ {
-					fn(nt+r, kt, l.runOffset(nt+r, kt))
+					fn(nt+r, kt, base+r*runBytes)
 				}
 			}
 		}

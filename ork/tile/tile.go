@@ -77,6 +77,23 @@ func packRun(out []byte, run []int8, o NibbleOrder) (outOfRange bool) {
 	return acc > 15
 }
 
+// unpackRun is packRun's inverse: 16 bytes to 32 sign-extended int4 codes.
+func unpackRun(run []int8, in []byte, o NibbleOrder) {
+	_ = run[runLen-1]
+	_ = in[runLen/2-1]
+	if o == LowFirst {
+		for j := 0; j < runLen/2; j++ {
+			x := in[j]
+			run[2*j], run[2*j+1] = int8(x<<4)>>4, int8(x)>>4
+		}
+		return
+	}
+	for j := 0; j < runLen/2; j++ {
+		x := in[j]
+		run[2*j], run[2*j+1] = int8(x)>>4, int8(x<<4)>>4
+	}
+}
+
 // TileF16 writes row-major binary16 values [N][K] into dst (exactly Size() bytes) in the fp16 native layout.
 func (l Layout) TileF16(dst []byte, vals []uint16) error {
 	if l.kind != F16Native {
@@ -126,6 +143,10 @@ func (l Layout) Untile(codes []int8, src []byte) error {
 			run := src[off : off+runLen/2]
 			if n >= l.n {
 				bad = firstErr(bad, l.checkZero(run, n, k0))
+				return
+			}
+			if k0+runLen <= l.k {
+				unpackRun(codes[n*l.k+k0:n*l.k+k0+runLen:n*l.k+k0+runLen], run, l.nib)
 				return
 			}
 			for i := 0; i < runLen; i++ {
@@ -228,4 +249,44 @@ func Inflate(dst []byte, to Layout, src []byte, from Layout) error {
 		return err
 	}
 	return to.Tile(dst, codes)
+}
+
+// CheckPadding verifies, without decoding, what Untile would reject in buf: the layout size, and that every
+// padding element (k >= K or n >= N) and every page-padding byte is zero. Every non-padding byte pattern is a
+// valid code, so a buffer that passes decodes. It walks the same runs as Tile and Untile.
+func (l Layout) CheckPadding(buf []byte) error {
+	if len(buf) != l.Size() {
+		return fmt.Errorf("%w: %s: layout buffer has %d bytes, want %d", ErrSize, l, len(buf), l.Size())
+	}
+	runBytes := runLen * l.elemBits() / 8
+	var bad error
+	l.walk(func(n, k0, off int) {
+		if bad != nil || (n < l.n && k0+runLen <= l.k) {
+			return
+		}
+		run := buf[off : off+runBytes]
+		if n >= l.n || k0 >= l.k {
+			bad = l.checkZero(run, n, k0)
+			return
+		}
+		// A partial run: the codes from K on are padding.
+		valid := l.k - k0
+		switch l.kind {
+		case I8Native:
+			bad = l.checkZero(run[valid:], n, l.k)
+		case F16Native:
+			bad = l.checkZero(run[2*valid:], n, l.k)
+		default:
+			for i := valid; i < runLen; i++ {
+				if c := run[i/2] >> nibbleShift(i, l.nib) & 0xf; c != 0 {
+					bad = fmt.Errorf("%w: %s code %d at padding n=%d k=%d", ErrPadding, l.kind, int8(c<<4)>>4, n, k0+i)
+					return
+				}
+			}
+		}
+	})
+	if bad != nil {
+		return bad
+	}
+	return l.checkPagePadding(buf)
 }

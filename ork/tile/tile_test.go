@@ -287,3 +287,70 @@ func TestInflate(t *testing.T) {
 		}
 	}
 }
+
+// TestWalkMatchesLocate: every run the walk yields starts where Locate (runOffset) puts its first code, and
+// the runs tile the codes region exactly once.
+func TestWalkMatchesLocate(t *testing.T) {
+	for _, kind := range []Kind{I8Native, I4Native, F16Native, I4Compact} {
+		for _, s := range []struct{ k, n, sk int }{{64, 64, 8192}, {172, 100, 64}, {8224, 70, 8192}, {100, 33, 32}} {
+			l, err := New(kind, s.k, s.n, WithSegmentK(s.sk))
+			if err != nil {
+				t.Fatal(err)
+			}
+			seen := make([]bool, l.Size())
+			runBytes := runLen * l.elemBits() / 8
+			l.walk(func(n, k0, off int) {
+				if want := l.runOffset(n, k0); off != want {
+					t.Fatalf("%s: walk puts run (%d,%d) at %d, runOffset says %d", l, n, k0, off, want)
+				}
+				if got, _ := l.Locate(n, k0); got != off {
+					t.Fatalf("%s: Locate(%d,%d) = %d, walk %d", l, n, k0, got, off)
+				}
+				for i := off; i < off+runBytes; i++ {
+					if seen[i] {
+						t.Fatalf("%s: byte %d written by two runs", l, i)
+					}
+					seen[i] = true
+				}
+			})
+			for s := 0; s < l.Segments(); s++ {
+				for i := l.SegmentOffset(s); i < l.SegmentOffset(s)+l.SegmentBytes(s); i++ {
+					if !seen[i] {
+						t.Fatalf("%s: byte %d of segment %d not covered by any run", l, i, s)
+					}
+				}
+			}
+		}
+	}
+}
+
+// TestCheckPaddingAgreesWithUntile: for random corruptions, CheckPadding fails exactly when Untile fails.
+func TestCheckPaddingAgreesWithUntile(t *testing.T) {
+	r := rand.New(rand.NewPCG(9, 10))
+	for _, kind := range []Kind{I8Native, I4Native, F16Native, I4Compact} {
+		l, _ := New(kind, 50, 37, WithSegmentK(32), WithPageSize(64))
+		buf := make([]byte, l.Size())
+		if kind == F16Native {
+			vals := make([]uint16, 50*37)
+			for i := range vals {
+				vals[i] = uint16(r.Uint32())
+			}
+			l.TileF16(buf, vals)
+		} else {
+			l.Tile(buf, randCodes(r, 50, 37, kind))
+		}
+		for i := 0; i < 2000; i++ {
+			c := slices.Clone(buf)
+			c[r.IntN(len(c))] ^= byte(1 << r.IntN(8))
+			var uerr error
+			if kind == F16Native {
+				uerr = l.UntileF16(make([]uint16, 50*37), c)
+			} else {
+				uerr = l.Untile(make([]int8, 50*37), c)
+			}
+			if cerr := l.CheckPadding(c); (cerr == nil) != (uerr == nil) {
+				t.Fatalf("%s: CheckPadding %v, Untile %v", kind, cerr, uerr)
+			}
+		}
+	}
+}

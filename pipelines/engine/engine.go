@@ -41,9 +41,9 @@ func New(store Store, opts ...Option) (*Engine, error) {
 }
 
 // material assembles a node's key material from its inputs: source files through the stat cache,
-// node outputs from outputs (which must hold every dependency's files), tools through the stat
+// node outputs from outputs (the files of a dependency by node index), tools through the stat
 // cache. It returns the files to hand to the stage with it.
-func (e *Engine) material(ctx context.Context, pn *pnode, outputs []map[string]stages.File, src *sourceHasher) (stages.KeyMaterial, map[string]stages.File, map[string]stages.File, error) {
+func (e *Engine) material(ctx context.Context, pn *pnode, outputs func(node int) map[string]stages.File, src *sourceHasher) (stages.KeyMaterial, map[string]stages.File, map[string]stages.File, error) {
 	n := pn.node
 	m := stages.KeyMaterial{
 		Stage:   n.stage,
@@ -57,7 +57,7 @@ func (e *Engine) material(ctx context.Context, pn *pnode, outputs []map[string]s
 		var f stages.File
 		if in.node != nil {
 			var ok bool
-			if f, ok = outputs[in.node.index][in.output]; !ok {
+			if f, ok = outputs(in.node.index)[in.output]; !ok {
 				return m, nil, nil, fmt.Errorf("node %q: input %q: output %q of node %q is not available", n.id, name, in.output, in.node.id)
 			}
 		} else {
@@ -82,10 +82,10 @@ func (e *Engine) material(ctx context.Context, pn *pnode, outputs []map[string]s
 	return m, inputs, tools, nil
 }
 
-// recordFiles turns an action record into the node's output files. A record that does not list
-// exactly the stage's outputs, or whose objects are gone, is an error (the caller treats it as a
-// miss).
-func (e *Engine) recordFiles(ctx context.Context, pn *pnode, rec artifacts.ActionRecord) (map[string]stages.File, error) {
+// recordFiles turns an action record into the node's output files, without their paths (a
+// consumer that runs resolves them with Store.Path). A record that does not list exactly the
+// stage's outputs is an error (the caller treats it as a miss).
+func (e *Engine) recordFiles(pn *pnode, rec artifacts.ActionRecord) (map[string]stages.File, error) {
 	if len(rec.Outputs) != len(pn.spec.Outputs) {
 		return nil, fmt.Errorf("action record %s lists %d outputs, stage %q declares %d", rec.Key, len(rec.Outputs), pn.node.stage, len(pn.spec.Outputs))
 	}
@@ -94,11 +94,7 @@ func (e *Engine) recordFiles(ctx context.Context, pn *pnode, rec artifacts.Actio
 		if !hasOutput(pn.spec, o.Name) {
 			return nil, fmt.Errorf("action record %s lists output %q, not declared by stage %q", rec.Key, o.Name, pn.node.stage)
 		}
-		p, err := e.store.Path(ctx, o.Digest)
-		if err != nil {
-			return nil, err
-		}
-		files[o.Name] = stages.File{Path: p, Digest: o.Digest, Size: o.Size}
+		files[o.Name] = stages.File{Digest: o.Digest, Size: o.Size}
 	}
 	return files, nil
 }

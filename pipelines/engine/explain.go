@@ -2,6 +2,7 @@ package engine
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"fmt"
 	"sort"
@@ -41,8 +42,8 @@ type Change struct {
 }
 
 // Explain compares the last recorded build of target with the one before.
-func Explain(historyDir, target string) (*Explanation, error) {
-	recs, err := History(historyDir, target, 2)
+func Explain(ctx context.Context, historyDir, target string) (*Explanation, error) {
+	recs, err := History(ctx, historyDir, target, 2)
 	if err != nil {
 		return nil, err
 	}

@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -103,7 +104,7 @@ func recordNames(dir string) ([]string, error) {
 
 // History returns up to n recorded builds of target, newest first. No record at all is an error
 // wrapping ErrNoHistory.
-func History(historyDir, target string, n int) ([]BuildRecord, error) {
+func History(ctx context.Context, historyDir, target string, n int) ([]BuildRecord, error) {
 	dir := filepath.Join(historyDir, url.PathEscape(target))
 	names, err := recordNames(dir)
 	if errors.Is(err, fs.ErrNotExist) || err == nil && len(names) == 0 {
@@ -114,6 +115,9 @@ func History(historyDir, target string, n int) ([]BuildRecord, error) {
 	}
 	var out []BuildRecord
 	for _, name := range names[:min(n, len(names))] {
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
 		p := filepath.Join(dir, name)
 		b, err := os.ReadFile(p)
 		if err != nil {

@@ -175,7 +175,7 @@ func (e *Engine) Status(ctx context.Context, p *Plan) ([]NodeStatus, error) {
 		if !known {
 			continue
 		}
-		m, _, _, err := e.material(ctx, pn, outputs, sources)
+		m, _, _, err := e.material(ctx, pn, func(d int) map[string]stages.File { return outputs[d] }, sources)
 		if err != nil {
 			return nil, err
 		}
@@ -190,13 +190,16 @@ func (e *Engine) Status(ctx context.Context, p *Plan) ([]NodeStatus, error) {
 			byKey[key] = pn.node.id
 		}
 		rec, err := e.store.GetAction(ctx, key)
-		switch {
-		case errors.Is(err, artifacts.ErrNotFound):
+		if err != nil {
+			if cerr := ctx.Err(); cerr != nil {
+				return nil, cerr
+			}
+			if !errors.Is(err, artifacts.ErrNotFound) {
+				e.cfg.logger.Warn("action record unusable; the node will run", "node", pn.node.id, "key", key, "err", err)
+			}
 			continue
-		case err != nil:
-			return nil, fmt.Errorf("node %q key %s: %w", pn.node.id, key, err)
 		}
-		files, err := e.recordFiles(ctx, pn, rec)
+		files, err := e.recordFiles(pn, rec)
 		if err != nil {
 			continue // outputs unusable: a miss
 		}

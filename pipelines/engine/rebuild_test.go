@@ -182,7 +182,7 @@ func TestIdenticalKeyMaterialRunsOnce(t *testing.T) {
 	if a, b := nodeResult(t, res, "arm-g32"), nodeResult(t, res, "arm-g64"); a.Key != b.Key || a.SameAs+b.SameAs == "" {
 		t.Errorf("arms: keys %s %s, same-as %q %q", a.Key, b.Key, a.SameAs, b.SameAs)
 	}
-	x, err := engine.Explain(hist, "arms")
+	x, err := engine.Explain(context.Background(), hist, "arms")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -195,12 +195,12 @@ func TestExplainNamesTheChangedField(t *testing.T) {
 	s := openStore(t, t.TempDir())
 	hist := t.TempDir()
 	e := newEngine(t, s, engine.WithHistoryDir(hist))
-	if _, err := engine.Explain(hist, "six"); !errors.Is(err, engine.ErrNoHistory) {
+	if _, err := engine.Explain(context.Background(), hist, "six"); !errors.Is(err, engine.ErrNoHistory) {
 		t.Fatalf("explain before any build: %v, want ErrNoHistory", err)
 	}
 	mustBuild(t, e, "six", sixNodes("x"), engine.BuildOptions{})
 	mustBuild(t, e, "six", sixNodes("x-new"), engine.BuildOptions{})
-	x, err := engine.Explain(hist, "six")
+	x, err := engine.Explain(context.Background(), hist, "six")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -248,7 +248,7 @@ func TestToolDigestIsKeyMaterial(t *testing.T) {
 	if c := counts()["tool"]; c != 2 || res.Executed != 1 {
 		t.Fatalf("after rebuilding the tool: ran %d times (executed %d), want 2 (1)", c, res.Executed)
 	}
-	x, err := engine.Explain(hist, "tool")
+	x, err := engine.Explain(context.Background(), hist, "tool")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -130,10 +130,7 @@ func (ps *pass) runNode(i int) {
 		st.err = err
 		return
 	}
-	outputs := make([]map[string]stages.File, len(ps.states))
-	for _, d := range pn.deps {
-		outputs[d] = ps.states[d].outputs
-	}
+	outputs := func(d int) map[string]stages.File { return ps.states[d].outputs }
 	m, inputs, tools, err := ps.e.material(ps.ctx, pn, outputs, ps.sources)
 	if err != nil {
 		ps.fail(st, pn, err)
@@ -231,7 +228,18 @@ func (ps *pass) resolve(pn *pnode, key artifacts.Digest, m stages.KeyMaterial, i
 		if in.node == nil {
 			continue
 		}
-		if err := ps.verify(ctx, inputs[name].Digest); err != nil {
+		f := inputs[name]
+		path, err := ps.e.store.Path(ctx, f.Digest)
+		if err == nil {
+			f.Path = path
+			inputs[name] = f
+			err = ps.verify(ctx, f.Digest)
+		}
+		if err != nil {
+			if errors.Is(err, artifacts.ErrNotFound) {
+				ps.e.cfg.logger.Warn("input object missing; its producer will run again", "node", id, "input", name, "producer", in.node.id, "err", err)
+				return outcomeRetry, nil, err
+			}
 			if isCorrupt(err) {
 				ps.e.cfg.logger.Warn("input object corrupt; quarantined, its producer will run again", "node", id, "input", name, "producer", in.node.id, "err", err)
 				return outcomeRetry, nil, err
@@ -249,10 +257,6 @@ func (ps *pass) resolve(pn *pnode, key artifacts.Digest, m stages.KeyMaterial, i
 		err = ps.checkSources(pn, inputs)
 	}
 	if err != nil {
-		if ctx.Err() != nil {
-			ps.emit(Event{Event: EventNodeFailed, Node: id, Key: key.String(), Stage: pn.node.stage, Time: time.Now(), DurationMS: time.Since(start).Milliseconds(), Error: "canceled"})
-			return OutcomeSkipped, nil, ctx.Err()
-		}
 		return ps.failed(pn, key, start, err)
 	}
 	rec := artifacts.ActionRecord{Key: key, Stage: m.Stage, Version: m.Version, Outputs: outs}
@@ -262,7 +266,7 @@ func (ps *pass) resolve(pn *pnode, key artifacts.Digest, m stages.KeyMaterial, i
 	if err := ps.e.store.PutAction(ctx, rec); err != nil {
 		return ps.failed(pn, key, start, fmt.Errorf("storing the action record: %w", err))
 	}
-	files, err := ps.e.recordFiles(ctx, pn, rec)
+	files, err := ps.e.recordFiles(pn, rec)
 	if err != nil {
 		return ps.failed(pn, key, start, err)
 	}
@@ -270,7 +274,13 @@ func (ps *pass) resolve(pn *pnode, key artifacts.Digest, m stages.KeyMaterial, i
 	return OutcomeExecuted, files, nil
 }
 
+// failed reports a node's failure; once the build is being canceled, any failure is reported as
+// the cancellation (the node counts as skipped).
 func (ps *pass) failed(pn *pnode, key artifacts.Digest, start time.Time, err error) (Outcome, map[string]stages.File, error) {
+	if cerr := ps.ctx.Err(); cerr != nil {
+		ps.emit(Event{Event: EventNodeFailed, Node: pn.node.id, Key: key.String(), Stage: pn.node.stage, Time: time.Now(), DurationMS: time.Since(start).Milliseconds(), Error: "canceled"})
+		return OutcomeSkipped, nil, cerr
+	}
 	ps.emit(Event{Event: EventNodeFailed, Node: pn.node.id, Key: key.String(), Stage: pn.node.stage, Time: time.Now(), DurationMS: time.Since(start).Milliseconds(), Error: err.Error()})
 	return OutcomeFailed, nil, fmt.Errorf("%w: node %q (stage %q, key %s): %w", ErrNodeFailed, pn.node.id, pn.node.stage, key, err)
 }
@@ -284,7 +294,7 @@ func (ps *pass) lookup(pn *pnode, key artifacts.Digest) (map[string]stages.File,
 		}
 		return nil, false
 	}
-	files, err := ps.e.recordFiles(ps.ctx, pn, rec)
+	files, err := ps.e.recordFiles(pn, rec)
 	if err != nil {
 		ps.e.cfg.logger.Warn("action record outputs unusable; running the node", "node", pn.node.id, "key", key, "err", err)
 		return nil, false

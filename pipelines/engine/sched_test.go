@@ -180,3 +180,34 @@ func TestFailure(t *testing.T) {
 		}
 	})
 }
+
+// TestMissingSourceIsAnError: a source file that does not exist fails its node with the node,
+// the input and the path in the message; nothing is substituted for it.
+func TestMissingSourceIsAnError(t *testing.T) {
+	resetCounts()
+	s := openStore(t, t.TempDir())
+	e := newEngine(t, s)
+	missing := filepath.Join(t.TempDir(), "no-such-pack.orkpack")
+	g := engine.NewGraph()
+	r := node(g, "score", testParams{}, map[string]engine.Input{"pack": engine.File(missing)})
+	g.Export("score", r.Output("out"))
+	res, err := build(t, context.Background(), e, "missing", g, engine.BuildOptions{})
+	if !errors.Is(err, engine.ErrNodeFailed) || !strings.Contains(err.Error(), missing) || !strings.Contains(err.Error(), `"pack"`) || !strings.Contains(err.Error(), `"score"`) {
+		t.Errorf("err %v: want the node, the input and the path named", err)
+	}
+	if res.Failed != 1 || counts()["score"] != 0 {
+		t.Errorf("failed %d, ran %d times; want 1 and 0", res.Failed, counts()["score"])
+	}
+	if _, err := e.Status(context.Background(), mustPlan(t, e, g)); err == nil || !strings.Contains(err.Error(), missing) {
+		t.Errorf("Status with a missing source: %v", err)
+	}
+}
+
+func mustPlan(t *testing.T, e *engine.Engine, g *engine.Graph) *engine.Plan {
+	t.Helper()
+	p, err := e.Plan(g)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
+}

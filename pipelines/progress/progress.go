@@ -115,6 +115,9 @@ func TextLine(e engine.Event) string {
 	case engine.EventNodeFinished:
 		return fmt.Sprintf("finished  %-24s %s in %s", e.Node, short(e.Key), time.Duration(e.DurationMS)*time.Millisecond)
 	case engine.EventNodeFailed:
+		if e.Error == "canceled" {
+			return fmt.Sprintf("canceled  %-24s %s", e.Node, short(e.Key))
+		}
 		return fmt.Sprintf("FAILED    %-24s %s: %s", e.Node, short(e.Key), e.Error)
 	case engine.EventSummary:
 		s := e.Summary

@@ -1,0 +1,128 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+
+	"github.com/spf13/cobra"
+
+	"orkpipe/internal/units"
+	"orkpipe/registry"
+)
+
+type describeFlags struct {
+	transportFlags
+	trust []string
+}
+
+func newDescribeCommand(opts *globalOptions) *cobra.Command {
+	var f describeFlags
+	cmd := &cobra.Command{
+		Use:   "describe REF",
+		Short: "Show a pack artifact: manifest, files, sizes, signatures and attached verifications",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return runDescribe(cmd.Context(), opts, &f, args[0])
+		},
+	}
+	f.register(cmd)
+	cmd.Flags().StringArrayVar(&f.trust, "trust", nil, "ed25519 public key file to check attestation signatures against (repeatable)")
+	return cmd
+}
+
+func runDescribe(ctx context.Context, opts *globalOptions, f *describeFlags, ref string) error {
+	ropts, err := f.options(ref)
+	if err != nil {
+		return err
+	}
+	tr, err := trustOptions(f.trust)
+	if err != nil {
+		return err
+	}
+	ropts = append(ropts, tr...)
+	ropts = append(ropts, registry.WithLogger(opts.logger))
+	d, err := registry.Describe(ctx, ref, ropts...)
+	if err != nil {
+		return err
+	}
+	type part struct {
+		Index     int               `json:"index"`
+		Layer     string            `json:"layer"`
+		MediaType string            `json:"mediaType"`
+		Stored    int64             `json:"stored"`
+		Data      int64             `json:"data"`
+		Extents   []registry.Extent `json:"extents"`
+	}
+	type file struct {
+		Name   string            `json:"name"`
+		Size   int64             `json:"size"`
+		Data   int64             `json:"data"`
+		Stored int64             `json:"stored"`
+		SHA256 string            `json:"sha256"`
+		BLAKE3 string            `json:"blake3"`
+		Extra  map[string]string `json:"annotations,omitempty"`
+		Parts  []part            `json:"parts"`
+	}
+	type att struct {
+		Digest        string   `json:"digest"`
+		PredicateType string   `json:"predicateType,omitempty"`
+		Signers       []string `json:"signers,omitempty"`
+		TrustedBy     []string `json:"trustedBy,omitempty"`
+		Error         string   `json:"error,omitempty"`
+	}
+	var files []file
+	for _, fl := range d.Artifact.Files {
+		x := file{Name: fl.Name, Size: fl.Digests.Size, Data: fl.DataSize(), Stored: fl.StoredSize(), SHA256: fl.Digests.SHA256, BLAKE3: fl.Digests.BLAKE3.String(), Extra: fl.Extra}
+		for _, p := range fl.Parts {
+			x.Parts = append(x.Parts, part{p.Index, p.Layer.Digest.String(), string(p.Layer.MediaType), p.Layer.Size, p.RawSize, p.Extents})
+		}
+		files = append(files, x)
+	}
+	var atts []att
+	for _, a := range d.Attestations {
+		x := att{Digest: a.Digest.String(), PredicateType: a.PredicateType, Signers: a.Signers, TrustedBy: a.TrustedBy}
+		if a.Err != nil {
+			x.Error = a.Err.Error()
+		}
+		atts = append(atts, x)
+	}
+	if opts.json {
+		return json.NewEncoder(opts.stdout).Encode(map[string]any{
+			"ref": ref, "digest": d.Artifact.Digest.String(), "annotations": d.Artifact.Annotations,
+			"config": d.Config, "files": files, "attestations": atts,
+		})
+	}
+	w := opts.stdout
+	fmt.Fprintf(w, "%s\ndigest   %s\n", ref, d.Artifact.Digest)
+	c := d.Config
+	if c.Descriptor.CreatedAt != nil {
+		fmt.Fprintf(w, "created  %s\n", c.Descriptor.CreatedAt.Format("2006-01-02T15:04:05Z07:00"))
+	}
+	fmt.Fprintf(w, "model    %s %s (%s, %s params, %s, %s)\n", c.Descriptor.Name, c.Descriptor.Version, c.Config.Architecture, c.Config.ParamSize, c.Config.Precision, c.Config.Quantization)
+	for _, k := range []string{registry.AnnotationBoardProfile, registry.AnnotationRecipe} {
+		if v := d.Artifact.Annotations[k]; v != "" {
+			fmt.Fprintf(w, "%s %s\n", k, v)
+		}
+	}
+	fmt.Fprintln(w, "files:")
+	for _, x := range files {
+		fmt.Fprintf(w, "  %-28s size %10s  data %10s  stored %10s  %d layer(s)\n    %s\n    %s\n",
+			x.Name, units.FormatSize(x.Size), units.FormatSize(x.Data), units.FormatSize(x.Stored), len(x.Parts), x.SHA256, x.BLAKE3)
+	}
+	fmt.Fprintln(w, "attestations:")
+	if len(atts) == 0 {
+		fmt.Fprintln(w, "  none")
+	}
+	for _, a := range atts {
+		status := "signature not checked (no --trust)"
+		switch {
+		case a.Error != "":
+			status = "INVALID: " + a.Error
+		case len(a.TrustedBy) > 0:
+			status = fmt.Sprintf("signed by trusted key %v", a.TrustedBy)
+		}
+		fmt.Fprintf(w, "  %s %s\n    signers %v: %s\n", a.Digest, a.PredicateType, a.Signers, status)
+	}
+	return nil
+}

@@ -1,0 +1,71 @@
+package main
+
+import (
+	"encoding/json"
+	"math"
+	"testing"
+
+	"orkpipe/internal/testdata"
+)
+
+func TestEvalCommand(t *testing.T) {
+	model := testdata.Path(t, "stories260K.gguf")
+	text := testdata.Path(t, "stories-generated.txt")
+	out, errOut, code := orkpipeExit(t, "--json", "eval", "--model", model, "--text", text, "--ctx", "512", "--chunks", "2")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	var res struct {
+		PPL    float64         `json:"ppl"`
+		PPLErr float64         `json:"ppl_err"`
+		Chunks int             `json:"chunks"`
+		Tokens int             `json:"tokens"`
+		KLD    json.RawMessage `json:"kld"`
+	}
+	if err := json.Unmarshal([]byte(out), &res); err != nil {
+		t.Fatalf("%v: %s", err, out)
+	}
+	if res.Chunks != 2 || res.Tokens != 20181 || !(res.PPL > 1 && res.PPL < 4) || res.PPLErr <= 0 || res.KLD != nil {
+		t.Fatalf("unexpected result %s", out)
+	}
+
+	// Against a base model: KLD and same_top appear.
+	q := testdata.Path(t, "stories260K-Q8_0.gguf")
+	out, errOut, code = orkpipeExit(t, "--json", "eval", "--model", q, "--base-model", model, "--text", text, "--chunks", "1")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	var kres struct {
+		KLD     map[string]float64 `json:"kld"`
+		SameTop *float64           `json:"same_top"`
+	}
+	if err := json.Unmarshal([]byte(out), &kres); err != nil {
+		t.Fatal(err)
+	}
+	for _, k := range []string{"mean", "median", "p99", "max"} {
+		if v, ok := kres.KLD[k]; !ok || v < 0 || math.IsNaN(v) {
+			t.Errorf("kld.%s = %v (present %v)", k, v, ok)
+		}
+	}
+	if kres.SameTop == nil || *kres.SameTop <= 0.5 {
+		t.Errorf("same_top %v", kres.SameTop)
+	}
+
+	for _, c := range []struct {
+		args []string
+		code int
+	}{
+		{[]string{"eval", "--text", text}, exitUsage},
+		{[]string{"eval", "--model", model}, exitUsage},
+		{[]string{"eval", "--model", model, "--text", text, "--ctx", "2"}, exitUsage},
+		{[]string{"eval", "--model", model, "--text", text, "--ctx", "100000"}, exitFailure}, // text too short
+		{[]string{"eval", "--model", model, "--text", text, "--pack", text}, exitFailure},    // not a pack
+		{[]string{"eval", "--model", testdata.Path(t, "ggml-vocab-gpt-2.gguf"), "--text", text}, exitFailure},
+	} {
+		if _, errOut, code := orkpipeExit(t, c.args...); code != c.code {
+			t.Errorf("%v: exit %d, want %d (%s)", c.args, code, c.code, errOut)
+		} else {
+			t.Logf("%v: exit %d: %s", c.args[1:], code, errOut)
+		}
+	}
+}

@@ -1,0 +1,211 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"sync"
+
+	"github.com/spf13/cobra"
+	"github.com/vbauerster/mpb/v8"
+	"github.com/vbauerster/mpb/v8/decor"
+	"golang.org/x/term"
+
+	"orkpipe/internal/units"
+	"orkpipe/registry"
+)
+
+type pullFlags struct {
+	transportFlags
+	out   string
+	trust []string
+	force bool
+}
+
+func newPullCommand(opts *globalOptions) *cobra.Command {
+	var f pullFlags
+	cmd := &cobra.Command{
+		Use:   "pull REF -o DIR",
+		Short: "Pull and verify a pack artifact from an OCI registry into DIR",
+		Long: `pull downloads the artifact at REF into DIR. Every layer is verified (sha256) as it streams and every
+file verified whole (sha256 and BLAKE3) before it is renamed, read-only, into DIR; an interrupted pull
+resumes from the parts it had verified (DIR/.orkpipe-partial). A file already in DIR is kept only if
+its digests match. With --trust KEY.pub the artifact must carry provenance signed by that key.`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return runPull(cmd.Context(), opts, &f, args[0])
+		},
+	}
+	f.register(cmd)
+	cmd.Flags().StringVarP(&f.out, "output", "o", "", "destination directory (required)")
+	cmd.Flags().StringArrayVar(&f.trust, "trust", nil, "ed25519 public key file; refuse artifacts without provenance signed by one of these keys (repeatable)")
+	cmd.Flags().BoolVar(&f.force, "force", false, "replace destination files whose content differs from the artifact")
+	return cmd
+}
+
+// trustOptions loads --trust key files.
+func trustOptions(paths []string) ([]registry.Option, error) {
+	if len(paths) == 0 {
+		return nil, nil
+	}
+	var keys [][]byte
+	for _, p := range paths {
+		k, err := registry.LoadPublicKey(p)
+		if err != nil {
+			return nil, usagef("--trust: %v", err)
+		}
+		keys = append(keys, k)
+	}
+	var opts []registry.Option
+	for _, k := range keys {
+		opts = append(opts, registry.WithTrust(k))
+	}
+	return opts, nil
+}
+
+func runPull(ctx context.Context, opts *globalOptions, f *pullFlags, ref string) error {
+	if f.out == "" {
+		return usagef("-o DIR is required")
+	}
+	ropts, err := f.options(ref)
+	if err != nil {
+		return err
+	}
+	tr, err := trustOptions(f.trust)
+	if err != nil {
+		return err
+	}
+	ropts = append(ropts, tr...)
+	ropts = append(ropts, registry.WithJobs(opts.jobs), registry.WithLogger(opts.logger))
+	if f.force {
+		ropts = append(ropts, registry.WithForce())
+	}
+	prog := newTransferProgress(opts, "pull")
+	ropts = append(ropts, registry.WithProgress(prog))
+	res, err := registry.Pull(ctx, ref, f.out, ropts...)
+	prog.wait()
+	if err != nil {
+		return err
+	}
+	if opts.json {
+		type file struct {
+			Name    string `json:"name"`
+			Path    string `json:"path"`
+			Size    int64  `json:"size"`
+			SHA256  string `json:"sha256"`
+			BLAKE3  string `json:"blake3"`
+			Skipped bool   `json:"skipped"`
+			Resumed int    `json:"resumedParts"`
+		}
+		out := struct {
+			Digest     string   `json:"digest"`
+			Ref        string   `json:"ref"`
+			Downloaded int64    `json:"downloaded"`
+			Files      []file   `json:"files"`
+			TrustedBy  []string `json:"trustedBy,omitempty"`
+		}{Digest: res.Digest.String(), Ref: ref, Downloaded: res.Downloaded}
+		for i, pf := range res.Files {
+			fd := res.Artifact.Files[i].Digests
+			out.Files = append(out.Files, file{pf.Name, pf.Path, fd.Size, fd.SHA256, fd.BLAKE3.String(), pf.Skipped, pf.Resumed})
+		}
+		for _, a := range res.Attestations {
+			out.TrustedBy = append(out.TrustedBy, a.TrustedBy...)
+		}
+		return json.NewEncoder(opts.stdout).Encode(out)
+	}
+	for i, pf := range res.Files {
+		state := "verified"
+		if pf.Skipped {
+			state = "present, verified"
+		} else if pf.Resumed > 0 {
+			state = fmt.Sprintf("verified (%d parts resumed)", pf.Resumed)
+		}
+		fmt.Fprintf(opts.stdout, "%-28s %10s  %s\n", pf.Path, units.FormatSize(res.Artifact.Files[i].Digests.Size), state)
+	}
+	for _, a := range res.Attestations {
+		fmt.Fprintf(opts.stdout, "provenance %s signed by %v\n", a.Digest, a.TrustedBy)
+	}
+	fmt.Fprintf(opts.stdout, "downloaded %s\n%s\n", units.FormatSize(res.Downloaded), res.Digest)
+	return nil
+}
+
+// transferProgress renders registry progress events: bars on a terminal, plain lines otherwise,
+// nothing with --json.
+type transferProgress struct {
+	mu    sync.Mutex
+	verb  string
+	w     io.Writer
+	p     *mpb.Progress
+	bars  map[string]*mpb.Bar
+	plain bool
+	quiet bool
+}
+
+func newTransferProgress(opts *globalOptions, verb string) *transferProgress {
+	tp := &transferProgress{verb: verb, w: opts.stderr, bars: map[string]*mpb.Bar{}, quiet: opts.json}
+	if f, ok := opts.stderr.(*os.File); ok && term.IsTerminal(int(f.Fd())) && !opts.json {
+		tp.p = mpb.New(mpb.WithOutput(opts.stderr), mpb.WithWidth(40))
+	} else {
+		tp.plain = true
+	}
+	return tp
+}
+
+// Report implements registry.Progress.
+func (tp *transferProgress) Report(e registry.Event) {
+	if tp.quiet {
+		return
+	}
+	tp.mu.Lock()
+	defer tp.mu.Unlock()
+	if tp.plain {
+		switch e.Kind {
+		case registry.EventStart:
+			fmt.Fprintf(tp.w, "%s %s: %s to transfer\n", tp.verb, e.File, units.FormatSize(e.Total))
+		case registry.EventSkipped:
+			fmt.Fprintf(tp.w, "%s %s: already present, verified\n", tp.verb, e.File)
+		case registry.EventDone:
+			if e.Err != nil {
+				fmt.Fprintf(tp.w, "%s %s: failed\n", tp.verb, e.File)
+			} else {
+				fmt.Fprintf(tp.w, "%s %s: done, verified\n", tp.verb, e.File)
+			}
+		}
+		return
+	}
+	switch e.Kind {
+	case registry.EventStart:
+		tp.bars[e.File] = tp.p.AddBar(e.Total,
+			mpb.PrependDecorators(decor.Name(e.File, decor.WC{W: 28, C: decor.DindentRight})),
+			mpb.AppendDecorators(decor.CountersKibiByte("% .1f / % .1f"), decor.Name(" "), decor.AverageSpeed(decor.SizeB1024(0), "% .1f")))
+	case registry.EventBytes:
+		if b := tp.bars[e.File]; b != nil {
+			b.IncrInt64(e.Bytes)
+		}
+	case registry.EventDone:
+		if b := tp.bars[e.File]; b != nil {
+			if e.Err != nil {
+				b.Abort(false)
+			} else {
+				b.SetTotal(b.Current(), true)
+			}
+		}
+	}
+}
+
+// wait flushes the bars; call it once the transfer returned.
+func (tp *transferProgress) wait() {
+	if tp.p == nil {
+		return
+	}
+	tp.mu.Lock()
+	for _, b := range tp.bars {
+		if !b.Completed() {
+			b.Abort(false)
+		}
+	}
+	tp.mu.Unlock()
+	tp.p.Wait()
+}

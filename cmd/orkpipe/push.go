@@ -1,0 +1,115 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+
+	"github.com/google/go-containerregistry/pkg/name"
+	"github.com/spf13/cobra"
+
+	"orkpipe/internal/units"
+	"orkpipe/registry"
+)
+
+// transportFlags are the registry connection flags shared by push, pull and describe.
+type transportFlags struct {
+	plainHTTP bool
+	insecure  bool
+}
+
+func (f *transportFlags) register(cmd *cobra.Command) {
+	cmd.Flags().BoolVar(&f.plainHTTP, "plain-http", false, "use plain HTTP (no TLS) for the registry named in REF")
+	cmd.Flags().BoolVar(&f.insecure, "insecure", false, "allow plain HTTP to any registry and skip TLS certificate checks")
+}
+
+// options turns the flags into registry options for ref.
+func (f *transportFlags) options(ref string) ([]registry.Option, error) {
+	var out []registry.Option
+	if f.plainHTTP {
+		r, err := name.ParseReference(ref)
+		if err != nil {
+			return nil, usagef("reference %q: %v", ref, err)
+		}
+		out = append(out, registry.WithPlainHTTP(r.Context().RegistryStr()))
+	}
+	if f.insecure {
+		out = append(out, registry.WithInsecure())
+	}
+	return out, nil
+}
+
+type pushFlags struct {
+	transportFlags
+	partSize string
+	sign     string
+}
+
+func newPushCommand(opts *globalOptions) *cobra.Command {
+	var f pushFlags
+	cmd := &cobra.Command{
+		Use:   "push DIR REF",
+		Short: "Push a build output directory (pack, stub, report, provenance) to an OCI registry",
+		Long: `push publishes every file at the top of DIR as one ModelPack OCI artifact at REF (see docs/oci.md).
+Large files travel as several byte-range layers (--part-size), sparse files send only their data,
+layers upload in parallel (-j). With --sign KEY the build's provenance.json is attached as a signed
+in-toto/SLSA attestation. The manifest digest is printed as the last line.`,
+		Args: cobra.ExactArgs(2),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return runPush(cmd.Context(), opts, &f, args[0], args[1])
+		},
+	}
+	f.register(cmd)
+	cmd.Flags().StringVar(&f.partSize, "part-size", "512MiB", "largest layer; bigger files are split into byte ranges")
+	cmd.Flags().StringVar(&f.sign, "sign", "", "ed25519 private key file (from 'orkpipe key generate') to sign the provenance with")
+	return cmd
+}
+
+func runPush(ctx context.Context, opts *globalOptions, f *pushFlags, dir, ref string) error {
+	if st, err := os.Stat(dir); err != nil || !st.IsDir() {
+		return usagef("DIR %q: not a directory", dir)
+	}
+	ropts, err := f.options(ref)
+	if err != nil {
+		return err
+	}
+	ps, err := units.ParseSize(f.partSize)
+	if err != nil {
+		return usagef("--part-size: %v", err)
+	}
+	if ps < registry.MinPartSize {
+		return usagef("--part-size: %s is below the minimum %s", f.partSize, units.FormatSize(registry.MinPartSize))
+	}
+	ropts = append(ropts, registry.WithJobs(opts.jobs), registry.WithLogger(opts.logger), registry.WithPartSize(ps))
+	if f.sign != "" {
+		key, err := registry.LoadPrivateKey(f.sign)
+		if err != nil {
+			return fmt.Errorf("--sign: %w", err)
+		}
+		ropts = append(ropts, registry.WithSigner(key))
+	}
+	prog := newTransferProgress(opts, "push")
+	ropts = append(ropts, registry.WithProgress(prog))
+	res, err := registry.Push(ctx, dir, ref, ropts...)
+	prog.wait()
+	if err != nil {
+		return err
+	}
+	if opts.json {
+		out := map[string]any{"digest": res.Digest.String(), "ref": ref, "uploaded": res.Uploaded, "reused": res.Reused}
+		if res.Attestation != nil {
+			out["attestation"] = res.Attestation.String()
+		}
+		return json.NewEncoder(opts.stdout).Encode(out)
+	}
+	for _, file := range res.Artifact.Files {
+		fmt.Fprintf(opts.stdout, "%-28s %10s  %d layer(s)  %s\n", file.Name, units.FormatSize(file.Digests.Size), len(file.Parts), file.Digests.SHA256)
+	}
+	fmt.Fprintf(opts.stdout, "uploaded %s, already present %s\n", units.FormatSize(res.Uploaded), units.FormatSize(res.Reused))
+	if res.Attestation != nil {
+		fmt.Fprintf(opts.stdout, "signed provenance %s\n", res.Attestation)
+	}
+	fmt.Fprintln(opts.stdout, res.Digest)
+	return nil
+}

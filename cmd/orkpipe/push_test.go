@@ -1,0 +1,111 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"orkpipe/internal/testdata"
+	"orkpipe/registry/regtest"
+)
+
+// runRegistryCLI runs the CLI in-process and returns stdout, stderr and the exit status.
+func runRegistryCLI(t *testing.T, args ...string) (string, string, int) {
+	t.Helper()
+	var out, errb bytes.Buffer
+	ctx := context.Background()
+	root := newRootCommand(newGlobalOptions(&out, &errb))
+	root.SetArgs(args)
+	code := exitCode(ctx, root.ExecuteContext(ctx), &errb)
+	return out.String(), errb.String(), code
+}
+
+const testProvenance = `{"_type":"https://in-toto.io/Statement/v1","subject":[{"name":"model.orkpack","digest":{"sha256":"00"}}],
+"predicateType":"https://slsa.dev/provenance/v1","predicate":{"buildDefinition":{"buildType":"https://orkpipe.dev/build/v1",
+"externalParameters":{"model":{"name":"stories260K","architecture":"llama"}}},"runDetails":{"builder":{"id":"test"},
+"metadata":{"finishedOn":"2026-11-02T10:30:00Z"}}}}`
+
+func TestPushPullDescribeCLI(t *testing.T) {
+	reg := regtest.Start(t, nil)
+	src := t.TempDir()
+	in, err := os.Open(testdata.Path(t, "stories260K.gguf"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, _ := os.Create(filepath.Join(src, "model.orkpack"))
+	io.Copy(out, in)
+	in.Close()
+	out.Close()
+	os.WriteFile(filepath.Join(src, "provenance.json"), []byte(testProvenance), 0o644)
+	key := filepath.Join(t.TempDir(), "release.key")
+	ref := reg.Ref("packs/cli", "v1")
+
+	if _, errOut, code := runRegistryCLI(t, "key", "generate", "-o", key); code != 0 {
+		t.Fatalf("key generate: exit %d: %s", code, errOut)
+	}
+	stdout, errOut, code := runRegistryCLI(t, "push", src, ref, "--plain-http", "--part-size", "256KiB", "--sign", key, "-j", "2")
+	if code != 0 {
+		t.Fatalf("push: exit %d: %s", code, errOut)
+	}
+	lines := strings.Split(strings.TrimSpace(stdout), "\n")
+	digest := lines[len(lines)-1]
+	if !strings.HasPrefix(digest, "sha256:") || len(digest) != 71 {
+		t.Fatalf("push: last line %q is not the manifest digest", digest)
+	}
+	stdout, errOut, code = runRegistryCLI(t, "--json", "push", src, ref, "--plain-http", "--part-size", "256KiB")
+	if code != 0 {
+		t.Fatalf("push --json: exit %d: %s", code, errOut)
+	}
+	var pj struct{ Digest, Ref string }
+	if err := json.Unmarshal([]byte(stdout), &pj); err != nil || pj.Digest != digest || pj.Ref != ref {
+		t.Fatalf("push --json: %q (%v), want digest %s", stdout, err, digest)
+	}
+
+	dst := filepath.Join(t.TempDir(), "out")
+	if _, errOut, code := runRegistryCLI(t, "pull", ref, "-o", dst, "--plain-http", "--trust", key+".pub"); code != 0 {
+		t.Fatalf("pull --trust: exit %d: %s", code, errOut)
+	}
+	a, _ := os.ReadFile(filepath.Join(src, "model.orkpack"))
+	b, _ := os.ReadFile(filepath.Join(dst, "model.orkpack"))
+	if !bytes.Equal(a, b) {
+		t.Fatal("pulled model.orkpack differs")
+	}
+
+	other := filepath.Join(t.TempDir(), "other.key")
+	runRegistryCLI(t, "key", "generate", "-o", other)
+	dst2 := filepath.Join(t.TempDir(), "out2")
+	_, errOut, code = runRegistryCLI(t, "pull", ref, "-o", dst2, "--plain-http", "--trust", other+".pub")
+	if code != 1 || !strings.Contains(errOut, "no valid signature by a trusted key") {
+		t.Fatalf("pull trusting another key: exit %d: %s", code, errOut)
+	}
+
+	stdout, errOut, code = runRegistryCLI(t, "--json", "describe", ref, "--plain-http", "--trust", key+".pub")
+	if code != 0 {
+		t.Fatalf("describe: exit %d: %s", code, errOut)
+	}
+	var dj struct {
+		Digest string
+		Files  []struct {
+			Name  string
+			Parts []json.RawMessage
+		}
+		Attestations []struct{ TrustedBy []string }
+	}
+	if err := json.Unmarshal([]byte(stdout), &dj); err != nil {
+		t.Fatal(err)
+	}
+	if dj.Digest != digest || len(dj.Files) != 2 || len(dj.Attestations) != 1 || len(dj.Attestations[0].TrustedBy) != 1 {
+		t.Fatalf("describe --json: %s", stdout)
+	}
+	if _, _, code := runRegistryCLI(t, "pull", ref); code != 2 {
+		t.Fatalf("pull without -o: exit %d, want 2", code)
+	}
+	if _, errOut, code := runRegistryCLI(t, "pull", ref, "-o", t.TempDir()); code != 1 || !strings.Contains(errOut, "plain HTTP") {
+		t.Fatalf("pull without --plain-http: exit %d: %s", code, errOut)
+	}
+}

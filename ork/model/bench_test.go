@@ -1,0 +1,124 @@
+package model
+
+import (
+	"context"
+	"sync"
+	"testing"
+
+	"gonum.org/v1/gonum/blas"
+	"gonum.org/v1/gonum/blas/blas32"
+)
+
+// gemmBaseline times a plain float32 matrix multiply (gonum blas32.Gemm, y = x·Wᵀ) doing, per op, the
+// multiply-adds of the given (N, K) weights for t tokens: the same matmul work as the forward pass.
+func gemmBaseline(t int, shapes [][2]int) testing.BenchmarkResult {
+	type op struct{ x, w, y blas32.General }
+	var ops []op
+	for _, s := range shapes {
+		n, k := s[0], s[1]
+		ops = append(ops, op{
+			x: blas32.General{Rows: t, Cols: k, Stride: k, Data: fill(t * k)},
+			w: blas32.General{Rows: n, Cols: k, Stride: k, Data: fill(n * k)},
+			y: blas32.General{Rows: t, Cols: n, Stride: n, Data: make([]float32, t*n)},
+		})
+	}
+	return testing.Benchmark(func(b *testing.B) {
+		for b.Loop() {
+			for _, o := range ops {
+				blas32.Gemm(blas.NoTrans, blas.Trans, 1, o.x, o.w, 0, o.y)
+			}
+		}
+	})
+}
+
+func fill(n int) []float32 {
+	v := make([]float32, n)
+	for i := range v {
+		v[i] = float32(i%17)*0.01 - 0.08
+	}
+	return v
+}
+
+// linearShapes lists the (N, K) of every matmul of a forward pass over cfg (blocks and output).
+func linearShapes(c *Config, layers int, output bool) [][2]int {
+	var s [][2]int
+	for l := 0; l < layers; l++ {
+		s = append(s, [2]int{c.QDim(), c.NEmbd}, [2]int{c.KVDim(), c.NEmbd}, [2]int{c.KVDim(), c.NEmbd},
+			[2]int{c.NEmbd, c.QDim()}, [2]int{c.NFF, c.NEmbd}, [2]int{c.NFF, c.NEmbd}, [2]int{c.NEmbd, c.NFF})
+	}
+	if output {
+		s = append(s, [2]int{c.NVocab, c.NEmbd})
+	}
+	return s
+}
+
+// BenchmarkForwardStories260K runs one 512-token chunk through stories260K (weights cached) and reports
+// tokens/s next to a plain matrix multiply of the same shapes in the same run.
+func BenchmarkForwardStories260K(b *testing.B) {
+	src := storiesSource(b)
+	cfg, err := ConfigFromGGUF(src.File())
+	if err != nil {
+		b.Fatal(err)
+	}
+	m, _ := NewModel(cfg, src)
+	const t = 512
+	toks := make([]int32, t)
+	for i := range toks {
+		toks[i] = int32((i*37 + 1) % cfg.NVocab)
+	}
+	ctx := context.Background()
+	if _, err := m.Forward(ctx, toks); err != nil { // warm the cache
+		b.Fatal(err)
+	}
+	base := gemmBaseline(t, linearShapes(&cfg, cfg.NLayer, true))
+	b.ResetTimer()
+	for b.Loop() {
+		if _, err := m.Forward(ctx, toks); err != nil {
+			b.Fatal(err)
+		}
+	}
+	reportVsBaseline(b, t, base)
+}
+
+func reportVsBaseline(b *testing.B, tokens int, base testing.BenchmarkResult) {
+	per := b.Elapsed().Seconds() / float64(b.N)
+	b.ReportMetric(float64(tokens)/per, "tok/s")
+	b.ReportMetric(float64(tokens)/(float64(base.NsPerOp())*1e-9), "gemm-tok/s")
+	b.ReportMetric(per/(float64(base.NsPerOp())*1e-9), "x-gemm-time")
+}
+
+var (
+	wideOnce  sync.Once
+	wideLayer *Layer
+	wideModel *Model
+)
+
+// BenchmarkLayer5120 runs one generated 5120-wide block (40/8 heads of 128, n_ff 8192) over 64 tokens
+// and reports tokens/s next to a plain matrix multiply of the block's shapes in the same run.
+func BenchmarkLayer5120(b *testing.B) {
+	cfg := Config{Arch: "llama", NEmbd: 5120, NFF: 8192, NLayer: 1, NHead: 40, NHeadKV: 8, HeadDim: 128,
+		NVocab: 256, RopeDim: 128, RopeBase: 10000, RopeFreqScale: 1, NormEps: 1e-5}
+	ctx := context.Background()
+	wideOnce.Do(func() {
+		src, err := NewSyntheticSource(cfg, 1)
+		if err != nil {
+			panic(err)
+		}
+		wideModel, _ = NewModel(cfg, src)
+		if wideLayer, err = LoadLayer(ctx, &cfg, src, 0); err != nil {
+			panic(err)
+		}
+	})
+	const t = 64
+	h0 := fill(t * cfg.NEmbd)
+	h := make([]float32, len(h0))
+	base := gemmBaseline(t, linearShapes(&cfg, 1, false))
+	b.ResetTimer()
+	for b.Loop() {
+		copy(h, h0)
+		if err := wideModel.RunLayer(ctx, wideLayer, h, nil); err != nil {
+			b.Fatal(err)
+		}
+	}
+	reportVsBaseline(b, t, base)
+}

@@ -1,0 +1,195 @@
+package model
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"orkpipe/ork/pack"
+	"orkpipe/ork/quant"
+)
+
+// Emulated is a Linear computing y = W·x for a pack entry with the board's arithmetic: the activation
+// row (K values) is zero-padded and rotated when the entry is rotated, quantized per token to the
+// entry's activation width (symmetric, scale = ActClip·amax/qmax), multiplied with the weight codes
+// as int32 dot products per scale group, and scaled (quant.MatMulInt). F16 entries round activations and
+// weights to binary16 and accumulate in float32.
+type Emulated struct {
+	Name string
+	K    int           // logical input width (the model's)
+	W    *quant.Weight // codes [N][KP] and scales; nil for F16
+	F16  []float32     // F16 entries: the binary16 weights as float32, [N][K]
+	N    int
+	// ActBits is 4 or 8 (16 for F16). ActClip is the activation clip ratio (1: none).
+	ActBits int
+	ActClip float64
+	Workers int
+}
+
+// NewEmulated builds the emulation of a decoded pack entry for a model input of logicalK values.
+func NewEmulated(w pack.Weight, logicalK int) (*Emulated, error) {
+	bad := func(format string, a ...any) error {
+		return fmt.Errorf("pack entry %s: %s: %w", w.Name, fmt.Sprintf(format, a...), ErrBadModel)
+	}
+	e := &Emulated{Name: w.Name, K: logicalK, N: w.N, ActBits: w.ActBits, ActClip: quant.DefaultActClip}
+	if e.ActBits == 0 {
+		e.ActBits = w.DType.DefaultActBits()
+	}
+	if w.DType == pack.F16 {
+		if w.K != logicalK {
+			return nil, bad("F16 entry has K = %d, the model's input has %d", w.K, logicalK)
+		}
+		e.F16 = make([]float32, len(w.F16))
+		for i, h := range w.F16 {
+			e.F16[i] = pack.HalfToFloat(h)
+		}
+		e.ActBits = 16
+		return e, nil
+	}
+	qw := &quant.Weight{N: w.N, K: logicalK, KP: w.K, Bits: 8, Group: w.Group, Codes: w.Codes, Scales: w.Scales}
+	if w.DType.Int4() {
+		qw.Bits = 4
+	}
+	switch w.Rotation.Kind {
+	case pack.RotNone:
+		if w.K != logicalK {
+			return nil, bad("unrotated entry has K = %d, the model's input has %d", w.K, logicalK)
+		}
+	case pack.RotHadamard, pack.RotHadamardUnsigned:
+		qw.Rotation = quant.Rotation{K: logicalK, Padded: w.K, Block: w.Rotation.Block,
+			Signs: w.Rotation.Kind == pack.RotHadamard, Seed: w.Rotation.Seed}
+	default:
+		return nil, bad("rotation %s is not emulated", w.Rotation)
+	}
+	if err := qw.Validate(); err != nil {
+		return nil, fmt.Errorf("pack entry %s: %w", w.Name, err)
+	}
+	if e.ActBits != 4 && e.ActBits != 8 {
+		return nil, bad("activation width %d: want 4 or 8", e.ActBits)
+	}
+	e.W = qw
+	return e, nil
+}
+
+// Dims implements Linear.
+func (e *Emulated) Dims() (int, int) { return e.N, e.K }
+
+// Apply implements Linear.
+func (e *Emulated) Apply(y, x []float32) error {
+	if err := checkApply(y, x, e.N, e.K); err != nil {
+		return fmt.Errorf("%s: %w", e.Name, err)
+	}
+	t := len(x) / e.K
+	if e.F16 != nil {
+		e.applyF16(y, x, t)
+		return nil
+	}
+	xr := x
+	if !e.W.Rotation.IsZero() {
+		xr = make([]float32, t*e.W.KP)
+		if err := e.W.Rotation.Apply(xr, x, t); err != nil {
+			return fmt.Errorf("%s: rotate activations: %w", e.Name, err)
+		}
+	}
+	a, err := quant.QuantizeActivations(xr, t, e.W.KP, e.ActBits, e.ActClip)
+	if err != nil {
+		return fmt.Errorf("%s: %w", e.Name, err)
+	}
+	if err := quant.MatMulInt(context.Background(), a, e.W, y, e.Workers); err != nil {
+		return fmt.Errorf("%s: %w", e.Name, err)
+	}
+	return nil
+}
+
+func (e *Emulated) applyF16(y, x []float32, t int) {
+	xh := make([]float32, len(x))
+	for i, v := range x {
+		xh[i] = pack.HalfToFloat(quant.FP32ToFP16(v))
+	}
+	k, n := e.K, e.N
+	parallelRows(n, n*k*t, e.Workers, func(r0, r1 int) {
+		for i := r0; i < r1; i++ {
+			w := e.F16[i*k : (i+1)*k]
+			for tt := 0; tt < t; tt++ {
+				y[tt*n+i] = dot(w, xh[tt*k:(tt+1)*k])
+			}
+		}
+	})
+}
+
+// Shaper is implemented by weight sources that know a matrix's shape without reading it.
+type Shaper interface {
+	// Shape returns K (inputs) and N (outputs) of a two-dimensional tensor; ok is false if absent.
+	Shape(name string) (k, n int, ok bool)
+}
+
+// Shape implements Shaper.
+func (s *GGUFSource) Shape(name string) (int, int, bool) {
+	t, err := s.f.Tensor(name)
+	if err != nil || len(t.Shape) != 2 {
+		return 0, 0, false
+	}
+	return int(t.Shape[0]), int(t.Shape[1]), true
+}
+
+// PackSource is a WeightSource whose matmul weights come from an orkpack, emulated as the board
+// computes them, and everything else (norms, embeddings, weights the pack does not own) from Float.
+type PackSource struct {
+	Float interface {
+		WeightSource
+		Shaper
+	}
+	Pack *pack.Reader
+}
+
+// NewPackSource checks that every pack entry names a two-dimensional tensor of float with the same
+// number of rows (a pack built for another model is refused), and returns the source.
+func NewPackSource(float interface {
+	WeightSource
+	Shaper
+}, p *pack.Reader) (*PackSource, error) {
+	es := p.Entries()
+	if len(es) == 0 {
+		return nil, fmt.Errorf("pack has no entries: %w", ErrBadModel)
+	}
+	for _, e := range es {
+		k, n, ok := float.Shape(e.Name)
+		if !ok {
+			return nil, fmt.Errorf("pack entry %s: the model has no such matrix: %w", e.Name, ErrBadModel)
+		}
+		if n != e.N || (e.Rotation.Kind == pack.RotNone && k != e.K) || k > e.K {
+			return nil, fmt.Errorf("pack entry %s: %d rows of %d, the model's tensor has %d rows of %d: %w", e.Name, e.N, e.K, n, k, ErrBadModel)
+		}
+	}
+	return &PackSource{Float: float, Pack: p}, nil
+}
+
+// Vector implements WeightSource.
+func (s *PackSource) Vector(ctx context.Context, name string) ([]float32, bool, error) {
+	return s.Float.Vector(ctx, name)
+}
+
+// Rows implements WeightSource (embedding lookups always come from the float model).
+func (s *PackSource) Rows(ctx context.Context, name string, rows []int32, dst []float32) error {
+	return s.Float.Rows(ctx, name, rows, dst)
+}
+
+// Linear implements WeightSource: the pack's entry when it has one (verified against its BLAKE3 as it
+// is read), else the float weight.
+func (s *PackSource) Linear(ctx context.Context, name string) (Linear, bool, error) {
+	if _, err := s.Pack.Entry(name); errors.Is(err, pack.ErrNotFound) {
+		return s.Float.Linear(ctx, name)
+	} else if err != nil {
+		return nil, false, err
+	}
+	w, err := s.Pack.Load(ctx, name)
+	if err != nil {
+		return nil, false, err
+	}
+	k, _, _ := s.Float.Shape(name)
+	e, err := NewEmulated(w, k)
+	if err != nil {
+		return nil, false, err
+	}
+	return e, true, nil
+}

@@ -1,0 +1,60 @@
+// Package engine plans and runs orkpipe's content-addressed build graphs.
+//
+// # Graphs and plans
+//
+// A Graph is built node by node (Graph.Add): a node runs a registered stage kind (package stages)
+// with typed parameters, and each of its named inputs is a source file (File) or an output of a
+// node added before it (Node.Output) — so graphs are acyclic by construction. Exports name the
+// node outputs that are the results. Engine.Plan binds every node to its kind (strict, canonical
+// params), checks inputs against the stage's declared inputs and outputs, and refuses a node whose
+// declared peak memory exceeds the budget (ErrOverBudget, naming the node). A Target (the demo,
+// later a recipe) is anything with a name that plans into a Graph.
+//
+// # Keys
+//
+// A node's key is the BLAKE3 of the canonical JSON of its stages.KeyMaterial: stage name, stage
+// version, canonical params, the digest of every input by name and of every external tool. Source
+// files and tools are hashed through the store's stat cache (dev, inode, size, mtime, ctime), so
+// an rsync -a that restores an mtime still changes the key. Keys are computed bottom-up as inputs
+// become known: a cached subgraph is resolved from action records without running anything.
+// Engine.Status does that without running anything (plan).
+//
+// # Scheduling
+//
+// Build starts one goroutine per node; a node waits for its dependencies, computes its key, and
+//
+//  1. joins the in-process flight of that key if another node has identical key material (it runs
+//     once; the other is reported cached, SameAs the first);
+//  2. serves it from the action cache if the record's outputs are all present;
+//  3. otherwise takes a job slot (-j) and its declared memory from a weighted semaphore sized to
+//     the budget (the running nodes' estimates never sum above it), takes the cross-process key
+//     lock (Store.LockKey) and looks again — another process may have built it meanwhile;
+//  4. verifies its input objects (Store.Verify; once per object per pass), runs the stage through
+//     the Executor (Local: stages.Execute in a Store.TempDir, outputs adopted into the CAS),
+//     checks that its source files did not change while it ran, and only then writes the action
+//     record. Outputs become visible to other nodes and builds only through that record.
+//
+// A failure skips the node's dependents and, unless WithKeepGoing, cancels the build; errors name
+// the node and its key. Cancelling ctx stops launching nodes and cancels running ones; a canceled
+// node writes no record and its scratch directory is removed. If an input or an export turns out
+// corrupt (the store quarantines it), the whole graph is resolved again — the producer's record is
+// now a miss, so exactly the producer and what depends on the new bytes run — up to three passes.
+// After the last pass the exports are verified, materialized read-only into the output directory
+// (never clobbering a file orkpipe did not write unless Force) and pinned under the target name.
+//
+// # Events
+//
+// Build reports to a Sink: plan (one per node), node_cached, node_started, node_finished,
+// node_failed, and a final summary. docs/cli.md documents the JSON Lines form.
+//
+// # Build history (explain)
+//
+// Every build writes one record per target for explain, by default under <store dir>/history:
+//
+//	history/<url.PathEscape(target)>/<start unix ns, 20 digits>-<pid>.json
+//
+// holding a BuildRecord: {"target", "time", "nodes": [{"node", "stage", "key", "outcome",
+// "same_as", "material"}]} with each node's full key material (absent if its key was never
+// computed). Records are written to a temp file and renamed; the 20 newest per target are kept.
+// Explain diffs the newest two, field by field, and reports groups of nodes with identical keys.
+package engine

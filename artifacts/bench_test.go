@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+	"time"
 )
 
 // BenchmarkFile measures, on one 1 GiB file and in the same run: merely reading it (the
@@ -136,4 +137,80 @@ func BenchmarkFile(b *testing.B) {
 			return s.Ingest(ctx, struct{ io.Reader }{f})
 		})
 	})
+}
+
+// BenchmarkFileInterleaved runs the same measurements as BenchmarkFile but alternates them
+// inside every iteration, so each ratio compares runs seconds apart (the machine is shared and
+// its load drifts). It reports MB/s per operation and the ratios to reading.
+//
+//	go test -run='^$' -bench=BenchmarkFileInterleaved -benchtime=3x ./artifacts
+func BenchmarkFileInterleaved(b *testing.B) {
+	const size = 1 << 30
+	dir := b.TempDir()
+	src := filepath.Join(dir, "model.bin")
+	f, err := os.Create(src)
+	if err != nil {
+		b.Fatal(err)
+	}
+	if _, err := io.Copy(f, newPatternReader("bench", size)); err != nil {
+		b.Fatal(err)
+	}
+	f.Close()
+	s, err := OpenStore(filepath.Join(dir, "cache"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer s.Close()
+	ctx := context.Background()
+	buf := make([]byte, blockSize)
+	ops := []struct {
+		name string
+		run  func() error
+	}{
+		{"read", func() error {
+			f, err := os.Open(src)
+			if err != nil {
+				return err
+			}
+			defer f.Close()
+			_, err = io.CopyBuffer(io.Discard, struct{ io.Reader }{f}, buf)
+			return err
+		}},
+		{"hash-serial", func() error {
+			f, err := os.Open(src)
+			if err != nil {
+				return err
+			}
+			defer f.Close()
+			_, err = io.CopyBuffer(NewHasher(), struct{ io.Reader }{f}, buf)
+			return err
+		}},
+		{"hash", func() error { _, err := HashPath(ctx, src); return err }},
+		{"ingest-file", func() error {
+			o, err := s.IngestFile(ctx, src)
+			if err == nil {
+				err = os.Remove(s.objectPath(o.Digest))
+			}
+			return err
+		}},
+	}
+	total := make([]float64, len(ops))
+	for b.Loop() {
+		for i, op := range ops {
+			start := time.Now()
+			if err := op.run(); err != nil {
+				b.Fatal(err)
+			}
+			total[i] += time.Since(start).Seconds()
+		}
+	}
+	n := float64(b.N)
+	for i, op := range ops {
+		b.ReportMetric(size/1e6*n/total[i], op.name+"-MB/s")
+	}
+	b.ReportMetric(total[0]/total[1], "hash-serial/read")
+	b.ReportMetric(total[0]/total[2], "hash/read")
+	b.ReportMetric(total[1]/total[2], "hash/hash-serial")
+	b.ReportMetric(total[0]/total[3], "ingest/read")
+	b.ReportMetric(0, "ns/op")
 }

@@ -117,27 +117,28 @@ func (v *verifyingReader) Read(p []byte) (int, error) {
 func n64(n int) int64 { return int64(n) }
 
 // uploadBlob uploads the blob (digest, size) whose bytes open() yields, unless the registry already
-// has it. It tries the configured method first and falls back to the other one on ErrRefused.
-func (t *target) uploadBlob(ctx context.Context, digest string, size int64, open func() (io.ReadCloser, error), count func(int64)) error {
+// has it (reused is then true). It tries the configured method first and falls back to the other
+// one on ErrRefused. The bytes sent are re-hashed on the way and the upload aborts if they differ.
+func (t *target) uploadBlob(ctx context.Context, digest string, size int64, open func() (io.ReadCloser, error), count func(int64)) (reused bool, err error) {
 	ok, err := t.blobExists(ctx, digest, size)
 	if err != nil {
-		return err
+		return false, err
 	}
 	if ok {
 		count(size)
-		return nil
+		return true, nil
 	}
 	modes := []UploadMode{t.o.uploadMode, 1 - t.o.uploadMode}
 	for i, m := range modes {
 		err = t.uploadOnce(ctx, m, digest, size, open, count)
 		if err == nil || !errors.Is(err, ErrRefused) {
-			return err
+			return false, err
 		}
 		if i == 0 {
 			t.o.logger.Info("registry refused upload method, falling back", "blob", digest, "err", err)
 		}
 	}
-	return err
+	return false, err
 }
 
 func (t *target) uploadOnce(ctx context.Context, m UploadMode, digest string, size int64, open func() (io.ReadCloser, error), count func(int64)) error {

@@ -91,7 +91,7 @@ func Push(ctx context.Context, dir, ref string, opts ...Option) (*PushResult, er
 	if err != nil {
 		return nil, fmt.Errorf("push config: %w", err)
 	}
-	var uploaded atomic.Int64
+	var uploaded, reused atomic.Int64
 	g, gctx = errgroup.WithContext(ctx)
 	g.SetLimit(o.jobs)
 	for _, lf := range files {
@@ -100,7 +100,7 @@ func Push(ctx context.Context, dir, ref string, opts ...Option) (*PushResult, er
 		remaining.Store(int64(len(lf.Parts)))
 		for _, p := range lf.Parts {
 			g.Go(func() error {
-				err := pushPart(gctx, t, lf, p, &uploaded, res)
+				err := pushPart(gctx, t, lf, p, &uploaded, &reused)
 				if err != nil {
 					o.progress.Report(Event{Kind: EventDone, File: lf.Name, Err: err})
 					return err
@@ -115,7 +115,7 @@ func Push(ctx context.Context, dir, ref string, opts ...Option) (*PushResult, er
 	if err := g.Wait(); err != nil {
 		return nil, err
 	}
-	res.Uploaded = uploaded.Load()
+	res.Uploaded, res.Reused = uploaded.Load(), reused.Load()
 
 	raw, err := manifestFor(cfgDesc, model, created, files)
 	if err != nil {
@@ -147,27 +147,21 @@ func Push(ctx context.Context, dir, ref string, opts ...Option) (*PushResult, er
 }
 
 // pushPart uploads one layer, retrying transient failures.
-func pushPart(ctx context.Context, t *target, lf *localFile, p Part, uploaded *atomic.Int64, res *PushResult) error {
+func pushPart(ctx context.Context, t *target, lf *localFile, p Part, uploaded, reusedBytes *atomic.Int64) error {
 	d := p.Layer.Digest.String()
 	var err error
 	for attempt := 1; attempt <= t.o.retries; attempt++ {
-		var sent atomic.Int64
 		count := func(n int64) {
-			sent.Add(n)
 			t.o.progress.Report(Event{Kind: EventBytes, File: lf.Name, Bytes: n})
 		}
-		var existed bool
-		existed, err = t.blobExists(ctx, d, p.Layer.Size)
-		if err == nil && existed {
-			count(p.Layer.Size)
-			atomic.AddInt64(&res.Reused, p.Layer.Size)
-			return nil
-		}
+		var reused bool
+		reused, err = t.uploadBlob(ctx, d, p.Layer.Size, func() (io.ReadCloser, error) { return lf.openPart(p) }, count)
 		if err == nil {
-			err = t.uploadBlob(ctx, d, p.Layer.Size, func() (io.ReadCloser, error) { return lf.openPart(p) }, count)
-		}
-		if err == nil {
-			uploaded.Add(p.Layer.Size)
+			if reused {
+				reusedBytes.Add(p.Layer.Size)
+			} else {
+				uploaded.Add(p.Layer.Size)
+			}
 			return nil
 		}
 		if !transient(err) || ctx.Err() != nil {

@@ -83,7 +83,7 @@ func (t *target) attach(ctx context.Context, subject v1.Descriptor, st Statement
 // putSmallBlob uploads an in-memory blob (config, envelope) and returns its descriptor.
 func (t *target) putSmallBlob(ctx context.Context, b []byte, mt string) (v1.Descriptor, error) {
 	h, n, _ := v1.SHA256(bytes.NewReader(b))
-	err := t.uploadBlob(ctx, h.String(), n, func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(b)), nil }, func(int64) {})
+	_, err := t.uploadBlob(ctx, h.String(), n, func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(b)), nil }, func(int64) {})
 	if err != nil {
 		return v1.Descriptor{}, err
 	}

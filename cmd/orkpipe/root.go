@@ -108,10 +108,12 @@ var commands = []func(*globalOptions) *cobra.Command{
 	newVersionCommand,
 	newTokenizeCommand, newEvalCommand,
 	newDemoCommand, newPlanCommand, newExplainCommand,
-	newStubCommand,
+	newStubCommand, newInspectCommand,
 	newHashCommand, newCacheCommand,
 	newQErrCommand,
 	newPackCommand, newRankCommand, newDiffCommand,
 	newCompareCommand,
 	newPushCommand, newPullCommand, newDescribeCommand, newKeyCommand,
+	newBuildCommand,
+	newNodeCommand,
 }

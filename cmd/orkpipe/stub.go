@@ -14,6 +14,7 @@ import (
 
 // stubFlags are the flags of `stub` and `stub verify`.
 type stubFlags struct {
+	pack      string // --pack PACK: the owned set is the pack's entries
 	own       string // --own REGEX: the owned set, matched against tensor names
 	out       string // -o
 	force     bool   // --force: replace an existing -o
@@ -24,17 +25,18 @@ type stubFlags struct {
 func newStubCommand(opts *globalOptions) *cobra.Command {
 	var fl stubFlags
 	cmd := &cobra.Command{
-		Use:   "stub SOURCE.gguf --own REGEX -o STUB.gguf",
+		Use:   "stub SOURCE.gguf (--pack PACK | --own REGEX) -o STUB.gguf",
 		Short: "Emit a stub GGUF: the source's header and non-owned tensors, owned tensors left as holes",
 		Long: "stub writes a copy of SOURCE.gguf whose header, KV and tensor infos are byte-identical, whose\n" +
-			"tensors matching --own are left as file holes (the pack supplies them), at the source's full length.\n" +
+			"tensors the pack owns (--pack, or --own) are left as file holes (the pack supplies them), at the source's full length.\n" +
 			"An existing output is never overwritten without --force.",
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return runStub(cmd.Context(), opts, args[0], fl)
 		},
 	}
-	cmd.Flags().StringVar(&fl.own, "own", "", "regular expression selecting the owned tensors by name (required)")
+	cmd.Flags().StringVar(&fl.pack, "pack", "", "orkpack whose entries are the owned tensors")
+	cmd.Flags().StringVar(&fl.own, "own", "", "regular expression selecting the owned tensors by name")
 	cmd.Flags().StringVarP(&fl.out, "output", "o", "", "stub file to write (required)")
 	cmd.Flags().BoolVar(&fl.force, "force", false, "replace an existing output file")
 	cmd.AddCommand(newStubVerifyCommand(opts))
@@ -44,14 +46,15 @@ func newStubCommand(opts *globalOptions) *cobra.Command {
 func newStubVerifyCommand(opts *globalOptions) *cobra.Command {
 	var fl stubFlags
 	cmd := &cobra.Command{
-		Use:   "verify STUB.gguf --own REGEX [--source SRC.gguf]",
+		Use:   "verify STUB.gguf (--pack PACK | --own REGEX) [--source SRC.gguf]",
 		Short: "Verify a stub: owned tensors are holes/zero, no other tensor is all zero, header matches the source",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return runStubVerify(cmd.Context(), opts, args[0], fl)
 		},
 	}
-	cmd.Flags().StringVar(&fl.own, "own", "", "regular expression selecting the owned tensors by name (required)")
+	cmd.Flags().StringVar(&fl.pack, "pack", "", "orkpack whose entries are the owned tensors")
+	cmd.Flags().StringVar(&fl.own, "own", "", "regular expression selecting the owned tensors by name")
 	cmd.Flags().StringVar(&fl.source, "source", "", "source GGUF whose header region the stub must match")
 	cmd.Flags().StringVar(&fl.allowZero, "allow-zero", "", "regular expression of non-owned tensors allowed to be all zero")
 	return cmd
@@ -59,9 +62,14 @@ func newStubVerifyCommand(opts *globalOptions) *cobra.Command {
 
 // ownedSet returns the set of tensors of f that the pack owns. It is the one place the owned
 // set is decided (--own today; the lead adds --pack).
-func ownedSet(f *gguf.File, fl stubFlags) (gguf.NameSet, error) {
-	if fl.own == "" {
-		return nil, usagef("--own REGEX is required (the tensors the pack owns)")
+func ownedSet(ctx context.Context, f *gguf.File, fl stubFlags) (gguf.NameSet, error) {
+	switch {
+	case fl.pack != "" && fl.own != "":
+		return nil, usagef("give either --pack or --own, not both")
+	case fl.pack != "":
+		return packOwnedSet(ctx, f, fl.pack)
+	case fl.own == "":
+		return nil, usagef("--pack PACK or --own REGEX is required (the tensors the pack owns)")
 	}
 	re, err := regexp.Compile(fl.own)
 	if err != nil {
@@ -79,7 +87,7 @@ func runStub(ctx context.Context, opts *globalOptions, source string, fl stubFla
 		return err
 	}
 	defer src.Close()
-	owned, err := ownedSet(src, fl)
+	owned, err := ownedSet(ctx, src, fl)
 	if err != nil {
 		return err
 	}
@@ -129,7 +137,7 @@ func runStubVerify(ctx context.Context, opts *globalOptions, stub string, fl stu
 	if err != nil {
 		return fmt.Errorf("%w: %w", gguf.ErrStub, err)
 	}
-	owned, err := ownedSet(sf, fl)
+	owned, err := ownedSet(ctx, sf, fl)
 	if allowRE != nil {
 		for _, t := range sf.Tensors {
 			if allowRE.MatchString(t.Name) {

@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+	"time"
 
 	"orkpipe/ork/board"
 	"orkpipe/ork/pack"
@@ -111,4 +112,56 @@ func BenchmarkWritePackTiled(b *testing.B) {
 		}
 		os.Remove(path)
 	}
+}
+
+// BenchmarkWriteVsPlain interleaves, in every iteration, a plain file write (+fsync) of the pack's byte count
+// and the pack write (Add: tile, hash, write; Commit) of the same weights, and reports both throughputs and
+// their ratio; interleaving keeps the ratio meaningful while the machine's load changes.
+func BenchmarkWriteVsPlain(b *testing.B) {
+	wt := benchWeight(b)
+	total := benchPackBytes(b, wt)
+	buf := make([]byte, total/benchEntries)
+	dir := b.TempDir()
+	ctx := context.Background()
+	var tPlain, tPack time.Duration
+	n := 0
+	for b.Loop() {
+		t0 := time.Now()
+		f, err := os.Create(filepath.Join(dir, "plain"))
+		if err != nil {
+			b.Fatal(err)
+		}
+		for j := 0; j < benchEntries; j++ {
+			if _, err := f.Write(buf); err != nil {
+				b.Fatal(err)
+			}
+		}
+		if err := f.Sync(); err != nil {
+			b.Fatal(err)
+		}
+		f.Close()
+		t1 := time.Now()
+		path := filepath.Join(dir, "p.orkpack")
+		w, err := pack.Create(ctx, path, board.Planner(board.RK3588()))
+		if err != nil {
+			b.Fatal(err)
+		}
+		for j := 0; j < benchEntries; j++ {
+			wt.Name = fmt.Sprint("w", j)
+			if err := w.Add(ctx, wt); err != nil {
+				b.Fatal(err)
+			}
+		}
+		if err := w.Commit(ctx); err != nil {
+			b.Fatal(err)
+		}
+		tPlain, tPack = tPlain+t1.Sub(t0), tPack+time.Since(t1)
+		os.Remove(f.Name())
+		os.Remove(path)
+		n++
+	}
+	mb := float64(n) * float64(total) / 1e6
+	b.ReportMetric(mb/tPlain.Seconds(), "plain-MB/s")
+	b.ReportMetric(mb/tPack.Seconds(), "pack-MB/s")
+	b.ReportMetric(tPlain.Seconds()/tPack.Seconds(), "pack/plain")
 }

@@ -70,8 +70,9 @@
 //
 // Linear algebra goes through gonum (blas64, mat.Cholesky). Built with -tags blas (cgo; Debian's
 // libopenblas-dev installed), blas.go routes every gonum BLAS call to OpenBLAS via
-// gonum.org/v1/netlib; results equal the pure-Go build's to float tolerance
-// (TestBLASMatchesPureGo compares with a golden file the pure-Go build records).
+// gonum.org/v1/netlib and GPTQ's factorisations to OpenBLAS's LAPACK (dpotrf, dpotri); results
+// equal the pure-Go build's to float tolerance (TestBLASMatchesPureGo compares with a golden
+// file the pure-Go build records: go test -run BLASMatchesPureGo ./ork/quant -args -update).
 //
 // # Error evaluation
 //

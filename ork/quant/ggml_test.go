@@ -174,3 +174,34 @@ func TestFP16(t *testing.T) {
 		}
 	}
 }
+
+// TestQ4KLayoutAgreesWithGGUF: there is no llama.cpp-written Q4_K tensor in the test data (rows
+// of 64 and 172 fall back to other types), so the block layout is checked against ork/gguf's
+// independent ggml dequantizer: both decoders give the same values for our encoded blocks.
+func TestQ4KLayoutAgreesWithGGUF(t *testing.T) {
+	g := newRNG(17)
+	x := make([]float32, 8*QKK)
+	for i := range x {
+		x[i] = float32(g.norm()) * float32(1+i%7)
+	}
+	enc := make([]byte, len(x)/QKK*BlockQ4K)
+	if err := QuantizeQ4K(enc, x); err != nil {
+		t.Fatal(err)
+	}
+	mine := make([]float32, len(x))
+	if err := DequantizeQ4K(mine, enc); err != nil {
+		t.Fatal(err)
+	}
+	theirs := make([]float32, len(x))
+	if err := gguf.Dequantize(gguf.TypeQ4_K, enc, theirs); err != nil {
+		t.Fatal(err)
+	}
+	for i := range mine {
+		if math.Abs(float64(mine[i]-theirs[i])) > 1e-6*(1+math.Abs(float64(theirs[i]))) {
+			t.Fatalf("value %d: quant decodes %v, gguf %v", i, mine[i], theirs[i])
+		}
+	}
+	if rel := relErr32(mine, x); rel > 0.1 {
+		t.Errorf("Q4_K relative error %v", rel)
+	}
+}

@@ -3,6 +3,7 @@ package tile
 import (
 	"math/rand/v2"
 	"testing"
+	"time"
 )
 
 // The 27B ffn_up/ffn_gate shape: K=5120, N=17408. Throughput is reported per code (MB/s of int8 codes in).
@@ -54,5 +55,39 @@ func BenchmarkUntileInt4(b *testing.B) {
 		if err := l.Untile(codes, buf); err != nil {
 			b.Fatal(err)
 		}
+	}
+}
+
+// BenchmarkTileVsCopy interleaves, in every iteration, a plain copy of the K*N code bytes and the tiling of
+// the same codes, and reports both throughputs and their ratio. Interleaving keeps the ratio meaningful on a
+// machine whose load changes during the run.
+func BenchmarkTileVsCopy(b *testing.B) {
+	for _, kind := range []Kind{I8Native, I4Native} {
+		b.Run(kind.String(), func(b *testing.B) {
+			l, err := New(kind, benchK, benchN)
+			if err != nil {
+				b.Fatal(err)
+			}
+			codes := randCodes(rand.New(rand.NewPCG(1, 1)), benchK, benchN, kind)
+			src := make([]byte, len(codes))
+			cp := make([]byte, len(codes))
+			dst := make([]byte, l.Size())
+			var tCopy, tTile time.Duration
+			n := 0
+			for b.Loop() {
+				t0 := time.Now()
+				copy(cp, src)
+				t1 := time.Now()
+				if err := l.Tile(dst, codes); err != nil {
+					b.Fatal(err)
+				}
+				tCopy, tTile = tCopy+t1.Sub(t0), tTile+time.Since(t1)
+				n++
+			}
+			mb := float64(n) * float64(len(codes)) / 1e6
+			b.ReportMetric(mb/tCopy.Seconds(), "copy-MB/s")
+			b.ReportMetric(mb/tTile.Seconds(), "tile-MB/s")
+			b.ReportMetric(tCopy.Seconds()/tTile.Seconds(), "tile/copy")
+		})
 	}
 }

@@ -30,7 +30,8 @@
 //     the budget (the running nodes' estimates never sum above it), takes the cross-process key
 //     lock (Store.LockKey) and looks again — another process may have built it meanwhile;
 //  4. verifies its input objects (Store.Verify; once per object per pass), runs the stage through
-//     the Executor (Local: stages.Execute in a Store.TempDir, outputs adopted into the CAS),
+//     the Executor (Local: nodeexec.Run in a Store.TempDir, the code path of `orkpipe node exec`,
+//     outputs adopted into the CAS once they match the result record; Dagger: the same in a container),
 //     checks that its source files did not change while it ran, and only then writes the action
 //     record. Outputs become visible to other nodes and builds only through that record.
 //

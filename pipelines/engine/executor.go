@@ -4,11 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"log/slog"
 	"os"
 	"path/filepath"
 
 	"orkpipe/artifacts"
+	"orkpipe/pipelines/nodeexec"
 	"orkpipe/stages"
 )
 
@@ -28,11 +30,24 @@ type Executor interface {
 	Execute(ctx context.Context, req ExecRequest) ([]artifacts.NamedObject, error)
 }
 
-// Local runs nodes in this process through stages.Execute, in a TempDir of the store, and adopts
-// each output file into the CAS without copying.
+// ProvenanceExecutor is implemented by executors that run nodes outside this process (Dagger):
+// with the outputs they return the provenance of the run (host, times, the binary that ran it,
+// from the node's result record), which the engine records instead of its own host and binary.
+type ProvenanceExecutor interface {
+	Executor
+	ExecuteProvenance(ctx context.Context, req ExecRequest) ([]artifacts.NamedObject, artifacts.Provenance, error)
+}
+
+// Local runs nodes in this process through nodeexec.Run — the code path of `orkpipe node exec` —
+// in a TempDir of the store: the inputs and tools are symlinked into a directory named by digest,
+// the stage writes its outputs and result record, and nodeexec.Ingest adopts each output into the
+// CAS without copying once it matches the record.
 type Local struct {
 	Store  Store
 	Logger *slog.Logger
+	// BeforeIngest, if set, is called with the node's output directory between the run and the
+	// ingest: fault injection for the executor conformance suite (executortest); nil otherwise.
+	BeforeIngest func(outDir string) error
 }
 
 // Execute implements Executor.
@@ -46,30 +61,49 @@ func (l Local) Execute(ctx context.Context, req ExecRequest) (outs []artifacts.N
 			err = fmt.Errorf("removing scratch directory %s: %w", tmp, rerr)
 		}
 	}()
-	outDir := filepath.Join(tmp, "out")
-	if err := os.Mkdir(outDir, 0o755); err != nil {
+	inDir, outDir := filepath.Join(tmp, "in"), filepath.Join(tmp, "out")
+	if err := LinkInputs(inDir, req); err != nil {
+		return nil, err
+	}
+	material, err := req.Material.Canonical()
+	if err != nil {
 		return nil, err
 	}
 	logger := l.Logger
 	if logger == nil {
 		logger = slog.Default()
 	}
-	names, err := stages.Execute(ctx, req.Material, req.Inputs, req.Tools, outDir, logger)
-	if err != nil {
+	if _, err := nodeexec.Run(ctx, material, inDir, outDir, nodeexec.WithKey(req.Key), nodeexec.WithLogger(logger)); err != nil {
 		return nil, err
 	}
-	for _, name := range names {
-		if err := ctx.Err(); err != nil {
+	if l.BeforeIngest != nil {
+		if err := l.BeforeIngest(outDir); err != nil {
 			return nil, err
 		}
-		p := filepath.Join(outDir, name)
-		obj, err := l.Store.AdoptFile(ctx, p)
-		if err != nil {
-			return nil, fmt.Errorf("storing output %q (%s): %w", name, p, err)
-		}
-		outs = append(outs, artifacts.NamedObject{Name: name, Digest: obj.Digest, Size: obj.Size})
 	}
-	return outs, nil
+	outs, _, err = nodeexec.Ingest(ctx, l.Store, outDir, req.Key, req.Material, nodeexec.IngestOptions{})
+	return outs, err
+}
+
+// LinkInputs creates dir holding, for every distinct input and tool digest of req, a symlink
+// named by the digest's hex to the file (the input directory of nodeexec.Run).
+func LinkInputs(dir string, req ExecRequest) error {
+	if err := os.Mkdir(dir, 0o755); err != nil {
+		return err
+	}
+	for _, set := range []map[string]stages.File{req.Inputs, req.Tools} {
+		for name, f := range set {
+			abs, err := filepath.Abs(f.Path)
+			if err != nil {
+				return fmt.Errorf("input %q: %w", name, err)
+			}
+			link := filepath.Join(dir, f.Digest.Hex())
+			if err := os.Symlink(abs, link); err != nil && !errors.Is(err, fs.ErrExist) {
+				return fmt.Errorf("input %q: %w", name, err)
+			}
+		}
+	}
+	return nil
 }
 
 // isCorrupt reports whether err says a stored object failed verification.

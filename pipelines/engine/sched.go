@@ -252,7 +252,16 @@ func (ps *pass) resolve(pn *pnode, key artifacts.Digest, m stages.KeyMaterial, i
 	}
 	start := time.Now()
 	ps.emit(Event{Event: EventNodeStarted, Node: id, Key: key.String(), Stage: pn.node.stage, Time: start})
-	outs, err := ps.e.cfg.executor.Execute(ctx, ExecRequest{Key: key, Material: m, Inputs: inputs, Tools: tools})
+	req := ExecRequest{Key: key, Material: m, Inputs: inputs, Tools: tools}
+	var outs []artifacts.NamedObject
+	var ran *artifacts.Provenance
+	if px, ok := ps.e.cfg.executor.(ProvenanceExecutor); ok {
+		var p artifacts.Provenance
+		outs, p, err = px.ExecuteProvenance(ctx, req)
+		ran = &p
+	} else {
+		outs, err = ps.e.cfg.executor.Execute(ctx, req)
+	}
 	if err == nil {
 		err = ps.checkSources(pn, inputs)
 	}
@@ -262,6 +271,10 @@ func (ps *pass) resolve(pn *pnode, key artifacts.Digest, m stages.KeyMaterial, i
 	rec := artifacts.ActionRecord{Key: key, Stage: m.Stage, Version: m.Version, Outputs: outs}
 	if err := fillProvenance(&rec.Provenance, start, m.Tools); err != nil {
 		return ps.failed(pn, key, start, err)
+	}
+	if ran != nil { // the node ran elsewhere: record that host and binary, not ours
+		rec.Provenance.Host, rec.Provenance.Orkpipe = ran.Host, ran.Orkpipe
+		rec.Provenance.Start, rec.Provenance.End = ran.Start, ran.End
 	}
 	if err := ps.e.store.PutAction(ctx, rec); err != nil {
 		return ps.failed(pn, key, start, fmt.Errorf("storing the action record: %w", err))

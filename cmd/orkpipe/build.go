@@ -1,0 +1,168 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"text/tabwriter"
+
+	"github.com/spf13/cobra"
+
+	"orkpipe/artifacts"
+	"orkpipe/internal/units"
+	"orkpipe/pipelines/build"
+	"orkpipe/pipelines/engine"
+	"orkpipe/pipelines/progress"
+	"orkpipe/pipelines/recipe"
+)
+
+func newBuildCommand(opts *globalOptions) *cobra.Command {
+	var flags buildFlags
+	var sets []string
+	var planOnly bool
+	cmd := &cobra.Command{
+		Use:   "build RECIPE",
+		Short: "Build a pack from a recipe: plan the DAG, run what is not cached, materialize pack, stub, report, provenance",
+		Long: "build reads RECIPE (YAML, docs/recipes.md), applies the --set overrides, plans the build DAG (calibration\n" +
+			"windows sized to --mem), runs only the nodes that are not cached, and materializes read-only into the\n" +
+			"output directory: <name>.orkpack, <name>.orkpack.gguf (the stub), report.json, summary.txt and\n" +
+			"provenance.json (in-toto Statement, SLSA provenance v1). A second run executes nothing. --plan prints\n" +
+			"the plan (every node, its key, whether it is cached) without running anything.",
+		Args: func(cmd *cobra.Command, args []string) error { return asUsage(cobra.ExactArgs(1)(cmd, args)) },
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return runBuild(cmd.Context(), opts, args[0], sets, flags, planOnly)
+		},
+	}
+	flags.register(cmd, "")
+	cmd.Flags().StringArrayVar(&sets, "set", nil, "override a recipe key by its dotted path, e.g. --set source.model=M.gguf (repeatable)")
+	cmd.Flags().BoolVar(&planOnly, "plan", false, "print the plan (nodes, stages, keys, cached or not, memory) and run nothing")
+	return cmd
+}
+
+// roleSink renames the summary's outputs from export names to their roles (pack, stub, report,
+// summary, provenance), the contract of `build --json`.
+type roleSink struct {
+	progress.Sink
+	roles map[string]string
+}
+
+func (s roleSink) Emit(e engine.Event) {
+	if e.Summary != nil {
+		sum := *e.Summary
+		sum.Outputs = map[string]string{}
+		for name, v := range e.Summary.Outputs {
+			if role, ok := s.roles[name]; ok {
+				name = role
+			}
+			sum.Outputs[name] = v
+		}
+		e.Summary = &sum
+	}
+	s.Sink.Emit(e)
+}
+
+func runBuild(ctx context.Context, opts *globalOptions, path string, sets []string, flags buildFlags, planOnly bool) (err error) {
+	r, err := recipe.Load(path, sets...)
+	if err != nil {
+		return asUsage(err)
+	}
+	mem, err := opts.memBudget()
+	if err != nil {
+		return err
+	}
+	t, err := build.New(r, build.WithMemoryBudget(mem), build.WithOverrides(sets))
+	if err != nil {
+		return err
+	}
+	if flags.outDir == "" {
+		flags.outDir = r.Output
+	}
+	if flags.outDir == "" {
+		flags.outDir = filepath.Join("orkpipe-out", r.Name)
+	}
+	store, eng, sink, err := openEngine(opts, flags.keepGoing, !planOnly)
+	if err != nil {
+		return err
+	}
+	defer store.Close()
+	g, err := t.Graph(ctx)
+	if err != nil {
+		sink.Close()
+		return asUsage(err)
+	}
+	plan, err := eng.Plan(g)
+	if err != nil {
+		sink.Close()
+		return asUsage(err)
+	}
+	if planOnly {
+		sink.Close()
+		return printBuildPlan(ctx, opts, eng, plan, t.Name(), mem)
+	}
+	rs := roleSink{Sink: sink, roles: t.Roles()}
+	eng, err = engine.New(store, engine.WithJobs(opts.jobs), engine.WithMemoryBudget(mem), engine.WithSink(rs),
+		engine.WithKeepGoing(flags.keepGoing), engine.WithLogger(opts.logger))
+	if err != nil {
+		sink.Close()
+		return err
+	}
+	res, err := eng.Build(ctx, t.Name(), plan, engine.BuildOptions{OutDir: flags.outDir, Force: flags.force})
+	if cerr := sink.Close(); cerr != nil && err == nil {
+		err = cerr
+	}
+	if errors.Is(err, artifacts.ErrClobber) {
+		return fmt.Errorf("%w (pass --force to replace it)", err)
+	}
+	if err != nil {
+		return err
+	}
+	if !opts.json {
+		if p, ok := res.Outputs[t.Exports().Summary]; ok {
+			if b, rerr := os.ReadFile(p); rerr == nil {
+				fmt.Fprintf(opts.stdout, "\n%s", b)
+			}
+		}
+		fmt.Fprintf(opts.stdout, "outputs in %s\n", flags.outDir)
+	}
+	return nil
+}
+
+// printBuildPlan prints the plan of a build like `orkpipe plan`: every node, its key (or pending),
+// whether it is cached, its declared memory and its dependencies.
+func printBuildPlan(ctx context.Context, opts *globalOptions, eng *engine.Engine, plan *engine.Plan, name string, budget int64) error {
+	nodes, err := eng.Status(ctx, plan)
+	if err != nil {
+		return err
+	}
+	if opts.json {
+		return json.NewEncoder(opts.stdout).Encode(planOutput{Target: name, Budget: budget, Nodes: nodes})
+	}
+	tw := tabwriter.NewWriter(opts.stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "NODE\tSTAGE\tKEY\tCACHED\tMEM")
+	cached := 0
+	for _, n := range nodes {
+		key, c := "pending", "no"
+		if n.Key != "" {
+			key = strings.TrimPrefix(n.Key, "blake3:")[:12]
+		}
+		if n.Cached {
+			c = "yes"
+			cached++
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", n.ID, n.Stage, key, c, units.FormatSize(n.Mem))
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	fmt.Fprintf(opts.stdout, "%s: %d nodes, %d cached, memory budget %s\n", name, len(nodes), cached, units.FormatSize(budget))
+	for _, n := range nodes {
+		if n.SameAs != "" {
+			fmt.Fprintf(opts.stdout, "warning: %s has key material identical to %s\n", n.ID, n.SameAs)
+		}
+	}
+	return nil
+}

@@ -1,0 +1,202 @@
+package build
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+
+	"orkpipe/pipelines/engine"
+	"orkpipe/stages"
+)
+
+// Graph implements engine.Target: it reads the source model's header (or the synthetic shape),
+// applies the schemes, sizes the calibration windows and returns the build graph. Every problem
+// found here is an error wrapping ErrPlan that names the field, file, weight or window.
+func (t *Target) Graph(ctx context.Context) (*engine.Graph, error) {
+	g := engine.NewGraph()
+	src, err := t.planSource(ctx, g)
+	if err != nil {
+		return nil, err
+	}
+	ws, err := t.selectWeights(src)
+	if err != nil {
+		return nil, err
+	}
+	if err := t.checkWeightMemory(ws); err != nil {
+		return nil, err
+	}
+	boardName, boardFile, err := t.boardInput()
+	if err != nil {
+		return nil, err
+	}
+	needCalib := false
+	for _, w := range ws {
+		needCalib = needCalib || w.fin.Method == "gptq"
+	}
+	addFinal := func(w *weight, hessian *engine.Input) {
+		in := map[string]engine.Input{"model": src.in}
+		if w.fin.Method == "gptq" {
+			in["hessian"] = *hessian
+		}
+		f := g.Add("finalize:"+w.name, "finalize", w.fin, in)
+		w.final = f.Output("weight")
+		tl := g.Add("tile:"+w.name, "tile", stages.TileParams{Nibbles: "low-first", N: w.fin.N, KP: stages.PaddedK(w.fin.K, w.fin.Rotation)},
+			map[string]engine.Input{"weight": w.final})
+		w.tiled = tl.Output("entry")
+		if p := w.promote; p != nil {
+			pin := map[string]engine.Input{"model": src.in}
+			if p.Method == "gptq" {
+				pin["hessian"] = *hessian
+			}
+			pf := g.Add("finalize-promote:"+w.name, "finalize", *p, pin)
+			pt := g.Add("tile-promote:"+w.name, "tile", stages.TileParams{Nibbles: "low-first", N: p.N, KP: stages.PaddedK(p.K, p.Rotation)},
+				map[string]engine.Input{"weight": pf.Output("weight")})
+			w.ptiled = pt.Output("entry")
+		}
+	}
+	// Weights that need no Hessian first: sequential propagation may consume them.
+	for _, w := range ws {
+		if w.fin.Method != "gptq" {
+			addFinal(w, nil)
+		}
+	}
+	if needCalib {
+		if err := t.planCalibration(g, src, ws, addFinal); err != nil {
+			return nil, err
+		}
+	}
+	return t.planTail(g, src, ws, boardName, boardFile)
+}
+
+// planCalibration adds tokenize, the calibrate (and, sequentially, propagate) nodes of every window
+// and the GPTQ weights of each window after its calibrate node.
+func (t *Target) planCalibration(g *engine.Graph, src *source, ws []*weight, addFinal func(*weight, *engine.Input)) error {
+	c := t.r.Calibration
+	if err := checkFile("calibration.corpus", c.Corpus); err != nil {
+		return err
+	}
+	wins, err := t.windows(src.shape)
+	if err != nil {
+		return err
+	}
+	tok := g.Add("tokenize", "tokenize", stages.TokenizeParams{Sequences: c.Sequences, Ctx: c.Ctx},
+		map[string]engine.Input{"model": src.in, "corpus": engine.File(c.Corpus)})
+	prev := tok.Output("tokens")
+	oneshot := c.Mode == "oneshot"
+	for _, win := range wins {
+		a, b := win[0], win[1]
+		id := fmt.Sprintf("[%d,%d)", a, b)
+		in := map[string]engine.Input{"model": src.in}
+		if a == 0 {
+			in["tokens"] = prev
+		} else {
+			in["hidden"] = prev
+		}
+		cal := g.Add("calibrate"+id, "calibrate", stages.CalibrateParams{Shape: src.shape, Start: a, End: b, Sequences: c.Sequences,
+			Ctx: c.Ctx, Hidden: oneshot && b < src.shape.Layers}, in)
+		var window []*weight
+		for _, w := range ws {
+			if w.layer >= a && w.layer < b {
+				window = append(window, w)
+				if w.fin.Method == "gptq" {
+					hname, _, _ := stages.HessianOutput(w.name)
+					h := cal.Output(hname)
+					addFinal(w, &h)
+				}
+			}
+		}
+		if b == src.shape.Layers {
+			break
+		}
+		if oneshot {
+			prev = cal.Output("hidden")
+			continue
+		}
+		pp := stages.PropagateParams{Shape: src.shape, Start: a, End: b, Sequences: c.Sequences, Ctx: c.Ctx}
+		pin := map[string]engine.Input{"model": src.in}
+		for k, v := range in {
+			pin[k] = v
+		}
+		for _, w := range window {
+			pp.Weights = append(pp.Weights, w.name)
+			pin["w."+w.name] = w.final
+		}
+		prev = g.Add("propagate"+id, "propagate", pp, pin).Output("hidden")
+	}
+	return nil
+}
+
+// planTail adds write-orkpack, emit-stub, screen, verify-local, report and provenance, and the exports.
+func (t *Target) planTail(g *engine.Graph, src *source, ws []*weight, boardName string, boardFile *engine.Input) (*engine.Graph, error) {
+	r := t.r
+	wp := stages.WritePackParams{Board: boardName}
+	win := map[string]engine.Input{}
+	if boardFile != nil {
+		win["board"] = *boardFile
+	}
+	var cands []string
+	for _, w := range ws {
+		wp.Entries = append(wp.Entries, w.name)
+		win["e."+w.name] = w.tiled
+		kp := int64(stages.PaddedK(w.fin.K, "hadamard"))
+		wp.MaxEntryBytes = max(wp.MaxEntryBytes, int64(w.fin.N+64)*(kp+32)+int64(w.fin.N)*(kp/32+1)*4)
+		if w.promote != nil {
+			cands = append(cands, w.name)
+			win["p."+w.name] = w.ptiled
+		}
+	}
+	if len(cands) > 0 {
+		wp.Promote = &stages.PromoteParams{Candidates: cands, BudgetBytes: int64(r.Promote.BudgetMiB * (1 << 20))}
+	}
+	pk := g.Add("write-orkpack", "write-orkpack", wp, win).Output("pack")
+	stub := g.Add("emit-stub", "emit-stub", stages.EmitStubParams{}, map[string]engine.Input{"model": src.in, "pack": pk}).Output("stub.gguf")
+	vin := map[string]engine.Input{"model": src.in, "pack": pk, "stub": stub}
+	if boardFile != nil {
+		vin["board"] = *boardFile
+	}
+	ver := g.Add("verify-local", "verify-local", stages.VerifyLocalParams{Board: boardName}, vin).Output("verify.json")
+	rin := map[string]engine.Input{"pack": pk, "stub": stub, "verify": ver}
+	deps := []stages.ProvenanceDep{{Name: "source-model", URI: src.uri}}
+	pin := map[string]engine.Input{"dep.source-model": src.in}
+	if r.Path != "" {
+		deps = append(deps, stages.ProvenanceDep{Name: "recipe", URI: "file://" + r.Path})
+		pin["dep.recipe"] = engine.File(r.Path)
+	}
+	if s := r.Screen; s != nil {
+		if err := checkFile("screen.text", s.Text); err != nil {
+			return nil, err
+		}
+		sc := g.Add("screen", "screen", stages.ScreenParams{Shape: src.shape, Ctx: s.Ctx, Chunks: s.Chunks,
+			MaxPPLRatio: s.Gates.MaxPPLRatio, MaxKLDMean: s.Gates.MaxKLDMean},
+			map[string]engine.Input{"model": src.in, "pack": pk, "text": engine.File(s.Text)})
+		rin["screen"] = sc.Output("screen.json")
+		deps = append(deps, stages.ProvenanceDep{Name: "screen-text", URI: "file://" + s.Text})
+		pin["dep.screen-text"] = engine.File(s.Text)
+	}
+	if g.Node("tokenize") != nil {
+		deps = append(deps, stages.ProvenanceDep{Name: "corpus", URI: "file://" + r.Calibration.Corpus})
+		pin["dep.corpus"] = engine.File(r.Calibration.Corpus)
+	}
+	if boardFile != nil {
+		deps = append(deps, stages.ProvenanceDep{Name: "board-profile", URI: "file://" + r.Board})
+		pin["dep.board-profile"] = *boardFile
+	}
+	rep := g.Add("report", "report", stages.ReportParams{Name: r.Name, Screen: r.Screen != nil}, rin)
+	out := t.Exports()
+	pin["subject."+out.Pack] = pk
+	pin["subject."+out.Stub] = stub
+	pin["subject."+out.Report] = rep.Output("report.json")
+	pin["subject."+out.Summary] = rep.Output("summary.txt")
+	recipeJSON, err := json.Marshal(r)
+	if err != nil {
+		return nil, err
+	}
+	prov := g.Add("provenance", "provenance", stages.ProvenanceParams{Name: r.Name,
+		Subjects: []string{out.Pack, out.Stub, out.Report, out.Summary}, Deps: deps, Recipe: recipeJSON, Overrides: t.overrides}, pin)
+	g.Export(out.Pack, pk)
+	g.Export(out.Stub, stub)
+	g.Export(out.Report, rep.Output("report.json"))
+	g.Export(out.Summary, rep.Output("summary.txt"))
+	g.Export(out.Provenance, prov.Output("provenance.json"))
+	return g, g.Err()
+}

@@ -1,0 +1,224 @@
+package build
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"strings"
+
+	"orkpipe/internal/units"
+	"orkpipe/ork/board"
+	"orkpipe/ork/gguf"
+	"orkpipe/ork/model"
+	"orkpipe/pipelines/engine"
+	"orkpipe/pipelines/recipe"
+	"orkpipe/stages"
+)
+
+// source is the planned model: where its bytes come from, its tensors and its shape.
+type source struct {
+	in      engine.Input
+	uri     string
+	tensors []gguf.TensorInfo
+	shape   stages.ModelShape
+}
+
+// weight is one packed matmul weight with its finalize parameters.
+type weight struct {
+	name    string
+	layer   int // -1 for weights outside the blocks
+	fin     stages.FinalizeParams
+	promote *stages.FinalizeParams
+	tiled   engine.Input
+	ptiled  engine.Input
+	final   engine.Input
+}
+
+func (t *Target) planSource(ctx context.Context, g *engine.Graph) (*source, error) {
+	r := t.r
+	if s := r.Source.Synth; s != nil {
+		sp := stages.SynthParams{Layers: s.Layers, Embd: s.Embd, FF: s.FF, Heads: s.Heads, HeadsKV: s.HeadsKV, Vocab: s.Vocab,
+			Ctx: s.Ctx, Type: s.Type, Seed: s.Seed}
+		if err := sp.Validate(); err != nil {
+			return nil, fmt.Errorf("%w: source.synth: %w", ErrPlan, err)
+		}
+		n := g.Add("synth", "synth", sp, nil)
+		pj, _ := json.Marshal(sp)
+		hd := s.Embd / s.Heads
+		return &source{in: n.Output("model.gguf"), uri: "orkpipe:synth?" + string(pj), tensors: sp.Tensors(),
+			shape: stages.ModelShape{Layers: s.Layers, Embd: s.Embd, FF: s.FF, Heads: s.Heads, HeadsKV: s.HeadsKV, HeadDim: hd, Vocab: s.Vocab}}, nil
+	}
+	f, err := gguf.Open(ctx, r.Source.Model)
+	if err != nil {
+		return nil, fmt.Errorf("%w: source.model: %w", ErrPlan, err)
+	}
+	defer f.Close()
+	cfg, err := model.ConfigFromGGUF(f)
+	if err != nil {
+		return nil, fmt.Errorf("%w: source.model %s: %w", ErrPlan, r.Source.Model, err)
+	}
+	return &source{in: engine.File(r.Source.Model), uri: "file://" + r.Source.Model, tensors: f.Tensors, shape: stages.ShapeOf(cfg)}, nil
+}
+
+// rotationSeed derives a weight's rotation sign seed from its name (FNV-1a), so that every build of
+// the same weight uses the same rotation.
+func rotationSeed(name string) uint64 {
+	var h uint64 = 14695981039346656037
+	for i := 0; i < len(name); i++ {
+		h = (h ^ uint64(name[i])) * 1099511628211
+	}
+	return h
+}
+
+// finalizeParams turns a scheme into the finalize parameters of one weight, keeping only the fields
+// that change the result (damping and act-order mean nothing to RTN; F16 is not quantized).
+func finalizeParams(s *recipe.Scheme, name string, n, k int) stages.FinalizeParams {
+	p := stages.FinalizeParams{Tensor: name, Method: s.Method, DType: s.DType, Group: s.Group, Rotation: s.Rotation,
+		ActBits: s.ActBits, ClipGrid: s.ClipGrid, N: n, K: k}
+	if s.DType == "F16" {
+		p.Method, p.Rotation, p.ClipGrid = "none", "none", nil
+		return p
+	}
+	if s.Method == "gptq" {
+		p.Damp, p.ActOrder = s.Damp, s.ActOrder
+	}
+	if s.Rotation == "hadamard" {
+		p.Seed = rotationSeed(name)
+	}
+	return p
+}
+
+// selectWeights applies the schemes to the source's tensors, in file order.
+func (t *Target) selectWeights(src *source) ([]*weight, error) {
+	r := t.r
+	matched := make([]int, len(r.Schemes))
+	var ws []*weight
+	var errs []string
+	for _, ti := range src.tensors {
+		if len(ti.Shape) < 2 || ti.Name == "token_embd.weight" {
+			continue
+		}
+		for i := range r.Schemes {
+			if r.Schemes[i].Matches(ti.Name) {
+				matched[i]++
+			}
+		}
+		s := r.SchemeFor(ti.Name)
+		if s == nil {
+			continue
+		}
+		if len(ti.Shape) != 2 {
+			errs = append(errs, fmt.Sprintf("%s has %d dimensions: MoE expert tensors are not planned by this version (only 2-D weights)", ti.Name, len(ti.Shape)))
+			continue
+		}
+		n, k := int(ti.Shape[1]), int(ti.Shape[0])
+		w := &weight{name: ti.Name, layer: -1, fin: finalizeParams(s, ti.Name, n, k)}
+		if _, l, ok := stages.HessianOutput(ti.Name); ok {
+			w.layer = l
+		}
+		if w.fin.Method == "gptq" && w.layer < 0 {
+			errs = append(errs, fmt.Sprintf("%s: method gptq needs a Hessian, and calibration captures only the block weights (blk.N.attn_*/ffn_*); use rtn for it", ti.Name))
+		}
+		if p := r.Promote; p != nil && p.Matches(ti.Name) && p.To != s.DType && s.DType != "F16" {
+			info := recipe.DTypes[p.To]
+			ps := *s
+			ps.DType, ps.ActBits, ps.Rotation = p.To, info.ActBits, info.Rotation
+			if ps.Rotation == "" {
+				ps.Rotation = "none"
+			}
+			if info.Bits == 8 {
+				ps.Group = 0
+			}
+			fp := finalizeParams(&ps, ti.Name, n, k)
+			w.promote = &fp
+		}
+		ws = append(ws, w)
+	}
+	what := "the model"
+	if r.Source.Model != "" {
+		what = r.Source.Model
+	}
+	for i, c := range matched {
+		if c == 0 {
+			errs = append(errs, fmt.Sprintf("schemes[%d] (match %q) matches no weight of %s (a typo?)", i, r.Schemes[i].Match, what))
+		}
+	}
+	if len(errs) > 0 {
+		return nil, fmt.Errorf("%w: %s", ErrPlan, strings.Join(errs, "; "))
+	}
+	if len(ws) == 0 {
+		return nil, fmt.Errorf("%w: no weight of %s matches any scheme", ErrPlan, what)
+	}
+	return ws, nil
+}
+
+// windows returns the calibration windows [a, b) covering every layer.
+func (t *Target) windows(shape stages.ModelShape) ([][2]int, error) {
+	c := t.r.Calibration
+	mem := func(a, b int) int64 {
+		return max(stages.CalibrateMemory(shape, a, b, c.Ctx), stages.PropagateMemory(shape, a, b, c.Ctx))
+	}
+	size := c.Window.Layers
+	if c.Window.Auto {
+		size = 0
+		for w := 1; w <= shape.Layers && mem(0, w) <= t.mem; w++ {
+			size = w
+		}
+		if size == 0 {
+			return nil, fmt.Errorf("%w: calibration window [0, 1) (one layer, %d sequences of %d) needs %s, more than --mem %s",
+				ErrPlan, c.Sequences, c.Ctx, units.FormatSize(mem(0, 1)), units.FormatSize(t.mem))
+		}
+	}
+	var ws [][2]int
+	for a := 0; a < shape.Layers; a += size {
+		b := min(a+size, shape.Layers)
+		if m := mem(a, b); m > t.mem {
+			return nil, fmt.Errorf("%w: calibration window [%d, %d) needs %s, more than --mem %s (use a smaller calibration.window or window: auto)",
+				ErrPlan, a, b, units.FormatSize(m), units.FormatSize(t.mem))
+		}
+		ws = append(ws, [2]int{a, b})
+	}
+	return ws, nil
+}
+
+func (t *Target) checkWeightMemory(ws []*weight) error {
+	var errs []string
+	for _, w := range ws {
+		for _, p := range []*stages.FinalizeParams{&w.fin, w.promote} {
+			if p != nil {
+				if m := stages.FinalizeMemory(*p); m > t.mem {
+					errs = append(errs, fmt.Sprintf("weight %s (%s %s, %dx%d) needs %s to finalize, more than --mem %s",
+						w.name, p.Method, p.DType, p.N, p.K, units.FormatSize(m), units.FormatSize(t.mem)))
+				}
+			}
+		}
+	}
+	if len(errs) > 0 {
+		return fmt.Errorf("%w: %s", ErrPlan, strings.Join(errs, "; "))
+	}
+	return nil
+}
+
+func checkFile(field, path string) error {
+	st, err := os.Stat(path)
+	if err != nil {
+		return fmt.Errorf("%w: %s: %w", ErrPlan, field, err)
+	}
+	if !st.Mode().IsRegular() {
+		return fmt.Errorf("%w: %s: %s is not a regular file", ErrPlan, field, path)
+	}
+	return nil
+}
+
+// boardInput returns the board parameter (a built-in name) or, for a profile file, "" and the file.
+func (t *Target) boardInput() (string, *engine.Input, error) {
+	if _, ok := board.Builtin(t.r.Board); ok {
+		return t.r.Board, nil, nil
+	}
+	if err := checkFile("board", t.r.Board); err != nil {
+		return "", nil, err
+	}
+	in := engine.File(t.r.Board)
+	return "", &in, nil
+}

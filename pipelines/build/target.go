@@ -1,0 +1,113 @@
+// Package build plans a recipe (pipelines/recipe) into the DAG of one pack build: the engine.Target
+// behind `orkpipe build RECIPE`.
+//
+// # The graph
+//
+//	synth (source.synth) | the source GGUF file
+//	tokenize                    model + corpus -> token sequences          (only when a scheme uses gptq)
+//	calibrate[a,b)              per layer window: Hessians of every linear input of layers a..b-1
+//	propagate[a,b)              sequential mode: the hidden states at b through the window's finalized weights
+//	finalize:<weight>           per weight: codes, scales, qerr (GPTQ with its window's Hessian, or RTN)
+//	tile:<weight>               per weight: the dtype's native bytes
+//	finalize-promote:<weight>,  per promotion candidate: the same weight at the promoted tier
+//	tile-promote:<weight>
+//	write-orkpack               every tile + the board profile -> <name>.orkpack (promotion chosen here by qerr)
+//	emit-stub                   model + pack -> <name>.orkpack.gguf
+//	screen                      model + pack + text -> PPL / KLD, gates
+//	verify-local                pack VerifyAll, stub vs pack, plan vs board
+//	report                      report.json + summary.txt
+//	provenance                  provenance.json (in-toto Statement v1, SLSA provenance v1 predicate)
+//
+// Each node's parameters carry exactly what changes its output: finalize holds the scheme fields
+// that change the codes and never the tile layout, so changing the tile layout never re-runs GPTQ,
+// and changing one class's group size re-runs only that class's finalize and tile nodes, then
+// write-orkpack, emit-stub, screen, verify-local, report and provenance (in one-shot mode; in
+// sequential mode the later windows' calibration sees the changed weights, so it re-runs too, as it
+// must).
+//
+// # Memory
+//
+// Every node declares its peak memory (the stage's estimate). Calibration windows with window: auto
+// are the largest number of layers whose calibrate node fits the budget; a window or a weight that
+// cannot fit is a plan error naming it.
+package build
+
+import (
+	"errors"
+	"fmt"
+
+	"orkpipe/pipelines/recipe"
+)
+
+// ErrPlan is wrapped by every planning error (a recipe that cannot be built as written).
+var ErrPlan = errors.New("cannot plan the recipe")
+
+// Target is a recipe planned against a memory budget.
+type Target struct {
+	r         *recipe.Recipe
+	mem       int64
+	overrides []string
+}
+
+// Option configures a Target; options validate their argument.
+type Option func(*Target) error
+
+// WithMemoryBudget sets the budget (bytes) windows are sized to and nodes must fit. Required.
+func WithMemoryBudget(bytes int64) Option {
+	return func(t *Target) error {
+		if bytes <= 0 {
+			return fmt.Errorf("build: memory budget %d bytes, want > 0", bytes)
+		}
+		t.mem = bytes
+		return nil
+	}
+}
+
+// WithOverrides records the --set overrides already applied to the recipe (for provenance).
+func WithOverrides(sets []string) Option {
+	return func(t *Target) error {
+		t.overrides = append([]string(nil), sets...)
+		return nil
+	}
+}
+
+// New returns the target of a loaded recipe.
+func New(r *recipe.Recipe, opts ...Option) (*Target, error) {
+	if r == nil {
+		return nil, fmt.Errorf("build: nil recipe")
+	}
+	t := &Target{r: r}
+	for _, o := range opts {
+		if err := o(t); err != nil {
+			return nil, err
+		}
+	}
+	if t.mem == 0 {
+		return nil, fmt.Errorf("build: no memory budget (WithMemoryBudget)")
+	}
+	return t, nil
+}
+
+// Name implements engine.Target: the recipe name.
+func (t *Target) Name() string { return t.r.Name }
+
+// Recipe returns the recipe.
+func (t *Target) Recipe() *recipe.Recipe { return t.r }
+
+// Outputs names the files a build materializes.
+type Outputs struct {
+	Pack, Stub, Report, Summary, Provenance string
+}
+
+// Exports returns the export (file) names of the build's outputs.
+func (t *Target) Exports() Outputs {
+	return Outputs{Pack: t.r.Name + ".orkpack", Stub: t.r.Name + ".orkpack.gguf", Report: "report.json",
+		Summary: "summary.txt", Provenance: "provenance.json"}
+}
+
+// Roles maps each export name to its role in `build --json`'s summary (pack, stub, report,
+// summary, provenance).
+func (t *Target) Roles() map[string]string {
+	o := t.Exports()
+	return map[string]string{o.Pack: "pack", o.Stub: "stub", o.Report: "report", o.Summary: "summary", o.Provenance: "provenance"}
+}

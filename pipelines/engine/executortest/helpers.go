@@ -1,0 +1,64 @@
+package executortest
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"slices"
+	"testing"
+
+	"orkpipe/artifacts"
+	"orkpipe/pipelines/engine"
+	"orkpipe/stages"
+)
+
+// request builds the ExecRequest of stage with params over inputs; params are canonicalized
+// through the kind so the key material is what the engine would compute.
+func request(t *testing.T, stage, params string, inputs map[string]stages.File) engine.ExecRequest {
+	t.Helper()
+	m := stages.KeyMaterial{Stage: stage, Version: 1, Params: []byte(params), Inputs: map[string]artifacts.Digest{}}
+	for name, f := range inputs {
+		m.Inputs[name] = f.Digest
+	}
+	return engine.ExecRequest{Key: mustKey(t, m), Material: m, Inputs: inputs, Tools: map[string]stages.File{}}
+}
+
+func mustKey(t *testing.T, m stages.KeyMaterial) artifacts.Digest {
+	t.Helper()
+	k, err := m.Key()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return k
+}
+
+// reference runs req in process through stages.Execute and returns its outputs' digests.
+func reference(t *testing.T, req engine.ExecRequest) []artifacts.NamedObject {
+	t.Helper()
+	ctx := context.Background()
+	out := t.TempDir()
+	names, err := stages.Execute(ctx, req.Material, req.Inputs, req.Tools, out, nil)
+	if err != nil {
+		t.Fatalf("in-process reference of %s: %v", req.Material.Stage, err)
+	}
+	var objs []artifacts.NamedObject
+	for _, n := range names {
+		o, err := artifacts.HashPath(ctx, filepath.Join(out, n))
+		if err != nil {
+			t.Fatal(err)
+		}
+		objs = append(objs, artifacts.NamedObject{Name: n, Digest: o.Digest, Size: o.Size})
+	}
+	return objs
+}
+
+func writeFile(t *testing.T, s string) stages.File {
+	t.Helper()
+	p := filepath.Join(t.TempDir(), "input")
+	if err := os.WriteFile(p, []byte(s), 0o444); err != nil {
+		t.Fatal(err)
+	}
+	return stages.File{Path: p, Digest: artifacts.SumBytes([]byte(s)), Size: int64(len(s))}
+}
+
+func sameObjects(a, b []artifacts.NamedObject) bool { return slices.Equal(a, b) }

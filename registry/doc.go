@@ -1,0 +1,40 @@
+// Package registry moves orkpipe build outputs through OCI registries: push, pull, describe, and
+// signed attestations attached as referrers. It is the only way packs travel between the build
+// machine and the board hosts, so every transfer is verified, resumable and parallel.
+//
+// # Artifact layout (normative text in docs/oci.md)
+//
+// One OCI image manifest per build, following the CNCF ModelPack conventions:
+//
+//	artifactType  application/vnd.cncf.model.manifest.v1+json
+//	config        application/vnd.cncf.model.config.v1+json  (descriptor, config{format: "orkpack"}, modelfs.diffIds)
+//	layers        application/vnd.cncf.model.weight.v1.raw[+zstd]   pack and stub GGUF
+//	              application/vnd.cncf.model.doc.v1.raw[+zstd]      report.json, provenance.json
+//	annotations   org.opencontainers.image.created (from provenance, never the wall clock),
+//	              dev.orkpipe.format = "1", dev.orkpipe.board-profile, dev.orkpipe.recipe.digest
+//
+// Each layer carries the bytes of a list of extents of one file, concatenated: a file larger than
+// the part size is several layers; a sparse file (the stub) sends only its data extents, found with
+// SEEK_DATA/SEEK_HOLE, and is recreated sparse on pull. Layer annotations: org.cncf.model.filepath,
+// dev.orkpipe.file.{size,sha256,blake3} (the whole uncompressed file), dev.orkpipe.part ("i/n"),
+// dev.orkpipe.part.extents (JSON [[offset,length],...]) and dev.orkpipe.part.sha256 (the
+// uncompressed bytes; equal to the config's diffId). A layer is zstd-compressed only when a sample
+// of its file compresses below 90%. Layer digests cover the stored bytes.
+//
+// # Guarantees
+//
+// Push is deterministic (same files, part size and provenance: same manifest digest) and verifies
+// on write (the bytes uploaded must hash to what pass 1 computed; the manifest must parse back).
+// Pull verifies each layer as it streams (stored sha256 and size, decoded sha256 and size), writes
+// only into DIR/.orkpipe-partial (see PartialDir), verifies each whole file (size, sha256, BLAKE3)
+// before a read-only, no-clobber rename into DIR, and resumes a killed pull from the parts its
+// journal records (re-hashed from disk first). Transient failures (5xx, truncation, dropped
+// connections, corrupt bytes) are retried per part, with ranged resumption inside a part; a part that
+// cannot be fetched intact fails the pull with an error naming the file, part and layer digest.
+//
+// # Transport
+//
+// Credentials come from the Docker config and credential helpers (authn.DefaultKeychain). TLS is
+// required unless WithPlainHTTP names the host or WithInsecure is given; credentials never appear in
+// errors, logs or attestations.
+package registry

@@ -1,0 +1,227 @@
+package stages
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"os"
+	"strings"
+
+	"orkpipe/ork/calib"
+	"orkpipe/ork/model"
+)
+
+// ModelShape is the shape of the source model, carried in the parameters of the stages whose
+// memory estimate or outputs depend on it. It is derived from the source model (whose digest is
+// key material anyway), so it never makes two builds of one model differ.
+type ModelShape struct {
+	Layers  int `json:"layers"`
+	Embd    int `json:"n_embd"`
+	FF      int `json:"n_ff"`
+	Heads   int `json:"n_head"`
+	HeadsKV int `json:"n_head_kv"`
+	HeadDim int `json:"head_dim"`
+	Vocab   int `json:"vocab"`
+}
+
+// ShapeOf returns the shape of a model config.
+func ShapeOf(c model.Config) ModelShape {
+	return ModelShape{Layers: c.NLayer, Embd: c.NEmbd, FF: c.NFF, Heads: c.NHead, HeadsKV: c.NHeadKV, HeadDim: c.HeadDim, Vocab: c.NVocab}
+}
+
+// Config returns a model config of the shape (enough for memory estimates).
+func (s ModelShape) Config() model.Config {
+	return model.Config{Arch: "llama", NEmbd: s.Embd, NFF: s.FF, NLayer: s.Layers, NHead: s.Heads, NHeadKV: s.HeadsKV,
+		HeadDim: s.HeadDim, NVocab: s.Vocab, RopeDim: s.HeadDim, RopeBase: 10000, RopeFreqScale: 1, NormEps: 1e-5}
+}
+
+func (s ModelShape) validate() error {
+	c := s.Config()
+	if err := c.Validate(); err != nil {
+		return fmt.Errorf("shape: %w", err)
+	}
+	return nil
+}
+
+// hessianInputs are the output-name suffixes of the four Hessians of a block, by model.Input.
+var hessianInputs = [model.NumInputs]string{"qkv", "attn_output", "gate_up", "ffn_down"}
+
+// HessianOutput returns the calibrate output name holding the Hessian of the input of a block
+// weight ("blk.3.ffn_up.weight" -> "h.3.gate_up"), and the layer; ok is false for a weight no
+// calibration captures.
+func HessianOutput(weight string) (name string, layer int, ok bool) {
+	var rest string
+	if _, err := fmt.Sscanf(weight, "blk.%d.%s", &layer, &rest); err != nil {
+		return "", 0, false
+	}
+	if !strings.HasSuffix(weight, ".weight") {
+		return "", 0, false
+	}
+	short := strings.TrimSuffix(weight[len(fmt.Sprintf("blk.%d.", layer)):], ".weight")
+	for in := model.Input(0); in < model.NumInputs; in++ {
+		for _, w := range in.Weights() {
+			if strings.TrimSuffix(w, ".weight") == short {
+				return fmt.Sprintf("h.%d.%s", layer, hessianInputs[in]), layer, true
+			}
+		}
+	}
+	return "", 0, false
+}
+
+// CalibrateParams are the parameters of "calibrate": one layer window [Start, End) over Sequences
+// sequences of Ctx tokens. Window 0 reads "tokens"; later windows read "hidden" (the states at
+// Start). With Hidden, the float hidden states at End are written too (one-shot mode; sequential
+// mode gets them from "propagate" through the quantized window instead).
+type CalibrateParams struct {
+	Shape     ModelShape `json:"shape"`
+	Start     int        `json:"start"`
+	End       int        `json:"end"`
+	Sequences int        `json:"sequences"`
+	Ctx       int        `json:"ctx"`
+	Hidden    bool       `json:"hidden"`
+}
+
+// CalibrateMemory is the declared peak memory of a calibrate node (calib.EstimateMemory plus the
+// process's fixed overhead).
+func CalibrateMemory(s ModelShape, start, end, ctxLen int) int64 {
+	c := s.Config()
+	return calib.EstimateMemory(&c, calib.Window{Start: start, End: end}, ctxLen) + 48<<20
+}
+
+func init() {
+	Register(Define("calibrate", 1, func(p CalibrateParams) (Spec, error) {
+		if err := p.Shape.validate(); err != nil {
+			return Spec{}, err
+		}
+		if p.Start < 0 || p.End <= p.Start || p.End > p.Shape.Layers || p.Sequences < 1 || p.Ctx < 2 {
+			return Spec{}, fmt.Errorf("window [%d, %d) of %d layers, %d sequences of %d: invalid", p.Start, p.End, p.Shape.Layers, p.Sequences, p.Ctx)
+		}
+		s := Spec{Inputs: []string{"model", windowInput(p.Start)}, PeakMemory: CalibrateMemory(p.Shape, p.Start, p.End, p.Ctx)}
+		for l := p.Start; l < p.End; l++ {
+			for _, in := range hessianInputs {
+				s.Outputs = append(s.Outputs, fmt.Sprintf("h.%d.%s", l, in))
+			}
+		}
+		if p.Hidden {
+			s.Outputs = append(s.Outputs, "hidden")
+		}
+		return s, nil
+	}, runCalibrate))
+}
+
+func windowInput(start int) string {
+	if start == 0 {
+		return "tokens"
+	}
+	return "hidden"
+}
+
+// windowSource opens the hidden states at the window's start: token embeddings for window 0, else
+// the hidden-states file (its header must say layer start).
+func windowSource(m *model.Model, req Request, start, nSeq, ctxLen int) (calib.HiddenSource, func(), error) {
+	if start == 0 {
+		seqs, err := ReadTokens(req.Inputs["tokens"].Path)
+		if err != nil {
+			return nil, nil, err
+		}
+		if len(seqs) != nSeq || len(seqs[0]) != ctxLen {
+			return nil, nil, fmt.Errorf("tokens %s: %d sequences of %d, want %d of %d", req.Inputs["tokens"].Path, len(seqs), len(seqs[0]), nSeq, ctxLen)
+		}
+		src, err := calib.NewEmbeddingSource(m, seqs)
+		return src, func() {}, err
+	}
+	in := req.Inputs["hidden"]
+	f, err := os.Open(in.Path)
+	if err != nil {
+		return nil, nil, err
+	}
+	hr, err := calib.NewHiddenReader(bufio.NewReaderSize(f, 1<<20), in.Path)
+	if err != nil {
+		f.Close()
+		return nil, nil, err
+	}
+	if h := hr.Header(); h.Layer != start || h.NSeq != nSeq || h.SeqLen != ctxLen || h.NEmbd != m.Cfg.NEmbd {
+		f.Close()
+		return nil, nil, fmt.Errorf("hidden states %s: %+v, want layer %d, %d sequences of %d, n_embd %d", in.Path, h, start, nSeq, ctxLen, m.Cfg.NEmbd)
+	}
+	return hr, func() { f.Close() }, nil
+}
+
+// createHidden starts a hidden-states file for the states at layer end.
+func createHidden(path string, nEmbd, ctxLen, nSeq, layer int) (*os.File, *bufio.Writer, *calib.HiddenWriter, error) {
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	bw := bufio.NewWriterSize(f, 1<<20)
+	hw, err := calib.NewHiddenWriter(bw, calib.HiddenHeader{NEmbd: nEmbd, SeqLen: ctxLen, NSeq: nSeq, Layer: layer})
+	if err != nil {
+		f.Close()
+		return nil, nil, nil, err
+	}
+	return f, bw, hw, nil
+}
+
+func runCalibrate(ctx context.Context, p CalibrateParams, req Request) error {
+	m, _, gf, err := model.OpenGGUF(ctx, req.Inputs["model"].Path, 0)
+	if err != nil {
+		return err
+	}
+	defer gf.Close()
+	if got := ShapeOf(m.Cfg); got != p.Shape {
+		return fmt.Errorf("model %s has shape %+v, the plan says %+v", req.Inputs["model"].Path, got, p.Shape)
+	}
+	src, done, err := windowSource(m, req, p.Start, p.Sequences, p.Ctx)
+	if err != nil {
+		return err
+	}
+	defer done()
+	var hf *os.File
+	var hb *bufio.Writer
+	var hw *calib.HiddenWriter
+	if p.Hidden {
+		if hf, hb, hw, err = createHidden(req.Output("hidden"), m.Cfg.NEmbd, p.Ctx, p.Sequences, p.End); err != nil {
+			return err
+		}
+		defer hf.Close()
+	}
+	res, err := calib.Capture(ctx, m, calib.Window{Start: p.Start, End: p.End}, src, hw)
+	if err != nil {
+		return fmt.Errorf("calibrating layers [%d, %d): %w", p.Start, p.End, err)
+	}
+	if p.Hidden {
+		if err := hb.Flush(); err != nil {
+			return err
+		}
+		if err := hf.Close(); err != nil {
+			return err
+		}
+	}
+	for l := p.Start; l < p.End; l++ {
+		for in := model.Input(0); in < model.NumInputs; in++ {
+			if err := writeHessianFile(req.Output(fmt.Sprintf("h.%d.%s", l, hessianInputs[in])), res.Hessian(l, in)); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+func writeHessianFile(path string, h *calib.Hessian) error {
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
+	if err != nil {
+		return err
+	}
+	bw := bufio.NewWriterSize(f, 1<<20)
+	err = calib.WriteHessian(bw, h)
+	if err == nil {
+		err = bw.Flush()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return fmt.Errorf("writing Hessian %s: %w", path, err)
+	}
+	return nil
+}

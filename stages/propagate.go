@@ -1,0 +1,124 @@
+package stages
+
+import (
+	"context"
+	"fmt"
+	"sync"
+
+	"orkpipe/ork/calib"
+	"orkpipe/ork/model"
+)
+
+// PropagateParams are the parameters of "propagate" (sequential calibration): run the window
+// [Start, End) with its finalized weights, emulated as the board computes them, and write the
+// hidden states at End for the next window. Weights lists the finalized weights of the window; each
+// is bound as input "w.<name>". Block weights not listed stay float.
+type PropagateParams struct {
+	Shape     ModelShape `json:"shape"`
+	Start     int        `json:"start"`
+	End       int        `json:"end"`
+	Sequences int        `json:"sequences"`
+	Ctx       int        `json:"ctx"`
+	Weights   []string   `json:"weights"`
+}
+
+// PropagateMemory is the declared peak memory of a propagate node: the window's float weights, their
+// emulated codes, one sequence's hidden states and scratch.
+func PropagateMemory(s ModelShape, start, end, ctxLen int) int64 {
+	c := s.Config()
+	e, q, kv, f := int64(c.NEmbd), int64(c.QDim()), int64(c.KVDim()), int64(c.NFF)
+	perLayer := 4*(2*q*e+2*kv*e+3*f*e+2*e) + 5*(2*q*e+2*kv*e+3*f*e)
+	t := int64(ctxLen)
+	return int64(end-start)*perLayer + 4*t*e*3 + c.ScratchBytes(ctxLen) + 8*t*max(e, q, f) + 48<<20
+}
+
+func init() {
+	Register(Define("propagate", 1, func(p PropagateParams) (Spec, error) {
+		if err := p.Shape.validate(); err != nil {
+			return Spec{}, err
+		}
+		if p.Start < 0 || p.End <= p.Start || p.End >= p.Shape.Layers+1 || p.Sequences < 1 || p.Ctx < 2 {
+			return Spec{}, fmt.Errorf("window [%d, %d) of %d layers: invalid", p.Start, p.End, p.Shape.Layers)
+		}
+		s := Spec{Inputs: []string{"model", windowInput(p.Start)}, Outputs: []string{"hidden"},
+			PeakMemory: PropagateMemory(p.Shape, p.Start, p.End, p.Ctx)}
+		for _, w := range p.Weights {
+			if _, l, ok := HessianOutput(w); !ok || l < p.Start || l >= p.End {
+				return Spec{}, fmt.Errorf("weight %q is not a block weight of window [%d, %d)", w, p.Start, p.End)
+			}
+			s.Inputs = append(s.Inputs, "w."+w)
+		}
+		return s, nil
+	}, runPropagate))
+}
+
+// emulatedSource serves the listed weights from finalized-weight files, emulated with the board's
+// arithmetic, and everything else from the float model.
+type emulatedSource struct {
+	*model.GGUFSource
+	files map[string]string
+	mu    sync.Mutex
+}
+
+func (s *emulatedSource) Linear(ctx context.Context, name string) (model.Linear, bool, error) {
+	path, ok := s.files[name]
+	if !ok {
+		return s.GGUFSource.Linear(ctx, name)
+	}
+	q, err := ReadQWeight(path)
+	if err != nil {
+		return nil, false, err
+	}
+	if q.Meta.Name != name {
+		return nil, false, fmt.Errorf("weight file %s holds %q, bound as %q", path, q.Meta.Name, name)
+	}
+	pw, err := q.PackWeight()
+	if err != nil {
+		return nil, false, err
+	}
+	e, err := model.NewEmulated(pw, q.Meta.K)
+	if err != nil {
+		return nil, false, err
+	}
+	return e, true, nil
+}
+
+func runPropagate(ctx context.Context, p PropagateParams, req Request) error {
+	fm, _, gf, err := model.OpenGGUF(ctx, req.Inputs["model"].Path, 0)
+	if err != nil {
+		return err
+	}
+	defer gf.Close()
+	if got := ShapeOf(fm.Cfg); got != p.Shape {
+		return fmt.Errorf("model %s has shape %+v, the plan says %+v", req.Inputs["model"].Path, got, p.Shape)
+	}
+	gs, ok := fm.Src.(*model.GGUFSource)
+	if !ok {
+		return fmt.Errorf("model %s: no GGUF weight source", req.Inputs["model"].Path)
+	}
+	src := &emulatedSource{GGUFSource: gs, files: map[string]string{}}
+	for _, w := range p.Weights {
+		src.files[w] = req.Inputs["w."+w].Path
+	}
+	m, err := model.NewModel(fm.Cfg, src)
+	if err != nil {
+		return err
+	}
+	in, done, err := windowSource(m, req, p.Start, p.Sequences, p.Ctx)
+	if err != nil {
+		return err
+	}
+	defer done()
+	f, bw, hw, err := createHidden(req.Output("hidden"), m.Cfg.NEmbd, p.Ctx, p.Sequences, p.End)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	if err := calib.Propagate(ctx, m, calib.Window{Start: p.Start, End: p.End}, in, hw); err != nil {
+		return fmt.Errorf("propagating layers [%d, %d) through their quantized weights: %w", p.Start, p.End, err)
+	}
+	if err := bw.Flush(); err != nil {
+		return err
+	}
+	return f.Close()
+}

@@ -1,0 +1,151 @@
+package stages
+
+import (
+	"context"
+	"crypto/sha256"
+	"debug/buildinfo"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"sort"
+)
+
+// ProvenanceParams are the parameters of "provenance": an in-toto Statement v1 whose predicate is
+// SLSA provenance v1. Subjects are bound as inputs "subject.<file name>" (the output files, with
+// sha256 and BLAKE3); resolved dependencies as "dep.<name>" with the URI given here (source model,
+// corpus, screen text, recipe; BLAKE3 digests as the store computed them). The orkpipe binary is the
+// stage's tool "orkpipe": its digest is key material, so a new binary re-runs this node (and only
+// this node), and the Go build info read from that file is recorded. Nothing time- or host-dependent
+// is written, so the same key always gives the same bytes.
+type ProvenanceParams struct {
+	Name      string          `json:"name"`
+	Subjects  []string        `json:"subjects"`
+	Deps      []ProvenanceDep `json:"deps"`
+	Recipe    json.RawMessage `json:"recipe"`
+	Overrides []string        `json:"overrides"`
+}
+
+// ProvenanceDep is one resolved dependency.
+type ProvenanceDep struct {
+	Name string `json:"name"`
+	URI  string `json:"uri"`
+}
+
+// BuildType is the SLSA buildType of orkpipe recipe builds.
+const BuildType = "https://orkpipe.dev/slsa/recipe-build/v1"
+
+// ExecutablePath returns the path of the running orkpipe binary (the provenance tool).
+var ExecutablePath = os.Executable
+
+func init() {
+	Register(Define("provenance", 1, func(p ProvenanceParams) (Spec, error) {
+		if p.Name == "" || len(p.Subjects) == 0 {
+			return Spec{}, fmt.Errorf("name and subjects are required")
+		}
+		exe, err := ExecutablePath()
+		if err != nil {
+			return Spec{}, fmt.Errorf("locating the orkpipe binary: %w", err)
+		}
+		s := Spec{Outputs: []string{"provenance.json"}, PeakMemory: 32 << 20, Tools: []Tool{{Name: "orkpipe", Path: exe}}}
+		for _, sub := range p.Subjects {
+			s.Inputs = append(s.Inputs, "subject."+sub)
+		}
+		for _, d := range p.Deps {
+			s.Inputs = append(s.Inputs, "dep."+d.Name)
+		}
+		return s, nil
+	}, runProvenance))
+}
+
+type digestSet map[string]string
+
+type resourceDescriptor struct {
+	Name        string         `json:"name"`
+	URI         string         `json:"uri,omitempty"`
+	Digest      digestSet      `json:"digest"`
+	Annotations map[string]any `json:"annotations,omitempty"`
+}
+
+func sha256File(ctx context.Context, path string) (string, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return "", err
+	}
+	defer f.Close()
+	h := sha256.New()
+	buf := make([]byte, 1<<20)
+	for {
+		if err := ctx.Err(); err != nil {
+			return "", err
+		}
+		n, err := f.Read(buf)
+		h.Write(buf[:n])
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			return "", fmt.Errorf("hashing %s: %w", path, err)
+		}
+	}
+	return hex.EncodeToString(h.Sum(nil)), nil
+}
+
+func runProvenance(ctx context.Context, p ProvenanceParams, req Request) error {
+	var subjects []resourceDescriptor
+	for _, name := range p.Subjects {
+		f := req.Inputs["subject."+name]
+		sum, err := sha256File(ctx, f.Path)
+		if err != nil {
+			return err
+		}
+		subjects = append(subjects, resourceDescriptor{Name: name, Digest: digestSet{"sha256": sum, "blake3": f.Digest.Hex()}})
+	}
+	var deps []resourceDescriptor
+	for _, d := range p.Deps {
+		f := req.Inputs["dep."+d.Name]
+		deps = append(deps, resourceDescriptor{Name: d.Name, URI: d.URI, Digest: digestSet{"blake3": f.Digest.Hex()},
+			Annotations: map[string]any{"size": f.Size}})
+	}
+	tool := req.Tools["orkpipe"]
+	bin := resourceDescriptor{Name: "orkpipe", Digest: digestSet{"blake3": tool.Digest.Hex()}, Annotations: map[string]any{"size": tool.Size}}
+	if bi, err := buildinfo.ReadFile(tool.Path); err == nil {
+		bin.Annotations["go"] = bi.GoVersion
+		bin.Annotations["module"] = bi.Main.Path
+		bin.Annotations["version"] = bi.Main.Version
+		for _, s := range bi.Settings {
+			switch s.Key {
+			case "vcs.revision", "vcs.time", "vcs.modified", "GOOS", "GOARCH", "CGO_ENABLED", "-tags":
+				bin.Annotations[s.Key] = s.Value
+			}
+		}
+	}
+	deps = append(deps, bin)
+	sort.SliceStable(deps[:len(deps)-1], func(i, j int) bool { return deps[i].Name < deps[j].Name })
+	overrides := p.Overrides
+	if overrides == nil {
+		overrides = []string{}
+	}
+	stmt := map[string]any{
+		"_type":         "https://in-toto.io/Statement/v1",
+		"subject":       subjects,
+		"predicateType": "https://slsa.dev/provenance/v1",
+		"predicate": map[string]any{
+			"buildDefinition": map[string]any{
+				"buildType":            BuildType,
+				"externalParameters":   map[string]any{"recipe": p.Recipe, "overrides": overrides, "name": p.Name},
+				"resolvedDependencies": deps,
+			},
+			"runDetails": map[string]any{
+				"builder":  map[string]any{"id": "https://orkpipe.dev/builder/local", "version": map[string]any{"orkpipe": bin.Annotations["version"]}},
+				"metadata": map[string]any{"invocationId": p.Name},
+			},
+		},
+	}
+	b, err := json.MarshalIndent(stmt, "", "  ")
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(req.Output("provenance.json"), append(b, '\n'), 0o644)
+}

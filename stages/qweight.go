@@ -1,0 +1,352 @@
+package stages
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"os"
+
+	"orkpipe/artifacts"
+	"orkpipe/ork/pack"
+	"orkpipe/ork/quant"
+)
+
+// Finalized-weight file ("weight" output of finalize, one per weight), little-endian:
+//
+//	offset  size      field
+//	0       8         magic "ORKQW\x00\x00\x01"
+//	8       8         u64 meta_len
+//	16      meta_len  meta: JSON of QWeightMeta
+//	...     N·KP      int8 codes, row-major [N][KP]       (Bits 4 or 8)
+//	...     N·G·4     float32 scales, row-major [N][G]     (Bits 4 or 8; G = QWeightMeta.Groups())
+//	...     N·K·2     binary16 values, row-major [N][K]    (Bits 16, dtype F16, instead of codes and scales)
+//	end-32  32        BLAKE3-256 of every byte before it
+//
+// ReadQWeight checks the magic, the meta, the exact length and the digest, so a truncated or altered
+// file never reaches tile, propagate or write-orkpack.
+
+var qweightMagic = [8]byte{'O', 'R', 'K', 'Q', 'W', 0, 0, 1}
+
+// ErrWeightFile is wrapped by every error about a malformed finalized-weight or tiled-entry file.
+var ErrWeightFile = errors.New("invalid weight file")
+
+// QWeightMeta describes a finalized weight.
+type QWeightMeta struct {
+	Name     string         `json:"name"`
+	DType    string         `json:"dtype"`  // pack dtype name (I4_NATIVE, I4, I4_ROT_A8, I8, I8_ROT, F16)
+	Method   string         `json:"method"` // gptq | rtn | none (F16)
+	N        int            `json:"n"`
+	K        int            `json:"k"`  // logical input features
+	KP       int            `json:"kp"` // stored row length (rotation padding)
+	Bits     int            `json:"bits"`
+	Group    int            `json:"group"`
+	Rotation quant.Rotation `json:"rotation"`
+	ActBits  int            `json:"act_bits"`
+	QErr     float64        `json:"qerr"`
+	Source   string         `json:"source"` // BLAKE3 of the source tensor's bytes
+}
+
+// Groups returns the scales per row.
+func (m QWeightMeta) Groups() int {
+	if m.Bits == 16 {
+		return 0
+	}
+	if m.Group == 0 {
+		return 1
+	}
+	return (m.KP + m.Group - 1) / m.Group
+}
+
+// QWeight is a finalized weight in memory (one at a time).
+type QWeight struct {
+	Meta   QWeightMeta
+	Codes  []int8
+	Scales []float32
+	F16    []uint16
+}
+
+func (m QWeightMeta) validate() error {
+	if m.Name == "" || m.N < 1 || m.K < 1 || m.KP < m.K {
+		return fmt.Errorf("%w: meta of %q: shape N=%d K=%d KP=%d", ErrWeightFile, m.Name, m.N, m.K, m.KP)
+	}
+	if _, err := pack.ParseDType(m.DType); err != nil {
+		return fmt.Errorf("%w: meta of %q: %v", ErrWeightFile, m.Name, err)
+	}
+	switch m.Bits {
+	case 4, 8:
+	case 16:
+		if m.KP != m.K {
+			return fmt.Errorf("%w: meta of %q: F16 with KP %d != K %d", ErrWeightFile, m.Name, m.KP, m.K)
+		}
+	default:
+		return fmt.Errorf("%w: meta of %q: bits %d, want 4, 8 or 16", ErrWeightFile, m.Name, m.Bits)
+	}
+	if _, err := artifacts.ParseDigest(m.Source); err != nil {
+		return fmt.Errorf("%w: meta of %q: source: %v", ErrWeightFile, m.Name, err)
+	}
+	if math.IsNaN(m.QErr) || m.QErr < 0 {
+		return fmt.Errorf("%w: meta of %q: qerr %v", ErrWeightFile, m.Name, m.QErr)
+	}
+	return nil
+}
+
+func (m QWeightMeta) payloadBytes() int64 {
+	if m.Bits == 16 {
+		return int64(m.N) * int64(m.K) * 2
+	}
+	return int64(m.N)*int64(m.KP) + int64(m.N)*int64(m.Groups())*4
+}
+
+// WriteQWeight writes q to path (which must not exist) in the finalized-weight format.
+func WriteQWeight(path string, q *QWeight) error {
+	if err := q.Meta.validate(); err != nil {
+		return err
+	}
+	meta, err := json.Marshal(q.Meta)
+	if err != nil {
+		return err
+	}
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
+	if err != nil {
+		return err
+	}
+	h := artifacts.NewHasher()
+	bw := bufio.NewWriterSize(io.MultiWriter(f, h), 1<<20)
+	var hdr [16]byte
+	copy(hdr[:8], qweightMagic[:])
+	binary.LittleEndian.PutUint64(hdr[8:], uint64(len(meta)))
+	bw.Write(hdr[:])
+	bw.Write(meta)
+	if q.Meta.Bits == 16 {
+		if len(q.F16) != q.Meta.N*q.Meta.K {
+			f.Close()
+			return fmt.Errorf("%w: %s: %d F16 values for %dx%d", ErrWeightFile, q.Meta.Name, len(q.F16), q.Meta.N, q.Meta.K)
+		}
+		err = binary.Write(bw, binary.LittleEndian, q.F16)
+	} else {
+		if len(q.Codes) != q.Meta.N*q.Meta.KP || len(q.Scales) != q.Meta.N*q.Meta.Groups() {
+			f.Close()
+			return fmt.Errorf("%w: %s: %d codes and %d scales for N=%d KP=%d groups=%d", ErrWeightFile, q.Meta.Name, len(q.Codes), len(q.Scales), q.Meta.N, q.Meta.KP, q.Meta.Groups())
+		}
+		if err = binary.Write(bw, binary.LittleEndian, q.Codes); err == nil {
+			err = binary.Write(bw, binary.LittleEndian, q.Scales)
+		}
+	}
+	if err == nil {
+		err = bw.Flush()
+	}
+	if err == nil {
+		_, err = f.Write(artifacts.DigestOf(h).Bytes())
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return fmt.Errorf("writing weight file %s: %w", path, err)
+	}
+	return nil
+}
+
+// readQWeightMeta reads only the header and meta of a finalized-weight file (no digest check: use
+// ReadQWeight before trusting the payload).
+func readQWeightMeta(path string) (QWeightMeta, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return QWeightMeta{}, err
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		return QWeightMeta{}, err
+	}
+	m, _, err := decodeQWeightHeader(f, st.Size(), path)
+	return m, err
+}
+
+func decodeQWeightHeader(r io.ReaderAt, size int64, path string) (QWeightMeta, int64, error) {
+	var hdr [16]byte
+	if _, err := r.ReadAt(hdr[:], 0); err != nil || !bytes.Equal(hdr[:8], qweightMagic[:]) {
+		return QWeightMeta{}, 0, fmt.Errorf("%w: %s: bad magic or short header", ErrWeightFile, path)
+	}
+	ml := binary.LittleEndian.Uint64(hdr[8:])
+	if ml == 0 || ml > 1<<20 || int64(ml)+16+32 > size {
+		return QWeightMeta{}, 0, fmt.Errorf("%w: %s: meta length %d in a file of %d bytes", ErrWeightFile, path, ml, size)
+	}
+	meta := make([]byte, ml)
+	if _, err := r.ReadAt(meta, 16); err != nil {
+		return QWeightMeta{}, 0, fmt.Errorf("%w: %s: reading meta: %v", ErrWeightFile, path, err)
+	}
+	var m QWeightMeta
+	dec := json.NewDecoder(bytes.NewReader(meta))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&m); err != nil {
+		return m, 0, fmt.Errorf("%w: %s: meta: %v", ErrWeightFile, path, err)
+	}
+	if err := m.validate(); err != nil {
+		return m, 0, fmt.Errorf("%s: %w", path, err)
+	}
+	off := 16 + int64(ml)
+	if want := off + m.payloadBytes() + 32; want != size {
+		return m, 0, fmt.Errorf("%w: %s: %d bytes, want %d for %s N=%d KP=%d", ErrWeightFile, path, size, want, m.DType, m.N, m.KP)
+	}
+	return m, off, nil
+}
+
+// ReadQWeight reads and verifies a whole finalized-weight file.
+func ReadQWeight(path string) (*QWeight, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	size := int64(len(data))
+	m, off, err := decodeQWeightHeader(bytes.NewReader(data), size, path)
+	if err != nil {
+		return nil, err
+	}
+	if got := artifacts.SumBytes(data[:size-32]); !bytes.Equal(got.Bytes(), data[size-32:]) {
+		return nil, fmt.Errorf("%w: %s: BLAKE3 mismatch (corrupt)", ErrWeightFile, path)
+	}
+	q := &QWeight{Meta: m}
+	payload := bytes.NewReader(data[off : size-32])
+	if m.Bits == 16 {
+		q.F16 = make([]uint16, m.N*m.K)
+		err = binary.Read(payload, binary.LittleEndian, q.F16)
+	} else {
+		q.Codes = make([]int8, m.N*m.KP)
+		q.Scales = make([]float32, m.N*m.Groups())
+		if err = binary.Read(payload, binary.LittleEndian, q.Codes); err == nil {
+			err = binary.Read(payload, binary.LittleEndian, q.Scales)
+		}
+	}
+	if err != nil {
+		return nil, fmt.Errorf("%w: %s: payload: %v", ErrWeightFile, path, err)
+	}
+	return q, nil
+}
+
+// PackMeta returns the pack entry metadata of the weight.
+func (m QWeightMeta) PackMeta() (pack.Meta, error) {
+	dt, err := pack.ParseDType(m.DType)
+	if err != nil {
+		return pack.Meta{}, err
+	}
+	src, err := artifacts.ParseDigest(m.Source)
+	if err != nil {
+		return pack.Meta{}, err
+	}
+	pm := pack.Meta{Name: m.Name, DType: dt, K: m.KP, N: m.N, Group: m.Group, ActBits: m.ActBits, QErr: m.QErr}
+	copy(pm.Source[:], src.Bytes())
+	if !m.Rotation.IsZero() {
+		pm.Rotation = pack.Rotation{Kind: pack.RotHadamardUnsigned, Block: m.Rotation.Block}
+		if m.Rotation.Signs {
+			pm.Rotation = pack.Rotation{Kind: pack.RotHadamard, Block: m.Rotation.Block, Seed: m.Rotation.Seed}
+		}
+	}
+	return pm, nil
+}
+
+// PackWeight returns the weight as a decoded pack entry (for tiling and emulation).
+func (q *QWeight) PackWeight() (pack.Weight, error) {
+	pm, err := q.Meta.PackMeta()
+	if err != nil {
+		return pack.Weight{}, err
+	}
+	return pack.Weight{Meta: pm, Codes: q.Codes, Scales: q.Scales, F16: q.F16}, nil
+}
+
+// Tiled-entry file ("entry" output of tile), little-endian:
+//
+//	offset  size        field
+//	0       8           magic "ORKTE\x00\x00\x01"
+//	8       8           u64 meta_len
+//	16      meta_len    meta: JSON of QWeightMeta (the finalized weight's)
+//	...     8           u64 nibble order (tile.NibbleOrder)
+//	...     8           u64 scales_len
+//	...     scales_len  float32 scales, row-major [N][G]
+//	...     8           u64 codes_len
+//	...     codes_len   the codes in the dtype's native (or compact) layout, as pack.TileWeight lays them out
+//
+// The file is stored in the CAS (its digest is checked there); readers check every length against
+// the file size and against the geometry the meta implies.
+
+var entryMagic = [8]byte{'O', 'R', 'K', 'T', 'E', 0, 0, 1}
+
+// tiledEntry is an opened tiled-entry file: its meta and where its parts are.
+type tiledEntry struct {
+	Meta         QWeightMeta
+	Nibbles      uint64
+	Scales       []float32
+	CodesOff     int64
+	CodesLen     int64
+	OnDiskLength int64 // the entry's page-padded length in a pack
+}
+
+func openTiledEntry(f *os.File, path string, withScales bool) (*tiledEntry, error) {
+	st, err := f.Stat()
+	if err != nil {
+		return nil, err
+	}
+	size := st.Size()
+	var hdr [16]byte
+	if _, err := f.ReadAt(hdr[:], 0); err != nil || !bytes.Equal(hdr[:8], entryMagic[:]) {
+		return nil, fmt.Errorf("%w: %s: not a tiled entry (bad magic or short header)", ErrWeightFile, path)
+	}
+	ml := int64(binary.LittleEndian.Uint64(hdr[8:]))
+	if ml <= 0 || ml > 1<<20 || 16+ml+16 > size {
+		return nil, fmt.Errorf("%w: %s: meta length %d in %d bytes", ErrWeightFile, path, ml, size)
+	}
+	meta := make([]byte, ml+16)
+	if _, err := f.ReadAt(meta, 16); err != nil {
+		return nil, fmt.Errorf("%w: %s: %v", ErrWeightFile, path, err)
+	}
+	te := &tiledEntry{}
+	dec := json.NewDecoder(bytes.NewReader(meta[:ml]))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&te.Meta); err != nil {
+		return nil, fmt.Errorf("%w: %s: meta: %v", ErrWeightFile, path, err)
+	}
+	if err := te.Meta.validate(); err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	te.Nibbles = binary.LittleEndian.Uint64(meta[ml:])
+	sl := int64(binary.LittleEndian.Uint64(meta[ml+8:]))
+	if sl != int64(te.Meta.N)*int64(te.Meta.Groups())*4 || 16+ml+16+sl+8 > size {
+		return nil, fmt.Errorf("%w: %s: scales length %d, want %d", ErrWeightFile, path, sl, int64(te.Meta.N)*int64(te.Meta.Groups())*4)
+	}
+	off := 16 + ml + 16
+	if withScales {
+		te.Scales = make([]float32, sl/4)
+		if err := binary.Read(io.NewSectionReader(f, off, sl), binary.LittleEndian, te.Scales); err != nil {
+			return nil, fmt.Errorf("%w: %s: scales: %v", ErrWeightFile, path, err)
+		}
+	}
+	off += sl
+	var cl [8]byte
+	if _, err := f.ReadAt(cl[:], off); err != nil {
+		return nil, fmt.Errorf("%w: %s: %v", ErrWeightFile, path, err)
+	}
+	te.CodesLen = int64(binary.LittleEndian.Uint64(cl[:]))
+	te.CodesOff = off + 8
+	if te.CodesOff+te.CodesLen != size {
+		return nil, fmt.Errorf("%w: %s: codes length %d, file has %d bytes after the scales", ErrWeightFile, path, te.CodesLen, size-te.CodesOff)
+	}
+	pm, err := te.Meta.PackMeta()
+	if err != nil {
+		return nil, fmt.Errorf("%w: %s: %v", ErrWeightFile, path, err)
+	}
+	pm.Nibbles = nibbleOrder(te.Nibbles)
+	g, err := pack.Geometry(pm, 0)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	if g.CodesLength != te.CodesLen {
+		return nil, fmt.Errorf("%w: %s: codes length %d, the geometry of %s needs %d", ErrWeightFile, path, te.CodesLen, pm.Name, g.CodesLength)
+	}
+	te.OnDiskLength = g.Length
+	return te, nil
+}

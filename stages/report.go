@@ -1,0 +1,182 @@
+package stages
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"sort"
+
+	"orkpipe/ork/pack"
+)
+
+// ReportParams are the parameters of "report": the build name and whether a screen result is bound
+// (input "screen").
+type ReportParams struct {
+	Name   string `json:"name"`
+	Screen bool   `json:"screen"`
+}
+
+// Report is the "report.json" output.
+type Report struct {
+	Name    string         `json:"name"`
+	Pack    ReportFile     `json:"pack"`
+	Stub    ReportFile     `json:"stub"`
+	Board   string         `json:"board"`
+	Domains []ReportDomain `json:"domains"`
+	Totals  ReportTotals   `json:"totals"`
+	Weights []ReportWeight `json:"weights"`
+	Screen  *ScreenResult  `json:"screen,omitempty"`
+	Verify  VerifyResult   `json:"verify"`
+}
+
+// ReportFile names one output by digest and size.
+type ReportFile struct {
+	Digest string `json:"digest"`
+	Size   int64  `json:"size"`
+}
+
+// ReportDomain is one IOMMU domain of the plan.
+type ReportDomain struct {
+	Domain   int   `json:"domain"`
+	Entries  int   `json:"entries"`
+	Resident int64 `json:"resident_bytes"`
+}
+
+// ReportTotals sums the weights.
+type ReportTotals struct {
+	Weights  int            `json:"weights"`
+	Bytes    int64          `json:"bytes"`
+	Resident int64          `json:"resident_bytes"`
+	ByDType  map[string]int `json:"by_dtype"`
+	MeanQErr float64        `json:"mean_qerr"`
+	MaxQErr  float64        `json:"max_qerr"`
+}
+
+// ReportWeight is one pack entry.
+type ReportWeight struct {
+	Name     string  `json:"name"`
+	DType    string  `json:"dtype"`
+	N        int     `json:"n"`
+	K        int     `json:"k"`
+	Group    int     `json:"group"`
+	Rotation string  `json:"rotation"`
+	ActBits  int     `json:"act_bits"`
+	QErr     float64 `json:"qerr"`
+	Bytes    int64   `json:"bytes"`
+	Resident int64   `json:"resident_bytes"`
+	Domain   int     `json:"domain"`
+}
+
+func init() {
+	Register(Define("report", 1, func(p ReportParams) (Spec, error) {
+		if p.Name == "" {
+			return Spec{}, fmt.Errorf("name: empty")
+		}
+		s := Spec{Inputs: []string{"pack", "stub", "verify"}, Outputs: []string{"report.json", "summary.txt"}, PeakMemory: 64 << 20}
+		if p.Screen {
+			s.Inputs = append(s.Inputs, "screen")
+		}
+		return s, nil
+	}, runReport))
+}
+
+func readJSONFile(path string, v any) error {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return err
+	}
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		return fmt.Errorf("%s: %w", path, err)
+	}
+	return nil
+}
+
+func runReport(ctx context.Context, p ReportParams, req Request) error {
+	pf, sf := req.Inputs["pack"], req.Inputs["stub"]
+	r, err := pack.Open(ctx, pf.Path)
+	if err != nil {
+		return err
+	}
+	defer r.Close()
+	rep := Report{Name: p.Name, Pack: ReportFile{pf.Digest.String(), pf.Size}, Stub: ReportFile{sf.Digest.String(), sf.Size},
+		Board: r.Board().Name, Totals: ReportTotals{ByDType: map[string]int{}}}
+	if err := readJSONFile(req.Inputs["verify"].Path, &rep.Verify); err != nil {
+		return err
+	}
+	if p.Screen {
+		rep.Screen = &ScreenResult{}
+		if err := readJSONFile(req.Inputs["screen"].Path, rep.Screen); err != nil {
+			return err
+		}
+	}
+	doms := map[int]*ReportDomain{}
+	var sumQ float64
+	for _, e := range r.Entries() {
+		w := ReportWeight{Name: e.Name, DType: e.DType.String(), N: e.N, K: e.K, Group: e.Group, Rotation: e.Rotation.String(),
+			ActBits: e.ActBits, QErr: e.QErr, Bytes: e.Length, Resident: e.ResidentBytes, Domain: e.Domain}
+		rep.Weights = append(rep.Weights, w)
+		rep.Totals.Weights++
+		rep.Totals.Bytes += e.Length
+		rep.Totals.Resident += e.ResidentBytes
+		rep.Totals.ByDType[w.DType]++
+		rep.Totals.MaxQErr = max(rep.Totals.MaxQErr, e.QErr)
+		sumQ += e.QErr
+		d := doms[e.Domain]
+		if d == nil {
+			d = &ReportDomain{Domain: e.Domain}
+			doms[e.Domain] = d
+		}
+		d.Entries++
+		d.Resident += e.ResidentBytes
+	}
+	if rep.Totals.Weights > 0 {
+		rep.Totals.MeanQErr = sumQ / float64(rep.Totals.Weights)
+	}
+	for _, d := range doms {
+		rep.Domains = append(rep.Domains, *d)
+	}
+	sort.Slice(rep.Domains, func(i, j int) bool { return rep.Domains[i].Domain < rep.Domains[j].Domain })
+	b, err := json.MarshalIndent(rep, "", "  ")
+	if err != nil {
+		return err
+	}
+	if err := os.WriteFile(req.Output("report.json"), append(b, '\n'), 0o644); err != nil {
+		return err
+	}
+	return os.WriteFile(req.Output("summary.txt"), []byte(summaryText(&rep)), 0o644)
+}
+
+func summaryText(r *Report) string {
+	var b bytes.Buffer
+	fmt.Fprintf(&b, "%s: %d weights, %s on disk, %s resident on %s in %d of %d IOMMU domains\n", r.Name, r.Totals.Weights,
+		mib(r.Totals.Bytes), mib(r.Totals.Resident), r.Board, len(r.Domains), r.Verify.MaxDomains)
+	var dts []string
+	for dt := range r.Totals.ByDType {
+		dts = append(dts, dt)
+	}
+	sort.Strings(dts)
+	fmt.Fprintf(&b, "dtypes:")
+	for _, dt := range dts {
+		fmt.Fprintf(&b, " %s x%d", dt, r.Totals.ByDType[dt])
+	}
+	fmt.Fprintf(&b, "\nqerr: mean %.5f, max %.5f\n", r.Totals.MeanQErr, r.Totals.MaxQErr)
+	worst := append([]ReportWeight(nil), r.Weights...)
+	sort.SliceStable(worst, func(i, j int) bool { return worst[i].QErr > worst[j].QErr })
+	for i := 0; i < len(worst) && i < 5; i++ {
+		w := worst[i]
+		fmt.Fprintf(&b, "  worst %-28s %-9s g%-3d %-8s qerr %.5f\n", w.Name, w.DType, w.Group, w.Rotation, w.QErr)
+	}
+	if s := r.Screen; s != nil {
+		fmt.Fprintf(&b, "screen (ctx %d, %d chunks): PPL %.4f vs float %.4f (ratio %.4f), mean KLD %.6f, same top token %.2f%%\n",
+			s.Ctx, s.Chunks, s.PPL, s.BasePPL, s.PPLRatio, s.KLDMean, 100*s.SameTop)
+	}
+	fmt.Fprintf(&b, "verified: pack (%d entries decoded), stub (%d tensors, %d owned holes), domain plan on %s\n",
+		r.Verify.PackEntries, r.Verify.StubTensors, r.Verify.StubOwned, r.Verify.Board)
+	return b.String()
+}
+
+func mib(n int64) string { return fmt.Sprintf("%.2f MiB", float64(n)/(1<<20)) }

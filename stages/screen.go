@@ -1,0 +1,146 @@
+package stages
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+
+	"orkpipe/ork/model"
+	"orkpipe/ork/pack"
+)
+
+// ScreenParams are the parameters of "screen": offline perplexity and KL divergence of the pack
+// (every entry emulated with the board's arithmetic) against the float source model on an
+// evaluation text, computed as llama-perplexity does, and the gates that fail the build.
+type ScreenParams struct {
+	Shape       ModelShape `json:"shape"`
+	Ctx         int        `json:"ctx"`
+	Chunks      int        `json:"chunks"`                  // 0 = every chunk
+	MaxPPLRatio float64    `json:"max_ppl_ratio,omitempty"` // 0 = no gate
+	MaxKLDMean  float64    `json:"max_kld_mean,omitempty"`  // 0 = no gate
+}
+
+// ScreenResult is the "screen.json" output.
+type ScreenResult struct {
+	Ctx        int             `json:"ctx"`
+	Chunks     int             `json:"chunks"`
+	Tokens     int             `json:"tokens"`
+	Scored     int             `json:"scored"`
+	PPL        float64         `json:"ppl"`
+	PPLErr     float64         `json:"ppl_err"`
+	BasePPL    float64         `json:"base_ppl"`
+	BasePPLErr float64         `json:"base_ppl_err"`
+	PPLRatio   float64         `json:"ppl_ratio"`
+	KLDMean    float64         `json:"kld_mean"`
+	KLD        *model.KLDStats `json:"kld"`
+	SameTop    float64         `json:"same_top"`
+	Gates      ScreenGates     `json:"gates"`
+}
+
+// ScreenGates records the thresholds applied (0: none).
+type ScreenGates struct {
+	MaxPPLRatio float64 `json:"max_ppl_ratio,omitempty"`
+	MaxKLDMean  float64 `json:"max_kld_mean,omitempty"`
+}
+
+// ErrGate is wrapped by the error of a screen whose gate failed.
+var ErrGate = errors.New("screen gate failed")
+
+// screenCache is how much of the float model screen keeps dequantized in memory.
+func screenCache(s ModelShape) int64 {
+	c := s.Config()
+	e, q, kv, f, v := int64(c.NEmbd), int64(c.QDim()), int64(c.KVDim()), int64(c.NFF), int64(c.NVocab)
+	all := int64(c.NLayer)*4*(2*q*e+2*kv*e+3*f*e+2*e) + 4*2*e*v
+	return min(all, 2<<30)
+}
+
+func init() {
+	Register(Define("screen", 1, func(p ScreenParams) (Spec, error) {
+		if err := p.Shape.validate(); err != nil {
+			return Spec{}, err
+		}
+		if p.Ctx < 4 || p.Chunks < 0 || p.MaxPPLRatio < 0 || p.MaxKLDMean < 0 {
+			return Spec{}, fmt.Errorf("ctx %d (>= 4), chunks %d (>= 0), gates (>= 0): invalid", p.Ctx, p.Chunks)
+		}
+		c := p.Shape.Config()
+		e, q, kv, f, v, t := int64(c.NEmbd), int64(c.QDim()), int64(c.KVDim()), int64(c.NFF), int64(c.NVocab), int64(p.Ctx)
+		layer := 9 * (2*q*e + 2*kv*e + 3*f*e) // one float layer plus its emulated codes and scales
+		mem := 96<<20 + screenCache(p.Shape) + 2*layer + 4*t*v*4 + 2*c.ScratchBytes(p.Ctx) + 8*t*e
+		return Spec{Inputs: []string{"model", "pack", "text"}, Outputs: []string{"screen.json"}, PeakMemory: mem}, nil
+	}, runScreen))
+}
+
+func runScreen(ctx context.Context, p ScreenParams, req Request) error {
+	mpath, tpath := req.Inputs["model"].Path, req.Inputs["text"].Path
+	base, tok, gf, err := model.OpenGGUF(ctx, mpath, screenCache(p.Shape))
+	if err != nil {
+		return err
+	}
+	defer gf.Close()
+	text, err := os.ReadFile(tpath)
+	if err != nil {
+		return err
+	}
+	ids, err := tok.Encode(string(text), true, false)
+	if err != nil {
+		return fmt.Errorf("tokenizing the screen text %s: %w", tpath, err)
+	}
+	eo := model.EvalOptions{Ctx: p.Ctx, MaxChunks: p.Chunks, BOS: model.NoToken}
+	if tok.Vocab().AddBOS {
+		eo.BOS = tok.Vocab().BOS
+	}
+	br, err := model.Evaluate(ctx, base, ids, eo)
+	if err != nil {
+		return fmt.Errorf("screen text %s (%d tokens) at ctx %d, float model: %w", tpath, len(ids), p.Ctx, err)
+	}
+	r, err := pack.Open(ctx, req.Inputs["pack"].Path)
+	if err != nil {
+		return err
+	}
+	defer r.Close()
+	gs, ok := base.Src.(*model.GGUFSource)
+	if !ok {
+		return fmt.Errorf("model %s: no GGUF weight source", mpath)
+	}
+	ps, err := model.NewPackSource(gs, r)
+	if err != nil {
+		return err
+	}
+	target, err := model.NewModel(base.Cfg, ps)
+	if err != nil {
+		return err
+	}
+	eo.Base = base
+	pr, err := model.Evaluate(ctx, target, ids, eo)
+	if err != nil {
+		return fmt.Errorf("screen text %s at ctx %d, pack: %w", tpath, p.Ctx, err)
+	}
+	res := ScreenResult{Ctx: p.Ctx, Chunks: pr.Chunks, Tokens: pr.Tokens, Scored: pr.Scored, PPL: pr.PPL, PPLErr: pr.PPLErr,
+		BasePPL: br.PPL, BasePPLErr: br.PPLErr, PPLRatio: pr.PPL / br.PPL, KLD: pr.KLD,
+		Gates: ScreenGates{MaxPPLRatio: p.MaxPPLRatio, MaxKLDMean: p.MaxKLDMean}}
+	if pr.KLD != nil {
+		res.KLDMean = pr.KLD.Mean
+	}
+	if pr.SameTop != nil {
+		res.SameTop = *pr.SameTop
+	}
+	var gateErrs []error
+	if p.MaxPPLRatio > 0 && res.PPLRatio > p.MaxPPLRatio {
+		gateErrs = append(gateErrs, fmt.Errorf("%w: max_ppl_ratio: pack PPL %.4f / float PPL %.4f = %.4f exceeds the threshold %g (text %s, ctx %d)",
+			ErrGate, res.PPL, res.BasePPL, res.PPLRatio, p.MaxPPLRatio, tpath, p.Ctx))
+	}
+	if p.MaxKLDMean > 0 && res.KLDMean > p.MaxKLDMean {
+		gateErrs = append(gateErrs, fmt.Errorf("%w: max_kld_mean: mean KL divergence %.6f exceeds the threshold %g (text %s, ctx %d)",
+			ErrGate, res.KLDMean, p.MaxKLDMean, tpath, p.Ctx))
+	}
+	if err := errors.Join(gateErrs...); err != nil {
+		return err
+	}
+	b, err := json.MarshalIndent(res, "", "  ")
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(req.Output("screen.json"), append(b, '\n'), 0o644)
+}

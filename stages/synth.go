@@ -1,0 +1,276 @@
+package stages
+
+import (
+	"bufio"
+	"context"
+	"encoding/binary"
+	"fmt"
+	"io"
+	"math"
+	"math/rand/v2"
+	"os"
+
+	"orkpipe/ork/gguf"
+)
+
+// SynthParams are the parameters of "synth": the shape, tensor type and seed of a deterministic
+// synthetic llama-family GGUF. The same parameters always give the same bytes.
+type SynthParams struct {
+	Layers  int    `json:"layers"`
+	Embd    int    `json:"n_embd"`
+	FF      int    `json:"n_ff"`
+	Heads   int    `json:"n_head"`
+	HeadsKV int    `json:"n_head_kv"`
+	Vocab   int    `json:"vocab"`
+	Ctx     int    `json:"ctx"`
+	Type    string `json:"type"` // F32, F16, BF16 or Q8_0 (matmul weights and embeddings; norms are F32)
+	Seed    uint64 `json:"seed"`
+}
+
+// synthMinVocab is the smallest vocabulary synth builds: 3 specials, 256 byte tokens and the
+// printable ASCII pieces.
+const synthMinVocab = 3 + 256 + 1 + 94
+
+// Validate checks the shape.
+func (p SynthParams) Validate() error {
+	switch {
+	case p.Layers < 1 || p.Embd < 1 || p.FF < 1 || p.Heads < 1 || p.HeadsKV < 1 || p.Ctx < 1:
+		return fmt.Errorf("layers, n_embd, n_ff, n_head, n_head_kv, ctx: want positive, got %+v", p)
+	case p.Embd%p.Heads != 0 || p.Heads%p.HeadsKV != 0:
+		return fmt.Errorf("n_embd %d must divide by n_head %d and n_head by n_head_kv %d", p.Embd, p.Heads, p.HeadsKV)
+	case (p.Embd/p.Heads)%2 != 0:
+		return fmt.Errorf("head dim %d must be even (RoPE pairs)", p.Embd/p.Heads)
+	case p.Vocab < synthMinVocab || p.Vocab > 1<<20:
+		return fmt.Errorf("vocab %d: want %d..%d (specials, byte tokens and printable pieces)", p.Vocab, synthMinVocab, 1<<20)
+	}
+	t, err := gguf.ParseType(p.Type)
+	if err != nil || (t != gguf.TypeF32 && t != gguf.TypeF16 && t != gguf.TypeBF16 && t != gguf.TypeQ8_0) {
+		return fmt.Errorf("type %q: want F32, F16, BF16 or Q8_0", p.Type)
+	}
+	if t == gguf.TypeQ8_0 && (p.Embd%32 != 0 || p.FF%32 != 0) {
+		return fmt.Errorf("type Q8_0 needs n_embd (%d) and n_ff (%d) to be multiples of 32", p.Embd, p.FF)
+	}
+	return nil
+}
+
+// Tensors returns the tensor infos (name, type, shape) of the model synth writes, in file order.
+// The planner uses it to plan a synthetic source without generating it.
+func (p SynthParams) Tensors() []gguf.TensorInfo {
+	wt, _ := gguf.ParseType(p.Type)
+	e, hd := int64(p.Embd), int64(p.Embd/p.Heads)
+	q, kv, f, v := hd*int64(p.Heads), hd*int64(p.HeadsKV), int64(p.FF), int64(p.Vocab)
+	ts := []gguf.TensorInfo{
+		{Name: "token_embd.weight", Type: wt, Shape: []int64{e, v}},
+		{Name: "output_norm.weight", Type: gguf.TypeF32, Shape: []int64{e}},
+		{Name: "output.weight", Type: wt, Shape: []int64{e, v}},
+	}
+	for l := 0; l < p.Layers; l++ {
+		b := fmt.Sprintf("blk.%d.", l)
+		ts = append(ts,
+			gguf.TensorInfo{Name: b + "attn_norm.weight", Type: gguf.TypeF32, Shape: []int64{e}},
+			gguf.TensorInfo{Name: b + "attn_q.weight", Type: wt, Shape: []int64{e, q}},
+			gguf.TensorInfo{Name: b + "attn_k.weight", Type: wt, Shape: []int64{e, kv}},
+			gguf.TensorInfo{Name: b + "attn_v.weight", Type: wt, Shape: []int64{e, kv}},
+			gguf.TensorInfo{Name: b + "attn_output.weight", Type: wt, Shape: []int64{q, e}},
+			gguf.TensorInfo{Name: b + "ffn_norm.weight", Type: gguf.TypeF32, Shape: []int64{e}},
+			gguf.TensorInfo{Name: b + "ffn_gate.weight", Type: wt, Shape: []int64{e, f}},
+			gguf.TensorInfo{Name: b + "ffn_up.weight", Type: wt, Shape: []int64{e, f}},
+			gguf.TensorInfo{Name: b + "ffn_down.weight", Type: wt, Shape: []int64{f, e}},
+		)
+	}
+	return ts
+}
+
+func init() {
+	Register(Define("synth", 1, func(p SynthParams) (Spec, error) {
+		if err := p.Validate(); err != nil {
+			return Spec{}, err
+		}
+		// one row of the widest tensor in float32 and encoded, the vocabulary, buffers
+		row := int64(max(p.Embd, p.FF)) * 8
+		return Spec{Outputs: []string{"model.gguf"}, PeakMemory: 64<<20 + row + int64(p.Vocab)*64}, nil
+	}, runSynth))
+}
+
+func runSynth(ctx context.Context, p SynthParams, req Request) error {
+	hdr := gguf.Header{KV: synthKV(p), Tensors: p.Tensors()}
+	f, err := os.OpenFile(req.Output("model.gguf"), os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
+	if err != nil {
+		return err
+	}
+	bw := bufio.NewWriterSize(f, 1<<20)
+	_, err = gguf.Write(ctx, bw, hdr, func(ctx context.Context, _ int, t gguf.TensorInfo, w io.Writer) error {
+		return synthTensor(ctx, p, t, w)
+	})
+	if err == nil {
+		err = bw.Flush()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return fmt.Errorf("synth: writing %s: %w", f.Name(), err)
+	}
+	return nil
+}
+
+func synthKV(p SynthParams) []gguf.KV {
+	tokens, scores, types := synthVocab(p.Vocab)
+	hd := uint32(p.Embd / p.Heads)
+	return []gguf.KV{
+		{Key: "general.architecture", Value: gguf.String("llama")},
+		{Key: "general.name", Value: gguf.String(fmt.Sprintf("orkpipe-synth-%dx%d-seed%d", p.Layers, p.Embd, p.Seed))},
+		{Key: "llama.context_length", Value: gguf.Uint32(uint32(p.Ctx))},
+		{Key: "llama.embedding_length", Value: gguf.Uint32(uint32(p.Embd))},
+		{Key: "llama.feed_forward_length", Value: gguf.Uint32(uint32(p.FF))},
+		{Key: "llama.block_count", Value: gguf.Uint32(uint32(p.Layers))},
+		{Key: "llama.attention.head_count", Value: gguf.Uint32(uint32(p.Heads))},
+		{Key: "llama.attention.head_count_kv", Value: gguf.Uint32(uint32(p.HeadsKV))},
+		{Key: "llama.rope.dimension_count", Value: gguf.Uint32(hd)},
+		{Key: "llama.attention.layer_norm_rms_epsilon", Value: gguf.Float32(1e-5)},
+		{Key: "tokenizer.ggml.model", Value: gguf.String("llama")},
+		{Key: "tokenizer.ggml.tokens", Value: gguf.Strings(tokens)},
+		{Key: "tokenizer.ggml.scores", Value: gguf.Float32s(scores)},
+		{Key: "tokenizer.ggml.token_type", Value: gguf.Int32s(types)},
+		{Key: "tokenizer.ggml.unknown_token_id", Value: gguf.Uint32(0)},
+		{Key: "tokenizer.ggml.bos_token_id", Value: gguf.Uint32(1)},
+		{Key: "tokenizer.ggml.eos_token_id", Value: gguf.Uint32(2)},
+	}
+}
+
+// synthWords are the pieces (after the single characters) the synthetic SentencePiece vocabulary
+// holds: every prefix of "▁"+word, in this order, until the vocabulary is full.
+var synthWords = []string{"the", "and", "was", "to", "a", "of", "he", "she", "it", "in", "her", "his", "they",
+	"that", "with", "for", "on", "said", "had", "you", "but", "one", "day", "time", "there", "little", "once",
+	"upon", "boat", "sea", "water", "saw", "not", "very", "all", "what", "we", "up", "out", "when", "would",
+	"could", "back", "home", "mother", "father", "friend", "play", "happy", "big", "were", "them", "then",
+	"so", "is", "be", "at", "as", "from", "this", "have", "are", "an", "by", "went", "like", "looked", "see",
+	"ing", "ed", "er", "ly", "es", "st", "th", "ch", "sh", "wh", "ou", "ea", "ai", "oo"}
+
+// synthVocab builds a deterministic SentencePiece vocabulary of n tokens: <unk>, <s>, </s>, the 256
+// byte tokens, "▁", the printable ASCII characters, then word prefixes; scores decrease with the id
+// so that llama.cpp's greedy merge prefers earlier (shorter) pieces deterministically.
+func synthVocab(n int) ([]string, []float32, []int32) {
+	tokens := []string{"<unk>", "<s>", "</s>"}
+	types := []int32{2, 3, 3}
+	for b := 0; b < 256; b++ {
+		tokens = append(tokens, fmt.Sprintf("<0x%02X>", b))
+		types = append(types, 6)
+	}
+	seen := map[string]bool{}
+	for _, t := range tokens {
+		seen[t] = true
+	}
+	add := func(s string) {
+		if len(tokens) < n && !seen[s] {
+			seen[s] = true
+			tokens = append(tokens, s)
+			types = append(types, 1)
+		}
+	}
+	add("\u2581")
+	for c := byte(0x21); c < 0x7f; c++ {
+		add(string(c))
+	}
+	for len(tokens) < n {
+		before := len(tokens)
+		for _, w := range synthWords {
+			for i := 1; i <= len(w); i++ {
+				add("\u2581" + w[:i])
+			}
+			add(w)
+		}
+		for a := byte('a'); a <= 'z' && len(tokens) < n; a++ {
+			for b := byte('a'); b <= 'z'; b++ {
+				add(string([]byte{a, b}))
+				add("\u2581" + string([]byte{a, b}))
+			}
+		}
+		if len(tokens) == before {
+			for i := 0; len(tokens) < n; i++ {
+				add(fmt.Sprintf("[PAD%d]", i))
+			}
+		}
+	}
+	scores := make([]float32, n)
+	for i := range scores {
+		scores[i] = -float32(i)
+	}
+	return tokens, scores, types
+}
+
+// synthRNG returns the generator of one tensor: seeded by the model seed and the tensor name.
+func synthRNG(seed uint64, name string) *rand.Rand {
+	var h uint64 = 14695981039346656037
+	for i := 0; i < len(name); i++ {
+		h = (h ^ uint64(name[i])) * 1099511628211
+	}
+	return rand.New(rand.NewPCG(seed, h))
+}
+
+// synthTensor streams one tensor row by row. Norm vectors are 1 + 0.1·N(0,1). Matrices have
+// LLM-like weights: N(0, 1/K) entries, one in 48 drawn from a 4x wider normal (heavy tails),
+// 0.5% of the input channels scaled by 6 and 0.5% of the output rows scaled by 3 (outlier channels).
+func synthTensor(ctx context.Context, p SynthParams, t gguf.TensorInfo, w io.Writer) error {
+	rng := synthRNG(p.Seed, t.Name)
+	k := t.RowLen()
+	rowF := make([]float32, k)
+	rowB, err := t.Type.RowBytes(k)
+	if err != nil {
+		return err
+	}
+	enc := make([]byte, rowB)
+	if len(t.Shape) == 1 {
+		for i := range rowF {
+			rowF[i] = float32(1 + 0.1*rng.NormFloat64())
+		}
+		return writeRow(t.Type, rowF, enc, w)
+	}
+	n := t.Rows()
+	colScale := make([]float32, k)
+	for i := range colScale {
+		colScale[i] = 1
+	}
+	for i := int64(0); i < max(1, k/200); i++ {
+		colScale[rng.Int64N(k)] = 6
+	}
+	outRows := map[int64]bool{}
+	for i := int64(0); i < max(1, n/200); i++ {
+		outRows[rng.Int64N(n)] = true
+	}
+	std := 1 / math.Sqrt(float64(k))
+	for r := int64(0); r < n; r++ {
+		if r%256 == 0 {
+			if err := ctx.Err(); err != nil {
+				return err
+			}
+		}
+		rs := float32(1)
+		if outRows[r] {
+			rs = 3
+		}
+		for i := range rowF {
+			x := rng.NormFloat64() * std
+			if rng.IntN(48) == 0 {
+				x *= 4
+			}
+			rowF[i] = float32(x) * colScale[i] * rs
+		}
+		if err := writeRow(t.Type, rowF, enc, w); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func writeRow(t gguf.Type, row []float32, enc []byte, w io.Writer) error {
+	if t == gguf.TypeF32 {
+		for i, v := range row {
+			binary.LittleEndian.PutUint32(enc[4*i:], math.Float32bits(v))
+		}
+	} else if err := gguf.Quantize(t, row, enc); err != nil {
+		return err
+	}
+	_, err := w.Write(enc)
+	return err
+}

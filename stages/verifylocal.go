@@ -1,0 +1,97 @@
+package stages
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+
+	"orkpipe/artifacts"
+	"orkpipe/ork/board"
+	"orkpipe/ork/gguf"
+	"orkpipe/ork/pack"
+)
+
+// VerifyLocalParams are the parameters of "verify-local": the board profile the plan must fit (a
+// built-in name, or "" with input "board").
+type VerifyLocalParams struct {
+	Board string `json:"board"`
+}
+
+// VerifyResult is the "verify.json" output: what was checked, all of it passed.
+type VerifyResult struct {
+	PackEntries   int    `json:"pack_entries"`
+	PackIndex     string `json:"pack_index"`
+	Board         string `json:"board"`
+	Domains       int    `json:"domains"`
+	MaxDomains    int    `json:"max_domains"`
+	Resident      int64  `json:"resident_bytes"`
+	StubTensors   int    `json:"stub_tensors"`
+	StubOwned     int    `json:"stub_owned"`
+	StubHeader    string `json:"stub_header"`
+	StubDataBytes int64  `json:"stub_data_bytes_read"`
+}
+
+func init() {
+	Register(Define("verify-local", 1, func(p VerifyLocalParams) (Spec, error) {
+		s := Spec{Inputs: []string{"model", "pack", "stub"}, Outputs: []string{"verify.json"}, PeakMemory: 256 << 20}
+		if p.Board == "" {
+			s.Inputs = append(s.Inputs, "board")
+		}
+		return s, nil
+	}, runVerifyLocal))
+}
+
+func runVerifyLocal(ctx context.Context, p VerifyLocalParams, req Request) error {
+	prof, err := boardProfile(p.Board, req)
+	if err != nil {
+		return err
+	}
+	ppath := req.Inputs["pack"].Path
+	r, err := pack.Open(ctx, ppath)
+	if err != nil {
+		return err
+	}
+	defer r.Close()
+	if err := r.VerifyAll(ctx); err != nil {
+		return fmt.Errorf("pack %s: %w", ppath, err)
+	}
+	if err := board.CheckPlan(r.Board(), r.Entries(), prof); err != nil {
+		return fmt.Errorf("pack %s on board %s: %w", ppath, prof.Name, err)
+	}
+	src, err := gguf.Open(ctx, req.Inputs["model"].Path)
+	if err != nil {
+		return err
+	}
+	defer src.Close()
+	hd, err := src.HeaderDigest(ctx)
+	if err != nil {
+		return err
+	}
+	spath := req.Inputs["stub"].Path
+	rep, err := gguf.VerifyStub(ctx, spath, packOwned(r), gguf.WithSourceHeaderDigest(hd))
+	if err != nil {
+		return fmt.Errorf("stub %s against pack %s: %w", spath, ppath, err)
+	}
+	if len(rep.Problems) > 0 {
+		var errs []error
+		for _, pr := range rep.Problems {
+			errs = append(errs, errors.New(pr.String()))
+		}
+		return fmt.Errorf("stub %s: %w", spath, errors.Join(errs...))
+	}
+	var resident int64
+	for _, e := range r.Entries() {
+		resident += e.ResidentBytes
+	}
+	hdr, _ := artifacts.DigestFromBytes(rep.HeaderDigest[:])
+	out := VerifyResult{PackEntries: len(r.Entries()), PackIndex: r.IndexDigest().String(), Board: prof.Name,
+		Domains: r.Board().Domains, MaxDomains: prof.MaxDomains, Resident: resident,
+		StubTensors: rep.Tensors, StubOwned: rep.Owned, StubHeader: hdr.String(), StubDataBytes: rep.DataBytesRead}
+	b, err := json.MarshalIndent(out, "", "  ")
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(req.Output("verify.json"), append(b, '\n'), 0o644)
+}

@@ -1,0 +1,190 @@
+package stages
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"sort"
+
+	"orkpipe/ork/board"
+	"orkpipe/ork/pack"
+)
+
+// WritePackParams are the parameters of "write-orkpack": the entries in execution order (each bound
+// as input "e.<name>", a tiled entry), the board profile (a built-in name, or "" with input "board",
+// a JSON profile file) and the promotion.
+type WritePackParams struct {
+	Board   string         `json:"board"`
+	Entries []string       `json:"entries"`
+	Promote *PromoteParams `json:"promote,omitempty"`
+	// MaxEntryBytes is the largest tiled entry (codes + scales), for the memory estimate.
+	MaxEntryBytes int64 `json:"max_entry_bytes"`
+}
+
+// PromoteParams say which entries may move to their promoted tier (bound as input "p.<name>", the
+// same weight finalized and tiled at the higher tier) and how many extra on-disk bytes that may
+// cost. Candidates are taken worst base qerr first (ties by name); one that does not fit in what is
+// left of the budget is skipped.
+type PromoteParams struct {
+	Candidates  []string `json:"candidates"`
+	BudgetBytes int64    `json:"budget_bytes"`
+}
+
+func init() {
+	Register(Define("write-orkpack", 1, func(p WritePackParams) (Spec, error) {
+		if len(p.Entries) == 0 {
+			return Spec{}, fmt.Errorf("entries: none")
+		}
+		s := Spec{Outputs: []string{"pack"}, PeakMemory: 64<<20 + 2*p.MaxEntryBytes + int64(len(p.Entries))*4096}
+		if p.Board == "" {
+			s.Inputs = append(s.Inputs, "board")
+		} else if _, ok := board.Builtin(p.Board); !ok {
+			return Spec{}, fmt.Errorf("board %q: no built-in profile of that name", p.Board)
+		}
+		seen := map[string]bool{}
+		for _, e := range p.Entries {
+			if seen[e] {
+				return Spec{}, fmt.Errorf("entry %q listed twice", e)
+			}
+			seen[e] = true
+			s.Inputs = append(s.Inputs, "e."+e)
+		}
+		if p.Promote != nil {
+			if p.Promote.BudgetBytes <= 0 {
+				return Spec{}, fmt.Errorf("promote.budget_bytes %d: want > 0", p.Promote.BudgetBytes)
+			}
+			for _, c := range p.Promote.Candidates {
+				if !seen[c] {
+					return Spec{}, fmt.Errorf("promotion candidate %q is not an entry", c)
+				}
+				s.Inputs = append(s.Inputs, "p."+c)
+			}
+		}
+		return s, nil
+	}, runWritePack))
+}
+
+// boardProfile returns the profile a stage was told to use.
+func boardProfile(name string, req Request) (board.Profile, error) {
+	if name != "" {
+		p, ok := board.Builtin(name)
+		if !ok {
+			return board.Profile{}, fmt.Errorf("board %q: no built-in profile", name)
+		}
+		return p, nil
+	}
+	data, err := os.ReadFile(req.Inputs["board"].Path)
+	if err != nil {
+		return board.Profile{}, err
+	}
+	p, err := board.Parse(data)
+	if err != nil {
+		return board.Profile{}, fmt.Errorf("board profile %s: %w", req.Inputs["board"].Path, err)
+	}
+	return p, nil
+}
+
+func entryInfo(path string) (*tiledEntry, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	return openTiledEntry(f, path, false)
+}
+
+// Promotions decides which candidates are promoted: worst base qerr first, each if its extra
+// on-disk bytes fit in what is left of the budget.
+func promotions(p *PromoteParams, req Request) (map[string]bool, error) {
+	type cand struct {
+		name  string
+		qerr  float64
+		extra int64
+	}
+	var cs []cand
+	for _, c := range p.Candidates {
+		base, err := entryInfo(req.Inputs["e."+c].Path)
+		if err != nil {
+			return nil, err
+		}
+		up, err := entryInfo(req.Inputs["p."+c].Path)
+		if err != nil {
+			return nil, err
+		}
+		if base.Meta.Name != c || up.Meta.Name != c {
+			return nil, fmt.Errorf("promotion candidate %q: entries hold %q and %q", c, base.Meta.Name, up.Meta.Name)
+		}
+		cs = append(cs, cand{c, base.Meta.QErr, up.OnDiskLength - base.OnDiskLength})
+	}
+	sort.SliceStable(cs, func(i, j int) bool {
+		if cs[i].qerr != cs[j].qerr {
+			return cs[i].qerr > cs[j].qerr
+		}
+		return cs[i].name < cs[j].name
+	})
+	left := p.BudgetBytes
+	out := map[string]bool{}
+	for _, c := range cs {
+		if c.extra <= left {
+			out[c.name] = true
+			left -= max(c.extra, 0)
+		}
+	}
+	return out, nil
+}
+
+func runWritePack(ctx context.Context, p WritePackParams, req Request) error {
+	prof, err := boardProfile(p.Board, req)
+	if err != nil {
+		return err
+	}
+	promoted := map[string]bool{}
+	if p.Promote != nil {
+		if promoted, err = promotions(p.Promote, req); err != nil {
+			return err
+		}
+	}
+	w, err := pack.Create(ctx, req.Output("pack"), board.Planner(prof), pack.WithLogger(req.Logger))
+	if err != nil {
+		return err
+	}
+	defer w.Close()
+	for _, name := range p.Entries {
+		in := "e." + name
+		if promoted[name] {
+			in = "p." + name
+		}
+		if err := addEntry(ctx, w, name, req.Inputs[in].Path); err != nil {
+			return err
+		}
+	}
+	if err := w.Commit(ctx); err != nil {
+		return fmt.Errorf("committing the pack: %w", err)
+	}
+	return nil
+}
+
+func addEntry(ctx context.Context, w *pack.Writer, name, path string) error {
+	f, err := os.Open(path)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	te, err := openTiledEntry(f, path, true)
+	if err != nil {
+		return err
+	}
+	if te.Meta.Name != name {
+		return fmt.Errorf("tiled entry %s holds %q, bound as %q", path, te.Meta.Name, name)
+	}
+	pm, err := te.Meta.PackMeta()
+	if err != nil {
+		return err
+	}
+	pm.Nibbles = nibbleOrder(te.Nibbles)
+	if err := w.AddTiled(ctx, pm, io.NewSectionReader(f, te.CodesOff, te.CodesLen), te.Scales); err != nil {
+		return fmt.Errorf("adding %s (%s) to the pack: %w", name, path, err)
+	}
+	return nil
+}

@@ -42,6 +42,9 @@ type journalEntry struct {
 // since: same (dev, inode, size, mtime, ctime), or, when only timestamps moved (hard links share
 // the object's inode), the same content. Anything else fails with ErrClobber naming dst, and the
 // file is left untouched, unless opts.Force: then Replaced describes what was overwritten.
+//
+// A hard-linked destination shares the object's inode: it is read-only, and a user who makes it
+// writable and edits it corrupts the object, which the next Open or Verify detects and quarantines.
 func (s *Store) Materialize(ctx context.Context, d Digest, dst string, opts MaterializeOptions) (MaterializeResult, error) {
 	abs, err := filepath.Abs(dst)
 	if err != nil {

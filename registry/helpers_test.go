@@ -15,7 +15,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/zeebo/blake3"
+
 	"orkpipe/internal/testdata"
+	"orkpipe/ork/board"
+	"orkpipe/ork/pack"
 	"orkpipe/registry/regtest"
 )
 
@@ -106,13 +110,48 @@ func writeProvenance(t testing.TB, dir string) {
 	}
 }
 
+// writePack writes a real orkpack (ork/pack, planned for the rk3588) with two I4_NATIVE weights
+// whose int4 codes are taken from the bytes of src.
+func writePack(t testing.TB, src, dst string) {
+	t.Helper()
+	ctx := context.Background()
+	b, err := os.ReadFile(src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w, err := pack.Create(ctx, dst, board.Planner(board.RK3588()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	const k, n = 64, 64
+	for i, name := range []string{"blk.0.attn_q.weight", "blk.0.attn_output.weight"} {
+		codes := make([]int8, k*n)
+		for j := range codes {
+			codes[j] = int8(b[14176+i*k*n+j]%16) - 8
+		}
+		scales := make([]float32, n)
+		for j := range scales {
+			scales[j] = 0.01 + float32(j)/1000
+		}
+		meta := pack.Meta{Name: name, DType: pack.I4Native, K: k, N: n, QErr: 0.05, Source: blake3.Sum256(b[14176+i*k*n : 14176+(i+1)*k*n])}
+		if err := w.Add(ctx, pack.Weight{Meta: meta, Codes: codes, Scales: scales}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := w.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // buildDir makes a build output directory from the shared stories260K files: the F32 GGUF, the
-// Q4_0 GGUF (an int4 payload), a sparse stub, report.json and provenance.json.
+// Q4_0 GGUF (an int4 payload), a real orkpack, a sparse stub, report.json and provenance.json.
 func buildDir(t testing.TB) string {
 	t.Helper()
 	dir := t.TempDir()
 	copyFile(t, testdata.Path(t, "stories260K.gguf"), filepath.Join(dir, "stories260K.gguf"))
-	copyFile(t, testdata.Path(t, "stories260K-Q4_0.gguf"), filepath.Join(dir, "model.orkpack"))
+	copyFile(t, testdata.Path(t, "stories260K-Q4_0.gguf"), filepath.Join(dir, "stories260K-Q4_0.gguf"))
+	writePack(t, testdata.Path(t, "stories260K.gguf"), filepath.Join(dir, "model.orkpack"))
 	makeSparseStub(t, testdata.Path(t, "stories260K.gguf"), filepath.Join(dir, "model.orkpack.gguf"), 14176, 64<<20)
 	report := []byte(`{"ppl": 2.6798, "kld": 0.06558, "model": "stories260K", "tensors": 48, "notes": "` + strings.Repeat("ok ", 200) + `"}`)
 	if err := os.WriteFile(filepath.Join(dir, "report.json"), report, 0o644); err != nil {

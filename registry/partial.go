@@ -26,7 +26,9 @@ import (
 //	    <file>       the file being assembled, full length, sparse, written at the parts' extents
 //
 // A resumed pull re-hashes every journaled part from disk before trusting it (a record whose bytes
-// no longer match is dropped and the part downloaded again). A finished file is verified whole and
+// no longer match, e.g. lost in a power failure, is dropped and the part downloaded again). That is
+// why neither the parts nor the journal are fsynced as they land; the finished file is, before its
+// rename into DIR. A finished file is verified whole and
 // renamed into DIR; the state directory is removed when the whole artifact is in place.
 const PartialDir = ".orkpipe-partial"
 
@@ -97,16 +99,13 @@ func (s *partialState) recorded(file string, p Part) bool {
 	return s.done[journalKey(file, p.Index, p.Layer.Digest.String())]
 }
 
-// record journals part p of file as verified. The caller has fdatasync'ed its bytes.
+// record journals part p of file as verified (its bytes written to the partial file).
 func (s *partialState) record(file string, p Part) error {
 	k := journalKey(file, p.Index, p.Layer.Digest.String())
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if _, err := s.jnl.WriteString(k + "\n"); err != nil {
 		return fmt.Errorf("%s: journal: %w", s.dir, err)
-	}
-	if err := unix.Fdatasync(int(s.jnl.Fd())); err != nil {
-		return fmt.Errorf("%s: journal sync: %w", s.dir, err)
 	}
 	s.done[k] = true
 	return nil

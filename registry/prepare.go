@@ -15,6 +15,7 @@ import (
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/google/go-containerregistry/pkg/v1/types"
 	"github.com/klauspost/compress/zstd"
+	"golang.org/x/sync/errgroup"
 )
 
 // Compression is decided per file from a sample of its data: zstd is used only when the sample
@@ -141,49 +142,41 @@ func prepareFile(ctx context.Context, path string, o *options) (*localFile, erro
 	if len(parts) == 0 {
 		parts = [][]Extent{nil} // a file without data still has one (empty) layer
 	}
-	fh := newFileHasher()
-	pos := int64(0)
+	// The whole-file digests and the per-part digests are computed concurrently: one goroutine
+	// streams the file through sha256+BLAKE3, up to o.jobs others hash (and compress) parts.
+	lf.Parts = make([]Part, len(parts))
+	g, gctx := errgroup.WithContext(ctx)
+	g.Go(func() error {
+		d, err := hashExtents(gctx, f, size, exts)
+		if err != nil {
+			return fmt.Errorf("%s: %w", path, err)
+		}
+		if d.Size != size {
+			return fmt.Errorf("%s: hashed %d bytes, file has %d", path, d.Size, size)
+		}
+		lf.Digests = d
+		return nil
+	})
+	sem := make(chan struct{}, o.jobs)
 	for i, pe := range parts {
-		rawSHA := sha256.New()
-		stored := &hashCounter{h: sha256.New()}
-		var enc *zstd.Encoder
-		dst := io.Writer(stored)
-		if compress {
-			if enc, err = newEncoder(stored); err != nil {
-				return nil, err
+		g.Go(func() error {
+			select {
+			case sem <- struct{}{}:
+			case <-gctx.Done():
+				return gctx.Err()
 			}
-			dst = enc
-		}
-		w := io.MultiWriter(fh.w, rawSHA, dst)
-		for _, e := range pe {
-			fh.zeros(e.Off - pos)
-			n, err := io.CopyBuffer(w, ctxReader{ctx, io.NewSectionReader(f, e.Off, e.Len)}, fh.chunk)
+			defer func() { <-sem }()
+			p, err := hashPart(gctx, f, i, pe, compress)
 			if err != nil {
-				return nil, fmt.Errorf("%s: read [%d,+%d): %w", path, e.Off, e.Len, err)
+				return fmt.Errorf("%s: part %d: %w", path, i, err)
 			}
-			if n != e.Len {
-				return nil, fmt.Errorf("%s: file shrank while reading at %d", path, e.Off)
-			}
-			fh.n += n
-			pos = e.End()
-		}
-		if enc != nil {
-			if err := enc.Close(); err != nil {
-				return nil, err
-			}
-		}
-		p := Part{Index: i, Extents: pe, RawSize: extentsLen(pe), RawSHA256: "sha256:" + hex.EncodeToString(rawSHA.Sum(nil))}
-		p.Layer = v1.Descriptor{
-			MediaType: types.MediaType(mt),
-			Size:      stored.n,
-			Digest:    v1.Hash{Algorithm: "sha256", Hex: hex.EncodeToString(stored.h.Sum(nil))},
-		}
-		lf.Parts = append(lf.Parts, p)
+			p.Layer.MediaType = types.MediaType(mt)
+			lf.Parts[i] = p
+			return nil
+		})
 	}
-	fh.zeros(size - pos)
-	lf.Digests = fh.digests()
-	if lf.Digests.Size != size {
-		return nil, fmt.Errorf("%s: hashed %d bytes, file has %d", path, lf.Digests.Size, size)
+	if err := g.Wait(); err != nil {
+		return nil, err
 	}
 	for i := range lf.Parts {
 		if lf.Parts[i].Layer.Annotations, err = layerAnnotations(lf.File, lf.Parts[i]); err != nil {
@@ -191,6 +184,41 @@ func prepareFile(ctx context.Context, path string, o *options) (*localFile, erro
 		}
 	}
 	return lf, nil
+}
+
+// hashPart computes the digests of one part: sha256 of its uncompressed bytes and, when compressed,
+// sha256 and size of the zstd stream.
+func hashPart(ctx context.Context, f io.ReaderAt, index int, exts []Extent, compress bool) (Part, error) {
+	raw := sha256.New()
+	stored := &hashCounter{h: raw} // uncompressed: the stored bytes are the raw bytes
+	w := io.Writer(raw)
+	var enc *zstd.Encoder
+	if compress {
+		stored = &hashCounter{h: sha256.New()}
+		var err error
+		if enc, err = newEncoder(stored); err != nil {
+			return Part{}, err
+		}
+		w = io.MultiWriter(raw, enc)
+	}
+	n, err := io.CopyBuffer(w, ctxReader{ctx, extentsReader(f, exts)}, make([]byte, 1<<20))
+	if err != nil {
+		return Part{}, err
+	}
+	if n != extentsLen(exts) {
+		return Part{}, fmt.Errorf("read %d bytes, extents hold %d: file shrank", n, extentsLen(exts))
+	}
+	if enc != nil {
+		if err := enc.Close(); err != nil {
+			return Part{}, err
+		}
+	} else {
+		stored.n = n
+	}
+	return Part{
+		Index: index, Extents: exts, RawSize: n, RawSHA256: "sha256:" + hex.EncodeToString(raw.Sum(nil)),
+		Layer: v1.Descriptor{Size: stored.n, Digest: v1.Hash{Algorithm: "sha256", Hex: hex.EncodeToString(stored.h.Sum(nil))}},
+	}, nil
 }
 
 // openPart returns the stored bytes of part p (compressed when the layer is).

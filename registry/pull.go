@@ -271,7 +271,8 @@ func pullPart(ctx context.Context, t *target, fj *fileJob, p Part, downloaded *a
 
 // fetchPart streams one layer: stored bytes are hashed as they arrive, decoded when compressed,
 // hashed again and written at the part's extents; the part counts as verified only if the stored
-// digest and size and the decoded digest and size all match. Then its bytes are fdatasync'ed.
+// digest and size and the decoded digest and size all match. Its bytes are not synced here: a
+// resumed pull re-hashes journaled parts from disk, and the finished file is fsynced before its rename.
 func fetchPart(ctx context.Context, t *target, fj *fileJob, p Part, downloaded *atomic.Int64) error {
 	d := p.Layer.Digest.String()
 	rr := &resumingReader{ctx: ctx, t: t, digest: d, size: p.Layer.Size, max: t.o.retries}
@@ -293,8 +294,14 @@ func fetchPart(ctx context.Context, t *target, fj *fileJob, p Part, downloaded *
 		defer dec.Close()
 		data = dec
 	}
-	rawH := sha256.New()
-	n, copyErr := io.Copy(io.MultiWriter(&extentWriter{f: fj.data, exts: p.Extents}, rawH), io.LimitReader(data, p.RawSize))
+	// Uncompressed, the decoded bytes are the stored bytes: storedH (fed by the tee) covers both.
+	rawH := storedH
+	var w io.Writer = &extentWriter{f: fj.data, exts: p.Extents}
+	if dec != nil {
+		rawH = sha256.New()
+		w = io.MultiWriter(w, rawH)
+	}
+	n, copyErr := io.Copy(w, io.LimitReader(data, p.RawSize))
 	if copyErr == nil && dec != nil {
 		var one [1]byte
 		if m, _ := io.ReadFull(dec, one[:]); m != 0 {
@@ -321,9 +328,6 @@ func fetchPart(ctx context.Context, t *target, fj *fileJob, p Part, downloaded *
 	}
 	if raw := "sha256:" + hex.EncodeToString(rawH.Sum(nil)); n != p.RawSize || raw != p.RawSHA256 {
 		return fmt.Errorf("layer content invalid: decoded %d bytes hashing to %s, want %d bytes %s", n, raw, p.RawSize, p.RawSHA256)
-	}
-	if err := unix.Fdatasync(int(fj.data.Fd())); err != nil {
-		return fmt.Errorf("%s: sync: %w", fj.data.Name(), err)
 	}
 	return nil
 }

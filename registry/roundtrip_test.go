@@ -15,12 +15,16 @@ func TestPushPullRoundTrip(t *testing.T) {
 	src := buildDir(t)
 	ref := reg.Ref("packs/stories", "v1")
 
-	res, err := Push(ctx, src, ref, plain(reg), WithPartSize(256<<10), WithJobs(3))
+	res, err := Push(ctx, src, ref, plain(reg), WithPartSize(256<<10), WithJobs(3), WithAnnotator(PackAnnotator))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(res.Artifact.Files) != 5 {
-		t.Fatalf("pushed %d files, want 5", len(res.Artifact.Files))
+	if len(res.Artifact.Files) != 6 {
+		t.Fatalf("pushed %d files, want 6", len(res.Artifact.Files))
+	}
+	pk, _ := res.Artifact.File("model.orkpack")
+	if pk.Extra[AnnotationPackVersion] != "1" || pk.Extra[AnnotationPackEntries] != "2" || pk.Extra[AnnotationPackBoard] != "rk3588" {
+		t.Errorf("pack annotations: %v", pk.Extra)
 	}
 	stub, _ := res.Artifact.File("model.orkpack.gguf")
 	if stub.DataSize() >= stub.Digests.Size/8 {
@@ -124,5 +128,38 @@ func TestSameBuildSameDigest(t *testing.T) {
 	}
 	if d.Digest == a.Digest {
 		t.Fatal("different part size gave the same manifest digest")
+	}
+}
+
+func TestEmptyAndHoleOnlyFiles(t *testing.T) {
+	ctx := ctxT(t)
+	reg := regtest.Start(t, nil)
+	src := t.TempDir()
+	if err := os.WriteFile(filepath.Join(src, "empty.bin"), nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Truncate(filepath.Join(src, "empty.bin"), 0); err != nil {
+		t.Fatal(err)
+	}
+	f, err := os.Create(filepath.Join(src, "holes.gguf"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.Truncate(8 << 20)
+	f.Close()
+	ref := reg.Ref("packs/empty", "v1")
+	if _, err := Push(ctx, src, ref, plain(reg), WithCreated(testCreated)); err != nil {
+		t.Fatal(err)
+	}
+	dst := filepath.Join(t.TempDir(), "out")
+	if _, err := Pull(ctx, ref, dst, plain(reg)); err != nil {
+		t.Fatal(err)
+	}
+	sameFiles(t, src, dst)
+	if b := blocks(t, filepath.Join(dst, "holes.gguf")); b != 0 {
+		t.Errorf("hole-only file pulled with %d blocks, want 0", b)
+	}
+	if _, err := Push(ctx, src, reg.Ref("packs/empty", "v2"), plain(reg)); err == nil || !strings.Contains(err.Error(), "created") {
+		t.Errorf("push without provenance or created time: %v, want an error about the created time", err)
 	}
 }

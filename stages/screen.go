@@ -20,6 +20,8 @@ type ScreenParams struct {
 	Chunks      int        `json:"chunks"`                  // 0 = every chunk
 	MaxPPLRatio float64    `json:"max_ppl_ratio,omitempty"` // 0 = no gate
 	MaxKLDMean  float64    `json:"max_kld_mean,omitempty"`  // 0 = no gate
+	// TextName labels the evaluation text in messages (the file's base name; the stage sees a store path).
+	TextName string `json:"text_name"`
 }
 
 // ScreenResult is the "screen.json" output.
@@ -74,6 +76,10 @@ func init() {
 
 func runScreen(ctx context.Context, p ScreenParams, req Request) error {
 	mpath, tpath := req.Inputs["model"].Path, req.Inputs["text"].Path
+	label := p.TextName
+	if label == "" {
+		label = tpath
+	}
 	base, tok, gf, err := model.OpenGGUF(ctx, mpath, screenCache(p.Shape))
 	if err != nil {
 		return err
@@ -85,7 +91,7 @@ func runScreen(ctx context.Context, p ScreenParams, req Request) error {
 	}
 	ids, err := tok.Encode(string(text), true, false)
 	if err != nil {
-		return fmt.Errorf("tokenizing the screen text %s: %w", tpath, err)
+		return fmt.Errorf("tokenizing the screen text %s: %w", label, err)
 	}
 	eo := model.EvalOptions{Ctx: p.Ctx, MaxChunks: p.Chunks, BOS: model.NoToken}
 	if tok.Vocab().AddBOS {
@@ -93,7 +99,7 @@ func runScreen(ctx context.Context, p ScreenParams, req Request) error {
 	}
 	br, err := model.Evaluate(ctx, base, ids, eo)
 	if err != nil {
-		return fmt.Errorf("screen text %s (%d tokens) at ctx %d, float model: %w", tpath, len(ids), p.Ctx, err)
+		return fmt.Errorf("screen text %s (%d tokens) at ctx %d, float model: %w", label, len(ids), p.Ctx, err)
 	}
 	r, err := pack.Open(ctx, req.Inputs["pack"].Path)
 	if err != nil {
@@ -115,7 +121,7 @@ func runScreen(ctx context.Context, p ScreenParams, req Request) error {
 	eo.Base = base
 	pr, err := model.Evaluate(ctx, target, ids, eo)
 	if err != nil {
-		return fmt.Errorf("screen text %s at ctx %d, pack: %w", tpath, p.Ctx, err)
+		return fmt.Errorf("screen text %s at ctx %d, pack: %w", label, p.Ctx, err)
 	}
 	res := ScreenResult{Ctx: p.Ctx, Chunks: pr.Chunks, Tokens: pr.Tokens, Scored: pr.Scored, PPL: pr.PPL, PPLErr: pr.PPLErr,
 		BasePPL: br.PPL, BasePPLErr: br.PPLErr, PPLRatio: pr.PPL / br.PPL, KLD: pr.KLD,
@@ -129,11 +135,11 @@ func runScreen(ctx context.Context, p ScreenParams, req Request) error {
 	var gateErrs []error
 	if p.MaxPPLRatio > 0 && res.PPLRatio > p.MaxPPLRatio {
 		gateErrs = append(gateErrs, fmt.Errorf("%w: max_ppl_ratio: pack PPL %.4f / float PPL %.4f = %.4f exceeds the threshold %g (text %s, ctx %d)",
-			ErrGate, res.PPL, res.BasePPL, res.PPLRatio, p.MaxPPLRatio, tpath, p.Ctx))
+			ErrGate, res.PPL, res.BasePPL, res.PPLRatio, p.MaxPPLRatio, label, p.Ctx))
 	}
 	if p.MaxKLDMean > 0 && res.KLDMean > p.MaxKLDMean {
 		gateErrs = append(gateErrs, fmt.Errorf("%w: max_kld_mean: mean KL divergence %.6f exceeds the threshold %g (text %s, ctx %d)",
-			ErrGate, res.KLDMean, p.MaxKLDMean, tpath, p.Ctx))
+			ErrGate, res.KLDMean, p.MaxKLDMean, label, p.Ctx))
 	}
 	if err := errors.Join(gateErrs...); err != nil {
 		return err

@@ -31,6 +31,8 @@ var tokensMagic = [8]byte{'O', 'R', 'K', 'T', 'O', 'K', 0, 1}
 type TokenizeParams struct {
 	Sequences int `json:"sequences"`
 	Ctx       int `json:"ctx"`
+	// CorpusName labels the corpus in errors (the file's base name; the stage sees a store path).
+	CorpusName string `json:"corpus_name"`
 }
 
 func init() {
@@ -55,18 +57,22 @@ func runTokenize(ctx context.Context, p TokenizeParams, req Request) error {
 		return fmt.Errorf("tokenizer of %s: %w", mf.Path, err)
 	}
 	corpus := req.Inputs["corpus"]
+	label := p.CorpusName
+	if label == "" {
+		label = corpus.Path
+	}
 	text, err := os.ReadFile(corpus.Path)
 	if err != nil {
 		return err
 	}
 	ids, err := tok.Encode(string(text), true, false)
 	if err != nil {
-		return fmt.Errorf("tokenizing the calibration corpus %s: %w", corpus.Path, err)
+		return fmt.Errorf("tokenizing the calibration corpus %s: %w", label, err)
 	}
 	need := p.Sequences * p.Ctx
 	if len(ids) < need {
 		return fmt.Errorf("calibration corpus %s is too short: %d tokens, calibration needs sequences x ctx = %d x %d = %d",
-			corpus.Path, len(ids), p.Sequences, p.Ctx, need)
+			label, len(ids), p.Sequences, p.Ctx, need)
 	}
 	bos := model.NoToken
 	if v := tok.Vocab(); v.AddBOS {
@@ -74,7 +80,7 @@ func runTokenize(ctx context.Context, p TokenizeParams, req Request) error {
 	}
 	seqs, err := calib.Sequences(ids, p.Sequences, p.Ctx, bos)
 	if err != nil {
-		return fmt.Errorf("calibration corpus %s: %w", corpus.Path, err)
+		return fmt.Errorf("calibration corpus %s: %w", label, err)
 	}
 	return writeTokens(req.Output("tokens"), seqs, p.Ctx)
 }

@@ -19,12 +19,15 @@ type buildFlags struct {
 	outDir    string
 	force     bool
 	keepGoing bool
+	exec      executorFlags // --executor, --orkpipe-binary (executor.go)
 }
 
 func (f *buildFlags) register(cmd *cobra.Command, defaultOut string) {
 	cmd.Flags().StringVarP(&f.outDir, "output", "o", defaultOut, "directory the results are materialized into (read-only files)")
 	cmd.Flags().BoolVar(&f.force, "force", false, "replace files in the output directory that orkpipe did not write or that changed since")
 	cmd.Flags().BoolVar(&f.keepGoing, "keep-going", false, "after a node fails, keep running the branches that do not depend on it")
+	f.exec.register(cmd)
+	cmd.PreRunE = func(*cobra.Command, []string) error { return f.exec.check() }
 }
 
 func newDemoCommand(opts *globalOptions) *cobra.Command {
@@ -60,7 +63,7 @@ func runDemo(ctx context.Context, opts *globalOptions, t demo.Target, flags buil
 // buildTarget plans and builds t against the cache, streaming events to stdout (JSON Lines with
 // --json, bars on a terminal, plain lines otherwise).
 func buildTarget(ctx context.Context, opts *globalOptions, t engine.Target, flags buildFlags) (err error) {
-	store, eng, sink, err := openEngine(opts, flags.keepGoing, true)
+	store, eng, sink, err := openEngine(opts, flags.keepGoing, true, flags.exec)
 	if err != nil {
 		return err
 	}
@@ -86,8 +89,9 @@ func buildTarget(ctx context.Context, opts *globalOptions, t engine.Target, flag
 }
 
 // openEngine opens the cache and an engine configured from the global flags. With events, the
-// engine reports to a progress sink on stdout; the caller closes store and sink.
-func openEngine(opts *globalOptions, keepGoing, events bool) (*artifacts.Store, *engine.Engine, progress.Sink, error) {
+// engine reports to a progress sink on stdout; the caller closes store and sink. x, when given,
+// selects the executor (--executor; executor.go), which closing the sink releases.
+func openEngine(opts *globalOptions, keepGoing, events bool, x ...executorFlags) (*artifacts.Store, *engine.Engine, progress.Sink, error) {
 	dir, err := opts.cache()
 	if err != nil {
 		return nil, nil, nil, err
@@ -104,8 +108,20 @@ func openEngine(opts *globalOptions, keepGoing, events bool) (*artifacts.Store, 
 	if events {
 		sink = progress.Choose(opts.stdout, opts.json)
 	}
-	eng, err := engine.New(store, engine.WithJobs(opts.jobs), engine.WithMemoryBudget(mem), engine.WithSink(sink),
-		engine.WithKeepGoing(keepGoing), engine.WithLogger(opts.logger))
+	engOpts := []engine.Option{engine.WithJobs(opts.jobs), engine.WithMemoryBudget(mem), engine.WithSink(sink),
+		engine.WithKeepGoing(keepGoing), engine.WithLogger(opts.logger)}
+	for _, f := range x {
+		ex, closeX, err := f.executor(opts, store)
+		if err != nil {
+			store.Close()
+			return nil, nil, nil, err
+		}
+		if ex != nil {
+			engOpts = append(engOpts, engine.WithExecutor(ex))
+			sink = closingSink{Sink: sink, closeExecutor: closeX}
+		}
+	}
+	eng, err := engine.New(store, engOpts...)
 	if err != nil {
 		store.Close()
 		return nil, nil, nil, err

@@ -81,7 +81,8 @@ func runPush(ctx context.Context, opts *globalOptions, f *pushFlags, dir, ref st
 	if ps < registry.MinPartSize {
 		return usagef("--part-size: %s is below the minimum %s", f.partSize, units.FormatSize(registry.MinPartSize))
 	}
-	ropts = append(ropts, registry.WithJobs(opts.jobs), registry.WithLogger(opts.logger), registry.WithPartSize(ps))
+	ropts = append(ropts, registry.WithJobs(opts.jobs), registry.WithLogger(opts.logger), registry.WithPartSize(ps),
+		registry.WithAnnotator(registry.PackAnnotator))
 	if f.sign != "" {
 		key, err := registry.LoadPrivateKey(f.sign)
 		if err != nil {

@@ -37,7 +37,7 @@ func TestPushPullDescribeCLI(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	out, _ := os.Create(filepath.Join(src, "model.orkpack"))
+	out, _ := os.Create(filepath.Join(src, "stories260K.gguf"))
 	io.Copy(out, in)
 	in.Close()
 	out.Close()
@@ -70,10 +70,10 @@ func TestPushPullDescribeCLI(t *testing.T) {
 	if _, errOut, code := runRegistryCLI(t, "pull", ref, "-o", dst, "--plain-http", "--trust", key+".pub"); code != 0 {
 		t.Fatalf("pull --trust: exit %d: %s", code, errOut)
 	}
-	a, _ := os.ReadFile(filepath.Join(src, "model.orkpack"))
-	b, _ := os.ReadFile(filepath.Join(dst, "model.orkpack"))
+	a, _ := os.ReadFile(filepath.Join(src, "stories260K.gguf"))
+	b, _ := os.ReadFile(filepath.Join(dst, "stories260K.gguf"))
 	if !bytes.Equal(a, b) {
-		t.Fatal("pulled model.orkpack differs")
+		t.Fatal("pulled stories260K.gguf differs")
 	}
 
 	other := filepath.Join(t.TempDir(), "other.key")

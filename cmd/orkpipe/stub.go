@@ -67,7 +67,7 @@ func ownedSet(ctx context.Context, f *gguf.File, fl stubFlags) (gguf.NameSet, er
 	case fl.pack != "" && fl.own != "":
 		return nil, usagef("give either --pack or --own, not both")
 	case fl.pack != "":
-		return packOwnedSet(ctx, f, fl.pack)
+		return packOwnedSet(ctx, f, fl.pack, fl.out != "") // emitting: f is the source model
 	case fl.own == "":
 		return nil, usagef("--pack PACK or --own REGEX is required (the tensors the pack owns)")
 	}

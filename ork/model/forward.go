@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"math"
-	"sync"
 )
 
 // Input names the distinct linear inputs of a block: the projections sharing one input share one Input.
@@ -86,15 +85,17 @@ func (s *scratch) get(c *Config, t int) *scratch {
 		*s = scratch{t: t,
 			x: make([]float32, t*c.NEmbd), q: make([]float32, t*c.QDim()), k: make([]float32, t*c.KVDim()),
 			v: make([]float32, t*c.KVDim()), att: make([]float32, t*c.QDim()),
-			gate: make([]float32, t*c.NFF), up: make([]float32, t*c.NFF), attScores: make([]float32, t*c.NHead),
+			gate: make([]float32, t*c.NFF), up: make([]float32, t*c.NFF),
+			attScores: make([]float32, attentionWorkers(c.NHead)*t*t),
 		}
 	}
 	return s
 }
 
-// ScratchBytes is the memory RunLayer keeps for sequences of t tokens.
+// ScratchBytes is the memory RunLayer keeps for sequences of t tokens (the attention scores depend on
+// GOMAXPROCS: one t×t matrix per head running at once).
 func (c *Config) ScratchBytes(t int) int64 {
-	return 4 * int64(t) * int64(c.NEmbd+2*c.QDim()+2*c.KVDim()+2*c.NFF+c.NHead)
+	return 4*int64(t)*int64(c.NEmbd+2*c.QDim()+2*c.KVDim()+2*c.NFF) + 4*int64(attentionWorkers(c.NHead))*int64(t)*int64(t)
 }
 
 // NewModel validates cfg and returns a model reading its weights from src.
@@ -309,49 +310,4 @@ func (r *ropeTable) apply(x []float32, heads, hd int) {
 			}
 		}
 	}
-}
-
-// attention computes causal grouped-query attention: out (T rows of heads·hd) from q (same shape) and
-// k, v (T rows of kvHeads·hd), with scoreBuf (heads·T values) as scratch. Heads run in parallel.
-func attention(out, scoreBuf, q, k, v []float32, t, heads, kvHeads, hd int) {
-	qd, kvd := heads*hd, kvHeads*hd
-	group := heads / kvHeads
-	scale := float32(1 / math.Sqrt(float64(hd)))
-	var wg sync.WaitGroup
-	sem := make(chan struct{}, workersFor(heads))
-	for h := 0; h < heads; h++ {
-		wg.Add(1)
-		sem <- struct{}{}
-		go func() {
-			defer func() { <-sem; wg.Done() }()
-			kh := h / group
-			scores := scoreBuf[h*t : (h+1)*t]
-			for i := 0; i < t; i++ {
-				qi := q[i*qd+h*hd : i*qd+(h+1)*hd]
-				mx := float32(math.Inf(-1))
-				for j := 0; j <= i; j++ {
-					s := dot(qi, k[j*kvd+kh*hd:j*kvd+(kh+1)*hd]) * scale
-					scores[j] = s
-					mx = max(mx, s)
-				}
-				var sum float64
-				for j := 0; j <= i; j++ {
-					e := float32(math.Exp(float64(scores[j] - mx)))
-					scores[j] = e
-					sum += float64(e)
-				}
-				inv := float32(1 / sum)
-				o := out[i*qd+h*hd : i*qd+(h+1)*hd]
-				clear(o)
-				for j := 0; j <= i; j++ {
-					p := scores[j] * inv
-					vj := v[j*kvd+kh*hd : j*kvd+(kh+1)*hd]
-					for d := range o {
-						o[d] += p * vj[d]
-					}
-				}
-			}
-		}()
-	}
-	wg.Wait()
 }

@@ -4,6 +4,9 @@ import (
 	"fmt"
 	"runtime"
 	"sync"
+
+	"gonum.org/v1/gonum/blas"
+	"gonum.org/v1/gonum/blas/blas32"
 )
 
 // Linear is one matrix product y = W·x + b of the network, with W of N rows (outputs) by K values
@@ -22,8 +25,6 @@ type Linear interface {
 type Dense struct {
 	N, K    int
 	W, Bias []float32
-	// Workers bounds the goroutines one Apply uses (0: GOMAXPROCS).
-	Workers int
 }
 
 // NewDense checks the sizes and returns a Dense.
@@ -40,26 +41,28 @@ func NewDense(n, k int, w, bias []float32) (*Dense, error) {
 // Dims implements Linear.
 func (d *Dense) Dims() (int, int) { return d.N, d.K }
 
-// Apply implements Linear. Work is split over output rows; each worker computes a block of rows for all
-// tokens, so a weight row is read from memory once per block of tokens.
+// Apply implements Linear as one float32 matrix product Y = X·Wᵀ (gonum's blocked, parallel Sgemm).
 func (d *Dense) Apply(y, x []float32) error {
 	n, k := d.N, d.K
 	if err := checkApply(y, x, n, k); err != nil {
 		return err
 	}
 	t := len(x) / k
-	parallelRows(n, n*k*t, d.Workers, func(r0, r1 int) {
-		for i := r0; i < r1; i++ {
-			w := d.W[i*k : (i+1)*k]
-			var b float32
-			if d.Bias != nil {
-				b = d.Bias[i]
-			}
-			for tt := 0; tt < t; tt++ {
-				y[tt*n+i] = dot(w, x[tt*k:(tt+1)*k]) + b
+	if t == 0 {
+		return nil
+	}
+	xm := blas32.General{Rows: t, Cols: k, Stride: k, Data: x}
+	wm := blas32.General{Rows: n, Cols: k, Stride: k, Data: d.W}
+	ym := blas32.General{Rows: t, Cols: n, Stride: n, Data: y}
+	blas32.Gemm(blas.NoTrans, blas.Trans, 1, xm, wm, 0, ym)
+	if d.Bias != nil {
+		for r := 0; r < t; r++ {
+			row := y[r*n : (r+1)*n]
+			for i, b := range d.Bias {
+				row[i] += b
 			}
 		}
-	})
+	}
 	return nil
 }
 

@@ -354,3 +354,31 @@ func TestCheckPaddingAgreesWithUntile(t *testing.T) {
 		}
 	}
 }
+
+// TestTileOverwritesGarbage: Tile writes every byte of dst (padding included), so a reused buffer full of
+// garbage gives the same bytes as a fresh one.
+func TestTileOverwritesGarbage(t *testing.T) {
+	r := rand.New(rand.NewPCG(11, 12))
+	for _, kind := range []Kind{I8Native, I4Native, F16Native, I4Compact} {
+		l, _ := New(kind, 70, 45, WithSegmentK(32), WithPageSize(64))
+		fresh, dirty := make([]byte, l.Size()), make([]byte, l.Size())
+		for i := range dirty {
+			dirty[i] = byte(r.Uint32())
+		}
+		if kind == F16Native {
+			vals := make([]uint16, 70*45)
+			for i := range vals {
+				vals[i] = uint16(r.Uint32())
+			}
+			l.TileF16(fresh, vals)
+			l.TileF16(dirty, vals)
+		} else {
+			codes := randCodes(r, 70, 45, kind)
+			l.Tile(fresh, codes)
+			l.Tile(dirty, codes)
+		}
+		if !slices.Equal(fresh, dirty) {
+			t.Fatalf("%s: Tile left stale bytes in a reused buffer", kind)
+		}
+	}
+}

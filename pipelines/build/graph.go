@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"path/filepath"
 
 	"orkpipe/pipelines/engine"
 	"orkpipe/stages"
@@ -79,7 +80,7 @@ func (t *Target) planCalibration(g *engine.Graph, src *source, ws []*weight, add
 	if err != nil {
 		return err
 	}
-	tok := g.Add("tokenize", "tokenize", stages.TokenizeParams{Sequences: c.Sequences, Ctx: c.Ctx},
+	tok := g.Add("tokenize", "tokenize", stages.TokenizeParams{Sequences: c.Sequences, Ctx: c.Ctx, CorpusName: filepath.Base(c.Corpus)},
 		map[string]engine.Input{"model": src.in, "corpus": engine.File(c.Corpus)})
 	prev := tok.Output("tokens")
 	oneshot := c.Mode == "oneshot"
@@ -167,7 +168,7 @@ func (t *Target) planTail(g *engine.Graph, src *source, ws []*weight, boardName 
 			return nil, err
 		}
 		sc := g.Add("screen", "screen", stages.ScreenParams{Shape: src.shape, Ctx: s.Ctx, Chunks: s.Chunks,
-			MaxPPLRatio: s.Gates.MaxPPLRatio, MaxKLDMean: s.Gates.MaxKLDMean},
+			MaxPPLRatio: s.Gates.MaxPPLRatio, MaxKLDMean: s.Gates.MaxKLDMean, TextName: filepath.Base(s.Text)},
 			map[string]engine.Input{"model": src.in, "pack": pk, "text": engine.File(s.Text)})
 		rin["screen"] = sc.Output("screen.json")
 		deps = append(deps, stages.ProvenanceDep{Name: "screen-text", URI: "file://" + s.Text})

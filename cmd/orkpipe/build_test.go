@@ -1,0 +1,73 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// TestBuildCommand builds a tiny synthetic recipe through the CLI with --json: the summary line
+// names the outputs by role, the files exist read-only, a second run executes nothing and
+// --plan reports every node cached; a bad recipe is a usage error (exit 2).
+func TestBuildCommand(t *testing.T) {
+	dir := t.TempDir()
+	corpus, _ := filepath.Abs("../../pipelines/recipes/demo-corpus.txt")
+	eval, _ := filepath.Abs("../../pipelines/recipes/demo-eval.txt")
+	recipe := filepath.Join(dir, "r.yaml")
+	os.WriteFile(recipe, []byte(`name: clitiny
+source:
+  synth: {layers: 1, n_embd: 64, n_ff: 96, n_head: 4, vocab: 360, ctx: 64, type: F32, seed: 9}
+calibration: {corpus: `+corpus+`, sequences: 2, ctx: 32}
+schemes:
+  - {match: 'blk\.\d+\..*\.weight', method: gptq, dtype: I4_ROT_A8, group: 32}
+screen: {text: `+eval+`, ctx: 32}
+`), 0o644)
+	cache, out := filepath.Join(dir, "cache"), filepath.Join(dir, "out")
+	args := []string{"--cache", cache, "--mem", "2GiB", "-j", "2", "--json", "build", recipe, "-o", out}
+	stdout, stderr, code := demoCLI(t, args...)
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	_, sum := demoEvents(t, stdout)
+	outs, _ := sum["outputs"].(map[string]any)
+	for role, file := range map[string]string{"pack": "clitiny.orkpack", "stub": "clitiny.orkpack.gguf", "report": "report.json", "provenance": "provenance.json"} {
+		if outs[role] != filepath.Join(out, file) {
+			t.Errorf("summary outputs.%s = %v, want %s", role, outs[role], filepath.Join(out, file))
+		}
+	}
+	var prov map[string]any
+	b, _ := os.ReadFile(filepath.Join(out, "provenance.json"))
+	if err := json.Unmarshal(b, &prov); err != nil || prov["_type"] != "https://in-toto.io/Statement/v1" || prov["predicateType"] != "https://slsa.dev/provenance/v1" {
+		t.Errorf("provenance: %v %v", err, prov["_type"])
+	}
+	stdout, _, code = demoCLI(t, args...)
+	if _, sum := demoEvents(t, stdout); code != 0 || sum["executed"].(float64) != 0 {
+		t.Errorf("second run: exit %d, summary %v", code, sum)
+	}
+	stdout, _, code = demoCLI(t, "--cache", cache, "--mem", "2GiB", "build", "--plan", recipe)
+	if code != 0 || !strings.Contains(stdout, "nodes, ") {
+		t.Fatalf("--plan: exit %d: %s", code, stdout)
+	}
+	var total, cached int
+	for _, line := range strings.Split(stdout, "\n") {
+		if strings.HasPrefix(line, "clitiny: ") {
+			if _, err := fmtSscanf(line, &total, &cached); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	if total == 0 || cached != total {
+		t.Errorf("--plan: %d of %d nodes cached:\n%s", cached, total, stdout)
+	}
+	_, stderr, code = demoCLI(t, "--cache", cache, "build", recipe, "--set", "schemes.0.metod=rtn")
+	if code != 2 || !strings.Contains(stderr, "metod") {
+		t.Errorf("typo override: exit %d: %s", code, stderr)
+	}
+}
+
+func fmtSscanf(line string, total, cached *int) (int, error) {
+	return fmt.Sscanf(line, "clitiny: %d nodes, %d cached", total, cached)
+}

@@ -1,0 +1,90 @@
+package daggerexec
+
+import (
+	"bytes"
+	"context"
+	"debug/elf"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+)
+
+// ErrBadBinary: the orkpipe binary cannot run in a scratch linux/amd64 container.
+var ErrBadBinary = errors.New("not a static linux/amd64 orkpipe binary")
+
+// CheckBinary reports whether path is a static linux/amd64 ELF executable (no program
+// interpreter, so it runs in a container from scratch).
+func CheckBinary(path string) error {
+	f, err := elf.Open(path)
+	if err != nil {
+		return fmt.Errorf("%w: %s: %v", ErrBadBinary, path, err)
+	}
+	defer f.Close()
+	if f.Machine != elf.EM_X86_64 || f.Class != elf.ELFCLASS64 {
+		return fmt.Errorf("%w: %s is for %s, want x86-64 (build with GOOS=linux GOARCH=amd64)", ErrBadBinary, path, f.Machine)
+	}
+	if f.Type != elf.ET_EXEC && f.Type != elf.ET_DYN {
+		return fmt.Errorf("%w: %s is an ELF %s, want an executable", ErrBadBinary, path, f.Type)
+	}
+	for _, p := range f.Progs {
+		if p.Type == elf.PT_INTERP {
+			return fmt.Errorf("%w: %s is dynamically linked (build with CGO_ENABLED=0)", ErrBadBinary, path)
+		}
+	}
+	return nil
+}
+
+// SelfBinary returns the running executable if it is a static linux/amd64 binary.
+func SelfBinary() (string, error) {
+	p, err := os.Executable()
+	if err != nil {
+		return "", fmt.Errorf("%w: locating the running binary: %v", ErrBadBinary, err)
+	}
+	if err := CheckBinary(p); err != nil {
+		return "", err
+	}
+	return p, nil
+}
+
+// ModuleRoot returns the root of the orkpipe module containing dir, or an error if dir is not
+// inside it (its go.mod must declare `module orkpipe`).
+func ModuleRoot(ctx context.Context, dir string) (string, error) {
+	cmd := exec.CommandContext(ctx, "go", "env", "GOMOD")
+	cmd.Dir = dir
+	out, err := cmd.Output()
+	if err != nil {
+		return "", fmt.Errorf("go env GOMOD in %s: %w", dir, err)
+	}
+	gomod := strings.TrimSpace(string(out))
+	if gomod == "" || gomod == os.DevNull {
+		return "", fmt.Errorf("%s is not inside a Go module", dir)
+	}
+	b, err := os.ReadFile(gomod)
+	if err != nil {
+		return "", err
+	}
+	for _, line := range bytes.Split(b, []byte("\n")) {
+		if f := strings.Fields(string(line)); len(f) == 2 && f[0] == "module" {
+			if f[1] != "orkpipe" {
+				return "", fmt.Errorf("%s declares module %s, not orkpipe", gomod, f[1])
+			}
+			return filepath.Dir(gomod), nil
+		}
+	}
+	return "", fmt.Errorf("%s declares no module", gomod)
+}
+
+// BuildBinary builds the static linux/amd64 orkpipe binary (CGO_ENABLED=0 GOOS=linux
+// GOARCH=amd64 go build -trimpath ./cmd/orkpipe) from the module at root into out, and checks it.
+func BuildBinary(ctx context.Context, root, out string) error {
+	cmd := exec.CommandContext(ctx, "go", "build", "-trimpath", "-o", out, "./cmd/orkpipe")
+	cmd.Dir = root
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "GOOS=linux", "GOARCH=amd64")
+	if b, err := cmd.CombinedOutput(); err != nil {
+		return fmt.Errorf("building the container's orkpipe binary in %s: %w\n%s", root, err, tail(string(b), 20))
+	}
+	return CheckBinary(out)
+}

@@ -1,0 +1,91 @@
+package daggerexec_test
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"orkpipe/artifacts"
+	"orkpipe/pipelines/daggerexec"
+	"orkpipe/pipelines/engine"
+	"orkpipe/pipelines/engine/executortest"
+)
+
+// engineHost returns ORKPIPE_DAGGER_ENGINE or skips the test, saying how to run it.
+func engineHost(t *testing.T) string {
+	h := os.Getenv("ORKPIPE_DAGGER_ENGINE")
+	if h == "" {
+		t.Skip("ORKPIPE_DAGGER_ENGINE is not set: the Dagger executor's conformance run needs a running Dagger engine " +
+			daggerexec.EngineVersion + ", e.g. ORKPIPE_DAGGER_ENGINE=unix:///run/dagger/engine.sock (or tcp://HOST:PORT, " +
+			"kube-pod://POD?namespace=NS) with " + daggerexec.EnvCLIBin + "=/path/to/dagger; the local executor's run is TestLocalConforms in package executortest")
+	}
+	return h
+}
+
+var (
+	binOnce sync.Once
+	binPath string
+	binErr  error
+)
+
+// containerBinary builds the static linux/amd64 orkpipe once per test process.
+func containerBinary(t *testing.T) string {
+	binOnce.Do(func() {
+		ctx := context.Background()
+		root, err := daggerexec.ModuleRoot(ctx, ".")
+		if err != nil {
+			binErr = err
+			return
+		}
+		dir, err := os.MkdirTemp("", "orkpipe-dagger-test-")
+		if err != nil {
+			binErr = err
+			return
+		}
+		binPath = filepath.Join(dir, "orkpipe-linux-amd64")
+		binErr = daggerexec.BuildBinary(ctx, root, binPath)
+	})
+	if binErr != nil {
+		t.Fatal(binErr)
+	}
+	return binPath
+}
+
+func daggerFactory(host string) executortest.Factory {
+	return func(t *testing.T, store *artifacts.Store, beforeIngest func(string) error) engine.Executor {
+		opts := []daggerexec.Option{daggerexec.WithBinary(containerBinary(t)), daggerexec.WithRunnerHost(host),
+			daggerexec.WithConnectTimeout(5 * time.Minute)}
+		if beforeIngest != nil {
+			opts = append(opts, daggerexec.WithBeforeIngest(beforeIngest))
+		}
+		x, err := daggerexec.New(context.Background(), store, opts...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { x.Close() })
+		return x
+	}
+}
+
+func TestDaggerConforms(t *testing.T) {
+	executortest.Run(t, daggerFactory(engineHost(t)))
+}
+
+// TestDaggerMatchesLocal runs the same nodes through both executors and requires identical
+// output digests.
+func TestDaggerMatchesLocal(t *testing.T) {
+	host := engineHost(t)
+	local := executortest.Outputs(t, func(t *testing.T, store *artifacts.Store, _ func(string) error) engine.Executor {
+		return engine.Local{Store: store}
+	})
+	remote := executortest.Outputs(t, daggerFactory(host))
+	for name, want := range local {
+		if got := remote[name]; !slices.Equal(got, want) {
+			t.Errorf("node %s: dagger %v, local %v", name, got, want)
+		}
+	}
+}

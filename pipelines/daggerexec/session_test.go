@@ -1,0 +1,130 @@
+package daggerexec_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+
+	"orkpipe/artifacts"
+	"orkpipe/pipelines/daggerexec"
+	"orkpipe/pipelines/engine"
+	"orkpipe/pipelines/engine/executortest"
+	"orkpipe/stages"
+)
+
+// fakeSession is a test double of a `dagger run` session (no engine can run here): it answers
+// version and host.file queries, records the container query and fails its exec like the engine
+// does, with an EXEC_ERROR carrying the container's stderr.
+type fakeSession struct {
+	mu      sync.Mutex
+	queries []string
+	stderr  string
+}
+
+func (f *fakeSession) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if user, _, _ := r.BasicAuth(); user != "test-token" {
+		http.Error(w, "bad token", http.StatusUnauthorized)
+		return
+	}
+	var req struct {
+		Query string `json:"query"`
+	}
+	if err := json.NewDecoder(r.Body).Decode(&req); err != nil {
+		http.Error(w, err.Error(), http.StatusBadRequest)
+		return
+	}
+	f.mu.Lock()
+	f.queries = append(f.queries, req.Query)
+	n := len(f.queries)
+	f.mu.Unlock()
+	var resp any
+	switch {
+	case strings.Contains(req.Query, "container"):
+		resp = map[string]any{"data": nil, "errors": []any{map[string]any{
+			"message":    `process "/orkpipe node exec" did not complete successfully: exit code: 1`,
+			"extensions": map[string]any{"_type": "EXEC_ERROR", "exitCode": 1, "stdout": "", "stderr": f.stderr},
+		}}}
+	case strings.Contains(req.Query, "host"):
+		resp = map[string]any{"data": map[string]any{"host": map[string]any{"file": map[string]any{"id": fmt.Sprintf("FILE-%d", n)}}}}
+	case strings.Contains(req.Query, "version"):
+		resp = map[string]any{"data": map[string]any{"version": daggerexec.EngineVersion}}
+	default:
+		http.Error(w, "unexpected query "+req.Query, http.StatusBadRequest)
+		return
+	}
+	json.NewEncoder(w).Encode(resp)
+}
+
+func TestExecFailureReportsStderrTail(t *testing.T) {
+	noEngineEnv(t)
+	var lines []string
+	for i := 1; i <= 30; i++ {
+		lines = append(lines, fmt.Sprintf("stderr line %d", i))
+	}
+	lines = append(lines, `orkpipe: stage "demo-rotate": field "bits": 9, want 1..7`)
+	fake := &fakeSession{stderr: strings.Join(lines, "\n") + "\n"}
+	srv := httptest.NewServer(fake)
+	defer srv.Close()
+	_, port, _ := net.SplitHostPort(strings.TrimPrefix(srv.URL, "http://"))
+	if _, err := strconv.Atoi(port); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("DAGGER_SESSION_PORT", port)
+	t.Setenv("DAGGER_SESSION_TOKEN", "test-token")
+
+	ctx := context.Background()
+	store := executortest.OpenStore(t)
+	x, err := daggerexec.New(ctx, store, daggerexec.WithBinary(goBinary(t)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer x.Close()
+	in := stages.File{Path: goBinary(t)}
+	obj, err := artifacts.HashPath(ctx, in.Path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	in.Digest, in.Size = obj.Digest, obj.Size
+	m := stages.KeyMaterial{Stage: "demo-rotate", Version: 1, Params: []byte(`{"bits":9}`), Inputs: map[string]artifacts.Digest{"in": in.Digest}}
+	key, _ := m.Key()
+	_, err = x.Execute(ctx, engine.ExecRequest{Key: key, Material: m, Inputs: map[string]stages.File{"in": in}})
+	if err == nil {
+		t.Fatal("a failing exec was reported as a success")
+	}
+	msg := err.Error()
+	for _, want := range []string{"exit 1", `field "bits": 9, want 1..7`, "stderr line 30", "stderr line 12", key.String()} {
+		if !strings.Contains(msg, want) {
+			t.Errorf("error does not contain %q:\n%s", want, msg)
+		}
+	}
+	if strings.Contains(msg, "stderr line 11\n") {
+		t.Errorf("error holds more than the stderr tail:\n%s", msg)
+	}
+	fake.mu.Lock()
+	defer fake.mu.Unlock()
+	var ctr string
+	for _, q := range fake.queries {
+		if strings.Contains(q, "container") {
+			ctr = q
+		}
+	}
+	for _, want := range []string{
+		`container(platform:"linux/amd64")`,
+		`withFile(path:"/orkpipe", source:"FILE-`, `permissions:365`,
+		`path:"/node/material.json"`, `withNewFile(contents:"{\"inputs\":{\"in\":\"` + in.Digest.String(),
+		`withFile(path:"/node/in/` + in.Digest.Hex() + `", source:"FILE-`,
+		`withExec(args:["/orkpipe","node","exec","--key","` + key.String() + `","--material","/node/material.json","--inputs","/node/in","--output","/node/out"])`,
+		`directory(path:"/node/out"){export(path:"`,
+	} {
+		if !strings.Contains(ctr, want) {
+			t.Errorf("container query lacks %s:\n%s", want, ctr)
+		}
+	}
+}

@@ -1,0 +1,192 @@
+package stages_test
+
+import (
+	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"testing"
+
+	"orkpipe/artifacts"
+	"orkpipe/stages"
+)
+
+// fingerprintText is the fixed corpus and evaluation text of the build-stage fingerprints.
+var fingerprintText = strings.Repeat("Once upon a time there was a little boat. She sailed to the sea and saw the sun. ", 12)
+
+type buildStep struct {
+	name   string
+	stage  string
+	params string
+	inputs map[string]string // input name -> "file:<fixture>" or "<step>.<output>"
+	tools  map[string]string
+}
+
+// buildSteps runs every build stage kind once, on a tiny synthetic model, each consuming the
+// outputs of the steps before it.
+var buildSteps = []buildStep{
+	{"synth", "synth", `{"layers":2,"n_embd":64,"n_ff":96,"n_head":4,"n_head_kv":2,"vocab":360,"ctx":64,"type":"F16","seed":11}`, nil, nil},
+	{"tokenize", "tokenize", `{"sequences":2,"ctx":16,"corpus_name":"corpus.txt"}`, map[string]string{"model": "synth.model.gguf", "corpus": "file:text"}, nil},
+	{"calibrate", "calibrate", `{"shape":` + fpShape + `,"start":0,"end":1,"sequences":2,"ctx":16,"hidden":true}`,
+		map[string]string{"model": "synth.model.gguf", "tokens": "tokenize.tokens"}, nil},
+	{"finalize", "finalize", `{"tensor":"blk.0.ffn_down.weight","method":"gptq","dtype":"I4_ROT_A8","group":32,"rotation":"hadamard","act_bits":8,"clip_grid":null,"damp":0.01,"act_order":false,"seed":5,"n":64,"k":96}`,
+		map[string]string{"model": "synth.model.gguf", "hessian": "calibrate.h.0.ffn_down"}, nil},
+	{"finalize-rtn", "finalize", `{"tensor":"blk.0.attn_q.weight","method":"rtn","dtype":"I4_NATIVE","group":0,"rotation":"none","act_bits":4,"clip_grid":null,"damp":0,"act_order":false,"seed":0,"n":64,"k":64}`,
+		map[string]string{"model": "synth.model.gguf"}, nil},
+	{"propagate", "propagate", `{"shape":` + fpShape + `,"start":0,"end":1,"sequences":2,"ctx":16,"weights":["blk.0.attn_q.weight","blk.0.ffn_down.weight"]}`,
+		map[string]string{"model": "synth.model.gguf", "tokens": "tokenize.tokens", "w.blk.0.attn_q.weight": "finalize-rtn.weight", "w.blk.0.ffn_down.weight": "finalize.weight"}, nil},
+	{"tile", "tile", `{"nibbles":"low-first","n":64,"kp":96}`, map[string]string{"weight": "finalize.weight"}, nil},
+	{"tile-rtn", "tile", `{"nibbles":"high-first","n":64,"kp":64}`, map[string]string{"weight": "finalize-rtn.weight"}, nil},
+	{"write-orkpack", "write-orkpack", `{"board":"rk3588","entries":["blk.0.attn_q.weight","blk.0.ffn_down.weight"],"max_entry_bytes":1048576}`,
+		map[string]string{"e.blk.0.attn_q.weight": "tile-rtn.entry", "e.blk.0.ffn_down.weight": "tile.entry"}, nil},
+	{"emit-stub", "emit-stub", `{}`, map[string]string{"model": "synth.model.gguf", "pack": "write-orkpack.pack"}, nil},
+	{"screen", "screen", `{"shape":` + fpShape + `,"ctx":16,"chunks":4,"text_name":"eval.txt"}`,
+		map[string]string{"model": "synth.model.gguf", "pack": "write-orkpack.pack", "text": "file:text"}, nil},
+	{"verify-local", "verify-local", `{"board":"rk3588"}`, map[string]string{"model": "synth.model.gguf", "pack": "write-orkpack.pack", "stub": "emit-stub.stub.gguf"}, nil},
+	{"report", "report", `{"name":"fp","screen":true}`, map[string]string{"pack": "write-orkpack.pack", "stub": "emit-stub.stub.gguf",
+		"verify": "verify-local.verify.json", "screen": "screen.screen.json"}, nil},
+	{"provenance", "provenance", `{"name":"fp","subjects":["fp.orkpack","report.json"],"deps":[{"name":"corpus","uri":"file:///corpus.txt"}],"recipe":{"name":"fp"},"overrides":["a=b"]}`,
+		map[string]string{"subject.fp.orkpack": "write-orkpack.pack", "subject.report.json": "report.report.json", "dep.corpus": "file:text"},
+		map[string]string{"orkpipe": "file:tool"}},
+}
+
+const fpShape = `{"layers":2,"n_embd":64,"n_ff":96,"n_head":4,"n_head_kv":2,"head_dim":16,"vocab":360}`
+
+// TestBuildStageFingerprints is DESIGN.md's stage fingerprint test for the build stage kinds: each
+// runs on fixed tiny inputs and its output digests are compared with
+// testdata/build-fingerprints.json (rewrite with -update). A changed digest under an unchanged
+// version fails: bump the stage's version, then -update. Together with TestFingerprints (the demo
+// kinds) every registered kind must be covered.
+func TestBuildStageFingerprints(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	fixture := map[string]stages.File{
+		"text": writeFixture(t, dir, "text", fingerprintText),
+		"tool": writeFixture(t, dir, "tool", "a fixed stand-in for the orkpipe binary\n"),
+	}
+	files := map[string]stages.File{}
+	resolve := func(ref string) stages.File {
+		if f, ok := strings.CutPrefix(ref, "file:"); ok {
+			return fixture[f]
+		}
+		f, ok := files[ref]
+		if !ok {
+			t.Fatalf("fingerprint input %q not produced", ref)
+		}
+		return f
+	}
+	type fingerprint struct {
+		Version int               `json:"version"`
+		Outputs map[string]string `json:"outputs"`
+	}
+	got := map[string]fingerprint{}
+	for _, s := range buildSteps {
+		k, err := stages.Lookup(s.stage)
+		if err != nil {
+			t.Fatal(err)
+		}
+		m := stages.KeyMaterial{Stage: s.stage, Version: k.Version(), Inputs: map[string]artifacts.Digest{}, Tools: map[string]artifacts.Digest{}}
+		b, err := k.Bind([]byte(s.params))
+		if err != nil {
+			t.Fatalf("%s: %v", s.name, err)
+		}
+		m.Params = b.Params()
+		inputs, tools := map[string]stages.File{}, map[string]stages.File{}
+		for n, ref := range s.inputs {
+			inputs[n] = resolve(ref)
+			m.Inputs[n] = inputs[n].Digest
+		}
+		for n, ref := range s.tools {
+			tools[n] = resolve(ref)
+			m.Tools[n] = tools[n].Digest
+		}
+		out := filepath.Join(dir, "out-"+s.name)
+		if err := os.Mkdir(out, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		names, err := stages.Execute(ctx, m, inputs, tools, out, nil)
+		if err != nil {
+			t.Fatalf("%s: %v", s.name, err)
+		}
+		fp := fingerprint{Version: m.Version, Outputs: map[string]string{}}
+		for _, n := range names {
+			p := filepath.Join(out, n)
+			f, err := os.Open(p)
+			if err != nil {
+				t.Fatal(err)
+			}
+			d, size, err := artifacts.SumReader(f)
+			f.Close()
+			if err != nil {
+				t.Fatal(err)
+			}
+			files[s.name+"."+n] = stages.File{Path: p, Digest: d, Size: size}
+			fp.Outputs[n] = d.String()
+		}
+		got[s.name] = fp
+	}
+	golden := filepath.Join("testdata", "build-fingerprints.json")
+	if *update {
+		b, _ := json.MarshalIndent(got, "", "  ")
+		if err := os.WriteFile(golden, append(b, '\n'), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var want map[string]fingerprint
+	raw, err := os.ReadFile(golden)
+	if err != nil {
+		t.Fatalf("%v (run with -update to create it)", err)
+	}
+	if err := json.Unmarshal(raw, &want); err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range buildSteps {
+		w, ok := want[s.name]
+		if !ok {
+			t.Errorf("%s: not in %s: run with -update", s.name, golden)
+			continue
+		}
+		if got[s.name].Version != w.Version {
+			t.Errorf("%s: version %d, table says %d: run with -update to record its new fingerprints", s.name, got[s.name].Version, w.Version)
+			continue
+		}
+		for out, d := range w.Outputs {
+			if got[s.name].Outputs[out] != d {
+				t.Errorf("%s output %s: %s, table says %s: the output changed without a version bump", s.name, out, got[s.name].Outputs[out], d)
+			}
+		}
+	}
+	// Every registered kind is fingerprinted here or by TestFingerprints.
+	covered := map[string]bool{}
+	for _, s := range buildSteps {
+		covered[s.stage] = true
+	}
+	var demo map[string]json.RawMessage
+	if raw, err := os.ReadFile(filepath.Join("testdata", "fingerprints.json")); err == nil {
+		json.Unmarshal(raw, &demo)
+	}
+	for n := range demo {
+		covered[n] = true
+	}
+	var missing []string
+	for _, n := range stages.Names() {
+		if !covered[n] {
+			missing = append(missing, n)
+		}
+	}
+	sort.Strings(missing)
+	if len(missing) > 0 {
+		t.Errorf("stage kinds without a fingerprint: %v", missing)
+	}
+}
+
+func writeFixture(t *testing.T, dir, name, content string) stages.File {
+	t.Helper()
+	p := filepath.Join(dir, "fixture-"+name)
+	if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return stages.File{Path: p, Digest: artifacts.SumBytes([]byte(content)), Size: int64(len(content))}
+}

@@ -22,7 +22,7 @@ import (
 //	DIR/.orkpipe-partial/<manifest sha256 hex>/
 //	    lock         flock(2)ed by the pull in progress
 //	    journal      one line per verified part: "<file>\t<part index>\t<layer digest>\n", appended
-//	                 only after the part's bytes were verified and fdatasync'ed
+//	                 only after the part's bytes were verified and written
 //	    <file>       the file being assembled, full length, sparse, written at the parts' extents
 //
 // A resumed pull re-hashes every journaled part from disk before trusting it (a record whose bytes

@@ -104,6 +104,12 @@ func TestPullResumeAfterKill(t *testing.T) {
 		}
 	}
 	proxy.throttle = 0
+	// The killed process's connections may still be draining on the server side: wait until the
+	// counter is quiet so that only the resumed pull's bytes are measured.
+	for last := int64(-1); last != proxy.blobBytes.Load(); {
+		last = proxy.blobBytes.Load()
+		time.Sleep(300 * time.Millisecond)
+	}
 	start := proxy.blobBytes.Load()
 	pr, err := Pull(ctx, ref, dst, plain(reg), WithJobs(2))
 	if err != nil {

@@ -182,3 +182,42 @@ func alterAttestation(t *testing.T, reg *regtest.Registry, repo string, subject 
 		t.Fatal(err)
 	}
 }
+
+// A later "board verification" attestation is attached and listed the same way as the provenance.
+func TestAttachBoardVerification(t *testing.T) {
+	ctx := ctxT(t)
+	reg := regtest.Start(t, nil)
+	src := buildDir(t)
+	kdir := t.TempDir()
+	pub, err := GenerateKeyFiles(filepath.Join(kdir, "k"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	priv, _ := LoadPrivateKey(filepath.Join(kdir, "k"))
+	ref := reg.Ref("packs/board", "v1")
+	if _, err := Push(ctx, src, ref, plain(reg), WithSigner(priv)); err != nil {
+		t.Fatal(err)
+	}
+	const boardPredicate = "https://orkpipe.dev/board-verification/v1"
+	h, err := Attach(ctx, ref, boardPredicate, json.RawMessage(`{"board":"rk3588-07","result":"pass","ppl":2.68}`), plain(reg), WithSigner(priv))
+	if err != nil {
+		t.Fatal(err)
+	}
+	d, err := Describe(ctx, ref, plain(reg), WithTrust(pub))
+	if err != nil {
+		t.Fatal(err)
+	}
+	types := map[string]string{}
+	for _, a := range d.Attestations {
+		if a.Err != nil || len(a.TrustedBy) != 1 {
+			t.Errorf("attestation %s: trusted %v err %v", a.Digest, a.TrustedBy, a.Err)
+		}
+		types[a.PredicateType] = a.Digest.String()
+	}
+	if len(types) != 2 || types[boardPredicate] != h || types[PredicateSLSAProvenance] == "" {
+		t.Fatalf("attestations listed: %v", types)
+	}
+	if _, err := Pull(ctx, ref, filepath.Join(t.TempDir(), "out"), plain(reg), WithTrust(pub)); err != nil {
+		t.Fatal(err)
+	}
+}

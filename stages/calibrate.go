@@ -89,7 +89,7 @@ func CalibrateMemory(s ModelShape, start, end, ctxLen int) int64 {
 }
 
 func init() {
-	Register(Define("calibrate", 1, func(p CalibrateParams) (Spec, error) {
+	Register(Define("calibrate", 2, func(p CalibrateParams) (Spec, error) {
 		if err := p.Shape.validate(); err != nil {
 			return Spec{}, err
 		}

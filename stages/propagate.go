@@ -33,7 +33,7 @@ func PropagateMemory(s ModelShape, start, end, ctxLen int) int64 {
 }
 
 func init() {
-	Register(Define("propagate", 1, func(p PropagateParams) (Spec, error) {
+	Register(Define("propagate", 2, func(p PropagateParams) (Spec, error) {
 		if err := p.Shape.validate(); err != nil {
 			return Spec{}, err
 		}

@@ -118,7 +118,7 @@ func openEngine(opts *globalOptions, keepGoing, events bool, x ...executorFlags)
 		}
 		if ex != nil {
 			engOpts = append(engOpts, engine.WithExecutor(ex))
-			sink = closingSink{Sink: sink, closeExecutor: closeX}
+			sink = closingSink{Sink: sink, executor: ex, closeExecutor: closeX}
 		}
 	}
 	eng, err := engine.New(store, engOpts...)

@@ -1,11 +1,20 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"math"
+	"path/filepath"
+	"strings"
 	"testing"
 
+	"github.com/zeebo/blake3"
+
 	"orkpipe/internal/testdata"
+	"orkpipe/ork/board"
+	"orkpipe/ork/gguf"
+	"orkpipe/ork/pack"
+	"orkpipe/ork/quant"
 )
 
 func TestEvalCommand(t *testing.T) {
@@ -67,5 +76,64 @@ func TestEvalCommand(t *testing.T) {
 		} else {
 			t.Logf("%v: exit %d: %s", c.args[1:], code, errOut)
 		}
+	}
+}
+
+// TestEvalPack evaluates a pack of every block weight of stories260K (int8 per group, rotated, int8
+// activations) against its float model through the CLI.
+func TestEvalPack(t *testing.T) {
+	ctx := context.Background()
+	modelPath := testdata.Path(t, "stories260K.gguf")
+	f, err := gguf.Open(ctx, modelPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	packPath := filepath.Join(t.TempDir(), "w8.orkpack")
+	w, err := pack.Create(ctx, packPath, board.Planner(board.RK3588()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	for _, ti := range f.Tensors {
+		if !strings.HasPrefix(ti.Name, "blk.") || len(ti.Shape) != 2 {
+			continue
+		}
+		k, n := int(ti.Shape[0]), int(ti.Shape[1])
+		data := make([]float32, k*n)
+		if err := f.ReadRows(ctx, ti, 0, data); err != nil {
+			t.Fatal(err)
+		}
+		qw, err := quant.RTN(ctx, quant.Matrix{Name: ti.Name, Rows: n, Cols: k, Data: data}, nil,
+			quant.WithBits(8), quant.WithGroup(32), quant.WithRotation(true, 9))
+		if err != nil {
+			t.Fatal(err)
+		}
+		pw := pack.Weight{Meta: pack.Meta{Name: ti.Name, DType: pack.I8Rot, K: qw.KP, N: n, Group: qw.Group, QErr: qw.QErr,
+			Rotation: pack.Rotation{Kind: pack.RotHadamard, Block: qw.Rotation.Block, Seed: qw.Rotation.Seed},
+			Source:   blake3.Sum256([]byte(ti.Name))}, Codes: qw.Codes, Scales: qw.Scales}
+		if err := w.Add(ctx, pw); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := w.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	out, errOut, code := orkpipeExit(t, "--json", "eval", "--model", modelPath, "--pack", packPath,
+		"--text", testdata.Path(t, "stories-generated.txt"), "--chunks", "2")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	var res struct {
+		PPL     float64            `json:"ppl"`
+		KLD     map[string]float64 `json:"kld"`
+		SameTop *float64           `json:"same_top"`
+	}
+	if err := json.Unmarshal([]byte(out), &res); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("W8A8 rotated pack via CLI: %s", out)
+	if res.KLD == nil || res.SameTop == nil || res.KLD["mean"] <= 0 || res.KLD["mean"] > 0.01 || res.PPL < 1 || res.PPL > 4 {
+		t.Fatalf("unexpected pack evaluation %s", out)
 	}
 }

@@ -151,10 +151,22 @@ func (l *lazyDagger) close() error {
 	return err
 }
 
-// closingSink closes the executor after the sink (callers close the sink when the build ends).
+// closingSink carries the executor openEngine chose and closes it after the sink (callers close
+// the sink when the build ends).
 type closingSink struct {
 	progress.Sink
+	executor      engine.Executor
 	closeExecutor func() error
+}
+
+// executorOption returns the option selecting the executor that openEngine attached to sink
+// (none for the local default). A command that creates another engine on the same store (build
+// does, to wrap the sink) must pass it on, or its nodes would silently run locally.
+func executorOption(sink progress.Sink) []engine.Option {
+	if cs, ok := sink.(closingSink); ok {
+		return []engine.Option{engine.WithExecutor(cs.executor)}
+	}
+	return nil
 }
 
 func (s closingSink) Close() error {

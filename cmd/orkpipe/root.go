@@ -116,4 +116,5 @@ var commands = []func(*globalOptions) *cobra.Command{
 	newPushCommand, newPullCommand, newDescribeCommand, newKeyCommand,
 	newBuildCommand,
 	newNodeCommand,
+	newVerifyCommand,
 }

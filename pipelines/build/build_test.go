@@ -264,3 +264,54 @@ func TestWindowTooBig(t *testing.T) {
 		t.Fatalf("err = %v", err)
 	}
 }
+
+func readReport(t *testing.T, dir string) stages.Report {
+	t.Helper()
+	var rep stages.Report
+	b, err := os.ReadFile(filepath.Join(dir, "report.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(b, &rep); err != nil {
+		t.Fatal(err)
+	}
+	return rep
+}
+
+// TestPromotion: with a budget for one extra page, exactly the ffn_down weight with the worse base
+// qerr is promoted to I8_ROT; the base tiers are not re-run.
+func TestPromotion(t *testing.T) {
+	r := newRig(t)
+	path := writeRecipe(t, "oneshot")
+	base := filepath.Join(t.TempDir(), "out")
+	if _, _, err := r.build(t, path, base); err != nil {
+		t.Fatal(err)
+	}
+	qerr := map[string]float64{}
+	for _, w := range readReport(t, base).Weights {
+		qerr[w.Name] = w.QErr
+	}
+	worst := "blk.0.ffn_down.weight"
+	if qerr["blk.1.ffn_down.weight"] > qerr[worst] {
+		worst = "blk.1.ffn_down.weight"
+	}
+	out := filepath.Join(t.TempDir(), "out")
+	ran, _, err := r.build(t, path, out, "promote.match=blk\\.\\d+\\.ffn_down\\.weight", "promote.to=I8_ROT", "promote.budget_mib=0.005")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, id := range ran {
+		if strings.HasPrefix(id, "finalize:") || strings.HasPrefix(id, "tile:") || strings.HasPrefix(id, "calibrate") {
+			t.Errorf("promotion re-ran %s", id)
+		}
+	}
+	var promoted []string
+	for _, w := range readReport(t, out).Weights {
+		if w.DType == "I8_ROT" {
+			promoted = append(promoted, w.Name)
+		}
+	}
+	if len(promoted) != 1 || promoted[0] != worst {
+		t.Errorf("promoted %v, want [%s] (base qerr %v)", promoted, worst, qerr)
+	}
+}

@@ -12,9 +12,14 @@ import (
 	"orkpipe/stages"
 )
 
-// request builds the ExecRequest of stage with params over inputs; params are canonicalized
-// through the kind so the key material is what the engine would compute.
-func request(t *testing.T, stage, params string, inputs map[string]stages.File) engine.ExecRequest {
+// Request builds the ExecRequest of stage (version 1) with canonical params over inputs.
+func Request(t testing.TB, stage, params string, inputs map[string]stages.File) engine.ExecRequest {
+	t.Helper()
+	return request(t, stage, params, inputs)
+}
+
+// request builds the ExecRequest of stage with canonical params over inputs.
+func request(t testing.TB, stage, params string, inputs map[string]stages.File) engine.ExecRequest {
 	t.Helper()
 	m := stages.KeyMaterial{Stage: stage, Version: 1, Params: []byte(params), Inputs: map[string]artifacts.Digest{}}
 	for name, f := range inputs {
@@ -23,7 +28,7 @@ func request(t *testing.T, stage, params string, inputs map[string]stages.File) 
 	return engine.ExecRequest{Key: mustKey(t, m), Material: m, Inputs: inputs, Tools: map[string]stages.File{}}
 }
 
-func mustKey(t *testing.T, m stages.KeyMaterial) artifacts.Digest {
+func mustKey(t testing.TB, m stages.KeyMaterial) artifacts.Digest {
 	t.Helper()
 	k, err := m.Key()
 	if err != nil {

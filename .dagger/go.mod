@@ -1,0 +1,3 @@
+module dagger/orkpipe
+
+go 1.24

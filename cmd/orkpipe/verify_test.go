@@ -1,0 +1,109 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"orkpipe/internal/testdata"
+	"orkpipe/ork/boardhost"
+	"orkpipe/pipelines/verify/verifytest"
+)
+
+// runVerifyCLI executes the root command and returns stdout, stderr and the exit status.
+func runVerifyCLI(t *testing.T, args ...string) (string, string, int) {
+	t.Helper()
+	var out, errOut bytes.Buffer
+	opts := newGlobalOptions(&out, &errOut)
+	root := newRootCommand(opts)
+	root.SetArgs(args)
+	ctx := context.Background()
+	code := exitCode(ctx, root.ExecuteContext(ctx), &errOut)
+	return out.String(), errOut.String(), code
+}
+
+// Acceptance 1 and 4 through the CLI: a good stand-in run gives a report with the parsed PPL and
+// exit 0; two runs on this machine compare; a run with a different allow-listed environment
+// (another machine state) is refused by compare, which names the difference.
+func TestVerifyCLIRunAndCompare(t *testing.T) {
+	dir := t.TempDir()
+	verifytest.BuildDir(t, dir)
+	text := testdata.Path(t, "tinystories_sample.txt")
+	run := "'" + verifytest.StandIn(t, "good") + "' -m {stub} --ork-pack {pack} -f {text}"
+	reports := t.TempDir()
+	a, b, c := filepath.Join(reports, "a.json"), filepath.Join(reports, "b.json"), filepath.Join(reports, "c.json")
+
+	out, stderr, code := runVerifyCLI(t, "verify", dir, "--run", run, "--text", text, "--report", a)
+	if code != 0 {
+		t.Fatalf("verify: exit %d\n%s\n%s", code, out, stderr)
+	}
+	if !strings.Contains(out, "2.6798") {
+		t.Errorf("summary does not show the PPL:\n%s", out)
+	}
+	rep, err := boardhost.ReadReport(a)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !rep.OK() || rep.Run == nil || rep.Run.Scores == nil || rep.Run.PPL != 2.6798 {
+		t.Fatalf("report %+v, want ok with PPL 2.6798", rep.Run)
+	}
+	if _, stderr, code := runVerifyCLI(t, "verify", dir, "--run", run, "--text", text, "--report", b); code != 0 {
+		t.Fatalf("second verify: exit %d: %s", code, stderr)
+	}
+	out, stderr, code = runVerifyCLI(t, "compare", a, b)
+	if code != 0 || !strings.Contains(out, "comparable: same machine fingerprint") {
+		t.Fatalf("compare of two same-machine runs: exit %d\n%s\n%s", code, out, stderr)
+	}
+
+	t.Setenv("ORK_NPU_CORES", "2")
+	if _, stderr, code := runVerifyCLI(t, "verify", dir, "--run", run, "--text", text, "--report", c); code != 0 {
+		t.Fatalf("third verify: exit %d: %s", code, stderr)
+	}
+	out, stderr, code = runVerifyCLI(t, "compare", a, c)
+	if code != 1 || !strings.Contains(stderr, "not comparable") || !strings.Contains(stderr, "ORK_NPU_CORES") {
+		t.Fatalf("compare across fingerprints: exit %d\n%s\n%s", code, out, stderr)
+	}
+	out, _, code = runVerifyCLI(t, "compare", "--cross-machine", a, c)
+	if code != 0 || !strings.Contains(out, "NOT COMPARABLE") {
+		t.Fatalf("compare --cross-machine: exit %d\n%s", code, out)
+	}
+}
+
+// A failed verification exits 1 and names the failed checks; --json carries "ok": false.
+func TestVerifyCLIFailureExitStatus(t *testing.T) {
+	dir := t.TempDir()
+	verifytest.BuildDir(t, dir)
+	stub := filepath.Join(dir, verifytest.Name+".orkpack.gguf")
+	os.Chmod(stub, 0o644)
+	f, err := os.OpenFile(stub, os.O_RDWR, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.WriteAt([]byte("GGUF\x02"), 0) // version 3 -> 2: the header region no longer matches the build's
+	f.Close()
+	out, stderr, code := runVerifyCLI(t, "--json", "verify", dir)
+	if code != 1 || !strings.Contains(stderr, "integrity") || !strings.Contains(stderr, "stub-header") {
+		t.Fatalf("exit %d, stderr %s", code, stderr)
+	}
+	if !strings.Contains(out, `"ok":false`) {
+		t.Errorf("--json output lacks \"ok\":false: %s", out)
+	}
+}
+
+func TestVerifyCLIUsage(t *testing.T) {
+	dir := t.TempDir()
+	for _, args := range [][]string{
+		{"verify"},
+		{"verify", dir, "--text", "x.txt"},
+		{"verify", dir, "--attest", "localhost:5000/x:y"},
+		{"verify", dir, "--run", "llama-perplexity 'unterminated"},
+		{"verify", "not a ref at all!"},
+	} {
+		if _, stderr, code := runVerifyCLI(t, args...); code != 2 {
+			t.Errorf("%q: exit %d, want 2 (usage): %s", args, code, stderr)
+		}
+	}
+}

@@ -1,0 +1,61 @@
+package model
+
+import (
+	"os"
+	"strings"
+	"testing"
+	"unicode/utf8"
+
+	"orkpipe/internal/testdata"
+)
+
+// FuzzEncode tokenizes arbitrary text with both test vocabularies. Every input must tokenize, and the
+// token pieces must spell the input back: SentencePiece "▁" + text with spaces as "▁" (byte tokens
+// <0xNN> standing for their byte), GPT-2 the byte-encoded text.
+func FuzzEncode(f *testing.F) {
+	spm := openTokenizer(f, "ggml-vocab-llama-spm.gguf")
+	gpt := openTokenizer(f, "ggml-vocab-gpt-2.gguf")
+	if b, err := os.ReadFile(testdata.Path(f, "ggml-vocab-llama-spm.gguf.inp")); err == nil {
+		for _, s := range strings.Split(string(b), "\n__ggml_vocab_test__\n") {
+			f.Add(s)
+		}
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		ids, err := spm.Encode(s, false, false)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if utf8.ValidString(s) && s != "" {
+			var b strings.Builder
+			v := spm.Vocab()
+			for _, id := range ids {
+				p := v.Tokens[id]
+				if v.Types[id] == TokenByte {
+					var x byte
+					for _, c := range p[3:5] {
+						x = x*16 + byte(strings.IndexRune("0123456789ABCDEF", c))
+					}
+					b.WriteByte(x)
+					continue
+				}
+				b.WriteString(p)
+			}
+			if want := strings.ReplaceAll(" "+s, " ", "\u2581"); b.String() != want {
+				t.Fatalf("SPM pieces spell %q, want %q", b.String(), want)
+			}
+		}
+		ids, err = gpt.Encode(s, false, false)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if utf8.ValidString(s) {
+			var b strings.Builder
+			for _, id := range ids {
+				b.WriteString(gpt.Vocab().Tokens[id])
+			}
+			if want := byteEncode(s); b.String() != want {
+				t.Fatalf("GPT-2 pieces spell %q, want %q", b.String(), want)
+			}
+		}
+	})
+}

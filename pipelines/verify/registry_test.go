@@ -1,0 +1,162 @@
+package verify_test
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync/atomic"
+	"testing"
+
+	"orkpipe/artifacts"
+	"orkpipe/internal/testdata"
+	"orkpipe/pipelines/engine"
+	"orkpipe/pipelines/verify"
+	"orkpipe/pipelines/verify/verifytest"
+	"orkpipe/registry"
+	"orkpipe/registry/regtest"
+	"orkpipe/stages"
+)
+
+// countingExecutor counts the nodes that reached the local executor.
+type countingExecutor struct {
+	next engine.Executor
+	n    atomic.Int32
+}
+
+func (c *countingExecutor) Execute(ctx context.Context, req engine.ExecRequest) ([]artifacts.NamedObject, error) {
+	c.n.Add(1)
+	return c.next.Execute(ctx, req)
+}
+
+// Acceptance 5: push a build to a real registry (distribution/v3 in-process), pull and verify it with a
+// run, attest the report; describe lists the verification with its board host and binaries; a graph
+// requiring that board verification finds the attestation and runs nothing, twice (the second time
+// from the action cache); a requirement no attestation matches fails naming the difference.
+func TestVerifyAttestDescribeAndDAG(t *testing.T) {
+	ctx := context.Background()
+	reg := regtest.Start(t, nil)
+	ref := reg.Ref("packs/stories", "v1")
+	plain := registry.WithPlainHTTP(reg.Host)
+
+	build := t.TempDir()
+	verifytest.BuildDir(t, build)
+	if _, err := registry.Push(ctx, build, ref, plain); err != nil {
+		t.Fatal(err)
+	}
+
+	// The board host: pull (every part verified), verify with a run, attest.
+	board := t.TempDir()
+	if _, err := registry.Pull(ctx, ref, board, plain); err != nil {
+		t.Fatal(err)
+	}
+	text := testdata.Path(t, "tinystories_sample.txt")
+	command := "'" + verifytest.StandIn(t, "good") + "' -m {stub} --ork-pack {pack} -f {text}"
+	res, err := verify.Dir(ctx, board, verify.WithRun(command, text))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !res.Report.OK() {
+		t.Fatalf("verification of the pulled pack failed: %+v", res.Report.Checks)
+	}
+	keyPath := filepath.Join(t.TempDir(), "board.key")
+	pub, err := registry.GenerateKeyFiles(keyPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	priv, err := registry.LoadPrivateKey(keyPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	att, err := verify.Attest(ctx, ref, res, plain, registry.WithSigner(priv))
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	// The build side: describe lists the verification, which host and which binaries.
+	d, err := registry.Describe(ctx, ref, plain, registry.WithTrust(pub))
+	if err != nil {
+		t.Fatal(err)
+	}
+	vs := verify.Verifications(d)
+	if len(vs) != 1 || vs[0].Attestation != att || !vs[0].OK || len(vs[0].TrustedBy) != 1 || vs[0].Error != "" {
+		t.Fatalf("verifications %+v, want the one attested (%s), ok and trusted", vs, att)
+	}
+	v := vs[0]
+	host, _ := os.Hostname()
+	if v.Host != host || v.Board != "rk3588" || v.Fingerprint != res.Report.Fingerprint.Digest() || v.PPL != 2.6798 {
+		t.Errorf("verification %+v: want host %s, board rk3588, the report's fingerprint and PPL", v, host)
+	}
+	var sawScript, sawShell bool
+	for _, o := range v.Objects {
+		sawScript = sawScript || strings.HasSuffix(o.Path, "standin-llama-perplexity-good.sh") && strings.HasPrefix(o.Digest, "blake3:")
+		sawShell = sawShell || o.Role == "script-interpreter" && strings.HasPrefix(o.Digest, "blake3:")
+	}
+	if !sawScript || !sawShell {
+		t.Errorf("objects %+v: want the run script and its interpreter with digests", v.Objects)
+	}
+
+	// A graph requiring this board verification.
+	params, inputs, err := verify.ParamsOf(v.Predicate, v.Report)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if inputs["pack"] != fileDigest(t, d, verifytest.Name+".orkpack") {
+		t.Fatalf("attested pack %s is not the pushed one", inputs["pack"])
+	}
+	store, err := artifacts.OpenStore(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer store.Close()
+	local := &countingExecutor{next: engine.Local{Store: store}}
+	exec := &verify.Executor{Next: local, Store: store, Ref: ref, Options: []registry.Option{plain, registry.WithTrust(pub)}, Trusted: true}
+	eng, err := engine.New(store, engine.WithMemoryBudget(1<<30), engine.WithExecutor(exec))
+	if err != nil {
+		t.Fatal(err)
+	}
+	graph := func(p stages.VerifyBoardParams) *engine.Plan {
+		g := engine.NewGraph()
+		n := g.Add("verify-board", "verify-board", p, map[string]engine.Input{
+			"pack": engine.File(filepath.Join(build, verifytest.Name+".orkpack")),
+			"stub": engine.File(filepath.Join(build, verifytest.Name+".orkpack.gguf")),
+			"text": engine.File(text),
+		})
+		g.Export(stages.VerifyBoardOutput, n.Output(stages.VerifyBoardOutput))
+		pl, err := eng.Plan(g)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return pl
+	}
+	for i, want := range []struct{ executed, cached int }{{1, 0}, {0, 1}} {
+		r, err := eng.Build(ctx, "stories-board", graph(params), engine.BuildOptions{})
+		if err != nil {
+			t.Fatalf("build %d: %v", i, err)
+		}
+		if r.Executed != want.executed || r.Cached != want.cached {
+			t.Errorf("build %d: executed %d cached %d, want %d and %d", i, r.Executed, r.Cached, want.executed, want.cached)
+		}
+	}
+	if n := local.n.Load(); n != 0 {
+		t.Errorf("%d nodes reached the local executor: the board verification was run, not found", n)
+	}
+
+	// Another board host (fingerprint) is not satisfied by this attestation.
+	other := params
+	other.Fingerprint = artifacts.SumBytes([]byte("another board")).String()
+	_, err = eng.Build(ctx, "stories-other-board", graph(other), engine.BuildOptions{})
+	if !errors.Is(err, verify.ErrNotSatisfied) || !strings.Contains(err.Error(), "fingerprint "+params.Fingerprint+", want "+other.Fingerprint) {
+		t.Fatalf("err = %v, want ErrNotSatisfied naming the fingerprint", err)
+	}
+}
+
+func fileDigest(t *testing.T, d *registry.Description, name string) artifacts.Digest {
+	t.Helper()
+	f, ok := d.Artifact.File(name)
+	if !ok {
+		t.Fatalf("artifact has no %s", name)
+	}
+	return f.Digests.BLAKE3
+}

@@ -1,0 +1,181 @@
+// Package verifytest builds real build directories for tests of `orkpipe verify`: a pack of the
+// real stories260K weights (ork/quant RTN, ork/pack writer, RK3588 plan), its stub (gguf.EmitStub),
+// report.json recording the source header digest and provenance.json (in-toto Statement v1, SLSA
+// provenance v1 predicate) with sha256 and BLAKE3 subjects — the layout `orkpipe build` leaves. It
+// also locates the board-runtime stand-ins in pipelines/verify/testdata.
+package verifytest
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"io"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"testing"
+
+	"github.com/zeebo/blake3"
+
+	"orkpipe/artifacts"
+	"orkpipe/internal/testdata"
+	"orkpipe/ork/board"
+	"orkpipe/ork/gguf"
+	"orkpipe/ork/pack"
+	"orkpipe/ork/quant"
+)
+
+// Name is the base name of the pack in a fixture directory.
+const Name = "stories"
+
+// BuildDir writes a build directory into dir (which must exist) and returns the pack's path. The
+// pack owns every 2-D weight but token_embd (I4_NATIVE G32, ffn_down I8, attn_output I4_ROT_A8).
+func BuildDir(t testing.TB, dir string) string {
+	t.Helper()
+	BuildDirWith(t, dir, nil)
+	return filepath.Join(dir, Name+".orkpack")
+}
+
+// BuildDirWith is BuildDir with mutate called on each quantized weight before it is added (nil: none);
+// the first weight for which it returns true is added pre-tiled (Writer.AddTiled), so that codes the
+// quantizer never writes reach the pack with consistent hashes. It returns that weight's name.
+func BuildDirWith(t testing.TB, dir string, mutate func(*pack.Weight) bool) string {
+	t.Helper()
+	mutated := ""
+	ctx := context.Background()
+	src, err := gguf.Open(ctx, testdata.Path(t, "stories260K.gguf"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer src.Close()
+	packPath := filepath.Join(dir, Name+".orkpack")
+	w, err := pack.Create(ctx, packPath, board.Planner(board.RK3588()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	var owned []string
+	for _, ti := range src.Tensors {
+		if len(ti.Shape) != 2 || ti.Name == "token_embd.weight" {
+			continue
+		}
+		m := quant.Matrix{Name: ti.Name, Rows: int(ti.Rows()), Cols: int(ti.RowLen())}
+		m.Data = make([]float32, m.Rows*m.Cols)
+		if err := src.ReadRows(ctx, ti, 0, m.Data); err != nil {
+			t.Fatal(err)
+		}
+		dt, qopts := pack.I4Native, []quant.Option{quant.WithBits(4), quant.WithGroup(32)}
+		switch {
+		case strings.Contains(ti.Name, "ffn_down"):
+			dt, qopts = pack.I8, []quant.Option{quant.WithBits(8), quant.WithGroup(0)}
+		case strings.Contains(ti.Name, "attn_output"):
+			dt, qopts = pack.I4RotA8, []quant.Option{quant.WithBits(4), quant.WithGroup(32), quant.WithRotation(true, 7)}
+		}
+		q, err := quant.RTN(ctx, m, nil, qopts...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		h := blake3.New()
+		if _, err := io.Copy(h, src.Section(ti)); err != nil {
+			t.Fatal(err)
+		}
+		meta := pack.Meta{Name: ti.Name, DType: dt, K: q.KP, N: q.N, Group: q.Group, QErr: q.QErr, Source: pack.Digest(h.Sum(nil))}
+		if !q.Rotation.IsZero() {
+			meta.Rotation = pack.Rotation{Kind: pack.RotHadamard, Block: q.Rotation.Block, Seed: q.Rotation.Seed}
+		}
+		wt := pack.Weight{Meta: meta, Codes: q.Codes, Scales: q.Scales}
+		if mutated == "" && mutate != nil && mutate(&wt) {
+			mutated = wt.Name
+			_, tiled, err := pack.TileWeight(wt, 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := w.AddTiled(ctx, wt.Meta, bytes.NewReader(tiled), wt.Scales); err != nil {
+				t.Fatal(err)
+			}
+		} else if err := w.Add(ctx, wt); err != nil {
+			t.Fatal(err)
+		}
+		owned = append(owned, ti.Name)
+	}
+	if err := w.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := gguf.EmitStub(ctx, src, gguf.NewNameSet(owned...), packPath+".gguf"); err != nil {
+		t.Fatal(err)
+	}
+	hd, err := src.HeaderDigest(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	header, err := artifacts.DigestFromBytes(hd[:])
+	if err != nil {
+		t.Fatal(err)
+	}
+	report := map[string]any{"name": Name, "board": "rk3588", "verify": map[string]any{"stub_header": header.String()}}
+	writeJSON(t, filepath.Join(dir, "report.json"), report)
+	WriteProvenance(t, dir, Name+".orkpack", Name+".orkpack.gguf", "report.json")
+	return mutated
+}
+
+// WriteProvenance (re)writes dir/provenance.json with the current sha256 and BLAKE3 of the named
+// files of dir as subjects (used by tests that change a file and want only a later check to see it).
+func WriteProvenance(t testing.TB, dir string, names ...string) {
+	t.Helper()
+	var subjects []map[string]any
+	for _, n := range names {
+		f, err := os.Open(filepath.Join(dir, n))
+		if err != nil {
+			t.Fatal(err)
+		}
+		sh, bh := sha256.New(), blake3.New()
+		if _, err := io.Copy(io.MultiWriter(sh, bh), f); err != nil {
+			t.Fatal(err)
+		}
+		f.Close()
+		subjects = append(subjects, map[string]any{"name": n, "digest": map[string]string{
+			"sha256": hex.EncodeToString(sh.Sum(nil)), "blake3": hex.EncodeToString(bh.Sum(nil))}})
+	}
+	st := map[string]any{
+		"_type":         "https://in-toto.io/Statement/v1",
+		"subject":       subjects,
+		"predicateType": "https://slsa.dev/provenance/v1",
+		"predicate": map[string]any{
+			"buildDefinition": map[string]any{"buildType": "https://orkpipe.dev/slsa/recipe-build/v1",
+				"externalParameters": map[string]any{"model": map[string]any{"name": Name, "boardProfile": "rk3588"}}},
+			"runDetails": map[string]any{"metadata": map[string]any{"finishedOn": "2026-01-02T03:04:05Z"}},
+		},
+	}
+	p := filepath.Join(dir, "provenance.json")
+	os.Remove(p)
+	writeJSON(t, p, st)
+}
+
+func writeJSON(t testing.TB, path string, v any) {
+	t.Helper()
+	b, err := json.MarshalIndent(v, "", "  ")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(path, append(b, '\n'), 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// StandIn returns the absolute path of a board-runtime stand-in script in pipelines/verify/testdata
+// (see its README.md): "good", "rewrites-pack", "fails" or "hangs".
+func StandIn(t testing.TB, name string) string {
+	t.Helper()
+	_, file, _, ok := runtime.Caller(0)
+	if !ok {
+		t.Fatal("cannot locate verifytest")
+	}
+	p := filepath.Join(filepath.Dir(file), "..", "testdata", "standin-llama-perplexity-"+name+".sh")
+	if _, err := os.Stat(p); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}

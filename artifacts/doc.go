@@ -28,6 +28,8 @@
 //	  tmp/<id>/                    ... and writes every temp file and TempDir inside its session
 //	                               dir. A session whose lock can be taken belongs to a dead
 //	                               process; OpenStore and GC remove it.
+//	  history/                     owned by the DAG engine (pipelines/engine): the key material of
+//	                               each build per target, read by `orkpipe explain`
 //
 // # Invariants
 //

@@ -47,7 +47,7 @@ type Store struct {
 	closeErr  error
 }
 
-var storeDirs = []string{"objects", "access", "quarantine", "actions", "pins", "stat", "journal", "locks", "tmp"}
+var storeDirs = []string{"objects", "access", "quarantine", "actions", "pins", "stat", "journal", "locks", "tmp", "history"}
 
 // OpenStore opens the store at dir, creating the layout (see the package doc) if dir is empty or
 // absent. It removes the temp sessions left by dead processes. A directory holding another

@@ -35,7 +35,8 @@ var ErrBoardEvidence = errors.New("board verification must come from the board")
 
 // VerifyBoard is the "verify-board" stage kind. It is not registered here: its output is not a
 // deterministic function of its inputs that a fingerprint table could pin (see
-// build_fingerprint_test.go); pipelines/verify registers it.
+// build_fingerprint_test.go) nor a local run to reproduce; pipelines/verify.RegisterKind registers it
+// where a graph needs it.
 var VerifyBoard Kind = Define("verify-board", 1, verifyBoardSpec, runVerifyBoard)
 
 func verifyBoardSpec(p VerifyBoardParams) (Spec, error) {

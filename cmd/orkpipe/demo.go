@@ -27,7 +27,7 @@ func (f *buildFlags) register(cmd *cobra.Command, defaultOut string) {
 	cmd.Flags().BoolVar(&f.force, "force", false, "replace files in the output directory that orkpipe did not write or that changed since")
 	cmd.Flags().BoolVar(&f.keepGoing, "keep-going", false, "after a node fails, keep running the branches that do not depend on it")
 	f.exec.register(cmd)
-	cmd.PreRunE = func(*cobra.Command, []string) error { return f.exec.check() }
+	cmd.PreRunE = func(c *cobra.Command, _ []string) error { return f.exec.preRun(c.Name()) }
 }
 
 func newDemoCommand(opts *globalOptions) *cobra.Command {

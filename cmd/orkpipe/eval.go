@@ -14,6 +14,7 @@ import (
 type evalFlags struct {
 	model, pack, base, text string
 	ctx, chunks             int
+	floatActivations        bool
 }
 
 func newEvalCommand(opts *globalOptions) *cobra.Command {
@@ -41,6 +42,8 @@ func newEvalCommand(opts *globalOptions) *cobra.Command {
 	f.StringVar(&fl.text, "text", "", "text file to score (- for standard input)")
 	f.IntVar(&fl.ctx, "ctx", 512, "chunk length in tokens")
 	f.IntVar(&fl.chunks, "chunks", 0, "score at most this many chunks (0: all)")
+	f.BoolVar(&fl.floatActivations, "float-activations", false,
+		"feed GGUF Q4_0/Q5_0/Q8_0/F16 weights float32 inputs instead of rounding them as ggml's CPU backend does")
 	return cmd
 }
 
@@ -68,6 +71,7 @@ func runEval(ctx context.Context, opts *globalOptions, fl evalFlags) error {
 		return err
 	}
 	defer f.Close()
+	m.Src.(*model.GGUFSource).GGMLActivations = !fl.floatActivations
 	ids, err := tok.Encode(text, true, false)
 	if err != nil {
 		return fmt.Errorf("tokenize %s: %w", fl.text, err)
@@ -104,6 +108,7 @@ func runEval(ctx context.Context, opts *globalOptions, fl evalFlags) error {
 			return err
 		}
 		defer bf.Close()
+		b.Src.(*model.GGUFSource).GGMLActivations = !fl.floatActivations
 		bids, err := btok.Encode(text, true, false)
 		if err != nil {
 			return fmt.Errorf("tokenize %s with %s: %w", fl.text, fl.base, err)

@@ -27,6 +27,22 @@ func (f *executorFlags) register(cmd *cobra.Command) {
 	cmd.Flags().StringVar(&f.binary, "orkpipe-binary", "", "with --executor dagger: the static linux/amd64 orkpipe run in the containers\n(default: this binary if it is one, else one built from the orkpipe module in the current directory)")
 }
 
+// executorCommands are the commands that pass --executor on to every engine they create
+// (openEngine's x and, for a second engine on the same store, executorOption). Any other command
+// refuses --executor dagger instead of running its nodes locally.
+var executorCommands = map[string]bool{"demo": true}
+
+// preRun checks the flags of command name before it runs (check, then executorCommands).
+func (f executorFlags) preRun(name string) error {
+	if err := f.check(); err != nil {
+		return err
+	}
+	if f.kind != "local" && !executorCommands[name] {
+		return usagef("--executor %s: `orkpipe %s` does not run its nodes through the chosen executor yet; use --executor local", f.kind, name)
+	}
+	return nil
+}
+
 // check validates the flags before anything runs: an unknown executor is a usage error, and
 // dagger fails at once when no engine is configured or the binary cannot run in a container.
 func (f executorFlags) check() error {

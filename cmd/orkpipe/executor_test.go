@@ -3,6 +3,7 @@ package main
 import (
 	"encoding/json"
 	"errors"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -84,11 +85,10 @@ func TestExecutorFlagUsage(t *testing.T) {
 	}
 }
 
-// TestExecutorDaggerRoutesNodes: with --executor dagger every node goes to the engine. The engine
-// here is a test double of a `dagger run` session (no engine can run on this machine) that fails
-// every exec the way the engine does; the build must fail with that container's stderr, proving
-// no node ran locally.
-func TestExecutorDaggerRoutesNodes(t *testing.T) {
+// fakeDaggerSession points the SDK environment at a test double of a `dagger run` session (no
+// engine can run on this machine) that fails every exec the way the engine does, with a
+// recognisable stderr. It returns a func counting the execs received.
+func fakeDaggerSession(t *testing.T) func() int {
 	clearDaggerEnv(t)
 	var mu sync.Mutex
 	execs := 0
@@ -112,27 +112,57 @@ func TestExecutorDaggerRoutesNodes(t *testing.T) {
 			json.NewEncoder(w).Encode(map[string]any{"data": map[string]any{"version": daggerexec.EngineVersion}})
 		}
 	}))
-	defer srv.Close()
+	t.Cleanup(srv.Close)
 	t.Setenv("DAGGER_SESSION_PORT", srv.URL[strings.LastIndex(srv.URL, ":")+1:])
 	t.Setenv("DAGGER_SESSION_TOKEN", "token")
+	return func() int { mu.Lock(); defer mu.Unlock(); return execs }
+}
+
+// executorTestArgs are the arguments each command that takes --executor is run with here.
+var executorTestArgs = map[string][]string{
+	"demo":  {"--size", "4KiB"},
+	"build": {filepath.Join("..", "..", "pipelines", "recipes", "demo.yaml")},
+}
+
+// TestExecutorDaggerRoutesNodes: every command that takes --executor either sends its nodes to
+// the engine (those in executorCommands: the build fails with the fake engine's stderr, so no
+// node ran locally) or refuses --executor dagger — never a silent local build.
+func TestExecutorDaggerRoutesNodes(t *testing.T) {
+	execs := fakeDaggerSession(t)
 	goBin := filepath.Join(runtime.GOROOT(), "bin", "go") // a static linux/amd64 binary
 	if err := daggerexec.CheckBinary(goBin); err != nil {
 		t.Skipf("no static linux/amd64 binary to upload: %v", err)
 	}
-	cache := t.TempDir()
-	_, err := runCLI(t, "--cache", cache, "--mem", "1GiB", "demo", "--size", "4KiB", "--executor", "dagger", "--orkpipe-binary", goBin, "-o", filepath.Join(t.TempDir(), "out"))
-	if err == nil || !strings.Contains(err.Error(), "fake engine: exec refused") || !strings.Contains(err.Error(), "Dagger container") {
-		t.Fatalf("demo on the fake engine: %v, want the container's stderr", err)
-	}
-	mu.Lock()
-	n := execs
-	mu.Unlock()
-	if n == 0 {
-		t.Error("no node reached the engine")
-	}
-	if _, err := os.Stat(filepath.Join(cache, "actions")); err == nil {
-		if ents, _ := os.ReadDir(filepath.Join(cache, "actions")); len(ents) > 0 {
-			t.Errorf("action records were written although every exec failed: %d", len(ents))
+	root := newRootCommand(newGlobalOptions(io.Discard, io.Discard))
+	for _, c := range root.Commands() {
+		if c.Flags().Lookup("executor") == nil {
+			continue
 		}
+		name := c.Name()
+		t.Run(name, func(t *testing.T) {
+			args, ok := executorTestArgs[name]
+			if !ok {
+				t.Fatalf("add the arguments of %q to executorTestArgs", name)
+			}
+			cache, before := t.TempDir(), execs()
+			_, err := runCLI(t, append(append([]string{"--cache", cache, "--mem", "1GiB", name}, args...),
+				"--executor", "dagger", "--orkpipe-binary", goBin, "-o", filepath.Join(t.TempDir(), "out"))...)
+			if !executorCommands[name] {
+				var ue usageError
+				if !errors.As(err, &ue) || !strings.Contains(err.Error(), "does not run its nodes through the chosen executor") {
+					t.Fatalf("%s --executor dagger: %v, want a refusal", name, err)
+				}
+				return
+			}
+			if err == nil || !strings.Contains(err.Error(), "fake engine: exec refused") || !strings.Contains(err.Error(), "Dagger container") {
+				t.Fatalf("%s on the fake engine: %v, want the container's stderr", name, err)
+			}
+			if execs() == before {
+				t.Error("no node reached the engine")
+			}
+			if ents, _ := os.ReadDir(filepath.Join(cache, "actions")); len(ents) > 0 {
+				t.Errorf("action records were written although every exec failed: %d", len(ents))
+			}
+		})
 	}
 }

@@ -52,6 +52,9 @@ func TestPushPullDescribeCLI(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("push: exit %d: %s", code, errOut)
 	}
+	if !strings.Contains(errOut, "push stories260K.gguf: done, verified") {
+		t.Errorf("push progress (not a terminal: plain lines) missing from stderr:\n%s", errOut)
+	}
 	lines := strings.Split(strings.TrimSpace(stdout), "\n")
 	digest := lines[len(lines)-1]
 	if !strings.HasPrefix(digest, "sha256:") || len(digest) != 71 {

@@ -6,7 +6,9 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -32,6 +34,7 @@ type verifyFlags struct {
 	allowZero []string
 	noScore   bool
 	list      bool
+	envAllow  []string
 }
 
 func newVerifyCommand(opts *globalOptions) *cobra.Command {
@@ -71,6 +74,7 @@ the pack's manifest, so 'orkpipe describe REF' on the build side lists the verif
 	fl.StringVar(&f.report, "report", "", "write the JSON report to this file")
 	fl.StringVarP(&f.out, "out", "o", "", "directory to pull REF into (default: <cache>/verify/<ref>)")
 	fl.StringArrayVar(&f.trust, "trust", nil, "when pulling REF: require a provenance signed by this ed25519 public key (repeatable)")
+	fl.StringArrayVar(&f.envAllow, "env-allow", nil, "environment variable pattern recorded in the fingerprint, replacing the default list "+strings.Join(boardhost.DefaultEnvAllow, " ")+" (repeatable)")
 	fl.BoolVar(&f.list, "list", false, "list the board verifications attached to REF (with --trust: which are signed by a trusted key) instead of verifying")
 	fl.StringArrayVar(&f.allowZero, "allow-zero", nil, "stub tensor not owned by the pack that is legitimately all zero (repeatable)")
 	return cmd
@@ -114,6 +118,14 @@ func runVerify(ctx context.Context, opts *globalOptions, f *verifyFlags, target 
 	if len(f.allowZero) > 0 {
 		vopts = append(vopts, verify.WithAllowZero(f.allowZero...))
 	}
+	if len(f.envAllow) > 0 {
+		for _, p := range f.envAllow {
+			if _, err := path.Match(p, ""); err != nil || p == "" {
+				return usagef("--env-allow %q: not a valid pattern", p)
+			}
+		}
+		vopts = append(vopts, verify.WithCollect(boardhost.WithEnvAllow(f.envAllow...)))
+	}
 	var key []byte
 	if f.sign != "" {
 		k, err := registry.LoadPrivateKey(f.sign)
@@ -125,8 +137,8 @@ func runVerify(ctx context.Context, opts *globalOptions, f *verifyFlags, target 
 
 	dir := target
 	if st, err := os.Stat(target); err != nil || !st.IsDir() {
-		if _, perr := name.ParseReference(target); perr != nil {
-			return usagef("%s: neither a build directory nor an artifact reference (%v)", target, perr)
+		if !looksLikeRef(target) {
+			return usagef("%s: not a build directory, and not an artifact reference (HOST[:PORT]/REPO[:TAG|@DIGEST])", target)
 		}
 		if dir, err = pullForVerify(ctx, opts, f, target); err != nil {
 			return err
@@ -178,6 +190,7 @@ func runVerify(ctx context.Context, opts *globalOptions, f *verifyFlags, target 
 		if err := res.Report.WriteSummary(opts.stdout); err != nil {
 			return err
 		}
+		writeRunTail(opts.stdout, res.Report)
 		if attestation != "" {
 			fmt.Fprintf(opts.stdout, "attested %s as %s\n", f.attest, attestation)
 		}
@@ -186,6 +199,33 @@ func runVerify(ctx context.Context, opts *globalOptions, f *verifyFlags, target 
 		return fmt.Errorf("verification of %s failed: %s", res.Files.Dir, strings.Join(res.Report.Failed(), ", "))
 	}
 	return nil
+}
+
+// writeRunTail prints the last lines of a failed run's output (the report keeps up to
+// boardhost.DefaultTailLines of them).
+func writeRunTail(w io.Writer, rep *boardhost.Report) {
+	if rep.Run == nil || len(rep.Run.Tail) == 0 || !slices.Contains(rep.Failed(), "run") && !slices.Contains(rep.Failed(), "inputs-unchanged") {
+		return
+	}
+	tail := rep.Run.Tail[max(0, len(rep.Run.Tail)-runTailLines):]
+	fmt.Fprintf(w, "last %d lines of output (%d in the report):\n", len(tail), len(rep.Run.Tail))
+	for _, l := range tail {
+		fmt.Fprintf(w, "  | %s\n", l)
+	}
+}
+
+// runTailLines is how many output lines of a failed run the human summary shows.
+const runTailLines = 12
+
+// looksLikeRef reports whether s is an artifact reference that names its registry explicitly, so that a
+// mistyped directory ("build-out", "out/stories") is never taken for a Docker Hub repository.
+func looksLikeRef(s string) bool {
+	host, _, ok := strings.Cut(s, "/")
+	if !ok || !(strings.ContainsAny(host, ".:") || host == "localhost") {
+		return false
+	}
+	_, err := name.ParseReference(s)
+	return err == nil
 }
 
 // pullForVerify pulls ref into -o DIR (default <cache>/verify/<ref as a file name>); registry.Pull

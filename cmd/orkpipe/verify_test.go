@@ -11,6 +11,7 @@ import (
 	"orkpipe/internal/testdata"
 	"orkpipe/ork/boardhost"
 	"orkpipe/pipelines/verify/verifytest"
+	"orkpipe/registry/regtest"
 )
 
 // runVerifyCLI executes the root command and returns stdout, stderr and the exit status.
@@ -70,6 +71,19 @@ func TestVerifyCLIRunAndCompare(t *testing.T) {
 	if code != 0 || !strings.Contains(out, "NOT COMPARABLE") {
 		t.Fatalf("compare --cross-machine: exit %d\n%s", code, out)
 	}
+
+	// --env-allow decides which variables are part of the machine: without ORK_* the two compare.
+	d, e := filepath.Join(reports, "d.json"), filepath.Join(reports, "e.json")
+	if _, stderr, code := runVerifyCLI(t, "verify", dir, "--run", run, "--text", text, "--report", d, "--env-allow", "GGML_*"); code != 0 {
+		t.Fatalf("verify --env-allow: exit %d: %s", code, stderr)
+	}
+	t.Setenv("ORK_NPU_CORES", "3")
+	if _, stderr, code := runVerifyCLI(t, "verify", dir, "--run", run, "--text", text, "--report", e, "--env-allow", "GGML_*"); code != 0 {
+		t.Fatalf("verify --env-allow: exit %d: %s", code, stderr)
+	}
+	if out, stderr, code := runVerifyCLI(t, "compare", d, e); code != 0 {
+		t.Fatalf("compare with ORK_* not allow-listed: exit %d\n%s\n%s", code, out, stderr)
+	}
 }
 
 // A failed verification exits 1 and names the failed checks; --json carries "ok": false.
@@ -93,6 +107,17 @@ func TestVerifyCLIFailureExitStatus(t *testing.T) {
 	}
 }
 
+// A failing run shows the tail of its output in the summary and exits 1.
+func TestVerifyCLIRunFailureTail(t *testing.T) {
+	dir := t.TempDir()
+	verifytest.BuildDir(t, dir)
+	run := "'" + verifytest.StandIn(t, "fails") + "' -m {stub} --ork-pack {pack}"
+	out, stderr, code := runVerifyCLI(t, "verify", dir, "--run", run)
+	if code != 1 || !strings.Contains(stderr, "failed: run") || !strings.Contains(out, "  | main: unable to load model") || !strings.Contains(out, "exit status 3") {
+		t.Fatalf("exit %d\n%s\n%s", code, out, stderr)
+	}
+}
+
 func TestVerifyCLIUsage(t *testing.T) {
 	dir := t.TempDir()
 	for _, args := range [][]string{
@@ -101,9 +126,53 @@ func TestVerifyCLIUsage(t *testing.T) {
 		{"verify", dir, "--attest", "localhost:5000/x:y"},
 		{"verify", dir, "--run", "llama-perplexity 'unterminated"},
 		{"verify", "not a ref at all!"},
+		{"verify", "out/stories"}, // a missing directory, never a Docker Hub repository
+		{"verify", dir, "-o", dir},
+		{"verify", dir, "--env-allow", "ORK_["},
 	} {
 		if _, stderr, code := runVerifyCLI(t, args...); code != 2 {
 			t.Errorf("%q: exit %d, want 2 (usage): %s", args, code, stderr)
+		}
+	}
+}
+
+// Acceptance 5 through the CLI, against a real registry: push a build, `verify REF` on the "board"
+// (pull into -o, verify, run the stand-in, attest with --sign), then `describe` lists the signed
+// board-verification attestation and `verify --list` shows which host verified it with which
+// binaries.
+func TestVerifyCLIRefAttestDescribe(t *testing.T) {
+	reg := regtest.Start(t, nil)
+	ref := reg.Ref("packs/stories", "v1")
+	build := t.TempDir()
+	verifytest.BuildDir(t, build)
+	if _, stderr, code := runVerifyCLI(t, "push", "--plain-http", build, ref); code != 0 {
+		t.Fatalf("push: exit %d: %s", code, stderr)
+	}
+	keys := t.TempDir()
+	key := filepath.Join(keys, "board.key")
+	if _, stderr, code := runVerifyCLI(t, "key", "generate", "-o", key); code != 0 {
+		t.Fatalf("key generate: exit %d: %s", code, stderr)
+	}
+	pulled := filepath.Join(t.TempDir(), "pulled")
+	text := testdata.Path(t, "tinystories_sample.txt")
+	run := "'" + verifytest.StandIn(t, "good") + "' -m {stub} --ork-pack {pack} -f {text}"
+	out, stderr, code := runVerifyCLI(t, "verify", "--plain-http", ref, "-o", pulled, "--run", run, "--text", text,
+		"--attest", ref, "--sign", key)
+	if code != 0 || !strings.Contains(out, "attested "+ref+" as sha256:") {
+		t.Fatalf("verify REF --attest: exit %d\n%s\n%s", code, out, stderr)
+	}
+	if _, err := os.Stat(filepath.Join(pulled, verifytest.Name+".orkpack")); err != nil {
+		t.Fatalf("REF was not pulled into -o: %v", err)
+	}
+	out, stderr, code = runVerifyCLI(t, "describe", "--plain-http", "--trust", key+".pub", ref)
+	if code != 0 || !strings.Contains(out, "https://orkpipe.dev/board-verify/v1") || !strings.Contains(out, "signed by trusted key") {
+		t.Fatalf("describe: exit %d\n%s\n%s", code, out, stderr)
+	}
+	out, stderr, code = runVerifyCLI(t, "verify", "--list", "--plain-http", "--trust", key+".pub", ref)
+	host, _ := os.Hostname()
+	for _, want := range []string{`board "rk3588" host "` + host + `": passed`, "standin-llama-perplexity-good.sh", "script-interpreter", "PPL 2.6798"} {
+		if code != 0 || !strings.Contains(out, want) {
+			t.Errorf("verify --list: exit %d, output lacks %q:\n%s\n%s", code, want, out, stderr)
 		}
 	}
 }

@@ -38,5 +38,10 @@
 // negative log-likelihood of the second half of each chunk summed. The reported error is llama.cpp's
 // (standard error of the mean NLL, propagated through exp). With a base model, the KL divergence of the
 // base distribution to the evaluated one per scored token, and the rate of agreeing top tokens, are
-// reported as llama-perplexity's --kl-divergence mode does.
+// reported as llama-perplexity's --kl-divergence mode does. With [GGUFSource.GGMLActivations] the inputs of
+// Q4_0/Q4_1/Q5_0/Q5_1/Q8_0/F16/BF16 matrices are rounded as ggml's CPU backend rounds them (Q8_0 blocks,
+// binary16, bfloat16), which is what makes quantized GGUF files score as llama.cpp scores them.
+//
+// For a pack, [PackSource] replaces each matmul weight the pack holds by an [Emulated] Linear: the board's
+// arithmetic (rotation, per-token int4/int8 activations, int32 dot products per scale group, scales).
 package model

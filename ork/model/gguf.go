@@ -218,6 +218,10 @@ func ConfigFromGGUF(f *gguf.File) (Config, error) {
 type GGUFSource struct {
 	f     *gguf.File
 	limit int64
+	// GGMLActivations rounds the input of every Q4_0/Q4_1/Q5_0/Q5_1/Q8_0/F16/BF16 matrix as ggml's CPU
+	// backend does (see ggmlActLinear), so quantized GGUF files evaluate as llama-perplexity measures them.
+	// Other types (F32, K-quants) get float32 inputs.
+	GGMLActivations bool
 
 	mu     sync.Mutex
 	cached map[string][]float32
@@ -290,6 +294,9 @@ func (s *GGUFSource) Linear(ctx context.Context, name string) (Linear, bool, err
 	if err != nil {
 		return nil, false, fmt.Errorf("%s: tensor %s: %w", s.f.Path, name, err)
 	}
+	if s.GGMLActivations && ggmlActivationRounding(t.Type) {
+		return &ggmlActLinear{Dense: d, typ: t.Type}, true, nil
+	}
 	return d, true, nil
 }
 
@@ -305,8 +312,9 @@ func (s *GGUFSource) Rows(ctx context.Context, name string, rows []int32, dst []
 	k := int(t.Shape[0])
 	s.mu.Lock()
 	all, ok := s.cached[name]
+	fits := 4*t.Elements() <= s.limit-s.used
 	s.mu.Unlock()
-	if !ok && 4*t.Elements() <= s.limit-s.used {
+	if !ok && fits {
 		if all, err = s.load(ctx, t); err != nil {
 			return err
 		}
@@ -327,8 +335,8 @@ func (s *GGUFSource) Rows(ctx context.Context, name string, rows []int32, dst []
 	return nil
 }
 
-// OpenGGUF opens a model file and returns its config, tokenizer and a weight source caching up to
-// cacheBytes. The caller closes the returned file.
+// OpenGGUF opens a model file and returns a model (whose Src is a *GGUFSource caching up to cacheBytes
+// of dequantized tensors), its tokenizer and the file, which the caller closes.
 func OpenGGUF(ctx context.Context, path string, cacheBytes int64) (*Model, Tokenizer, *gguf.File, error) {
 	f, err := gguf.Open(ctx, path)
 	if err != nil {

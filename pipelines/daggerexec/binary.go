@@ -4,16 +4,12 @@ import (
 	"bytes"
 	"context"
 	"debug/elf"
-	"errors"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 )
-
-// ErrBadBinary: the orkpipe binary cannot run in a scratch linux/amd64 container.
-var ErrBadBinary = errors.New("not a static linux/amd64 orkpipe binary")
 
 // CheckBinary reports whether path is a static linux/amd64 ELF executable (no program
 // interpreter, so it runs in a container from scratch).

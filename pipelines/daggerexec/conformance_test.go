@@ -32,6 +32,14 @@ var (
 	binErr  error
 )
 
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if binPath != "" {
+		os.RemoveAll(filepath.Dir(binPath))
+	}
+	os.Exit(code)
+}
+
 // containerBinary builds the static linux/amd64 orkpipe once per test process.
 func containerBinary(t *testing.T) string {
 	binOnce.Do(func() {

@@ -2,7 +2,6 @@ package daggerexec
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -11,9 +10,6 @@ import (
 	"path/filepath"
 	"time"
 )
-
-// ErrNoEngine: no Dagger engine is configured or reachable.
-var ErrNoEngine = errors.New("no Dagger engine")
 
 // cliVersion is the version of the dagger.io/dagger module in go.mod (a test checks it): the
 // Dagger engine and CLI version this executor speaks to.

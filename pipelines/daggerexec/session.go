@@ -48,13 +48,24 @@ func (s *session) close() error {
 	var err error
 	if s.proc != nil {
 		s.stdin.Close()
+		s.drainStderr()
 		err = s.proc.Wait()
-		s.wait.Wait()
 	}
 	if s.cancel != nil {
 		s.cancel()
 	}
 	return err
+}
+
+// drainStderr waits (up to 10s) for the CLI's stderr to reach EOF, which it does when the CLI
+// exits; only then may Wait close the pipe without losing its last words.
+func (s *session) drainStderr() {
+	done := make(chan struct{})
+	go func() { s.wait.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second):
+	}
 }
 
 // connectParams is the first line a `dagger session` prints.
@@ -120,8 +131,8 @@ func startSession(ctx context.Context, cfg connectConfig) (*session, error) {
 	line, err := bufio.NewReader(stdout).ReadBytes('\n')
 	if err != nil {
 		s.stdin.Close()
+		s.drainStderr()
 		werr := cmd.Wait()
-		s.wait.Wait()
 		return nil, fmt.Errorf("%s session exited before it was ready (%v, %v): %s", path, err, werr, s.stderr.String())
 	}
 	go io.Copy(io.Discard, stdout)

@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 
 	"orkpipe/artifacts"
 	"orkpipe/ork/boardhost"
@@ -16,9 +17,15 @@ import (
 	"orkpipe/stages"
 )
 
-func init() {
-	// The verify-board kind is registered here, not in stages: see stages.VerifyBoard.
-	stages.Register(stages.VerifyBoard)
+var registerOnce sync.Once
+
+// RegisterKind registers the "verify-board" stage kind (stages.VerifyBoard); call it before planning
+// a graph that requires a board verification. It is idempotent. The kind is not registered by an
+// init function, in stages or here, because it is evidence from the board rather than a function
+// the build host can run: it has no output fingerprint (stages' fingerprint table) and no local
+// `node exec` reproduction (cmd/orkpipe's node test), which every registered kind must have.
+func RegisterKind() {
+	registerOnce.Do(func() { stages.Register(stages.VerifyBoard) })
 }
 
 // ParamsOf returns the verify-board parameters and input digests (pack, stub, text) that a board

@@ -25,7 +25,9 @@
 //     any check before it failed: a runtime is never handed a pack that did not verify.
 //
 // Every check runs even when an earlier one failed (except the run), so a report names every problem.
-// A pack is read one entry at a time; the stub's holes are skipped, never read.
+// Everything streams: the integrity check reads each file once (sha256 and BLAKE3 together, the
+// stub's holes as zeros, since its digests cover them), the pack check holds one entry at a time, the
+// stub check skips holes (SEEK_DATA/SEEK_HOLE) and reads only the non-owned tensors' data.
 //
 // # Attestation
 //
@@ -35,8 +37,11 @@
 //
 // # In the DAG
 //
-// A "verify-board" node (stages.VerifyBoardParams) is keyed by pack, stub and text digests, the board
-// profile name, the host fingerprint digest, the run program digest and the command template. It can
-// only be satisfied by evidence from the board: Executor serves it from a matching attestation found
-// in the registry (the attested report becomes its output), and the build side never runs it.
+// A "verify-board" node (stages.VerifyBoard, registered by RegisterKind) is keyed by the pack, stub
+// and text digests, the board profile name, the host fingerprint digest, the run program digest and
+// the command template (stages.VerifyBoardParams). It can only be satisfied by evidence from the
+// board: Executor serves it from a matching attestation found in the registry (the attested
+// predicate becomes its output and the engine records it, so the next build is a cache hit), and the
+// build side never runs it (the stage's own run fails with stages.ErrBoardEvidence). ParamsOf gives
+// the parameters a verification proves, for a recipe to require.
 package verify

@@ -11,6 +11,7 @@ import (
 
 	"orkpipe/artifacts"
 	"orkpipe/internal/testdata"
+	"orkpipe/ork/pack"
 	"orkpipe/pipelines/engine"
 	"orkpipe/pipelines/verify"
 	"orkpipe/pipelines/verify/verifytest"
@@ -36,6 +37,7 @@ func (c *countingExecutor) Execute(ctx context.Context, req engine.ExecRequest) 
 // from the action cache); a requirement no attestation matches fails naming the difference.
 func TestVerifyAttestDescribeAndDAG(t *testing.T) {
 	ctx := context.Background()
+	verify.RegisterKind()
 	reg := regtest.Start(t, nil)
 	ref := reg.Ref("packs/stories", "v1")
 	plain := registry.WithPlainHTTP(reg.Host)
@@ -72,6 +74,16 @@ func TestVerifyAttestDescribeAndDAG(t *testing.T) {
 	att, err := verify.Attest(ctx, ref, res, plain, registry.WithSigner(priv))
 	if err != nil {
 		t.Fatal(err)
+	}
+	// A verification of another pack is never attached to this artifact.
+	otherDir := t.TempDir()
+	verifytest.BuildDirWith(t, otherDir, func(w *pack.Weight) bool { w.Scales[0] *= 2; return true })
+	otherRes, err := verify.Dir(ctx, otherDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := verify.Attest(ctx, ref, otherRes, plain, registry.WithSigner(priv)); err == nil || !strings.Contains(err.Error(), "stories.orkpack is blake3:") {
+		t.Fatalf("attesting another pack's verification: err = %v", err)
 	}
 
 	// The build side: describe lists the verification, which host and which binaries.
@@ -141,6 +153,36 @@ func TestVerifyAttestDescribeAndDAG(t *testing.T) {
 	}
 	if n := local.n.Load(); n != 0 {
 		t.Errorf("%d nodes reached the local executor: the board verification was run, not found", n)
+	}
+
+	// With only another key trusted, the attestation does not count (fresh store: no cached record).
+	pub2, err := registry.GenerateKeyFiles(filepath.Join(t.TempDir(), "other.key"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	store2, err := artifacts.OpenStore(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer store2.Close()
+	exec2 := &verify.Executor{Next: local, Store: store2, Ref: ref, Options: []registry.Option{plain, registry.WithTrust(pub2)}, Trusted: true}
+	eng2, err := engine.New(store2, engine.WithMemoryBudget(1<<30), engine.WithExecutor(exec2))
+	if err != nil {
+		t.Fatal(err)
+	}
+	g2 := engine.NewGraph()
+	n2 := g2.Add("verify-board", "verify-board", params, map[string]engine.Input{
+		"pack": engine.File(filepath.Join(build, verifytest.Name+".orkpack")),
+		"stub": engine.File(filepath.Join(build, verifytest.Name+".orkpack.gguf")),
+		"text": engine.File(text),
+	})
+	g2.Export(stages.VerifyBoardOutput, n2.Output(stages.VerifyBoardOutput))
+	pl2, err := eng2.Plan(g2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := eng2.Build(ctx, "stories-board", pl2, engine.BuildOptions{}); !errors.Is(err, verify.ErrNotSatisfied) || !strings.Contains(err.Error(), "trusted key") {
+		t.Fatalf("untrusted attestation: err = %v, want ErrNotSatisfied about the trusted key", err)
 	}
 
 	// Another board host (fingerprint) is not satisfied by this attestation.

@@ -98,6 +98,7 @@ func TestVerifyRunStandIns(t *testing.T) {
 				if rep.Run == nil || rep.Run.Scores == nil || rep.Run.PPL != tt.ppl || rep.Run.Chunks != 4 {
 					t.Fatalf("run %+v, want PPL %v over 4 chunks", rep.Run, tt.ppl)
 				}
+				t.Logf("run: PPL %v ± %v (%s, %d chunks)", rep.Run.PPL, rep.Run.PPLErr, rep.Run.PPLSource, rep.Run.Chunks)
 				return
 			}
 			if rep.OK() {
@@ -108,6 +109,7 @@ func TestVerifyRunStandIns(t *testing.T) {
 				t.Fatalf("run check passed: %s", run.Detail)
 			}
 			all := run.Detail + "\n" + strings.Join(rep.Run.Tail, "\n")
+			t.Logf("run: %s (tail: %d lines, last %q)", run.Detail, len(rep.Run.Tail), rep.Run.Tail[len(rep.Run.Tail)-1])
 			for _, w := range tt.want {
 				if !strings.Contains(all, w) {
 					t.Errorf("run failure %q (tail %q) does not mention %q", run.Detail, rep.Run.Tail, w)
@@ -119,6 +121,24 @@ func TestVerifyRunStandIns(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// The KL-divergence mode of llama-perplexity: PPL from "Mean PPL(Q)", the KLD summary parsed.
+func TestVerifyRunKLD(t *testing.T) {
+	dir := fixture(t)
+	text := testdata.Path(t, "tinystories_sample.txt")
+	cmd := "'" + verifytest.StandIn(t, "good") + "' -m {stub} --ork-pack {pack} -f {text} --kl-divergence"
+	res, err := verify.Dir(context.Background(), dir, verify.WithRun(cmd, text))
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := res.Report.Run
+	if !res.Report.OK() || r == nil || r.Scores == nil {
+		t.Fatalf("KLD run failed: %+v", res.Report.Checks)
+	}
+	if r.PPL != 2.6798 || r.PPLSource != boardhost.PPLFromMeanPPLQ || r.KLD["mean"] != 0.06558 {
+		t.Fatalf("scores %+v, want Mean PPL(Q) 2.6798 and mean KLD 0.06558", r.Scores)
 	}
 }
 
@@ -182,6 +202,7 @@ func TestVerifyCorruptEntry(t *testing.T) {
 	if c.OK || !strings.Contains(c.Detail, victim.Name) {
 		t.Fatalf("pack check %+v, want a failure naming entry %s", c, victim.Name)
 	}
+	t.Logf("pack: %s", c.Detail)
 	if res.Report.OK() {
 		t.Fatal("report OK with a corrupt entry")
 	}
@@ -233,6 +254,7 @@ func TestVerifyStubZeroedNonOwned(t *testing.T) {
 	if c.OK || !strings.Contains(c.Detail, "output_norm.weight") {
 		t.Fatalf("stub check %+v, want a failure naming output_norm.weight", c)
 	}
+	t.Logf("stub: %s", c.Detail)
 	if c := check(t, res.Report, "stub-header"); !c.OK {
 		t.Errorf("stub-header failed though only data changed: %s", c.Detail)
 	}
@@ -264,6 +286,7 @@ func TestVerifyDoesNotFit(t *testing.T) {
 	if c.OK || !strings.Contains(c.Detail, "domains") || !strings.Contains(c.Detail, "rk3588-tiny-domains has 2") {
 		t.Fatalf("fit check %+v, want a failure naming the 2-domain limit", c)
 	}
+	t.Logf("fit: %s", c.Detail)
 }
 
 // Loader coverage: an I8 entry holding a code the quantizer never writes (-128) decodes out of range.
@@ -287,4 +310,5 @@ func TestVerifyLoaderCoverage(t *testing.T) {
 	if c.OK || !strings.Contains(c.Detail, victim) || !strings.Contains(c.Detail, "code -128 at row 1 col 3") {
 		t.Fatalf("loader-coverage %+v, want a failure naming entry %s and the code", c, victim)
 	}
+	t.Logf("loader-coverage: %s", c.Detail)
 }

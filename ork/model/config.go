@@ -21,6 +21,9 @@ type Config struct {
 	// RopeNeox selects the neox RoPE (pairs (i, i+RopeDim/2)) instead of the normal interleaved pairs
 	// (2i, 2i+1). llama.cpp uses normal for llama/mistral (the converter permutes Q/K) and neox for qwen2/3.
 	RopeNeox bool
+	// RopeFreqFactors, when not nil, holds RopeDim/2 divisors of the rotation frequencies (the tensor
+	// rope_freqs.weight of Llama 3.1-style long-context models), as ggml applies them.
+	RopeFreqFactors []float32
 	// NormEps is attention.layer_norm_rms_epsilon.
 	NormEps float32
 }
@@ -55,6 +58,8 @@ func (c *Config) Validate() error {
 		return bad("rope.freq_base %v: want > 0", c.RopeBase)
 	case !(c.RopeFreqScale > 0):
 		return bad("rope frequency scale %v: want > 0", c.RopeFreqScale)
+	case c.RopeFreqFactors != nil && len(c.RopeFreqFactors) != c.RopeDim/2:
+		return bad("rope_freqs.weight has %d values, want rope.dimension_count/2 = %d", len(c.RopeFreqFactors), c.RopeDim/2)
 	case !(c.NormEps > 0):
 		return bad("attention.layer_norm_rms_epsilon %v: want > 0", c.NormEps)
 	}

@@ -282,7 +282,11 @@ func newRoPE(c *Config, t int) *ropeTable {
 	for p := 0; p < t; p++ {
 		theta := float32(p) // ggml_rope_cache_init: theta starts at the position and is scaled per pair
 		for i := 0; i < half; i++ {
-			a := float64(c.RopeFreqScale * theta)
+			th := theta
+			if c.RopeFreqFactors != nil {
+				th /= c.RopeFreqFactors[i]
+			}
+			a := float64(c.RopeFreqScale * th)
 			r.cos[p*half+i] = float32(math.Cos(a))
 			r.sin[p*half+i] = float32(math.Sin(a))
 			theta *= thetaScale

@@ -198,6 +198,17 @@ func ConfigFromGGUF(f *gguf.File) (Config, error) {
 			return c, fmt.Errorf("%s: %srope.scaling.type %q: %w (none and linear are implemented)", f.Path, p, typ, ErrUnsupported)
 		}
 	}
+	if t, err := f.Tensor("rope_freqs.weight"); err == nil {
+		if len(t.Shape) != 1 {
+			return c, fmt.Errorf("%s: tensor rope_freqs.weight: shape %v, want one dimension: %w", f.Path, t.Shape, ErrBadModel)
+		}
+		c.RopeFreqFactors = make([]float32, t.Elements())
+		if err := f.ReadRows(context.Background(), t, 0, c.RopeFreqFactors); err != nil {
+			return c, err
+		}
+	} else if !errors.Is(err, gguf.ErrTensorNotFound) {
+		return c, err
+	}
 	emb, err := f.Tensor("token_embd.weight")
 	if err != nil {
 		return c, err

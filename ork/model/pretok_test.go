@@ -55,3 +55,18 @@ func TestRoPEKinds(t *testing.T) {
 		}
 	}
 }
+
+// TestRoPEFreqFactors: a frequency factor f for pair i rotates that pair as position p/f would.
+func TestRoPEFreqFactors(t *testing.T) {
+	c := Config{RopeDim: 4, RopeBase: 10000, RopeFreqScale: 1, RopeFreqFactors: []float32{1, 4}}
+	plain := Config{RopeDim: 4, RopeBase: 10000, RopeFreqScale: 1}
+	ff := newRoPE(&c, 9)
+	pl := newRoPE(&plain, 9)
+	// pair 1 at position 8 with factor 4 equals pair 1 at position 2 without.
+	if math.Abs(float64(ff.cos[8*2+1]-pl.cos[2*2+1])) > 1e-6 || math.Abs(float64(ff.sin[8*2+1]-pl.sin[2*2+1])) > 1e-6 {
+		t.Fatalf("factor 4 at position 8: (%v, %v), plain at 2: (%v, %v)", ff.cos[17], ff.sin[17], pl.cos[5], pl.sin[5])
+	}
+	if ff.cos[8*2] != pl.cos[8*2] {
+		t.Fatal("factor 1 changed pair 0")
+	}
+}

@@ -191,34 +191,42 @@ func prepareFile(ctx context.Context, path string, o *options) (*localFile, erro
 func hashPart(ctx context.Context, f io.ReaderAt, index int, exts []Extent, compress bool) (Part, error) {
 	raw := sha256.New()
 	stored := &hashCounter{h: raw} // uncompressed: the stored bytes are the raw bytes
-	w := io.Writer(raw)
-	var enc *zstd.Encoder
+	src := ctxReader{ctx, extentsReader(f, exts)}
+	var n int64
+	var err error
 	if compress {
 		stored = &hashCounter{h: sha256.New()}
-		var err error
-		if enc, err = newEncoder(stored); err != nil {
-			return Part{}, err
-		}
-		w = io.MultiWriter(raw, enc)
+		n, err = encodePart(stored, io.TeeReader(src, raw))
+	} else {
+		n, err = io.CopyBuffer(raw, src, make([]byte, 1<<20))
+		stored.n = n
 	}
-	n, err := io.CopyBuffer(w, ctxReader{ctx, extentsReader(f, exts)}, make([]byte, 1<<20))
 	if err != nil {
 		return Part{}, err
 	}
 	if n != extentsLen(exts) {
 		return Part{}, fmt.Errorf("read %d bytes, extents hold %d: file shrank", n, extentsLen(exts))
 	}
-	if enc != nil {
-		if err := enc.Close(); err != nil {
-			return Part{}, err
-		}
-	} else {
-		stored.n = n
-	}
 	return Part{
 		Index: index, Extents: exts, RawSize: n, RawSHA256: "sha256:" + hex.EncodeToString(raw.Sum(nil)),
 		Layer: v1.Descriptor{Size: stored.n, Digest: v1.Hash{Algorithm: "sha256", Hex: hex.EncodeToString(stored.h.Sum(nil))}},
 	}, nil
+}
+
+// encodePart writes the zstd stream of src to dst and returns the bytes read from src. hashPart and
+// openPart both go through it, so the bytes uploaded are exactly the bytes whose digest the manifest
+// names: the encoder's output depends on how its input is chunked (Write vs ReadFrom, short reads at
+// sparse-extent boundaries), so the chunking is fixed here — reads of at most 1 MiB, each written once.
+func encodePart(dst io.Writer, src io.Reader) (int64, error) {
+	enc, err := newEncoder(dst)
+	if err != nil {
+		return 0, err
+	}
+	n, err := io.CopyBuffer(struct{ io.Writer }{enc}, struct{ io.Reader }{src}, make([]byte, 1<<20))
+	if cerr := enc.Close(); err == nil {
+		err = cerr
+	}
+	return n, err
 }
 
 // openPart returns the stored bytes of part p (compressed when the layer is).
@@ -236,13 +244,7 @@ func (lf *localFile) openPart(p Part) (io.ReadCloser, error) {
 	}
 	pr, pw := io.Pipe()
 	go func() {
-		enc, err := newEncoder(pw)
-		if err == nil {
-			_, err = io.Copy(enc, src)
-			if cerr := enc.Close(); err == nil {
-				err = cerr
-			}
-		}
+		_, err := encodePart(pw, src)
 		f.Close()
 		pw.CloseWithError(err)
 	}()

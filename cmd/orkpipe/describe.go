@@ -8,6 +8,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"orkpipe/internal/units"
+	"orkpipe/pipelines/verify"
 	"orkpipe/registry"
 )
 
@@ -91,6 +92,7 @@ func runDescribe(ctx context.Context, opts *globalOptions, f *describeFlags, ref
 		return json.NewEncoder(opts.stdout).Encode(map[string]any{
 			"ref": ref, "digest": d.Artifact.Digest.String(), "annotations": d.Artifact.Annotations,
 			"config": d.Config, "files": files, "attestations": atts,
+			"verifications": verify.Verifications(d),
 		})
 	}
 	w := opts.stdout
@@ -123,6 +125,10 @@ func runDescribe(ctx context.Context, opts *globalOptions, f *describeFlags, ref
 			status = fmt.Sprintf("signed by trusted key %v", a.TrustedBy)
 		}
 		fmt.Fprintf(w, "  %s %s\n    signers %v: %s\n", a.Digest, a.PredicateType, a.Signers, status)
+	}
+	if vs := verify.Verifications(d); len(vs) > 0 {
+		fmt.Fprintln(w, "board verifications:")
+		writeVerifications(w, vs)
 	}
 	return nil
 }

@@ -168,8 +168,14 @@ func TestVerifyCLIRefAttestDescribe(t *testing.T) {
 	if code != 0 || !strings.Contains(out, "https://orkpipe.dev/board-verify/v1") || !strings.Contains(out, "signed by trusted key") {
 		t.Fatalf("describe: exit %d\n%s\n%s", code, out, stderr)
 	}
-	out, stderr, code = runVerifyCLI(t, "verify", "--list", "--plain-http", "--trust", key+".pub", ref)
+	// The build side sees which board verified the pack, with which binaries.
 	host, _ := os.Hostname()
+	for _, want := range []string{"board verifications:", `board "rk3588" host "` + host + `": passed`, "standin-llama-perplexity-good.sh", "PPL 2.6798"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("describe lacks %q:\n%s", want, out)
+		}
+	}
+	out, stderr, code = runVerifyCLI(t, "verify", "--list", "--plain-http", "--trust", key+".pub", ref)
 	for _, want := range []string{`board "rk3588" host "` + host + `": passed`, "standin-llama-perplexity-good.sh", "script-interpreter", "PPL 2.6798"} {
 		if code != 0 || !strings.Contains(out, want) {
 			t.Errorf("verify --list: exit %d, output lacks %q:\n%s\n%s", code, want, out, stderr)

@@ -1,21 +1,33 @@
 // Package pipelines turns what a user names on the command line into an engine.Target: the
-// built-in demo ("demo"); recipes (pipelines/recipe) plug in here. The engine itself is in
-// pipelines/engine, progress output in pipelines/progress.
+// built-in demo ("demo") or a recipe file (pipelines/recipe, planned by pipelines/build). The
+// engine itself is in pipelines/engine, progress output in pipelines/progress.
 package pipelines
 
 import (
 	"fmt"
+	"os"
 
+	"orkpipe/pipelines/build"
 	"orkpipe/pipelines/demo"
 	"orkpipe/pipelines/engine"
+	"orkpipe/pipelines/recipe"
 )
 
-// Resolve returns the target named by arg.
-func Resolve(arg string) (engine.Target, error) {
-	switch arg {
-	case demo.Name:
+// Resolve returns the target named by arg: "demo", or the path of a recipe file, which is loaded
+// with the overrides sets ("dotted.path=value") and planned under the memory budget mem (bytes).
+func Resolve(arg string, mem int64, sets []string) (engine.Target, error) {
+	if arg == demo.Name {
+		if len(sets) > 0 {
+			return nil, fmt.Errorf("--set applies to recipes, not to the built-in demo")
+		}
 		return demo.New(), nil
-	default:
-		return nil, fmt.Errorf("unknown target %q: want %q (the built-in demo)", arg, demo.Name)
 	}
+	if _, err := os.Stat(arg); err != nil {
+		return nil, fmt.Errorf("unknown target %q: want %q (the built-in demo) or a recipe file (%v)", arg, demo.Name, err)
+	}
+	r, err := recipe.Load(arg, sets...)
+	if err != nil {
+		return nil, err
+	}
+	return build.New(r, build.WithMemoryBudget(mem), build.WithOverrides(sets))
 }

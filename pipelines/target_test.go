@@ -9,7 +9,7 @@ import (
 )
 
 func TestResolve(t *testing.T) {
-	tg, err := pipelines.Resolve("demo")
+	tg, err := pipelines.Resolve("demo", 1<<30, nil)
 	if err != nil || tg.Name() != "demo" {
 		t.Fatalf("Resolve(demo) = %v, %v", tg, err)
 	}
@@ -17,7 +17,14 @@ func TestResolve(t *testing.T) {
 	if err != nil || len(g.Nodes()) != 5 || len(g.Exports()) != 2 {
 		t.Fatalf("demo graph: %v", err)
 	}
-	if _, err := pipelines.Resolve("nope"); err == nil || !strings.Contains(err.Error(), `"nope"`) {
+	if _, err := pipelines.Resolve("nope", 1<<30, nil); err == nil || !strings.Contains(err.Error(), `"nope"`) {
 		t.Errorf("Resolve(nope): %v", err)
+	}
+	rt, err := pipelines.Resolve("recipes/demo.yaml", 1<<30, []string{"source.synth.seed=7"})
+	if err != nil || rt.Name() != "demo" {
+		t.Fatalf("Resolve(recipes/demo.yaml) = %v, %v", rt, err)
+	}
+	if _, err := pipelines.Resolve("recipes/demo.yaml", 1<<30, []string{"source.synth.sed=7"}); err == nil || !strings.Contains(err.Error(), "sed") {
+		t.Errorf("Resolve with a bad override: %v", err)
 	}
 }

@@ -91,36 +91,30 @@ func runBuild(ctx context.Context, opts *globalOptions, path string, sets []stri
 	if flags.outDir == "" {
 		flags.outDir = filepath.Join("orkpipe-out", r.Name)
 	}
-	store, eng, sink, err := openEngine(opts, flags.keepGoing, !planOnly)
+	roles := t.Roles()
+	s, err := openEngine(ctx, opts, engineSetup{keepGoing: flags.keepGoing, events: !planOnly, exec: flags.exec, remote: flags.remote,
+		wrap: func(sink progress.Sink) progress.Sink { return roleSink{Sink: sink, roles: roles} }})
 	if err != nil {
 		return err
 	}
-	defer store.Close()
+	defer func() {
+		if cerr := s.Close(); cerr != nil && err == nil {
+			err = cerr
+		}
+	}()
+	eng := s.engine
 	g, err := t.Graph(ctx)
 	if err != nil {
-		sink.Close()
 		return asUsage(err)
 	}
 	plan, err := eng.Plan(g)
 	if err != nil {
-		sink.Close()
 		return asUsage(err)
 	}
 	if planOnly {
-		sink.Close()
 		return printBuildPlan(ctx, opts, eng, plan, t.Name(), mem)
 	}
-	rs := roleSink{Sink: sink, roles: t.Roles()}
-	eng, err = engine.New(store, engine.WithJobs(opts.jobs), engine.WithMemoryBudget(mem), engine.WithSink(rs),
-		engine.WithKeepGoing(flags.keepGoing), engine.WithLogger(opts.logger))
-	if err != nil {
-		sink.Close()
-		return err
-	}
 	res, err := eng.Build(ctx, t.Name(), plan, engine.BuildOptions{OutDir: flags.outDir, Force: flags.force})
-	if cerr := sink.Close(); cerr != nil && err == nil {
-		err = cerr
-	}
 	if errors.Is(err, artifacts.ErrClobber) {
 		return fmt.Errorf("%w (pass --force to replace it)", err)
 	}

@@ -11,7 +11,6 @@ import (
 	"orkpipe/internal/units"
 	"orkpipe/pipelines/demo"
 	"orkpipe/pipelines/engine"
-	"orkpipe/pipelines/progress"
 )
 
 // buildFlags are the flags of commands that build a target (demo; build later).
@@ -20,6 +19,7 @@ type buildFlags struct {
 	force     bool
 	keepGoing bool
 	exec      executorFlags // --executor, --orkpipe-binary (executor.go)
+	remote    remoteFlags   // --remote-cache (session.go)
 }
 
 func (f *buildFlags) register(cmd *cobra.Command, defaultOut string) {
@@ -27,7 +27,8 @@ func (f *buildFlags) register(cmd *cobra.Command, defaultOut string) {
 	cmd.Flags().BoolVar(&f.force, "force", false, "replace files in the output directory that orkpipe did not write or that changed since")
 	cmd.Flags().BoolVar(&f.keepGoing, "keep-going", false, "after a node fails, keep running the branches that do not depend on it")
 	f.exec.register(cmd)
-	cmd.PreRunE = func(c *cobra.Command, _ []string) error { return f.exec.preRun(c.Name()) }
+	f.remote.register(cmd)
+	cmd.PreRunE = func(c *cobra.Command, _ []string) error { return f.exec.check() }
 }
 
 func newDemoCommand(opts *globalOptions) *cobra.Command {
@@ -63,16 +64,16 @@ func runDemo(ctx context.Context, opts *globalOptions, t demo.Target, flags buil
 // buildTarget plans and builds t against the cache, streaming events to stdout (JSON Lines with
 // --json, bars on a terminal, plain lines otherwise).
 func buildTarget(ctx context.Context, opts *globalOptions, t engine.Target, flags buildFlags) (err error) {
-	store, eng, sink, err := openEngine(opts, flags.keepGoing, true, flags.exec)
+	s, err := openEngine(ctx, opts, engineSetup{keepGoing: flags.keepGoing, events: true, exec: flags.exec, remote: flags.remote})
 	if err != nil {
 		return err
 	}
-	defer store.Close()
 	defer func() {
-		if cerr := sink.Close(); cerr != nil && err == nil {
+		if cerr := s.Close(); cerr != nil && err == nil {
 			err = cerr
 		}
 	}()
+	eng := s.engine
 	g, err := t.Graph(ctx)
 	if err != nil {
 		return asUsage(err)
@@ -86,45 +87,4 @@ func buildTarget(ctx context.Context, opts *globalOptions, t engine.Target, flag
 		return fmt.Errorf("%w (pass --force to replace it)", err)
 	}
 	return err
-}
-
-// openEngine opens the cache and an engine configured from the global flags. With events, the
-// engine reports to a progress sink on stdout; the caller closes store and sink. x, when given,
-// selects the executor (--executor; executor.go), which closing the sink releases.
-func openEngine(opts *globalOptions, keepGoing, events bool, x ...executorFlags) (*artifacts.Store, *engine.Engine, progress.Sink, error) {
-	dir, err := opts.cache()
-	if err != nil {
-		return nil, nil, nil, err
-	}
-	mem, err := opts.memBudget()
-	if err != nil {
-		return nil, nil, nil, err
-	}
-	store, err := artifacts.OpenStore(dir)
-	if err != nil {
-		return nil, nil, nil, err
-	}
-	var sink progress.Sink = progress.NewText(opts.stderr)
-	if events {
-		sink = progress.Choose(opts.stdout, opts.json)
-	}
-	engOpts := []engine.Option{engine.WithJobs(opts.jobs), engine.WithMemoryBudget(mem), engine.WithSink(sink),
-		engine.WithKeepGoing(keepGoing), engine.WithLogger(opts.logger)}
-	for _, f := range x {
-		ex, closeX, err := f.executor(opts, store)
-		if err != nil {
-			store.Close()
-			return nil, nil, nil, err
-		}
-		if ex != nil {
-			engOpts = append(engOpts, engine.WithExecutor(ex))
-			sink = closingSink{Sink: sink, executor: ex, closeExecutor: closeX}
-		}
-	}
-	eng, err := engine.New(store, engOpts...)
-	if err != nil {
-		store.Close()
-		return nil, nil, nil, err
-	}
-	return store, eng, sink, nil
 }

@@ -13,7 +13,6 @@ import (
 	"orkpipe/artifacts"
 	"orkpipe/pipelines/daggerexec"
 	"orkpipe/pipelines/engine"
-	"orkpipe/pipelines/progress"
 )
 
 // executorFlags select where a build's nodes run: --executor and --orkpipe-binary.
@@ -25,22 +24,6 @@ type executorFlags struct {
 func (f *executorFlags) register(cmd *cobra.Command) {
 	cmd.Flags().StringVar(&f.kind, "executor", "local", "where nodes run: local (this process) or dagger (containers on a Dagger engine, see docs/dagger.md)")
 	cmd.Flags().StringVar(&f.binary, "orkpipe-binary", "", "with --executor dagger: the static linux/amd64 orkpipe run in the containers\n(default: this binary if it is one, else one built from the orkpipe module in the current directory)")
-}
-
-// executorCommands are the commands that pass --executor on to every engine they create
-// (openEngine's x and, for a second engine on the same store, executorOption). Any other command
-// refuses --executor dagger instead of running its nodes locally.
-var executorCommands = map[string]bool{"demo": true}
-
-// preRun checks the flags of command name before it runs (check, then executorCommands).
-func (f executorFlags) preRun(name string) error {
-	if err := f.check(); err != nil {
-		return err
-	}
-	if f.kind != "local" && !executorCommands[name] {
-		return usagef("--executor %s: `orkpipe %s` does not run its nodes through the chosen executor yet; use --executor local", f.kind, name)
-	}
-	return nil
 }
 
 // check validates the flags before anything runs: an unknown executor is a usage error, and
@@ -163,32 +146,6 @@ func (l *lazyDagger) close() error {
 	}
 	if l.tmpDir != "" {
 		os.RemoveAll(l.tmpDir)
-	}
-	return err
-}
-
-// closingSink carries the executor openEngine chose and closes it after the sink (callers close
-// the sink when the build ends).
-type closingSink struct {
-	progress.Sink
-	executor      engine.Executor
-	closeExecutor func() error
-}
-
-// executorOption returns the option selecting the executor that openEngine attached to sink
-// (none for the local default). A command that creates another engine on the same store (build
-// does, to wrap the sink) must pass it on, or its nodes would silently run locally.
-func executorOption(sink progress.Sink) []engine.Option {
-	if cs, ok := sink.(closingSink); ok {
-		return []engine.Option{engine.WithExecutor(cs.executor)}
-	}
-	return nil
-}
-
-func (s closingSink) Close() error {
-	err := s.Sink.Close()
-	if cerr := s.closeExecutor(); cerr != nil && err == nil {
-		err = cerr
 	}
 	return err
 }

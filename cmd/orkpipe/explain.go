@@ -15,21 +15,28 @@ import (
 )
 
 func newExplainCommand(opts *globalOptions) *cobra.Command {
-	return &cobra.Command{
-		Use:   "explain TARGET",
+	var sets []string
+	cmd := &cobra.Command{
+		Use:   "explain TARGET|RECIPE",
 		Short: "Say why each node of the last build of a target ran: which part of its key material changed",
 		Long: "explain compares the key material of every node that ran in the last build of TARGET with the\n" +
 			"previous build of the same target: parameter X old -> new, input Y's digest, stage version, tool digest.\n" +
 			"It also reports nodes with identical key material (configurations meant to differ that do not).",
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return runExplain(cmd.Context(), opts, args[0])
+			return runExplain(cmd.Context(), opts, args[0], sets)
 		},
 	}
+	cmd.Flags().StringArrayVar(&sets, "set", nil, "override a recipe key by its dotted path (key.sub=value); repeatable")
+	return cmd
 }
 
-func runExplain(ctx context.Context, opts *globalOptions, arg string) error {
-	t, err := pipelines.Resolve(arg)
+func runExplain(ctx context.Context, opts *globalOptions, arg string, sets []string) error {
+	mem, err := opts.memBudget()
+	if err != nil {
+		return err
+	}
+	t, err := pipelines.Resolve(arg, mem, sets)
 	if err != nil {
 		return asUsage(err)
 	}

@@ -15,17 +15,20 @@ import (
 )
 
 func newPlanCommand(opts *globalOptions) *cobra.Command {
-	return &cobra.Command{
-		Use:   "plan TARGET",
+	var sets []string
+	cmd := &cobra.Command{
+		Use:   "plan TARGET|RECIPE",
 		Short: "Print the DAG of a target (nodes, stage, key, cached or not, memory estimate) without running it",
-		Long: "plan prints every node of TARGET (\"demo\" for the built-in demo) with its stage, its key (short; \"pending\"\n" +
+		Long: "plan prints every node of TARGET (\"demo\" for the built-in demo, or a recipe file) with its stage, its key (short; \"pending\"\n" +
 			"while it depends on outputs not built yet), whether its outputs are cached and its declared peak memory.\n" +
 			"Nodes with identical key material are reported. -v prints each node's key material; --json prints it all.",
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return runPlan(cmd.Context(), opts, args[0])
+			return runPlan(cmd.Context(), opts, args[0], sets)
 		},
 	}
+	cmd.Flags().StringArrayVar(&sets, "set", nil, "override a recipe key by its dotted path (key.sub=value); repeatable")
+	return cmd
 }
 
 // planOutput is the --json output of plan.
@@ -35,17 +38,21 @@ type planOutput struct {
 	Nodes  []engine.NodeStatus `json:"nodes"`
 }
 
-func runPlan(ctx context.Context, opts *globalOptions, arg string) error {
-	t, err := pipelines.Resolve(arg)
-	if err != nil {
-		return asUsage(err)
-	}
-	store, eng, sink, err := openEngine(opts, false, false)
+func runPlan(ctx context.Context, opts *globalOptions, arg string, sets []string) error {
+	mem, err := opts.memBudget()
 	if err != nil {
 		return err
 	}
-	defer store.Close()
-	defer sink.Close()
+	t, err := pipelines.Resolve(arg, mem, sets)
+	if err != nil {
+		return asUsage(err)
+	}
+	s, err := openEngine(ctx, opts, engineSetup{})
+	if err != nil {
+		return err
+	}
+	defer s.Close()
+	eng := s.engine
 	g, err := t.Graph(ctx)
 	if err != nil {
 		return asUsage(err)

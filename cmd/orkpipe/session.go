@@ -1,0 +1,131 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"orkpipe/artifacts"
+	"orkpipe/pipelines/engine"
+	"orkpipe/pipelines/progress"
+	"orkpipe/pipelines/remotecache"
+	"orkpipe/registry"
+)
+
+// engineSetup is how a command's engine is configured beyond the global flags.
+type engineSetup struct {
+	keepGoing bool
+	events    bool                              // report to a progress sink on stdout (JSON Lines with --json)
+	exec      executorFlags                     // --executor, --orkpipe-binary
+	remote    remoteFlags                       // --remote-cache
+	wrap      func(progress.Sink) progress.Sink // e.g. build's renaming of outputs to roles
+}
+
+// engineSession is an open cache, its engine and the sink the engine reports to. Close releases
+// them in order (sink, executor, store).
+type engineSession struct {
+	store   *artifacts.Store
+	engine  *engine.Engine
+	sink    progress.Sink
+	closers []func() error
+}
+
+// Close closes the sink, then the executor, then the store; the first error is returned.
+func (s *engineSession) Close() error {
+	var first error
+	for i := len(s.closers) - 1; i >= 0; i-- {
+		if err := s.closers[i](); err != nil && first == nil {
+			first = err
+		}
+	}
+	return first
+}
+
+// remoteFlags select a registry-backed remote build cache.
+type remoteFlags struct {
+	repo      string // --remote-cache REGISTRY/REPO
+	plainHTTP bool   // --remote-cache-plain-http
+}
+
+func (f *remoteFlags) register(cmd *cobra.Command) {
+	cmd.Flags().StringVar(&f.repo, "remote-cache", "", "registry repository (REGISTRY/REPO) that node results are read from and written to")
+	cmd.Flags().BoolVar(&f.plainHTTP, "remote-cache-plain-http", false, "talk to the --remote-cache registry over plain HTTP (loopback or a trusted network only)")
+}
+
+// open returns the remote cache, or nil when none was asked for.
+func (f remoteFlags) open(ctx context.Context, opts *globalOptions) (*registry.RemoteCache, error) {
+	if f.repo == "" {
+		if f.plainHTTP {
+			return nil, usagef("--remote-cache-plain-http needs --remote-cache")
+		}
+		return nil, nil
+	}
+	host, _, ok := strings.Cut(f.repo, "/")
+	if !ok || host == "" {
+		return nil, usagef("--remote-cache: want REGISTRY/REPO (e.g. registry.example.com/orkpipe/cache), got %q", f.repo)
+	}
+	ropts := []registry.Option{registry.WithLogger(opts.logger)}
+	if f.plainHTTP {
+		ropts = append(ropts, registry.WithPlainHTTP(host))
+	}
+	rc, err := registry.OpenRemoteCache(ctx, f.repo, ropts...)
+	if err != nil {
+		return nil, fmt.Errorf("--remote-cache %s: %w", f.repo, err)
+	}
+	return rc, nil
+}
+
+// openEngine opens the cache and an engine configured from the global flags and setup. The caller
+// closes the session.
+func openEngine(ctx context.Context, opts *globalOptions, setup engineSetup) (_ *engineSession, err error) {
+	dir, err := opts.cache()
+	if err != nil {
+		return nil, err
+	}
+	mem, err := opts.memBudget()
+	if err != nil {
+		return nil, err
+	}
+	store, err := artifacts.OpenStore(dir)
+	if err != nil {
+		return nil, err
+	}
+	s := &engineSession{store: store, closers: []func() error{store.Close}}
+	defer func() {
+		if err != nil {
+			s.Close()
+		}
+	}()
+	var es engine.Store = store
+	rc, err := setup.remote.open(ctx, opts)
+	if err != nil {
+		return nil, err
+	}
+	if rc != nil {
+		es = remotecache.New(store, rc, setup.remote.repo)
+	}
+	s.sink = progress.NewText(opts.stderr)
+	if setup.events {
+		s.sink = progress.Choose(opts.stdout, opts.json)
+	}
+	if setup.wrap != nil {
+		s.sink = setup.wrap(s.sink)
+	}
+	engOpts := []engine.Option{engine.WithJobs(opts.jobs), engine.WithMemoryBudget(mem), engine.WithSink(s.sink),
+		engine.WithKeepGoing(setup.keepGoing), engine.WithLogger(opts.logger)}
+	ex, closeX, err := setup.exec.executor(opts, store)
+	if err != nil {
+		return nil, err
+	}
+	if ex != nil {
+		engOpts = append(engOpts, engine.WithExecutor(ex))
+		s.closers = append(s.closers, closeX)
+	}
+	s.closers = append(s.closers, s.sink.Close)
+	if s.engine, err = engine.New(es, engOpts...); err != nil {
+		return nil, err
+	}
+	return s, nil
+}

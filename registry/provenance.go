@@ -54,10 +54,10 @@ func readProvenance(path string) (*provenance, error) {
 	if err := json.Unmarshal(st.Predicate, &p); err != nil {
 		return nil, fmt.Errorf("%s: predicate: %w", path, err)
 	}
-	if p.RunDetails.Metadata.FinishedOn == nil || p.RunDetails.Metadata.FinishedOn.IsZero() {
-		return nil, fmt.Errorf("%s: predicate.runDetails.metadata.finishedOn missing: it is the artifact's created time", path)
+	pv := &provenance{statement: st}
+	if t := p.RunDetails.Metadata.FinishedOn; t != nil && !t.IsZero() {
+		pv.created = t.UTC()
 	}
-	pv := &provenance{statement: st, created: p.RunDetails.Metadata.FinishedOn.UTC()}
 	if m := p.BuildDefinition.ExternalParameters.Model; m != nil {
 		pv.model = *m
 	}

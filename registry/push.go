@@ -54,9 +54,8 @@ func Push(ctx context.Context, dir, ref string, opts ...Option) (*PushResult, er
 			created = prov.created
 		}
 	}
-	if created.IsZero() {
-		return nil, fmt.Errorf("%s: no %s and no created time given: the manifest needs the build time (never the wall clock)", dir, ProvenanceFile)
-	}
+	// created comes from the build (WithCreated or the provenance's finishedOn), never from the wall
+	// clock; a build whose provenance records no time gets a manifest without one.
 	if o.signer != nil && prov == nil {
 		return nil, fmt.Errorf("%s: signing needs %s (the provenance to attest)", dir, ProvenanceFile)
 	}
@@ -212,7 +211,9 @@ func listDir(dir string) ([]string, error) {
 // configFor returns the ModelPack config blob.
 func configFor(m ModelInfo, created time.Time, files []*localFile) ([]byte, error) {
 	var c ModelConfig
-	c.Descriptor.CreatedAt = &created
+	if !created.IsZero() {
+		c.Descriptor.CreatedAt = &created
+	}
 	c.Descriptor.Name, c.Descriptor.Version, c.Descriptor.Revision = m.Name, m.Version, m.Revision
 	c.Config.Architecture, c.Config.Format = m.Architecture, "orkpack"
 	c.Config.ParamSize, c.Config.Precision, c.Config.Quantization = m.ParamSize, m.Precision, m.Quantization
@@ -229,9 +230,9 @@ func configFor(m ModelInfo, created time.Time, files []*localFile) ([]byte, erro
 // manifestFor returns the pack manifest bytes: layers in file-name then part order, annotations
 // from the model info and build time only (no wall clock).
 func manifestFor(cfg v1.Descriptor, m ModelInfo, created time.Time, files []*localFile) ([]byte, error) {
-	ann := map[string]string{
-		AnnotationFormat:  FormatVersion,
-		AnnotationCreated: created.UTC().Format(time.RFC3339Nano),
+	ann := map[string]string{AnnotationFormat: FormatVersion}
+	if !created.IsZero() {
+		ann[AnnotationCreated] = created.UTC().Format(time.RFC3339Nano)
 	}
 	set := func(k, v string) {
 		if v != "" {

@@ -65,7 +65,7 @@ func FinalizeMemory(p FinalizeParams) int64 {
 	base := int64(64<<20) + n*k*4 + n*kp // float weight, codes
 	switch {
 	case p.Method == "gptq":
-		return base + (5*kp*kp+2*n*kp)*8 + k*k*8 // quant.GPTQ's peak, plus the Hessian as read
+		return base + quant.GPTQMemory(p.N, p.K, int(kp), p.Group) + k*k*8 // quant.GPTQ's peak, plus the Hessian as read
 	case DTypeBits(p.DType) == 16:
 		return base + n*k*2
 	default:

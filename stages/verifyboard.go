@@ -24,6 +24,10 @@ type VerifyBoardParams struct {
 	Command     string `json:"command"`
 	Fingerprint string `json:"fingerprint"`
 	Program     string `json:"program"`
+	// Signer is the ID (registry.KeyID, "SHA256:<hex>") of the key that must have signed the
+	// attestation; empty when any trusted signer will do. It is key material, so requiring another
+	// key re-checks the registry instead of reusing a result vouched for by the old one.
+	Signer string `json:"signer,omitempty"`
 }
 
 // VerifyBoardOutput is the output name of a verify-board node.

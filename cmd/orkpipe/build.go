@@ -20,12 +20,15 @@ import (
 	"orkpipe/pipelines/engine"
 	"orkpipe/pipelines/progress"
 	"orkpipe/pipelines/recipe"
+	"orkpipe/pipelines/verify"
+	"orkpipe/registry"
 )
 
 func newBuildCommand(opts *globalOptions) *cobra.Command {
 	var flags buildFlags
 	var sets []string
 	var planOnly bool
+	var board transportFlags
 	cmd := &cobra.Command{
 		Use:   "build RECIPE",
 		Short: "Build a pack from a recipe: plan the DAG, run what is not cached, materialize pack, stub, report, provenance",
@@ -33,15 +36,21 @@ func newBuildCommand(opts *globalOptions) *cobra.Command {
 			"windows sized to --mem), runs only the nodes that are not cached, and materializes read-only into the\n" +
 			"output directory: <name>.orkpack, <name>.orkpack.gguf (the stub), report.json, summary.txt and\n" +
 			"provenance.json (in-toto Statement, SLSA provenance v1). A second run executes nothing. --plan prints\n" +
-			"the plan (every node, its key, whether it is cached) without running anything.",
+			"the plan (every node, its key, whether it is cached) without running anything.\n\n" +
+			"A recipe with board_verify also requires a board verification of the built pack: it is satisfied only by a\n" +
+			"matching attestation signed with board_verify.trust and attached to board_verify.ref (`orkpipe verify REF\n" +
+			"--run CMD --attest REF --sign KEY` on the board host); the board command is never run here, and a build\n" +
+			"whose requirement no attestation matches fails, naming each attestation seen and why it did not match.",
 		Args: func(cmd *cobra.Command, args []string) error { return asUsage(cobra.ExactArgs(1)(cmd, args)) },
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return runBuild(cmd.Context(), opts, args[0], sets, flags, planOnly)
+			return runBuild(cmd.Context(), opts, args[0], sets, flags, board, planOnly)
 		},
 	}
 	flags.register(cmd, "")
 	cmd.Flags().StringArrayVar(&sets, "set", nil, "override a recipe key by its dotted path, e.g. --set source.model=M.gguf (repeatable)")
 	cmd.Flags().BoolVar(&planOnly, "plan", false, "print the plan (nodes, stages, keys, cached or not, memory) and run nothing")
+	cmd.Flags().BoolVar(&board.plainHTTP, "board-verify-plain-http", false, "use plain HTTP (no TLS) for the registry of the recipe's board_verify.ref")
+	cmd.Flags().BoolVar(&board.insecure, "board-verify-insecure", false, "allow plain HTTP and skip TLS certificate checks for board_verify.ref")
 	return cmd
 }
 
@@ -67,10 +76,14 @@ func (s roleSink) Emit(e engine.Event) {
 	s.Sink.Emit(e)
 }
 
-func runBuild(ctx context.Context, opts *globalOptions, path string, sets []string, flags buildFlags, planOnly bool) (err error) {
+func runBuild(ctx context.Context, opts *globalOptions, path string, sets []string, flags buildFlags, board transportFlags, planOnly bool) (err error) {
 	r, err := recipe.Load(path, sets...)
 	if err != nil {
 		return asUsage(err)
+	}
+	req, err := boardRequirementOf(r, board, opts)
+	if err != nil {
+		return err
 	}
 	mem, err := opts.memBudget()
 	if err != nil {
@@ -92,7 +105,7 @@ func runBuild(ctx context.Context, opts *globalOptions, path string, sets []stri
 		flags.outDir = filepath.Join("orkpipe-out", r.Name)
 	}
 	roles := t.Roles()
-	s, err := openEngine(ctx, opts, engineSetup{keepGoing: flags.keepGoing, events: !planOnly, exec: flags.exec, remote: flags.remote,
+	s, err := openEngine(ctx, opts, engineSetup{keepGoing: flags.keepGoing, events: !planOnly, exec: flags.exec, remote: flags.remote, board: req,
 		wrap: func(sink progress.Sink) progress.Sink { return roleSink{Sink: sink, roles: roles} }})
 	if err != nil {
 		return err
@@ -135,6 +148,29 @@ func runBuild(ctx context.Context, opts *globalOptions, path string, sets []stri
 		}
 	}
 	return nil
+}
+
+// boardRequirementOf returns where the recipe's board_verify is looked for (nil without one) and
+// registers the verify-board stage kind the plan then contains.
+func boardRequirementOf(r *recipe.Recipe, tf transportFlags, opts *globalOptions) (*boardRequirement, error) {
+	b := r.BoardVerify
+	if b == nil {
+		if tf.plainHTTP || tf.insecure {
+			return nil, usagef("--board-verify-plain-http and --board-verify-insecure need a recipe with board_verify")
+		}
+		return nil, nil
+	}
+	ropts, err := tf.options(b.Ref)
+	if err != nil {
+		return nil, err
+	}
+	key, err := registry.LoadPublicKey(b.Trust)
+	if err != nil {
+		return nil, usagef("recipe %s: board_verify.trust: %v", r.Path, err)
+	}
+	ropts = append(ropts, registry.WithTrust(key), registry.WithLogger(opts.logger))
+	verify.RegisterKind()
+	return &boardRequirement{ref: b.Ref, options: ropts}, nil
 }
 
 // printBuildPlan prints the plan of a build like `orkpipe plan`: every node, its key (or pending),

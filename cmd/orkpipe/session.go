@@ -11,6 +11,7 @@ import (
 	"orkpipe/pipelines/engine"
 	"orkpipe/pipelines/progress"
 	"orkpipe/pipelines/remotecache"
+	"orkpipe/pipelines/verify"
 	"orkpipe/registry"
 )
 
@@ -20,6 +21,7 @@ type engineSetup struct {
 	events    bool                              // report to a progress sink on stdout (JSON Lines with --json)
 	exec      executorFlags                     // --executor, --orkpipe-binary
 	remote    remoteFlags                       // --remote-cache
+	board     *boardRequirement                 // a recipe's board_verify: serve verify-board from attestations
 	wrap      func(progress.Sink) progress.Sink // e.g. build's renaming of outputs to roles
 }
 
@@ -77,6 +79,26 @@ func (f remoteFlags) open(ctx context.Context, opts *globalOptions) (*registry.R
 	return rc, nil
 }
 
+// boardRequirement is where a recipe's required board verification is looked for: the artifact
+// reference its attestations are attached to, the registry options (transport and the trusted key).
+type boardRequirement struct {
+	ref     string
+	options []registry.Option
+}
+
+// wrap returns next (nil: the local executor on store) behind a verify.Executor that serves
+// verify-board nodes from signed attestations at the reference and runs nothing for them.
+func (b *boardRequirement) wrap(next engine.Executor, store engine.Store, opts *globalOptions) (engine.Executor, error) {
+	if _, ok := next.(engine.ProvenanceExecutor); ok {
+		return nil, usagef("board_verify: not supported with --executor dagger yet (the nodes' remote provenance would be lost); build with --executor local")
+	}
+	if next == nil {
+		next = engine.Local{Store: store, Logger: opts.logger}
+	}
+	verify.RegisterKind()
+	return &verify.Executor{Next: next, Store: store, Ref: b.ref, Options: b.options, Trusted: true, Logger: opts.logger}, nil
+}
+
 // openEngine opens the cache and an engine configured from the global flags and setup. The caller
 // closes the session.
 func openEngine(ctx context.Context, opts *globalOptions, setup engineSetup) (_ *engineSession, err error) {
@@ -120,8 +142,15 @@ func openEngine(ctx context.Context, opts *globalOptions, setup engineSetup) (_ 
 		return nil, err
 	}
 	if ex != nil {
-		engOpts = append(engOpts, engine.WithExecutor(ex))
 		s.closers = append(s.closers, closeX)
+	}
+	if setup.board != nil {
+		if ex, err = setup.board.wrap(ex, es, opts); err != nil {
+			return nil, err
+		}
+	}
+	if ex != nil {
+		engOpts = append(engOpts, engine.WithExecutor(ex))
 	}
 	s.closers = append(s.closers, s.sink.Close)
 	if s.engine, err = engine.New(es, engOpts...); err != nil {

@@ -199,5 +199,8 @@ func (t *Target) planTail(g *engine.Graph, src *source, ws []*weight, boardName 
 	g.Export(out.Report, rep.Output("report.json"))
 	g.Export(out.Summary, rep.Output("summary.txt"))
 	g.Export(out.Provenance, prov.Output("provenance.json"))
+	if err := t.planBoardVerify(g, pk, stub); err != nil {
+		return nil, err
+	}
 	return g, g.Err()
 }

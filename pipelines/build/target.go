@@ -17,6 +17,9 @@
 //	verify-local                pack VerifyAll, stub vs pack, plan vs board
 //	report                      report.json + summary.txt
 //	provenance                  provenance.json (in-toto Statement v1, SLSA provenance v1 predicate)
+//	verify-board                pack + stub + text -> board-verify.json (only with board_verify): evidence
+//	                            from the board, served from a matching signed attestation in the registry by
+//	                            pipelines/verify.Executor, never run on the build host
 //
 // Each node's parameters carry exactly what changes its output: finalize holds the scheme fields
 // that change the codes and never the tile layout, so changing the tile layout never re-runs GPTQ,
@@ -106,8 +109,12 @@ func (t *Target) Exports() Outputs {
 }
 
 // Roles maps each export name to its role in `build --json`'s summary (pack, stub, report,
-// summary, provenance).
+// summary, provenance, and board-verify when the recipe requires a board verification).
 func (t *Target) Roles() map[string]string {
 	o := t.Exports()
-	return map[string]string{o.Pack: "pack", o.Stub: "stub", o.Report: "report", o.Summary: "summary", o.Provenance: "provenance"}
+	roles := map[string]string{o.Pack: "pack", o.Stub: "stub", o.Report: "report", o.Summary: "summary", o.Provenance: "provenance"}
+	if t.r.BoardVerify != nil {
+		roles[BoardVerifyOutput] = "board-verify"
+	}
+	return roles
 }

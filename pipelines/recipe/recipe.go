@@ -30,6 +30,7 @@ type Recipe struct {
 	Schemes     []Scheme     `yaml:"schemes" json:"schemes"`
 	Promote     *Promote     `yaml:"promote" json:"promote,omitempty"`
 	Screen      *Screen      `yaml:"screen" json:"screen,omitempty"`
+	BoardVerify *BoardVerify `yaml:"board_verify" json:"board_verify,omitempty"`
 	Output      string       `yaml:"output" json:"output"`
 
 	// Path is the recipe file the recipe was read from ("" when decoded from bytes).
@@ -209,6 +210,10 @@ func (r *Recipe) resolvePaths() {
 	}
 	if r.Output != "" {
 		abs(&r.Output)
+	}
+	if b := r.BoardVerify; b != nil {
+		abs(&b.Text)
+		abs(&b.Trust)
 	}
 }
 

@@ -146,5 +146,11 @@ func FuzzParse(f *testing.F) {
 		if err == nil && (r.Name == "" || len(r.Schemes) == 0) {
 			t.Fatalf("accepted an incomplete recipe: %+v", r)
 		}
+		if err != nil {
+			return
+		}
+		if b := r.BoardVerify; b != nil && (b.Board == "" || b.Text == "" || b.Trust == "" || b.Command == "" || !validRef(b.Ref)) {
+			t.Fatalf("accepted an incomplete board_verify: %+v", b)
+		}
 	})
 }

@@ -111,6 +111,9 @@ func (r *Recipe) validate() error {
 			bad("screen.gates: thresholds must not be negative")
 		}
 	}
+	if b := r.BoardVerify; b != nil {
+		errs = append(errs, b.validate(r))
+	}
 	return errors.Join(errs...)
 }
 

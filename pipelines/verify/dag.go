@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 
@@ -111,6 +112,9 @@ func (x *Executor) mismatch(v Verification, want stages.VerifyBoardParams, input
 	}
 	if x.Trusted && len(v.TrustedBy) == 0 {
 		return "not signed by a trusted key"
+	}
+	if want.Signer != "" && !slices.Contains(v.TrustedBy, want.Signer) {
+		return fmt.Sprintf("not signed by %s (verified signers: %v)", want.Signer, v.TrustedBy)
 	}
 	got, ins, err := ParamsOf(v.Predicate, v.Report)
 	if err != nil {

@@ -1,0 +1,167 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"orkpipe/artifacts"
+	"orkpipe/ork/boardhost"
+	"orkpipe/pipelines/verify/verifytest"
+	"orkpipe/registry/regtest"
+)
+
+// TestBuildRequiresBoardVerification is issue 9's last item on real components: `build` the demo
+// recipe, `push` it to a real registry (distribution, in-process), `verify REF --run --attest --sign`
+// on the "board host" (here: a stand-in for llama-perplexity that logs each run), `describe` shows
+// the verification, then `build` the same recipe requiring that verification (board_verify via
+// --set): the verify-board node is served from the signed attestation (one node executed, by the
+// attestation; every other node cached; the board command not run), a second build executes
+// nothing, and a requirement with another host fingerprint fails naming the attestation and the
+// difference, without running anything.
+func TestBuildRequiresBoardVerification(t *testing.T) {
+	cache, out := t.TempDir(), filepath.Join(t.TempDir(), "out")
+	recipe := filepath.Join("..", "..", "pipelines", "recipes", "demo.yaml")
+	text, err := filepath.Abs(filepath.Join("..", "..", "pipelines", "recipes", "demo-eval.txt"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, stderr, code := demoCLI(t, "--cache", cache, "build", recipe, "-o", out); code != 0 {
+		t.Fatalf("build: exit %d\n%s", code, stderr)
+	}
+	reg := regtest.Start(t, nil)
+	ref := reg.Ref("packs/demo", "v1")
+	if _, stderr, code := demoCLI(t, "push", out, ref, "--plain-http"); code != 0 {
+		t.Fatalf("push: exit %d\n%s", code, stderr)
+	}
+
+	// The board host: a stand-in runtime that records every run, so a run on the build host shows.
+	runs := filepath.Join(t.TempDir(), "runs.log")
+	script := filepath.Join(t.TempDir(), "board-runtime.sh")
+	body := fmt.Sprintf("#!/bin/sh\necho run >> '%s'\nexec '%s' \"$@\"\n", runs, verifytest.StandIn(t, "good"))
+	if err := os.WriteFile(script, []byte(body), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	command := "'" + script + "' -m {stub} --ork-pack {pack} -f {text}"
+	boardKey := filepath.Join(t.TempDir(), "board.key")
+	if _, stderr, code := demoCLI(t, "key", "generate", "-o", boardKey); code != 0 {
+		t.Fatalf("key generate: exit %d\n%s", code, stderr)
+	}
+	report := filepath.Join(t.TempDir(), "report.json")
+	if _, stderr, code := demoCLI(t, "--cache", t.TempDir(), "verify", ref, "--plain-http", "-o", filepath.Join(t.TempDir(), "pulled"),
+		"--run", command, "--text", text, "--report", report, "--attest", ref, "--sign", boardKey); code != 0 {
+		t.Fatalf("verify --attest: exit %d\n%s", code, stderr)
+	}
+	if n := countRuns(t, runs); n != 1 {
+		t.Fatalf("%d board runs after verify, want 1", n)
+	}
+	rep, err := boardhost.ReadReport(report)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The build side reads what to require from describe (the digests the report carries).
+	stdout, stderr, code := demoCLI(t, "--json", "describe", ref, "--plain-http", "--trust", boardKey+".pub")
+	var desc struct {
+		Verifications []struct {
+			Attestation, Host, Board, Fingerprint, Program, Command string
+			OK                                                      bool
+			TrustedBy                                               []string `json:"trusted_by"`
+		} `json:"verifications"`
+	}
+	if err := json.Unmarshal([]byte(stdout), &desc); code != 0 || err != nil || len(desc.Verifications) != 1 {
+		t.Fatalf("describe --json: exit %d (%v), want one verification\n%s\n%s", code, err, stdout, stderr)
+	}
+	v := desc.Verifications[0]
+	if !v.OK || v.Fingerprint != rep.Fingerprint.Digest() || v.Program != rep.Run.Program.Digest || v.Command != command || v.Board != "rk3588" {
+		t.Fatalf("described verification %+v, want the report's (fingerprint %s, program %s)", v, rep.Fingerprint.Digest(), rep.Run.Program.Digest)
+	}
+	t.Logf("describe: attestation %s host %q board %s fingerprint %s program %s trusted_by %v", v.Attestation, v.Host, v.Board, v.Fingerprint, v.Program, v.TrustedBy)
+	fp, prog := v.Fingerprint, v.Program
+	stdout, stderr, code = demoCLI(t, "describe", ref, "--plain-http", "--trust", boardKey+".pub")
+	if code != 0 || !strings.Contains(stdout, "board verifications:") || !strings.Contains(stdout, "fingerprint "+fp) || !strings.Contains(stdout, "program "+prog) {
+		t.Fatalf("describe: exit %d, want the verification listed\n%s\n%s", code, stdout, stderr)
+	}
+
+	require := []string{"--set", "board_verify.ref=" + ref, "--set", "board_verify.command=" + command,
+		"--set", "board_verify.fingerprint=" + fp, "--set", "board_verify.program=" + prog, "--set", "board_verify.trust=" + boardKey + ".pub"}
+	// Build 1 runs verify-board (served by the attestation) and provenance (it records the recipe,
+	// which now has board_verify); every other node is cached. Build 2 runs nothing.
+	for i, want := range []string{"provenance,verify-board", ""} {
+		args := append([]string{"--cache", cache, "--json", "-v", "build", recipe, "-o", out, "--board-verify-plain-http"}, require...)
+		stdout, stderr, code := demoCLI(t, args...)
+		if code != 0 {
+			t.Fatalf("build %d requiring the verification: exit %d\n%s", i+1, code, stderr)
+		}
+		evs, sum := demoEvents(t, stdout)
+		var started []string
+		for _, ev := range evs {
+			if ev["event"] == "node_started" {
+				started = append(started, ev["node"].(string))
+			}
+		}
+		slices.Sort(started)
+		if strings.Join(started, ",") != want || sum["executed"] != float64(len(started)) || sum["failed"] != 0.0 ||
+			sum["cached"] != float64(countEvents(evs, "plan")-len(started)) {
+			t.Errorf("build %d: executed %v, summary %v; want executed [%s] and every other node cached", i+1, started, sum, want)
+		}
+		t.Logf("build %d: %v executed, %v cached, nodes run: %v", i+1, sum["executed"], sum["cached"], started)
+		outputs, _ := sum["outputs"].(map[string]any)
+		if p, _ := outputs["board-verify"].(string); p != filepath.Join(out, "board-verify.json") {
+			t.Errorf("build %d: board-verify output %q", i+1, p)
+		}
+		if i == 0 && !strings.Contains(stderr, "verify-board satisfied by attestation") {
+			t.Errorf("build 1: stderr does not say the attestation satisfied verify-board:\n%s", stderr)
+		}
+	}
+	if n := countRuns(t, runs); n != 1 {
+		t.Fatalf("%d board runs after the builds, want 1 (the board command ran on the build host)", n)
+	}
+	b, err := os.ReadFile(filepath.Join(out, "board-verify.json"))
+	if err != nil || !strings.Contains(string(b), fp) {
+		t.Errorf("board-verify.json (%v) does not carry the attested fingerprint %s", err, fp)
+	}
+
+	// Another board host: nothing matches; the error names what was looked for and what was seen.
+	other := artifacts.SumBytes([]byte("another board")).String()
+	args := append([]string{"--cache", cache, "build", recipe, "-o", filepath.Join(t.TempDir(), "o2"), "--board-verify-plain-http"}, require...)
+	args = append(args, "--set", "board_verify.fingerprint="+other)
+	_, stderr, code = demoCLI(t, args...)
+	if code != 1 || !strings.Contains(stderr, "no board verification of pack") || !strings.Contains(stderr, "fingerprint "+fp+", want "+other) || !strings.Contains(stderr, "attestation sha256:") {
+		t.Fatalf("build requiring another fingerprint: exit %d, want 1 naming the attestation and the fingerprint difference\n%s", code, stderr)
+	}
+	t.Logf("build requiring another fingerprint: exit %d\n%s", code, stderr)
+	if n := countRuns(t, runs); n != 1 {
+		t.Fatalf("%d board runs after the failed build, want 1", n)
+	}
+}
+
+func countRuns(t *testing.T, log string) int {
+	t.Helper()
+	b, err := os.ReadFile(log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return strings.Count(string(b), "run\n")
+}
+
+// The board_verify transport flags without a requirement, and a trust key that cannot be read, are
+// usage errors naming the flag or the field, before anything is planned or run.
+func TestBuildBoardVerifyUsage(t *testing.T) {
+	recipe := filepath.Join("..", "..", "pipelines", "recipes", "demo.yaml")
+	_, stderr, code := demoCLI(t, "--cache", t.TempDir(), "build", recipe, "--plan", "--board-verify-plain-http")
+	if code != 2 || !strings.Contains(stderr, "--board-verify-plain-http") {
+		t.Errorf("--board-verify-plain-http without board_verify: exit %d\n%s", code, stderr)
+	}
+	d := artifacts.SumBytes([]byte("x")).String()
+	missing := filepath.Join(t.TempDir(), "missing.pub")
+	_, stderr, code = demoCLI(t, "--cache", t.TempDir(), "build", recipe, "--plan", "--set", "board_verify.ref=localhost:1/p/d:v1",
+		"--set", "board_verify.command=rt {pack}", "--set", "board_verify.fingerprint="+d, "--set", "board_verify.program="+d,
+		"--set", "board_verify.trust="+missing)
+	if code != 2 || !strings.Contains(stderr, "board_verify.trust") || !strings.Contains(stderr, missing) {
+		t.Errorf("unreadable trust key: exit %d\n%s", code, stderr)
+	}
+}

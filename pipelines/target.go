@@ -11,6 +11,7 @@ import (
 	"orkpipe/pipelines/demo"
 	"orkpipe/pipelines/engine"
 	"orkpipe/pipelines/recipe"
+	"orkpipe/pipelines/verify"
 )
 
 // Resolve returns the target named by arg: "demo", or the path of a recipe file, which is loaded
@@ -28,6 +29,9 @@ func Resolve(arg string, mem int64, sets []string) (engine.Target, error) {
 	r, err := recipe.Load(arg, sets...)
 	if err != nil {
 		return nil, err
+	}
+	if r.BoardVerify != nil {
+		verify.RegisterKind() // the verify-board node is planned like any other (it is served by attestations)
 	}
 	return build.New(r, build.WithMemoryBudget(mem), build.WithOverrides(sets))
 }

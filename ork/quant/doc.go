@@ -68,11 +68,14 @@
 //
 // # BLAS
 //
-// Linear algebra goes through gonum (blas64, mat.Cholesky). Built with -tags blas (cgo; Debian's
-// libopenblas-dev installed), blas.go routes every gonum BLAS call to OpenBLAS via
-// gonum.org/v1/netlib and GPTQ's factorisations to OpenBLAS's LAPACK (dpotrf, dpotri); results
-// equal the pure-Go build's to float tolerance (TestBLASMatchesPureGo compares with a golden
-// file the pure-Go build records: go test -run BLASMatchesPureGo ./ork/quant -args -update).
+// Linear algebra goes through gonum (blas64, gonum's LAPACK). GPTQ's factorisations (Cholesky of
+// H, its inverse, Cholesky of the inverse) run in place in one KP x KP buffer as gonum's blocked
+// dpotrf/dpotri, re-implemented block by block in cholesky.go so that ctx is checked between
+// blocks (peak memory: [GPTQMemory]). Built with -tags blas (cgo; Debian's libopenblas-dev
+// installed), blas.go routes every gonum BLAS call — including those factorisations' panel
+// updates — to OpenBLAS via gonum.org/v1/netlib; results equal the pure-Go build's to float
+// tolerance (TestBLASMatchesPureGo compares with a golden file the pure-Go build records:
+// go test -run BLASMatchesPureGo ./ork/quant -args -update).
 //
 // # Error evaluation
 //

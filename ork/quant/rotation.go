@@ -172,19 +172,19 @@ func (r Rotation) rotateHessian(h []float64) []float64 {
 		copy(row, h[i*k:(i+1)*k])
 		r.rotate64(row, d)
 	}
-	// columns: transpose, rotate rows again, transpose back
-	t := make([]float64, p*p)
+	// columns: H is symmetric, so out = H·Rᵀ has transpose R·H; transpose in place and rotate the
+	// rows again (R·H·Rᵀ) — no second p x p buffer
 	for i := 0; i < p; i++ {
-		for j := 0; j < p; j++ {
-			t[j*p+i] = out[i*p+j]
+		for j := i + 1; j < p; j++ {
+			out[i*p+j], out[j*p+i] = out[j*p+i], out[i*p+j]
 		}
 	}
 	for j := 0; j < p; j++ {
-		r.rotate64(t[j*p:(j+1)*p], d)
+		r.rotate64(out[j*p:(j+1)*p], d)
 	}
 	for i := 0; i < p; i++ {
-		for j := i; j < p; j++ {
-			v := 0.5 * (t[i*p+j] + t[j*p+i]) // symmetric to rounding
+		for j := i + 1; j < p; j++ {
+			v := 0.5 * (out[i*p+j] + out[j*p+i]) // symmetric to rounding
 			out[i*p+j], out[j*p+i] = v, v
 		}
 	}

@@ -1,14 +1,20 @@
 package registry
 
 import (
+	"context"
+	"math/rand/v2"
+	"os"
 	"path/filepath"
 	"testing"
 
+	"orkpipe/ork/board"
+	"orkpipe/ork/pack"
 	"orkpipe/registry/regtest"
 )
 
-// TestLargeFileParts pushes a generated 2 GiB file with a 256 MiB part size (8 layers, 4 jobs) and
-// pulls it back byte-identical. Skipped with -short.
+// TestLargeFileParts pushes a generated ~2 GiB orkpack (31 int8 entries of 8192 x 8192 with random
+// codes, written by ork/pack) with a 256 MiB part size (8 layers, 4 jobs) and pulls it back
+// byte-identical. Skipped with -short.
 func TestLargeFileParts(t *testing.T) {
 	if testing.Short() {
 		t.Skip("2 GiB round trip skipped with -short")
@@ -16,15 +22,18 @@ func TestLargeFileParts(t *testing.T) {
 	ctx := ctxT(t)
 	reg := regtest.Start(t, nil)
 	src := t.TempDir()
-	writeRandom(t, filepath.Join(src, "big.orkpack"), 2<<30, 42)
+	size := writeLargePack(t, filepath.Join(src, "big.orkpack"), 31)
 	ref := reg.Ref("packs/big", "v1")
-	res, err := Push(ctx, src, ref, plain(reg), WithPartSize(256<<20), WithJobs(4), WithCreated(testCreated))
+	res, err := Push(ctx, src, ref, plain(reg), WithPartSize(256<<20), WithJobs(4), WithCreated(testCreated), WithAnnotator(PackAnnotator))
 	if err != nil {
 		t.Fatal(err)
 	}
 	f, _ := res.Artifact.File("big.orkpack")
 	if len(f.Parts) != 8 {
 		t.Fatalf("%d parts, want 8", len(f.Parts))
+	}
+	if f.Extra[AnnotationPackEntries] != "31" {
+		t.Errorf("pack annotations %v, want 31 entries", f.Extra)
 	}
 	for _, p := range f.Parts {
 		if p.Compressed() {
@@ -36,8 +45,48 @@ func TestLargeFileParts(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if pr.Downloaded != 2<<30 {
-		t.Errorf("downloaded %d bytes, want %d", pr.Downloaded, 2<<30)
+	if pr.Downloaded != size {
+		t.Errorf("downloaded %d bytes, want %d", pr.Downloaded, size)
 	}
 	sameFiles(t, src, dst)
+}
+
+// writeLargePack writes a real orkpack of n int8 entries of 8192 x 8192 with random codes in
+// [-127, 127] (one entry in memory at a time) and returns its size (n = 31: just under 2 GiB).
+func writeLargePack(t testing.TB, path string, n int) int64 {
+	t.Helper()
+	ctx := context.Background()
+	w, err := pack.Create(ctx, path, board.Planner(board.RK3588()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	const k, rows = 8192, 8192
+	rng := rand.NewChaCha8([32]byte{42})
+	raw := make([]byte, k*rows)
+	codes := make([]int8, k*rows)
+	scales := make([]float32, rows)
+	for i := range scales {
+		scales[i] = 0.001 + float32(i%97)/1e4
+	}
+	for e := 0; e < n; e++ {
+		rng.Read(raw)
+		for i, b := range raw {
+			codes[i] = int8(int(b)%255 - 127)
+		}
+		var src pack.Digest
+		src[0], src[1] = byte(e), 1
+		meta := pack.Meta{Name: pack.ExpertName("blk.0.ffn_down_exps.weight", e), DType: pack.I8, K: k, N: rows, QErr: 0.01, Source: src}
+		if err := w.Add(ctx, pack.Weight{Meta: meta, Codes: codes, Scales: scales}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := w.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	st, err := os.Stat(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return st.Size()
 }

@@ -65,7 +65,13 @@ func FinalizeMemory(p FinalizeParams) int64 {
 	base := int64(64<<20) + n*k*4 + n*kp // float weight, codes
 	switch {
 	case p.Method == "gptq":
-		return base + quant.GPTQMemory(p.N, p.K, int(kp), p.Group) + k*k*8 // quant.GPTQ's peak, plus the Hessian as read
+		// quant.GPTQ's peak. The Hessian as read is handed over (quant.WithConsumeHessian) and becomes
+		// GPTQ's factorization buffer, except when rotation pads K: then both exist at once.
+		mem := base + quant.GPTQMemory(p.N, p.K, int(kp), p.Group)
+		if kp != k {
+			mem += k * k * 8
+		}
+		return mem
 	case DTypeBits(p.DType) == 16:
 		return base + n*k*2
 	default:
@@ -181,7 +187,7 @@ func runFinalize(ctx context.Context, p FinalizeParams, req Request) error {
 		if damp == 0 {
 			damp = 0.01
 		}
-		opts = append(opts, quant.WithDamping(damp, 0.01, 8), quant.WithActOrder(p.ActOrder))
+		opts = append(opts, quant.WithDamping(damp, 0.01, 8), quant.WithActOrder(p.ActOrder), quant.WithConsumeHessian())
 		if p.ActOrder && p.Group > 0 {
 			opts = append(opts, quant.WithStaticGroups(true))
 		}

@@ -50,9 +50,9 @@ func GPTQ(ctx context.Context, m Matrix, h *Hessian, opts ...Option) (*Weight, e
 	}
 	kp := w.KP
 	H := hsrc
-	if w.Rotation.IsZero() {
+	if w.Rotation.IsZero() && !c.consumeH {
 		H = append([]float64(nil), hsrc...) // the one KP x KP buffer; never modify the caller's Hessian
-	} // else hsrc is prepare's fresh rotated copy
+	} // else hsrc is prepare's fresh rotated copy, or the caller's data it handed over (WithConsumeHessian)
 	diag0 := make([]float64, kp)
 	for k := range diag0 {
 		diag0[k] = H[k*kp+k]

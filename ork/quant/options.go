@@ -24,6 +24,7 @@ type config struct {
 	dampTries    int
 	actOrder     bool
 	staticGroups bool
+	consumeH     bool
 }
 
 // Option configures RTN and GPTQ. Each option validates its own argument.
@@ -131,6 +132,13 @@ func WithDamping(percdamp, step float64, tries int) Option {
 // WithActOrder makes GPTQ quantize columns in order of decreasing diag(H).
 func WithActOrder(on bool) Option {
 	return func(c *config) error { c.actOrder = on; return nil }
+}
+
+// WithConsumeHessian lets GPTQ factorize (and, for a rotated weight, rotate) the caller's Hessian
+// data in place instead of a copy, saving one K x K float64 buffer (2.26 GiB at K = 17408). The
+// caller must not use the Hessian afterwards. A rotation that pads K still needs a new buffer.
+func WithConsumeHessian() Option {
+	return func(c *config) error { c.consumeH = true; return nil }
 }
 
 // WithStaticGroups makes GPTQ fix every group's scale from the original weights before any

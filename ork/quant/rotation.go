@@ -163,9 +163,14 @@ func fwhtBlocks(x []float64, b int) {
 // rotateHessian returns R·H·Rᵀ for a K x K Hessian (float64, row-major): the Hessian of the
 // rotated activations, padded to r.Padded (the padded rows and columns start as zero).
 func (r Rotation) rotateHessian(h []float64) []float64 {
+	return r.rotateHessianInto(make([]float64, r.Padded*r.Padded), h)
+}
+
+// rotateHessianInto writes R·H·Rᵀ into out (Padded x Padded) and returns it. out may be h itself
+// when no padding is needed (Padded == K): each row is rotated where it lies.
+func (r Rotation) rotateHessianInto(out, h []float64) []float64 {
 	k, p := r.K, r.Padded
 	d := r.signVector()
-	out := make([]float64, p*p)
 	// rows: out[i] = R·h[i] for i < k (H is symmetric, so rotating rows then columns works)
 	for i := 0; i < k; i++ {
 		row := out[i*p : (i+1)*p]

@@ -74,7 +74,11 @@ func prepare(m Matrix, h *Hessian, c *config) (*Weight, []float32, []float64, er
 			return nil, nil, nil, fmt.Errorf("%s: %w", m.Name, err)
 		}
 		if h != nil {
-			hdata = r.rotateHessian(h.Data)
+			if c.consumeH && r.Padded == r.K {
+				hdata = r.rotateHessianInto(h.Data, h.Data)
+			} else {
+				hdata = r.rotateHessian(h.Data)
+			}
 		}
 	}
 	w.Codes = make([]int8, w.N*w.KP)

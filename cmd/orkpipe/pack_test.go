@@ -4,76 +4,24 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"io"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/goccy/go-yaml"
-	"github.com/zeebo/blake3"
 
-	"orkpipe/internal/testdata"
 	"orkpipe/ork/board"
-	"orkpipe/ork/gguf"
 	"orkpipe/ork/pack"
-	"orkpipe/ork/quant"
+	"orkpipe/pipelines/verify/verifytest"
 )
 
-// buildStoriesPack quantizes the matmul weights of the real stories260K.gguf (RTN) and writes them to an
-// orkpack: ffn_down as I8 per channel, attn_output as I4_ROT_A8 (rotated), the rest I4_NATIVE with G=32.
-// promote names one more weight to store as I8_ROT; skip names one to leave out.
+// buildStoriesPack writes verifytest's pack of the real stories260K weights to dir/name; promote names
+// one more weight to store as I8_ROT, skip names one to leave out.
 func buildStoriesPack(t *testing.T, dir, name, promote, skip string) string {
 	t.Helper()
-	ctx := context.Background()
-	f, err := gguf.Open(ctx, testdata.Path(t, "stories260K.gguf"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
 	path := filepath.Join(dir, name)
-	w, err := pack.Create(ctx, path, board.Planner(board.RK3588()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer w.Close()
-	for _, ti := range f.Tensors {
-		if len(ti.Shape) != 2 || ti.Name == "token_embd.weight" || ti.Name == skip {
-			continue
-		}
-		m := quant.Matrix{Name: ti.Name, Rows: int(ti.Rows()), Cols: int(ti.RowLen())}
-		m.Data = make([]float32, m.Rows*m.Cols)
-		if err := f.ReadRows(ctx, ti, 0, m.Data); err != nil {
-			t.Fatal(err)
-		}
-		dt, qopts := pack.I4Native, []quant.Option{quant.WithBits(4), quant.WithGroup(32)}
-		switch {
-		case ti.Name == promote:
-			dt, qopts = pack.I8Rot, []quant.Option{quant.WithBits(8), quant.WithGroup(0), quant.WithRotation(true, 7)}
-		case strings.Contains(ti.Name, "ffn_down"):
-			dt, qopts = pack.I8, []quant.Option{quant.WithBits(8), quant.WithGroup(0)}
-		case strings.Contains(ti.Name, "attn_output"):
-			dt, qopts = pack.I4RotA8, []quant.Option{quant.WithBits(4), quant.WithGroup(32), quant.WithRotation(true, 7)}
-		}
-		q, err := quant.RTN(ctx, m, nil, qopts...)
-		if err != nil {
-			t.Fatal(err)
-		}
-		h := blake3.New()
-		if _, err := io.Copy(h, f.Section(ti)); err != nil {
-			t.Fatal(err)
-		}
-		meta := pack.Meta{Name: ti.Name, DType: dt, K: q.KP, N: q.N, Group: q.Group, QErr: q.QErr, Source: pack.Digest(h.Sum(nil))}
-		if !q.Rotation.IsZero() {
-			meta.Rotation = pack.Rotation{Kind: pack.RotHadamard, Block: q.Rotation.Block, Seed: q.Rotation.Seed}
-		}
-		if err := w.Add(ctx, pack.Weight{Meta: meta, Codes: q.Codes, Scales: q.Scales}); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if err := w.Commit(ctx); err != nil {
-		t.Fatal(err)
-	}
+	verifytest.WritePack(t, path, verifytest.PackOptions{Promote: promote, Skip: skip})
 	return path
 }
 

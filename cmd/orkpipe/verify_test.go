@@ -113,7 +113,7 @@ func TestVerifyCLIRunFailureTail(t *testing.T) {
 	verifytest.BuildDir(t, dir)
 	run := "'" + verifytest.StandIn(t, "fails") + "' -m {stub} --ork-pack {pack}"
 	out, stderr, code := runVerifyCLI(t, "verify", dir, "--run", run)
-	if code != 1 || !strings.Contains(stderr, "failed: run") || !strings.Contains(out, "  | main: unable to load model") || !strings.Contains(out, "exit status 3") {
+	if code != 1 || !strings.Contains(stderr, "failed: run") || !strings.Contains(out, "  | main: unable to load model") || !strings.Contains(out, "exit status 1") {
 		t.Fatalf("exit %d\n%s\n%s", code, out, stderr)
 	}
 }
@@ -170,13 +170,13 @@ func TestVerifyCLIRefAttestDescribe(t *testing.T) {
 	}
 	// The build side sees which board verified the pack, with which binaries.
 	host, _ := os.Hostname()
-	for _, want := range []string{"board verifications:", `board "rk3588" host "` + host + `": passed`, "standin-llama-perplexity-good.sh", "PPL 2.6798"} {
+	for _, want := range []string{"board verifications:", `board "rk3588" host "` + host + `": passed`, "fake-llama-perplexity-good.sh", "PPL 2.6798"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("describe lacks %q:\n%s", want, out)
 		}
 	}
 	out, stderr, code = runVerifyCLI(t, "verify", "--list", "--plain-http", "--trust", key+".pub", ref)
-	for _, want := range []string{`board "rk3588" host "` + host + `": passed`, "standin-llama-perplexity-good.sh", "script-interpreter", "PPL 2.6798"} {
+	for _, want := range []string{`board "rk3588" host "` + host + `": passed`, "fake-llama-perplexity-good.sh", "script-interpreter", "PPL 2.6798"} {
 		if code != 0 || !strings.Contains(out, want) {
 			t.Errorf("verify --list: exit %d, output lacks %q:\n%s\n%s", code, want, out, stderr)
 		}

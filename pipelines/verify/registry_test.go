@@ -102,7 +102,7 @@ func TestVerifyAttestDescribeAndDAG(t *testing.T) {
 	}
 	var sawScript, sawShell bool
 	for _, o := range v.Objects {
-		sawScript = sawScript || strings.HasSuffix(o.Path, "standin-llama-perplexity-good.sh") && strings.HasPrefix(o.Digest, "blake3:")
+		sawScript = sawScript || strings.HasSuffix(o.Path, "fake-llama-perplexity-good.sh") && strings.HasPrefix(o.Digest, "blake3:")
 		sawShell = sawShell || o.Role == "script-interpreter" && strings.HasPrefix(o.Digest, "blake3:")
 	}
 	if !sawScript || !sawShell {

@@ -44,7 +44,6 @@ func BuildDir(t testing.TB, dir string) string {
 // quantizer never writes reach the pack with consistent hashes. It returns that weight's name.
 func BuildDirWith(t testing.TB, dir string, mutate func(*pack.Weight) bool) string {
 	t.Helper()
-	mutated := ""
 	ctx := context.Background()
 	src, err := gguf.Open(ctx, testdata.Path(t, "stories260K.gguf"))
 	if err != nil {
@@ -52,14 +51,54 @@ func BuildDirWith(t testing.TB, dir string, mutate func(*pack.Weight) bool) stri
 	}
 	defer src.Close()
 	packPath := filepath.Join(dir, Name+".orkpack")
-	w, err := pack.Create(ctx, packPath, board.Planner(board.RK3588()))
+	owned, mutated := WritePack(t, packPath, PackOptions{Mutate: mutate})
+	if _, err := gguf.EmitStub(ctx, src, gguf.NewNameSet(owned...), packPath+".gguf"); err != nil {
+		t.Fatal(err)
+	}
+	hd, err := src.HeaderDigest(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	header, err := artifacts.DigestFromBytes(hd[:])
+	if err != nil {
+		t.Fatal(err)
+	}
+	report := map[string]any{"name": Name, "board": "rk3588", "verify": map[string]any{"stub_header": header.String()}}
+	writeJSON(t, filepath.Join(dir, "report.json"), report)
+	WriteProvenance(t, dir, Name+".orkpack", Name+".orkpack.gguf", "report.json")
+	return mutated
+}
+
+// PackOptions vary the pack WritePack writes. The zero value is the fixture's pack.
+type PackOptions struct {
+	// Promote names one weight to store as I8_ROT (rotated int8) instead of its default dtype.
+	Promote string
+	// Skip names one weight to leave out of the pack.
+	Skip string
+	// Mutate is called on each quantized weight before it is added (nil: none); the first weight for
+	// which it returns true is added pre-tiled (Writer.AddTiled).
+	Mutate func(*pack.Weight) bool
+}
+
+// WritePack quantizes the matmul weights of the real stories260K.gguf (RTN) into an orkpack at path:
+// every 2-D weight but token_embd, I4_NATIVE G32, except ffn_down I8 per channel and attn_output
+// I4_ROT_A8 (rotated), varied by o. It returns the names of the weights stored and the name of the
+// weight o.Mutate changed ("" if none).
+func WritePack(t testing.TB, path string, o PackOptions) (owned []string, mutated string) {
+	t.Helper()
+	ctx := context.Background()
+	src, err := gguf.Open(ctx, testdata.Path(t, "stories260K.gguf"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer src.Close()
+	w, err := pack.Create(ctx, path, board.Planner(board.RK3588()))
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer w.Close()
-	var owned []string
 	for _, ti := range src.Tensors {
-		if len(ti.Shape) != 2 || ti.Name == "token_embd.weight" {
+		if len(ti.Shape) != 2 || ti.Name == "token_embd.weight" || ti.Name == o.Skip {
 			continue
 		}
 		m := quant.Matrix{Name: ti.Name, Rows: int(ti.Rows()), Cols: int(ti.RowLen())}
@@ -69,6 +108,8 @@ func BuildDirWith(t testing.TB, dir string, mutate func(*pack.Weight) bool) stri
 		}
 		dt, qopts := pack.I4Native, []quant.Option{quant.WithBits(4), quant.WithGroup(32)}
 		switch {
+		case ti.Name == o.Promote:
+			dt, qopts = pack.I8Rot, []quant.Option{quant.WithBits(8), quant.WithGroup(0), quant.WithRotation(true, 7)}
 		case strings.Contains(ti.Name, "ffn_down"):
 			dt, qopts = pack.I8, []quant.Option{quant.WithBits(8), quant.WithGroup(0)}
 		case strings.Contains(ti.Name, "attn_output"):
@@ -87,7 +128,7 @@ func BuildDirWith(t testing.TB, dir string, mutate func(*pack.Weight) bool) stri
 			meta.Rotation = pack.Rotation{Kind: pack.RotHadamard, Block: q.Rotation.Block, Seed: q.Rotation.Seed}
 		}
 		wt := pack.Weight{Meta: meta, Codes: q.Codes, Scales: q.Scales}
-		if mutated == "" && mutate != nil && mutate(&wt) {
+		if mutated == "" && o.Mutate != nil && o.Mutate(&wt) {
 			mutated = wt.Name
 			_, tiled, err := pack.TileWeight(wt, 0)
 			if err != nil {
@@ -104,21 +145,7 @@ func BuildDirWith(t testing.TB, dir string, mutate func(*pack.Weight) bool) stri
 	if err := w.Commit(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := gguf.EmitStub(ctx, src, gguf.NewNameSet(owned...), packPath+".gguf"); err != nil {
-		t.Fatal(err)
-	}
-	hd, err := src.HeaderDigest(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	header, err := artifacts.DigestFromBytes(hd[:])
-	if err != nil {
-		t.Fatal(err)
-	}
-	report := map[string]any{"name": Name, "board": "rk3588", "verify": map[string]any{"stub_header": header.String()}}
-	writeJSON(t, filepath.Join(dir, "report.json"), report)
-	WriteProvenance(t, dir, Name+".orkpack", Name+".orkpack.gguf", "report.json")
-	return mutated
+	return owned, mutated
 }
 
 // WriteProvenance (re)writes dir/provenance.json with the current sha256 and BLAKE3 of the named
@@ -165,15 +192,16 @@ func writeJSON(t testing.TB, path string, v any) {
 	}
 }
 
-// StandIn returns the absolute path of a board-runtime stand-in script in pipelines/verify/testdata
-// (see its README.md): "good", "rewrites-pack", "fails" or "hangs".
+// StandIn returns the absolute path of a board-runtime stand-in script, one of the set shared with
+// ork/boardhost in ork/boardhost/testdata (see its README.md): "good", "rewrites-pack", "fails" or
+// "hangs".
 func StandIn(t testing.TB, name string) string {
 	t.Helper()
 	_, file, _, ok := runtime.Caller(0)
 	if !ok {
 		t.Fatal("cannot locate verifytest")
 	}
-	p := filepath.Join(filepath.Dir(file), "..", "testdata", "standin-llama-perplexity-"+name+".sh")
+	p := filepath.Join(filepath.Dir(file), "..", "..", "..", "ork", "boardhost", "testdata", "fake-llama-perplexity-"+name+".sh")
 	if _, err := os.Stat(p); err != nil {
 		t.Fatal(err)
 	}

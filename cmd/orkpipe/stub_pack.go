@@ -14,8 +14,9 @@ import (
 // packOwnedSet returns the tensors of f that the orkpack at path owns: one name per entry, MoE expert
 // entries ("<name>#<e>") folded into their tensor. Every owned name must be a tensor of f: a pack built
 // from another model is an error, not an empty intersection. With checkSource (f is the full source
-// model, not a stub), every whole-tensor entry's recorded source digest must also equal the BLAKE3 of
-// that tensor's bytes in f, so a pack built from a different model with the same tensor names is refused.
+// model, not a stub), every entry's recorded source digest must also equal the BLAKE3 of its bytes in
+// f (the whole tensor, or for an expert entry that expert's rows), so a pack built from a different
+// model with the same tensor names is refused.
 func packOwnedSet(ctx context.Context, f *gguf.File, path string, checkSource bool) (gguf.NameSet, error) {
 	r, err := pack.Open(ctx, path)
 	if err != nil {
@@ -24,22 +25,17 @@ func packOwnedSet(ctx context.Context, f *gguf.File, path string, checkSource bo
 	defer r.Close()
 	var names []string
 	for _, e := range r.Entries() {
-		name := e.Name
-		if base, _, ok := pack.SplitExpert(name); ok {
-			name = base
+		name, expert, isExpert := pack.SplitExpert(e.Name)
+		if !isExpert {
+			name = e.Name
 		}
 		t, err := f.Tensor(name)
 		if err != nil {
 			return nil, fmt.Errorf("pack %s owns %q, which is not a tensor of %s: the pack was built from another model", path, name, f.Path)
 		}
-		if checkSource && name == e.Name {
-			h := blake3.New()
-			if _, err := io.Copy(h, f.Section(t)); err != nil {
-				return nil, fmt.Errorf("hashing tensor %q of %s: %w", name, f.Path, err)
-			}
-			if got := pack.Digest(h.Sum(nil)); got != e.Source {
-				return nil, fmt.Errorf("pack %s entry %q was built from different bytes than tensor %q of %s (source digest %x, tensor %x): the pack was built from another model",
-					path, e.Name, name, f.Path, e.Source[:8], got[:8])
+		if checkSource {
+			if err := checkEntrySource(f, t, path, e, expert, isExpert); err != nil {
+				return nil, err
 			}
 		}
 		names = append(names, name)
@@ -48,4 +44,29 @@ func packOwnedSet(ctx context.Context, f *gguf.File, path string, checkSource bo
 		return nil, fmt.Errorf("pack %s has no entries", path)
 	}
 	return gguf.NewNameSet(names...), nil
+}
+
+// checkEntrySource compares the source digest recorded in pack entry e with the BLAKE3 of the bytes it
+// was built from in f: all of tensor t, or for expert entry "<name>#<x>" of a 3-D expert tensor
+// [K, N, n_expert] its N rows starting at row x·N (what the finalize stage hashes).
+func checkEntrySource(f *gguf.File, t gguf.TensorInfo, path string, e pack.Entry, expert int, isExpert bool) error {
+	sec := f.Section(t)
+	if isExpert {
+		if len(t.Shape) != 3 || int64(expert) >= t.Shape[2] {
+			return fmt.Errorf("pack %s entry %q: tensor %q of %s has shape %v, want an expert tensor [K N n_expert] with more than %d experts",
+				path, e.Name, t.Name, f.Path, t.Shape, expert)
+		}
+		start, _ := f.DataRange(t)
+		rows := t.Shape[1]
+		sec = io.NewSectionReader(f.ReaderAt(), start+int64(expert)*rows*t.RowBytes(), rows*t.RowBytes())
+	}
+	h := blake3.New()
+	if _, err := io.Copy(h, sec); err != nil {
+		return fmt.Errorf("hashing tensor %q of %s for pack entry %q: %w", t.Name, f.Path, e.Name, err)
+	}
+	if got := pack.Digest(h.Sum(nil)); got != e.Source {
+		return fmt.Errorf("pack %s entry %q was built from different bytes than tensor %q of %s (source digest %x, tensor %x): the pack was built from another model",
+			path, e.Name, t.Name, f.Path, e.Source[:8], got[:8])
+	}
+	return nil
 }

@@ -45,10 +45,19 @@
 // path, and is missing from then on, so the action records that reference it become misses and
 // their producers re-run.
 //
-// Hashing a file (HashFile, Verify, AdoptFile) runs on all CPUs for files above 4 MiB: each
-// 4 MiB piece is a complete subtree of the BLAKE3 tree, hashed by its own worker, and the subtree
-// chaining values are merged in order (internal/b3, a fork of zeebo/blake3 that exposes them).
-// The digest is the standard BLAKE3-256 that b3sum prints.
+// Hashing a file (HashFile, Verify, AdoptFile, IngestFile) runs on all CPUs for files above
+// 4 MiB: each 4 MiB piece is a complete subtree of the BLAKE3 tree, mapped read-only (mmap with
+// MAP_POPULATE, no copy out of the page cache) and hashed by its own worker with
+// lukechampine.com/blake3/guts (16 chunks at once with AVX-512, 8 with AVX2); the subtree chaining
+// values are merged in order (tree.go). A file that shrinks while mapped raises SIGBUS, which is
+// recovered as an error. The digest is the standard BLAKE3-256 that b3sum prints. Streaming hashes
+// (Ingest from a reader, Open) use zeebo/blake3.
+//
+// IngestFile and Materialize-by-copy have the kernel copy the bytes (FICLONE reflink where the
+// filesystem shares extents, else copy_file_range of each data segment, so holes stay holes) while
+// the source is hashed as above: one read for the hash, one kernel copy, no user-space copy. The
+// source's size, mtime and ctime are compared before and after, so the copy holds the hashed bytes.
+// Materialize by hard link does not re-hash: the object was verified when stored and is 0444.
 //
 // Concurrency: any number of Stores (goroutines, processes) may use one directory at once, except
 // GC, which takes store.lock exclusively and fails with ErrBusy while another Store is open.

@@ -91,9 +91,12 @@ func (s *Store) ingestReader(ctx context.Context, r io.Reader, want *Object) (Ob
 	return obj, s.commit(f, obj)
 }
 
-// IngestFile copies the regular file at path into the store. Only its data segments are read and
-// written (SEEK_DATA/SEEK_HOLE), so a sparse file stays sparse; the digest covers the logical
-// bytes with holes as zeros. The file must not change while it is copied.
+// IngestFile copies the regular file at path into the store. Only its data segments are copied
+// (SEEK_DATA/SEEK_HOLE), so a sparse file stays sparse; the digest covers the logical bytes with
+// holes as zeros. The copy is made by the kernel (reflink or copy_file_range) while the file is
+// hashed on all CPUs (see copyAndHash): each byte is read once by the hash and once by the copy,
+// written once, never copied through user space. The file must not change while it is copied:
+// its size, mtime and ctime are compared before and after.
 func (s *Store) IngestFile(ctx context.Context, path string) (Object, error) {
 	src, err := os.Open(path)
 	if err != nil {
@@ -113,22 +116,14 @@ func (s *Store) IngestFile(ctx context.Context, path string) (Object, error) {
 	}
 	defer os.Remove(f.Name())
 	defer f.Close()
-	h := NewHasher()
-	err = readBlocks(ctx, src, before.Size, func(b block) error {
-		if b.data == nil {
-			writeZeros(h, b.zeros)
-			return nil
-		}
-		h.Write(b.data)
-		return writeSparse(f, b.off, b.data)
-	})
+	d, err := copyAndHash(ctx, src, f, before.Size)
 	if err != nil {
 		return Object{}, fmt.Errorf("ingest %s: %w", path, err)
 	}
 	if err := unchanged(src, before); err != nil {
 		return Object{}, fmt.Errorf("ingest %s: %w", path, err)
 	}
-	obj := Object{Digest: DigestOf(h), Size: before.Size}
+	obj := Object{Digest: d, Size: before.Size}
 	return obj, s.commit(f, obj)
 }
 

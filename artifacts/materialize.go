@@ -146,7 +146,13 @@ func (s *Store) clobberCheck(ctx context.Context, jpath, abs string, st *unix.St
 		e.Digest, e.ID.Size, e.Written.Format(time.RFC3339), now.Size, time.Unix(0, now.MtimeNs).Format(time.RFC3339Nano)), nil
 }
 
-// placeAt creates tmp as a hard link to the object, or, across filesystems, as a sparse 0444 copy.
+// placeAt creates tmp as a hard link to the object, or, across filesystems, as a sparse 0444 copy
+// made by the kernel while the object is hashed (copyAndHash) and checked against its name.
+//
+// A hard link is not re-hashed: the object was verified when it was stored, it is 0444 and never
+// modified by orkpipe, and linking moves no bytes that could be damaged. What a link cannot rule out
+// (a user who made the object writable and edited it, or bit rot) is what Verify, Open and the
+// verify stage detect and quarantine; the copy path hashes anyway because it reads every byte.
 func (s *Store) placeAt(ctx context.Context, d Digest, src, tmp string) (linked bool, err error) {
 	if !s.forceCopy {
 		err := os.Link(src, tmp)
@@ -172,20 +178,15 @@ func (s *Store) placeAt(ctx context.Context, d Digest, src, tmp string) (linked 
 		return false, err
 	}
 	defer out.Close()
-	h := NewHasher()
-	err = readBlocks(ctx, in, st.Size, func(b block) error {
-		if b.data == nil {
-			writeZeros(h, b.zeros)
-			return nil
-		}
-		h.Write(b.data)
-		return writeSparse(out, b.off, b.data)
-	})
+	got, err := copyAndHash(ctx, in, out, st.Size)
 	if err != nil {
 		return false, err
 	}
-	if got := DigestOf(h); got != d {
+	if got != d {
 		return false, s.corrupt(d, in, st.Ino, fmt.Sprintf("%d bytes hash to %s while copying", st.Size, got))
+	}
+	if err := unchanged(in, st); err != nil {
+		return false, fmt.Errorf("object %s: %w", d, err)
 	}
 	if err := out.Truncate(st.Size); err != nil {
 		return false, err

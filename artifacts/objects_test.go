@@ -75,6 +75,9 @@ func TestIngestFileGGUF(t *testing.T) {
 	if SumBytes(b) != o.Digest {
 		t.Fatalf("digest %v differs from the BLAKE3 of the file bytes %v", o.Digest, SumBytes(b))
 	}
+	if stored, err := os.ReadFile(s.objectPath(o.Digest)); err != nil || !bytes.Equal(stored, b) {
+		t.Fatalf("object file differs from the ingested file (%d bytes, err %v)", len(stored), err)
+	}
 	// Ingesting again is a no-op that returns the same object.
 	again, err := s.Ingest(ctx, bytes.NewReader(b))
 	if err != nil || again != o {

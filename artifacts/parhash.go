@@ -7,14 +7,15 @@ import (
 	"io"
 	"os"
 	"runtime"
+	"runtime/debug"
 	"sync"
 	"sync/atomic"
 
-	"orkpipe/artifacts/internal/b3"
+	"golang.org/x/sys/unix"
 )
 
 // pieceSize is the unit of parallel hashing: 4096 BLAKE3 chunks, a power of two, so that every
-// full piece is a complete subtree of the file's BLAKE3 tree (see internal/b3).
+// full piece is a complete subtree of the file's BLAKE3 tree (see tree.go).
 const pieceSize = 4 << 20
 
 var piecePool = sync.Pool{New: func() any { b := make([]byte, pieceSize); return &b }}
@@ -24,12 +25,16 @@ var piecePool = sync.Pool{New: func() any { b := make([]byte, pieceSize); return
 // oversubscribes the CPUs nor holds more than GOMAXPROCS piece buffers.
 var pieceSlots = make(chan struct{}, runtime.GOMAXPROCS(0))
 
-// hashParallel hashes f (size bytes, more than one piece) with workers goroutines, each preading
-// whole pieces and computing their subtree chaining values; the values are merged in order into
-// the root. The digest is identical to a serial BLAKE3 of the same bytes.
+// mmapPieces selects how hashParallel reads pieces: mapped (the default: the hash reads the page
+// cache in place, no copy) or pread into a buffer (tests and benchmarks compare both).
+var mmapPieces = true
+
+// hashParallel hashes f (size bytes, more than one piece) with workers goroutines, each reading
+// whole pieces (mapped, or pread) and computing their subtree chaining values; the values are
+// merged in order into the root. The digest is identical to a serial BLAKE3 of the same bytes.
 func hashParallel(ctx context.Context, f *os.File, size int64, workers int) (Digest, error) {
 	n := (size + pieceSize - 1) / pieceSize
-	cvs := make([]b3.CV, n)
+	cvs := make([]cv, n)
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 	var next atomic.Int64
@@ -48,9 +53,19 @@ func hashParallel(ctx context.Context, f *os.File, size int64, workers int) (Dig
 				case <-ctx.Done():
 					return
 				}
-				buf := piecePool.Get().(*[]byte)
-				err := hashPiece(f, size, i, *buf, &cvs[i])
-				piecePool.Put(buf)
+				var err error
+				if hole, herr := pieceIsHole(f, i*pieceSize, min(pieceSize, size-i*pieceSize)); herr == nil && hole {
+					// No data in this piece (a stub's pack-owned tensors): hash zeros from memory
+					// instead of faulting in page-cache pages of zeros.
+					off := i * pieceSize
+					cvs[i] = subtreeCV(zeroPiece[:min(pieceSize, size-off)], uint64(off/chunkLen))
+				} else if mmapPieces {
+					err = hashPieceMapped(f, size, i, &cvs[i])
+				} else {
+					buf := piecePool.Get().(*[]byte)
+					err = hashPiece(f, size, i, *buf, &cvs[i])
+					piecePool.Put(buf)
+				}
 				<-pieceSlots
 				if err != nil {
 					cancel(err)
@@ -63,11 +78,11 @@ func hashParallel(ctx context.Context, f *os.File, size int64, workers int) (Dig
 	if err := context.Cause(ctx); err != nil {
 		return Digest{}, err
 	}
-	return Digest{sum: b3.Tree(cvs)}, nil
+	return Digest{sum: rootOf(cvs)}, nil
 }
 
 // hashPiece reads piece i of f and stores its subtree chaining value in cv.
-func hashPiece(f *os.File, size, i int64, buf []byte, cv *b3.CV) error {
+func hashPiece(f *os.File, size, i int64, buf []byte, out *cv) error {
 	off := i * pieceSize
 	want := min(pieceSize, size-off)
 	got, err := f.ReadAt(buf[:want], off)
@@ -77,6 +92,50 @@ func hashPiece(f *os.File, size, i int64, buf []byte, cv *b3.CV) error {
 		}
 		return fmt.Errorf("reading %s at %d: %w", f.Name(), off, err)
 	}
-	*cv = b3.SubtreeCV(buf[:want], uint64(off/b3.ChunkLen))
+	*out = subtreeCV(buf[:want], uint64(off/chunkLen))
 	return nil
+}
+
+// hashPieceMapped maps piece i of f read-only (MAP_POPULATE: one call fills the page tables from
+// the page cache), stores its subtree chaining value in out and unmaps it. If the file shrank
+// meanwhile, touching the pages past its end raises SIGBUS; the fault becomes a recovered panic on
+// this goroutine (debug.SetPanicOnFault) and an error, never a crash or a digest.
+func hashPieceMapped(f *os.File, size, i int64, out *cv) (err error) {
+	off := i * pieceSize
+	want := int(min(pieceSize, size-off))
+	m, err := unix.Mmap(int(f.Fd()), off, want, unix.PROT_READ, unix.MAP_SHARED|unix.MAP_POPULATE)
+	if err != nil {
+		return fmt.Errorf("map %s at %d: %w", f.Name(), off, err)
+	}
+	defer unix.Munmap(m)
+	defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("reading %s at %d: fault (%v): file ended before %d bytes (changed while reading?)", f.Name(), off, r, size)
+		}
+	}()
+	*out = subtreeCV(m, uint64(off/chunkLen))
+	return nil
+}
+
+// zeroPiece is hashed in place of a piece that lies entirely in a file hole.
+var zeroPiece = make([]byte, pieceSize)
+
+// pieceIsHole reports whether [off, off+n) of f lies inside the file and holds no data (SEEK_DATA
+// finds none before its end).
+// lseek moves the shared file offset, which nothing here depends on (pieces are read by offset).
+// An error (a filesystem without SEEK_DATA) means "unknown": the caller reads the piece.
+func pieceIsHole(f *os.File, off, n int64) (bool, error) {
+	var st unix.Stat_t
+	if err := unix.Fstat(int(f.Fd()), &st); err != nil || st.Size < off+n {
+		return false, err // past the end is not a hole: reading it reports the short file
+	}
+	data, err := unix.Seek(int(f.Fd()), off, unix.SEEK_DATA)
+	if errors.Is(err, unix.ENXIO) {
+		return true, nil // no data at or after off
+	}
+	if err != nil {
+		return false, err
+	}
+	return data >= off+n, nil
 }

@@ -107,3 +107,41 @@ func hashPath(ctx context.Context, path string) (FileDigests, error) {
 	}
 	return d, nil
 }
+
+// sha256Hasher hashes a file's logical content with sha256 alone (BLAKE3 runs elsewhere, in parallel).
+type sha256Hasher struct {
+	h     hash.Hash
+	n     int64
+	chunk []byte
+}
+
+func newSHA256Hasher() *sha256Hasher {
+	return &sha256Hasher{h: sha256.New(), chunk: make([]byte, 1<<20)}
+}
+
+// extents feeds the file of size bytes whose data lives in exts (everything else is zeros).
+func (s *sha256Hasher) extents(ctx context.Context, f io.ReaderAt, size int64, exts []Extent) error {
+	zeros := func(n int64) {
+		for n > 0 {
+			k := min(n, int64(len(zeroBuf)))
+			s.h.Write(zeroBuf[:k])
+			n -= k
+			s.n += k
+		}
+	}
+	for _, e := range exts {
+		zeros(e.Off - s.n)
+		n, err := io.CopyBuffer(s.h, ctxReader{ctx, io.NewSectionReader(f, e.Off, e.Len)}, s.chunk)
+		s.n += n
+		if err != nil {
+			return err
+		}
+		if n != e.Len {
+			return fmt.Errorf("read %d bytes of the extent at %d, want %d: file shrank", n, e.Off, e.Len)
+		}
+	}
+	zeros(size - s.n)
+	return nil
+}
+
+func (s *sha256Hasher) digest() string { return "sha256:" + hex.EncodeToString(s.h.Sum(nil)) }

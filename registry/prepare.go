@@ -7,15 +7,19 @@ import (
 	"encoding/hex"
 	"fmt"
 	"hash"
+	"hash/crc32"
 	"io"
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/google/go-containerregistry/pkg/v1/types"
 	"github.com/klauspost/compress/zstd"
 	"golang.org/x/sync/errgroup"
+
+	"orkpipe/artifacts"
 )
 
 // Compression is decided per file from a sample of its data: zstd is used only when the sample
@@ -37,6 +41,7 @@ func newEncoder(w io.Writer) (*zstd.Encoder, error) {
 type localFile struct {
 	path string
 	File
+	crcs []uint32 // CRC-32C of each part's stored bytes, as hashed in pass 1
 }
 
 // mediaTypeFor classifies a file: JSON documents are docs, everything else (pack, stub) is weight.
@@ -143,18 +148,26 @@ func prepareFile(ctx context.Context, path string, o *options) (*localFile, erro
 		parts = [][]Extent{nil} // a file without data still has one (empty) layer
 	}
 	// The whole-file digests and the per-part digests are computed concurrently: one goroutine
-	// streams the file through sha256+BLAKE3, up to o.jobs others hash (and compress) parts.
+	// streams the file through sha256, BLAKE3 runs on all CPUs (artifacts.HashPath: 4 MiB subtrees,
+	// holes as zeros, like hashExtents), up to o.jobs others hash (and compress) parts. The file
+	// must not change meanwhile: its identity (inode, size, mtime, ctime) is compared afterwards.
 	lf.Parts = make([]Part, len(parts))
+	lf.crcs = make([]uint32, len(parts))
 	g, gctx := errgroup.WithContext(ctx)
 	g.Go(func() error {
-		d, err := hashExtents(gctx, f, size, exts)
-		if err != nil {
+		h := newSHA256Hasher()
+		if err := h.extents(gctx, f, size, exts); err != nil {
 			return fmt.Errorf("%s: %w", path, err)
 		}
-		if d.Size != size {
-			return fmt.Errorf("%s: hashed %d bytes, file has %d", path, d.Size, size)
+		lf.Digests.Size, lf.Digests.SHA256 = h.n, h.digest()
+		return nil
+	})
+	g.Go(func() error {
+		obj, err := artifacts.HashPath(gctx, path)
+		if err != nil {
+			return err
 		}
-		lf.Digests = d
+		lf.Digests.BLAKE3 = obj.Digest
 		return nil
 	})
 	sem := make(chan struct{}, o.jobs)
@@ -166,16 +179,22 @@ func prepareFile(ctx context.Context, path string, o *options) (*localFile, erro
 				return gctx.Err()
 			}
 			defer func() { <-sem }()
-			p, err := hashPart(gctx, f, i, pe, compress)
+			p, crc, err := hashPart(gctx, f, i, pe, compress)
 			if err != nil {
 				return fmt.Errorf("%s: part %d: %w", path, i, err)
 			}
 			p.Layer.MediaType = types.MediaType(mt)
-			lf.Parts[i] = p
+			lf.Parts[i], lf.crcs[i] = p, crc
 			return nil
 		})
 	}
 	if err := g.Wait(); err != nil {
+		return nil, err
+	}
+	if lf.Digests.Size != size {
+		return nil, fmt.Errorf("%s: hashed %d bytes, file has %d", path, lf.Digests.Size, size)
+	}
+	if err := sameFile(path, st); err != nil {
 		return nil, err
 	}
 	for i := range lf.Parts {
@@ -187,30 +206,45 @@ func prepareFile(ctx context.Context, path string, o *options) (*localFile, erro
 }
 
 // hashPart computes the digests of one part: sha256 of its uncompressed bytes and, when compressed,
-// sha256 and size of the zstd stream.
-func hashPart(ctx context.Context, f io.ReaderAt, index int, exts []Extent, compress bool) (Part, error) {
+// sha256 and size of the zstd stream; and the CRC-32C of the stored bytes, which the upload checks
+// the bytes it re-reads against (see crcReader).
+func hashPart(ctx context.Context, f io.ReaderAt, index int, exts []Extent, compress bool) (Part, uint32, error) {
 	raw := sha256.New()
-	stored := &hashCounter{h: raw} // uncompressed: the stored bytes are the raw bytes
+	crc := crc32.New(castagnoli)
+	stored := &hashCounter{h: raw, crc: crc} // uncompressed: the stored bytes are the raw bytes
 	src := ctxReader{ctx, extentsReader(f, exts)}
 	var n int64
 	var err error
 	if compress {
-		stored = &hashCounter{h: sha256.New()}
+		stored = &hashCounter{h: sha256.New(), crc: crc}
 		n, err = encodePart(stored, io.TeeReader(src, raw))
 	} else {
-		n, err = io.CopyBuffer(raw, src, make([]byte, 1<<20))
-		stored.n = n
+		n, err = io.CopyBuffer(stored, src, make([]byte, 1<<20))
 	}
 	if err != nil {
-		return Part{}, err
+		return Part{}, 0, err
 	}
 	if n != extentsLen(exts) {
-		return Part{}, fmt.Errorf("read %d bytes, extents hold %d: file shrank", n, extentsLen(exts))
+		return Part{}, 0, fmt.Errorf("read %d bytes, extents hold %d: file shrank", n, extentsLen(exts))
 	}
 	return Part{
 		Index: index, Extents: exts, RawSize: n, RawSHA256: "sha256:" + hex.EncodeToString(raw.Sum(nil)),
 		Layer: v1.Descriptor{Size: stored.n, Digest: v1.Hash{Algorithm: "sha256", Hex: hex.EncodeToString(stored.h.Sum(nil))}},
-	}, nil
+	}, crc.Sum32(), nil
+}
+
+// sameFile fails if the file at path is no longer the one st describes (replaced, resized or
+// written to: inode, size, mtime or ctime differ), naming what changed.
+func sameFile(path string, st os.FileInfo) error {
+	now, err := os.Stat(path)
+	if err != nil {
+		return err
+	}
+	a, b := st.Sys().(*syscall.Stat_t), now.Sys().(*syscall.Stat_t)
+	if now.Size() != st.Size() || a.Ino != b.Ino || a.Dev != b.Dev || a.Mtim != b.Mtim || a.Ctim != b.Ctim {
+		return fmt.Errorf("%s: changed while it was being hashed (size %d -> %d, mtime %v -> %v): nothing was pushed", path, st.Size(), now.Size(), st.ModTime(), now.ModTime())
+	}
+	return nil
 }
 
 // encodePart writes the zstd stream of src to dst and returns the bytes read from src. hashPart and
@@ -251,13 +285,16 @@ func (lf *localFile) openPart(p Part) (io.ReadCloser, error) {
 	return pr, nil
 }
 
+// hashCounter feeds a sha256 and a CRC-32C and counts the bytes.
 type hashCounter struct {
-	h hash.Hash
-	n int64
+	h   hash.Hash
+	crc hash.Hash32
+	n   int64
 }
 
 func (c *hashCounter) Write(p []byte) (int, error) {
 	c.h.Write(p)
+	c.crc.Write(p)
 	c.n += int64(len(p))
 	return len(p), nil
 }

@@ -95,6 +95,12 @@ func Pull(ctx context.Context, ref, dir string, opts ...Option) (*PullResult, er
 	g.SetLimit(o.jobs)
 	for _, fj := range jobs {
 		o.progress.Report(Event{Kind: EventStart, File: fj.file.Name, Total: fj.todoBytes})
+		// The whole-file hashers follow the parts as they are verified (outside the job limit: they
+		// wait for parts, and a part must never wait for them).
+		fj.whole = startWholeFile(gctx, fj.data, fj.file)
+		for _, i := range fj.resumed {
+			fj.whole.partReady(i)
+		}
 		if fj.pending.Load() == 0 {
 			g.Go(func() error { return fj.finish(gctx, o) })
 			continue
@@ -108,6 +114,8 @@ func Pull(ctx context.Context, ref, dir string, opts ...Option) (*PullResult, er
 				if err := state.record(fj.file.Name, p); err != nil {
 					return err
 				}
+				startWriteback(fj.data, p.Extents)
+				fj.whole.partReady(p.Index)
 				if fj.pending.Add(-1) == 0 {
 					return fj.finish(gctx, o)
 				}
@@ -205,6 +213,8 @@ type fileJob struct {
 	todoBytes int64
 	pending   atomic.Int64
 	result    PulledFile
+	resumed   []int      // indexes of the parts reused from an interrupted pull
+	whole     *wholeFile // whole-file digests, computed as parts are verified
 }
 
 // prepareDest checks an existing destination and opens (or resumes) the partial file.
@@ -242,6 +252,7 @@ func prepareDest(ctx context.Context, dir string, f File, state *partialState, o
 	for _, p := range f.Parts {
 		if state.recorded(f.Name, p) && checkLocal(ctx, data, p) {
 			fj.result.Resumed++
+			fj.resumed = append(fj.resumed, p.Index)
 			continue
 		}
 		fj.todo = append(fj.todo, p)
@@ -301,7 +312,7 @@ func fetchPart(ctx context.Context, t *target, fj *fileJob, p Part, downloaded *
 		rawH = sha256.New()
 		w = io.MultiWriter(w, rawH)
 	}
-	n, copyErr := io.Copy(w, io.LimitReader(data, p.RawSize))
+	n, copyErr := io.CopyBuffer(w, io.LimitReader(data, p.RawSize), make([]byte, 1<<20))
 	if copyErr == nil && dec != nil {
 		var one [1]byte
 		if m, _ := io.ReadFull(dec, one[:]); m != 0 {
@@ -332,14 +343,11 @@ func fetchPart(ctx context.Context, t *target, fj *fileJob, p Part, downloaded *
 	return nil
 }
 
-// finish verifies the assembled file whole, makes it read-only and renames it into place.
+// finish verifies the assembled file whole (the digests its hashers computed from the bytes on
+// disk, part after verified part), makes it read-only, fsyncs it and renames it into place.
 func (fj *fileJob) finish(ctx context.Context, o *options) error {
 	f := fj.file
-	var exts []Extent
-	for _, p := range f.Parts {
-		exts = append(exts, p.Extents...)
-	}
-	d, err := hashExtents(ctx, fj.data, f.Digests.Size, exts)
+	d, err := fj.whole.wait(ctx)
 	if err != nil {
 		return fmt.Errorf("verify %s: %w", fj.data.Name(), err)
 	}

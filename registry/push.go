@@ -154,7 +154,10 @@ func pushPart(ctx context.Context, t *target, lf *localFile, p Part, uploaded, r
 			t.o.progress.Report(Event{Kind: EventBytes, File: lf.Name, Bytes: n})
 		}
 		var reused bool
-		reused, err = t.uploadBlob(ctx, d, p.Layer.Size, func() (io.ReadCloser, error) { return lf.openPart(p) }, count)
+		check := func(r io.Reader) io.Reader {
+			return &crcReader{r: r, want: lf.crcs[p.Index], size: p.Layer.Size, what: fmt.Sprintf("upload %s part %d (layer %s)", lf.Name, p.Index, d)}
+		}
+		reused, err = t.uploadBlobCheck(ctx, d, p.Layer.Size, func() (io.ReadCloser, error) { return lf.openPart(p) }, check, count)
 		if err == nil {
 			if reused {
 				reusedBytes.Add(p.Layer.Size)

@@ -4,7 +4,9 @@ import (
 	"bufio"
 	"context"
 	"fmt"
+	"log/slog"
 	"os"
+	"strconv"
 	"strings"
 
 	"orkpipe/ork/calib"
@@ -22,17 +24,32 @@ type ModelShape struct {
 	HeadsKV int `json:"n_head_kv"`
 	HeadDim int `json:"head_dim"`
 	Vocab   int `json:"vocab"`
+	// Experts and ExpertsUsed are expert_count and expert_used_count of a mixture-of-experts model (0
+	// for a dense one; omitted then, so dense models keep their keys). FF is then one expert's width.
+	Experts     int `json:"n_expert,omitempty"`
+	ExpertsUsed int `json:"n_expert_used,omitempty"`
 }
 
 // ShapeOf returns the shape of a model config.
 func ShapeOf(c model.Config) ModelShape {
-	return ModelShape{Layers: c.NLayer, Embd: c.NEmbd, FF: c.NFF, Heads: c.NHead, HeadsKV: c.NHeadKV, HeadDim: c.HeadDim, Vocab: c.NVocab}
+	return ModelShape{Layers: c.NLayer, Embd: c.NEmbd, FF: c.NFF, Heads: c.NHead, HeadsKV: c.NHeadKV, HeadDim: c.HeadDim, Vocab: c.NVocab,
+		Experts: c.NExpert, ExpertsUsed: c.NExpertUsed}
 }
 
 // Config returns a model config of the shape (enough for memory estimates).
 func (s ModelShape) Config() model.Config {
 	return model.Config{Arch: "llama", NEmbd: s.Embd, NFF: s.FF, NLayer: s.Layers, NHead: s.Heads, NHeadKV: s.HeadsKV,
-		HeadDim: s.HeadDim, NVocab: s.Vocab, RopeDim: s.HeadDim, RopeBase: 10000, RopeFreqScale: 1, NormEps: 1e-5}
+		HeadDim: s.HeadDim, NVocab: s.Vocab, RopeDim: s.HeadDim, RopeBase: 10000, RopeFreqScale: 1, NormEps: 1e-5,
+		NExpert: s.Experts, NExpertUsed: s.ExpertsUsed}
+}
+
+// blockWeights returns the number of matmul weight values in one block of the shape: those a pack may
+// hold (attention, and the FFN or every expert slice) and those of the MoE router (kept float).
+func (s ModelShape) blockWeights() (packable, router int64) {
+	c := s.Config()
+	e, q, kv, f := int64(c.NEmbd), int64(c.QDim()), int64(c.KVDim()), int64(c.NFF)
+	x := max(int64(1), int64(s.Experts))
+	return 2*q*e + 2*kv*e + x*3*f*e, int64(s.Experts) * e
 }
 
 func (s ModelShape) validate() error {
@@ -68,10 +85,49 @@ func HessianOutput(weight string) (name string, layer int, ok bool) {
 	return "", 0, false
 }
 
+// expertHessianInputs are the output-name parts of the two Hessians of an MoE expert, by the expert
+// tensors reading them.
+var expertHessianInputs = map[string]string{"ffn_gate_exps": "gate_up_exps", "ffn_up_exps": "gate_up_exps", "ffn_down_exps": "ffn_down_exps"}
+
+// expertOutput is the calibrate output holding the Hessian of input in (model.InputGateUp or
+// model.InputDown) of expert e of MoE block l: "h.<l>.gate_up_exps.<e>" or "h.<l>.ffn_down_exps.<e>".
+func expertOutput(l int, in model.Input, e int) string {
+	part := "gate_up_exps"
+	if in == model.InputDown {
+		part = "ffn_down_exps"
+	}
+	return fmt.Sprintf("h.%d.%s.%d", l, part, e)
+}
+
+// ExpertHessianOutput returns the calibrate output holding the Hessian of expert e's input of an MoE
+// expert tensor ("blk.3.ffn_up_exps.weight", 2 -> "h.3.gate_up_exps.2"), and the layer; ok is false for
+// any other tensor or a negative e. It does not know the expert count: the caller checks e < n_expert.
+// The Hessian sums x·xᵀ over the calibration tokens routed to expert e (Tokens = 0 when none was).
+func ExpertHessianOutput(weight string, e int) (name string, layer int, ok bool) {
+	rest, found := strings.CutPrefix(weight, "blk.")
+	if !found || e < 0 {
+		return "", 0, false
+	}
+	idx, suffix, found := strings.Cut(rest, ".")
+	l, err := strconv.Atoi(idx)
+	if !found || err != nil || l < 0 || strconv.Itoa(l) != idx {
+		return "", 0, false
+	}
+	part, found := expertHessianInputs[strings.TrimSuffix(suffix, ".weight")]
+	if !found || !strings.HasSuffix(suffix, ".weight") {
+		return "", 0, false
+	}
+	return fmt.Sprintf("h.%d.%s.%d", l, part, e), l, true
+}
+
 // CalibrateParams are the parameters of "calibrate": one layer window [Start, End) over Sequences
 // sequences of Ctx tokens. Window 0 reads "tokens"; later windows read "hidden" (the states at
 // Start). With Hidden, the float hidden states at End are written too (one-shot mode; sequential
-// mode gets them from "propagate" through the quantized window instead).
+// mode gets them from "propagate" through the quantized window instead). The outputs are the Hessians
+// "h.<l>.qkv", "h.<l>.attn_output", "h.<l>.gate_up", "h.<l>.ffn_down" of each dense block l
+// (HessianOutput); an MoE block (Shape.Experts > 0) has instead of the last two "h.<l>.gate_up_exps.<e>"
+// and "h.<l>.ffn_down_exps.<e>" per expert e (ExpertHessianOutput), written even when no token reached
+// the expert (Tokens = 0).
 type CalibrateParams struct {
 	Shape     ModelShape `json:"shape"`
 	Start     int        `json:"start"`
@@ -98,15 +154,29 @@ func init() {
 		}
 		s := Spec{Inputs: []string{"model", windowInput(p.Start)}, PeakMemory: CalibrateMemory(p.Shape, p.Start, p.End, p.Ctx)}
 		for l := p.Start; l < p.End; l++ {
-			for _, in := range hessianInputs {
-				s.Outputs = append(s.Outputs, fmt.Sprintf("h.%d.%s", l, in))
-			}
+			s.Outputs = append(s.Outputs, calibrateOutputs(p.Shape, l)...)
 		}
 		if p.Hidden {
 			s.Outputs = append(s.Outputs, "hidden")
 		}
 		return s, nil
 	}, runCalibrate))
+}
+
+// calibrateOutputs lists the Hessian outputs of block l: the four of a dense block, or attn_qkv,
+// attn_output and two per expert in an MoE block.
+func calibrateOutputs(s ModelShape, l int) []string {
+	var out []string
+	for in := model.Input(0); in < model.NumInputs; in++ {
+		if s.Experts > 0 && (in == model.InputGateUp || in == model.InputDown) {
+			continue
+		}
+		out = append(out, fmt.Sprintf("h.%d.%s", l, hessianInputs[in]))
+	}
+	for e := 0; e < s.Experts; e++ {
+		out = append(out, expertOutput(l, model.InputGateUp, e), expertOutput(l, model.InputDown, e))
+	}
+	return out
 }
 
 func windowInput(start int) string {
@@ -199,8 +269,25 @@ func runCalibrate(ctx context.Context, p CalibrateParams, req Request) error {
 	}
 	for l := p.Start; l < p.End; l++ {
 		for in := model.Input(0); in < model.NumInputs; in++ {
-			if err := writeHessianFile(req.Output(fmt.Sprintf("h.%d.%s", l, hessianInputs[in])), res.Hessian(l, in)); err != nil {
-				return err
+			if h := res.Hessian(l, in); h != nil {
+				if err := writeHessianFile(req.Output(fmt.Sprintf("h.%d.%s", l, hessianInputs[in])), h); err != nil {
+					return err
+				}
+			}
+		}
+		for e := 0; e < p.Shape.Experts; e++ {
+			for _, in := range []model.Input{model.InputGateUp, model.InputDown} {
+				h := res.ExpertHessian(l, e, in)
+				if h == nil {
+					return fmt.Errorf("calibrating layers [%d, %d): no Hessian for %s", p.Start, p.End, expertOutput(l, in, e))
+				}
+				if h.Empty() && in == model.InputGateUp {
+					slog.WarnContext(ctx, "calibrate: an expert received no calibration tokens; its Hessian is empty (Tokens = 0) and GPTQ cannot use it",
+						"layer", l, "expert", e, "output", expertOutput(l, in, e))
+				}
+				if err := writeHessianFile(req.Output(expertOutput(l, in, e)), h); err != nil {
+					return err
+				}
 			}
 		}
 	}

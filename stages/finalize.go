@@ -3,12 +3,10 @@ package stages
 import (
 	"context"
 	"fmt"
-	"io"
 	"math"
-	"os"
+	"runtime"
 	"slices"
 
-	"orkpipe/artifacts"
 	"orkpipe/ork/calib"
 	"orkpipe/ork/gguf"
 	"orkpipe/ork/quant"
@@ -17,8 +15,9 @@ import (
 // FinalizeParams are the parameters of "finalize": how one weight of the source model is quantized.
 // They hold only what changes the codes, scales and qerr (never the tile layout), so changing the
 // layout never re-runs GPTQ. Method gptq binds input "hessian" (the Hessian of the weight's input,
-// from calibrate); rtn binds none. N and K are the weight's shape (for the memory estimate; checked
-// against the model).
+// from calibrate); rtn binds none, or "imatrix" with Importance. N and K are the weight's shape (for
+// the memory estimate; checked against the model); an MoE expert slice (Expert) is rows
+// [e·N, (e+1)·N) of a 3-D tensor (stages/finalize_slice.go).
 type FinalizeParams struct {
 	Tensor   string    `json:"tensor"`
 	Method   string    `json:"method"` // gptq | rtn (| none for F16)
@@ -32,6 +31,12 @@ type FinalizeParams struct {
 	Seed     uint64    `json:"seed"` // rotation sign seed
 	N        int       `json:"n"`
 	K        int       `json:"k"`
+	// Expert, when set, makes the weight expert slice e of the MoE expert tensor Tensor
+	// [K, N, n_expert]; the finalized weight is named "<Tensor>#<e>" (its pack entry).
+	Expert *int `json:"expert,omitempty"`
+	// Importance "imatrix" (rtn, no rotation) binds input "imatrix", a llama.cpp importance matrix,
+	// and weights the clip search and qerr by its mean x² per input channel (quant.RTNImportance).
+	Importance string `json:"importance,omitempty"`
 }
 
 // DTypeBits returns the code width of a pack dtype name (16 for F16), or 0 if unknown.
@@ -59,24 +64,46 @@ func PaddedK(k int, rotation string) int {
 	return r.Padded
 }
 
-// FinalizeMemory is the declared peak memory of a finalize node.
+// FinalizeMemory is the declared peak memory of a finalize node, in bytes: 64 MiB for the process
+// share and file buffers; the float32 weight (N·K·4), alive to the end; what the method holds on
+// top of it; and WriteQWeight's encoding copy of the codes and scales (binary.Write encodes a slice
+// into one buffer).
+//
+//   - gptq: quant.GPTQMemory (the K x K float64 Hessian, read once into an exact K²·8 allocation by
+//     calib.ReadHessianFile and handed over with quant.WithConsumeHessian to become GPTQ's
+//     factorization buffer; the rotated copy; codes; scales; working rows; BLAS), plus the Hessian
+//     as read when rotation pads K (then both exist at once).
+//   - rtn: the rotated copy (N·KP·4), the codes, the scales and float64 row scratch.
+//   - F16 (method none): the N·K·2 values and their encoding copy.
+//
+// For the 27B ffn_down (N = 5120, K = 17408, GPTQ, I4_ROT_A8, group 32, 2 cores) that is
+// 0.06 + 0.33 (weight) + 2.95 (GPTQ: Hessian 2.26, rotated copy 0.33, rows 0.17, codes 0.09, ...)
+// + 0.09 (encoding copy) ≈ 3.44 GiB; TestFinalizeMemory measures it against the process's VmHWM.
 func FinalizeMemory(p FinalizeParams) int64 {
 	n, k, kp := int64(p.N), int64(p.K), int64(PaddedK(p.K, p.Rotation))
-	base := int64(64<<20) + n*k*4 + n*kp // float weight, codes
-	switch {
-	case p.Method == "gptq":
-		// quant.GPTQ's peak. The Hessian as read is handed over (quant.WithConsumeHessian) and becomes
-		// GPTQ's factorization buffer, except when rotation pads K: then both exist at once.
-		mem := base + quant.GPTQMemory(p.N, p.K, int(kp), p.Group)
+	base := int64(64<<20) + n*k*4 // float32 weight
+	if DTypeBits(p.DType) == 16 {
+		return base + 2*n*k*2
+	}
+	groups := int64(1)
+	if p.Group > 0 {
+		groups = (kp + int64(p.Group) - 1) / int64(p.Group)
+	}
+	encode := n*kp + n*groups*4 // WriteQWeight's copy of the codes and scales
+	if p.Method == "gptq" {
+		mem := base + quant.GPTQMemory(p.N, p.K, int(kp), p.Group, p.Rotation == "hadamard") + encode
 		if kp != k {
 			mem += k * k * 8
 		}
 		return mem
-	case DTypeBits(p.DType) == 16:
-		return base + n*k*2
-	default:
-		return base + n*kp*4*3 // rotated copy, float64 row scratch
 	}
+	// rtn: rotated copy, codes, scales, and a float64 row per row chunk (4 per worker); with an
+	// imatrix, its row as read (float32, float64) and the means (float64)
+	mem := base + n*kp*4 + n*kp + n*groups*4 + encode + kp*8*4*int64(runtime.GOMAXPROCS(0))
+	if p.Importance == "imatrix" {
+		mem += k * (4 + 8 + 8)
+	}
+	return mem
 }
 
 func (p FinalizeParams) validate() error {
@@ -96,6 +123,12 @@ func (p FinalizeParams) validate() error {
 		return fmt.Errorf("group %d: want 0, 32, 64, 128, 256 or 512", p.Group)
 	case p.N < 1 || p.K < 1:
 		return fmt.Errorf("shape N=%d K=%d: want positive", p.N, p.K)
+	case p.Expert != nil && *p.Expert < 0:
+		return fmt.Errorf("expert %d: want >= 0", *p.Expert)
+	case p.Importance != "" && p.Importance != "imatrix":
+		return fmt.Errorf("importance %q: want imatrix or nothing", p.Importance)
+	case p.Importance == "imatrix" && (p.Method != "rtn" || p.Rotation != "none"):
+		return fmt.Errorf("importance imatrix with method %s, rotation %s: an imatrix holds only diag(H), it weights rtn without rotation", p.Method, p.Rotation)
 	}
 	return nil
 }
@@ -109,29 +142,11 @@ func init() {
 		if p.Method == "gptq" {
 			s.Inputs = append(s.Inputs, "hessian")
 		}
+		if p.Importance == "imatrix" {
+			s.Inputs = append(s.Inputs, "imatrix")
+		}
 		return s, nil
 	}, runFinalize))
-}
-
-// readWeightMatrix reads a 2-D tensor of the model as a float32 matrix (N x K) and the BLAKE3 of its
-// raw bytes (streamed).
-func readWeightMatrix(ctx context.Context, f *gguf.File, name string, n, k int) (quant.Matrix, artifacts.Digest, error) {
-	t, err := f.Tensor(name)
-	if err != nil {
-		return quant.Matrix{}, artifacts.Digest{}, err
-	}
-	if len(t.Shape) != 2 || t.Shape[0] != int64(k) || t.Shape[1] != int64(n) {
-		return quant.Matrix{}, artifacts.Digest{}, fmt.Errorf("%s: tensor %s has shape %v, the plan says [%d %d]", f.Path, name, t.Shape, k, n)
-	}
-	h := artifacts.NewHasher()
-	if _, err := io.Copy(h, f.Section(t)); err != nil {
-		return quant.Matrix{}, artifacts.Digest{}, fmt.Errorf("%s: reading tensor %s: %w", f.Path, name, err)
-	}
-	m := quant.Matrix{Name: name, Rows: n, Cols: k, Data: make([]float32, n*k)}
-	if err := f.ReadRows(ctx, t, 0, m.Data); err != nil {
-		return quant.Matrix{}, artifacts.Digest{}, err
-	}
-	return m, artifacts.DigestOf(h), nil
 }
 
 func runFinalize(ctx context.Context, p FinalizeParams, req Request) error {
@@ -140,12 +155,13 @@ func runFinalize(ctx context.Context, p FinalizeParams, req Request) error {
 		return err
 	}
 	defer f.Close()
-	m, src, err := readWeightMatrix(ctx, f, p.Tensor, p.N, p.K)
+	fs, err := readFinalizeSource(ctx, f, p.Tensor, p.Expert, p.N, p.K)
 	if err != nil {
 		return err
 	}
-	meta := QWeightMeta{Name: p.Tensor, DType: p.DType, Method: p.Method, N: p.N, K: p.K, KP: p.K, Bits: DTypeBits(p.DType),
-		Group: p.Group, ActBits: p.ActBits, Source: src.String()}
+	m := fs.M
+	meta := QWeightMeta{Name: fs.Entry, DType: p.DType, Method: p.Method, N: p.N, K: p.K, KP: p.K, Bits: DTypeBits(p.DType),
+		Group: p.Group, ActBits: p.ActBits, Source: fs.Digest.String()}
 	if meta.Bits == 16 {
 		q := &QWeight{Meta: meta, F16: make([]uint16, len(m.Data))}
 		var num, den float64
@@ -170,17 +186,16 @@ func runFinalize(ctx context.Context, p FinalizeParams, req Request) error {
 	}
 	var w *quant.Weight
 	if p.Method == "gptq" {
-		hf, err := os.Open(req.Inputs["hessian"].Path)
-		if err != nil {
-			return err
-		}
-		ch, err := calib.ReadHessian(hf, req.Inputs["hessian"].Path)
-		hf.Close()
+		ch, err := calib.ReadHessianFile(ctx, req.Inputs["hessian"].Path)
 		if err != nil {
 			return err
 		}
 		if ch.K != p.K {
-			return fmt.Errorf("Hessian %s is %dx%d, weight %s has K = %d", req.Inputs["hessian"].Path, ch.K, ch.K, p.Tensor, p.K)
+			return fmt.Errorf("Hessian %s is %dx%d, weight %s has K = %d", req.Inputs["hessian"].Path, ch.K, ch.K, fs.Entry, p.K)
+		}
+		if ch.Tokens == 0 {
+			return fmt.Errorf("Hessian %s: %s received no calibration tokens (Tokens = 0): GPTQ needs a Hessian; use method rtn for it or calibrate on more sequences",
+				req.Inputs["hessian"].Path, fs.Entry)
 		}
 		qh := quant.Hessian(*ch)
 		damp := p.Damp
@@ -193,6 +208,14 @@ func runFinalize(ctx context.Context, p FinalizeParams, req Request) error {
 		}
 		w, err = quant.GPTQ(ctx, m, &qh, opts...)
 		if err != nil {
+			return err
+		}
+	} else if p.Importance == "imatrix" {
+		imp, err := imatrixImportance(ctx, req.Inputs["imatrix"].Path, p.Tensor, fs)
+		if err != nil {
+			return err
+		}
+		if w, err = quant.RTNImportance(ctx, m, imp, opts...); err != nil {
 			return err
 		}
 	} else {

@@ -7,6 +7,7 @@ import (
 
 	"orkpipe/ork/calib"
 	"orkpipe/ork/model"
+	"orkpipe/ork/pack"
 )
 
 // PropagateParams are the parameters of "propagate" (sequential calibration): run the window
@@ -22,12 +23,13 @@ type PropagateParams struct {
 	Weights   []string   `json:"weights"`
 }
 
-// PropagateMemory is the declared peak memory of a propagate node: the window's float weights, their
-// emulated codes, one sequence's hidden states and scratch.
+// PropagateMemory is the declared peak memory of a propagate node: the window's float weights (with an
+// MoE router and every expert slice), their emulated codes, one sequence's hidden states and scratch.
 func PropagateMemory(s ModelShape, start, end, ctxLen int) int64 {
 	c := s.Config()
-	e, q, kv, f := int64(c.NEmbd), int64(c.QDim()), int64(c.KVDim()), int64(c.NFF)
-	perLayer := 4*(2*q*e+2*kv*e+3*f*e+2*e) + 5*(2*q*e+2*kv*e+3*f*e)
+	e, q, f := int64(c.NEmbd), int64(c.QDim()), int64(c.NFF)
+	packable, router := s.blockWeights()
+	perLayer := 4*(packable+router+2*e) + 5*packable
 	t := int64(ctxLen)
 	return int64(end-start)*perLayer + 4*t*e*3 + c.ScratchBytes(ctxLen) + 8*t*max(e, q, f) + 48<<20
 }
@@ -43,13 +45,24 @@ func init() {
 		s := Spec{Inputs: []string{"model", windowInput(p.Start)}, Outputs: []string{"hidden"},
 			PeakMemory: PropagateMemory(p.Shape, p.Start, p.End, p.Ctx)}
 		for _, w := range p.Weights {
-			if _, l, ok := HessianOutput(w); !ok || l < p.Start || l >= p.End {
-				return Spec{}, fmt.Errorf("weight %q is not a block weight of window [%d, %d)", w, p.Start, p.End)
+			if l, ok := windowWeightLayer(p.Shape, w); !ok || l < p.Start || l >= p.End {
+				return Spec{}, fmt.Errorf("weight %q is not a block weight (or expert slice <tensor>#<e> of an MoE block) of window [%d, %d)", w, p.Start, p.End)
 			}
 			s.Inputs = append(s.Inputs, "w."+w)
 		}
 		return s, nil
 	}, runPropagate))
+}
+
+// windowWeightLayer returns the layer of a finalized block weight: a dense block weight, or an expert
+// slice "<expert tensor>#<e>" with e below the shape's expert count.
+func windowWeightLayer(s ModelShape, w string) (int, bool) {
+	if base, e, ok := pack.SplitExpert(w); ok {
+		_, l, ok := ExpertHessianOutput(base, e)
+		return l, ok && e < s.Experts
+	}
+	_, l, ok := HessianOutput(w)
+	return l, ok
 }
 
 // emulatedSource serves the listed weights from finalized-weight files, emulated with the board's

@@ -52,6 +52,9 @@ type ReportTotals struct {
 	ByDType  map[string]int `json:"by_dtype"`
 	MeanQErr float64        `json:"mean_qerr"`
 	MaxQErr  float64        `json:"max_qerr"`
+	// ExpertEntries counts the MoE expert-slice entries ("<name>#<e>") of ExpertTensors tensors.
+	ExpertEntries int `json:"expert_entries,omitempty"`
+	ExpertTensors int `json:"expert_tensors,omitempty"`
 }
 
 // ReportWeight is one pack entry.
@@ -70,7 +73,7 @@ type ReportWeight struct {
 }
 
 func init() {
-	Register(Define("report", 1, func(p ReportParams) (Spec, error) {
+	Register(Define("report", 2, func(p ReportParams) (Spec, error) {
 		if p.Name == "" {
 			return Spec{}, fmt.Errorf("name: empty")
 		}
@@ -115,7 +118,12 @@ func runReport(ctx context.Context, p ReportParams, req Request) error {
 	}
 	doms := map[int]*ReportDomain{}
 	var sumQ float64
+	expertTensors := map[string]bool{}
 	for _, e := range r.Entries() {
+		if base, _, ok := pack.SplitExpert(e.Name); ok {
+			rep.Totals.ExpertEntries++
+			expertTensors[base] = true
+		}
 		w := ReportWeight{Name: e.Name, DType: e.DType.String(), N: e.N, K: e.K, Group: e.Group, Rotation: e.Rotation.String(),
 			ActBits: e.ActBits, QErr: e.QErr, Bytes: e.Length, Resident: e.ResidentBytes, Domain: e.Domain}
 		rep.Weights = append(rep.Weights, w)
@@ -133,6 +141,7 @@ func runReport(ctx context.Context, p ReportParams, req Request) error {
 		d.Entries++
 		d.Resident += e.ResidentBytes
 	}
+	rep.Totals.ExpertTensors = len(expertTensors)
 	if rep.Totals.Weights > 0 {
 		rep.Totals.MeanQErr = sumQ / float64(rep.Totals.Weights)
 	}
@@ -163,7 +172,11 @@ func summaryText(r *Report) string {
 	for _, dt := range dts {
 		fmt.Fprintf(&b, " %s x%d", dt, r.Totals.ByDType[dt])
 	}
-	fmt.Fprintf(&b, "\nqerr: mean %.5f, max %.5f\n", r.Totals.MeanQErr, r.Totals.MaxQErr)
+	fmt.Fprintf(&b, "\n")
+	if r.Totals.ExpertEntries > 0 {
+		fmt.Fprintf(&b, "experts: %d expert-slice entries of %d MoE tensors\n", r.Totals.ExpertEntries, r.Totals.ExpertTensors)
+	}
+	fmt.Fprintf(&b, "qerr: mean %.5f, max %.5f\n", r.Totals.MeanQErr, r.Totals.MaxQErr)
 	worst := append([]ReportWeight(nil), r.Weights...)
 	sort.SliceStable(worst, func(i, j int) bool { return worst[i].QErr > worst[j].QErr })
 	for i := 0; i < len(worst) && i < 5; i++ {
@@ -173,6 +186,8 @@ func summaryText(r *Report) string {
 	if s := r.Screen; s != nil {
 		fmt.Fprintf(&b, "screen (ctx %d, %d chunks): PPL %.4f vs float %.4f (ratio %.4f), mean KLD %.6f, same top token %.2f%%\n",
 			s.Ctx, s.Chunks, s.PPL, s.BasePPL, s.PPLRatio, s.KLDMean, 100*s.SameTop)
+	} else {
+		fmt.Fprintf(&b, "screen: not screened (the recipe has no screen section)\n")
 	}
 	fmt.Fprintf(&b, "verified: pack (%d entries decoded), stub (%d tensors, %d owned holes), domain plan on %s\n",
 		r.Verify.PackEntries, r.Verify.StubTensors, r.Verify.StubOwned, r.Verify.Board)

@@ -53,8 +53,9 @@ var ErrGate = errors.New("screen gate failed")
 // screenCache is how much of the float model screen keeps dequantized in memory.
 func screenCache(s ModelShape) int64 {
 	c := s.Config()
-	e, q, kv, f, v := int64(c.NEmbd), int64(c.QDim()), int64(c.KVDim()), int64(c.NFF), int64(c.NVocab)
-	all := int64(c.NLayer)*4*(2*q*e+2*kv*e+3*f*e+2*e) + 4*2*e*v
+	e, v := int64(c.NEmbd), int64(c.NVocab)
+	packable, router := s.blockWeights()
+	all := int64(c.NLayer)*4*(packable+router+2*e) + 4*2*e*v
 	return min(all, 2<<30)
 }
 
@@ -67,8 +68,9 @@ func init() {
 			return Spec{}, fmt.Errorf("ctx %d (>= 4), chunks %d (>= 0), gates (>= 0): invalid", p.Ctx, p.Chunks)
 		}
 		c := p.Shape.Config()
-		e, q, kv, f, v, t := int64(c.NEmbd), int64(c.QDim()), int64(c.KVDim()), int64(c.NFF), int64(c.NVocab), int64(p.Ctx)
-		layer := 9 * (2*q*e + 2*kv*e + 3*f*e) // one float layer plus its emulated codes and scales
+		e, v, t := int64(c.NEmbd), int64(c.NVocab), int64(p.Ctx)
+		packable, router := p.Shape.blockWeights()
+		layer := 9*packable + 4*router // one float layer plus its emulated codes and scales
 		mem := 96<<20 + screenCache(p.Shape) + 2*layer + 4*t*v*4 + 2*c.ScratchBytes(p.Ctx) + 8*t*e
 		return Spec{Inputs: []string{"model", "pack", "text"}, Outputs: []string{"screen.json"}, PeakMemory: mem}, nil
 	}, runScreen))

@@ -25,6 +25,13 @@ type SynthParams struct {
 	Ctx     int    `json:"ctx"`
 	Type    string `json:"type"` // F32, F16, BF16 or Q8_0 (matmul weights and embeddings; norms are F32)
 	Seed    uint64 `json:"seed"`
+	// Experts > 0 gives every block a mixture-of-experts FFN in llama.cpp's llama-arch layout (KV
+	// llama.expert_count and llama.expert_used_count = ExpertsUsed; tensors ffn_gate_inp, the F32
+	// router [n_embd, n_expert], and ffn_gate_exps/ffn_up_exps [n_embd, n_ff, n_expert] and
+	// ffn_down_exps [n_ff, n_embd, n_expert] in GGUF ne order, instead of ffn_gate/up/down).
+	// Zero (dense) leaves the parameters, and so the node key, as they were.
+	Experts     int `json:"n_expert,omitempty"`
+	ExpertsUsed int `json:"n_expert_used,omitempty"`
 }
 
 // synthMinVocab is the smallest vocabulary synth builds: 3 specials, 256 byte tokens and the
@@ -40,6 +47,10 @@ func (p SynthParams) Validate() error {
 		return fmt.Errorf("n_embd %d must divide by n_head %d and n_head by n_head_kv %d", p.Embd, p.Heads, p.HeadsKV)
 	case (p.Embd/p.Heads)%2 != 0:
 		return fmt.Errorf("head dim %d must be even (RoPE pairs)", p.Embd/p.Heads)
+	case p.Experts < 0 || p.Experts == 1 || p.Experts > 256:
+		return fmt.Errorf("n_expert %d: want 0 (dense) or 2..256", p.Experts)
+	case p.Experts == 0 && p.ExpertsUsed != 0 || p.Experts > 0 && (p.ExpertsUsed < 1 || p.ExpertsUsed > p.Experts):
+		return fmt.Errorf("n_expert_used %d: want 1..n_expert (%d) for an MoE model, 0 for a dense one", p.ExpertsUsed, p.Experts)
 	case p.Vocab < synthMinVocab || p.Vocab > 1<<20:
 		return fmt.Errorf("vocab %d: want %d..%d (specials, byte tokens and printable pieces)", p.Vocab, synthMinVocab, 1<<20)
 	}
@@ -73,6 +84,17 @@ func (p SynthParams) Tensors() []gguf.TensorInfo {
 			gguf.TensorInfo{Name: b + "attn_v.weight", Type: wt, Shape: []int64{e, kv}},
 			gguf.TensorInfo{Name: b + "attn_output.weight", Type: wt, Shape: []int64{q, e}},
 			gguf.TensorInfo{Name: b + "ffn_norm.weight", Type: gguf.TypeF32, Shape: []int64{e}},
+		)
+		if x := int64(p.Experts); x > 0 {
+			ts = append(ts,
+				gguf.TensorInfo{Name: b + "ffn_gate_inp.weight", Type: gguf.TypeF32, Shape: []int64{e, x}},
+				gguf.TensorInfo{Name: b + "ffn_gate_exps.weight", Type: wt, Shape: []int64{e, f, x}},
+				gguf.TensorInfo{Name: b + "ffn_up_exps.weight", Type: wt, Shape: []int64{e, f, x}},
+				gguf.TensorInfo{Name: b + "ffn_down_exps.weight", Type: wt, Shape: []int64{f, e, x}},
+			)
+			continue
+		}
+		ts = append(ts,
 			gguf.TensorInfo{Name: b + "ffn_gate.weight", Type: wt, Shape: []int64{e, f}},
 			gguf.TensorInfo{Name: b + "ffn_up.weight", Type: wt, Shape: []int64{e, f}},
 			gguf.TensorInfo{Name: b + "ffn_down.weight", Type: wt, Shape: []int64{f, e}},
@@ -117,7 +139,7 @@ func runSynth(ctx context.Context, p SynthParams, req Request) error {
 func synthKV(p SynthParams) []gguf.KV {
 	tokens, scores, types := synthVocab(p.Vocab)
 	hd := uint32(p.Embd / p.Heads)
-	return []gguf.KV{
+	kv := []gguf.KV{
 		{Key: "general.architecture", Value: gguf.String("llama")},
 		{Key: "general.name", Value: gguf.String(fmt.Sprintf("orkpipe-synth-%dx%d-seed%d", p.Layers, p.Embd, p.Seed))},
 		{Key: "llama.context_length", Value: gguf.Uint32(uint32(p.Ctx))},
@@ -136,6 +158,12 @@ func synthKV(p SynthParams) []gguf.KV {
 		{Key: "tokenizer.ggml.bos_token_id", Value: gguf.Uint32(1)},
 		{Key: "tokenizer.ggml.eos_token_id", Value: gguf.Uint32(2)},
 	}
+	if p.Experts > 0 {
+		kv = append(kv[:10:10], append([]gguf.KV{{Key: "llama.expert_count", Value: gguf.Uint32(uint32(p.Experts))},
+			{Key: "llama.expert_used_count", Value: gguf.Uint32(uint32(p.ExpertsUsed))}}, kv[10:]...)...)
+		kv[1].Value = gguf.String(fmt.Sprintf("orkpipe-synth-%dx%d-moe%dx%d-seed%d", p.Layers, p.Embd, p.Experts, p.ExpertsUsed, p.Seed))
+	}
+	return kv
 }
 
 // synthWords are the pieces (after the single characters) the synthetic SentencePiece vocabulary

@@ -65,6 +65,9 @@ func runVerifyLocal(ctx context.Context, p VerifyLocalParams, req Request) error
 		return err
 	}
 	defer src.Close()
+	if err := checkPackCovers(r, src); err != nil {
+		return fmt.Errorf("pack %s: %w", ppath, err)
+	}
 	hd, err := src.HeaderDigest(ctx)
 	if err != nil {
 		return err

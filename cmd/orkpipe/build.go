@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"runtime"
 	"runtime/debug"
 	"strings"
 	"syscall"
@@ -90,9 +91,10 @@ func runBuild(ctx context.Context, opts *globalOptions, path string, sets []stri
 		return err
 	}
 	if os.Getenv("GOMEMLIMIT") == "" {
-		// The nodes' declared peaks fit the budget; make the Go runtime collect before the heap
-		// (with garbage not yet collected) outgrows it.
-		debug.SetMemoryLimit(mem)
+		// The nodes' declared peaks fit the budget; make the Go runtime collect before its memory
+		// (live data plus garbage not yet collected) outgrows the budget less what lives outside
+		// the Go runtime's accounting.
+		debug.SetMemoryLimit(goMemoryLimit(mem))
 	}
 	t, err := build.New(r, build.WithMemoryBudget(mem), build.WithOverrides(sets))
 	if err != nil {
@@ -207,4 +209,15 @@ func printBuildPlan(ctx context.Context, opts *globalOptions, eng *engine.Engine
 		}
 	}
 	return nil
+}
+
+// nonGoPerCPU is the resident memory per CPU that the Go runtime does not account for: an
+// OpenBLAS thread's work buffer (32 MiB on x86-64 in -tags blas builds) and its C stack.
+const nonGoPerCPU = 40 << 20
+
+// goMemoryLimit returns the Go runtime's soft memory limit for a build under the budget mem: mem
+// less a reserve for resident memory outside the runtime's accounting (64 MiB for the binary, C
+// allocations and thread stacks, plus nonGoPerCPU per CPU), the reserve capped at a quarter of mem.
+func goMemoryLimit(mem int64) int64 {
+	return mem - min(64<<20+int64(runtime.NumCPU())*nonGoPerCPU, mem/4)
 }

@@ -30,7 +30,7 @@ var rules = []rule{
 	{
 		layer:       "artifacts",
 		mayImport:   []string{"artifacts", "internal/units"},
-		thirdParty:  []string{"github.com/zeebo/blake3", "github.com/klauspost/cpuid", "github.com/klauspost/compress", "golang.org/x/sys"},
+		thirdParty:  []string{"github.com/zeebo/blake3", "lukechampine.com/blake3", "github.com/klauspost/cpuid", "github.com/klauspost/compress", "golang.org/x/sys"},
 		description: "artifacts: standard library, x/sys, blake3 and zstd only",
 	},
 	{

@@ -78,28 +78,72 @@ func (w Window) check(c *model.Config) error {
 	return nil
 }
 
-// Result holds the Hessians of one window: Hessians[l-Start][in] for block l and input in.
+// Result holds the Hessians of one window: Hessians[l-Start][in] for block l and input in. In an MoE
+// block (model.Config.MoE) Hessians[l-Start] holds only InputQKV and InputAttnO (the FFN inputs are the
+// experts') and Experts[l-Start][e] the Hessians of expert e; Experts is nil for a dense model.
 type Result struct {
 	Window   Window
 	Hessians [][model.NumInputs]*Hessian
+	Experts  [][]ExpertHessians
 }
 
-// Hessian returns the Hessian of input in of block layer.
+// ExpertHessians are the Hessians of one expert of an MoE block, over the tokens routed to it (rows are
+// not weighted by the routing probability): GateUp of its gate and up input (the ffn_norm output of those
+// tokens, n_embd wide) and Down of its down input (silu(gate)·up of those tokens, n_ff wide). An expert
+// no token was routed to has Tokens = 0 and all-zero matrices (see Hessian.Empty).
+type ExpertHessians struct {
+	GateUp, Down *Hessian
+}
+
+// Hessian returns the Hessian of input in of block layer (nil for the FFN inputs of an MoE block).
 func (r *Result) Hessian(layer int, in model.Input) *Hessian {
 	return r.Hessians[layer-r.Window.Start][in]
 }
 
-// observer routes a block's linear inputs to the accumulators of the window.
+// ExpertHessian returns the Hessian of input in (model.InputGateUp or model.InputDown) of expert e of
+// MoE block layer, or nil when the block has no such expert.
+func (r *Result) ExpertHessian(layer, e int, in model.Input) *Hessian {
+	if r.Experts == nil || e < 0 || e >= len(r.Experts[layer-r.Window.Start]) {
+		return nil
+	}
+	x := r.Experts[layer-r.Window.Start][e]
+	switch in {
+	case model.InputGateUp:
+		return x.GateUp
+	case model.InputDown:
+		return x.Down
+	}
+	return nil
+}
+
+// observer routes a block's linear inputs to the accumulators of the window. A nil accumulator (the
+// router input of an MoE block) is not captured.
 type observer struct {
 	start int
 	acc   [][model.NumInputs]*accumulator
+	exp   [][][2]*accumulator // MoE: [layer-start][expert]{gate/up, down}
 	err   error
 }
 
 func (o *observer) Observe(layer int, in model.Input, x []float32) {
-	if o.err == nil {
-		o.err = o.acc[layer-o.start][in].add(x)
+	if a := o.acc[layer-o.start][in]; o.err == nil && a != nil {
+		o.err = a.add(x)
 	}
+}
+
+func (o *observer) ObserveExpert(layer int, in model.Input, e int, x []float32) {
+	if o.err != nil {
+		return
+	}
+	if o.exp == nil || e < 0 || e >= len(o.exp[layer-o.start]) || (in != model.InputGateUp && in != model.InputDown) {
+		o.err = fmt.Errorf("layer %d: input %s of expert %d: no such expert input in this window: %w", layer, in, e, ErrShape)
+		return
+	}
+	i := 0
+	if in == model.InputDown {
+		i = 1
+	}
+	o.err = o.exp[layer-o.start][e][i].add(x)
 }
 
 // Capture runs every sequence of in through blocks [w.Start, w.End) of m (whose weights are loaded
@@ -114,20 +158,39 @@ func Capture(ctx context.Context, m *model.Model, w Window, in HiddenSource, out
 	res := &Result{Window: w, Hessians: make([][model.NumInputs]*Hessian, w.End-w.Start)}
 	obs := &observer{start: w.Start, acc: make([][model.NumInputs]*accumulator, w.End-w.Start)}
 	shared := new([]float64)
+	var all []*Hessian
+	newAcc := func(k int) *accumulator {
+		h := NewHessian(k)
+		all = append(all, h)
+		return &accumulator{h: h, x64: shared}
+	}
+	if c.MoE() {
+		res.Experts = make([][]ExpertHessians, w.End-w.Start)
+		obs.exp = make([][][2]*accumulator, w.End-w.Start)
+	}
 	for l := range res.Hessians {
 		for in := model.Input(0); in < model.NumInputs; in++ {
-			h := NewHessian(in.Width(c))
-			res.Hessians[l][in] = h
-			obs.acc[l][in] = &accumulator{h: h, x64: shared}
+			if c.MoE() && (in == model.InputGateUp || in == model.InputDown) {
+				continue
+			}
+			obs.acc[l][in] = newAcc(in.Width(c))
+			res.Hessians[l][in] = obs.acc[l][in].h
+		}
+		if c.MoE() {
+			res.Experts[l] = make([]ExpertHessians, c.NExpert)
+			obs.exp[l] = make([][2]*accumulator, c.NExpert)
+			for e := range res.Experts[l] {
+				gu, dn := newAcc(c.NEmbd), newAcc(c.NFF)
+				obs.exp[l][e] = [2]*accumulator{gu, dn}
+				res.Experts[l][e] = ExpertHessians{GateUp: gu.h, Down: dn.h}
+			}
 		}
 	}
 	if err := run(ctx, m, w, in, out, obs); err != nil {
 		return nil, err
 	}
-	for l := range res.Hessians {
-		for _, h := range res.Hessians[l] {
-			h.Symmetrize()
-		}
+	for _, h := range all {
+		h.Symmetrize()
 	}
 	return res, nil
 }

@@ -12,6 +12,12 @@
 // (see model.Input). It also writes the hidden states at layer b, so the next window starts there and
 // never replays earlier layers.
 //
+// In a mixture-of-experts block (model.Config.MoE) the FFN inputs are per expert: expert e's gate/up
+// Hessian sums x·xᵀ over the ffn_norm outputs of the tokens routed to e, its down Hessian over their
+// silu(gate)·up rows (unweighted by the routing probability), [Result.ExpertHessian]. An expert that
+// no calibration token reaches keeps an empty Hessian (Tokens = 0, [Hessian.Empty]); GPTQ cannot use it,
+// and finalize must say so rather than quantize from it.
+//
 // One-shot mode: every window runs the float weights, and the hidden states Capture writes at b feed the
 // next window. Sequential mode: the next window must see the activations the board will see, so the
 // hidden states at b are produced by [Propagate] running the window with its quantized weights (a

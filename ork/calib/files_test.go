@@ -110,7 +110,7 @@ func TestHessianFile(t *testing.T) {
 		t.Fatal(err)
 	}
 	good := buf.Bytes()
-	got, err := ReadHessian(bytes.NewReader(good), "h")
+	got, err := ReadHessian(context.Background(), bytes.NewReader(good), int64(len(good)), "h")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -134,7 +134,7 @@ func TestHessianFile(t *testing.T) {
 		{"trailing byte", append(bytes.Clone(good), 1), ErrFormat},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			if _, err := ReadHessian(bytes.NewReader(c.b), "h"); !errors.Is(err, c.want) {
+			if _, err := ReadHessian(context.Background(), bytes.NewReader(c.b), int64(len(c.b)), "h"); !errors.Is(err, c.want) {
 				t.Errorf("error %v, want %v", err, c.want)
 			}
 		})

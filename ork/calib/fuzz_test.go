@@ -2,6 +2,7 @@ package calib
 
 import (
 	"bytes"
+	"context"
 	"flag"
 	"fmt"
 	"os"
@@ -26,10 +27,13 @@ func FuzzReadHessian(f *testing.F) {
 	}
 	f.Add(buf.Bytes())
 	f.Fuzz(func(t *testing.T, b []byte) {
-		h, err := ReadHessian(bytes.NewReader(b), "fuzz")
+		h, err := ReadHessian(context.Background(), bytes.NewReader(b), int64(len(b)), "fuzz")
 		if err == nil {
 			if err := h.Check(); err != nil {
 				t.Fatalf("accepted a hessian that fails Check: %v", err)
+			}
+			if int64(len(b)) != HessianFileSize(h.K) {
+				t.Fatalf("accepted K=%d from a file of %d bytes, want exactly %d", h.K, len(b), HessianFileSize(h.K))
 			}
 		}
 	})

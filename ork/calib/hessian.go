@@ -17,6 +17,10 @@ type Hessian struct {
 	Tokens int64
 }
 
+// Empty reports whether no activation row was accumulated (Tokens = 0): the matrix is all zeros and
+// carries no information (an MoE expert no calibration token was routed to).
+func (h *Hessian) Empty() bool { return h.Tokens == 0 }
+
 // NewHessian returns an empty K × K Hessian.
 func NewHessian(k int) *Hessian { return &Hessian{K: k, Data: make([]float64, k*k)} }
 

@@ -126,7 +126,7 @@ func ImatrixFromGGUF(ctx context.Context, g *gguf.File) (*Imatrix, error) {
 		if len(t.Shape) == 2 {
 			nMat = t.Shape[1]
 		}
-		if len(t.Shape) > 2 || ct.Shape[0] != 1 || ct.Elements() != nMat {
+		if len(t.Shape) < 1 || len(t.Shape) > 2 || len(ct.Shape) < 1 || ct.Shape[0] != 1 || ct.Elements() != nMat {
 			return nil, fmt.Errorf("%s: %s: in_sum2 shape %v and counts shape %v disagree (want [K, n] and [1, n]): %w", g.Path, base, t.Shape, ct.Shape, ErrFormat)
 		}
 		k := int(t.Shape[0])

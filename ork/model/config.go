@@ -26,7 +26,17 @@ type Config struct {
 	RopeFreqFactors []float32
 	// NormEps is attention.layer_norm_rms_epsilon.
 	NormEps float32
+	// NExpert is expert_count (0: a dense model). When it is positive every block is a mixture-of-experts
+	// block (llama.cpp's llama arch): a router ffn_gate_inp [n_embd, n_expert] and expert tensors
+	// ffn_gate_exps/ffn_up_exps [n_embd, n_ff, n_expert], ffn_down_exps [n_ff, n_embd, n_expert] replace
+	// ffn_gate/ffn_up/ffn_down; NFF is then the width of one expert.
+	NExpert int
+	// NExpertUsed is expert_used_count: the experts each token is routed to (top-k).
+	NExpertUsed int
 }
+
+// MoE reports whether the blocks are mixture-of-experts blocks.
+func (c *Config) MoE() bool { return c.NExpert > 0 }
 
 // ropeNeox reports llama.cpp's RoPE type for an architecture, and whether the architecture is supported.
 func ropeNeox(arch string) (neox bool, ok bool) {
@@ -62,6 +72,10 @@ func (c *Config) Validate() error {
 		return bad("rope_freqs.weight has %d values, want rope.dimension_count/2 = %d", len(c.RopeFreqFactors), c.RopeDim/2)
 	case !(c.NormEps > 0):
 		return bad("attention.layer_norm_rms_epsilon %v: want > 0", c.NormEps)
+	case c.NExpert < 0 || c.NExpertUsed < 0 || (c.NExpert == 0) != (c.NExpertUsed == 0) || c.NExpertUsed > c.NExpert:
+		return bad("expert_count %d, expert_used_count %d: want both 0 (dense) or 0 < expert_used_count <= expert_count", c.NExpert, c.NExpertUsed)
+	case c.NExpert > 0 && c.RopeNeox:
+		return fmt.Errorf("%s: expert_count %d: %w (mixture-of-experts blocks are implemented for arch llama/mistral only)", c.Arch, c.NExpert, ErrUnsupported)
 	}
 	return nil
 }

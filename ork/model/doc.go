@@ -31,6 +31,15 @@
 // Weights come from a [WeightSource]; layers are loaded one at a time, so a model bigger than memory can be
 // run layer by layer ([Model.Layer] / [Model.RunLayer]).
 //
+// Mixture-of-experts models (llama.cpp's llama arch with <arch>.expert_count > 0, e.g. Mixtral) have in
+// every block a router ffn_gate_inp and three expert tensors ffn_{gate,up,down}_exps of n_expert slices.
+// The FFN of such a block is llama.cpp's llm_build_moe_ffn for arch llama: p = softmax(router·x), the
+// expert_used_count experts of largest p (ties: lower expert index first, so routing is deterministic),
+// their p renormalized to sum 1 (the sum floored at 2^-14), and the sum over the selected experts, in
+// selection order, of p_e · down_e(silu(gate_e·x) · up_e·x) ([Route]). Expert slice e of an expert tensor is
+// the Linear named "<tensor>#<e>" — the name of its orkpack entry — so a pack's expert entries replace
+// the float slices one by one like any other weight. [ExpertObserver] sees the rows routed to each expert.
+//
 // # Evaluation
 //
 // [Perplexity] follows llama-perplexity: the whole text is tokenized once with BOS, split into

@@ -123,10 +123,20 @@ type Shaper interface {
 	Shape(name string) (k, n int, ok bool)
 }
 
-// Shape implements Shaper.
+// Shape implements Shaper; an expert slice name "<tensor>#<e>" has the shape of one expert of a
+// three-dimensional tensor [K, N, n_expert].
 func (s *GGUFSource) Shape(name string) (int, int, bool) {
-	t, err := s.f.Tensor(name)
-	if err != nil || len(t.Shape) != 2 {
+	base, e, isExpert, err := splitExpert(name)
+	if err != nil {
+		return 0, 0, false
+	}
+	t, err := s.f.Tensor(base)
+	switch {
+	case err != nil:
+		return 0, 0, false
+	case isExpert && (len(t.Shape) != 3 || int64(e) >= t.Shape[2]):
+		return 0, 0, false
+	case !isExpert && len(t.Shape) != 2:
 		return 0, 0, false
 	}
 	return int(t.Shape[0]), int(t.Shape[1]), true

@@ -78,6 +78,13 @@ type scratch struct {
 	t                   int
 	x, q, k, v, att     []float32
 	gate, up, attScores []float32
+	// MoE blocks only: router logits [t][n_expert], probabilities of one token, the selected experts and
+	// their weights [t][k], the gathered rows of one expert and its output [t][n_embd], the weighted
+	// expert outputs per (token, slot) [t][k][n_embd], the block's FFN output, the (token, slot) pairs
+	// routed to one expert.
+	logits, probs, selW   []float32
+	sel, routed           []int
+	xe, ye, slots, moeOut []float32
 }
 
 func (s *scratch) get(c *Config, t int) *scratch {
@@ -88,14 +95,27 @@ func (s *scratch) get(c *Config, t int) *scratch {
 			gate: make([]float32, t*c.NFF), up: make([]float32, t*c.NFF),
 			attScores: make([]float32, attentionWorkers(c.NHead)*t*t),
 		}
+		if c.MoE() {
+			k := c.NExpertUsed
+			s.logits, s.probs, s.selW = make([]float32, t*c.NExpert), make([]float32, c.NExpert), make([]float32, t*k)
+			s.sel, s.routed = make([]int, t*k), make([]int, 0, t*k)
+			s.xe, s.ye, s.slots, s.moeOut = make([]float32, t*c.NEmbd), make([]float32, t*c.NEmbd), make([]float32, t*k*c.NEmbd), make([]float32, t*c.NEmbd)
+		}
 	}
 	return s
 }
 
 // ScratchBytes is the memory RunLayer keeps for sequences of t tokens (the attention scores depend on
-// GOMAXPROCS: one t×t matrix per head running at once).
+// GOMAXPROCS: one t×t matrix per head running at once). MoE blocks add the router logits, the routing
+// (selected experts and weights, 8+4+8 bytes per token and slot), the gathered rows of one expert and its
+// output, the weighted outputs per (token, slot) and the FFN output.
 func (c *Config) ScratchBytes(t int) int64 {
-	return 4*int64(t)*int64(c.NEmbd+2*c.QDim()+2*c.KVDim()+2*c.NFF) + 4*int64(attentionWorkers(c.NHead))*int64(t)*int64(t)
+	b := 4*int64(t)*int64(c.NEmbd+2*c.QDim()+2*c.KVDim()+2*c.NFF) + 4*int64(attentionWorkers(c.NHead))*int64(t)*int64(t)
+	if c.MoE() {
+		t, k, e := int64(t), int64(c.NExpertUsed), int64(c.NEmbd)
+		b += 4*t*int64(c.NExpert) + 4*int64(c.NExpert) + 20*t*k + 4*t*(3*e+k*e)
+	}
+	return b
 }
 
 // NewModel validates cfg and returns a model reading its weights from src.
@@ -177,7 +197,7 @@ func (m *Model) Logits(ctx context.Context, h []float32) ([]float32, error) {
 }
 
 // RunLayer applies block l to the hidden states h (T rows of NEmbd values, positions 0..T-1) in place.
-// obs, when not nil, sees the four linear inputs.
+// obs, when not nil, sees the four linear inputs (in MoE blocks, see ExpertObserver).
 func (m *Model) RunLayer(ctx context.Context, l *Layer, h []float32, obs Observer) error {
 	if err := ctx.Err(); err != nil {
 		return err
@@ -227,6 +247,15 @@ func (m *Model) RunLayer(ctx context.Context, l *Layer, h []float32, obs Observe
 	rmsNorm(x, h, l.FFNorm, e, c.NormEps)
 	if obs != nil {
 		obs.Observe(l.Index, InputGateUp, x)
+	}
+	if l.Router != nil {
+		if err := m.runMoE(l, x, s.moeOut, s, obs); err != nil {
+			return err
+		}
+		for i := range h {
+			h[i] += s.moeOut[i]
+		}
+		return nil
 	}
 	g, u := s.gate, s.up
 	if err := l.Gate.Apply(g, x); err != nil {

@@ -163,6 +163,8 @@ func ConfigFromGGUF(f *gguf.File) (Config, error) {
 		opt("attention.key_length", &c.HeadDim, c.NEmbd/c.NHead)
 	}
 	opt("rope.dimension_count", &c.RopeDim, c.HeadDim)
+	opt("expert_count", &c.NExpert, 0)
+	opt("expert_used_count", &c.NExpertUsed, 0)
 	if err != nil {
 		return c, err
 	}
@@ -288,18 +290,29 @@ func (s *GGUFSource) Vector(ctx context.Context, name string) ([]float32, bool, 
 	return v, err == nil, err
 }
 
-// Linear implements WeightSource.
+// Linear implements WeightSource. A name "<tensor>#<e>" (the orkpack name of an expert slice) returns
+// expert e of a three-dimensional expert tensor [K, N, n_expert]: rows [e·N, (e+1)·N) of it, read alone.
 func (s *GGUFSource) Linear(ctx context.Context, name string) (Linear, bool, error) {
-	t, ok, err := s.tensor(name)
+	base, expert, isExpert, err := splitExpert(name)
+	if err != nil {
+		return nil, false, fmt.Errorf("%s: %w", s.f.Path, err)
+	}
+	t, ok, err := s.tensor(base)
 	if !ok {
 		return nil, false, err
 	}
-	if len(t.Shape) != 2 {
-		return nil, false, fmt.Errorf("%s: tensor %s: shape %v, want two dimensions [K, N]: %w", s.f.Path, name, t.Shape, ErrBadModel)
-	}
-	w, err := s.load(ctx, t)
-	if err != nil {
-		return nil, false, err
+	var w []float32
+	if isExpert {
+		if w, err = s.loadExpert(ctx, t, expert); err != nil {
+			return nil, false, err
+		}
+	} else {
+		if len(t.Shape) != 2 {
+			return nil, false, fmt.Errorf("%s: tensor %s: shape %v, want two dimensions [K, N]: %w", s.f.Path, name, t.Shape, ErrBadModel)
+		}
+		if w, err = s.load(ctx, t); err != nil {
+			return nil, false, err
+		}
 	}
 	d, err := NewDense(int(t.Shape[1]), int(t.Shape[0]), w, nil)
 	if err != nil {

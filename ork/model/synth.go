@@ -26,21 +26,36 @@ func NewSyntheticSource(cfg Config, seed uint64) (*SyntheticSource, error) {
 	return &SyntheticSource{Cfg: cfg, Seed: seed}, nil
 }
 
-// shape returns ne (K, N) of a tensor by name, or ok false.
+// shape returns ne (K, N) of a tensor by name, or ok false. An MoE model (Cfg.NExpert > 0) has the
+// router ffn_gate_inp and expert slices "blk.N.ffn_{gate,up,down}_exps.weight#<e>" instead of
+// ffn_gate/up/down.
 func (s *SyntheticSource) shape(name string) (k, n int, ok bool) {
 	c := &s.Cfg
-	switch name {
-	case "token_embd.weight", "output.weight":
-		return c.NEmbd, c.NVocab, true
-	case "output_norm.weight":
-		return c.NEmbd, 1, true
+	base, e, isExpert, err := splitExpert(name)
+	if err != nil || (isExpert && e >= c.NExpert) {
+		return 0, 0, false
 	}
-	rest, found := strings.CutPrefix(name, "blk.")
+	switch base {
+	case "token_embd.weight", "output.weight":
+		return c.NEmbd, c.NVocab, !isExpert
+	case "output_norm.weight":
+		return c.NEmbd, 1, !isExpert
+	}
+	rest, found := strings.CutPrefix(base, "blk.")
 	if !found {
 		return 0, 0, false
 	}
 	idx, suffix, found := strings.Cut(rest, ".")
 	if l, err := strconv.Atoi(idx); !found || err != nil || l < 0 || l >= c.NLayer {
+		return 0, 0, false
+	}
+	if isExpert {
+		switch suffix {
+		case "ffn_gate_exps.weight", "ffn_up_exps.weight":
+			return c.NEmbd, c.NFF, true
+		case "ffn_down_exps.weight":
+			return c.NFF, c.NEmbd, true
+		}
 		return 0, 0, false
 	}
 	switch suffix {
@@ -52,10 +67,12 @@ func (s *SyntheticSource) shape(name string) (k, n int, ok bool) {
 		return c.NEmbd, c.KVDim(), true
 	case "attn_output.weight":
 		return c.QDim(), c.NEmbd, true
+	case "ffn_gate_inp.weight":
+		return c.NEmbd, c.NExpert, c.MoE()
 	case "ffn_gate.weight", "ffn_up.weight":
-		return c.NEmbd, c.NFF, true
+		return c.NEmbd, c.NFF, !c.MoE()
 	case "ffn_down.weight":
-		return c.NFF, c.NEmbd, true
+		return c.NFF, c.NEmbd, !c.MoE()
 	}
 	return 0, 0, false
 }

@@ -3,6 +3,8 @@ package model
 import (
 	"context"
 	"fmt"
+
+	"orkpipe/ork/pack"
 )
 
 // WeightSource provides a model's tensors by their GGUF names. Implementations read lazily: nothing is
@@ -24,7 +26,16 @@ type Layer struct {
 	AttnNorm, FFNorm []float32
 	QNorm, KNorm     []float32 // per-head RMSNorm of Q and K (qwen3), HeadDim values, or nil
 	Q, K, V, O       Linear
-	Gate, Up, Down   Linear
+	Gate, Up, Down   Linear // dense blocks; nil in MoE blocks
+	// Router is ffn_gate_inp (NExpert outputs of NEmbd) and Experts the NExpert expert FFNs, in MoE
+	// blocks (Config.MoE); both nil in dense blocks.
+	Router  Linear
+	Experts []Expert
+}
+
+// Expert is one expert FFN of an MoE block: slice e of ffn_gate_exps, ffn_up_exps and ffn_down_exps.
+type Expert struct {
+	Gate, Up, Down Linear
 }
 
 // linearWithBias wraps a Linear and adds a bias.
@@ -101,9 +112,24 @@ func LoadLayer(ctx context.Context, cfg *Config, src WeightSource, i int) (*Laye
 		func() error { l.K, err = lin("attn_k", kv, e, true); return err },
 		func() error { l.V, err = lin("attn_v", kv, e, true); return err },
 		func() error { l.O, err = lin("attn_output", e, q, true); return err },
-		func() error { l.Gate, err = lin("ffn_gate", cfg.NFF, e, false); return err },
-		func() error { l.Up, err = lin("ffn_up", cfg.NFF, e, false); return err },
-		func() error { l.Down, err = lin("ffn_down", e, cfg.NFF, false); return err },
+	}
+	if !cfg.MoE() {
+		steps = append(steps,
+			func() error { l.Gate, err = lin("ffn_gate", cfg.NFF, e, false); return err },
+			func() error { l.Up, err = lin("ffn_up", cfg.NFF, e, false); return err },
+			func() error { l.Down, err = lin("ffn_down", e, cfg.NFF, false); return err },
+		)
+	} else {
+		steps = append(steps, func() error { l.Router, err = lin("ffn_gate_inp", cfg.NExpert, e, false); return err })
+		l.Experts = make([]Expert, cfg.NExpert)
+		for x := range l.Experts {
+			ex := &l.Experts[x]
+			steps = append(steps,
+				func() error { ex.Gate, err = expertLin(ctx, src, p+"ffn_gate_exps.weight", x, cfg.NFF, e); return err },
+				func() error { ex.Up, err = expertLin(ctx, src, p+"ffn_up_exps.weight", x, cfg.NFF, e); return err },
+				func() error { ex.Down, err = expertLin(ctx, src, p+"ffn_down_exps.weight", x, e, cfg.NFF); return err },
+			)
+		}
 	}
 	for _, s := range steps {
 		if err := s(); err != nil {
@@ -111,4 +137,20 @@ func LoadLayer(ctx context.Context, cfg *Config, src WeightSource, i int) (*Laye
 		}
 	}
 	return l, nil
+}
+
+// expertLin reads expert x of the expert tensor named tensor and checks its shape (n rows of k).
+func expertLin(ctx context.Context, src WeightSource, tensor string, x, n, k int) (Linear, error) {
+	name := pack.ExpertName(tensor, x)
+	w, ok, err := src.Linear(ctx, name)
+	if err != nil {
+		return nil, err
+	}
+	if !ok {
+		return nil, fmt.Errorf("tensor %s (expert %d of an MoE block): missing: %w", tensor, x, ErrBadModel)
+	}
+	if gn, gk := w.Dims(); gn != n || gk != k {
+		return nil, fmt.Errorf("%s: %d rows of %d, want %d rows of %d: %w", name, gn, gk, n, k, ErrBadModel)
+	}
+	return w, nil
 }

@@ -89,22 +89,23 @@ func GPTQ(ctx context.Context, m Matrix, h *Hessian, opts ...Option) (*Weight, e
 }
 
 // GPTQMemory is the peak memory in bytes that GPTQ allocates for an n x k weight whose rows are
-// padded to kp (kp = k without rotation) with group size group (0: per row), not counting the
-// caller's weight and Hessian: the KP x KP float64 buffer that holds H and then, in place, its
-// factor, inverse and the factor U of the inverse (KP²·8); the codes (N·KP) and scales; the
-// float32 rotated copy of the weight when rotated (N·KP·4); the float64 working rows of the row
-// chunks in flight (at most N/4 + workers rows of KP + block size values, workers =
-// GOMAXPROCS by default); O(KP) vectors; and 64 MiB + 16 MiB per GOMAXPROCS for the runtime and
-// BLAS workspaces. For K = 17408, N = 5120, G32, no rotation, on 2 cores that is about
-// 2.26 + 0.09 + 0.01 + 0.17 + 0.09 ≈ 2.61 GiB (measured peak RSS growth: 2.56 GiB).
-func GPTQMemory(n, k, kp, group int) int64 {
+// padded to kp (kp = k without rotation) with group size group (0: per row), rotated or not (a
+// rotation need not pad: kp = k for k a multiple of 32), not counting the caller's weight and
+// Hessian: the KP x KP float64 buffer that holds H and then, in place, its factor, inverse and the
+// factor U of the inverse (KP²·8); the codes (N·KP) and scales; the float32 rotated copy of the
+// weight when rotated (N·KP·4); the float64 working rows of the row chunks in flight (at most
+// N/4 + workers rows of KP + block size values, workers = GOMAXPROCS by default); O(KP) vectors;
+// and 64 MiB + 16 MiB per GOMAXPROCS for the runtime and BLAS workspaces. For K = 17408,
+// N = 5120, G32, no rotation, on 2 cores that is about 2.26 + 0.09 + 0.01 + 0.17 + 0.09 ≈ 2.61 GiB
+// (measured peak RSS growth: 2.56 GiB); rotated, 0.33 GiB more.
+func GPTQMemory(n, k, kp, group int, rotated bool) int64 {
 	N, KP := int64(n), int64(kp)
 	ng := int64(1)
 	if group > 0 {
 		ng = (KP + int64(group) - 1) / int64(group)
 	}
 	b := KP*KP*8 + N*KP + N*ng*4
-	if kp != k {
+	if rotated || kp != k {
 		b += N * KP * 4
 	}
 	rows := min(N, N/4+int64(runtime.GOMAXPROCS(0)))

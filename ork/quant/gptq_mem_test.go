@@ -82,7 +82,7 @@ func TestGPTQMemory27BFFNDown(t *testing.T) {
 	}
 	h := synthSPDHessian(k, 0.6)
 	w := randMatrix("blk.0.ffn_down.weight", n, k, 5)
-	est := GPTQMemory(n, k, k, 32)
+	est := GPTQMemory(n, k, k, 32, false)
 	runtime.GC()
 	debug.FreeOSMemory()
 	reset := os.WriteFile("/proc/self/clear_refs", []byte("5"), 0) == nil // resets VmHWM to VmRSS

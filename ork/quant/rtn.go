@@ -39,6 +39,15 @@ func RTN(ctx context.Context, m Matrix, h *Hessian, opts ...Option) (*Weight, er
 			diag[k] = hdata[k*w.KP+k]
 		}
 	}
+	if err := rtnRows(ctx, w, data, diag, c); err != nil {
+		return nil, fmt.Errorf("%s: %w", m.Name, err)
+	}
+	return w, nil
+}
+
+// rtnRows quantizes every row of data ([N][KP], rotated when w is) into w with the clip search
+// weighted by diag (nil: unweighted), and sets w.QErr.
+func rtnRows(ctx context.Context, w *Weight, data []float32, diag []float64, c *config) error {
 	if err := forRows(ctx, w.N, c.workers, func(lo, hi int) {
 		buf := make([]float64, w.KP)
 		for n := lo; n < hi; n++ {
@@ -48,10 +57,10 @@ func RTN(ctx context.Context, m Matrix, h *Hessian, opts ...Option) (*Weight, er
 			quantizeRow(w, n, buf, diag, c.clipGrid)
 		}
 	}); err != nil {
-		return nil, fmt.Errorf("%s: %w", m.Name, err)
+		return err
 	}
 	w.QErr = weightedRelErr(w, data, diag)
-	return w, nil
+	return nil
 }
 
 // prepare validates the shapes, builds the Weight shell and returns the (rotated, padded) weight

@@ -58,8 +58,9 @@ func BenchmarkUntileInt4(b *testing.B) {
 	}
 }
 
-// BenchmarkTileVsCopy interleaves, in every iteration, a plain copy of the K*N code bytes and the tiling of
-// the same codes, and reports both throughputs and their ratio. Interleaving keeps the ratio meaningful on a
+// BenchmarkTileVsCopy interleaves, in every iteration, a plain copy of the K*N code bytes, the tiling of
+// the same codes (parallel, as Tile runs) and the same tiling on one goroutine, and reports the throughputs,
+// tile/copy and the parallel speedup. Interleaving keeps the ratio meaningful on a
 // machine whose load changes during the run.
 func BenchmarkTileVsCopy(b *testing.B) {
 	for _, kind := range []Kind{I8Native, I4Native} {
@@ -72,22 +73,39 @@ func BenchmarkTileVsCopy(b *testing.B) {
 			src := make([]byte, len(codes))
 			cp := make([]byte, len(codes))
 			dst := make([]byte, l.Size())
-			var tCopy, tTile time.Duration
+			var tCopy, tTile, tSerial time.Duration
 			n := 0
 			for b.Loop() {
 				t0 := time.Now()
 				copy(cp, src)
-				t1 := time.Now()
-				if err := l.Tile(dst, codes); err != nil {
-					b.Fatal(err)
+				tCopy += time.Since(t0)
+				// Alternate which tiling runs first: the first one after the copy is measurably slower.
+				for j := range 2 {
+					serial := (j+n)%2 == 0
+					if serial {
+						maxWorkers = 1
+					}
+					t1 := time.Now()
+					err := l.Tile(dst, codes)
+					d := time.Since(t1)
+					maxWorkers = 0
+					if err != nil {
+						b.Fatal(err)
+					}
+					if serial {
+						tSerial += d
+					} else {
+						tTile += d
+					}
 				}
-				tCopy, tTile = tCopy+t1.Sub(t0), tTile+time.Since(t1)
 				n++
 			}
 			mb := float64(n) * float64(len(codes)) / 1e6
 			b.ReportMetric(mb/tCopy.Seconds(), "copy-MB/s")
 			b.ReportMetric(mb/tTile.Seconds(), "tile-MB/s")
+			b.ReportMetric(mb/tSerial.Seconds(), "serial-MB/s")
 			b.ReportMetric(tCopy.Seconds()/tTile.Seconds(), "tile/copy")
+			b.ReportMetric(tSerial.Seconds()/tTile.Seconds(), "speedup")
 		})
 	}
 }

@@ -266,8 +266,31 @@ func (l Layout) runOffset(n, k0 int) int {
 // walk calls fn for every run of the padded [Np][Kp] matrix, in storage order of the native layouts (segment,
 // N tile, K tile, row in tile). fn receives the row, the first k of the run and the run's byte offset.
 func (l Layout) walk(fn func(n, k0, off int)) {
+	l.walkRows(fn, 0, l.walkRowCount())
+}
+
+// walkRowCount is the number of rows walk visits: Np for the native layouts, N for I4Compact.
+func (l Layout) walkRowCount() int {
 	if l.kind == I4Compact {
-		for n := 0; n < l.n; n++ {
+		return l.n
+	}
+	return l.np
+}
+
+// walkRowUnit is the granularity of a row range given to walkRows: the tile width for the native
+// layouts (a tile's rows are stored together), one row for I4Compact.
+func (l Layout) walkRowUnit() int {
+	if l.kind == I4Compact {
+		return 1
+	}
+	return l.TileWidth()
+}
+
+// walkRows is walk restricted to the rows [n0, n1) (multiples of walkRowUnit, or n1 = walkRowCount),
+// in the same order within that range.
+func (l Layout) walkRows(fn func(n, k0, off int), n0, n1 int) {
+	if l.kind == I4Compact {
+		for n := n0; n < n1; n++ {
 			for k0 := 0; k0 < l.kp; k0 += runLen {
 				fn(n, k0, l.runOffset(n, k0))
 			}
@@ -278,7 +301,7 @@ func (l Layout) walk(fn func(n, k0, off int)) {
 	runBytes := runLen * l.elemBits() / 8
 	for s := 0; s < l.segs; s++ {
 		seg0, ks := l.SegmentRange(s)
-		for nt := 0; nt < l.np; nt += w {
+		for nt := n0; nt < n1; nt += w {
 			for kt := seg0; kt < seg0+ks; kt += runLen {
 				// The rows of one tile are consecutive runs: tile base + r*runBytes (TestWalkMatchesLocate).
 				base := l.runOffset(nt, kt)

@@ -3,11 +3,14 @@ package tile
 import (
 	"encoding/binary"
 	"fmt"
+	"sync/atomic"
 	"unsafe"
 )
 
 // Tile writes row-major int codes [N][K] into dst (exactly Size() bytes) in the layout. It serves the int8 and
 // both int4 kinds; int4 codes must lie in [-8, 7]. Padding, including page padding, is written as zeros.
+// int4 layouts of 1 MiB and more are packed by up to GOMAXPROCS goroutines, each writing whole blocks of N
+// tiles (rows for I4Compact); the bytes are identical to a serial walk.
 func (l Layout) Tile(dst []byte, codes []int8) error {
 	if err := l.checkBuffers(len(dst), len(codes)); err != nil {
 		return err
@@ -17,6 +20,8 @@ func (l Layout) Tile(dst []byte, codes []int8) error {
 	switch l.kind {
 	case I8Native:
 		src := unsafe.Slice((*byte)(unsafe.Pointer(unsafe.SliceData(codes))), len(codes))
+		// int8 runs are plain 32-byte copies, bound by memory bandwidth: two goroutines measured
+		// 0.85-0.98x of one (BenchmarkTileVsCopy), so this walk stays serial.
 		l.walk(func(n, k0, off int) {
 			out := dst[off : off+runLen]
 			if n >= l.n || k0 >= l.k {
@@ -30,8 +35,8 @@ func (l Layout) Tile(dst []byte, codes []int8) error {
 		})
 		return nil
 	case I4Native, I4Compact:
-		bad := false
-		l.walk(func(n, k0, off int) {
+		var bad atomic.Bool // set by any worker that saw a code outside [-8, 7]
+		l.walkParallel(func(n, k0, off int) {
 			if n >= l.n || k0 >= l.k {
 				clear(dst[off : off+runLen/2])
 				return
@@ -41,16 +46,18 @@ func (l Layout) Tile(dst []byte, codes []int8) error {
 				clear(dst[off : off+runLen/2])
 				for i := 0; i < l.k-k0; i++ {
 					c := row[k0+i]
-					bad = bad || c < -8 || c > 7
+					if c < -8 || c > 7 {
+						bad.Store(true)
+					}
 					dst[off+i/2] |= byte(c&0xf) << nibbleShift(i, l.nib)
 				}
 				return
 			}
 			if packRun(dst[off:off+runLen/2:off+runLen/2], row[k0:k0+runLen:k0+runLen], l.nib) {
-				bad = true
+				bad.Store(true)
 			}
 		})
-		if bad {
+		if bad.Load() {
 			for i, c := range codes {
 				if c < -8 || c > 7 {
 					return fmt.Errorf("%w: int4 code %d at n=%d k=%d: want [-8, 7]", ErrRange, c, i/l.k, i%l.k)

@@ -26,6 +26,9 @@ func (t *Target) Graph(ctx context.Context) (*engine.Graph, error) {
 	if err := t.checkWeightMemory(ws); err != nil {
 		return nil, err
 	}
+	if err := t.checkImatrix(ctx, ws); err != nil {
+		return nil, err
+	}
 	boardName, boardFile, err := t.boardInput()
 	if err != nil {
 		return nil, err
@@ -34,22 +37,24 @@ func (t *Target) Graph(ctx context.Context) (*engine.Graph, error) {
 	for _, w := range ws {
 		needCalib = needCalib || w.fin.Method == "gptq"
 	}
-	addFinal := func(w *weight, hessian *engine.Input) {
+	finalIn := func(p *stages.FinalizeParams, hessian *engine.Input) map[string]engine.Input {
 		in := map[string]engine.Input{"model": src.in}
-		if w.fin.Method == "gptq" {
+		if p.Method == "gptq" {
 			in["hessian"] = *hessian
 		}
-		f := g.Add("finalize:"+w.name, "finalize", w.fin, in)
+		if p.Importance == "imatrix" {
+			in["imatrix"] = engine.File(t.r.Imatrix)
+		}
+		return in
+	}
+	addFinal := func(w *weight, hessian *engine.Input) {
+		f := g.Add("finalize:"+w.name, "finalize", w.fin, finalIn(&w.fin, hessian))
 		w.final = f.Output("weight")
 		tl := g.Add("tile:"+w.name, "tile", stages.TileParams{Nibbles: "low-first", N: w.fin.N, KP: stages.PaddedK(w.fin.K, w.fin.Rotation)},
 			map[string]engine.Input{"weight": w.final})
 		w.tiled = tl.Output("entry")
 		if p := w.promote; p != nil {
-			pin := map[string]engine.Input{"model": src.in}
-			if p.Method == "gptq" {
-				pin["hessian"] = *hessian
-			}
-			pf := g.Add("finalize-promote:"+w.name, "finalize", *p, pin)
+			pf := g.Add("finalize-promote:"+w.name, "finalize", *p, finalIn(p, hessian))
 			pt := g.Add("tile-promote:"+w.name, "tile", stages.TileParams{Nibbles: "low-first", N: p.N, KP: stages.PaddedK(p.K, p.Rotation)},
 				map[string]engine.Input{"weight": pf.Output("weight")})
 			w.ptiled = pt.Output("entry")
@@ -100,8 +105,7 @@ func (t *Target) planCalibration(g *engine.Graph, src *source, ws []*weight, add
 			if w.layer >= a && w.layer < b {
 				window = append(window, w)
 				if w.fin.Method == "gptq" {
-					hname, _, _ := stages.HessianOutput(w.name)
-					h := cal.Output(hname)
+					h := cal.Output(w.hessianOutput())
 					addFinal(w, &h)
 				}
 			}
@@ -177,6 +181,13 @@ func (t *Target) planTail(g *engine.Graph, src *source, ws []*weight, boardName 
 	if g.Node("tokenize") != nil {
 		deps = append(deps, stages.ProvenanceDep{Name: "corpus", URI: "file://" + r.Calibration.Corpus})
 		pin["dep.corpus"] = engine.File(r.Calibration.Corpus)
+	}
+	for _, w := range ws {
+		if w.fin.Importance == "imatrix" || w.promote != nil && w.promote.Importance == "imatrix" {
+			deps = append(deps, stages.ProvenanceDep{Name: "imatrix", URI: "file://" + r.Imatrix})
+			pin["dep.imatrix"] = engine.File(r.Imatrix)
+			break
+		}
 	}
 	if boardFile != nil {
 		deps = append(deps, stages.ProvenanceDep{Name: "board-profile", URI: "file://" + r.Board})

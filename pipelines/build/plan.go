@@ -9,8 +9,10 @@ import (
 
 	"orkpipe/internal/units"
 	"orkpipe/ork/board"
+	"orkpipe/ork/calib"
 	"orkpipe/ork/gguf"
 	"orkpipe/ork/model"
+	"orkpipe/ork/pack"
 	"orkpipe/pipelines/engine"
 	"orkpipe/pipelines/recipe"
 	"orkpipe/stages"
@@ -24,9 +26,13 @@ type source struct {
 	shape   stages.ModelShape
 }
 
-// weight is one packed matmul weight with its finalize parameters.
+// weight is one packed matmul weight (a 2-D tensor, or one expert slice of an MoE expert tensor)
+// with its finalize parameters.
 type weight struct {
-	name    string
+	name    string // the pack entry: the tensor name, or "<tensor>#<e>" for expert e
+	tensor  string
+	expert  int // -1 for a 2-D weight
+	nmat    int // matrices in the tensor: 1, or n_expert
 	layer   int // -1 for weights outside the blocks
 	fin     stages.FinalizeParams
 	promote *stages.FinalizeParams
@@ -39,7 +45,7 @@ func (t *Target) planSource(ctx context.Context, g *engine.Graph) (*source, erro
 	r := t.r
 	if s := r.Source.Synth; s != nil {
 		sp := stages.SynthParams{Layers: s.Layers, Embd: s.Embd, FF: s.FF, Heads: s.Heads, HeadsKV: s.HeadsKV, Vocab: s.Vocab,
-			Ctx: s.Ctx, Type: s.Type, Seed: s.Seed}
+			Ctx: s.Ctx, Type: s.Type, Seed: s.Seed, Experts: s.Experts, ExpertsUsed: s.ExpertsUsed}
 		if err := sp.Validate(); err != nil {
 			return nil, fmt.Errorf("%w: source.synth: %w", ErrPlan, err)
 		}
@@ -47,7 +53,8 @@ func (t *Target) planSource(ctx context.Context, g *engine.Graph) (*source, erro
 		pj, _ := json.Marshal(sp)
 		hd := s.Embd / s.Heads
 		return &source{in: n.Output("model.gguf"), uri: "orkpipe:synth?" + string(pj), tensors: sp.Tensors(),
-			shape: stages.ModelShape{Layers: s.Layers, Embd: s.Embd, FF: s.FF, Heads: s.Heads, HeadsKV: s.HeadsKV, HeadDim: hd, Vocab: s.Vocab}}, nil
+			shape: stages.ModelShape{Layers: s.Layers, Embd: s.Embd, FF: s.FF, Heads: s.Heads, HeadsKV: s.HeadsKV, HeadDim: hd, Vocab: s.Vocab,
+				Experts: s.Experts, ExpertsUsed: s.ExpertsUsed}}, nil
 	}
 	f, err := gguf.Open(ctx, r.Source.Model)
 	if err != nil {
@@ -86,7 +93,33 @@ func finalizeParams(s *recipe.Scheme, name string, n, k int) stages.FinalizePara
 	if s.Rotation == "hadamard" {
 		p.Seed = rotationSeed(name)
 	}
+	if s.Importance == "imatrix" && s.Method == "rtn" {
+		p.Importance = "imatrix"
+	}
 	return p
+}
+
+// isExpertTensor reports whether name is an MoE expert tensor (llama.cpp's blk.N.ffn_*_exps.weight).
+func isExpertTensor(name string) bool {
+	return strings.HasPrefix(name, "blk.") && (strings.HasSuffix(name, ".ffn_gate_exps.weight") ||
+		strings.HasSuffix(name, ".ffn_up_exps.weight") || strings.HasSuffix(name, ".ffn_down_exps.weight"))
+}
+
+// isRouter reports whether name is an MoE router (blk.N.ffn_gate_inp.weight): it stays float in the
+// stub and is never packed, whatever the schemes match.
+func isRouter(name string) bool {
+	return strings.HasPrefix(name, "blk.") && strings.HasSuffix(name, ".ffn_gate_inp.weight")
+}
+
+// hessianOutput returns the calibrate output holding the Hessian of w's input ("" when calibration
+// captures none for it).
+func (w *weight) hessianOutput() string {
+	if w.expert >= 0 {
+		name, _, _ := stages.ExpertHessianOutput(w.tensor, w.expert)
+		return name
+	}
+	name, _, _ := stages.HessianOutput(w.tensor)
+	return name
 }
 
 // selectWeights applies the schemes to the source's tensors, in file order.
@@ -96,7 +129,7 @@ func (t *Target) selectWeights(src *source) ([]*weight, error) {
 	var ws []*weight
 	var errs []string
 	for _, ti := range src.tensors {
-		if len(ti.Shape) < 2 || ti.Name == "token_embd.weight" {
+		if len(ti.Shape) < 2 || ti.Name == "token_embd.weight" || isRouter(ti.Name) {
 			continue
 		}
 		for i := range r.Schemes {
@@ -108,32 +141,30 @@ func (t *Target) selectWeights(src *source) ([]*weight, error) {
 		if s == nil {
 			continue
 		}
-		if len(ti.Shape) != 2 {
-			errs = append(errs, fmt.Sprintf("%s has %d dimensions: MoE expert tensors are not planned by this version (only 2-D weights)", ti.Name, len(ti.Shape)))
+		experts := 0
+		switch {
+		case len(ti.Shape) == 3 && isExpertTensor(ti.Name) && ti.Shape[2] >= 1:
+			experts = int(ti.Shape[2])
+		case len(ti.Shape) != 2:
+			errs = append(errs, fmt.Sprintf("%s has shape %v: only 2-D weights and MoE expert tensors (blk.N.ffn_{gate,up,down}_exps.weight, 3-D) are packed", ti.Name, ti.Shape))
 			continue
 		}
 		n, k := int(ti.Shape[1]), int(ti.Shape[0])
-		w := &weight{name: ti.Name, layer: -1, fin: finalizeParams(s, ti.Name, n, k)}
-		if _, l, ok := stages.HessianOutput(ti.Name); ok {
-			w.layer = l
-		}
-		if w.fin.Method == "gptq" && w.layer < 0 {
-			errs = append(errs, fmt.Sprintf("%s: method gptq needs a Hessian, and calibration captures only the block weights (blk.N.attn_*/ffn_*); use rtn for it", ti.Name))
-		}
-		if p := r.Promote; p != nil && p.Matches(ti.Name) && p.To != s.DType && s.DType != "F16" {
-			info := recipe.DTypes[p.To]
-			ps := *s
-			ps.DType, ps.ActBits, ps.Rotation = p.To, info.ActBits, info.Rotation
-			if ps.Rotation == "" {
-				ps.Rotation = "none"
+		mats := []int{-1}
+		if experts > 0 {
+			mats = mats[:0]
+			for e := range experts {
+				mats = append(mats, e)
 			}
-			if info.Bits == 8 {
-				ps.Group = 0
-			}
-			fp := finalizeParams(&ps, ti.Name, n, k)
-			w.promote = &fp
 		}
-		ws = append(ws, w)
+		for _, e := range mats {
+			w, err := t.planWeight(s, ti.Name, e, max(experts, 1), n, k)
+			if err != "" {
+				errs = append(errs, err)
+				break
+			}
+			ws = append(ws, w)
+		}
 	}
 	what := "the model"
 	if r.Source.Model != "" {
@@ -151,6 +182,95 @@ func (t *Target) selectWeights(src *source) ([]*weight, error) {
 		return nil, fmt.Errorf("%w: no weight of %s matches any scheme", ErrPlan, what)
 	}
 	return ws, nil
+}
+
+// planWeight returns the weight of tensor (expert e, or -1 for a 2-D tensor) under scheme s, or
+// the reason it cannot be planned.
+func (t *Target) planWeight(s *recipe.Scheme, tensor string, e, nmat, n, k int) (*weight, string) {
+	name := tensor
+	if e >= 0 {
+		name = pack.ExpertName(tensor, e)
+	}
+	w := &weight{name: name, tensor: tensor, expert: e, nmat: nmat, layer: -1}
+	fin := func(s *recipe.Scheme) stages.FinalizeParams {
+		p := finalizeParams(s, name, n, k)
+		p.Tensor = tensor
+		if e >= 0 {
+			p.Expert = &e
+		}
+		return p
+	}
+	w.fin = fin(s)
+	if _, l, ok := stages.HessianOutput(tensor); ok {
+		w.layer = l
+	} else if _, err := fmt.Sscanf(tensor, "blk.%d.", &w.layer); err != nil {
+		w.layer = -1
+	}
+	if w.fin.Method == "gptq" && w.hessianOutput() == "" {
+		if e >= 0 {
+			return nil, fmt.Sprintf("%s: method gptq on an MoE expert slice needs that expert's Hessian, which calibration does not capture for %s; use rtn (optionally with importance: imatrix) for it", name, tensor)
+		}
+		return nil, fmt.Sprintf("%s: method gptq needs a Hessian, and calibration captures only the block weights (blk.N.attn_*/ffn_*); use rtn for it", tensor)
+	}
+	if p := t.r.Promote; p != nil && p.Matches(tensor) && p.To != s.DType && s.DType != "F16" {
+		info := recipe.DTypes[p.To]
+		ps := *s
+		ps.DType, ps.ActBits, ps.Rotation = p.To, info.ActBits, info.Rotation
+		if ps.Rotation == "" {
+			ps.Rotation = "none"
+		}
+		if info.Bits == 8 {
+			ps.Group = 0
+		}
+		if ps.Rotation == "hadamard" {
+			ps.Importance = "" // the promoted tier is rotated: an imatrix cannot weight it
+		}
+		fp := fin(&ps)
+		w.promote = &fp
+	}
+	return w, ""
+}
+
+// checkImatrix checks, before anything runs, that the recipe's imatrix has an entry of the right
+// shape for every weight that binds it (finalize checks again when it reads the values).
+func (t *Target) checkImatrix(ctx context.Context, ws []*weight) error {
+	var need []*weight
+	for _, w := range ws {
+		if w.fin.Importance == "imatrix" || w.promote != nil && w.promote.Importance == "imatrix" {
+			need = append(need, w)
+		}
+	}
+	if len(need) == 0 {
+		return nil
+	}
+	path := t.r.Imatrix
+	if err := checkFile("imatrix", path); err != nil {
+		return err
+	}
+	shapes, err := calib.ImatrixShapes(ctx, path)
+	if err != nil {
+		return fmt.Errorf("%w: imatrix: %w", ErrPlan, err)
+	}
+	var errs []string
+	seen := map[string]bool{}
+	for _, w := range need {
+		if seen[w.tensor] {
+			continue
+		}
+		seen[w.tensor] = true
+		nMat := w.nmat
+		s, ok := shapes[w.tensor]
+		switch {
+		case !ok:
+			errs = append(errs, fmt.Sprintf("imatrix %s has no entry for %s (importance imatrix needs one; an imatrix of another model?)", path, w.tensor))
+		case !s.Fits(w.fin.K, nMat):
+			errs = append(errs, fmt.Sprintf("imatrix %s: entry %s has %s, weight %s needs K=%d x %d matrices", path, w.tensor, s, w.tensor, w.fin.K, nMat))
+		}
+	}
+	if len(errs) > 0 {
+		return fmt.Errorf("%w: %s", ErrPlan, strings.Join(errs, "; "))
+	}
+	return nil
 }
 
 // windows returns the calibration windows [a, b) covering every layer.

@@ -29,7 +29,9 @@ func TestBuiltinRecipesPlan(t *testing.T) {
 		{"w4a8-gptq-g32-rot", true, 35*2 + 6 + 2}, //
 		{"mixed-i8rot", true, 35*2 + 6 + 2},       //
 		{"demo", true, 14*2 + 6 + 1 + 2 + 1 + 1},  // synth, tokenize, 2 windows, 1 propagate
+		{"w4a8-rtn-imatrix", false, 35*2 + 6},
 	}
+	imatrix := writeImatrix(t, t.TempDir(), storiesImatrix(t), false)
 	for _, tc := range tests {
 		t.Run(tc.recipe, func(t *testing.T) {
 			sets := []string{"source.model=" + model, "screen.text=" + text, "calibration.corpus=" + calib, "calibration.sequences=23"}
@@ -37,6 +39,9 @@ func TestBuiltinRecipesPlan(t *testing.T) {
 				sets = nil
 			} else if !tc.calibrate {
 				sets = sets[:2]
+			}
+			if strings.Contains(tc.recipe, "imatrix") {
+				sets = append(sets, "imatrix="+imatrix)
 			}
 			r, err := recipe.Load(filepath.Join("..", "recipes", tc.recipe+".yaml"), sets...)
 			if err != nil {
@@ -59,6 +64,11 @@ func TestBuiltinRecipesPlan(t *testing.T) {
 			for _, id := range []string{"write-orkpack", "emit-stub", "screen", "verify-local", "report", "provenance"} {
 				if g.Node(id) == nil {
 					t.Errorf("no %s node", id)
+				}
+			}
+			if tc.recipe == "w4a8-rtn-imatrix" {
+				if s := r.SchemeFor("blk.0.ffn_down.weight"); s == nil || s.Importance != "imatrix" || s.Rotation != "none" {
+					t.Errorf("w4a8-rtn-imatrix: ffn_down scheme %+v", s)
 				}
 			}
 			if tc.recipe == "mixed-i8rot" {

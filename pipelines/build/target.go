@@ -7,7 +7,9 @@
 //	tokenize                    model + corpus -> token sequences          (only when a scheme uses gptq)
 //	calibrate[a,b)              per layer window: Hessians of every linear input of layers a..b-1
 //	propagate[a,b)              sequential mode: the hidden states at b through the window's finalized weights
-//	finalize:<weight>           per weight: codes, scales, qerr (GPTQ with its window's Hessian, or RTN)
+//	finalize:<weight>           per weight: codes, scales, qerr (GPTQ with its window's Hessian, or RTN,
+//	                            weighted by the recipe's imatrix for importance: imatrix); an MoE expert
+//	                            tensor has one node per expert, finalize:<name>#<e>
 //	tile:<weight>               per weight: the dtype's native bytes
 //	finalize-promote:<weight>,  per promotion candidate: the same weight at the promoted tier
 //	tile-promote:<weight>
@@ -27,6 +29,18 @@
 // write-orkpack, emit-stub, screen, verify-local, report and provenance (in one-shot mode; in
 // sequential mode the later windows' calibration sees the changed weights, so it re-runs too, as it
 // must).
+//
+// The imatrix file is an input of exactly the finalize nodes whose scheme says importance: imatrix
+// (and of provenance), so changing it re-runs those and what follows, never calibration or another
+// weight. The planner reads its entry table first: a missing file, a missing entry or a shape
+// mismatch is a plan error.
+//
+// # MoE
+//
+// A 3-D expert tensor blk.N.ffn_{gate,up,down}_exps.weight [K, N, n_expert] becomes n_expert
+// weights "<name>#<e>" (finalize parameter expert = e), each its own pack entry; the stub owns the
+// whole tensor. The router blk.N.ffn_gate_inp.weight is never packed. GPTQ on an expert slice binds
+// the calibrate output stages.ExpertHessianOutput names (that expert's Hessian).
 //
 // # Memory
 //

@@ -27,6 +27,9 @@ type Recipe struct {
 	Source      Source       `yaml:"source" json:"source"`
 	Board       string       `yaml:"board" json:"board"`
 	Calibration *Calibration `yaml:"calibration" json:"calibration,omitempty"`
+	// Imatrix is a llama.cpp importance matrix (GGUF or legacy .dat form): diag(H) per weight, used by
+	// the schemes that say importance: imatrix.
+	Imatrix     string       `yaml:"imatrix" json:"imatrix,omitempty"`
 	Schemes     []Scheme     `yaml:"schemes" json:"schemes"`
 	Promote     *Promote     `yaml:"promote" json:"promote,omitempty"`
 	Screen      *Screen      `yaml:"screen" json:"screen,omitempty"`
@@ -54,6 +57,10 @@ type Synth struct {
 	Ctx     int    `yaml:"ctx" json:"ctx"`
 	Type    string `yaml:"type" json:"type"` // F32, F16, BF16 or Q8_0
 	Seed    uint64 `yaml:"seed" json:"seed"`
+	// Experts > 0 makes every block's FFN a mixture of experts (llama.cpp's llama-arch MoE layout),
+	// ExpertsUsed of them routed per token (default 2, at most Experts).
+	Experts     int `yaml:"n_expert" json:"n_expert,omitempty"`
+	ExpertsUsed int `yaml:"n_expert_used" json:"n_expert_used,omitempty"`
 }
 
 // Calibration says how Hessians are collected for GPTQ.
@@ -114,6 +121,9 @@ type Scheme struct {
 	ClipGrid []float64 `yaml:"clip_grid" json:"clip_grid,omitempty"`
 	Damp     float64   `yaml:"damp" json:"damp,omitempty"`
 	ActOrder bool      `yaml:"act_order" json:"act_order,omitempty"`
+	// Importance weights the RTN clip search and qerr: "" or none (unweighted), or imatrix (diag(H)
+	// from the recipe's imatrix, llama-quantize's semantics). GPTQ always uses the full Hessian.
+	Importance string `yaml:"importance" json:"importance,omitempty"`
 
 	re *regexp.Regexp
 }
@@ -199,6 +209,7 @@ func (r *Recipe) resolvePaths() {
 		}
 	}
 	abs(&r.Source.Model)
+	abs(&r.Imatrix)
 	if r.Calibration != nil {
 		abs(&r.Calibration.Corpus)
 	}

@@ -125,6 +125,9 @@ func TestLoadBuiltins(t *testing.T) {
 			if _, err := Load(f, sets...); err != nil && strings.Contains(err.Error(), "calibration.corpus") {
 				sets = append(sets, "calibration.corpus=/c.txt")
 			}
+			if _, err := Load(f, sets...); err != nil && strings.Contains(err.Error(), "imatrix") {
+				sets = append(sets, "imatrix=/m.imatrix.gguf")
+			}
 			r, err = Load(f, sets...)
 			if err != nil {
 				t.Errorf("%s: %v", f, err)
@@ -141,6 +144,8 @@ func FuzzParse(f *testing.F) {
 	f.Add([]byte(good))
 	f.Add([]byte("name: x\nsource: {synth: {layers: 1, n_embd: 8, n_ff: 8, n_head: 1, vocab: 4, ctx: 4}}\nschemes: [{match: '.*', dtype: I8}]\n"))
 	f.Add([]byte("a: &a [*a]\n"))
+	f.Add([]byte(imatrixRecipe))
+	f.Add([]byte("name: x\nsource: {synth: {layers: 1, n_embd: 8, n_ff: 8, n_head: 1, vocab: 4, ctx: 4, n_expert: 4}}\nschemes: [{match: '.*', dtype: I8}]\n"))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		r, err := Parse(data, "/r/x.yaml")
 		if err == nil && (r.Name == "" || len(r.Schemes) == 0) {
@@ -148,6 +153,11 @@ func FuzzParse(f *testing.F) {
 		}
 		if err != nil {
 			return
+		}
+		for i, sc := range r.Schemes {
+			if sc.Importance == "imatrix" && (r.Imatrix == "" || sc.Method != "rtn" || sc.Rotation != "none") {
+				t.Fatalf("accepted importance imatrix in schemes[%d] %+v with imatrix %q", i, sc, r.Imatrix)
+			}
 		}
 		if b := r.BoardVerify; b != nil && (b.Board == "" || b.Text == "" || b.Trust == "" || b.Command == "" || !validRef(b.Ref)) {
 			t.Fatalf("accepted an incomplete board_verify: %+v", b)

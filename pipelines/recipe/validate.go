@@ -47,7 +47,7 @@ func (r *Recipe) validate() error {
 	if r.Board == "" {
 		r.Board = "rk3588"
 	}
-	needCalib := false
+	needCalib, useImatrix := false, false
 	if len(r.Schemes) == 0 {
 		bad("schemes: at least one rule is required")
 	}
@@ -57,9 +57,22 @@ func (r *Recipe) validate() error {
 			bad("schemes[%d] (match %q): %w", i, s.Match, err)
 		}
 		needCalib = needCalib || s.Method == "gptq"
+		if s.Importance == "imatrix" {
+			useImatrix = true
+			if r.Imatrix == "" {
+				bad("schemes[%d] (match %q): importance imatrix: set the recipe's imatrix key to an importance-matrix file", i, s.Match)
+			}
+		}
 	}
 	if needCalib && r.Calibration == nil {
-		bad("calibration: required because a scheme uses method gptq")
+		if r.Imatrix != "" {
+			bad("calibration: required because a scheme uses method gptq (an imatrix is not enough: it holds only diag(H), and GPTQ needs the off-diagonal terms of the Hessian)")
+		} else {
+			bad("calibration: required because a scheme uses method gptq")
+		}
+	}
+	if r.Imatrix != "" && !useImatrix {
+		bad("imatrix: %s is set but no scheme uses it (add importance: imatrix to the rtn schemes it should weight)", r.Imatrix)
 	}
 	if c := r.Calibration; c != nil {
 		if c.Corpus == "" {
@@ -139,6 +152,20 @@ func (s *Synth) validate() error {
 	if s.Type == "" {
 		s.Type = "F32"
 	}
+	if s.Experts < 0 || s.Experts == 1 {
+		errs = append(errs, fmt.Errorf("source.synth.n_expert: want 0 (dense) or at least 2 experts, got %d", s.Experts))
+	}
+	if s.Experts == 0 && s.ExpertsUsed != 0 {
+		errs = append(errs, fmt.Errorf("source.synth.n_expert_used: %d set on a dense model (n_expert 0)", s.ExpertsUsed))
+	}
+	if s.Experts >= 2 {
+		if s.ExpertsUsed == 0 {
+			s.ExpertsUsed = 2
+		}
+		if s.ExpertsUsed < 1 || s.ExpertsUsed > s.Experts {
+			errs = append(errs, fmt.Errorf("source.synth.n_expert_used: want 1..%d (n_expert), got %d", s.Experts, s.ExpertsUsed))
+		}
+	}
 	if !slices.Contains([]string{"F32", "F16", "BF16", "Q8_0"}, s.Type) {
 		errs = append(errs, fmt.Errorf("source.synth.type: want F32, F16, BF16 or Q8_0, got %q", s.Type))
 	}
@@ -197,6 +224,23 @@ func (s *Scheme) validate() error {
 	}
 	if s.Damp < 0 || s.Damp >= 1 {
 		errs = append(errs, fmt.Errorf("damp: want a fraction in [0, 1) of mean(diag H), got %g", s.Damp))
+	}
+	switch s.Importance {
+	case "", "none":
+		s.Importance = ""
+	case "imatrix":
+		switch {
+		case s.Method == "gptq":
+			errs = append(errs, errors.New("importance imatrix with method gptq: an imatrix holds only diag(H), and GPTQ needs the full Hessian "+
+				"(its off-diagonal terms) from calibration; use method rtn with the imatrix, or gptq without importance"))
+		case s.DType == "F16":
+			errs = append(errs, errors.New("importance imatrix with dtype F16: F16 is stored unquantized, there is no clip search to weight"))
+		case s.Rotation == "hadamard":
+			errs = append(errs, errors.New("importance imatrix with rotation hadamard: the rotation mixes every channel of a block, and the "+
+				"rotated diag(H) needs the off-diagonal terms an imatrix does not have; use a dtype without rotation (I4_NATIVE, I4, I8) or method gptq"))
+		}
+	default:
+		errs = append(errs, fmt.Errorf("importance: want none or imatrix, got %q", s.Importance))
 	}
 	if s.Damp == 0 && s.Method == "gptq" {
 		s.Damp = 0.01

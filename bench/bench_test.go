@@ -1,0 +1,199 @@
+package main
+
+import (
+	"flag"
+	"math"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+)
+
+var update = flag.Bool("update", false, "rewrite testdata/table.golden")
+
+func TestSummarize(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		in   []float64
+		want Stats
+	}{
+		{"empty", nil, Stats{}},
+		{"one", []float64{2}, Stats{N: 1, Median: 2, Min: 2, Max: 2}},
+		{"odd unsorted", []float64{3, 1, 2}, Stats{N: 3, Median: 2, Min: 1, Max: 3, Spread: 1}},
+		{"even", []float64{4, 1, 3, 2}, Stats{N: 4, Median: 2.5, Min: 1, Max: 4, Spread: 1.2}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			in := slices.Clone(tc.in)
+			got := Summarize(tc.in)
+			if got.N != tc.want.N || got.Median != tc.want.Median || got.Min != tc.want.Min || got.Max != tc.want.Max ||
+				math.Abs(got.Spread-tc.want.Spread) > 1e-12 {
+				t.Errorf("Summarize(%v) = %+v, want %+v", tc.in, got, tc.want)
+			}
+			if !slices.Equal(in, tc.in) {
+				t.Errorf("Summarize reordered its argument: %v, was %v", tc.in, in)
+			}
+		})
+	}
+}
+
+func TestRatio(t *testing.T) {
+	a, b := Summarize([]float64{3, 3, 3}), Summarize([]float64{1, 2, 1.5})
+	if got := Ratio(a, b); got != 2 {
+		t.Errorf("Ratio = %v, want 2", got)
+	}
+	if got := Ratio(a, Stats{}); got != 0 {
+		t.Errorf("Ratio against no samples = %v, want 0", got)
+	}
+}
+
+func TestLinearFit(t *testing.T) {
+	f, err := LinearFit([]float64{1, 2, 4, 8}, []float64{5, 7, 11, 19})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if math.Abs(f.Slope-2) > 1e-12 || math.Abs(f.Intercept-3) > 1e-12 || math.Abs(f.R2-1) > 1e-12 || f.N != 4 {
+		t.Errorf("exact line: %+v, want slope 2 intercept 3 r2 1", f)
+	}
+	// Noisy points: r² below 1, slope from the normal equations.
+	f, err = LinearFit([]float64{0, 1, 2, 3}, []float64{0, 2, 1, 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if math.Abs(f.Slope-0.8) > 1e-12 || math.Abs(f.Intercept-0.3) > 1e-12 || math.Abs(f.R2-0.64) > 1e-12 {
+		t.Errorf("noisy points: %+v, want slope 0.8 intercept 0.3 r2 0.64", f)
+	}
+	for _, tc := range []struct{ x, y []float64 }{{[]float64{1}, []float64{1}}, {[]float64{2, 2}, []float64{1, 3}}, {[]float64{1, 2}, []float64{1}}} {
+		if _, err := LinearFit(tc.x, tc.y); err == nil {
+			t.Errorf("LinearFit(%v, %v): no error", tc.x, tc.y)
+		}
+	}
+}
+
+func TestSelectRows(t *testing.T) {
+	all := specs("quick", []int{1, 2, 4, 8})
+	sel, err := selectRows(all, "quick", "", "hash,cas")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if slices.Contains(sel, "hash") || slices.Contains(sel, "gptq-17408") || !slices.Contains(sel, "noop") {
+		t.Errorf("quick -skip hash,cas: %v", sel)
+	}
+	sel, err = selectRows(all, "quick", "gptq-17408", "")
+	if err != nil || !slices.Equal(sel, []string{"gptq-17408"}) {
+		t.Errorf("-only gptq-17408: %v, %v", sel, err)
+	}
+	if sel, _ = selectRows(all, "full", "", ""); len(sel) != len(all) {
+		t.Errorf("full: %d rows, want all %d", len(sel), len(all))
+	}
+	if _, err := selectRows(all, "quick", "nosuch", ""); err == nil || !strings.Contains(err.Error(), "nosuch") {
+		t.Errorf("unknown row: %v", err)
+	}
+}
+
+func TestSplice(t *testing.T) {
+	doc := "# Perf\n\nbefore\n" + beginMarker + "\nold table\n" + endMarker + "\nafter\n"
+	got, err := Splice(doc, "new table\n")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := "# Perf\n\nbefore\n" + beginMarker + "\nnew table\n" + endMarker + "\nafter\n"
+	if got != want {
+		t.Errorf("Splice:\n%s\nwant:\n%s", got, want)
+	}
+	for _, bad := range []string{"no markers", endMarker + beginMarker, beginMarker + " only"} {
+		if _, err := Splice(bad, "x"); err == nil {
+			t.Errorf("Splice(%q): no error", bad)
+		}
+	}
+}
+
+// sampleReport is a fixed report exercising every kind of line of the table.
+func sampleReport() *Report {
+	rep := &Report{
+		Started: time.Date(2026, 11, 29, 15, 15, 0, 0, time.UTC), Finished: time.Date(2026, 11, 29, 15, 40, 0, 0, time.UTC),
+		Profile: "quick", Runs: 3, LongRuns: 1,
+		Machine: Machine{CPU: "Test CPU", Cores: 2, RAM: 24 << 30, Go: "go1.26.0", Kernel: "6.1.0", LoadStart: "1.00 2.00 3.00", LoadEnd: "2.00 2.00 2.00"},
+		Rows: []Row{
+			{ID: "hash", Title: "hash 2.00 GiB", Note: "page cache warm", Measures: []Measure{
+				{Label: "b3sum", Role: "baseline", Bytes: 2 << 30, Samples: []float64{1.0, 1.2, 1.1}},
+				{Label: "sha256sum", Role: "baseline", Skipped: "skipped: sha256sum not on PATH (apt-get install -y coreutils)"},
+				{Label: "orkpipe hash", Role: "subject", Bytes: 2 << 30, Samples: []float64{0.9, 0.8, 1.0}, PeakRSS: 30 << 20},
+			}},
+			{ID: "noop", Title: "no-op rebuild", Measures: []Measure{
+				{Label: "cold build", Role: "baseline", Samples: []float64{20, 21, 19}, Budget: 8 << 30, PeakRSS: 60 << 20},
+				{Label: "no-op rebuild", Role: "subject", Samples: []float64{0.15, 0.14, 0.2}, Budget: 8 << 30, PeakRSS: 50 << 20},
+			}},
+			{ID: "gptq-5120", Title: "GPTQ", Measures: []Measure{
+				{Label: "matmul, pure Go", Role: "reference", Samples: []float64{2}, GFLOPS: 8.6},
+				{Label: "GPTQ, pure Go", Role: "subject", Samples: []float64{40}, GFLOPS: 5.5, Extra: "64% of the matmul's GFLOP/s"},
+			}},
+			{ID: "scale-rtn", Title: "scaling", FitUnit: "layer", Fit: &Fit{Slope: 95, Intercept: 12, R2: 0.9987, N: 4}, Measures: []Measure{
+				{Label: "cold rtn build, 1 layer(s)", Role: "subject", Samples: []float64{107}},
+			}},
+			{ID: "rss", Title: "rss", Skipped: "skipped: -profile full only"},
+		},
+	}
+	for i := range rep.Rows {
+		rep.Rows[i].finish()
+	}
+	rep.Targets = targets(rep)
+	return rep
+}
+
+func TestMarkdownGolden(t *testing.T) {
+	got := Markdown(sampleReport())
+	path := filepath.Join("testdata", "table.golden")
+	if *update {
+		if err := os.WriteFile(path, []byte(got), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatalf("%v (run go test ./bench -update to create it)", err)
+	}
+	if got != string(want) {
+		t.Errorf("markdown differs from %s (go test ./bench -update to accept):\n%s", path, got)
+	}
+}
+
+func TestTargets(t *testing.T) {
+	rep := sampleReport()
+	ts := targets(rep)
+	byGoal := map[string]Target{}
+	for _, tg := range ts {
+		byGoal[tg.Goal] = tg
+	}
+	hash := byGoal["hashing >= 1.0x b3sum throughput"]
+	if hash.Met == nil || !*hash.Met || hash.Value != "1.22x b3sum's throughput" {
+		t.Errorf("hash target: %+v (value %q)", hash, hash.Value)
+	}
+	noop := byGoal["no-op rebuild < 2% of the cold build"]
+	if noop.Met == nil || !*noop.Met || noop.Value != "0.75% of cold" {
+		t.Errorf("no-op target: %+v (value %q)", noop, noop.Value)
+	}
+	if pull := byGoal["pull <= 2x cp"]; pull.Met != nil {
+		t.Errorf("pull target without a pull row: %+v", pull)
+	}
+	rss := byGoal["peak RSS under --mem in every build"]
+	if rss.Met == nil || !*rss.Met {
+		t.Errorf("rss target: %+v", rss)
+	}
+	// A build over its budget misses the target.
+	rep.Rows[1].Measures[1].PeakRSS = 9 << 30
+	for _, tg := range targets(rep) {
+		if tg.Goal == rss.Goal && (tg.Met == nil || *tg.Met) {
+			t.Errorf("a build over --mem: %+v", tg)
+		}
+	}
+	// A missed ratio.
+	rep.Rows[1].Measures[1].Samples = []float64{1, 1, 1}
+	rep.Rows[1].finish()
+	for _, tg := range targets(rep) {
+		if tg.Goal == noop.Goal && (tg.Met == nil || *tg.Met) {
+			t.Errorf("no-op at 5%% of cold: %+v", tg)
+		}
+	}
+}

@@ -1,0 +1,252 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"os"
+	"strings"
+	"time"
+
+	"orkpipe/internal/units"
+)
+
+// Measure is one command (or library call) timed several times.
+type Measure struct {
+	Label   string    `json:"label"`
+	Role    string    `json:"role"`              // "subject" or "baseline"
+	Command string    `json:"command,omitempty"` // how to reproduce it by hand
+	Samples []float64 `json:"samples_s,omitempty"`
+	Stats   Stats     `json:"stats"`
+	Bytes   int64     `json:"bytes,omitempty"`      // bytes processed per run (throughput)
+	PeakRSS int64     `json:"peak_rss,omitempty"`   // highest peak RSS of the runs, bytes
+	Budget  int64     `json:"mem_budget,omitempty"` // --mem given to the run, bytes
+	GFLOPS  float64   `json:"gflops,omitempty"`     // achieved rate (GPTQ, matmul)
+	Ratio   float64   `json:"ratio,omitempty"`      // baselines: subject median / this median
+	Skipped string    `json:"skipped,omitempty"`    // why it was not measured
+	Extra   string    `json:"extra,omitempty"`      // a short fact shown in the notes column
+}
+
+// Row is one line of the issue's list: a subject measured against its baselines.
+type Row struct {
+	ID       string    `json:"id"`
+	Title    string    `json:"title"`
+	Note     string    `json:"note,omitempty"`
+	Measures []Measure `json:"measures"`
+	Fit      *Fit      `json:"fit,omitempty"`
+	FitUnit  string    `json:"fit_unit,omitempty"` // x unit of the fit ("layer", "node")
+	Skipped  string    `json:"skipped,omitempty"`
+}
+
+// Target is one acceptance target checked against the figures of this run.
+type Target struct {
+	Goal  string `json:"goal"`
+	Value string `json:"value"`
+	Met   *bool  `json:"met,omitempty"` // nil: not measured in this run
+	Why   string `json:"why,omitempty"`
+}
+
+// Report is everything one harness run measured; it is written as JSON and rendered as markdown.
+type Report struct {
+	Started  time.Time `json:"started"`
+	Finished time.Time `json:"finished"`
+	Profile  string    `json:"profile"`
+	Runs     int       `json:"runs"`
+	LongRuns int       `json:"long_runs"`
+	BLAS     bool      `json:"blas"`
+	Machine  Machine   `json:"machine"`
+	Rows     []Row     `json:"rows"`
+	Targets  []Target  `json:"targets"`
+}
+
+// finish computes every measure's stats and every baseline's ratio against its row's subject.
+func (r *Row) finish() {
+	var subj *Measure
+	for i := range r.Measures {
+		m := &r.Measures[i]
+		if m.Skipped == "" {
+			m.Stats = Summarize(m.Samples)
+		}
+		if m.Role == "subject" && subj == nil {
+			subj = m
+		}
+	}
+	for i := range r.Measures {
+		m := &r.Measures[i]
+		if m.Role == "baseline" && subj != nil && subj.Skipped == "" && m.Skipped == "" {
+			m.Ratio = Ratio(subj.Stats, m.Stats)
+		}
+	}
+}
+
+// subject returns the row's first subject measure (nil if none).
+func (r *Row) subject() *Measure {
+	for i := range r.Measures {
+		if r.Measures[i].Role == "subject" {
+			return &r.Measures[i]
+		}
+	}
+	return nil
+}
+
+// measure returns the measure labelled label (nil if none).
+func (r *Row) measure(label string) *Measure {
+	for i := range r.Measures {
+		if r.Measures[i].Label == label {
+			return &r.Measures[i]
+		}
+	}
+	return nil
+}
+
+func writeJSON(path string, rep *Report) error {
+	b, err := json.MarshalIndent(rep, "", "  ")
+	if err != nil {
+		return err
+	}
+	if err := os.WriteFile(path, append(b, '\n'), 0o644); err != nil {
+		return fmt.Errorf("writing the results %s: %w", path, err)
+	}
+	return nil
+}
+
+const (
+	beginMarker = "<!-- bench:begin (written by `go run ./bench`; do not edit by hand) -->"
+	endMarker   = "<!-- bench:end -->"
+)
+
+// Splice replaces what lies between the markers in doc with table (the markers stay). A document
+// without both markers, in order, is an error naming what is missing.
+func Splice(doc, table string) (string, error) {
+	i := strings.Index(doc, beginMarker)
+	j := strings.Index(doc, endMarker)
+	if i < 0 || j < 0 || j < i {
+		return "", fmt.Errorf("want the lines %q and %q, in that order", beginMarker, endMarker)
+	}
+	return doc[:i+len(beginMarker)] + "\n" + table + doc[j:], nil
+}
+
+func spliceFile(path, table string) error {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return fmt.Errorf("markdown table: %w", err)
+	}
+	out, err := Splice(string(b), table)
+	if err != nil {
+		return fmt.Errorf("markdown table in %s: %w", path, err)
+	}
+	return os.WriteFile(path, []byte(out), 0o644)
+}
+
+// Markdown renders the machine facts, the results table and the targets table.
+func Markdown(rep *Report) string {
+	var b bytes.Buffer
+	m := rep.Machine
+	fmt.Fprintf(&b, "Run %s to %s (UTC), profile `%s`, %d runs per measurement (%d for the long rows: RTN build, GPTQ, scaling builds, RSS), interleaved; orkpipe built %s.\n",
+		rep.Started.UTC().Format("2006-01-02 15:04"), rep.Finished.UTC().Format("15:04"), rep.Profile, rep.Runs, rep.LongRuns, map[bool]string{true: "with `-tags blas`", false: "pure Go"}[rep.BLAS])
+	fmt.Fprintf(&b, "Machine: %s, %d cores, %s RAM, %s, Linux %s, load average %s at start and %s at end.\n\n",
+		m.CPU, m.Cores, formatBytes(m.RAM), m.Go, m.Kernel, m.LoadStart, m.LoadEnd)
+	b.WriteString("| row | measurement | runs | median | min – max (spread) | rate | ratio | notes |\n")
+	b.WriteString("| --- | --- | ---: | ---: | ---: | ---: | ---: | --- |\n")
+	for _, r := range rep.Rows {
+		title := r.Title
+		if r.Skipped != "" {
+			fmt.Fprintf(&b, "| %s | | | | | | | %s |\n", title, esc(r.Skipped))
+			continue
+		}
+		for i, ms := range r.Measures {
+			label := esc(ms.Label)
+			if ms.Role == "subject" {
+				label = "**" + label + "**"
+			}
+			row := title
+			if i > 0 {
+				row = ""
+			}
+			if ms.Skipped != "" {
+				fmt.Fprintf(&b, "| %s | %s | | | | | | %s |\n", row, label, esc(ms.Skipped))
+				continue
+			}
+			st := ms.Stats
+			fmt.Fprintf(&b, "| %s | %s | %d | %s | %s – %s (%.0f%%) | %s | %s | %s |\n", row, label, st.N,
+				formatSeconds(st.Median), formatSeconds(st.Min), formatSeconds(st.Max), st.Spread*100,
+				rate(ms), ratioText(ms), esc(notes(ms)))
+		}
+		if r.Fit != nil {
+			fmt.Fprintf(&b, "| | linear fit | %d | | | | | %s/%s, intercept %s, r² %.4f |\n", r.Fit.N,
+				formatSeconds(r.Fit.Slope), r.FitUnit, formatSeconds(r.Fit.Intercept), r.Fit.R2)
+		}
+		if r.Note != "" {
+			fmt.Fprintf(&b, "| | | | | | | | %s |\n", esc(r.Note))
+		}
+	}
+	b.WriteString("\nratio = median time of the row's subject (bold) / median time of that baseline, both measured in this run.\n")
+	if len(rep.Targets) > 0 {
+		b.WriteString("\n| target | this run | met |\n| --- | --- | --- |\n")
+		for _, t := range rep.Targets {
+			met := "not measured"
+			if t.Met != nil {
+				met = map[bool]string{true: "met", false: "**missed**"}[*t.Met]
+			}
+			if t.Why != "" {
+				met += " (" + t.Why + ")"
+			}
+			fmt.Fprintf(&b, "| %s | %s | %s |\n", esc(t.Goal), esc(t.Value), esc(met))
+		}
+	}
+	return b.String()
+}
+
+func rate(ms Measure) string {
+	switch {
+	case ms.GFLOPS > 0:
+		return fmt.Sprintf("%.2f GFLOP/s", ms.GFLOPS)
+	case ms.Bytes > 0 && ms.Stats.Median > 0:
+		return fmt.Sprintf("%.0f MB/s", float64(ms.Bytes)/ms.Stats.Median/1e6)
+	}
+	return ""
+}
+
+func ratioText(ms Measure) string {
+	if ms.Role != "baseline" || ms.Ratio == 0 {
+		return ""
+	}
+	return fmt.Sprintf("%.3gx", ms.Ratio)
+}
+
+func notes(ms Measure) string {
+	var parts []string
+	if ms.PeakRSS > 0 {
+		s := "peak RSS " + formatBytes(ms.PeakRSS)
+		if ms.Budget > 0 {
+			s += fmt.Sprintf(" (--mem %s)", formatBytes(ms.Budget))
+		}
+		parts = append(parts, s)
+	}
+	if ms.Extra != "" {
+		parts = append(parts, ms.Extra)
+	}
+	return strings.Join(parts, "; ")
+}
+
+func esc(s string) string { return strings.ReplaceAll(s, "|", `\|`) }
+
+func formatSeconds(s float64) string {
+	a := s
+	if a < 0 {
+		a = -a
+	}
+	switch {
+	case a == 0:
+		return "0 s"
+	case a < 1e-3:
+		return fmt.Sprintf("%.1f µs", s*1e6)
+	case a < 1:
+		return fmt.Sprintf("%.1f ms", s*1e3)
+	case a < 600:
+		return fmt.Sprintf("%.2f s", s)
+	}
+	return fmt.Sprintf("%.1f min", s/60)
+}
+
+func formatBytes(n int64) string { return units.FormatSize(n) }

@@ -1,0 +1,62 @@
+package main
+
+import "fmt"
+
+// targets checks the acceptance targets against the figures of rep.
+func targets(rep *Report) []Target {
+	find := func(id string) *Row {
+		for i := range rep.Rows {
+			if rep.Rows[i].ID == id && rep.Rows[i].Skipped == "" {
+				return &rep.Rows[i]
+			}
+		}
+		return nil
+	}
+	ratioOf := func(id, label string) (float64, bool) {
+		r := find(id)
+		if r == nil {
+			return 0, false
+		}
+		m := r.measure(label)
+		if m == nil || m.Ratio == 0 {
+			return 0, false
+		}
+		return m.Ratio, true
+	}
+	check := func(goal string, ok, met bool, value string) Target {
+		t := Target{Goal: goal, Value: "not measured in this run"}
+		if ok {
+			t.Value, t.Met = value, &met
+		}
+		return t
+	}
+	var ts []Target
+	x, ok := ratioOf("hash", "b3sum")
+	ts = append(ts, check("hashing >= 1.0x b3sum throughput", ok, ok && 1/x >= 1.0, fmt.Sprintf("%.2fx b3sum's throughput", 1/x)))
+	x, ok = ratioOf("cas", "cp")
+	ts = append(ts, check("CAS ingest + materialize <= 1.5x cp", ok, x <= 1.5, fmt.Sprintf("%.2fx cp", x)))
+	x, ok = ratioOf("noop", "cold build")
+	ts = append(ts, check("no-op rebuild < 2% of the cold build", ok, x < 0.02, fmt.Sprintf("%.2f%% of cold", 100*x)))
+	x, ok = ratioOf("pull", "cp")
+	ts = append(ts, check("pull <= 2x cp", ok, x <= 2, fmt.Sprintf("%.2fx cp", x)))
+	// Peak RSS: every build measured with a --mem budget in this run.
+	worst, n, over := 0.0, 0, 0
+	for _, r := range rep.Rows {
+		for _, m := range r.Measures {
+			if m.Budget > 0 && m.PeakRSS > 0 {
+				n++
+				f := float64(m.PeakRSS) / float64(m.Budget)
+				worst = max(worst, f)
+				if m.PeakRSS > m.Budget {
+					over++
+				}
+			}
+		}
+	}
+	ts = append(ts, check("peak RSS under --mem in every build", n > 0, over == 0,
+		fmt.Sprintf("%d build measures, highest peak RSS %.0f%% of its --mem, %d over", n, 100*worst, over)))
+	if find("rss") == nil && len(ts) > 0 {
+		ts[len(ts)-1].Why = "the 27B-shaped GPTQ rows (rss) did not run"
+	}
+	return ts
+}

@@ -1,0 +1,222 @@
+package calib
+
+import (
+	"context"
+	"fmt"
+	"path/filepath"
+	"testing"
+
+	"orkpipe/ork/model"
+)
+
+// moeTestConfig is a small generated llama-arch MoE model: 2 layers, n_embd 64, 4 experts of n_ff 96, top-2.
+func moeTestConfig() model.Config {
+	return model.Config{Arch: "llama", NEmbd: 64, NFF: 96, NLayer: 2, NHead: 4, NHeadKV: 2, HeadDim: 16, NVocab: 50,
+		RopeDim: 16, RopeBase: 10000, RopeFreqScale: 1, NormEps: 1e-5, NExpert: 4, NExpertUsed: 2}
+}
+
+// zeroRouter serves a model whose router in block layer is all zeros: every router logit is equal, so
+// every token goes to experts 0..k-1 and the other experts of that block receive none.
+type zeroRouter struct {
+	model.WeightSource
+	layer int
+}
+
+func (z zeroRouter) Linear(ctx context.Context, name string) (model.Linear, bool, error) {
+	l, ok, err := z.WeightSource.Linear(ctx, name)
+	if err != nil || !ok || name != fmt.Sprintf("blk.%d.ffn_gate_inp.weight", z.layer) {
+		return l, ok, err
+	}
+	d := *l.(*model.Dense)
+	d.W = make([]float32, len(d.W))
+	return &d, true, nil
+}
+
+func moeModel(t *testing.T, zeroLayer int) (*model.Model, [][]int32) {
+	t.Helper()
+	cfg := moeTestConfig()
+	syn, err := model.NewSyntheticSource(cfg, 17)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var src model.WeightSource = syn
+	if zeroLayer >= 0 {
+		src = zeroRouter{syn, zeroLayer}
+	}
+	m, err := model.NewModel(cfg, src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	seqs := make([][]int32, 3)
+	for i := range seqs {
+		seqs[i] = make([]int32, 24)
+		for j := range seqs[i] {
+			seqs[i][j] = int32((i*13 + j*j*7 + j) % cfg.NVocab)
+		}
+	}
+	return m, seqs
+}
+
+// naiveExperts accumulates Σ x·xᵀ per (layer, input, expert) with plain loops from what the forward
+// pass shows an ExpertObserver: the reference for Capture's expert accumulators.
+type naiveExperts struct {
+	cfg model.Config
+	h   map[[3]int][]float64
+	n   map[[3]int]int64
+}
+
+func (r *naiveExperts) Observe(int, model.Input, []float32) {}
+
+func (r *naiveExperts) ObserveExpert(layer int, in model.Input, e int, x []float32) {
+	k := in.Width(&r.cfg)
+	key := [3]int{layer, int(in), e}
+	if r.h[key] == nil {
+		r.h[key] = make([]float64, k*k)
+	}
+	for row := 0; row+k <= len(x); row += k {
+		for i := 0; i < k; i++ {
+			for j := 0; j < k; j++ {
+				r.h[key][i*k+j] += float64(x[row+i]) * float64(x[row+j])
+			}
+		}
+		r.n[key]++
+	}
+}
+
+// TestCaptureMoE: per-expert Hessians equal a naive accumulation of the rows routed to each expert;
+// the expert token counts of each block add up to tokens × top-k; MoE blocks have no dense FFN Hessians.
+func TestCaptureMoE(t *testing.T) {
+	m, seqs := moeModel(t, -1)
+	c := m.Cfg
+	src, err := NewEmbeddingSource(m, seqs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := Capture(context.Background(), m, Window{0, 2}, src, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ref := &naiveExperts{cfg: c, h: map[[3]int][]float64{}, n: map[[3]int]int64{}}
+	for _, s := range seqs {
+		h, err := m.Embed(context.Background(), s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for l := 0; l < 2; l++ {
+			ly, err := model.LoadLayer(context.Background(), &m.Cfg, m.Src, l)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := m.RunLayer(context.Background(), ly, h, ref); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	total := int64(len(seqs) * len(seqs[0]))
+	for l := 0; l < 2; l++ {
+		if res.Hessian(l, model.InputGateUp) != nil || res.Hessian(l, model.InputDown) != nil {
+			t.Fatalf("layer %d: an MoE block has dense FFN Hessians", l)
+		}
+		if h := res.Hessian(l, model.InputQKV); h == nil || h.Tokens != total {
+			t.Fatalf("layer %d: attn_qkv Hessian %+v, want %d tokens", l, h, total)
+		}
+		var routed int64
+		var counts []int64
+		for e := 0; e < c.NExpert; e++ {
+			for _, in := range []model.Input{model.InputGateUp, model.InputDown} {
+				h := res.ExpertHessian(l, e, in)
+				key := [3]int{l, int(in), e}
+				if h == nil || h.K != in.Width(&c) || h.Tokens != ref.n[key] {
+					t.Fatalf("layer %d expert %d %v: %+v, want K %d and %d tokens", l, e, in, h, in.Width(&c), ref.n[key])
+				}
+				if err := h.Check(); err != nil {
+					t.Fatalf("layer %d expert %d %v: %v", l, e, in, err)
+				}
+				if h.Tokens > 0 {
+					if d := maxRelDiff(ref.h[key], h.Data); d > 1e-12 {
+						t.Errorf("layer %d expert %d %v: differs from the naive sum by %.3g", l, e, in, d)
+					}
+					checkPSD(t, h)
+				}
+			}
+			routed += res.ExpertHessian(l, e, model.InputGateUp).Tokens
+			counts = append(counts, res.ExpertHessian(l, e, model.InputGateUp).Tokens)
+		}
+		t.Logf("layer %d: tokens per expert %v", l, counts)
+		if routed != total*int64(c.NExpertUsed) {
+			t.Errorf("layer %d: %d routed rows, want %d tokens x top-%d", l, routed, total, c.NExpertUsed)
+		}
+	}
+	if res.ExpertHessian(0, c.NExpert, model.InputGateUp) != nil || res.ExpertHessian(0, 0, model.InputQKV) != nil {
+		t.Error("ExpertHessian answers for an expert or input that does not exist")
+	}
+}
+
+// TestCaptureMoEUnroutedExperts: experts no token reaches get an empty (Tokens = 0, all-zero, valid)
+// Hessian; the experts that get every token have all of them.
+func TestCaptureMoEUnroutedExperts(t *testing.T) {
+	m, seqs := moeModel(t, 1)
+	src, _ := NewEmbeddingSource(m, seqs)
+	res, err := Capture(context.Background(), m, Window{0, 2}, src, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	total := int64(len(seqs) * len(seqs[0]))
+	for e := 0; e < m.Cfg.NExpert; e++ {
+		for _, in := range []model.Input{model.InputGateUp, model.InputDown} {
+			h := res.ExpertHessian(1, e, in)
+			if err := h.Check(); err != nil {
+				t.Fatal(err)
+			}
+			if e < m.Cfg.NExpertUsed {
+				if h.Empty() || h.Tokens != total {
+					t.Errorf("expert %d %v: %d tokens, want all %d", e, in, h.Tokens, total)
+				}
+				continue
+			}
+			if !h.Empty() {
+				t.Errorf("expert %d %v: %d tokens, want none", e, in, h.Tokens)
+			}
+			for _, v := range h.Data {
+				if v != 0 {
+					t.Fatalf("expert %d %v: an unrouted expert's Hessian has a nonzero value", e, in)
+				}
+			}
+		}
+	}
+}
+
+// TestMoEWindowsChain: the MoE Hessians of [0, 2) in one pass equal those of [0, 1) and [1, 2) chained
+// through the stored hidden states.
+func TestMoEWindowsChain(t *testing.T) {
+	m, seqs := moeModel(t, -1)
+	dir := t.TempDir()
+	src := func() HiddenSource {
+		s, err := NewEmbeddingSource(m, seqs)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s
+	}
+	whole := captureToFile(t, m, Window{0, 2}, src(), filepath.Join(dir, "whole.2"))
+	captureToFile(t, m, Window{0, 1}, src(), filepath.Join(dir, "a.1"))
+	second := captureToFile(t, m, Window{1, 2}, openHidden(t, filepath.Join(dir, "a.1")), filepath.Join(dir, "b.2"))
+	for e := 0; e < m.Cfg.NExpert; e++ {
+		for _, in := range []model.Input{model.InputGateUp, model.InputDown} {
+			a, b := whole.ExpertHessian(1, e, in), second.ExpertHessian(1, e, in)
+			if a.Tokens != b.Tokens || (a.Tokens > 0 && maxRelDiff(a.Data, b.Data) > 1e-6) {
+				t.Errorf("layer 1 expert %d %v: one pass (%d tokens) and chained (%d tokens) differ", e, in, a.Tokens, b.Tokens)
+			}
+		}
+	}
+}
+
+// TestMemoryEstimateMoE compares EstimateMemory with Capture's peak heap on one MoE block (8 experts).
+func TestMemoryEstimateMoE(t *testing.T) {
+	if testing.Short() {
+		t.Skip("allocates about 1 GiB")
+	}
+	checkMemoryEstimate(t, "MoE window (n_embd 2048, 8 experts of n_ff 1408, top-2)", model.Config{Arch: "llama", NEmbd: 2048, NFF: 1408,
+		NLayer: 1, NHead: 16, NHeadKV: 4, HeadDim: 128, NVocab: 256, RopeDim: 128, RopeBase: 10000, RopeFreqScale: 1, NormEps: 1e-5,
+		NExpert: 8, NExpertUsed: 2})
+}

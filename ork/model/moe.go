@@ -1,0 +1,158 @@
+package model
+
+import (
+	"fmt"
+	"math"
+)
+
+// ExpertObserver is an Observer that also sees the inputs of the experts of MoE blocks. In an MoE block
+// Observe is called for InputQKV, InputAttnO and InputGateUp (the ffn_norm output of every token: the
+// router's input) but never for InputDown; ObserveExpert is called, for each expert that at least one
+// token is routed to, with in = InputGateUp (the ffn_norm output of the tokens routed to the expert, in
+// token order: the input of its gate and up slices) and in = InputDown (silu(gate)·up of those tokens: the
+// input of its down slice). An Observer that is not an ExpertObserver does not see the experts.
+type ExpertObserver interface {
+	Observer
+	ObserveExpert(layer int, in Input, expert int, x []float32)
+}
+
+// moeWeightsSumMin is the floor of the sum of the selected experts' probabilities before renormalizing
+// (llama.cpp clamps it to the smallest normal binary16 to avoid a division by zero).
+const moeWeightsSumMin = 6.103515625e-5
+
+// Route computes llama.cpp's routing of one token for arch llama (llm_build_moe_ffn with softmax gating
+// and norm_w = true): probabilities p = softmax(logits) (max subtracted, exponentials summed in float64,
+// as ggml_soft_max), the len(sel) experts with the largest p in descending order (ties: the lower expert
+// index first, so routing is deterministic), and their weights p[sel[j]] / max(Σ_j p[sel[j]], 2^-14).
+// sel and w must have the same length, at most len(logits). For arch llama llama.cpp reads none of the
+// expert_weights_scale / expert_weights_norm / expert_gating_func keys (softmax gating and norm_w are
+// fixed, the scale stays 0 = none), and neither does this.
+func Route(logits []float32, sel []int, w []float32) {
+	route(logits, make([]float32, len(logits)), sel, w)
+}
+
+// route is Route with a caller-provided buffer p of len(logits) values for the probabilities.
+func route(logits, p []float32, sel []int, w []float32) {
+	mx := float32(math.Inf(-1))
+	for _, v := range logits {
+		mx = max(mx, v)
+	}
+	var sum float64
+	for i, v := range logits {
+		p[i] = float32(math.Exp(float64(v - mx)))
+		sum += float64(p[i])
+	}
+	scale := float32(1 / sum)
+	for i := range p {
+		p[i] *= scale
+	}
+	for j := range sel { // k is small (2..8): selection by repeated scans
+		best := -1
+		for i, v := range p {
+			if taken(sel[:j], i) {
+				continue
+			}
+			if best < 0 || v > p[best] {
+				best = i
+			}
+		}
+		sel[j] = best
+	}
+	var ws float64
+	for j, e := range sel {
+		w[j] = p[e]
+		ws += float64(w[j])
+	}
+	d := max(float32(ws), moeWeightsSumMin)
+	for j := range w {
+		w[j] /= d
+	}
+}
+
+func taken(sel []int, i int) bool {
+	for _, s := range sel {
+		if s == i {
+			return true
+		}
+	}
+	return false
+}
+
+// runMoE computes the MoE FFN of block l for the T = len(x)/NEmbd rows of x (the ffn_norm output) into
+// out: each token's output is Σ_j w_j · down_e(silu(gate_e x)·up_e x) over its selected experts e = sel_j,
+// each term rounded to float32 and summed in slot order j = 0, 1, ... as ggml adds the expert views.
+func (m *Model) runMoE(l *Layer, x, out []float32, s *scratch, obs Observer) error {
+	c := &m.Cfg
+	e, f, k, nx := c.NEmbd, c.NFF, c.NExpertUsed, c.NExpert
+	if !c.MoE() || len(l.Experts) != nx {
+		return fmt.Errorf("blk.%d: %d experts loaded, the model config says %d: %w", l.Index, len(l.Experts), nx, ErrBadModel)
+	}
+	t := len(x) / e
+	logits := s.logits[:t*nx]
+	if err := l.Router.Apply(logits, x); err != nil {
+		return fmt.Errorf("blk.%d.ffn_gate_inp: %w", l.Index, err)
+	}
+	sel, w := s.sel[:t*k], s.selW[:t*k]
+	for tt := 0; tt < t; tt++ {
+		route(logits[tt*nx:(tt+1)*nx], s.probs, sel[tt*k:(tt+1)*k], w[tt*k:(tt+1)*k])
+	}
+	eo, _ := obs.(ExpertObserver)
+	slots := s.slots[:t*k*e]
+	for x0 := 0; x0 < nx; x0++ {
+		routed := s.routed[:0] // indices tt*k+j of the (token, slot) pairs routed to expert x0
+		for i, v := range sel {
+			if v == x0 {
+				routed = append(routed, i)
+			}
+		}
+		s.routed = routed
+		n := len(routed)
+		if n == 0 {
+			continue
+		}
+		xe := s.xe[:n*e]
+		for r, i := range routed {
+			tt := i / k
+			copy(xe[r*e:(r+1)*e], x[tt*e:(tt+1)*e])
+		}
+		ex := &l.Experts[x0]
+		g, u := s.gate[:n*f], s.up[:n*f]
+		if eo != nil {
+			eo.ObserveExpert(l.Index, InputGateUp, x0, xe)
+		}
+		if err := ex.Gate.Apply(g, xe); err != nil {
+			return fmt.Errorf("blk.%d.ffn_gate_exps expert %d: %w", l.Index, x0, err)
+		}
+		if err := ex.Up.Apply(u, xe); err != nil {
+			return fmt.Errorf("blk.%d.ffn_up_exps expert %d: %w", l.Index, x0, err)
+		}
+		for i, gv := range g {
+			g[i] = gv / (1 + float32(math.Exp(float64(-gv)))) * u[i]
+		}
+		if eo != nil {
+			eo.ObserveExpert(l.Index, InputDown, x0, g)
+		}
+		ye := s.ye[:n*e]
+		if err := ex.Down.Apply(ye, g); err != nil {
+			return fmt.Errorf("blk.%d.ffn_down_exps expert %d: %w", l.Index, x0, err)
+		}
+		for r, i := range routed {
+			wi := w[i]
+			dst, src := slots[i*e:(i+1)*e], ye[r*e:(r+1)*e]
+			for j, v := range src {
+				dst[j] = v * wi
+			}
+		}
+	}
+	for tt := 0; tt < t; tt++ {
+		o := out[tt*e : (tt+1)*e]
+		copy(o, slots[tt*k*e:(tt*k+1)*e])
+		for j := 1; j < k; j++ {
+			src := slots[(tt*k+j)*e : (tt*k+j+1)*e]
+			for i, v := range src {
+				o[i] += v
+			}
+		}
+	}
+	return nil
+}

@@ -1,0 +1,49 @@
+package quant
+
+import (
+	"context"
+	"fmt"
+	"math"
+)
+
+// RTNImportance quantizes m (N x K) like RTN with a diagonal Hessian: importance[k] (K values,
+// finite, >= 0, not all zero) weights column k in the clip search and in QErr, which is then
+// sqrt(Σ d_k (W-Q)² / Σ d_k W²). This is llama-quantize's use of an imatrix (importance = mean x²
+// of input channel k over the calibration tokens); it needs no K x K matrix, so it costs the same
+// memory as plain RTN.
+//
+// A rotation option is refused (ErrParam): the diagonal of the rotated Hessian R·H·Rᵀ depends on
+// the off-diagonal terms of H, which an importance vector does not have.
+func RTNImportance(ctx context.Context, m Matrix, importance []float64, opts ...Option) (*Weight, error) {
+	c, err := newConfig(opts)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", m.Name, err)
+	}
+	if err := m.Validate(); err != nil {
+		return nil, err
+	}
+	if c.rotate {
+		return nil, fmt.Errorf("%s: importance weighting with a rotation: the rotated diag(H) needs off-diagonal terms: %w", m.Name, ErrParam)
+	}
+	if len(importance) != m.Cols {
+		return nil, fmt.Errorf("%s: %d importance values, weight has K=%d: %w", m.Name, len(importance), m.Cols, ErrShape)
+	}
+	sum := 0.0
+	for k, v := range importance {
+		if math.IsNaN(v) || math.IsInf(v, 0) || v < 0 {
+			return nil, fmt.Errorf("%s: importance[%d] = %v, want finite and >= 0: %w", m.Name, k, v, ErrNotFinite)
+		}
+		sum += v
+	}
+	if sum == 0 {
+		return nil, fmt.Errorf("%s: every importance value is 0 (no calibration activation reached this weight), nothing to weight by: %w", m.Name, ErrParam)
+	}
+	w, data, _, err := prepare(m, nil, c)
+	if err != nil {
+		return nil, err
+	}
+	if err := rtnRows(ctx, w, data, importance, c); err != nil {
+		return nil, fmt.Errorf("%s: %w", m.Name, err)
+	}
+	return w, nil
+}

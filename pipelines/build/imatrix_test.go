@@ -1,0 +1,293 @@
+package build_test
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"math"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"orkpipe/internal/testdata"
+	"orkpipe/ork/calib"
+	"orkpipe/ork/gguf"
+	"orkpipe/ork/model"
+	"orkpipe/ork/pack"
+)
+
+// storiesImatrix captures the Hessians of every block weight of stories260K on the calibration text
+// (8 sequences of 128 tokens) and returns their diagonals as imatrix entries (in_sum2 = Σ x², counts =
+// tokens), as llama-imatrix would compute them.
+func storiesImatrix(t *testing.T) []*calib.ImatrixEntry {
+	es, _ := storiesHessians(t)
+	return es
+}
+
+// storiesHessians is storiesImatrix, with the full Hessian of each weight's input by weight name.
+func storiesHessians(t *testing.T) ([]*calib.ImatrixEntry, map[string]*calib.Hessian) {
+	t.Helper()
+	ctx := context.Background()
+	m, tok, f, err := model.OpenGGUF(ctx, testdata.Path(t, "stories260K.gguf"), 64<<20)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	text, err := os.ReadFile(testdata.Path(t, "stories-calib.txt"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ids, err := tok.Encode(string(text), true, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	seqs, err := calib.Sequences(ids, 8, 128, tok.Vocab().BOS)
+	if err != nil {
+		t.Fatal(err)
+	}
+	src, err := calib.NewEmbeddingSource(m, seqs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := calib.Capture(ctx, m, calib.Window{Start: 0, End: m.Cfg.NLayer}, src, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var es []*calib.ImatrixEntry
+	full := map[string]*calib.Hessian{}
+	for l := 0; l < m.Cfg.NLayer; l++ {
+		for in := model.Input(0); in < model.NumInputs; in++ {
+			h := res.Hessian(l, in)
+			for _, w := range in.Weights() {
+				name := fmt.Sprintf("blk.%d.%s.weight", l, w)
+				es = append(es, &calib.ImatrixEntry{Name: name, K: h.K, Sum2: [][]float64{h.Diag()}, Counts: []float64{float64(h.Tokens)}})
+				full[name] = h
+			}
+		}
+	}
+	return es, full
+}
+
+func writeImatrix(t *testing.T, dir string, es []*calib.ImatrixEntry, legacy bool) string {
+	t.Helper()
+	var b bytes.Buffer
+	var err error
+	path := filepath.Join(dir, "stories.imatrix.gguf")
+	if legacy {
+		path = filepath.Join(dir, "stories.imatrix.dat")
+		err = calib.WriteLegacyImatrix(&b, es, 8, "stories-calib.txt")
+	} else {
+		err = calib.WriteImatrixGGUF(context.Background(), &b, es, []string{"stories-calib.txt"}, 8)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(path, b.Bytes(), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+// imatrixRecipe packs every block weight of stories260K with RTN I4 group 32; the first scheme
+// (attention q/k/v and ffn gate/up/down) is the one an imatrix may weight, attn_output stays plain.
+const imatrixRecipe = `name: stories-im
+source:
+  model: %s
+imatrix: %s
+schemes:
+  - match: 'blk\.\d+\.(attn_q|attn_k|attn_v|ffn_gate|ffn_up|ffn_down)\.weight'
+    method: rtn
+    dtype: I4
+    group: 32
+    importance: %s
+  - match: 'blk\.\d+\.attn_output\.weight'
+    method: rtn
+    dtype: I4
+    group: 32
+`
+
+func writeImatrixRecipe(t *testing.T, dir, imatrix, importance string) string {
+	t.Helper()
+	p := filepath.Join(dir, "stories-im.yaml")
+	body := fmt.Sprintf(imatrixRecipe, testdata.Path(t, "stories260K.gguf"), imatrix, importance)
+	if importance == "none" {
+		body = strings.Replace(body, "imatrix: "+imatrix+"\n", "", 1)
+	}
+	if err := os.WriteFile(p, []byte(body), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// weightedErrors returns, per packed weight, sqrt(Σ d_k (W-Q)² / Σ d_k W²) of the pack's dequantized
+// entry against the source weight, d = the imatrix mean x² of the weight (diag(H)), and, when full
+// holds the weight's Hessian H, sqrt(Σ_n e_nᵀ H e_n / Σ_n w_nᵀ H w_n) (e = W - Q, the output error
+// over the calibration activations).
+func weightedErrors(t *testing.T, packPath string, es []*calib.ImatrixEntry, full map[string]*calib.Hessian) (diag, fullH map[string]float64) {
+	t.Helper()
+	ctx := context.Background()
+	src, err := gguf.Open(ctx, testdata.Path(t, "stories260K.gguf"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer src.Close()
+	r, err := pack.Open(ctx, packPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	diag, fullH = map[string]float64{}, map[string]float64{}
+	for _, e := range es {
+		w, err := r.Load(ctx, e.Name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ti, err := src.Tensor(e.Name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		x := make([]float32, ti.Elements())
+		if err := src.ReadRows(ctx, ti, 0, x); err != nil {
+			t.Fatal(err)
+		}
+		q := w.Dequantize()
+		d := e.Mean(0)
+		var num, den float64
+		for i, v := range x {
+			k := i % e.K
+			num += d[k] * float64(v-q[i]) * float64(v-q[i])
+			den += d[k] * float64(v) * float64(v)
+		}
+		diag[e.Name] = math.Sqrt(num / den)
+		h := full[e.Name]
+		if h == nil {
+			continue
+		}
+		num, den = 0, 0
+		k := e.K
+		for n := 0; n < len(x)/k; n++ {
+			for i := 0; i < k; i++ {
+				ei, wi := float64(x[n*k+i]-q[n*k+i]), float64(x[n*k+i])
+				for j := 0; j < k; j++ {
+					hij := h.Data[i*k+j]
+					num += ei * hij * float64(x[n*k+j]-q[n*k+j])
+					den += wi * hij * float64(x[n*k+j])
+				}
+			}
+		}
+		fullH[e.Name] = math.Sqrt(num / den)
+	}
+	return diag, fullH
+}
+
+// TestImatrixBuild: a build of stories260K whose RTN weights are weighted by an imatrix (captured
+// from the model on the calibration text, written in the GGUF form, then the legacy form) has a
+// lower Hessian-weighted error than plain RTN for most weights; the two forms give the same pack;
+// changing the imatrix re-runs exactly the finalize and tile nodes that bind it and what follows.
+func TestImatrixBuild(t *testing.T) {
+	es, full := storiesHessians(t)
+	dir := t.TempDir()
+	ggufIm := writeImatrix(t, dir, es, false)
+	legacyIm := writeImatrix(t, dir, es, true)
+	r := newRig(t)
+
+	plainOut := filepath.Join(t.TempDir(), "out")
+	if _, _, err := r.build(t, writeImatrixRecipe(t, t.TempDir(), ggufIm, "none"), plainOut); err != nil {
+		t.Fatal(err)
+	}
+	imDir := t.TempDir()
+	path := writeImatrixRecipe(t, imDir, ggufIm, "imatrix")
+	imOut := filepath.Join(t.TempDir(), "out")
+	ran, _, err := r.build(t, path, imOut)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var firstFinal []string
+	for _, id := range ran {
+		if strings.HasPrefix(id, "finalize:") {
+			firstFinal = append(firstFinal, id)
+		}
+	}
+	// attn_output is plain RTN in both builds: cached from the plain build.
+	if len(firstFinal) != 5*6 {
+		t.Errorf("imatrix build ran %d finalize nodes, want the 30 that bind the imatrix: %v", len(firstFinal), firstFinal)
+	}
+
+	plain, plainH := weightedErrors(t, filepath.Join(plainOut, "stories-im.orkpack"), es, full)
+	weighted, weightedH := weightedErrors(t, filepath.Join(imOut, "stories-im.orkpack"), es, full)
+	better, betterH, n := 0, 0, 0
+	var sumRatio, sumRatioH float64
+	for _, e := range es {
+		if strings.Contains(e.Name, "attn_output") {
+			if plain[e.Name] != weighted[e.Name] {
+				t.Errorf("%s (importance none) differs between the builds", e.Name)
+			}
+			continue
+		}
+		n++
+		ratio := weighted[e.Name] / plain[e.Name]
+		sumRatio += ratio
+		if weighted[e.Name] < plain[e.Name] {
+			better++
+		}
+		ratioH := weightedH[e.Name] / plainH[e.Name]
+		sumRatioH += ratioH
+		if weightedH[e.Name] < plainH[e.Name] {
+			betterH++
+		}
+		t.Logf("%-24s diag(H)-weighted error: plain RTN %.5f, imatrix RTN %.5f (ratio %.3f); full-H: %.5f, %.5f (ratio %.3f)",
+			e.Name, plain[e.Name], weighted[e.Name], ratio, plainH[e.Name], weightedH[e.Name], ratioH)
+	}
+	t.Logf("imatrix RTN lower on %d of %d weights in diag(H)-weighted error (mean ratio %.3f), on %d of %d in full-H-weighted error (mean ratio %.3f)",
+		better, n, sumRatio/float64(n), betterH, n, sumRatioH/float64(n))
+	if better*4 < n*3 || betterH*2 <= n {
+		t.Errorf("imatrix RTN is lower on only %d of %d weights (diag(H)), %d of %d (full H)", better, n, betterH, n)
+	}
+	for _, w := range readReport(t, imOut).Weights {
+		if want, ok := weighted[w.Name]; ok && !strings.Contains(w.Name, "attn_output") && math.Abs(w.QErr-want) > 1e-4*want {
+			t.Errorf("%s: report qerr %.6f, the Hessian-weighted error of the decoded entry is %.6f", w.Name, w.QErr, want)
+		}
+	}
+
+	// Same imatrix, legacy form: the file differs, so every node binding it re-runs, and the pack is
+	// the same (the means agree to float32 precision of the stored values).
+	legacyOut := filepath.Join(t.TempDir(), "out")
+	if _, _, err := r.build(t, path, legacyOut, "imatrix="+legacyIm); err != nil {
+		t.Fatal(err)
+	}
+	lw, _ := weightedErrors(t, filepath.Join(legacyOut, "stories-im.orkpack"), es, nil)
+	for name, v := range weighted {
+		if math.Abs(lw[name]-v) > 1e-3*v {
+			t.Errorf("%s: legacy-form imatrix gives weighted error %.6f, GGUF form %.6f", name, lw[name], v)
+		}
+	}
+
+	// A second build executes nothing.
+	if ran, _, err := r.build(t, path, imOut); err != nil || len(ran) != 0 {
+		t.Fatalf("second build executed %v (err %v)", ran, err)
+	}
+
+	// Change the imatrix (blk.0.attn_q's importance only, but the file is one input): every node that
+	// binds it re-runs, with tile and what follows; plain-RTN weights and nothing else do not.
+	es[0].Sum2[0][3] *= 50
+	changed := writeImatrix(t, t.TempDir(), es, false)
+	ran, _, err = r.build(t, path, filepath.Join(t.TempDir(), "out"), "imatrix="+changed)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var want []string
+	for l := 0; l < 5; l++ {
+		for _, w := range []string{"attn_q", "attn_k", "attn_v", "ffn_gate", "ffn_up", "ffn_down"} {
+			name := fmt.Sprintf("blk.%d.%s.weight", l, w)
+			want = append(want, "finalize:"+name)
+			if name == es[0].Name {
+				want = append(want, "tile:"+name) // the only weight whose codes changed
+			}
+		}
+	}
+	want = sorted(append(want, "write-orkpack", "emit-stub", "verify-local", "report", "provenance")...)
+	if strings.Join(ran, " ") != strings.Join(want, " ") {
+		t.Errorf("imatrix change re-ran\n  %v\nwant\n  %v", ran, want)
+	}
+}

@@ -1,6 +1,7 @@
 package stages_test
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"os"
@@ -10,6 +11,7 @@ import (
 	"testing"
 
 	"orkpipe/artifacts"
+	"orkpipe/ork/calib"
 	"orkpipe/stages"
 )
 
@@ -50,6 +52,38 @@ var buildSteps = []buildStep{
 	{"provenance", "provenance", `{"name":"fp","subjects":["fp.orkpack","report.json"],"deps":[{"name":"corpus","uri":"file:///corpus.txt"}],"recipe":{"name":"fp"},"overrides":["a=b"]}`,
 		map[string]string{"subject.fp.orkpack": "write-orkpack.pack", "subject.report.json": "report.report.json", "dep.corpus": "file:text"},
 		map[string]string{"orkpipe": "file:tool"}},
+	// Mixture of experts: a synthetic MoE model, per-expert Hessians, and expert slices finalized by
+	// GPTQ and by RTN weighted with an imatrix (the fixture fpImatrix writes).
+	{"synth-moe", "synth", `{"layers":2,"n_embd":64,"n_ff":96,"n_head":4,"n_head_kv":2,"vocab":360,"ctx":64,"type":"F16","seed":11,"n_expert":4,"n_expert_used":2}`, nil, nil},
+	{"calibrate-moe", "calibrate", `{"shape":` + fpShapeMoE + `,"start":0,"end":1,"sequences":2,"ctx":16,"hidden":false}`,
+		map[string]string{"model": "synth-moe.model.gguf", "tokens": "tokenize.tokens"}, nil},
+	{"finalize-expert", "finalize", `{"tensor":"blk.0.ffn_down_exps.weight","method":"gptq","dtype":"I4","group":32,"rotation":"none","act_bits":8,"clip_grid":null,"damp":0.01,"act_order":false,"seed":0,"n":64,"k":96,"expert":1}`,
+		map[string]string{"model": "synth-moe.model.gguf", "hessian": "calibrate-moe.h.0.ffn_down_exps.1"}, nil},
+	{"finalize-expert-imatrix", "finalize", `{"tensor":"blk.0.ffn_up_exps.weight","method":"rtn","dtype":"I4_NATIVE","group":32,"rotation":"none","act_bits":8,"clip_grid":null,"damp":0,"act_order":false,"seed":0,"n":96,"k":64,"expert":3,"importance":"imatrix"}`,
+		map[string]string{"model": "synth-moe.model.gguf", "imatrix": "file:imatrix"}, nil},
+	{"tile-expert", "tile", `{"nibbles":"low-first","n":64,"kp":96}`, map[string]string{"weight": "finalize-expert.weight"}, nil},
+}
+
+const fpShapeMoE = `{"layers":2,"n_embd":64,"n_ff":96,"n_head":4,"n_head_kv":2,"head_dim":16,"vocab":360,"n_expert":4,"n_expert_used":2}`
+
+// fpImatrix is a fixed llama.cpp GGUF-form imatrix for blk.0.ffn_up_exps.weight of the synthetic MoE
+// model: 4 experts of K = 64, Σx² = (i+1)·(e+1) over 10 tokens each.
+func fpImatrix(t *testing.T) string {
+	t.Helper()
+	e := &calib.ImatrixEntry{Name: "blk.0.ffn_up_exps.weight", K: 64}
+	for x := 0; x < 4; x++ {
+		row := make([]float64, 64)
+		for i := range row {
+			row[i] = float64((i + 1) * (x + 1))
+		}
+		e.Sum2 = append(e.Sum2, row)
+		e.Counts = append(e.Counts, 10)
+	}
+	var b bytes.Buffer
+	if err := calib.WriteImatrixGGUF(context.Background(), &b, []*calib.ImatrixEntry{e}, []string{"fixture"}, 1); err != nil {
+		t.Fatal(err)
+	}
+	return b.String()
 }
 
 const fpShape = `{"layers":2,"n_embd":64,"n_ff":96,"n_head":4,"n_head_kv":2,"head_dim":16,"vocab":360}`
@@ -65,8 +99,9 @@ func TestBuildStageFingerprints(t *testing.T) {
 	ctx := context.Background()
 	dir := t.TempDir()
 	fixture := map[string]stages.File{
-		"text": writeFixture(t, dir, "text", fingerprintText),
-		"tool": writeFixture(t, dir, "tool", "a fixed stand-in for the orkpipe binary\n"),
+		"text":    writeFixture(t, dir, "text", fingerprintText),
+		"tool":    writeFixture(t, dir, "tool", "a fixed stand-in for the orkpipe binary\n"),
+		"imatrix": writeFixture(t, dir, "imatrix", fpImatrix(t)),
 	}
 	files := map[string]stages.File{}
 	resolve := func(ref string) stages.File {

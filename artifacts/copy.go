@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"runtime"
 
 	"golang.org/x/sys/unix"
 )
@@ -13,8 +14,7 @@ import (
 // returns the BLAKE3 of src's bytes. The copy is made by the kernel: a reflink (FICLONE) where the
 // filesystem shares extents (btrfs, XFS), else copy_file_range(2) of each data segment, so holes
 // stay holes and no byte passes through user space; only filesystems that support neither get a
-// user-space sparse copy. The hash runs at the same time on the other CPUs (hashOpenFile, from the
-// page cache), so the whole operation costs about one read plus one kernel copy.
+// user-space sparse copy. The hash runs at the same time on the other CPUs (from the page cache), so the whole operation costs about one read plus one kernel copy.
 //
 // The digest covers src, not dst: the caller must check afterwards that src did not change
 // (unchanged) — then dst holds the same bytes, because the kernel copied exactly the ranges that
@@ -33,7 +33,15 @@ func copyAndHash(ctx context.Context, src, dst *os.File, size int64) (Digest, er
 		}
 		copied <- err
 	}()
-	d, herr := hashOpenFile(ctx, src, size)
+	// The copy keeps one CPU busy: hash on the others (measured on 2 cores, 2 GiB: 2.0-2.4 s with
+	// one hash worker, 2.4-3.8 s with two competing with the copy).
+	var d Digest
+	var herr error
+	if workers := runtime.GOMAXPROCS(0) - 1; workers >= 1 && size > pieceSize {
+		d, herr = hashParallel(ctx, src, size, workers)
+	} else {
+		d, herr = hashSerial(ctx, src, size)
+	}
 	if herr != nil {
 		cancel()
 	}

@@ -46,8 +46,8 @@
 // their producers re-run.
 //
 // Hashing a file (HashFile, Verify, AdoptFile, IngestFile) runs on all CPUs for files above
-// 4 MiB: each 4 MiB piece is a complete subtree of the BLAKE3 tree, mapped read-only (mmap with
-// MAP_POPULATE, no copy out of the page cache) and hashed by its own worker with
+// 4 MiB: each 4 MiB piece is a complete subtree of the BLAKE3 tree, mapped read-only (mmap, no copy
+// out of the page cache) and hashed by its own worker with
 // lukechampine.com/blake3/guts (16 chunks at once with AVX-512, 8 with AVX2); the subtree chaining
 // values are merged in order (tree.go). A file that shrinks while mapped raises SIGBUS, which is
 // recovered as an error. The digest is the standard BLAKE3-256 that b3sum prints. Streaming hashes

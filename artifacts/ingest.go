@@ -60,7 +60,7 @@ func (s *Store) ingestReader(ctx context.Context, r io.Reader, want *Object) (Ob
 	}
 	defer os.Remove(f.Name())
 	defer f.Close()
-	h := NewHasher()
+	h := NewStreamHasher()
 	buf := blockPool.Get().(*[]byte)
 	defer blockPool.Put(buf)
 	var size int64

@@ -71,7 +71,11 @@ func (s *Store) Open(ctx context.Context, d Digest) (io.ReadCloser, error) {
 		return nil, fmt.Errorf("object %s: %w", d, err)
 	}
 	s.touch(d)
-	return &verifyingReader{s: s, ctx: ctx, f: f, d: d, ino: st.Ino, h: NewHasher()}, nil
+	h := NewHasher()
+	if st.Size > pieceSize {
+		h = NewStreamHasher()
+	}
+	return &verifyingReader{s: s, ctx: ctx, f: f, d: d, ino: st.Ino, h: h}, nil
 }
 
 type verifyingReader struct {

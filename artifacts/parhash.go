@@ -96,14 +96,19 @@ func hashPiece(f *os.File, size, i int64, buf []byte, out *cv) error {
 	return nil
 }
 
-// hashPieceMapped maps piece i of f read-only (MAP_POPULATE: one call fills the page tables from
-// the page cache), stores its subtree chaining value in out and unmaps it. If the file shrank
-// meanwhile, touching the pages past its end raises SIGBUS; the fault becomes a recovered panic on
-// this goroutine (debug.SetPanicOnFault) and an error, never a crash or a digest.
+// hashPieceMapped maps piece i of f read-only, stores its subtree chaining value in out and unmaps
+// it. If the file shrank meanwhile, touching the pages past its end raises SIGBUS; the fault becomes
+// a recovered panic on this goroutine (debug.SetPanicOnFault) and an error naming the file, never a
+// crash or a digest.
+//
+// Measured on this 2-core VM, 2 GiB from the page cache: one core 0.84-0.91 s mapped piece by piece,
+// 0.89-1.08 s with MAP_POPULATE, 1.03-1.06 s by pread, 0.63 s for the hash alone in memory; two
+// cores, 8 interleaved rounds at load 8: 17.4 s mapped piece by piece, 20.1 s with one whole-file
+// mapping, 16.2 s by pread; at load 4-6 pread took 1.42x the mapped time (BenchmarkHash2GiB).
 func hashPieceMapped(f *os.File, size, i int64, out *cv) (err error) {
 	off := i * pieceSize
 	want := int(min(pieceSize, size-off))
-	m, err := unix.Mmap(int(f.Fd()), off, want, unix.PROT_READ, unix.MAP_SHARED|unix.MAP_POPULATE)
+	m, err := unix.Mmap(int(f.Fd()), off, want, unix.PROT_READ, unix.MAP_SHARED)
 	if err != nil {
 		return fmt.Errorf("map %s at %d: %w", f.Name(), off, err)
 	}
@@ -122,8 +127,7 @@ func hashPieceMapped(f *os.File, size, i int64, out *cv) (err error) {
 var zeroPiece = make([]byte, pieceSize)
 
 // pieceIsHole reports whether [off, off+n) of f lies inside the file and holds no data (SEEK_DATA
-// finds none before its end).
-// lseek moves the shared file offset, which nothing here depends on (pieces are read by offset).
+// finds none before its end). lseek moves the shared file offset, which nothing here depends on (pieces are read by offset).
 // An error (a filesystem without SEEK_DATA) means "unknown": the caller reads the piece.
 func pieceIsHole(f *os.File, off, n int64) (bool, error) {
 	var st unix.Stat_t

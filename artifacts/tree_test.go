@@ -110,3 +110,34 @@ func BenchmarkPieceCV(b *testing.B) {
 		}
 	})
 }
+
+// TestStreamHasher feeds NewStreamHasher in random-sized writes and checks its digest against
+// zeebo/blake3 at sizes around the piece boundaries; Sum must not change the state.
+func TestStreamHasher(t *testing.T) {
+	rng := rand.New(rand.NewPCG(7, 8))
+	data := make([]byte, 3*pieceSize+groupLen+9)
+	for i := range data {
+		data[i] = byte(rng.Uint32())
+	}
+	for _, n := range []int{0, 1, chunkLen, pieceSize - 1, pieceSize, pieceSize + 1, 2 * pieceSize, 2*pieceSize + chunkLen + 3, 3 * pieceSize, len(data)} {
+		h := NewStreamHasher()
+		for off := 0; off < n; {
+			k := min(n-off, 1+rng.IntN(3<<20))
+			h.Write(data[off : off+k])
+			off += k
+			h.Sum(nil) // a Sum in the middle must not disturb the stream
+		}
+		want := blake3.Sum256(data[:n])
+		if got := h.Sum(nil); string(got) != string(want[:]) {
+			t.Errorf("%d bytes: %x, want %x", n, got, want)
+		}
+		if got := h.Sum([]byte("x")); string(got[1:]) != string(want[:]) || got[0] != 'x' {
+			t.Errorf("%d bytes: second Sum differs", n)
+		}
+		h.Reset()
+		h.Write(data[:100])
+		if got, want := h.Sum(nil), blake3.Sum256(data[:100]); string(got) != string(want[:]) {
+			t.Errorf("after Reset: %x, want %x", got, want)
+		}
+	}
+}

@@ -33,6 +33,7 @@ type rowSpec struct {
 	id    string
 	quick bool
 	run   func(e *env) ([]Row, error)
+	long  string // why a full-profile row is long, shown when it is skipped
 }
 
 func one(f func(e *env) (Row, error)) func(e *env) ([]Row, error) {
@@ -48,17 +49,21 @@ func specs(profile string, scaleLayers []int) []rowSpec {
 		rtnLayers = 2
 	}
 	return []rowSpec{
-		{"hash", true, one(rowHash)},
-		{"cas", true, one(rowCAS)},
-		{"push-pull", true, rowsPushPull},
-		{"rtn", true, one(func(e *env) (Row, error) { return rowRTN(e, rtnLayers) })},
-		{"gptq-5120", true, one(func(e *env) (Row, error) { return rowGPTQ(e, 5120, 5120) })},
-		{"gptq-17408", false, one(func(e *env) (Row, error) { return rowGPTQ(e, 5120, 17408) })},
-		{"noop", true, one(rowNoop)},
-		{"scale-noop", true, one(rowScaleNoop)},
-		{"scale-rtn", false, one(func(e *env) (Row, error) { return rowScaleBuild(e, "rtn", scaleLayers, e.mem) })},
-		{"scale-gptq", false, one(func(e *env) (Row, error) { return rowScaleBuild(e, "gptq", scaleLayers, 8<<30) })},
-		{"rss", false, one(func(e *env) (Row, error) { return rowRSS(e, []int64{4 << 30, 8 << 30}) })},
+		{"hash", true, one(rowHash), ""},
+		{"cas", true, one(rowCAS), ""},
+		{"push-pull", true, rowsPushPull, ""},
+		{"rtn", true, one(func(e *env) (Row, error) { return rowRTN(e, rtnLayers) }), ""},
+		{"gptq-5120", true, one(func(e *env) (Row, error) { return rowGPTQ(e, 5120, 5120) }), ""},
+		{"gptq-17408", false, one(func(e *env) (Row, error) { return rowGPTQ(e, 5120, 17408) }),
+			"K = 17408: about 1.0e13 flops per run, tens of minutes on 2 cores even with OpenBLAS"},
+		{"noop", true, one(rowNoop), ""},
+		{"scale-noop", true, one(rowScaleNoop), ""},
+		{"scale-rtn", false, one(func(e *env) (Row, error) { return rowScaleBuild(e, "rtn", scaleLayers, e.mem) }),
+			"1+2+4+8 cold builds of 27B-width layers: about 15 layers of RTN, over 15 minutes on 2 cores"},
+		{"scale-gptq", false, one(func(e *env) (Row, error) { return rowScaleBuild(e, "gptq", scaleLayers, 8<<30) }),
+			"every layer has a 17408-wide ffn_down GPTQ: hours for 1+2+4+8 layers on 2 cores"},
+		{"rss", false, one(func(e *env) (Row, error) { return rowRSS(e, []int64{4 << 30, 8 << 30}) }),
+			"two cold 2-layer GPTQ builds of 27B widths (each with two 17408-wide GPTQs): one to two hours on 2 cores"},
 	}
 }
 
@@ -239,6 +244,14 @@ func selectRows(all []rowSpec, profile, only, skip string) ([]string, error) {
 }
 
 func skipReason(s rowSpec, profile, only, skip string) string {
+	why := skipWhy(s, profile, only, skip)
+	if s.long != "" {
+		why += " (" + s.long + ")"
+	}
+	return why
+}
+
+func skipWhy(s rowSpec, profile, only, skip string) string {
 	switch {
 	case slices.Contains(strings.Split(skip, ","), s.id):
 		return "skipped: -skip " + s.id

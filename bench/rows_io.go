@@ -169,7 +169,7 @@ func rowsPushPull(e *env) ([]Row, error) {
 		push.Measures[1].Command = "oras push --plain-http HOST/bench/orasN:v1 big.bin"
 		pushSteps = append(pushSteps, step{m: &push.Measures[1], run: func() (time.Duration, int64, error) {
 			cmd := []string{"oras", "push", "--plain-http", orasRef(), "big.bin"}
-			return e.commandIn(src, cmd...)
+			return e.commandIn(src, nil, cmd...)
 		}})
 		pull.Measures[1].Command = "oras pull --plain-http HOST/bench/orasN:v1 -o DIR"
 		pullSteps = append(pullSteps, step{m: &pull.Measures[1], prepare: func() error { return os.RemoveAll(pullDir) },

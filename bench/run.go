@@ -11,6 +11,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"time"
 )
@@ -100,13 +101,43 @@ func (e *env) interleave(runs int, steps ...step) error {
 // command runs argv with stdout to stdout (nil: discarded) and returns its wall time and peak RSS.
 // A non-zero exit is an error carrying the tail of its stderr.
 func (e *env) command(stdout io.Writer, argv ...string) (time.Duration, int64, error) {
+	return e.commandIn("", stdout, argv...)
+}
+
+// commandIn is command with working directory dir ("" for the current one).
+//
+// The peak RSS is the child's own: its rusage ru_maxrss starts at this process's memory high-water
+// mark when it forks, so a ru_maxrss not above the harness's own VmHWM is replaced by the child's
+// VmHWM sampled from /proc every 20 ms while it runs.
+func (e *env) commandIn(dir string, stdout io.Writer, argv ...string) (time.Duration, int64, error) {
 	cmd := exec.CommandContext(e.ctx, argv[0], argv[1:]...)
+	cmd.Dir = dir
 	cmd.Stdout = stdout
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
+	own := vmHWM("self")
 	start := time.Now()
-	err := cmd.Run()
+	if err := cmd.Start(); err != nil {
+		return 0, 0, fmt.Errorf("%s: %w", strings.Join(argv, " "), err)
+	}
+	var sampled atomic.Int64
+	done := make(chan struct{})
+	go func() {
+		t := time.NewTicker(20 * time.Millisecond)
+		defer t.Stop()
+		pid := fmt.Sprint(cmd.Process.Pid)
+		for {
+			sampled.Store(max(sampled.Load(), vmHWM(pid)))
+			select {
+			case <-done:
+				return
+			case <-t.C:
+			}
+		}
+	}()
+	err := cmd.Wait()
 	d := time.Since(start)
+	close(done)
 	if err != nil {
 		tail := stderr.String()
 		if len(tail) > 2000 {
@@ -114,11 +145,27 @@ func (e *env) command(stdout io.Writer, argv ...string) (time.Duration, int64, e
 		}
 		return d, 0, fmt.Errorf("%s: %w: %s", strings.Join(argv, " "), err, strings.TrimSpace(tail))
 	}
-	var rss int64
-	if ru, ok := cmd.ProcessState.SysUsage().(*syscall.Rusage); ok {
-		rss = ru.Maxrss * 1024
+	rss := sampled.Load()
+	if ru, ok := cmd.ProcessState.SysUsage().(*syscall.Rusage); ok && ru.Maxrss*1024 > own {
+		rss = max(rss, ru.Maxrss*1024)
 	}
 	return d, rss, nil
+}
+
+// vmHWM returns the VmHWM (peak RSS) of /proc/<pid>/status in bytes, 0 if unreadable.
+func vmHWM(pid string) int64 {
+	b, err := os.ReadFile("/proc/" + pid + "/status")
+	if err != nil {
+		return 0
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if f := strings.Fields(line); len(f) >= 2 && f[0] == "VmHWM:" {
+			var kb int64
+			fmt.Sscanf(f[1], "%d", &kb)
+			return kb * 1024
+		}
+	}
+	return 0
 }
 
 // cmdStep is a step that runs argv (stdout discarded).
@@ -187,23 +234,4 @@ func timed(f func() error) (time.Duration, int64, error) {
 	start := time.Now()
 	err := f()
 	return time.Since(start), 0, err
-}
-
-// commandIn is command run with working directory dir.
-func (e *env) commandIn(dir string, argv ...string) (time.Duration, int64, error) {
-	cmd := exec.CommandContext(e.ctx, argv[0], argv[1:]...)
-	cmd.Dir = dir
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	start := time.Now()
-	err := cmd.Run()
-	d := time.Since(start)
-	if err != nil {
-		return d, 0, fmt.Errorf("%s (in %s): %w: %s", strings.Join(argv, " "), dir, err, strings.TrimSpace(stderr.String()))
-	}
-	var rss int64
-	if ru, ok := cmd.ProcessState.SysUsage().(*syscall.Rusage); ok {
-		rss = ru.Maxrss * 1024
-	}
-	return d, rss, nil
 }

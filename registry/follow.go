@@ -54,7 +54,7 @@ func startWholeFile(ctx context.Context, f *os.File, file File) *wholeFile {
 	}()
 	go func() {
 		defer wg.Done()
-		h := artifacts.NewHasher()
+		h := artifacts.NewStreamHasher()
 		b3N, b3Err = w.follow(ctx, h)
 		b3 = h.Sum(nil)
 	}()

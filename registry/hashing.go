@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"hash"
 	"io"
@@ -35,58 +36,7 @@ func (c ctxReader) Read(p []byte) (int, error) {
 	return c.r.Read(p)
 }
 
-// fileHasher hashes a file's logical content: sha256 and BLAKE3 side by side.
-type fileHasher struct {
-	sha   hash.Hash
-	b3    hash.Hash
-	w     io.Writer
-	n     int64
-	chunk []byte
-}
-
-func newFileHasher() *fileHasher {
-	h := &fileHasher{sha: sha256.New(), b3: artifacts.NewHasher(), chunk: make([]byte, 1<<20)}
-	h.w = io.MultiWriter(h.sha, h.b3)
-	return h
-}
-
-// zeros feeds n zero bytes (a hole).
-func (h *fileHasher) zeros(n int64) {
-	for n > 0 {
-		k := min(n, int64(len(zeroBuf)))
-		h.w.Write(zeroBuf[:k]) // hash writes never fail
-		n -= k
-		h.n += k
-	}
-}
-
-// data feeds the bytes of r.
-func (h *fileHasher) data(ctx context.Context, r io.Reader) error {
-	n, err := io.CopyBuffer(h.w, ctxReader{ctx, r}, h.chunk)
-	h.n += n
-	return err
-}
-
-func (h *fileHasher) digests() FileDigests {
-	return FileDigests{Size: h.n, SHA256: "sha256:" + hex.EncodeToString(h.sha.Sum(nil)), BLAKE3: artifacts.DigestOf(h.b3)}
-}
-
-// hashExtents hashes a file of size bytes whose data lives in exts (everything else is zeros).
-func hashExtents(ctx context.Context, f io.ReaderAt, size int64, exts []Extent) (FileDigests, error) {
-	h := newFileHasher()
-	pos := int64(0)
-	for _, e := range exts {
-		h.zeros(e.Off - pos)
-		if err := h.data(ctx, io.NewSectionReader(f, e.Off, e.Len)); err != nil {
-			return FileDigests{}, err
-		}
-		pos = e.End()
-	}
-	h.zeros(size - pos)
-	return h.digests(), nil
-}
-
-// hashPath hashes the file at path, skipping its holes.
+// hashPath hashes the file at path (sha256 and BLAKE3 at once), skipping its holes.
 func hashPath(ctx context.Context, path string) (FileDigests, error) {
 	f, err := os.Open(path)
 	if err != nil {
@@ -101,11 +51,24 @@ func hashPath(ctx context.Context, path string) (FileDigests, error) {
 	if err != nil {
 		return FileDigests{}, err
 	}
-	d, err := hashExtents(ctx, f, st.Size(), exts)
-	if err != nil {
+	// sha256 on this goroutine, BLAKE3 on all CPUs beside it (as push's pass 1 does).
+	var obj artifacts.Object
+	b3done := make(chan error, 1)
+	go func() {
+		var err error
+		obj, err = artifacts.HashPath(ctx, path)
+		b3done <- err
+	}()
+	h := newSHA256Hasher()
+	serr := h.extents(ctx, f, st.Size(), exts)
+	berr := <-b3done
+	if err := errors.Join(serr, berr); err != nil {
 		return FileDigests{}, fmt.Errorf("hash %s: %w", path, err)
 	}
-	return d, nil
+	if obj.Size != h.n {
+		return FileDigests{}, fmt.Errorf("hash %s: changed while hashing (%d then %d bytes)", path, h.n, obj.Size)
+	}
+	return FileDigests{Size: h.n, SHA256: h.digest(), BLAKE3: obj.Digest}, nil
 }
 
 // sha256Hasher hashes a file's logical content with sha256 alone (BLAKE3 runs elsewhere, in parallel).

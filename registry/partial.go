@@ -169,3 +169,24 @@ func (w *extentWriter) Write(p []byte) (int, error) {
 	}
 	return written, nil
 }
+
+// renameNoReplace renames src to dst and fails if dst exists (a file that appeared meanwhile is
+// never clobbered).
+func renameNoReplace(src, dst string) error {
+	err := unix.Renameat2(unix.AT_FDCWD, src, unix.AT_FDCWD, dst, unix.RENAME_NOREPLACE)
+	if errors.Is(err, unix.EINVAL) || errors.Is(err, unix.ENOSYS) {
+		if err = os.Link(src, dst); err == nil {
+			err = os.Remove(src)
+		}
+	}
+	return err
+}
+
+func syncDir(dir string) error {
+	d, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+	return d.Sync()
+}

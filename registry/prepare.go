@@ -149,7 +149,7 @@ func prepareFile(ctx context.Context, path string, o *options) (*localFile, erro
 	}
 	// The whole-file digests and the per-part digests are computed concurrently: one goroutine
 	// streams the file through sha256, BLAKE3 runs on all CPUs (artifacts.HashPath: 4 MiB subtrees,
-	// holes as zeros, like hashExtents), up to o.jobs others hash (and compress) parts. The file
+	// holes as zeros), up to o.jobs others hash (and compress) parts. The file
 	// must not change meanwhile: its identity (inode, size, mtime, ctime) is compared afterwards.
 	lf.Parts = make([]Part, len(parts))
 	lf.crcs = make([]uint32, len(parts))

@@ -21,7 +21,7 @@ type faultProxy struct {
 	gets   int
 
 	blobBytes atomic.Int64
-	throttle  time.Duration // sleep per 64 KiB of blob body
+	throttle  atomic.Int64 // nanoseconds to sleep per 64 KiB of blob body (set while serving)
 }
 
 func (p *faultProxy) set(mode string, faults, every int) {
@@ -110,11 +110,11 @@ func (f *faultWriter) write(b []byte) (int, error) {
 	n, err := f.ResponseWriter.Write(b)
 	f.written += int64(n)
 	f.p.blobBytes.Add(int64(n))
-	if f.p.throttle > 0 {
+	if d := time.Duration(f.p.throttle.Load()); d > 0 {
 		f.sinceZz += int64(n)
 		for f.sinceZz >= 64<<10 {
 			f.sinceZz -= 64 << 10
-			time.Sleep(f.p.throttle)
+			time.Sleep(d)
 		}
 	}
 	return n, err

@@ -14,7 +14,6 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/remote"
 	"github.com/klauspost/compress/zstd"
 	"golang.org/x/sync/errgroup"
-	"golang.org/x/sys/unix"
 
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 )
@@ -373,27 +372,6 @@ func (fj *fileJob) finish(ctx context.Context, o *options) error {
 	o.progress.Report(Event{Kind: EventDone, File: f.Name})
 	o.logger.Info("pulled", "file", fj.dest, "sha256", f.Digests.SHA256, "blake3", f.Digests.BLAKE3.String())
 	return nil
-}
-
-// renameNoReplace renames src to dst and fails if dst exists (a file that appeared meanwhile is
-// never clobbered).
-func renameNoReplace(src, dst string) error {
-	err := unix.Renameat2(unix.AT_FDCWD, src, unix.AT_FDCWD, dst, unix.RENAME_NOREPLACE)
-	if errors.Is(err, unix.EINVAL) || errors.Is(err, unix.ENOSYS) {
-		if err = os.Link(src, dst); err == nil {
-			err = os.Remove(src)
-		}
-	}
-	return err
-}
-
-func syncDir(dir string) error {
-	d, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	defer d.Close()
-	return d.Sync()
 }
 
 // errReader remembers the first non-EOF error of r, to tell a failed transfer from bad content.

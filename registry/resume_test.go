@@ -66,7 +66,7 @@ func TestPullResumeAfterKill(t *testing.T) {
 		total += f.StoredSize()
 	}
 	dst := filepath.Join(t.TempDir(), "out")
-	proxy.throttle = 2 * time.Millisecond
+	proxy.throttle.Store(int64(2 * time.Millisecond))
 
 	prev := 0
 	for round := 1; round <= 3; round++ {
@@ -103,7 +103,7 @@ func TestPullResumeAfterKill(t *testing.T) {
 			}
 		}
 	}
-	proxy.throttle = 0
+	proxy.throttle.Store(0)
 	// The killed process's connections may still be draining on the server side: wait until the
 	// counter is quiet so that only the resumed pull's bytes are measured.
 	for last := int64(-1); last != proxy.blobBytes.Load(); {

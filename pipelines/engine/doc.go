@@ -40,8 +40,11 @@
 // node writes no record and its scratch directory is removed. If an input or an export turns out
 // corrupt (the store quarantines it), the whole graph is resolved again — the producer's record is
 // now a miss, so exactly the producer and what depends on the new bytes run — up to three passes.
-// After the last pass the exports are verified, materialized read-only into the output directory
-// (never clobbering a file orkpipe did not write unless Force) and pinned under the target name.
+// After the last pass the exports are verified — re-hashed, unless the stat cache holds the digest
+// for the object file's unchanged (dev, inode, size, mtime, ctime), the rule sources follow, so a
+// no-op rebuild stats its pack and stub instead of hashing them — materialized read-only into the
+// output directory (never clobbering a file orkpipe did not write unless Force) and pinned under
+// the target name.
 //
 // # Events
 //

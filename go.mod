@@ -9,7 +9,6 @@ require (
 	github.com/goccy/go-yaml v1.19.2
 	github.com/google/go-containerregistry v0.22.1
 	github.com/klauspost/compress v1.20.4
-	github.com/klauspost/cpuid/v2 v2.0.12
 	github.com/sirupsen/logrus v1.10.2
 	github.com/spf13/cobra v1.10.2
 	github.com/vbauerster/mpb/v8 v8.16.2
@@ -21,6 +20,8 @@ require (
 	gonum.org/v1/gonum v0.17.0
 	gonum.org/v1/netlib v0.0.0-20190313105609-8cb42192e0e0
 )
+
+require github.com/klauspost/cpuid/v2 v2.0.12 // indirect
 
 require (
 	github.com/99designs/gqlgen v0.17.75 // indirect

@@ -197,3 +197,49 @@ func TestTargets(t *testing.T) {
 		}
 	}
 }
+
+func TestMergeRows(t *testing.T) {
+	old := sampleReport()
+	path := filepath.Join(t.TempDir(), "old.json")
+	if err := writeJSON(path, old); err != nil {
+		t.Fatal(err)
+	}
+	rep := &Report{Rows: []Row{
+		{ID: "hash", Title: "hash", Skipped: "skipped: not in -only"},
+		{ID: "noop", Title: "no-op rebuild (new)", Measures: []Measure{{Label: "no-op rebuild", Role: "subject", Samples: []float64{1}}}},
+		{ID: "rss", Title: "rss", Skipped: "skipped: -profile full only"},
+	}}
+	if err := mergeRows(rep, path); err != nil {
+		t.Fatal(err)
+	}
+	if len(rep.Rows) != 3 {
+		t.Fatalf("%d rows, want 3", len(rep.Rows))
+	}
+	if h := rep.Rows[0]; h.Skipped != "" || len(h.Measures) != 3 || !strings.Contains(h.Note, "from the run of 2026-11-29 15:15 to 15:40") {
+		t.Errorf("hash row not taken from the old run: %+v", h)
+	}
+	if rep.Rows[1].Title != "no-op rebuild (new)" {
+		t.Errorf("a measured row was replaced: %+v", rep.Rows[1])
+	}
+	if rep.Rows[2].Skipped == "" {
+		t.Errorf("a row skipped in both runs lost its reason: %+v", rep.Rows[2])
+	}
+	if err := mergeRows(rep, filepath.Join(t.TempDir(), "missing.json")); err == nil {
+		t.Error("merging a missing file: no error")
+	}
+}
+
+func TestMergeRowsOfASpecWithTwoRows(t *testing.T) {
+	old := &Report{Rows: []Row{{ID: "push", Title: "push"}, {ID: "pull", Title: "pull"}}}
+	path := filepath.Join(t.TempDir(), "old.json")
+	if err := writeJSON(path, old); err != nil {
+		t.Fatal(err)
+	}
+	rep := &Report{Rows: []Row{{ID: "push-pull", Title: "push-pull", Skipped: "skipped: not in -only"}}}
+	if err := mergeRows(rep, path); err != nil {
+		t.Fatal(err)
+	}
+	if len(rep.Rows) != 2 || rep.Rows[0].ID != "push" || rep.Rows[1].ID != "pull" {
+		t.Errorf("push-pull merged as %+v, want the push and pull rows", rep.Rows)
+	}
+}

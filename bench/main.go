@@ -92,6 +92,8 @@ func run() error {
 		wn       = flag.Int("n", 5120, "internal: -worker gptq: rows of the weight")
 		wk       = flag.Int("k", 5120, "internal: -worker gptq: columns of the weight")
 		verbose  = flag.Bool("v", false, "log every run")
+		render   = flag.String("render", "", "measure nothing: re-render the table (and -json) from this results JSON, after -merge")
+		merge    = flag.String("merge", "", "keep the rows of this earlier results JSON that this run does not measure (each marked with its run's time)")
 	)
 	flag.Parse()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
@@ -101,6 +103,9 @@ func run() error {
 			return fmt.Errorf("-worker %q: want gptq", *worker)
 		}
 		return runGPTQWorker(ctx, os.Stdout, *wn, *wk)
+	}
+	if *render != "" {
+		return renderOnly(*render, *merge, *jsonOut, *mdOut)
 	}
 	if *profile != "quick" && *profile != "full" {
 		return fmt.Errorf("-profile %q: want quick or full", *profile)
@@ -188,6 +193,11 @@ func run() error {
 	}
 	rep.Finished = time.Now()
 	rep.Machine.LoadEnd = loadAverage()
+	if *merge != "" {
+		if err := mergeRows(rep, *merge); err != nil {
+			return err
+		}
+	}
 	rep.Targets = targets(rep)
 	md := Markdown(rep)
 	fmt.Print(md)
@@ -306,16 +316,21 @@ func (e *env) buildBinaries(blas, gptq bool) error {
 	}
 	blasBin := filepath.Join(bin, "bench-blas")
 	if out, err := exec.CommandContext(e.ctx, "go", "build", "-tags", "blas", "-o", blasBin, "./bench").CombinedOutput(); err != nil {
-		e.blasErr = fmt.Sprintf("go build -tags blas ./bench failed (needs cgo and apt-get install -y libopenblas-dev): %s", firstLine(string(out)))
+		e.blasErr = fmt.Sprintf("go build -tags blas ./bench failed (needs cgo and apt-get install -y libopenblas-dev): %s", firstError(string(out)))
 	} else {
 		e.blasSelf = blasBin
 	}
 	return nil
 }
 
-func firstLine(s string) string {
-	s, _, _ = strings.Cut(strings.TrimSpace(s), "\n")
-	return s
+// firstError returns the first line of go build output that is not a "# package" header.
+func firstError(s string) string {
+	for _, line := range strings.Split(strings.TrimSpace(s), "\n") {
+		if !strings.HasPrefix(line, "#") {
+			return line
+		}
+	}
+	return strings.TrimSpace(s)
 }
 
 // repoRoot is the directory of orkpipe's go.mod (the harness runs go build there).

@@ -26,11 +26,19 @@
 // Push is deterministic (same files, part size and provenance: same manifest digest) and verifies
 // on write (the bytes uploaded must hash to what pass 1 computed; the manifest must parse back).
 // Pull verifies each layer as it streams (stored sha256 and size, decoded sha256 and size), writes
-// only into DIR/.orkpipe-partial (see PartialDir), verifies each whole file (size, sha256, BLAKE3)
-// before a read-only, no-clobber rename into DIR, and resumes a killed pull from the parts its
+// only into DIR/.orkpipe-partial (see PartialDir), verifies each whole file once (its size and one
+// recomputed digest, see Verification) before a read-only, no-clobber rename into DIR, and resumes a killed pull from the parts its
 // journal records (re-hashed from disk first). Transient failures (5xx, truncation, dropped
 // connections, corrupt bytes) are retried per part, with ranged resumption inside a part; a part that
 // cannot be fetched intact fails the pull with an error naming the file, part and layer digest.
+//
+// The whole-file digest pull recomputes is dev.orkpipe.file.blake3. The file's sha256 annotation is
+// not recomputed: every part already matched its sha256 layer digest, and a BLAKE3 match proves the
+// assembled file is byte-identical (parts in their places) to the file push hashed, whose sha256 is
+// the annotation push wrote in the same pass — equal by implication, not by a second sha256 pass
+// (which alone would exceed the pull's 2x-cp budget on a 2-core host). A manifest from another
+// tool without a BLAKE3 annotation is verified by the whole-file sha256 instead; without either,
+// the per-part digests are the only check. PulledFile.Verified (and the CLI's output) says which.
 //
 // # Transport
 //

@@ -19,58 +19,56 @@ import (
 // part writers).
 const followBlock = 1 << 20
 
-// wholeFile computes the whole-file digests (sha256 and BLAKE3, holes as zeros) of a file being
-// assembled from parts while the parts are still downloading. Each hasher runs on its own
+// wholeFile computes the one whole-file digest a pull checks (holes as zeros) of a file being
+// assembled from parts while the parts are still downloading: BLAKE3 when the manifest records it,
+// else sha256 when it records that, else none (see Verification). The hasher runs on its own
 // goroutine and reads the partial file in order, part by part, but only a part that has been
 // verified (its bytes written and their sha256 checked against the manifest): a part is never
 // hashed while a retry may still rewrite it. So when the last part lands, only that part is left
-// to hash, instead of the whole file, and sha256 and BLAKE3 run on different cores.
+// to hash, instead of the whole file. The sha256 of a file verified by BLAKE3 is not recomputed:
+// every part already passed a sha256 check, and a BLAKE3 match proves the assembled bytes are the
+// ones the pusher hashed for both annotations.
 type wholeFile struct {
 	f     *os.File
 	file  File
+	kind  Verification
 	ready []chan struct{} // closed when part i is verified
 	once  []sync.Once
-	done  chan struct{} // closed when both hashers returned
-	res   FileDigests
+	done  chan struct{} // closed when the hasher returned
+	res   FileDigests   // Size and the digest named by kind
 	err   error
 }
 
-// startWholeFile starts the two hashers of fj's partial file; they stop early when ctx is done.
+// startWholeFile starts the hasher of fj's partial file; it stops early when ctx is done.
 func startWholeFile(ctx context.Context, f *os.File, file File) *wholeFile {
-	w := &wholeFile{f: f, file: file, ready: make([]chan struct{}, len(file.Parts)), once: make([]sync.Once, len(file.Parts)), done: make(chan struct{})}
+	w := &wholeFile{f: f, file: file, kind: file.Digests.verification(), ready: make([]chan struct{}, len(file.Parts)), once: make([]sync.Once, len(file.Parts)), done: make(chan struct{})}
 	for i := range w.ready {
 		w.ready[i] = make(chan struct{})
 	}
-	var sha, b3 []byte
-	var shaN, b3N int64
-	var shaErr, b3Err error
-	var wg sync.WaitGroup
-	wg.Add(2)
-	go func() {
-		defer wg.Done()
-		h := sha256.New()
-		shaN, shaErr = w.follow(ctx, h)
-		sha = h.Sum(nil)
-	}()
-	go func() {
-		defer wg.Done()
-		h := artifacts.NewStreamHasher()
-		b3N, b3Err = w.follow(ctx, h)
-		b3 = h.Sum(nil)
-	}()
-	go func() {
-		wg.Wait()
-		if w.err = shaErr; w.err == nil {
-			w.err = b3Err
-		}
-		if w.err == nil && shaN != b3N {
-			w.err = fmt.Errorf("internal: whole-file hashers read %d and %d bytes", shaN, b3N)
-		}
-		if w.err == nil {
-			d, err := artifacts.DigestFromBytes(b3)
-			w.res, w.err = FileDigests{Size: shaN, SHA256: "sha256:" + hex.EncodeToString(sha), BLAKE3: d}, err
-		}
+	if w.kind == VerifiedParts { // nothing to hash: the parts' own digests are the check
+		w.res = FileDigests{Size: file.Digests.Size}
 		close(w.done)
+		return w
+	}
+	go func() {
+		defer close(w.done)
+		var h hash.Hash
+		if w.kind == VerifiedBLAKE3 {
+			h = artifacts.NewStreamHasher()
+		} else {
+			h = sha256.New()
+		}
+		n, err := w.follow(ctx, h)
+		if err != nil {
+			w.err = err
+			return
+		}
+		w.res.Size = n
+		if w.kind == VerifiedBLAKE3 {
+			w.res.BLAKE3, w.err = artifacts.DigestFromBytes(h.Sum(nil))
+		} else {
+			w.res.SHA256 = "sha256:" + hex.EncodeToString(h.Sum(nil))
+		}
 	}()
 	return w
 }
@@ -80,7 +78,8 @@ func (w *wholeFile) partReady(index int) {
 	w.once[index].Do(func() { close(w.ready[index]) })
 }
 
-// wait returns the whole-file digests once every part was marked ready and hashed.
+// wait returns the file's size and the digest named by w.kind once every part was marked ready and
+// hashed (at once for VerifiedParts).
 func (w *wholeFile) wait(ctx context.Context) (FileDigests, error) {
 	select {
 	case <-w.done:

@@ -13,11 +13,50 @@ import (
 	"orkpipe/artifacts"
 )
 
-// FileDigests identify the whole, uncompressed content of one file (holes read as zeros).
+// FileDigests identify the whole, uncompressed content of one file (holes read as zeros). Push
+// always records both digests; a manifest written by another tool may lack either (SHA256 "",
+// BLAKE3 zero), and pull then verifies with what is there (see Verification).
 type FileDigests struct {
 	Size   int64            `json:"size"`
-	SHA256 string           `json:"sha256"` // "sha256:<hex>"
-	BLAKE3 artifacts.Digest `json:"blake3"`
+	SHA256 string           `json:"sha256"` // "sha256:<hex>", or "" when the manifest has none
+	BLAKE3 artifacts.Digest `json:"blake3"` // zero when the manifest has none
+}
+
+// Verification names the whole-file check a pull applied to a file, after every part matched its
+// sha256 layer digest and diffID.
+type Verification string
+
+const (
+	// VerifiedBLAKE3: the assembled file's BLAKE3, recomputed from disk, equals the manifest's
+	// dev.orkpipe.file.blake3. The file is then byte-identical to what the pusher hashed, so its
+	// sha256 equals dev.orkpipe.file.sha256 by implication; that sha256 is not recomputed.
+	VerifiedBLAKE3 Verification = "blake3"
+	// VerifiedSHA256: the manifest has no BLAKE3 annotation; the assembled file's sha256,
+	// recomputed from disk, equals its dev.orkpipe.file.sha256.
+	VerifiedSHA256 Verification = "sha256"
+	// VerifiedParts: the manifest has neither whole-file annotation; the per-part digests (and the
+	// manifest's extents and size) are the only check.
+	VerifiedParts Verification = "parts"
+)
+
+// verification returns the whole-file check pull applies to a file with digests d.
+func (d FileDigests) verification() Verification {
+	switch {
+	case !d.BLAKE3.IsZero():
+		return VerifiedBLAKE3
+	case d.SHA256 != "":
+		return VerifiedSHA256
+	}
+	return VerifiedParts
+}
+
+// matches reports whether got (both digests computed) agrees with every whole-file digest d
+// records. With neither digest recorded nothing can vouch for a whole file: never a match.
+func (d FileDigests) matches(got FileDigests) bool {
+	if d.verification() == VerifiedParts {
+		return false
+	}
+	return d.Size == got.Size && (d.SHA256 == "" || d.SHA256 == got.SHA256) && (d.BLAKE3.IsZero() || d.BLAKE3 == got.BLAKE3)
 }
 
 // zeroBuf feeds holes to hashers without reading them from the kernel.
@@ -108,3 +147,19 @@ func (s *sha256Hasher) extents(ctx context.Context, f io.ReaderAt, size int64, e
 }
 
 func (s *sha256Hasher) digest() string { return "sha256:" + hex.EncodeToString(s.h.Sum(nil)) }
+
+// blake3String is d's text form, or "" for the zero digest (a manifest without the annotation).
+func blake3String(d artifacts.Digest) string {
+	if d.IsZero() {
+		return ""
+	}
+	return d.String()
+}
+
+// orNone spells an absent digest in a message.
+func orNone(s string) string {
+	if s == "" {
+		return "(no digest recorded)"
+	}
+	return s
+}

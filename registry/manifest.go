@@ -113,8 +113,12 @@ func layerAnnotations(f File, p Part) (map[string]string, error) {
 	}
 	a[AnnotationFilepath] = f.Name
 	a[AnnotationFileSize] = strconv.FormatInt(f.Digests.Size, 10)
-	a[AnnotationFileSHA256] = f.Digests.SHA256
-	a[AnnotationFileBLAKE3] = f.Digests.BLAKE3.String()
+	if f.Digests.SHA256 != "" { // push always has both; only a re-encoded foreign manifest lacks one
+		a[AnnotationFileSHA256] = f.Digests.SHA256
+	}
+	if !f.Digests.BLAKE3.IsZero() {
+		a[AnnotationFileBLAKE3] = f.Digests.BLAKE3.String()
+	}
 	a[AnnotationPart] = fmt.Sprintf("%d/%d", p.Index, len(f.Parts))
 	a[AnnotationPartExtents] = string(b)
 	a[AnnotationPartSHA256] = p.RawSHA256
@@ -129,7 +133,9 @@ var layoutKeys = map[string]bool{
 
 // ParseManifest parses and validates an orkpipe pack manifest. It checks everything a pull relies
 // on: media types, file names (plain names, no path separators), part numbering, extents (sorted,
-// disjoint, inside the file), per-file digests agreeing across layers, and layer sizes. It never
+// disjoint, inside the file), per-file digests agreeing across layers, and layer sizes. The
+// whole-file sha256 and BLAKE3 annotations are optional (validated when present); a missing one
+// is zero in File.Digests. It never
 // trusts the registry: every later byte is checked against what this returns.
 func ParseManifest(raw []byte) (*Artifact, error) {
 	var m v1.Manifest
@@ -184,11 +190,20 @@ func ParseManifest(raw []byte) (*Artifact, error) {
 		if fd.Size, err = strconv.ParseInt(la[AnnotationFileSize], 10, 64); err != nil || fd.Size < 0 {
 			return nil, bad("%s: %s = %q, want a non-negative integer", where, AnnotationFileSize, la[AnnotationFileSize])
 		}
-		if fd.SHA256 = la[AnnotationFileSHA256]; !validSHA256(fd.SHA256) {
-			return nil, bad("%s: %s = %q, want sha256:<64 hex>", where, AnnotationFileSHA256, fd.SHA256)
+		// The whole-file digests may be absent (a manifest from another tool); present, they must be
+		// well-formed. Pull verifies with the strongest one present (see Verification).
+		if v, ok := la[AnnotationFileSHA256]; ok {
+			if fd.SHA256 = v; !validSHA256(v) {
+				return nil, bad("%s: %s = %q, want sha256:<64 hex>", where, AnnotationFileSHA256, v)
+			}
 		}
-		if fd.BLAKE3, err = artifacts.ParseDigest(la[AnnotationFileBLAKE3]); err != nil {
-			return nil, bad("%s: %s: %v", where, AnnotationFileBLAKE3, err)
+		if v, ok := la[AnnotationFileBLAKE3]; ok {
+			if fd.BLAKE3, err = artifacts.ParseDigest(v); err != nil {
+				return nil, bad("%s: %s: %v", where, AnnotationFileBLAKE3, err)
+			}
+			if fd.BLAKE3.IsZero() { // the zero digest stands for "absent"; no real content hashes to it
+				return nil, bad("%s: %s = %q is all zeros", where, AnnotationFileBLAKE3, v)
+			}
 		}
 		var idx, count int
 		if _, err := fmt.Sscanf(la[AnnotationPart], "%d/%d", &idx, &count); err != nil ||

@@ -33,11 +33,17 @@ type PulledFile struct {
 	Path    string
 	Skipped bool // already present with the right digests
 	Resumed int  // parts reused from an interrupted pull (re-verified on disk)
+	// Verified names the whole-file check applied after the per-part checks: VerifiedBLAKE3 for
+	// every orkpipe push; VerifiedSHA256 or VerifiedParts for a manifest lacking the annotations.
+	// A Skipped file was not downloaded: its sha256 and BLAKE3 were both recomputed and compared
+	// with every whole-file digest the manifest records (never skipped under VerifiedParts).
+	Verified Verification
 }
 
 // Pull downloads the artifact at ref into dir. Layers download in parallel; every layer is checked
 // (sha256 of the stored bytes, size, sha256 of the decoded bytes) as it streams into a sparse file
-// under dir/.orkpipe-partial; each whole file is then checked (size, sha256, BLAKE3) and only then made
+// under dir/.orkpipe-partial; each whole file is then checked (its size and BLAKE3, recomputed from
+// the assembled bytes; see Verification for manifests without a BLAKE3 annotation) and only then made
 // read-only and renamed into dir. A killed pull resumes from the parts it had verified. A file already
 // in dir is kept only if its digests match; a different one is an error (ErrExists) unless WithForce.
 // With WithTrust, the artifact must carry a provenance attestation signed by a trusted key that
@@ -183,7 +189,9 @@ func (t *target) trusted(ctx context.Context, art *Artifact) ([]Attestation, err
 	return ok, nil
 }
 
-// filesMatch checks that the signed statement's file subjects agree with the manifest's files.
+// filesMatch checks that the signed statement's file subjects agree with the manifest's files (as
+// strings: pull recomputes each file's BLAKE3, not its sha256, which equals the signed and annotated
+// sha256 because the bytes are the ones whose BLAKE3 was signed).
 func filesMatch(st *Statement, art *Artifact) error {
 	for _, f := range art.Files {
 		found := false
@@ -219,7 +227,7 @@ type fileJob struct {
 // prepareDest checks an existing destination and opens (or resumes) the partial file.
 func prepareDest(ctx context.Context, dir string, f File, state *partialState, o *options) (*fileJob, error) {
 	fj := &fileJob{file: f, dest: filepath.Join(dir, f.Name)}
-	fj.result = PulledFile{Name: f.Name, Path: fj.dest}
+	fj.result = PulledFile{Name: f.Name, Path: fj.dest, Verified: f.Digests.verification()}
 	if st, err := os.Lstat(fj.dest); err == nil {
 		if !st.Mode().IsRegular() {
 			return nil, fmt.Errorf("%s: exists and is not a regular file", fj.dest)
@@ -228,12 +236,13 @@ func prepareDest(ctx context.Context, dir string, f File, state *partialState, o
 		if err != nil {
 			return nil, err
 		}
-		if d == f.Digests {
+		if f.Digests.matches(d) {
 			fj.result.Skipped = true
 			return fj, nil
 		}
 		if !o.force {
-			return nil, fmt.Errorf("%s: %w: it has %s, the artifact has %s (use force to replace it)", fj.dest, ErrExists, d.SHA256, f.Digests.SHA256)
+			return nil, fmt.Errorf("%s: %w: it is %d bytes %s %s, the artifact's file is %d bytes %s %s (use force to replace it)",
+				fj.dest, ErrExists, d.Size, d.SHA256, d.BLAKE3, f.Digests.Size, orNone(f.Digests.SHA256), orNone(blake3String(f.Digests.BLAKE3)))
 		}
 		fj.replace = true
 	} else if !errors.Is(err, os.ErrNotExist) {
@@ -342,17 +351,26 @@ func fetchPart(ctx context.Context, t *target, fj *fileJob, p Part, downloaded *
 	return nil
 }
 
-// finish verifies the assembled file whole (the digests its hashers computed from the bytes on
-// disk, part after verified part), makes it read-only, fsyncs it and renames it into place.
+// finish verifies the assembled file whole (the digest its hasher computed from the bytes on disk,
+// part after verified part; see Verification), makes it read-only, fsyncs it and renames it into place.
 func (fj *fileJob) finish(ctx context.Context, o *options) error {
 	f := fj.file
 	d, err := fj.whole.wait(ctx)
 	if err != nil {
 		return fmt.Errorf("verify %s: %w", fj.data.Name(), err)
 	}
-	if d != f.Digests {
-		return fmt.Errorf("%s: %w: assembled file is %d bytes %s %s, manifest says %d bytes %s %s",
-			f.Name, ErrDigestMismatch, d.Size, d.SHA256, d.BLAKE3, f.Digests.Size, f.Digests.SHA256, f.Digests.BLAKE3)
+	if d.Size != f.Digests.Size {
+		return fmt.Errorf("%s: %w: assembled file is %d bytes, manifest says %d", f.Name, ErrDigestMismatch, d.Size, f.Digests.Size)
+	}
+	switch fj.whole.kind {
+	case VerifiedBLAKE3:
+		if d.BLAKE3 != f.Digests.BLAKE3 {
+			return fmt.Errorf("%s: %w: assembled file's BLAKE3 is %s, manifest says %s", f.Name, ErrDigestMismatch, d.BLAKE3, f.Digests.BLAKE3)
+		}
+	case VerifiedSHA256:
+		if d.SHA256 != f.Digests.SHA256 {
+			return fmt.Errorf("%s: %w: assembled file's sha256 is %s, manifest says %s (the manifest has no BLAKE3 annotation)", f.Name, ErrDigestMismatch, d.SHA256, f.Digests.SHA256)
+		}
 	}
 	if err := fj.data.Chmod(0o444); err != nil {
 		return err
@@ -370,7 +388,14 @@ func (fj *fileJob) finish(ctx context.Context, o *options) error {
 		return fmt.Errorf("move %s into place: %w", f.Name, err)
 	}
 	o.progress.Report(Event{Kind: EventDone, File: f.Name})
-	o.logger.Info("pulled", "file", fj.dest, "sha256", f.Digests.SHA256, "blake3", f.Digests.BLAKE3.String())
+	switch fj.whole.kind {
+	case VerifiedBLAKE3:
+		o.logger.Info("pulled", "file", fj.dest, "verified", "parts sha256 + file blake3", "blake3", f.Digests.BLAKE3.String())
+	case VerifiedSHA256:
+		o.logger.Warn("pulled; the manifest has no BLAKE3 annotation", "file", fj.dest, "verified", "parts sha256 + file sha256", "sha256", f.Digests.SHA256)
+	default:
+		o.logger.Warn("pulled; the manifest has no whole-file digest annotation", "file", fj.dest, "verified", "parts sha256 only")
+	}
 	return nil
 }
 

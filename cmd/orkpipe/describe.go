@@ -74,7 +74,10 @@ func runDescribe(ctx context.Context, opts *globalOptions, f *describeFlags, ref
 	}
 	var files []file
 	for _, fl := range d.Artifact.Files {
-		x := file{Name: fl.Name, Size: fl.Digests.Size, Data: fl.DataSize(), Stored: fl.StoredSize(), SHA256: fl.Digests.SHA256, BLAKE3: fl.Digests.BLAKE3.String(), Extra: fl.Extra}
+		x := file{Name: fl.Name, Size: fl.Digests.Size, Data: fl.DataSize(), Stored: fl.StoredSize(), SHA256: fl.Digests.SHA256, Extra: fl.Extra}
+		if !fl.Digests.BLAKE3.IsZero() { // absent from a manifest written by another tool
+			x.BLAKE3 = fl.Digests.BLAKE3.String()
+		}
 		for _, p := range fl.Parts {
 			x.Parts = append(x.Parts, part{p.Index, p.Layer.Digest.String(), string(p.Layer.MediaType), p.Layer.Size, p.RawSize, p.Extents})
 		}
@@ -110,7 +113,7 @@ func runDescribe(ctx context.Context, opts *globalOptions, f *describeFlags, ref
 	fmt.Fprintln(w, "files:")
 	for _, x := range files {
 		fmt.Fprintf(w, "  %-28s size %10s  data %10s  stored %10s  %d layer(s)\n    %s\n    %s\n",
-			x.Name, units.FormatSize(x.Size), units.FormatSize(x.Data), units.FormatSize(x.Stored), len(x.Parts), x.SHA256, x.BLAKE3)
+			x.Name, units.FormatSize(x.Size), units.FormatSize(x.Data), units.FormatSize(x.Stored), len(x.Parts), orAbsent(x.SHA256, "sha256"), orAbsent(x.BLAKE3, "blake3"))
 	}
 	fmt.Fprintln(w, "attestations:")
 	if len(atts) == 0 {
@@ -131,4 +134,12 @@ func runDescribe(ctx context.Context, opts *globalOptions, f *describeFlags, ref
 		writeVerifications(w, vs)
 	}
 	return nil
+}
+
+// orAbsent spells a whole-file digest the manifest does not record (another tool's artifact).
+func orAbsent(digest, alg string) string {
+	if digest == "" {
+		return "(no " + alg + " annotation)"
+	}
+	return digest
 }

@@ -78,6 +78,9 @@ func Attest(ctx context.Context, ref string, res *Result, opts ...registry.Optio
 		if !ok {
 			return "", fmt.Errorf("attest %s: the artifact has no file %s: it is not the pack that was verified", ref, filepath.Base(path))
 		}
+		if f.Digests.BLAKE3.IsZero() {
+			return "", fmt.Errorf("attest %s: the artifact records no BLAKE3 for %s (not pushed by orkpipe?): it cannot be tied to the verified file %s", ref, f.Name, in.Digest)
+		}
 		if f.Digests.BLAKE3.String() != in.Digest {
 			return "", fmt.Errorf("attest %s: %s is %s in the artifact but %s was verified", ref, f.Name, f.Digests.BLAKE3, in.Digest)
 		}

@@ -1,0 +1,75 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"slices"
+	"strings"
+)
+
+// specRows names the rows of a row spec that produces more than one.
+var specRows = map[string][]string{"push-pull": {"push", "pull"}}
+
+// renderOnly re-renders saved results (merged with merge, if given) without measuring anything.
+func renderOnly(path, merge, jsonOut, mdOut string) error {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return fmt.Errorf("-render: %w", err)
+	}
+	rep := &Report{}
+	if err := json.Unmarshal(b, rep); err != nil {
+		return fmt.Errorf("-render %s: %w", path, err)
+	}
+	if merge != "" {
+		if err := mergeRows(rep, merge); err != nil {
+			return err
+		}
+	}
+	rep.Targets = targets(rep)
+	md := Markdown(rep)
+	fmt.Print(md)
+	if jsonOut != "" {
+		if err := writeJSON(jsonOut, rep); err != nil {
+			return err
+		}
+	}
+	if mdOut != "" {
+		return spliceFile(mdOut, md)
+	}
+	return nil
+}
+
+// mergeRows replaces the rows rep skipped by the measured rows of the earlier results in path,
+// each noting the run it comes from (time and load average), so a partial re-run keeps the rest.
+func mergeRows(rep *Report, path string) error {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return fmt.Errorf("-merge: %w", err)
+	}
+	var old Report
+	if err := json.Unmarshal(b, &old); err != nil {
+		return fmt.Errorf("-merge %s: %w", path, err)
+	}
+	from := fmt.Sprintf("from the run of %s to %s (load average %s at start, %s at end)",
+		old.Started.UTC().Format("2006-01-02 15:04"), old.Finished.UTC().Format("15:04"), old.Machine.LoadStart, old.Machine.LoadEnd)
+	var rows []Row
+	for _, r := range rep.Rows {
+		if r.Skipped == "" {
+			rows = append(rows, r)
+			continue
+		}
+		kept := false
+		for _, o := range old.Rows {
+			if (o.ID == r.ID || slices.Contains(specRows[r.ID], o.ID)) && o.Skipped == "" {
+				o.Note = strings.TrimSpace(o.Note + "; " + from)
+				rows, kept = append(rows, o), true
+			}
+		}
+		if !kept {
+			rows = append(rows, r)
+		}
+	}
+	rep.Rows = rows
+	return nil
+}

@@ -28,50 +28,9 @@ const (
 	moeCalShape = `{"layers":2,"n_embd":64,"n_ff":96,"n_head":4,"n_head_kv":2,"head_dim":16,"vocab":360,"n_expert":4,"n_expert_used":2}`
 )
 
-// execStage binds params to stage, runs it on the input files and returns its outputs by name.
-func execStage(t *testing.T, stage, params string, inputs map[string]string) (map[string]string, error) {
-	t.Helper()
-	k, err := stages.Lookup(stage)
-	if err != nil {
-		t.Fatal(err)
-	}
-	b, err := k.Bind([]byte(params))
-	if err != nil {
-		return nil, err
-	}
-	m := stages.KeyMaterial{Stage: stage, Version: k.Version(), Params: b.Params(), Inputs: map[string]artifacts.Digest{}, Tools: map[string]artifacts.Digest{}}
-	in := map[string]stages.File{}
-	for n, p := range inputs {
-		f, err := os.Open(p)
-		if err != nil {
-			t.Fatal(err)
-		}
-		d, size, err := artifacts.SumReader(f)
-		f.Close()
-		if err != nil {
-			t.Fatal(err)
-		}
-		in[n] = stages.File{Path: p, Digest: d, Size: size}
-		m.Inputs[n] = d
-	}
-	out, err := os.MkdirTemp(t.TempDir(), stage)
-	if err != nil {
-		t.Fatal(err)
-	}
-	names, err := stages.Execute(context.Background(), m, in, nil, out, nil)
-	if err != nil {
-		return nil, err
-	}
-	res := map[string]string{}
-	for _, n := range names {
-		res[n] = filepath.Join(out, n)
-	}
-	return res, nil
-}
-
 func mustExec(t *testing.T, stage, params string, inputs map[string]string) map[string]string {
 	t.Helper()
-	out, err := execStage(t, stage, params, inputs)
+	out, err := runStage(t, stage, params, inputs)
 	if err != nil {
 		t.Fatalf("%s: %v", stage, err)
 	}
@@ -201,7 +160,7 @@ func TestCalibrateMoE(t *testing.T) {
 func TestCalibrateMoEShapeMismatch(t *testing.T) {
 	modelPath, tokens := moeCalibration(t)
 	dense := strings.Replace(moeCalShape, `,"n_expert":4,"n_expert_used":2`, "", 1)
-	_, err := execStage(t, "calibrate", `{"shape":`+dense+`,"start":0,"end":1,"sequences":3,"ctx":16,"hidden":false}`,
+	_, err := runStage(t, "calibrate", `{"shape":`+dense+`,"start":0,"end":1,"sequences":3,"ctx":16,"hidden":false}`,
 		map[string]string{"model": modelPath, "tokens": tokens})
 	if err == nil || !strings.Contains(err.Error(), "shape") {
 		t.Fatalf("a dense plan over an MoE model: %v, want a shape mismatch", err)
@@ -229,7 +188,7 @@ func TestPropagateMoEExpertSlice(t *testing.T) {
 		t.Fatalf("max difference %g (scale %g): want the small nonzero effect of one quantized expert slice", diff, scale)
 	}
 	for _, w := range []string{"blk.0.ffn_up_exps.weight#4", "blk.0.ffn_up_exps.weight#x", "blk.1.ffn_up_exps.weight#0"} {
-		_, err := execStage(t, "propagate", `{"shape":`+moeCalShape+`,"start":0,"end":1,"sequences":3,"ctx":16,"weights":["`+w+`"]}`,
+		_, err := runStage(t, "propagate", `{"shape":`+moeCalShape+`,"start":0,"end":1,"sequences":3,"ctx":16,"weights":["`+w+`"]}`,
 			map[string]string{"model": modelPath, "tokens": tokens, "w." + w: fin["weight"]})
 		if err == nil || !strings.Contains(err.Error(), "not a block weight") {
 			t.Errorf("propagate with weight %q: %v", w, err)

@@ -2,6 +2,8 @@ package recipe
 
 import (
 	"errors"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 )
@@ -24,8 +26,13 @@ func TestBoardVerifyDefaults(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	wd, err := os.Getwd()
+	if err != nil {
+		t.Fatal(err)
+	}
 	b := r.BoardVerify
-	if b == nil || b.Board != "rk3588" || b.Text != "/recipes/eval.txt" || b.Trust != "/recipes/keys/board.pub" ||
+	// text comes from the recipe's screen.text (its folder); trust from a --set (the working directory).
+	if b == nil || b.Board != "rk3588" || b.Text != "/recipes/eval.txt" || b.Trust != filepath.Join(wd, "keys/board.pub") ||
 		b.Command != "llama-perplexity -m {stub} --ork-pack {pack} -f {text}" {
 		t.Errorf("board_verify %+v: want board rk3588 (the recipe's), text = screen.text, paths resolved", b)
 	}

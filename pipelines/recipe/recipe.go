@@ -3,7 +3,8 @@
 // and where it goes. docs/recipes.md documents every key.
 //
 // Decoding is strict: unknown keys, duplicate keys and wrong types are errors that carry the line and
-// column. Relative paths resolve against the recipe's folder. Any key can be overridden by its dotted path
+// column. Relative paths in the recipe resolve against its folder, relative paths given by an override
+// against the working directory. Any key can be overridden by its dotted path
 // (Set), e.g. "source.model=/models/q8.gguf" or "schemes.0.group=64"; an override is decoded as YAML into
 // the field's type, so it is validated exactly like the file.
 package recipe
@@ -171,13 +172,20 @@ func Load(path string, sets ...string) (*Recipe, error) {
 	return Parse(data, abs, sets...)
 }
 
-// Parse decodes a recipe from data. path is the recipe's (absolute) file name; relative paths in the
-// recipe resolve against its folder. Overrides ("dotted.path=value") are applied before validation.
+// Parse decodes a recipe from data. path is the recipe's (absolute) file name; relative paths written
+// in the recipe resolve against its folder. Overrides ("dotted.path=value") are applied before
+// validation; a relative path given by an override resolves against the working directory, as any
+// path on a command line does.
 func Parse(data []byte, path string, sets ...string) (*Recipe, error) {
 	r := &Recipe{Path: path}
 	if err := yaml.UnmarshalWithOptions(data, r, yaml.Strict()); err != nil {
 		return nil, fmt.Errorf("%w %s:\n%s", ErrInvalid, displayPath(path), yaml.FormatError(err, false, true))
 	}
+	dir := "."
+	if path != "" {
+		dir = filepath.Dir(path)
+	}
+	r.resolvePaths(dir)
 	for _, s := range sets {
 		if err := r.Set(s); err != nil {
 			return nil, err
@@ -186,7 +194,13 @@ func Parse(data []byte, path string, sets ...string) (*Recipe, error) {
 	if err := r.validate(); err != nil {
 		return nil, fmt.Errorf("%w %s: %w", ErrInvalid, displayPath(path), err)
 	}
-	r.resolvePaths()
+	if len(sets) > 0 {
+		wd, err := os.Getwd()
+		if err != nil {
+			return nil, fmt.Errorf("resolving the paths of --set overrides: %w", err)
+		}
+		r.resolvePaths(wd)
+	}
 	return r, nil
 }
 
@@ -197,12 +211,8 @@ func displayPath(p string) string {
 	return p
 }
 
-// resolvePaths makes every relative path absolute against the recipe's folder.
-func (r *Recipe) resolvePaths() {
-	dir := "."
-	if r.Path != "" {
-		dir = filepath.Dir(r.Path)
-	}
+// resolvePaths makes every relative path of r absolute against dir.
+func (r *Recipe) resolvePaths(dir string) {
 	abs := func(p *string) {
 		if *p != "" && !filepath.IsAbs(*p) {
 			*p = filepath.Join(dir, *p)

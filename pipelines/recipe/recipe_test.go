@@ -2,6 +2,7 @@ package recipe
 
 import (
 	"errors"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -163,4 +164,26 @@ func FuzzParse(f *testing.F) {
 			t.Fatalf("accepted an incomplete board_verify: %+v", b)
 		}
 	})
+}
+
+// Paths written in the recipe resolve against its folder; paths given by --set resolve against the
+// working directory, like any path on a command line.
+func TestPathResolution(t *testing.T) {
+	wd, err := os.Getwd()
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := Parse([]byte(good), "/recipes/demo.yaml", "source.model=local/m.gguf", "screen.text=/abs/eval.txt")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct{ field, got, want string }{
+		{"source.model (--set, relative)", r.Source.Model, filepath.Join(wd, "local/m.gguf")},
+		{"screen.text (--set, absolute)", r.Screen.Text, "/abs/eval.txt"},
+		{"calibration.corpus (recipe)", r.Calibration.Corpus, "/recipes/corpus.txt"},
+	} {
+		if c.got != c.want {
+			t.Errorf("%s = %q, want %q", c.field, c.got, c.want)
+		}
+	}
 }

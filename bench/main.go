@@ -13,6 +13,8 @@
 package main
 
 import (
+	"orkpipe/internal/blascore"
+
 	"context"
 	"flag"
 	"fmt"
@@ -102,6 +104,7 @@ func run() error {
 		if *worker != "gptq" {
 			return fmt.Errorf("-worker %q: want gptq", *worker)
 		}
+		blascore.Reexec(os.Stderr) // as orkpipe does: the worker measures the kernels a build would use
 		return runGPTQWorker(ctx, os.Stdout, *wn, *wk)
 	}
 	if *render != "" {

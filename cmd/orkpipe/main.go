@@ -3,6 +3,8 @@
 package main
 
 import (
+	"orkpipe/internal/blascore"
+
 	"context"
 	"os"
 	"os/signal"
@@ -10,6 +12,7 @@ import (
 )
 
 func main() {
+	blascore.Reexec(os.Stderr)
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	err := newRootCommand(newGlobalOptions(os.Stdout, os.Stderr)).ExecuteContext(ctx)
 	code := exitCode(ctx, err, os.Stderr) // before stop(): stop cancels ctx, which would read as an interrupt

@@ -7,12 +7,13 @@ import (
 	"github.com/spf13/cobra"
 
 	"orkpipe/internal/buildinfo"
+	"orkpipe/ork/quant"
 )
 
 func newVersionCommand(opts *globalOptions) *cobra.Command {
 	return &cobra.Command{
 		Use:   "version",
-		Short: "Print orkpipe's version, VCS revision, dirty flag and the digest of this binary",
+		Short: "Print orkpipe's version, VCS revision, dirty flag, the digest of this binary and its BLAS",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return runVersion(opts)
@@ -25,14 +26,22 @@ func runVersion(opts *globalOptions) error {
 	if err != nil {
 		return err
 	}
+	blasLine := quant.BLASBackend + " (pure Go)"
+	if core := quant.OpenBLASCore(); core != "" {
+		blasLine = fmt.Sprintf("%s, %s kernels", quant.BLASBackend, core)
+	}
 	if opts.json {
-		return json.NewEncoder(opts.stdout).Encode(info)
+		return json.NewEncoder(opts.stdout).Encode(struct {
+			buildinfo.Info
+			BLAS         string `json:"blas"`
+			OpenBLASCore string `json:"openblas_core,omitempty"`
+		}{info, quant.BLASBackend, quant.OpenBLASCore()})
 	}
 	rev := info.Revision
 	if rev == "" {
 		rev = "unknown"
 	}
-	fmt.Fprintf(opts.stdout, "orkpipe %s\nrevision %s (dirty: %t)\nbinary   %s\n         %s\n%s %s\n",
-		info.Version, rev, info.Dirty, info.Path, info.Digest, info.GoVersion, info.Platform)
+	fmt.Fprintf(opts.stdout, "orkpipe %s\nrevision %s (dirty: %t)\nbinary   %s\n         %s\n%s %s\nblas     %s\n",
+		info.Version, rev, info.Dirty, info.Path, info.Digest, info.GoVersion, info.Platform, blasLine)
 	return nil
 }

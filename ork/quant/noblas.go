@@ -5,3 +5,6 @@ package quant
 // BLASBackend names the BLAS implementation this build uses: gonum's pure-Go kernels unless
 // built with -tags blas (see blas.go).
 const BLASBackend = "gonum"
+
+// OpenBLASCore returns "" in the pure-Go build (no OpenBLAS is linked).
+func OpenBLASCore() string { return "" }

@@ -72,7 +72,7 @@ func TestLinearFit(t *testing.T) {
 }
 
 func TestSelectRows(t *testing.T) {
-	all := specs("quick", []int{1, 2, 4, 8})
+	all := specs("quick", []int{1, 2, 4, 8}, []int64{4 << 30, 8 << 30})
 	sel, err := selectRows(all, "quick", "", "hash,cas")
 	if err != nil {
 		t.Fatal(err)
@@ -241,5 +241,26 @@ func TestMergeRowsOfASpecWithTwoRows(t *testing.T) {
 	}
 	if len(rep.Rows) != 2 || rep.Rows[0].ID != "push" || rep.Rows[1].ID != "pull" {
 		t.Errorf("push-pull merged as %+v, want the push and pull rows", rep.Rows)
+	}
+}
+
+// TestRefit: a scaling row fits the medians of the sizes it measured — from Measure.X, or from the
+// size in the label for results recorded before X existed — and skips sizes never measured (a row
+// stopped by an interrupt).
+func TestRefit(t *testing.T) {
+	r := Row{ID: "scale-gptq", FitUnit: "layer", Measures: []Measure{
+		{Label: "cold gptq build, 1 layer(s)", Role: "subject", Samples: []float64{10}},
+		{Label: "cold gptq build, 2 layer(s)", Role: "subject", Samples: []float64{20}, X: 2},
+		{Label: "cold gptq build, 4 layer(s)", Role: "subject", Samples: []float64{40}},
+		{Label: "cold gptq build, 8 layer(s)", Role: "subject"}, // interrupted: no sample
+	}}
+	r.finish()
+	if r.Fit == nil || math.Abs(r.Fit.Slope-10) > 1e-9 || math.Abs(r.Fit.Intercept) > 1e-9 || r.Fit.R2 < 0.999999 {
+		t.Fatalf("fit %+v, want slope 10 s/layer, intercept 0, r² 1", r.Fit)
+	}
+	one := Row{FitUnit: "layer", Measures: []Measure{{Label: "cold gptq build, 1 layer(s)", Role: "subject", Samples: []float64{10}}}}
+	one.finish()
+	if one.Fit != nil {
+		t.Fatalf("one size fitted: %+v", one.Fit)
 	}
 }

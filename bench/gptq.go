@@ -109,7 +109,13 @@ func rowGPTQ(e *env, n, k int) (Row, error) {
 			return time.Duration(res.GPTQSeconds * float64(time.Second)), rss, nil
 		}}
 	}
-	steps := []step{worker(e.self, &r.Measures[0], &r.Measures[1])}
+	var steps []step
+	if e.gptqPureGo {
+		steps = append(steps, worker(e.self, &r.Measures[0], &r.Measures[1]))
+	} else {
+		r.Measures[0].Skipped = "skipped: -gptq-pure-go=false"
+		r.Measures[1].Skipped = r.Measures[0].Skipped
+	}
 	if e.blasSelf != "" {
 		steps = append(steps, worker(e.blasSelf, &r.Measures[2], &r.Measures[3]))
 	}

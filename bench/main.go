@@ -45,7 +45,7 @@ func one(f func(e *env) (Row, error)) func(e *env) ([]Row, error) {
 	}
 }
 
-func specs(profile string, scaleLayers []int) []rowSpec {
+func specs(profile string, scaleLayers []int, rssBudgets []int64) []rowSpec {
 	rtnLayers := 1
 	if profile == "full" {
 		rtnLayers = 2
@@ -64,7 +64,7 @@ func specs(profile string, scaleLayers []int) []rowSpec {
 			"1+2+4+8 cold builds of 27B-width layers: about 15 layers of RTN, over 15 minutes on 2 cores"},
 		{"scale-gptq", false, one(func(e *env) (Row, error) { return rowScaleBuild(e, "gptq", scaleLayers, 8<<30) }),
 			"every layer has a 17408-wide ffn_down GPTQ: hours for 1+2+4+8 layers on 2 cores"},
-		{"rss", false, one(func(e *env) (Row, error) { return rowRSS(e, []int64{4 << 30, 8 << 30}) }),
+		{"rss", false, one(func(e *env) (Row, error) { return rowRSS(e, rssBudgets) }),
 			"two cold 2-layer GPTQ builds of 27B widths (each with two 17408-wide GPTQs): one to two hours on 2 cores"},
 	}
 }
@@ -90,6 +90,8 @@ func run() error {
 		blas     = flag.Bool("blas", false, "build orkpipe with -tags blas (cgo, libopenblas-dev)")
 		size     = flag.String("size", "2GiB", "size of the file hashed, ingested, pushed and pulled")
 		mem      = flag.String("mem", "8GiB", "--mem of the RTN and no-op builds")
+		rssMem   = flag.String("rss-mem", "4GiB,8GiB", "--mem budgets of the rss row's builds, comma-separated")
+		pureGo   = flag.Bool("gptq-pure-go", true, "measure the GPTQ rows in the pure-Go build too (K=17408 pure Go: about an hour on 2 cores)")
 		worker   = flag.String("worker", "", "internal: run one measurement in this process (gptq)")
 		wn       = flag.Int("n", 5120, "internal: -worker gptq: rows of the weight")
 		wk       = flag.Int("k", 5120, "internal: -worker gptq: columns of the weight")
@@ -120,6 +122,14 @@ func run() error {
 	if err != nil {
 		return err
 	}
+	var budgets []int64
+	for _, f := range strings.Split(*rssMem, ",") {
+		b, err := units.ParseSize(strings.TrimSpace(f))
+		if err != nil || b <= 0 {
+			return fmt.Errorf("-rss-mem %q: want sizes such as 4GiB,8GiB separated by commas", *rssMem)
+		}
+		budgets = append(budgets, b)
+	}
 	sz, err := units.ParseSize(*size)
 	if err != nil {
 		return fmt.Errorf("-size: %w", err)
@@ -128,7 +138,7 @@ func run() error {
 	if err != nil {
 		return fmt.Errorf("-mem: %w", err)
 	}
-	all := specs(*profile, layers)
+	all := specs(*profile, layers, budgets)
 	selected, err := selectRows(all, *profile, *only, *skip)
 	if err != nil {
 		return err
@@ -163,7 +173,7 @@ func run() error {
 	if rep.Machine, err = machineFacts(); err != nil {
 		return err
 	}
-	e := &env{ctx: ctx, dir: scratch, runs: *runs, longRuns: *longRuns, size: sz, profile: *profile, log: log, mem: mb,
+	e := &env{ctx: ctx, dir: scratch, runs: *runs, longRuns: *longRuns, size: sz, profile: *profile, log: log, mem: mb, gptqPureGo: *pureGo,
 		corpus: filepath.Join(root, "pipelines", "recipes", "demo-corpus.txt")}
 	if err := e.buildBinaries(*blas, needsBLASWorker(selected)); err != nil {
 		return err

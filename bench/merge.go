@@ -26,6 +26,9 @@ func renderOnly(path, merge, jsonOut, mdOut string) error {
 			return err
 		}
 	}
+	for i := range rep.Rows {
+		rep.Rows[i].refit()
+	}
 	rep.Targets = targets(rep)
 	md := Markdown(rep)
 	fmt.Print(md)

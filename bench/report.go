@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"regexp"
+	"strconv"
 	"strings"
 	"time"
 
@@ -25,6 +27,7 @@ type Measure struct {
 	Ratio   float64   `json:"ratio,omitempty"`      // baselines: subject median / this median
 	Skipped string    `json:"skipped,omitempty"`    // why it was not measured
 	Extra   string    `json:"extra,omitempty"`      // a short fact shown in the notes column
+	X       float64   `json:"x,omitempty"`          // scaling rows: the size (layers, nodes) fitted against
 }
 
 // Row is one line of the issue's list: a subject measured against its baselines.
@@ -76,6 +79,39 @@ func (r *Row) finish() {
 		if m.Role == "baseline" && subj != nil && subj.Skipped == "" && m.Skipped == "" {
 			m.Ratio = Ratio(subj.Stats, m.Stats)
 		}
+	}
+	r.refit()
+}
+
+// sizeInLabel reads the size out of the labels scaling rows write ("..., 4 layer(s)",
+// "... (901 nodes)"), for results recorded before Measure.X existed.
+var sizeInLabel = regexp.MustCompile(`(\d+) (?:layer|nodes)`)
+
+// refit fits the median time of a scaling row's measured sizes against the size (Measure.X, else
+// the size in its label), so a row stopped before its last size (an interrupt) still reports the
+// fit of the sizes it finished. Rows without FitUnit, or with fewer than two measured sizes, are
+// left as they are.
+func (r *Row) refit() {
+	if r.FitUnit == "" {
+		return
+	}
+	var xs, ys []float64
+	for _, m := range r.Measures {
+		if m.Role != "subject" || len(m.Samples) == 0 {
+			continue
+		}
+		x := m.X
+		if x == 0 {
+			if sm := sizeInLabel.FindStringSubmatch(m.Label); sm != nil {
+				x, _ = strconv.ParseFloat(sm[1], 64)
+			}
+		}
+		if x > 0 {
+			xs, ys = append(xs, x), append(ys, Summarize(m.Samples).Median)
+		}
+	}
+	if f, err := LinearFit(xs, ys); err == nil {
+		r.Fit = &f
 	}
 }
 

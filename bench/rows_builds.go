@@ -112,7 +112,6 @@ func rowNoop(e *env) (Row, error) {
 // rowScaleNoop: no-op rebuild time vs node count (8 to 64 layers of the scaled 27B graph).
 func rowScaleNoop(e *env) (Row, error) {
 	r := Row{ID: "scale-noop", Title: "scaling: no-op rebuild vs nodes (27B graph, widths /20)", FitUnit: "node"}
-	var xs, ys []float64
 	for _, layers := range []int{8, 16, 32, 64} {
 		s := shapeScaled(layers)
 		src, err := e.source(s)
@@ -137,29 +136,21 @@ func rowScaleNoop(e *env) (Row, error) {
 		if _, _, err := e.command(nil, e.buildArgv(cache, rec, out, e.mem)...); err != nil {
 			return r, err
 		}
-		r.Measures = append(r.Measures, Measure{Label: fmt.Sprintf("no-op rebuild, %d layers (%d nodes)", layers, nodes), Role: "subject"})
+		r.Measures = append(r.Measures, Measure{Label: fmt.Sprintf("no-op rebuild, %d layers (%d nodes)", layers, nodes), Role: "subject", X: float64(nodes)})
 		m := &r.Measures[len(r.Measures)-1]
 		if err := e.interleave(e.runs, e.buildStep(m, cache, rec, out, e.mem, false)); err != nil {
 			return r, err
 		}
 		os.RemoveAll(cache)
 		os.RemoveAll(out)
-		xs = append(xs, float64(nodes))
-		ys = append(ys, Summarize(m.Samples).Median)
 	}
-	f, err := LinearFit(xs, ys)
-	if err != nil {
-		return r, err
-	}
-	r.Fit = &f
-	return r, nil
+	return r, nil // finish fits the medians against X
 }
 
 // rowScaleBuild: cold build time of 27B-shaped slices (real widths) with method, vs layers.
 func rowScaleBuild(e *env, method string, layerSet []int, mem int64) (Row, error) {
 	r := Row{ID: "scale-" + method, Title: fmt.Sprintf("scaling: cold %s build vs layers (27B widths)", method), FitUnit: "layer",
 		Note: fmt.Sprintf("%d run(s) per size (-long-runs); fresh cache per run", e.longRuns)}
-	var xs, ys []float64
 	for _, layers := range layerSet {
 		s := shape27B(layers)
 		src, err := e.source(s)
@@ -171,23 +162,16 @@ func rowScaleBuild(e *env, method string, layerSet []int, mem int64) (Row, error
 			return r, err
 		}
 		cache, out := filepath.Join(e.dir, "sb-cache"), filepath.Join(e.dir, "sb-out")
-		r.Measures = append(r.Measures, Measure{Label: fmt.Sprintf("cold %s build, %d layer(s)", method, layers), Role: "subject"})
+		r.Measures = append(r.Measures, Measure{Label: fmt.Sprintf("cold %s build, %d layer(s)", method, layers), Role: "subject", X: float64(layers)})
 		m := &r.Measures[len(r.Measures)-1]
 		err = e.interleave(e.longRuns, e.buildStep(m, cache, rec, out, mem, true))
 		os.RemoveAll(cache)
 		os.RemoveAll(out)
 		if err != nil {
-			return r, err
+			return r, err // finish still fits the sizes measured before the error
 		}
-		xs = append(xs, float64(layers))
-		ys = append(ys, Summarize(m.Samples).Median)
 	}
-	f, err := LinearFit(xs, ys)
-	if err != nil {
-		return r, err
-	}
-	r.Fit = &f
-	return r, nil
+	return r, nil // finish fits the medians against X
 }
 
 // rowRSS: the peak RSS of a cold 27B-shaped (2 layers, real widths) windowed GPTQ build under

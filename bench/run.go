@@ -32,6 +32,8 @@ type env struct {
 	bigFile  string
 	corpus   string // calibration corpus for GPTQ recipes
 	mem      int64  // --mem of the RTN and no-op builds
+
+	gptqPureGo bool // the GPTQ rows measure the pure-Go build too (-gptq-pure-go)
 }
 
 // aptHint names the Debian package that installs a tool the harness compares with.

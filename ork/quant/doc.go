@@ -69,13 +69,21 @@
 // # BLAS
 //
 // Linear algebra goes through gonum (blas64, gonum's LAPACK). GPTQ's factorisations (Cholesky of
-// H, its inverse, Cholesky of the inverse) run in place in one KP x KP buffer as gonum's blocked
-// dpotrf/dpotri, re-implemented block by block in cholesky.go so that ctx is checked between
-// blocks (peak memory: [GPTQMemory]). Built with -tags blas (cgo; Debian's libopenblas-dev
-// installed), blas.go routes every gonum BLAS call — including those factorisations' panel
-// updates — to OpenBLAS via gonum.org/v1/netlib; results equal the pure-Go build's to float
-// tolerance (TestBLASMatchesPureGo compares with a golden file the pure-Go build records:
-// go test -run BLASMatchesPureGo ./ork/quant -args -update).
+// H, its inverse, Cholesky of the inverse) run in place in one KP x KP buffer (peak memory:
+// [GPTQMemory]): in the pure-Go build as gonum's blocked dpotrf/dpotri, re-implemented block by
+// block in cholesky.go so that ctx is checked between blocks. Built with -tags blas (cgo; Debian's
+// libopenblas-dev installed), blas.go routes every gonum BLAS call to OpenBLAS via
+// gonum.org/v1/netlib and runs the factorisations as OpenBLAS's own dpotrf/dtrtri/dlauum (ctx
+// checked between them); results equal the pure-Go build's to float tolerance
+// (TestBLASMatchesPureGo compares with a golden file the pure-Go build records:
+// go test -run BLASMatchesPureGo ./ork/quant -args -update). OpenBLAS picks its kernels by CPU
+// model when it loads; on a model it does not know it falls back to generic SSE3 kernels at a
+// fifth of the speed — [OpenBLASCoreAdvice] detects that and internal/blascore re-executes the
+// binary with OPENBLAS_CORETYPE set.
+//
+// Inside a block of columns GPTQ works row by row (the row's block stays in L1; rows are
+// independent given H⁻¹'s factor), and pushes each block's errors to the later columns with one
+// matrix product per chunk of rows.
 //
 // # Error evaluation
 //

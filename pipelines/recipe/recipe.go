@@ -39,6 +39,10 @@ type Recipe struct {
 
 	// Path is the recipe file the recipe was read from ("" when decoded from bytes).
 	Path string `yaml:"-" json:"-"`
+
+	// created lists the sections (dotted paths) that Set had to create because the recipe did not
+	// have them, each with the assignment that did: their errors say so.
+	created map[string]string
 }
 
 // Source names the model to pack: a GGUF file, or a synthetic model generated from a shape and a seed.

@@ -187,3 +187,24 @@ func TestPathResolution(t *testing.T) {
 		}
 	}
 }
+
+// TestSetCreatedSectionIsNamed: --set into a section the recipe lacks creates it with zero fields;
+// the errors about those fields say that --set created the section, and errors elsewhere do not.
+func TestSetCreatedSectionIsNamed(t *testing.T) {
+	const rtn = "name: r\nsource:\n  model: /m.gguf\nschemes:\n  - match: '.*'\n    method: rtn\n    dtype: I8\n"
+	_, err := Parse([]byte(rtn), "/r/x.yaml", "calibration.corpus=/c.txt")
+	if err == nil {
+		t.Fatal("a calibration section without sequences and ctx was accepted")
+	}
+	for _, line := range strings.Split(err.Error(), "\n") {
+		if strings.HasPrefix(line, "calibration.") && !strings.Contains(line, "--set calibration.corpus=/c.txt created one") {
+			t.Errorf("error does not name the --set that created the section: %s", line)
+		}
+	}
+	if !strings.Contains(err.Error(), "calibration.sequences") {
+		t.Errorf("no sequences error: %v", err)
+	}
+	if _, err := Parse([]byte(rtn), "/r/x.yaml", "calibration.corpus=/c.txt", "calibration.sequences=4", "calibration.ctx=64"); err != nil {
+		t.Errorf("a complete section made by --set: %v", err)
+	}
+}

@@ -25,6 +25,10 @@ func (r *Recipe) Set(assignment string) error {
 		for v.Kind() == reflect.Pointer {
 			if v.IsNil() {
 				v.Set(reflect.New(v.Type().Elem()))
+				if r.created == nil {
+					r.created = map[string]string{}
+				}
+				r.created[strings.Join(elems[:i], ".")] = assignment
 			}
 			v = v.Elem()
 		}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"regexp"
 	"slices"
+	"strings"
 )
 
 var nameRE = regexp.MustCompile(`^[a-z0-9][a-z0-9._-]{0,63}$`)
@@ -127,7 +128,25 @@ func (r *Recipe) validate() error {
 	if b := r.BoardVerify; b != nil {
 		errs = append(errs, b.validate(r))
 	}
+	for i, err := range errs {
+		if err != nil {
+			errs[i] = r.explainCreated(err)
+		}
+	}
 	return errors.Join(errs...)
+}
+
+// explainCreated adds to an error about a section that only exists because --set created it
+// (the recipe had none) which assignment did, so "calibration.sequences: want a positive number"
+// does not read as a fault of the recipe file.
+func (r *Recipe) explainCreated(err error) error {
+	msg := err.Error()
+	for sec, assignment := range r.created {
+		if strings.HasPrefix(msg, sec+".") || strings.HasPrefix(msg, sec+":") {
+			return fmt.Errorf("%w (the recipe has no %s section; --set %s created one, so its other required fields are unset)", err, sec, assignment)
+		}
+	}
+	return err
 }
 
 func (s *Synth) validate() error {

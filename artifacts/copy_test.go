@@ -53,7 +53,7 @@ func TestKernelCopy(t *testing.T) {
 			if d != SumBytes(want) {
 				t.Fatalf("copyAndHash digest %s, want %s", d, SumBytes(want))
 			}
-		} else if err := kernelCopy(context.Background(), in, out, size, false); err != nil {
+		} else if err := kernelCopy(context.Background(), in, out, size, true, false); err != nil {
 			t.Fatal(err)
 		}
 		out.Close()

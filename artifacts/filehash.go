@@ -152,11 +152,13 @@ func writeZeros(h hash.Hash, n int64) {
 	}
 }
 
-// hashOpenFile returns the BLAKE3 of the logical bytes of f, whose size is given: on all CPUs
-// (hashParallel) when the file spans more than one piece, else on one goroutine with read-ahead.
+// hashOpenFile returns the BLAKE3 of the logical bytes of f, whose size is given: by pieces on all
+// CPUs (hashParallel; also with one CPU, where the mapped pieces and the wide kernel beat the
+// serial hash: 2 GiB with GOMAXPROCS=1, median process CPU 0.82 s by pieces against 1.68 s
+// serially) when the file spans more than one piece, else on one goroutine with read-ahead.
 func hashOpenFile(ctx context.Context, f *os.File, size int64) (Digest, error) {
-	if workers := runtime.GOMAXPROCS(0); workers > 1 && size > pieceSize {
-		return hashParallel(ctx, f, size, workers)
+	if size > pieceSize {
+		return hashParallel(ctx, f, size, runtime.GOMAXPROCS(0))
 	}
 	return hashSerial(ctx, f, size)
 }

@@ -113,6 +113,12 @@ func hashPieceMapped(f *os.File, size, i int64, out *cv) (err error) {
 		return fmt.Errorf("map %s at %d: %w", f.Name(), off, err)
 	}
 	defer unix.Munmap(m)
+	// Map the whole piece in one call instead of ~64 page faults (fault-around maps 64 KiB each).
+	// Measured on 2 GiB, 7 interleaved runs at load 8-15: the same CPU time (0.73 s), median wall
+	// 2.00 s against 2.41 s (2 workers) and 2.28 s against 2.75 s (1 worker): fewer kernel entries,
+	// fewer preemptions. Only a hint: if it fails (a kernel before 5.14, or a file that shrank), the
+	// hash faults the pages in itself and a missing page raises SIGBUS as before.
+	_ = unix.Madvise(m, unix.MADV_POPULATE_READ)
 	defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
 	defer func() {
 		if r := recover(); r != nil {

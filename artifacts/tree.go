@@ -37,6 +37,15 @@ func subtreeCV(data []byte, chunk uint64) cv {
 	if len(data) == 0 {
 		panic(fmt.Sprintf("artifacts: empty subtree at chunk %d", chunk))
 	}
+	if wideKernel {
+		return subtreeCVWide(data, chunk)
+	}
+	return subtreeCVGuts(data, chunk)
+}
+
+// subtreeCVGuts is subtreeCV with guts.CompressBuffer (AVX2 or portable Go), where the CPU lacks
+// AVX-512 (see wide.go).
+func subtreeCVGuts(data []byte, chunk uint64) cv {
 	ngroups := (len(data) + groupLen - 1) / groupLen
 	var small [64]cv
 	cvs := small[:0]

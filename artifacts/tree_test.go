@@ -88,8 +88,9 @@ func TestHashParallelFile(t *testing.T) {
 	}
 }
 
-// BenchmarkPieceCV reports the single-core throughput of subtreeCV (guts: AVX-512 where the CPU
-// has it) next to zeebo/blake3 (AVX2) on the same 4 MiB piece, in the same run.
+// BenchmarkPieceCV reports the single-core throughput of the piece hash on one 4 MiB piece in
+// memory, in the same run: zeebo/blake3 (AVX2), guts.CompressBuffer (AVX-512 with gathers, its
+// own 8-lane tree merge) and, where the CPU has AVX-512, this package's wide kernel (wide.go).
 //
 //	go test ./artifacts -run '^$' -bench PieceCV
 func BenchmarkPieceCV(b *testing.B) {
@@ -106,7 +107,16 @@ func BenchmarkPieceCV(b *testing.B) {
 	b.Run("guts", func(b *testing.B) {
 		b.SetBytes(pieceSize)
 		for b.Loop() {
-			subtreeCV(data, pieceSize/chunkLen)
+			subtreeCVGuts(data, pieceSize/chunkLen)
+		}
+	})
+	b.Run("wide", func(b *testing.B) {
+		if !wideKernel {
+			b.Skip("no AVX-512 on this CPU: subtreeCV uses guts")
+		}
+		b.SetBytes(pieceSize)
+		for b.Loop() {
+			subtreeCVWide(data, pieceSize/chunkLen)
 		}
 	})
 }

@@ -1,0 +1,33 @@
+package artifacts
+
+import (
+	"unsafe"
+
+	"golang.org/x/sys/cpu"
+	"lukechampine.com/blake3/guts"
+)
+
+// hash16AVX512 compresses 16 inputs at once, one per 32-bit lane of the AVX-512 registers: lane i
+// reads nblocks 64-byte blocks at in + i*stride, with counter counter + i*cstep, flags on every
+// block, fstart added on the first block and fend on the last, and stores its chaining value in
+// out[i]. nblocks is 1..16. Input is read completely before out is written, so out may overlap in.
+// (blake3_amd64.s, derived from lukechampine.com/blake3's guts.)
+//
+//go:noescape
+func hash16AVX512(out *[16][8]uint32, in *byte, key *[8]uint32, counter uint64, stride uint64, nblocks uint64, cstep uint32, flags uint32, fstart uint32, fend uint32)
+
+// wideKernel says whether chunks16 and parents16 run the AVX-512 code (x/sys/cpu also checks that
+// the OS saves the ZMM registers). Without it, subtreeCV uses guts.CompressBuffer (AVX2 or Go).
+var wideKernel = cpu.X86.HasAVX512F
+
+// chunks16 stores in out the chaining values of the 16 whole chunks in, the first of which has
+// index counter in its input.
+func chunks16(out *[16]cv, in *[groupLen]byte, counter uint64) {
+	hash16AVX512(out, &in[0], &guts.IV, counter, chunkLen, chunkLen/guts.BlockSize, 1, 0, guts.FlagChunkStart, guts.FlagChunkEnd)
+}
+
+// parents16 stores in out[i] the chaining value of the parent node of in[2i] and in[2i+1]. out
+// may alias the start of in.
+func parents16(out *[16]cv, in *[32]cv) {
+	hash16AVX512(out, (*byte)(unsafe.Pointer(in)), &guts.IV, 0, 2*32, 1, 0, guts.FlagParent, 0, 0)
+}

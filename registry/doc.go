@@ -27,8 +27,11 @@
 // on write (the bytes uploaded must hash to what pass 1 computed; the manifest must parse back).
 // Pull verifies each layer as it streams (stored sha256 and size, decoded sha256 and size), writes
 // only into DIR/.orkpipe-partial (see PartialDir), verifies each whole file once (its size and one
-// recomputed digest, see Verification) before a read-only, no-clobber rename into DIR, and resumes a killed pull from the parts its
-// journal records (re-hashed from disk first). Transient failures (5xx, truncation, dropped
+// digest, see Verification) before a read-only, no-clobber rename into DIR, and resumes a killed
+// pull from the parts its journal records (re-hashed from disk first). Each byte is received once
+// and, in the same cache-resident block, hashed by sha256 and into the file's BLAKE3 and written:
+// the whole-file BLAKE3 is merged from 4 MiB subtree pieces each verified part hashed from its own
+// bytes (b3tree.go), so the file is not read back. Transient failures (5xx, truncation, dropped
 // connections, corrupt bytes) are retried per part, with ranged resumption inside a part; a part that
 // cannot be fetched intact fails the pull with an error naming the file, part and layer digest.
 //

@@ -27,9 +27,10 @@ type FileDigests struct {
 type Verification string
 
 const (
-	// VerifiedBLAKE3: the assembled file's BLAKE3, recomputed from disk, equals the manifest's
-	// dev.orkpipe.file.blake3. The file is then byte-identical to what the pusher hashed, so its
-	// sha256 equals dev.orkpipe.file.sha256 by implication; that sha256 is not recomputed.
+	// VerifiedBLAKE3: the assembled file's BLAKE3 (merged from the pieces the verified parts hashed
+	// from the bytes they wrote, see b3tree.go) equals the manifest's dev.orkpipe.file.blake3. The
+	// file is then byte-identical to what the pusher hashed, so its sha256 equals
+	// dev.orkpipe.file.sha256 by implication; that sha256 is not recomputed.
 	VerifiedBLAKE3 Verification = "blake3"
 	// VerifiedSHA256: the manifest has no BLAKE3 annotation; the assembled file's sha256,
 	// recomputed from disk, equals its dev.orkpipe.file.sha256.

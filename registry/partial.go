@@ -130,13 +130,24 @@ func (s *partialState) remove() error {
 	return nil
 }
 
-// checkLocal re-hashes part p's extents in f and reports whether they match its diffID.
-func checkLocal(ctx context.Context, f io.ReaderAt, p Part) bool {
+// checkLocal re-hashes part p's extents in f and reports whether they match its diffID. The same
+// pass feeds pt (when not nil) the part's BLAKE3 pieces, to be kept only on a match.
+func checkLocal(ctx context.Context, f io.ReaderAt, p Part, pt *partTree) bool {
 	h := sha256.New()
-	if _, err := io.Copy(h, ctxReader{ctx, extentsReader(f, p.Extents)}); err != nil {
+	var w io.Writer = h
+	if pt != nil {
+		w = io.MultiWriter(h, pt)
+	}
+	if _, err := io.CopyBuffer(w, ctxReader{ctx, extentsReader(f, p.Extents)}, make([]byte, fetchBuffer)); err != nil {
 		return false
 	}
-	return "sha256:"+hex.EncodeToString(h.Sum(nil)) == p.RawSHA256
+	if "sha256:"+hex.EncodeToString(h.Sum(nil)) != p.RawSHA256 {
+		return false
+	}
+	if pt != nil {
+		pt.close()
+	}
+	return true
 }
 
 // extentWriter writes a byte stream into a file at the offsets of a list of extents (pwrite).
@@ -145,6 +156,29 @@ type extentWriter struct {
 	exts []Extent
 	i    int
 	off  int64 // within exts[i]
+	// writeback, when set, is called with each contiguous run of about writebackEvery bytes
+	// written (a hint to start writing them to disk).
+	writeback    func(off, n int64)
+	wbOff, wbLen int64
+}
+
+// written records n bytes written at off for the writeback hint.
+func (w *extentWriter) written(off, n int64) {
+	if w.writeback == nil {
+		return
+	}
+	if w.wbLen > 0 && w.wbOff+w.wbLen != off {
+		w.writeback(w.wbOff, w.wbLen)
+		w.wbLen = 0
+	}
+	if w.wbLen == 0 {
+		w.wbOff = off
+	}
+	w.wbLen += n
+	if w.wbLen >= writebackEvery {
+		w.writeback(w.wbOff, w.wbLen)
+		w.wbLen = 0
+	}
 }
 
 func (w *extentWriter) Write(p []byte) (int, error) {
@@ -157,6 +191,7 @@ func (w *extentWriter) Write(p []byte) (int, error) {
 		n := min(int64(len(p)), e.Len-w.off)
 		m, err := w.f.WriteAt(p[:n], e.Off+w.off)
 		written += m
+		w.written(e.Off+w.off, int64(m))
 		if err != nil {
 			return written, err
 		}

@@ -18,6 +18,7 @@ type faultProxy struct {
 	mode   string // "", "truncate", "flip", "drop", "500", "refuse-put", "refuse-patch"
 	faults int    // faults left to inject; -1: forever
 	every  int    // inject on every Nth blob GET only (0 or 1: every one)
+	only   string // when set, inject only into GETs of this blob digest
 	gets   int
 
 	blobBytes atomic.Int64
@@ -27,13 +28,24 @@ type faultProxy struct {
 func (p *faultProxy) set(mode string, faults, every int) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	p.mode, p.faults, p.every, p.gets = mode, faults, every, 0
+	p.mode, p.faults, p.every, p.gets, p.only = mode, faults, every, 0, ""
 }
 
-// take decides whether this blob GET gets the fault.
-func (p *faultProxy) take() string {
+// setOnly is set, with the faults injected only into GETs of blob digest.
+func (p *faultProxy) setOnly(mode string, faults int, digest string) {
+	p.set(mode, faults, 0)
+	p.mu.Lock()
+	p.only = digest
+	p.mu.Unlock()
+}
+
+// take decides whether this blob GET (of path) gets the fault.
+func (p *faultProxy) take(path string) string {
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	if p.only != "" && !strings.HasSuffix(path, "/blobs/"+p.only) {
+		return ""
+	}
 	p.gets++
 	if p.mode == "" || p.faults == 0 || (p.every > 1 && p.gets%p.every != 0) {
 		return ""
@@ -60,7 +72,7 @@ func (p *faultProxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		p.next.ServeHTTP(w, r)
 		return
 	}
-	fault := p.take()
+	fault := p.take(r.URL.Path)
 	if fault == "500" {
 		http.Error(w, "injected failure", http.StatusInternalServerError)
 		return

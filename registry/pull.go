@@ -2,17 +2,15 @@ package registry
 
 import (
 	"context"
-	"crypto/sha256"
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"io"
 	"os"
 	"path/filepath"
 	"sync/atomic"
+	"time"
 
 	"github.com/google/go-containerregistry/pkg/v1/remote"
-	"github.com/klauspost/compress/zstd"
 	"golang.org/x/sync/errgroup"
 
 	v1 "github.com/google/go-containerregistry/pkg/v1"
@@ -42,10 +40,11 @@ type PulledFile struct {
 
 // Pull downloads the artifact at ref into dir. Layers download in parallel; every layer is checked
 // (sha256 of the stored bytes, size, sha256 of the decoded bytes) as it streams into a sparse file
-// under dir/.orkpipe-partial; each whole file is then checked (its size and BLAKE3, recomputed from
-// the assembled bytes; see Verification for manifests without a BLAKE3 annotation) and only then made
-// read-only and renamed into dir. A killed pull resumes from the parts it had verified. A file already
-// in dir is kept only if its digests match; a different one is an error (ErrExists) unless WithForce.
+// under dir/.orkpipe-partial; each whole file is then checked (its size and BLAKE3, hashed from the
+// verified parts' bytes as they were written; see Verification for manifests without a BLAKE3
+// annotation) and only then made read-only, fsynced and renamed into dir. A killed pull resumes from
+// the parts it had verified. A file already in dir is kept only if its digests match; a different
+// one is an error (ErrExists) unless WithForce, and is replaced only by that final rename.
 // With WithTrust, the artifact must carry a provenance attestation signed by a trusted key that
 // names this manifest; otherwise nothing is downloaded.
 func Pull(ctx context.Context, ref, dir string, opts ...Option) (*PullResult, error) {
@@ -100,19 +99,17 @@ func Pull(ctx context.Context, ref, dir string, opts ...Option) (*PullResult, er
 	g.SetLimit(o.jobs)
 	for _, fj := range jobs {
 		o.progress.Report(Event{Kind: EventStart, File: fj.file.Name, Total: fj.todoBytes})
-		// The whole-file hashers follow the parts as they are verified (outside the job limit: they
-		// wait for parts, and a part must never wait for them).
-		fj.whole = startWholeFile(gctx, fj.data, fj.file)
-		for _, i := range fj.resumed {
-			fj.whole.partReady(i)
-		}
+		// The whole-file check's background work (hole pieces, or the sha256 follower) runs outside
+		// the job limit: the follower waits for parts, and a part must never wait for it.
+		fj.startVerify(gctx)
 		if fj.pending.Load() == 0 {
 			g.Go(func() error { return fj.finish(gctx, o) })
 			continue
 		}
 		for _, p := range fj.todo {
 			g.Go(func() error {
-				if err := pullPart(gctx, t, fj, p, &downloaded); err != nil {
+				pt, err := pullPart(gctx, t, fj, p, &downloaded)
+				if err != nil {
 					o.progress.Report(Event{Kind: EventDone, File: fj.file.Name, Err: err})
 					return err
 				}
@@ -120,7 +117,7 @@ func Pull(ctx context.Context, ref, dir string, opts ...Option) (*PullResult, er
 					return err
 				}
 				startWriteback(fj.data, p.Extents)
-				fj.whole.partReady(p.Index)
+				fj.partVerified(p.Index, pt)
 				if fj.pending.Add(-1) == 0 {
 					return fj.finish(gctx, o)
 				}
@@ -221,7 +218,8 @@ type fileJob struct {
 	pending   atomic.Int64
 	result    PulledFile
 	resumed   []int      // indexes of the parts reused from an interrupted pull
-	whole     *wholeFile // whole-file digests, computed as parts are verified
+	tree      *fileTree  // the whole-file BLAKE3, from the verified parts' bytes (VerifiedBLAKE3)
+	whole     *wholeFile // the whole-file sha256, read back as parts are verified (VerifiedSHA256)
 }
 
 // prepareDest checks an existing destination and opens (or resumes) the partial file.
@@ -257,11 +255,20 @@ func prepareDest(ctx context.Context, dir string, f File, state *partialState, o
 		return nil, fmt.Errorf("%s: %w", data.Name(), err)
 	}
 	fj.data = data
+	if fj.result.Verified == VerifiedBLAKE3 {
+		if fj.tree, err = newFileTree(f); err != nil {
+			return nil, err
+		}
+	}
 	for _, p := range f.Parts {
-		if state.recorded(f.Name, p) && checkLocal(ctx, data, p) {
-			fj.result.Resumed++
-			fj.resumed = append(fj.resumed, p.Index)
-			continue
+		if state.recorded(f.Name, p) {
+			pt := fj.newPartTree(p.Index)
+			if checkLocal(ctx, data, p, pt) {
+				fj.result.Resumed++
+				fj.resumed = append(fj.resumed, p.Index)
+				fj.partVerified(p.Index, pt)
+				continue
+			}
 		}
 		fj.todo = append(fj.todo, p)
 		fj.todoBytes += p.Layer.Size
@@ -270,114 +277,43 @@ func prepareDest(ctx context.Context, dir string, f File, state *partialState, o
 	return fj, nil
 }
 
-// pullPart downloads part p into fj's partial file, retrying transient failures and corrupt
-// transfers; the error names the file, part and layer digest.
-func pullPart(ctx context.Context, t *target, fj *fileJob, p Part, downloaded *atomic.Int64) error {
-	var err error
-	for attempt := 1; attempt <= t.o.retries; attempt++ {
-		err = fetchPart(ctx, t, fj, p, downloaded)
-		if err == nil {
-			return nil
-		}
-		if !transient(err) || ctx.Err() != nil {
-			break
-		}
-		t.o.logger.Warn("retrying layer download", "file", fj.file.Name, "part", p.Index, "digest", p.Layer.Digest.String(), "attempt", attempt, "err", err)
-		backoff(ctx, attempt)
-	}
-	return fmt.Errorf("pull %s part %d/%d (layer %s): %w", fj.file.Name, p.Index, len(fj.file.Parts), p.Layer.Digest, err)
-}
-
-// fetchPart streams one layer: stored bytes are hashed as they arrive, decoded when compressed,
-// hashed again and written at the part's extents; the part counts as verified only if the stored
-// digest and size and the decoded digest and size all match. Its bytes are not synced here: a
-// resumed pull re-hashes journaled parts from disk, and the finished file is fsynced before its rename.
-func fetchPart(ctx context.Context, t *target, fj *fileJob, p Part, downloaded *atomic.Int64) error {
-	d := p.Layer.Digest.String()
-	rr := &resumingReader{ctx: ctx, t: t, digest: d, size: p.Layer.Size, max: t.o.retries}
-	defer rr.Close()
-	storedH := sha256.New()
-	count := func(n int64) {
-		downloaded.Add(n)
-		t.o.progress.Report(Event{Kind: EventBytes, File: fj.file.Name, Bytes: n})
-	}
-	er := &errReader{r: rr}
-	src := io.TeeReader(&countingReader{r: er, count: count}, storedH)
-	data := src
-	var dec *zstd.Decoder
-	if p.Compressed() {
-		var err error
-		if dec, err = zstd.NewReader(src, zstd.WithDecoderConcurrency(1), zstd.WithDecoderLowmem(true)); err != nil {
-			return err
-		}
-		defer dec.Close()
-		data = dec
-	}
-	// Uncompressed, the decoded bytes are the stored bytes: storedH (fed by the tee) covers both.
-	rawH := storedH
-	var w io.Writer = &extentWriter{f: fj.data, exts: p.Extents}
-	if dec != nil {
-		rawH = sha256.New()
-		w = io.MultiWriter(w, rawH)
-	}
-	n, copyErr := io.CopyBuffer(w, io.LimitReader(data, p.RawSize), make([]byte, 1<<20))
-	if copyErr == nil && dec != nil {
-		var one [1]byte
-		if m, _ := io.ReadFull(dec, one[:]); m != 0 {
-			copyErr = fmt.Errorf("%w: layer decodes to more than %d bytes", ErrDigestMismatch, p.RawSize)
-		}
-	}
-	var rest int64
-	if copyErr == nil || dec != nil {
-		rest, _ = io.Copy(io.Discard, src) // hash every stored byte, also after a decode error
-	}
-	if er.err != nil { // the transfer itself failed (after the reader's own resumptions)
-		return er.err
-	}
-	got := "sha256:" + hex.EncodeToString(storedH.Sum(nil))
-	if got != d || rr.off != p.Layer.Size {
-		return fmt.Errorf("%w: received %d bytes hashing to %s, want %d bytes %s", ErrDigestMismatch, rr.off, got, p.Layer.Size, d)
-	}
-	if copyErr != nil {
-		// The stored bytes are what the manifest names, yet they do not decode: the artifact is bad.
-		return fmt.Errorf("layer content invalid: %v", copyErr)
-	}
-	if rest != 0 && dec == nil {
-		return fmt.Errorf("%w: %d bytes beyond the part's extents", ErrDigestMismatch, rest)
-	}
-	if raw := "sha256:" + hex.EncodeToString(rawH.Sum(nil)); n != p.RawSize || raw != p.RawSHA256 {
-		return fmt.Errorf("layer content invalid: decoded %d bytes hashing to %s, want %d bytes %s", n, raw, p.RawSize, p.RawSHA256)
-	}
-	return nil
-}
-
-// finish verifies the assembled file whole (the digest its hasher computed from the bytes on disk,
-// part after verified part; see Verification), makes it read-only, fsyncs it and renames it into place.
+// finish verifies the assembled file whole (its size on disk, and the digest its Verification
+// names: the BLAKE3 merged from the verified parts' pieces, or the sha256 its follower read back),
+// makes it read-only, fsyncs it and renames it into place. Errors name the file, the partial
+// file's path and both digests.
 func (fj *fileJob) finish(ctx context.Context, o *options) error {
 	f := fj.file
-	d, err := fj.whole.wait(ctx)
+	t0 := time.Now()
+	d, err := fj.wholeDigest(ctx)
+	tHash := time.Since(t0)
 	if err != nil {
 		return fmt.Errorf("verify %s: %w", fj.data.Name(), err)
 	}
-	if d.Size != f.Digests.Size {
-		return fmt.Errorf("%s: %w: assembled file is %d bytes, manifest says %d", f.Name, ErrDigestMismatch, d.Size, f.Digests.Size)
+	st, err := fj.data.Stat()
+	if err != nil {
+		return fmt.Errorf("verify %s: %w", fj.data.Name(), err)
 	}
-	switch fj.whole.kind {
+	if st.Size() != f.Digests.Size || d.Size != f.Digests.Size {
+		return fmt.Errorf("%s (%s): %w: assembled file is %d bytes (%d hashed), manifest says %d", f.Name, fj.data.Name(), ErrDigestMismatch, st.Size(), d.Size, f.Digests.Size)
+	}
+	switch fj.result.Verified {
 	case VerifiedBLAKE3:
 		if d.BLAKE3 != f.Digests.BLAKE3 {
-			return fmt.Errorf("%s: %w: assembled file's BLAKE3 is %s, manifest says %s", f.Name, ErrDigestMismatch, d.BLAKE3, f.Digests.BLAKE3)
+			return fmt.Errorf("%s (%s): %w: assembled file's BLAKE3 is %s, manifest says %s", f.Name, fj.data.Name(), ErrDigestMismatch, d.BLAKE3, f.Digests.BLAKE3)
 		}
 	case VerifiedSHA256:
 		if d.SHA256 != f.Digests.SHA256 {
-			return fmt.Errorf("%s: %w: assembled file's sha256 is %s, manifest says %s (the manifest has no BLAKE3 annotation)", f.Name, ErrDigestMismatch, d.SHA256, f.Digests.SHA256)
+			return fmt.Errorf("%s (%s): %w: assembled file's sha256 is %s, manifest says %s (the manifest has no BLAKE3 annotation)", f.Name, fj.data.Name(), ErrDigestMismatch, d.SHA256, f.Digests.SHA256)
 		}
 	}
 	if err := fj.data.Chmod(0o444); err != nil {
 		return err
 	}
+	t1 := time.Now()
 	if err := fj.data.Sync(); err != nil {
-		return err
+		return fmt.Errorf("fsync %s: %w", fj.data.Name(), err)
 	}
+	o.logger.Debug("pull: file assembled", "file", f.Name, "whole-file digest wait", tHash, "fsync", time.Since(t1))
 	src := fj.data.Name()
 	if fj.replace {
 		err = os.Rename(src, fj.dest)
@@ -388,7 +324,7 @@ func (fj *fileJob) finish(ctx context.Context, o *options) error {
 		return fmt.Errorf("move %s into place: %w", f.Name, err)
 	}
 	o.progress.Report(Event{Kind: EventDone, File: f.Name})
-	switch fj.whole.kind {
+	switch fj.result.Verified {
 	case VerifiedBLAKE3:
 		o.logger.Info("pulled", "file", fj.dest, "verified", "parts sha256 + file blake3", "blake3", f.Digests.BLAKE3.String())
 	case VerifiedSHA256:
@@ -397,18 +333,4 @@ func (fj *fileJob) finish(ctx context.Context, o *options) error {
 		o.logger.Warn("pulled; the manifest has no whole-file digest annotation", "file", fj.dest, "verified", "parts sha256 only")
 	}
 	return nil
-}
-
-// errReader remembers the first non-EOF error of r, to tell a failed transfer from bad content.
-type errReader struct {
-	r   io.Reader
-	err error
-}
-
-func (e *errReader) Read(p []byte) (int, error) {
-	n, err := e.r.Read(p)
-	if err != nil && err != io.EOF && e.err == nil {
-		e.err = err
-	}
-	return n, err
 }

@@ -10,6 +10,7 @@ import (
 	"strings"
 
 	"orkpipe/ork/calib"
+	"orkpipe/ork/gguf"
 	"orkpipe/ork/model"
 )
 
@@ -28,19 +29,75 @@ type ModelShape struct {
 	// for a dense one; omitted then, so dense models keep their keys). FF is then one expert's width.
 	Experts     int `json:"n_expert,omitempty"`
 	ExpertsUsed int `json:"n_expert_used,omitempty"`
+	// WeightType is the widest encoding the calibrate and propagate stages hold the block matmul weights
+	// in (model.Config.WeightType: a quantized or 16-bit GGUF type name such as "Q8_0"); omitted when
+	// they are held as float32 (F32 sources, and shapes planned without it), which the memory estimates
+	// then assume. A model whose weights take more bytes a value than this is refused when a stage runs.
+	WeightType string `json:"weight_type,omitempty"`
 }
 
 // ShapeOf returns the shape of a model config.
 func ShapeOf(c model.Config) ModelShape {
 	return ModelShape{Layers: c.NLayer, Embd: c.NEmbd, FF: c.NFF, Heads: c.NHead, HeadsKV: c.NHeadKV, HeadDim: c.HeadDim, Vocab: c.NVocab,
-		Experts: c.NExpert, ExpertsUsed: c.NExpertUsed}
+		Experts: c.NExpert, ExpertsUsed: c.NExpertUsed, WeightType: weightTypeName(c.WeightType)}
+}
+
+func weightTypeName(t gguf.Type) string {
+	if !model.KeepsEncoded(t) {
+		return ""
+	}
+	return t.String()
+}
+
+// weightType returns the gguf type WeightType names (F32 when it is empty).
+func (s ModelShape) weightType() (gguf.Type, error) {
+	if s.WeightType == "" {
+		return gguf.TypeF32, nil
+	}
+	t, err := gguf.ParseType(s.WeightType)
+	if err != nil || !model.KeepsEncoded(t) {
+		return t, fmt.Errorf("shape: weight_type %q: want a quantized or 16-bit GGUF type orkpipe dequantizes (Q8_0, Q4_0, F16, BF16, ...), or no weight_type for float32", s.WeightType)
+	}
+	return t, nil
+}
+
+// checkModel checks that a model opened by a stage has the planned shape: every field equal, and
+// weights taking at most WeightType's bytes a value (the plan's memory estimate is an upper bound).
+func (s ModelShape) checkModel(path string, c model.Config) error {
+	got := ShapeOf(c)
+	want := s.WeightType
+	got.WeightType, s.WeightType = "", ""
+	if got != s {
+		return fmt.Errorf("model %s has shape %+v, the plan says %+v", path, got, s)
+	}
+	pt, err := ModelShape{WeightType: want}.weightType()
+	if err != nil {
+		return err
+	}
+	mt := c.WeightType
+	if !model.KeepsEncoded(mt) {
+		mt = gguf.TypeF32
+	}
+	if mt.BlockBytes()*pt.BlockSize() > pt.BlockBytes()*mt.BlockSize() {
+		return fmt.Errorf("model %s: block weights stored up to %s, wider than the plan's weight_type %q (its memory estimate would not hold)", path, mt, want)
+	}
+	return nil
 }
 
 // Config returns a model config of the shape (enough for memory estimates).
 func (s ModelShape) Config() model.Config {
 	return model.Config{Arch: "llama", NEmbd: s.Embd, NFF: s.FF, NLayer: s.Layers, NHead: s.Heads, NHeadKV: s.HeadsKV,
 		HeadDim: s.HeadDim, NVocab: s.Vocab, RopeDim: s.HeadDim, RopeBase: 10000, RopeFreqScale: 1, NormEps: 1e-5,
-		NExpert: s.Experts, NExpertUsed: s.ExpertsUsed}
+		NExpert: s.Experts, NExpertUsed: s.ExpertsUsed, WeightType: s.heldType()}
+}
+
+// heldType is weightType, F32 for an invalid one (validate refuses it).
+func (s ModelShape) heldType() gguf.Type {
+	t, err := s.weightType()
+	if err != nil {
+		return gguf.TypeF32
+	}
+	return t
 }
 
 // blockWeights returns the number of matmul weight values in one block of the shape: those a pack may
@@ -57,7 +114,8 @@ func (s ModelShape) validate() error {
 	if err := c.Validate(); err != nil {
 		return fmt.Errorf("shape: %w", err)
 	}
-	return nil
+	_, err := s.weightType()
+	return err
 }
 
 // hessianInputs are the output-name suffixes of the four Hessians of a block, by model.Input.
@@ -137,11 +195,14 @@ type CalibrateParams struct {
 	Hidden    bool       `json:"hidden"`
 }
 
-// CalibrateMemory is the declared peak memory of a calibrate node (calib.EstimateMemory plus the
-// process's fixed overhead).
+// CalibrateMemory is the declared peak memory of a calibrate node: calib.EstimateMemory (the weights
+// counted as the stage holds them: in their source encoding, s.WeightType), plus 1/64 of it (1.6 %) as
+// a margin for what it does not count (the Go runtime's own overhead, garbage not yet collected), plus
+// the process's fixed overhead (48 MiB). TestCalibrateMemory measures a node's peak RSS against it.
 func CalibrateMemory(s ModelShape, start, end, ctxLen int) int64 {
 	c := s.Config()
-	return calib.EstimateMemory(&c, calib.Window{Start: start, End: end}, ctxLen) + 48<<20
+	est := calib.EstimateMemory(&c, calib.Window{Start: start, End: end}, ctxLen)
+	return est + est/64 + 48<<20
 }
 
 func init() {
@@ -238,9 +299,11 @@ func runCalibrate(ctx context.Context, p CalibrateParams, req Request) error {
 		return err
 	}
 	defer gf.Close()
-	if got := ShapeOf(m.Cfg); got != p.Shape {
-		return fmt.Errorf("model %s has shape %+v, the plan says %+v", req.Inputs["model"].Path, got, p.Shape)
+	if err := p.Shape.checkModel(req.Inputs["model"].Path, m.Cfg); err != nil {
+		return err
 	}
+	// Weights stay in their source encoding (CalibrateMemory counts them so); results are the same bits.
+	m.Src.(*model.GGUFSource).KeepEncoded = true
 	src, done, err := windowSource(m, req, p.Start, p.Sequences, p.Ctx)
 	if err != nil {
 		return err

@@ -23,15 +23,26 @@ type PropagateParams struct {
 	Weights   []string   `json:"weights"`
 }
 
-// PropagateMemory is the declared peak memory of a propagate node: the window's float weights (with an
-// MoE router and every expert slice), their emulated codes, one sequence's hidden states and scratch.
+// PropagateMemory is the declared peak memory of a propagate node: the window's source weights as held
+// (model.Config.WeightBytes: encoded, or float32; with an MoE router as float32 and every expert slice),
+// their emulated codes, the norms, one sequence's hidden states and scratch, and the dequantization
+// scratch of one Apply of an encoded weight.
 func PropagateMemory(s ModelShape, start, end, ctxLen int) int64 {
 	c := s.Config()
 	e, q, f := int64(c.NEmbd), int64(c.QDim()), int64(c.NFF)
 	packable, router := s.blockWeights()
-	perLayer := 4*(packable+router+2*e) + 5*packable
+	perLayer := s.heldWeights() + 4*(router+2*e) + 5*packable
 	t := int64(ctxLen)
-	return int64(end-start)*perLayer + 4*t*e*3 + c.ScratchBytes(ctxLen) + 8*t*max(e, q, f) + 48<<20
+	return int64(end-start)*perLayer + 4*t*e*3 + c.ScratchBytes(ctxLen) + 8*t*max(e, q, f) + c.BlockScratchBytes() + 48<<20
+}
+
+// heldWeights returns the bytes a KeepEncoded source holds for the packable matmul weights of one block
+// of the shape (attention, and the FFN or every expert slice).
+func (s ModelShape) heldWeights() int64 {
+	c := s.Config()
+	e, q, kv, f := c.NEmbd, c.QDim(), c.KVDim(), c.NFF
+	x := max(int64(1), int64(s.Experts))
+	return c.WeightBytes(q, e) + 2*c.WeightBytes(kv, e) + c.WeightBytes(e, q) + x*(2*c.WeightBytes(f, e)+c.WeightBytes(e, f))
 }
 
 func init() {
@@ -102,13 +113,14 @@ func runPropagate(ctx context.Context, p PropagateParams, req Request) error {
 		return err
 	}
 	defer gf.Close()
-	if got := ShapeOf(fm.Cfg); got != p.Shape {
-		return fmt.Errorf("model %s has shape %+v, the plan says %+v", req.Inputs["model"].Path, got, p.Shape)
+	if err := p.Shape.checkModel(req.Inputs["model"].Path, fm.Cfg); err != nil {
+		return err
 	}
 	gs, ok := fm.Src.(*model.GGUFSource)
 	if !ok {
 		return fmt.Errorf("model %s: no GGUF weight source", req.Inputs["model"].Path)
 	}
+	gs.KeepEncoded = true // the weights not finalized stay encoded (PropagateMemory counts them so)
 	src := &emulatedSource{GGUFSource: gs, files: map[string]string{}}
 	for _, w := range p.Weights {
 		src.files[w] = req.Inputs["w."+w].Path

@@ -1,6 +1,10 @@
 package model
 
-import "fmt"
+import (
+	"fmt"
+
+	"orkpipe/ork/gguf"
+)
 
 // Config is the shape of a llama-family network, as read from GGUF metadata (<arch>.*).
 type Config struct {
@@ -33,6 +37,36 @@ type Config struct {
 	NExpert int
 	// NExpertUsed is expert_used_count: the experts each token is routed to (top-k).
 	NExpertUsed int
+	// WeightType is the widest (most bytes per value) encoding of the block matmul weights as a
+	// GGUFSource with KeepEncoded holds them, the MoE router excepted: a type KeepsEncoded reports, or
+	// gguf.TypeF32 (the zero value) when any of them is held as float32. ConfigFromGGUF sets it; memory
+	// estimates ([Config.WeightBytes]) use it.
+	WeightType gguf.Type
+}
+
+// WeightBytes is an upper bound of the memory a GGUFSource with KeepEncoded holds for one n×k block
+// matmul weight of the model: n rows of k values in WeightType (whole blocks), or 4·n·k as float32.
+func (c *Config) WeightBytes(n, k int) int64 {
+	if !KeepsEncoded(c.WeightType) {
+		return 4 * int64(n) * int64(k)
+	}
+	bs := c.WeightType.BlockSize()
+	return int64(n) * int64(ceilDiv(k, bs)) * int64(c.WeightType.BlockBytes())
+}
+
+// BlockScratchBytes is the most scratch one Apply of a block matmul weight needs on top of WeightBytes:
+// the largest EncodedScratchBytes of the block's weights when WeightType is held encoded, else 0 (a
+// float32 Dense needs none). Applies run one at a time in a forward pass, so a window needs it once.
+func (c *Config) BlockScratchBytes() int64 {
+	if !KeepsEncoded(c.WeightType) {
+		return 0
+	}
+	e, q, kv, f := c.NEmbd, c.QDim(), c.KVDim(), c.NFF
+	var most int64
+	for _, s := range [][2]int{{q, e}, {kv, e}, {e, q}, {f, e}, {e, f}} {
+		most = max(most, EncodedScratchBytes(s[0], s[1]))
+	}
+	return most
 }
 
 // MoE reports whether the blocks are mixture-of-experts blocks.

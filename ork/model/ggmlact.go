@@ -7,13 +7,13 @@ import (
 	"orkpipe/ork/quant"
 )
 
-// ggmlActLinear is a Dense made from a quantized or half-precision GGUF tensor whose input is first
+// ggmlActLinear is a Linear (a Dense or an Encoded) made from a quantized or half-precision GGUF tensor whose input is first
 // rounded the way ggml's CPU backend converts activations for that weight type (its vec_dot_type):
 // Q8_0 blocks of 32 for Q4_0, Q4_1, Q5_0, Q5_1 and Q8_0 (Q8_1, used for Q4_1/Q5_1, has the same codes and
 // scale), binary16 for F16 and bfloat16 for BF16. llama-perplexity's figures for quantized files include
 // this rounding; the dot products themselves are then computed in float32.
 type ggmlActLinear struct {
-	*Dense
+	Linear
 	typ gguf.Type
 }
 
@@ -28,7 +28,8 @@ func ggmlActivationRounding(t gguf.Type) bool {
 
 // Apply implements Linear.
 func (l *ggmlActLinear) Apply(y, x []float32) error {
-	if err := checkApply(y, x, l.N, l.K); err != nil {
+	n, k := l.Dims()
+	if err := checkApply(y, x, n, k); err != nil {
 		return err
 	}
 	xr := make([]float32, len(x))
@@ -42,8 +43,8 @@ func (l *ggmlActLinear) Apply(y, x []float32) error {
 			xr[i] = gguf.BF16ToF32(gguf.F32ToBF16(v))
 		}
 	default:
-		if l.K%quant.QK8_0 != 0 {
-			return fmt.Errorf("%s row of %d values is not whole Q8_0 blocks: %w", l.typ, l.K, ErrBadModel)
+		if k%quant.QK8_0 != 0 {
+			return fmt.Errorf("%s row of %d values is not whole Q8_0 blocks: %w", l.typ, k, ErrBadModel)
 		}
 		blk := make([]byte, len(x)/quant.QK8_0*34)
 		if err := quant.QuantizeQ8_0(blk, x); err != nil {
@@ -53,5 +54,5 @@ func (l *ggmlActLinear) Apply(y, x []float32) error {
 			return err
 		}
 	}
-	return l.Dense.Apply(y, xr)
+	return l.Linear.Apply(y, xr)
 }

@@ -1,0 +1,216 @@
+package model
+
+import (
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+
+	"gonum.org/v1/gonum/blas"
+	"gonum.org/v1/gonum/blas/blas32"
+
+	"orkpipe/ork/gguf"
+)
+
+// Encoded is a Linear whose weight stays in its GGUF source encoding: N rows of K values, each row
+// Type.RowBytes(K) bytes of Raw, exactly as the tensor's data section holds them. Apply dequantizes
+// blocks of rows (with gguf.Dequantize, the decoder every reader uses) into a bounded float32 scratch and
+// multiplies each block into its columns of y, so the weight costs its encoded size (Q8_0: 1.0625 bytes a
+// value, F16/BF16: 2) instead of 4 bytes a value as a [Dense].
+//
+// Results are bit-identical to a Dense of the dequantized weight (an invariant the tests check): a row
+// dequantizes to the same float32 values, and each block's product is arranged so that gonum's Sgemm
+// sums every output in the same order as it does for the whole matrix (see Apply).
+//
+// Scratch bound: one Apply holds at most [EncodedScratchBytes](N, K) bytes of float32 scratch: the whole
+// weight when it fits one block, else two row blocks (two workers taking blocks in turn, each
+// dequantizing into its own) of at most max(4 MiB, 256 rows) each. The buffers come from and return to a shared pool,
+// so a sequence of Applies allocates nothing in the steady state. Encoded is safe for concurrent Applies.
+type Encoded struct {
+	N, K int
+	Type gguf.Type
+	Raw  []byte
+
+	rb int // bytes per row
+	// blockBytes overrides encodedBlockBytes (tests: many small blocks).
+	blockBytes int
+}
+
+// Row blocks of an Apply: about encodedBlockBytes of float32 each, in multiples of gonumBlock rows.
+const encodedBlockBytes = 4 << 20
+
+// gonumBlock and gonumMinParBlock are gonum's Sgemm tiling (blas/gonum: blockSize, minParBlock): a product
+// of m×n outputs with at least gonumMinParBlock tiles of gonumBlock×gonumBlock runs the parallel path,
+// which sums every output over K in slices of gonumBlock; a smaller one sums each output's K values in
+// one dot product. Encoded reproduces the path of the whole product for every block (the equality tests
+// fail if gonum changes its tiling).
+const (
+	gonumBlock       = 64
+	gonumMinParBlock = 4
+)
+
+// EncodedScratchBytes is the most float32 scratch one Apply of an n×k Encoded holds, whatever the
+// number of tokens: 4·n·k when the weight is always one block (n at most the rows of a 4 MiB block),
+// else two blocks of at most max(4 MiB of rows, 256 rows).
+func EncodedScratchBytes(n, k int) int64 {
+	n64, k64 := int64(n), int64(k)
+	if n <= minBlockRows(k) {
+		return 4 * n64 * k64
+	}
+	most := max(int64(minBlockRows(k)), gonumBlock*gonumMinParBlock)
+	return 2 * 4 * k64 * min(n64, most)
+}
+
+// minBlockRows is the fewest rows a block of an Apply has (before the cut to N): a multiple of
+// gonumBlock near encodedBlockBytes.
+func minBlockRows(k int) int {
+	return max(gonumBlock, encodedBlockBytes/(4*k)/gonumBlock*gonumBlock)
+}
+
+// KeepsEncoded reports whether a GGUFSource with KeepEncoded returns a matmul weight of type t as an
+// Encoded Linear: the types gguf.Dequantize decodes whose values take fewer than 4 bytes. F32 and F64
+// weights are float32 Dense weights either way.
+func KeepsEncoded(t gguf.Type) bool {
+	return gguf.CanDequantize(t) && t != gguf.TypeF32 && t != gguf.TypeF64
+}
+
+// NewEncoded checks that raw holds n rows of k values of type t (k a whole number of t's blocks) and
+// returns an Encoded over it; raw is not copied.
+func NewEncoded(t gguf.Type, n, k int, raw []byte) (*Encoded, error) {
+	if !KeepsEncoded(t) {
+		return nil, fmt.Errorf("encoded %dx%d: type %s: %w (want a quantized or 16-bit type gguf can dequantize)", n, k, t, ErrUnsupported)
+	}
+	if n <= 0 || k <= 0 || k%t.BlockSize() != 0 {
+		return nil, fmt.Errorf("encoded %dx%d %s: rows of %d values are not whole blocks of %d: %w", n, k, t, k, t.BlockSize(), ErrBadModel)
+	}
+	rb, err := t.RowBytes(int64(k))
+	if err != nil {
+		return nil, fmt.Errorf("encoded %dx%d %s: %w", n, k, t, err)
+	}
+	if int64(len(raw)) != int64(n)*rb {
+		return nil, fmt.Errorf("encoded %dx%d %s: %d bytes, want %d rows of %d: %w", n, k, t, len(raw), n, rb, ErrBadModel)
+	}
+	return &Encoded{N: n, K: k, Type: t, Raw: raw, rb: int(rb)}, nil
+}
+
+// Dims implements Linear.
+func (e *Encoded) Dims() (int, int) { return e.N, e.K }
+
+// gemmParallel reports whether gonum's Sgemm takes its parallel path for m×n outputs.
+func gemmParallel(m, n int) bool {
+	return ceilDiv(m, gonumBlock)*ceilDiv(n, gonumBlock) >= gonumMinParBlock
+}
+
+func ceilDiv(a, b int) int { return (a + b - 1) / b }
+
+// blockRows is the number of rows per block for t tokens: a multiple of gonumBlock near the block
+// bytes, enough rows that a block of a product on the parallel path is on it too, and the rows spread
+// evenly over the blocks, so that the last block is rarely too short for the parallel path.
+func (e *Encoded) blockRows(t int) int {
+	target := e.blockBytes
+	if target == 0 {
+		target = encodedBlockBytes
+	}
+	rows := max(gonumBlock, target/(4*e.K)/gonumBlock*gonumBlock)
+	least := 0
+	if gemmParallel(t, e.N) {
+		least = gonumBlock * ceilDiv(gonumMinParBlock, ceilDiv(t, gonumBlock))
+		rows = max(rows, least)
+	}
+	if rows >= e.N {
+		return e.N
+	}
+	even := ceilDiv(ceilDiv(e.N, ceilDiv(e.N, rows)), gonumBlock) * gonumBlock // <= rows
+	return max(even, least)
+}
+
+var scratchPool = sync.Pool{New: func() any { return new([]float32) }}
+
+// getScratch returns a pooled buffer of n values (a pooled one too small is dropped).
+func getScratch(n int) *[]float32 {
+	p := scratchPool.Get().(*[]float32)
+	if cap(*p) < n {
+		*p = make([]float32, n)
+	}
+	*p = (*p)[:n]
+	return p
+}
+
+// Apply implements Linear: y = X·Wᵀ, by blocks of rows of W. The block [r0, r1) is dequantized into
+// scratch and multiplied by gonum's Sgemm into columns [r0, r1) of y (stride N). When
+// the whole product would take Sgemm's parallel path and a block would not (the last, short block), the
+// block's product is summed over K in gonum's slices of 64, each slice one Sgemm call, which is the
+// parallel path's order.
+func (e *Encoded) Apply(y, x []float32) error {
+	n, k := e.N, e.K
+	if err := checkApply(y, x, n, k); err != nil {
+		return err
+	}
+	t := len(x) / k
+	if t == 0 {
+		return nil
+	}
+	par := gemmParallel(t, n)
+	gemm := func(r0, r1 int, w []float32) {
+		r := r1 - r0
+		ym := blas32.General{Rows: t, Cols: r, Stride: n, Data: y[r0:]}
+		if !par || gemmParallel(t, r) {
+			xm := blas32.General{Rows: t, Cols: k, Stride: k, Data: x}
+			wm := blas32.General{Rows: r, Cols: k, Stride: k, Data: w}
+			blas32.Gemm(blas.NoTrans, blas.Trans, 1, xm, wm, 0, ym)
+			return
+		}
+		for k0 := 0; k0 < k; k0 += gonumBlock {
+			kk := min(gonumBlock, k-k0)
+			xm := blas32.General{Rows: t, Cols: kk, Stride: k, Data: x[k0:]}
+			wm := blas32.General{Rows: r, Cols: kk, Stride: k, Data: w[k0:]}
+			beta := float32(1)
+			if k0 == 0 {
+				beta = 0
+			}
+			blas32.Gemm(blas.NoTrans, blas.Trans, 1, xm, wm, beta, ym)
+		}
+	}
+	dequant := func(r0, r1 int, w []float32) error {
+		if err := gguf.Dequantize(e.Type, e.Raw[r0*e.rb:r1*e.rb], w[:(r1-r0)*k]); err != nil {
+			return fmt.Errorf("encoded %dx%d %s: rows [%d, %d): %w", n, k, e.Type, r0, r1, err)
+		}
+		return nil
+	}
+	rows := e.blockRows(t)
+	a := getScratch(rows * k)
+	defer scratchPool.Put(a)
+	if rows == n {
+		if err := dequant(0, n, *a); err != nil {
+			return err
+		}
+		gemm(0, n, *a)
+		return nil
+	}
+	b := getScratch(rows * k)
+	defer scratchPool.Put(b)
+	// Two workers, each with its own block buffer, take the blocks in turn: one dequantizes while the
+	// other multiplies, and neither waits for the other's product to finish.
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	errs := make([]error, 2)
+	for i, w := range [2][]float32{*a, *b} {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				r0 := int(next.Add(1)-1) * rows
+				if r0 >= n {
+					return
+				}
+				r1 := min(r0+rows, n)
+				if errs[i] = dequant(r0, r1, w); errs[i] != nil {
+					return
+				}
+				gemm(r0, r1, w)
+			}
+		}()
+	}
+	wg.Wait()
+	return errors.Join(errs...)
+}

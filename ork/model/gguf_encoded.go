@@ -1,0 +1,63 @@
+package model
+
+import (
+	"context"
+	"fmt"
+	"strings"
+
+	"orkpipe/ork/gguf"
+)
+
+// encoded reads the source bytes of tensor t (or of expert e of a three-dimensional expert tensor
+// [K, N, n_expert]: rows [e·N, (e+1)·N)) into an Encoded Linear, wrapped for GGMLActivations.
+func (s *GGUFSource) encoded(ctx context.Context, t gguf.TensorInfo, e int, isExpert bool) (Linear, error) {
+	var first int64
+	switch {
+	case isExpert && len(t.Shape) != 3:
+		return nil, fmt.Errorf("%s: tensor %s: shape %v: expert %d asked of a tensor that is not three-dimensional [K, N, n_expert]: %w",
+			s.f.Path, t.Name, t.Shape, e, ErrBadModel)
+	case isExpert && int64(e) >= t.Shape[2]:
+		return nil, fmt.Errorf("%s: tensor %s: expert %d outside [0, %d): %w", s.f.Path, t.Name, e, t.Shape[2], ErrBadModel)
+	case isExpert:
+		first = int64(e) * t.Shape[1]
+	case len(t.Shape) != 2:
+		return nil, fmt.Errorf("%s: tensor %s: shape %v, want two dimensions [K, N]: %w", s.f.Path, t.Name, t.Shape, ErrBadModel)
+	}
+	n, k := t.Shape[1], t.Shape[0]
+	if k%int64(t.Type.BlockSize()) != 0 {
+		return nil, fmt.Errorf("%s: tensor %s: %s rows of %d values are not whole blocks of %d: %w", s.f.Path, t.Name, t.Type, k, t.Type.BlockSize(), ErrBadModel)
+	}
+	raw := make([]byte, n*t.RowBytes())
+	if err := s.f.ReadRaw(ctx, t, first, raw); err != nil {
+		return nil, err
+	}
+	l, err := NewEncoded(t.Type, int(n), int(k), raw)
+	if err != nil {
+		return nil, fmt.Errorf("%s: tensor %s: %w", s.f.Path, t.Name, err)
+	}
+	if s.GGMLActivations && ggmlActivationRounding(t.Type) {
+		return &ggmlActLinear{Linear: l, typ: t.Type}, nil
+	}
+	return l, nil
+}
+
+// blockWeightType returns the widest encoding a KeepEncoded source holds a block matmul weight of f in
+// (every tensor "blk.*" of two or more dimensions but the MoE router ffn_gate_inp): the tensor's type
+// when KeepsEncoded, else F32. A file without block weights gives F32.
+func blockWeightType(f *gguf.File) gguf.Type {
+	widest, found := gguf.TypeF32, false
+	for _, t := range f.Tensors {
+		if !strings.HasPrefix(t.Name, "blk.") || len(t.Shape) < 2 || strings.Contains(t.Name, ".ffn_gate_inp.") {
+			continue
+		}
+		held := t.Type
+		if !KeepsEncoded(held) {
+			held = gguf.TypeF32
+		}
+		// bytes per value: BlockBytes / BlockSize, compared without division
+		if !found || held.BlockBytes()*widest.BlockSize() > widest.BlockBytes()*held.BlockSize() {
+			widest, found = held, true
+		}
+	}
+	return widest
+}

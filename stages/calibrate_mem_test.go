@@ -7,11 +7,9 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"runtime/debug"
 	"runtime/metrics"
-	"syscall"
 	"testing"
 	"time"
 
@@ -116,26 +114,10 @@ type calibMemResult struct {
 	GCs     uint64 `json:"gcs"`
 }
 
-// runCalibChild re-executes this test binary to run c and returns what it measured.
+// runCalibChild re-executes this test binary to run c (under c.Limit as GOMEMLIMIT) and returns
+// what it measured.
 func runCalibChild(t *testing.T, c calibMemChild) calibMemResult {
-	t.Helper()
-	j, _ := json.Marshal(c)
-	cmd := exec.Command(os.Args[0], "-test.run=^TestCalibrateMemory$", "-test.v")
-	cmd.Env = append(os.Environ(), calibMemChildEnv+"="+string(j), fmt.Sprintf("GOMEMLIMIT=%d", c.Limit))
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL} // no orphan if this test binary dies (timeout)
-	out, err := cmd.CombinedOutput()
-	if err != nil {
-		t.Fatalf("child: %v\n%s", err, out)
-	}
-	b, err := os.ReadFile(c.Result)
-	if err != nil {
-		t.Fatalf("child wrote no result: %v\n%s", err, out)
-	}
-	var r calibMemResult
-	if err := json.Unmarshal(b, &r); err != nil {
-		t.Fatalf("child result %s: %v", c.Result, err)
-	}
-	return r
+	return runMeasuredChild[calibMemResult](t, "TestCalibrateMemory", calibMemChildEnv, c, c.Result, fmt.Sprintf("GOMEMLIMIT=%d", c.Limit))
 }
 
 // runCalibMemChild is the child side: run one calibrate node, then record VmHWM.

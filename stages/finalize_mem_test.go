@@ -197,22 +197,28 @@ func writeSPDHessian(t *testing.T, path string, k int) string {
 
 // runChild re-executes this test binary to run c and returns what it measured.
 func runChild(t *testing.T, c memChild) memResult {
+	return runMeasuredChild[memResult](t, "TestFinalizeMemory", memChildEnv, c, c.Result)
+}
+
+// runMeasuredChild re-executes this test binary running only test, with env set to c as JSON (plus
+// extraEnv), and decodes the JSON result the child wrote to resultPath.
+func runMeasuredChild[R any](t *testing.T, test, env string, c any, resultPath string, extraEnv ...string) R {
 	t.Helper()
 	j, _ := json.Marshal(c)
-	cmd := exec.Command(os.Args[0], "-test.run=^TestFinalizeMemory$", "-test.v")
-	cmd.Env = append(os.Environ(), memChildEnv+"="+string(j))
+	cmd := exec.Command(os.Args[0], "-test.run=^"+test+"$", "-test.v")
+	cmd.Env = append(append(os.Environ(), env+"="+string(j)), extraEnv...)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL} // no orphan if this test binary dies (timeout)
 	out, err := cmd.CombinedOutput()
 	if err != nil {
 		t.Fatalf("child: %v\n%s", err, out)
 	}
-	b, err := os.ReadFile(c.Result)
+	b, err := os.ReadFile(resultPath)
 	if err != nil {
 		t.Fatalf("child wrote no result: %v\n%s", err, out)
 	}
-	var r memResult
+	var r R
 	if err := json.Unmarshal(b, &r); err != nil {
-		t.Fatalf("child result %s: %v", c.Result, err)
+		t.Fatalf("child result %s: %v", resultPath, err)
 	}
 	return r
 }

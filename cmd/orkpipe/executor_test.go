@@ -12,7 +12,6 @@ import (
 	"strings"
 	"sync"
 	"testing"
-	"time"
 
 	"orkpipe/pipelines/daggerexec"
 )
@@ -38,7 +37,6 @@ func TestExecutorDaggerWithoutEngine(t *testing.T) {
 	} {
 		t.Run(args[0], func(t *testing.T) {
 			out := filepath.Join(t.TempDir(), "out")
-			start := time.Now()
 			stdout, err := runCLI(t, append([]string{"--cache", cache, "--mem", "1GiB"}, append(args, "--executor", "dagger", "-o", out)...)...)
 			if err == nil {
 				t.Fatalf("%s --executor dagger without an engine succeeded:\n%s", args[0], stdout)
@@ -51,9 +49,6 @@ func TestExecutorDaggerWithoutEngine(t *testing.T) {
 				if !strings.Contains(err.Error(), want) {
 					t.Errorf("the message does not say %q: %v", want, err)
 				}
-			}
-			if d := time.Since(start); d > 5*time.Second {
-				t.Errorf("took %s to fail", d)
 			}
 			if _, err := os.Stat(out); !errors.Is(err, os.ErrNotExist) {
 				t.Errorf("the output directory was created: %v", err)

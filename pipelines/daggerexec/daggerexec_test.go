@@ -28,14 +28,12 @@ func noEngineEnv(t *testing.T) {
 func TestNoEngineFailsAtOnce(t *testing.T) {
 	noEngineEnv(t)
 	store := executortest.OpenStore(t)
-	start := time.Now()
-	x, err := daggerexec.New(context.Background(), store, daggerexec.WithBinary(goBinary(t)))
+	// An hour's connect timeout: New must see that no engine can exist without trying to reach
+	// one (a wait would show as this test's timeout, not as a flaky duration check).
+	x, err := daggerexec.New(context.Background(), store, daggerexec.WithBinary(goBinary(t)), daggerexec.WithConnectTimeout(time.Hour))
 	if !errors.Is(err, daggerexec.ErrNoEngine) {
 		x.Close()
 		t.Fatalf("New without an engine: %v, want ErrNoEngine", err)
-	}
-	if d := time.Since(start); d > 5*time.Second {
-		t.Errorf("New took %s to report the missing engine", d)
 	}
 	for _, want := range []string{daggerexec.EnvCLIBin, daggerexec.EnvRunnerHost, "kube-pod://", "--executor local", "docs/dagger.md"} {
 		if !strings.Contains(err.Error(), want) {
@@ -71,14 +69,10 @@ func TestConnectIsTimeBoxed(t *testing.T) {
 	// ends when its stdin closes.
 	fakeCLI(t, "cat >/dev/null")
 	store := executortest.OpenStore(t)
-	start := time.Now()
 	_, err := daggerexec.New(context.Background(), store, daggerexec.WithBinary(goBinary(t)),
 		daggerexec.WithConnectTimeout(time.Second), daggerexec.WithRunnerHost("tcp://192.0.2.1:1234"))
 	if !errors.Is(err, daggerexec.ErrNoEngine) || !strings.Contains(err.Error(), "within 1s") || !strings.Contains(err.Error(), "tcp://192.0.2.1:1234") {
 		t.Fatalf("hanging engine: %v, want ErrNoEngine naming the host and the timeout", err)
-	}
-	if d := time.Since(start); d > 10*time.Second {
-		t.Errorf("New took %s with a 1s connect timeout", d)
 	}
 }
 

@@ -264,3 +264,29 @@ func TestRefit(t *testing.T) {
 		t.Fatalf("one size fitted: %+v", one.Fit)
 	}
 }
+
+// TestMergeRowsJoinsMeasures: a row measured in both runs keeps this run's measures and gains the
+// earlier run's measures of other labels (the 4 GiB and 8 GiB rss builds run separately), each
+// naming its run; a label measured in both keeps this run's figure.
+func TestMergeRowsJoinsMeasures(t *testing.T) {
+	old := &Report{Started: time.Date(2026, 11, 29, 17, 25, 0, 0, time.UTC), Finished: time.Date(2026, 11, 29, 17, 43, 0, 0, time.UTC),
+		Rows: []Row{{ID: "rss", Title: "rss", Measures: []Measure{
+			{Label: "cold GPTQ build --mem 4.00 GiB", Role: "subject", Samples: []float64{1066}, PeakRSS: 4289011712},
+			{Label: "cold GPTQ build --mem 8.00 GiB", Role: "subject", Samples: []float64{999}},
+		}}}}
+	path := filepath.Join(t.TempDir(), "old.json")
+	if err := writeJSON(path, old); err != nil {
+		t.Fatal(err)
+	}
+	rep := &Report{Rows: []Row{{ID: "rss", Title: "rss", Measures: []Measure{
+		{Label: "cold GPTQ build --mem 8.00 GiB", Role: "subject", Samples: []float64{830}},
+	}}}}
+	if err := mergeRows(rep, path); err != nil {
+		t.Fatal(err)
+	}
+	ms := rep.Rows[0].Measures
+	if len(ms) != 2 || ms[0].Samples[0] != 830 || ms[1].Label != "cold GPTQ build --mem 4.00 GiB" ||
+		!strings.Contains(ms[1].Extra, "from the run of 2026-11-29 17:25 to 17:43") || ms[1].Stats.Median != 1066 {
+		t.Errorf("merged measures %+v", ms)
+	}
+}

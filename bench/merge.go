@@ -45,6 +45,8 @@ func renderOnly(path, merge, jsonOut, mdOut string) error {
 
 // mergeRows replaces the rows rep skipped by the measured rows of the earlier results in path,
 // each noting the run it comes from (time and load average), so a partial re-run keeps the rest.
+// A row both measured keeps this run's measures and gains the earlier run's measures of other
+// labels (an rss budget or a scaling size run separately), each noting its run.
 func mergeRows(rep *Report, path string) error {
 	b, err := os.ReadFile(path)
 	if err != nil {
@@ -57,15 +59,30 @@ func mergeRows(rep *Report, path string) error {
 	from := fmt.Sprintf("from the run of %s to %s (load average %s at start, %s at end)",
 		old.Started.UTC().Format("2006-01-02 15:04"), old.Finished.UTC().Format("15:04"), old.Machine.LoadStart, old.Machine.LoadEnd)
 	var rows []Row
+	short := fmt.Sprintf("from the run of %s to %s", old.Started.UTC().Format("2006-01-02 15:04"), old.Finished.UTC().Format("15:04"))
 	for _, r := range rep.Rows {
 		if r.Skipped == "" {
+			for _, o := range old.Rows {
+				if o.ID != r.ID || o.Skipped != "" {
+					continue
+				}
+				for _, m := range o.Measures {
+					if m.Skipped == "" && !slices.ContainsFunc(r.Measures, func(x Measure) bool { return x.Label == m.Label }) {
+						m.Extra = strings.TrimPrefix(m.Extra+"; "+short, "; ")
+						r.Measures = append(r.Measures, m)
+					}
+				}
+			}
+			r.finish()
 			rows = append(rows, r)
 			continue
 		}
 		kept := false
 		for _, o := range old.Rows {
 			if (o.ID == r.ID || slices.Contains(specRows[r.ID], o.ID)) && o.Skipped == "" {
-				o.Note = strings.TrimSpace(o.Note + "; " + from)
+				if !strings.Contains(o.Note, "from the run of") { // a row merged before keeps its own run
+					o.Note = strings.TrimSpace(o.Note + "; " + from)
+				}
 				rows, kept = append(rows, o), true
 			}
 		}

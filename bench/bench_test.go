@@ -290,3 +290,22 @@ func TestMergeRowsJoinsMeasures(t *testing.T) {
 		t.Errorf("merged measures %+v", ms)
 	}
 }
+
+// TestMergeKeepsTheMeasuringRun: a row merged before names the run that measured it; merging it
+// again adds no run, and a note naming several runs (older harnesses) keeps the first.
+func TestMergeKeepsTheMeasuringRun(t *testing.T) {
+	old := &Report{Started: time.Date(2026, 11, 29, 15, 39, 0, 0, time.UTC), Rows: []Row{{ID: "scale-rtn", Title: "scale-rtn",
+		Note:     "fresh cache per run; from the run of 2026-11-29 14:53 to 15:18 (x); from the run of 2026-11-29 15:20 to 15:27 (y)",
+		Measures: []Measure{{Label: "cold rtn build, 1 layer(s)", Role: "subject", Samples: []float64{45}}}}}}
+	path := filepath.Join(t.TempDir(), "old.json")
+	if err := writeJSON(path, old); err != nil {
+		t.Fatal(err)
+	}
+	rep := &Report{Rows: []Row{{ID: "scale-rtn", Title: "scale-rtn", Skipped: "skipped: not in -only"}}}
+	if err := mergeRows(rep, path); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := rep.Rows[0].Note, "fresh cache per run; from the run of 2026-11-29 14:53 to 15:18 (x)"; got != want {
+		t.Errorf("note %q, want %q", got, want)
+	}
+}

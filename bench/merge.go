@@ -80,8 +80,13 @@ func mergeRows(rep *Report, path string) error {
 		kept := false
 		for _, o := range old.Rows {
 			if (o.ID == r.ID || slices.Contains(specRows[r.ID], o.ID)) && o.Skipped == "" {
-				if !strings.Contains(o.Note, "from the run of") { // a row merged before keeps its own run
+				switch i := strings.Index(o.Note, "from the run of"); {
+				case i < 0:
 					o.Note = strings.TrimSpace(o.Note + "; " + from)
+				default: // a row merged before keeps the run that measured it: the first one named
+					if j := strings.Index(o.Note[i+1:], "; from the run of"); j >= 0 {
+						o.Note = o.Note[:i+1+j] // (harnesses before session 3 appended every merge's run)
+					}
 				}
 				rows, kept = append(rows, o), true
 			}

@@ -258,6 +258,14 @@ func TestRefit(t *testing.T) {
 	if r.Fit == nil || math.Abs(r.Fit.Slope-10) > 1e-9 || math.Abs(r.Fit.Intercept) > 1e-9 || r.Fit.R2 < 0.999999 {
 		t.Fatalf("fit %+v, want slope 10 s/layer, intercept 0, r² 1", r.Fit)
 	}
+	nodes := Row{FitUnit: "node", Measures: []Measure{
+		{Label: "no-op rebuild, 8 layers (100 nodes)", Role: "subject", Samples: []float64{0.1}},
+		{Label: "no-op rebuild, 16 layers (200 nodes)", Role: "subject", Samples: []float64{0.2}},
+	}}
+	nodes.finish()
+	if nodes.Fit == nil || math.Abs(nodes.Fit.Slope-0.001) > 1e-12 {
+		t.Fatalf("node fit %+v, want 1 ms per node (fitted against nodes, not layers)", nodes.Fit)
+	}
 	one := Row{FitUnit: "layer", Measures: []Measure{{Label: "cold gptq build, 1 layer(s)", Role: "subject", Samples: []float64{10}}}}
 	one.finish()
 	if one.Fit != nil {

@@ -83,9 +83,13 @@ func (r *Row) finish() {
 	r.refit()
 }
 
-// sizeInLabel reads the size out of the labels scaling rows write ("..., 4 layer(s)",
-// "... (901 nodes)"), for results recorded before Measure.X existed.
-var sizeInLabel = regexp.MustCompile(`(\d+) (?:layer|nodes)`)
+// sizeInLabel reads the size, in the row's FitUnit, out of the labels scaling rows write
+// ("cold rtn build, 4 layer(s)"; "no-op rebuild, 8 layers (117 nodes)"), for results recorded
+// before Measure.X existed.
+var sizeInLabel = map[string]*regexp.Regexp{
+	"layer": regexp.MustCompile(`(\d+) layer`),
+	"node":  regexp.MustCompile(`\((\d+) nodes\)`),
+}
 
 // refit fits the median time of a scaling row's measured sizes against the size (Measure.X, else
 // the size in its label), so a row stopped before its last size (an interrupt) still reports the
@@ -101,8 +105,8 @@ func (r *Row) refit() {
 			continue
 		}
 		x := m.X
-		if x == 0 {
-			if sm := sizeInLabel.FindStringSubmatch(m.Label); sm != nil {
+		if re := sizeInLabel[r.FitUnit]; x == 0 && re != nil {
+			if sm := re.FindStringSubmatch(m.Label); sm != nil {
 				x, _ = strconv.ParseFloat(sm[1], 64)
 			}
 		}

@@ -31,7 +31,7 @@
 // Weights come from a [WeightSource]; layers are loaded one at a time, so a model bigger than memory can be
 // run layer by layer ([Model.Layer] / [Model.RunLayer]).
 // A [GGUFSource] with KeepEncoded keeps quantized and 16-bit weights in their file encoding ([Encoded]:
-// row blocks dequantized per Apply into bounded scratch), with results bit-identical to float32 weights;
+// row blocks dequantized per Apply into bounded scratch), with results bit-identical to float32 weights (pure-Go build; -tags blas: to float32 rounding);
 // [Config.WeightBytes] and [Config.BlockScratchBytes] state what such a source holds.
 //
 // Mixture-of-experts models (llama.cpp's llama arch with <arch>.expert_count > 0, e.g. Mixtral) have in

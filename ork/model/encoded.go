@@ -18,9 +18,11 @@ import (
 // multiplies each block into its columns of y, so the weight costs its encoded size (Q8_0: 1.0625 bytes a
 // value, F16/BF16: 2) instead of 4 bytes a value as a [Dense].
 //
-// Results are bit-identical to a Dense of the dequantized weight (an invariant the tests check): a row
-// dequantizes to the same float32 values, and each block's product is arranged so that gonum's Sgemm
-// sums every output in the same order as it does for the whole matrix (see Apply).
+// Results are bit-identical to a Dense of the dequantized weight in the pure-Go build (an invariant the
+// tests check): a row dequantizes to the same float32 values, and each block's product is arranged so
+// that gonum's Sgemm sums every output in the same order as it does for the whole matrix (see Apply).
+// Built with -tags blas, both go to OpenBLAS's sgemm, whose order depends on the shape: they agree to
+// float32 rounding, not bit for bit.
 //
 // Scratch bound: one Apply holds at most [EncodedScratchBytes](N, K) bytes of float32 scratch: the whole
 // weight when it fits one block, else two row blocks (two workers taking blocks in turn, each

@@ -40,7 +40,7 @@ func OpenBLASCore() string { return C.GoString(C.openblas_get_corename()) }
 
 // lapackSteps are OpenBLAS's LAPACK routines for invCholUpper. A row-major upper triangle is a
 // column-major lower one with the same leading dimension, hence uplo 'L' throughout.
-var lapackSteps = factorSteps{name: "openblas",
+var lapackSteps = factorSteps{
 	potrf: func(ctx context.Context, a []float64, n int) (bool, error) {
 		if err := ctx.Err(); err != nil {
 			return false, err
@@ -49,15 +49,12 @@ var lapackSteps = factorSteps{name: "openblas",
 		C.dpotrf_(&uplo, &nn, (*C.double)(&a[0]), &nn, &info)
 		return info == 0, lapackArg("dpotrf", info)
 	},
-	pocon: func(a []float64, n int, anorm float64) float64 {
+	pocon: func(a []float64, n int, anorm float64) (float64, error) {
 		uplo, nn, info := C.char('L'), C.int(n), C.int(0)
 		an, rc := C.double(anorm), C.double(0)
 		work, iwork := make([]C.double, 3*n), make([]C.int, n)
 		C.dpocon_(&uplo, &nn, (*C.double)(&a[0]), &nn, &an, &rc, &work[0], &iwork[0], &info, 1) // 1: gfortran's hidden length of uplo
-		if info != 0 {
-			return 0 // an argument error reads as "not invertible", which the caller reports
-		}
-		return float64(rc)
+		return float64(rc), lapackArg("dpocon", info)
 	},
 	trtri: func(ctx context.Context, a []float64, n int) (bool, error) {
 		if err := ctx.Err(); err != nil {

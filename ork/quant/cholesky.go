@@ -66,17 +66,16 @@ func inverseCholeskyUpper(ctx context.Context, a []float64, k int, c *config) (f
 // trtri (inverse of the factor, false if singular) and lauum (U·Uᵀ). The pure-Go build uses
 // gonumSteps; -tags blas installs OpenBLAS's LAPACK (blas.go).
 type factorSteps struct {
-	name  string
 	potrf func(ctx context.Context, a []float64, n int) (bool, error)
-	pocon func(a []float64, n int, anorm float64) float64
+	pocon func(a []float64, n int, anorm float64) (float64, error)
 	trtri func(ctx context.Context, a []float64, n int) (bool, error)
 	lauum func(ctx context.Context, a []float64, n int) error
 }
 
 // gonumSteps are gonum's blocked LAPACK algorithms re-implemented with a ctx check per block.
-var gonumSteps = factorSteps{name: "gonum", potrf: potrfUpper, trtri: trtriUpper, lauum: lauumUpper,
-	pocon: func(a []float64, n int, anorm float64) float64 {
-		return gonum.Implementation{}.Dpocon(blas.Upper, n, a, n, anorm, make([]float64, 3*n), make([]int, n))
+var gonumSteps = factorSteps{potrf: potrfUpper, trtri: trtriUpper, lauum: lauumUpper,
+	pocon: func(a []float64, n int, anorm float64) (float64, error) {
+		return gonum.Implementation{}.Dpocon(blas.Upper, n, a, n, anorm, make([]float64, 3*n), make([]int, n)), nil
 	}}
 
 // steps is the factorisation backend of this build.
@@ -106,7 +105,9 @@ func invCholUpper(ctx context.Context, a []float64, k int) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	if rc := steps.pocon(a, k, anorm); 1/rc > conditionTolerance {
+	if rc, err := steps.pocon(a, k, anorm); err != nil {
+		return err
+	} else if 1/rc > conditionTolerance {
 		return fmt.Errorf("H + damp·I is ill-conditioned (condition ~%.3g)", 1/rc)
 	}
 	if ok, err := steps.trtri(ctx, a, k); err != nil {

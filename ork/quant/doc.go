@@ -81,10 +81,6 @@
 // fifth of the speed — [OpenBLASCoreAdvice] detects that and internal/blascore re-executes the
 // binary with OPENBLAS_CORETYPE set.
 //
-// Inside a block of columns GPTQ works row by row (the row's block stays in L1; rows are
-// independent given H⁻¹'s factor), and pushes each block's errors to the later columns with one
-// matrix product per chunk of rows.
-//
 // # Error evaluation
 //
 // [EvaluateTensor] and [EvaluateAll] (behind `orkpipe qerr`) score every scheme in [Schemes] on

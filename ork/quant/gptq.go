@@ -9,7 +9,6 @@ import (
 
 	"gonum.org/v1/gonum/blas"
 	"gonum.org/v1/gonum/blas/blas64"
-	"gonum.org/v1/gonum/blas/gonum"
 )
 
 // GPTQ quantizes m (N x K) against the Hessian h (K x K) as IST-DASLab's gptq.py does (see the
@@ -130,7 +129,7 @@ type gptqState struct {
 
 // rows runs GPTQ on rows [lo, hi): each row only needs U, so chunks are independent.
 func (s *gptqState) rows(lo, hi int) {
-	kp, bs := s.w.KP, s.c.blockSize
+	w, kp, bs := s.w, s.w.KP, s.c.blockSize
 	nr := hi - lo
 	var buf []float64
 	select {
@@ -150,121 +149,52 @@ func (s *gptqState) rows(lo, hi int) {
 	err1 := buf[nr*kp : nr*(kp+bs)]
 	clear(err1)
 	s.loadRows(Wc, lo, hi)
+	lov, hiv := codeRange(w.Bits)
 	for i1 := 0; i1 < kp; i1 += bs {
 		if s.ctx.Err() != nil {
 			return // forRows reports ctx.Err()
 		}
 		i2 := min(i1+bs, kp)
-		if byColumnForTest || s.straddles(i1, i2) {
-			s.blockByColumn(Wc, err1, lo, nr, i1, i2)
-			continue
-		}
-		for r := 0; r < nr; r++ {
-			s.blockRow(Wc[r*kp:(r+1)*kp], err1[r*bs:(r+1)*bs], lo+r, i1, i2)
-		}
-		s.lazyUpdate(Wc, err1, nr, i1, i1, i2, i2)
-	}
-}
-
-// byColumnForTest makes every block take blockByColumn (TestGPTQRowAndColumnOrderAgree).
-var byColumnForTest = false
-
-// straddles reports whether a dynamic group starts inside block [i1, i2) after its first column
-// and ends past it: its scale then needs the later columns brought up to date by the errors of
-// every row first (blockByColumn). With the block a multiple of the group, or the group a
-// multiple of the block, or static groups, no group does.
-func (s *gptqState) straddles(i1, i2 int) bool {
-	if s.static {
-		return false
-	}
-	for i := i1 + 1; i < i2; i++ {
-		if i%s.g == 0 && i+s.g > i2 && i2 < s.w.KP {
-			return true
-		}
-	}
-	return false
-}
-
-// blockRow runs GPTQ over the columns [i1, i2) of one working row (row lo+r of the weight): each
-// column is quantized, its scaled error e stored in errRow and pushed to the row's later columns of
-// the block. Rows are independent within a block, so a row's block stays in L1 while it is done;
-// the floating-point operations and their order per value are those of blockByColumn.
-func (s *gptqState) blockRow(row, errRow []float64, wrow, i1, i2 int) {
-	w, kp := s.w, s.w.KP
-	lov, hiv := codeRange(w.Bits)
-	scales := w.Scales[wrow*s.ng : (wrow+1)*s.ng]
-	codes := w.Codes[wrow*kp : (wrow+1)*kp]
-	for i := i1; i < i2; i++ {
-		urow := s.U[i*kp : (i+1)*kp]
-		if !s.static && i%s.g == 0 {
-			end := min(i+s.g, kp)
-			scales[i/s.g] = chooseScale(row[i:end], s.diag[i:end], w.Bits, s.c.clipGrid)
-		}
-		nat := s.perm[i]
-		sc := float64(scales[nat/s.g])
-		x := row[i]
-		var code, q float64
-		if sc != 0 {
-			code = quantCode(x, 1/sc, float64(lov), float64(hiv))
-			q = code * sc
-		}
-		codes[nat] = int8(code)
-		e := (x - q) / urow[i]
-		errRow[i-i1] = e
-		if e != 0 && i+1 < i2 {
-			axpyUnitary(-e, urow[i+1:i2], row[i+1:i2])
-		}
-	}
-}
-
-// blockByColumn is the column-major form of blockRow over rows [lo, lo+nr), for blocks where a
-// dynamic group straddles the block end (straddles).
-func (s *gptqState) blockByColumn(Wc, err1 []float64, lo, nr, i1, i2 int) {
-	w, kp, bs := s.w, s.w.KP, s.c.blockSize
-	lov, hiv := codeRange(w.Bits)
-	done := i1 // columns [i1, done) have already pushed their errors to W[:, i2:]
-	for i := i1; i < i2; i++ {
-		urow := s.U[i*kp : (i+1)*kp]
-		d := urow[i]
-		nat := s.perm[i]
-		if !s.static && i%s.g == 0 { // dynamic group scale from the current weights
-			end := min(i+s.g, kp)
-			if end > i2 && i > done {
-				// the group reaches past the block: bring its columns up to date first
-				s.lazyUpdate(Wc, err1, nr, i1, done, i, i2)
-				done = i
+		done := i1 // columns [i1, done) have already pushed their errors to W[:, i2:]
+		for i := i1; i < i2; i++ {
+			urow := s.U[i*kp : (i+1)*kp]
+			d := urow[i]
+			nat := s.perm[i]
+			if !s.static && i%s.g == 0 { // dynamic group scale from the current weights
+				end := min(i+s.g, kp)
+				if end > i2 && i > done {
+					// the group reaches past the block: bring its columns up to date first
+					s.lazyUpdate(Wc, err1, nr, i1, done, i, i2)
+					done = i
+				}
+				gi := i / s.g
+				for r := 0; r < nr; r++ {
+					row := Wc[r*kp : (r+1)*kp]
+					w.Scales[(lo+r)*s.ng+gi] = chooseScale(row[i:end], s.diag[i:end], w.Bits, s.c.clipGrid)
+				}
 			}
-			gi := i / s.g
+			gi := nat / s.g
 			for r := 0; r < nr; r++ {
 				row := Wc[r*kp : (r+1)*kp]
-				w.Scales[(lo+r)*s.ng+gi] = chooseScale(row[i:end], s.diag[i:end], w.Bits, s.c.clipGrid)
+				sc := float64(w.Scales[(lo+r)*s.ng+gi])
+				x := row[i]
+				var code, q float64
+				if sc != 0 {
+					code = quantCode(x, 1/sc, float64(lov), float64(hiv))
+					q = code * sc
+				}
+				w.Codes[(lo+r)*kp+nat] = int8(code)
+				e := (x - q) / d
+				err1[r*bs+(i-i1)] = e
+				if e != 0 {
+					for j := i + 1; j < i2; j++ {
+						row[j] -= e * urow[j]
+					}
+				}
 			}
 		}
-		gi := nat / s.g
-		for r := 0; r < nr; r++ {
-			row := Wc[r*kp : (r+1)*kp]
-			sc := float64(w.Scales[(lo+r)*s.ng+gi])
-			x := row[i]
-			var code, q float64
-			if sc != 0 {
-				code = quantCode(x, 1/sc, float64(lov), float64(hiv))
-				q = code * sc
-			}
-			w.Codes[(lo+r)*kp+nat] = int8(code)
-			e := (x - q) / d
-			err1[r*bs+(i-i1)] = e
-			if e != 0 && i+1 < i2 {
-				axpyUnitary(-e, urow[i+1:i2], row[i+1:i2])
-			}
-		}
+		s.lazyUpdate(Wc, err1, nr, i1, done, i2, i2)
 	}
-	s.lazyUpdate(Wc, err1, nr, i1, done, i2, i2)
-}
-
-// axpyUnitary is dst += alpha·x (len(x) = len(dst)) in gonum's pure-Go BLAS (its amd64 assembly):
-// no cgo call for these short vectors even under -tags blas.
-func axpyUnitary(alpha float64, x, dst []float64) {
-	gonum.Implementation{}.Daxpy(len(dst), alpha, x, 1, dst, 1)
 }
 
 // loadRows fills Wc with rows [lo, hi) of the weights as float64, dead columns (diag(H) = 0)

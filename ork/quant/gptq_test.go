@@ -5,7 +5,6 @@ import (
 	"errors"
 	"math"
 	"regexp"
-	"slices"
 	"strings"
 	"testing"
 
@@ -217,48 +216,5 @@ func TestGPTQIsotropicEqualsRTN(t *testing.T) {
 				t.Fatalf("group %d: scale %d: GPTQ %v, RTN %v", g, i, q.Scales[i], r.Scales[i])
 			}
 		}
-	}
-}
-
-// TestGPTQRowAndColumnOrderAgree: a block processed row by row (blockRow, the fast path) gives
-// bit-identical codes and scales to the same block processed column by column (blockByColumn,
-// used where a dynamic group straddles a block end), for dynamic and static groups, act order
-// and rotation.
-func TestGPTQRowAndColumnOrderAgree(t *testing.T) {
-	ctx := context.Background()
-	w := randMatrix("w", 37, 320, 5)
-	acts, err := CorrelatedActivations(500, 320, 9)
-	if err != nil {
-		t.Fatal(err)
-	}
-	h := NewHessian(320)
-	if err := h.Add(acts.Data, acts.Rows); err != nil {
-		t.Fatal(err)
-	}
-	for _, c := range []struct {
-		name string
-		opts []Option
-	}{
-		{"dynamic g32", []Option{WithGroup(32)}},
-		{"per-channel", []Option{WithGroup(0)}},
-		{"act-order static g64", []Option{WithGroup(64), WithActOrder(true), WithStaticGroups(true)}},
-		{"rotated g32 bs 96", []Option{WithGroup(32), WithBlockSize(96), WithRotation(true, 7)}},
-	} {
-		t.Run(c.name, func(t *testing.T) {
-			byColumnForTest = false
-			a, err := GPTQ(ctx, w, h, append(c.opts, WithWorkers(2))...)
-			if err != nil {
-				t.Fatal(err)
-			}
-			byColumnForTest = true
-			defer func() { byColumnForTest = false }()
-			b, err := GPTQ(ctx, w, h, append(c.opts, WithWorkers(2))...)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if !slices.Equal(a.Codes, b.Codes) || !slices.Equal(a.Scales, b.Scales) {
-				t.Fatalf("row order and column order differ")
-			}
-		})
 	}
 }

@@ -140,13 +140,16 @@ func (r *Recipe) validate() error {
 // (the recipe had none) which assignment did, so "calibration.sequences: want a positive number"
 // does not read as a fault of the recipe file.
 func (r *Recipe) explainCreated(err error) error {
-	msg := err.Error()
-	for sec, assignment := range r.created {
-		if strings.HasPrefix(msg, sec+".") || strings.HasPrefix(msg, sec+":") {
-			return fmt.Errorf("%w (the recipe has no %s section; --set %s created one, so its other required fields are unset)", err, sec, assignment)
+	msg, best := err.Error(), ""
+	for sec := range r.created { // the innermost created section the message is about
+		if (strings.HasPrefix(msg, sec+".") || strings.HasPrefix(msg, sec+":")) && len(sec) > len(best) {
+			best = sec
 		}
 	}
-	return err
+	if best == "" {
+		return err
+	}
+	return fmt.Errorf("%w (the recipe has no %s section; --set %s created one, so its other required fields are unset)", err, best, r.created[best])
 }
 
 func (s *Synth) validate() error {

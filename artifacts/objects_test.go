@@ -9,7 +9,7 @@ import (
 	"strings"
 	"testing"
 
-	"orkpipe/internal/testdata"
+	"orkpipe/internal/testfiles"
 )
 
 func TestIngestRoundTrip(t *testing.T) {
@@ -56,7 +56,7 @@ func TestIngestRoundTrip(t *testing.T) {
 func TestIngestFileGGUF(t *testing.T) {
 	s := openTestStore(t)
 	ctx := context.Background()
-	src := testdata.Path(t, "stories260K.gguf")
+	src := testfiles.Path(t, "stories260K.gguf")
 	want, err := HashPath(ctx, src)
 	if err != nil {
 		t.Fatal(err)

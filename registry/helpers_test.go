@@ -17,7 +17,7 @@ import (
 
 	"github.com/zeebo/blake3"
 
-	"orkpipe/internal/testdata"
+	"orkpipe/internal/testfiles"
 	"orkpipe/ork/board"
 	"orkpipe/ork/pack"
 	"orkpipe/registry/regtest"
@@ -149,10 +149,10 @@ func writePack(t testing.TB, src, dst string) {
 func buildDir(t testing.TB) string {
 	t.Helper()
 	dir := t.TempDir()
-	copyFile(t, testdata.Path(t, "stories260K.gguf"), filepath.Join(dir, "stories260K.gguf"))
-	copyFile(t, testdata.Path(t, "stories260K-Q4_0.gguf"), filepath.Join(dir, "stories260K-Q4_0.gguf"))
-	writePack(t, testdata.Path(t, "stories260K.gguf"), filepath.Join(dir, "model.orkpack"))
-	makeSparseStub(t, testdata.Path(t, "stories260K.gguf"), filepath.Join(dir, "model.orkpack.gguf"), 14176, 64<<20)
+	copyFile(t, testfiles.Path(t, "stories260K.gguf"), filepath.Join(dir, "stories260K.gguf"))
+	copyFile(t, testfiles.Path(t, "stories260K-Q4_0.gguf"), filepath.Join(dir, "stories260K-Q4_0.gguf"))
+	writePack(t, testfiles.Path(t, "stories260K.gguf"), filepath.Join(dir, "model.orkpack"))
+	makeSparseStub(t, testfiles.Path(t, "stories260K.gguf"), filepath.Join(dir, "model.orkpack.gguf"), 14176, 64<<20)
 	report := []byte(`{"ppl": 2.6798, "kld": 0.06558, "model": "stories260K", "tensors": 48, "notes": "` + strings.Repeat("ok ", 200) + `"}`)
 	if err := os.WriteFile(filepath.Join(dir, "report.json"), report, 0o644); err != nil {
 		t.Fatal(err)

@@ -17,7 +17,7 @@ import (
 
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 
-	"orkpipe/internal/testdata"
+	"orkpipe/internal/testfiles"
 	"orkpipe/registry/regtest"
 )
 
@@ -28,7 +28,7 @@ func parallelSource(t *testing.T, reg *regtest.Registry, ref string) (string, *P
 	t.Helper()
 	src := t.TempDir()
 	writeRandom(t, filepath.Join(src, "w.orkpack"), 21<<20+999, 3)
-	makeSparseStub(t, testdata.Path(t, "stories260K.gguf"), filepath.Join(src, "w.orkpack.gguf"), 14176, 64<<20)
+	makeSparseStub(t, testfiles.Path(t, "stories260K.gguf"), filepath.Join(src, "w.orkpack.gguf"), 14176, 64<<20)
 	res, err := Push(ctxT(t), src, ref, plain(reg), WithPartSize(3<<20+12345), WithCreated(testCreated))
 	if err != nil {
 		t.Fatal(err)

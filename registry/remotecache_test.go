@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"orkpipe/artifacts"
-	"orkpipe/internal/testdata"
+	"orkpipe/internal/testfiles"
 	"orkpipe/registry/regtest"
 )
 
@@ -24,7 +24,7 @@ func TestRemoteCache(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer storeA.Close()
-	gguf, err := storeA.IngestFile(ctx, testdata.Path(t, "stories260K.gguf"))
+	gguf, err := storeA.IngestFile(ctx, testfiles.Path(t, "stories260K.gguf"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -76,7 +76,7 @@ func TestRemoteCache(t *testing.T) {
 	if got.Key != key || len(got.Outputs) != 2 || got.Outputs[0] != rec.Outputs[0] || got.Provenance.Host != "build-1" {
 		t.Fatalf("record: %+v", got)
 	}
-	want, _ := os.ReadFile(testdata.Path(t, "stories260K.gguf"))
+	want, _ := os.ReadFile(testfiles.Path(t, "stories260K.gguf"))
 	r, err := storeB.Open(ctx, gguf.Digest)
 	if err != nil {
 		t.Fatal(err)

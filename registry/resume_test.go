@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"orkpipe/internal/testdata"
+	"orkpipe/internal/testfiles"
 	"orkpipe/registry/regtest"
 )
 
@@ -54,7 +54,7 @@ func TestPullResumeAfterKill(t *testing.T) {
 	reg := regtest.Start(t, func(h http.Handler) http.Handler { proxy.next = h; return proxy })
 	src := t.TempDir()
 	writeRandom(t, filepath.Join(src, "model.orkpack"), 48<<20, 7)
-	copyFile(t, testdata.Path(t, "stories260K.gguf"), filepath.Join(src, "stories260K.gguf"))
+	copyFile(t, testfiles.Path(t, "stories260K.gguf"), filepath.Join(src, "stories260K.gguf"))
 	writeProvenance(t, src)
 	ref := reg.Ref("packs/resume", "v1")
 	res, err := Push(ctx, src, ref, plain(reg), WithPartSize(1<<20))

@@ -10,7 +10,7 @@ import (
 	"strings"
 	"testing"
 
-	"orkpipe/internal/testdata"
+	"orkpipe/internal/testfiles"
 	"orkpipe/ork/calib"
 	"orkpipe/ork/gguf"
 	"orkpipe/ork/model"
@@ -22,7 +22,7 @@ import (
 // is calib.Capture / calib.Propagate over model.OpenGGUF's float32 source, on synthetic Q8_0 and BF16
 // models and a real Q4_0 one (stories260K: Q4_0 weights and an F16 ffn_down).
 func TestCalibrateEncodedSameOutputs(t *testing.T) {
-	corpus := testdata.Path(t, "stories-calib.txt")
+	corpus := testfiles.Path(t, "stories-calib.txt")
 	for _, src := range []struct{ name, synth string }{
 		{"synth-q8_0", `{"layers":2,"n_embd":128,"n_ff":320,"n_head":4,"n_head_kv":2,"vocab":360,"ctx":64,"type":"Q8_0","seed":4}`},
 		{"synth-bf16", `{"layers":2,"n_embd":96,"n_ff":160,"n_head":4,"n_head_kv":1,"vocab":360,"ctx":64,"type":"BF16","seed":4}`},
@@ -33,7 +33,7 @@ func TestCalibrateEncodedSameOutputs(t *testing.T) {
 			if src.synth != "" {
 				modelPath = mustExec(t, "synth", src.synth, nil)["model.gguf"]
 			} else {
-				modelPath = testdata.Path(t, "stories260K-Q4_0.gguf")
+				modelPath = testfiles.Path(t, "stories260K-Q4_0.gguf")
 			}
 			shape := shapeOfFile(t, modelPath)
 			if shape.WeightType == "" {

@@ -13,7 +13,7 @@ import (
 	"testing"
 	"time"
 
-	"orkpipe/internal/testdata"
+	"orkpipe/internal/testfiles"
 	"orkpipe/stages"
 )
 
@@ -67,7 +67,7 @@ func TestCalibrateMemory(t *testing.T) {
 		// One layer of the 27B shape, as a --mem 4GiB build calibrates it (4 sequences of 128 tokens).
 		{name: "q8_0-27B-one-layer", embd: 5120, ff: 17408, heads: 40, kv: 8, typ: "Q8_0", seqs: 4, ctx: 128, long: true},
 	}
-	corpus := testdata.Path(t, "stories-calib.txt")
+	corpus := testfiles.Path(t, "stories-calib.txt")
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			if c.long && os.Getenv("ORKPIPE_LONG_TESTS") == "" {

@@ -10,7 +10,7 @@ import (
 
 	"github.com/zeebo/blake3"
 
-	"orkpipe/internal/testdata"
+	"orkpipe/internal/testfiles"
 	"orkpipe/ork/board"
 	"orkpipe/ork/gguf"
 	"orkpipe/ork/pack"
@@ -18,8 +18,8 @@ import (
 )
 
 func TestEvalCommand(t *testing.T) {
-	model := testdata.Path(t, "stories260K.gguf")
-	text := testdata.Path(t, "stories-generated.txt")
+	model := testfiles.Path(t, "stories260K.gguf")
+	text := testfiles.Path(t, "stories-generated.txt")
 	out, errOut, code := orkpipeExit(t, "--json", "eval", "--model", model, "--text", text, "--ctx", "512", "--chunks", "2")
 	if code != 0 {
 		t.Fatalf("exit %d: %s", code, errOut)
@@ -39,7 +39,7 @@ func TestEvalCommand(t *testing.T) {
 	}
 
 	// Against a base model: KLD and same_top appear.
-	q := testdata.Path(t, "stories260K-Q8_0.gguf")
+	q := testfiles.Path(t, "stories260K-Q8_0.gguf")
 	out, errOut, code = orkpipeExit(t, "--json", "eval", "--model", q, "--base-model", model, "--text", text, "--chunks", "1")
 	if code != 0 {
 		t.Fatalf("exit %d: %s", code, errOut)
@@ -69,7 +69,7 @@ func TestEvalCommand(t *testing.T) {
 		{[]string{"eval", "--model", model, "--text", text, "--ctx", "2"}, exitUsage},
 		{[]string{"eval", "--model", model, "--text", text, "--ctx", "100000"}, exitFailure}, // text too short
 		{[]string{"eval", "--model", model, "--text", text, "--pack", text}, exitFailure},    // not a pack
-		{[]string{"eval", "--model", testdata.Path(t, "ggml-vocab-gpt-2.gguf"), "--text", text}, exitFailure},
+		{[]string{"eval", "--model", testfiles.Path(t, "ggml-vocab-gpt-2.gguf"), "--text", text}, exitFailure},
 	} {
 		if _, errOut, code := orkpipeExit(t, c.args...); code != c.code {
 			t.Errorf("%v: exit %d, want %d (%s)", c.args, code, c.code, errOut)
@@ -83,7 +83,7 @@ func TestEvalCommand(t *testing.T) {
 // activations) against its float model through the CLI.
 func TestEvalPack(t *testing.T) {
 	ctx := context.Background()
-	modelPath := testdata.Path(t, "stories260K.gguf")
+	modelPath := testfiles.Path(t, "stories260K.gguf")
 	f, err := gguf.Open(ctx, modelPath)
 	if err != nil {
 		t.Fatal(err)
@@ -120,7 +120,7 @@ func TestEvalPack(t *testing.T) {
 		t.Fatal(err)
 	}
 	out, errOut, code := orkpipeExit(t, "--json", "eval", "--model", modelPath, "--pack", packPath,
-		"--text", testdata.Path(t, "stories-generated.txt"), "--chunks", "2")
+		"--text", testfiles.Path(t, "stories-generated.txt"), "--chunks", "2")
 	if code != 0 {
 		t.Fatalf("exit %d: %s", code, errOut)
 	}

@@ -10,7 +10,7 @@ import (
 	"testing"
 
 	"orkpipe/artifacts"
-	"orkpipe/internal/testdata"
+	"orkpipe/internal/testfiles"
 )
 
 // orkpipeExit runs the CLI as main does and returns stdout, stderr and the exit status.
@@ -29,7 +29,7 @@ func TestHashCommand(t *testing.T) {
 	dir := t.TempDir()
 	hello := filepath.Join(dir, "hello.txt")
 	os.WriteFile(hello, []byte("hello"), 0o644)
-	gguf := testdata.Path(t, "stories260K.gguf")
+	gguf := testfiles.Path(t, "stories260K.gguf")
 	ggufBytes, err := os.ReadFile(gguf)
 	if err != nil {
 		t.Fatal(err)

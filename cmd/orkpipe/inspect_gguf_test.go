@@ -7,14 +7,14 @@ import (
 	"strings"
 	"testing"
 
-	"orkpipe/internal/testdata"
+	"orkpipe/internal/testfiles"
 	"orkpipe/ork/gguf"
 )
 
 func TestInspectGGUFText(t *testing.T) {
 	var out bytes.Buffer
 	opts := newGlobalOptions(&out, &out)
-	if err := runInspectGGUF(context.Background(), opts, testdata.Path(t, "stories260K.gguf")); err != nil {
+	if err := runInspectGGUF(context.Background(), opts, testfiles.Path(t, "stories260K.gguf")); err != nil {
 		t.Fatal(err)
 	}
 	s := out.String()
@@ -33,7 +33,7 @@ func TestInspectGGUFJSON(t *testing.T) {
 	var out bytes.Buffer
 	opts := newGlobalOptions(&out, &out)
 	opts.json = true
-	if err := runInspectGGUF(context.Background(), opts, testdata.Path(t, "stories260K-Q8_0.gguf")); err != nil {
+	if err := runInspectGGUF(context.Background(), opts, testfiles.Path(t, "stories260K-Q8_0.gguf")); err != nil {
 		t.Fatal(err)
 	}
 	var got struct {
@@ -93,7 +93,7 @@ func TestInspectGGUFJSON(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	f, err := gguf.Open(context.Background(), testdata.Path(t, "stories260K-Q8_0.gguf"))
+	f, err := gguf.Open(context.Background(), testfiles.Path(t, "stories260K-Q8_0.gguf"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -108,7 +108,7 @@ func TestInspectGGUFJSON(t *testing.T) {
 func TestInspectGGUFErrors(t *testing.T) {
 	var out bytes.Buffer
 	opts := newGlobalOptions(&out, &out)
-	err := runInspectGGUF(context.Background(), opts, testdata.Path(t, "stories-calib.txt"))
+	err := runInspectGGUF(context.Background(), opts, testfiles.Path(t, "stories-calib.txt"))
 	if err == nil || !strings.Contains(err.Error(), "bad magic") || !strings.Contains(err.Error(), "stories-calib.txt") {
 		t.Errorf("err = %v", err)
 	}

@@ -10,7 +10,7 @@ import (
 	"strings"
 	"testing"
 
-	"orkpipe/internal/testdata"
+	"orkpipe/internal/testfiles"
 	"orkpipe/registry/regtest"
 )
 
@@ -33,7 +33,7 @@ const testProvenance = `{"_type":"https://in-toto.io/Statement/v1","subject":[{"
 func TestPushPullDescribeCLI(t *testing.T) {
 	reg := regtest.Start(t, nil)
 	src := t.TempDir()
-	in, err := os.Open(testdata.Path(t, "stories260K.gguf"))
+	in, err := os.Open(testfiles.Path(t, "stories260K.gguf"))
 	if err != nil {
 		t.Fatal(err)
 	}

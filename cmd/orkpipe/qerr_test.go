@@ -8,7 +8,7 @@ import (
 	"strings"
 	"testing"
 
-	"orkpipe/internal/testdata"
+	"orkpipe/internal/testfiles"
 	"orkpipe/ork/quant"
 )
 
@@ -17,7 +17,7 @@ func TestQErrJSONStories260K(t *testing.T) {
 	opts := newGlobalOptions(&out, &out)
 	opts.json = true
 	opts.jobs = 2
-	err := runQErr(context.Background(), opts, testdata.Path(t, "stories260K.gguf"),
+	err := runQErr(context.Background(), opts, testfiles.Path(t, "stories260K.gguf"),
 		qerrFlags{tensors: `^blk\.[01]\.`, seed: 1, tokens: 256, actClip: 1})
 	if err != nil {
 		t.Fatal(err)
@@ -66,7 +66,7 @@ func TestQErrTextAndErrors(t *testing.T) {
 	var out bytes.Buffer
 	opts := newGlobalOptions(&out, &out)
 	opts.jobs = 1
-	path := testdata.Path(t, "stories260K.gguf")
+	path := testfiles.Path(t, "stories260K.gguf")
 	if err := runQErr(context.Background(), opts, path, qerrFlags{tensors: `blk\.0\.ffn_down`, seed: 3, calibSeed: 5, tokens: 64, actClip: 0.9}); err != nil {
 		t.Fatal(err)
 	}

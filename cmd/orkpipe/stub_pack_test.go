@@ -6,14 +6,14 @@ import (
 	"strings"
 	"testing"
 
-	"orkpipe/internal/testdata"
+	"orkpipe/internal/testfiles"
 	"orkpipe/ork/gguf"
 )
 
 // TestStubFromPack emits and verifies a stub whose owned set is a real orkpack's entries.
 func TestStubFromPack(t *testing.T) {
 	dir := t.TempDir()
-	src := testdata.Path(t, "stories260K.gguf")
+	src := testfiles.Path(t, "stories260K.gguf")
 	pk := buildStoriesPack(t, dir, "s.orkpack", "", "")
 	stub := filepath.Join(dir, "s.orkpack.gguf")
 	out, err := runCLI(t, "stub", src, "--pack", pk, "-o", stub)
@@ -39,7 +39,7 @@ func TestStubFromPack(t *testing.T) {
 		t.Errorf("--pack with --own: %v", err)
 	}
 	// A pack from another model: names that are not tensors of the source.
-	other := testdata.Path(t, "llama-2-tiny-random.gguf")
+	other := testfiles.Path(t, "llama-2-tiny-random.gguf")
 	if _, err := runCLI(t, "stub", other, "--pack", pk, "-o", filepath.Join(dir, "x.gguf")); err == nil || !strings.Contains(err.Error(), "built from another model") {
 		t.Errorf("pack of another model: %v", err)
 	}
@@ -50,7 +50,7 @@ func TestStubFromPack(t *testing.T) {
 func TestStubFromPackOfAnotherModel(t *testing.T) {
 	dir := t.TempDir()
 	pk := buildStoriesPack(t, dir, "s.orkpack", "", "")
-	q8 := testdata.Path(t, "stories260K-Q8_0.gguf")
+	q8 := testfiles.Path(t, "stories260K-Q8_0.gguf")
 	_, err := runCLI(t, "stub", q8, "--pack", pk, "-o", filepath.Join(dir, "x.gguf"))
 	if err == nil || !strings.Contains(err.Error(), "built from different bytes") {
 		t.Errorf("stub of the Q8_0 model with the F32 model's pack: %v", err)

@@ -9,7 +9,7 @@ import (
 	"strings"
 	"testing"
 
-	"orkpipe/internal/testdata"
+	"orkpipe/internal/testfiles"
 	"orkpipe/ork/gguf"
 )
 
@@ -26,7 +26,7 @@ func runCLI(t *testing.T, args ...string) (string, error) {
 }
 
 func TestStubCommand(t *testing.T) {
-	src := testdata.Path(t, "stories260K.gguf")
+	src := testfiles.Path(t, "stories260K.gguf")
 	stub := filepath.Join(t.TempDir(), "stub.gguf")
 	out, err := runCLI(t, "stub", src, "--own", matmulOwn, "-o", stub)
 	if err != nil {
@@ -49,7 +49,7 @@ func TestStubCommand(t *testing.T) {
 		t.Errorf("allow-zero verify: %v", err)
 	}
 	// Another source's header.
-	_, err = runCLI(t, "stub", "verify", stub, "--own", matmulOwn, "--source", testdata.Path(t, "stories260K-Q4_0.gguf"))
+	_, err = runCLI(t, "stub", "verify", stub, "--own", matmulOwn, "--source", testfiles.Path(t, "stories260K-Q4_0.gguf"))
 	if !errors.Is(err, gguf.ErrStub) || !strings.Contains(err.Error(), "header region digest") {
 		t.Errorf("wrong source: %v", err)
 	}
@@ -82,7 +82,7 @@ func TestStubCommand(t *testing.T) {
 }
 
 func TestStubCommandUsage(t *testing.T) {
-	src := testdata.Path(t, "stories260K.gguf")
+	src := testfiles.Path(t, "stories260K.gguf")
 	dir := t.TempDir()
 	for _, tc := range []struct {
 		args []string

@@ -6,7 +6,7 @@ import (
 	"strings"
 	"testing"
 
-	"orkpipe/internal/testdata"
+	"orkpipe/internal/testfiles"
 )
 
 func TestTokenizeCommand(t *testing.T) {
@@ -15,7 +15,7 @@ func TestTokenizeCommand(t *testing.T) {
 	if err := os.WriteFile(text, []byte(" Hello World!"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	vocab := testdata.Path(t, "ggml-vocab-llama-spm.gguf")
+	vocab := testfiles.Path(t, "ggml-vocab-llama-spm.gguf")
 	// " Hello World!" is one of llama.cpp's test vectors: 29871 15043 2787 29991 without BOS.
 	out, errOut, code := orkpipeExit(t, "tokenize", "--no-bos", vocab, text)
 	if code != 0 || out != "29871 15043 2787 29991\n" {
@@ -31,7 +31,7 @@ func TestTokenizeCommand(t *testing.T) {
 	}
 
 	// Standard input, tokenized whole: stories-generated.txt is 20181 tokens with BOS (SOURCES.md).
-	f, err := os.Open(testdata.Path(t, "stories-generated.txt"))
+	f, err := os.Open(testfiles.Path(t, "stories-generated.txt"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -39,7 +39,7 @@ func TestTokenizeCommand(t *testing.T) {
 	old := os.Stdin
 	os.Stdin = f
 	defer func() { os.Stdin = old }()
-	out, errOut, code = orkpipeExit(t, "tokenize", testdata.Path(t, "stories260K.gguf"), "-")
+	out, errOut, code = orkpipeExit(t, "tokenize", testfiles.Path(t, "stories260K.gguf"), "-")
 	if code != 0 {
 		t.Fatalf("stdin: exit %d: %s", code, errOut)
 	}

@@ -8,7 +8,7 @@ import (
 	"strings"
 	"testing"
 
-	"orkpipe/internal/testdata"
+	"orkpipe/internal/testfiles"
 	"orkpipe/ork/boardhost"
 	"orkpipe/pipelines/verify/verifytest"
 	"orkpipe/registry/regtest"
@@ -32,7 +32,7 @@ func runVerifyCLI(t *testing.T, args ...string) (string, string, int) {
 func TestVerifyCLIRunAndCompare(t *testing.T) {
 	dir := t.TempDir()
 	verifytest.BuildDir(t, dir)
-	text := testdata.Path(t, "tinystories_sample.txt")
+	text := testfiles.Path(t, "tinystories_sample.txt")
 	run := "'" + verifytest.StandIn(t, "good") + "' -m {stub} --ork-pack {pack} -f {text}"
 	reports := t.TempDir()
 	a, b, c := filepath.Join(reports, "a.json"), filepath.Join(reports, "b.json"), filepath.Join(reports, "c.json")
@@ -154,7 +154,7 @@ func TestVerifyCLIRefAttestDescribe(t *testing.T) {
 		t.Fatalf("key generate: exit %d: %s", code, stderr)
 	}
 	pulled := filepath.Join(t.TempDir(), "pulled")
-	text := testdata.Path(t, "tinystories_sample.txt")
+	text := testfiles.Path(t, "tinystories_sample.txt")
 	run := "'" + verifytest.StandIn(t, "good") + "' -m {stub} --ork-pack {pack} -f {text}"
 	out, stderr, code := runVerifyCLI(t, "verify", "--plain-http", ref, "-o", pulled, "--run", run, "--text", text,
 		"--attest", ref, "--sign", key)

@@ -6,7 +6,7 @@ import (
 	"path/filepath"
 	"testing"
 
-	"orkpipe/internal/testdata"
+	"orkpipe/internal/testfiles"
 )
 
 // script returns the absolute path of a stand-in script in testdata.
@@ -39,7 +39,7 @@ func tempInputs(t *testing.T, packPrefix string) Inputs {
 	if err := os.WriteFile(stub, body[:4096], 0o444); err != nil {
 		t.Fatal(err)
 	}
-	return Inputs{Pack: pack, Stub: stub, Text: testdata.Path(t, "stories-generated.txt")}
+	return Inputs{Pack: pack, Stub: stub, Text: testfiles.Path(t, "stories-generated.txt")}
 }
 
 // writable makes a temp input writable again (the rewrite stand-ins need it; a real runtime

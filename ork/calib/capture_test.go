@@ -17,19 +17,19 @@ import (
 
 	"gonum.org/v1/gonum/mat"
 
-	"orkpipe/internal/testdata"
+	"orkpipe/internal/testfiles"
 	"orkpipe/ork/model"
 )
 
 func storiesModel(t testing.TB) (*model.Model, [][]int32) {
 	t.Helper()
 	ctx := context.Background()
-	m, tok, f, err := model.OpenGGUF(ctx, testdata.Path(t, "stories260K.gguf"), 64<<20)
+	m, tok, f, err := model.OpenGGUF(ctx, testfiles.Path(t, "stories260K.gguf"), 64<<20)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { f.Close() })
-	text, err := os.ReadFile(testdata.Path(t, "stories-calib.txt"))
+	text, err := os.ReadFile(testfiles.Path(t, "stories-calib.txt"))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"orkpipe/internal/testdata"
+	"orkpipe/internal/testfiles"
 	"orkpipe/ork/model"
 )
 
@@ -17,8 +17,8 @@ import (
 // and their ratio.
 func BenchmarkCaptureEncoded(b *testing.B) {
 	ctx := context.Background()
-	path := testdata.Path(b, "stories260K-Q8_0.gguf")
-	text, err := os.ReadFile(testdata.Path(b, "stories-calib.txt"))
+	path := testfiles.Path(b, "stories260K-Q8_0.gguf")
+	text, err := os.ReadFile(testfiles.Path(b, "stories-calib.txt"))
 	if err != nil {
 		b.Fatal(err)
 	}

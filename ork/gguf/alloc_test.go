@@ -8,13 +8,13 @@ import (
 	"runtime"
 	"testing"
 
-	"orkpipe/internal/testdata"
+	"orkpipe/internal/testfiles"
 )
 
 // TestParseAllocation bounds what parsing allocates relative to the header it reads: the
 // header is held in memory (KV values, tensor infos), tensor data never is.
 func TestParseAllocation(t *testing.T) {
-	files, _ := filepath.Glob(filepath.Join(testdata.Dir(t), "*.gguf"))
+	files, _ := filepath.Glob(filepath.Join(testfiles.Dir(t), "*.gguf"))
 	for _, p := range files {
 		data, err := os.ReadFile(p)
 		if err != nil {

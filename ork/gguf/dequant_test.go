@@ -8,12 +8,12 @@ import (
 	"math"
 	"testing"
 
-	"orkpipe/internal/testdata"
+	"orkpipe/internal/testfiles"
 )
 
 func openT(t testing.TB, name string) *File {
 	t.Helper()
-	f, err := Open(context.Background(), testdata.Path(t, name))
+	f, err := Open(context.Background(), testfiles.Path(t, name))
 	if err != nil {
 		t.Fatal(err)
 	}

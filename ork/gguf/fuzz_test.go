@@ -11,7 +11,7 @@ import (
 	"runtime"
 	"testing"
 
-	"orkpipe/internal/testdata"
+	"orkpipe/internal/testfiles"
 )
 
 var genSeeds = flag.Bool("gen-fuzz-seeds", false, "regenerate the small generated seeds in testdata/fuzz/FuzzRead")
@@ -21,7 +21,7 @@ var genSeeds = flag.Bool("gen-fuzz-seeds", false, "regenerate the small generate
 // bytes and survive dequantizing its first rows. Seeds: the small generated files in
 // testdata/fuzz/FuzzRead plus, at run time, the shared testdata GGUFs (never copied here).
 func FuzzRead(f *testing.F) {
-	files, _ := filepath.Glob(filepath.Join(testdata.Dir(f), "*.gguf"))
+	files, _ := filepath.Glob(filepath.Join(testfiles.Dir(f), "*.gguf"))
 	for _, p := range files {
 		b, err := os.ReadFile(p)
 		if err != nil {

@@ -9,7 +9,7 @@ import (
 	"path/filepath"
 	"testing"
 
-	"orkpipe/internal/testdata"
+	"orkpipe/internal/testfiles"
 )
 
 // storiesShapes is the tensor table of stories260K (SOURCES.md), in GGUF ne order.
@@ -52,7 +52,7 @@ func TestReadTestdata(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.file, func(t *testing.T) {
-			f, err := Open(context.Background(), testdata.Path(t, tc.file))
+			f, err := Open(context.Background(), testfiles.Path(t, tc.file))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -105,7 +105,7 @@ func TestReadTestdata(t *testing.T) {
 
 func TestReadVocabKV(t *testing.T) {
 	for file, n := range map[string]int{"ggml-vocab-llama-spm.gguf": 32000, "ggml-vocab-gpt-2.gguf": 50257} {
-		f, err := Open(context.Background(), testdata.Path(t, file))
+		f, err := Open(context.Background(), testfiles.Path(t, file))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -119,7 +119,7 @@ func TestReadVocabKV(t *testing.T) {
 		}
 		f.Close()
 	}
-	f, err := Open(context.Background(), testdata.Path(t, "stories260K.gguf"))
+	f, err := Open(context.Background(), testfiles.Path(t, "stories260K.gguf"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -140,7 +140,7 @@ func TestReadVocabKV(t *testing.T) {
 
 // TestRoundTrip reads every testdata GGUF and writes it back; the bytes must be identical.
 func TestRoundTrip(t *testing.T) {
-	files, _ := filepath.Glob(filepath.Join(testdata.Dir(t), "*.gguf"))
+	files, _ := filepath.Glob(filepath.Join(testfiles.Dir(t), "*.gguf"))
 	if len(files) != 7 {
 		t.Fatalf("found %d GGUF files in testdata, want 7", len(files))
 	}

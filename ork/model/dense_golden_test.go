@@ -10,7 +10,7 @@ import (
 
 	"github.com/zeebo/blake3"
 
-	"orkpipe/internal/testdata"
+	"orkpipe/internal/testfiles"
 )
 
 // denseLogitsDigest is the BLAKE3 of the little-endian float32 bits of the logits of the first 96
@@ -20,12 +20,12 @@ const denseLogitsDigest = "78137930fcd89c87348c41abafe697eea85595772a2fdc7a85b50
 
 func TestDenseForwardBitIdentical(t *testing.T) {
 	ctx := context.Background()
-	m, tok, f, err := OpenGGUF(ctx, testdata.Path(t, "stories260K.gguf"), 64<<20)
+	m, tok, f, err := OpenGGUF(ctx, testfiles.Path(t, "stories260K.gguf"), 64<<20)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer f.Close()
-	text, err := os.ReadFile(testdata.Path(t, "stories-generated.txt"))
+	text, err := os.ReadFile(testfiles.Path(t, "stories-generated.txt"))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -11,7 +11,7 @@ import (
 
 	"github.com/zeebo/blake3"
 
-	"orkpipe/internal/testdata"
+	"orkpipe/internal/testfiles"
 	"orkpipe/ork/board"
 	"orkpipe/ork/gguf"
 	"orkpipe/ork/pack"
@@ -112,7 +112,7 @@ func sortedKeys(m map[string]scheme) []string {
 
 func storiesSource(t testing.TB) *GGUFSource {
 	t.Helper()
-	f, err := gguf.Open(context.Background(), testdata.Path(t, "stories260K.gguf"))
+	f, err := gguf.Open(context.Background(), testfiles.Path(t, "stories260K.gguf"))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -10,7 +10,7 @@ import (
 	"sync"
 	"testing"
 
-	"orkpipe/internal/testdata"
+	"orkpipe/internal/testfiles"
 	"orkpipe/ork/gguf"
 )
 
@@ -65,7 +65,7 @@ func TestEncodedEqualsDenseRealTensors(t *testing.T) {
 	ctx := context.Background()
 	seen := map[gguf.Type]int{}
 	for _, name := range []string{"stories260K-Q8_0.gguf", "stories260K-Q4_0.gguf", "stories260K-Q4_K_M.gguf", "llama-2-tiny-random.gguf"} {
-		f, err := gguf.Open(ctx, testdata.Path(t, name))
+		f, err := gguf.Open(ctx, testfiles.Path(t, name))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -256,7 +256,7 @@ func TestNewEncodedErrors(t *testing.T) {
 func TestEncodedForwardBitIdentical(t *testing.T) {
 	ctx := context.Background()
 	for _, name := range []string{"stories260K-Q8_0.gguf", "stories260K-Q4_K_M.gguf"} {
-		m, tok, f, err := OpenGGUF(ctx, testdata.Path(t, name), 0)
+		m, tok, f, err := OpenGGUF(ctx, testfiles.Path(t, name), 0)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -297,7 +297,7 @@ func TestWeightTypeAndBytes(t *testing.T) {
 		{"stories260K-Q4_K_M.gguf", gguf.TypeF16}, // idem
 		{"llama-2-tiny-random.gguf", gguf.TypeF16},
 	} {
-		f, err := gguf.Open(ctx, testdata.Path(t, c.file))
+		f, err := gguf.Open(ctx, testfiles.Path(t, c.file))
 		if err != nil {
 			t.Fatal(err)
 		}

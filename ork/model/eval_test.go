@@ -6,19 +6,19 @@ import (
 	"os"
 	"testing"
 
-	"orkpipe/internal/testdata"
+	"orkpipe/internal/testfiles"
 )
 
 func evalFile(t *testing.T, model, base string, chunks int, ggmlAct bool) EvalResult {
 	t.Helper()
 	ctx := context.Background()
-	m, tok, f, err := OpenGGUF(ctx, testdata.Path(t, model), 64<<20)
+	m, tok, f, err := OpenGGUF(ctx, testfiles.Path(t, model), 64<<20)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer f.Close()
 	m.Src.(*GGUFSource).GGMLActivations = ggmlAct
-	text, err := os.ReadFile(testdata.Path(t, "stories-generated.txt"))
+	text, err := os.ReadFile(testfiles.Path(t, "stories-generated.txt"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -28,7 +28,7 @@ func evalFile(t *testing.T, model, base string, chunks int, ggmlAct bool) EvalRe
 	}
 	opts := EvalOptions{Ctx: 512, BOS: tok.Vocab().BOS, MaxChunks: chunks}
 	if base != "" {
-		b, _, bf, err := OpenGGUF(ctx, testdata.Path(t, base), 64<<20)
+		b, _, bf, err := OpenGGUF(ctx, testfiles.Path(t, base), 64<<20)
 		if err != nil {
 			t.Fatal(err)
 		}

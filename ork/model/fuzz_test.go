@@ -6,7 +6,7 @@ import (
 	"testing"
 	"unicode/utf8"
 
-	"orkpipe/internal/testdata"
+	"orkpipe/internal/testfiles"
 )
 
 // FuzzEncode tokenizes arbitrary text with both test vocabularies. Every input must tokenize, and the
@@ -15,7 +15,7 @@ import (
 func FuzzEncode(f *testing.F) {
 	spm := openTokenizer(f, "ggml-vocab-llama-spm.gguf")
 	gpt := openTokenizer(f, "ggml-vocab-gpt-2.gguf")
-	if b, err := os.ReadFile(testdata.Path(f, "ggml-vocab-llama-spm.gguf.inp")); err == nil {
+	if b, err := os.ReadFile(testfiles.Path(f, "ggml-vocab-llama-spm.gguf.inp")); err == nil {
 		for _, s := range strings.Split(string(b), "\n__ggml_vocab_test__\n") {
 			f.Add(s)
 		}

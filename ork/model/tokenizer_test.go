@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"orkpipe/internal/testdata"
+	"orkpipe/internal/testfiles"
 	"orkpipe/ork/gguf"
 )
 
@@ -15,11 +15,11 @@ import (
 // expected ids one line per input.
 func readVocabTests(t *testing.T, base string) (inputs []string, want [][]int32) {
 	t.Helper()
-	inp, err := os.ReadFile(testdata.Path(t, base+".inp"))
+	inp, err := os.ReadFile(testfiles.Path(t, base+".inp"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	out, err := os.ReadFile(testdata.Path(t, base+".out"))
+	out, err := os.ReadFile(testfiles.Path(t, base+".out"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -53,7 +53,7 @@ func readVocabTests(t *testing.T, base string) (inputs []string, want [][]int32)
 
 func openTokenizer(t testing.TB, name string) Tokenizer {
 	t.Helper()
-	f, err := gguf.Open(context.Background(), testdata.Path(t, name))
+	f, err := gguf.Open(context.Background(), testfiles.Path(t, name))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -7,7 +7,7 @@ import (
 	"math"
 	"testing"
 
-	"orkpipe/internal/testdata"
+	"orkpipe/internal/testfiles"
 	"orkpipe/ork/gguf"
 )
 
@@ -15,7 +15,7 @@ import (
 // Q8_0 or Q4_0 in the quantized testdata files and compares the blocks byte for byte.
 func TestGGMLBitExact(t *testing.T) {
 	ctx := context.Background()
-	src, err := gguf.Open(ctx, testdata.Path(t, "stories260K.gguf"))
+	src, err := gguf.Open(ctx, testfiles.Path(t, "stories260K.gguf"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -33,7 +33,7 @@ func TestGGMLBitExact(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.file, func(t *testing.T) {
-			qf, err := gguf.Open(ctx, testdata.Path(t, tc.file))
+			qf, err := gguf.Open(ctx, testfiles.Path(t, tc.file))
 			if err != nil {
 				t.Fatal(err)
 			}

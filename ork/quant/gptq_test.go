@@ -8,14 +8,14 @@ import (
 	"strings"
 	"testing"
 
-	"orkpipe/internal/testdata"
+	"orkpipe/internal/testfiles"
 )
 
 // TestGPTQBeatsRTNOnStories260K: on every stories260K matmul weight, with a Hessian from a fixed
 // synthetic correlated activation set, GPTQ's tr((W-Q)H(W-Q)ᵀ) is below RTN's (same bits,
 // groups, clip grid, rotation; RTN's clip search weighted by diag(H) too).
 func TestGPTQBeatsRTNOnStories260K(t *testing.T) {
-	ws := loadMatmulWeights(t, testdata.Path(t, "stories260K.gguf"), regexp.MustCompile(`.`))
+	ws := loadMatmulWeights(t, testfiles.Path(t, "stories260K.gguf"), regexp.MustCompile(`.`))
 	ctx := context.Background()
 	hs := map[int]*Hessian{}
 	for _, cfg := range []struct {

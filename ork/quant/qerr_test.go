@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"orkpipe/internal/testdata"
+	"orkpipe/internal/testfiles"
 	"orkpipe/ork/gguf"
 )
 
@@ -94,7 +94,7 @@ func checkOrdering(t *testing.T, label string, ss []SchemeError) {
 }
 
 func TestEvaluateStories260K(t *testing.T) {
-	ws := loadMatmulWeights(t, testdata.Path(t, "stories260K.gguf"), regexp.MustCompile(`.`))
+	ws := loadMatmulWeights(t, testfiles.Path(t, "stories260K.gguf"), regexp.MustCompile(`.`))
 	ctx := context.Background()
 	var ts []TensorError
 	for _, w := range ws {
@@ -140,7 +140,7 @@ func TestEvaluate5120Wide(t *testing.T) {
 // sampling noise: held out, GPTQ is then worse than RTN, which is why this test uses
 // correlated activations.)
 func TestEvaluateHeldOut(t *testing.T) {
-	ws := loadMatmulWeights(t, testdata.Path(t, "stories260K.gguf"), regexp.MustCompile(`^blk\.[0-4]\.(attn_output|ffn_down)`))
+	ws := loadMatmulWeights(t, testfiles.Path(t, "stories260K.gguf"), regexp.MustCompile(`^blk\.[0-4]\.(attn_output|ffn_down)`))
 	var ts []TensorError
 	for _, w := range ws {
 		acts, err := CorrelatedActivations(512, w.Cols, 1)

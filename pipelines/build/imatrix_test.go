@@ -10,7 +10,7 @@ import (
 	"strings"
 	"testing"
 
-	"orkpipe/internal/testdata"
+	"orkpipe/internal/testfiles"
 	"orkpipe/ork/calib"
 	"orkpipe/ork/gguf"
 	"orkpipe/ork/model"
@@ -29,12 +29,12 @@ func storiesImatrix(t *testing.T) []*calib.ImatrixEntry {
 func storiesHessians(t *testing.T) ([]*calib.ImatrixEntry, map[string]*calib.Hessian) {
 	t.Helper()
 	ctx := context.Background()
-	m, tok, f, err := model.OpenGGUF(ctx, testdata.Path(t, "stories260K.gguf"), 64<<20)
+	m, tok, f, err := model.OpenGGUF(ctx, testfiles.Path(t, "stories260K.gguf"), 64<<20)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer f.Close()
-	text, err := os.ReadFile(testdata.Path(t, "stories-calib.txt"))
+	text, err := os.ReadFile(testfiles.Path(t, "stories-calib.txt"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -110,7 +110,7 @@ schemes:
 func writeImatrixRecipe(t *testing.T, dir, imatrix, importance string) string {
 	t.Helper()
 	p := filepath.Join(dir, "stories-im.yaml")
-	body := fmt.Sprintf(imatrixRecipe, testdata.Path(t, "stories260K.gguf"), imatrix, importance)
+	body := fmt.Sprintf(imatrixRecipe, testfiles.Path(t, "stories260K.gguf"), imatrix, importance)
 	if importance == "none" {
 		body = strings.Replace(body, "imatrix: "+imatrix+"\n", "", 1)
 	}
@@ -127,7 +127,7 @@ func writeImatrixRecipe(t *testing.T, dir, imatrix, importance string) string {
 func weightedErrors(t *testing.T, packPath string, es []*calib.ImatrixEntry, full map[string]*calib.Hessian) (diag, fullH map[string]float64) {
 	t.Helper()
 	ctx := context.Background()
-	src, err := gguf.Open(ctx, testdata.Path(t, "stories260K.gguf"))
+	src, err := gguf.Open(ctx, testfiles.Path(t, "stories260K.gguf"))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -6,7 +6,7 @@ import (
 	"strings"
 	"testing"
 
-	"orkpipe/internal/testdata"
+	"orkpipe/internal/testfiles"
 	"orkpipe/pipelines/build"
 	"orkpipe/pipelines/recipe"
 )
@@ -15,9 +15,9 @@ import (
 // a 172-wide ffn_down), given the model, corpus and text by --set, and checks the node kinds and
 // the dtypes each one assigns.
 func TestBuiltinRecipesPlan(t *testing.T) {
-	model := testdata.Path(t, "stories260K.gguf")
-	calib := testdata.Path(t, "stories-calib.txt")
-	text := testdata.Path(t, "stories-generated.txt")
+	model := testfiles.Path(t, "stories260K.gguf")
+	calib := testfiles.Path(t, "stories-calib.txt")
+	text := testfiles.Path(t, "stories-generated.txt")
 	tests := []struct {
 		recipe    string
 		calibrate bool

@@ -10,7 +10,7 @@ import (
 	"testing"
 
 	"orkpipe/artifacts"
-	"orkpipe/internal/testdata"
+	"orkpipe/internal/testfiles"
 	"orkpipe/ork/pack"
 	"orkpipe/pipelines/engine"
 	"orkpipe/pipelines/verify"
@@ -53,7 +53,7 @@ func TestVerifyAttestDescribeAndDAG(t *testing.T) {
 	if _, err := registry.Pull(ctx, ref, board, plain); err != nil {
 		t.Fatal(err)
 	}
-	text := testdata.Path(t, "tinystories_sample.txt")
+	text := testfiles.Path(t, "tinystories_sample.txt")
 	command := "'" + verifytest.StandIn(t, "good") + "' -m {stub} --ork-pack {pack} -f {text}"
 	res, err := verify.Dir(ctx, board, verify.WithRun(command, text))
 	if err != nil {

@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"orkpipe/internal/testdata"
+	"orkpipe/internal/testfiles"
 	"orkpipe/ork/board"
 	"orkpipe/ork/boardhost"
 	"orkpipe/ork/pack"
@@ -70,7 +70,7 @@ func TestVerifyNotABuildDir(t *testing.T) {
 
 // Acceptance 1: the board-runtime stand-ins.
 func TestVerifyRunStandIns(t *testing.T) {
-	text := testdata.Path(t, "tinystories_sample.txt")
+	text := testfiles.Path(t, "tinystories_sample.txt")
 	tests := []struct {
 		standIn string
 		opts    []boardhost.RunOption
@@ -127,7 +127,7 @@ func TestVerifyRunStandIns(t *testing.T) {
 // The KL-divergence mode of llama-perplexity: PPL from "Mean PPL(Q)", the KLD summary parsed.
 func TestVerifyRunKLD(t *testing.T) {
 	dir := fixture(t)
-	text := testdata.Path(t, "tinystories_sample.txt")
+	text := testfiles.Path(t, "tinystories_sample.txt")
 	cmd := "'" + verifytest.StandIn(t, "good") + "' -m {stub} --ork-pack {pack} -f {text} --kl-divergence"
 	res, err := verify.Dir(context.Background(), dir, verify.WithRun(cmd, text))
 	if err != nil {

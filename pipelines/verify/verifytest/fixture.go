@@ -21,7 +21,7 @@ import (
 	"github.com/zeebo/blake3"
 
 	"orkpipe/artifacts"
-	"orkpipe/internal/testdata"
+	"orkpipe/internal/testfiles"
 	"orkpipe/ork/board"
 	"orkpipe/ork/gguf"
 	"orkpipe/ork/pack"
@@ -45,7 +45,7 @@ func BuildDir(t testing.TB, dir string) string {
 func BuildDirWith(t testing.TB, dir string, mutate func(*pack.Weight) bool) string {
 	t.Helper()
 	ctx := context.Background()
-	src, err := gguf.Open(ctx, testdata.Path(t, "stories260K.gguf"))
+	src, err := gguf.Open(ctx, testfiles.Path(t, "stories260K.gguf"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -87,7 +87,7 @@ type PackOptions struct {
 func WritePack(t testing.TB, path string, o PackOptions) (owned []string, mutated string) {
 	t.Helper()
 	ctx := context.Background()
-	src, err := gguf.Open(ctx, testdata.Path(t, "stories260K.gguf"))
+	src, err := gguf.Open(ctx, testfiles.Path(t, "stories260K.gguf"))
 	if err != nil {
 		t.Fatal(err)
 	}

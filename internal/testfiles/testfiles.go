@@ -1,6 +1,6 @@
-// Package testdata locates the shared, read-only test data folder (../shared/testdata relative
+// Package testfiles locates the shared, read-only test data folder (../shared/testdata relative
 // to the repository root) for tests. The files there are never copied into the repository.
-package testdata
+package testfiles
 
 import (
 	"os"

@@ -66,7 +66,9 @@ type File struct {
 	// Tensors holds the tensor infos in file order.
 	Tensors []TensorInfo
 	// DataOffset is the absolute offset of the data section; bytes [0, DataOffset) are the
-	// header region (header, KV, tensor infos, padding).
+	// header region (header, KV, tensor infos, padding). A file without tensors has no data
+	// section and no padding (as llama.cpp reads it): DataOffset is then the end of the tensor
+	// infos, and any bytes after it are ignored.
 	DataOffset int64
 	// Size is the file size in bytes.
 	Size int64

@@ -40,6 +40,9 @@ func FuzzRead(f *testing.F) {
 		if err != nil {
 			return
 		}
+		if _, err := file.HeaderDigest(context.Background()); err != nil {
+			t.Fatalf("accepted file's header region cannot be hashed: %v", err)
+		}
 		_, hdr, err := Plan(file.Header())
 		if err != nil {
 			t.Fatalf("accepted file does not plan: %v", err)
@@ -116,5 +119,25 @@ func seedFiles(t *testing.T) map[string][]byte {
 	seeds["all-value-types"] = buf.Bytes()
 	seeds["all-value-types-truncated"] = buf.Bytes()[:buf.Len()-100]
 	seeds["header-only"] = buf.Bytes()[:24]
+	seeds["tensorless"] = tensorless(t, false)
+	seeds["tensorless-padded"] = tensorless(t, true)
 	return seeds
+}
+
+// tensorless returns a small GGUF without tensors (a vocab-only file): the header and KV, ending
+// right after them as vocab files do, or padded to the alignment as llama.cpp's writer pads.
+func tensorless(t testing.TB, padded bool) []byte {
+	t.Helper()
+	var buf bytes.Buffer
+	h := Header{KV: []KV{
+		{"general.architecture", String("llama")}, {"tokenizer.ggml.model", String("gpt2")},
+		{"tokenizer.ggml.tokens", Strings([]string{"a", "b", "ab"})}, {"tokenizer.ggml.merges", Strings([]string{"a b"})},
+	}}
+	if _, err := Write(context.Background(), &buf, h, nil); err != nil {
+		t.Fatal(err)
+	}
+	if padded {
+		buf.Write(make([]byte, alignUp(int64(buf.Len()), DefaultAlignment)-int64(buf.Len())))
+	}
+	return buf.Bytes()
 }

@@ -129,7 +129,13 @@ func parse(ctx context.Context, r io.ReaderAt, size int64, name string, checkDat
 		f.tIndex[ti.Name] = len(f.Tensors)
 		f.Tensors = append(f.Tensors, ti)
 	}
-	f.DataOffset = alignUp(d.pos, f.Alignment)
+	// The data section starts at the next multiple of the alignment; a file without tensors has
+	// no data section, and llama.cpp (gguf_init_from_file) then takes it to start right after the
+	// tensor infos, without padding: vocab-only files end there.
+	f.DataOffset = d.pos
+	if nTensors > 0 {
+		f.DataOffset = alignUp(d.pos, f.Alignment)
+	}
 	if f.DataOffset < 0 {
 		return nil, fmt.Errorf("%w: %s: data offset overflows", ErrFormat, name)
 	}

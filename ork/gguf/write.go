@@ -84,9 +84,11 @@ func Plan(h Header) (Layout, []byte, error) {
 		e.u32(uint32(t.Type))
 		e.u64(t.Offset)
 	}
-	l.DataOffset = alignUp(int64(len(e.b)), l.Alignment)
-	l.Size = int64(len(e.b))
+	// Without tensors there is no data section and no padding (see File.DataOffset).
+	l.DataOffset = int64(len(e.b))
+	l.Size = l.DataOffset
 	if len(h.Tensors) > 0 {
+		l.DataOffset = alignUp(l.DataOffset, l.Alignment)
 		l.Size = l.DataOffset + off
 	}
 	// Verify on write: the encoded header must parse back (same rules as any reader) to

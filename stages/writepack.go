@@ -2,6 +2,7 @@ package stages
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -25,7 +26,9 @@ type WritePackParams struct {
 // PromoteParams say which entries may move to their promoted tier (bound as input "p.<name>", the
 // same weight finalized and tiled at the higher tier) and how many extra on-disk bytes that may
 // cost. Candidates are taken worst base qerr first (ties by name); one that does not fit in what is
-// left of the budget is skipped.
+// left of the budget, or whose promotion would make the pack's domain plan exceed the board, is
+// skipped (so a pack whose base tier fits the board, which the planner checks before anything runs,
+// always commits).
 type PromoteParams struct {
 	Candidates  []string `json:"candidates"`
 	BudgetBytes int64    `json:"budget_bytes"`
@@ -94,13 +97,26 @@ func entryInfo(path string) (*tiledEntry, error) {
 	return openTiledEntry(f, path, false)
 }
 
-// Promotions decides which candidates are promoted: worst base qerr first, each if its extra
-// on-disk bytes fit in what is left of the budget.
-func promotions(p *PromoteParams, req Request) (map[string]bool, error) {
+// promotions decides which candidates are promoted: worst base qerr first, each if its extra
+// on-disk bytes fit in what is left of the budget and the domain plan on prof still fits with it.
+func promotions(p *PromoteParams, entries []string, prof board.Profile, req Request) (map[string]bool, error) {
 	type cand struct {
 		name  string
 		qerr  float64
 		extra int64
+		up    pack.Meta
+	}
+	metas := make([]pack.Entry, len(entries))
+	index := make(map[string]int, len(entries))
+	for i, name := range entries {
+		te, err := entryInfo(req.Inputs["e."+name].Path)
+		if err != nil {
+			return nil, err
+		}
+		if metas[i].Meta, err = te.Meta.PackMeta(); err != nil {
+			return nil, err
+		}
+		index[name] = i
 	}
 	var cs []cand
 	for _, c := range p.Candidates {
@@ -115,7 +131,11 @@ func promotions(p *PromoteParams, req Request) (map[string]bool, error) {
 		if base.Meta.Name != c || up.Meta.Name != c {
 			return nil, fmt.Errorf("promotion candidate %q: entries hold %q and %q", c, base.Meta.Name, up.Meta.Name)
 		}
-		cs = append(cs, cand{c, base.Meta.QErr, up.OnDiskLength - base.OnDiskLength})
+		um, err := up.Meta.PackMeta()
+		if err != nil {
+			return nil, err
+		}
+		cs = append(cs, cand{c, base.Meta.QErr, up.OnDiskLength - base.OnDiskLength, um})
 	}
 	sort.SliceStable(cs, func(i, j int) bool {
 		if cs[i].qerr != cs[j].qerr {
@@ -126,10 +146,22 @@ func promotions(p *PromoteParams, req Request) (map[string]bool, error) {
 	left := p.BudgetBytes
 	out := map[string]bool{}
 	for _, c := range cs {
-		if c.extra <= left {
-			out[c.name] = true
-			left -= max(c.extra, 0)
+		if c.extra > left {
+			continue
 		}
+		i := index[c.name]
+		base := metas[i].Meta
+		metas[i].Meta = c.up
+		if _, err := board.PlanDomains(metas, prof); err != nil {
+			if !errors.Is(err, board.ErrDoesNotFit) {
+				return nil, err
+			}
+			metas[i].Meta = base
+			req.Logger.Info("promotion skipped: the pack would not fit the board with it", "entry", c.name, "reason", err)
+			continue
+		}
+		out[c.name] = true
+		left -= max(c.extra, 0)
 	}
 	return out, nil
 }
@@ -141,7 +173,7 @@ func runWritePack(ctx context.Context, p WritePackParams, req Request) error {
 	}
 	promoted := map[string]bool{}
 	if p.Promote != nil {
-		if promoted, err = promotions(p.Promote, req); err != nil {
+		if promoted, err = promotions(p.Promote, p.Entries, prof, req); err != nil {
 			return err
 		}
 	}

@@ -168,6 +168,49 @@ func Test27BPlan(t *testing.T) {
 	t.Log(err)
 }
 
+// TestFitError: a plan that does not fit names the domains needed and available, what one domain holds,
+// the entries too large for any domain and the largest entries, with exact numbers.
+func TestFitError(t *testing.T) {
+	tiny := board.RK3588()
+	tiny.Name, tiny.MaxDomains = "tiny", 2
+	tiny.DomainCeiling, tiny.Headroom = 100*(1<<20), 1<<20 // 99 MiB per domain
+	es := []pack.Entry{
+		entry(t, pack.I8, 5120, 4096),  // 20 MiB + 20 MiB companion (5120 % 512 == 0)
+		entry(t, pack.I8, 5120, 17408), // 85 MiB + 85 MiB companion: more than a domain
+		entry(t, pack.I4Native, 5120, 4096),
+	}
+	_, err := board.PlanDomains(es, tiny)
+	var fe *board.FitError
+	if !errors.As(err, &fe) || !errors.Is(err, board.ErrDoesNotFit) {
+		t.Fatalf("err = %v, want a *FitError wrapping ErrDoesNotFit", err)
+	}
+	want := board.FitError{Board: "tiny", Needed: 3, Available: 2, Capacity: 99 << 20, Total: (40 + 170 + 10) << 20,
+		Oversized: []board.Sized{{es[1].Name, 170 << 20}},
+		Largest:   []board.Sized{{es[1].Name, 170 << 20}, {es[0].Name, 40 << 20}, {es[2].Name, 10 << 20}}}
+	if fmt.Sprint(*fe) != fmt.Sprint(want) {
+		t.Fatalf("FitError\n %+v\nwant\n %+v", *fe, want)
+	}
+	msg := `plan does not fit the board: entry "I8.5120x17408" needs 170.00 MiB resident, more than one tiny domain holds (99.00 MiB); ` +
+		`needs 3 domains, tiny has 2; 220.00 MiB resident, 99.00 MiB per domain; largest entries: I8.5120x17408 170.00 MiB, I8.5120x4096 40.00 MiB, I4_NATIVE.5120x4096 10.00 MiB`
+	if err.Error() != msg {
+		t.Fatalf("message\n %s\nwant\n %s", err, msg)
+	}
+
+	// Every entry fits a domain, but not in the domains the board has.
+	many := make([]pack.Entry, 7)
+	for i := range many {
+		many[i] = entry(t, pack.I8, 5120, 4096)
+		many[i].Name = fmt.Sprint("w", i)
+	}
+	_, err = board.PlanDomains(many, tiny)
+	if !errors.As(err, &fe) || fe.Needed != 4 || len(fe.Oversized) != 0 || len(fe.Largest) != 5 || fe.Largest[0].Name != "w0" {
+		t.Fatalf("err = %v (%+v), want 4 domains needed, none oversized, the first 5 largest (ties in index order)", err, fe)
+	}
+	if !strings.Contains(err.Error(), "needs 4 domains, tiny has 2; 280.00 MiB resident") {
+		t.Fatal(err)
+	}
+}
+
 // TestPlannerAndIndexShareResidentBytes: what the writer stores in the index is exactly ResidentBytes and
 // PlanDomains on the profile; changing the profile's companion rule changes both the same way.
 func TestPlannerAndIndexShareResidentBytes(t *testing.T) {

@@ -22,21 +22,24 @@ type Plan struct {
 func (pl Plan) Domains() int { return len(pl.DomainBytes) }
 
 // PlanDomains assigns entries in order to domains, opening the next domain when the current one cannot take
-// the next entry under the profile's capacity (ceiling - headroom). It fails with ErrDoesNotFit when one entry
-// exceeds a domain or the plan needs more domains than the board has.
+// the next entry under the profile's capacity (ceiling - headroom). It needs only each entry's name, dtype,
+// K and N (through ResidentBytes), so a planner can call it on entries not yet written. It fails with a
+// *FitError (wrapping ErrDoesNotFit) when an entry exceeds a domain or the plan needs more domains than the
+// board has, and with ResidentBytes' error when the profile cannot hold an entry's dtype or shape.
 func PlanDomains(entries []pack.Entry, p Profile) (Plan, error) {
 	if err := p.Validate(); err != nil {
 		return Plan{}, err
 	}
 	pl := Plan{Board: p.Name, Profile: p.Digest(), Capacity: p.Capacity(),
 		Resident: make([]int64, len(entries)), Domain: make([]int, len(entries))}
+	var oversized []Sized
 	for i, e := range entries {
 		r, err := ResidentBytes(e, p)
 		if err != nil {
 			return Plan{}, err
 		}
 		if r > pl.Capacity {
-			return Plan{}, fmt.Errorf("%w: entry %q needs %s resident, more than one %s domain holds (%s)", ErrDoesNotFit, e.Name, gib(r), p.Name, gib(pl.Capacity))
+			oversized = append(oversized, Sized{e.Name, r})
 		}
 		d := len(pl.DomainBytes) - 1
 		if d < 0 || pl.DomainBytes[d]+r > pl.Capacity {
@@ -47,8 +50,13 @@ func PlanDomains(entries []pack.Entry, p Profile) (Plan, error) {
 		pl.Resident[i], pl.Domain[i] = r, d
 		pl.Total += r
 	}
-	if pl.Domains() > p.MaxDomains {
-		return Plan{}, fmt.Errorf("%w: needs %d domains, %s has %d; %s resident", ErrDoesNotFit, pl.Domains(), p.Name, p.MaxDomains, gib(pl.Total))
+	if len(oversized) > 0 || pl.Domains() > p.MaxDomains {
+		names := make([]string, len(entries))
+		for i, e := range entries {
+			names[i] = e.Name
+		}
+		return Plan{}, &FitError{Board: p.Name, Needed: pl.Domains(), Available: p.MaxDomains, Capacity: pl.Capacity,
+			Total: pl.Total, Oversized: oversized, Largest: largest(names, pl.Resident, largestShown)}
 	}
 	return pl, nil
 }

@@ -11,8 +11,9 @@ import (
 )
 
 // Graph implements engine.Target: it reads the source model's header (or the synthetic shape),
-// applies the schemes, sizes the calibration windows and returns the build graph. Every problem
-// found here is an error wrapping ErrPlan that names the field, file, weight or window.
+// applies the schemes, checks that the board can hold the pack (checkBoardFit), sizes the calibration
+// windows and returns the build graph. Every problem found here is an error wrapping ErrPlan that names
+// the field, file, weight or window; nothing runs before the whole graph is planned.
 func (t *Target) Graph(ctx context.Context) (*engine.Graph, error) {
 	g := engine.NewGraph()
 	src, err := t.planSource(ctx, g)
@@ -21,6 +22,13 @@ func (t *Target) Graph(ctx context.Context) (*engine.Graph, error) {
 	}
 	ws, err := t.selectWeights(src)
 	if err != nil {
+		return nil, err
+	}
+	prof, err := t.profile()
+	if err != nil {
+		return nil, err
+	}
+	if _, err := checkBoardFit(ws, prof); err != nil {
 		return nil, err
 	}
 	if err := t.checkWeightMemory(ws); err != nil {

@@ -9,6 +9,7 @@ import (
 
 	"orkpipe/ork/calib"
 	"orkpipe/ork/gguf"
+	"orkpipe/ork/pack"
 	"orkpipe/ork/quant"
 )
 
@@ -39,17 +40,17 @@ type FinalizeParams struct {
 	Importance string `json:"importance,omitempty"`
 }
 
-// DTypeBits returns the code width of a pack dtype name (16 for F16), or 0 if unknown.
-func DTypeBits(dtype string) int {
-	switch dtype {
-	case "I4_NATIVE", "I4", "I4_ROT_A8":
-		return 4
-	case "I8", "I8_ROT":
-		return 8
-	case "F16":
-		return 16
+// dtype returns the pack dtype the parameters name, spelled as pack.DType.String spells it (a node key
+// holds one spelling of each dtype).
+func (p FinalizeParams) dtype() (pack.DType, error) {
+	d, err := pack.ParseDType(p.DType)
+	if err != nil {
+		return 0, err
 	}
-	return 0
+	if d.String() != p.DType {
+		return 0, fmt.Errorf("dtype %q: write it %s", p.DType, d)
+	}
+	return d, nil
 }
 
 // PaddedK returns the stored row length of a weight of k inputs under the rotation (k when none).
@@ -82,7 +83,7 @@ func PaddedK(k int, rotation string) int {
 func FinalizeMemory(p FinalizeParams) int64 {
 	n, k, kp := int64(p.N), int64(p.K), int64(PaddedK(p.K, p.Rotation))
 	base := int64(64<<20) + n*k*4 // float32 weight
-	if DTypeBits(p.DType) == 16 {
+	if d, _ := p.dtype(); d == pack.F16 {
 		return base + 2*n*k*2
 	}
 	groups := int64(1)
@@ -107,15 +108,15 @@ func FinalizeMemory(p FinalizeParams) int64 {
 }
 
 func (p FinalizeParams) validate() error {
-	bits := DTypeBits(p.DType)
+	d, err := p.dtype()
 	switch {
 	case p.Tensor == "":
 		return fmt.Errorf("tensor: empty")
-	case bits == 0:
-		return fmt.Errorf("dtype %q: want I4_NATIVE, I4, I4_ROT_A8, I8, I8_ROT or F16", p.DType)
-	case bits == 16 && (p.Method != "none" || p.Group != 0 || p.Rotation != "none"):
+	case err != nil:
+		return err
+	case d == pack.F16 && (p.Method != "none" || p.Group != 0 || p.Rotation != "none"):
 		return fmt.Errorf("dtype F16: want method none, group 0, rotation none")
-	case bits != 16 && p.Method != "gptq" && p.Method != "rtn":
+	case d != pack.F16 && p.Method != "gptq" && p.Method != "rtn":
 		return fmt.Errorf("method %q: want gptq or rtn", p.Method)
 	case p.Rotation != "none" && p.Rotation != "hadamard":
 		return fmt.Errorf("rotation %q: want none or hadamard", p.Rotation)
@@ -160,7 +161,11 @@ func runFinalize(ctx context.Context, p FinalizeParams, req Request) error {
 		return err
 	}
 	m := fs.M
-	meta := QWeightMeta{Name: fs.Entry, DType: p.DType, Method: p.Method, N: p.N, K: p.K, KP: p.K, Bits: DTypeBits(p.DType),
+	dt, err := p.dtype()
+	if err != nil {
+		return err
+	}
+	meta := QWeightMeta{Name: fs.Entry, DType: p.DType, Method: p.Method, N: p.N, K: p.K, KP: p.K, Bits: dt.Bits(),
 		Group: p.Group, ActBits: p.ActBits, Source: fs.Digest.String()}
 	if meta.Bits == 16 {
 		q := &QWeight{Meta: meta, F16: make([]uint16, len(m.Data))}

@@ -74,17 +74,15 @@ func (m QWeightMeta) validate() error {
 	if m.Name == "" || m.N < 1 || m.K < 1 || m.KP < m.K {
 		return fmt.Errorf("%w: meta of %q: shape N=%d K=%d KP=%d", ErrWeightFile, m.Name, m.N, m.K, m.KP)
 	}
-	if _, err := pack.ParseDType(m.DType); err != nil {
+	dt, err := pack.ParseDType(m.DType)
+	if err != nil {
 		return fmt.Errorf("%w: meta of %q: %v", ErrWeightFile, m.Name, err)
 	}
-	switch m.Bits {
-	case 4, 8:
-	case 16:
-		if m.KP != m.K {
-			return fmt.Errorf("%w: meta of %q: F16 with KP %d != K %d", ErrWeightFile, m.Name, m.KP, m.K)
-		}
-	default:
-		return fmt.Errorf("%w: meta of %q: bits %d, want 4, 8 or 16", ErrWeightFile, m.Name, m.Bits)
+	if m.Bits != dt.Bits() {
+		return fmt.Errorf("%w: meta of %q: bits %d, want %d for dtype %s", ErrWeightFile, m.Name, m.Bits, dt.Bits(), dt)
+	}
+	if m.Bits == 16 && m.KP != m.K {
+		return fmt.Errorf("%w: meta of %q: F16 with KP %d != K %d", ErrWeightFile, m.Name, m.KP, m.K)
 	}
 	if _, err := artifacts.ParseDigest(m.Source); err != nil {
 		return fmt.Errorf("%w: meta of %q: source: %v", ErrWeightFile, m.Name, err)

@@ -17,19 +17,6 @@ func init() {
 	}, runEmitStub))
 }
 
-// packOwned returns the source tensors a pack owns (an expert entry "<name>#<e>" owns <name>).
-func packOwned(r *pack.Reader) gguf.NameSet {
-	owned := gguf.NameSet{}
-	for _, e := range r.Entries() {
-		name := e.Name
-		if base, _, ok := pack.SplitExpert(e.Name); ok {
-			name = base
-		}
-		owned[name] = struct{}{}
-	}
-	return owned
-}
-
 // checkPackCovers checks a pack's entries against the source model they were built from: an expert
 // entry "<name>#<e>" must name a 3-D tensor [K, N, n_expert] of src with e < n_expert and N rows
 // per expert, and an expert tensor the pack owns must have an entry for every one of its n_expert
@@ -82,7 +69,7 @@ func runEmitStub(ctx context.Context, _ EmitStubParams, req Request) error {
 	if err := checkPackCovers(r, src); err != nil {
 		return fmt.Errorf("pack %s: %w", req.Inputs["pack"].Path, err)
 	}
-	res, err := gguf.EmitStub(ctx, src, packOwned(r), req.Output("stub.gguf"))
+	res, err := gguf.EmitStub(ctx, src, gguf.NewNameSet(pack.OwnedTensors(r.Entries())...), req.Output("stub.gguf"))
 	if err != nil {
 		return fmt.Errorf("emitting the stub of %s: %w", req.Inputs["model"].Path, err)
 	}

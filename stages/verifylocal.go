@@ -73,7 +73,7 @@ func runVerifyLocal(ctx context.Context, p VerifyLocalParams, req Request) error
 		return err
 	}
 	spath := req.Inputs["stub"].Path
-	rep, err := gguf.VerifyStub(ctx, spath, packOwned(r), gguf.WithSourceHeaderDigest(hd))
+	rep, err := gguf.VerifyStub(ctx, spath, gguf.NewNameSet(pack.OwnedTensors(r.Entries())...), gguf.WithSourceHeaderDigest(hd))
 	if err != nil {
 		return fmt.Errorf("stub %s against pack %s: %w", spath, ppath, err)
 	}

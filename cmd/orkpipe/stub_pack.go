@@ -23,35 +23,33 @@ func packOwnedSet(ctx context.Context, f *gguf.File, path string, checkSource bo
 		return nil, err
 	}
 	defer r.Close()
-	var names []string
-	for _, e := range r.Entries() {
-		name, expert, isExpert := pack.SplitExpert(e.Name)
-		if !isExpert {
-			name = e.Name
-		}
-		t, err := f.Tensor(name)
-		if err != nil {
+	es := r.Entries()
+	if len(es) == 0 {
+		return nil, fmt.Errorf("pack %s has no entries", path)
+	}
+	owned := pack.OwnedTensors(es)
+	for _, name := range owned {
+		if _, err := f.Tensor(name); err != nil {
 			return nil, fmt.Errorf("pack %s owns %q, which is not a tensor of %s: the pack was built from another model", path, name, f.Path)
 		}
-		if checkSource {
-			if err := checkEntrySource(f, t, path, e, expert, isExpert); err != nil {
+	}
+	if checkSource {
+		for _, e := range es {
+			t, _ := f.Tensor(e.Tensor())
+			if err := checkEntrySource(f, t, path, e); err != nil {
 				return nil, err
 			}
 		}
-		names = append(names, name)
 	}
-	if len(names) == 0 {
-		return nil, fmt.Errorf("pack %s has no entries", path)
-	}
-	return gguf.NewNameSet(names...), nil
+	return gguf.NewNameSet(owned...), nil
 }
 
 // checkEntrySource compares the source digest recorded in pack entry e with the BLAKE3 of the bytes it
 // was built from in f: all of tensor t, or for expert entry "<name>#<x>" of a 3-D expert tensor
 // [K, N, n_expert] its N rows starting at row x·N (what the finalize stage hashes).
-func checkEntrySource(f *gguf.File, t gguf.TensorInfo, path string, e pack.Entry, expert int, isExpert bool) error {
+func checkEntrySource(f *gguf.File, t gguf.TensorInfo, path string, e pack.Entry) error {
 	sec := f.Section(t)
-	if isExpert {
+	if _, expert, isExpert := pack.SplitExpert(e.Name); isExpert {
 		if len(t.Shape) != 3 || int64(expert) >= t.Shape[2] {
 			return fmt.Errorf("pack %s entry %q: tensor %q of %s has shape %v, want an expert tensor [K N n_expert] with more than %d experts",
 				path, e.Name, t.Name, f.Path, t.Shape, expert)

@@ -76,6 +76,19 @@ func (d DType) Kind() tile.Kind {
 	return 0
 }
 
+// Bits returns the width of one stored value: 4 or 8 for the integer dtypes, 16 for F16 (0 for an unknown dtype).
+func (d DType) Bits() int {
+	switch {
+	case d.Int4():
+		return 4
+	case d == F16:
+		return 16
+	case d.Valid():
+		return 8
+	}
+	return 0
+}
+
 // Int4 reports whether the dtype stores int4 codes.
 func (d DType) Int4() bool { return d == I4Native || d == I4 || d == I4RotA8 }
 

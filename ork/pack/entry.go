@@ -3,6 +3,7 @@ package pack
 import (
 	"fmt"
 	"math"
+	"slices"
 	"strconv"
 	"strings"
 	"unicode/utf8"
@@ -141,6 +142,32 @@ func SplitExpert(entry string) (name string, expert int, ok bool) {
 		return entry, 0, false
 	}
 	return entry[:i], e, true
+}
+
+// Tensor returns the source tensor the entry belongs to: the tensor of an MoE expert entry "<name>#<e>",
+// else the entry's name.
+func (m Meta) Tensor() string {
+	if base, _, ok := SplitExpert(m.Name); ok {
+		return base
+	}
+	return m.Name
+}
+
+// OwnedTensors returns the source tensors a pack with these entries owns, sorted, each once: the stub
+// leaves exactly these as holes. An MoE expert entry "<name>#<e>" owns its whole tensor <name> (the
+// stub holes all of it), so a pack owning an expert tensor must hold every expert of it. It is the one
+// definition of ownership: emit-stub, `orkpipe stub --pack` and verify all use it.
+func OwnedTensors(entries []Entry) []string {
+	seen := make(map[string]bool, len(entries))
+	var names []string
+	for _, e := range entries {
+		if t := e.Tensor(); !seen[t] {
+			seen[t] = true
+			names = append(names, t)
+		}
+	}
+	slices.Sort(names)
+	return names
 }
 
 // Geometry validates m and returns the Entry it becomes in a pack written with the given segment K (0 means

@@ -7,6 +7,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"slices"
 	"testing"
 
 	"orkpipe/ork/board"
@@ -108,6 +109,39 @@ func TestDeterministic(t *testing.T) {
 	}
 	if string(a) != string(b) {
 		t.Fatal("the same weights gave different pack bytes")
+	}
+}
+
+// TestDTypeBits: the stored value width of every dtype, and 0 for an unknown one.
+func TestDTypeBits(t *testing.T) {
+	want := map[pack.DType]int{pack.I4Native: 4, pack.I4: 4, pack.I4RotA8: 4, pack.I8: 8, pack.I8Rot: 8, pack.F16: 16, 0: 0, 7: 0}
+	for d, bits := range want {
+		if got := d.Bits(); got != bits {
+			t.Errorf("%s.Bits() = %d, want %d", d, got, bits)
+		}
+	}
+}
+
+// TestOwnedTensors: the tensors a pack owns are its entry names with every expert entry folded into its
+// tensor, sorted, each once; a name whose '#' is not a canonical expert index stays whole.
+func TestOwnedTensors(t *testing.T) {
+	tests := []struct {
+		entries []string
+		want    []string
+	}{
+		{nil, nil},
+		{[]string{"blk.1.ffn_up.weight", "blk.0.attn_q.weight"}, []string{"blk.0.attn_q.weight", "blk.1.ffn_up.weight"}},
+		{[]string{"blk.0.ffn_down_exps.weight#1", "blk.0.ffn_down_exps.weight#0", "output.weight"}, []string{"blk.0.ffn_down_exps.weight", "output.weight"}},
+		{[]string{"a#01", "a#1", "b#"}, []string{"a", "a#01", "b#"}},
+	}
+	for _, tc := range tests {
+		var es []pack.Entry
+		for _, n := range tc.entries {
+			es = append(es, pack.Entry{Meta: pack.Meta{Name: n}})
+		}
+		if got := pack.OwnedTensors(es); !slices.Equal(got, tc.want) {
+			t.Errorf("OwnedTensors(%q) = %q, want %q", tc.entries, got, tc.want)
+		}
 	}
 }
 

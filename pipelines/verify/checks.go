@@ -102,19 +102,11 @@ func checkStub(ctx context.Context, stub string, entries []pack.Entry, allowZero
 	if entries == nil {
 		return "", fmt.Errorf("not checked: the pack did not open")
 	}
-	var names []string
-	for _, e := range entries {
-		n := e.Name
-		if base, _, ok := pack.SplitExpert(n); ok {
-			n = base
-		}
-		names = append(names, n)
-	}
 	var opts []gguf.VerifyOption
 	if len(allowZero) > 0 {
 		opts = append(opts, gguf.WithAllowZero(allowZero...))
 	}
-	rep, err := gguf.VerifyStub(ctx, stub, gguf.NewNameSet(names...), opts...)
+	rep, err := gguf.VerifyStub(ctx, stub, gguf.NewNameSet(pack.OwnedTensors(entries)...), opts...)
 	if err != nil {
 		return "", err
 	}

@@ -17,17 +17,17 @@ import (
 func hash16AVX512(out *[16][8]uint32, in *byte, key *[8]uint32, counter uint64, stride uint64, nblocks uint64, cstep uint32, flags uint32, fstart uint32, fend uint32)
 
 // wideKernel says whether chunks16 and parents16 run the AVX-512 code (x/sys/cpu also checks that
-// the OS saves the ZMM registers). Without it, subtreeCV uses guts.CompressBuffer (AVX2 or Go).
+// the OS saves the ZMM registers). Without it, SubtreeCV uses guts.CompressBuffer (AVX2 or Go).
 var wideKernel = cpu.X86.HasAVX512F
 
 // chunks16 stores in out the chaining values of the 16 whole chunks in, the first of which has
 // index counter in its input.
-func chunks16(out *[16]cv, in *[groupLen]byte, counter uint64) {
-	hash16AVX512(out, &in[0], &guts.IV, counter, chunkLen, chunkLen/guts.BlockSize, 1, 0, guts.FlagChunkStart, guts.FlagChunkEnd)
+func chunks16(out *[16]ChainValue, in *[groupLen]byte, counter uint64) {
+	hash16AVX512(out, &in[0], &guts.IV, counter, ChunkSize, ChunkSize/guts.BlockSize, 1, 0, guts.FlagChunkStart, guts.FlagChunkEnd)
 }
 
 // parents16 stores in out[i] the chaining value of the parent node of in[2i] and in[2i+1]. out
 // may alias the start of in.
-func parents16(out *[16]cv, in *[32]cv) {
+func parents16(out *[16]ChainValue, in *[32]ChainValue) {
 	hash16AVX512(out, (*byte)(unsafe.Pointer(in)), &guts.IV, 0, 2*32, 1, 0, guts.FlagParent, 0, 0)
 }

@@ -2,9 +2,11 @@
 
 package artifacts
 
-// wideKernel is false off amd64: subtreeCV uses guts.CompressBuffer (portable Go there).
+// wideKernel is false off amd64: SubtreeCV uses guts.CompressBuffer (portable Go there).
 const wideKernel = false
 
-func chunks16(out *[16]cv, in *[groupLen]byte, counter uint64) { chunks16Generic(out, in, counter) }
+func chunks16(out *[16]ChainValue, in *[groupLen]byte, counter uint64) {
+	chunks16Generic(out, in, counter)
+}
 
-func parents16(out *[16]cv, in *[32]cv) { parents16Generic(out, in) }
+func parents16(out *[16]ChainValue, in *[32]ChainValue) { parents16Generic(out, in) }

@@ -49,7 +49,7 @@ func copyAndHash(ctx context.Context, src, dst *os.File, size int64) (Digest, er
 	// one hash worker, 2.4-3.8 s with two competing with the copy).
 	var d Digest
 	var herr error
-	if size > pieceSize {
+	if size > PieceSize {
 		d, herr = hashParallel(ctx, src, size, max(1, runtime.GOMAXPROCS(0)-1))
 	} else {
 		d, herr = hashSerial(ctx, src, size)

@@ -157,7 +157,7 @@ func writeZeros(h hash.Hash, n int64) {
 // serial hash: 2 GiB with GOMAXPROCS=1, median process CPU 0.82 s by pieces against 1.68 s
 // serially) when the file spans more than one piece, else on one goroutine with read-ahead.
 func hashOpenFile(ctx context.Context, f *os.File, size int64) (Digest, error) {
-	if size > pieceSize {
+	if size > PieceSize {
 		return hashParallel(ctx, f, size, runtime.GOMAXPROCS(0))
 	}
 	return hashSerial(ctx, f, size)

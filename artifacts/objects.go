@@ -72,7 +72,7 @@ func (s *Store) Open(ctx context.Context, d Digest) (io.ReadCloser, error) {
 	}
 	s.touch(d)
 	h := NewHasher()
-	if st.Size > pieceSize {
+	if st.Size > PieceSize {
 		h = NewStreamHasher()
 	}
 	return &verifyingReader{s: s, ctx: ctx, f: f, d: d, ino: st.Ino, h: h}, nil

@@ -14,11 +14,7 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// pieceSize is the unit of parallel hashing: 4096 BLAKE3 chunks, a power of two, so that every
-// full piece is a complete subtree of the file's BLAKE3 tree (see tree.go).
-const pieceSize = 4 << 20
-
-var piecePool = sync.Pool{New: func() any { b := make([]byte, pieceSize); return &b }}
+var piecePool = sync.Pool{New: func() any { b := make([]byte, PieceSize); return &b }}
 
 // pieceSlots bounds the pieces being hashed at once across all concurrent hashParallel calls (one
 // per CPU), so that hashing many big files at once (VerifyAll, `orkpipe hash a b c`) neither
@@ -33,8 +29,8 @@ var mmapPieces = true
 // whole pieces (mapped, or pread) and computing their subtree chaining values; the values are
 // merged in order into the root. The digest is identical to a serial BLAKE3 of the same bytes.
 func hashParallel(ctx context.Context, f *os.File, size int64, workers int) (Digest, error) {
-	n := (size + pieceSize - 1) / pieceSize
-	cvs := make([]cv, n)
+	n := (size + PieceSize - 1) / PieceSize
+	cvs := make([]ChainValue, n)
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 	var next atomic.Int64
@@ -54,11 +50,11 @@ func hashParallel(ctx context.Context, f *os.File, size int64, workers int) (Dig
 					return
 				}
 				var err error
-				if hole, herr := pieceIsHole(f, i*pieceSize, min(pieceSize, size-i*pieceSize)); herr == nil && hole {
+				if hole, herr := pieceIsHole(f, i*PieceSize, min(PieceSize, size-i*PieceSize)); herr == nil && hole {
 					// No data in this piece (a stub's pack-owned tensors): hash zeros from memory
 					// instead of faulting in page-cache pages of zeros.
-					off := i * pieceSize
-					cvs[i] = subtreeCV(zeroPiece[:min(pieceSize, size-off)], uint64(off/chunkLen))
+					off := i * PieceSize
+					cvs[i] = SubtreeCV(zeroPiece[:min(PieceSize, size-off)], uint64(off/ChunkSize))
 				} else if mmapPieces {
 					err = hashPieceMapped(f, size, i, &cvs[i])
 				} else {
@@ -81,10 +77,10 @@ func hashParallel(ctx context.Context, f *os.File, size int64, workers int) (Dig
 	return Digest{sum: rootOf(cvs)}, nil
 }
 
-// hashPiece reads piece i of f and stores its subtree chaining value in cv.
-func hashPiece(f *os.File, size, i int64, buf []byte, out *cv) error {
-	off := i * pieceSize
-	want := min(pieceSize, size-off)
+// hashPiece reads piece i of f and stores its subtree chaining value in out.
+func hashPiece(f *os.File, size, i int64, buf []byte, out *ChainValue) error {
+	off := i * PieceSize
+	want := min(PieceSize, size-off)
 	got, err := f.ReadAt(buf[:want], off)
 	if int64(got) < want {
 		if err == nil || errors.Is(err, io.EOF) {
@@ -92,7 +88,7 @@ func hashPiece(f *os.File, size, i int64, buf []byte, out *cv) error {
 		}
 		return fmt.Errorf("reading %s at %d: %w", f.Name(), off, err)
 	}
-	*out = subtreeCV(buf[:want], uint64(off/chunkLen))
+	*out = SubtreeCV(buf[:want], uint64(off/ChunkSize))
 	return nil
 }
 
@@ -105,9 +101,9 @@ func hashPiece(f *os.File, size, i int64, buf []byte, out *cv) error {
 // 0.89-1.08 s with MAP_POPULATE, 1.03-1.06 s by pread, 0.63 s for the hash alone in memory; two
 // cores, 8 interleaved rounds at load 8: 17.4 s mapped piece by piece, 20.1 s with one whole-file
 // mapping, 16.2 s by pread; at load 4-6 pread took 1.42x the mapped time (BenchmarkHash2GiB).
-func hashPieceMapped(f *os.File, size, i int64, out *cv) (err error) {
-	off := i * pieceSize
-	want := int(min(pieceSize, size-off))
+func hashPieceMapped(f *os.File, size, i int64, out *ChainValue) (err error) {
+	off := i * PieceSize
+	want := int(min(PieceSize, size-off))
 	m, err := unix.Mmap(int(f.Fd()), off, want, unix.PROT_READ, unix.MAP_SHARED)
 	if err != nil {
 		return fmt.Errorf("map %s at %d: %w", f.Name(), off, err)
@@ -125,12 +121,12 @@ func hashPieceMapped(f *os.File, size, i int64, out *cv) (err error) {
 			err = fmt.Errorf("reading %s at %d: fault (%v): file ended before %d bytes (changed while reading?)", f.Name(), off, r, size)
 		}
 	}()
-	*out = subtreeCV(m, uint64(off/chunkLen))
+	*out = SubtreeCV(m, uint64(off/ChunkSize))
 	return nil
 }
 
 // zeroPiece is hashed in place of a piece that lies entirely in a file hole.
-var zeroPiece = make([]byte, pieceSize)
+var zeroPiece = make([]byte, PieceSize)
 
 // pieceIsHole reports whether [off, off+n) of f lies inside the file and holds no data (SEEK_DATA
 // finds none before its end). lseek moves the shared file offset, which nothing here depends on (pieces are read by offset).

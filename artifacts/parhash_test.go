@@ -10,9 +10,9 @@ import (
 // TestParallelHashMatchesSerial: the multi-core file hash equals BLAKE3 of the bytes (upstream
 // zeebo/blake3 via SumBytes) at and around piece boundaries, for any worker count.
 func TestParallelHashMatchesSerial(t *testing.T) {
-	data := pattern("pieces", 3*pieceSize+5000)
+	data := pattern("pieces", 3*PieceSize+5000)
 	dir := t.TempDir()
-	for _, n := range []int{pieceSize + 1, pieceSize + 1024, 2 * pieceSize, 2*pieceSize + 1, 3*pieceSize + 5000} {
+	for _, n := range []int{PieceSize + 1, PieceSize + 1024, 2 * PieceSize, 2*PieceSize + 1, 3*PieceSize + 5000} {
 		p := filepath.Join(dir, "f")
 		if err := os.WriteFile(p, data[:n], 0o644); err != nil {
 			t.Fatal(err)
@@ -32,8 +32,8 @@ func TestParallelHashMatchesSerial(t *testing.T) {
 			t.Fatalf("%d bytes serial: %v, %v; want %v", n, got, err, want)
 		}
 		// A file shorter than claimed (truncated meanwhile) is an error, not a digest.
-		if _, err := hashParallel(context.Background(), f, int64(n)+pieceSize, 2); err == nil {
-			t.Fatalf("%d bytes hashed as %d: no error", n, n+pieceSize)
+		if _, err := hashParallel(context.Background(), f, int64(n)+PieceSize, 2); err == nil {
+			t.Fatalf("%d bytes hashed as %d: no error", n, n+PieceSize)
 		}
 		f.Close()
 	}

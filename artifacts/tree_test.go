@@ -10,12 +10,12 @@ import (
 	"github.com/zeebo/blake3"
 )
 
-// treeSum hashes data the way hashParallel does (pieces of pieceSize, subtreeCV, rootOf), in memory.
+// treeSum hashes data the way hashParallel does (pieces of PieceSize, SubtreeCV, rootOf), in memory.
 func treeSum(data []byte) [32]byte {
-	var cvs []cv
-	for off := 0; off < len(data); off += pieceSize {
-		end := min(off+pieceSize, len(data))
-		cvs = append(cvs, subtreeCV(data[off:end], uint64(off/chunkLen)))
+	var cvs []ChainValue
+	for off := 0; off < len(data); off += PieceSize {
+		end := min(off+PieceSize, len(data))
+		cvs = append(cvs, SubtreeCV(data[off:end], uint64(off/ChunkSize)))
 	}
 	return rootOf(cvs)
 }
@@ -25,18 +25,18 @@ func treeSum(data []byte) [32]byte {
 // chunks and 16-chunk groups in the last piece, many pieces (odd and power-of-two counts).
 func TestTreeMatchesSerial(t *testing.T) {
 	rng := rand.New(rand.NewPCG(3, 4))
-	data := make([]byte, 9*pieceSize+groupLen+5)
+	data := make([]byte, 9*PieceSize+groupLen+5)
 	for i := range data {
 		data[i] = byte(rng.Uint32())
 	}
 	sizes := []int{
-		pieceSize + 1, pieceSize + chunkLen - 1, pieceSize + chunkLen, pieceSize + chunkLen + 1,
-		pieceSize + groupLen - 1, pieceSize + groupLen, pieceSize + groupLen + 1, pieceSize + 5*chunkLen + 17,
-		2 * pieceSize, 2*pieceSize + 1, 3*pieceSize - 1, 3 * pieceSize, 4 * pieceSize, 5*pieceSize + 3*groupLen + 100,
-		8 * pieceSize, 8*pieceSize + 1, len(data),
+		PieceSize + 1, PieceSize + ChunkSize - 1, PieceSize + ChunkSize, PieceSize + ChunkSize + 1,
+		PieceSize + groupLen - 1, PieceSize + groupLen, PieceSize + groupLen + 1, PieceSize + 5*ChunkSize + 17,
+		2 * PieceSize, 2*PieceSize + 1, 3*PieceSize - 1, 3 * PieceSize, 4 * PieceSize, 5*PieceSize + 3*groupLen + 100,
+		8 * PieceSize, 8*PieceSize + 1, len(data),
 	}
 	for i := 0; i < 8; i++ {
-		sizes = append(sizes, pieceSize+1+rng.IntN(len(data)-pieceSize-1))
+		sizes = append(sizes, PieceSize+1+rng.IntN(len(data)-PieceSize-1))
 	}
 	for _, n := range sizes {
 		if got, want := treeSum(data[:n]), blake3.Sum256(data[:n]); got != want {
@@ -50,7 +50,7 @@ func TestTreeMatchesSerial(t *testing.T) {
 func TestHashParallelFile(t *testing.T) {
 	dir := t.TempDir()
 	rng := rand.New(rand.NewPCG(5, 6))
-	for _, size := range []int64{pieceSize + 1, 3*pieceSize + 4097, 6 * pieceSize} {
+	for _, size := range []int64{PieceSize + 1, 3*PieceSize + 4097, 6 * PieceSize} {
 		want := make([]byte, size)
 		for i := range want[:size/3] {
 			want[i] = byte(rng.Uint32())
@@ -77,8 +77,8 @@ func TestHashParallelFile(t *testing.T) {
 				}
 			}
 			// A file shorter than claimed (truncated meanwhile) is an error, not a digest or a crash.
-			if _, err := hashParallel(context.Background(), f, size+2*pieceSize+5, 2); err == nil {
-				t.Errorf("%d bytes hashed as %d (mapped %v): no error", size, size+2*pieceSize+5, mapped)
+			if _, err := hashParallel(context.Background(), f, size+2*PieceSize+5, 2); err == nil {
+				t.Errorf("%d bytes hashed as %d (mapped %v): no error", size, size+2*PieceSize+5, mapped)
 			} else {
 				t.Logf("mapped %v: %v", mapped, err)
 			}
@@ -94,29 +94,29 @@ func TestHashParallelFile(t *testing.T) {
 //
 //	go test ./artifacts -run '^$' -bench PieceCV
 func BenchmarkPieceCV(b *testing.B) {
-	data := make([]byte, pieceSize)
+	data := make([]byte, PieceSize)
 	for i := range data {
 		data[i] = byte(i * 7)
 	}
 	b.Run("zeebo", func(b *testing.B) {
-		b.SetBytes(pieceSize)
+		b.SetBytes(PieceSize)
 		for b.Loop() {
 			blake3.Sum256(data)
 		}
 	})
 	b.Run("guts", func(b *testing.B) {
-		b.SetBytes(pieceSize)
+		b.SetBytes(PieceSize)
 		for b.Loop() {
-			subtreeCVGuts(data, pieceSize/chunkLen)
+			subtreeCVGuts(data, PieceSize/ChunkSize)
 		}
 	})
 	b.Run("wide", func(b *testing.B) {
 		if !wideKernel {
-			b.Skip("no AVX-512 on this CPU: subtreeCV uses guts")
+			b.Skip("no AVX-512 on this CPU: SubtreeCV uses guts")
 		}
-		b.SetBytes(pieceSize)
+		b.SetBytes(PieceSize)
 		for b.Loop() {
-			subtreeCVWide(data, pieceSize/chunkLen)
+			subtreeCVWide(data, PieceSize/ChunkSize)
 		}
 	})
 }
@@ -125,11 +125,11 @@ func BenchmarkPieceCV(b *testing.B) {
 // zeebo/blake3 at sizes around the piece boundaries; Sum must not change the state.
 func TestStreamHasher(t *testing.T) {
 	rng := rand.New(rand.NewPCG(7, 8))
-	data := make([]byte, 3*pieceSize+groupLen+9)
+	data := make([]byte, 3*PieceSize+groupLen+9)
 	for i := range data {
 		data[i] = byte(rng.Uint32())
 	}
-	for _, n := range []int{0, 1, chunkLen, pieceSize - 1, pieceSize, pieceSize + 1, 2 * pieceSize, 2*pieceSize + chunkLen + 3, 3 * pieceSize, len(data)} {
+	for _, n := range []int{0, 1, ChunkSize, PieceSize - 1, PieceSize, PieceSize + 1, 2 * PieceSize, 2*PieceSize + ChunkSize + 3, 3 * PieceSize, len(data)} {
 		h := NewStreamHasher()
 		for off := 0; off < n; {
 			k := min(n-off, 1+rng.IntN(3<<20))
@@ -150,4 +150,84 @@ func TestStreamHasher(t *testing.T) {
 			t.Errorf("after Reset: %x, want %x", got, want)
 		}
 	}
+}
+
+// TestPieceHasher streams inputs through PieceHasher in random-sized writes, with zero runs fed
+// by Zeros, from offset 0 and from a later piece, with the wide kernel and without: its piece
+// values must equal SubtreeCV's, spans of them must merge into the span's SubtreeCV, and all of
+// them into the serial BLAKE3 of the input.
+func TestPieceHasher(t *testing.T) {
+	rng := rand.New(rand.NewPCG(9, 10))
+	kernels := []bool{false}
+	if wideKernel {
+		kernels = append(kernels, true)
+	}
+	defer setWideKernel(wideKernel)
+	for _, size := range []int{PieceSize + 1, 2 * PieceSize, 3*PieceSize + groupLen + 5, 4*PieceSize + ChunkSize - 3, 5*PieceSize + 100} {
+		data := make([]byte, size)
+		for i := range data {
+			if (i/(300<<10))%3 != 1 { // every third 300 KiB run is zeros
+				data[i] = byte(rng.Uint32())
+			}
+		}
+		for _, wide := range kernels {
+			setWideKernel(wide)
+			var want []ChainValue
+			for off := 0; off < size; off += PieceSize {
+				want = append(want, SubtreeCV(data[off:min(off+PieceSize, size)], uint64(off/ChunkSize)))
+			}
+			for _, from := range []int{0, 2 * PieceSize} {
+				if from >= size {
+					continue
+				}
+				h, err := NewPieceHasher(int64(from))
+				if err != nil {
+					t.Fatal(err)
+				}
+				for off := from; off < size; {
+					n := min(size-off, 1+rng.IntN(700<<10))
+					if zero := allZero(data[off : off+n]); zero && rng.IntN(2) == 0 {
+						h.Zeros(int64(n))
+					} else {
+						h.Write(data[off : off+n])
+					}
+					off += n
+				}
+				got := h.Pieces()
+				if len(got) != len(want[from/PieceSize:]) {
+					t.Fatalf("%d bytes from %d (wide %v): %d pieces, want %d", size, from, wide, len(got), len(want[from/PieceSize:]))
+				}
+				for i := range got {
+					if got[i] != want[from/PieceSize+i] {
+						t.Errorf("%d bytes from %d (wide %v): piece %d differs", size, from, wide, from/PieceSize+i)
+					}
+				}
+			}
+			if size > 2*PieceSize && MergeCVs(want[:2]) != SubtreeCV(data[:2*PieceSize], 0) {
+				t.Errorf("%d bytes (wide %v): merged span of two pieces differs from its subtree value", size, wide)
+			}
+			d, err := RootDigest(want)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if d != SumBytes(data) {
+				t.Errorf("%d bytes (wide %v): root %s, serial %s", size, wide, d, SumBytes(data))
+			}
+		}
+	}
+	if _, err := NewPieceHasher(PieceSize + 1); err == nil {
+		t.Error("piece hasher at an unaligned offset: no error")
+	}
+	if _, err := RootDigest(make([]ChainValue, 1)); err == nil {
+		t.Error("root of one piece: no error")
+	}
+}
+
+func allZero(b []byte) bool {
+	for _, c := range b {
+		if c != 0 {
+			return false
+		}
+	}
+	return true
 }

@@ -12,44 +12,44 @@ import (
 // values of each group itself, with 8-lane AVX2 and scalar code: on a 4 MiB piece that merge took
 // about a fifth of the hash time (perf, 2 GiB file); here it is 1/16 of the chunk work.
 //
-// Merging level by level builds the same tree as mergeCVs: BLAKE3's tree is left-complete, so at
+// Merging level by level builds the same tree as MergeCVs: BLAKE3's tree is left-complete, so at
 // every level the nodes pair up from the left and an odd last node moves up unchanged.
 
 // pieceCVs holds the chunk chaining values of one piece (4096 x 32 bytes = 128 KiB); at most one per
 // piece being hashed is in use (GOMAXPROCS, see pieceSlots).
-var pieceCVs = sync.Pool{New: func() any { return new([pieceSize / chunkLen]cv) }}
+var pieceCVs = sync.Pool{New: func() any { return new([PieceSize / ChunkSize]ChainValue) }}
 
-// subtreeCVWide is subtreeCV (same contract) with chunks16 and parents16.
-func subtreeCVWide(data []byte, chunk uint64) cv {
-	nchunks := (len(data) + chunkLen - 1) / chunkLen
-	var cvs []cv
-	if nchunks <= pieceSize/chunkLen {
-		p := pieceCVs.Get().(*[pieceSize / chunkLen]cv)
+// subtreeCVWide is SubtreeCV (same contract) with chunks16 and parents16.
+func subtreeCVWide(data []byte, chunk uint64) ChainValue {
+	nchunks := (len(data) + ChunkSize - 1) / ChunkSize
+	var cvs []ChainValue
+	if nchunks <= PieceSize/ChunkSize {
+		p := pieceCVs.Get().(*[PieceSize / ChunkSize]ChainValue)
 		defer pieceCVs.Put(p)
 		cvs = p[:nchunks]
 	} else {
-		cvs = make([]cv, nchunks)
+		cvs = make([]ChainValue, nchunks)
 	}
 	groups := len(data) / groupLen
 	for g := range groups {
-		chunks16((*[16]cv)(cvs[g*guts.MaxSIMD:]), (*[groupLen]byte)(data[g*groupLen:]), chunk+uint64(g*guts.MaxSIMD))
+		chunks16((*[16]ChainValue)(cvs[g*guts.MaxSIMD:]), (*[groupLen]byte)(data[g*groupLen:]), chunk+uint64(g*guts.MaxSIMD))
 	}
 	// The last, partial group of the input's last piece: chunk by chunk.
 	for i := groups * guts.MaxSIMD; i < nchunks; i++ {
-		off := i * chunkLen
-		cvs[i] = guts.ChainingValue(guts.CompressChunk(data[off:min(off+chunkLen, len(data))], &guts.IV, chunk+uint64(i), 0))
+		off := i * ChunkSize
+		cvs[i] = guts.ChainingValue(guts.CompressChunk(data[off:min(off+ChunkSize, len(data))], &guts.IV, chunk+uint64(i), 0))
 	}
 	return mergeLevels(cvs)
 }
 
 // mergeLevels merges the chaining values of consecutive chunks (or complete subtrees of one size)
 // into the chaining value of the non-root node above them all, in place: cvs is overwritten.
-func mergeLevels(cvs []cv) cv {
+func mergeLevels(cvs []ChainValue) ChainValue {
 	for n := len(cvs); n > 1; {
 		pairs := n / 2
 		i := 0
 		for ; i+guts.MaxSIMD <= pairs; i += guts.MaxSIMD {
-			parents16((*[16]cv)(cvs[i:]), (*[32]cv)(cvs[2*i:]))
+			parents16((*[16]ChainValue)(cvs[i:]), (*[32]ChainValue)(cvs[2*i:]))
 		}
 		for ; i < pairs; i++ {
 			cvs[i] = guts.ChainingValue(guts.ParentNode(cvs[2*i], cvs[2*i+1], &guts.IV, 0))
@@ -63,14 +63,14 @@ func mergeLevels(cvs []cv) cv {
 }
 
 // chunks16Generic is chunks16 in portable Go (the reference in tests, and off amd64).
-func chunks16Generic(out *[16]cv, in *[groupLen]byte, counter uint64) {
+func chunks16Generic(out *[16]ChainValue, in *[groupLen]byte, counter uint64) {
 	for i := range out {
-		out[i] = guts.ChainingValue(guts.CompressChunk(in[i*chunkLen:(i+1)*chunkLen], &guts.IV, counter+uint64(i), 0))
+		out[i] = guts.ChainingValue(guts.CompressChunk(in[i*ChunkSize:(i+1)*ChunkSize], &guts.IV, counter+uint64(i), 0))
 	}
 }
 
 // parents16Generic is parents16 in portable Go.
-func parents16Generic(out *[16]cv, in *[32]cv) {
+func parents16Generic(out *[16]ChainValue, in *[32]ChainValue) {
 	for i := range out {
 		out[i] = guts.ChainingValue(guts.ParentNode(in[2*i], in[2*i+1], &guts.IV, 0))
 	}

@@ -17,7 +17,7 @@ func TestChunks16(t *testing.T) {
 		in[i] = byte(rng.Uint32())
 	}
 	for _, counter := range []uint64{0, 16, 4096, 1<<32 - 3, 1<<32 - 16, 1 << 32, 1<<40 + 7, rng.Uint64() >> 1} {
-		var got, want [16]cv
+		var got, want [16]ChainValue
 		chunks16(&got, &in, counter)
 		chunks16Generic(&want, &in, counter)
 		if got != want {
@@ -31,21 +31,21 @@ func TestChunks16(t *testing.T) {
 func TestParents16(t *testing.T) {
 	skipWithoutWide(t)
 	rng := rand.New(rand.NewPCG(13, 14))
-	var in [32]cv
+	var in [32]ChainValue
 	for i := range in {
 		for j := range in[i] {
 			in[i][j] = rng.Uint32()
 		}
 	}
-	var got, want [16]cv
+	var got, want [16]ChainValue
 	parents16(&got, &in)
 	parents16Generic(&want, &in)
 	if got != want {
 		t.Fatalf("parents16 differs from the reference")
 	}
 	inPlace := in
-	parents16((*[16]cv)(inPlace[:16]), &inPlace)
-	if [16]cv(inPlace[:16]) != want {
+	parents16((*[16]ChainValue)(inPlace[:16]), &inPlace)
+	if [16]ChainValue(inPlace[:16]) != want {
 		t.Fatalf("parents16 in place differs from the reference")
 	}
 }
@@ -57,31 +57,31 @@ func TestParents16(t *testing.T) {
 func TestSubtreeWideMatchesGuts(t *testing.T) {
 	skipWithoutWide(t)
 	rng := rand.New(rand.NewPCG(15, 16))
-	data := make([]byte, pieceSize)
+	data := make([]byte, PieceSize)
 	for i := range data {
 		data[i] = byte(rng.Uint32())
 	}
-	lens := []int{1, chunkLen - 1, chunkLen, chunkLen + 1, 2 * chunkLen, groupLen - 1, groupLen, groupLen + 1,
-		17 * chunkLen, 31*chunkLen + 5, 33 * groupLen, 255*groupLen + 3, pieceSize / 2, pieceSize - 1, pieceSize}
+	lens := []int{1, ChunkSize - 1, ChunkSize, ChunkSize + 1, 2 * ChunkSize, groupLen - 1, groupLen, groupLen + 1,
+		17 * ChunkSize, 31*ChunkSize + 5, 33 * groupLen, 255*groupLen + 3, PieceSize / 2, PieceSize - 1, PieceSize}
 	for range 10 {
-		lens = append(lens, 1+rng.IntN(pieceSize))
+		lens = append(lens, 1+rng.IntN(PieceSize))
 	}
 	for _, n := range lens {
-		for _, chunk := range []uint64{pieceSize / chunkLen, 7 * pieceSize / chunkLen, 1 << 32} {
+		for _, chunk := range []uint64{PieceSize / ChunkSize, 7 * PieceSize / ChunkSize, 1 << 32} {
 			if got, want := subtreeCVWide(data[:n], chunk), subtreeCVGuts(data[:n], chunk); got != want {
 				t.Errorf("%d bytes at chunk %d: wide %x, guts %x", n, chunk, got, want)
 			}
 		}
 	}
 	// Whole inputs hashed with the wide subtrees only, against the serial hash.
-	big := make([]byte, 3*pieceSize+groupLen+77)
+	big := make([]byte, 3*PieceSize+groupLen+77)
 	for i := range big {
 		big[i] = byte(rng.Uint32())
 	}
-	for _, n := range []int{pieceSize + 1, 2*pieceSize + chunkLen, len(big)} {
-		var cvs []cv
-		for off := 0; off < n; off += pieceSize {
-			cvs = append(cvs, subtreeCVWide(big[off:min(off+pieceSize, n)], uint64(off/chunkLen)))
+	for _, n := range []int{PieceSize + 1, 2*PieceSize + ChunkSize, len(big)} {
+		var cvs []ChainValue
+		for off := 0; off < n; off += PieceSize {
+			cvs = append(cvs, subtreeCVWide(big[off:min(off+PieceSize, n)], uint64(off/ChunkSize)))
 		}
 		if got, want := rootOf(cvs), blake3.Sum256(big[:n]); got != want {
 			t.Errorf("%d bytes: wide tree %x, serial %x", n, got, want)
@@ -90,7 +90,7 @@ func TestSubtreeWideMatchesGuts(t *testing.T) {
 }
 
 // skipWithoutWide skips a test of the wide kernel on a CPU that cannot run it (the assembly would
-// fault with an illegal instruction); subtreeCV then uses guts, which the other tests cover.
+// fault with an illegal instruction); SubtreeCV then uses guts, which the other tests cover.
 func skipWithoutWide(t *testing.T) {
 	t.Helper()
 	if !wideKernel {
@@ -113,19 +113,19 @@ func FuzzWideKernels(f *testing.F) {
 			}
 		}
 		counter >>= 1 // counters of real inputs stay far below 2^63 chunks
-		var got, want [16]cv
+		var got, want [16]ChainValue
 		chunks16(&got, &in, counter)
 		chunks16Generic(&want, &in, counter)
 		if got != want {
 			t.Fatalf("chunks16 differs from the reference at counter %d", counter)
 		}
-		var cvs [32]cv
+		var cvs [32]ChainValue
 		for i := range cvs {
 			for j := range cvs[i] {
 				cvs[i][j] = uint32(in[(i*8+j)*4]) | uint32(in[(i*8+j)*4+1])<<8 | uint32(in[(i*8+j)*4+2])<<16 | uint32(in[(i*8+j)*4+3])<<24
 			}
 		}
-		var pg, pw [16]cv
+		var pg, pw [16]ChainValue
 		parents16(&pg, &cvs)
 		parents16Generic(&pw, &cvs)
 		if pg != pw {

@@ -5,13 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"math/bits"
 	"os"
 	"runtime"
 	"sync"
 
 	"golang.org/x/sync/errgroup"
-	"lukechampine.com/blake3/guts"
 
 	"orkpipe/artifacts"
 )
@@ -23,8 +21,8 @@ import (
 // BLAKE3 hashes 1 KiB chunks into a left-complete binary tree. The file is cut into pieces of 4096
 // chunks (4 MiB, a power of two, aligned to the file start): every full piece is then a complete
 // subtree, whose chaining value depends only on its bytes and its position, and the root is merged
-// from the pieces' chaining values in order (the same construction as artifacts/tree.go, checked
-// against serial BLAKE3 in b3tree_test.go). Each piece is hashed by whoever knows all its bytes:
+// from the pieces' chaining values in order (artifacts' BLAKE3 tree: SubtreeCV, PieceHasher,
+// RootDigest; checked against serial BLAKE3 in b3tree_test.go). Each piece is hashed by whoever knows all its bytes:
 //
 //   - a piece in which exactly one part has data is hashed by that part as it streams (holes inside
 //     the piece are zeros, known without reading);
@@ -39,17 +37,11 @@ import (
 // bytes whose sha256 matched and that were written to the file at the same extents.
 
 const (
-	treePiece  = 4 << 20                       // bytes per piece: 4096 chunks
-	treeGroup  = guts.MaxSIMD * guts.ChunkSize // bytes per guts.CompressBuffer call: 16 chunks
-	treeChunks = treePiece / guts.ChunkSize    // chunks per piece
-	treeGroups = treePiece / treeGroup         // groups per piece
-	pieceHole  = int32(-1)                     // owner of a piece without data
-	pieceSeam  = int32(-2)                     // owner of a piece hashed from disk after the parts
-	maxPieces  = int64(1<<31 - 1)              // owner indexes are int32
+	treePiece = artifacts.PieceSize // bytes per piece: 4096 chunks
+	pieceHole = int32(-1)           // owner of a piece without data
+	pieceSeam = int32(-2)           // owner of a piece hashed from disk after the parts
+	maxPieces = int64(1<<31 - 1)    // owner indexes are int32
 )
-
-// chainValue is a BLAKE3 chaining value: the first 8 output words of a non-root node.
-type chainValue = [8]uint32
 
 // treeZeros returns the bytes of a hole piece (allocated on first use).
 var treeZeros = sync.OnceValue(func() []byte { return make([]byte, treePiece) })
@@ -61,7 +53,7 @@ type fileTree struct {
 	owner []int32 // per piece: the index of the only part with data in it, pieceHole or pieceSeam
 
 	mu   sync.Mutex
-	cvs  []chainValue
+	cvs  []artifacts.ChainValue
 	have []bool
 
 	holes chan error // the hole hasher's result; nil until started
@@ -73,7 +65,7 @@ func newFileTree(f File) (*fileTree, error) {
 	if n > maxPieces {
 		return nil, fmt.Errorf("%s: %d bytes is too large to verify (%d pieces of %d bytes)", f.Name, f.Digests.Size, n, treePiece)
 	}
-	t := &fileTree{file: f, owner: make([]int32, n), cvs: make([]chainValue, n), have: make([]bool, n)}
+	t := &fileTree{file: f, owner: make([]int32, n), cvs: make([]artifacts.ChainValue, n), have: make([]bool, n)}
 	for i := range t.owner {
 		t.owner[i] = pieceHole
 	}
@@ -109,14 +101,14 @@ func (t *fileTree) startHoles(ctx context.Context) {
 				return
 			}
 			start := int64(k) * treePiece
-			cv := pieceCV(treeZeros()[:min(treePiece, t.file.Digests.Size-start)], uint64(start/guts.ChunkSize))
+			cv := artifacts.SubtreeCV(treeZeros()[:min(treePiece, t.file.Digests.Size-start)], uint64(start/artifacts.ChunkSize))
 			t.set(int64(k), cv)
 		}
 		t.holes <- nil
 	}()
 }
 
-func (t *fileTree) set(k int64, cv chainValue) {
+func (t *fileTree) set(k int64, cv artifacts.ChainValue) {
 	t.mu.Lock()
 	t.cvs[k], t.have[k] = cv, true
 	t.mu.Unlock()
@@ -172,7 +164,7 @@ func (t *fileTree) sum(ctx context.Context, f *os.File) (artifacts.Digest, error
 			if err := t.readPiece(f, int64(k), buf); err != nil {
 				return err
 			}
-			t.set(int64(k), pieceCV(buf, uint64(start/guts.ChunkSize)))
+			t.set(int64(k), artifacts.SubtreeCV(buf, uint64(start/artifacts.ChunkSize)))
 			return nil
 		})
 	}
@@ -186,8 +178,7 @@ func (t *fileTree) sum(ctx context.Context, f *os.File) (artifacts.Digest, error
 			return artifacts.Digest{}, fmt.Errorf("%s: piece %d (bytes %d-%d) was never hashed", t.file.Name, k, int64(k)*treePiece, min(int64(k+1)*treePiece, size)-1)
 		}
 	}
-	root := rootOf(t.cvs)
-	return artifacts.DigestFromBytes(root[:])
+	return artifacts.RootDigest(t.cvs)
 }
 
 // readPiece fills buf with the logical bytes of piece k of the file: the parts' extents read from
@@ -216,28 +207,26 @@ func (t *fileTree) readPiece(f *os.File, k int64, buf []byte) error {
 // partTree hashes the pieces one part owns from the part's byte stream (the concatenated bytes
 // of its extents, as written). It is an io.Writer; close must be called after the last byte.
 type partTree struct {
-	ft    *fileTree
-	part  int32
-	exts  []Extent
-	i     int   // extent being written
-	off   int64 // bytes of exts[i] written
-	cur   int64 // piece being hashed, -1 for none
-	fed   int64 // bytes of piece cur hashed so far
-	carry [treeGroup]byte
-	nc    int          // bytes in carry
-	grp   []chainValue // chaining values of cur's complete groups
-	done  []pieceValue
+	ft   *fileTree
+	part int32
+	exts []Extent
+	i    int   // extent being written
+	off  int64 // bytes of exts[i] written
+	cur  int64 // piece being hashed, -1 for none
+	fed  int64 // bytes of piece cur hashed so far
+	h    *artifacts.PieceHasher
+	done []pieceValue
 }
 
 type pieceValue struct {
 	piece int64
-	cv    chainValue
+	cv    artifacts.ChainValue
 }
 
 // newPart returns the hasher of part index's stream (one per download attempt).
 func (t *fileTree) newPart(index int) *partTree {
 	p := t.file.Parts[index]
-	return &partTree{ft: t, part: int32(index), exts: p.Extents, cur: -1, grp: make([]chainValue, 0, treeGroups)}
+	return &partTree{ft: t, part: int32(index), exts: p.Extents, cur: -1}
 }
 
 func (pt *partTree) Write(p []byte) (int, error) {
@@ -271,9 +260,11 @@ func (pt *partTree) data(off int64, b []byte) {
 			if pt.cur != k {
 				pt.closePiece()
 				pt.cur, pt.fed = k, 0
+				pt.h, _ = artifacts.NewPieceHasher(start) // start is a multiple of the piece size
 			}
-			pt.zeros(off - start - pt.fed) // a hole inside the piece, before these bytes
-			pt.absorb(b[:n])
+			pt.h.Zeros(off - start - pt.fed) // a hole inside the piece, before these bytes
+			pt.h.Write(b[:n])
+			pt.fed = off - start + n
 			if start+pt.fed == end {
 				pt.closePiece()
 			}
@@ -292,85 +283,7 @@ func (pt *partTree) closePiece() {
 	}
 	start := pt.cur * treePiece
 	end := min(start+treePiece, pt.ft.file.Digests.Size)
-	pt.zeros(end - start - pt.fed)
-	if pt.nc > 0 {
-		pt.group(&pt.carry, pt.nc)
-		pt.nc = 0
-	}
-	pt.done = append(pt.done, pieceValue{pt.cur, mergeCVs(pt.grp)})
-	pt.cur, pt.grp = -1, pt.grp[:0]
-}
-
-func (pt *partTree) zeros(n int64) {
-	for n > 0 {
-		k := min(n, int64(len(zeroBuf)))
-		pt.absorb(zeroBuf[:k])
-		n -= k
-	}
-}
-
-// absorb hashes the next bytes of piece cur: whole groups straight from b, the rest via carry.
-func (pt *partTree) absorb(b []byte) {
-	pt.fed += int64(len(b))
-	for len(b) > 0 {
-		if pt.nc == 0 && len(b) >= treeGroup {
-			pt.group((*[treeGroup]byte)(b), treeGroup)
-			b = b[treeGroup:]
-			continue
-		}
-		k := copy(pt.carry[pt.nc:], b)
-		pt.nc += k
-		b = b[k:]
-		if pt.nc == treeGroup {
-			pt.group(&pt.carry, treeGroup)
-			pt.nc = 0
-		}
-	}
-}
-
-func (pt *partTree) group(buf *[treeGroup]byte, n int) {
-	chunk := uint64(pt.cur)*treeChunks + uint64(len(pt.grp))*guts.MaxSIMD
-	pt.grp = append(pt.grp, guts.ChainingValue(guts.CompressBuffer(buf, n, &guts.IV, chunk, 0)))
-}
-
-// pieceCV returns the chaining value of data hashed as the subtree whose first chunk has index
-// chunk; data is a whole piece, or the shorter last piece of a file of more than one piece.
-func pieceCV(data []byte, chunk uint64) chainValue {
-	grp := make([]chainValue, 0, treeGroups)
-	var last [treeGroup]byte
-	for off := 0; off < len(data); off += treeGroup {
-		n := min(treeGroup, len(data)-off)
-		buf := &last
-		if n == treeGroup {
-			buf = (*[treeGroup]byte)(data[off:])
-		} else {
-			copy(last[:], data[off:])
-		}
-		grp = append(grp, guts.ChainingValue(guts.CompressBuffer(buf, n, &guts.IV, chunk+uint64(len(grp))*guts.MaxSIMD, 0)))
-	}
-	return mergeCVs(grp)
-}
-
-// mergeCVs merges the chaining values of consecutive complete subtrees of one power-of-two size
-// (the last may be smaller) into the chaining value of the non-root node above them all.
-func mergeCVs(cvs []chainValue) chainValue {
-	if len(cvs) == 1 {
-		return cvs[0]
-	}
-	p := splitPoint(len(cvs))
-	return guts.ChainingValue(guts.ParentNode(mergeCVs(cvs[:p]), mergeCVs(cvs[p:]), &guts.IV, 0))
-}
-
-// splitPoint is the number of leading subtrees in the left child of a node over n >= 2 of them:
-// the largest power of two below n.
-func splitPoint(n int) int { return 1 << (bits.Len(uint(n-1)) - 1) }
-
-// rootOf merges the chaining values of two or more consecutive pieces into the BLAKE3-256 root.
-func rootOf(cvs []chainValue) [32]byte {
-	p := splitPoint(len(cvs))
-	n := guts.ParentNode(mergeCVs(cvs[:p]), mergeCVs(cvs[p:]), &guts.IV, guts.FlagRoot)
-	w := guts.WordsToBytes(guts.CompressNode(n))
-	var sum [32]byte
-	copy(sum[:], w[:32])
-	return sum
+	pt.h.Zeros(end - start - pt.fed)
+	pt.done = append(pt.done, pieceValue{pt.cur, pt.h.Pieces()[0]})
+	pt.cur, pt.h = -1, nil
 }

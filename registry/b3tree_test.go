@@ -110,7 +110,7 @@ func TestFileTreeMatchesBLAKE3(t *testing.T) {
 				s := partStream(b, f.Parts[i])
 				pt := ft.newPart(i)
 				for len(s) > 0 {
-					n := min(len(s), 1+rng.IntN(3*treeGroup))
+					n := min(len(s), 1+rng.IntN(3*16<<10))
 					if _, err := pt.Write(s[:n]); err != nil {
 						t.Fatal(err)
 					}

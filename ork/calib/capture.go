@@ -126,6 +126,9 @@ type observer struct {
 }
 
 func (o *observer) Observe(layer int, in model.Input, x []float32) {
+	if int(in) >= len(o.acc[layer-o.start]) {
+		return // a site not captured (model.InputRouter: the MoE router's input)
+	}
 	if a := o.acc[layer-o.start][in]; o.err == nil && a != nil {
 		o.err = a.add(x)
 	}

@@ -6,19 +6,13 @@ import (
 	"math"
 )
 
-// Input names the distinct linear inputs of a block: the projections sharing one input share one Input.
+// Input is the position of a linear input site of a block in [Config.Sites] of its layer (see
+// InputQKV for the positions every layer kind shares).
 type Input int
 
-// The four distinct linear inputs of a llama block.
-const (
-	InputQKV    Input = iota // attn_norm output: input of attn_q, attn_k, attn_v
-	InputAttnO               // attention output: input of attn_output
-	InputGateUp              // ffn_norm output: input of ffn_gate, ffn_up
-	InputDown                // silu(gate)·up: input of ffn_down
-	NumInputs
-)
-
-// String returns the name of the input after its first weight.
+// String returns the name of the input in a llama block (attention and a dense FFN).
+//
+// Deprecated: names depend on the layer kind; use Config.Sites(layer)[in].Name.
 func (in Input) String() string {
 	switch in {
 	case InputQKV:
@@ -33,7 +27,9 @@ func (in Input) String() string {
 	return fmt.Sprintf("Input(%d)", int(in))
 }
 
-// Weights lists the weight names (within a block) that read an input.
+// Weights lists the weight names (within a block) that read an input of a llama block with a dense FFN.
+//
+// Deprecated: use Config.Sites(layer)[in].Weights.
 func (in Input) Weights() []string {
 	switch in {
 	case InputQKV:
@@ -48,7 +44,9 @@ func (in Input) Weights() []string {
 	return nil
 }
 
-// Width returns the number of values of the input per token.
+// Width returns the number of values per token of an input of a llama block.
+//
+// Deprecated: use Config.Sites(layer)[in].Width.
 func (in Input) Width(c *Config) int {
 	switch in {
 	case InputAttnO:
@@ -59,8 +57,10 @@ func (in Input) Width(c *Config) int {
 	return c.NEmbd
 }
 
-// Observer sees every linear input of a block as it is computed: x holds T rows of in.Width values. It
-// must not retain x.
+// Observer sees every linear input site of a block as it is computed: Observe(layer, in, x) with in a
+// position in Config.Sites(layer) of a site that is not per expert, and x its rows: one per token of
+// the batch (all sequences, in order), Sites(layer)[in].Width values each. Per-expert sites are seen
+// only by an [ExpertObserver]. Observe is called once per site and batch; it must not retain x.
 type Observer interface {
 	Observe(layer int, in Input, x []float32)
 }
@@ -73,9 +73,10 @@ type Model struct {
 	buf scratch // reused between RunLayer calls of the same length
 }
 
-// scratch holds RunLayer's temporaries, so that running many sequences allocates nothing per layer.
+// scratch holds RunLayer's temporaries, so that running many batches of one shape allocates nothing
+// per layer. Buffers indexed by token hold rows = nSeq·seqLen rows; attention scores are per sequence.
 type scratch struct {
-	t                   int
+	rows, seqLen        int
 	x, q, k, v, att     []float32
 	gate, up, attScores []float32
 	// MoE blocks only: router logits [t][n_expert], probabilities of one token, the selected experts and
@@ -87,13 +88,14 @@ type scratch struct {
 	xe, ye, slots, moeOut []float32
 }
 
-func (s *scratch) get(c *Config, t int) *scratch {
-	if s.t != t {
-		*s = scratch{t: t,
+func (s *scratch) get(c *Config, rows, seqLen int) *scratch {
+	if s.rows != rows || s.seqLen != seqLen {
+		t := rows
+		*s = scratch{rows: rows, seqLen: seqLen,
 			x: make([]float32, t*c.NEmbd), q: make([]float32, t*c.QDim()), k: make([]float32, t*c.KVDim()),
 			v: make([]float32, t*c.KVDim()), att: make([]float32, t*c.QDim()),
 			gate: make([]float32, t*c.NFF), up: make([]float32, t*c.NFF),
-			attScores: make([]float32, attentionWorkers(c.NHead)*t*t),
+			attScores: make([]float32, attentionWorkers(c.NHead)*seqLen*seqLen),
 		}
 		if c.MoE() {
 			k := c.NExpertUsed
@@ -105,14 +107,20 @@ func (s *scratch) get(c *Config, t int) *scratch {
 	return s
 }
 
-// ScratchBytes is the memory RunLayer keeps for sequences of t tokens (the attention scores depend on
-// GOMAXPROCS: one t×t matrix per head running at once). MoE blocks add the router logits, the routing
-// (selected experts and weights, 8+4+8 bytes per token and slot), the gathered rows of one expert and its
-// output, the weighted outputs per (token, slot) and the FFN output.
-func (c *Config) ScratchBytes(t int) int64 {
-	b := 4*int64(t)*int64(c.NEmbd+2*c.QDim()+2*c.KVDim()+2*c.NFF) + 4*int64(attentionWorkers(c.NHead))*int64(t)*int64(t)
+// ScratchBytes is the memory RunLayer keeps for one sequence of t tokens: BatchScratchBytes(1, t).
+func (c *Config) ScratchBytes(t int) int64 { return c.BatchScratchBytes(1, t) }
+
+// BatchScratchBytes is the memory RunLayerBatch keeps for nSeq sequences of seqLen tokens: per token of
+// the batch the normed input, Q, K, V, the attention output, gate and up (4·(E + 2Q + 2KV + 2F) bytes),
+// and per sequence one seqLen×seqLen score matrix for each head running at once (attention runs one
+// sequence at a time; the count depends on GOMAXPROCS). MoE blocks add, per token of the batch, the
+// router logits, the routing (selected experts and weights, 8+4+8 bytes per token and slot), the
+// gathered rows of one expert and its output, the weighted outputs per (token, slot) and the FFN output.
+func (c *Config) BatchScratchBytes(nSeq, seqLen int) int64 {
+	t := int64(nSeq) * int64(seqLen)
+	b := 4*t*int64(c.NEmbd+2*c.QDim()+2*c.KVDim()+2*c.NFF) + 4*int64(attentionWorkers(c.NHead))*int64(seqLen)*int64(seqLen)
 	if c.MoE() {
-		t, k, e := int64(t), int64(c.NExpertUsed), int64(c.NEmbd)
+		k, e := int64(c.NExpertUsed), int64(c.NEmbd)
 		b += 4*t*int64(c.NExpert) + 4*int64(c.NExpert) + 20*t*k + 4*t*(3*e+k*e)
 	}
 	return b
@@ -196,19 +204,33 @@ func (m *Model) Logits(ctx context.Context, h []float32) ([]float32, error) {
 	return logits, nil
 }
 
-// RunLayer applies block l to the hidden states h (T rows of NEmbd values, positions 0..T-1) in place.
-// obs, when not nil, sees the four linear inputs (in MoE blocks, see ExpertObserver).
+// RunLayer applies block l to the hidden states h (one sequence: T rows of NEmbd values, positions
+// 0..T-1) in place: RunLayerBatch with one sequence.
 func (m *Model) RunLayer(ctx context.Context, l *Layer, h []float32, obs Observer) error {
+	e := m.Cfg.NEmbd
+	if len(h) == 0 || len(h)%e != 0 {
+		return fmt.Errorf("layer %d: hidden states of %d values are not rows of %d: %w", l.Index, len(h), e, ErrBadModel)
+	}
+	return m.RunLayerBatch(ctx, l, h, len(h)/e, obs)
+}
+
+// RunLayerBatch applies block l in place to the hidden states h of S sequences of seqLen tokens each
+// (S·seqLen rows of NEmbd values, sequence after sequence). Every matmul weight is applied once to all
+// S·seqLen rows; attention runs per sequence, each sequence at positions 0..seqLen-1 and seeing only
+// itself. The result for a sequence is that of RunLayer on it alone, up to the float32 rounding of the
+// matrix products (gonum's Sgemm blocks differently for different row counts). obs, when not nil, sees
+// each site once per call with all S·seqLen rows (an ExpertObserver also the routed rows per expert).
+func (m *Model) RunLayerBatch(ctx context.Context, l *Layer, h []float32, seqLen int, obs Observer) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
 	c := &m.Cfg
 	e := c.NEmbd
-	if len(h)%e != 0 {
-		return fmt.Errorf("layer %d: hidden states of %d values are not rows of %d: %w", l.Index, len(h), e, ErrBadModel)
+	if seqLen <= 0 || len(h) == 0 || len(h)%(seqLen*e) != 0 {
+		return fmt.Errorf("layer %d: hidden states of %d values are not sequences of %d rows of %d: %w", l.Index, len(h), seqLen, e, ErrBadModel)
 	}
-	t := len(h) / e
-	s := m.buf.get(c, t)
+	rows := len(h) / e
+	s := m.buf.get(c, rows, seqLen)
 	x := s.x
 	rmsNorm(x, h, l.AttnNorm, e, c.NormEps)
 	if obs != nil {
@@ -230,11 +252,15 @@ func (m *Model) RunLayer(ctx context.Context, l *Layer, h []float32, obs Observe
 	if l.KNorm != nil {
 		rmsNorm(k, k, l.KNorm, c.HeadDim, c.NormEps)
 	}
-	rope := newRoPE(c, t)
-	rope.apply(q, c.NHead, c.HeadDim)
-	rope.apply(k, c.NHeadKV, c.HeadDim)
+	rope := newRoPE(c, seqLen)
 	att := s.att
-	attention(att, s.attScores, q, k, v, t, c.NHead, c.NHeadKV, c.HeadDim)
+	qd, kvd := c.QDim(), c.KVDim()
+	for r0 := 0; r0 < rows; r0 += seqLen {
+		qs, ks := q[r0*qd:(r0+seqLen)*qd], k[r0*kvd:(r0+seqLen)*kvd]
+		rope.apply(qs, c.NHead, c.HeadDim)
+		rope.apply(ks, c.NHeadKV, c.HeadDim)
+		attention(att[r0*qd:(r0+seqLen)*qd], s.attScores, qs, ks, v[r0*kvd:(r0+seqLen)*kvd], seqLen, c.NHead, c.NHeadKV, c.HeadDim)
+	}
 	if obs != nil {
 		obs.Observe(l.Index, InputAttnO, att)
 	}
@@ -245,10 +271,10 @@ func (m *Model) RunLayer(ctx context.Context, l *Layer, h []float32, obs Observe
 		h[i] += x[i]
 	}
 	rmsNorm(x, h, l.FFNorm, e, c.NormEps)
-	if obs != nil {
-		obs.Observe(l.Index, InputGateUp, x)
-	}
 	if l.Router != nil {
+		if obs != nil {
+			obs.Observe(l.Index, InputRouter, x)
+		}
 		if err := m.runMoE(l, x, s.moeOut, s, obs); err != nil {
 			return err
 		}
@@ -256,6 +282,9 @@ func (m *Model) RunLayer(ctx context.Context, l *Layer, h []float32, obs Observe
 			h[i] += s.moeOut[i]
 		}
 		return nil
+	}
+	if obs != nil {
+		obs.Observe(l.Index, InputGateUp, x)
 	}
 	g, u := s.gate, s.up
 	if err := l.Gate.Apply(g, x); err != nil {

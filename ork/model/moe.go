@@ -5,12 +5,13 @@ import (
 	"math"
 )
 
-// ExpertObserver is an Observer that also sees the inputs of the experts of MoE blocks. In an MoE block
-// Observe is called for InputQKV, InputAttnO and InputGateUp (the ffn_norm output of every token: the
-// router's input) but never for InputDown; ObserveExpert is called, for each expert that at least one
-// token is routed to, with in = InputGateUp (the ffn_norm output of the tokens routed to the expert, in
-// token order: the input of its gate and up slices) and in = InputDown (silu(gate)·up of those tokens: the
-// input of its down slice). An Observer that is not an ExpertObserver does not see the experts.
+// ExpertObserver is an Observer that also sees the per-expert sites of MoE blocks. In an MoE block
+// Observe is called for the sites that are not per expert (InputQKV, InputAttnO and InputRouter: the
+// ffn_norm output of every token, the router's input); ObserveExpert is called, for each expert that at
+// least one token of the batch is routed to, with in = InputGateUp (the ffn_norm output of the tokens
+// routed to the expert, in token order: the input of its gate and up slices) and in = InputDown
+// (silu(gate)·up of those tokens: the input of its down slice). An Observer that is not an
+// ExpertObserver does not see the experts.
 type ExpertObserver interface {
 	Observer
 	ObserveExpert(layer int, in Input, expert int, x []float32)

@@ -265,7 +265,7 @@ func TestMoEBlockMatchesReference(t *testing.T) {
 		for i := range x {
 			x[i] = mid[i] * rs * float64(ws["blk.0.ffn_norm.weight"][i])
 		}
-		if d, s := maxAbsDiff(rec.inputs[InputGateUp][tt*e:(tt+1)*e], x); d > 1e-5*s {
+		if d, s := maxAbsDiff(rec.inputs[InputRouter][tt*e:(tt+1)*e], x); d > 1e-5*s {
 			t.Fatalf("token %d: ffn_norm output differs from the reference by %g (scale %g)", tt, d, s)
 		}
 		logits := matVec64(ws["blk.0.ffn_gate_inp.weight"], nx, e, x)
@@ -330,7 +330,7 @@ func TestMoEBlockMatchesReference(t *testing.T) {
 		}
 		for r, tt := range want {
 			for i := 0; i < e; i++ {
-				if got[r*e+i] != rec.inputs[InputGateUp][tt*e+i] {
+				if got[r*e+i] != rec.inputs[InputRouter][tt*e+i] {
 					t.Fatalf("expert %d row %d is not token %d's ffn_norm output", x0, r, tt)
 				}
 			}
@@ -388,7 +388,7 @@ func TestMoERoutingTies(t *testing.T) {
 		}
 	}
 	// The FFN output is the mean of experts 0 and 1: check one token against float64.
-	x := rec.inputs[InputGateUp][:e]
+	x := rec.inputs[InputRouter][:e]
 	x64 := make([]float64, e)
 	for i, v := range x {
 		x64[i] = float64(v)

@@ -1,0 +1,163 @@
+package model
+
+import (
+	"strconv"
+	"strings"
+)
+
+// Mixer is the token-mixing half of a block: what reads the attn_norm output and adds its result to
+// the hidden states before the FFN half.
+type Mixer int
+
+// The mixers.
+const (
+	// MixerAttention is causal softmax attention (llama, mistral, qwen2, qwen3; LFM2's attention layers).
+	MixerAttention Mixer = iota
+)
+
+func (m Mixer) String() string {
+	switch m {
+	case MixerAttention:
+		return "attention"
+	}
+	return "Mixer(" + strconv.Itoa(int(m)) + ")"
+}
+
+// FFNKind is the feed-forward half of a block.
+type FFNKind int
+
+// The FFN kinds.
+const (
+	FFNDense FFNKind = iota // SwiGLU: ffn_down(silu(ffn_gate·x) ⊙ ffn_up·x)
+	FFNMoE                  // routed experts (ffn_gate_inp, ffn_{gate,up,down}_exps)
+)
+
+func (f FFNKind) String() string {
+	switch f {
+	case FFNDense:
+		return "dense"
+	case FFNMoE:
+		return "moe"
+	}
+	return "FFNKind(" + strconv.Itoa(int(f)) + ")"
+}
+
+// LayerKind is what a block is made of.
+type LayerKind struct {
+	Mixer Mixer
+	FFN   FFNKind
+}
+
+// Kind returns the kind of block layer (0 <= layer < NLayer): for the llama family every block is
+// attention with a dense FFN, or with an MoE FFN when the model has experts.
+func (c *Config) Kind(layer int) LayerKind {
+	k := LayerKind{Mixer: MixerAttention, FFN: FFNDense}
+	if c.MoE() {
+		k.FFN = FFNMoE
+	}
+	return k
+}
+
+// Matmul is one matrix weight of a block: Name is its name within the block (the tensor is
+// "blk.<layer>.<Name>.weight"; for an expert site, expert e of it is the Linear and pack entry
+// "blk.<layer>.<Name>.weight#<e>") and N its number of rows (outputs). Its K is the Width of its site.
+type Matmul struct {
+	Name string
+	N    int
+}
+
+// Site is one distinct linear input of a block: the activations that one or more matmul weights read
+// (weights reading the same activations share a site, and so a calibration Hessian). Its Name is stable
+// (it names Hessian files and keys): the name of the first weight reading it, or of the pair/group it
+// feeds ("attn_qkv", "ffn_gate_up"). Width is the number of values per token (the weights' K).
+//
+// An expert site (Experts > 0) is read by the Experts slices of expert tensors: the Observer sees it
+// per expert through [ExpertObserver.ObserveExpert], with only the rows routed to that expert.
+type Site struct {
+	Name    string
+	Width   int
+	Weights []Matmul
+	Experts int
+}
+
+// Tensor returns the GGUF name of weight w of the site in block layer ("blk.3.attn_q.weight").
+func (Site) Tensor(layer int, w Matmul) string {
+	return "blk." + strconv.Itoa(layer) + "." + w.Name + ".weight"
+}
+
+// The positions of a block's sites in [Config.Sites] that every layer kind shares. The first four are
+// the mixer's input (the attn_norm output), the input of the mixer's output projection, the FFN's input
+// (the ffn_norm output; in an MoE block the per-expert gate/up site) and the FFN's inner input (the down
+// projection's; per expert in an MoE block). An MoE block adds InputRouter, the ffn_norm output of every
+// token as the router reads it. An [Input] indexes the slice Sites returns for its layer.
+const (
+	InputQKV    Input = iota // attention: attn_norm output, read by attn_q, attn_k, attn_v
+	InputAttnO               // attention: the attention output, read by attn_output
+	InputGateUp              // ffn_norm output, read by ffn_gate, ffn_up (MoE: per expert, ffn_{gate,up}_exps)
+	InputDown                // silu(gate)·up, read by ffn_down (MoE: per expert, ffn_down_exps)
+	// NumInputs is the number of sites of a llama block with a dense FFN.
+	NumInputs
+	// InputRouter is the router's input in an MoE block: the ffn_norm output of every token.
+	InputRouter = NumInputs
+)
+
+// Sites describes the linear inputs of block layer, in the order the Observer indexes them (an [Input]
+// is a position in this slice; see InputQKV for the positions every kind shares).
+func (c *Config) Sites(layer int) []Site {
+	k := c.Kind(layer)
+	var s []Site
+	switch k.Mixer {
+	case MixerAttention:
+		s = append(s,
+			Site{Name: "attn_qkv", Width: c.NEmbd, Weights: []Matmul{{"attn_q", c.QDim()}, {"attn_k", c.KVDim()}, {"attn_v", c.KVDim()}}},
+			Site{Name: "attn_output", Width: c.QDim(), Weights: []Matmul{{"attn_output", c.NEmbd}}})
+	}
+	switch k.FFN {
+	case FFNDense:
+		s = append(s,
+			Site{Name: "ffn_gate_up", Width: c.NEmbd, Weights: []Matmul{{"ffn_gate", c.NFF}, {"ffn_up", c.NFF}}},
+			Site{Name: "ffn_down", Width: c.NFF, Weights: []Matmul{{"ffn_down", c.NEmbd}}})
+	case FFNMoE:
+		s = append(s,
+			Site{Name: "ffn_gate_up_exps", Width: c.NEmbd, Weights: []Matmul{{"ffn_gate_exps", c.NFF}, {"ffn_up_exps", c.NFF}}, Experts: c.NExpert},
+			Site{Name: "ffn_down_exps", Width: c.NFF, Weights: []Matmul{{"ffn_down_exps", c.NEmbd}}, Experts: c.NExpert},
+			Site{Name: "ffn_gate_inp", Width: c.NEmbd, Weights: []Matmul{{"ffn_gate_inp", c.NExpert}}})
+	}
+	return s
+}
+
+// SiteOf maps a block weight tensor name ("blk.<l>.<weight>.weight", or an expert slice of one,
+// "blk.<l>.<weight>.weight#<e>") to its layer, the site that weight reads and the matmul within it;
+// ok is false for a tensor outside the blocks, one no site lists, an expert slice of a weight that is
+// not per expert (or a whole expert tensor), or an expert index out of range.
+func (c *Config) SiteOf(tensor string) (layer int, in Input, w Matmul, ok bool) {
+	base, e, isExpert, err := splitExpert(tensor)
+	if err != nil {
+		return 0, 0, Matmul{}, false
+	}
+	rest, found := strings.CutPrefix(base, "blk.")
+	if !found {
+		return 0, 0, Matmul{}, false
+	}
+	idx, suffix, found := strings.Cut(rest, ".")
+	l, err := strconv.Atoi(idx)
+	if !found || err != nil || l < 0 || l >= c.NLayer || strconv.Itoa(l) != idx {
+		return 0, 0, Matmul{}, false
+	}
+	name, found := strings.CutSuffix(suffix, ".weight")
+	if !found {
+		return 0, 0, Matmul{}, false
+	}
+	for i, s := range c.Sites(l) {
+		for _, m := range s.Weights {
+			if m.Name != name {
+				continue
+			}
+			if isExpert != (s.Experts > 0) || (isExpert && e >= s.Experts) {
+				return 0, 0, Matmul{}, false
+			}
+			return l, Input(i), m, true
+		}
+	}
+	return 0, 0, Matmul{}, false
+}

@@ -62,5 +62,9 @@
 // [ReadImatrix] reads llama.cpp's importance matrices into per-tensor sums of squared activations
 // (diag H): the GGUF form (tensors <name>.in_sum2 [K, n_mat] and <name>.counts [1, n_mat]) and the legacy
 // .dat form (int32 count; per entry: int32 name length, name, int32 ncall, int32 nval, nval float32
-// values = mean(x²)·ncall; optionally a trailing int32 chunk count and the dataset name).
+// values = mean(x²)·ncall; optionally a trailing int32 chunk count and the dataset name). Every reader of
+// the legacy form walks it with one walker, which decides as llama.cpp's reader does: an entry repeating
+// a name replaces the earlier one, the trailer is optional and an empty dataset name is none; it refuses
+// what llama.cpp would read past (a trailer cut short or followed by bytes, a value that is not finite
+// and >= 0 anywhere). Every reader of the GGUF form checks its tensor table with one function.
 package calib

@@ -2,9 +2,7 @@ package calib
 
 import (
 	"bufio"
-	"bytes"
 	"context"
-	"encoding/binary"
 	"fmt"
 	"io"
 	"math"
@@ -61,42 +59,103 @@ type Imatrix struct {
 func ReadImatrix(ctx context.Context, path string) (*Imatrix, error) {
 	f, err := os.Open(path)
 	if err != nil {
+		return nil, fmt.Errorf("imatrix: %w", err)
+	}
+	defer f.Close()
+	isGGUF, size, err := imatrixForm(f, path)
+	if err != nil {
 		return nil, err
 	}
-	var magic [4]byte
-	_, err = io.ReadFull(f, magic[:])
-	f.Close()
-	if err != nil {
-		return nil, fmt.Errorf("%s: imatrix: %w (%w)", path, err, ErrFormat)
-	}
-	if string(magic[:]) == "GGUF" {
+	if isGGUF {
 		g, err := gguf.Open(ctx, path)
 		if err != nil {
-			return nil, err
+			return nil, fmt.Errorf("imatrix: %w", err)
 		}
 		defer g.Close()
 		return ImatrixFromGGUF(ctx, g)
 	}
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return nil, err
-	}
-	return ParseLegacyImatrix(b, path)
+	return readLegacyImatrix(ctx, bufio.NewReaderSize(f, 1<<16), size, path)
 }
+
+// imatrixForm reads the magic of the open imatrix file f, reports whether it is the GGUF form, and leaves
+// f at its start.
+func imatrixForm(f *os.File, path string) (isGGUF bool, size int64, err error) {
+	var magic [4]byte
+	if _, err := io.ReadFull(f, magic[:]); err != nil {
+		return false, 0, fmt.Errorf("imatrix %s: %w (%w)", path, err, ErrFormat)
+	}
+	st, err := f.Stat()
+	if err != nil {
+		return false, 0, err
+	}
+	if _, err := f.Seek(0, io.SeekStart); err != nil {
+		return false, 0, err
+	}
+	return string(magic[:]) == "GGUF", st.Size(), nil
+}
+
+// ggufImatrixEntry is one weight's pair of tensors in the GGUF form.
+type ggufImatrixEntry struct {
+	Sums, Counts gguf.TensorInfo
+	K, NMat      int
+}
+
+// ggufImatrixTable checks the GGUF form's tensor table for every reader of it (ImatrixFromGGUF,
+// ReadImatrixRow, ImatrixShapes), as llama.cpp's common_imatrix_load does and a little stricter:
+// general.type is "imatrix" when present; every <name>.in_sum2 (F32, [K, n]) has its <name>.counts
+// (F32, [1, n]) and every counts tensor its in_sum2; no other tensor.
+func ggufImatrixTable(g *gguf.File) (map[string]ggufImatrixEntry, error) {
+	if v, ok := g.Lookup("general.type"); ok {
+		if s, err := v.Str(); err != nil || s != "imatrix" {
+			return nil, fmt.Errorf("imatrix %s: general.type = %v, want \"imatrix\": %w", g.Path, v, ErrFormat)
+		}
+	}
+	out := map[string]ggufImatrixEntry{}
+	for _, t := range g.Tensors {
+		if base, ok := strings.CutSuffix(t.Name, ".counts"); ok {
+			if _, err := g.Tensor(base + ".in_sum2"); err != nil {
+				return nil, fmt.Errorf("imatrix %s: %s has no %s.in_sum2: %w", g.Path, t.Name, base, ErrFormat)
+			}
+			continue
+		}
+		base, ok := strings.CutSuffix(t.Name, ".in_sum2")
+		if !ok {
+			return nil, fmt.Errorf("imatrix %s: tensor %s: neither <name>.in_sum2 nor <name>.counts: %w", g.Path, t.Name, ErrFormat)
+		}
+		ct, err := g.Tensor(base + ".counts")
+		if err != nil {
+			return nil, fmt.Errorf("imatrix %s: %s has no %s.counts: %w", g.Path, t.Name, base, ErrFormat)
+		}
+		if t.Type != gguf.TypeF32 || ct.Type != gguf.TypeF32 {
+			return nil, fmt.Errorf("imatrix %s: %s: in_sum2 and counts must be F32, got %s and %s: %w", g.Path, base, t.Type, ct.Type, ErrFormat)
+		}
+		n := int64(1)
+		if len(t.Shape) == 2 {
+			n = t.Shape[1]
+		}
+		if len(t.Shape) < 1 || len(t.Shape) > 2 || t.Shape[0] < 1 || n < 1 || len(ct.Shape) < 1 || ct.Shape[0] != 1 || ct.Elements() != n {
+			return nil, fmt.Errorf("imatrix %s: %s: in_sum2 shape %v and counts shape %v disagree (want [K, n] and [1, n]): %w", g.Path, base, t.Shape, ct.Shape, ErrFormat)
+		}
+		out[base] = ggufImatrixEntry{Sums: t, Counts: ct, K: int(t.Shape[0]), NMat: int(n)}
+	}
+	return out, nil
+}
+
+// imatrixValue checks one stored sum or count: finite and >= 0.
+func imatrixValue(v float64) bool { return v >= 0 && !math.IsInf(v, 0) }
 
 // ImatrixFromGGUF reads the GGUF form: tensor pairs <name>.in_sum2 (F32, [K, n_mat]) and <name>.counts
 // (F32, [1, n_mat]); general.type must be "imatrix" when present.
 func ImatrixFromGGUF(ctx context.Context, g *gguf.File) (*Imatrix, error) {
-	if v, ok := g.Lookup("general.type"); ok {
-		if s, err := v.Str(); err != nil || s != "imatrix" {
-			return nil, fmt.Errorf("%s: general.type = %v, want \"imatrix\": %w", g.Path, v, ErrFormat)
-		}
+	table, err := ggufImatrixTable(g)
+	if err != nil {
+		return nil, err
 	}
 	im := &Imatrix{Entries: map[string]*ImatrixEntry{}}
 	if v, ok := g.Lookup("imatrix.datasets"); ok {
 		ds, err := v.StringArray()
 		if err != nil {
-			return nil, fmt.Errorf("%s: imatrix.datasets: %w", g.Path, err)
+			return nil, fmt.Errorf("imatrix %s: imatrix.datasets: %w", g.Path, err)
 		}
 		im.Datasets = ds
 	}
@@ -107,146 +166,33 @@ func ImatrixFromGGUF(ctx context.Context, g *gguf.File) (*Imatrix, error) {
 		}
 		im.ChunkCount = int(n)
 	}
-	for _, t := range g.Tensors {
-		base, ok := strings.CutSuffix(t.Name, ".in_sum2")
-		if !ok {
-			if _, isCount := strings.CutSuffix(t.Name, ".counts"); !isCount {
-				return nil, fmt.Errorf("%s: tensor %s: neither <name>.in_sum2 nor <name>.counts: %w", g.Path, t.Name, ErrFormat)
-			}
-			continue
-		}
-		ct, err := g.Tensor(base + ".counts")
-		if err != nil {
-			return nil, fmt.Errorf("%s: %s has no %s.counts: %w (%w)", g.Path, t.Name, base, err, ErrFormat)
-		}
-		if t.Type != gguf.TypeF32 || ct.Type != gguf.TypeF32 {
-			return nil, fmt.Errorf("%s: %s: in_sum2 and counts must be F32: %w", g.Path, base, ErrFormat)
-		}
-		nMat := int64(1)
-		if len(t.Shape) == 2 {
-			nMat = t.Shape[1]
-		}
-		if len(t.Shape) < 1 || len(t.Shape) > 2 || len(ct.Shape) < 1 || ct.Shape[0] != 1 || ct.Elements() != nMat {
-			return nil, fmt.Errorf("%s: %s: in_sum2 shape %v and counts shape %v disagree (want [K, n] and [1, n]): %w", g.Path, base, t.Shape, ct.Shape, ErrFormat)
-		}
-		k := int(t.Shape[0])
-		sums := make([]float32, t.Elements())
-		if err := g.ReadRows(ctx, t, 0, sums); err != nil {
+	for base, te := range table {
+		k := te.K
+		sums := make([]float32, te.Sums.Elements())
+		if err := g.ReadRows(ctx, te.Sums, 0, sums); err != nil {
 			return nil, err
 		}
-		counts := make([]float32, ct.Elements())
-		if err := g.ReadRows(ctx, ct, 0, counts); err != nil {
+		counts := make([]float32, te.NMat)
+		if err := g.ReadRows(ctx, te.Counts, 0, counts); err != nil {
 			return nil, err
 		}
 		e := &ImatrixEntry{Name: base, K: k}
-		for m := 0; m < int(nMat); m++ {
+		for m := 0; m < te.NMat; m++ {
 			row := make([]float64, k)
 			for i := range row {
 				row[i] = float64(sums[m*k+i])
-				if row[i] < 0 || math.IsNaN(row[i]) || math.IsInf(row[i], 0) {
-					return nil, fmt.Errorf("%s: %s.in_sum2[%d][%d] = %v: want a finite value >= 0: %w", g.Path, base, m, i, row[i], ErrFormat)
+				if !imatrixValue(row[i]) {
+					return nil, fmt.Errorf("imatrix %s: %s.in_sum2[%d][%d] = %v: want a finite value >= 0: %w", g.Path, base, m, i, row[i], ErrFormat)
 				}
 			}
 			c := float64(counts[m])
-			if c < 0 || math.IsNaN(c) || math.IsInf(c, 0) {
-				return nil, fmt.Errorf("%s: %s.counts[%d] = %v: want a finite value >= 0: %w", g.Path, base, m, c, ErrFormat)
+			if !imatrixValue(c) {
+				return nil, fmt.Errorf("imatrix %s: %s.counts[%d] = %v: want a finite value >= 0: %w", g.Path, base, m, c, ErrFormat)
 			}
 			e.Sum2 = append(e.Sum2, row)
 			e.Counts = append(e.Counts, c)
 		}
 		im.Entries[base] = e
 	}
-	return im, nil
-}
-
-// ParseLegacyImatrix reads llama.cpp's legacy .dat form (see the package doc). An MoE weight's values
-// for all experts form one row of n_expert·K values (the file does not say K), so K is the value count.
-func ParseLegacyImatrix(b []byte, name string) (*Imatrix, error) {
-	r := bufio.NewReader(bytes.NewReader(b))
-	left := int64(len(b))
-	i32 := func(what string) (int32, error) {
-		var v int32
-		if err := binary.Read(r, binary.LittleEndian, &v); err != nil {
-			return 0, fmt.Errorf("%s: %s: %w (truncated: %w)", name, what, err, ErrFormat)
-		}
-		left -= 4
-		return v, nil
-	}
-	n, err := i32("entry count")
-	if err != nil {
-		return nil, err
-	}
-	if n < 1 || int64(n) > left/12 {
-		return nil, fmt.Errorf("%s: entry count %d: want 1..%d for %d bytes: %w", name, n, left/12, len(b), ErrFormat)
-	}
-	im := &Imatrix{Entries: map[string]*ImatrixEntry{}}
-	for i := 0; i < int(n); i++ {
-		l, err := i32(fmt.Sprintf("entry %d name length", i))
-		if err != nil {
-			return nil, err
-		}
-		if l < 1 || int64(l) > left {
-			return nil, fmt.Errorf("%s: entry %d name length %d: want 1..%d: %w", name, i, l, left, ErrFormat)
-		}
-		nb := make([]byte, l)
-		if _, err := io.ReadFull(r, nb); err != nil {
-			return nil, fmt.Errorf("%s: entry %d name: %w (%w)", name, i, err, ErrFormat)
-		}
-		left -= int64(l)
-		tname := string(nb)
-		if j := strings.IndexByte(tname, 0); j >= 0 { // llama.cpp reads it as a C string
-			tname = tname[:j]
-		}
-		ncall, err := i32(fmt.Sprintf("entry %s ncall", tname))
-		if err != nil {
-			return nil, err
-		}
-		nval, err := i32(fmt.Sprintf("entry %s value count", tname))
-		if err != nil {
-			return nil, err
-		}
-		if nval < 1 || int64(nval) > left/4 {
-			return nil, fmt.Errorf("%s: entry %s: %d values: want 1..%d: %w", name, tname, nval, left/4, ErrFormat)
-		}
-		if ncall < 0 {
-			return nil, fmt.Errorf("%s: entry %s: ncall %d < 0: %w", name, tname, ncall, ErrFormat)
-		}
-		if _, dup := im.Entries[tname]; dup {
-			return nil, fmt.Errorf("%s: entry %s appears twice: %w", name, tname, ErrFormat)
-		}
-		row := make([]float64, nval)
-		var vb [4]byte
-		for j := range row {
-			if _, err := io.ReadFull(r, vb[:]); err != nil {
-				return nil, fmt.Errorf("%s: entry %s value %d: %w (%w)", name, tname, j, err, ErrFormat)
-			}
-			v := math.Float32frombits(binary.LittleEndian.Uint32(vb[:]))
-			if v < 0 || v != v || math.IsInf(float64(v), 0) {
-				return nil, fmt.Errorf("%s: entry %s value %d = %v: want finite >= 0: %w", name, tname, j, v, ErrFormat)
-			}
-			row[j] = float64(v)
-		}
-		left -= 4 * int64(nval)
-		im.Entries[tname] = &ImatrixEntry{Name: tname, K: int(nval), Sum2: [][]float64{row}, Counts: []float64{float64(ncall)}}
-	}
-	if left == 0 {
-		return im, nil
-	}
-	last, err := i32("last call count")
-	if err != nil {
-		return nil, err
-	}
-	dl, err := i32("dataset name length")
-	if err != nil {
-		return nil, err
-	}
-	if dl < 0 || int64(dl) != left {
-		return nil, fmt.Errorf("%s: dataset name length %d, %d bytes left: %w", name, dl, left, ErrFormat)
-	}
-	ds := make([]byte, dl)
-	if _, err := io.ReadFull(r, ds); err != nil {
-		return nil, fmt.Errorf("%s: dataset name: %w (%w)", name, err, ErrFormat)
-	}
-	im.ChunkCount, im.Datasets = int(last), []string{string(ds)}
 	return im, nil
 }

@@ -3,13 +3,9 @@ package calib
 import (
 	"bufio"
 	"context"
-	"encoding/binary"
 	"errors"
 	"fmt"
-	"io"
-	"math"
 	"os"
-	"strings"
 
 	"orkpipe/ork/gguf"
 )
@@ -52,11 +48,11 @@ func ReadImatrixRow(ctx context.Context, path, tensor string, k, nMat, mat int) 
 		return ImatrixRow{}, fmt.Errorf("imatrix: %w", err)
 	}
 	defer f.Close()
-	var magic [4]byte
-	if _, err := io.ReadFull(f, magic[:]); err != nil {
-		return ImatrixRow{}, fmt.Errorf("imatrix %s: %w (%w)", path, err, ErrFormat)
+	isGGUF, size, err := imatrixForm(f, path)
+	if err != nil {
+		return ImatrixRow{}, err
 	}
-	if string(magic[:]) == "GGUF" {
+	if isGGUF {
 		g, err := gguf.Open(ctx, path)
 		if err != nil {
 			return ImatrixRow{}, fmt.Errorf("imatrix: %w", err)
@@ -64,158 +60,40 @@ func ReadImatrixRow(ctx context.Context, path, tensor string, k, nMat, mat int) 
 		defer g.Close()
 		return imatrixRowGGUF(ctx, g, tensor, k, nMat, mat)
 	}
-	if _, err := f.Seek(0, io.SeekStart); err != nil {
-		return ImatrixRow{}, err
-	}
-	st, err := f.Stat()
-	if err != nil {
-		return ImatrixRow{}, err
-	}
-	return imatrixRowLegacy(ctx, bufio.NewReaderSize(f, 1<<16), st.Size(), path, tensor, k, nMat, mat)
+	return imatrixRowLegacy(ctx, bufio.NewReaderSize(f, 1<<16), size, path, tensor, k, nMat, mat)
 }
 
 func imatrixRowGGUF(ctx context.Context, g *gguf.File, tensor string, k, nMat, mat int) (ImatrixRow, error) {
-	if v, ok := g.Lookup("general.type"); ok {
-		if s, err := v.Str(); err != nil || s != "imatrix" {
-			return ImatrixRow{}, fmt.Errorf("imatrix %s: general.type = %v, want \"imatrix\": %w", g.Path, v, ErrFormat)
-		}
-	}
-	t, err := g.Tensor(tensor + ".in_sum2")
+	table, err := ggufImatrixTable(g)
 	if err != nil {
+		return ImatrixRow{}, err
+	}
+	te, ok := table[tensor]
+	if !ok {
 		return ImatrixRow{}, fmt.Errorf("imatrix %s: no tensor %s.in_sum2 for weight %s (an imatrix of another model?): %w", g.Path, tensor, tensor, ErrNoEntry)
 	}
-	ct, err := g.Tensor(tensor + ".counts")
-	if err != nil {
-		return ImatrixRow{}, fmt.Errorf("imatrix %s: %s.in_sum2 has no %s.counts: %w", g.Path, tensor, tensor, ErrFormat)
-	}
-	if t.Type != gguf.TypeF32 || ct.Type != gguf.TypeF32 {
-		return ImatrixRow{}, fmt.Errorf("imatrix %s: %s: in_sum2 and counts must be F32, got %s and %s: %w", g.Path, tensor, t.Type, ct.Type, ErrFormat)
-	}
-	n := int64(1)
-	if len(t.Shape) == 2 {
-		n = t.Shape[1]
-	}
-	if len(t.Shape) < 1 || len(t.Shape) > 2 || len(ct.Shape) < 1 || ct.Shape[0] != 1 || ct.Elements() != n {
-		return ImatrixRow{}, fmt.Errorf("imatrix %s: %s: in_sum2 shape %v and counts shape %v disagree (want [K, n] and [1, n]): %w", g.Path, tensor, t.Shape, ct.Shape, ErrFormat)
-	}
-	if t.Shape[0] != int64(k) || n != int64(nMat) {
-		return ImatrixRow{}, fmt.Errorf("imatrix %s: %s.in_sum2 is [%d, %d] (K, matrices), weight %s needs [%d, %d]: %w", g.Path, tensor, t.Shape[0], n, tensor, k, nMat, ErrShape)
+	if te.K != k || te.NMat != nMat {
+		return ImatrixRow{}, fmt.Errorf("imatrix %s: %s.in_sum2 is [%d, %d] (K, matrices), weight %s needs [%d, %d]: %w", g.Path, tensor, te.K, te.NMat, tensor, k, nMat, ErrShape)
 	}
 	sums := make([]float32, k)
-	if err := g.ReadRows(ctx, t, int64(mat), sums); err != nil {
+	if err := g.ReadRows(ctx, te.Sums, int64(mat), sums); err != nil {
 		return ImatrixRow{}, fmt.Errorf("imatrix: %w", err)
 	}
-	counts := make([]float32, n)
-	if err := g.ReadRows(ctx, ct, 0, counts); err != nil {
+	counts := make([]float32, nMat)
+	if err := g.ReadRows(ctx, te.Counts, 0, counts); err != nil {
 		return ImatrixRow{}, fmt.Errorf("imatrix: %w", err)
 	}
 	row := ImatrixRow{Sum2: make([]float64, k), Count: float64(counts[mat])}
 	for i, v := range sums {
 		row.Sum2[i] = float64(v)
-		if !(v >= 0) || math.IsInf(float64(v), 0) {
+		if !imatrixValue(row.Sum2[i]) {
 			return ImatrixRow{}, fmt.Errorf("imatrix %s: %s.in_sum2[%d][%d] = %v: want a finite value >= 0: %w", g.Path, tensor, mat, i, v, ErrFormat)
 		}
 	}
-	if c := row.Count; !(c >= 0) || math.IsInf(c, 0) {
-		return ImatrixRow{}, fmt.Errorf("imatrix %s: %s.counts[%d] = %v: want a finite value >= 0: %w", g.Path, tensor, mat, c, ErrFormat)
+	if !imatrixValue(row.Count) {
+		return ImatrixRow{}, fmt.Errorf("imatrix %s: %s.counts[%d] = %v: want a finite value >= 0: %w", g.Path, tensor, mat, row.Count, ErrFormat)
 	}
 	return row, nil
-}
-
-// imatrixRowLegacy scans the legacy form's entries (see ParseLegacyImatrix), skipping the values of
-// every other weight, and reads only the wanted matrix.
-func imatrixRowLegacy(ctx context.Context, r *bufio.Reader, size int64, path, tensor string, k, nMat, mat int) (ImatrixRow, error) {
-	found, err := imatrixLegacyScan(ctx, r, size, path, tensor, nil)
-	if err != nil {
-		return ImatrixRow{}, err
-	}
-	if found == nil {
-		return ImatrixRow{}, fmt.Errorf("imatrix %s: no entry for weight %s (an imatrix of another model?): %w", path, tensor, ErrNoEntry)
-	}
-	ncall, nval := found[0], found[1]
-	if int64(nval) != int64(k)*int64(nMat) {
-		return ImatrixRow{}, fmt.Errorf("imatrix %s: entry %s has %d values, weight %s needs %d (K=%d x %d matrices): %w", path, tensor, nval, tensor, k*nMat, k, nMat, ErrShape)
-	}
-	if _, err := r.Discard(4 * k * mat); err != nil {
-		return ImatrixRow{}, fmt.Errorf("imatrix %s: entry %s values: %w (%w)", path, tensor, err, ErrFormat)
-	}
-	row := ImatrixRow{Sum2: make([]float64, k), Count: float64(ncall)}
-	var vb [4]byte
-	for j := range row.Sum2 {
-		if _, err := io.ReadFull(r, vb[:]); err != nil {
-			return ImatrixRow{}, fmt.Errorf("imatrix %s: entry %s value %d: %w (%w)", path, tensor, mat*k+j, err, ErrFormat)
-		}
-		v := math.Float32frombits(binary.LittleEndian.Uint32(vb[:]))
-		if !(v >= 0) || math.IsInf(float64(v), 0) {
-			return ImatrixRow{}, fmt.Errorf("imatrix %s: entry %s value %d = %v: want finite >= 0: %w", path, tensor, mat*k+j, v, ErrFormat)
-		}
-		row.Sum2[j] = float64(v)
-	}
-	return row, nil
-}
-
-// imatrixLegacyScan walks the entries of the legacy form, calling visit (if not nil) with each
-// entry's name and value count, and skipping the values. When an entry is named want, it stops with
-// the reader at that entry's values and returns [ncall, nval]; it returns nil when no entry is.
-func imatrixLegacyScan(ctx context.Context, r *bufio.Reader, size int64, path, want string, visit func(name string, nval int)) ([]int, error) {
-	left := size
-	i32 := func(what string) (int32, error) {
-		var b [4]byte
-		if _, err := io.ReadFull(r, b[:]); err != nil {
-			return 0, fmt.Errorf("imatrix %s: %s: %w (truncated: %w)", path, what, err, ErrFormat)
-		}
-		left -= 4
-		return int32(binary.LittleEndian.Uint32(b[:])), nil
-	}
-	n, err := i32("entry count")
-	if err != nil {
-		return nil, err
-	}
-	if n < 1 || int64(n) > left/12 {
-		return nil, fmt.Errorf("imatrix %s: entry count %d: want 1..%d for %d bytes: %w", path, n, left/12, size, ErrFormat)
-	}
-	for i := 0; i < int(n); i++ {
-		if i%64 == 0 {
-			if err := ctx.Err(); err != nil {
-				return nil, err
-			}
-		}
-		l, err := i32(fmt.Sprintf("entry %d name length", i))
-		if err != nil {
-			return nil, err
-		}
-		if l < 1 || int64(l) > left {
-			return nil, fmt.Errorf("imatrix %s: entry %d name length %d: want 1..%d: %w", path, i, l, left, ErrFormat)
-		}
-		nb := make([]byte, l)
-		if _, err := io.ReadFull(r, nb); err != nil {
-			return nil, fmt.Errorf("imatrix %s: entry %d name: %w (%w)", path, i, err, ErrFormat)
-		}
-		left -= int64(l)
-		name, _, _ := strings.Cut(string(nb), "\x00") // llama.cpp reads it as a C string
-		ncall, err := i32(fmt.Sprintf("entry %s ncall", name))
-		if err != nil {
-			return nil, err
-		}
-		nval, err := i32(fmt.Sprintf("entry %s value count", name))
-		if err != nil {
-			return nil, err
-		}
-		if nval < 1 || int64(nval) > left/4 || ncall < 0 {
-			return nil, fmt.Errorf("imatrix %s: entry %s: %d values, ncall %d: want 1..%d values and ncall >= 0: %w", path, name, nval, ncall, left/4, ErrFormat)
-		}
-		if visit != nil {
-			visit(name, int(nval))
-		}
-		if name == want {
-			return []int{int(ncall), int(nval)}, nil
-		}
-		if _, err := r.Discard(4 * int(nval)); err != nil {
-			return nil, fmt.Errorf("imatrix %s: entry %s values: %w (%w)", path, name, err, ErrFormat)
-		}
-		left -= 4 * int64(nval)
-	}
-	return nil, nil
 }
 
 // ImatrixShape is what an imatrix file says about one weight's entry, without its values.
@@ -251,47 +129,25 @@ func ImatrixShapes(ctx context.Context, path string) (map[string]ImatrixShape, e
 		return nil, fmt.Errorf("imatrix: %w", err)
 	}
 	defer f.Close()
-	var magic [4]byte
-	if _, err := io.ReadFull(f, magic[:]); err != nil {
-		return nil, fmt.Errorf("imatrix %s: %w (%w)", path, err, ErrFormat)
-	}
-	out := map[string]ImatrixShape{}
-	if string(magic[:]) == "GGUF" {
-		g, err := gguf.Open(ctx, path)
-		if err != nil {
-			return nil, fmt.Errorf("imatrix: %w", err)
-		}
-		defer g.Close()
-		for _, t := range g.Tensors {
-			base, ok := strings.CutSuffix(t.Name, ".in_sum2")
-			if !ok {
-				continue
-			}
-			if len(t.Shape) < 1 || len(t.Shape) > 2 {
-				return nil, fmt.Errorf("imatrix %s: %s has shape %v, want [K, n]: %w", path, t.Name, t.Shape, ErrFormat)
-			}
-			s := ImatrixShape{K: int(t.Shape[0]), NMat: 1}
-			if len(t.Shape) == 2 {
-				s.NMat = int(t.Shape[1])
-			}
-			out[base] = s
-		}
-		return out, nil
-	}
-	st, err := f.Stat()
+	isGGUF, size, err := imatrixForm(f, path)
 	if err != nil {
 		return nil, err
 	}
-	if _, err := f.Seek(0, io.SeekStart); err != nil {
-		return nil, err
+	if !isGGUF {
+		return legacyShapes(ctx, bufio.NewReaderSize(f, 1<<16), size, path)
 	}
-	r := bufio.NewReaderSize(f, 1<<16)
-	// want "" matches no entry (names are not empty): every entry is visited and skipped.
-	_, err = imatrixLegacyScan(ctx, r, st.Size(), path, "", func(name string, nval int) {
-		out[name] = ImatrixShape{K: nval, NMat: 1, Legacy: true}
-	})
+	g, err := gguf.Open(ctx, path)
+	if err != nil {
+		return nil, fmt.Errorf("imatrix: %w", err)
+	}
+	defer g.Close()
+	table, err := ggufImatrixTable(g)
 	if err != nil {
 		return nil, err
+	}
+	out := make(map[string]ImatrixShape, len(table))
+	for base, te := range table {
+		out[base] = ImatrixShape{K: te.K, NMat: te.NMat}
 	}
 	return out, nil
 }

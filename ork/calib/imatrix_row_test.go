@@ -4,9 +4,12 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"encoding/binary"
 	"errors"
+	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -140,40 +143,156 @@ func TestReadImatrixRowErrors(t *testing.T) {
 	}
 }
 
-// FuzzImatrixRowLegacy: the streaming legacy reader never panics, and whenever both it and the whole-file
-// parser accept a file, they return the same values for the entry.
+// FuzzImatrixRowLegacy: the three readers of the legacy form (whole file, one row, shapes) walk it with
+// one walker, so they accept exactly the same files and agree on every entry they see.
 func FuzzImatrixRowLegacy(f *testing.F) {
 	f.Add([]byte("\x01\x00\x00\x00\x03\x00\x00\x00abc\x02\x00\x00\x00\x02\x00\x00\x00\x00\x00\x80\x3f\x00\x00\x00\x40"))
 	var l bytes.Buffer
 	WriteLegacyImatrix(&l, testEntries(), 3, "calib.txt")
 	f.Add(l.Bytes())
+	f.Add(legacyBytes([]legacyTestEntry{{"abc", 1, []float32{1, 2}}, {"abc", 2, []float32{3, 4}}}, nil))
 	f.Fuzz(func(t *testing.T, b []byte) {
+		ctx := context.Background()
+		rd := func() *bufio.Reader { return bufio.NewReader(bytes.NewReader(b)) }
+		im, werr := readLegacyImatrix(ctx, rd(), int64(len(b)), "fuzz")
+		shapes, serr := legacyShapes(ctx, rd(), int64(len(b)), "fuzz")
+		if (werr == nil) != (serr == nil) {
+			t.Fatalf("whole-file reader: %v; shapes: %v", werr, serr)
+		}
+		if werr == nil && len(shapes) != len(im.Entries) {
+			t.Fatalf("%d shapes, %d entries", len(shapes), len(im.Entries))
+		}
 		for _, tc := range []struct {
 			name    string
 			k, n, m int
 		}{{"abc", 2, 1, 0}, {"abc", 1, 2, 1}, {"blk.0.ffn_up_exps.weight", 4, 3, 2}} {
-			row, err := imatrixRowLegacy(context.Background(), bufio.NewReader(bytes.NewReader(b)), int64(len(b)), "fuzz", tc.name, tc.k, tc.n, tc.m)
-			if err != nil {
+			row, err := imatrixRowLegacy(ctx, rd(), int64(len(b)), "fuzz", tc.name, tc.k, tc.n, tc.m)
+			if werr != nil {
+				if err == nil || errors.Is(err, ErrNoEntry) || errors.Is(err, ErrShape) {
+					t.Fatalf("%s: whole-file reader refused (%v), row reader: %v", tc.name, werr, err)
+				}
 				continue
 			}
-			if len(row.Sum2) != tc.k {
-				t.Fatalf("%s: %d values, want %d", tc.name, len(row.Sum2), tc.k)
-			}
-			im, err := ParseLegacyImatrix(b, "fuzz")
-			if err != nil {
-				continue // the whole-file parser also checks the trailer the row reader never reaches
-			}
 			e := im.Entries[tc.name]
-			if e == nil {
-				t.Fatalf("row reader found %s, whole-file parser did not", tc.name)
-			}
-			for i, v := range row.Sum2 {
-				if v != e.Sum2[0][tc.m*tc.k+i] {
-					t.Fatalf("%s value %d: %v vs %v", tc.name, i, v, e.Sum2[0][tc.m*tc.k+i])
+			switch {
+			case e == nil:
+				if !errors.Is(err, ErrNoEntry) {
+					t.Fatalf("%s: not in the file, row reader: %v", tc.name, err)
+				}
+			case e.K != tc.k*tc.n || !shapes[tc.name].Fits(tc.k, tc.n):
+				if !errors.Is(err, ErrShape) || e.K == tc.k*tc.n {
+					t.Fatalf("%s: %d values, shape %v, row reader for %dx%d: %v", tc.name, e.K, shapes[tc.name], tc.k, tc.n, err)
+				}
+			default:
+				if err != nil || row.Count != e.Counts[0] {
+					t.Fatalf("%s: row reader %v (count %v, entry %v)", tc.name, err, row.Count, e.Counts[0])
+				}
+				for i, v := range row.Sum2 {
+					if v != e.Sum2[0][tc.m*tc.k+i] {
+						t.Fatalf("%s value %d: %v vs %v", tc.name, i, v, e.Sum2[0][tc.m*tc.k+i])
+					}
 				}
 			}
 		}
 	})
+}
+
+type legacyTestEntry struct {
+	name   string
+	ncall  int32
+	values []float32
+}
+
+// legacyBytes lays entries out in the legacy form, followed by trailer as given (nil: no trailer).
+func legacyBytes(es []legacyTestEntry, trailer []byte) []byte {
+	var b bytes.Buffer
+	put := func(v any) { binary.Write(&b, binary.LittleEndian, v) }
+	put(int32(len(es)))
+	for _, e := range es {
+		put(int32(len(e.name)))
+		b.WriteString(e.name)
+		put(e.ncall)
+		put(int32(len(e.values)))
+		put(e.values)
+	}
+	b.Write(trailer)
+	return b.Bytes()
+}
+
+// TestLegacyImatrixDecisions: duplicates and the trailer are decided once, as llama.cpp's reader decides
+// them (the last entry of a name wins; the trailer is optional, an empty dataset name is none), and a
+// file llama.cpp would read past (a cut or extended trailer, a bad value anywhere) is refused by every
+// reader alike.
+func TestLegacyImatrixDecisions(t *testing.T) {
+	ctx := context.Background()
+	trailer := func(chunks int32, name string) []byte {
+		var b bytes.Buffer
+		binary.Write(&b, binary.LittleEndian, chunks)
+		binary.Write(&b, binary.LittleEndian, int32(len(name)))
+		b.WriteString(name)
+		return b.Bytes()
+	}
+	a1 := legacyTestEntry{"a", 1, []float32{1, 2}}
+	a2 := legacyTestEntry{"a", 2, []float32{6, 8}}
+	a4 := legacyTestEntry{"a", 2, []float32{2, 4, 6, 8}}
+	b1 := legacyTestEntry{"b", 1, []float32{3}}
+	nan := legacyTestEntry{"b", 1, []float32{float32(math.NaN())}}
+	tests := []struct {
+		name     string
+		file     []byte
+		ok       bool
+		mean     []float64 // of entry a read as K=2, one matrix
+		chunks   int
+		datasets []string
+		ak       int // values of entry a
+	}{
+		{"no trailer", legacyBytes([]legacyTestEntry{a1, b1}, nil), true, []float64{1, 2}, 0, nil, 2},
+		{"trailer", legacyBytes([]legacyTestEntry{a1, b1}, trailer(7, "calib.txt")), true, []float64{1, 2}, 7, []string{"calib.txt"}, 2},
+		{"empty dataset name", legacyBytes([]legacyTestEntry{a1}, trailer(7, "")), true, []float64{1, 2}, 7, nil, 2},
+		{"duplicate: the last wins", legacyBytes([]legacyTestEntry{a1, b1, a2}, nil), true, []float64{3, 4}, 0, nil, 2},
+		{"duplicate of another size: the last wins", legacyBytes([]legacyTestEntry{a1, a4}, nil), true, nil, 0, nil, 4},
+		{"cut trailer", legacyBytes([]legacyTestEntry{a1}, trailer(7, "calib.txt")[:6]), false, nil, 0, nil, 0},
+		{"bytes after the trailer", legacyBytes([]legacyTestEntry{a1}, append(trailer(7, "x"), 0)), false, nil, 0, nil, 0},
+		{"bad value in another entry", legacyBytes([]legacyTestEntry{a1, nan}, nil), false, nil, 0, nil, 0},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			path := filepath.Join(t.TempDir(), "im.dat")
+			if err := os.WriteFile(path, tc.file, 0o644); err != nil {
+				t.Fatal(err)
+			}
+			im, werr := ReadImatrix(ctx, path)
+			shapes, serr := ImatrixShapes(ctx, path)
+			row, rerr := ReadImatrixRow(ctx, path, "a", 2, 1, 0)
+			if !tc.ok {
+				for what, err := range map[string]error{"ReadImatrix": werr, "ImatrixShapes": serr, "ReadImatrixRow": rerr} {
+					if !errors.Is(err, ErrFormat) || !strings.Contains(err.Error(), path) {
+						t.Errorf("%s: %v, want ErrFormat naming the file", what, err)
+					}
+				}
+				return
+			}
+			if werr != nil || serr != nil {
+				t.Fatalf("ReadImatrix: %v; ImatrixShapes: %v", werr, serr)
+			}
+			if im.ChunkCount != tc.chunks || !slices.Equal(im.Datasets, tc.datasets) {
+				t.Errorf("chunk count %d, datasets %q; want %d, %q", im.ChunkCount, im.Datasets, tc.chunks, tc.datasets)
+			}
+			if im.Entries["a"].K != tc.ak || shapes["a"].K != tc.ak {
+				t.Errorf("entry a: %d values, shape %v; want %d", im.Entries["a"].K, shapes["a"], tc.ak)
+			}
+			if tc.mean == nil {
+				if !errors.Is(rerr, ErrShape) {
+					t.Errorf("ReadImatrixRow K=2 of the 4-value entry: %v, want ErrShape", rerr)
+				}
+				return
+			}
+			mean, err := row.Mean()
+			if rerr != nil || err != nil || !slices.Equal(mean, tc.mean) || !slices.Equal(im.Entries["a"].Mean(0), tc.mean) {
+				t.Errorf("entry a: row %v (%v, %v), whole %v; want mean %v", mean, rerr, err, im.Entries["a"].Mean(0), tc.mean)
+			}
+		})
+	}
 }
 
 // TestImatrixShapes lists the entries of both forms without their values, and Fits agrees with

@@ -14,6 +14,10 @@
 //	                               bytes (file holes hash as zeros); never overwritten, never modified
 //	  access/<h0h1>/<64 hex>       empty marker; its mtime is the object's last use (for LRU GC;
 //	                               atime is not relied upon)
+//	  digests/<h0h1>/<64 hex>      the object's sha256 and BLAKE3 piece values (ObjectDigests),
+//	                               remembered the first time Digests is asked, so that a push
+//	                               hashes an object once; checksummed (digests.go); removed with
+//	                               the object (GC, quarantine)
 //	  quarantine/<64 hex>.<unix ns>  objects whose bytes no longer match their name, moved aside
 //	  actions/<h0h1>/<64 hex>.json action record of a node key (JSON, see ActionRecord)
 //	  pins/<64 hex>.json           outputs of the most recent build of a target name (see Pin); the
@@ -70,6 +74,14 @@
 // GC, which takes store.lock exclusively and fails with ErrBusy while another Store is open.
 // LockKey serialises the execution of one node key across processes.
 //
-// Small records (actions, pins, stat and journal entries) are written to a temp file, fsynced and
+// Digests records: OCI names blobs by sha256, which the store does not use. Digests computes it
+// (with the BLAKE3 piece values) in one read of the object that also checks the object's name, and
+// remembers it. What guards a remembered sha256: it is only ever computed from bytes that matched
+// the name in the same read; the record is keyed by the content (never stale: the same name means
+// the same bytes), written atomically and checksummed, and its piece values must merge into the
+// name on every read; a registry verifies the sha256 of every blob uploaded. A record is trusted
+// as the stat cache is: by whoever may write the store.
+//
+// Small records (actions, pins, stat and journal entries, digests) are written to a temp file, fsynced and
 // renamed over the old one, so concurrent processes see either the old or the new record.
 package artifacts

@@ -153,6 +153,7 @@ func (s *Store) GC(ctx context.Context, opts GCOptions) (GCReport, error) {
 			return rep, fmt.Errorf("gc: removing %s: %w", c.path, err)
 		}
 		os.Remove(s.accessPath(c.Digest))
+		os.Remove(s.digestsPath(c.Digest))
 		removed[c.Digest] = true
 		rep.Removed++
 		rep.Freed += c.Size
@@ -163,7 +164,38 @@ func (s *Store) GC(ctx context.Context, opts GCOptions) (GCReport, error) {
 		return rep, err
 	}
 	rep.EntriesRemoved, err = s.pruneEntries(ctx)
-	return rep, err
+	if err != nil {
+		return rep, err
+	}
+	return rep, s.pruneDigests(ctx)
+}
+
+// pruneDigests removes the digests records of objects that are gone (GC removes an object's record
+// with it; a process killed in between leaves one behind). A record is named by its object's
+// content, so a left-over one is never wrong, only useless.
+func (s *Store) pruneDigests(ctx context.Context) error {
+	err := filepath.WalkDir(filepath.Join(s.dir, "digests"), func(p string, e fs.DirEntry, err error) error {
+		if err != nil || e.IsDir() {
+			return err
+		}
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		d, perr := ParseHex(e.Name())
+		if perr != nil {
+			return nil // not ours to judge
+		}
+		if _, err := os.Lstat(s.objectPath(d)); errors.Is(err, fs.ErrNotExist) {
+			if err := os.Remove(p); err != nil && !errors.Is(err, fs.ErrNotExist) {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("gc: pruning digests records: %w", err)
+	}
+	return nil
 }
 
 // pruneEntries removes stat-cache and journal entries whose user path no longer exists.

@@ -110,6 +110,9 @@ func (s *Store) Materialize(ctx context.Context, d Digest, dst string, opts Mate
 	if err != nil {
 		return res, fmt.Errorf("materialize %s: %w", abs, err)
 	}
+	// The temp name goes before the journal records abs's identity: unlinking it changes the
+	// ctime of a hard-linked object, and the journal would never match again.
+	os.Remove(tmp)
 	if err := syncDir(filepath.Dir(abs)); err != nil {
 		return res, fmt.Errorf("materialize %s: %w", abs, err)
 	}

@@ -171,6 +171,7 @@ func (s *Store) quarantine(d Digest, p, why string, ino *uint64) string {
 	}
 	syncDir(filepath.Dir(p))
 	os.Remove(s.accessPath(d))
+	os.Remove(s.digestsPath(d))
 	s.log.Warn("corrupt object quarantined", "digest", d.String(), "path", p, "reason", why, "quarantine", q)
 	return q
 }

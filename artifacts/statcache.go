@@ -45,22 +45,11 @@ type statEntry struct {
 // hashed (read-ahead on a second goroutine, holes not read) and the entry rewritten atomically, so
 // concurrent processes are safe. A file changing while it is hashed is an error.
 func (s *Store) HashFile(ctx context.Context, path string) (Object, error) {
-	abs, err := filepath.Abs(path)
+	abs, f, st, err := openUserFile(path)
 	if err != nil {
-		return Object{}, fmt.Errorf("hash %s: %w", path, err)
-	}
-	f, err := os.Open(abs)
-	if err != nil {
-		return Object{}, fmt.Errorf("hash: %w", err)
+		return Object{}, err
 	}
 	defer f.Close()
-	st, err := fstat(f)
-	if err != nil {
-		return Object{}, fmt.Errorf("hash %s: %w", abs, err)
-	}
-	if st.Mode&unix.S_IFMT != unix.S_IFREG {
-		return Object{}, fmt.Errorf("hash %s: not a regular file", abs)
-	}
 	id := idOf(&st)
 	entryPath := s.keyPath("stat", abs)
 	if e, ok := s.readStatEntry(entryPath, abs); ok && e.ID == id {
@@ -74,20 +63,48 @@ func (s *Store) HashFile(ctx context.Context, path string) (Object, error) {
 	if err := unchanged(f, st); err != nil {
 		return Object{}, fmt.Errorf("hash %s: %w", abs, err)
 	}
-	obj := Object{Digest: d, Size: id.Size}
+	s.rememberStat(entryPath, abs, id, d)
+	return Object{Digest: d, Size: id.Size}, nil
+}
+
+// rememberStat writes the stat-cache entry of abs (identity id, content d) at entryPath, unless
+// the file is racy (then a stale entry is removed so that it cannot be matched later). Failing
+// only costs a later re-hash.
+func (s *Store) rememberStat(entryPath, abs string, id fileID, d Digest) {
 	if racy(id, time.Now()) {
-		// Do not cache; remove a stale entry so it cannot be matched later.
 		os.Remove(entryPath)
-		return obj, nil
+		return
 	}
 	b, err := json.Marshal(statEntry{Path: abs, ID: id, Digest: d})
-	if err != nil {
-		return Object{}, fmt.Errorf("hash %s: stat cache: %w", abs, err)
+	if err == nil {
+		err = s.writeRecord(entryPath, b)
 	}
-	if err := s.writeRecord(entryPath, b); err != nil {
+	if err != nil {
 		s.log.Warn("stat cache not updated", "path", abs, "err", err)
 	}
-	return obj, nil
+}
+
+// openUserFile opens the regular file at path to hash it: its absolute path (the stat cache's key),
+// the open file and its stat.
+func openUserFile(path string) (string, *os.File, unix.Stat_t, error) {
+	var st unix.Stat_t
+	abs, err := filepath.Abs(path)
+	if err != nil {
+		return "", nil, st, fmt.Errorf("hash %s: %w", path, err)
+	}
+	f, err := os.Open(abs)
+	if err != nil {
+		return "", nil, st, fmt.Errorf("hash: %w", err)
+	}
+	if st, err = fstat(f); err != nil {
+		f.Close()
+		return "", nil, st, fmt.Errorf("hash %s: %w", abs, err)
+	}
+	if st.Mode&unix.S_IFMT != unix.S_IFREG {
+		f.Close()
+		return "", nil, st, fmt.Errorf("hash %s: not a regular file", abs)
+	}
+	return abs, f, st, nil
 }
 
 func racy(id fileID, now time.Time) bool {

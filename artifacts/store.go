@@ -40,14 +40,15 @@ type Store struct {
 
 	// forceCopy makes Materialize copy instead of hardlinking (tests of the copy path).
 	forceCopy bool
-	// hashes counts full-content hashes done by HashFile (tests of the stat cache).
-	hashes counter
+	// hashes counts full-content hashes done by HashFile and FileDigests (tests of the stat cache);
+	// digestHashes those done by Digests (tests of the digests records).
+	hashes, digestHashes counter
 
 	closeOnce sync.Once
 	closeErr  error
 }
 
-var storeDirs = []string{"objects", "access", "quarantine", "actions", "pins", "stat", "journal", "locks", "tmp", "history"}
+var storeDirs = []string{"objects", "access", "digests", "quarantine", "actions", "pins", "stat", "journal", "locks", "tmp", "history"}
 
 // OpenStore opens the store at dir, creating the layout (see the package doc) if dir is empty or
 // absent. It removes the temp sessions left by dead processes. A directory holding another

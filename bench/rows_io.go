@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"orkpipe/artifacts"
+	"orkpipe/registry/regtest"
 )
 
 // rowHash: orkpipe hash of the big file vs b3sum, sha256sum and cat > /dev/null (page cache warm).
@@ -113,7 +114,7 @@ func rowCAS(e *env) (Row, error) {
 // repositories every round, so every byte is uploaded; a fresh cache and destination every run) vs cp, and vs oras when it is on PATH.
 func rowsPushPull(e *env) ([]Row, error) {
 	push := Row{ID: "push", Title: fmt.Sprintf("push %s", formatBytes(e.size)),
-		Note: "local registry: distribution v3 (filesystem driver) in the harness process, plain HTTP on 127.0.0.1; new repository and fresh orkpipe cache per run"}
+		Note: "local registry: distribution v3 (filesystem driver, internal/testregistry) as a child process, plain HTTP on 127.0.0.1; new repository and fresh orkpipe cache per run"}
 	pull := Row{ID: "pull", Title: fmt.Sprintf("pull %s", formatBytes(e.size)),
 		Note: "fresh destination and orkpipe cache per run; every part and the whole file verified"}
 	p, err := e.big()
@@ -146,7 +147,7 @@ func rowsPushPull(e *env) ([]Row, error) {
 	if err != nil {
 		return nil, err
 	}
-	reg, err := startRegistry(e.ctx, root)
+	reg, err := regtest.StartProcess(e.ctx, root) // distribution v3, a child process
 	if err != nil {
 		return nil, err
 	}

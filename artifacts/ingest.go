@@ -219,7 +219,7 @@ func (s *Store) commit(f *os.File, obj Object) error {
 	if err != nil {
 		return fmt.Errorf("ingest %s: link into %s: %w", obj.Digest, final, err)
 	}
-	if err := syncDir(filepath.Dir(final)); err != nil {
+	if err := SyncDir(filepath.Dir(final)); err != nil {
 		return fmt.Errorf("ingest %s: %w", obj.Digest, err)
 	}
 	s.touch(obj.Digest)

@@ -113,7 +113,7 @@ func (s *Store) Materialize(ctx context.Context, d Digest, dst string, opts Mate
 	// The temp name goes before the journal records abs's identity: unlinking it changes the
 	// ctime of a hard-linked object, and the journal would never match again.
 	os.Remove(tmp)
-	if err := syncDir(filepath.Dir(abs)); err != nil {
+	if err := SyncDir(filepath.Dir(abs)); err != nil {
 		return res, fmt.Errorf("materialize %s: %w", abs, err)
 	}
 	if res.Replaced != "" {

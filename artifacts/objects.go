@@ -169,7 +169,7 @@ func (s *Store) quarantine(d Digest, p, why string, ino *uint64) string {
 		s.log.Warn("corrupt object could not be quarantined", "digest", d.String(), "path", p, "reason", why, "err", err)
 		return ""
 	}
-	syncDir(filepath.Dir(p))
+	SyncDir(filepath.Dir(p))
 	os.Remove(s.accessPath(d))
 	os.Remove(s.digestsPath(d))
 	s.log.Warn("corrupt object quarantined", "digest", d.String(), "path", p, "reason", why, "quarantine", q)

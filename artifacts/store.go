@@ -187,7 +187,7 @@ func writeFileAtomic(tmpDir, path string, b []byte, mode os.FileMode) error {
 	if err := os.Rename(tmp, path); err != nil {
 		return err
 	}
-	return syncDir(filepath.Dir(path))
+	return SyncDir(filepath.Dir(path))
 }
 
 // writeRecord writes a small record atomically using the session's temp dir.
@@ -195,7 +195,9 @@ func (s *Store) writeRecord(path string, b []byte) error {
 	return writeFileAtomic(s.session.dir, path, b, 0o644)
 }
 
-func syncDir(dir string) error {
+// SyncDir fsyncs directory dir, so that a file created or renamed in it survives a crash. (The ork
+// packages, which may not import artifacts, share their own: ork/internal/durable.)
+func SyncDir(dir string) error {
 	d, err := os.Open(dir)
 	if err != nil {
 		return err

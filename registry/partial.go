@@ -216,12 +216,3 @@ func renameNoReplace(src, dst string) error {
 	}
 	return err
 }
-
-func syncDir(dir string) error {
-	d, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	defer d.Close()
-	return d.Sync()
-}

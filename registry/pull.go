@@ -14,6 +14,8 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	v1 "github.com/google/go-containerregistry/pkg/v1"
+
+	"orkpipe/artifacts"
 )
 
 // PullResult describes a finished pull.
@@ -130,7 +132,7 @@ func Pull(ctx context.Context, ref, dir string, opts ...Option) (*PullResult, er
 	if err != nil {
 		return res, err
 	}
-	if err := syncDir(dir); err != nil {
+	if err := artifacts.SyncDir(dir); err != nil {
 		return res, err
 	}
 	return res, state.remove()

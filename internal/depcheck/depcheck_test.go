@@ -40,7 +40,7 @@ var rules = []rule{
 	},
 	{
 		layer:       "registry",
-		mayImport:   []string{"registry", "artifacts", "ork/pack", "ork/gguf", "ork/tile", "ork/board", "internal/"},
+		mayImport:   []string{"registry", "artifacts", "ork/pack", "ork/gguf", "ork/tile", "ork/board", "ork/internal/", "internal/"},
 		description: "registry: artifacts, ork/pack, ork/gguf",
 	},
 	{

@@ -5,6 +5,8 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+
+	"orkpipe/ork/internal/durable"
 )
 
 // copyRangeRW copies n bytes by pread/pwrite through buf.
@@ -34,19 +36,6 @@ func linkNoReplace(oldpath, newpath string) error {
 	return os.Remove(oldpath)
 }
 
-// syncDir fsyncs a directory so a rename in it is durable.
-func syncDir(dir string) error {
-	d, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	defer d.Close()
-	if err := d.Sync(); err != nil {
-		return fmt.Errorf("fsync %s: %w", dir, err)
-	}
-	return nil
-}
-
 // commitFile fsyncs tmp, renames it to dst (replacing dst only when replace) and fsyncs the
 // directory.
 func commitFile(tmp *os.File, dst string, replace bool) error {
@@ -65,5 +54,5 @@ func commitFile(tmp *os.File, dst string, replace bool) error {
 	if err != nil {
 		return err
 	}
-	return syncDir(filepath.Dir(dst))
+	return durable.SyncDir(filepath.Dir(dst))
 }

@@ -12,6 +12,7 @@ import (
 
 	"github.com/zeebo/blake3"
 
+	"orkpipe/ork/internal/durable"
 	"orkpipe/ork/tile"
 )
 
@@ -258,7 +259,7 @@ func (w *Writer) Commit(ctx context.Context) (err error) {
 	}
 	os.Remove(w.tmp)
 	w.closed = true
-	return syncDir(filepath.Dir(w.path))
+	return durable.SyncDir(filepath.Dir(w.path))
 }
 
 // apply checks a plan against the entries and records it.
@@ -304,16 +305,4 @@ func (w *Writer) Close() error {
 		errs = append(errs, err)
 	}
 	return errors.Join(errs...)
-}
-
-func syncDir(dir string) error {
-	d, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	defer d.Close()
-	if err := d.Sync(); err != nil {
-		return fmt.Errorf("fsync %s: %w", dir, err)
-	}
-	return nil
 }

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"log/slog"
 	"path/filepath"
-	"sync"
 
 	"orkpipe/artifacts"
 	"orkpipe/stages"
@@ -101,37 +100,13 @@ func (e *Engine) recordFiles(pn *pnode, rec artifacts.ActionRecord) (map[string]
 
 // sourceHasher hashes each source path once per pass (through the store's stat cache).
 type sourceHasher struct {
-	store Store
-	mu    sync.Mutex
-	calls map[string]*hashCall
+	store  Store
+	hashed onceGroup[string, artifacts.Object]
 }
 
-type hashCall struct {
-	done chan struct{}
-	obj  artifacts.Object
-	err  error
-}
-
-func newSourceHasher(s Store) *sourceHasher {
-	return &sourceHasher{store: s, calls: map[string]*hashCall{}}
-}
+func newSourceHasher(s Store) *sourceHasher { return &sourceHasher{store: s} }
 
 func (h *sourceHasher) hash(ctx context.Context, path string) (artifacts.Object, error) {
-	h.mu.Lock()
-	c, ok := h.calls[path]
-	if !ok {
-		c = &hashCall{done: make(chan struct{})}
-		h.calls[path] = c
-	}
-	h.mu.Unlock()
-	if !ok {
-		c.obj, c.err = h.store.HashFile(ctx, path)
-		close(c.done)
-	}
-	select {
-	case <-c.done:
-		return c.obj, c.err
-	case <-ctx.Done():
-		return artifacts.Object{}, ctx.Err()
-	}
+	obj, _, err := h.hashed.do(ctx, path, func() (artifacts.Object, error) { return h.store.HashFile(ctx, path) })
+	return obj, err
 }

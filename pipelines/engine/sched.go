@@ -54,9 +54,9 @@ type nstate struct {
 	err      error
 }
 
-// flight is the single execution of one key within a pass (singleflight per key).
+// flight is the result of the single execution of one key within a pass: the node that ran it and
+// its outcome.
 type flight struct {
-	done    chan struct{}
 	owner   string
 	outcome Outcome
 	outputs map[string]stages.File
@@ -77,9 +77,8 @@ type pass struct {
 	memUse  *atomic.Int64
 	memPeak *atomic.Int64
 
-	mu       sync.Mutex
-	flights  map[artifacts.Digest]*flight
-	verified map[artifacts.Digest]*hashCall
+	flights  onceGroup[artifacts.Digest, flight]   // one run per key
+	verified onceGroup[artifacts.Digest, struct{}] // one Store.Verify per object
 }
 
 func (e *Engine) runPass(ctx context.Context, p *Plan, emit func(Event), memUse, memPeak *atomic.Int64) *pass {
@@ -92,8 +91,6 @@ func (e *Engine) runPass(ctx context.Context, p *Plan, emit func(Event), memUse,
 		jobs:    semaphore.NewWeighted(int64(e.cfg.jobs)),
 		mem:     semaphore.NewWeighted(e.cfg.mem),
 		memUse:  memUse, memPeak: memPeak,
-		flights:  map[artifacts.Digest]*flight{},
-		verified: map[artifacts.Digest]*hashCall{},
 	}
 	for i := range ps.states {
 		ps.states[i] = &nstate{done: make(chan struct{})}
@@ -143,20 +140,15 @@ func (ps *pass) runNode(i int) {
 	}
 	st.key, st.material = key, &m
 
-	ps.mu.Lock()
-	f, dup := ps.flights[key]
-	if !dup {
-		f = &flight{done: make(chan struct{}), owner: pn.node.id}
-		ps.flights[key] = f
+	f, ran, err := ps.flights.do(ps.ctx, key, func() (flight, error) {
+		outcome, outputs, err := ps.resolve(pn, key, m, inputs, tools)
+		return flight{owner: pn.node.id, outcome: outcome, outputs: outputs, err: err}, nil
+	})
+	if err != nil { // gave up waiting for the node running the same key
+		st.err = err
+		return
 	}
-	ps.mu.Unlock()
-	if dup {
-		select {
-		case <-f.done:
-		case <-ps.ctx.Done():
-			st.err = ps.ctx.Err()
-			return
-		}
+	if !ran {
 		st.sameAs = f.owner
 		switch f.outcome {
 		case OutcomeCached, OutcomeExecuted:
@@ -167,8 +159,6 @@ func (ps *pass) runNode(i int) {
 		}
 		return
 	}
-	f.outcome, f.outputs, f.err = ps.resolve(pn, key, m, inputs, tools)
-	close(f.done)
 	st.outcome, st.outputs, st.err = f.outcome, f.outputs, f.err
 	if st.outcome == OutcomeFailed && !ps.e.cfg.keepGoing {
 		ps.cancel()
@@ -318,23 +308,8 @@ func (ps *pass) lookup(pn *pnode, key artifacts.Digest) (map[string]stages.File,
 
 // verify re-hashes a stored object once per pass before a stage reads it.
 func (ps *pass) verify(ctx context.Context, d artifacts.Digest) error {
-	ps.mu.Lock()
-	c, ok := ps.verified[d]
-	if !ok {
-		c = &hashCall{done: make(chan struct{})}
-		ps.verified[d] = c
-	}
-	ps.mu.Unlock()
-	if !ok {
-		c.err = ps.e.store.Verify(ctx, d)
-		close(c.done)
-	}
-	select {
-	case <-c.done:
-		return c.err
-	case <-ctx.Done():
-		return ctx.Err()
-	}
+	_, _, err := ps.verified.do(ctx, d, func() (struct{}, error) { return struct{}{}, ps.e.store.Verify(ctx, d) })
+	return err
 }
 
 // checkSources re-checks, after a run, that every source file still has the digest the key was

@@ -6,7 +6,6 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
-	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -19,6 +18,7 @@ import (
 	"testing"
 	"time"
 
+	"orkpipe/internal/fixtures"
 	"orkpipe/ork/calib"
 	"orkpipe/stages"
 )
@@ -129,26 +129,8 @@ func gib(b int64) float64 { return float64(b) / (1 << 30) }
 
 // synthModel writes a 1-layer Q8_0 synthetic model of the given widths with the synth stage.
 func synthModel(t *testing.T, embd, ff int) string {
-	t.Helper()
-	k, err := stages.Lookup("synth")
-	if err != nil {
-		t.Fatal(err)
-	}
 	heads := embd / 128
-	params, _ := json.Marshal(stages.SynthParams{Layers: 1, Embd: embd, FF: ff, Heads: heads, HeadsKV: max(1, heads/4), Vocab: 512, Ctx: 256, Type: "Q8_0", Seed: 1})
-	b, err := k.Bind(params)
-	if err != nil {
-		t.Fatal(err)
-	}
-	dir := filepath.Join(os.TempDir(), fmt.Sprintf("finalize-mem-model-%d-%d-%d", embd, ff, os.Getpid()))
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(dir) })
-	if err := b.Run(context.Background(), stages.Request{OutDir: dir}); err != nil {
-		t.Fatal(err)
-	}
-	return filepath.Join(dir, "model.gguf")
+	return fixtures.Synth(t, stages.SynthParams{Layers: 1, Embd: embd, FF: ff, Heads: heads, HeadsKV: max(1, heads/4), Vocab: 512, Ctx: 256, Type: "Q8_0", Seed: 1})
 }
 
 // writeSPDHessian writes a K x K symmetric positive definite Hessian file: H = S·T·S with T the

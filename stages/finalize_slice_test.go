@@ -3,12 +3,14 @@ package stages_test
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
 	"orkpipe/artifacts"
+	"orkpipe/internal/fixtures"
 	"orkpipe/ork/calib"
 	"orkpipe/ork/gguf"
 	"orkpipe/stages"
@@ -56,7 +58,8 @@ func runStage(t *testing.T, stage, params string, inputs map[string]string) (map
 	return res, nil
 }
 
-const moeSynth = `{"layers":2,"n_embd":64,"n_ff":96,"n_head":4,"n_head_kv":2,"vocab":360,"ctx":64,"type":"F16","seed":5,"n_expert":4,"n_expert_used":2}`
+// moeSynth is fixtures.MoE as synth parameters.
+var moeSynth = func() string { b, _ := json.Marshal(fixtures.MoE); return string(b) }()
 
 // TestSynthMoELayout: synth with n_expert writes llama.cpp's llama-arch MoE layout: the expert KV,
 // the F32 router [n_embd, n_expert] and the 3-D expert tensors in GGUF ne order instead of the
@@ -119,11 +122,7 @@ func finalizeExpert(expert, extra string) string {
 // dequantizes close to the slice; an expert out of range is an error naming the tensor.
 func TestFinalizeExpertSlice(t *testing.T) {
 	ctx := context.Background()
-	syn, err := runStage(t, "synth", moeSynth, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	model := syn["model.gguf"]
+	model := fixtures.Synth(t, fixtures.MoE)
 	f, err := gguf.Open(ctx, model)
 	if err != nil {
 		t.Fatal(err)
@@ -180,11 +179,7 @@ func TestFinalizeExpertSlice(t *testing.T) {
 // error: pipelines/build).
 func TestFinalizeImatrixErrors(t *testing.T) {
 	ctx := context.Background()
-	syn, err := runStage(t, "synth", moeSynth, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	model := syn["model.gguf"]
+	model := fixtures.Synth(t, fixtures.MoE)
 	dir := t.TempDir()
 	write := func(name string, es ...*calib.ImatrixEntry) string {
 		var b bytes.Buffer
@@ -249,11 +244,7 @@ func TestFinalizeImatrixErrors(t *testing.T) {
 // (the stub would hole the whole tensor, losing expert 3) and by verify-local, naming the tensor and
 // the missing expert; with all 4 experts both pass.
 func TestPackMissingExpert(t *testing.T) {
-	syn, err := runStage(t, "synth", moeSynth, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	model := syn["model.gguf"]
+	model := fixtures.Synth(t, fixtures.MoE)
 	tiles := map[string]string{}
 	for e := 0; e < 4; e++ {
 		fin, err := runStage(t, "finalize", finalizeExpert(string(rune('0'+e)), ""), map[string]string{"model": model})

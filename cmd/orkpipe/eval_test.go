@@ -1,20 +1,15 @@
 package main
 
 import (
-	"context"
 	"encoding/json"
 	"math"
 	"path/filepath"
 	"strings"
 	"testing"
 
-	"github.com/zeebo/blake3"
-
+	"orkpipe/internal/fixtures"
 	"orkpipe/internal/testfiles"
-	"orkpipe/ork/board"
-	"orkpipe/ork/gguf"
 	"orkpipe/ork/pack"
-	"orkpipe/ork/quant"
 )
 
 func TestEvalCommand(t *testing.T) {
@@ -82,43 +77,11 @@ func TestEvalCommand(t *testing.T) {
 // TestEvalPack evaluates a pack of every block weight of stories260K (int8 per group, rotated, int8
 // activations) against its float model through the CLI.
 func TestEvalPack(t *testing.T) {
-	ctx := context.Background()
 	modelPath := testfiles.Path(t, "stories260K.gguf")
-	f, err := gguf.Open(ctx, modelPath)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
 	packPath := filepath.Join(t.TempDir(), "w8.orkpack")
-	w, err := pack.Create(ctx, packPath, board.Planner(board.RK3588()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer w.Close()
-	for _, ti := range f.Tensors {
-		if !strings.HasPrefix(ti.Name, "blk.") || len(ti.Shape) != 2 {
-			continue
-		}
-		k, n := int(ti.Shape[0]), int(ti.Shape[1])
-		data := make([]float32, k*n)
-		if err := f.ReadRows(ctx, ti, 0, data); err != nil {
-			t.Fatal(err)
-		}
-		qw, err := quant.RTN(ctx, quant.Matrix{Name: ti.Name, Rows: n, Cols: k, Data: data}, nil,
-			quant.WithBits(8), quant.WithGroup(32), quant.WithRotation(true, 9))
-		if err != nil {
-			t.Fatal(err)
-		}
-		pw := pack.Weight{Meta: pack.Meta{Name: ti.Name, DType: pack.I8Rot, K: qw.KP, N: n, Group: qw.Group, QErr: qw.QErr,
-			Rotation: pack.Rotation{Kind: pack.RotHadamard, Block: qw.Rotation.Block, Seed: qw.Rotation.Seed},
-			Source:   blake3.Sum256([]byte(ti.Name))}, Codes: qw.Codes, Scales: qw.Scales}
-		if err := w.Add(ctx, pw); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if err := w.Commit(ctx); err != nil {
-		t.Fatal(err)
-	}
+	fixtures.Pack(t, modelPath, packPath, func(name string) (fixtures.Tier, bool) {
+		return fixtures.Tier{DType: pack.I8Rot, Group: 32, Seed: 9}, strings.HasPrefix(name, "blk.")
+	}, nil)
 	out, errOut, code := orkpipeExit(t, "--json", "eval", "--model", modelPath, "--pack", packPath,
 		"--text", testfiles.Path(t, "stories-generated.txt"), "--chunks", "2")
 	if code != 0 {

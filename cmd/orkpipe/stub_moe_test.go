@@ -8,15 +8,15 @@ import (
 	"strings"
 	"testing"
 
+	"orkpipe/internal/fixtures"
 	"orkpipe/ork/gguf"
-	"orkpipe/stages"
 )
 
 // TestStubFromMoEPack: `stub SOURCE --pack PACK` checks an expert entry's source digest against that
 // expert's rows of the 3-D tensor, so a source whose expert 2 differs is refused, naming the entry.
 func TestStubFromMoEPack(t *testing.T) {
 	dir := t.TempDir()
-	src := synthMoEModel(t, dir)
+	src := fixtures.Synth(t, fixtures.MoE)
 	recipePath := filepath.Join(dir, "moe.yaml")
 	recipeText := fmt.Sprintf(`name: moe
 source:
@@ -70,26 +70,4 @@ schemes:
 	if _, statErr := os.Stat(filepath.Join(dir, "bad.gguf")); !os.IsNotExist(statErr) {
 		t.Errorf("a refused stub was written: %v", statErr)
 	}
-}
-
-// synthMoEModel writes a small synthetic MoE GGUF (2 layers, 4 experts, 2 used) with the synth stage.
-func synthMoEModel(t *testing.T, dir string) string {
-	t.Helper()
-	k, err := stages.Lookup("synth")
-	if err != nil {
-		t.Fatal(err)
-	}
-	b, err := k.Bind([]byte(`{"layers":2,"n_embd":64,"n_ff":96,"n_head":4,"n_head_kv":2,"vocab":360,"ctx":64,"type":"F16","seed":5,"n_expert":4,"n_expert_used":2}`))
-	if err != nil {
-		t.Fatal(err)
-	}
-	m := stages.KeyMaterial{Stage: "synth", Version: k.Version(), Params: b.Params()}
-	out := filepath.Join(dir, "synth")
-	if err := os.Mkdir(out, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := stages.Execute(context.Background(), m, nil, nil, out, nil); err != nil {
-		t.Fatal(err)
-	}
-	return filepath.Join(out, "model.gguf")
 }

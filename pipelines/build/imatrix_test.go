@@ -1,7 +1,6 @@
 package build_test
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"math"
@@ -10,83 +9,21 @@ import (
 	"strings"
 	"testing"
 
+	"orkpipe/internal/fixtures"
 	"orkpipe/internal/testfiles"
 	"orkpipe/ork/calib"
 	"orkpipe/ork/gguf"
-	"orkpipe/ork/model"
 	"orkpipe/ork/pack"
 )
 
-// storiesImatrix captures the Hessians of every block weight of stories260K on the calibration text
-// (8 sequences of 128 tokens) and returns their diagonals as imatrix entries (in_sum2 = Σ x², counts =
-// tokens), as llama-imatrix would compute them.
-func storiesImatrix(t *testing.T) []*calib.ImatrixEntry {
-	es, _ := storiesHessians(t)
-	return es
-}
-
-// storiesHessians is storiesImatrix, with the full Hessian of each weight's input by weight name.
+// storiesHessians captures stories260K's imatrix entries and full Hessians on 8 sequences of 128 tokens
+// of the calibration text.
 func storiesHessians(t *testing.T) ([]*calib.ImatrixEntry, map[string]*calib.Hessian) {
-	t.Helper()
-	ctx := context.Background()
-	m, tok, f, err := model.OpenGGUF(ctx, testfiles.Path(t, "stories260K.gguf"), 64<<20)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	text, err := os.ReadFile(testfiles.Path(t, "stories-calib.txt"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	ids, err := tok.Encode(string(text), true, false)
-	if err != nil {
-		t.Fatal(err)
-	}
-	seqs, err := calib.Sequences(ids, 8, 128, tok.Vocab().BOS)
-	if err != nil {
-		t.Fatal(err)
-	}
-	src, err := calib.NewEmbeddingSource(m, seqs)
-	if err != nil {
-		t.Fatal(err)
-	}
-	res, err := calib.Capture(ctx, m, calib.Window{Start: 0, End: m.Cfg.NLayer}, src, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var es []*calib.ImatrixEntry
-	full := map[string]*calib.Hessian{}
-	for l := 0; l < m.Cfg.NLayer; l++ {
-		for in := model.Input(0); in < model.NumInputs; in++ {
-			h := res.Hessian(l, in)
-			for _, w := range in.Weights() {
-				name := fmt.Sprintf("blk.%d.%s.weight", l, w)
-				es = append(es, &calib.ImatrixEntry{Name: name, K: h.K, Sum2: [][]float64{h.Diag()}, Counts: []float64{float64(h.Tokens)}})
-				full[name] = h
-			}
-		}
-	}
-	return es, full
+	return fixtures.Imatrix(t, testfiles.Path(t, "stories260K.gguf"), testfiles.Path(t, "stories-calib.txt"), 8, 128)
 }
 
 func writeImatrix(t *testing.T, dir string, es []*calib.ImatrixEntry, legacy bool) string {
-	t.Helper()
-	var b bytes.Buffer
-	var err error
-	path := filepath.Join(dir, "stories.imatrix.gguf")
-	if legacy {
-		path = filepath.Join(dir, "stories.imatrix.dat")
-		err = calib.WriteLegacyImatrix(&b, es, 8, "stories-calib.txt")
-	} else {
-		err = calib.WriteImatrixGGUF(context.Background(), &b, es, []string{"stories-calib.txt"}, 8)
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(path, b.Bytes(), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	return path
+	return fixtures.WriteImatrix(t, dir, "stories", es, legacy, "stories-calib.txt", 8)
 }
 
 // imatrixRecipe packs every block weight of stories260K with RTN I4 group 32; the first scheme

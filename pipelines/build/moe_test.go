@@ -1,7 +1,6 @@
 package build_test
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -11,13 +10,12 @@ import (
 	"strings"
 	"testing"
 
+	"orkpipe/internal/fixtures"
 	"orkpipe/ork/calib"
 	"orkpipe/ork/gguf"
-	"orkpipe/ork/model"
 	"orkpipe/ork/pack"
 	"orkpipe/pipelines/build"
 	"orkpipe/pipelines/recipe"
-	"orkpipe/stages"
 )
 
 // moeRecipe is a synthetic MoE model (2 layers, 4 experts of n_ff 96, n_embd 64). The first scheme
@@ -46,101 +44,26 @@ func writeMoERecipe(t *testing.T) string {
 	return p
 }
 
-// synthMoE generates the recipe's synthetic MoE model with the synth stage and returns its path.
-func synthMoE(t *testing.T) string {
-	t.Helper()
-	k, err := stages.Lookup("synth")
-	if err != nil {
-		t.Fatal(err)
-	}
-	b, err := k.Bind([]byte(`{"layers":2,"n_embd":64,"n_ff":96,"n_head":4,"n_head_kv":2,"vocab":360,"ctx":64,"type":"F16","seed":5,"n_expert":4,"n_expert_used":2}`))
-	if err != nil {
-		t.Fatal(err)
-	}
-	m := stages.KeyMaterial{Stage: "synth", Version: k.Version(), Params: b.Params()}
-	out := t.TempDir()
-	if _, err := stages.Execute(context.Background(), m, nil, nil, out, nil); err != nil {
-		t.Fatal(err)
-	}
-	return filepath.Join(out, "model.gguf")
-}
-
-// moeImatrix returns the imatrix entries of the synthetic MoE model's expert tensors, captured the
-// way llama-imatrix does (per expert, Σ x² over the tokens routed to it; gate and up share their
-// input), over 8 sequences of 32 tokens of the demo corpus, and the full Hessians by entry name.
+// moeImatrix returns the imatrix entries of the synthetic MoE model's expert tensors (per expert, over
+// the tokens routed to it), captured over 8 sequences of 32 tokens of the demo corpus, and the full
+// Hessians by entry name.
 func moeImatrix(t *testing.T) ([]*calib.ImatrixEntry, map[string]*calib.Hessian) {
 	t.Helper()
-	ctx := context.Background()
-	m, tok, f, err := model.OpenGGUF(ctx, synthMoE(t), 64<<20)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	text, err := os.ReadFile(abs(t, "../recipes/demo-corpus.txt"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	ids, err := tok.Encode(string(text), true, false)
-	if err != nil {
-		t.Fatal(err)
-	}
-	seqs, err := calib.Sequences(ids, 8, 32, tok.Vocab().BOS)
-	if err != nil {
-		t.Fatal(err)
-	}
-	src, err := calib.NewEmbeddingSource(m, seqs)
-	if err != nil {
-		t.Fatal(err)
-	}
-	res, err := calib.Capture(ctx, m, calib.Window{Start: 0, End: 2}, src, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	all, full := fixtures.Imatrix(t, fixtures.Synth(t, fixtures.MoE), abs(t, "../recipes/demo-corpus.txt"), 8, 32)
 	var es []*calib.ImatrixEntry
-	full := map[string]*calib.Hessian{}
-	for l := 0; l < 2; l++ {
-		for _, w := range moeExpertTensors {
-			in := model.InputGateUp
-			if w == "ffn_down_exps" {
-				in = model.InputDown
-			}
-			name := fmt.Sprintf("blk.%d.%s.weight", l, w)
-			e := &calib.ImatrixEntry{Name: name}
-			for x := 0; x < 4; x++ {
-				h := res.ExpertHessian(l, x, in)
-				if h == nil || h.Tokens == 0 {
-					t.Fatalf("%s expert %d: no tokens routed to it (%v)", name, x, h)
-				}
-				e.K = h.K
-				e.Sum2 = append(e.Sum2, h.Diag())
-				e.Counts = append(e.Counts, float64(h.Tokens))
-				full[pack.ExpertName(name, x)] = h
-			}
+	for _, e := range all {
+		if strings.Contains(e.Name, "_exps.") {
 			es = append(es, e)
 		}
+	}
+	if len(es) != 2*len(moeExpertTensors) {
+		t.Fatalf("%d expert tensor entries, want %d", len(es), 2*len(moeExpertTensors))
 	}
 	return es, full
 }
 
 func writeMoEImatrix(t *testing.T, es []*calib.ImatrixEntry, legacy bool) string {
-	t.Helper()
-	var b bytes.Buffer
-	name := "moe.imatrix.gguf"
-	var err error
-	if legacy {
-		name = "moe.imatrix.dat"
-		err = calib.WriteLegacyImatrix(&b, es, 8, "demo-corpus.txt")
-	} else {
-		err = calib.WriteImatrixGGUF(context.Background(), &b, es, []string{"demo-corpus.txt"}, 8)
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
-	p := filepath.Join(t.TempDir(), name)
-	if err := os.WriteFile(p, b.Bytes(), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	return p
+	return fixtures.WriteImatrix(t, t.TempDir(), "moe", es, legacy, "demo-corpus.txt", 8)
 }
 
 // expertErrors returns, per expert entry of the pack, the full-Hessian-weighted relative error
@@ -274,7 +197,7 @@ func TestMoEBuild(t *testing.T) {
 		plainQ[w.Name] = w.QErr
 	}
 	es, full := moeImatrix(t)
-	modelPath := synthMoE(t)
+	modelPath := fixtures.Synth(t, fixtures.MoE)
 	plainErr := expertErrors(t, filepath.Join(out, "tiny-moe.orkpack"), modelPath, full)
 	for _, legacy := range []bool{false, true} {
 		im := writeMoEImatrix(t, es, legacy)

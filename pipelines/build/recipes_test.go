@@ -31,7 +31,8 @@ func TestBuiltinRecipesPlan(t *testing.T) {
 		{"demo", true, 14*2 + 6 + 1 + 2 + 1 + 1},  // synth, tokenize, 2 windows, 1 propagate
 		{"w4a8-rtn-imatrix", false, 35*2 + 6},
 	}
-	imatrix := writeImatrix(t, t.TempDir(), storiesImatrix(t), false)
+	es, _ := storiesHessians(t)
+	imatrix := writeImatrix(t, t.TempDir(), es, false)
 	for _, tc := range tests {
 		t.Run(tc.recipe, func(t *testing.T) {
 			sets := []string{"source.model=" + model, "screen.text=" + text, "calibration.corpus=" + calib, "calibration.sequences=23"}

@@ -6,7 +6,6 @@
 package verifytest
 
 import (
-	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -21,11 +20,10 @@ import (
 	"github.com/zeebo/blake3"
 
 	"orkpipe/artifacts"
+	"orkpipe/internal/fixtures"
 	"orkpipe/internal/testfiles"
-	"orkpipe/ork/board"
 	"orkpipe/ork/gguf"
 	"orkpipe/ork/pack"
-	"orkpipe/ork/quant"
 )
 
 // Name is the base name of the pack in a fixture directory.
@@ -86,66 +84,19 @@ type PackOptions struct {
 // weight o.Mutate changed ("" if none).
 func WritePack(t testing.TB, path string, o PackOptions) (owned []string, mutated string) {
 	t.Helper()
-	ctx := context.Background()
-	src, err := gguf.Open(ctx, testfiles.Path(t, "stories260K.gguf"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer src.Close()
-	w, err := pack.Create(ctx, path, board.Planner(board.RK3588()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer w.Close()
-	for _, ti := range src.Tensors {
-		if len(ti.Shape) != 2 || ti.Name == "token_embd.weight" || ti.Name == o.Skip {
-			continue
-		}
-		m := quant.Matrix{Name: ti.Name, Rows: int(ti.Rows()), Cols: int(ti.RowLen())}
-		m.Data = make([]float32, m.Rows*m.Cols)
-		if err := src.ReadRows(ctx, ti, 0, m.Data); err != nil {
-			t.Fatal(err)
-		}
-		dt, qopts := pack.I4Native, []quant.Option{quant.WithBits(4), quant.WithGroup(32)}
+	return fixtures.Pack(t, testfiles.Path(t, "stories260K.gguf"), path, func(name string) (fixtures.Tier, bool) {
 		switch {
-		case ti.Name == o.Promote:
-			dt, qopts = pack.I8Rot, []quant.Option{quant.WithBits(8), quant.WithGroup(0), quant.WithRotation(true, 7)}
-		case strings.Contains(ti.Name, "ffn_down"):
-			dt, qopts = pack.I8, []quant.Option{quant.WithBits(8), quant.WithGroup(0)}
-		case strings.Contains(ti.Name, "attn_output"):
-			dt, qopts = pack.I4RotA8, []quant.Option{quant.WithBits(4), quant.WithGroup(32), quant.WithRotation(true, 7)}
+		case name == "token_embd.weight" || name == o.Skip:
+			return fixtures.Tier{}, false
+		case name == o.Promote:
+			return fixtures.Tier{DType: pack.I8Rot, Seed: 7}, true
+		case strings.Contains(name, "ffn_down"):
+			return fixtures.Tier{DType: pack.I8}, true
+		case strings.Contains(name, "attn_output"):
+			return fixtures.Tier{DType: pack.I4RotA8, Group: 32, Seed: 7}, true
 		}
-		q, err := quant.RTN(ctx, m, nil, qopts...)
-		if err != nil {
-			t.Fatal(err)
-		}
-		h := blake3.New()
-		if _, err := io.Copy(h, src.Section(ti)); err != nil {
-			t.Fatal(err)
-		}
-		meta := pack.Meta{Name: ti.Name, DType: dt, K: q.KP, N: q.N, Group: q.Group, QErr: q.QErr, Source: pack.Digest(h.Sum(nil))}
-		if !q.Rotation.IsZero() {
-			meta.Rotation = pack.Rotation{Kind: pack.RotHadamard, Block: q.Rotation.Block, Seed: q.Rotation.Seed}
-		}
-		wt := pack.Weight{Meta: meta, Codes: q.Codes, Scales: q.Scales}
-		if mutated == "" && o.Mutate != nil && o.Mutate(&wt) {
-			mutated = wt.Name
-			_, tiled, err := pack.TileWeight(wt, 0)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if err := w.AddTiled(ctx, wt.Meta, bytes.NewReader(tiled), wt.Scales); err != nil {
-				t.Fatal(err)
-			}
-		} else if err := w.Add(ctx, wt); err != nil {
-			t.Fatal(err)
-		}
-		owned = append(owned, ti.Name)
-	}
-	if err := w.Commit(ctx); err != nil {
-		t.Fatal(err)
-	}
-	return owned, mutated
+		return fixtures.Tier{DType: pack.I4Native, Group: 32}, true
+	}, o.Mutate)
 }
 
 // WriteProvenance (re)writes dir/provenance.json with the current sha256 and BLAKE3 of the named

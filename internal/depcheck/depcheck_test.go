@@ -1,99 +1,153 @@
-// Package depcheck keeps the import graph of DESIGN.md honest: dependencies point down the
-// layout table (cmd -> pipelines -> stages -> artifacts/ork) and never back up, and the
-// low layers use only the few third-party modules they are allowed.
 package depcheck
 
 import (
 	"bytes"
+	"encoding/json"
+	"io"
+	"io/fs"
+	"os"
 	"os/exec"
+	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 )
 
 const module = "orkpipe"
 
-// rule describes which orkpipe packages and third-party modules a layer may import (transitively).
-type rule struct {
-	layer       string   // package path prefix inside the module
-	mayImport   []string // orkpipe package prefixes allowed (besides the layer itself)
-	thirdParty  []string // module path prefixes allowed; nil means any
-	description string
-}
-
-var rules = []rule{
-	{
-		layer:       "ork/",
-		mayImport:   []string{"ork/"},
-		thirdParty:  []string{"github.com/zeebo/blake3", "github.com/klauspost/cpuid", "gonum.org/v1/", "golang.org/x/sys", "golang.org/x/sync", "golang.org/x/exp"},
-		description: "ork is the domain library: only ork siblings",
-	},
-	{
-		layer:       "artifacts",
-		mayImport:   []string{"artifacts", "internal/units"},
-		thirdParty:  []string{"github.com/zeebo/blake3", "lukechampine.com/blake3", "github.com/klauspost/cpuid", "github.com/klauspost/compress", "golang.org/x/sys"},
-		description: "artifacts: standard library, x/sys, blake3 and zstd only",
-	},
-	{
-		layer:       "stages",
-		mayImport:   []string{"stages", "artifacts", "ork/", "internal/"},
-		description: "stages: artifacts and ork only",
-	},
-	{
-		layer:       "registry",
-		mayImport:   []string{"registry", "artifacts", "ork/pack", "ork/gguf", "ork/tile", "ork/board", "ork/internal/", "internal/"},
-		description: "registry: artifacts, ork/pack, ork/gguf",
-	},
-	{
-		layer:       "pipelines",
-		mayImport:   []string{"pipelines", "stages", "artifacts", "ork/", "registry", "internal/"},
-		description: "pipelines: stages, artifacts, ork",
-	},
-}
-
-func TestImportGraph(t *testing.T) {
-	pkgs, err := exec.Command("go", "list", module+"/...").Output()
+// load lists every package of the module with its imports and its tests' imports (go list), and the
+// repository's top-level folders. It also reads every folder and stats every Go file of the tree, so
+// that go test's cache, which does not see what go list reads, re-runs the check when any of them
+// changes.
+func load(t *testing.T) ([]Package, []string) {
+	t.Helper()
+	root, err := exec.Command("go", "list", "-m", "-f", "{{.Dir}}").Output()
+	if err != nil {
+		t.Fatalf("go list -m: %v", err)
+	}
+	dir := strings.TrimSpace(string(root))
+	var top []string
+	err = filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.IsDir() {
+			if filepath.Dir(path) == dir {
+				top = append(top, d.Name())
+			}
+			if d.Name() == ".git" {
+				return filepath.SkipDir
+			}
+			return nil
+		}
+		if strings.HasSuffix(path, ".go") {
+			_, err = os.Stat(path)
+		}
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command("go", "list", "-json=ImportPath,Imports,TestImports,XTestImports", module+"/...")
+	cmd.Dir = dir
+	out, err := cmd.Output()
 	if err != nil {
 		t.Fatalf("go list: %v", err)
 	}
-	for _, pkg := range strings.Fields(string(pkgs)) {
-		rel := strings.TrimPrefix(strings.TrimPrefix(pkg, module), "/")
-		var r *rule
-		for i := range rules {
-			if strings.HasPrefix(rel, rules[i].layer) {
-				r = &rules[i]
-				break
-			}
+	var pkgs []Package
+	dec := json.NewDecoder(bytes.NewReader(out))
+	for {
+		var p struct {
+			ImportPath                         string
+			Imports, TestImports, XTestImports []string
 		}
-		if r == nil {
-			continue
+		if err := dec.Decode(&p); err == io.EOF {
+			break
+		} else if err != nil {
+			t.Fatal(err)
 		}
-		deps, err := exec.Command("go", "list", "-deps", "-f", `{{if not .Standard}}{{.ImportPath}}{{end}}`, pkg).Output()
-		if err != nil {
-			t.Fatalf("go list -deps %s: %v", pkg, err)
-		}
-		for _, dep := range strings.Fields(string(bytes.TrimSpace(deps))) {
-			if dep == pkg {
-				continue
-			}
-			if dep == module || strings.HasPrefix(dep, module+"/") {
-				drel := strings.TrimPrefix(strings.TrimPrefix(dep, module), "/")
-				if !hasPrefix(drel, r.mayImport) {
-					t.Errorf("%s imports %s (%s)", pkg, dep, r.description)
-				}
-				continue
-			}
-			if r.thirdParty != nil && !hasPrefix(dep, r.thirdParty) {
-				t.Errorf("%s depends on third-party %s (%s)", pkg, dep, r.description)
-			}
-		}
+		pkgs = append(pkgs, Package{Path: p.ImportPath, Imports: p.Imports, TestImports: append(p.TestImports, p.XTestImports...)})
+	}
+	return pkgs, top
+}
+
+// TestImportGraph checks the module as it is: every package, its tests, every top-level folder.
+func TestImportGraph(t *testing.T) {
+	pkgs, top := load(t)
+	if len(pkgs) < 30 || !slices.Contains(top, "ork") {
+		t.Fatalf("go list found %d packages, top-level folders %v: not the orkpipe tree", len(pkgs), top)
+	}
+	for _, v := range Check(module, pkgs, top) {
+		t.Error(v)
 	}
 }
 
-func hasPrefix(s string, prefixes []string) bool {
-	for _, p := range prefixes {
-		if strings.HasPrefix(s, p) {
-			return true
+// TestCheckCatches runs the checker over synthetic package graphs: the allowed graph passes, and each
+// deliberate breach of the table is reported naming the package and the import.
+func TestCheckCatches(t *testing.T) {
+	m := func(rel ...string) []string {
+		var out []string
+		for _, r := range rel {
+			out = append(out, module+"/"+r)
 		}
+		return out
 	}
-	return false
+	good := []Package{
+		{Path: module + "/cmd/orkpipe", Imports: append(m("pipelines/build", "registry", "internal/units"), "github.com/spf13/cobra", "fmt"),
+			TestImports: m("internal/fixtures", "pipelines/verify/verifytest", "cmd/orkpipe")},
+		{Path: module + "/bench", Imports: m("stages", "artifacts", "internal/blascore", "registry/regtest")},
+		{Path: module + "/pipelines/build", Imports: m("pipelines/engine", "stages", "registry", "ork/board")},
+		{Path: module + "/pipelines/verify/verifytest", Imports: m("internal/fixtures", "internal/testfiles", "ork/pack")},
+		{Path: module + "/stages", Imports: m("artifacts", "ork/quant"), TestImports: m("internal/fixtures", "internal/testfiles")},
+		{Path: module + "/registry", Imports: m("artifacts", "ork/pack"), TestImports: m("registry/regtest", "internal/testfiles")},
+		{Path: module + "/registry/regtest", Imports: []string{"github.com/distribution/distribution/v3", "testing"}},
+		{Path: module + "/artifacts", Imports: append(m("internal/units"), "github.com/zeebo/blake3", "golang.org/x/sys/unix", "C")},
+		{Path: module + "/ork/pack", Imports: append(m("ork/tile", "ork/internal/durable"), "github.com/zeebo/blake3"), TestImports: m("ork/board", "internal/testfiles")},
+		{Path: module + "/internal/fixtures", Imports: m("stages", "ork/pack", "internal/testfiles")},
+		{Path: module + "/internal/buildinfo", Imports: m("artifacts")},
+	}
+	top := []string{".ci", ".dagger", ".git", "artifacts", "bench", "cmd", "docs", "internal", "ork", "pipelines", "registry", "stages"}
+	if v := Check(module, good, top); v != nil {
+		t.Fatalf("the allowed graph: %q", v)
+	}
+	tests := []struct {
+		name string
+		pkg  Package
+		top  string
+		want string
+	}{
+		{name: "ork imports stages (upward)", pkg: Package{Path: module + "/ork/pack", Imports: m("stages")}, want: "orkpipe/ork/pack imports orkpipe/stages (ork is the domain library"},
+		{name: "ork imports a shared internal helper", pkg: Package{Path: module + "/ork/quant", Imports: m("internal/units")}, want: "orkpipe/ork/quant imports orkpipe/internal/units"},
+		{name: "artifacts imports ork", pkg: Package{Path: module + "/artifacts", Imports: m("ork/pack")}, want: "orkpipe/artifacts imports orkpipe/ork/pack"},
+		{name: "artifacts imports a library", pkg: Package{Path: module + "/artifacts", Imports: []string{"github.com/google/go-containerregistry/pkg/v1"}}, want: "artifacts imports third-party github.com/google/go-containerregistry/pkg/v1"},
+		{name: "stages imports pipelines", pkg: Package{Path: module + "/stages", Imports: m("pipelines/engine")}, want: "orkpipe/stages imports orkpipe/pipelines/engine"},
+		{name: "registry imports stages", pkg: Package{Path: module + "/registry", Imports: m("stages")}, want: "orkpipe/registry imports orkpipe/stages"},
+		{name: "pipelines imports cmd", pkg: Package{Path: module + "/pipelines/build", Imports: m("cmd/orkpipe")}, want: "orkpipe/pipelines/build imports orkpipe/cmd/orkpipe"},
+		{name: "bench imports cmd", pkg: Package{Path: module + "/bench", Imports: m("cmd/orkpipe")}, want: "orkpipe/bench imports orkpipe/cmd/orkpipe"},
+		{name: "a test of ork imports stages", pkg: Package{Path: module + "/ork/model", TestImports: m("stages")}, want: "orkpipe/ork/model test code imports orkpipe/stages"},
+		{name: "a test of ork imports fixtures", pkg: Package{Path: module + "/ork/calib", TestImports: m("internal/fixtures")}, want: "orkpipe/ork/calib test code imports orkpipe/internal/fixtures"},
+		{name: "shipping code imports fixtures", pkg: Package{Path: module + "/pipelines/build", Imports: m("internal/fixtures")}, want: "orkpipe/pipelines/build imports the test helper orkpipe/internal/fixtures: only tests may"},
+		{name: "shipping code imports verifytest", pkg: Package{Path: module + "/cmd/orkpipe", Imports: m("pipelines/verify/verifytest")}, want: "orkpipe/cmd/orkpipe imports the test helper orkpipe/pipelines/verify/verifytest"},
+		{name: "an internal helper imports upward", pkg: Package{Path: module + "/internal/units", Imports: m("artifacts")}, want: "orkpipe/internal/units imports orkpipe/artifacts"},
+		{name: "an unknown internal package", pkg: Package{Path: module + "/internal/misc"}, want: "orkpipe/internal/misc is in no row of the layout table"},
+		{name: "an unknown package under cmd", pkg: Package{Path: module + "/cmd/other"}, want: "orkpipe/cmd/other is in no row of the layout table"},
+		{name: "an import of an unknown package", pkg: Package{Path: module + "/stages", Imports: m("tools/gen")}, want: "orkpipe/stages imports orkpipe/tools/gen, which is in no row"},
+		{name: "a package in docs", pkg: Package{Path: module + "/docs/examples"}, want: "orkpipe/docs/examples is in no row"},
+		{name: "an unknown top-level folder", top: "tools", want: "top-level folder tools/ is in no row of the layout table"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			pkgs, folders := good, top
+			if tc.pkg.Path != "" {
+				pkgs = append(slices.Clone(good), tc.pkg)
+			}
+			if tc.top != "" {
+				folders = append(slices.Clone(top), tc.top)
+			}
+			v := Check(module, pkgs, folders)
+			if len(v) != 1 || !strings.Contains(v[0], tc.want) {
+				t.Fatalf("violations %q, want exactly one saying %q", v, tc.want)
+			}
+		})
+	}
 }

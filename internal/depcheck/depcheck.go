@@ -1,0 +1,187 @@
+// Package depcheck keeps the import graph of DESIGN.md's layout table honest. Dependencies point down
+// the table and never back up:
+//
+//	layer               may import (besides itself)
+//	cmd/orkpipe         pipelines, stages, artifacts, registry, ork, internal/{units,buildinfo,blascore}
+//	bench               pipelines, stages, artifacts, registry, ork, internal/{units,buildinfo,blascore}
+//	pipelines           stages, artifacts, registry, ork, internal/{units,buildinfo,blascore}
+//	stages              artifacts, ork, internal/{units,buildinfo,blascore}
+//	registry            artifacts, ork, internal/{units,buildinfo}
+//	artifacts           internal/units; third party: x/sys, blake3, zstd (klauspost/compress), cpuid
+//	ork/...             ork siblings only; third party: blake3, gonum, x/sys, x/sync, x/exp, cpuid
+//	internal/units      nothing of the module
+//	internal/buildinfo  artifacts
+//	internal/blascore   ork
+//	internal/depcheck   nothing of the module
+//	internal/testfiles  nothing of the module (test helper)
+//	internal/fixtures   stages, artifacts, ork, internal/testfiles (test helper)
+//
+// Test code (a package's _test.go files, both the package's own and its _test package) and test
+// helpers may import what their layer may, and internal/testfiles; those of stages, pipelines, bench
+// and cmd also internal/fixtures. A test-helper package (the two internal ones above, and pipelines/verify/verifytest,
+// pipelines/engine/executortest, registry/regtest) may be imported only by test code, by another test
+// helper or by the bench harness, never by the code that ships. Every top-level folder of the repository must be one of the
+// layers or a known folder without Go packages of this module (docs, .ci, .dagger: the Dagger module is
+// its own Go module, as is internal/testregistry); every package must belong to a layer: a new folder
+// is a failure until the table (and DESIGN.md) says where it sits.
+//
+// The rules are checked on direct imports; since every row's list is closed under the rows it names,
+// that bounds the transitive graph too. Third-party limits apply to the code that ships, not to tests.
+package depcheck
+
+import (
+	"fmt"
+	"slices"
+	"sort"
+	"strings"
+)
+
+// Package is what the checker knows of one package of the module.
+type Package struct {
+	Path        string   // import path
+	Imports     []string // of its non-test files
+	TestImports []string // of its _test.go files (package P and package P_test)
+}
+
+// layer is one row of the table.
+type layer struct {
+	name        string   // the folder: the package itself or every package under it
+	mayImport   []string // layers (row names) its code may import
+	testImports []string // more rows its test code may import
+	thirdParty  []string // module path prefixes its non-test code may import; nil means any
+	useHelpers  bool     // its non-test code may import test helpers (the bench harness, never shipped)
+	why         string
+}
+
+var helpers = []string{"internal/testfiles", "internal/fixtures", "pipelines/verify/verifytest", "pipelines/engine/executortest", "registry/regtest"}
+
+var layers = []layer{
+	{name: "cmd/orkpipe", mayImport: []string{"pipelines", "stages", "artifacts", "registry", "ork", "internal/units", "internal/buildinfo", "internal/blascore"},
+		testImports: []string{"internal/testfiles", "internal/fixtures"}, why: "the CLI: everything below it"},
+	{name: "bench", mayImport: []string{"pipelines", "stages", "artifacts", "registry", "ork", "internal/units", "internal/buildinfo", "internal/blascore"},
+		testImports: []string{"internal/testfiles", "internal/fixtures"}, useHelpers: true, why: "the benchmark harness: everything below it"},
+	{name: "pipelines", mayImport: []string{"stages", "artifacts", "registry", "ork", "internal/units", "internal/buildinfo", "internal/blascore"},
+		testImports: []string{"internal/testfiles", "internal/fixtures"}, why: "pipelines: stages, artifacts, registry, ork"},
+	{name: "stages", mayImport: []string{"artifacts", "ork", "internal/units", "internal/buildinfo", "internal/blascore"},
+		testImports: []string{"internal/testfiles", "internal/fixtures"}, why: "stages: artifacts and ork"},
+	{name: "registry", mayImport: []string{"artifacts", "ork", "internal/units", "internal/buildinfo"},
+		testImports: []string{"internal/testfiles"}, why: "registry: artifacts and ork"},
+	{name: "artifacts", mayImport: []string{"internal/units"}, testImports: []string{"internal/testfiles"},
+		thirdParty: []string{"github.com/zeebo/blake3", "lukechampine.com/blake3", "github.com/klauspost/cpuid", "github.com/klauspost/compress", "golang.org/x/sys"},
+		why:        "artifacts: the standard library, x/sys, blake3 and zstd only"},
+	{name: "ork", testImports: []string{"internal/testfiles"},
+		thirdParty: []string{"github.com/zeebo/blake3", "github.com/klauspost/cpuid", "gonum.org/v1/", "golang.org/x/sys", "golang.org/x/sync", "golang.org/x/exp"},
+		why:        "ork is the domain library: only ork siblings"},
+	{name: "internal/units", why: "a leaf helper"},
+	{name: "internal/buildinfo", mayImport: []string{"artifacts"}, why: "build info: the binary's digest from artifacts"},
+	{name: "internal/blascore", mayImport: []string{"ork"}, why: "BLAS kernel choice: ork/quant"},
+	{name: "internal/depcheck", why: "a leaf helper"},
+	{name: "internal/testfiles", why: "a test helper"},
+	{name: "internal/fixtures", mayImport: []string{"stages", "artifacts", "ork", "internal/testfiles"}, why: "a test helper at the stages level"},
+}
+
+// folders are the top-level folders that hold no package of the module.
+var folders = []string{"docs", ".ci", ".dagger", ".git"}
+
+// layerOf returns the row rel (a module-relative package path) belongs to, or nil.
+func layerOf(rel string) *layer {
+	var best *layer
+	for i := range layers {
+		l := &layers[i]
+		if (rel == l.name || strings.HasPrefix(rel, l.name+"/")) && (best == nil || len(l.name) > len(best.name)) {
+			best = l
+		}
+	}
+	return best
+}
+
+func isHelper(rel string) bool { return slices.Contains(helpers, rel) }
+
+// standard reports whether an import path is the standard library's (or cgo's "C").
+func standard(path string) bool {
+	first, _, _ := strings.Cut(path, "/")
+	return !strings.Contains(first, ".")
+}
+
+// Check returns every violation of the table by the packages of module (and by its top-level folders,
+// topLevel: the names of the folders at the repository root), sorted. No violation: nil.
+func Check(module string, pkgs []Package, topLevel []string) []string {
+	var out []string
+	bad := func(format string, a ...any) { out = append(out, fmt.Sprintf(format, a...)) }
+	known := map[string]bool{}
+	for _, l := range layers {
+		first, _, _ := strings.Cut(l.name, "/")
+		known[first] = true
+	}
+	for _, f := range topLevel {
+		switch {
+		case slices.Contains(folders, f):
+		case known[f]:
+		default:
+			bad("top-level folder %s/ is in no row of the layout table (internal/depcheck, DESIGN.md)", f)
+		}
+	}
+	rel := func(p string) (string, bool) {
+		if p == module {
+			return "", true
+		}
+		r, ok := strings.CutPrefix(p, module+"/")
+		return r, ok
+	}
+	for _, p := range pkgs {
+		r, _ := rel(p.Path)
+		l := layerOf(r)
+		if l == nil {
+			bad("%s is in no row of the layout table (internal/depcheck, DESIGN.md)", p.Path)
+			continue
+		}
+		first, _, _ := strings.Cut(r, "/")
+		if slices.Contains(folders, first) {
+			bad("%s is a package in %s/, a folder without packages of the module", p.Path, first)
+		}
+		check := func(imp string, test bool) {
+			what := "imports"
+			if test {
+				what = "test code imports"
+			}
+			ir, inModule := rel(imp)
+			if !inModule {
+				if !test && !standard(imp) && l.thirdParty != nil && !hasPrefix(imp, l.thirdParty) {
+					bad("%s imports third-party %s (%s)", p.Path, imp, l.why)
+				}
+				return
+			}
+			if isHelper(ir) && !test && !isHelper(r) && !l.useHelpers {
+				bad("%s imports the test helper %s: only tests may", p.Path, imp)
+				return
+			}
+			il := layerOf(ir)
+			switch {
+			case il == nil:
+				bad("%s %s %s, which is in no row of the layout table", p.Path, what, imp)
+			case il == l || slices.Contains(l.mayImport, il.name) || (test || isHelper(r) || l.useHelpers) && slices.Contains(l.testImports, il.name):
+			default:
+				bad("%s %s %s (%s)", p.Path, what, imp, l.why)
+			}
+		}
+		for _, imp := range p.Imports {
+			check(imp, false)
+		}
+		for _, imp := range p.TestImports {
+			if imp != p.Path {
+				check(imp, true)
+			}
+		}
+	}
+	sort.Strings(out)
+	return slices.Compact(out)
+}
+
+func hasPrefix(s string, prefixes []string) bool {
+	for _, p := range prefixes {
+		if s == p || strings.HasPrefix(s, strings.TrimSuffix(p, "/")+"/") {
+			return true
+		}
+	}
+	return false
+}

@@ -16,13 +16,7 @@ import (
 // copy_file_range(2) of each data segment, so holes stay holes and no byte passes through user
 // space, while the hash runs on the other CPUs (from the page cache); only filesystems that
 // support neither get a user-space sparse copy. The whole operation costs about one read plus one
-// kernel copy.
-//
-// Writing each piece from the hash's own mapping right after hashing it (so that the copy reads
-// bytes still in the CPU caches, on all CPUs) was measured and rejected: pwrite from the mapping
-// took about 1.5x the CPU time of copy_file_range (2 GiB: 3.2 s against 2.2 s of process CPU for
-// the whole ingest), and copy_file_range per piece after its hash was no better than this (2.0 s
-// against 2.0 s).
+// kernel copy (alternatives measured and rejected: docs/performance.md).
 //
 // The digest covers src, not dst: the caller must check afterwards that src did not change
 // (unchanged) — then dst holds the same bytes, because the kernel copied exactly the ranges that
@@ -45,8 +39,7 @@ func copyAndHash(ctx context.Context, src, dst *os.File, size int64) (Digest, er
 		}
 		copied <- err
 	}()
-	// The copy keeps one CPU busy: hash on the others (measured on 2 cores, 2 GiB: 2.0-2.4 s with
-	// one hash worker, 2.4-3.8 s with two competing with the copy).
+	// The copy keeps one CPU busy: hash on the others (docs/performance.md).
 	var d Digest
 	var herr error
 	if size > PieceSize {

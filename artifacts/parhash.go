@@ -95,12 +95,8 @@ func hashPiece(f *os.File, size, i int64, buf []byte, out *ChainValue) error {
 // hashPieceMapped maps piece i of f read-only, stores its subtree chaining value in out and unmaps
 // it. If the file shrank meanwhile, touching the pages past its end raises SIGBUS; the fault becomes
 // a recovered panic on this goroutine (debug.SetPanicOnFault) and an error naming the file, never a
-// crash or a digest.
-//
-// Measured on this 2-core VM, 2 GiB from the page cache: one core 0.84-0.91 s mapped piece by piece,
-// 0.89-1.08 s with MAP_POPULATE, 1.03-1.06 s by pread, 0.63 s for the hash alone in memory; two
-// cores, 8 interleaved rounds at load 8: 17.4 s mapped piece by piece, 20.1 s with one whole-file
-// mapping, 16.2 s by pread; at load 4-6 pread took 1.42x the mapped time (BenchmarkHash2GiB).
+// crash or a digest. (Why mapped piece by piece rather than by pread or one whole-file mapping:
+// BenchmarkHash2GiB, docs/performance.md.)
 func hashPieceMapped(f *os.File, size, i int64, out *ChainValue) (err error) {
 	off := i * PieceSize
 	want := int(min(PieceSize, size-off))

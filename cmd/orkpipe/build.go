@@ -211,11 +211,10 @@ func printBuildPlan(ctx context.Context, opts *globalOptions, eng *engine.Engine
 	return nil
 }
 
-// nonGoPerCPU is the resident memory per CPU that the Go runtime does not account for: an
-// OpenBLAS thread's work buffer (32 MiB on x86-64 in -tags blas builds), its C stack, and the
-// buffers of goroutines calling BLAS at the same time from their own threads. 40 MiB left 6 MiB of
-// a 4 GiB budget unused in a 27B-shaped GPTQ build (peak RSS 4,289,011,712 bytes); 64 MiB leaves
-// room for one more caller.
+// nonGoPerCPU is the resident memory per CPU reserved for what the Go runtime does not account for:
+// an OpenBLAS thread's work buffer (32 MiB on x86-64 in -tags blas builds), its C stack, and the
+// buffers of goroutines calling BLAS at the same time from their own threads, with room for one more
+// caller (how it was sized: docs/performance.md, "Measurements behind design choices").
 const nonGoPerCPU = 64 << 20
 
 // goMemoryLimit returns the Go runtime's soft memory limit for a build under the budget mem: mem

@@ -86,9 +86,8 @@ var steps = gonumSteps
 // condition check, the inverse (potri = trtri + lauum) and Cholesky again. The pure-Go build runs
 // gonum's blocked algorithms (same block size and call order as gonum/mat's Cholesky, InverseTo,
 // Cholesky, so the result is bit-identical to those) with a ctx check per block; the -tags blas
-// build runs OpenBLAS's dpotrf/dtrtri/dlauum (parallel, about 3x faster than the blocked loops
-// over OpenBLAS's BLAS at K = 5120) with a ctx check between the steps — each step is about a
-// quarter of the K³ work, some 20 s at K = 17408 on 2 cores.
+// build runs OpenBLAS's dpotrf/dtrtri/dlauum (parallel) with a ctx check between the steps, each
+// about a quarter of the K³ work (timings: docs/performance.md).
 func invCholUpper(ctx context.Context, a []float64, k int) error {
 	if k == 0 {
 		return nil

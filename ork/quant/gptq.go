@@ -96,8 +96,8 @@ func GPTQ(ctx context.Context, m Matrix, h *Hessian, opts ...Option) (*Weight, e
 // weight when rotated (N·KP·4); the float64 working rows of the row chunks in flight (at most
 // N/4 + workers rows of KP + block size values, workers = GOMAXPROCS by default); O(KP) vectors;
 // and 64 MiB + 16 MiB per GOMAXPROCS for the runtime and BLAS workspaces. For K = 17408,
-// N = 5120, G32, no rotation, on 2 cores that is about 2.26 + 0.09 + 0.01 + 0.17 + 0.09 ≈ 2.61 GiB
-// (measured peak RSS growth: 2.56 GiB); rotated, 0.33 GiB more.
+// N = 5120, G32, no rotation, on 2 cores that is about 2.26 + 0.09 + 0.01 + 0.17 + 0.09 ≈ 2.61 GiB;
+// rotated, 0.33 GiB more.
 func GPTQMemory(n, k, kp, group int, rotated bool) int64 {
 	N, KP := int64(n), int64(kp)
 	ng := int64(1)

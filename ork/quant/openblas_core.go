@@ -13,8 +13,8 @@ const OpenBLASCoreEnv = "OPENBLAS_CORETYPE"
 // OpenBLASCoreAdvice says which kernel set OpenBLAS should be forced to, when its CPU detection
 // fell back to generic kernels on a CPU that has better ones. Debian's OpenBLAS (0.3.21, built
 // DYNAMIC_ARCH) does not know newer Intel models (Emerald Rapids, family 6 model 207, say) and
-// falls back to "Prescott" (SSE3): there dgemm runs at about a fifth of the speed of the
-// "SkylakeX" (AVX-512) kernels on the same cores (measured: 17 vs 70-110 GFLOP/s on 2 cores).
+// falls back to "Prescott" (SSE3), whose dgemm is several times slower than the "SkylakeX"
+// (AVX-512) kernels on the same cores (docs/performance.md).
 //
 // It returns ok only when the chosen core is that fallback, OPENBLAS_CORETYPE is not already set
 // (a user's choice is never overridden) and the CPU has AVX-512 F/BW/DQ/VL ("SkylakeX") or AVX2

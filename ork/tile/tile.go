@@ -20,8 +20,8 @@ func (l Layout) Tile(dst []byte, codes []int8) error {
 	switch l.kind {
 	case I8Native:
 		src := unsafe.Slice((*byte)(unsafe.Pointer(unsafe.SliceData(codes))), len(codes))
-		// int8 runs are plain 32-byte copies, bound by memory bandwidth: two goroutines measured
-		// 0.85-0.98x of one (BenchmarkTileVsCopy), so this walk stays serial.
+		// int8 runs are plain 32-byte copies, bound by memory bandwidth, so this walk stays serial
+		// (BenchmarkTileVsCopy; docs/performance.md).
 		l.walk(func(n, k0, off int) {
 			out := dst[off : off+runLen]
 			if n >= l.n || k0 >= l.k {
@@ -70,8 +70,7 @@ func (l Layout) Tile(dst []byte, codes []int8) error {
 }
 
 // packRun packs 32 int4 codes into 16 bytes in nibble order o and reports whether any code was outside
-// [-8, 7]. It is the hot loop of int4 tiling: constant shifts per order, no bounds checks. (A 64-bit SWAR
-// variant was measured and was not faster.)
+// [-8, 7]. It is the hot loop of int4 tiling: constant shifts per order, no bounds checks.
 func packRun(out []byte, run []int8, o NibbleOrder) (outOfRange bool) {
 	_ = out[runLen/2-1]
 	_ = run[runLen-1]

@@ -4,10 +4,11 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
 
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/google/go-containerregistry/pkg/v1/types"
+
+	"orkpipe/registry/oci"
 )
 
 const maxConfigSize = 4 << 20
@@ -29,32 +30,24 @@ func Describe(ctx context.Context, ref string, opts ...Option) (*Description, er
 	if err != nil {
 		return nil, err
 	}
-	t, err := newTarget(ctx, ref, o, false)
+	r, err := oci.Open(ctx, ref, false, o.conn...)
 	if err != nil {
 		return nil, err
 	}
-	art, err := t.fetchArtifact(ctx)
+	art, err := fetchArtifact(ctx, r)
 	if err != nil {
 		return nil, err
 	}
 	d := &Description{Ref: ref, Artifact: art}
 	cd := art.Manifest.Config
-	if cd.Size > maxConfigSize {
-		return nil, fmt.Errorf("config %s: %d bytes, more than %d", cd.Digest, cd.Size, maxConfigSize)
-	}
-	rc, err := t.openBlob(ctx, cd.Digest.String(), 0)
+	b, err := r.ReadBlob(ctx, cd, maxConfigSize)
 	if err != nil {
-		return nil, err
-	}
-	b, err := io.ReadAll(newVerifyingReader(io.LimitReader(rc, cd.Size+1), cd.Size, cd.Digest.String(), "config "+cd.Digest.String()))
-	rc.Close()
-	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("config: %w", err)
 	}
 	if err := json.Unmarshal(b, &d.Config); err != nil {
 		return nil, fmt.Errorf("config %s: %w", cd.Digest, err)
 	}
-	if d.Attestations, err = t.attestations(ctx, art.Digest); err != nil {
+	if d.Attestations, err = attestations(ctx, r, o, art.Digest); err != nil {
 		return nil, err
 	}
 	return d, nil
@@ -74,17 +67,17 @@ func Attach(ctx context.Context, ref, predicateType string, predicate json.RawMe
 	if !json.Valid(predicate) {
 		return "", fmt.Errorf("attach: predicate is not valid JSON")
 	}
-	t, err := newTarget(ctx, ref, o, true)
+	r, err := oci.Open(ctx, ref, true, o.conn...)
 	if err != nil {
 		return "", err
 	}
-	art, err := t.fetchArtifact(ctx)
+	art, err := fetchArtifact(ctx, r)
 	if err != nil {
 		return "", err
 	}
-	st := statementFor(t.repo.String(), art.Digest, art.Files, predicateType, predicate)
+	st := statementFor(r.Name(), art.Digest, art.Files, predicateType, predicate)
 	subject := v1.Descriptor{MediaType: types.OCIManifestSchema1, Size: int64(len(art.Raw)), Digest: art.Digest}
-	h, err := t.attach(ctx, subject, st, o.signer)
+	h, err := attach(ctx, r, subject, st, o.signer)
 	if err != nil {
 		return "", err
 	}

@@ -1,20 +1,23 @@
 package registry
 
-import "errors"
+import (
+	"errors"
+
+	"orkpipe/registry/oci"
+)
 
 // Sentinel errors. Errors returned by this package wrap one of these where it applies, and name the
 // file, part and digest involved.
 var (
-	// ErrDigestMismatch: bytes received (or found on disk) do not match the digest the manifest records.
-	ErrDigestMismatch = errors.New("digest mismatch")
+	// ErrDigestMismatch: bytes received (or found on disk) do not match the digest the manifest
+	// records (the same error as registry/oci's, which transfers wrap).
+	ErrDigestMismatch = oci.ErrDigestMismatch
 	// ErrInvalidManifest: a manifest or its annotations do not describe a valid orkpipe artifact.
 	ErrInvalidManifest = errors.New("invalid orkpipe manifest")
 	// ErrUntrusted: no attestation signed by a trusted key covers the artifact.
 	ErrUntrusted = errors.New("no valid signature by a trusted key")
 	// ErrExists: a destination file exists with different content and overwriting was not allowed.
 	ErrExists = errors.New("destination exists with different content")
-	// ErrRefused: the registry refused an upload method (e.g. 413 on a monolithic PUT).
-	ErrRefused = errors.New("registry refused upload method")
 	// ErrInvalidKey: a key file is not an ed25519 key in the expected PEM form.
 	ErrInvalidKey = errors.New("invalid key")
 )

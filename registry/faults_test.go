@@ -7,13 +7,14 @@ import (
 	"strings"
 	"testing"
 
+	"orkpipe/registry/oci"
 	"orkpipe/registry/regtest"
 )
 
 func TestPullFaults(t *testing.T) {
 	ctx := ctxT(t)
-	proxy := &faultProxy{}
-	reg := regtest.Start(t, func(h http.Handler) http.Handler { proxy.next = h; return proxy })
+	proxy := &regtest.FaultProxy{}
+	reg := regtest.Start(t, func(h http.Handler) http.Handler { proxy.Next = h; return proxy })
 	src := buildDir(t)
 	ref := reg.Ref("packs/faults", "v1")
 	res, err := Push(ctx, src, ref, plain(reg), WithPartSize(256<<10))
@@ -42,8 +43,8 @@ func TestPullFaults(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			proxy.set(tc.mode, tc.faults, tc.every)
-			defer proxy.set("", 0, 0)
+			proxy.Set(tc.mode, tc.faults, tc.every)
+			defer proxy.Set("", 0, 0)
 			dst := filepath.Join(t.TempDir(), "out")
 			pr, err := Pull(ctx, ref, dst, plain(reg), WithJobs(2), WithRetries(3))
 			if tc.wantErr {
@@ -72,21 +73,21 @@ func TestPullFaults(t *testing.T) {
 
 func TestUploadFallback(t *testing.T) {
 	ctx := ctxT(t)
-	proxy := &faultProxy{}
-	reg := regtest.Start(t, func(h http.Handler) http.Handler { proxy.next = h; return proxy })
+	proxy := &regtest.FaultProxy{}
+	reg := regtest.Start(t, func(h http.Handler) http.Handler { proxy.Next = h; return proxy })
 	src := buildDir(t)
 	for _, tc := range []struct {
 		name, refuse string
-		mode         UploadMode
+		mode         oci.UploadMode
 	}{
-		{"monolithic refused, chunked used", "refuse-put", UploadMonolithic},
-		{"chunked refused, monolithic used", "refuse-patch", UploadChunked},
+		{"monolithic refused, chunked used", "refuse-put", oci.UploadMonolithic},
+		{"chunked refused, monolithic used", "refuse-patch", oci.UploadChunked},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			proxy.set(tc.refuse, -1, 0)
+			proxy.Set(tc.refuse, -1, 0)
 			repo := "packs/" + tc.refuse
 			res, err := Push(ctx, src, reg.Ref(repo, "v1"), plain(reg), WithPartSize(256<<10), WithUploadMode(tc.mode, 100<<10))
-			proxy.set("", 0, 0)
+			proxy.Set("", 0, 0)
 			if err != nil {
 				t.Fatal(err)
 			}

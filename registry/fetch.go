@@ -9,6 +9,8 @@ import (
 	"sync/atomic"
 
 	"github.com/klauspost/compress/zstd"
+
+	"orkpipe/registry/oci"
 )
 
 // fetchBuffer is the read size of a part download: each block is hashed by sha256 and BLAKE3 and
@@ -21,19 +23,19 @@ const fetchBuffer = 256 << 10
 // pullPart downloads part p into fj's partial file, retrying transient failures and corrupt
 // transfers, and returns the part's BLAKE3 pieces (nil when the file is not verified by BLAKE3);
 // the error names the file, part and layer digest.
-func pullPart(ctx context.Context, t *target, fj *fileJob, p Part, downloaded *atomic.Int64) (*partTree, error) {
+func pullPart(ctx context.Context, r *oci.Repo, o *options, fj *fileJob, p Part, downloaded *atomic.Int64) (*partTree, error) {
 	var err error
-	for attempt := 1; attempt <= t.o.retries; attempt++ {
+	for attempt := 1; attempt <= o.retries; attempt++ {
 		var pt *partTree
-		pt, err = fetchPart(ctx, t, fj, p, downloaded)
+		pt, err = fetchPart(ctx, r, o, fj, p, downloaded)
 		if err == nil {
 			return pt, nil
 		}
-		if !transient(err) || ctx.Err() != nil {
+		if !oci.Transient(err) || ctx.Err() != nil {
 			break
 		}
-		t.o.logger.Warn("retrying layer download", "file", fj.file.Name, "part", p.Index, "digest", p.Layer.Digest.String(), "attempt", attempt, "err", err)
-		backoff(ctx, attempt)
+		o.logger.Warn("retrying layer download", "file", fj.file.Name, "part", p.Index, "digest", p.Layer.Digest.String(), "attempt", attempt, "err", err)
+		oci.Backoff(ctx, attempt)
 	}
 	return nil, fmt.Errorf("pull %s part %d/%d (layer %s): %w", fj.file.Name, p.Index, len(fj.file.Parts), p.Layer.Digest, err)
 }
@@ -44,17 +46,19 @@ func pullPart(ctx context.Context, t *target, fj *fileJob, p Part, downloaded *a
 // digest and size all match; only then are its BLAKE3 pieces returned. Its bytes are not synced
 // here (writeback is started as they land): a resumed pull re-hashes journaled parts from disk,
 // and the finished file is fsynced before its rename.
-func fetchPart(ctx context.Context, t *target, fj *fileJob, p Part, downloaded *atomic.Int64) (*partTree, error) {
+func fetchPart(ctx context.Context, r *oci.Repo, o *options, fj *fileJob, p Part, downloaded *atomic.Int64) (*partTree, error) {
 	d := p.Layer.Digest.String()
-	rr := &resumingReader{ctx: ctx, t: t, digest: d, size: p.Layer.Size, max: t.o.retries}
+	rr := r.OpenBlob(ctx, d, 0, p.Layer.Size)
 	defer rr.Close()
 	storedH := sha256.New()
 	count := func(n int64) {
 		downloaded.Add(n)
-		t.o.progress.Report(Event{Kind: EventBytes, File: fj.file.Name, Bytes: n})
+		o.progress.Report(Event{Kind: EventBytes, File: fj.file.Name, Bytes: n})
 	}
-	er := &errReader{r: rr}
+	cr := &countingReader{r: rr}
+	er := &errReader{r: cr}
 	src := io.TeeReader(&countingReader{r: er, count: count}, storedH)
+	_ = cr
 	data := src
 	var dec *zstd.Decoder
 	if p.Compressed() {
@@ -91,8 +95,8 @@ func fetchPart(ctx context.Context, t *target, fj *fileJob, p Part, downloaded *
 		return nil, er.err
 	}
 	got := "sha256:" + hex.EncodeToString(storedH.Sum(nil))
-	if got != d || rr.off != p.Layer.Size {
-		return nil, fmt.Errorf("%w: received %d bytes hashing to %s, want %d bytes %s", ErrDigestMismatch, rr.off, got, p.Layer.Size, d)
+	if got != d || cr.n != p.Layer.Size {
+		return nil, fmt.Errorf("%w: received %d bytes hashing to %s, want %d bytes %s", ErrDigestMismatch, cr.n, got, p.Layer.Size, d)
 	}
 	if copyErr != nil {
 		// The stored bytes are what the manifest names, yet they do not decode: the artifact is bad.
@@ -108,6 +112,22 @@ func fetchPart(ctx context.Context, t *target, fj *fileJob, p Part, downloaded *
 		pt.close()
 	}
 	return pt, nil
+}
+
+// countingReader counts the bytes read, and reports them when count is set.
+type countingReader struct {
+	r     io.Reader
+	n     int64
+	count func(int64)
+}
+
+func (c *countingReader) Read(p []byte) (int, error) {
+	k, err := c.r.Read(p)
+	c.n += int64(k)
+	if k > 0 && c.count != nil {
+		c.count(int64(k))
+	}
+	return k, err
 }
 
 // errReader remembers the first non-EOF error of r, to tell a failed transfer from bad content.

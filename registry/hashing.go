@@ -11,6 +11,7 @@ import (
 	"os"
 
 	"orkpipe/artifacts"
+	"orkpipe/registry/oci"
 )
 
 // FileDigests identify the whole, uncompressed content of one file (holes read as zeros). Push
@@ -62,19 +63,6 @@ func (d FileDigests) matches(got FileDigests) bool {
 
 // zeroBuf feeds holes to hashers without reading them from the kernel.
 var zeroBuf = make([]byte, 1<<20)
-
-// ctxReader makes a long copy honour ctx between reads.
-type ctxReader struct {
-	ctx context.Context
-	r   io.Reader
-}
-
-func (c ctxReader) Read(p []byte) (int, error) {
-	if err := c.ctx.Err(); err != nil {
-		return 0, err
-	}
-	return c.r.Read(p)
-}
 
 // hashPath hashes the file at path (sha256 and BLAKE3 at once), skipping its holes.
 func hashPath(ctx context.Context, path string) (FileDigests, error) {
@@ -134,7 +122,7 @@ func (s *sha256Hasher) extents(ctx context.Context, f io.ReaderAt, size int64, e
 	}
 	for _, e := range exts {
 		zeros(e.Off - s.n)
-		n, err := io.CopyBuffer(s.h, ctxReader{ctx, io.NewSectionReader(f, e.Off, e.Len)}, s.chunk)
+		n, err := io.CopyBuffer(s.h, oci.CtxReader{Ctx: ctx, R: io.NewSectionReader(f, e.Off, e.Len)}, s.chunk)
 		s.n += n
 		if err != nil {
 			return err

@@ -1,7 +1,6 @@
 package registry
 
 import (
-	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -15,6 +14,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/go-containerregistry/pkg/name"
+	"github.com/google/go-containerregistry/pkg/v1/remote"
+	"github.com/google/go-containerregistry/pkg/v1/types"
 	"github.com/zeebo/blake3"
 
 	"orkpipe/internal/testfiles"
@@ -255,4 +257,23 @@ func ctxT(t testing.TB) context.Context {
 	return ctx
 }
 
-var _ = bytes.Equal
+// putRaw puts manifest bytes (as a tool other than orkpipe, or an attacker, would) at ref.
+func putRaw(t testing.TB, ref string, raw []byte, mt types.MediaType) {
+	t.Helper()
+	tag, err := name.NewTag(ref, name.Insecure)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := remote.Put(tag, rawManifest{raw, mt}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// rawManifest is a remote.Taggable for bytes a test serialized.
+type rawManifest struct {
+	raw []byte
+	mt  types.MediaType
+}
+
+func (r rawManifest) RawManifest() ([]byte, error)        { return r.raw, nil }
+func (r rawManifest) MediaType() (types.MediaType, error) { return r.mt, nil }

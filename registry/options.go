@@ -9,25 +9,14 @@ import (
 	"time"
 
 	"github.com/google/go-containerregistry/pkg/authn"
+
+	"orkpipe/registry/oci"
 )
 
 // Defaults.
 const (
-	DefaultPartSize  = 512 << 20 // a file's data is pushed as layers of at most this many bytes
-	MinPartSize      = 64 << 10
-	DefaultChunkSize = 64 << 20 // PATCH size of a chunked upload
-	DefaultRetries   = 5        // attempts per part (download or upload) before giving up
-)
-
-// UploadMode is the first blob-upload method tried; the other one is the fallback when the registry
-// refuses the first (ErrRefused).
-type UploadMode int
-
-const (
-	// UploadMonolithic: POST then one PUT carrying the whole blob.
-	UploadMonolithic UploadMode = iota
-	// UploadChunked: POST, PATCH in chunks with Content-Range, then PUT.
-	UploadChunked
+	DefaultPartSize = 512 << 20 // a file's data is pushed as layers of at most this many bytes
+	MinPartSize     = 64 << 10
 )
 
 // Annotator returns extra layer annotations for one file about to be pushed (for example the pack
@@ -50,43 +39,40 @@ func (f AnnotatorFunc) FileAnnotations(ctx context.Context, path string) (map[st
 type Option func(*options) error
 
 type options struct {
-	partSize   int64
-	jobs       int
-	plainHTTP  map[string]bool
-	insecure   bool
-	keychain   authn.Keychain
-	transport  http.RoundTripper
-	progress   Progress
-	signer     ed25519.PrivateKey
-	trust      []ed25519.PublicKey
-	annotator  Annotator
-	model      ModelInfo
-	created    time.Time
-	logger     *slog.Logger
-	retries    int
-	force      bool
-	uploadMode UploadMode
-	chunkSize  int64
+	conn      []oci.Option // how to reach the registry (registry/oci)
+	partSize  int64
+	jobs      int
+	progress  Progress
+	signer    ed25519.PrivateKey
+	trust     []ed25519.PublicKey
+	annotator Annotator
+	model     ModelInfo
+	created   time.Time
+	logger    *slog.Logger
+	retries   int
+	force     bool
 }
 
 func makeOptions(opts []Option) (*options, error) {
 	o := &options{
-		partSize:  DefaultPartSize,
-		jobs:      4,
-		plainHTTP: map[string]bool{},
-		keychain:  authn.DefaultKeychain,
-		transport: http.DefaultTransport,
-		progress:  nopProgress{},
-		logger:    slog.Default(),
-		retries:   DefaultRetries,
-		chunkSize: DefaultChunkSize,
+		partSize: DefaultPartSize,
+		jobs:     4,
+		progress: nopProgress{},
+		logger:   slog.Default(),
+		retries:  oci.DefaultRetries,
 	}
 	for _, opt := range opts {
 		if err := opt(o); err != nil {
 			return nil, err
 		}
 	}
+	o.conn = append(o.conn, oci.WithLogger(o.logger), oci.WithRetries(o.retries))
 	return o, nil
+}
+
+// conn adds a connection option (see registry/oci).
+func conn(opt oci.Option) Option {
+	return func(o *options) error { o.conn = append(o.conn, opt); return nil }
 }
 
 // WithPartSize sets the largest layer: bigger files are pushed as several byte-range layers.
@@ -112,43 +98,17 @@ func WithJobs(n int) Option {
 }
 
 // WithPlainHTTP allows plain HTTP (no TLS) to exactly this registry host ("host:port").
-func WithPlainHTTP(host string) Option {
-	return func(o *options) error {
-		if host == "" {
-			return fmt.Errorf("plain HTTP: empty host")
-		}
-		o.plainHTTP[host] = true
-		return nil
-	}
-}
+func WithPlainHTTP(host string) Option { return conn(oci.WithPlainHTTP(host)) }
 
 // WithInsecure allows plain HTTP to any host and skips TLS certificate verification.
-func WithInsecure() Option {
-	return func(o *options) error { o.insecure = true; return nil }
-}
+func WithInsecure() Option { return conn(oci.WithInsecure()) }
 
 // WithKeychain sets where credentials come from (default authn.DefaultKeychain: Docker config and
 // credential helpers).
-func WithKeychain(k authn.Keychain) Option {
-	return func(o *options) error {
-		if k == nil {
-			return fmt.Errorf("keychain: nil")
-		}
-		o.keychain = k
-		return nil
-	}
-}
+func WithKeychain(k authn.Keychain) Option { return conn(oci.WithKeychain(k)) }
 
 // WithTransport sets the base HTTP transport (default http.DefaultTransport).
-func WithTransport(t http.RoundTripper) Option {
-	return func(o *options) error {
-		if t == nil {
-			return fmt.Errorf("transport: nil")
-		}
-		o.transport = t
-		return nil
-	}
-}
+func WithTransport(t http.RoundTripper) Option { return conn(oci.WithTransport(t)) }
 
 // WithProgress reports transfer progress to p.
 func WithProgress(p Progress) Option {
@@ -246,15 +206,6 @@ func WithForce() Option {
 
 // WithUploadMode sets the first upload method tried (the other is the fallback) and the chunk size
 // of chunked uploads.
-func WithUploadMode(m UploadMode, chunkSize int64) Option {
-	return func(o *options) error {
-		if m != UploadMonolithic && m != UploadChunked {
-			return fmt.Errorf("upload mode %d: unknown", m)
-		}
-		if chunkSize < MinPartSize {
-			return fmt.Errorf("chunk size %d: must be at least %d bytes", chunkSize, MinPartSize)
-		}
-		o.uploadMode, o.chunkSize = m, chunkSize
-		return nil
-	}
+func WithUploadMode(m oci.UploadMode, chunkSize int64) Option {
+	return conn(oci.WithUploadMode(m, chunkSize))
 }

@@ -15,6 +15,8 @@ import (
 	"sync"
 
 	"golang.org/x/sys/unix"
+
+	"orkpipe/registry/oci"
 )
 
 // PartialDir is the directory, beside the pulled files, that holds the state of unfinished pulls:
@@ -138,7 +140,7 @@ func checkLocal(ctx context.Context, f io.ReaderAt, p Part, pt *partTree) bool {
 	if pt != nil {
 		w = io.MultiWriter(h, pt)
 	}
-	if _, err := io.CopyBuffer(w, ctxReader{ctx, extentsReader(f, p.Extents)}, make([]byte, fetchBuffer)); err != nil {
+	if _, err := io.CopyBuffer(w, oci.CtxReader{Ctx: ctx, R: extentsReader(f, p.Extents)}, make([]byte, fetchBuffer)); err != nil {
 		return false
 	}
 	if "sha256:"+hex.EncodeToString(h.Sum(nil)) != p.RawSHA256 {

@@ -7,7 +7,6 @@ import (
 	"encoding/hex"
 	"fmt"
 	"hash"
-	"hash/crc32"
 	"io"
 	"os"
 	"path/filepath"
@@ -20,6 +19,7 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"orkpipe/artifacts"
+	"orkpipe/registry/oci"
 )
 
 // Compression is decided per file from a sample of its data: zstd is used only when the sample
@@ -41,7 +41,6 @@ func newEncoder(w io.Writer) (*zstd.Encoder, error) {
 type localFile struct {
 	path string
 	File
-	crcs []uint32 // CRC-32C of each part's stored bytes, as hashed in pass 1
 }
 
 // mediaTypeFor classifies a file: JSON documents are docs, everything else (pack, stub) is weight.
@@ -152,7 +151,6 @@ func prepareFile(ctx context.Context, path string, o *options) (*localFile, erro
 	// holes as zeros), up to o.jobs others hash (and compress) parts. The file
 	// must not change meanwhile: its identity (inode, size, mtime, ctime) is compared afterwards.
 	lf.Parts = make([]Part, len(parts))
-	lf.crcs = make([]uint32, len(parts))
 	g, gctx := errgroup.WithContext(ctx)
 	g.Go(func() error {
 		h := newSHA256Hasher()
@@ -179,12 +177,12 @@ func prepareFile(ctx context.Context, path string, o *options) (*localFile, erro
 				return gctx.Err()
 			}
 			defer func() { <-sem }()
-			p, crc, err := hashPart(gctx, f, i, pe, compress)
+			p, err := hashPart(gctx, f, i, pe, compress)
 			if err != nil {
 				return fmt.Errorf("%s: part %d: %w", path, i, err)
 			}
 			p.Layer.MediaType = types.MediaType(mt)
-			lf.Parts[i], lf.crcs[i] = p, crc
+			lf.Parts[i] = p
 			return nil
 		})
 	}
@@ -206,31 +204,29 @@ func prepareFile(ctx context.Context, path string, o *options) (*localFile, erro
 }
 
 // hashPart computes the digests of one part: sha256 of its uncompressed bytes and, when compressed,
-// sha256 and size of the zstd stream; and the CRC-32C of the stored bytes, which the upload checks
-// the bytes it re-reads against (see crcReader).
-func hashPart(ctx context.Context, f io.ReaderAt, index int, exts []Extent, compress bool) (Part, uint32, error) {
+// sha256 and size of the zstd stream. The registry checks the stored sha256 of the bytes uploaded.
+func hashPart(ctx context.Context, f io.ReaderAt, index int, exts []Extent, compress bool) (Part, error) {
 	raw := sha256.New()
-	crc := crc32.New(castagnoli)
-	stored := &hashCounter{h: raw, crc: crc} // uncompressed: the stored bytes are the raw bytes
-	src := ctxReader{ctx, extentsReader(f, exts)}
+	stored := &hashCounter{h: raw} // uncompressed: the stored bytes are the raw bytes
+	src := oci.CtxReader{Ctx: ctx, R: extentsReader(f, exts)}
 	var n int64
 	var err error
 	if compress {
-		stored = &hashCounter{h: sha256.New(), crc: crc}
+		stored = &hashCounter{h: sha256.New()}
 		n, err = encodePart(stored, io.TeeReader(src, raw))
 	} else {
 		n, err = io.CopyBuffer(stored, src, make([]byte, 1<<20))
 	}
 	if err != nil {
-		return Part{}, 0, err
+		return Part{}, err
 	}
 	if n != extentsLen(exts) {
-		return Part{}, 0, fmt.Errorf("read %d bytes, extents hold %d: file shrank", n, extentsLen(exts))
+		return Part{}, fmt.Errorf("read %d bytes, extents hold %d: file shrank", n, extentsLen(exts))
 	}
 	return Part{
 		Index: index, Extents: exts, RawSize: n, RawSHA256: "sha256:" + hex.EncodeToString(raw.Sum(nil)),
 		Layer: v1.Descriptor{Size: stored.n, Digest: v1.Hash{Algorithm: "sha256", Hex: hex.EncodeToString(stored.h.Sum(nil))}},
-	}, crc.Sum32(), nil
+	}, nil
 }
 
 // sameFile fails if the file at path is no longer the one st describes (replaced, resized or
@@ -263,6 +259,19 @@ func encodePart(dst io.Writer, src io.Reader) (int64, error) {
 	return n, err
 }
 
+// openPartAt returns the stored bytes of part p (compressed when the layer is) from offset off.
+func (lf *localFile) openPartAt(p Part, off int64) (io.ReadCloser, error) {
+	rc, err := lf.openPart(p)
+	if err != nil || off == 0 {
+		return rc, err
+	}
+	if _, err := io.CopyN(io.Discard, rc, off); err != nil {
+		rc.Close()
+		return nil, fmt.Errorf("%s part %d: skipping to %d: %w", lf.Name, p.Index, off, err)
+	}
+	return rc, nil
+}
+
 // openPart returns the stored bytes of part p (compressed when the layer is).
 func (lf *localFile) openPart(p Part) (io.ReadCloser, error) {
 	f, err := os.Open(lf.path)
@@ -285,16 +294,14 @@ func (lf *localFile) openPart(p Part) (io.ReadCloser, error) {
 	return pr, nil
 }
 
-// hashCounter feeds a sha256 and a CRC-32C and counts the bytes.
+// hashCounter feeds a sha256 and counts the bytes.
 type hashCounter struct {
-	h   hash.Hash
-	crc hash.Hash32
-	n   int64
+	h hash.Hash
+	n int64
 }
 
 func (c *hashCounter) Write(p []byte) (int, error) {
 	c.h.Write(p)
-	c.crc.Write(p)
 	c.n += int64(len(p))
 	return len(p), nil
 }

@@ -10,8 +10,9 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/google/go-containerregistry/pkg/v1/remote"
 	"golang.org/x/sync/errgroup"
+
+	"orkpipe/registry/oci"
 
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 
@@ -54,17 +55,17 @@ func Pull(ctx context.Context, ref, dir string, opts ...Option) (*PullResult, er
 	if err != nil {
 		return nil, err
 	}
-	t, err := newTarget(ctx, ref, o, false)
+	r, err := oci.Open(ctx, ref, false, o.conn...)
 	if err != nil {
 		return nil, err
 	}
-	art, err := t.fetchArtifact(ctx)
+	art, err := fetchArtifact(ctx, r)
 	if err != nil {
 		return nil, err
 	}
 	res := &PullResult{Digest: art.Digest, Artifact: art}
 	if len(o.trust) > 0 {
-		if res.Attestations, err = t.trusted(ctx, art); err != nil {
+		if res.Attestations, err = trusted(ctx, r, o, art); err != nil {
 			return nil, err
 		}
 	}
@@ -110,7 +111,7 @@ func Pull(ctx context.Context, ref, dir string, opts ...Option) (*PullResult, er
 		}
 		for _, p := range fj.todo {
 			g.Go(func() error {
-				pt, err := pullPart(gctx, t, fj, p, &downloaded)
+				pt, err := pullPart(gctx, r, o, fj, p, &downloaded)
 				if err != nil {
 					o.progress.Report(Event{Kind: EventDone, File: fj.file.Name, Err: err})
 					return err
@@ -138,26 +139,23 @@ func Pull(ctx context.Context, ref, dir string, opts ...Option) (*PullResult, er
 	return res, state.remove()
 }
 
-// fetchArtifact gets and parses the manifest ref names.
-func (t *target) fetchArtifact(ctx context.Context) (*Artifact, error) {
-	desc, err := remote.Get(t.ref, t.remote...)
+// fetchArtifact gets (digest-checked) and parses the manifest r's reference names.
+func fetchArtifact(ctx context.Context, r *oci.Repo) (*Artifact, error) {
+	raw, _, err := r.GetManifest(ctx, "")
 	if err != nil {
-		return nil, fmt.Errorf("get manifest %s: %w", t.ref, err)
+		return nil, err
 	}
-	art, err := ParseManifest(desc.Manifest)
+	art, err := ParseManifest(raw)
 	if err != nil {
-		return nil, fmt.Errorf("%s: %w", t.ref, err)
-	}
-	if art.Digest != desc.Digest {
-		return nil, fmt.Errorf("%s: %w: manifest bytes hash to %s, registry says %s", t.ref, ErrDigestMismatch, art.Digest, desc.Digest)
+		return nil, fmt.Errorf("%s: %w", r.Ref(), err)
 	}
 	return art, nil
 }
 
 // trusted returns the provenance attestations of art validly signed by a trusted key, or ErrUntrusted
 // naming what was found instead.
-func (t *target) trusted(ctx context.Context, art *Artifact) ([]Attestation, error) {
-	atts, err := t.attestations(ctx, art.Digest)
+func trusted(ctx context.Context, r *oci.Repo, o *options, art *Artifact) ([]Attestation, error) {
+	atts, err := attestations(ctx, r, o, art.Digest)
 	if err != nil {
 		return nil, err
 	}
@@ -183,7 +181,7 @@ func (t *target) trusted(ctx context.Context, art *Artifact) ([]Attestation, err
 		if len(atts) == 0 {
 			why = append(why, errors.New("no attestations attached"))
 		}
-		return nil, fmt.Errorf("%s (%s): %w: %w", t.ref, art.Digest, ErrUntrusted, errors.Join(why...))
+		return nil, fmt.Errorf("%s (%s): %w: %w", r.Ref(), art.Digest, ErrUntrusted, errors.Join(why...))
 	}
 	return ok, nil
 }

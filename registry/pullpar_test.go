@@ -11,8 +11,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/google/go-containerregistry/pkg/name"
-	"github.com/google/go-containerregistry/pkg/v1/remote"
 	"github.com/google/go-containerregistry/pkg/v1/types"
 
 	v1 "github.com/google/go-containerregistry/pkg/v1"
@@ -44,8 +42,8 @@ func parallelSource(t *testing.T, reg *regtest.Registry, ref string) (string, *P
 // leaving the file that was in the destination untouched even with force).
 func TestPullParallelParts(t *testing.T) {
 	ctx := ctxT(t)
-	proxy := &faultProxy{}
-	reg := regtest.Start(t, func(h http.Handler) http.Handler { proxy.next = h; return proxy })
+	proxy := &regtest.FaultProxy{}
+	reg := regtest.Start(t, func(h http.Handler) http.Handler { proxy.Next = h; return proxy })
 	ref := reg.Ref("packs/parallel", "v1")
 	src, pushed := parallelSource(t, reg, ref)
 	f, _ := pushed.Artifact.File("w.orkpack")
@@ -60,8 +58,8 @@ func TestPullParallelParts(t *testing.T) {
 		{"middle part corrupted every time", -1, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			proxy.setOnly("flip", tc.faults, mid.Layer.Digest.String())
-			defer proxy.set("", 0, 0)
+			proxy.SetOnly("flip", tc.faults, mid.Layer.Digest.String())
+			defer proxy.Set("", 0, 0)
 			dst := filepath.Join(t.TempDir(), "out")
 			if !tc.wantErr {
 				pr, err := Pull(ctx, ref, dst, plain(reg), WithJobs(4), WithRetries(3))
@@ -129,13 +127,7 @@ func TestPullSwappedPartsStreamed(t *testing.T) {
 		t.Fatalf("edited manifest does not parse: %v", err)
 	}
 	ref := reg.Ref("packs/swap", "swapped")
-	tag, err := name.NewTag(ref, name.Insecure)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := remote.Put(tag, rawManifest{raw, types.OCIManifestSchema1}); err != nil {
-		t.Fatal(err)
-	}
+	putRaw(t, ref, raw, types.OCIManifestSchema1)
 	dst := filepath.Join(t.TempDir(), "out")
 	_, err = Pull(ctx, ref, dst, plain(reg), WithJobs(4))
 	if err == nil {

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -14,9 +15,10 @@ import (
 
 	"github.com/google/go-containerregistry/pkg/name"
 	v1 "github.com/google/go-containerregistry/pkg/v1"
-	"github.com/google/go-containerregistry/pkg/v1/remote"
 	"github.com/google/go-containerregistry/pkg/v1/types"
 	"golang.org/x/sync/errgroup"
+
+	"orkpipe/registry/oci"
 )
 
 // PushResult describes a finished push.
@@ -59,7 +61,7 @@ func Push(ctx context.Context, dir, ref string, opts ...Option) (*PushResult, er
 	if o.signer != nil && prov == nil {
 		return nil, fmt.Errorf("%s: signing needs %s (the provenance to attest)", dir, ProvenanceFile)
 	}
-	t, err := newTarget(ctx, ref, o, true)
+	r, err := oci.Open(ctx, ref, true, o.conn...)
 	if err != nil {
 		return nil, err
 	}
@@ -86,7 +88,7 @@ func Push(ctx context.Context, dir, ref string, opts ...Option) (*PushResult, er
 	res := &PushResult{Ref: ref}
 
 	// Pass 2: upload config and layers.
-	cfgDesc, err := t.putSmallBlob(ctx, cfg, MediaTypeModelConfig)
+	cfgDesc, err := r.PutBlob(ctx, cfg, MediaTypeModelConfig)
 	if err != nil {
 		return nil, fmt.Errorf("push config: %w", err)
 	}
@@ -99,7 +101,7 @@ func Push(ctx context.Context, dir, ref string, opts ...Option) (*PushResult, er
 		remaining.Store(int64(len(lf.Parts)))
 		for _, p := range lf.Parts {
 			g.Go(func() error {
-				err := pushPart(gctx, t, lf, p, &uploaded, &reused)
+				err := pushPart(gctx, r, o, lf, p, &uploaded, &reused)
 				if err != nil {
 					o.progress.Report(Event{Kind: EventDone, File: lf.Name, Err: err})
 					return err
@@ -125,18 +127,24 @@ func Push(ctx context.Context, dir, ref string, opts ...Option) (*PushResult, er
 		return nil, fmt.Errorf("internal: generated manifest does not validate: %w", err)
 	}
 	res.Artifact, res.Digest = art, art.Digest
-	if d, ok := t.ref.(name.Digest); ok && d.DigestStr() != art.Digest.String() {
-		return nil, fmt.Errorf("reference %s names digest %s but the manifest is %s", ref, d.DigestStr(), art.Digest)
+	tag := ""
+	switch nr := r.Ref().(type) {
+	case name.Digest:
+		if nr.DigestStr() != art.Digest.String() {
+			return nil, fmt.Errorf("reference %s names digest %s but the manifest is %s", ref, nr.DigestStr(), art.Digest)
+		}
+	case name.Tag:
+		tag = nr.TagStr()
 	}
-	if err := remote.Put(t.ref, rawManifest{raw, types.OCIManifestSchema1}, t.remote...); err != nil {
-		return nil, fmt.Errorf("put manifest %s to %s: %w", art.Digest, ref, err)
+	if _, err := r.PutManifest(ctx, tag, raw); err != nil {
+		return nil, err
 	}
 	o.logger.Info("pushed", "ref", ref, "digest", art.Digest.String(), "uploaded", res.Uploaded, "reused", res.Reused)
 
 	if o.signer != nil {
 		subject := v1.Descriptor{MediaType: types.OCIManifestSchema1, Size: int64(len(raw)), Digest: art.Digest}
-		st := statementFor(t.repo.String(), art.Digest, art.Files, prov.statement.PredicateType, prov.statement.Predicate)
-		h, err := t.attach(ctx, subject, st, o.signer)
+		st := statementFor(r.Name(), art.Digest, art.Files, prov.statement.PredicateType, prov.statement.Predicate)
+		h, err := attach(ctx, r, subject, st, o.signer)
 		if err != nil {
 			return nil, err
 		}
@@ -145,19 +153,18 @@ func Push(ctx context.Context, dir, ref string, opts ...Option) (*PushResult, er
 	return res, nil
 }
 
-// pushPart uploads one layer, retrying transient failures.
-func pushPart(ctx context.Context, t *target, lf *localFile, p Part, uploaded, reusedBytes *atomic.Int64) error {
+// pushPart uploads one layer, retrying transient failures (a chunked upload also resumes within
+// an attempt). The registry checks the sha256 of the bytes sent: a file changed since pass 1
+// hashed it is refused (ErrDigestMismatch) and never retried.
+func pushPart(ctx context.Context, r *oci.Repo, o *options, lf *localFile, p Part, uploaded, reusedBytes *atomic.Int64) error {
 	d := p.Layer.Digest.String()
+	blob := oci.Blob{Digest: d, Size: p.Layer.Size,
+		Open: func(off int64) (io.ReadCloser, error) { return lf.openPartAt(p, off) },
+		Sent: func(n int64) { o.progress.Report(Event{Kind: EventBytes, File: lf.Name, Bytes: n}) }}
 	var err error
-	for attempt := 1; attempt <= t.o.retries; attempt++ {
-		count := func(n int64) {
-			t.o.progress.Report(Event{Kind: EventBytes, File: lf.Name, Bytes: n})
-		}
+	for attempt := 1; attempt <= o.retries; attempt++ {
 		var reused bool
-		check := func(r io.Reader) io.Reader {
-			return &crcReader{r: r, want: lf.crcs[p.Index], size: p.Layer.Size, what: fmt.Sprintf("upload %s part %d (layer %s)", lf.Name, p.Index, d)}
-		}
-		reused, err = t.uploadBlobCheck(ctx, d, p.Layer.Size, func() (io.ReadCloser, error) { return lf.openPart(p) }, check, count)
+		reused, err = r.Upload(ctx, blob)
 		if err == nil {
 			if reused {
 				reusedBytes.Add(p.Layer.Size)
@@ -166,22 +173,13 @@ func pushPart(ctx context.Context, t *target, lf *localFile, p Part, uploaded, r
 			}
 			return nil
 		}
-		if !transient(err) || ctx.Err() != nil {
+		if !oci.Transient(err) || errors.Is(err, ErrDigestMismatch) || ctx.Err() != nil {
 			break
 		}
-		t.o.logger.Warn("retrying layer upload", "file", lf.Name, "part", p.Index, "digest", d, "attempt", attempt, "err", err)
-		backoff(ctx, attempt)
+		o.logger.Warn("retrying layer upload", "file", lf.Name, "part", p.Index, "digest", d, "attempt", attempt, "err", err)
+		oci.Backoff(ctx, attempt)
 	}
 	return fmt.Errorf("push %s part %d/%d (layer %s): %w", lf.Name, p.Index, len(lf.Parts), d, err)
-}
-
-// backoff sleeps 100ms * 2^(attempt-1), at most 5s, or until ctx is done.
-func backoff(ctx context.Context, attempt int) {
-	d := min(100*time.Millisecond<<(attempt-1), 5*time.Second)
-	select {
-	case <-ctx.Done():
-	case <-time.After(d):
-	}
 }
 
 // listDir returns the regular files at the top of dir, sorted. Hidden entries (including the

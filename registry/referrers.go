@@ -1,17 +1,15 @@
 package registry
 
 import (
-	"bytes"
 	"context"
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
-	"io"
 
-	"github.com/google/go-containerregistry/pkg/name"
 	v1 "github.com/google/go-containerregistry/pkg/v1"
-	"github.com/google/go-containerregistry/pkg/v1/remote"
 	"github.com/google/go-containerregistry/pkg/v1/types"
+
+	"orkpipe/registry/oci"
 )
 
 // Attestations are referrers of a pack manifest: an OCI image manifest with artifactType
@@ -40,7 +38,7 @@ type Attestation struct {
 }
 
 // attach signs st with key and attaches it to the manifest subject (in t's repository).
-func (t *target) attach(ctx context.Context, subject v1.Descriptor, st Statement, key []byte) (v1.Hash, error) {
+func attach(ctx context.Context, r *oci.Repo, subject v1.Descriptor, st Statement, key []byte) (v1.Hash, error) {
 	env, err := SignStatement(st, key)
 	if err != nil {
 		return v1.Hash{}, err
@@ -49,11 +47,11 @@ func (t *target) attach(ctx context.Context, subject v1.Descriptor, st Statement
 	if err != nil {
 		return v1.Hash{}, err
 	}
-	envDesc, err := t.putSmallBlob(ctx, envJSON, MediaTypeDSSE)
+	envDesc, err := r.PutBlob(ctx, envJSON, MediaTypeDSSE)
 	if err != nil {
 		return v1.Hash{}, err
 	}
-	cfgDesc, err := t.putSmallBlob(ctx, emptyJSON, MediaTypeEmpty)
+	cfgDesc, err := r.PutBlob(ctx, emptyJSON, MediaTypeEmpty)
 	if err != nil {
 		return v1.Hash{}, err
 	}
@@ -72,79 +70,45 @@ func (t *target) attach(ctx context.Context, subject v1.Descriptor, st Statement
 	if err != nil {
 		return v1.Hash{}, err
 	}
-	h, _, _ := v1.SHA256(bytes.NewReader(raw))
-	ref := t.repo.Digest(h.String())
-	if err := remote.Put(ref, rawManifest{raw, types.OCIManifestSchema1}, t.remote...); err != nil {
-		return v1.Hash{}, fmt.Errorf("put attestation manifest %s for %s: %w", h, subject.Digest, err)
+	h, err := r.PutManifest(ctx, "", raw)
+	if err != nil {
+		return v1.Hash{}, fmt.Errorf("attestation for %s: %w", subject.Digest, err)
 	}
 	return h, nil
 }
 
-// putSmallBlob uploads an in-memory blob (config, envelope) and returns its descriptor.
-func (t *target) putSmallBlob(ctx context.Context, b []byte, mt string) (v1.Descriptor, error) {
-	h, n, _ := v1.SHA256(bytes.NewReader(b))
-	_, err := t.uploadBlob(ctx, h.String(), n, func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(b)), nil }, func(int64) {})
-	if err != nil {
-		return v1.Descriptor{}, err
-	}
-	return v1.Descriptor{MediaType: types.MediaType(mt), Size: n, Digest: h}, nil
-}
-
-// rawManifest is a remote.Taggable for bytes we serialized ourselves.
-type rawManifest struct {
-	raw []byte
-	mt  types.MediaType
-}
-
-func (r rawManifest) RawManifest() ([]byte, error)        { return r.raw, nil }
-func (r rawManifest) MediaType() (types.MediaType, error) { return r.mt, nil }
-
 // attestations lists the attestations attached to subject, each fetched, digest-checked and
 // parsed, and (when trust keys are given) verified.
-func (t *target) attestations(ctx context.Context, subject v1.Hash) ([]Attestation, error) {
-	d := t.repo.Digest(subject.String())
-	idx, err := remote.Referrers(d, append(t.remote, remote.WithFilter("artifactType", ArtifactTypeAttestation))...)
+func attestations(ctx context.Context, r *oci.Repo, o *options, subject v1.Hash) ([]Attestation, error) {
+	descs, err := r.Referrers(ctx, subject, ArtifactTypeAttestation)
 	if err != nil {
-		return nil, fmt.Errorf("list referrers of %s: %w", subject, err)
-	}
-	im, err := idx.IndexManifest()
-	if err != nil {
-		return nil, fmt.Errorf("referrers of %s: %w", subject, err)
+		return nil, err
 	}
 	var out []Attestation
-	for _, desc := range im.Manifests {
-		if desc.ArtifactType != ArtifactTypeAttestation {
-			continue
-		}
-		out = append(out, t.fetchAttestation(ctx, d, desc.Digest))
+	for _, desc := range descs {
+		out = append(out, fetchAttestation(ctx, r, o, subject, desc.Digest))
 	}
 	return out, nil
 }
 
-func (t *target) fetchAttestation(ctx context.Context, subject name.Digest, h v1.Hash) Attestation {
+func fetchAttestation(ctx context.Context, r *oci.Repo, o *options, subject, h v1.Hash) Attestation {
 	a := Attestation{Digest: h}
 	fail := func(err error) Attestation { a.Err = fmt.Errorf("attestation %s: %w", h, err); return a }
-	desc, err := remote.Get(t.repo.Digest(h.String()), t.remote...)
+	raw, _, err := r.GetManifest(ctx, h.String())
 	if err != nil {
 		return fail(err)
 	}
 	var m v1.Manifest
-	if err := json.Unmarshal(desc.Manifest, &m); err != nil {
+	if err := json.Unmarshal(raw, &m); err != nil {
 		return fail(err)
 	}
-	if m.Subject == nil || m.Subject.Digest.String() != subject.DigestStr() {
-		return fail(fmt.Errorf("subject is not %s", subject.DigestStr()))
+	if m.Subject == nil || m.Subject.Digest != subject {
+		return fail(fmt.Errorf("subject is not %s", subject))
 	}
-	if len(m.Layers) != 1 || string(m.Layers[0].MediaType) != MediaTypeDSSE || m.Layers[0].Size > maxEnvelopeSize {
-		return fail(fmt.Errorf("want exactly one %s layer of at most %d bytes", MediaTypeDSSE, maxEnvelopeSize))
+	if len(m.Layers) != 1 || string(m.Layers[0].MediaType) != MediaTypeDSSE {
+		return fail(fmt.Errorf("want exactly one %s layer", MediaTypeDSSE))
 	}
-	l := m.Layers[0]
-	rc, err := t.openBlob(ctx, l.Digest.String(), 0)
-	if err != nil {
-		return fail(err)
-	}
-	b, err := io.ReadAll(newVerifyingReader(io.LimitReader(rc, l.Size+1), l.Size, l.Digest.String(), "envelope "+l.Digest.String()))
-	rc.Close()
+	b, err := r.ReadBlob(ctx, m.Layers[0], maxEnvelopeSize)
 	if err != nil {
 		return fail(err)
 	}
@@ -158,13 +122,13 @@ func (t *target) fetchAttestation(ctx context.Context, subject name.Digest, h v1
 		return fail(err)
 	}
 	a.PredicateType = a.Statement.PredicateType
-	if len(t.o.trust) > 0 {
-		if a.TrustedBy, err = a.Envelope.Verify(t.o.trust); err != nil {
+	if len(o.trust) > 0 {
+		if a.TrustedBy, err = a.Envelope.Verify(o.trust); err != nil {
 			return fail(err)
 		}
-		if !subjectNames(a.Statement, subject.DigestStr()) {
+		if !subjectNames(a.Statement, subject.String()) {
 			a.TrustedBy = nil
-			return fail(fmt.Errorf("%w: signed statement does not name manifest %s as a subject", ErrUntrusted, subject.DigestStr()))
+			return fail(fmt.Errorf("%w: signed statement does not name manifest %s as a subject", ErrUntrusted, subject.String()))
 		}
 	}
 	return a

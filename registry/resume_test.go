@@ -50,8 +50,8 @@ func journalParts(t *testing.T, dst string, art *Artifact) map[string]bool {
 
 func TestPullResumeAfterKill(t *testing.T) {
 	ctx := ctxT(t)
-	proxy := &faultProxy{}
-	reg := regtest.Start(t, func(h http.Handler) http.Handler { proxy.next = h; return proxy })
+	proxy := &regtest.FaultProxy{}
+	reg := regtest.Start(t, func(h http.Handler) http.Handler { proxy.Next = h; return proxy })
 	src := t.TempDir()
 	writeRandom(t, filepath.Join(src, "model.orkpack"), 48<<20, 7)
 	copyFile(t, testfiles.Path(t, "stories260K.gguf"), filepath.Join(src, "stories260K.gguf"))
@@ -66,18 +66,18 @@ func TestPullResumeAfterKill(t *testing.T) {
 		total += f.StoredSize()
 	}
 	dst := filepath.Join(t.TempDir(), "out")
-	proxy.throttle.Store(int64(2 * time.Millisecond))
+	proxy.Throttle.Store(int64(2 * time.Millisecond))
 
 	prev := 0
 	for round := 1; round <= 3; round++ {
-		start := proxy.blobBytes.Load()
+		start := proxy.BlobBytes.Load()
 		cmd := exec.Command(os.Args[0], "-test.run=^TestHelperPullProcess$")
 		cmd.Env = append(os.Environ(), "ORKPIPE_PULL_HELPER=1", "ORKPIPE_PULL_REF="+ref, "ORKPIPE_PULL_DST="+dst, "ORKPIPE_PULL_HOST="+reg.Host)
 		if err := cmd.Start(); err != nil {
 			t.Fatal(err)
 		}
 		// Kill once this run has moved a quarter of the whole artifact.
-		for proxy.blobBytes.Load()-start < total/4 {
+		for proxy.BlobBytes.Load()-start < total/4 {
 			time.Sleep(time.Millisecond)
 		}
 		if err := cmd.Process.Kill(); err != nil { // SIGKILL
@@ -86,7 +86,7 @@ func TestPullResumeAfterKill(t *testing.T) {
 		cmd.Wait()
 		noPulledFiles(t, dst)
 		done := len(journalParts(t, dst, res.Artifact))
-		t.Logf("round %d: killed after %d bytes; %d parts verified so far", round, proxy.blobBytes.Load()-start, done)
+		t.Logf("round %d: killed after %d bytes; %d parts verified so far", round, proxy.BlobBytes.Load()-start, done)
 		if done <= prev {
 			t.Fatalf("round %d: no progress (%d verified parts, %d before)", round, done, prev)
 		}
@@ -103,19 +103,19 @@ func TestPullResumeAfterKill(t *testing.T) {
 			}
 		}
 	}
-	proxy.throttle.Store(0)
+	proxy.Throttle.Store(0)
 	// The killed process's connections may still be draining on the server side: wait until the
 	// counter is quiet so that only the resumed pull's bytes are measured.
-	for last := int64(-1); last != proxy.blobBytes.Load(); {
-		last = proxy.blobBytes.Load()
+	for last := int64(-1); last != proxy.BlobBytes.Load(); {
+		last = proxy.BlobBytes.Load()
 		time.Sleep(300 * time.Millisecond)
 	}
-	start := proxy.blobBytes.Load()
+	start := proxy.BlobBytes.Load()
 	pr, err := Pull(ctx, ref, dst, plain(reg), WithJobs(2))
 	if err != nil {
 		t.Fatal(err)
 	}
-	got := proxy.blobBytes.Load() - start
+	got := proxy.BlobBytes.Load() - start
 	resumed := 0
 	for _, f := range pr.Files {
 		resumed += f.Resumed

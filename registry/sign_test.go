@@ -9,11 +9,10 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/google/go-containerregistry/pkg/name"
 	v1 "github.com/google/go-containerregistry/pkg/v1"
-	"github.com/google/go-containerregistry/pkg/v1/remote"
 	"github.com/google/go-containerregistry/pkg/v1/types"
 
+	"orkpipe/registry/oci"
 	"orkpipe/registry/regtest"
 )
 
@@ -139,11 +138,11 @@ func alterAttestation(t *testing.T, reg *regtest.Registry, repo string, subject 
 	t.Helper()
 	ctx := ctxT(t)
 	o, _ := makeOptions([]Option{plain(reg)})
-	tg, err := newTarget(ctx, reg.Ref(repo, "v1"), o, true)
+	tg, err := oci.Open(ctx, reg.Ref(repo, "v1"), true, o.conn...)
 	if err != nil {
 		t.Fatal(err)
 	}
-	atts, err := tg.attestations(ctx, subject)
+	atts, err := attestations(ctx, tg, o, subject)
 	if err != nil || len(atts) != 1 || atts[0].Err != nil {
 		t.Fatalf("attestations: %v %+v", err, atts)
 	}
@@ -153,34 +152,29 @@ func alterAttestation(t *testing.T, reg *regtest.Registry, repo string, subject 
 		t.Fatal("nothing altered")
 	}
 	envJSON, _ := json.Marshal(env)
-	envDesc, err := tg.putSmallBlob(ctx, envJSON, MediaTypeDSSE)
+	envDesc, err := tg.PutBlob(ctx, envJSON, MediaTypeDSSE)
 	if err != nil {
 		t.Fatal(err)
 	}
-	old, err := remote.Get(tg.repo.Digest(atts[0].Digest.String()), tg.remote...)
+	old, _, err := tg.GetManifest(ctx, atts[0].Digest.String())
 	if err != nil {
 		t.Fatal(err)
 	}
 	var m v1.Manifest
-	json.Unmarshal(old.Manifest, &m)
+	json.Unmarshal(old, &m)
 	m.Layers = []v1.Descriptor{envDesc}
 	raw, _ := json.Marshal(m)
-	h, n, _ := v1.SHA256(bytes.NewReader(raw))
-	if err := remote.Put(tg.repo.Digest(h.String()), rawManifest{raw, types.OCIManifestSchema1}, tg.remote...); err != nil {
+	h, err := tg.PutManifest(ctx, "", raw)
+	if err != nil {
 		t.Fatal(err)
 	}
+	n := int64(len(raw))
 	// Point the referrers (tag-schema fallback) index at the altered attestation only.
 	idx := v1.IndexManifest{SchemaVersion: 2, MediaType: types.OCIImageIndex, Manifests: []v1.Descriptor{{
 		MediaType: types.OCIManifestSchema1, Digest: h, Size: n, ArtifactType: ArtifactTypeAttestation, Annotations: m.Annotations,
 	}}}
 	ib, _ := json.Marshal(idx)
-	tag, err := name.NewTag(tg.repo.String()+":sha256-"+subject.Hex, name.Insecure)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := remote.Put(tag, rawManifest{ib, types.OCIImageIndex}, tg.remote...); err != nil {
-		t.Fatal(err)
-	}
+	putRaw(t, reg.Ref(repo, "sha256-"+subject.Hex), ib, types.OCIImageIndex)
 }
 
 // A later "board verification" attestation is attached and listed the same way as the provenance.

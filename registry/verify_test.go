@@ -7,8 +7,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/google/go-containerregistry/pkg/name"
-	"github.com/google/go-containerregistry/pkg/v1/remote"
 	"github.com/google/go-containerregistry/pkg/v1/types"
 
 	v1 "github.com/google/go-containerregistry/pkg/v1"
@@ -83,13 +81,7 @@ func TestPullWholeFileVerification(t *testing.T) {
 				t.Fatalf("verification of the edited manifest = %q, want %q", got, tc.want)
 			}
 			ref := reg.Ref("packs/verify", "edit"+string(rune('a'+i)))
-			tag, err := name.NewTag(ref, name.Insecure)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if err := remote.Put(tag, rawManifest{raw, types.OCIManifestSchema1}); err != nil {
-				t.Fatal(err)
-			}
+			putRaw(t, ref, raw, types.OCIManifestSchema1)
 			dst := filepath.Join(t.TempDir(), "out")
 			res, err := Pull(ctx, ref, dst, plain(reg))
 			if tc.wantErr != "" {

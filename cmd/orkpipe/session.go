@@ -13,6 +13,8 @@ import (
 	"orkpipe/pipelines/remotecache"
 	"orkpipe/pipelines/verify"
 	"orkpipe/registry"
+	"orkpipe/registry/cacherepo"
+	"orkpipe/registry/oci"
 )
 
 // engineSetup is how a command's engine is configured beyond the global flags.
@@ -57,7 +59,7 @@ func (f *remoteFlags) register(cmd *cobra.Command) {
 }
 
 // open returns the remote cache, or nil when none was asked for.
-func (f remoteFlags) open(ctx context.Context, opts *globalOptions) (*registry.RemoteCache, error) {
+func (f remoteFlags) open(ctx context.Context, opts *globalOptions) (*cacherepo.Repo, error) {
 	if f.repo == "" {
 		if f.plainHTTP {
 			return nil, usagef("--remote-cache-plain-http needs --remote-cache")
@@ -68,11 +70,11 @@ func (f remoteFlags) open(ctx context.Context, opts *globalOptions) (*registry.R
 	if !ok || host == "" {
 		return nil, usagef("--remote-cache: want REGISTRY/REPO (e.g. registry.example.com/orkpipe/cache), got %q", f.repo)
 	}
-	ropts := []registry.Option{registry.WithLogger(opts.logger)}
+	ropts := []oci.Option{oci.WithLogger(opts.logger)}
 	if f.plainHTTP {
-		ropts = append(ropts, registry.WithPlainHTTP(host))
+		ropts = append(ropts, oci.WithPlainHTTP(host))
 	}
-	rc, err := registry.OpenRemoteCache(ctx, f.repo, ropts...)
+	rc, err := cacherepo.Open(ctx, f.repo, ropts...)
 	if err != nil {
 		return nil, fmt.Errorf("--remote-cache %s: %w", f.repo, err)
 	}

@@ -2,11 +2,14 @@
 // the table and never back up:
 //
 //	layer               may import (besides itself)
-//	cmd/orkpipe         pipelines, stages, artifacts, registry, ork, internal/{units,buildinfo,blascore}
-//	bench               pipelines, stages, artifacts, registry, ork, internal/{units,buildinfo,blascore}
-//	pipelines           stages, artifacts, registry, ork, internal/{units,buildinfo,blascore}
+//	cmd/orkpipe         pipelines, stages, artifacts, registry (and registry/{oci,cacherepo}), ork, internal/{units,buildinfo,blascore}
+//	bench               pipelines, stages, artifacts, registry (and registry/{oci,cacherepo}), ork, internal/{units,buildinfo,blascore}
+//	pipelines           stages, artifacts, registry (and registry/{oci,cacherepo}), ork, internal/{units,buildinfo,blascore}
 //	stages              artifacts, ork, internal/{units,buildinfo,blascore}
-//	registry            artifacts, ork, internal/{units,buildinfo}
+//	registry            registry/oci, artifacts, ork, internal/{units,buildinfo}
+//	registry/cacherepo  registry/oci, artifacts (the remote build cache store)
+//	registry/oci        nothing of the module (the OCI client)
+//	registry/regtest    nothing of the module (test helper: a real registry)
 //	artifacts           internal/units; third party: x/sys, blake3, zstd (klauspost/compress), cpuid
 //	ork/...             ork siblings only; third party: blake3, gonum, x/sys, x/sync, x/exp, cpuid
 //	internal/units      nothing of the module
@@ -18,7 +21,8 @@
 //
 // Test code (a package's _test.go files, both the package's own and its _test package) and test
 // helpers may import what their layer may, and internal/testfiles; those of stages, pipelines, bench
-// and cmd also internal/fixtures. A test-helper package (the two internal ones above, and pipelines/verify/verifytest,
+// and cmd also internal/fixtures; those of the registry packages, pipelines, bench and cmd also
+// registry/regtest. A test-helper package (the two internal ones above, and pipelines/verify/verifytest,
 // pipelines/engine/executortest, registry/regtest) may be imported only by test code, by another test
 // helper or by the bench harness, never by the code that ships. Every top-level folder of the repository must be one of the
 // layers or a known folder without Go packages of this module (docs, .ci, .dagger: the Dagger module is
@@ -56,16 +60,20 @@ type layer struct {
 var helpers = []string{"internal/testfiles", "internal/fixtures", "pipelines/verify/verifytest", "pipelines/engine/executortest", "registry/regtest"}
 
 var layers = []layer{
-	{name: "cmd/orkpipe", mayImport: []string{"pipelines", "stages", "artifacts", "registry", "ork", "internal/units", "internal/buildinfo", "internal/blascore"},
-		testImports: []string{"internal/testfiles", "internal/fixtures"}, why: "the CLI: everything below it"},
-	{name: "bench", mayImport: []string{"pipelines", "stages", "artifacts", "registry", "ork", "internal/units", "internal/buildinfo", "internal/blascore"},
-		testImports: []string{"internal/testfiles", "internal/fixtures"}, useHelpers: true, why: "the benchmark harness: everything below it"},
-	{name: "pipelines", mayImport: []string{"stages", "artifacts", "registry", "ork", "internal/units", "internal/buildinfo", "internal/blascore"},
-		testImports: []string{"internal/testfiles", "internal/fixtures"}, why: "pipelines: stages, artifacts, registry, ork"},
+	{name: "cmd/orkpipe", mayImport: []string{"pipelines", "stages", "artifacts", "registry", "registry/oci", "registry/cacherepo", "ork", "internal/units", "internal/buildinfo", "internal/blascore"},
+		testImports: []string{"internal/testfiles", "internal/fixtures", "registry/regtest"}, why: "the CLI: everything below it"},
+	{name: "bench", mayImport: []string{"pipelines", "stages", "artifacts", "registry", "registry/oci", "registry/cacherepo", "ork", "internal/units", "internal/buildinfo", "internal/blascore"},
+		testImports: []string{"internal/testfiles", "internal/fixtures", "registry/regtest"}, useHelpers: true, why: "the benchmark harness: everything below it"},
+	{name: "pipelines", mayImport: []string{"stages", "artifacts", "registry", "registry/oci", "registry/cacherepo", "ork", "internal/units", "internal/buildinfo", "internal/blascore"},
+		testImports: []string{"internal/testfiles", "internal/fixtures", "registry/regtest"}, why: "pipelines: stages, artifacts, registry, ork"},
 	{name: "stages", mayImport: []string{"artifacts", "ork", "internal/units", "internal/buildinfo", "internal/blascore"},
 		testImports: []string{"internal/testfiles", "internal/fixtures"}, why: "stages: artifacts and ork"},
-	{name: "registry", mayImport: []string{"artifacts", "ork", "internal/units", "internal/buildinfo"},
-		testImports: []string{"internal/testfiles"}, why: "registry: artifacts and ork"},
+	{name: "registry", mayImport: []string{"registry/oci", "artifacts", "ork", "internal/units", "internal/buildinfo"},
+		testImports: []string{"internal/testfiles", "registry/regtest"}, why: "registry: artifacts and ork"},
+	{name: "registry/cacherepo", mayImport: []string{"registry/oci", "artifacts"},
+		testImports: []string{"internal/testfiles", "registry/regtest"}, why: "the remote build cache store: registry/oci and artifacts"},
+	{name: "registry/oci", testImports: []string{"registry/regtest"}, why: "the OCI client: no package of the module"},
+	{name: "registry/regtest", why: "a test helper: a real registry"},
 	{name: "artifacts", mayImport: []string{"internal/units"}, testImports: []string{"internal/testfiles"},
 		thirdParty: []string{"github.com/zeebo/blake3", "lukechampine.com/blake3", "github.com/klauspost/cpuid", "github.com/klauspost/compress", "golang.org/x/sys"},
 		why:        "artifacts: the standard library, x/sys, blake3 and zstd only"},

@@ -1,4 +1,4 @@
-// Package remotecache puts a registry-backed remote build cache (registry.RemoteCache) behind the
+// Package remotecache puts a registry-backed remote build cache (cacherepo.Repo) behind the
 // engine's store: a local action-cache miss is looked up in the registry repository, and every record
 // the engine writes is published there too. Outputs fetched from the registry are verified (sha256 of
 // the layer, BLAKE3 and size of the record) before they enter the local store; a corrupt or partial
@@ -16,20 +16,20 @@ import (
 
 	"orkpipe/artifacts"
 	"orkpipe/pipelines/engine"
-	"orkpipe/registry"
+	"orkpipe/registry/cacherepo"
 )
 
 // Store is an engine.Store whose action cache is backed by a remote cache.
 type Store struct {
 	*artifacts.Store
-	remote *registry.RemoteCache
+	remote *cacherepo.Repo
 	repo   string
 }
 
 var _ engine.Store = (*Store)(nil)
 
 // New wraps local with the remote cache of repository repo.
-func New(local *artifacts.Store, remote *registry.RemoteCache, repo string) *Store {
+func New(local *artifacts.Store, remote *cacherepo.Repo, repo string) *Store {
 	return &Store{Store: local, remote: remote, repo: repo}
 }
 

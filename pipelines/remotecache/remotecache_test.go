@@ -15,7 +15,8 @@ import (
 	"orkpipe/pipelines/demo"
 	"orkpipe/pipelines/engine"
 	"orkpipe/pipelines/remotecache"
-	"orkpipe/registry"
+	"orkpipe/registry/cacherepo"
+	"orkpipe/registry/oci"
 	"orkpipe/registry/regtest"
 )
 
@@ -28,7 +29,7 @@ func build(t *testing.T, reg *regtest.Registry, repo, dir string) (*engine.Resul
 		t.Fatal(err)
 	}
 	defer local.Close()
-	rc, err := registry.OpenRemoteCache(ctx, reg.Host+"/"+repo, registry.WithPlainHTTP(reg.Host))
+	rc, err := cacherepo.Open(ctx, reg.Host+"/"+repo, oci.WithPlainHTTP(reg.Host))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -104,7 +105,7 @@ func TestRemoteCacheCorruptDownload(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer local.Close()
-	rc, err := registry.OpenRemoteCache(ctx, reg.Host+"/orkpipe/cache", registry.WithPlainHTTP(reg.Host), registry.WithRetries(1))
+	rc, err := cacherepo.Open(ctx, reg.Host+"/orkpipe/cache", oci.WithPlainHTTP(reg.Host), oci.WithRetries(1))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,7 +1,8 @@
-package registry
+package cacherepo
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"io"
 	"net/http"
@@ -12,13 +13,20 @@ import (
 
 	"orkpipe/artifacts"
 	"orkpipe/internal/testfiles"
+	"orkpipe/registry/oci"
 	"orkpipe/registry/regtest"
 )
 
+var testCreated = time.Date(2026, 11, 2, 10, 30, 0, 0, time.UTC)
+
+// TestRemoteCache publishes a node's outputs from one store and gets them into an empty one; a
+// registry that corrupts every object makes the get fail without storing anything; publishing
+// again reads no object (the repository has them) and hashes none (their sha256 is remembered).
 func TestRemoteCache(t *testing.T) {
-	ctx := ctxT(t)
-	proxy := &faultProxy{}
-	reg := regtest.Start(t, func(h http.Handler) http.Handler { proxy.next = h; return proxy })
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	proxy := &regtest.FaultProxy{}
+	reg := regtest.Start(t, func(h http.Handler) http.Handler { proxy.Next = h; return proxy })
 	storeA, err := artifacts.OpenStore(filepath.Join(t.TempDir(), "a"))
 	if err != nil {
 		t.Fatal(err)
@@ -39,12 +47,24 @@ func TestRemoteCache(t *testing.T) {
 	if err := storeA.PutAction(ctx, rec); err != nil {
 		t.Fatal(err)
 	}
-	rc, err := OpenRemoteCache(ctx, reg.Host+"/cache/nodes", plain(reg))
+	rc, err := Open(ctx, reg.Host+"/cache/nodes", oci.WithPlainHTTP(reg.Host))
 	if err != nil {
 		t.Fatal(err)
 	}
 	if err := rc.PutAction(ctx, storeA, rec); err != nil {
 		t.Fatal(err)
+	}
+	for _, o := range rec.Outputs { // the sha256 used for the layers is remembered beside each object
+		if _, err := os.Stat(filepath.Join(storeA.Dir(), "digests", o.Digest.Hex()[:2], o.Digest.Hex())); err != nil {
+			t.Errorf("%s: no digests record after publishing: %v", o.Name, err)
+		}
+	}
+	sent := proxy.UploadBytes.Load()
+	if err := rc.PutAction(ctx, storeA, rec); err != nil {
+		t.Fatal(err)
+	}
+	if again := proxy.UploadBytes.Load() - sent; again != 0 {
+		t.Errorf("publishing again sent %d bytes", again)
 	}
 
 	// A cleared cache: a new, empty store.
@@ -58,11 +78,11 @@ func TestRemoteCache(t *testing.T) {
 	}
 
 	// A registry that corrupts every object: the get fails and nothing enters the store.
-	proxy.set("flip", -1, 0)
+	proxy.Set("flip", -1, 0)
 	if _, err := rc.GetAction(ctx, storeB, key); err == nil {
 		t.Fatal("get through a corrupting registry succeeded")
 	}
-	proxy.set("", 0, 0)
+	proxy.Set("", 0, 0)
 	for _, o := range rec.Outputs {
 		if _, err := storeB.Stat(ctx, o.Digest); !errors.Is(err, artifacts.ErrNotFound) {
 			t.Fatalf("%s stored after a corrupt download: %v", o.Name, err)

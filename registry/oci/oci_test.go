@@ -1,0 +1,146 @@
+package oci
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"net/http"
+	"testing"
+	"time"
+
+	"orkpipe/registry/regtest"
+)
+
+func randomBlob(n int, seed uint64) ([]byte, string) {
+	b := make([]byte, n)
+	rand.NewChaCha8([32]byte{byte(seed)}).Read(b)
+	sum := sha256.Sum256(b)
+	return b, "sha256:" + hex.EncodeToString(sum[:])
+}
+
+func blobOf(b []byte, digest string) Blob {
+	return Blob{Digest: digest, Size: int64(len(b)), Open: func(off int64) (io.ReadCloser, error) {
+		return io.NopCloser(bytes.NewReader(b[off:])), nil
+	}}
+}
+
+func testCtx(t *testing.T) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+// readAll downloads [off, off+n) of digest through OpenBlob.
+func readAll(t *testing.T, r *Repo, digest string, off, n int64) ([]byte, error) {
+	t.Helper()
+	rc := r.OpenBlob(testCtx(t), digest, off, n)
+	defer rc.Close()
+	return io.ReadAll(rc)
+}
+
+// TestUploadResumes cuts chunked uploads half way through a PATCH: the upload asks the registry
+// how much it holds and continues from there instead of starting again, and the registry holds
+// the right blob. A monolithic upload cut the same way fails (transient), and the blob is absent.
+func TestUploadResumes(t *testing.T) {
+	ctx := testCtx(t)
+	proxy := &regtest.FaultProxy{}
+	reg := regtest.Start(t, func(h http.Handler) http.Handler { proxy.Next = h; return proxy })
+	b, d := randomBlob(3<<20+12345, 1)
+
+	r, err := Open(ctx, reg.Ref("blobs/resume", "x"), true, WithPlainHTTP(reg.Host), WithUploadMode(UploadChunked, 256<<10), WithRetries(5))
+	if err != nil {
+		t.Fatal(err)
+	}
+	proxy.Set("cut-upload", 3, 0)
+	reused, err := r.Upload(ctx, blobOf(b, d))
+	proxy.Set("", 0, 0)
+	if err != nil || reused {
+		t.Fatalf("upload: reused %v, %v", reused, err)
+	}
+	sent := proxy.UploadBytes.Load()
+	t.Logf("blob %d bytes, the registry received %d upload bytes with 3 cut PATCHes", len(b), sent)
+	if sent > int64(len(b))+3*(256<<10) {
+		t.Errorf("the registry received %d bytes for a %d-byte blob: the upload restarted instead of resuming", sent, len(b))
+	}
+	got, err := readAll(t, r, d, 0, int64(len(b)))
+	if err != nil || !bytes.Equal(got, b) {
+		t.Fatalf("uploaded blob differs (%v)", err)
+	}
+
+	m, err := Open(ctx, reg.Ref("blobs/mono", "x"), true, WithPlainHTTP(reg.Host), WithUploadMode(UploadMonolithic, 256<<10))
+	if err != nil {
+		t.Fatal(err)
+	}
+	proxy.Set("cut-upload", 1, 0)
+	_, err = m.Upload(ctx, blobOf(b, d))
+	proxy.Set("", 0, 0)
+	if err == nil || !Transient(err) {
+		t.Fatalf("cut monolithic upload: %v, want a transient error", err)
+	}
+	if ok, err := m.BlobExists(ctx, d, int64(len(b))); ok || err != nil {
+		t.Errorf("blob exists after a cut monolithic upload (%v)", err)
+	}
+}
+
+// TestUploadWrongBytes: bytes that do not hash to the digest named are refused by the registry,
+// reported as ErrDigestMismatch, and never committed, in both upload methods; a source longer than
+// the blob (a file that grew since it was hashed) is reported the same way.
+func TestUploadWrongBytes(t *testing.T) {
+	ctx := testCtx(t)
+	reg := regtest.Start(t, nil)
+	b, d := randomBlob(1<<20, 2)
+	other, _ := randomBlob(1<<20, 3)
+	for _, mode := range []UploadMode{UploadMonolithic, UploadChunked} {
+		r, err := Open(ctx, reg.Ref(fmt.Sprintf("blobs/wrong-%d", mode), "x"), true, WithPlainHTTP(reg.Host), WithUploadMode(mode, 256<<10))
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, err = r.Upload(ctx, blobOf(other, d))
+		if !errors.Is(err, ErrDigestMismatch) {
+			t.Fatalf("mode %d: upload of other bytes: %v, want ErrDigestMismatch", mode, err)
+		}
+		if ok, _ := r.BlobExists(ctx, d, int64(len(b))); ok {
+			t.Fatalf("mode %d: wrong bytes committed under %s", mode, d)
+		}
+		long := append(bytes.Clone(b), 0)
+		if _, err := r.Upload(ctx, Blob{Digest: d, Size: int64(len(b)), Open: blobOf(long, d).Open}); !errors.Is(err, ErrDigestMismatch) {
+			t.Fatalf("mode %d: upload from a source longer than the blob: %v, want ErrDigestMismatch", mode, err)
+		}
+	}
+}
+
+// TestOpenBlobRanges reads ranges of a blob through truncated and dropped responses: each range
+// resumes from its last byte and returns exactly its bytes; a registry failing every request
+// fails the read with an error naming the blob.
+func TestOpenBlobRanges(t *testing.T) {
+	ctx := testCtx(t)
+	proxy := &regtest.FaultProxy{}
+	reg := regtest.Start(t, func(h http.Handler) http.Handler { proxy.Next = h; return proxy })
+	b, d := randomBlob(2<<20+77, 4)
+	r, err := Open(ctx, reg.Ref("blobs/ranges", "x"), true, WithPlainHTTP(reg.Host), WithRetries(4))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r.Upload(ctx, blobOf(b, d)); err != nil {
+		t.Fatal(err)
+	}
+	for _, mode := range []string{"", "truncate", "drop"} {
+		for _, rg := range [][2]int64{{0, int64(len(b))}, {1 << 20, 300_001}, {int64(len(b)) - 5, 5}} {
+			proxy.Set(mode, 2, 0)
+			got, err := readAll(t, r, d, rg[0], rg[1])
+			if err != nil || !bytes.Equal(got, b[rg[0]:rg[0]+rg[1]]) {
+				t.Errorf("%q: range %v: %d bytes, %v", mode, rg, len(got), err)
+			}
+		}
+	}
+	proxy.Set("500", -1, 0)
+	defer proxy.Set("", 0, 0)
+	if _, err := readAll(t, r, d, 0, 10); err == nil || !bytes.Contains([]byte(err.Error()), []byte(d)) {
+		t.Errorf("read through a failing registry: %v, want an error naming %s", err, d)
+	}
+}

@@ -1,0 +1,333 @@
+package oci
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+
+	v1 "github.com/google/go-containerregistry/pkg/v1"
+	"github.com/google/go-containerregistry/pkg/v1/types"
+)
+
+// BlobExists reports whether the repository holds digest with the given size.
+func (r *Repo) BlobExists(ctx context.Context, digest string, size int64) (bool, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodHead, r.blobURL(digest).String(), nil)
+	if err != nil {
+		return false, err
+	}
+	resp, err := r.client.Do(req)
+	if err != nil {
+		return false, fmt.Errorf("HEAD blob %s: %w", digest, err)
+	}
+	resp.Body.Close()
+	switch resp.StatusCode {
+	case http.StatusOK:
+		return resp.ContentLength == size || resp.ContentLength < 0, nil
+	case http.StatusNotFound:
+		return false, nil
+	}
+	return false, check("HEAD blob "+digest, resp, http.StatusOK, http.StatusNotFound)
+}
+
+// Blob is a blob to upload: its digest and size, and where its bytes come from.
+type Blob struct {
+	Digest string // "sha256:<hex>"
+	Size   int64
+	// Open returns the blob's bytes from offset off to the end (off > 0 when an interrupted
+	// chunked upload resumes).
+	Open func(off int64) (io.ReadCloser, error)
+	// Sent, when set, is told of bytes as they are sent (a resumed upload sends some again).
+	Sent func(n int64)
+}
+
+// Upload sends b unless the repository already holds it (reused is then true). The first method
+// (see UploadMode) falls back to the other when the registry refuses it. A chunked upload that
+// fails part way asks the registry how many bytes it holds and resumes from there, up to the
+// Repo's retries. The registry verifies the digest named in the final PUT: bytes that do not hash
+// to b.Digest are refused and reported as ErrDigestMismatch; nothing is committed then.
+func (r *Repo) Upload(ctx context.Context, b Blob) (reused bool, err error) {
+	if b.Sent == nil {
+		b.Sent = func(int64) {}
+	}
+	ok, err := r.BlobExists(ctx, b.Digest, b.Size)
+	if err != nil {
+		return false, err
+	}
+	if ok {
+		return true, nil
+	}
+	first := r.o.uploadMode
+	if first == UploadAuto {
+		first = UploadMonolithic
+		if b.Size > r.o.chunkSize {
+			first = UploadChunked
+		}
+	}
+	second := UploadChunked + UploadMonolithic - first
+	for i, m := range []UploadMode{first, second} {
+		if m == UploadChunked {
+			err = r.uploadChunked(ctx, b)
+		} else {
+			err = r.uploadMonolithic(ctx, b)
+		}
+		if err == nil || !errors.Is(err, ErrRefused) {
+			break
+		}
+		if i == 0 {
+			r.o.logger.Info("registry refused upload method, falling back", "blob", b.Digest, "err", err)
+		}
+	}
+	if digestInvalid(err) {
+		err = fmt.Errorf("upload %s: %w: the registry computed another digest for the %d bytes sent (they changed since they were hashed, or a remembered digest is wrong): %v",
+			b.Digest, ErrDigestMismatch, b.Size, err)
+	}
+	return false, err
+}
+
+// uploadMonolithic sends the whole blob in one PUT.
+func (r *Repo) uploadMonolithic(ctx context.Context, b Blob) error {
+	loc, err := r.startUpload(ctx)
+	if err != nil {
+		return err
+	}
+	rc, err := b.Open(0)
+	if err != nil {
+		return err
+	}
+	defer rc.Close()
+	body := &countingReader{r: &exactReader{r: CtxReader{ctx, rc}, left: b.Size, what: b.Digest}, count: b.Sent}
+	resp, err := r.finishUpload(ctx, loc, b.Digest, body, b.Size)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	if refused(resp.StatusCode) {
+		return fmt.Errorf("upload %s: monolithic PUT: %w (HTTP %d)", b.Digest, ErrRefused, resp.StatusCode)
+	}
+	return check("upload "+b.Digest, resp, http.StatusCreated)
+}
+
+// uploadChunked PATCHes the blob in chunks, resuming after a failure from the offset the registry
+// reports, then commits it with an empty PUT.
+func (r *Repo) uploadChunked(ctx context.Context, b Blob) error {
+	loc, err := r.startUpload(ctx)
+	if err != nil {
+		return err
+	}
+	var off int64
+	for attempt := 1; ; attempt++ {
+		err = r.patchFrom(ctx, &loc, &off, b)
+		// A source that does not match the blob (ErrDigestMismatch) is not the network's fault.
+		if err == nil || !Transient(err) || errors.Is(err, ErrRefused) || errors.Is(err, ErrDigestMismatch) || attempt >= r.o.retries || ctx.Err() != nil {
+			break
+		}
+		Backoff(ctx, attempt)
+		got, next, serr := r.uploadStatus(ctx, loc)
+		if serr != nil {
+			return fmt.Errorf("upload %s: %w (and asking the registry how much it received: %v)", b.Digest, err, serr)
+		}
+		r.o.logger.Warn("resuming blob upload", "blob", b.Digest, "at", got, "of", b.Size, "attempt", attempt, "err", err)
+		loc, off = next, got
+	}
+	if err != nil {
+		return err
+	}
+	resp, err := r.finishUpload(ctx, loc, b.Digest, http.NoBody, 0)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	return check("upload "+b.Digest, resp, http.StatusCreated)
+}
+
+// patchFrom sends the blob's bytes from *off in chunks, advancing *off and *loc with every chunk
+// the registry accepted.
+func (r *Repo) patchFrom(ctx context.Context, loc *string, off *int64, b Blob) error {
+	if *off >= b.Size {
+		return nil
+	}
+	rc, err := b.Open(*off)
+	if err != nil {
+		return err
+	}
+	defer rc.Close()
+	body := &countingReader{r: CtxReader{ctx, rc}, count: b.Sent}
+	for *off < b.Size {
+		n := min(r.o.chunkSize, b.Size-*off)
+		chunk := io.LimitReader(body, n)
+		req, err := http.NewRequestWithContext(ctx, http.MethodPatch, *loc, chunk)
+		if err != nil {
+			return err
+		}
+		req.ContentLength = n
+		req.Header.Set("Content-Type", "application/octet-stream")
+		req.Header.Set("Content-Range", strconv.FormatInt(*off, 10)+"-"+strconv.FormatInt(*off+n-1, 10))
+		resp, err := r.client.Do(req)
+		if err != nil {
+			return fmt.Errorf("upload %s: PATCH at %d: %w", b.Digest, *off, err)
+		}
+		resp.Body.Close()
+		if refused(resp.StatusCode) {
+			return fmt.Errorf("upload %s: chunked: %w (HTTP %d)", b.Digest, ErrRefused, resp.StatusCode)
+		}
+		if err := check(fmt.Sprintf("upload %s: PATCH at %d", b.Digest, *off), resp, http.StatusAccepted); err != nil {
+			return err
+		}
+		next, err := location(resp)
+		if err != nil {
+			return err
+		}
+		*loc = next
+		*off += n
+	}
+	// The source must end where the blob does: a longer one changed since it was hashed.
+	var one [1]byte
+	if k, _ := body.Read(one[:]); k > 0 {
+		return fmt.Errorf("upload %s: %w: the source has more than %d bytes", b.Digest, ErrDigestMismatch, b.Size)
+	}
+	return nil
+}
+
+// uploadStatus asks the registry how many bytes of the upload at loc it holds (the OCI
+// distribution spec's upload status: 204 with Range "0-<last>").
+func (r *Repo) uploadStatus(ctx context.Context, loc string) (int64, string, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, loc, nil)
+	if err != nil {
+		return 0, "", err
+	}
+	resp, err := r.client.Do(req)
+	if err != nil {
+		return 0, "", err
+	}
+	resp.Body.Close()
+	if err := check("upload status", resp, http.StatusNoContent); err != nil {
+		return 0, "", err
+	}
+	next, err := location(resp)
+	if err != nil {
+		return 0, "", err
+	}
+	rng := resp.Header.Get("Range")
+	if rng == "" {
+		return 0, next, nil
+	}
+	lo, hi, ok := strings.Cut(strings.TrimPrefix(rng, "bytes="), "-")
+	last, err := strconv.ParseInt(hi, 10, 64)
+	if !ok || lo != "0" || err != nil || last < -1 {
+		return 0, "", fmt.Errorf("upload status: Range %q, want 0-<last byte>", rng)
+	}
+	return last + 1, next, nil
+}
+
+// startUpload opens an upload session and returns its absolute location.
+func (r *Repo) startUpload(ctx context.Context) (string, error) {
+	u := r.url(fmt.Sprintf("/v2/%s/blobs/uploads/", r.repo.RepositoryStr()))
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, u.String(), nil)
+	if err != nil {
+		return "", err
+	}
+	resp, err := r.client.Do(req)
+	if err != nil {
+		return "", fmt.Errorf("start upload to %s: %w", r.repo, err)
+	}
+	defer resp.Body.Close()
+	if err := check("start upload to "+r.repo.String(), resp, http.StatusAccepted); err != nil {
+		return "", err
+	}
+	return location(resp)
+}
+
+// finishUpload PUTs body (size bytes; none for a chunked upload) to loc with the blob's digest.
+func (r *Repo) finishUpload(ctx context.Context, loc, digest string, body io.Reader, size int64) (*http.Response, error) {
+	u, err := url.Parse(loc)
+	if err != nil {
+		return nil, fmt.Errorf("upload %s: bad location: %w", digest, err)
+	}
+	q := u.Query()
+	q.Set("digest", digest)
+	u.RawQuery = q.Encode()
+	req, err := http.NewRequestWithContext(ctx, http.MethodPut, u.String(), body)
+	if err != nil {
+		return nil, err
+	}
+	req.ContentLength = size
+	req.Header.Set("Content-Type", "application/octet-stream")
+	resp, err := r.client.Do(req)
+	if err != nil {
+		return nil, fmt.Errorf("upload %s: %w", digest, err)
+	}
+	return resp, nil
+}
+
+func location(resp *http.Response) (string, error) {
+	loc := resp.Header.Get("Location")
+	if loc == "" {
+		return "", fmt.Errorf("%s %s: no Location header in the response", resp.Request.Method, resp.Request.URL.Redacted())
+	}
+	u, err := resp.Request.URL.Parse(loc)
+	if err != nil {
+		return "", fmt.Errorf("bad Location %q: %w", loc, err)
+	}
+	return u.String(), nil
+}
+
+// PutBlob uploads an in-memory blob (a config, an envelope) and returns its descriptor.
+func (r *Repo) PutBlob(ctx context.Context, b []byte, mediaType string) (v1.Descriptor, error) {
+	h, n, err := v1.SHA256(bytes.NewReader(b))
+	if err != nil {
+		return v1.Descriptor{}, err
+	}
+	open := func(off int64) (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(b[off:])), nil }
+	if _, err := r.Upload(ctx, Blob{Digest: h.String(), Size: n, Open: open}); err != nil {
+		return v1.Descriptor{}, err
+	}
+	return v1.Descriptor{MediaType: types.MediaType(mediaType), Size: n, Digest: h}, nil
+}
+
+// exactReader fails with ErrDigestMismatch when its source holds more or fewer bytes than left
+// (it changed since it was hashed), instead of letting the HTTP client send a short body or
+// complain about its length.
+type exactReader struct {
+	r    io.Reader
+	left int64
+	what string
+}
+
+func (e *exactReader) Read(p []byte) (int, error) {
+	if e.left == 0 {
+		var one [1]byte
+		if n, _ := e.r.Read(one[:]); n > 0 {
+			return 0, fmt.Errorf("upload %s: %w: the source holds more bytes than the blob", e.what, ErrDigestMismatch)
+		}
+		return 0, io.EOF
+	}
+	if int64(len(p)) > e.left {
+		p = p[:e.left]
+	}
+	n, err := e.r.Read(p)
+	e.left -= int64(n)
+	if err == io.EOF && e.left > 0 {
+		err = fmt.Errorf("upload %s: %w: the source ended %d bytes short of the blob", e.what, ErrDigestMismatch, e.left)
+	}
+	return n, err
+}
+
+// countingReader reports bytes as they are read.
+type countingReader struct {
+	r     io.Reader
+	count func(int64)
+}
+
+func (c *countingReader) Read(p []byte) (int, error) {
+	n, err := c.r.Read(p)
+	if n > 0 {
+		c.count(int64(n))
+	}
+	return n, err
+}

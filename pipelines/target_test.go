@@ -20,11 +20,11 @@ func TestResolve(t *testing.T) {
 	if _, err := pipelines.Resolve("nope", 1<<30, nil); err == nil || !strings.Contains(err.Error(), `"nope"`) {
 		t.Errorf("Resolve(nope): %v", err)
 	}
-	rt, err := pipelines.Resolve("recipes/demo.yaml", 1<<30, []string{"source.synth.seed=7"})
+	rt, err := pipelines.Resolve("recipes/demo.yaml", 1<<30, []string{"calibration.sequences=4"})
 	if err != nil || rt.Name() != "demo" {
 		t.Fatalf("Resolve(recipes/demo.yaml) = %v, %v", rt, err)
 	}
-	if _, err := pipelines.Resolve("recipes/demo.yaml", 1<<30, []string{"source.synth.sed=7"}); err == nil || !strings.Contains(err.Error(), "sed") {
+	if _, err := pipelines.Resolve("recipes/demo.yaml", 1<<30, []string{"calibration.sequencez=4"}); err == nil || !strings.Contains(err.Error(), "sequencez") {
 		t.Errorf("Resolve with a bad override: %v", err)
 	}
 }

@@ -157,7 +157,17 @@ func TestNodeExecReproducesLocal(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, target := range []engine.Target{dt, rt} {
+	// The demo recipe on a synthetic source, for the synth stage.
+	sr, err := recipe.Load(filepath.Join("..", "..", "pipelines", "recipes", "demo.yaml"),
+		"source={synth: {layers: 1, n_embd: 64, n_ff: 96, n_head: 4, n_head_kv: 2, vocab: 360, ctx: 64, type: F16, seed: 1}}", "name=demo-synth")
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := build.New(sr, build.WithMemoryBudget(mem))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, target := range []engine.Target{dt, rt, st} {
 		g, err := target.Graph(ctx)
 		if err != nil {
 			t.Fatal(err)

@@ -28,7 +28,7 @@ func TestBuiltinRecipesPlan(t *testing.T) {
 		{"w4a4-gptq-g32-rot", true, 35*2 + 6 + 2}, // tokenize, one auto window
 		{"w4a8-gptq-g32-rot", true, 35*2 + 6 + 2}, //
 		{"mixed-i8rot", true, 35*2 + 6 + 2},       //
-		{"demo", true, 14*2 + 6 + 1 + 2 + 1 + 1},  // synth, tokenize, 2 windows, 1 propagate
+		{"demo", true, 35*2 + 6 + 1 + 5 + 4},      // tokenize, 5 windows, 4 propagates
 		{"w4a8-rtn-imatrix", false, 35*2 + 6},
 	}
 	es, _ := storiesHessians(t)

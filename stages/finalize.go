@@ -66,15 +66,16 @@ func PaddedK(k int, rotation string) int {
 }
 
 // FinalizeMemory is the declared peak memory of a finalize node, in bytes: 64 MiB for the process
-// share and file buffers; the float32 weight (N·K·4), alive to the end; what the method holds on
-// top of it; and WriteQWeight's encoding copy of the codes and scales (binary.Write encodes a slice
-// into one buffer).
+// share and file buffers; for gptq and F16 the float32 weight (N·K·4), alive to the end, what the
+// method holds on top of it, and an encoding copy of the codes and scales; rtn streams the weight's
+// rows and holds only its codes and scales whole.
 //
 //   - gptq: quant.GPTQMemory (the K x K float64 Hessian, read once into an exact K²·8 allocation by
 //     calib.ReadHessianFile and handed over with quant.WithConsumeHessian to become GPTQ's
 //     factorization buffer; the rotated copy; codes; scales; working rows; BLAS), plus the Hessian
 //     as read when rotation pads K (then both exist at once).
-//   - rtn: the rotated copy (N·KP·4), the codes, the scales and float64 row scratch.
+//   - rtn: the codes, the scales, and per worker a few rows (float32 as read and rotated, float64)
+//     and the buffers of the source reader and hash.
 //   - F16 (method none): the N·K·2 values and their encoding copy.
 //
 // For the 27B ffn_down (N = 5120, K = 17408, GPTQ, I4_ROT_A8, group 32, 2 cores) that is
@@ -98,9 +99,12 @@ func FinalizeMemory(p FinalizeParams) int64 {
 		}
 		return mem
 	}
-	// rtn: rotated copy, codes, scales, and a float64 row per row chunk (4 per worker); with an
-	// imatrix, its row as read (float32, float64) and the means (float64)
-	mem := base + n*kp*4 + n*kp + n*groups*4 + encode + kp*8*4*int64(runtime.GOMAXPROCS(0))
+	// rtn streams the rows (quant.RTNStream): codes and scales, and per worker a chunk of float32
+	// rows as read (at least 1 MiB or one row) and rotated, a float64 row, the file reader's 1 MiB
+	// buffer and a 4 MiB piece of the source hash; with an imatrix, its row as read (float32,
+	// float64) and the means (float64)
+	worker := max(1<<20, k*4) + max(1<<20, k*4)*kp/k + kp*8 + 1<<20 + 4<<20
+	mem := int64(64<<20) + n*kp + n*groups*4 + worker*int64(runtime.GOMAXPROCS(0))
 	if p.Importance == "imatrix" {
 		mem += k * (4 + 8 + 8)
 	}
@@ -135,7 +139,7 @@ func (p FinalizeParams) validate() error {
 }
 
 func init() {
-	Register(Define("finalize", 1, func(p FinalizeParams) (Spec, error) {
+	Register(Define("finalize", 2, func(p FinalizeParams) (Spec, error) {
 		if err := p.validate(); err != nil {
 			return Spec{}, err
 		}
@@ -156,7 +160,12 @@ func runFinalize(ctx context.Context, p FinalizeParams, req Request) error {
 		return err
 	}
 	defer f.Close()
-	fs, err := readFinalizeSource(ctx, f, p.Tensor, p.Expert, p.N, p.K)
+	// RTN streams the rows (quant.RTNStream); F16 and GPTQ take the matrix whole.
+	open := readFinalizeSource
+	if p.Method == "rtn" {
+		open = openFinalizeSource
+	}
+	fs, err := open(ctx, f, p.Tensor, p.Expert, p.N, p.K)
 	if err != nil {
 		return err
 	}
@@ -215,17 +224,14 @@ func runFinalize(ctx context.Context, p FinalizeParams, req Request) error {
 		if err != nil {
 			return err
 		}
-	} else if p.Importance == "imatrix" {
-		imp, err := imatrixImportance(ctx, req.Inputs["imatrix"].Path, p.Tensor, fs)
-		if err != nil {
-			return err
-		}
-		if w, err = quant.RTNImportance(ctx, m, imp, opts...); err != nil {
-			return err
-		}
 	} else {
-		w, err = quant.RTN(ctx, m, nil, opts...)
-		if err != nil {
+		var imp []float64
+		if p.Importance == "imatrix" {
+			if imp, err = imatrixImportance(ctx, req.Inputs["imatrix"].Path, p.Tensor, fs); err != nil {
+				return err
+			}
+		}
+		if w, err = quant.RTNStream(ctx, fs.Entry, p.N, p.K, fs, imp, opts...); err != nil {
 			return err
 		}
 	}

@@ -2,8 +2,13 @@ package stages
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
+	"runtime"
+	"sync/atomic"
+
+	"golang.org/x/sync/errgroup"
 
 	"orkpipe/artifacts"
 	"orkpipe/ork/calib"
@@ -15,23 +20,29 @@ import (
 // finalizeSource is the matrix one finalize node quantizes: a 2-D weight, or one expert slice of
 // an MoE expert tensor.
 type finalizeSource struct {
-	M      quant.Matrix
-	Digest artifacts.Digest // BLAKE3 of exactly the source bytes of M (the whole tensor, or the slice)
+	M      quant.Matrix     // the rows as float32 (readFinalizeSource only; RTN streams them: ReadRows)
+	Digest artifacts.Digest // BLAKE3 of exactly the source bytes of the matrix (the whole tensor, or the slice)
 	Entry  string           // the pack entry name: the tensor name, or "<name>#<e>"
 	NMat   int              // matrices in the tensor: 1, or n_expert
-	Mat    int              // which one M is
+	Mat    int              // which one it is
+	N, K   int
+
+	f     *gguf.File
+	t     gguf.TensorInfo
+	first int64 // the matrix's first row among the tensor's rows
 }
 
-// readFinalizeSource reads weight tensor of f as an N x K float32 matrix. With expert nil the tensor
-// must be 2-D [K, N] (GGUF ne order). With expert e it must be a 3-D MoE expert tensor
-// [K, N, n_expert] (llama.cpp's ffn_*_exps layout), and the matrix is expert e: rows [e·N, (e+1)·N)
-// of its N·n_expert rows, contiguous in the file. Only those rows are read and hashed.
-func readFinalizeSource(ctx context.Context, f *gguf.File, tensor string, expert *int, n, k int) (*finalizeSource, error) {
+// openFinalizeSource locates weight tensor of f as an N x K matrix and hashes its bytes, without
+// reading it as floats. With expert nil the tensor must be 2-D [K, N] (GGUF ne order). With expert
+// e it must be a 3-D MoE expert tensor [K, N, n_expert] (llama.cpp's ffn_*_exps layout), and the
+// matrix is expert e: rows [e·N, (e+1)·N) of its N·n_expert rows, contiguous in the file. Only
+// those rows are read and hashed.
+func openFinalizeSource(ctx context.Context, f *gguf.File, tensor string, expert *int, n, k int) (*finalizeSource, error) {
 	t, err := f.Tensor(tensor)
 	if err != nil {
 		return nil, err
 	}
-	src := &finalizeSource{Entry: tensor, NMat: 1}
+	src := &finalizeSource{Entry: tensor, NMat: 1, N: n, K: k, f: f, t: t}
 	switch {
 	case expert == nil:
 		if len(t.Shape) != 2 || t.Shape[0] != int64(k) || t.Shape[1] != int64(n) {
@@ -47,19 +58,72 @@ func readFinalizeSource(ctx context.Context, f *gguf.File, tensor string, expert
 		}
 		src.Entry, src.NMat, src.Mat = pack.ExpertName(tensor, e), int(t.Shape[2]), e
 	}
-	first := int64(src.Mat) * int64(n)
+	src.first = int64(src.Mat) * int64(n)
 	start, _ := f.DataRange(t)
 	rb := t.RowBytes()
-	h := artifacts.NewHasher()
-	if _, err := io.Copy(h, io.NewSectionReader(f.ReaderAt(), start+first*rb, int64(n)*rb)); err != nil {
+	if src.Digest, err = hashSection(ctx, f.ReaderAt(), start+src.first*rb, int64(n)*rb); err != nil {
 		return nil, fmt.Errorf("%s: reading tensor %s (%s): %w", f.Path, tensor, src.Entry, err)
 	}
-	src.Digest = artifacts.DigestOf(h)
+	return src, nil
+}
+
+// ReadRows reads rows [first, first+len(dst)/K) of the matrix as float32 (quant.RowReader).
+func (s *finalizeSource) ReadRows(ctx context.Context, first int, dst []float32) error {
+	return s.f.ReadRows(ctx, s.t, s.first+int64(first), dst)
+}
+
+// readFinalizeSource is openFinalizeSource with the matrix read whole into M.
+func readFinalizeSource(ctx context.Context, f *gguf.File, tensor string, expert *int, n, k int) (*finalizeSource, error) {
+	src, err := openFinalizeSource(ctx, f, tensor, expert, n, k)
+	if err != nil {
+		return nil, err
+	}
 	src.M = quant.Matrix{Name: src.Entry, Rows: n, Cols: k, Data: make([]float32, n*k)}
-	if err := f.ReadRows(ctx, t, first, src.M.Data); err != nil {
+	if err := src.ReadRows(ctx, 0, src.M.Data); err != nil {
 		return nil, err
 	}
 	return src, nil
+}
+
+// hashSection returns the BLAKE3 of the n bytes of r at off: in pieces of artifacts.PieceSize on
+// GOMAXPROCS goroutines (a piece buffer each), merged into the root.
+func hashSection(ctx context.Context, r io.ReaderAt, off, n int64) (artifacts.Digest, error) {
+	if n <= artifacts.PieceSize {
+		b := make([]byte, n)
+		if _, err := r.ReadAt(b, off); err != nil && !(errors.Is(err, io.EOF) && len(b) == int(n)) {
+			return artifacts.Digest{}, err
+		}
+		return artifacts.SumBytes(b), nil
+	}
+	pieces := make([]artifacts.ChainValue, (n+artifacts.PieceSize-1)/artifacts.PieceSize)
+	var next atomic.Int64
+	g, gctx := errgroup.WithContext(ctx)
+	for range min(runtime.GOMAXPROCS(0), len(pieces)) {
+		g.Go(func() error {
+			buf := make([]byte, artifacts.PieceSize)
+			for {
+				i := next.Add(1) - 1
+				if i >= int64(len(pieces)) {
+					return nil
+				}
+				if err := gctx.Err(); err != nil {
+					return err
+				}
+				b := buf[:min(artifacts.PieceSize, n-i*artifacts.PieceSize)]
+				if got, err := r.ReadAt(b, off+i*artifacts.PieceSize); got < len(b) {
+					if err == nil {
+						err = io.ErrUnexpectedEOF
+					}
+					return err
+				}
+				pieces[i] = artifacts.SubtreeCV(b, uint64(i*artifacts.PieceSize/artifacts.ChunkSize))
+			}
+		})
+	}
+	if err := g.Wait(); err != nil {
+		return artifacts.Digest{}, err
+	}
+	return artifacts.RootDigest(pieces)
 }
 
 // imatrixImportance returns the importance of src from the imatrix file at path: mean x² per input
@@ -67,7 +131,7 @@ func readFinalizeSource(ctx context.Context, f *gguf.File, tensor string, expert
 // K or expert-count mismatch, and a matrix no calibration token reached are errors naming the file,
 // the tensor and what was expected.
 func imatrixImportance(ctx context.Context, path, tensor string, src *finalizeSource) ([]float64, error) {
-	row, err := calib.ReadImatrixRow(ctx, path, tensor, src.M.Cols, src.NMat, src.Mat)
+	row, err := calib.ReadImatrixRow(ctx, path, tensor, src.K, src.NMat, src.Mat)
 	if err != nil {
 		return nil, err
 	}

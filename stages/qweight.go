@@ -10,6 +10,7 @@ import (
 	"io"
 	"math"
 	"os"
+	"unsafe"
 
 	"orkpipe/artifacts"
 	"orkpipe/ork/pack"
@@ -113,7 +114,7 @@ func WriteQWeight(path string, q *QWeight) error {
 	if err != nil {
 		return err
 	}
-	h := artifacts.NewHasher()
+	h := artifacts.NewStreamHasher()
 	bw := bufio.NewWriterSize(io.MultiWriter(f, h), 1<<20)
 	var hdr [16]byte
 	copy(hdr[:8], qweightMagic[:])
@@ -131,8 +132,8 @@ func WriteQWeight(path string, q *QWeight) error {
 			f.Close()
 			return fmt.Errorf("%w: %s: %d codes and %d scales for N=%d KP=%d groups=%d", ErrWeightFile, q.Meta.Name, len(q.Codes), len(q.Scales), q.Meta.N, q.Meta.KP, q.Meta.Groups())
 		}
-		if err = binary.Write(bw, binary.LittleEndian, q.Codes); err == nil {
-			err = binary.Write(bw, binary.LittleEndian, q.Scales)
+		if _, err = bw.Write(int8Bytes(q.Codes)); err == nil {
+			err = writeFloat32s(bw, q.Scales)
 		}
 	}
 	if err == nil {
@@ -146,6 +147,39 @@ func WriteQWeight(path string, q *QWeight) error {
 	}
 	if err != nil {
 		return fmt.Errorf("writing weight file %s: %w", path, err)
+	}
+	return nil
+}
+
+// int8Bytes views codes as bytes (two's complement: the file's int8 encoding).
+func int8Bytes(codes []int8) []byte {
+	if len(codes) == 0 {
+		return nil
+	}
+	return unsafe.Slice((*byte)(unsafe.Pointer(&codes[0])), len(codes))
+}
+
+// bytesInt8 views b as int8 codes.
+func bytesInt8(b []byte) []int8 {
+	if len(b) == 0 {
+		return []int8{}
+	}
+	return unsafe.Slice((*int8)(unsafe.Pointer(&b[0])), len(b))
+}
+
+// writeFloat32s writes v little-endian through a small buffer (binary.Write would encode all of v
+// into one new buffer first).
+func writeFloat32s(w io.Writer, v []float32) error {
+	var buf [4096]byte
+	for len(v) > 0 {
+		n := min(len(v), len(buf)/4)
+		for i, x := range v[:n] {
+			binary.LittleEndian.PutUint32(buf[4*i:], math.Float32bits(x))
+		}
+		if _, err := w.Write(buf[:4*n]); err != nil {
+			return err
+		}
+		v = v[n:]
 	}
 	return nil
 }
@@ -206,7 +240,9 @@ func ReadQWeight(path string) (*QWeight, error) {
 	if err != nil {
 		return nil, err
 	}
-	if got := artifacts.SumBytes(data[:size-32]); !bytes.Equal(got.Bytes(), data[size-32:]) {
+	h := artifacts.NewStreamHasher()
+	h.Write(data[:size-32])
+	if got := artifacts.DigestOf(h); !bytes.Equal(got.Bytes(), data[size-32:]) {
 		return nil, fmt.Errorf("%w: %s: BLAKE3 mismatch (corrupt)", ErrWeightFile, path)
 	}
 	q := &QWeight{Meta: m}
@@ -215,10 +251,12 @@ func ReadQWeight(path string) (*QWeight, error) {
 		q.F16 = make([]uint16, m.N*m.K)
 		err = binary.Read(payload, binary.LittleEndian, q.F16)
 	} else {
-		q.Codes = make([]int8, m.N*m.KP)
+		// The codes alias the file's bytes (no copy); the scales are decoded.
+		nc := int64(m.N) * int64(m.KP)
+		q.Codes = bytesInt8(data[off : off+nc])
 		q.Scales = make([]float32, m.N*m.Groups())
-		if err = binary.Read(payload, binary.LittleEndian, q.Codes); err == nil {
-			err = binary.Read(payload, binary.LittleEndian, q.Scales)
+		for i := range q.Scales {
+			q.Scales[i] = math.Float32frombits(binary.LittleEndian.Uint32(data[off+nc+4*int64(i):]))
 		}
 	}
 	if err != nil {

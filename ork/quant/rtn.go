@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math"
+	"sync/atomic"
 
 	"golang.org/x/sync/errgroup"
 )
@@ -39,27 +40,79 @@ func RTN(ctx context.Context, m Matrix, h *Hessian, opts ...Option) (*Weight, er
 			diag[k] = hdata[k*w.KP+k]
 		}
 	}
-	if err := rtnRows(ctx, w, data, diag, c); err != nil {
+	if err := rtnRows(ctx, w, matrixRows(data, w.KP), diag, c); err != nil {
 		return nil, fmt.Errorf("%s: %w", m.Name, err)
 	}
 	return w, nil
 }
 
-// rtnRows quantizes every row of data ([N][KP], rotated when w is) into w with the clip search
-// weighted by diag (nil: unweighted), and sets w.QErr.
-func rtnRows(ctx context.Context, w *Weight, data []float32, diag []float64, c *config) error {
-	if err := forRows(ctx, w.N, c.workers, func(lo, hi int) {
-		buf := make([]float64, w.KP)
-		for n := lo; n < hi; n++ {
-			for k, v := range data[n*w.KP : (n+1)*w.KP] {
-				buf[k] = float64(v)
+// rowsFunc returns rows [lo, hi) of a weight as float32 [hi-lo][KP] (rotated when the weight is),
+// either aliasing a whole matrix or read into the worker's scratch.
+type rowsFunc func(ctx context.Context, lo, hi int, scratch *[]float32) ([]float32, error)
+
+// matrixRows serves rows of data ([N][KP]) in place.
+func matrixRows(data []float32, kp int) rowsFunc {
+	return func(_ context.Context, lo, hi int, _ *[]float32) ([]float32, error) {
+		return data[lo*kp : hi*kp], nil
+	}
+}
+
+// rtnChunkBytes bounds the float32 rows one worker takes at a time (what a streamed weight holds
+// per worker).
+const rtnChunkBytes = 1 << 20
+
+// rtnRows quantizes every row rows serves into w with the clip search weighted by diag (nil:
+// unweighted), on c.workers goroutines taking chunks of rows in turn, and sets w.QErr to
+// sqrt(num/den): num sums the chosen candidates' errors (clipErrsGo) and den Σ diag_k·x_k²
+// (sqNorm), each per group, then over the groups of a row, then over the rows, in order — the same
+// value on any number of workers.
+func rtnRows(ctx context.Context, w *Weight, rows rowsFunc, diag []float64, c *config) error {
+	nums, dens := make([]float64, w.N), make([]float64, w.N)
+	chunk := max(1, min((w.N+4*c.workers-1)/(4*c.workers), rtnChunkBytes/(4*w.KP)))
+	var next atomic.Int64
+	g, gctx := errgroup.WithContext(ctx)
+	for range min(c.workers, (w.N+chunk-1)/chunk) {
+		g.Go(func() error {
+			buf := make([]float64, w.KP)
+			cs := newClipScratch(len(c.clipGrid))
+			var scratch []float32
+			for {
+				lo := int(next.Add(int64(chunk))) - chunk
+				if lo >= w.N {
+					return nil
+				}
+				if err := gctx.Err(); err != nil {
+					return err
+				}
+				hi := min(lo+chunk, w.N)
+				data, err := rows(gctx, lo, hi, &scratch)
+				if err != nil {
+					return err
+				}
+				for n := lo; n < hi; n++ {
+					for k, v := range data[(n-lo)*w.KP : (n-lo+1)*w.KP] {
+						buf[k] = float64(v)
+					}
+					nums[n], dens[n] = quantizeRow(w, n, buf, diag, c.clipGrid, cs)
+				}
 			}
-			quantizeRow(w, n, buf, diag, c.clipGrid)
-		}
-	}); err != nil {
+		})
+	}
+	if err := g.Wait(); err != nil {
 		return err
 	}
-	w.QErr = weightedRelErr(w, data, diag)
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	var num, den float64
+	for n := range nums {
+		num += nums[n]
+		den += dens[n]
+	}
+	w.QErr = 0
+	if den != 0 {
+		w.QErr = math.Sqrt(num / den)
+	}
 	return nil
 }
 
@@ -96,8 +149,9 @@ func prepare(m Matrix, h *Hessian, c *config) (*Weight, []float32, []float64, er
 }
 
 // quantizeRow quantizes row n of w from its float64 values x (len KP) with optional per-column
-// weights diag, choosing each group's clip factor from grid.
-func quantizeRow(w *Weight, n int, x, diag []float64, grid []float64) {
+// weights diag, choosing each group's clip factor from grid, and returns the row's squared error
+// and squared norm (weighted by diag), summed group by group.
+func quantizeRow(w *Weight, n int, x, diag []float64, grid []float64, cs *clipScratch) (num, den float64) {
 	g := effGroup(w.KP, w.Group)
 	ng := w.Groups()
 	codes := w.Codes[n*w.KP : (n+1)*w.KP]
@@ -107,60 +161,33 @@ func quantizeRow(w *Weight, n int, x, diag []float64, grid []float64) {
 		if diag != nil {
 			wd = diag[lo:hi]
 		}
-		s := chooseScale(x[lo:hi], wd, w.Bits, grid)
+		s, e := chooseScaleErr(x[lo:hi], wd, w.Bits, grid, cs)
 		w.Scales[n*ng+gi] = s
 		quantizeWith(codes[lo:hi], x[lo:hi], s, w.Bits)
+		num += e
+		den += sqNorm(x[lo:hi], wd)
 	}
+	return num, den
 }
 
-// chooseScale returns the float32 scale shrink·amax/qmax of the grid factor that minimises
-// Σ wd_k (x_k - s·q_k)² (wd nil: unweighted). Ties keep the earlier (larger) factor.
+// chooseScale is chooseScaleErr's scale, with scratch on the stack for grids of up to
+// 2·clipLanes factors.
 func chooseScale(x, wd []float64, bits int, grid []float64) float32 {
-	amax := 0.0
-	for _, v := range x {
-		if v < 0 {
-			v = -v
-		}
-		if v > amax {
-			amax = v
-		}
+	var buf [3 * 2 * clipLanes]float64
+	cs := &clipScratch{}
+	if p := (len(grid) + clipLanes - 1) / clipLanes * clipLanes; p <= 2*clipLanes {
+		cs.s, cs.inv, cs.errs = buf[:p], buf[p:2*p], buf[2*p:3*p]
+	} else {
+		cs = newClipScratch(len(grid))
 	}
-	if amax == 0 {
-		return 0
-	}
-	lo, hi := codeRange(bits)
-	flo, fhi := float64(lo), float64(hi)
-	best, bestErr := float32(0), math.Inf(1)
-	for _, f := range grid {
-		s := float32(f * amax / qmax(bits))
-		if s == 0 {
-			continue
-		}
-		s64 := float64(s)
-		inv := 1 / s64
-		e := 0.0
-		if wd == nil {
-			for _, v := range x {
-				d := v - quantCode(v, inv, flo, fhi)*s64
-				e += d * d
-			}
-		} else {
-			for k, v := range x {
-				d := v - quantCode(v, inv, flo, fhi)*s64
-				e += wd[k] * d * d
-			}
-		}
-		if e < bestErr {
-			best, bestErr = s, e
-		}
-	}
-	return best
+	s, _ := chooseScaleErr(x, wd, bits, grid, cs)
+	return s
 }
 
 // quantCode is clamp(round(v·inv), lo, hi), round half away from zero: the one rounding rule
 // of every quantizer in this package (inv = 1/scale).
 func quantCode(v, inv, lo, hi float64) float64 {
-	q := math.Round(v * inv)
+	q := roundAway(v * inv)
 	if q > hi {
 		return hi
 	}
@@ -179,10 +206,7 @@ func quantizeWith(codes []int8, x []float64, s float32, bits int) {
 		return
 	}
 	lo, hi := codeRange(bits)
-	inv := 1 / float64(s)
-	for k, v := range x {
-		codes[k] = int8(quantCode(v, inv, float64(lo), float64(hi)))
-	}
+	quantCodes(codes, x, 1/float64(s), float64(lo), float64(hi))
 }
 
 // weightedRelErr returns sqrt(Σ d_k (W-Q)²/Σ d_k W²) (d nil: unweighted, the relative

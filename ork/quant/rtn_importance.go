@@ -25,25 +25,34 @@ func RTNImportance(ctx context.Context, m Matrix, importance []float64, opts ...
 	if c.rotate {
 		return nil, fmt.Errorf("%s: importance weighting with a rotation: the rotated diag(H) needs off-diagonal terms: %w", m.Name, ErrParam)
 	}
-	if len(importance) != m.Cols {
-		return nil, fmt.Errorf("%s: %d importance values, weight has K=%d: %w", m.Name, len(importance), m.Cols, ErrShape)
-	}
-	sum := 0.0
-	for k, v := range importance {
-		if math.IsNaN(v) || math.IsInf(v, 0) || v < 0 {
-			return nil, fmt.Errorf("%s: importance[%d] = %v, want finite and >= 0: %w", m.Name, k, v, ErrNotFinite)
-		}
-		sum += v
-	}
-	if sum == 0 {
-		return nil, fmt.Errorf("%s: every importance value is 0 (no calibration activation reached this weight), nothing to weight by: %w", m.Name, ErrParam)
+	if err := checkImportance(m.Name, importance, m.Cols); err != nil {
+		return nil, err
 	}
 	w, data, _, err := prepare(m, nil, c)
 	if err != nil {
 		return nil, err
 	}
-	if err := rtnRows(ctx, w, data, importance, c); err != nil {
+	if err := rtnRows(ctx, w, matrixRows(data, w.KP), importance, c); err != nil {
 		return nil, fmt.Errorf("%s: %w", m.Name, err)
 	}
 	return w, nil
+}
+
+// checkImportance checks an importance vector for a weight of k columns: k values, finite, >= 0,
+// not all zero.
+func checkImportance(name string, importance []float64, k int) error {
+	if len(importance) != k {
+		return fmt.Errorf("%s: %d importance values, weight has K=%d: %w", name, len(importance), k, ErrShape)
+	}
+	sum := 0.0
+	for i, v := range importance {
+		if math.IsNaN(v) || math.IsInf(v, 0) || v < 0 {
+			return fmt.Errorf("%s: importance[%d] = %v, want finite and >= 0: %w", name, i, v, ErrNotFinite)
+		}
+		sum += v
+	}
+	if sum == 0 {
+		return fmt.Errorf("%s: every importance value is 0 (no calibration activation reached this weight), nothing to weight by: %w", name, ErrParam)
+	}
+	return nil
 }

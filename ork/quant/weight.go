@@ -25,7 +25,7 @@ func (m Matrix) Validate() error {
 		return fmt.Errorf("%s: data has %d values, want rows*cols = %d: %w", m.Name, len(m.Data), m.Rows*m.Cols, ErrShape)
 	}
 	for i, v := range m.Data {
-		if math.IsNaN(float64(v)) || math.IsInf(float64(v), 0) {
+		if math.Float32bits(v)&0x7f800000 == 0x7f800000 { // exponent all ones: ±Inf or NaN
 			return fmt.Errorf("%s: value %v at row %d col %d: %w", m.Name, v, i/m.Cols, i%m.Cols, ErrNotFinite)
 		}
 	}

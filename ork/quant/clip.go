@@ -1,0 +1,117 @@
+package quant
+
+import "math"
+
+// The clip search's inner work, shared by RTN and GPTQ: for each candidate scale of a group, the
+// (weighted) squared error of quantizing the group with it. Its arithmetic is fixed — float64,
+// terms in element order, no fused multiply-add — so that the pure-Go loops here and the amd64
+// kernel (clip_amd64.s, which evaluates eight candidates per element in the lanes of two AVX2
+// registers) give bit-identical errors, hence identical choices on every machine.
+
+// clipLanes is how many candidate scales one kernel pass evaluates.
+const clipLanes = 8
+
+// clipScratch holds a search's candidate scales, their inverses and errors, padded to whole
+// passes of clipLanes. A padding or zero candidate has scale 0 and inverse 0 (its error is then
+// Σ wd·x², and it is never chosen).
+type clipScratch struct {
+	s, inv, errs []float64
+}
+
+func newClipScratch(grid int) *clipScratch {
+	n := (grid + clipLanes - 1) / clipLanes * clipLanes
+	return &clipScratch{s: make([]float64, n), inv: make([]float64, n), errs: make([]float64, n)}
+}
+
+// roundAway is math.Round (round half away from zero) through math.Trunc, which amd64 computes
+// with one instruction: y − trunc(y) is exact, so the comparison with ±0.5 decides exactly as
+// math.Round does, for every float64 (±Inf and NaN pass through unchanged).
+func roundAway(y float64) float64 {
+	t := math.Trunc(y)
+	r := y - t
+	if r >= 0.5 {
+		t++
+	} else if r <= -0.5 {
+		t--
+	}
+	return t
+}
+
+// clipErrsGo is the reference of clipErrs: errs[j] = Σ_k wd_k·d·d (wd nil: d·d) with
+// d = x_k − quantCode(x_k, inv_j)·s_j, summed over k in order from 0.
+func clipErrsGo(x, wd, s, inv, errs []float64, lo, hi float64) {
+	for j := range errs {
+		sj, ij := s[j], inv[j]
+		e := 0.0
+		if wd == nil {
+			for _, v := range x {
+				d := v - float64(quantCode(v, ij, lo, hi)*sj)
+				e += float64(d * d)
+			}
+		} else {
+			for k, v := range x {
+				d := v - float64(quantCode(v, ij, lo, hi)*sj)
+				e += float64(float64(wd[k]*d) * d)
+			}
+		}
+		errs[j] = e
+	}
+}
+
+// chooseScaleErr returns the float32 scale shrink·amax/qmax of the grid factor that minimises
+// err = Σ wd_k (x_k − s·q_k)² (wd nil: unweighted; ties keep the earlier factor; a factor whose
+// float32 scale is 0 is skipped), and that err. An all-zero group has scale 0 and err 0; a group
+// no factor gives a non-zero scale has scale 0 and err Σ wd_k x_k².
+func chooseScaleErr(x, wd []float64, bits int, grid []float64, cs *clipScratch) (float32, float64) {
+	amax := groupAmax(x)
+	if amax == 0 {
+		return 0, 0
+	}
+	lo, hi := codeRange(bits)
+	flo, fhi := float64(lo), float64(hi)
+	any := false
+	for j := range cs.s {
+		cs.s[j], cs.inv[j] = 0, 0
+		if j < len(grid) {
+			if s := float32(grid[j] * amax / qmax(bits)); s != 0 {
+				cs.s[j], cs.inv[j], any = float64(s), 1/float64(s), true
+			}
+		}
+	}
+	if !any {
+		return 0, sqErr(x, wd, 0, 0, flo, fhi)
+	}
+	if len(grid) == 1 {
+		return float32(cs.s[0]), sqErr(x, wd, cs.s[0], cs.inv[0], flo, fhi)
+	}
+	clipErrs(x, wd, cs.s, cs.inv, cs.errs, flo, fhi)
+	best, bestErr := float32(0), math.Inf(1)
+	for j := range grid {
+		if cs.s[j] != 0 && cs.errs[j] < bestErr {
+			best, bestErr = float32(cs.s[j]), cs.errs[j]
+		}
+	}
+	return best, bestErr
+}
+
+// sqErr is clipErrsGo for one candidate.
+func sqErr(x, wd []float64, s, inv, lo, hi float64) float64 {
+	var e [1]float64
+	clipErrsGo(x, wd, []float64{s}, []float64{inv}, e[:], lo, hi)
+	return e[0]
+}
+
+// sqNorm returns Σ wd_k·x_k·x_k (wd nil: Σ x_k·x_k), in order.
+func sqNorm(x, wd []float64) float64 {
+	e := 0.0
+	if wd == nil {
+		for _, v := range x {
+			e += float64(v * v)
+		}
+		return e
+	}
+	for k, v := range x {
+		e += float64(float64(wd[k]*v) * v)
+	}
+	return e
+}

@@ -1,0 +1,176 @@
+#include "textflag.h"
+
+// Constants for the rounding step, one float64 per lane.
+DATA clipHalf<>+0(SB)/8, $0x3FE0000000000000
+DATA clipHalf<>+8(SB)/8, $0x3FE0000000000000
+DATA clipHalf<>+16(SB)/8, $0x3FE0000000000000
+DATA clipHalf<>+24(SB)/8, $0x3FE0000000000000
+GLOBL clipHalf<>(SB), RODATA|NOPTR, $32
+
+DATA clipNegHalf<>+0(SB)/8, $0xBFE0000000000000
+DATA clipNegHalf<>+8(SB)/8, $0xBFE0000000000000
+DATA clipNegHalf<>+16(SB)/8, $0xBFE0000000000000
+DATA clipNegHalf<>+24(SB)/8, $0xBFE0000000000000
+GLOBL clipNegHalf<>(SB), RODATA|NOPTR, $32
+
+DATA clipOne<>+0(SB)/8, $0x3FF0000000000000
+DATA clipOne<>+8(SB)/8, $0x3FF0000000000000
+DATA clipOne<>+16(SB)/8, $0x3FF0000000000000
+DATA clipOne<>+24(SB)/8, $0x3FF0000000000000
+GLOBL clipOne<>(SB), RODATA|NOPTR, $32
+
+// CODE leaves in Y13 quantCode(x, inv) for the x broadcast in Y11 and four inverses in INV:
+// t = trunc(x·inv), t ± 1 when the exact remainder reaches ±0.5 (math.Round), clamped to
+// [Y6, Y7].
+#define CODE(INV) \
+	VMULPD INV, Y11, Y12; \
+	VROUNDPD $3, Y12, Y13; \
+	VSUBPD Y13, Y12, Y14; \
+	VCMPPD $0x1D, clipHalf<>(SB), Y14, Y15; \
+	VANDPD clipOne<>(SB), Y15, Y15; \
+	VADDPD Y15, Y13, Y13; \
+	VCMPPD $0x12, clipNegHalf<>(SB), Y14, Y15; \
+	VANDPD clipOne<>(SB), Y15, Y15; \
+	VSUBPD Y15, Y13, Y13; \
+	VMAXPD Y6, Y13, Y13; \
+	VMINPD Y7, Y13, Y13
+
+// ERR adds d·d to ACC for d = x − q·S (q in Y13 from CODE).
+#define ERR(S, ACC) \
+	VMULPD S, Y13, Y13; \
+	VSUBPD Y13, Y11, Y13; \
+	VMULPD Y13, Y13, Y13; \
+	VADDPD Y13, ACC, ACC
+
+// WERR adds (wd·d)·d to ACC, wd broadcast in Y8.
+#define WERR(S, ACC) \
+	VMULPD S, Y13, Y13; \
+	VSUBPD Y13, Y11, Y13; \
+	VMULPD Y13, Y8, Y14; \
+	VMULPD Y13, Y14, Y14; \
+	VADDPD Y14, ACC, ACC
+
+// func clipErrs8(x, wd *float64, n int, s, inv *float64, lohi *[2]float64, errs *float64)
+TEXT ·clipErrs8(SB), NOSPLIT, $0-56
+	MOVQ x+0(FP), SI
+	MOVQ wd+8(FP), DI
+	MOVQ n+16(FP), CX
+	MOVQ s+24(FP), AX
+	MOVQ inv+32(FP), BX
+	MOVQ lohi+40(FP), DX
+	VMOVUPD 0(AX), Y2
+	VMOVUPD 32(AX), Y3
+	VMOVUPD 0(BX), Y4
+	VMOVUPD 32(BX), Y5
+	VBROADCASTSD 0(DX), Y6
+	VBROADCASTSD 8(DX), Y7
+	VXORPD Y0, Y0, Y0
+	VXORPD Y1, Y1, Y1
+	TESTQ CX, CX
+	JZ done
+	TESTQ DI, DI
+	JNZ weighted
+
+plain:
+	VBROADCASTSD (SI), Y11
+	CODE(Y4)
+	ERR(Y2, Y0)
+	CODE(Y5)
+	ERR(Y3, Y1)
+	ADDQ $8, SI
+	DECQ CX
+	JNZ plain
+	JMP done
+
+weighted:
+	VBROADCASTSD (SI), Y11
+	VBROADCASTSD (DI), Y8
+	CODE(Y4)
+	WERR(Y2, Y0)
+	CODE(Y5)
+	WERR(Y3, Y1)
+	ADDQ $8, SI
+	ADDQ $8, DI
+	DECQ CX
+	JNZ weighted
+
+done:
+	MOVQ errs+48(FP), AX
+	VMOVUPD Y0, 0(AX)
+	VMOVUPD Y1, 32(AX)
+	VZEROUPPER
+	RET
+
+DATA clipAbs<>+0(SB)/8, $0x7FFFFFFFFFFFFFFF
+GLOBL clipAbs<>(SB), RODATA|NOPTR, $8
+
+// func absMax4(x *float64, n int) float64 — max |x_k| over n values, n a positive multiple of 4.
+TEXT ·absMax4(SB), NOSPLIT, $0-24
+	MOVQ x+0(FP), SI
+	MOVQ n+8(FP), CX
+	VBROADCASTSD clipAbs<>(SB), Y3
+	VXORPD Y0, Y0, Y0
+	VXORPD Y1, Y1, Y1
+	CMPQ CX, $8
+	JLT tail4
+
+loop8:
+	VANDPD 0(SI), Y3, Y2
+	VMAXPD Y0, Y2, Y0
+	VANDPD 32(SI), Y3, Y2
+	VMAXPD Y1, Y2, Y1
+	ADDQ $64, SI
+	SUBQ $8, CX
+	CMPQ CX, $8
+	JGE loop8
+
+tail4:
+	TESTQ CX, CX
+	JZ reduce
+	VANDPD 0(SI), Y3, Y2
+	VMAXPD Y0, Y2, Y0
+
+reduce:
+	VMAXPD Y1, Y0, Y0
+	VEXTRACTF128 $1, Y0, X1
+	VMAXPD X1, X0, X0
+	VPERMILPD $1, X0, X1
+	VMAXSD X1, X0, X0
+	VMOVSD X0, ret+16(FP)
+	VZEROUPPER
+	RET
+
+// func quantCodes4(x *float64, n int, inv float64, lohi *[2]float64, codes *int8) — codes[k] =
+// quantCode(x_k, inv) for n values, n a positive multiple of 4.
+TEXT ·quantCodes4(SB), NOSPLIT, $0-40
+	MOVQ x+0(FP), SI
+	MOVQ n+8(FP), CX
+	VBROADCASTSD inv+16(FP), Y4
+	MOVQ lohi+24(FP), DX
+	VBROADCASTSD 0(DX), Y6
+	VBROADCASTSD 8(DX), Y7
+	MOVQ codes+32(FP), DI
+
+qloop:
+	VMULPD 0(SI), Y4, Y12
+	VROUNDPD $3, Y12, Y13
+	VSUBPD Y13, Y12, Y14
+	VCMPPD $0x1D, clipHalf<>(SB), Y14, Y15
+	VANDPD clipOne<>(SB), Y15, Y15
+	VADDPD Y15, Y13, Y13
+	VCMPPD $0x12, clipNegHalf<>(SB), Y14, Y15
+	VANDPD clipOne<>(SB), Y15, Y15
+	VSUBPD Y15, Y13, Y13
+	VMAXPD Y6, Y13, Y13
+	VMINPD Y7, Y13, Y13
+	VCVTTPD2DQY Y13, X13
+	VPACKSSDW X13, X13, X13
+	VPACKSSWB X13, X13, X13
+	VMOVD X13, AX
+	MOVL AX, 0(DI)
+	ADDQ $32, SI
+	ADDQ $4, DI
+	SUBQ $4, CX
+	JNZ qloop
+	VZEROUPPER
+	RET

@@ -6,10 +6,13 @@ import (
 	"debug/buildinfo"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"os"
 	"sort"
+
+	"golang.org/x/sys/unix"
 )
 
 // ProvenanceParams are the parameters of "provenance": an in-toto Statement v1 whose predicate is
@@ -68,25 +71,49 @@ type resourceDescriptor struct {
 	Annotations map[string]any `json:"annotations,omitempty"`
 }
 
+// sha256File returns the hex sha256 of the file at path. Holes (a stub's pack-owned tensors) are
+// hashed from a buffer of zeros rather than read: reading a hole copies zeros out of the kernel.
 func sha256File(ctx context.Context, path string) (string, error) {
 	f, err := os.Open(path)
 	if err != nil {
 		return "", err
 	}
 	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		return "", err
+	}
 	h := sha256.New()
 	buf := make([]byte, 1<<20)
-	for {
-		if err := ctx.Err(); err != nil {
-			return "", err
+	zeros := make([]byte, 1<<20)
+	fd, size := int(f.Fd()), st.Size()
+	for off := int64(0); off < size; {
+		// The next data segment [data, hole); a filesystem without SEEK_DATA reports one segment.
+		data, hole := off, size
+		if d, err := unix.Seek(fd, off, unix.SEEK_DATA); errors.Is(err, unix.ENXIO) {
+			data = size
+		} else if err == nil {
+			data = min(d, size)
+			if e, err := unix.Seek(fd, data, unix.SEEK_HOLE); err == nil {
+				hole = min(e, size)
+			}
 		}
-		n, err := f.Read(buf)
-		h.Write(buf[:n])
-		if err == io.EOF {
-			break
+		for ; off < data; off += int64(min(len(zeros), int(data-off))) {
+			h.Write(zeros[:min(len(zeros), int(data-off))])
 		}
-		if err != nil {
-			return "", fmt.Errorf("hashing %s: %w", path, err)
+		for off < hole {
+			if err := ctx.Err(); err != nil {
+				return "", err
+			}
+			n, err := f.ReadAt(buf[:min(int64(len(buf)), hole-off)], off)
+			h.Write(buf[:n])
+			off += int64(n)
+			if n == 0 || (err != nil && !errors.Is(err, io.EOF)) {
+				if err == nil || errors.Is(err, io.EOF) {
+					err = io.ErrUnexpectedEOF
+				}
+				return "", fmt.Errorf("hashing %s at %d of %d bytes: %w", path, off, size, err)
+			}
 		}
 	}
 	return hex.EncodeToString(h.Sum(nil)), nil

@@ -317,3 +317,60 @@ func TestMergeKeepsTheMeasuringRun(t *testing.T) {
 		t.Errorf("note %q, want %q", got, want)
 	}
 }
+
+// TestVersusPeerTool: the RTN row's builds are compared with llama-quantize (time and peak RSS)
+// and the two RTN targets read those ratios.
+func TestVersusPeerTool(t *testing.T) {
+	rtn := func(clip, noclip float64, rss int64) *Report {
+		r := Row{ID: "rtn", Measures: []Measure{
+			{Label: "llama-quantize Q4_0", Role: "baseline", Samples: []float64{4, 5, 6}, PeakRSS: 2 << 30},
+			{Label: "orkpipe build (cold), clip search", Role: "subject", Samples: []float64{clip}, PeakRSS: rss, Versus: "llama-quantize Q4_0"},
+			{Label: "orkpipe build (cold), clip_grid [1.0]", Role: "subject", Samples: []float64{noclip}, PeakRSS: rss, Versus: "llama-quantize Q4_0"},
+		}}
+		r.finish()
+		return &Report{Rows: []Row{r}}
+	}
+	for _, tc := range []struct {
+		name            string
+		clip, noclip    float64
+		rss             int64
+		wantClip, want1 bool
+		clipValue       string
+	}{
+		{"both met", 5, 2.5, 1 << 30, true, true, "1x its time, 0.5x its peak RSS"},
+		{"slower", 6, 2.6, 1 << 30, false, false, "1.2x its time, 0.5x its peak RSS"},
+		{"more memory", 4, 2, 3 << 30, false, true, "0.8x its time, 1.5x its peak RSS"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			rep := rtn(tc.clip, tc.noclip, tc.rss)
+			m := rep.Rows[0].Measures[1]
+			if want := tc.clip / 5; math.Abs(m.VsTime-want) > 1e-12 {
+				t.Errorf("VsTime %v, want %v", m.VsTime, want)
+			}
+			if !strings.Contains(notes(m), "x llama-quantize Q4_0's time") {
+				t.Errorf("notes %q do not name the peer tool", notes(m))
+			}
+			got := map[string]Target{}
+			for _, tg := range targets(rep) {
+				got[tg.Goal] = tg
+			}
+			c := got["RTN build with clip search <= 1.0x llama-quantize Q4_0's time and peak RSS"]
+			n := got["RTN build without clip search <= 0.5x llama-quantize Q4_0's time"]
+			if c.Met == nil || *c.Met != tc.wantClip || c.Value != tc.clipValue {
+				t.Errorf("clip target %+v (value %q), want met %v value %q", c, c.Value, tc.wantClip, tc.clipValue)
+			}
+			if n.Met == nil || *n.Met != tc.want1 {
+				t.Errorf("no-clip target %+v, want met %v", n, tc.want1)
+			}
+		})
+	}
+	// Without llama-quantize the targets are not measured.
+	rep := rtn(5, 2.5, 1<<30)
+	rep.Rows[0].Measures[0].Skipped = "skipped: llama-quantize not on PATH"
+	rep.Rows[0].finish()
+	for _, tg := range targets(rep) {
+		if strings.HasPrefix(tg.Goal, "RTN build") && tg.Met != nil {
+			t.Errorf("target %q judged without llama-quantize: %+v", tg.Goal, tg)
+		}
+	}
+}

@@ -46,10 +46,7 @@ func one(f func(e *env) (Row, error)) func(e *env) ([]Row, error) {
 }
 
 func specs(profile string, scaleLayers []int, rssBudgets []int64) []rowSpec {
-	rtnLayers := 1
-	if profile == "full" {
-		rtnLayers = 2
-	}
+	const rtnLayers = 2 // the slice: 660M params, every matmul weight I4_NATIVE g32
 	return []rowSpec{
 		{"hash", true, one(rowHash), ""},
 		{"cas", true, one(rowCAS), ""},
@@ -91,6 +88,7 @@ func run() error {
 		size     = flag.String("size", "2GiB", "size of the file hashed, ingested, pushed and pulled")
 		mem      = flag.String("mem", "8GiB", "--mem of the RTN and no-op builds")
 		rssMem   = flag.String("rss-mem", "4GiB,8GiB", "--mem budgets of the rss row's builds, comma-separated")
+		lq       = flag.String("llama-quantize", "", "llama.cpp's llama-quantize binary, the rtn row's baseline (default: llama-quantize on PATH)")
 		pureGo   = flag.Bool("gptq-pure-go", true, "measure the GPTQ rows in the pure-Go build too (K=17408 pure Go: about an hour on 2 cores)")
 		worker   = flag.String("worker", "", "internal: run one measurement in this process (gptq)")
 		wn       = flag.Int("n", 5120, "internal: -worker gptq: rows of the weight")
@@ -175,6 +173,7 @@ func run() error {
 	}
 	e := &env{ctx: ctx, dir: scratch, runs: *runs, longRuns: *longRuns, size: sz, profile: *profile, log: log, mem: mb, gptqPureGo: *pureGo,
 		corpus: filepath.Join(root, "pipelines", "recipes", "demo-corpus.txt")}
+	e.llamaQuantize, e.llamaQuantizeWhy = findLlamaQuantize(*lq)
 	if err := e.buildBinaries(*blas, needsBLASWorker(selected)); err != nil {
 		return err
 	}

@@ -28,6 +28,11 @@ type Measure struct {
 	Skipped string    `json:"skipped,omitempty"`    // why it was not measured
 	Extra   string    `json:"extra,omitempty"`      // a short fact shown in the notes column
 	X       float64   `json:"x,omitempty"`          // scaling rows: the size (layers, nodes) fitted against
+	// Versus names another measure of the row (a peer tool) this one is compared with: VsTime is
+	// this median / that median, VsRSS this peak RSS / that peak RSS (0: not measured).
+	Versus string  `json:"versus,omitempty"`
+	VsTime float64 `json:"vs_time,omitempty"`
+	VsRSS  float64 `json:"vs_rss,omitempty"`
 }
 
 // Row is one line of the issue's list: a subject measured against its baselines.
@@ -78,6 +83,13 @@ func (r *Row) finish() {
 		m := &r.Measures[i]
 		if m.Role == "baseline" && subj != nil && subj.Skipped == "" && m.Skipped == "" {
 			m.Ratio = Ratio(subj.Stats, m.Stats)
+		}
+		m.VsTime, m.VsRSS = 0, 0
+		if v := r.measure(m.Versus); v != nil && m.Versus != "" && m.Skipped == "" && v.Skipped == "" {
+			m.VsTime = Ratio(m.Stats, v.Stats)
+			if m.PeakRSS > 0 && v.PeakRSS > 0 {
+				m.VsRSS = float64(m.PeakRSS) / float64(v.PeakRSS)
+			}
 		}
 	}
 	r.refit()
@@ -265,6 +277,13 @@ func notes(ms Measure) string {
 	}
 	if ms.Extra != "" {
 		parts = append(parts, ms.Extra)
+	}
+	if ms.VsTime > 0 {
+		s := fmt.Sprintf("%.3gx %s's time", ms.VsTime, ms.Versus)
+		if ms.VsRSS > 0 {
+			s += fmt.Sprintf(", %.3gx its peak RSS", ms.VsRSS)
+		}
+		parts = append(parts, s)
 	}
 	return strings.Join(parts, "; ")
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"runtime"
 	"time"
 )
 
@@ -46,10 +47,13 @@ func (e *env) buildStep(m *Measure, cache, recipe, out string, mem int64, cold b
 		}}
 }
 
-// rowRTN: a cold RTN pack build of a generated 27B-shaped source vs reading the source once.
+// rowRTN: cold RTN pack builds of a generated F16 27B-shaped slice — with the default clip search
+// and without one (clip_grid [1.0]) — vs llama.cpp's llama-quantize Q4_0 of the same file (all
+// cores) and vs reading the source once.
 func rowRTN(e *env, layers int) (Row, error) {
 	s := shape27B(layers)
-	r := Row{ID: "rtn", Title: fmt.Sprintf("RTN pack build, %s (Q8_0 source)", s)}
+	s.Type = "F16"
+	r := Row{ID: "rtn", Title: fmt.Sprintf("RTN pack build, %s (F16 source)", s)}
 	src, err := e.source(s)
 	if err != nil {
 		return r, err
@@ -58,17 +62,36 @@ func rowRTN(e *env, layers int) (Row, error) {
 	if err != nil {
 		return r, err
 	}
-	r.Note = fmt.Sprintf("source %s; every matmul weight RTN I4_NATIVE g32 with clip search; cold = fresh cache (source hashed, every node run)", formatBytes(fi.Size()))
+	r.Note = fmt.Sprintf("source %s; every matmul weight RTN I4_NATIVE g32; cold = fresh cache (source hashed, every node run); llama-quantize: `llama-quantize SRC OUT Q4_0 %d` (its own choice of types for embeddings and output)",
+		formatBytes(fi.Size()), runtime.NumCPU())
 	rec, err := e.recipe("rtn27b", src, "rtn")
 	if err != nil {
 		return r, err
 	}
+	rec1, err := e.recipe("rtn27b-noclip", src, "rtn", "clip_grid: [1.0]")
+	if err != nil {
+		return r, err
+	}
 	r.Measures = []Measure{{Label: "cat source > /dev/null", Role: "baseline", Bytes: fi.Size()},
-		{Label: "orkpipe build (cold)", Role: "subject", Bytes: fi.Size()}}
+		{Label: "llama-quantize Q4_0", Role: "baseline", Bytes: fi.Size()},
+		{Label: "orkpipe build (cold), clip search", Role: "subject", Bytes: fi.Size(), Versus: "llama-quantize Q4_0"},
+		{Label: "orkpipe build (cold), clip_grid [1.0]", Role: "subject", Bytes: fi.Size(), Versus: "llama-quantize Q4_0"}}
 	cache, out := filepath.Join(e.dir, "rtn-cache"), filepath.Join(e.dir, "rtn-out")
+	lqOut := filepath.Join(e.dir, "rtn-llama-quantize.gguf")
 	defer os.RemoveAll(cache)
 	defer os.RemoveAll(out)
-	return r, e.interleave(e.longRuns, e.catStep(&r.Measures[0], src), e.buildStep(&r.Measures[1], cache, rec, out, e.mem, true))
+	defer os.RemoveAll(lqOut)
+	steps := []step{e.catStep(&r.Measures[0], src)}
+	if e.llamaQuantize == "" {
+		r.Measures[1].Skipped = e.llamaQuantizeWhy
+	} else {
+		st := e.cmdStep(&r.Measures[1], func() error { return os.RemoveAll(lqOut) },
+			e.llamaQuantize, src, lqOut, "Q4_0", fmt.Sprint(runtime.NumCPU()))
+		st.rss = true
+		steps = append(steps, st)
+	}
+	steps = append(steps, e.buildStep(&r.Measures[2], cache, rec, out, e.mem, true), e.buildStep(&r.Measures[3], cache, rec1, out, e.mem, true))
+	return r, e.interleave(e.longRuns, steps...)
 }
 
 // rowNoop: the no-op rebuild of a 64-layer recipe whose graph is 27B-shaped (448 matmul weights)

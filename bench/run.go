@@ -34,6 +34,27 @@ type env struct {
 	mem      int64  // --mem of the RTN and no-op builds
 
 	gptqPureGo bool // the GPTQ rows measure the pure-Go build too (-gptq-pure-go)
+
+	llamaQuantize    string // llama.cpp's llama-quantize ("" when not found)
+	llamaQuantizeWhy string // why its measure is skipped
+}
+
+// llamaQuantizeHint says how to get llama-quantize: llama.cpp built from source.
+const llamaQuantizeHint = "build llama.cpp from source: cmake -B build -DGGML_NATIVE=OFF -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON && cmake --build build --target llama-quantize -j; then put build/bin on PATH or pass -llama-quantize"
+
+// findLlamaQuantize returns the llama-quantize to run (flag, else PATH), or "" and why its measure
+// is skipped.
+func findLlamaQuantize(flagPath string) (string, string) {
+	if flagPath != "" {
+		if _, err := os.Stat(flagPath); err != nil {
+			return "", fmt.Sprintf("skipped: -llama-quantize %s: %v (%s)", flagPath, err, llamaQuantizeHint)
+		}
+		return flagPath, ""
+	}
+	if p, err := exec.LookPath("llama-quantize"); err == nil {
+		return p, ""
+	}
+	return "", "skipped: llama-quantize not on PATH (" + llamaQuantizeHint + ")"
 }
 
 // aptHint names the Debian package that installs a tool the harness compares with.

@@ -14,25 +14,27 @@ import (
 	"orkpipe/stages"
 )
 
-// shape is a llama-family model shape for generated sources.
+// shape is a llama-family model shape for generated sources; Type is the GGUF type of its matmul
+// weights and embeddings (Q8_0 unless set).
 type shape struct {
 	Layers, Embd, FF, Heads, HeadsKV int
+	Type                             string
 }
 
 // shape27B is the 27B hybrid's matmul shape (n_embd 5120, n_ff 17408); shapeScaled keeps its
 // graph (7 matmul weights per layer, 64 layers: 448 weights) with every width divided by 20.
-func shape27B(layers int) shape    { return shape{layers, 5120, 17408, 40, 8} }
-func shapeScaled(layers int) shape { return shape{layers, 256, 864, 8, 2} }
+func shape27B(layers int) shape    { return shape{layers, 5120, 17408, 40, 8, "Q8_0"} }
+func shapeScaled(layers int) shape { return shape{layers, 256, 864, 8, 2, "Q8_0"} }
 
 func (s shape) String() string {
 	return fmt.Sprintf("%d layer%s, n_embd %d, n_ff %d", s.Layers, map[bool]string{true: "", false: "s"}[s.Layers == 1], s.Embd, s.FF)
 }
 
-// source generates (once per shape) a Q8_0 synthetic GGUF through the CLI's node entry point
+// source generates (once per shape) a synthetic GGUF through the CLI's node entry point
 // (`orkpipe node exec` of the synth stage: the same bytes `build` would synthesize) and returns
 // its path.
 func (e *env) source(s shape) (string, error) {
-	name := fmt.Sprintf("src-%dx%dx%d.gguf", s.Layers, s.Embd, s.FF)
+	name := fmt.Sprintf("src-%dx%dx%d-%s.gguf", s.Layers, s.Embd, s.FF, s.Type)
 	p := filepath.Join(e.dir, name)
 	if _, err := os.Stat(p); err == nil {
 		return p, nil
@@ -42,7 +44,7 @@ func (e *env) source(s shape) (string, error) {
 		return "", err
 	}
 	params, err := json.Marshal(stages.SynthParams{Layers: s.Layers, Embd: s.Embd, FF: s.FF, Heads: s.Heads, HeadsKV: s.HeadsKV,
-		Vocab: 512, Ctx: 256, Type: "Q8_0", Seed: 1})
+		Vocab: 512, Ctx: 256, Type: s.Type, Seed: 1})
 	if err != nil {
 		return "", err
 	}
@@ -82,14 +84,18 @@ func (e *env) source(s shape) (string, error) {
 }
 
 // recipe writes a recipe named name packing every matmul weight of src with method (rtn or gptq)
-// and returns its path. GPTQ recipes calibrate on the repository's demo corpus.
-func (e *env) recipe(name, src, method string) (string, error) {
+// and returns its path. GPTQ recipes calibrate on the repository's demo corpus; extra is added to
+// the scheme (e.g. "clip_grid: [1.0]").
+func (e *env) recipe(name, src, method string, extra ...string) (string, error) {
 	var b strings.Builder
 	fmt.Fprintf(&b, "name: %s\nsource:\n  model: %s\n", name, src)
 	if method == "gptq" {
 		fmt.Fprintf(&b, "calibration:\n  corpus: %s\n  sequences: 4\n  ctx: 128\n  mode: sequential\n  window: auto\n", e.corpus)
 	}
 	fmt.Fprintf(&b, "schemes:\n  - match: 'blk\\.\\d+\\.(attn_q|attn_k|attn_v|attn_output|ffn_gate|ffn_up|ffn_down)\\.weight'\n    method: %s\n    dtype: I4_NATIVE\n    group: 32\n", method)
+	for _, x := range extra {
+		fmt.Fprintf(&b, "    %s\n", x)
+	}
 	p := filepath.Join(e.dir, name+".yaml")
 	return p, os.WriteFile(p, []byte(b.String()), 0o644)
 }

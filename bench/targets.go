@@ -39,6 +39,29 @@ func targets(rep *Report) []Target {
 	ts = append(ts, check("no-op rebuild < 2% of the cold build", ok, x < 0.02, fmt.Sprintf("%.2f%% of cold", 100*x)))
 	x, ok = ratioOf("pull", "cp")
 	ts = append(ts, check("pull <= 2x cp", ok, x <= 2, fmt.Sprintf("%.2fx cp", x)))
+	if r := find("rtn"); r != nil {
+		for _, c := range []struct {
+			label, goal string
+			time, rss   float64 // limits (rss 0: not a goal)
+		}{
+			{"orkpipe build (cold), clip search", "RTN build with clip search <= 1.0x llama-quantize Q4_0's time and peak RSS", 1, 1},
+			{"orkpipe build (cold), clip_grid [1.0]", "RTN build without clip search <= 0.5x llama-quantize Q4_0's time", 0.5, 0},
+		} {
+			m := r.measure(c.label)
+			ok := m != nil && m.VsTime > 0 && (c.rss == 0 || m.VsRSS > 0)
+			var value string
+			met := false
+			if ok {
+				value = fmt.Sprintf("%.3gx its time", m.VsTime)
+				met = m.VsTime <= c.time
+				if c.rss > 0 {
+					value += fmt.Sprintf(", %.3gx its peak RSS", m.VsRSS)
+					met = met && m.VsRSS <= c.rss
+				}
+			}
+			ts = append(ts, check(c.goal, ok, met, value))
+		}
+	}
 	// Peak RSS: every build measured with a --mem budget in this run.
 	worst, n, over := 0.0, 0, 0
 	for _, r := range rep.Rows {

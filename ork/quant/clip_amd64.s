@@ -1,37 +1,15 @@
 #include "textflag.h"
 
-// Constants for the rounding step, one float64 per lane.
-DATA clipHalf<>+0(SB)/8, $0x3FE0000000000000
-DATA clipHalf<>+8(SB)/8, $0x3FE0000000000000
-DATA clipHalf<>+16(SB)/8, $0x3FE0000000000000
-DATA clipHalf<>+24(SB)/8, $0x3FE0000000000000
-GLOBL clipHalf<>(SB), RODATA|NOPTR, $32
-
-DATA clipNegHalf<>+0(SB)/8, $0xBFE0000000000000
-DATA clipNegHalf<>+8(SB)/8, $0xBFE0000000000000
-DATA clipNegHalf<>+16(SB)/8, $0xBFE0000000000000
-DATA clipNegHalf<>+24(SB)/8, $0xBFE0000000000000
-GLOBL clipNegHalf<>(SB), RODATA|NOPTR, $32
-
-DATA clipOne<>+0(SB)/8, $0x3FF0000000000000
-DATA clipOne<>+8(SB)/8, $0x3FF0000000000000
-DATA clipOne<>+16(SB)/8, $0x3FF0000000000000
-DATA clipOne<>+24(SB)/8, $0x3FF0000000000000
-GLOBL clipOne<>(SB), RODATA|NOPTR, $32
-
-// CODE leaves in Y13 quantCode(x, inv) for the x broadcast in Y11 and four inverses in INV:
-// t = trunc(x·inv), t ± 1 when the exact remainder reaches ±0.5 (math.Round), clamped to
-// [Y6, Y7].
+// CODE leaves in Y13 quantCode(x, inv) for the x in Y11 and the inverses in INV: y = x·inv,
+// t = trunc(y), q = t + trunc(2·(y − t)) (y − t and its double are exact, and trunc(2r) is ±1
+// exactly when |r| >= 0.5: math.Round), clamped to [Y6, Y7].
 #define CODE(INV) \
 	VMULPD INV, Y11, Y12; \
 	VROUNDPD $3, Y12, Y13; \
 	VSUBPD Y13, Y12, Y14; \
-	VCMPPD $0x1D, clipHalf<>(SB), Y14, Y15; \
-	VANDPD clipOne<>(SB), Y15, Y15; \
-	VADDPD Y15, Y13, Y13; \
-	VCMPPD $0x12, clipNegHalf<>(SB), Y14, Y15; \
-	VANDPD clipOne<>(SB), Y15, Y15; \
-	VSUBPD Y15, Y13, Y13; \
+	VADDPD Y14, Y14, Y14; \
+	VROUNDPD $3, Y14, Y14; \
+	VADDPD Y14, Y13, Y13; \
 	VMAXPD Y6, Y13, Y13; \
 	VMINPD Y7, Y13, Y13
 
@@ -152,17 +130,8 @@ TEXT ·quantCodes4(SB), NOSPLIT, $0-40
 	MOVQ codes+32(FP), DI
 
 qloop:
-	VMULPD 0(SI), Y4, Y12
-	VROUNDPD $3, Y12, Y13
-	VSUBPD Y13, Y12, Y14
-	VCMPPD $0x1D, clipHalf<>(SB), Y14, Y15
-	VANDPD clipOne<>(SB), Y15, Y15
-	VADDPD Y15, Y13, Y13
-	VCMPPD $0x12, clipNegHalf<>(SB), Y14, Y15
-	VANDPD clipOne<>(SB), Y15, Y15
-	VSUBPD Y15, Y13, Y13
-	VMAXPD Y6, Y13, Y13
-	VMINPD Y7, Y13, Y13
+	VMOVUPD 0(SI), Y11
+	CODE(Y4)
 	VCVTTPD2DQY Y13, X13
 	VPACKSSDW X13, X13, X13
 	VPACKSSWB X13, X13, X13

@@ -86,7 +86,7 @@ func (s *Store) Materialize(ctx context.Context, d Digest, dst string, opts Mate
 		}
 		if why != "" {
 			if !opts.Force {
-				return res, fmt.Errorf("materialize %s: %w %s: %s (use --force to replace it)", d, ErrClobber, abs, why)
+				return res, fmt.Errorf("materialize %s: %w %s: %s", d, ErrClobber, abs, why)
 			}
 			res.Replaced = fmt.Sprintf("%s: %s", abs, why)
 		}

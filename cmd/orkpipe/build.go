@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -15,7 +14,6 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"orkpipe/artifacts"
 	"orkpipe/internal/units"
 	"orkpipe/pipelines/build"
 	"orkpipe/pipelines/engine"
@@ -130,9 +128,6 @@ func runBuild(ctx context.Context, opts *globalOptions, path string, sets []stri
 		return printBuildPlan(ctx, opts, eng, plan, t.Name(), mem)
 	}
 	res, err := eng.Build(ctx, t.Name(), plan, engine.BuildOptions{OutDir: flags.outDir, Force: flags.force})
-	if errors.Is(err, artifacts.ErrClobber) {
-		return fmt.Errorf("%w (pass --force to replace it)", err)
-	}
 	if err != nil {
 		return err
 	}

@@ -2,12 +2,9 @@ package main
 
 import (
 	"context"
-	"errors"
-	"fmt"
 
 	"github.com/spf13/cobra"
 
-	"orkpipe/artifacts"
 	"orkpipe/internal/units"
 	"orkpipe/pipelines/demo"
 	"orkpipe/pipelines/engine"
@@ -83,8 +80,5 @@ func buildTarget(ctx context.Context, opts *globalOptions, t engine.Target, flag
 		return asUsage(err)
 	}
 	_, err = eng.Build(ctx, t.Name(), plan, engine.BuildOptions{OutDir: flags.outDir, Force: flags.force})
-	if errors.Is(err, artifacts.ErrClobber) {
-		return fmt.Errorf("%w (pass --force to replace it)", err)
-	}
 	return err
 }

@@ -146,8 +146,8 @@ func TestDemoRefusesToClobber(t *testing.T) {
 		t.Fatal(err)
 	}
 	_, stderr, code := demoCLI(t, "--cache", cache, "demo", "-o", out)
-	if code != 1 || !strings.Contains(stderr, "--force") {
-		t.Errorf("demo over a foreign file: exit %d, %s", code, stderr)
+	if code != 1 || strings.Count(stderr, "--force") != 1 || !strings.Contains(stderr, "refusing to overwrite "+foreign) {
+		t.Errorf("demo over a foreign file: exit %d, %s (want the refusal naming the file and the --force hint once)", code, stderr)
 	}
 	if b, _ := os.ReadFile(foreign); string(b) != "mine" {
 		t.Errorf("the foreign file was changed: %q", b)

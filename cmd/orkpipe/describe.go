@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"strings"
 
 	"github.com/spf13/cobra"
 
@@ -104,7 +105,9 @@ func runDescribe(ctx context.Context, opts *globalOptions, f *describeFlags, ref
 	if c.Descriptor.CreatedAt != nil {
 		fmt.Fprintf(w, "created  %s\n", c.Descriptor.CreatedAt.Format("2006-01-02T15:04:05Z07:00"))
 	}
-	fmt.Fprintf(w, "model    %s %s (%s, %s params, %s, %s)\n", c.Descriptor.Name, c.Descriptor.Version, c.Config.Architecture, c.Config.ParamSize, c.Config.Precision, c.Config.Quantization)
+	if line := modelLine(c.Descriptor.Name, c.Descriptor.Version, c.Config.Architecture, c.Config.ParamSize, c.Config.Precision, c.Config.Quantization); line != "" {
+		fmt.Fprintf(w, "model    %s\n", line)
+	}
 	for _, k := range []string{registry.AnnotationBoardProfile, registry.AnnotationRecipe} {
 		if v := d.Artifact.Annotations[k]; v != "" {
 			fmt.Fprintf(w, "%s %s\n", k, v)
@@ -134,6 +137,25 @@ func runDescribe(ctx context.Context, opts *globalOptions, f *describeFlags, ref
 		writeVerifications(w, vs)
 	}
 	return nil
+}
+
+// modelLine describes the model from what the config records, leaving out what it does not: "name
+// version (architecture, N params, precision, quantization)", or "" when it records none of them.
+func modelLine(name, version, arch, params, precision, quant string) string {
+	var details []string
+	if params != "" {
+		params += " params"
+	}
+	for _, d := range []string{arch, params, precision, quant} {
+		if d != "" {
+			details = append(details, d)
+		}
+	}
+	line := strings.TrimSpace(name + " " + version)
+	if len(details) > 0 {
+		line = strings.TrimSpace(line + " (" + strings.Join(details, ", ") + ")")
+	}
+	return line
 }
 
 // orAbsent spells a whole-file digest the manifest does not record (another tool's artifact).

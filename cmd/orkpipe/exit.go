@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+
+	"orkpipe/artifacts"
 )
 
 // Exit codes. They are decided here and nowhere else.
@@ -32,12 +34,17 @@ func asUsage(err error) error {
 	return usageError{err}
 }
 
-// exitCode maps the error returned by the root command to the process exit status and prints it.
+// exitCode maps the error returned by the root command to the process exit status and prints it, with
+// the flag that overrides a refusal to overwrite (the one place the CLI adds that hint).
 func exitCode(ctx context.Context, err error, stderr io.Writer) int {
 	if err == nil {
 		return exitOK
 	}
-	fmt.Fprintf(stderr, "orkpipe: %v\n", err)
+	hint := ""
+	if errors.Is(err, artifacts.ErrClobber) {
+		hint = " (pass --force to replace it)"
+	}
+	fmt.Fprintf(stderr, "orkpipe: %v%s\n", err, hint)
 	var ue usageError
 	switch {
 	case ctx.Err() != nil || errors.Is(err, context.Canceled):

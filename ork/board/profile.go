@@ -4,6 +4,10 @@
 // Import direction: board imports ork/pack (it reads pack.Entry and implements pack.Planner); pack never
 // imports board. ResidentBytes is the only authority for an entry's on-board size: PlanDomains calls it, the
 // pack writer stores its results in the index through Planner, and CheckPlan recomputes it at verify time.
+// PlanDomains needs only each entry's name, dtype and shape, so the build planner runs it on the entries a
+// recipe will produce before anything is computed; a plan that does not fit is a *FitError (domains needed
+// and available, what a domain holds, the entries too large for one, the largest entries), the same from
+// the planner, the writer and verify.
 package board
 
 import (

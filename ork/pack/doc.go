@@ -19,4 +19,9 @@
 //
 // Reading validates header, footer, index digest and every index record on Open; an entry's BLAKE3 is checked
 // whenever its bytes are read; VerifyAll checks and decodes every entry. Supported is the one version predicate.
+//
+// Entry names are source tensor names; an MoE expert slice is "<tensor>#<e>" (ExpertName, SplitExpert).
+// OwnedTensors is the one definition of which source tensors a pack owns (the stub leaves exactly those as
+// holes; an expert entry owns its whole tensor), and DType's methods (Bits, Int4, RotationRequired, ...)
+// are the one dtype table: callers parse dtype names with ParseDType rather than listing them.
 package pack

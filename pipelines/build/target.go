@@ -35,6 +35,14 @@
 // weight. The planner reads its entry table first: a missing file, a missing entry or a shape
 // mismatch is a plan error.
 //
+// # Board fit
+//
+// Before any node exists, Graph sizes every pack entry from its dtype and shape (board.ResidentBytes)
+// and places the entries in IOMMU domains as write-orkpack will (board.PlanDomains, checkBoardFit): a
+// pack the recipe's board cannot hold is a plan error wrapping ErrPlan and board.ErrDoesNotFit, with a
+// *board.FitError naming the domains needed and available and the largest entries. write-orkpack skips
+// a promotion that would break the fit, so a recipe that passes the check always commits.
+//
 // # MoE
 //
 // A 3-D expert tensor blk.N.ffn_{gate,up,down}_exps.weight [K, N, n_expert] becomes n_expert

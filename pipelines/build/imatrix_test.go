@@ -57,14 +57,12 @@ func writeImatrixRecipe(t *testing.T, dir, imatrix, importance string) string {
 	return p
 }
 
-// weightedErrors returns, per packed weight, sqrt(Σ d_k (W-Q)² / Σ d_k W²) of the pack's dequantized
-// entry against the source weight, d = the imatrix mean x² of the weight (diag(H)), and, when full
-// holds the weight's Hessian H, sqrt(Σ_n e_nᵀ H e_n / Σ_n w_nᵀ H w_n) (e = W - Q, the output error
-// over the calibration activations).
-func weightedErrors(t *testing.T, packPath string, es []*calib.ImatrixEntry, full map[string]*calib.Hessian) (diag, fullH map[string]float64) {
+// entryWeights returns, for each named pack entry, its source rows (a whole 2-D tensor, or expert e's
+// rows of a 3-D tensor for "<name>#<e>") and the pack's dequantized entry, both N x K row-major, and K.
+func entryWeights(t *testing.T, packPath, modelPath string, names []string, f func(name string, x, q []float32, k int)) {
 	t.Helper()
 	ctx := context.Background()
-	src, err := gguf.Open(ctx, testfiles.Path(t, "stories260K.gguf"))
+	src, err := gguf.Open(ctx, modelPath)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -74,35 +72,59 @@ func weightedErrors(t *testing.T, packPath string, es []*calib.ImatrixEntry, ful
 		t.Fatal(err)
 	}
 	defer r.Close()
-	diag, fullH = map[string]float64{}, map[string]float64{}
+	for _, name := range names {
+		w, err := r.Load(ctx, name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		base, e, _ := pack.SplitExpert(name)
+		ti, err := src.Tensor(base)
+		if err != nil {
+			t.Fatal(err)
+		}
+		k, n := int(ti.Shape[0]), int(ti.Shape[1])
+		x := make([]float32, n*k)
+		if err := src.ReadRows(ctx, ti, int64(e*n), x); err != nil {
+			t.Fatal(err)
+		}
+		f(name, x, w.Dequantize(), k)
+	}
+}
+
+// diagErrors returns, per imatrix entry (a 2-D weight), sqrt(Σ d_k (W-Q)² / Σ d_k W²) of the pack's
+// dequantized entry against the source weight, d = the imatrix mean x² of the weight (diag(H)).
+func diagErrors(t *testing.T, packPath, modelPath string, es []*calib.ImatrixEntry) map[string]float64 {
+	out := map[string]float64{}
+	means := map[string][]float64{}
+	var names []string
 	for _, e := range es {
-		w, err := r.Load(ctx, e.Name)
-		if err != nil {
-			t.Fatal(err)
-		}
-		ti, err := src.Tensor(e.Name)
-		if err != nil {
-			t.Fatal(err)
-		}
-		x := make([]float32, ti.Elements())
-		if err := src.ReadRows(ctx, ti, 0, x); err != nil {
-			t.Fatal(err)
-		}
-		q := w.Dequantize()
-		d := e.Mean(0)
+		names = append(names, e.Name)
+		means[e.Name] = e.Mean(0)
+	}
+	entryWeights(t, packPath, modelPath, names, func(name string, x, q []float32, k int) {
+		d := means[name]
 		var num, den float64
 		for i, v := range x {
-			k := i % e.K
-			num += d[k] * float64(v-q[i]) * float64(v-q[i])
-			den += d[k] * float64(v) * float64(v)
+			num += d[i%k] * float64(v-q[i]) * float64(v-q[i])
+			den += d[i%k] * float64(v) * float64(v)
 		}
-		diag[e.Name] = math.Sqrt(num / den)
-		h := full[e.Name]
-		if h == nil {
-			continue
-		}
-		num, den = 0, 0
-		k := e.K
+		out[name] = math.Sqrt(num / den)
+	})
+	return out
+}
+
+// hessianErrors returns, per entry of full (a 2-D weight or an expert slice "<name>#<e>"), the
+// full-Hessian-weighted relative error sqrt(Σ_n e_nᵀ H e_n / Σ_n w_nᵀ H w_n) (e = W - Q: the output
+// error over the calibration activations) of the pack's decoded entry against its source rows.
+func hessianErrors(t *testing.T, packPath, modelPath string, full map[string]*calib.Hessian) map[string]float64 {
+	out := map[string]float64{}
+	var names []string
+	for name := range full {
+		names = append(names, name)
+	}
+	entryWeights(t, packPath, modelPath, names, func(name string, x, q []float32, k int) {
+		h := full[name]
+		var num, den float64
 		for n := 0; n < len(x)/k; n++ {
 			for i := 0; i < k; i++ {
 				ei, wi := float64(x[n*k+i]-q[n*k+i]), float64(x[n*k+i])
@@ -113,9 +135,9 @@ func weightedErrors(t *testing.T, packPath string, es []*calib.ImatrixEntry, ful
 				}
 			}
 		}
-		fullH[e.Name] = math.Sqrt(num / den)
-	}
-	return diag, fullH
+		out[name] = math.Sqrt(num / den)
+	})
+	return out
 }
 
 // TestImatrixBuild: a build of stories260K whose RTN weights are weighted by an imatrix (captured
@@ -151,8 +173,10 @@ func TestImatrixBuild(t *testing.T) {
 		t.Errorf("imatrix build ran %d finalize nodes, want the 30 that bind the imatrix: %v", len(firstFinal), firstFinal)
 	}
 
-	plain, plainH := weightedErrors(t, filepath.Join(plainOut, "stories-im.orkpack"), es, full)
-	weighted, weightedH := weightedErrors(t, filepath.Join(imOut, "stories-im.orkpack"), es, full)
+	model := testfiles.Path(t, "stories260K.gguf")
+	plainPack, imPack := filepath.Join(plainOut, "stories-im.orkpack"), filepath.Join(imOut, "stories-im.orkpack")
+	plain, plainH := diagErrors(t, plainPack, model, es), hessianErrors(t, plainPack, model, full)
+	weighted, weightedH := diagErrors(t, imPack, model, es), hessianErrors(t, imPack, model, full)
 	better, betterH, n := 0, 0, 0
 	var sumRatio, sumRatioH float64
 	for _, e := range es {
@@ -193,7 +217,7 @@ func TestImatrixBuild(t *testing.T) {
 	if _, _, err := r.build(t, path, legacyOut, "imatrix="+legacyIm); err != nil {
 		t.Fatal(err)
 	}
-	lw, _ := weightedErrors(t, filepath.Join(legacyOut, "stories-im.orkpack"), es, nil)
+	lw := diagErrors(t, filepath.Join(legacyOut, "stories-im.orkpack"), model, es)
 	for name, v := range weighted {
 		if math.Abs(lw[name]-v) > 1e-3*v {
 			t.Errorf("%s: legacy-form imatrix gives weighted error %.6f, GGUF form %.6f", name, lw[name], v)

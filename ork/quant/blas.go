@@ -22,6 +22,7 @@ import (
 	"context"
 	"fmt"
 
+	"gonum.org/v1/gonum/blas/blas32"
 	"gonum.org/v1/gonum/blas/blas64"
 	"gonum.org/v1/netlib/blas/netlib"
 )
@@ -31,6 +32,7 @@ const BLASBackend = "openblas"
 
 func init() {
 	blas64.Use(netlib.Implementation{})
+	blas32.Use(netlib.Implementation{}) // the forward passes' float32 products (ork/model) too
 	steps = lapackSteps
 }
 

@@ -199,21 +199,21 @@ type CalibrateParams struct {
 // counted as the stage holds them: in their source encoding, s.WeightType), plus 1/64 of it (1.6 %) as
 // a margin for what it does not count (the Go runtime's own overhead, garbage not yet collected), plus
 // the process's fixed overhead (48 MiB). TestCalibrateMemory measures a node's peak RSS against it.
-func CalibrateMemory(s ModelShape, start, end, ctxLen int) int64 {
+func CalibrateMemory(s ModelShape, start, end, nSeq, ctxLen int) int64 {
 	c := s.Config()
-	est := calib.EstimateMemory(&c, calib.Window{Start: start, End: end}, ctxLen)
+	est := calib.EstimateMemory(&c, calib.Window{Start: start, End: end}, nSeq, ctxLen)
 	return est + est/64 + 48<<20
 }
 
 func init() {
-	Register(Define("calibrate", 2, func(p CalibrateParams) (Spec, error) {
+	Register(Define("calibrate", 3, func(p CalibrateParams) (Spec, error) {
 		if err := p.Shape.validate(); err != nil {
 			return Spec{}, err
 		}
 		if p.Start < 0 || p.End <= p.Start || p.End > p.Shape.Layers || p.Sequences < 1 || p.Ctx < 2 {
 			return Spec{}, fmt.Errorf("window [%d, %d) of %d layers, %d sequences of %d: invalid", p.Start, p.End, p.Shape.Layers, p.Sequences, p.Ctx)
 		}
-		s := Spec{Inputs: []string{"model", windowInput(p.Start)}, PeakMemory: CalibrateMemory(p.Shape, p.Start, p.End, p.Ctx)}
+		s := Spec{Inputs: []string{"model", windowInput(p.Start)}, PeakMemory: CalibrateMemory(p.Shape, p.Start, p.End, p.Sequences, p.Ctx)}
 		for l := p.Start; l < p.End; l++ {
 			s.Outputs = append(s.Outputs, calibrateOutputs(p.Shape, l)...)
 		}
@@ -318,7 +318,7 @@ func runCalibrate(ctx context.Context, p CalibrateParams, req Request) error {
 		}
 		defer hf.Close()
 	}
-	res, err := calib.Capture(ctx, m, calib.Window{Start: p.Start, End: p.End}, src, hw)
+	res, err := calib.CaptureUpper(ctx, m, calib.Window{Start: p.Start, End: p.End}, src, hw)
 	if err != nil {
 		return fmt.Errorf("calibrating layers [%d, %d): %w", p.Start, p.End, err)
 	}

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"orkpipe/internal/testfiles"
+	"orkpipe/ork/calib"
 	"orkpipe/stages"
 )
 
@@ -83,7 +84,7 @@ func TestCalibrateMemory(t *testing.T) {
 			}
 			p := stages.CalibrateParams{Shape: shape, Start: 0, End: 1, Sequences: c.seqs, Ctx: c.ctx, Hidden: true}
 			dir := t.TempDir()
-			declared := stages.CalibrateMemory(shape, 0, 1, c.ctx)
+			declared := stages.CalibrateMemory(shape, 0, 1, c.seqs, c.ctx)
 			child := calibMemChild{Params: p, Model: modelPath, Tokens: tokens, OutDir: filepath.Join(dir, "out"), Result: filepath.Join(dir, "result.json"),
 				Limit: declared - childNonGo}
 			if err := os.Mkdir(child.OutDir, 0o755); err != nil {
@@ -92,14 +93,14 @@ func TestCalibrateMemory(t *testing.T) {
 			res := runCalibChild(t, child)
 			float := shape
 			float.WeightType = ""
-			declaredFloat := stages.CalibrateMemory(float, 0, 1, c.ctx)
+			declaredFloat := stages.CalibrateMemory(float, 0, 1, c.seqs, c.ctx)
 			measured := res.HWMKB << 10
 			t.Logf("calibrate[0,1) %s n_embd %d n_ff %d, %d x %d tokens: %.1fs (Go memory limit %.3f GiB); peak RSS (VmHWM) %d KB = %.3f GiB (binary alone %d KB, Go runtime holds %.3f GiB at the end, VmRSS %d KB; live heap at most %.3f GiB, %d GCs); declared %.3f GiB (with float32 weights it would be %.3f GiB); measured/declared %.3f",
 				c.typ, c.embd, c.ff, c.seqs, c.ctx, res.Seconds, gib(child.Limit), res.HWMKB, gib(measured), res.BaseKB, gib(int64(res.GoBytes)), res.RSSKB, gib(int64(res.LiveMax)), res.GCs, gib(declared), gib(declaredFloat), float64(measured)/float64(declared))
 			if measured > declared {
 				t.Errorf("measured peak %d bytes > declared CalibrateMemory %d bytes (%.3f x)", measured, declared, float64(measured)/float64(declared))
 			}
-			if st, err := os.Stat(filepath.Join(child.OutDir, "h.0.ffn_down")); err != nil || st.Size() < 8*int64(c.ff)*int64(c.ff) {
+			if st, err := os.Stat(filepath.Join(child.OutDir, "h.0.ffn_down")); err != nil || st.Size() != calib.HessianFileSize(c.ff) {
 				t.Errorf("calibrate output h.0.ffn_down: %v (size %v), want a %d x %d Hessian", err, st, c.ff, c.ff)
 			}
 		})

@@ -25,15 +25,15 @@ type PropagateParams struct {
 
 // PropagateMemory is the declared peak memory of a propagate node: the window's source weights as held
 // (model.Config.WeightBytes: encoded, or float32; with an MoE router as float32 and every expert slice),
-// their emulated codes, the norms, one sequence's hidden states and scratch, and the dequantization
-// scratch of one Apply of an encoded weight.
-func PropagateMemory(s ModelShape, start, end, ctxLen int) int64 {
+// their emulated codes, the norms, the hidden states in flight (calib.EstimateMemory's without the
+// Hessians' row batches: no Hessian is accumulated), and the dequantization scratch of one Apply of an
+// encoded weight.
+func PropagateMemory(s ModelShape, start, end, nSeq, ctxLen int) int64 {
 	c := s.Config()
-	e, q, f := int64(c.NEmbd), int64(c.QDim()), int64(c.NFF)
+	e := int64(c.NEmbd)
 	packable, router := s.blockWeights()
 	perLayer := s.heldWeights() + 4*(router+2*e) + 5*packable
-	t := int64(ctxLen)
-	return int64(end-start)*perLayer + 4*t*e*3 + c.ScratchBytes(ctxLen) + 8*t*max(e, q, f) + c.BlockScratchBytes() + 48<<20
+	return int64(end-start)*perLayer + calib.ActivationMemory(&c, nSeq, ctxLen, false) + 48<<20
 }
 
 // heldWeights returns the bytes a KeepEncoded source holds for the packable matmul weights of one block
@@ -54,7 +54,7 @@ func init() {
 			return Spec{}, fmt.Errorf("window [%d, %d) of %d layers: invalid", p.Start, p.End, p.Shape.Layers)
 		}
 		s := Spec{Inputs: []string{"model", windowInput(p.Start)}, Outputs: []string{"hidden"},
-			PeakMemory: PropagateMemory(p.Shape, p.Start, p.End, p.Ctx)}
+			PeakMemory: PropagateMemory(p.Shape, p.Start, p.End, p.Sequences, p.Ctx)}
 		for _, w := range p.Weights {
 			if l, ok := windowWeightLayer(p.Shape, w); !ok || l < p.Start || l >= p.End {
 				return Spec{}, fmt.Errorf("weight %q is not a block weight (or expert slice <tensor>#<e> of an MoE block) of window [%d, %d)", w, p.Start, p.End)

@@ -153,19 +153,40 @@ func (o *observer) ObserveExpert(layer int, in model.Input, e int, x []float32) 
 // once, for the whole window), accumulating the window's Hessians. When out is not nil, the hidden
 // states at w.End are written to it (one-shot mode); out must be declared with in's sequence count and
 // length and Layer = w.End, and is closed (digest appended) on success.
+//
+// Sequences run in chunks of about BatchRows tokens (model.Model.RunLayerBatch: every matrix product
+// once over the chunk), and each Hessian takes its rows BatchRows at a time (one rank-BatchRows update),
+// so the sums' order depends on the sequence length and count, never on timing.
 func Capture(ctx context.Context, m *model.Model, w Window, in HiddenSource, out *HiddenWriter) (*Result, error) {
+	return capture(ctx, m, w, in, out, true)
+}
+
+// CaptureUpper is Capture without completing the Hessians: only their upper triangles (diagonal
+// included) hold H, the strict lower triangles hold partial sums or zeros until Symmetrize. For a caller
+// that only writes them (WriteHessian stores the upper triangle), it saves a pass over every matrix.
+func CaptureUpper(ctx context.Context, m *model.Model, w Window, in HiddenSource, out *HiddenWriter) (*Result, error) {
+	return capture(ctx, m, w, in, out, false)
+}
+
+func capture(ctx context.Context, m *model.Model, w Window, in HiddenSource, out *HiddenWriter, symmetrize bool) (*Result, error) {
 	c := &m.Cfg
 	if err := checkRun(c, w, in, out); err != nil {
 		return nil, err
 	}
 	res := &Result{Window: w, Hessians: make([][model.NumInputs]*Hessian, w.End-w.Start)}
 	obs := &observer{start: w.Start, acc: make([][model.NumInputs]*accumulator, w.End-w.Start)}
-	shared := new([]float64)
-	var all []*Hessian
-	newAcc := func(k int) *accumulator {
-		h := NewHessian(k)
-		all = append(all, h)
-		return &accumulator{h: h, x64: shared}
+	// The blocks of a window run one after another, so the accumulators of one input of all blocks
+	// share one row batch (likewise the experts' gate/up and down inputs).
+	hdr := in.Header()
+	var batches [model.NumInputs + 2]rowBatch // the block inputs, then the experts' gate/up and down
+	for i := range batches {
+		batches[i].limit = batchRows(hdr.NSeq, hdr.SeqLen)
+	}
+	var all []*accumulator
+	newAcc := func(k int, b *rowBatch) *accumulator {
+		a := newAccumulator(NewHessian(k), b)
+		all = append(all, a)
+		return a
 	}
 	if c.MoE() {
 		res.Experts = make([][]ExpertHessians, w.End-w.Start)
@@ -176,14 +197,14 @@ func Capture(ctx context.Context, m *model.Model, w Window, in HiddenSource, out
 			if c.MoE() && (in == model.InputGateUp || in == model.InputDown) {
 				continue
 			}
-			obs.acc[l][in] = newAcc(in.Width(c))
+			obs.acc[l][in] = newAcc(in.Width(c), &batches[in])
 			res.Hessians[l][in] = obs.acc[l][in].h
 		}
 		if c.MoE() {
 			res.Experts[l] = make([]ExpertHessians, c.NExpert)
 			obs.exp[l] = make([][2]*accumulator, c.NExpert)
 			for e := range res.Experts[l] {
-				gu, dn := newAcc(c.NEmbd), newAcc(c.NFF)
+				gu, dn := newAcc(c.NEmbd, &batches[model.NumInputs]), newAcc(c.NFF, &batches[model.NumInputs+1])
 				obs.exp[l][e] = [2]*accumulator{gu, dn}
 				res.Experts[l][e] = ExpertHessians{GateUp: gu.h, Down: dn.h}
 			}
@@ -192,8 +213,11 @@ func Capture(ctx context.Context, m *model.Model, w Window, in HiddenSource, out
 	if err := run(ctx, m, w, in, out, obs); err != nil {
 		return nil, err
 	}
-	for _, h := range all {
-		h.Symmetrize()
+	for _, a := range all {
+		a.flush()
+		if symmetrize {
+			a.h.Symmetrize()
+		}
 	}
 	return res, nil
 }
@@ -229,6 +253,10 @@ func checkRun(c *model.Config, w Window, in HiddenSource, out *HiddenWriter) err
 	return nil
 }
 
+// chunkSeqs is the number of sequences of seqLen tokens run through a block together: about BatchRows
+// tokens, at least one sequence.
+func chunkSeqs(seqLen int) int { return max(1, BatchRows/seqLen) }
+
 func run(ctx context.Context, m *model.Model, w Window, in HiddenSource, out *HiddenWriter, obs *observer) error {
 	layers := make([]*model.Layer, 0, w.End-w.Start)
 	for l := w.Start; l < w.End; l++ {
@@ -243,33 +271,45 @@ func run(ctx context.Context, m *model.Model, w Window, in HiddenSource, out *Hi
 	if obs != nil {
 		o = obs
 	}
-	for s := 0; ; s++ {
-		h, err := in.Next(ctx)
-		if errors.Is(err, io.EOF) {
-			if s != hdr.NSeq {
-				return fmt.Errorf("hidden states ended after %d of %d sequences: %w", s, hdr.NSeq, ErrShape)
+	seqVals := hdr.SeqLen * hdr.NEmbd
+	chunk := make([]float32, min(chunkSeqs(hdr.SeqLen), hdr.NSeq)*seqVals)
+	for s0 := 0; s0 < hdr.NSeq; {
+		n := 0 // sequences in this chunk
+		for ; s0+n < hdr.NSeq && (n+1)*seqVals <= len(chunk); n++ {
+			h, err := in.Next(ctx)
+			if errors.Is(err, io.EOF) {
+				return fmt.Errorf("hidden states ended after %d of %d sequences: %w", s0+n, hdr.NSeq, ErrShape)
 			}
-			break
-		}
-		if err != nil {
-			return err
-		}
-		if len(h) != hdr.SeqLen*hdr.NEmbd {
-			return fmt.Errorf("sequence %d: %d values, want %d × %d: %w", s, len(h), hdr.SeqLen, hdr.NEmbd, ErrShape)
+			if err != nil {
+				return err
+			}
+			if len(h) != seqVals {
+				return fmt.Errorf("sequence %d: %d values, want %d × %d: %w", s0+n, len(h), hdr.SeqLen, hdr.NEmbd, ErrShape)
+			}
+			copy(chunk[n*seqVals:], h)
 		}
 		for _, ly := range layers {
-			if err := m.RunLayer(ctx, ly, h, o); err != nil {
-				return fmt.Errorf("sequence %d: %w", s, err)
+			if err := m.RunLayerBatch(ctx, ly, chunk[:n*seqVals], hdr.SeqLen, o); err != nil {
+				return fmt.Errorf("sequences [%d, %d): %w", s0, s0+n, err)
 			}
 			if obs != nil && obs.err != nil {
-				return fmt.Errorf("sequence %d, layer %d: %w", s, ly.Index, obs.err)
+				return fmt.Errorf("sequences [%d, %d), layer %d: %w", s0, s0+n, ly.Index, obs.err)
 			}
 		}
 		if out != nil {
-			if err := out.WriteSeq(h); err != nil {
-				return err
+			for i := 0; i < n; i++ {
+				if err := out.WriteSeq(chunk[i*seqVals : (i+1)*seqVals]); err != nil {
+					return err
+				}
 			}
 		}
+		s0 += n
+	}
+	if _, err := in.Next(ctx); !errors.Is(err, io.EOF) {
+		if err == nil {
+			return fmt.Errorf("hidden states hold more than the %d sequences their header declares: %w", hdr.NSeq, ErrShape)
+		}
+		return err
 	}
 	if out != nil {
 		return out.Close()

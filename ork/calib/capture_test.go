@@ -156,7 +156,8 @@ func checkPSD(t *testing.T, h *Hessian) {
 	}
 }
 
-// TestAccumulateMatchesNaive compares the striped Gemm accumulation with a plain triple loop.
+// TestAccumulateMatchesNaive compares the accumulation (striped Gemm in the pure-Go build, dsyrk with
+// OpenBLAS) with a plain triple loop.
 func TestAccumulateMatchesNaive(t *testing.T) {
 	for _, k := range []int{1, 7, 255, 256, 300, 600} {
 		const rows = 37
@@ -184,6 +185,85 @@ func TestAccumulateMatchesNaive(t *testing.T) {
 		}
 		if err := h.Check(); err != nil {
 			t.Errorf("K=%d: %v", k, err)
+		}
+	}
+}
+
+// TestSharedBatch: two accumulators sharing one row batch (as the same input of consecutive blocks
+// do), fed in turns with pieces that cross the batch limit, each end with exactly its own rows' sum.
+func TestSharedBatch(t *testing.T) {
+	const k = 9
+	for _, limit := range []int{1, 4, 7, 64} {
+		b := &rowBatch{limit: limit}
+		accs := [2]*accumulator{newAccumulator(NewHessian(k), b), newAccumulator(NewHessian(k), b)}
+		want := [2][]float64{make([]float64, k*k), make([]float64, k*k)}
+		rows := [2]int64{}
+		for step, n := range []int{3, 5, 1, 9, 2, 6} {
+			i := step % 2
+			x := make([]float32, n*k)
+			for j := range x {
+				x[j] = float32(math.Cos(float64(step*100+j)) * 3)
+			}
+			if err := accs[i].add(x); err != nil {
+				t.Fatal(err)
+			}
+			for r := 0; r < n; r++ {
+				for p := 0; p < k; p++ {
+					for q := p; q < k; q++ {
+						want[i][p*k+q] += float64(x[r*k+p]) * float64(x[r*k+q])
+					}
+				}
+			}
+			rows[i] += int64(n)
+		}
+		for i, a := range accs {
+			a.flush()
+			a.h.Symmetrize()
+			for p := 0; p < k; p++ {
+				for q := 0; q < p; q++ {
+					want[i][p*k+q] = want[i][q*k+p]
+				}
+			}
+			if d := maxRelDiff(want[i], a.h.Data); d > 1e-12 || a.h.Tokens != rows[i] {
+				t.Errorf("limit %d, accumulator %d: relative difference %g, tokens %d (want %d)", limit, i, d, a.h.Tokens, rows[i])
+			}
+		}
+	}
+}
+
+// TestCaptureUpper: CaptureUpper's upper triangles are Capture's, bit for bit, and Symmetrize completes
+// them to Capture's Hessians.
+func TestCaptureUpper(t *testing.T) {
+	m, seqs := storiesModel(t)
+	run := func(f func(context.Context, *model.Model, Window, HiddenSource, *HiddenWriter) (*Result, error)) *Result {
+		src, err := NewEmbeddingSource(m, seqs[:5])
+		if err != nil {
+			t.Fatal(err)
+		}
+		r, err := f(context.Background(), m, Window{0, 2}, src, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return r
+	}
+	full, upper := run(Capture), run(CaptureUpper)
+	for l := 0; l < 2; l++ {
+		for in := model.Input(0); in < model.NumInputs; in++ {
+			a, b := full.Hessian(l, in), upper.Hessian(l, in)
+			if a.Tokens != b.Tokens || a.Tokens != 5*128 {
+				t.Fatalf("layer %d %v: tokens %d and %d, want %d", l, in, a.Tokens, b.Tokens, 5*128)
+			}
+			for i := 0; i < a.K; i++ {
+				for j := i; j < a.K; j++ {
+					if b.Data[i*a.K+j] != a.Data[i*a.K+j] {
+						t.Fatalf("layer %d %v (%d,%d): CaptureUpper %v, Capture %v", l, in, i, j, b.Data[i*a.K+j], a.Data[i*a.K+j])
+					}
+				}
+			}
+			b.Symmetrize()
+			if !equalF64(a.Data, b.Data) {
+				t.Errorf("layer %d %v: CaptureUpper then Symmetrize differs from Capture", l, in)
+			}
 		}
 	}
 }
@@ -281,7 +361,7 @@ func checkMemoryEstimate(t *testing.T, what string, cfg model.Config) {
 	}
 	runtime.KeepAlive(res)
 	measured := int64(peak.Load()) - int64(base.HeapAlloc)
-	est := EstimateMemory(&cfg, Window{0, 1}, seqLen)
+	est := EstimateMemory(&cfg, Window{0, 1}, len(seqs), seqLen)
 	ratio := float64(est) / float64(measured)
 	t.Logf("%s: estimate %d MiB, measured peak %d MiB (ratio %.3f)", what, est>>20, measured>>20, ratio)
 	if ratio < 0.8 || ratio > 1.2 {

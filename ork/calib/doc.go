@@ -12,6 +12,12 @@
 // (see model.Input). It also writes the hidden states at layer b, so the next window starts there and
 // never replays earlier layers.
 //
+// Sequences run in chunks of about [BatchRows] tokens: every block applies each weight once to the whole
+// chunk (model.Model.RunLayerBatch), and each Hessian is updated BatchRows rows at a time in float64 with
+// one rank-k update of its upper triangle (OpenBLAS's dsyrk under -tags blas; in the pure-Go build, gonum
+// Dgemm calls over stripes of 256 rows, which gonum blocks and runs in parallel). The lower triangle is
+// filled once at the end ([Hessian.Symmetrize]), or never when only the file is wanted ([CaptureUpper]).
+//
 // In a mixture-of-experts block (model.Config.MoE) the FFN inputs are per expert: expert e's gate/up
 // Hessian sums x·xᵀ over the ffn_norm outputs of the tokens routed to e, its down Hessian over their
 // silu(gate)·up rows (unweighted by the routing probability), [Result.ExpertHessian]. An expert that
@@ -48,14 +54,16 @@
 //
 //	offset  size  field
 //	0       8     magic "ORKHES\x00\x01"
-//	8       4     u32 version (1)
+//	8       4     u32 version (2)
 //	12      4     u32 K
 //	16      8     u64 tokens (rows accumulated)
 //	24      8     reserved, 0
-//	32      ...   K × K float64, row-major, the full symmetric matrix
+//	32      ...   K·(K+1)/2 float64: the upper triangle, row by row (row i: H[i][i], ..., H[i][K-1])
 //	end-32  32    BLAKE3-256 of every byte before it
 //
-// The matrix is checked finite and symmetric on write and on read.
+// The triangle is checked finite, with a non-negative diagonal, on write and on read; the reader returns
+// the full symmetric matrix. Version 1 (the full K × K matrix) is refused: it was written by an earlier
+// calibrate stage version, whose outputs no current build reads.
 //
 // # imatrix files
 //

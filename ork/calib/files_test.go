@@ -139,9 +139,29 @@ func TestHessianFile(t *testing.T) {
 			}
 		})
 	}
-	asym := &Hessian{K: 2, Data: []float64{1, 2, 3, 1}}
-	if err := WriteHessian(io.Discard, asym); !errors.Is(err, ErrNotFinite) {
-		t.Errorf("asymmetric hessian written: %v", err)
+	for _, c := range []struct {
+		name string
+		data []float64
+	}{
+		{"NaN above the diagonal", []float64{1, math.NaN(), 0, 1}},
+		{"Inf on the diagonal", []float64{1, 0, 0, math.Inf(1)}},
+		{"negative diagonal", []float64{-1, 0, 0, 1}},
+	} {
+		if err := WriteHessian(io.Discard, &Hessian{K: 2, Data: c.data}); !errors.Is(err, ErrNotFinite) {
+			t.Errorf("%s: written: %v", c.name, err)
+		}
+	}
+	// The file holds the upper triangle: the lower one is neither checked nor written, and reads back
+	// mirrored.
+	buf.Reset()
+	if err := WriteHessian(&buf, &Hessian{K: 2, Tokens: 1, Data: []float64{1, 2, math.NaN(), 3}}); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := ReadHessian(context.Background(), bytes.NewReader(buf.Bytes()), int64(buf.Len()), "h"); err != nil || !equalF64(got.Data, []float64{1, 2, 2, 3}) {
+		t.Errorf("upper triangle {1, 2, 3} read back as %v, %v; want [1 2 2 3]", got, err)
+	}
+	if err := (&Hessian{K: 2, Data: []float64{1, 2, 3, 1}}).Check(); !errors.Is(err, ErrNotFinite) {
+		t.Errorf("Check of an asymmetric matrix: %v", err)
 	}
 }
 

@@ -1,7 +1,6 @@
 package calib
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"encoding/binary"
@@ -15,27 +14,51 @@ import (
 
 var hessianMagic = [8]byte{'O', 'R', 'K', 'H', 'E', 'S', 0, 1}
 
-const hessianVersion = 1
+// hessianVersion 2 holds the upper triangle (version 1, the full matrix, is no longer read: the
+// calibrate stage that wrote it had another version, so no build feeds one to this reader).
+const hessianVersion = 2
 
-// WriteHessian checks h and writes it in the Hessian file format, streaming.
+// hessianChunk is the byte buffer values are encoded into and decoded from (a multiple of 8).
+const hessianChunk = 1 << 20
+
+// triangle returns the number of values of the upper triangle (diagonal included) of a K x K matrix.
+func triangle(k int) int64 { return int64(k) * int64(k+1) / 2 }
+
+// WriteHessian checks the upper triangle of h (CheckUpper: the only part it reads) and writes it in
+// the Hessian file format, streaming: row i's values H[i][i..K-1], i = 0..K-1.
 func WriteHessian(w io.Writer, h *Hessian) error {
-	if err := h.Check(); err != nil {
+	if err := h.CheckUpper(); err != nil {
 		return err
 	}
 	hash := blake3.New()
-	bw := bufio.NewWriterSize(io.MultiWriter(w, hash), 1<<20)
+	out := io.MultiWriter(w, hash)
 	var b [headerSize]byte
 	copy(b[:8], hessianMagic[:])
 	binary.LittleEndian.PutUint32(b[8:], hessianVersion)
 	binary.LittleEndian.PutUint32(b[12:], uint32(h.K))
 	binary.LittleEndian.PutUint64(b[16:], uint64(h.Tokens))
-	bw.Write(b[:])
-	var v [8]byte
-	for _, x := range h.Data {
-		binary.LittleEndian.PutUint64(v[:], math.Float64bits(x))
-		bw.Write(v[:])
+	if _, err := out.Write(b[:]); err != nil {
+		return fmt.Errorf("write hessian: %w", err)
 	}
-	if err := bw.Flush(); err != nil {
+	buf := make([]byte, 0, hessianChunk)
+	k := h.K
+	for i := 0; i < k; i++ {
+		row := h.Data[i*k+i : (i+1)*k]
+		for len(row) > 0 {
+			n := min(len(row), (cap(buf)-len(buf))/8)
+			for _, x := range row[:n] {
+				buf = binary.LittleEndian.AppendUint64(buf, math.Float64bits(x))
+			}
+			row = row[n:]
+			if len(buf) == cap(buf) {
+				if _, err := out.Write(buf); err != nil {
+					return fmt.Errorf("write hessian: %w", err)
+				}
+				buf = buf[:0]
+			}
+		}
+	}
+	if _, err := out.Write(buf); err != nil {
 		return fmt.Errorf("write hessian: %w", err)
 	}
 	if _, err := w.Write(hash.Sum(nil)); err != nil {
@@ -45,8 +68,8 @@ func WriteHessian(w io.Writer, h *Hessian) error {
 }
 
 // HessianFileSize returns the exact size in bytes of a Hessian file for a K x K Hessian: header,
-// K·K float64 values and the BLAKE3 digest.
-func HessianFileSize(k int) int64 { return headerSize + int64(k)*int64(k)*8 + digestSize }
+// K·(K+1)/2 float64 values (the upper triangle) and the BLAKE3 digest.
+func HessianFileSize(k int) int64 { return headerSize + triangle(k)*8 + digestSize }
 
 // ReadHessianFile opens path and reads it with ReadHessian.
 func ReadHessianFile(ctx context.Context, path string) (*Hessian, error) {
@@ -63,7 +86,8 @@ func ReadHessianFile(ctx context.Context, path string) (*Hessian, error) {
 }
 
 // ReadHessian reads a Hessian file of size bytes from r whole (the matrix is needed whole),
-// verifying header, length, digest, finiteness and symmetry. name labels errors.
+// verifying header, length, digest and finiteness, and returns the full symmetric matrix (the lower
+// triangle mirrored from the upper one the file holds). name labels errors.
 //
 // Memory: the header's K is believed only when size is exactly HessianFileSize(K), so a lying
 // header cannot make it allocate more than the file holds; then the K x K matrix is allocated
@@ -80,7 +104,8 @@ func ReadHessian(ctx context.Context, r io.ReaderAt, size int64, name string) (*
 	case !bytes.Equal(b[:8], hessianMagic[:]):
 		return nil, fmt.Errorf("%s: magic %q, want %q: %w", name, b[:8], hessianMagic[:], ErrFormat)
 	case binary.LittleEndian.Uint32(b[8:]) != hessianVersion:
-		return nil, fmt.Errorf("%s: hessian version %d, want %d: %w", name, binary.LittleEndian.Uint32(b[8:]), hessianVersion, ErrFormat)
+		return nil, fmt.Errorf("%s: hessian version %d, want %d (the upper triangle; re-run the calibrate node that wrote it): %w",
+			name, binary.LittleEndian.Uint32(b[8:]), hessianVersion, ErrFormat)
 	case binary.LittleEndian.Uint64(b[24:]) != 0:
 		return nil, fmt.Errorf("%s: reserved header field not 0: %w", name, ErrFormat)
 	}
@@ -90,25 +115,35 @@ func ReadHessian(ctx context.Context, r io.ReaderAt, size int64, name string) (*
 		return nil, fmt.Errorf("%s: K = %d, tokens = %d: want 0 < K <= %d: %w", name, k, tokens, 1<<18, ErrFormat)
 	}
 	if want := HessianFileSize(k); size != want {
-		return nil, fmt.Errorf("%s: file is %d bytes, header field K = %d needs exactly %d (32-byte header, K²·8 values, 32-byte digest): %w",
+		return nil, fmt.Errorf("%s: file is %d bytes, header field K = %d needs exactly %d (32-byte header, K·(K+1)/2·8 values, 32-byte digest): %w",
 			name, size, k, want, ErrFormat)
 	}
 	h := &Hessian{K: k, Tokens: int64(tokens), Data: make([]float64, k*k)}
-	sr := io.NewSectionReader(r, headerSize, int64(k)*int64(k)*8)
-	buf := make([]byte, 1<<20) // a multiple of 8
-	for done := 0; done < len(h.Data); {
+	sr := io.NewSectionReader(r, headerSize, triangle(k)*8)
+	buf := make([]byte, hessianChunk)
+	i, j := 0, 0 // the next value is H[i][j], j >= i
+	for left := triangle(k); left > 0; {
 		if err := ctx.Err(); err != nil {
 			return nil, fmt.Errorf("%s: %w", name, err)
 		}
-		chunk := buf[:min(len(buf), 8*(len(h.Data)-done))]
+		chunk := buf[:min(int64(len(buf)), 8*left)]
 		if _, err := io.ReadFull(sr, chunk); err != nil {
-			return nil, fmt.Errorf("%s: hessian value %d of %d: %w (truncated: %w)", name, done, len(h.Data), err, ErrFormat)
+			return nil, fmt.Errorf("%s: hessian row %d of %d: %w (truncated: %w)", name, i, k, err, ErrFormat)
 		}
 		hash.Write(chunk)
-		for j := range len(chunk) / 8 {
-			h.Data[done+j] = math.Float64frombits(binary.LittleEndian.Uint64(chunk[8*j:]))
+		left -= int64(len(chunk) / 8)
+		for len(chunk) > 0 {
+			row := h.Data[i*k+j : (i+1)*k]
+			n := min(len(row), len(chunk)/8)
+			for c := range row[:n] {
+				row[c] = math.Float64frombits(binary.LittleEndian.Uint64(chunk[8*c:]))
+			}
+			chunk = chunk[8*n:]
+			if j += n; j == k {
+				i++
+				j = i
+			}
 		}
-		done += len(chunk) / 8
 	}
 	var sum [digestSize]byte
 	if _, err := r.ReadAt(sum[:], size-digestSize); err != nil {
@@ -117,8 +152,9 @@ func ReadHessian(ctx context.Context, r io.ReaderAt, size int64, name string) (*
 	if got := hash.Sum(nil); !bytes.Equal(got, sum[:]) {
 		return nil, fmt.Errorf("%s: BLAKE3 %x, file says %x: %w", name, got, sum, ErrCorrupt)
 	}
-	if err := h.Check(); err != nil {
+	if err := h.CheckUpper(); err != nil {
 		return nil, fmt.Errorf("%s: %w", name, err)
 	}
+	h.Symmetrize()
 	return h, nil
 }

@@ -7,6 +7,7 @@ import (
 
 	"gonum.org/v1/gonum/blas"
 	"gonum.org/v1/gonum/blas/blas64"
+	"gonum.org/v1/gonum/blas/gonum"
 )
 
 // Hessian is Σ x·xᵀ over Tokens activation rows x of K values: float64, row-major K × K. It has the same
@@ -24,92 +25,194 @@ func (h *Hessian) Empty() bool { return h.Tokens == 0 }
 // NewHessian returns an empty K × K Hessian.
 func NewHessian(k int) *Hessian { return &Hessian{K: k, Data: make([]float64, k*k)} }
 
-// accumulator adds rows into the upper triangle of a Hessian; Symmetrize completes it.
-type accumulator struct {
-	h   *Hessian
-	x64 *[]float64 // conversion buffer, shared by the accumulators of one window
+// BatchRows is the number of activation rows an accumulator gathers (as float64) before it adds
+// them to its Hessian in one rank-k update: each update reads and writes the whole upper triangle,
+// so fewer, larger updates move less memory per flop.
+const BatchRows = 512
+
+// rowBatch holds the pending rows of one accumulator at a time, as float64. Accumulators that are
+// never filled at once (the same input of the blocks of a window, which run one after another) share
+// one: adding to a batch that holds another accumulator's rows first flushes those into their Hessian.
+type rowBatch struct {
+	limit int       // rows gathered before an update: BatchRows, or fewer when the corpus has fewer
+	x     []float64 // limit·K values
+	rows  int
+	owner *accumulator
 }
 
-// stripe is the number of H rows one Gemm call updates; the diagonal block is computed whole, so a
-// stripe wastes stripe²/2 multiply-adds per token.
-const stripe = 256
+// batchRows is the row limit of the batches of a corpus of nSeq sequences of seqLen tokens.
+func batchRows(nSeq, seqLen int) int { return max(1, min(BatchRows, nSeq*seqLen)) }
 
-// add accumulates the len(x)/K rows of x into the upper triangle (and the diagonal) of H:
-// H[i][j] += Σ_t x[t][i]·x[t][j] for j >= i, in float64, striped so that each Gemm touches only rows
-// [r0, r1) and columns [r0, K) (gonum's Gemm runs its blocks in parallel).
+// accumulator adds rows into the upper triangle (and the diagonal) of a Hessian through a rowBatch;
+// flush completes the pending update, Symmetrize the lower triangle.
+type accumulator struct {
+	h     *Hessian
+	batch *rowBatch
+}
+
+func newAccumulator(h *Hessian, b *rowBatch) *accumulator {
+	if b == nil {
+		b = &rowBatch{limit: BatchRows}
+	}
+	return &accumulator{h: h, batch: b}
+}
+
+// add gathers the len(x)/K rows of x, flushing whenever the batch is full. The Hessian is complete only
+// after flush.
 func (a *accumulator) add(x []float32) error {
 	k := a.h.K
 	if len(x)%k != 0 {
 		return fmt.Errorf("hessian K=%d: %d values are not whole rows: %w", k, len(x), ErrShape)
 	}
-	t := len(x) / k
-	if t == 0 {
-		return nil
+	b := a.batch
+	if b.owner != a {
+		if b.owner != nil {
+			b.owner.flush()
+		}
+		b.owner = a
+		if len(b.x) < b.limit*k {
+			b.x = make([]float64, b.limit*k)
+		}
 	}
-	if a.x64 == nil {
-		a.x64 = new([]float64)
+	for len(x) > 0 {
+		n := min(len(x)/k, b.limit-b.rows)
+		dst := b.x[b.rows*k : (b.rows+n)*k]
+		for i, v := range x[:n*k] {
+			dst[i] = float64(v)
+		}
+		b.rows += n
+		x = x[n*k:]
+		if b.rows == b.limit {
+			a.flush()
+			b.owner = a
+		}
 	}
-	if cap(*a.x64) < len(x) {
-		*a.x64 = make([]float64, len(x))
+	return nil
+}
+
+// flush adds the pending rows to the Hessian: H[i][j] += Σ_t x[t][i]·x[t][j] for j >= i, in float64.
+func (a *accumulator) flush() {
+	b := a.batch
+	if b.owner != a {
+		return
 	}
-	x64 := (*a.x64)[:len(x)]
-	for i, v := range x {
-		x64[i] = float64(v)
+	if b.rows > 0 {
+		syrkUpper(a.h.Data, a.h.K, b.x[:b.rows*a.h.K], b.rows)
+		a.h.Tokens += int64(b.rows)
+	}
+	b.rows, b.owner = 0, nil
+}
+
+// stripe is the number of H rows one Gemm call of the pure-Go update touches; the diagonal block is
+// computed whole, so a stripe wastes stripe²/2 multiply-adds per token.
+const stripe = 256
+
+// pureGoBLAS reports whether blas64 runs gonum's own kernels (the build without -tags blas), whose Dsyrk
+// is neither blocked nor parallel.
+func pureGoBLAS() bool {
+	_, ok := blas64.Implementation().(gonum.Implementation)
+	return ok
+}
+
+// syrkUpper adds xᵀx (x: t rows of k) to the upper triangle of the k × k row-major c. With OpenBLAS it
+// is one dsyrk; with gonum's kernels, stripes of rows [r0, r1) × columns [r0, k) are each one Dgemm
+// (gonum's Dgemm is blocked and runs its blocks in parallel).
+func syrkUpper(c []float64, k int, x []float64, t int) {
+	xm := blas64.General{Rows: t, Cols: k, Stride: k, Data: x}
+	if !pureGoBLAS() {
+		blas64.Syrk(blas.Trans, 1, xm, 1, blas64.Symmetric{Uplo: blas.Upper, N: k, Stride: k, Data: c})
+		return
 	}
 	for r0 := 0; r0 < k; r0 += stripe {
 		r1 := min(r0+stripe, k)
-		av := blas64.General{Rows: t, Cols: r1 - r0, Stride: k, Data: x64[r0:]}
-		bv := blas64.General{Rows: t, Cols: k - r0, Stride: k, Data: x64[r0:]}
-		cv := blas64.General{Rows: r1 - r0, Cols: k - r0, Stride: k, Data: a.h.Data[r0*k+r0:]}
+		av := blas64.General{Rows: t, Cols: r1 - r0, Stride: k, Data: x[r0:]}
+		bv := blas64.General{Rows: t, Cols: k - r0, Stride: k, Data: x[r0:]}
+		cv := blas64.General{Rows: r1 - r0, Cols: k - r0, Stride: k, Data: c[r0*k+r0:]}
 		blas64.Gemm(blas.Trans, blas.NoTrans, 1, av, bv, 1, cv)
 	}
-	a.h.Tokens += int64(t)
+}
+
+// tile is the side of the square blocks Symmetrize and the checks walk, so that both the row-major
+// reads and the column-strided ones stay in cache.
+const tile = 64
+
+// forTiles calls f(i0, i1, j0, j1) for every tile of the upper triangle (j0 >= i0; the diagonal tiles
+// whole), the row bands of tiles spread over GOMAXPROCS goroutines. It returns the error of the lowest
+// band that failed.
+func forTiles(k int, f func(i0, i1, j0, j1 int) error) error {
+	bands := (k + tile - 1) / tile
+	errs := make([]error, bands)
+	parallelFor(bands, func(b int) {
+		i0, i1 := b*tile, min(k, b*tile+tile)
+		for j0 := i0; j0 < k; j0 += tile {
+			if errs[b] = f(i0, i1, j0, min(k, j0+tile)); errs[b] != nil {
+				return
+			}
+		}
+	})
+	for _, err := range errs {
+		if err != nil {
+			return err
+		}
+	}
 	return nil
 }
 
 // Symmetrize copies the upper triangle into the lower one.
 func (h *Hessian) Symmetrize() {
-	k := h.K
-	parallelFor(k, func(i int) {
-		for j := i + 1; j < k; j++ {
-			h.Data[j*k+i] = h.Data[i*k+j]
+	k, d := h.K, h.Data
+	forTiles(k, func(i0, i1, j0, j1 int) error {
+		for i := i0; i < i1; i++ {
+			for j := max(j0, i+1); j < j1; j++ {
+				d[j*k+i] = d[i*k+j]
+			}
 		}
+		return nil
 	})
 }
 
 // Add accumulates the rows of x (T rows of K values) into h and keeps it symmetric. Capture uses the
-// faster upper-triangle path and symmetrizes once at the end.
+// batched upper-triangle path and symmetrizes once at the end.
 func (h *Hessian) Add(x []float32) error {
-	a := accumulator{h: h}
+	a := newAccumulator(h, nil)
 	if err := a.add(x); err != nil {
 		return err
 	}
+	a.flush()
 	h.Symmetrize()
 	return nil
 }
 
-// Check verifies the size, that every value is finite and that the matrix is exactly symmetric with a
-// non-negative diagonal (a necessary condition for positive semi-definiteness).
-func (h *Hessian) Check() error {
+// CheckUpper verifies the size and that every value of the upper triangle is finite, with a
+// non-negative diagonal (a necessary condition for positive semi-definiteness). The lower triangle is
+// not read.
+func (h *Hessian) CheckUpper() error { return h.check(false) }
+
+// Check is CheckUpper, and verifies that the matrix is exactly symmetric.
+func (h *Hessian) Check() error { return h.check(true) }
+
+func (h *Hessian) check(symmetric bool) error {
 	if h.K <= 0 || len(h.Data) != h.K*h.K {
 		return fmt.Errorf("hessian K=%d with %d values (want K²): %w", h.K, len(h.Data), ErrShape)
 	}
 	if h.Tokens < 0 {
 		return fmt.Errorf("hessian tokens %d: %w", h.Tokens, ErrShape)
 	}
-	k := h.K
-	for i := 0; i < k; i++ {
-		if d := h.Data[i*k+i]; d < 0 || math.IsNaN(d) || math.IsInf(d, 0) {
-			return fmt.Errorf("hessian diagonal (%d,%d) = %v: %w", i, i, d, ErrNotFinite)
-		}
-		for j := i + 1; j < k; j++ {
-			a, b := h.Data[i*k+j], h.Data[j*k+i]
-			if math.IsNaN(a) || math.IsInf(a, 0) || a != b {
-				return fmt.Errorf("hessian at (%d,%d) = %v, (%d,%d) = %v: %w", i, j, a, j, i, b, ErrNotFinite)
+	k, d := h.K, h.Data
+	return forTiles(k, func(i0, i1, j0, j1 int) error {
+		for i := i0; i < i1; i++ {
+			for j := max(j0, i); j < j1; j++ {
+				a := d[i*k+j]
+				if math.IsNaN(a) || math.IsInf(a, 0) || i == j && a < 0 {
+					return fmt.Errorf("hessian at (%d,%d) = %v: %w", i, j, a, ErrNotFinite)
+				}
+				if symmetric && i != j && d[j*k+i] != a {
+					return fmt.Errorf("hessian at (%d,%d) = %v, (%d,%d) = %v: %w", i, j, a, j, i, d[j*k+i], ErrNotFinite)
+				}
 			}
 		}
-	}
-	return nil
+		return nil
+	})
 }
 
 // Diag returns the diagonal of h (the sums of squared activations per input channel).

@@ -277,7 +277,7 @@ func (t *Target) checkImatrix(ctx context.Context, ws []*weight) error {
 func (t *Target) windows(shape stages.ModelShape) ([][2]int, error) {
 	c := t.r.Calibration
 	mem := func(a, b int) int64 {
-		return max(stages.CalibrateMemory(shape, a, b, c.Ctx), stages.PropagateMemory(shape, a, b, c.Ctx))
+		return max(stages.CalibrateMemory(shape, a, b, c.Sequences, c.Ctx), stages.PropagateMemory(shape, a, b, c.Sequences, c.Ctx))
 	}
 	size := c.Window.Layers
 	if c.Window.Auto {

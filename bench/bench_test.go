@@ -129,6 +129,12 @@ func sampleReport() *Report {
 				{Label: "matmul, pure Go", Role: "reference", Samples: []float64{2}, GFLOPS: 8.6},
 				{Label: "GPTQ, pure Go", Role: "subject", Samples: []float64{40}, GFLOPS: 5.5, Extra: "64% of the matmul's GFLOP/s"},
 			}},
+			{ID: "calib", Title: "calibrate", Measures: []Measure{
+				{Label: "sgemm, -tags blas", Role: "reference", Samples: []float64{0.2}, GFLOPS: 85.9},
+				{Label: "dgemm, -tags blas", Role: "reference", Samples: []float64{0.4}, GFLOPS: 42.9},
+				{Label: "calibrate, -tags blas", Role: "subject", Samples: []float64{12.5}, GFLOPS: 43.0, Share: 0.52, Extra: "52% of the sgemm/dgemm rate"},
+				{Label: "sgemm, pure Go", Role: "reference", Skipped: "skipped: -calib-pure-go=false"},
+			}},
 			{ID: "scale-rtn", Title: "scaling", FitUnit: "layer", Fit: &Fit{Slope: 95, Intercept: 12, R2: 0.9987, N: 4}, Measures: []Measure{
 				{Label: "cold rtn build, 1 layer(s)", Role: "subject", Samples: []float64{107}},
 			}},
@@ -372,5 +378,29 @@ func TestVersusPeerTool(t *testing.T) {
 		if strings.HasPrefix(tg.Goal, "RTN build") && tg.Met != nil {
 			t.Errorf("target %q judged without llama-quantize: %+v", tg.Goal, tg)
 		}
+	}
+}
+
+// TestCalibFlops: the calibrate row's flop count for a 27B-shaped layer (4 x 128 tokens) is the
+// issue's (~3.4e11 forward, ~2e11 Hessians), and the share is the time at the kernels' rates over the
+// measured time.
+func TestCalibFlops(t *testing.T) {
+	fwd, hess := calibFlops(5120, 5120, 1024, 17408, 4, 128)
+	// forward: 512 rows x 2 x (2·5120² + 2·1024·5120 + 3·17408·5120) + attention 4 x 4·128²·5120
+	if want := 512*2*(2*5120*5120+2*1024*5120+3*17408*5120.0) + 4*4*128*128*5120.0; fwd != want {
+		t.Errorf("forward flops %.6g, want %.6g", fwd, want)
+	}
+	if want := 512 * (3*5120*5121.0 + 17408*17409.0); hess != want {
+		t.Errorf("hessian flops %.6g, want %.6g", hess, want)
+	}
+	if fwd < 3.3e11 || fwd > 3.5e11 || hess < 1.9e11 || hess > 2.0e11 {
+		t.Errorf("forward %.3g, hessians %.3g: not the issue's ~3.4e11 and ~2e11", fwd, hess)
+	}
+	// 100 GFLOP/s sgemm, 50 dgemm: 1e11 + 1e11 flops take 1 s + 2 s; measured 6 s is 50%.
+	if s := calibShare(1e11, 1e11, 100, 50, 6); math.Abs(s-0.5) > 1e-12 {
+		t.Errorf("share %v, want 0.5", s)
+	}
+	if s := calibShare(1e11, 1e11, 0, 50, 6); s != 0 {
+		t.Errorf("share without an sgemm rate %v, want 0", s)
 	}
 }

@@ -53,6 +53,7 @@ func specs(profile string, scaleLayers []int, rssBudgets []int64) []rowSpec {
 		{"push-pull", true, rowsPushPull, ""},
 		{"rtn", true, one(func(e *env) (Row, error) { return rowRTN(e, rtnLayers) }), ""},
 		{"gptq-5120", true, one(func(e *env) (Row, error) { return rowGPTQ(e, 5120, 5120) }), ""},
+		{"calib", true, one(rowCalib), ""},
 		{"gptq-17408", false, one(func(e *env) (Row, error) { return rowGPTQ(e, 5120, 17408) }),
 			"K = 17408: about 1.0e13 flops per run, tens of minutes on 2 cores even with OpenBLAS"},
 		{"noop", true, one(rowNoop), ""},
@@ -90,9 +91,14 @@ func run() error {
 		rssMem   = flag.String("rss-mem", "4GiB,8GiB", "--mem budgets of the rss row's builds, comma-separated")
 		lq       = flag.String("llama-quantize", "", "llama.cpp's llama-quantize binary, the rtn row's baseline (default: llama-quantize on PATH)")
 		pureGo   = flag.Bool("gptq-pure-go", true, "measure the GPTQ rows in the pure-Go build too (K=17408 pure Go: about an hour on 2 cores)")
-		worker   = flag.String("worker", "", "internal: run one measurement in this process (gptq)")
-		wn       = flag.Int("n", 5120, "internal: -worker gptq: rows of the weight")
-		wk       = flag.Int("k", 5120, "internal: -worker gptq: columns of the weight")
+		calibGo  = flag.Bool("calib-pure-go", true, "measure the calib row in the pure-Go build too (a few minutes on 2 cores)")
+		worker   = flag.String("worker", "", "internal: run one measurement in this process (gptq, calib)")
+		wn       = flag.Int("n", 5120, "internal: -worker gptq: rows of the weight; -worker calib: n_ff")
+		wk       = flag.Int("k", 5120, "internal: -worker gptq: columns of the weight; -worker calib: n_embd")
+		wseqs    = flag.Int("seqs", 4, "internal: -worker calib: calibration sequences")
+		wctx     = flag.Int("ctx", 128, "internal: -worker calib: tokens per sequence")
+		wcorpus  = flag.String("corpus", "pipelines/recipes/demo-corpus.txt", "internal: -worker calib: calibration corpus")
+		wprof    = flag.String("cpuprofile", "", "internal: -worker calib: write a CPU profile of the calibrate node here")
 		verbose  = flag.Bool("v", false, "log every run")
 		render   = flag.String("render", "", "measure nothing: re-render the table (and -json) from this results JSON, after -merge")
 		merge    = flag.String("merge", "", "keep the rows of this earlier results JSON that this run does not measure (each marked with its run's time)")
@@ -101,11 +107,14 @@ func run() error {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()
 	if *worker != "" {
-		if *worker != "gptq" {
-			return fmt.Errorf("-worker %q: want gptq", *worker)
-		}
 		blascore.Reexec(os.Stderr) // as orkpipe does: the worker measures the kernels a build would use
-		return runGPTQWorker(ctx, os.Stdout, *wn, *wk)
+		switch *worker {
+		case "gptq":
+			return runGPTQWorker(ctx, os.Stdout, *wn, *wk)
+		case "calib":
+			return runCalibWorker(ctx, os.Stdout, *wk, *wn, *wseqs, *wctx, *wcorpus, *wprof)
+		}
+		return fmt.Errorf("-worker %q: want gptq or calib", *worker)
 	}
 	if *render != "" {
 		return renderOnly(*render, *merge, *jsonOut, *mdOut)
@@ -171,7 +180,7 @@ func run() error {
 	if rep.Machine, err = machineFacts(); err != nil {
 		return err
 	}
-	e := &env{ctx: ctx, dir: scratch, runs: *runs, longRuns: *longRuns, size: sz, profile: *profile, log: log, mem: mb, gptqPureGo: *pureGo,
+	e := &env{ctx: ctx, dir: scratch, runs: *runs, longRuns: *longRuns, size: sz, profile: *profile, log: log, mem: mb, gptqPureGo: *pureGo, calibPureGo: *calibGo,
 		corpus: filepath.Join(root, "pipelines", "recipes", "demo-corpus.txt")}
 	e.llamaQuantize, e.llamaQuantizeWhy = findLlamaQuantize(*lq)
 	if err := e.buildBinaries(*blas, needsBLASWorker(selected)); err != nil {
@@ -297,7 +306,7 @@ func mapsKeys(m map[string]bool) func(func(string) bool) {
 
 func needsBLASWorker(sel []string) bool {
 	for _, id := range sel {
-		if strings.HasPrefix(id, "gptq-") {
+		if strings.HasPrefix(id, "gptq-") || id == "calib" {
 			return true
 		}
 	}
@@ -305,7 +314,8 @@ func needsBLASWorker(sel []string) bool {
 }
 
 // buildBinaries builds orkpipe (with -tags blas if asked) and, for the GPTQ rows, this harness
-// twice: pure Go and with -tags blas (a failed blas build skips only the blas measures, saying why).
+// twice: pure Go and with -tags blas (a failed blas build skips only the blas measures, saying why), for
+// the GPTQ and calib rows' workers.
 func (e *env) buildBinaries(blas, gptq bool) error {
 	bin := filepath.Join(e.dir, "bin")
 	if err := os.MkdirAll(bin, 0o755); err != nil {

@@ -24,6 +24,7 @@ type Measure struct {
 	PeakRSS int64     `json:"peak_rss,omitempty"`   // highest peak RSS of the runs, bytes
 	Budget  int64     `json:"mem_budget,omitempty"` // --mem given to the run, bytes
 	GFLOPS  float64   `json:"gflops,omitempty"`     // achieved rate (GPTQ, matmul)
+	Share   float64   `json:"share,omitempty"`      // calibrate: its rate as a fraction of the build's own kernels' (calibShare)
 	Ratio   float64   `json:"ratio,omitempty"`      // baselines: subject median / this median
 	Skipped string    `json:"skipped,omitempty"`    // why it was not measured
 	Extra   string    `json:"extra,omitempty"`      // a short fact shown in the notes column

@@ -33,7 +33,8 @@ type env struct {
 	corpus   string // calibration corpus for GPTQ recipes
 	mem      int64  // --mem of the RTN and no-op builds
 
-	gptqPureGo bool // the GPTQ rows measure the pure-Go build too (-gptq-pure-go)
+	gptqPureGo  bool // the GPTQ rows measure the pure-Go build too (-gptq-pure-go)
+	calibPureGo bool // the calib row measures the pure-Go build too (-calib-pure-go)
 
 	llamaQuantize    string // llama.cpp's llama-quantize ("" when not found)
 	llamaQuantizeWhy string // why its measure is skipped

@@ -62,6 +62,15 @@ func targets(rep *Report) []Target {
 			ts = append(ts, check(c.goal, ok, met, value))
 		}
 	}
+	c := find("calib")
+	var share float64
+	if c != nil {
+		if m := c.measure("calibrate, -tags blas"); m != nil {
+			share = m.Share
+		}
+	}
+	ts = append(ts, check("calibrate of a 27B-shaped layer (-tags blas) >= 50% of the sgemm/dgemm rate", share > 0, share >= 0.5,
+		fmt.Sprintf("%.0f%% of the rate", 100*share)))
 	// Peak RSS: every build measured with a --mem budget in this run.
 	worst, n, over := 0.0, 0, 0
 	for _, r := range rep.Rows {

@@ -1,0 +1,245 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"runtime"
+	"runtime/pprof"
+	"time"
+
+	"gonum.org/v1/gonum/blas"
+	"gonum.org/v1/gonum/blas/blas32"
+	"gonum.org/v1/gonum/blas/blas64"
+
+	"orkpipe/ork/gguf"
+	"orkpipe/ork/model"
+	"orkpipe/ork/quant"
+	"orkpipe/stages"
+)
+
+// calibResult is what `bench -worker calib` prints: one calibrate node of a generated 27B-shaped
+// layer, timed, with its flop count and the build's own sgemm and dgemm rates measured in the same
+// process.
+type calibResult struct {
+	Backend    string  `json:"backend"`
+	Embd       int     `json:"n_embd"`
+	FF         int     `json:"n_ff"`
+	Sequences  int     `json:"sequences"`
+	Ctx        int     `json:"ctx"`
+	Seconds    float64 `json:"calibrate_s"`
+	FwdFlops   float64 `json:"forward_flops"`
+	HessFlops  float64 `json:"hessian_flops"`
+	SgemmGFLOP float64 `json:"sgemm_gflops"`
+	DgemmGFLOP float64 `json:"dgemm_gflops"`
+}
+
+// calibFlops counts a calibrate node's work as docs/performance.md does, for one llama block of widths
+// e (n_embd), q (heads·head_dim), kv, f (n_ff) over nSeq sequences of t tokens: the forward pass's
+// matrix products, 2·T·N·K per weight, plus attention's two products per head (2·T²·head_dim each,
+// counted whole, not causal-halved); and the Hessians' upper triangles, T·K·(K+1) per distinct input.
+func calibFlops(e, q, kv, f, nSeq, t int) (fwd, hess float64) {
+	rows := float64(nSeq * t)
+	nk := float64(q*e + 2*kv*e + e*q + 3*f*e)
+	fwd = 2*rows*nk + float64(nSeq)*4*float64(t)*float64(t)*float64(q)
+	for _, k := range []int{e, q, e, f} {
+		hess += rows * float64(k) * float64(k+1)
+	}
+	return fwd, hess
+}
+
+// gemmRates times one 2048³ float32 and one float64 matrix product through gonum's blas32/blas64,
+// which is what the calibrate stage's products call in this build, and returns their GFLOP/s.
+func gemmRates() (sgemm, dgemm float64) {
+	const d = matmulDim
+	a32, c32 := make([]float32, d*d), make([]float32, d*d)
+	a64, c64 := make([]float64, d*d), make([]float64, d*d)
+	for i := range a32 {
+		a32[i] = float32((i*31)%101)/101 - 0.5
+		a64[i] = float64(a32[i])
+	}
+	m32 := blas32.General{Rows: d, Cols: d, Stride: d, Data: a32}
+	o32 := blas32.General{Rows: d, Cols: d, Stride: d, Data: c32}
+	m64 := blas64.General{Rows: d, Cols: d, Stride: d, Data: a64}
+	o64 := blas64.General{Rows: d, Cols: d, Stride: d, Data: c64}
+	flops := 2 * float64(d) * d * d
+	best := func(f func()) float64 {
+		var b time.Duration
+		for i := 0; i < 2; i++ {
+			start := time.Now()
+			f()
+			if el := time.Since(start); i == 0 || el < b {
+				b = el
+			}
+		}
+		return flops / b.Seconds() / 1e9
+	}
+	sgemm = best(func() { blas32.Gemm(blas.NoTrans, blas.Trans, 1, m32, m32, 0, o32) })
+	dgemm = best(func() { blas64.Gemm(blas.Trans, blas.NoTrans, 1, m64, m64, 0, o64) })
+	return sgemm, dgemm
+}
+
+// runCalibWorker is the worker mode: it generates a one-layer Q8_0 model of widths embd/ff (synth
+// stage), tokenizes nSeq sequences of ctx tokens of corpus, measures the gemm rates, runs one calibrate
+// node [0, 1) with hidden states (as the first window of a one-shot build) and writes a calibResult as
+// JSON to w. With cpuProfile set, the calibrate node runs under a CPU profile written there.
+func runCalibWorker(ctx context.Context, w io.Writer, embd, ff, nSeq, ctxLen int, corpus, cpuProfile string) error {
+	dir, err := os.MkdirTemp("", "orkpipe-bench-calib-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(dir)
+	exec := func(stage string, params any, inputs map[string]string) (map[string]string, error) {
+		k, err := stages.Lookup(stage)
+		if err != nil {
+			return nil, err
+		}
+		raw, err := json.Marshal(params)
+		if err != nil {
+			return nil, err
+		}
+		b, err := k.Bind(raw)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", stage, err)
+		}
+		out, err := os.MkdirTemp(dir, stage+"-")
+		if err != nil {
+			return nil, err
+		}
+		req := stages.Request{Inputs: map[string]stages.File{}, OutDir: out}
+		for name, p := range inputs {
+			req.Inputs[name] = stages.File{Path: p}
+		}
+		if err := b.Run(ctx, req); err != nil {
+			return nil, fmt.Errorf("%s: %w", stage, err)
+		}
+		res := map[string]string{}
+		for _, o := range b.Spec().Outputs {
+			res[o] = filepath.Join(out, o)
+		}
+		return res, nil
+	}
+	heads, kv := embd/128, max(1, embd/640)
+	sp := stages.SynthParams{Layers: 1, Embd: embd, FF: ff, Heads: heads, HeadsKV: kv, Vocab: 512, Ctx: max(256, ctxLen), Type: "Q8_0", Seed: 1}
+	mo, err := exec("synth", sp, nil)
+	if err != nil {
+		return err
+	}
+	tok, err := exec("tokenize", stages.TokenizeParams{Sequences: nSeq, Ctx: ctxLen, CorpusName: filepath.Base(corpus)},
+		map[string]string{"model": mo["model.gguf"], "corpus": corpus})
+	if err != nil {
+		return err
+	}
+	gf, err := gguf.Open(ctx, mo["model.gguf"])
+	if err != nil {
+		return err
+	}
+	cfg, err := model.ConfigFromGGUF(gf)
+	gf.Close()
+	if err != nil {
+		return err
+	}
+	shape := stages.ShapeOf(cfg)
+	runtime.GC()
+	sg, dg := gemmRates()
+	runtime.GC()
+	if cpuProfile != "" {
+		f, err := os.Create(cpuProfile)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			return err
+		}
+		defer pprof.StopCPUProfile()
+	}
+	start := time.Now()
+	if _, err := exec("calibrate", stages.CalibrateParams{Shape: shape, Start: 0, End: 1, Sequences: nSeq, Ctx: ctxLen, Hidden: true},
+		map[string]string{"model": mo["model.gguf"], "tokens": tok["tokens"]}); err != nil {
+		return err
+	}
+	el := time.Since(start).Seconds()
+	c := shape.Config()
+	fwd, hess := calibFlops(c.NEmbd, c.QDim(), c.KVDim(), c.NFF, nSeq, ctxLen)
+	return json.NewEncoder(w).Encode(calibResult{Backend: quant.BLASBackend, Embd: embd, FF: ff, Sequences: nSeq, Ctx: ctxLen,
+		Seconds: el, FwdFlops: fwd, HessFlops: hess, SgemmGFLOP: sg, DgemmGFLOP: dg})
+}
+
+// calibShare is the calibrate node's rate as a fraction of what the build's own kernels would reach on
+// its work: the time its forward flops take at the sgemm rate plus its Hessian flops at the dgemm rate,
+// over the measured time.
+func calibShare(fwd, hess, sgemm, dgemm, seconds float64) float64 {
+	if sgemm <= 0 || dgemm <= 0 || seconds <= 0 {
+		return 0
+	}
+	return (fwd/(sgemm*1e9) + hess/(dgemm*1e9)) / seconds
+}
+
+// rowCalib: one calibrate node of a 27B-shaped layer (4 sequences of 128 tokens) in the -tags blas build
+// and (unless -calib-pure-go=false) the pure-Go build, each in a worker process that also measures that
+// build's sgemm and dgemm rates; the subject's share is of those rates, from the same process.
+func rowCalib(e *env) (Row, error) {
+	const embd, ff, seqs, ctxLen = 5120, 17408, 4, 128
+	fwd, hess := calibFlops(embd, embd, embd/5, ff, seqs, ctxLen)
+	r := Row{ID: "calib", Title: fmt.Sprintf("calibrate one 27B-shaped layer (n_embd %d, n_ff %d, Q8_0), %d x %d tokens", embd, ff, seqs, ctxLen),
+		Note: fmt.Sprintf("stage calibrate [0, 1) with hidden states, in a worker process (`go run ./bench -worker calib`); flops = forward %.3g (2·T·N·K per weight + attention) + Hessians %.3g (T·K·(K+1) per input site); share = (forward flops at the sgemm rate + Hessian flops at the dgemm rate) / measured time; sgemm and dgemm: gonum blas32/blas64 %d³ (what the stage calls) in the same process",
+			fwd, hess, matmulDim)}
+	builds := []struct {
+		name, bin, skip string
+	}{{"-tags blas", e.blasSelf, e.blasErr}, {"pure Go", e.self, ""}}
+	if !e.calibPureGo {
+		builds[1].skip = "-calib-pure-go=false"
+	}
+	var steps []step
+	for _, b := range builds {
+		sg := Measure{Label: "sgemm, " + b.name, Role: "reference"}
+		dg := Measure{Label: "dgemm, " + b.name, Role: "reference"}
+		cm := Measure{Label: "calibrate, " + b.name, Role: "subject", Command: fmt.Sprintf("bench -worker calib -k %d -n %d -seqs %d -ctx %d", embd, ff, seqs, ctxLen)}
+		if b.bin == "" || b.skip != "" {
+			cm.Skipped = "skipped: " + b.skip
+			sg.Skipped, dg.Skipped = cm.Skipped, cm.Skipped
+		}
+		r.Measures = append(r.Measures, sg, dg, cm)
+	}
+	for i, b := range builds {
+		sg, dg, cm := &r.Measures[3*i], &r.Measures[3*i+1], &r.Measures[3*i+2]
+		if cm.Skipped != "" {
+			continue
+		}
+		bin := b.bin
+		steps = append(steps, step{m: cm, rss: true, run: func() (time.Duration, int64, error) {
+			var out bytes.Buffer
+			_, rss, err := e.command(&out, bin, "-worker", "calib", "-k", fmt.Sprint(embd), "-n", fmt.Sprint(ff),
+				"-seqs", fmt.Sprint(seqs), "-ctx", fmt.Sprint(ctxLen), "-corpus", e.corpus)
+			if err != nil {
+				return 0, 0, err
+			}
+			var res calibResult
+			if err := json.Unmarshal(out.Bytes(), &res); err != nil {
+				return 0, 0, fmt.Errorf("worker output %q: %w", out.String(), err)
+			}
+			flops := 2 * float64(matmulDim) * matmulDim * matmulDim
+			sg.Samples = append(sg.Samples, flops/res.SgemmGFLOP/1e9)
+			dg.Samples = append(dg.Samples, flops/res.DgemmGFLOP/1e9)
+			return time.Duration(res.Seconds * float64(time.Second)), rss, nil
+		}})
+	}
+	err := e.interleave(e.longRuns, steps...)
+	for i := range builds {
+		sg, dg, cm := &r.Measures[3*i], &r.Measures[3*i+1], &r.Measures[3*i+2]
+		flops := 2 * float64(matmulDim) * matmulDim * matmulDim
+		s, d, c := Summarize(sg.Samples).Median, Summarize(dg.Samples).Median, Summarize(cm.Samples).Median
+		if s <= 0 || d <= 0 || c <= 0 {
+			continue
+		}
+		sg.GFLOPS, dg.GFLOPS, cm.GFLOPS = flops/s/1e9, flops/d/1e9, (fwd+hess)/c/1e9
+		cm.Share = calibShare(fwd, hess, sg.GFLOPS, dg.GFLOPS, c)
+		cm.Extra = fmt.Sprintf("%.0f%% of the sgemm/dgemm rate", 100*cm.Share)
+	}
+	return r, err
+}

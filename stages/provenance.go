@@ -10,8 +10,10 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"runtime"
 	"sort"
 
+	"golang.org/x/sync/errgroup"
 	"golang.org/x/sys/unix"
 )
 
@@ -120,14 +122,20 @@ func sha256File(ctx context.Context, path string) (string, error) {
 }
 
 func runProvenance(ctx context.Context, p ProvenanceParams, req Request) error {
-	var subjects []resourceDescriptor
-	for _, name := range p.Subjects {
+	// The subjects' sha256 are computed side by side (sha256 is serial within a file).
+	subjects := make([]resourceDescriptor, len(p.Subjects))
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(runtime.GOMAXPROCS(0))
+	for i, name := range p.Subjects {
 		f := req.Inputs["subject."+name]
-		sum, err := sha256File(ctx, f.Path)
-		if err != nil {
+		g.Go(func() error {
+			sum, err := sha256File(gctx, f.Path)
+			subjects[i] = resourceDescriptor{Name: name, Digest: digestSet{"sha256": sum, "blake3": f.Digest.Hex()}}
 			return err
-		}
-		subjects = append(subjects, resourceDescriptor{Name: name, Digest: digestSet{"sha256": sum, "blake3": f.Digest.Hex()}})
+		})
+	}
+	if err := g.Wait(); err != nil {
+		return err
 	}
 	var deps []resourceDescriptor
 	for _, d := range p.Deps {

@@ -79,12 +79,9 @@ func chooseScaleErr(x, wd []float64, bits int, grid []float64, cs *clipScratch) 
 		}
 	}
 	if !any {
-		return 0, sqErr(x, wd, 0, 0, flo, fhi)
+		return 0, sqNorm(x, wd)
 	}
-	if len(grid) == 1 {
-		return float32(cs.s[0]), sqErr(x, wd, cs.s[0], cs.inv[0], flo, fhi)
-	}
-	clipErrs(x, wd, cs.s, cs.inv, cs.errs, flo, fhi)
+	clipErrs(x, wd, cs.s, cs.inv, cs.errs, len(grid), flo, fhi)
 	best, bestErr := float32(0), math.Inf(1)
 	for j := range grid {
 		if cs.s[j] != 0 && cs.errs[j] < bestErr {
@@ -92,13 +89,6 @@ func chooseScaleErr(x, wd []float64, bits int, grid []float64, cs *clipScratch) 
 		}
 	}
 	return best, bestErr
-}
-
-// sqErr is clipErrsGo for one candidate.
-func sqErr(x, wd []float64, s, inv, lo, hi float64) float64 {
-	var e [1]float64
-	clipErrsGo(x, wd, []float64{s}, []float64{inv}, e[:], lo, hi)
-	return e[0]
 }
 
 // sqNorm returns Σ wd_k·x_k·x_k (wd nil: Σ x_k·x_k), in order.

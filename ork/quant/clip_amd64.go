@@ -10,17 +10,20 @@ import (
 // n values at x (weights at wd, or wd nil), in the lanes of two AVX2 registers.
 //
 //go:noescape
+func clipErrs4(x, wd *float64, n int, s, inv *float64, lohi *[2]float64, errs *float64)
+
+//go:noescape
 func clipErrs8(x, wd *float64, n int, s, inv *float64, lohi *[2]float64, errs *float64)
 
 // clipKernel says whether clipErrs runs clipErrs8 (AVX2; x/sys/cpu also checks that the OS
 // saves the YMM registers).
 var clipKernel = cpu.X86.HasAVX2
 
-// clipErrs sets errs[j] to the error of candidate j (see clipErrsGo), len(s) a multiple of
-// clipLanes.
-func clipErrs(x, wd, s, inv, errs []float64, lo, hi float64) {
+// clipErrs sets errs[j] to the error of candidate j (see clipErrsGo) for the first grid candidates,
+// len(s) a multiple of clipLanes (errs of the padding past grid may be left unset).
+func clipErrs(x, wd, s, inv, errs []float64, grid int, lo, hi float64) {
 	if !clipKernel || len(x) == 0 {
-		clipErrsGo(x, wd, s, inv, errs, lo, hi)
+		clipErrsGo(x, wd, s[:grid], inv[:grid], errs[:grid], lo, hi)
 		return
 	}
 	lohi := [2]float64{lo, hi}
@@ -28,8 +31,12 @@ func clipErrs(x, wd, s, inv, errs []float64, lo, hi float64) {
 	if wd != nil {
 		pw = &wd[:len(x)][0]
 	}
-	for j := 0; j+clipLanes <= len(s); j += clipLanes {
-		clipErrs8(&x[0], pw, len(x), &s[j], &inv[j], &lohi, &errs[j])
+	for j := 0; j < grid; j += clipLanes {
+		if grid-j <= clipLanes/2 {
+			clipErrs4(&x[0], pw, len(x), &s[j], &inv[j], &lohi, &errs[j])
+		} else {
+			clipErrs8(&x[0], pw, len(x), &s[j], &inv[j], &lohi, &errs[j])
+		}
 	}
 }
 

@@ -82,6 +82,50 @@ done:
 DATA clipAbs<>+0(SB)/8, $0x7FFFFFFFFFFFFFFF
 GLOBL clipAbs<>(SB), RODATA|NOPTR, $8
 
+// func clipErrs4(x, wd *float64, n int, s, inv *float64, lohi *[2]float64, errs *float64) —
+// clipErrs8 for four candidates (one register).
+TEXT ·clipErrs4(SB), NOSPLIT, $0-56
+	MOVQ x+0(FP), SI
+	MOVQ wd+8(FP), DI
+	MOVQ n+16(FP), CX
+	MOVQ s+24(FP), AX
+	MOVQ inv+32(FP), BX
+	MOVQ lohi+40(FP), DX
+	VMOVUPD 0(AX), Y2
+	VMOVUPD 0(BX), Y4
+	VBROADCASTSD 0(DX), Y6
+	VBROADCASTSD 8(DX), Y7
+	VXORPD Y0, Y0, Y0
+	TESTQ CX, CX
+	JZ done4
+	TESTQ DI, DI
+	JNZ weighted4
+
+plain4:
+	VBROADCASTSD (SI), Y11
+	CODE(Y4)
+	ERR(Y2, Y0)
+	ADDQ $8, SI
+	DECQ CX
+	JNZ plain4
+	JMP done4
+
+weighted4:
+	VBROADCASTSD (SI), Y11
+	VBROADCASTSD (DI), Y8
+	CODE(Y4)
+	WERR(Y2, Y0)
+	ADDQ $8, SI
+	ADDQ $8, DI
+	DECQ CX
+	JNZ weighted4
+
+done4:
+	MOVQ errs+48(FP), AX
+	VMOVUPD Y0, 0(AX)
+	VZEROUPPER
+	RET
+
 // func absMax4(x *float64, n int) float64 — max |x_k| over n values, n a positive multiple of 4.
 TEXT ·absMax4(SB), NOSPLIT, $0-24
 	MOVQ x+0(FP), SI

@@ -7,8 +7,8 @@ import "math"
 // clipKernel is false: clipErrs runs the pure-Go loops.
 const clipKernel = false
 
-func clipErrs(x, wd, s, inv, errs []float64, lo, hi float64) {
-	clipErrsGo(x, wd, s, inv, errs, lo, hi)
+func clipErrs(x, wd, s, inv, errs []float64, grid int, lo, hi float64) {
+	clipErrsGo(x, wd, s[:grid], inv[:grid], errs[:grid], lo, hi)
 }
 
 // groupAmax returns max |x_k|.

@@ -1,11 +1,15 @@
 package quant
 
-import "math"
+import (
+	"math"
+
+	"orkpipe/ork/quant/internal/kernel"
+)
 
 // The clip search's inner work, shared by RTN and GPTQ: for each candidate scale of a group, the
 // (weighted) squared error of quantizing the group with it. Its arithmetic is fixed — float64,
 // terms in element order, no fused multiply-add — so that the pure-Go loops here and the amd64
-// kernel (clip_amd64.s, which evaluates eight candidates per element in the lanes of two AVX2
+// kernel (internal/kernel, which evaluates eight candidates per element in the lanes of two AVX2
 // registers) give bit-identical errors, hence identical choices on every machine.
 
 // clipLanes is how many candidate scales one kernel pass evaluates.
@@ -104,4 +108,57 @@ func sqNorm(x, wd []float64) float64 {
 		e += float64(float64(wd[k]*v) * v)
 	}
 	return e
+}
+
+// clipKernel says whether clipErrs, groupAmax and quantCodes run the amd64 kernels.
+var clipKernel = kernel.Available
+
+// clipErrs sets errs[j] to the error of candidate j (see clipErrsGo) for the first grid candidates,
+// len(s) a multiple of clipLanes (errs of the padding past grid may be left unset).
+func clipErrs(x, wd, s, inv, errs []float64, grid int, lo, hi float64) {
+	if !clipKernel || len(x) == 0 {
+		clipErrsGo(x, wd, s[:grid], inv[:grid], errs[:grid], lo, hi)
+		return
+	}
+	lohi := [2]float64{lo, hi}
+	var pw *float64
+	if wd != nil {
+		pw = &wd[:len(x)][0]
+	}
+	for j := 0; j < grid; j += clipLanes {
+		if grid-j <= clipLanes/2 {
+			kernel.ClipErrs4(&x[0], pw, len(x), &s[j], &inv[j], &lohi, &errs[j])
+		} else {
+			kernel.ClipErrs8(&x[0], pw, len(x), &s[j], &inv[j], &lohi, &errs[j])
+		}
+	}
+}
+
+// groupAmax returns max |x_k|.
+func groupAmax(x []float64) float64 {
+	n := 0
+	amax := 0.0
+	if clipKernel {
+		if n = len(x) &^ 3; n > 0 {
+			amax = kernel.AbsMax4(&x[0], n)
+		}
+	}
+	for _, v := range x[n:] {
+		amax = max(amax, math.Abs(v))
+	}
+	return amax
+}
+
+// quantCodes sets codes[k] = quantCode(x[k], inv, lo, hi).
+func quantCodes(codes []int8, x []float64, inv, lo, hi float64) {
+	n := 0
+	if clipKernel {
+		if n = len(x) &^ 3; n > 0 {
+			lohi := [2]float64{lo, hi}
+			kernel.QuantCodes4(&x[0], n, inv, &lohi, &codes[:n][0])
+		}
+	}
+	for k, v := range x[n:] {
+		codes[n+k] = int8(quantCode(v, inv, lo, hi))
+	}
 }

@@ -28,8 +28,8 @@
 	VMULPD Y13, Y14, Y14; \
 	VADDPD Y14, ACC, ACC
 
-// func clipErrs8(x, wd *float64, n int, s, inv *float64, lohi *[2]float64, errs *float64)
-TEXT ·clipErrs8(SB), NOSPLIT, $0-56
+// func ClipErrs8(x, wd *float64, n int, s, inv *float64, lohi *[2]float64, errs *float64)
+TEXT ·ClipErrs8(SB), NOSPLIT, $0-56
 	MOVQ x+0(FP), SI
 	MOVQ wd+8(FP), DI
 	MOVQ n+16(FP), CX
@@ -82,9 +82,9 @@ done:
 DATA clipAbs<>+0(SB)/8, $0x7FFFFFFFFFFFFFFF
 GLOBL clipAbs<>(SB), RODATA|NOPTR, $8
 
-// func clipErrs4(x, wd *float64, n int, s, inv *float64, lohi *[2]float64, errs *float64) —
-// clipErrs8 for four candidates (one register).
-TEXT ·clipErrs4(SB), NOSPLIT, $0-56
+// func ClipErrs4(x, wd *float64, n int, s, inv *float64, lohi *[2]float64, errs *float64) —
+// ClipErrs8 for four candidates (one register).
+TEXT ·ClipErrs4(SB), NOSPLIT, $0-56
 	MOVQ x+0(FP), SI
 	MOVQ wd+8(FP), DI
 	MOVQ n+16(FP), CX
@@ -126,8 +126,8 @@ done4:
 	VZEROUPPER
 	RET
 
-// func absMax4(x *float64, n int) float64 — max |x_k| over n values, n a positive multiple of 4.
-TEXT ·absMax4(SB), NOSPLIT, $0-24
+// func AbsMax4(x *float64, n int) float64 — max |x_k| over n values, n a positive multiple of 4.
+TEXT ·AbsMax4(SB), NOSPLIT, $0-24
 	MOVQ x+0(FP), SI
 	MOVQ n+8(FP), CX
 	VBROADCASTSD clipAbs<>(SB), Y3
@@ -162,9 +162,9 @@ reduce:
 	VZEROUPPER
 	RET
 
-// func quantCodes4(x *float64, n int, inv float64, lohi *[2]float64, codes *int8) — codes[k] =
+// func QuantCodes4(x *float64, n int, inv float64, lohi *[2]float64, codes *int8) — codes[k] =
 // quantCode(x_k, inv) for n values, n a positive multiple of 4.
-TEXT ·quantCodes4(SB), NOSPLIT, $0-40
+TEXT ·QuantCodes4(SB), NOSPLIT, $0-40
 	MOVQ x+0(FP), SI
 	MOVQ n+8(FP), CX
 	VBROADCASTSD inv+16(FP), Y4

@@ -60,7 +60,7 @@ func screenCache(s ModelShape) int64 {
 }
 
 func init() {
-	Register(Define("screen", 2, func(p ScreenParams) (Spec, error) {
+	Register(Define("screen", 3, func(p ScreenParams) (Spec, error) {
 		if err := p.Shape.validate(); err != nil {
 			return Spec{}, err
 		}

@@ -36,7 +36,7 @@ type TokenizeParams struct {
 }
 
 func init() {
-	Register(Define("tokenize", 1, func(p TokenizeParams) (Spec, error) {
+	Register(Define("tokenize", 2, func(p TokenizeParams) (Spec, error) {
 		if p.Sequences < 1 || p.Ctx < 2 {
 			return Spec{}, fmt.Errorf("sequences %d, ctx %d: want >= 1 and >= 2", p.Sequences, p.Ctx)
 		}

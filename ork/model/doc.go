@@ -6,20 +6,38 @@
 // # Tokenizers
 //
 // [NewTokenizer] builds a [Tokenizer] from a [Vocab] of plain values (token strings, scores, token types,
-// merges, special ids, flags), so the tokenizer does not depend on how the values were read. Two kinds are
-// implemented, matching llama.cpp (llama-vocab.cpp, b4747):
+// merges, special ids, flags), so the tokenizer does not depend on how the values were read;
+// [VocabFromGGUF] reads them with llama.cpp's defaults. The tokenizers match llama.cpp's llama-vocab.cpp
+// at the reference commit (testdata/pretok/gen.py names it) token for token:
 //
 //   - model "llama": SentencePiece-style. The text gets a leading space (add_space_prefix, default true),
 //     every space becomes U+2581, the text is split into UTF-8 characters and adjacent symbols are merged
 //     greedily by the score of the merged token (ties: leftmost); a symbol that is not a token is emitted
 //     as byte tokens <0xNN>.
-//   - model "gpt2": byte-level BPE. The text is split by the pre-tokenizer named by tokenizer.ggml.pre
-//     (default, gpt-2, llama3/llama-bpe, qwen2; written by hand because Go's regexp has no lookahead), each
-//     piece is mapped byte by byte to GPT-2's printable code points and merged by merge rank (lowest first,
-//     ties leftmost).
+//   - models "gpt2", "gemma4", "whitespace": BPE. The text is split by the pre-tokenizer named by
+//     tokenizer.ggml.pre (every name llama.cpp accepts, 57 pre-tokenizer types; pretok.go), each piece is
+//     mapped byte by byte to GPT-2's printable code points (not for the SPM-style gemma4/sarvam-moe and
+//     whitespace types) and merged by merge rank (lowest first, ties leftmost).
+//   - model "bert": WordPiece. BERT normalization (lower case and accents stripped unless the normalizer
+//     keys say otherwise; punctuation and CJK ideographs are words of their own), then the longest tokens
+//     matching "▁"+word, left to right.
+//
+// Models t5 (Unigram), rwkv, plamo2 and hybriddna are refused with [ErrUnsupported].
+//
+// Pre-tokenizers are llama.cpp's regular expressions, written as scanners: where llama.cpp has a hand-
+// written one (gpt2, llama3, qwen2, qwen35, kimi-k2, digit groups, newlines) the same code; the others,
+// which llama.cpp runs through std::regex, as item sequences (runs of a character class, literal
+// alternations, lookahead) matched with ECMAScript's backtracking over the keys llama.cpp gives the regex
+// engine — a code point's category byte for patterns with \p{..}, so \p{Lu} is any letter there. Code
+// point categories are llama.cpp's (Unicode 15.1: Go's tables plus the 15.1 additions), and so are its
+// lenient UTF-8 decoding, its \s (White_Space) and its NFD (first code point only). testdata/pretok holds
+// llama.cpp's own splits of 379 inputs for every type, and its vocab test vectors run with
+// ORKPIPE_LLAMA_MODELS set.
 //
 // User-defined tokens are always split out of the text before tokenization; control tokens only when
-// special-token parsing is asked for.
+// special-token parsing is asked for. As in llama.cpp, tokens whose text marks them end-of-generation
+// ("<|endoftext|>", "<|im_end|>", ...) or fill-in-the-middle count as control tokens, and some models
+// strip whitespace next to special tokens (Phi-3).
 //
 // # Forward pass
 //

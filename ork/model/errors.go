@@ -11,6 +11,8 @@ var (
 	// ErrBadVocab is returned when tokenizer metadata is inconsistent (lengths differ, ids out of range, a
 	// byte token missing).
 	ErrBadVocab = errors.New("bad vocabulary")
+	// ErrBadText is returned for text a tokenizer cannot take (llama.cpp fails on it as well).
+	ErrBadText = errors.New("text the tokenizer cannot take")
 	// ErrBadModel is returned when model metadata or tensor shapes are inconsistent.
 	ErrBadModel = errors.New("bad model")
 	// ErrTooShort is returned when a text is too short to form a single evaluation chunk.

@@ -11,9 +11,10 @@ import (
 
 // FuzzEncode tokenizes arbitrary text with both test vocabularies. Every input must tokenize, and the
 // token pieces must spell the input back: SentencePiece "▁" + text with spaces as "▁" (byte tokens
-// <0xNN> standing for their byte), GPT-2 the byte-encoded text.
+// <0xNN> standing for their byte), GPT-2 the byte-encoded text. SentencePiece tokenization cut into
+// segments must equal llama.cpp's merge of the whole text.
 func FuzzEncode(f *testing.F) {
-	spm := openTokenizer(f, "ggml-vocab-llama-spm.gguf")
+	spmTok := openTokenizer(f, "ggml-vocab-llama-spm.gguf")
 	gpt := openTokenizer(f, "ggml-vocab-gpt-2.gguf")
 	if b, err := os.ReadFile(testfiles.Path(f, "ggml-vocab-llama-spm.gguf.inp")); err == nil {
 		for _, s := range strings.Split(string(b), "\n__ggml_vocab_test__\n") {
@@ -21,13 +22,24 @@ func FuzzEncode(f *testing.F) {
 		}
 	}
 	f.Fuzz(func(t *testing.T, s string) {
-		ids, err := spm.Encode(s, false, false)
+		ids, err := spmTok.Encode(s, false, false)
 		if err != nil {
 			t.Fatal(err)
 		}
+		if !strings.Contains(s, "<s>") && !strings.Contains(s, "</s>") && !strings.Contains(s, "<unk>") && s != "" {
+			sp := spmTok.(*spm)
+			ses := &spmSession{t: sp, cache: map[string][]int32{}, q: bigramHeap[spmBigram]{before: spmBefore}}
+			whole, err := ses.tokenize(strings.ReplaceAll(" "+s, " ", "\u2581"), nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !equalIDs(ids, whole) {
+				t.Fatalf("segmented %v, whole text %v", ids, whole)
+			}
+		}
 		if utf8.ValidString(s) && s != "" {
 			var b strings.Builder
-			v := spm.Vocab()
+			v := spmTok.Vocab()
 			for _, id := range ids {
 				p := v.Tokens[id]
 				if v.Types[id] == TokenByte {

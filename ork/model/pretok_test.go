@@ -1,13 +1,47 @@
 package model
 
 import (
+	"compress/gzip"
+	"encoding/json"
+	"errors"
 	"math"
+	"os"
+	"path/filepath"
 	"reflect"
+	"slices"
+	"strings"
 	"testing"
+	"unicode/utf8"
+
+	"orkpipe/internal/testfiles"
 )
 
-// TestPreTokenizers checks the hand-written splits against what the regular expressions (with
-// lookahead) give, worked out by hand for one input exercising every alternative.
+// preSplit pre-tokenizes text with the pre-tokenizer tokenizer.ggml.pre names.
+func preSplit(t *testing.T, pre, text string) []string {
+	t.Helper()
+	o, err := preOptionsFor(pre)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pt, norm, err := prepareText(text)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	off, c := 0, 0
+	for _, n := range o.spec.split(pt) {
+		end := off
+		for _, r := range pt.cpts[c : c+n] {
+			end += cptLen(r)
+		}
+		out = append(out, norm[off:end])
+		off, c = end, c+n
+	}
+	return out
+}
+
+// TestPreTokenizers checks the splits against what the regular expressions (with lookahead) give,
+// worked out by hand for one input exercising every alternative.
 func TestPreTokenizers(t *testing.T) {
 	const in = "Hello world 12345!!\n\n  x I'M don't"
 	for _, c := range []struct {
@@ -18,17 +52,84 @@ func TestPreTokenizers(t *testing.T) {
 		{"llama3", []string{"Hello", " world", " ", "123", "45", "!!\n\n", " ", " x", " I", "'M", " don", "'t"}},
 		{"qwen2", []string{"Hello", " world", " ", "1", "2", "3", "4", "5", "!!\n\n", " ", " x", " I", "'M", " don", "'t"}},
 		{"default", []string{"Hello", " world", " ", "123", "45", "!!", "\n\n ", " x", " I", "'", "M", " don", "'", "t"}},
+		{"tekken", []string{"Hello", " world", " ", "1", "2", "3", "4", "5", "!!\n\n", " ", " x", " I", "'M", " don", "'t"}},
+		{"gpt-4o", []string{"Hello", " world", " ", "123", "45", "!!\n\n", " ", " x", " I'M", " don't"}},
 	} {
-		split, _, err := preTokenizerFor(c.pre)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if got := split(in); !reflect.DeepEqual(got, c.want) {
+		if got := preSplit(t, c.pre, in); !reflect.DeepEqual(got, c.want) {
 			t.Errorf("%s:\n got %q\nwant %q", c.pre, got, c.want)
 		}
 	}
-	if _, _, err := preTokenizerFor("no-such-pre"); err == nil {
-		t.Error("unknown pre-tokenizer accepted")
+	if _, err := preOptionsFor("no-such-pre"); !errors.Is(err, ErrUnsupported) {
+		t.Errorf("unknown pre-tokenizer: %v, want ErrUnsupported", err)
+	}
+}
+
+// pretokGolden is testdata/pretok/golden.json.gz: llama.cpp's own splits (unicode_regex_split with
+// each LLAMA_VOCAB_PRE_TYPE's regex set) of 379 inputs; see testdata/pretok/gen.py.
+type pretokGolden struct {
+	LlamaCpp string             `json:"llama_cpp"`
+	Inputs   [][]byte           `json:"inputs"`
+	Splits   map[string][][]int `json:"splits"` // "TYPE,TYPE,...": per input, code point lengths; null where llama.cpp throws
+}
+
+func readPretokGolden(t testing.TB) pretokGolden {
+	t.Helper()
+	f, err := os.Open(filepath.Join("testdata", "pretok", "golden.json.gz"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	z, err := gzip.NewReader(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var g pretokGolden
+	if err := json.NewDecoder(z).Decode(&g); err != nil {
+		t.Fatal(err)
+	}
+	return g
+}
+
+// TestPreTokenizerGolden checks every pre-tokenizer type against llama.cpp's splits, and that the
+// table covers every type llama.cpp's llm_tokenizer_bpe knows.
+func TestPreTokenizerGolden(t *testing.T) {
+	g := readPretokGolden(t)
+	seen := map[string]bool{}
+	for labels, splits := range g.Splits {
+		for _, name := range strings.Split(labels, ",") {
+			seen[name] = true
+			spec := preSpecs[name]
+			if spec == nil {
+				t.Errorf("pre-tokenizer type %s (llama.cpp %s): not in preSpecs", name, g.LlamaCpp)
+				continue
+			}
+			bad := 0
+			for i, want := range splits {
+				if want == nil {
+					continue // llama.cpp throws (only for an empty text, which tokenization never passes)
+				}
+				pt, _, err := prepareText(string(g.Inputs[i]))
+				if err != nil {
+					t.Fatalf("%s input %d: %v", name, i, err)
+				}
+				if got := spec.split(pt); !slices.Equal(got, want) {
+					if bad++; bad <= 3 {
+						t.Errorf("%s input %d %q:\n got %v\nwant %v", name, i, g.Inputs[i], got, want)
+					}
+				}
+			}
+			if bad > 3 {
+				t.Errorf("%s: %d of %d inputs differ", name, bad, len(splits))
+			}
+		}
+	}
+	for name := range preSpecs {
+		if !seen[name] && name != "CHATGLM3" && name != "LLAMA4" && name != "PIXTRAL" { // the default, by llama.cpp's switch
+			t.Errorf("preSpecs has %s, which llama.cpp's regex table does not", name)
+		}
+	}
+	if len(seen) != 54 {
+		t.Errorf("golden covers %d pre-tokenizer types, want 54", len(seen))
 	}
 }
 
@@ -69,4 +170,53 @@ func TestRoPEFreqFactors(t *testing.T) {
 	if ff.cos[8*2] != pl.cos[8*2] {
 		t.Fatal("factor 1 changed pair 0")
 	}
+}
+
+// FuzzPreTokenize runs every pre-tokenizer type on arbitrary text: no panic, pieces non-empty and
+// in order, and together they spell the text (as llama.cpp re-encodes it: invalid bytes as U+FFFD).
+func FuzzPreTokenize(f *testing.F) {
+	for _, s := range []string{"", "Hello world 12345!!\n\n  x I'M don't", " \u00a0\u3000x\r\n\ty", "e\u0301\u0308 \u0915\u093e",
+		"中文 ひらがな 한국어 ㄅ", "<sentinel:7>IMGIMGABZ", "1234567", "\xff\xc3(\xe2\x82", "\xc0\x80\xed\xa0\x80"} {
+		f.Add(s)
+	}
+	if b, err := os.ReadFile(testfiles.Path(f, "ggml-vocab-gpt-2.gguf.inp")); err == nil {
+		for _, s := range strings.Split(string(b), "\n__ggml_vocab_test__\n") {
+			f.Add(s)
+		}
+	}
+	names := make([]string, 0, len(preSpecs))
+	for n := range preSpecs {
+		names = append(names, n)
+	}
+	slices.Sort(names)
+	f.Fuzz(func(t *testing.T, s string) {
+		pt, norm, err := prepareText(s)
+		if err != nil {
+			if !errors.Is(err, ErrBadText) {
+				t.Fatalf("prepareText: %v", err)
+			}
+			return
+		}
+		if utf8.ValidString(s) && norm != s {
+			t.Fatalf("valid text re-encoded as %q", norm)
+		}
+		for _, name := range names {
+			var b strings.Builder
+			off, c := 0, 0
+			for _, n := range preSpecs[name].split(pt) {
+				if n <= 0 || c+n > len(pt.cpts) {
+					t.Fatalf("%s: piece of %d code points at %d of %d", name, n, c, len(pt.cpts))
+				}
+				end := off
+				for _, r := range pt.cpts[c : c+n] {
+					end += cptLen(r)
+				}
+				b.WriteString(norm[off:end])
+				off, c = end, c+n
+			}
+			if b.String() != norm {
+				t.Fatalf("%s: pieces spell %q, want %q", name, b.String(), norm)
+			}
+		}
+	})
 }

@@ -1,15 +1,19 @@
 package model
 
 import (
-	"container/heap"
 	"fmt"
 	"strings"
 )
 
-// spm is llama.cpp's SentencePiece-style tokenizer (llm_tokenizer_spm).
+// spm is llama.cpp's SentencePiece-style tokenizer (llm_tokenizer_spm). llama.cpp merges a whole
+// fragment at once; here the fragment is cut before each "▁" that no token joins to the byte before
+// it (no symbol can ever span such a cut, so the merges on either side are those llama.cpp makes),
+// and the merged segments are cached.
 type spm struct {
 	*vocabIndex
 	byteTok [256]int32
+	// joinsSpace marks the bytes that precede "▁" inside some token.
+	joinsSpace [256]bool
 }
 
 func newSPM(x *vocabIndex) (*spm, error) {
@@ -27,12 +31,26 @@ func newSPM(x *vocabIndex) (*spm, error) {
 		}
 		t.byteTok[b] = NoToken // an error only if a text ever needs it
 	}
+	for i := range x.v.Tokens {
+		tok := tokenText(x.v, i)
+		for p := strings.Index(tok, "\u2581"); p >= 0; {
+			if p > 0 {
+				t.joinsSpace[tok[p-1]] = true
+			}
+			q := strings.Index(tok[p+1:], "\u2581")
+			if q < 0 {
+				break
+			}
+			p += 1 + q
+		}
+	}
 	return t, nil
 }
 
 // Encode implements Tokenizer.
 func (t *spm) Encode(text string, addSpecial, parseSpecial bool) ([]int32, error) {
 	var out []int32
+	ses := &spmSession{t: t, cache: map[string][]int32{}, q: bigramHeap[spmBigram]{before: spmBefore}}
 	prevSpecial := true // a space prefix goes before the first raw fragment
 	if addSpecial && t.v.AddBOS {
 		out = append(out, t.v.BOS)
@@ -49,7 +67,7 @@ func (t *spm) Encode(text string, addSpecial, parseSpecial bool) ([]int32, error
 		}
 		s = strings.ReplaceAll(s, " ", "\u2581")
 		var err error
-		if out, err = t.tokenize(s, out); err != nil {
+		if out, err = ses.segments(s, out); err != nil {
 			return nil, err
 		}
 		prevSpecial = false
@@ -71,31 +89,61 @@ type spmBigram struct {
 	size        int
 }
 
-type spmQueue []spmBigram
-
-func (q spmQueue) Len() int { return len(q) }
-func (q spmQueue) Less(i, j int) bool { // highest score first; ties: leftmost
-	return q[i].score > q[j].score || (q[i].score == q[j].score && q[i].left < q[j].left)
-}
-func (q spmQueue) Swap(i, j int) { q[i], q[j] = q[j], q[i] }
-func (q *spmQueue) Push(x any)   { *q = append(*q, x.(spmBigram)) }
-func (q *spmQueue) Pop() any {
-	old := *q
-	x := old[len(old)-1]
-	*q = old[:len(old)-1]
-	return x
+// spmBefore orders SPM bigrams: highest score first, ties to the leftmost (llama.cpp's
+// llm_bigram_spm::comparator).
+func spmBefore(a, b *spmBigram) bool {
+	return a.score > b.score || a.score == b.score && a.left < b.left
 }
 
-func (t *spm) tokenize(text string, out []int32) ([]int32, error) {
+// spmSession is the state of one Encode call: merged segments by text, and scratch.
+type spmSession struct {
+	t     *spm
+	cache map[string][]int32
+	syms  []spmSymbol
+	q     bigramHeap[spmBigram]
+}
+
+// segments tokenizes an escaped fragment cut into independent segments (see spm).
+func (s *spmSession) segments(text string, out []int32) ([]int32, error) {
+	const space = "\u2581"
+	start := 0
+	var err error
+	for i := 0; i < len(text); i += min(utf8Len(text[i]), len(text)-i) {
+		if i > start && strings.HasPrefix(text[i:], space) && !s.t.joinsSpace[text[i-1]] {
+			if out, err = s.segment(text[start:i], out); err != nil {
+				return nil, err
+			}
+			start = i
+		}
+	}
+	return s.segment(text[start:], out)
+}
+
+func (s *spmSession) segment(text string, out []int32) ([]int32, error) {
+	if ids, ok := s.cache[text]; ok {
+		return append(out, ids...), nil
+	}
+	start := len(out)
+	out, err := s.tokenize(text, out)
+	if err != nil {
+		return nil, err
+	}
+	if len(s.cache) >= maxCachedPieces {
+		clear(s.cache)
+	}
+	s.cache[text] = append([]int32(nil), out[start:]...)
+	return out, nil
+}
+
+// tokenize is llm_tokenizer_spm_session::tokenize.
+func (s *spmSession) tokenize(text string, out []int32) ([]int32, error) {
+	t := s.t
 	if text == "" {
 		return out, nil
 	}
-	var syms []spmSymbol
+	syms := s.syms[:0]
 	for off := 0; off < len(text); {
-		n := utf8Len(text[off])
-		if off+n > len(text) {
-			n = len(text) - off
-		}
+		n := min(utf8Len(text[off]), len(text)-off)
 		i := len(syms)
 		next := i + 1
 		if off+n == len(text) {
@@ -104,13 +152,15 @@ func (t *spm) tokenize(text string, out []int32) ([]int32, error) {
 		syms = append(syms, spmSymbol{prev: i - 1, next: next, off: off, n: n})
 		off += n
 	}
-	q := &spmQueue{}
+	s.syms = syms
+	q := &s.q
+	q.reset()
 	try := func(l, r int) {
 		if l < 0 || r < 0 {
 			return
 		}
-		s := text[syms[l].off : syms[l].off+syms[l].n+syms[r].n]
-		id, ok := t.lookup(s)
+		str := text[syms[l].off : syms[l].off+syms[l].n+syms[r].n]
+		id, ok := t.lookup(str)
 		if !ok {
 			return
 		}
@@ -118,13 +168,13 @@ func (t *spm) tokenize(text string, out []int32) ([]int32, error) {
 		if t.v.Scores != nil {
 			score = t.v.Scores[id]
 		}
-		heap.Push(q, spmBigram{left: l, right: r, score: score, size: len(s)})
+		q.push(spmBigram{left: l, right: r, score: score, size: len(str)})
 	}
 	for i := 1; i < len(syms); i++ {
 		try(i-1, i)
 	}
-	for q.Len() > 0 {
-		b := heap.Pop(q).(spmBigram)
+	for q.len() > 0 {
+		b := q.pop()
 		l, r := &syms[b.left], &syms[b.right]
 		if l.n == 0 || r.n == 0 || l.n+r.n != b.size {
 			continue
@@ -139,15 +189,15 @@ func (t *spm) tokenize(text string, out []int32) ([]int32, error) {
 		try(b.left, l.next)
 	}
 	for i := 0; i != -1; i = syms[i].next {
-		s := text[syms[i].off : syms[i].off+syms[i].n]
-		if id, ok := t.lookup(s); ok {
+		str := text[syms[i].off : syms[i].off+syms[i].n]
+		if id, ok := t.lookup(str); ok {
 			out = append(out, id)
 			continue
 		}
-		for j := 0; j < len(s); j++ {
-			id := t.byteTok[s[j]]
+		for j := 0; j < len(str); j++ {
+			id := t.byteTok[str[j]]
 			if id == NoToken {
-				return nil, fmt.Errorf("byte 0x%02X of %q has no token <0x%02X>: %w", s[j], s, s[j], ErrBadVocab)
+				return nil, fmt.Errorf("byte 0x%02X of %q has no token <0x%02X>: %w", str[j], str, str[j], ErrBadVocab)
 			}
 			out = append(out, id)
 		}

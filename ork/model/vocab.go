@@ -2,8 +2,6 @@ package model
 
 import (
 	"fmt"
-	"sort"
-	"strings"
 )
 
 // TokenType is llama.cpp's token type (tokenizer.ggml.token_type).
@@ -23,10 +21,24 @@ const (
 // NoToken marks an absent special token id.
 const NoToken int32 = -1
 
-// Vocab is the tokenizer description, in the plain values GGUF stores under tokenizer.ggml.*.
-// Scores and Types may be nil (all zero / all normal); Merges is required for model "gpt2".
+// FIM roles, the order of Vocab.FIM.
+const (
+	FIMPre = iota
+	FIMSuf
+	FIMMid
+	FIMPad
+	FIMRep
+	FIMSep
+	fimRoles
+)
+
+// Vocab is the tokenizer description, in the plain values GGUF stores under tokenizer.ggml.* (with
+// llama.cpp's defaults applied by VocabFromGGUF). Scores and Types may be nil (all zero / all
+// normal); Merges is required for the BPE models.
 type Vocab struct {
-	Model  string // tokenizer.ggml.model: "llama" (SentencePiece) or "gpt2" (byte-level BPE)
+	// Model is tokenizer.ggml.model: "llama" (SentencePiece), "gpt2", "gemma4" or "whitespace" (BPE),
+	// "bert" (WordPiece).
+	Model  string
 	Pre    string // tokenizer.ggml.pre; "" means "default"
 	Tokens []string
 	Scores []float32
@@ -34,11 +46,23 @@ type Vocab struct {
 	Merges []string // "left right", rank = index
 
 	BOS, EOS, UNK int32 // NoToken where absent
+	// SEP ends a WordPiece sequence encoded with addSpecial.
+	SEP int32
+	// FIM holds the fill-in-the-middle ids GGUF gives (NoToken where absent), indexed by FIMPre...:
+	// llama.cpp marks a token that looks like an absent one (e.g. "<|fim_prefix|>") a control token.
+	FIM [fimRoles]int32
 
 	// AddBOS and AddEOS say whether Encode with addSpecial adds BOS / EOS.
 	AddBOS, AddEOS bool
 	// AddSpacePrefix: SentencePiece prefixes the text with a space (llama.cpp's default: true).
 	AddSpacePrefix bool
+	// Lowercase and StripAccents are the normalizer options of "bert" and "whitespace" models
+	// (tokenizer.ggml.normalizer.*).
+	Lowercase, StripAccents bool
+
+	// ModelName and Architecture are general.name and general.architecture: llama.cpp derives the
+	// whitespace stripping around some special tokens from them (Phi-3, nomic-bert-moe, ...).
+	ModelName, Architecture string
 }
 
 // Tokenizer turns text into token ids the way llama.cpp's llama_tokenize does.
@@ -55,15 +79,28 @@ func NewTokenizer(v Vocab) (Tokenizer, error) {
 	if err := v.validate(); err != nil {
 		return nil, err
 	}
-	base := newVocabIndex(&v)
 	switch v.Model {
 	case "llama":
-		return newSPM(base)
-	case "gpt2":
-		return newBPE(base)
-	default:
-		return nil, fmt.Errorf("tokenizer.ggml.model %q: %w (want \"llama\" or \"gpt2\")", v.Model, ErrUnsupported)
+		return newSPM(newVocabIndex(&v))
+	case "gpt2", "gemma4", "whitespace":
+		return newBPE(newVocabIndex(&v))
+	case "bert":
+		return newWPM(newVocabIndex(&v))
 	}
+	return nil, unsupportedModel(v.Model)
+}
+
+func unsupportedModel(m string) error {
+	why := "not a tokenizer model llama.cpp knows"
+	switch m {
+	case "t5":
+		why = "the Unigram (UGM) tokenizer is not implemented"
+	case "rwkv", "plamo2", "hybriddna":
+		why = "this tokenizer is not implemented"
+	case "no_vocab", "none":
+		why = "the model has no vocabulary"
+	}
+	return fmt.Errorf("tokenizer.ggml.model %q: %s: %w (implemented: llama, gpt2, gemma4, whitespace, bert)", m, why, ErrUnsupported)
 }
 
 func (v *Vocab) validate() error {
@@ -77,10 +114,15 @@ func (v *Vocab) validate() error {
 	if v.Types != nil && len(v.Types) != n {
 		return fmt.Errorf("tokenizer.ggml.token_type: %d entries for %d tokens: %w", len(v.Types), n, ErrBadVocab)
 	}
-	for _, s := range []struct {
+	type idName struct {
 		name string
 		id   int32
-	}{{"bos", v.BOS}, {"eos", v.EOS}, {"unknown", v.UNK}} {
+	}
+	ids := []idName{{"bos", v.BOS}, {"eos", v.EOS}, {"unknown", v.UNK}, {"seperator", v.SEP}}
+	for i, name := range fimKeys {
+		ids = append(ids, idName{name, v.FIM[i]})
+	}
+	for _, s := range ids {
 		if s.id != NoToken && (s.id < 0 || int(s.id) >= n) {
 			return fmt.Errorf("tokenizer.ggml.%s_token_id = %d: outside the vocabulary of %d tokens: %w", s.name, s.id, n, ErrBadVocab)
 		}
@@ -94,90 +136,5 @@ func (v *Vocab) validate() error {
 	return nil
 }
 
-// vocabIndex is what both tokenizers share: text -> id and the special-token partitioning.
-type vocabIndex struct {
-	v       *Vocab
-	toID    map[string]int32
-	special []int32 // control, user-defined and unknown tokens, longest text first
-}
-
-func newVocabIndex(v *Vocab) *vocabIndex {
-	x := &vocabIndex{v: v, toID: make(map[string]int32, len(v.Tokens))}
-	for i, t := range v.Tokens {
-		if t == "" {
-			t = fmt.Sprintf("[EMPTY_%d]", i) // as llama.cpp does
-		}
-		x.toID[t] = int32(i) // a later duplicate wins, as in llama.cpp
-	}
-	for i := range v.Tokens {
-		switch x.tokenType(int32(i)) {
-		case TokenControl, TokenUserDefined, TokenUnknown:
-			if v.Tokens[i] != "" {
-				x.special = append(x.special, int32(i))
-			}
-		}
-	}
-	sort.SliceStable(x.special, func(a, b int) bool {
-		return len(v.Tokens[x.special[a]]) > len(v.Tokens[x.special[b]])
-	})
-	return x
-}
-
-func (x *vocabIndex) Vocab() *Vocab { return x.v }
-
-func (x *vocabIndex) tokenType(id int32) TokenType {
-	if x.v.Types == nil {
-		return TokenNormal
-	}
-	return x.v.Types[id]
-}
-
-func (x *vocabIndex) lookup(s string) (int32, bool) {
-	id, ok := x.toID[s]
-	return id, ok
-}
-
-// fragment is a piece of the input: raw text (token == NoToken) or one special token.
-type fragment struct {
-	text  string
-	token int32
-}
-
-// partition splits text at occurrences of special tokens, longest first, as llama.cpp's
-// tokenizer_st_partition does. Control and unknown tokens are only split out when parseSpecial is set.
-func (x *vocabIndex) partition(text string, parseSpecial bool) []fragment {
-	frags := []fragment{{text: text, token: NoToken}}
-	if text == "" {
-		return nil
-	}
-	for _, id := range x.special {
-		if !parseSpecial && x.tokenType(id) != TokenUserDefined {
-			continue
-		}
-		st := x.v.Tokens[id]
-		var out []fragment
-		for _, f := range frags {
-			if f.token != NoToken || !strings.Contains(f.text, st) {
-				out = append(out, f)
-				continue
-			}
-			rest := f.text
-			for {
-				i := strings.Index(rest, st)
-				if i < 0 {
-					if rest != "" {
-						out = append(out, fragment{text: rest, token: NoToken})
-					}
-					break
-				}
-				if i > 0 {
-					out = append(out, fragment{text: rest[:i], token: NoToken})
-				}
-				out = append(out, fragment{token: id})
-				rest = rest[i+len(st):]
-			}
-		}
-		frags = out
-	}
-	return frags
-}
+// fimKeys name the FIM ids in GGUF (tokenizer.ggml.<key>_token_id), in FIM role order.
+var fimKeys = [fimRoles]string{"fim_pre", "fim_suf", "fim_mid", "fim_pad", "fim_rep", "fim_sep"}

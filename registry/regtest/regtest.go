@@ -198,7 +198,9 @@ func binary(ctx context.Context) (string, error) {
 	if err != nil {
 		return "", fmt.Errorf("regtest: no cache directory for the registry binary (set %s): %w", EnvBinary, err)
 	}
-	out := filepath.Join(cache, "orkpipe", "testregistry", sum, "testregistry")
+	// Beside orkpipe's default store (the user cache dir + /orkpipe), never inside it: OpenStore
+	// refuses a directory holding anything but its own layout.
+	out := filepath.Join(cache, "orkpipe-testregistry", sum, "testregistry")
 	if _, err := os.Stat(out); err == nil {
 		return out, nil
 	}

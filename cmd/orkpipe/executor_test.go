@@ -101,6 +101,8 @@ func fakeDaggerSession(t *testing.T) func() int {
 				"message":    "exit code: 1",
 				"extensions": map[string]any{"_type": "EXEC_ERROR", "exitCode": 1, "stderr": "orkpipe: fake engine: exec refused\n"},
 			}}})
+		case strings.Contains(req.Query, "directory{withFile"):
+			json.NewEncoder(w).Encode(map[string]any{"data": map[string]any{"directory": map[string]any{"withFile": map[string]any{"id": "DIR"}}}})
 		case strings.Contains(req.Query, "host"):
 			json.NewEncoder(w).Encode(map[string]any{"data": map[string]any{"host": map[string]any{"file": map[string]any{"id": "FILE"}}}})
 		default:

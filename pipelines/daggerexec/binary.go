@@ -84,3 +84,12 @@ func BuildBinary(ctx context.Context, root, out string) error {
 	}
 	return CheckBinary(out)
 }
+
+// tail returns the last n lines of s.
+func tail(s string, n int) string {
+	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return strings.Join(lines, "\n")
+}

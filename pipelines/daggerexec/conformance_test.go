@@ -97,3 +97,51 @@ func TestDaggerMatchesLocal(t *testing.T) {
 		}
 	}
 }
+
+// TestDaggerCacheAcrossStores: the engine's cache is a second level for any store. The suite's
+// nodes run through one executor and store, then through another executor (a new session) on an
+// empty store, with the binary and every source file at other paths (other names too): the
+// engine answers every node from its cache (the result records are those of the first run), and
+// the outputs are the same.
+func TestDaggerCacheAcrossStores(t *testing.T) {
+	host := engineHost(t)
+	bin := filepath.Join(t.TempDir(), "another-name")
+	b, err := os.ReadFile(containerBinary(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(bin, b, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	run := func(binary string) (*daggerexec.Executor, map[string][]artifacts.NamedObject, map[string]time.Time) {
+		x, err := daggerexec.New(ctx, executortest.OpenStore(t), daggerexec.WithBinary(binary), daggerexec.WithRunnerHost(host),
+			daggerexec.WithConnectTimeout(5*time.Minute))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { x.Close() })
+		outs, starts := map[string][]artifacts.NamedObject{}, map[string]time.Time{}
+		for _, n := range executortest.Nodes(t) { // new source files at new paths each call
+			o, prov, err := x.ExecuteProvenance(ctx, n.Req)
+			if err != nil {
+				t.Fatalf("node %s: %v", n.Name, err)
+			}
+			outs[n.Name], starts[n.Name] = o, prov.Start
+		}
+		return x, outs, starts
+	}
+	_, outs1, starts1 := run(containerBinary(t))
+	x2, outs2, starts2 := run(bin)
+	for name, want := range outs1 {
+		if !slices.Equal(outs2[name], want) {
+			t.Errorf("node %s: second store %v, first %v", name, outs2[name], want)
+		}
+		if !starts2[name].Equal(starts1[name]) {
+			t.Errorf("node %s ran again on the engine (started %s, first run %s): the engine's cache did not answer", name, starts2[name], starts1[name])
+		}
+	}
+	if st := x2.Stats(); st.Ran != 0 || st.Cached != len(outs1) {
+		t.Errorf("second store: %+v, want all %d nodes from the engine's cache", st, len(outs1))
+	}
+}

@@ -9,11 +9,14 @@ import (
 	"os/exec"
 	"path/filepath"
 	"time"
+
+	"dagger.io/dagger"
+	"dagger.io/dagger/engineconn"
 )
 
 // cliVersion is the version of the dagger.io/dagger module in go.mod (a test checks it): the
 // Dagger engine and CLI version this executor speaks to.
-const cliVersion = "0.18.14"
+const cliVersion = engineconn.CLIVersion
 
 // EngineVersion is the Dagger engine and CLI version this executor is built and tested against.
 const EngineVersion = "v" + cliVersion
@@ -72,7 +75,7 @@ func downloadedCLI() string {
 	return ""
 }
 
-// connectConfig is what Connect needs beyond the store.
+// connectConfig is what connect needs beyond the store.
 type connectConfig struct {
 	runnerHost string
 	timeout    time.Duration
@@ -80,32 +83,52 @@ type connectConfig struct {
 	logger     *slog.Logger
 }
 
-// connect opens a session (session.go), time-boxed by cfg.timeout, and makes one round trip to
-// the engine. The session outlives ctx; it runs under its own context, canceled by close or by a
-// failed connect.
+// session is an open dagger.io/dagger client; close ends it (and the CLI session process).
+type session struct {
+	client *dagger.Client
+	cancel context.CancelFunc
+}
+
+func (s *session) close() error {
+	err := s.client.Close()
+	s.cancel()
+	return err
+}
+
+// connect opens a session with dagger.Connect, time-boxed by cfg.timeout, and makes one round trip
+// to the engine ({ version }). The SDK ties the `dagger session` CLI process to the context it is
+// given, so the session runs under its own context (not ctx), canceled by close or by a failed
+// connect.
 func connect(ctx context.Context, cfg connectConfig) (*session, error) {
 	if err := CheckEnvironment(); err != nil {
 		return nil, err
 	}
 	sctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	type result struct {
-		s       *session
+		c       *dagger.Client
 		version string
 		err     error
 	}
 	done := make(chan result, 1)
 	go func() {
-		s, err := startSession(sctx, cfg)
+		var opts []dagger.ClientOpt
+		if cfg.logOutput != nil {
+			opts = append(opts, dagger.WithLogOutput(cfg.logOutput))
+		}
+		if cfg.runnerHost != "" {
+			opts = append(opts, dagger.WithRunnerHost(cfg.runnerHost))
+		}
+		c, err := dagger.Connect(sctx, opts...)
 		if err != nil {
 			done <- result{err: err}
 			return
 		}
-		var v string
-		err = s.query().Select("version").Bind(&v).Execute(sctx) // the engine answers, not just the CLI
+		v, err := c.Version(sctx) // the engine answers, not just the CLI
 		if err != nil {
-			s.close()
+			c.Close()
+			c = nil
 		}
-		done <- result{s: s, version: v, err: err}
+		done <- result{c: c, version: v, err: err}
 	}()
 	timer := time.NewTimer(cfg.timeout)
 	defer timer.Stop()
@@ -116,20 +139,27 @@ func connect(ctx context.Context, cfg connectConfig) (*session, error) {
 	if where == "" {
 		where = "the default engine of the dagger CLI"
 	}
+	abandon := func() {
+		cancel() // closes the CLI's stdin: the session ends and Connect returns
+		go func() {
+			if r := <-done; r.c != nil {
+				r.c.Close()
+			}
+		}()
+	}
 	select {
 	case r := <-done:
 		if r.err != nil {
 			cancel()
 			return nil, fmt.Errorf("%w: connecting to %s: %v; %s", ErrNoEngine, where, r.err, howTo)
 		}
-		r.s.cancel = cancel
 		cfg.logger.Info("connected to the Dagger engine", "engine", where, "version", r.version)
-		return r.s, nil
+		return &session{client: r.c, cancel: cancel}, nil
 	case <-timer.C:
-		cancel()
+		abandon()
 		return nil, fmt.Errorf("%w: no connection to %s within %s; %s", ErrNoEngine, where, cfg.timeout, howTo)
 	case <-ctx.Done():
-		cancel()
+		abandon()
 		return nil, ctx.Err()
 	}
 }

@@ -1,24 +1,36 @@
 // Package daggerexec is an engine.Executor that runs build nodes as containers on a Dagger engine
-// (dagger.io/dagger v0.18.14), local or remote. orkpipe keeps planning, keys, the action cache,
-// the memory budget and materializing; only execution moves.
+// (dagger.io/dagger v0.18.14, connected with dagger.Connect), local or remote. orkpipe keeps
+// planning, keys, the action cache, the memory budget and materializing; only execution moves.
 //
-// Per node the executor builds, from scratch (no base image, platform linux/amd64):
+// Per node the executor builds a container from scratch (no base image, platform linux/amd64):
 //
-//	/orkpipe                 the static linux/amd64 orkpipe binary (CGO_ENABLED=0), mode 0555
-//	/node/material.json      the node's canonical key material
-//	/node/in/<64 hex>        every distinct input and tool file, named by its BLAKE3 digest
+//	/node/material.json        the node's canonical key material (a file of the root filesystem)
+//	/node/bin/orkpipe          the static linux/amd64 orkpipe binary, mode 0555 (a mounted directory)
+//	/node/src/<hex>/<hex>      every distinct input and tool file, named by its BLAKE3 digest,
+//	                           each in a mounted directory of its own
+//	/node/in/<hex>             a symlink to /node/src/<hex>/<hex>
 //
-// and runs `/orkpipe node exec --key <node key> --material /node/material.json --inputs /node/in
-// --output /node/out` — the code path the local executor runs in process (package nodeexec). The
-// node key is on the exec line, so identical nodes also hit Dagger's own cache. /node/out is
-// exported into a scratch directory of the local store, every output is re-hashed and compared
-// with the result record, and only then adopted into the store (nodeexec.Ingest with Precheck).
-// A failing exec reports the tail of the container's stderr.
+// and runs `/node/bin/orkpipe node exec --key <node key> --material /node/material.json --inputs
+// /node/in --output /node/out` — the code path the local executor runs in process (package
+// nodeexec). /node/out is exported into a scratch directory of the local store, every output is
+// re-hashed and compared with the result record, and only then adopted into the store
+// (nodeexec.Ingest with Precheck). A failing exec reports the tail of the container's stderr.
+//
+// Uploads are content-addressed, so that the engine's cache answers a node for any store holding
+// the same inputs: every file the engine receives is a store object (a source, tool or binary
+// the store lacks is ingested first), uploaded with host.file, which the engine names by the
+// file's content and file name — a store object's file name is its digest — and placed in a
+// scratch directory of its own (Directory.withFile), which the container mounts. The container's
+// definition then depends only on the bytes of its inputs, the binary and the key material, not
+// on where they lie on this machine (a file copied into the container straight from the host
+// would carry its host path into the engine's cache key). A node answered from the engine's
+// cache brings back the result record of the run that produced it, which started before this
+// executor sent the node: Stats counts such nodes.
 //
 // Connection uses the Go SDK's standard environment: _EXPERIMENTAL_DAGGER_CLI_BIN names the
 // dagger CLI (v0.18.14) that opens the session, _EXPERIMENTAL_DAGGER_RUNNER_HOST the engine
 // (tcp://, unix://, kube-pod://, docker-container://); inside `dagger run` the session variables
-// are used instead. Without either, Connect fails at once with ErrNoEngine — it never downloads a
-// CLI and never falls back to running locally — and a connection that does not come up within
-// the timeout fails the same way.
+// are used instead. Without either, New fails at once with ErrNoEngine — it never lets the SDK
+// download a CLI and never falls back to running locally — and a connection that does not come
+// up within the timeout fails the same way.
 package daggerexec

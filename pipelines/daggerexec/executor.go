@@ -9,7 +9,11 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
+	"sync"
+	"sync/atomic"
 	"time"
+
+	"dagger.io/dagger"
 
 	"orkpipe/artifacts"
 	"orkpipe/pipelines/engine"
@@ -18,9 +22,12 @@ import (
 )
 
 // Store is what the executor needs of the local store: a scratch directory on its filesystem to
-// export into, and adoption of verified files. *artifacts.Store implements it.
+// export into, adoption of verified files, and the objects it uploads (a file that is not yet an
+// object is ingested first, see upload). *artifacts.Store implements it.
 type Store interface {
 	TempDir(ctx context.Context) (string, error)
+	Path(ctx context.Context, d artifacts.Digest) (string, error)
+	IngestFile(ctx context.Context, path string) (artifacts.Object, error)
 	nodeexec.Adopter
 }
 
@@ -98,13 +105,18 @@ type Executor struct {
 	sess      *session
 	cfg       config
 	binDigest artifacts.Digest
-	binID     string
+	binDir    *dagger.Directory // holds "orkpipe", mode 0555
+	uploads   keyedMutex
+	dirsMu    sync.Mutex
+	dirs      map[artifacts.Digest]*dagger.Directory // inputDir results
+	ran       atomic.Int64                           // nodes the engine ran
+	cached    atomic.Int64                           // nodes the engine answered from its cache
 }
 
 var _ engine.ProvenanceExecutor = (*Executor)(nil)
 
-// New connects to the engine the SDK environment names (CheckEnvironment), hashes the orkpipe
-// binary (recorded in every node's provenance) and uploads it once.
+// New connects to the engine the SDK environment names (CheckEnvironment) and hashes the orkpipe
+// binary (recorded in every node's provenance; uploaded like any input, by digest).
 func New(ctx context.Context, store Store, opts ...Option) (*Executor, error) {
 	cfg := config{connectConfig: connectConfig{timeout: 2 * time.Minute, logger: slog.Default()}}
 	for _, o := range opts {
@@ -130,11 +142,13 @@ func New(ctx context.Context, store Store, opts ...Option) (*Executor, error) {
 	if err != nil {
 		return nil, err
 	}
-	x := &Executor{store: store, sess: sess, cfg: cfg, binDigest: bin.Digest}
-	if x.binID, err = x.hostFile(ctx, cfg.binary); err != nil {
+	x := &Executor{store: store, sess: sess, cfg: cfg, binDigest: bin.Digest, dirs: map[artifacts.Digest]*dagger.Directory{}}
+	binFile, err := x.upload(ctx, "orkpipe binary", stages.File{Path: cfg.binary, Digest: bin.Digest, Size: bin.Size})
+	if err != nil {
 		sess.close()
 		return nil, err
 	}
+	x.binDir = sess.client.Directory().WithFile("orkpipe", binFile, dagger.DirectoryWithFileOpts{Permissions: 0o555})
 	cfg.logger.Info("dagger executor ready", "binary", cfg.binary, "digest", bin.Digest)
 	return x, nil
 }
@@ -142,8 +156,20 @@ func New(ctx context.Context, store Store, opts ...Option) (*Executor, error) {
 // Binary returns the path and digest of the orkpipe binary the containers run.
 func (x *Executor) Binary() (string, artifacts.Digest) { return x.cfg.binary, x.binDigest }
 
+// Stats counts the nodes this executor sent to the engine that succeeded: Ran the engine ran,
+// Cached it answered from its own cache without running (their result record is that of an
+// earlier run: it started before this executor sent the node).
+type Stats struct{ Ran, Cached int }
+
+// Stats returns the counts so far.
+func (x *Executor) Stats() Stats { return Stats{Ran: int(x.ran.Load()), Cached: int(x.cached.Load())} }
+
 // Close ends the engine session.
-func (x *Executor) Close() error { return x.sess.close() }
+func (x *Executor) Close() error {
+	st := x.Stats()
+	x.cfg.logger.Info("dagger executor done", "nodes_ran_on_engine", st.Ran, "nodes_from_engine_cache", st.Cached)
+	return x.sess.close()
+}
 
 // Execute implements engine.Executor.
 func (x *Executor) Execute(ctx context.Context, req engine.ExecRequest) ([]artifacts.NamedObject, error) {
@@ -155,6 +181,7 @@ func (x *Executor) Execute(ctx context.Context, req engine.ExecRequest) ([]artif
 // its output directory, checks every output against the result record (and the record's binary
 // against the one uploaded) and only then adopts the outputs into the store.
 func (x *Executor) ExecuteProvenance(ctx context.Context, req engine.ExecRequest) (outs []artifacts.NamedObject, prov artifacts.Provenance, err error) {
+	sent := time.Now()
 	material, err := req.Material.Canonical()
 	if err != nil {
 		return nil, prov, err
@@ -168,31 +195,30 @@ func (x *Executor) ExecuteProvenance(ctx context.Context, req engine.ExecRequest
 			err = fmt.Errorf("removing scratch directory %s: %w", tmp, rerr)
 		}
 	}()
-	q := x.sess.query().Select("container").Arg("platform", "linux/amd64").
-		Select("withFile").Arg("path", "/orkpipe").Arg("source", x.binID).Arg("permissions", 0o555).
-		Select("withNewFile").Arg("path", "/node/material.json").Arg("contents", string(material))
+	ctr := x.sess.client.Container(dagger.ContainerOpts{Platform: "linux/amd64"}).
+		WithNewFile("/node/material.json", string(material)).
+		WithMountedDirectory("/node/bin", x.binDir)
 	files, err := inputFiles(req)
 	if err != nil {
 		return nil, prov, err
 	}
 	for _, f := range files {
-		id, err := x.hostFile(ctx, f.path)
+		dir, err := x.inputDir(ctx, fmt.Sprintf("input %q", f.name), f.File)
 		if err != nil {
-			return nil, prov, fmt.Errorf("input %q: %w", f.name, err)
+			return nil, prov, err
 		}
-		q = q.Select("withFile").Arg("path", "/node/in/"+f.digest.Hex()).Arg("source", id)
+		hex := f.Digest.Hex()
+		ctr = ctr.WithMountedDirectory("/node/src/"+hex, dir).WithSymlink("/node/src/"+hex+"/"+hex, "/node/in/"+hex)
 	}
 	outDir := filepath.Join(tmp, "out")
-	var exported string
-	q = q.Select("withExec").Arg("args", []string{"/orkpipe", "node", "exec", "--key", req.Key.String(),
+	_, err = ctr.WithExec([]string{"/node/bin/orkpipe", "node", "exec", "--key", req.Key.String(),
 		"--material", "/node/material.json", "--inputs", "/node/in", "--output", "/node/out"}).
-		Select("directory").Arg("path", "/node/out").
-		Select("export").Arg("path", outDir).Bind(&exported)
-	if err := q.Execute(ctx); err != nil {
+		Directory("/node/out").Export(ctx, outDir)
+	if err != nil {
 		if ctx.Err() != nil {
 			return nil, prov, fmt.Errorf("key %s: %w", req.Key, ctx.Err())
 		}
-		var ee *execError
+		var ee *dagger.ExecError
 		if errors.As(err, &ee) {
 			return nil, prov, fmt.Errorf("stage %q, key %s: orkpipe node exec failed in the Dagger container (exit %d); its stderr ends:\n%s",
 				req.Material.Stage, req.Key, ee.ExitCode, tail(ee.Stderr, 20))
@@ -211,31 +237,89 @@ func (x *Executor) ExecuteProvenance(ctx context.Context, req engine.ExecRequest
 	if res.Orkpipe.Binary != x.binDigest {
 		return nil, prov, fmt.Errorf("%w: key %s: the container ran binary %s, the executor uploaded %s", nodeexec.ErrBadResult, req.Key, res.Orkpipe.Binary, x.binDigest)
 	}
+	if res.Start.Before(sent) {
+		x.cached.Add(1)
+		x.cfg.logger.Info("dagger: node answered from the engine's cache", "stage", req.Material.Stage, "key", req.Key, "ran", res.Start)
+	} else {
+		x.ran.Add(1)
+	}
 	prov = res.Provenance()
 	prov.Host = "dagger:" + res.Host
 	return outs, prov, nil
 }
 
-// hostFile returns the engine's ID of a file on this host (uploaded through the session).
-func (x *Executor) hostFile(ctx context.Context, path string) (string, error) {
-	abs, err := filepath.Abs(path)
+// inputDir returns the engine's directory holding f under the name of its digest (hex), made
+// once per executor. Mounted (not copied into the container's root filesystem), such a directory
+// is cached by the engine by its content: the container's cache key then depends only on the
+// bytes of the inputs, never on where they lie on this machine.
+func (x *Executor) inputDir(ctx context.Context, what string, f stages.File) (*dagger.Directory, error) {
+	unlock := x.uploads.lock(f.Digest) // one ingest and one upload of a file that many nodes read
+	defer unlock()
+	x.dirsMu.Lock()
+	dir, ok := x.dirs[f.Digest]
+	x.dirsMu.Unlock()
+	if ok {
+		return dir, nil
+	}
+	file, err := x.upload(ctx, what, f)
 	if err != nil {
-		return "", err
+		return nil, err
 	}
-	if abs, err = filepath.EvalSymlinks(abs); err != nil {
-		return "", err
+	dir = x.sess.client.Directory().WithFile(f.Digest.Hex(), file)
+	x.dirsMu.Lock()
+	x.dirs[f.Digest] = dir
+	x.dirsMu.Unlock()
+	return dir, nil
+}
+
+// upload returns the engine's handle of f, always a store object. The engine names an uploaded
+// file by its content and its file name, and a store object's file name is its digest, so the
+// handle is the same whichever store (or machine) the bytes come from. A file the store lacks (a
+// source, a tool, the binary) is ingested first — once per store: a reflink where the
+// filesystem has them, else a copy — and must still hash to f.Digest.
+func (x *Executor) upload(ctx context.Context, what string, f stages.File) (*dagger.File, error) {
+	p, err := x.store.Path(ctx, f.Digest)
+	if errors.Is(err, artifacts.ErrNotFound) && f.Path != "" {
+		var obj artifacts.Object
+		if obj, err = x.store.IngestFile(ctx, f.Path); err != nil {
+			return nil, fmt.Errorf("%s (%s): %w", what, f.Digest, err)
+		}
+		if obj.Digest != f.Digest {
+			return nil, fmt.Errorf("%s: %s now hashes to %s, the node's key names %s (changed during the build?)", what, f.Path, obj.Digest, f.Digest)
+		}
+		x.cfg.logger.Debug("dagger: ingested into the store for upload", "file", f.Path, "digest", f.Digest)
+		p, err = x.store.Path(ctx, f.Digest)
 	}
-	var id string
-	if err := x.sess.query().Select("host").Select("file").Arg("path", abs).Select("id").Bind(&id).Execute(ctx); err != nil {
-		return "", fmt.Errorf("Dagger: loading %s: %w", abs, err)
+	if err != nil {
+		return nil, fmt.Errorf("%s (%s): %w", what, f.Digest, err)
 	}
-	return id, nil
+	return x.sess.client.Host().File(p), nil
+}
+
+// keyedMutex serializes work per digest.
+type keyedMutex struct {
+	mu sync.Mutex
+	m  map[artifacts.Digest]*sync.Mutex
+}
+
+func (k *keyedMutex) lock(d artifacts.Digest) (unlock func()) {
+	k.mu.Lock()
+	if k.m == nil {
+		k.m = map[artifacts.Digest]*sync.Mutex{}
+	}
+	m, ok := k.m[d]
+	if !ok {
+		m = &sync.Mutex{}
+		k.m[d] = m
+	}
+	k.mu.Unlock()
+	m.Lock()
+	return m.Unlock
 }
 
 type inputFile struct {
-	name   string
-	digest artifacts.Digest
-	path   string
+	name string
+	stages.File
 }
 
 // inputFiles lists the distinct input and tool files of req, sorted by digest (so that the
@@ -249,12 +333,9 @@ func inputFiles(req engine.ExecRequest) ([]inputFile, error) {
 				continue
 			}
 			seen[f.Digest] = true
-			if _, err := os.Stat(f.Path); err != nil {
-				return nil, fmt.Errorf("input %q (%s): %w", name, f.Digest, err)
-			}
-			files = append(files, inputFile{name: name, digest: f.Digest, path: f.Path})
+			files = append(files, inputFile{name: name, File: f})
 		}
 	}
-	sort.Slice(files, func(i, j int) bool { return files[i].digest.Hex() < files[j].digest.Hex() })
+	sort.Slice(files, func(i, j int) bool { return files[i].Digest.Hex() < files[j].Digest.Hex() })
 	return files, nil
 }

@@ -7,10 +7,12 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
 	"testing"
+	"unicode"
 
 	"orkpipe/artifacts"
 	"orkpipe/pipelines/daggerexec"
@@ -19,9 +21,10 @@ import (
 	"orkpipe/stages"
 )
 
-// fakeSession is a test double of a `dagger run` session (no engine can run here): it answers
-// version and host.file queries, records the container query and fails its exec like the engine
-// does, with an EXEC_ERROR carrying the container's stderr.
+// fakeSession is a test double of a `dagger run` session (the suite against a real engine is
+// conformance_test.go): it answers version, host.file and directory.withFile queries, records the
+// container query and fails its exec like the engine does, with an EXEC_ERROR carrying the
+// container's stderr.
 type fakeSession struct {
 	mu      sync.Mutex
 	queries []string
@@ -51,6 +54,8 @@ func (f *fakeSession) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			"message":    `process "/orkpipe node exec" did not complete successfully: exit code: 1`,
 			"extensions": map[string]any{"_type": "EXEC_ERROR", "exitCode": 1, "stdout": "", "stderr": f.stderr},
 		}}}
+	case strings.Contains(req.Query, "directory{withFile"):
+		resp = map[string]any{"data": map[string]any{"directory": map[string]any{"withFile": map[string]any{"id": fmt.Sprintf("DIR-%d", n)}}}}
 	case strings.Contains(req.Query, "host"):
 		resp = map[string]any{"data": map[string]any{"host": map[string]any{"file": map[string]any{"id": fmt.Sprintf("FILE-%d", n)}}}}
 	case strings.Contains(req.Query, "version"):
@@ -115,17 +120,64 @@ func TestExecFailureReportsStderrTail(t *testing.T) {
 			ctr = q
 		}
 	}
+	// Every upload is a store object, named by its digest (content-addressed: the engine's
+	// cache key of an uploaded file is its content and name, not its host path). Here the binary
+	// and the input are the same file, outside the store: ingested once.
+	want := fmt.Sprintf(`file(path:"%s")`, filepath.Join(store.Dir(), "objects", in.Digest.Hex()[:2], in.Digest.Hex()))
+	if all := strings.Join(fake.queries, "\n"); !strings.Contains(all, want) || strings.Contains(all, in.Path) {
+		t.Errorf("the binary and the input were not uploaded as the store object (%s):\n%s", want, all)
+	}
+	// The binary is mounted from a directory holding it as "orkpipe", mode 0555; each input from
+	// a directory holding it under its digest.
+	var binDir, inDir bool
+	for _, q := range fake.queries {
+		binDir = binDir || hasCall(q, "withFile", `path:"orkpipe"`, `permissions:365`, `source:"FILE-`)
+		inDir = inDir || hasCall(q, "withFile", `path:"`+in.Digest.Hex()+`"`, `source:"FILE-`)
+	}
+	if !binDir || !inDir {
+		t.Errorf("binary directory %v, input directory %v:\n%s", binDir, inDir, strings.Join(fake.queries, "\n"))
+	}
 	// Arguments of one field come in any order: check them one by one.
-	for _, want := range []string{
-		`container(platform:"linux/amd64")`,
-		`path:"/orkpipe"`, `permissions:365`,
-		`path:"/node/material.json"`, `contents:"{\"inputs\":{\"in\":\"` + in.Digest.String(),
-		`path:"/node/in/` + in.Digest.Hex() + `"`,
-		`withExec(args:["/orkpipe","node","exec","--key","` + key.String() + `","--material","/node/material.json","--inputs","/node/in","--output","/node/out"])`,
-		`directory(path:"/node/out"){export(path:"`,
+	hex := in.Digest.Hex()
+	for _, want := range []struct {
+		field string
+		args  []string
+	}{
+		{"container", []string{`platform:"linux/amd64"`}},
+		{"withNewFile", []string{`path:"/node/material.json"`, `contents:"{\"inputs\":{\"in\":\"` + in.Digest.String()}},
+		{"withMountedDirectory", []string{`path:"/node/bin"`, `source:"DIR-`}},
+		{"withMountedDirectory", []string{`path:"/node/src/` + hex + `"`, `source:"DIR-`}},
+		{"withSymlink", []string{`target:"/node/src/` + hex + `/` + hex + `"`, `linkName:"/node/in/` + hex + `"`}},
+		{"withExec", []string{`args:["/node/bin/orkpipe","node","exec","--key","` + key.String() + `","--material","/node/material.json","--inputs","/node/in","--output","/node/out"]`}},
+		{"directory", []string{`path:"/node/out"`}},
+		{"export", []string{`path:"`}},
 	} {
-		if !strings.Contains(ctr, want) {
-			t.Errorf("container query lacks %s:\n%s", want, ctr)
+		if !hasCall(ctr, want.field, want.args...) {
+			t.Errorf("container query lacks %s(%s):\n%s", want.field, strings.Join(want.args, ", "), ctr)
+		}
+	}
+}
+
+// hasCall reports whether query selects field with (at least) args, in any order.
+func hasCall(query, field string, args ...string) bool {
+	for off := 0; ; {
+		i := strings.Index(query[off:], field+"(")
+		if i < 0 {
+			return false
+		}
+		start := off + i
+		off = start + len(field) + 1
+		if start > 0 && unicode.IsLetter(rune(query[start-1])) {
+			continue // a longer field name ending in field
+		}
+		call, _, _ := strings.Cut(query[off:], "){")
+		call, _, _ = strings.Cut(call, ")}")
+		ok := true
+		for _, a := range args {
+			ok = ok && strings.Contains(call, a)
+		}
+		if ok {
+			return true
 		}
 	}
 }

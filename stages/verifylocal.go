@@ -21,20 +21,24 @@ type VerifyLocalParams struct {
 
 // VerifyResult is the "verify.json" output: what was checked, all of it passed.
 type VerifyResult struct {
-	PackEntries   int    `json:"pack_entries"`
-	PackIndex     string `json:"pack_index"`
-	Board         string `json:"board"`
-	Domains       int    `json:"domains"`
-	MaxDomains    int    `json:"max_domains"`
-	Resident      int64  `json:"resident_bytes"`
-	StubTensors   int    `json:"stub_tensors"`
-	StubOwned     int    `json:"stub_owned"`
-	StubHeader    string `json:"stub_header"`
-	StubDataBytes int64  `json:"stub_data_bytes_read"`
+	PackEntries int    `json:"pack_entries"`
+	PackIndex   string `json:"pack_index"`
+	Board       string `json:"board"`
+	Domains     int    `json:"domains"`
+	MaxDomains  int    `json:"max_domains"`
+	Resident    int64  `json:"resident_bytes"`
+	StubTensors int    `json:"stub_tensors"`
+	StubOwned   int    `json:"stub_owned"`
+	StubHeader  string `json:"stub_header"`
+	// StubDataBytes is the data size of the stub's tensors not owned by the pack (what it must
+	// hold). Nothing here depends on how the stub is stored (holes or not, path, inode): the
+	// same node key gives the same bytes from every executor (version 2 replaced
+	// stub_data_bytes_read, which counted the bytes read and so depended on the holes).
+	StubDataBytes int64 `json:"stub_data_bytes"`
 }
 
 func init() {
-	Register(Define("verify-local", 1, func(p VerifyLocalParams) (Spec, error) {
+	Register(Define("verify-local", 2, func(p VerifyLocalParams) (Spec, error) {
 		s := Spec{Inputs: []string{"model", "pack", "stub"}, Outputs: []string{"verify.json"}, PeakMemory: 256 << 20}
 		if p.Board == "" {
 			s.Inputs = append(s.Inputs, "board")
@@ -91,7 +95,7 @@ func runVerifyLocal(ctx context.Context, p VerifyLocalParams, req Request) error
 	hdr, _ := artifacts.DigestFromBytes(rep.HeaderDigest[:])
 	out := VerifyResult{PackEntries: len(r.Entries()), PackIndex: r.IndexDigest().String(), Board: prof.Name,
 		Domains: r.Board().Domains, MaxDomains: prof.MaxDomains, Resident: resident,
-		StubTensors: rep.Tensors, StubOwned: rep.Owned, StubHeader: hdr.String(), StubDataBytes: rep.DataBytesRead}
+		StubTensors: rep.Tensors, StubOwned: rep.Owned, StubHeader: hdr.String(), StubDataBytes: rep.DataBytes}
 	b, err := json.MarshalIndent(out, "", "  ")
 	if err != nil {
 		return err

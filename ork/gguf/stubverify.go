@@ -60,7 +60,13 @@ type StubReport struct {
 	Tensors      int
 	Owned        int
 	HeaderDigest [32]byte
-	// DataBytesRead is how many tensor data bytes were read; holes cost nothing.
+	// DataBytes is how many bytes of tensor data the stub holds: the data sizes of its tensors
+	// not owned by the pack. A function of the stub's content, like every field but
+	// DataBytesRead.
+	DataBytes int64
+	// DataBytesRead is how many tensor data bytes were read: holes cost nothing, so it depends on
+	// how the file is stored (a stub without holes reads its owned tensors too) — a diagnostic,
+	// never to be recorded in an output.
 	DataBytesRead int64
 	Problems      []StubProblem
 }
@@ -126,8 +132,11 @@ func VerifyStub(ctx context.Context, path string, owned NameSet, opts ...VerifyO
 			if !zero {
 				rep.Problems = append(rep.Problems, StubProblem{t.Name, fmt.Sprintf("owned by the pack but its data is not zero (first non-zero byte at offset %d)", at)})
 			}
-		case zero && !cfg.allowZero.Has(t.Name):
-			rep.Problems = append(rep.Problems, StubProblem{t.Name, "not owned by the pack and all zero: a stub used without (or with a mismatched) pack"})
+		default:
+			rep.DataBytes += end - start
+			if zero && !cfg.allowZero.Has(t.Name) {
+				rep.Problems = append(rep.Problems, StubProblem{t.Name, "not owned by the pack and all zero: a stub used without (or with a mismatched) pack"})
+			}
 		}
 	}
 	rep.DataBytesRead = z.read

@@ -110,7 +110,7 @@ func checkStub(ctx context.Context, stub string, entries []pack.Entry, allowZero
 	if err != nil {
 		return "", err
 	}
-	return fmt.Sprintf("%d tensors: %d owned by the pack are holes, the others hold data (%d data bytes read)", rep.Tensors, rep.Owned, rep.DataBytesRead), nil
+	return fmt.Sprintf("%d tensors: %d owned by the pack are holes, the others hold data (%d bytes)", rep.Tensors, rep.Owned, rep.DataBytes), nil
 }
 
 // checkFit plans the pack's entries on the profile and compares with the plan stored in the index.

@@ -1,0 +1,81 @@
+package stages_test
+
+import (
+	"bytes"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+
+	"orkpipe/internal/fixtures"
+)
+
+// TestVerifyLocalStorageIndependent: verify-local's output is the same for the stub emit-stub wrote
+// (the pack-owned tensors are holes) and for a copy of it without holes (as an executor may bring
+// it back): no output may depend on how an input is stored.
+func TestVerifyLocalStorageIndependent(t *testing.T) {
+	model := fixtures.Synth(t, fixtures.MoE)
+	in := map[string]string{}
+	var names []string
+	for e := 0; e < 4; e++ {
+		fin, err := runStage(t, "finalize", finalizeExpert(string(rune('0'+e)), ""), map[string]string{"model": model})
+		if err != nil {
+			t.Fatal(err)
+		}
+		tl, err := runStage(t, "tile", `{"nibbles":"low-first","n":64,"kp":96}`, map[string]string{"weight": fin["weight"]})
+		if err != nil {
+			t.Fatal(err)
+		}
+		name := "blk.1.ffn_down_exps.weight#" + string(rune('0'+e))
+		names = append(names, `"`+name+`"`)
+		in["e."+name] = tl["entry"]
+	}
+	pk, err := runStage(t, "write-orkpack", `{"board":"rk3588","entries":[`+strings.Join(names, ",")+`],"max_entry_bytes":1048576}`, in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := runStage(t, "emit-stub", `{}`, map[string]string{"model": model, "pack": pk["pack"]})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sparse := st["stub.gguf"]
+	b, err := os.ReadFile(sparse)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dense := filepath.Join(t.TempDir(), "dense.gguf")
+	if err := os.WriteFile(dense, b, 0o444); err != nil { // every byte written: no holes
+		t.Fatal(err)
+	}
+	if bs, bd := blocks(t, sparse), blocks(t, dense); bs >= bd {
+		t.Fatalf("the stub occupies %d blocks, its dense copy %d: want the stub sparse, the copy not", bs, bd)
+	}
+	var outs [][]byte
+	for _, stub := range []string{sparse, dense} {
+		v, err := runStage(t, "verify-local", `{"board":"rk3588"}`, map[string]string{"model": model, "pack": pk["pack"], "stub": stub})
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, err := os.ReadFile(v["verify.json"])
+		if err != nil {
+			t.Fatal(err)
+		}
+		outs = append(outs, b)
+	}
+	if !bytes.Equal(outs[0], outs[1]) {
+		t.Errorf("verify.json differs between the sparse stub and its dense copy:\n%s\n%s", outs[0], outs[1])
+	}
+	if !bytes.Contains(outs[0], []byte(`"stub_data_bytes": `)) {
+		t.Errorf("verify.json does not report the stub's data bytes:\n%s", outs[0])
+	}
+}
+
+func blocks(t *testing.T, path string) int64 {
+	t.Helper()
+	var st syscall.Stat_t
+	if err := syscall.Stat(path, &st); err != nil {
+		t.Fatal(err)
+	}
+	return st.Blocks
+}

@@ -137,6 +137,9 @@ func writePack(t testing.TB, src, dst string) {
 			scales[j] = 0.01 + float32(j)/1000
 		}
 		meta := pack.Meta{Name: name, DType: pack.I4Native, K: k, N: n, QErr: 0.05, Source: blake3.Sum256(b[14176+i*k*n : 14176+(i+1)*k*n])}
+		if i == 1 {
+			meta.ActClip = 0.8125 // a clipped entry: the round trip keeps the pack's activation clips
+		}
 		if err := w.Add(ctx, pack.Weight{Meta: meta, Codes: codes, Scales: scales}); err != nil {
 			t.Fatal(err)
 		}

@@ -1,11 +1,14 @@
 package registry
 
 import (
+	"context"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 
+	"orkpipe/ork/pack"
 	"orkpipe/registry/regtest"
 )
 
@@ -23,7 +26,7 @@ func TestPushPullRoundTrip(t *testing.T) {
 		t.Fatalf("pushed %d files, want 6", len(res.Artifact.Files))
 	}
 	pk, _ := res.Artifact.File("model.orkpack")
-	if pk.Extra[AnnotationPackVersion] != "1" || pk.Extra[AnnotationPackEntries] != "2" || pk.Extra[AnnotationPackBoard] != "rk3588" {
+	if pk.Extra[AnnotationPackVersion] != strconv.FormatUint(uint64(pack.Version), 10) || pk.Extra[AnnotationPackEntries] != "2" || pk.Extra[AnnotationPackBoard] != "rk3588" {
 		t.Errorf("pack annotations: %v", pk.Extra)
 	}
 	stub, _ := res.Artifact.File("model.orkpack.gguf")
@@ -49,6 +52,7 @@ func TestPushPullRoundTrip(t *testing.T) {
 		t.Fatalf("pulled %s, pushed %s", pr.Digest, res.Digest)
 	}
 	sameFiles(t, src, dst)
+	pulledClips(t, filepath.Join(dst, "model.orkpack"), map[string]float32{"blk.0.attn_q.weight": 1, "blk.0.attn_output.weight": 0.8125})
 	srcBlocks, dstBlocks := blocks(t, filepath.Join(src, "model.orkpack.gguf")), blocks(t, filepath.Join(dst, "model.orkpack.gguf"))
 	t.Logf("stub blocks: source %d, pulled %d (full size would be %d)", srcBlocks, dstBlocks, stub.Digests.Size/512)
 	if dstBlocks > srcBlocks+64 || dstBlocks*512 > stub.Digests.Size/8 {
@@ -171,5 +175,24 @@ func TestEmptyAndHoleOnlyFiles(t *testing.T) {
 	}
 	if _, ok := a.Artifact.Annotations[AnnotationCreated]; ok {
 		t.Errorf("manifest without a build time has %s = %q", AnnotationCreated, a.Artifact.Annotations[AnnotationCreated])
+	}
+}
+
+// pulledClips opens a pulled pack and checks its entries' activation clips.
+func pulledClips(t *testing.T, path string, want map[string]float32) {
+	t.Helper()
+	r, err := pack.Open(context.Background(), path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	if err := r.VerifyAll(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	for name, c := range want {
+		e, err := r.Entry(name)
+		if err != nil || e.ActClip != c {
+			t.Fatalf("pulled pack %s: entry %s activation clip %v (%v), want %v", path, name, e.ActClip, err, c)
+		}
 	}
 }

@@ -66,6 +66,7 @@ type ReportWeight struct {
 	Group    int     `json:"group"`
 	Rotation string  `json:"rotation"`
 	ActBits  int     `json:"act_bits"`
+	ActClip  float32 `json:"act_clip"`
 	QErr     float64 `json:"qerr"`
 	Bytes    int64   `json:"bytes"`
 	Resident int64   `json:"resident_bytes"`
@@ -73,7 +74,7 @@ type ReportWeight struct {
 }
 
 func init() {
-	Register(Define("report", 2, func(p ReportParams) (Spec, error) {
+	Register(Define("report", 3, func(p ReportParams) (Spec, error) {
 		if p.Name == "" {
 			return Spec{}, fmt.Errorf("name: empty")
 		}
@@ -125,7 +126,7 @@ func runReport(ctx context.Context, p ReportParams, req Request) error {
 			expertTensors[base] = true
 		}
 		w := ReportWeight{Name: e.Name, DType: e.DType.String(), N: e.N, K: e.K, Group: e.Group, Rotation: e.Rotation.String(),
-			ActBits: e.ActBits, QErr: e.QErr, Bytes: e.Length, Resident: e.ResidentBytes, Domain: e.Domain}
+			ActBits: e.ActBits, ActClip: e.ActClip, QErr: e.QErr, Bytes: e.Length, Resident: e.ResidentBytes, Domain: e.Domain}
 		rep.Weights = append(rep.Weights, w)
 		rep.Totals.Weights++
 		rep.Totals.Bytes += e.Length
@@ -181,8 +182,9 @@ func summaryText(r *Report) string {
 	sort.SliceStable(worst, func(i, j int) bool { return worst[i].QErr > worst[j].QErr })
 	for i := 0; i < len(worst) && i < 5; i++ {
 		w := worst[i]
-		fmt.Fprintf(&b, "  worst %-28s %-9s g%-3d %-8s qerr %.5f\n", w.Name, w.DType, w.Group, w.Rotation, w.QErr)
+		fmt.Fprintf(&b, "  worst %-28s %-9s g%-3d %-8s a%d clip %-6.4g qerr %.5f\n", w.Name, w.DType, w.Group, w.Rotation, w.ActBits, w.ActClip, w.QErr)
 	}
+	fmt.Fprintf(&b, "%s\n", clipSummary(r.Weights))
 	if s := r.Screen; s != nil {
 		fmt.Fprintf(&b, "screen (ctx %d, %d chunks): PPL %.4f vs float %.4f (ratio %.4f), mean KLD %.6f, same top token %.2f%%\n",
 			s.Ctx, s.Chunks, s.PPL, s.BasePPL, s.PPLRatio, s.KLDMean, 100*s.SameTop)
@@ -192,6 +194,22 @@ func summaryText(r *Report) string {
 	fmt.Fprintf(&b, "verified: pack (%d entries decoded), stub (%d tensors, %d owned holes), domain plan on %s\n",
 		r.Verify.PackEntries, r.Verify.StubTensors, r.Verify.StubOwned, r.Verify.Board)
 	return b.String()
+}
+
+// clipSummary says how the entries' activations are clipped: "activation clip: 1 (none) on every entry", or
+// the range and mean over the clipped ones.
+func clipSummary(ws []ReportWeight) string {
+	n, lo, hi, sum := 0, float32(1), float32(0), 0.0
+	for _, w := range ws {
+		if w.ActClip < 1 {
+			n++
+			lo, hi, sum = min(lo, w.ActClip), max(hi, w.ActClip), sum+float64(w.ActClip)
+		}
+	}
+	if n == 0 {
+		return "activation clip: 1 (none) on every entry"
+	}
+	return fmt.Sprintf("activation clip: %d of %d entries clipped, %.4g..%.4g (mean %.4g)", n, len(ws), lo, hi, sum/float64(n))
 }
 
 func mib(n int64) string { return fmt.Sprintf("%.2f MiB", float64(n)/(1<<20)) }

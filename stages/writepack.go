@@ -35,7 +35,7 @@ type PromoteParams struct {
 }
 
 func init() {
-	Register(Define("write-orkpack", 1, func(p WritePackParams) (Spec, error) {
+	Register(Define("write-orkpack", 2, func(p WritePackParams) (Spec, error) {
 		if len(p.Entries) == 0 {
 			return Spec{}, fmt.Errorf("entries: none")
 		}

@@ -15,7 +15,7 @@ func newDiffCommand(opts *globalOptions) *cobra.Command {
 		Use:   "diff PACK_A PACK_B",
 		Short: "Show the entries that differ between two orkpacks, and how",
 		Long: "diff compares two packs' indexes (both are validated on open): entries only in one, and for entries in\n" +
-			"both every field that differs (dtype, shape, group, nibble order, rotation, activation bits, sizes,\n" +
+			"both every field that differs (dtype, shape, group, nibble order, rotation, activation bits and clip, sizes,\n" +
 			"resident bytes, domain, qerr, source digest, data digest). It exits 0 whether or not they differ.",
 		Args: cobra.ExactArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -124,7 +124,7 @@ func entryChanges(a, b pack.Entry) []diffField {
 		{"k", a.K, b.K}, {"n", a.N, b.N}, {"group", a.Group, b.Group},
 		{"nibbles", a.Nibbles.String(), b.Nibbles.String()},
 		{"rotation", a.Rotation.String(), b.Rotation.String()},
-		{"act_bits", a.ActBits, b.ActBits}, {"segment_k", a.SegmentK, b.SegmentK},
+		{"act_bits", a.ActBits, b.ActBits}, {"act_clip", a.ActClip, b.ActClip}, {"segment_k", a.SegmentK, b.SegmentK},
 		{"bytes", a.Length, b.Length}, {"resident_bytes", a.ResidentBytes, b.ResidentBytes},
 		{"domain", a.Domain, b.Domain}, {"qerr", a.QErr, b.QErr},
 		{"source", a.Source.String(), b.Source.String()}, {"data", a.Digest.String(), b.Digest.String()},

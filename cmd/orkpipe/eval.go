@@ -27,9 +27,9 @@ func newEvalCommand(opts *globalOptions) *cobra.Command {
 			"also prints the KL divergence of the base model's distribution to the evaluated one (mean, median,\n" +
 			"99th percentile, max) and the rate of agreeing top tokens.\n\n" +
 			"With --pack, every matmul weight the pack holds is taken from the pack and computed as the board does\n" +
-			"(rotated activations where the entry is rotated, per-token int4/int8 activation quantization, int32\n" +
-			"dot products, then scales); everything else comes from --model, which is also the base model for the\n" +
-			"KL divergence unless --base-model is given.",
+			"(rotated activations where the entry is rotated, per-token int4/int8 activation quantization with the\n" +
+			"entry's activation clip, int32 dot products, then scales: docs/orkpack.md 2.4); everything else comes\n" +
+			"from --model, which is also the base model for the KL divergence unless --base-model is given.",
 		Args: func(cmd *cobra.Command, args []string) error { return asUsage(cobra.NoArgs(cmd, args)) },
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return runEval(cmd.Context(), opts, fl)

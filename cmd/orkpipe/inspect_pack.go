@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"strconv"
 	"strings"
 	"text/tabwriter"
 
@@ -21,6 +22,8 @@ type packEntryJSON struct {
 	K             int     `json:"k"`
 	N             int     `json:"n"`
 	Group         int     `json:"group"`
+	ActBits       int     `json:"act_bits"`
+	ActClip       float32 `json:"act_clip"`
 	Bytes         int64   `json:"bytes"`
 	ResidentBytes int64   `json:"resident_bytes"`
 	Domain        int     `json:"domain"`
@@ -35,10 +38,10 @@ type packInspectJSON struct {
 	Board   string          `json:"board"`
 }
 
-// runInspectPack prints an orkpack's entries (name, dtype, K x N, group, on-disk bytes, resident bytes,
-// domain, qerr) and totals; with --json one object
-// {"version","bytes","entries":[{"name","dtype","k","n","group","bytes","resident_bytes","domain","qerr"}],
-// "domains":N,"board":PROFILE}. Opening the pack validates header, footer and index; entry data is not read.
+// runInspectPack prints an orkpack's entries (name, dtype, K x N, group, activation bits and clip, on-disk
+// bytes, resident bytes, domain, qerr) and totals; with --json one object
+// {"version","bytes","entries":[{"name","dtype","k","n","group","act_bits","act_clip","bytes","resident_bytes",
+// "domain","qerr"}],"domains":N,"board":PROFILE}. Opening the pack validates header, footer and index; entry data is not read.
 func runInspectPack(ctx context.Context, opts *globalOptions, path string) error {
 	r, err := pack.Open(ctx, path)
 	if err != nil {
@@ -49,7 +52,7 @@ func runInspectPack(ctx context.Context, opts *globalOptions, path string) error
 	out := packInspectJSON{Version: r.Version(), Bytes: r.Size(), Domains: b.Domains, Board: b.Name, Entries: []packEntryJSON{}}
 	for _, e := range r.Entries() {
 		out.Entries = append(out.Entries, packEntryJSON{Name: e.Name, DType: e.DType.String(), K: e.K, N: e.N, Group: e.Group,
-			Bytes: e.Length, ResidentBytes: e.ResidentBytes, Domain: e.Domain, QErr: e.QErr})
+			ActBits: e.ActBits, ActClip: e.ActClip, Bytes: e.Length, ResidentBytes: e.ResidentBytes, Domain: e.Domain, QErr: e.QErr})
 	}
 	if opts.json {
 		return json.NewEncoder(opts.stdout).Encode(out)
@@ -57,11 +60,12 @@ func runInspectPack(ctx context.Context, opts *globalOptions, path string) error
 	fmt.Fprintf(opts.stdout, "%s: orkpack v%d, %d bytes, %d entries, board %s (profile %s), %d domains\nindex digest %s\n\n",
 		path, r.Version(), r.Size(), len(out.Entries), b.Name, b.Profile, b.Domains, r.IndexDigest())
 	tw := tabwriter.NewWriter(opts.stdout, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "NAME\tDTYPE\tK x N\tGROUP\tBYTES\tRESIDENT\tDOMAIN\tQERR")
+	fmt.Fprintln(tw, "NAME\tDTYPE\tK x N\tGROUP\tACT\tCLIP\tBYTES\tRESIDENT\tDOMAIN\tQERR")
 	var disk, resident int64
 	count := map[string]int{}
 	for _, e := range out.Entries {
-		fmt.Fprintf(tw, "%s\t%s\t%d x %d\t%s\t%d\t%d\t%d\t%.5f\n", e.Name, e.DType, e.K, e.N, groupText(e.Group), e.Bytes, e.ResidentBytes, e.Domain, e.QErr)
+		fmt.Fprintf(tw, "%s\t%s\t%d x %d\t%s\t%d\t%s\t%d\t%d\t%d\t%.5f\n", e.Name, e.DType, e.K, e.N, groupText(e.Group), e.ActBits,
+			clipText(e.ActClip), e.Bytes, e.ResidentBytes, e.Domain, e.QErr)
 		disk += e.Bytes
 		resident += e.ResidentBytes
 		count[e.DType]++
@@ -86,6 +90,9 @@ func groupText(g int) string {
 	}
 	return fmt.Sprint(g)
 }
+
+// clipText shows an activation clip ratio exactly enough to tell grid values apart (0.775, 1).
+func clipText(c float32) string { return strconv.FormatFloat(float64(c), 'g', 6, 32) }
 
 func mibText(b int64) string { return fmt.Sprintf("%.2f MiB", float64(b)/(1<<20)) }
 

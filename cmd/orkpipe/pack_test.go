@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -44,7 +45,7 @@ func TestPackVerify(t *testing.T) {
 	dir := t.TempDir()
 	path := buildStoriesPack(t, dir, "s.orkpack", "", "")
 	out, code := runPackCLI(t, "pack", "verify", path)
-	if code != 0 || !strings.Contains(out, ": ok: orkpack v1") {
+	if code != 0 || !strings.Contains(out, fmt.Sprintf(": ok: orkpack v%d", pack.Version)) {
 		t.Fatalf("verify of a good pack: exit %d, output %s", code, out)
 	}
 	t.Log(out)
@@ -100,7 +101,7 @@ func TestInspectPack(t *testing.T) {
 		t.Fatal(err)
 	}
 	st, _ := os.Stat(path)
-	if got.Version != 1 || got.Bytes != st.Size() || got.Board != "rk3588" || got.Domains != 1 || len(got.Entries) != 36 {
+	if got.Version != pack.Version || got.Bytes != st.Size() || got.Board != "rk3588" || got.Domains != 1 || len(got.Entries) != 36 {
 		t.Fatalf("inspect: version %d bytes %d board %q domains %d entries %d", got.Version, got.Bytes, got.Board, got.Domains, len(got.Entries))
 	}
 	r, err := pack.Open(context.Background(), path)
@@ -111,7 +112,8 @@ func TestInspectPack(t *testing.T) {
 	for i, e := range r.Entries() {
 		rb, _ := board.ResidentBytes(e, board.RK3588())
 		g := got.Entries[i]
-		if g.Name != e.Name || g.DType != e.DType.String() || g.K != e.K || g.N != e.N || g.Bytes != e.Length || g.ResidentBytes != rb || g.QErr != e.QErr {
+		if g.Name != e.Name || g.DType != e.DType.String() || g.K != e.K || g.N != e.N || g.Bytes != e.Length || g.ResidentBytes != rb || g.QErr != e.QErr ||
+			g.ActBits != e.ActBits || g.ActClip != e.ActClip {
 			t.Fatalf("entry %d: %+v vs index %+v (resident %d)", i, g, e, rb)
 		}
 	}
@@ -120,7 +122,7 @@ func TestInspectPack(t *testing.T) {
 	if err := runInspectPack(context.Background(), opts, path); err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{"orkpack v1", "blk.0.ffn_down.weight", "I8", "I4_ROT_A8", "total: 36 entries"} {
+	for _, want := range []string{fmt.Sprintf("orkpack v%d", pack.Version), "blk.0.ffn_down.weight", "I8", "I4_ROT_A8", "ACT  CLIP", "total: 36 entries"} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("inspect text lacks %q:\n%s", want, out.String())
 		}

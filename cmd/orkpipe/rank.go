@@ -19,7 +19,8 @@ func newRankCommand(opts *globalOptions) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "rank PACK",
 		Short: "List a pack's entries worst qerr first, with what promoting each to I8_ROT or I4_ROT_A8 would cost",
-		Long: "rank sorts the pack's entries by quantization error, worst first, and prices promoting each one to\n" +
+		Long: "rank sorts the pack's entries by quantization error, worst first (with the activation bits and clip\n" +
+			"each runs with), and prices promoting each one to\n" +
 			"I8_ROT or I4_ROT_A8: the change in on-disk bytes (entry data) and in resident bytes on the board\n" +
 			"(board.ResidentBytes with the pack's profile, or --board). Costs are in MiB; 0 when already that dtype.",
 		Args: cobra.ExactArgs(1),
@@ -46,6 +47,8 @@ type rankEntry struct {
 	DType   string              `json:"dtype"`
 	K       int                 `json:"k"`
 	N       int                 `json:"n"`
+	ActBits int                 `json:"act_bits"`
+	ActClip float32             `json:"act_clip"`
 	QErr    float64             `json:"qerr"`
 	Promote map[string]rankCost `json:"promote,omitempty"` // absent for F16 (no quantized promotion)
 }
@@ -64,7 +67,7 @@ func runRank(ctx context.Context, opts *globalOptions, path, boardFlag string) e
 	sort.SliceStable(entries, func(i, j int) bool { return entries[i].QErr > entries[j].QErr })
 	var out []rankEntry
 	for _, e := range entries {
-		re := rankEntry{Name: e.Name, DType: e.DType.String(), K: e.K, N: e.N, QErr: e.QErr}
+		re := rankEntry{Name: e.Name, DType: e.DType.String(), K: e.K, N: e.N, ActBits: e.ActBits, ActClip: e.ActClip, QErr: e.QErr}
 		if e.DType != pack.F16 {
 			re.Promote = map[string]rankCost{}
 			for _, to := range promotionTargets {
@@ -85,9 +88,9 @@ func runRank(ctx context.Context, opts *globalOptions, path, boardFlag string) e
 	}
 	fmt.Fprintf(opts.stdout, "%s: %d entries, worst qerr first; promotion costs in MiB on board %s\n\n", path, len(out), p.Name)
 	tw := tabwriter.NewWriter(opts.stdout, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "NAME\tDTYPE\tK x N\tQERR\tI8_ROT DISK\tI8_ROT RESIDENT\tI4_ROT_A8 DISK\tI4_ROT_A8 RESIDENT")
+	fmt.Fprintln(tw, "NAME\tDTYPE\tK x N\tACT\tCLIP\tQERR\tI8_ROT DISK\tI8_ROT RESIDENT\tI4_ROT_A8 DISK\tI4_ROT_A8 RESIDENT")
 	for _, e := range out {
-		fmt.Fprintf(tw, "%s\t%s\t%d x %d\t%.5f", e.Name, e.DType, e.K, e.N, e.QErr)
+		fmt.Fprintf(tw, "%s\t%s\t%d x %d\t%d\t%s\t%.5f", e.Name, e.DType, e.K, e.N, e.ActBits, clipText(e.ActClip), e.QErr)
 		for _, to := range promotionTargets {
 			if c, ok := e.Promote[to.String()]; ok {
 				fmt.Fprintf(tw, "\t%+.2f\t%+.2f", c.DiskMiB, c.ResidentMiB)

@@ -9,18 +9,19 @@ import (
 	"orkpipe/ork/quant"
 )
 
-// Emulated is a Linear computing y = W·x for a pack entry with the board's arithmetic: the activation
-// row (K values) is zero-padded and rotated when the entry is rotated, quantized per token to the
-// entry's activation width (symmetric, scale = ActClip·amax/qmax), multiplied with the weight codes
-// as int32 dot products per scale group, and scaled (quant.MatMulInt). F16 entries round activations and
-// weights to binary16 and accumulate in float32.
+// Emulated is a Linear computing y = W·x for a pack entry with the board's arithmetic (docs/orkpack.md
+// 2.4): the activation row (K values) is zero-padded and rotated when the entry is rotated, quantized per
+// token to the entry's activation width (symmetric, scale = ActClip·amax/qmax with the entry's activation
+// clip), multiplied with the weight codes as int32 dot products per scale group, and scaled
+// (quant.MatMulInt). F16 entries round activations and weights to binary16 and accumulate in float32.
 type Emulated struct {
 	Name string
 	K    int           // logical input width (the model's)
 	W    *quant.Weight // codes [N][KP] and scales; nil for F16
 	F16  []float32     // F16 entries: the binary16 weights as float32, [N][K]
 	N    int
-	// ActBits is 4 or 8 (16 for F16). ActClip is the activation clip ratio (1: none).
+	// ActBits is 4 or 8 (16 for F16). ActClip is the entry's activation clip ratio in (0, 1] (1: none;
+	// every entry of a version-1 pack).
 	ActBits int
 	ActClip float64
 	Workers int
@@ -31,7 +32,10 @@ func NewEmulated(w pack.Weight, logicalK int) (*Emulated, error) {
 	bad := func(format string, a ...any) error {
 		return fmt.Errorf("pack entry %s: %s: %w", w.Name, fmt.Sprintf(format, a...), ErrBadModel)
 	}
-	e := &Emulated{Name: w.Name, K: logicalK, N: w.N, ActBits: w.ActBits, ActClip: quant.DefaultActClip}
+	e := &Emulated{Name: w.Name, K: logicalK, N: w.N, ActBits: w.ActBits, ActClip: float64(w.ActClip)}
+	if w.ActClip == 0 {
+		e.ActClip = quant.DefaultActClip // a Meta not validated by the pack reader
+	}
 	if e.ActBits == 0 {
 		e.ActBits = w.DType.DefaultActBits()
 	}

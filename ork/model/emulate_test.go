@@ -24,6 +24,7 @@ type scheme struct {
 	group   int
 	rotate  bool
 	actBits int
+	clip    float32 // activation clip; 0 = the default (1)
 }
 
 // packWeight quantizes a float weight of src by RTN and converts it to a pack entry.
@@ -41,7 +42,7 @@ func packWeight(t testing.TB, src *GGUFSource, name string, s scheme) pack.Weigh
 	w := lin.(*Dense).W
 	m := quant.Matrix{Name: name, Rows: n, Cols: k, Data: w}
 	var pw pack.Weight
-	pw.Name, pw.DType, pw.N, pw.ActBits = name, s.dtype, n, s.actBits
+	pw.Name, pw.DType, pw.N, pw.ActBits, pw.ActClip = name, s.dtype, n, s.actBits, s.clip
 	raw := make([]byte, 4*len(w))
 	for i, v := range w {
 		binary.LittleEndian.PutUint32(raw[4*i:], math.Float32bits(v))
@@ -120,10 +121,11 @@ func storiesSource(t testing.TB) *GGUFSource {
 	return NewGGUFSource(f, 64<<20)
 }
 
-// referenceInt is a direct integer reference of the board's matmul, independent of quant.MatMulInt:
-// per token amax → scale → rounded, clamped codes; per group an int32 sum of code products; float32
-// accumulation over groups in order; times the token's scale.
+// referenceInt is a direct integer reference of the board's matmul as docs/orkpack.md 2.4 states it,
+// independent of quant.MatMulInt: per token amax → scale act_clip·amax/qmax → rounded, clamped codes; per
+// group an int32 sum of code products; float32 accumulation over groups in order; times the token's scale.
 func referenceInt(w pack.Weight, rot quant.Rotation, x []float32, k, actBits int) []float32 {
+	clip := float64(w.ActClip) // the pack reader's Meta: 1 when unset
 	t := len(x) / k
 	kp := w.K
 	xr := x
@@ -150,11 +152,11 @@ func referenceInt(w pack.Weight, rot quant.Rotation, x []float32, k, actBits int
 		for _, v := range row {
 			amax = math.Max(amax, math.Abs(float64(v)))
 		}
-		s := float32(amax / qmax)
+		s := float32(clip * amax / qmax)
 		for j, v := range row {
 			c := 0
 			if s != 0 {
-				c = int(math.Round(float64(v) / float64(s)))
+				c = int(math.Round(float64(v) * (1 / float64(s))))
 			}
 			codes[j] = max(lo, min(hi, c))
 		}
@@ -174,17 +176,17 @@ func referenceInt(w pack.Weight, rot quant.Rotation, x []float32, k, actBits int
 }
 
 // TestEmulatedMatchesIntegerReference: for pack entries of every integer dtype (rotated or not, int4 or
-// int8 activations, per channel or per group), the emulated matmul equals the direct integer reference
-// bit for bit on random inputs.
+// int8 activations, per channel or per group, with and without an activation clip), the emulated matmul
+// equals the direct integer reference bit for bit on random inputs.
 func TestEmulatedMatchesIntegerReference(t *testing.T) {
 	src := storiesSource(t)
 	schemes := map[string]scheme{
 		"blk.0.attn_q.weight":      {dtype: pack.I8, group: 0, actBits: 8},
 		"blk.0.attn_k.weight":      {dtype: pack.I8Rot, group: 32, rotate: true},
-		"blk.0.ffn_gate.weight":    {dtype: pack.I4Native, group: 32, actBits: 4},
-		"blk.0.ffn_up.weight":      {dtype: pack.I4, group: 0},
-		"blk.0.ffn_down.weight":    {dtype: pack.I4RotA8, group: 32, rotate: true}, // K = 172, padded to 192
-		"blk.0.attn_output.weight": {dtype: pack.I4Native, group: 32, rotate: true, actBits: 4},
+		"blk.0.ffn_gate.weight":    {dtype: pack.I4Native, group: 32, actBits: 4, clip: 0.8},
+		"blk.0.ffn_up.weight":      {dtype: pack.I4, group: 0, clip: 0.9},
+		"blk.0.ffn_down.weight":    {dtype: pack.I4RotA8, group: 32, rotate: true, clip: 0.65}, // K = 172, padded to 192
+		"blk.0.attn_output.weight": {dtype: pack.I4Native, group: 32, rotate: true, actBits: 4, clip: 0.775},
 		"blk.0.attn_v.weight":      {dtype: pack.F16},
 	}
 	p, err := pack.Open(context.Background(), writeTestPack(t, src, schemes))
@@ -211,6 +213,13 @@ func TestEmulatedMatchesIntegerReference(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
+		wantClip := s.clip
+		if wantClip == 0 {
+			wantClip = 1 // an entry written without a clip runs unclipped
+		}
+		if w.ActClip != wantClip || em.ActClip != float64(wantClip) {
+			t.Fatalf("%s: clip %v in the pack, %v emulated; want %v", name, w.ActClip, em.ActClip, wantClip)
+		}
 		n, k := em.Dims()
 		const tokens = 9
 		x := make([]float32, tokens*k)
@@ -234,7 +243,7 @@ func TestEmulatedMatchesIntegerReference(t *testing.T) {
 		fl, _, _ := src.Linear(context.Background(), name)
 		yf := make([]float32, len(y))
 		fl.Apply(yf, x)
-		t.Logf("%-26s %-9s K=%3d KP=%3d act %d bits: bit-exact; relative error vs float %.4f", name, s.dtype, k, w.K, em.ActBits, relErr(y, yf))
+		t.Logf("%-26s %-9s K=%3d KP=%3d act %d bits clip %.4g: bit-exact; relative error vs float %.4f", name, s.dtype, k, w.K, em.ActBits, em.ActClip, relErr(y, yf))
 	}
 }
 

@@ -8,12 +8,15 @@ import (
 	"orkpipe/ork/tile"
 )
 
-// Version is the format version this package writes.
-const Version uint32 = 1
+// Version is the format version this package writes (docs/orkpack.md 1.3 lists every version and what it
+// added).
+const Version uint32 = 2
 
-// Supported reports whether this package can read a pack of the given format version. It is the only place
-// that decides readability: every reader calls it, nothing else compares version numbers.
-func Supported(version uint32) bool { return version == 1 }
+// Supported reports whether this package can read a pack of the given format version: every version from
+// 1 to Version (an older version reads with the defaults docs/orkpack.md 1.3 gives for the fields it lacks).
+// It is the only place that decides readability: every reader calls it, nothing else compares version
+// numbers.
+func Supported(version uint32) bool { return version >= 1 && version <= Version }
 
 // PageSize is the page entries are aligned and padded to (version 1).
 const PageSize = 4096

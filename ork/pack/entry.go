@@ -23,8 +23,11 @@ type Meta struct {
 	Nibbles  tile.NibbleOrder // int4 nibble order (LowFirst for other dtypes)
 	Rotation Rotation         //
 	ActBits  int              // activation bits the weight expects; 0 = the dtype's default
-	QErr     float64          // relative quantization error, finite and >= 0
-	Source   Digest           // BLAKE3 of the source tensor bytes
+	// ActClip is the activation clip ratio in (0, 1]: the board quantizes each activation row with the
+	// scale ActClip·amax/qmax (docs/orkpack.md 2.4); 0 = 1 (no clipping). F16 entries take 1.
+	ActClip float32
+	QErr    float64 // relative quantization error, finite and >= 0
+	Source  Digest  // BLAKE3 of the source tensor bytes
 }
 
 // Entry is one index record: the caller's Meta plus the geometry, location, hash and placement.
@@ -99,6 +102,15 @@ func (m *Meta) Validate() error {
 	}
 	if !m.DType.actBitsOK(m.ActBits) {
 		return bad("activation bits %d not valid for %s", m.ActBits, m.DType)
+	}
+	if m.ActClip == 0 {
+		m.ActClip = 1
+	}
+	if !(m.ActClip > 0 && m.ActClip <= 1) {
+		return bad("activation clip %v: want a ratio in (0, 1]", m.ActClip)
+	}
+	if m.DType == F16 && m.ActClip != 1 {
+		return bad("activation clip %v: F16 activations are not quantized, want 1", m.ActClip)
 	}
 	if math.IsNaN(m.QErr) || math.IsInf(m.QErr, 0) || m.QErr < 0 {
 		return bad("qerr %v: want finite and >= 0", m.QErr)

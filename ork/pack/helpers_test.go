@@ -26,6 +26,9 @@ func quantized(r *rand.Rand, name string, dt pack.DType, k, n, group int, nib ti
 	if dt.RotationRequired() || (dt != pack.F16 && r.IntN(2) == 0) {
 		m.Rotation = pack.Rotation{Kind: pack.RotHadamard, Block: 64 << r.IntN(3), Seed: r.Uint64()}
 	}
+	if dt != pack.F16 {
+		m.ActClip = []float32{1, 0.9, 0.78125, 0.5}[r.IntN(4)]
+	}
 	w := pack.Weight{Meta: m}
 	if dt == pack.F16 {
 		w.F16 = make([]uint16, k*n)
@@ -77,8 +80,13 @@ func writePack(t testing.TB, dir string, ws []pack.Weight, opts ...pack.Option) 
 
 func sameWeight(t *testing.T, want, got pack.Weight) {
 	t.Helper()
+	wantClip := want.ActClip
+	if wantClip == 0 {
+		wantClip = 1 // Meta.Validate's default
+	}
 	if got.Name != want.Name || got.DType != want.DType || got.K != want.K || got.N != want.N || got.Group != want.Group ||
-		got.Nibbles != want.Nibbles || got.Rotation != want.Rotation || got.QErr != want.QErr || got.Source != want.Source {
+		got.Nibbles != want.Nibbles || got.Rotation != want.Rotation || got.QErr != want.QErr || got.Source != want.Source ||
+		got.ActClip != wantClip {
 		t.Fatalf("%s: meta differs:\n got %+v\nwant %+v", want.Name, got.Meta, want.Meta)
 	}
 	if !equal(got.Codes, want.Codes) || !equal(got.F16, want.F16) || !equal(got.Scales, want.Scales) {

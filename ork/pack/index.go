@@ -15,6 +15,7 @@ type Board struct {
 	Resident int64  // total resident bytes of all entries
 }
 
+// encodeIndex encodes the index of a pack of the current Version.
 func encodeIndex(b Board, entries []Entry) []byte {
 	n := indexHeaderSize + len(b.Name)
 	for _, e := range entries {
@@ -53,6 +54,7 @@ func encodeIndex(b Board, entries []Entry) []byte {
 		le.PutUint64(r[80:], uint64(e.ScalesLength))
 		le.PutUint64(r[88:], uint64(e.ResidentBytes))
 		le.PutUint32(r[96:], uint32(e.Domain))
+		le.PutUint32(r[100:], math.Float32bits(e.ActClip))
 		le.PutUint64(r[104:], math.Float64bits(e.QErr))
 		copy(r[112:144], e.Digest[:])
 		copy(r[144:176], e.Source[:])
@@ -61,9 +63,10 @@ func encodeIndex(b Board, entries []Entry) []byte {
 	return buf
 }
 
-// decodeIndex parses and fully validates an index: every derived field is recomputed and compared, entries
-// must be contiguous from the first page to indexOffset, names unique, the plan consistent.
-func decodeIndex(b []byte, count uint32, indexOffset int64) (Board, []Entry, error) {
+// decodeIndex parses and fully validates the index of a pack of the given (supported) format version: every
+// derived field is recomputed and compared, entries must be contiguous from the first page to indexOffset,
+// names unique, the plan consistent.
+func decodeIndex(b []byte, count uint32, indexOffset int64, version uint32) (Board, []Entry, error) {
 	bad := func(format string, a ...any) error {
 		return fmt.Errorf("%w: %s", ErrIndex, fmt.Sprintf(format, a...))
 	}
@@ -114,7 +117,7 @@ func decodeIndex(b []byte, count uint32, indexOffset int64) (Board, []Entry, err
 		p += l
 		r := b[p : p+recordFixed]
 		p += recordFixed
-		e, err := decodeRecord(name, r)
+		e, err := decodeRecord(name, r, version)
 		if err != nil {
 			return Board{}, nil, fmt.Errorf("%w: record %d: %v", ErrIndex, i, err)
 		}
@@ -144,9 +147,20 @@ func decodeIndex(b []byte, count uint32, indexOffset int64) (Board, []Entry, err
 	return board, entries, nil
 }
 
-func decodeRecord(name string, r []byte) (Entry, error) {
-	if r[5] != 0 || r[6] != 0 || r[7] != 0 || le.Uint32(r[100:]) != 0 {
+// decodeRecord decodes one entry record of a pack of the given format version. The fields a version added
+// are read only from packs of that version or later; older packs get the defaults docs/orkpack.md 1.3 gives.
+func decodeRecord(name string, r []byte, version uint32) (Entry, error) {
+	if r[5] != 0 || r[6] != 0 || r[7] != 0 {
 		return Entry{}, fmt.Errorf("entry %q: reserved bytes are not zero", name)
+	}
+	clip := float32(1) // version 1: bytes 100..103 are reserved, the entry runs unclipped
+	if version >= 2 {
+		clip = math.Float32frombits(le.Uint32(r[100:]))
+		if clip == 0 {
+			return Entry{}, fmt.Errorf("entry %q: activation clip 0: want a ratio in (0, 1]", name)
+		}
+	} else if le.Uint32(r[100:]) != 0 {
+		return Entry{}, fmt.Errorf("entry %q: reserved bytes are not zero (version 1 has no activation clip)", name)
 	}
 	m := Meta{
 		Name:     name,
@@ -154,6 +168,7 @@ func decodeRecord(name string, r []byte) (Entry, error) {
 		Nibbles:  tile.NibbleOrder(r[1]),
 		Rotation: Rotation{Kind: RotationKind(r[2]), Block: int(le.Uint32(r[36:])), Seed: le.Uint64(r[40:])},
 		ActBits:  int(r[3]),
+		ActClip:  clip,
 		K:        int(le.Uint32(r[8:])),
 		N:        int(le.Uint32(r[12:])),
 		Group:    int(le.Uint32(r[32:])),

@@ -11,19 +11,19 @@ import (
 )
 
 func TestSupported(t *testing.T) {
-	for v, want := range map[uint32]bool{0: false, 1: true, 2: false, 8: false} {
+	for v, want := range map[uint32]bool{0: false, 1: true, 2: true, 3: false, 8: false} {
 		if Supported(v) != want {
 			t.Errorf("Supported(%d) = %v", v, !want)
 		}
 	}
 }
 
-// TestUnsupportedVersion: a well-formed header with another version is refused by the one predicate.
+// TestUnsupportedVersion: a well-formed header with a later version is refused by the one predicate.
 func TestUnsupportedVersion(t *testing.T) {
-	tr := trailer{version: 2, indexOffset: HeaderSize, indexLength: 64, total: HeaderSize + 64 + FooterSize}
+	tr := trailer{version: Version + 1, indexOffset: HeaderSize, indexLength: 64, total: HeaderSize + 64 + FooterSize}
 	b := append(encodeHeader(tr), make([]byte, 64)...)
 	b = append(b, encodeFooter(tr)...)
-	_, err := NewReader(context.Background(), bytesReaderAt(b), int64(len(b)), "v2.orkpack")
+	_, err := NewReader(context.Background(), bytesReaderAt(b), int64(len(b)), "v3.orkpack")
 	if !errors.Is(err, ErrUnsupported) {
 		t.Fatalf("err = %v, want ErrUnsupported", err)
 	}

@@ -91,7 +91,7 @@ func NewReader(ctx context.Context, ra io.ReaderAt, size int64, name string) (*R
 	if got := Digest(blake3.Sum256(ib)); got != t.indexDigest {
 		return fail(fmt.Errorf("%w: index digest mismatch: header and footer say %s, index bytes hash to %s", ErrCorrupt, t.indexDigest, got))
 	}
-	board, entries, err := decodeIndex(ib, t.count, t.indexOffset)
+	board, entries, err := decodeIndex(ib, t.count, t.indexOffset, t.version)
 	if err != nil {
 		return fail(err)
 	}

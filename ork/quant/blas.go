@@ -13,6 +13,7 @@ package quant
 import (
 	"context"
 	"fmt"
+	"sync"
 
 	"orkpipe/ork/quant/lapack"
 
@@ -70,4 +71,36 @@ func lapackArg(routine string, info int) error {
 		return fmt.Errorf("%s: argument %d illegal", routine, -info)
 	}
 	return nil
+}
+
+// serialBLAS counts the GPTQ row phases running (singleThreadedBLAS); OpenBLAS runs one thread
+// per call while it is positive and its own thread count (blasThreads, read at the first entry)
+// otherwise.
+var (
+	serialMu    sync.Mutex
+	serialBLAS  int
+	blasThreads int
+)
+
+// singleThreadedBLAS makes OpenBLAS single-threaded until the returned function is called. GPTQ's
+// row phase runs one GEMM per row chunk on every core already: OpenBLAS threads on top of that
+// oversubscribe the cores and spin-wait between calls (measured at K = 4096: 5.27 s CPU for the
+// row phase with 2 OpenBLAS threads, 3.47 s with 1). The setting is process-wide: a factorisation
+// running meanwhile in another GPTQ (another node) is single-threaded too — the cores are busy
+// with this one's rows.
+func singleThreadedBLAS() func() {
+	serialMu.Lock()
+	defer serialMu.Unlock()
+	if serialBLAS == 0 {
+		blasThreads = int(lapack.Threads())
+		lapack.SetThreads(1)
+	}
+	serialBLAS++
+	return func() {
+		serialMu.Lock()
+		defer serialMu.Unlock()
+		if serialBLAS--; serialBLAS == 0 {
+			lapack.SetThreads(blasThreads)
+		}
+	}
 }

@@ -8,3 +8,6 @@ const BLASBackend = "gonum"
 
 // OpenBLASCore returns "" in the pure-Go build (no OpenBLAS is linked).
 func OpenBLASCore() string { return "" }
+
+// singleThreadedBLAS does nothing in the pure-Go build (gonum's BLAS runs on the calling goroutine).
+func singleThreadedBLAS() func() { return func() {} }

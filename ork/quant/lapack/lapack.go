@@ -4,6 +4,8 @@ package lapack
 
 // #cgo LDFLAGS: -lopenblas
 // char* openblas_get_corename(void);
+// void openblas_set_num_threads(int);
+// int openblas_get_num_threads(void);
 // void dpotrf_(char* uplo, int* n, double* a, int* lda, int* info);
 // #include <stddef.h>
 // void dpocon_(char* uplo, int* n, double* a, int* lda, double* anorm, double* rcond, double* work, int* iwork, int* info, size_t uplo_len);
@@ -14,6 +16,12 @@ import "C"
 // CoreName returns the name of the kernel set OpenBLAS chose when it was loaded ("Prescott",
 // "SkylakeX", ...).
 func CoreName() string { return C.GoString(C.openblas_get_corename()) }
+
+// Threads returns the number of threads OpenBLAS runs a call on.
+func Threads() int { return int(C.openblas_get_num_threads()) }
+
+// SetThreads sets the number of threads OpenBLAS runs a call on (process-wide).
+func SetThreads(n int) { C.openblas_set_num_threads(C.int(n)) }
 
 // Dpotrf is LAPACK's Cholesky factorisation of the n x n matrix a (leading dimension n) in its uplo
 // triangle; it returns LAPACK's info.

@@ -162,3 +162,14 @@ func quantCodes(codes []int8, x []float64, inv, lo, hi float64) {
 		codes[n+k] = int8(quantCode(v, inv, lo, hi))
 	}
 }
+
+// subScaled sets y[j] -= e·x[j] (the product rounded, then the difference), len(x) >= len(y).
+func subScaled(y, x []float64, e float64) {
+	if clipKernel && len(y) >= 4 {
+		kernel.SubScaled(&y[0], &x[:len(y)][0], len(y), e)
+		return
+	}
+	for j := range y {
+		y[j] -= float64(e * x[j])
+	}
+}

@@ -181,3 +181,22 @@ func TestQuantCodesAndAmaxMatchScalar(t *testing.T) {
 		}
 	}
 }
+
+func TestSubScaledMatchesScalar(t *testing.T) {
+	rng := rand.New(rand.NewPCG(5, 8))
+	for i := 0; i < 3000; i++ {
+		n := rng.IntN(140)
+		x, y := clipCase(rng, n+1), clipCase(rng, n+1)
+		e := rng.NormFloat64() * math.Pow(10, float64(rng.IntN(10)-5))
+		want := append([]float64(nil), y...)
+		for j := 0; j < n; j++ {
+			want[j] -= float64(e * x[j])
+		}
+		subScaled(y[:n], x, e)
+		for j := range want {
+			if math.Float64bits(y[j]) != math.Float64bits(want[j]) {
+				t.Fatalf("case %d (n %d): y[%d] = %v, want %v", i, n, j, y[j], want[j])
+			}
+		}
+	}
+}

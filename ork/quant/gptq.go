@@ -81,7 +81,10 @@ func GPTQ(ctx context.Context, m Matrix, h *Hessian, opts ...Option) (*Weight, e
 	}
 	st := &gptqState{ctx: ctx, w: w, data: data, U: H, perm: perm, diag: diag0, g: g, ng: ng, static: static, c: c,
 		bufs: make(chan []float64, max(1, c.workers))}
-	if err := forRows(ctx, w.N, c.workers, st.rows); err != nil {
+	restore := singleThreadedBLAS() // the row chunks run on c.workers goroutines already
+	err = forRows(ctx, w.N, c.workers, st.rows)
+	restore()
+	if err != nil {
 		return nil, fmt.Errorf("%s: %w", m.Name, err)
 	}
 	w.QErr = weightedRelErr(w, data, diag0)
@@ -187,9 +190,7 @@ func (s *gptqState) rows(lo, hi int) {
 				e := (x - q) / d
 				err1[r*bs+(i-i1)] = e
 				if e != 0 {
-					for j := i + 1; j < i2; j++ {
-						row[j] -= e * urow[j]
-					}
+					subScaled(row[i+1:i2], urow[i+1:i2], e)
 				}
 			}
 		}

@@ -29,3 +29,9 @@ func AbsMax4(x *float64, n int) float64
 //
 //go:noescape
 func QuantCodes4(x *float64, n int, inv float64, lohi *[2]float64, codes *int8)
+
+// SubScaled sets y[j] = y[j] − e·x[j] for the n values at y and x (the product rounded, then the
+// difference: no fused multiply-add).
+//
+//go:noescape
+func SubScaled(y, x *float64, n int, e float64)

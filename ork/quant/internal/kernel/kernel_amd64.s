@@ -187,3 +187,56 @@ qloop:
 	JNZ qloop
 	VZEROUPPER
 	RET
+
+// func SubScaled(y, x *float64, n int, e float64) — y[j] = y[j] − e·x[j] for j < n (a multiply,
+// then a subtract: no fused multiply-add).
+TEXT ·SubScaled(SB), NOSPLIT, $0-32
+	MOVQ y+0(FP), DI
+	MOVQ x+8(FP), SI
+	MOVQ n+16(FP), CX
+	VBROADCASTSD e+24(FP), Y0
+	CMPQ CX, $8
+	JLT sub4
+
+sub8:
+	VMULPD 0(SI), Y0, Y1
+	VMULPD 32(SI), Y0, Y2
+	VMOVUPD 0(DI), Y3
+	VMOVUPD 32(DI), Y4
+	VSUBPD Y1, Y3, Y3
+	VSUBPD Y2, Y4, Y4
+	VMOVUPD Y3, 0(DI)
+	VMOVUPD Y4, 32(DI)
+	ADDQ $64, SI
+	ADDQ $64, DI
+	SUBQ $8, CX
+	CMPQ CX, $8
+	JGE sub8
+
+sub4:
+	CMPQ CX, $4
+	JLT sub1
+	VMULPD 0(SI), Y0, Y1
+	VMOVUPD 0(DI), Y3
+	VSUBPD Y1, Y3, Y3
+	VMOVUPD Y3, 0(DI)
+	ADDQ $32, SI
+	ADDQ $32, DI
+	SUBQ $4, CX
+
+sub1:
+	TESTQ CX, CX
+	JZ subdone
+	VMOVSD 0(SI), X1
+	VMULSD X0, X1, X1
+	VMOVSD 0(DI), X3
+	VSUBSD X1, X3, X3
+	VMOVSD X3, 0(DI)
+	ADDQ $8, SI
+	ADDQ $8, DI
+	DECQ CX
+	JMP sub1
+
+subdone:
+	VZEROUPPER
+	RET

@@ -18,3 +18,5 @@ func AbsMax4(x *float64, n int) float64 { panic("kernel: no AbsMax4 on this arch
 func QuantCodes4(x *float64, n int, inv float64, lohi *[2]float64, codes *int8) {
 	panic("kernel: no QuantCodes4 on this architecture")
 }
+
+func SubScaled(y, x *float64, n int, e float64) { panic("kernel: no SubScaled on this architecture") }

@@ -312,6 +312,15 @@ func (s *Store) isObjectFile(d Digest, st *unix.Stat_t) bool {
 	return unix.Lstat(s.objectPath(d), &ost) == nil && ost.Dev == st.Dev && ost.Ino == st.Ino
 }
 
+// ForgetDigests removes the digests record of d, so that the next Digests hashes the object
+// again: for a caller that found a remembered digest refused (a registry computed another sha256
+// for the object's bytes).
+func (s *Store) ForgetDigests(d Digest) {
+	if err := os.Remove(s.digestsPath(d)); err == nil {
+		s.log.Warn("digests record dropped", "digest", d.String())
+	}
+}
+
 // rememberDigests writes the digests record of od.Digest; failing only costs a later re-hash.
 func (s *Store) rememberDigests(od ObjectDigests) {
 	b, err := encodeDigests(od)

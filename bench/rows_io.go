@@ -116,7 +116,7 @@ func rowsPushPull(e *env) ([]Row, error) {
 	push := Row{ID: "push", Title: fmt.Sprintf("push %s", formatBytes(e.size)),
 		Note: "local registry: distribution v3 (filesystem driver, internal/testregistry) as a child process, plain HTTP on 127.0.0.1; new repository and fresh orkpipe cache per run"}
 	pull := Row{ID: "pull", Title: fmt.Sprintf("pull %s", formatBytes(e.size)),
-		Note: "fresh destination and orkpipe cache per run; every part and the whole file verified"}
+		Note: "fresh destination and orkpipe cache per run; every range and the whole file verified (BLAKE3)"}
 	p, err := e.big()
 	if err != nil {
 		return nil, err

@@ -27,7 +27,7 @@ func BenchmarkTransfer2GiB(b *testing.B) {
 	reg := regtest.Start(b, nil)
 	scratch := b.TempDir()
 	pushed := reg.Ref("bench/setup", "v1")
-	if _, err := Push(ctxT(b), src, pushed, plain(reg), WithPartSize(256<<20), WithCreated(testCreated)); err != nil {
+	if _, err := Push(ctxT(b), src, pushed, plain(reg), testRange, WithCreated(testCreated)); err != nil {
 		b.Fatal(err)
 	}
 	cp := func(b *testing.B, sync bool) time.Duration {
@@ -70,7 +70,7 @@ func BenchmarkTransfer2GiB(b *testing.B) {
 		run(b, func(i int) time.Duration {
 			ref := reg.Ref(fmt.Sprintf("bench/push-%d-%d", b.N, i), "v1") // a new repository: every layer uploads
 			t0 := time.Now()
-			if _, err := Push(ctxT(b), src, ref, plain(reg), WithPartSize(256<<20), WithCreated(testCreated)); err != nil {
+			if _, err := Push(ctxT(b), src, ref, plain(reg), testRange, WithCreated(testCreated)); err != nil {
 				b.Fatal(err)
 			}
 			return time.Since(t0)

@@ -14,6 +14,8 @@ var (
 	ErrDigestMismatch = oci.ErrDigestMismatch
 	// ErrInvalidManifest: a manifest or its annotations do not describe a valid orkpipe artifact.
 	ErrInvalidManifest = errors.New("invalid orkpipe manifest")
+	// ErrOldLayout: the artifact uses orkpipe's previous layout (1), which must be pushed again.
+	ErrOldLayout = errors.New("artifact of orkpipe's previous layout")
 	// ErrUntrusted: no attestation signed by a trusted key covers the artifact.
 	ErrUntrusted = errors.New("no valid signature by a trusted key")
 	// ErrExists: a destination file exists with different content and overwriting was not allowed.

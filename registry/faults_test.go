@@ -17,13 +17,13 @@ func TestPullFaults(t *testing.T) {
 	reg := regtest.Start(t, func(h http.Handler) http.Handler { proxy.Next = h; return proxy })
 	src := buildDir(t)
 	ref := reg.Ref("packs/faults", "v1")
-	res, err := Push(ctx, src, ref, plain(reg), WithPartSize(256<<10))
+	res, err := Push(ctx, src, ref, plain(reg), testRange)
 	if err != nil {
 		t.Fatal(err)
 	}
-	var layers int
+	var ranges int
 	for _, f := range res.Artifact.Files {
-		layers += len(f.Parts)
+		ranges += len(f.Ranges)
 	}
 
 	tests := []struct {
@@ -52,8 +52,8 @@ func TestPullFaults(t *testing.T) {
 					t.Fatal("pull succeeded through a registry that corrupts every blob")
 				}
 				msg := err.Error()
-				if !strings.Contains(msg, " part ") || !strings.Contains(msg, "sha256:") {
-					t.Errorf("error does not name the part and digest: %v", err)
+				if !strings.Contains(msg, " range ") || !strings.Contains(msg, "sha256:") {
+					t.Errorf("error does not name the range and layer digest: %v", err)
 				}
 				if tc.mode == "flip" && !errors.Is(err, ErrDigestMismatch) {
 					t.Errorf("corruption error does not wrap ErrDigestMismatch: %v", err)
@@ -65,7 +65,7 @@ func TestPullFaults(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			t.Logf("downloaded %d bytes for %d layers", pr.Downloaded, layers)
+			t.Logf("downloaded %d bytes for %d ranges", pr.Downloaded, ranges)
 			sameFiles(t, src, dst)
 		})
 	}
@@ -86,7 +86,7 @@ func TestUploadFallback(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			proxy.Set(tc.refuse, -1, 0)
 			repo := "packs/" + tc.refuse
-			res, err := Push(ctx, src, reg.Ref(repo, "v1"), plain(reg), WithPartSize(256<<10), WithUploadMode(tc.mode, 100<<10))
+			res, err := Push(ctx, src, reg.Ref(repo, "v1"), plain(reg), testRange, WithUploadMode(tc.mode, 100<<10))
 			proxy.Set("", 0, 0)
 			if err != nil {
 				t.Fatal(err)

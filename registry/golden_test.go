@@ -17,7 +17,7 @@ var update = flag.Bool("update", false, "rewrite golden files and fuzz seeds und
 // compression decision or encoder output shows up as a diff (rewrite with -update after review).
 func TestManifestGolden(t *testing.T) {
 	reg := regtest.Start(t, nil)
-	res, err := Push(ctxT(t), buildDir(t), reg.Ref("packs/golden", "v1"), plain(reg), WithPartSize(256<<10), WithAnnotator(PackAnnotator))
+	res, err := Push(ctxT(t), buildDir(t), reg.Ref("packs/golden", "v1"), plain(reg), testRange, WithAnnotator(PackAnnotator))
 	if err != nil {
 		t.Fatal(err)
 	}

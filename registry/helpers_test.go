@@ -1,6 +1,7 @@
 package registry
 
 import (
+	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -36,14 +37,20 @@ func copyFile(t testing.TB, src, dst string) {
 		t.Fatal(err)
 	}
 	defer in.Close()
-	out, err := os.Create(dst)
+	writeFrom(t, dst, in)
+}
+
+// writeFrom writes what r yields to a new file at path.
+func writeFrom(t testing.TB, path string, r io.Reader) {
+	t.Helper()
+	f, err := os.Create(path)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := io.Copy(out, in); err != nil {
+	if _, err := io.Copy(f, r); err != nil {
 		t.Fatal(err)
 	}
-	if err := out.Close(); err != nil {
+	if err := f.Close(); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -149,11 +156,45 @@ func writePack(t testing.TB, src, dst string) {
 	}
 }
 
+// writeText writes a compressible text file (words from a small vocabulary, pseudo-random order):
+// the given data extents of a file of size bytes, the rest left as holes.
+func writeText(t testing.TB, path string, size int64, exts []Extent, seed uint64) {
+	t.Helper()
+	f, err := os.Create(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if err := f.Truncate(size); err != nil {
+		t.Fatal(err)
+	}
+	words := strings.Fields("the little model quantized its weights and the board ran them fast and well once upon a time")
+	rng := rand.New(rand.NewPCG(seed, 7))
+	for _, e := range exts {
+		var b bytes.Buffer
+		for int64(b.Len()) < e.Len {
+			b.WriteString(words[rng.IntN(len(words))])
+			b.WriteByte(" \n"[rng.IntN(2)])
+		}
+		if _, err := f.WriteAt(b.Bytes()[:e.Len], e.Off); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := f.Close(); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // buildDir makes a build output directory from the shared stories260K files: the F32 GGUF, the
-// Q4_0 GGUF (an int4 payload), a real orkpack, a sparse stub, report.json and provenance.json.
+// Q4_0 GGUF (an int4 payload), a real orkpack, a sparse stub, report.json and provenance.json
+// (raw and tar layers), plus two compressible files (tar+zstd layers): calib.txt (6 MiB of text,
+// two 4 MiB ranges) and sparse-text.gguf (24 MiB, three text extents between holes: a PAX-sparse
+// archive in six ranges, some of holes only).
 func buildDir(t testing.TB) string {
 	t.Helper()
 	dir := t.TempDir()
+	writeText(t, filepath.Join(dir, "calib.txt"), 6<<20, []Extent{{0, 6 << 20}}, 1)
+	writeText(t, filepath.Join(dir, "sparse-text.gguf"), 24<<20, []Extent{{0, 1 << 20}, {9<<20 + 4096, 2 << 20}, {24<<20 - 8192, 8192}}, 2)
 	copyFile(t, testfiles.Path(t, "stories260K.gguf"), filepath.Join(dir, "stories260K.gguf"))
 	copyFile(t, testfiles.Path(t, "stories260K-Q4_0.gguf"), filepath.Join(dir, "stories260K-Q4_0.gguf"))
 	writePack(t, testfiles.Path(t, "stories260K.gguf"), filepath.Join(dir, "model.orkpack"))
@@ -253,6 +294,9 @@ func noPulledFiles(t testing.TB, dst string) {
 }
 
 func plain(r *regtest.Registry) Option { return WithPlainHTTP(r.Host) }
+
+// testRange is the range size of the tests: the smallest, so that files of a few MiB have several.
+var testRange = WithRangeSize(MinRangeSize)
 
 func ctxT(t testing.TB) context.Context {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)

@@ -12,10 +12,10 @@ import (
 	"orkpipe/registry/regtest"
 )
 
-// TestLargeFileParts pushes a generated ~2 GiB orkpack (31 int8 entries of 8192 x 8192 with random
-// codes, written by ork/pack) with a 256 MiB part size (8 layers, 4 jobs) and pulls it back
-// byte-identical. Skipped with -short.
-func TestLargeFileParts(t *testing.T) {
+// TestLargeFileRanges pushes a generated ~2 GiB orkpack (31 int8 entries of 8192 x 8192 with random
+// codes, written by ork/pack) as one raw layer of 256 MiB ranges (8 ranges, 4 jobs) and pulls it
+// back byte-identical. Skipped with -short.
+func TestLargeFileRanges(t *testing.T) {
 	if testing.Short() {
 		t.Skip("2 GiB round trip skipped with -short")
 	}
@@ -24,21 +24,16 @@ func TestLargeFileParts(t *testing.T) {
 	src := t.TempDir()
 	size := writeLargePack(t, filepath.Join(src, "big.orkpack"), 31)
 	ref := reg.Ref("packs/big", "v1")
-	res, err := Push(ctx, src, ref, plain(reg), WithPartSize(256<<20), WithJobs(4), WithCreated(testCreated), WithAnnotator(PackAnnotator))
+	res, err := Push(ctx, src, ref, plain(reg), WithRangeSize(256<<20), WithJobs(4), WithCreated(testCreated), WithAnnotator(PackAnnotator))
 	if err != nil {
 		t.Fatal(err)
 	}
 	f, _ := res.Artifact.File("big.orkpack")
-	if len(f.Parts) != 8 {
-		t.Fatalf("%d parts, want 8", len(f.Parts))
+	if len(f.Ranges) != 8 || f.Form != FormRaw {
+		t.Fatalf("%d ranges in a %s layer, want 8 in a raw one", len(f.Ranges), f.Form)
 	}
 	if f.Extra[AnnotationPackEntries] != "31" {
 		t.Errorf("pack annotations %v, want 31 entries", f.Extra)
-	}
-	for _, p := range f.Parts {
-		if p.Compressed() {
-			t.Errorf("part %d of random data compressed", p.Index)
-		}
 	}
 	dst := filepath.Join(t.TempDir(), "out")
 	pr, err := Pull(ctx, ref, dst, plain(reg), WithJobs(4))

@@ -1,14 +1,19 @@
 package registry
 
 import (
+	"bytes"
+	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"math"
 	"sort"
 	"strconv"
 	"strings"
 	"time"
 
 	v1 "github.com/google/go-containerregistry/pkg/v1"
+	"github.com/google/go-containerregistry/pkg/v1/types"
 
 	"orkpipe/artifacts"
 )
@@ -26,7 +31,9 @@ type ModelInfo struct {
 	Recipe       string `json:"recipe,omitempty"` // recipe digest, blake3:<hex>
 }
 
-// ModelConfig is the ModelPack config blob (application/vnd.cncf.model.config.v1+json).
+// ModelConfig is the ModelPack config blob (application/vnd.cncf.model.config.v1+json): the
+// fields of model-spec's specs-go/v1 Model that orkpipe fills, and no others (its schema allows
+// no additional properties).
 type ModelConfig struct {
 	Descriptor struct {
 		CreatedAt *time.Time `json:"createdAt,omitempty"`
@@ -47,46 +54,6 @@ type ModelConfig struct {
 	} `json:"modelfs"`
 }
 
-// Part is one layer: the bytes of Extents of its file, concatenated, possibly zstd-compressed.
-type Part struct {
-	Index     int
-	Extents   []Extent
-	RawSize   int64  // sum of the extents' lengths
-	RawSHA256 string // sha256 of the uncompressed bytes (the ModelPack diffID)
-	Layer     v1.Descriptor
-}
-
-// Compressed reports whether the layer is zstd-compressed.
-func (p Part) Compressed() bool { return strings.HasSuffix(string(p.Layer.MediaType), SuffixZstd) }
-
-// File is one file of an artifact and the layers that carry it.
-type File struct {
-	Name      string
-	MediaType string // MediaTypeWeightRaw or MediaTypeDocRaw (without +zstd)
-	Digests   FileDigests
-	Parts     []Part
-	// Extra holds the dev.orkpipe.* layer annotations that are not part of the layout (e.g. pack version).
-	Extra map[string]string
-}
-
-// DataSize is the number of file bytes carried by layers (the non-hole bytes).
-func (f File) DataSize() int64 {
-	var n int64
-	for _, p := range f.Parts {
-		n += p.RawSize
-	}
-	return n
-}
-
-// StoredSize is the number of bytes the layers occupy in the registry.
-func (f File) StoredSize() int64 {
-	var n int64
-	for _, p := range f.Parts {
-		n += p.Layer.Size
-	}
-	return n
-}
-
 // Artifact is a parsed, validated orkpipe manifest.
 type Artifact struct {
 	Digest      v1.Hash // sha256 of Raw
@@ -94,16 +61,34 @@ type Artifact struct {
 	Manifest    v1.Manifest
 	Created     time.Time
 	Annotations map[string]string
-	Files       []File
+	Files       []File // in layer order (by name)
 }
 
-// layerAnnotations returns the annotations of part p of file f.
-func layerAnnotations(f File, p Part) (map[string]string, error) {
-	ext := make([][2]int64, len(p.Extents))
-	for i, e := range p.Extents {
-		ext[i] = [2]int64{e.Off, e.Len}
+// File returns the file named name.
+func (a *Artifact) File(name string) (File, bool) {
+	for _, f := range a.Files {
+		if f.Name == name {
+			return f, true
+		}
 	}
-	b, err := json.Marshal(ext)
+	return File{}, false
+}
+
+// fileMetadata is the value of org.cncf.model.file.metadata+json (model-spec's FileMetadata):
+// what the tar form's header says, for clients that restore it on raw layers.
+type fileMetadata struct {
+	Name     string    `json:"name"`
+	Mode     uint32    `json:"mode"`
+	UID      uint32    `json:"uid"`
+	GID      uint32    `json:"gid"`
+	Size     int64     `json:"size"`
+	ModTime  time.Time `json:"mtime"`
+	Typeflag byte      `json:"typeflag"`
+}
+
+// layerAnnotations returns the annotations of f's layer.
+func layerAnnotations(f File) (map[string]string, error) {
+	meta, err := json.Marshal(fileMetadata{Name: f.Name, Mode: tarMode, Size: f.Digests.Size, ModTime: time.Unix(0, 0).UTC(), Typeflag: '0'})
 	if err != nil {
 		return nil, err
 	}
@@ -112,31 +97,88 @@ func layerAnnotations(f File, p Part) (map[string]string, error) {
 		a[k] = v
 	}
 	a[AnnotationFilepath] = f.Name
+	a[AnnotationTitle] = f.Title()
+	a[AnnotationFileMetadata] = string(meta)
 	a[AnnotationFileSize] = strconv.FormatInt(f.Digests.Size, 10)
-	if f.Digests.SHA256 != "" { // push always has both; only a re-encoded foreign manifest lacks one
-		a[AnnotationFileSHA256] = f.Digests.SHA256
+	a[AnnotationFileSHA256] = f.Digests.SHA256
+	a[AnnotationFileBLAKE3] = f.Digests.BLAKE3.String()
+	if hasHoles(f.Digests.Size, f.Extents) {
+		a[AnnotationFileExtents] = extentsJSON(f.Extents)
 	}
-	if !f.Digests.BLAKE3.IsZero() {
-		a[AnnotationFileBLAKE3] = f.Digests.BLAKE3.String()
+	if f.RangeSize != 0 {
+		cvs := make([]string, len(f.Ranges))
+		stored := make([]Extent, len(f.Ranges))
+		for k, r := range f.Ranges {
+			cvs[k] = cvHex(r.CV)
+			stored[k] = r.Stored
+		}
+		a[AnnotationRangeSize] = strconv.FormatInt(f.RangeSize, 10)
+		a[AnnotationRangeBLAKE3] = strings.Join(cvs, ",")
+		if f.Form != FormRaw {
+			a[AnnotationRangeStored] = extentsJSON(stored)
+		}
 	}
-	a[AnnotationPart] = fmt.Sprintf("%d/%d", p.Index, len(f.Parts))
-	a[AnnotationPartExtents] = string(b)
-	a[AnnotationPartSHA256] = p.RawSHA256
 	return a, nil
 }
 
-// layoutKeys are the layer annotations interpreted by parseManifest; any other dev.orkpipe.* key is Extra.
+// layoutKeys are the layer annotations the layout defines; any other dev.orkpipe.* key is Extra.
 var layoutKeys = map[string]bool{
-	AnnotationFilepath: true, AnnotationFileSize: true, AnnotationFileSHA256: true, AnnotationFileBLAKE3: true,
-	AnnotationPart: true, AnnotationPartExtents: true, AnnotationPartSHA256: true,
+	AnnotationFilepath: true, AnnotationTitle: true, AnnotationFileMetadata: true,
+	AnnotationFileSize: true, AnnotationFileSHA256: true, AnnotationFileBLAKE3: true, AnnotationFileExtents: true,
+	AnnotationRangeSize: true, AnnotationRangeBLAKE3: true, AnnotationRangeStored: true,
 }
 
-// ParseManifest parses and validates an orkpipe pack manifest. It checks everything a pull relies
-// on: media types, file names (plain names, no path separators), part numbering, extents (sorted,
-// disjoint, inside the file), per-file digests agreeing across layers, and layer sizes. The
-// whole-file sha256 and BLAKE3 annotations are optional (validated when present); a missing one
-// is zero in File.Digests. It never
-// trusts the registry: every later byte is checked against what this returns.
+func extentsJSON(exts []Extent) string {
+	pairs := make([][2]int64, len(exts))
+	for i, e := range exts {
+		pairs[i] = [2]int64{e.Off, e.Len}
+	}
+	b, _ := json.Marshal(pairs) // pairs of integers always marshal
+	return string(b)
+}
+
+func parseExtents(s string) ([]Extent, error) {
+	var pairs [][2]int64
+	dec := json.NewDecoder(strings.NewReader(s))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&pairs); err != nil || dec.More() {
+		return nil, fmt.Errorf("want a JSON list of [offset,length], got %q", s)
+	}
+	out := make([]Extent, len(pairs))
+	for i, p := range pairs {
+		out[i] = Extent{p[0], p[1]}
+	}
+	return out, nil
+}
+
+// cvHex is the text form of a chaining value: its 32 bytes (little-endian words), hex.
+func cvHex(cv artifacts.ChainValue) string {
+	var b [32]byte
+	for i, w := range cv {
+		b[4*i], b[4*i+1], b[4*i+2], b[4*i+3] = byte(w), byte(w>>8), byte(w>>16), byte(w>>24)
+	}
+	return hex.EncodeToString(b[:])
+}
+
+func parseCV(s string) (artifacts.ChainValue, error) {
+	var cv artifacts.ChainValue
+	b, err := hex.DecodeString(s)
+	if err != nil || len(b) != 32 || strings.ToLower(s) != s {
+		return cv, fmt.Errorf("chaining value %q: want 64 lowercase hex digits", s)
+	}
+	for i := range cv {
+		cv[i] = uint32(b[4*i]) | uint32(b[4*i+1])<<8 | uint32(b[4*i+2])<<16 | uint32(b[4*i+3])<<24
+	}
+	return cv, nil
+}
+
+// ParseManifest parses and validates an orkpipe pack manifest (layout 2). It checks everything a
+// pull relies on: media types (ModelPack's), one layer per file with a plain name and the title a
+// client writes it to, the whole-file digests, data extents (sorted, disjoint, inside the file),
+// the ranges (size, chaining values, where each is stored), and for a raw layer that its digest
+// and size are the file's. It never trusts the registry: every later byte is checked against what
+// this returns. A manifest of the previous layout (1) is refused with a message saying how to
+// re-push it.
 func ParseManifest(raw []byte) (*Artifact, error) {
 	var m v1.Manifest
 	if err := json.Unmarshal(raw, &m); err != nil {
@@ -154,11 +196,17 @@ func ParseManifest(raw []byte) (*Artifact, error) {
 	if string(m.Config.MediaType) != MediaTypeModelConfig {
 		return nil, bad("config mediaType %q, want %q", m.Config.MediaType, MediaTypeModelConfig)
 	}
-	if v := m.Annotations[AnnotationFormat]; v != FormatVersion {
-		return nil, bad("annotation %s = %q, want %q", AnnotationFormat, v, FormatVersion)
+	switch v, ok := m.Annotations[AnnotationFormat]; {
+	case v == FormatVersion:
+	case v == formatV1:
+		return nil, fmt.Errorf("%w: the artifact uses orkpipe's layout 1 (files split over several layers, media types outside ModelPack's list), which this orkpipe does not read: push the build directory again with this orkpipe (orkpipe push DIR REF), or pull it with an orkpipe built before layout 2", ErrOldLayout)
+	case !ok:
+		return nil, bad("no %s annotation: not an orkpipe artifact (a ModelPack client or oras pull reads any ModelPack artifact)", AnnotationFormat)
+	default:
+		return nil, bad("annotation %s = %q, want %q (a newer orkpipe wrote it?)", AnnotationFormat, v, FormatVersion)
 	}
 	a := &Artifact{Raw: raw, Manifest: m, Annotations: m.Annotations}
-	h, _, err := v1.SHA256(strings.NewReader(string(raw)))
+	h, _, err := v1.SHA256(bytes.NewReader(raw))
 	if err != nil {
 		return nil, err
 	}
@@ -170,114 +218,158 @@ func ParseManifest(raw []byte) (*Artifact, error) {
 		}
 		a.Created = t
 	}
-	byName := map[string]*File{}
-	var order []string
+	seen := map[string]bool{}
 	for i, l := range m.Layers {
-		where := fmt.Sprintf("layer %d (%s)", i, l.Digest)
-		if l.Digest.Algorithm != "sha256" || len(l.Digest.Hex) != 64 || l.Size < 0 {
-			return nil, bad("%s: digest must be sha256 and size non-negative", where)
+		f, err := parseLayer(l)
+		if err != nil {
+			return nil, bad("layer %d (%s): %v", i, l.Digest, err)
 		}
-		mt := strings.TrimSuffix(string(l.MediaType), SuffixZstd)
-		if mt != MediaTypeWeightRaw && mt != MediaTypeDocRaw {
-			return nil, bad("%s: mediaType %q is not a ModelPack weight or doc raw layer", where, l.MediaType)
+		if seen[f.Name] {
+			return nil, bad("layer %d (%s): file %q appears twice", i, l.Digest, f.Name)
 		}
-		la := l.Annotations
-		name := la[AnnotationFilepath]
-		if err := validName(name); err != nil {
-			return nil, bad("%s: %s: %v", where, AnnotationFilepath, err)
-		}
-		var fd FileDigests
-		if fd.Size, err = strconv.ParseInt(la[AnnotationFileSize], 10, 64); err != nil || fd.Size < 0 {
-			return nil, bad("%s: %s = %q, want a non-negative integer", where, AnnotationFileSize, la[AnnotationFileSize])
-		}
-		// The whole-file digests may be absent (a manifest from another tool); present, they must be
-		// well-formed. Pull verifies with the strongest one present (see Verification).
-		if v, ok := la[AnnotationFileSHA256]; ok {
-			if fd.SHA256 = v; !validSHA256(v) {
-				return nil, bad("%s: %s = %q, want sha256:<64 hex>", where, AnnotationFileSHA256, v)
-			}
-		}
-		if v, ok := la[AnnotationFileBLAKE3]; ok {
-			if fd.BLAKE3, err = artifacts.ParseDigest(v); err != nil {
-				return nil, bad("%s: %s: %v", where, AnnotationFileBLAKE3, err)
-			}
-			if fd.BLAKE3.IsZero() { // the zero digest stands for "absent"; no real content hashes to it
-				return nil, bad("%s: %s = %q is all zeros", where, AnnotationFileBLAKE3, v)
-			}
-		}
-		var idx, count int
-		if _, err := fmt.Sscanf(la[AnnotationPart], "%d/%d", &idx, &count); err != nil ||
-			la[AnnotationPart] != fmt.Sprintf("%d/%d", idx, count) || idx < 0 || idx >= count {
-			return nil, bad("%s: %s = %q, want INDEX/COUNT", where, AnnotationPart, la[AnnotationPart])
-		}
-		p := Part{Index: idx, Layer: l, RawSHA256: la[AnnotationPartSHA256]}
-		if !validSHA256(p.RawSHA256) {
-			return nil, bad("%s: %s = %q, want sha256:<64 hex>", where, AnnotationPartSHA256, p.RawSHA256)
-		}
-		var ext [][2]int64
-		if err := json.Unmarshal([]byte(la[AnnotationPartExtents]), &ext); err != nil || (len(ext) == 0 && count != 1) {
-			return nil, bad("%s: %s = %q, want a JSON list of [offset,length] (empty only for a file without data)", where, AnnotationPartExtents, la[AnnotationPartExtents])
-		}
-		for _, e := range ext {
-			if e[0] < 0 || e[1] <= 0 || e[0] > fd.Size-e[1] {
-				return nil, bad("%s: extent [%d,%d] outside file of %d bytes", where, e[0], e[1], fd.Size)
-			}
-			if n := len(p.Extents); n > 0 && p.Extents[n-1].End() > e[0] {
-				return nil, bad("%s: extents not sorted and disjoint", where)
-			}
-			p.Extents = append(p.Extents, Extent{Off: e[0], Len: e[1]})
-			p.RawSize += e[1]
-		}
-		if !p.Compressed() && l.Size != p.RawSize {
-			return nil, bad("%s: uncompressed layer of %d bytes carries extents of %d bytes", where, l.Size, p.RawSize)
-		}
-		f := byName[name]
-		if f == nil {
-			f = &File{Name: name, MediaType: mt, Digests: fd, Parts: make([]Part, count), Extra: map[string]string{}}
-			for k, v := range la {
-				if !layoutKeys[k] {
-					f.Extra[k] = v
-				}
-			}
-			byName[name] = f
-			order = append(order, name)
-		}
-		if f.Digests != fd || len(f.Parts) != count || f.MediaType != mt {
-			return nil, bad("%s: file %q described differently by its layers", where, name)
-		}
-		if f.Parts[idx].RawSHA256 != "" {
-			return nil, bad("%s: file %q part %d appears twice", where, name, idx)
-		}
-		f.Parts[idx] = p
+		seen[f.Name] = true
+		a.Files = append(a.Files, f)
 	}
-	sort.Strings(order)
-	for _, name := range order {
-		f := byName[name]
-		end := int64(0)
-		for i, p := range f.Parts {
-			if p.RawSHA256 == "" {
-				return nil, bad("file %q: part %d of %d missing", name, i, len(f.Parts))
-			}
-			if len(p.Extents) > 0 && p.Extents[0].Off < end {
-				return nil, bad("file %q: part %d overlaps part %d", name, i, i-1)
-			}
-			if len(p.Extents) > 0 {
-				end = p.Extents[len(p.Extents)-1].End()
-			}
-		}
-		a.Files = append(a.Files, *f)
+	if !sort.SliceIsSorted(a.Files, func(i, j int) bool { return a.Files[i].Name < a.Files[j].Name }) {
+		return nil, bad("layers are not in file-name order")
 	}
 	return a, nil
 }
 
-// File returns the file named name.
-func (a *Artifact) File(name string) (File, bool) {
-	for _, f := range a.Files {
-		if f.Name == name {
-			return f, true
+// parseLayer validates one layer and returns the file it carries.
+func parseLayer(l v1.Descriptor) (File, error) {
+	var f File
+	if l.Digest.Algorithm != "sha256" || !validSHA256(l.Digest.String()) || l.Size < 0 {
+		return f, errors.New("digest must be sha256:<64 lowercase hex> and size non-negative")
+	}
+	mt := string(l.MediaType)
+	rest, ok := strings.CutPrefix(mt, mediaTypePrefix)
+	class, form, ok2 := strings.Cut(rest, ".v1.")
+	f.Class, f.Form = class, Form(form)
+	if !ok || !ok2 || (class != ClassWeight && class != ClassDoc) || (f.Form != FormRaw && f.Form != FormTar && f.Form != FormTarZstd) {
+		return f, fmt.Errorf("mediaType %q: want a ModelPack weight or doc layer, raw, tar or tar+zstd", mt)
+	}
+	la := l.Annotations
+	f.Name = la[AnnotationFilepath]
+	if err := validName(f.Name); err != nil {
+		return f, fmt.Errorf("%s: %w", AnnotationFilepath, err)
+	}
+	if t := la[AnnotationTitle]; t != f.Title() {
+		return f, fmt.Errorf("%s = %q, want %q for a %s layer of %s", AnnotationTitle, t, f.Title(), f.Form, f.Name)
+	}
+	var err error
+	d := &f.Digests
+	if d.Size, err = strconv.ParseInt(la[AnnotationFileSize], 10, 64); err != nil || d.Size < 0 || strconv.FormatInt(d.Size, 10) != la[AnnotationFileSize] {
+		return f, fmt.Errorf("%s = %q, want a non-negative integer", AnnotationFileSize, la[AnnotationFileSize])
+	}
+	if d.SHA256 = la[AnnotationFileSHA256]; !validSHA256(d.SHA256) {
+		return f, fmt.Errorf("%s = %q, want sha256:<64 lowercase hex>", AnnotationFileSHA256, d.SHA256)
+	}
+	if d.BLAKE3, err = artifacts.ParseDigest(la[AnnotationFileBLAKE3]); err != nil {
+		return f, fmt.Errorf("%s: %w", AnnotationFileBLAKE3, err)
+	}
+	f.Extents = fullExtents(d.Size)
+	if v, ok := la[AnnotationFileExtents]; ok {
+		if f.Extents, err = parseExtents(v); err != nil {
+			return f, fmt.Errorf("%s: %w", AnnotationFileExtents, err)
+		}
+		if !hasHoles(d.Size, f.Extents) {
+			return f, fmt.Errorf("%s lists no hole: a file without holes has no such annotation", AnnotationFileExtents)
 		}
 	}
-	return File{}, false
+	var end int64
+	for _, e := range f.Extents {
+		if e.Off < end || e.Len <= 0 || e.Off > d.Size-e.Len {
+			return f, fmt.Errorf("extent [%d,+%d): extents must be sorted, disjoint, non-empty and inside the file's %d bytes", e.Off, e.Len, d.Size)
+		}
+		end = e.End()
+	}
+	if f.Form == FormRaw && (l.Digest.String() != d.SHA256 || l.Size != d.Size) {
+		return f, fmt.Errorf("a raw layer is the file itself, but its digest and size (%s, %d) are not the file's (%s, %d)", l.Digest, l.Size, d.SHA256, d.Size)
+	}
+	f.Layer = v1.Descriptor{MediaType: types.MediaType(mt), Size: l.Size, Digest: l.Digest, Annotations: la}
+	if err := parseRanges(&f, la); err != nil {
+		return f, err
+	}
+	f.Extra = map[string]string{}
+	for k, v := range la {
+		if !layoutKeys[k] && strings.HasPrefix(k, "dev.orkpipe.") {
+			f.Extra[k] = v
+		}
+	}
+	return f, nil
+}
+
+// parseRanges reads the range annotations of f's layer (absent for a one-range file).
+func parseRanges(f *File, la map[string]string) error {
+	size := f.Digests.Size
+	sizeStr, multi := la[AnnotationRangeSize]
+	if !multi {
+		if _, ok := la[AnnotationRangeBLAKE3]; ok {
+			return fmt.Errorf("%s without %s", AnnotationRangeBLAKE3, AnnotationRangeSize)
+		}
+		if _, ok := la[AnnotationRangeStored]; ok {
+			return fmt.Errorf("%s without %s", AnnotationRangeStored, AnnotationRangeSize)
+		}
+		f.Ranges = []Range{{Off: 0, Len: size, Stored: Extent{0, f.Layer.Size}}}
+		return f.checkRanges()
+	}
+	rs, err := strconv.ParseInt(sizeStr, 10, 64)
+	if err != nil || !ValidRangeSize(rs) || rs >= size || strconv.FormatInt(rs, 10) != sizeStr {
+		return fmt.Errorf("%s = %q: want a power of two of at least %d bytes, smaller than the file's %d", AnnotationRangeSize, sizeStr, artifacts.PieceSize, size)
+	}
+	f.RangeSize = rs
+	f.Ranges = rangesOf(size, rs)
+	if len(f.Ranges) > math.MaxInt32 {
+		return fmt.Errorf("%d ranges: too many", len(f.Ranges))
+	}
+	cvs := strings.Split(la[AnnotationRangeBLAKE3], ",")
+	if len(cvs) != len(f.Ranges) {
+		return fmt.Errorf("%s holds %d values for %d ranges", AnnotationRangeBLAKE3, len(cvs), len(f.Ranges))
+	}
+	for k := range f.Ranges {
+		if f.Ranges[k].CV, err = parseCV(cvs[k]); err != nil {
+			return fmt.Errorf("%s: range %d: %w", AnnotationRangeBLAKE3, k, err)
+		}
+	}
+	if f.Form == FormRaw {
+		if _, ok := la[AnnotationRangeStored]; ok {
+			return fmt.Errorf("%s on a raw layer (its ranges are stored at their file offsets)", AnnotationRangeStored)
+		}
+		for k := range f.Ranges {
+			f.Ranges[k].Stored = Extent{f.Ranges[k].Off, f.Ranges[k].Len}
+		}
+	} else {
+		stored, err := parseExtents(la[AnnotationRangeStored])
+		if err != nil {
+			return fmt.Errorf("%s: %w", AnnotationRangeStored, err)
+		}
+		if len(stored) != len(f.Ranges) {
+			return fmt.Errorf("%s holds %d ranges, want %d", AnnotationRangeStored, len(stored), len(f.Ranges))
+		}
+		for k := range f.Ranges {
+			f.Ranges[k].Stored = stored[k]
+		}
+	}
+	if err := f.checkRanges(); err != nil {
+		return err
+	}
+	root, err := artifacts.RootDigest(rangeCVs(*f))
+	if err != nil {
+		return err
+	}
+	if root != f.Digests.BLAKE3 {
+		return fmt.Errorf("the ranges' chaining values merge into %s, not the file's %s", root, f.Digests.BLAKE3)
+	}
+	return nil
+}
+
+func rangeCVs(f File) []artifacts.ChainValue {
+	cvs := make([]artifacts.ChainValue, len(f.Ranges))
+	for k, r := range f.Ranges {
+		cvs[k] = r.CV
+	}
+	return cvs
 }
 
 func validSHA256(s string) bool {

@@ -1,17 +1,23 @@
 package registry
 
 // Media types (CNCF ModelPack, OCI 1.1) and annotation keys. docs/oci.md is the normative description.
+//
+// The ModelPack media types are those of github.com/modelpack/model-spec, specs-go/v1/mediatype.go:
+// a manifest artifactType, a config, and for each of the layer families weight, weight.config,
+// doc, code and dataset the four forms .v1.raw, .v1.tar, .v1.tar+gzip and .v1.tar+zstd. orkpipe
+// writes the weight and doc families in the raw, tar and tar+zstd forms.
 const (
 	// ArtifactTypeModel is the manifest artifactType of a pushed pack (ModelPack).
 	ArtifactTypeModel = "application/vnd.cncf.model.manifest.v1+json"
 	// MediaTypeModelConfig is the config blob of a pushed pack (ModelPack).
 	MediaTypeModelConfig = "application/vnd.cncf.model.config.v1+json"
-	// MediaTypeWeightRaw is a layer holding (a byte range of) a weight file: the pack or the stub GGUF.
-	MediaTypeWeightRaw = "application/vnd.cncf.model.weight.v1.raw"
-	// MediaTypeDocRaw is a layer holding (a byte range of) a document: report.json, provenance.json.
-	MediaTypeDocRaw = "application/vnd.cncf.model.doc.v1.raw"
-	// SuffixZstd marks a zstd-compressed layer: the layer digest covers the compressed bytes.
-	SuffixZstd = "+zstd"
+
+	// ClassWeight and ClassDoc are the ModelPack layer families orkpipe writes: weights (the pack,
+	// the stub GGUF, any file that is not a document) and documents (report, provenance, summary).
+	ClassWeight = "weight"
+	ClassDoc    = "doc"
+	// mediaTypePrefix + class + ".v1." + form is a ModelPack layer media type.
+	mediaTypePrefix = "application/vnd.cncf.model."
 
 	// MediaTypeOCIManifest is the OCI image manifest media type used for every manifest we write.
 	MediaTypeOCIManifest = "application/vnd.oci.image.manifest.v1+json"
@@ -23,26 +29,30 @@ const (
 	MediaTypeDSSE = "application/vnd.dsse.envelope.v1+json"
 )
 
-// Annotation keys. Layer keys describe the file and the part a layer carries; every layer of a file
-// repeats the file-level keys so that each layer is self-describing.
+// Annotation keys. Every layer is one file and carries all of that file's keys.
 const (
-	AnnotationFilepath = "org.cncf.model.filepath"           // file name inside the pushed directory
-	AnnotationCreated  = "org.opencontainers.image.created"  // manifest: build time from provenance
-	AnnotationTitle    = "org.opencontainers.image.title"    // manifest: model name
-	AnnotationVersion  = "org.opencontainers.image.version"  // manifest: model version
-	AnnotationRevision = "org.opencontainers.image.revision" // manifest: model revision
+	AnnotationFilepath     = "org.cncf.model.filepath"           // layer: the file's name (ModelPack)
+	AnnotationFileMetadata = "org.cncf.model.file.metadata+json" // layer: ModelPack file metadata (mode, owner, mtime)
+	AnnotationTitle        = "org.opencontainers.image.title"    // layer: the name oras writes the blob to; manifest: model name
+	AnnotationCreated      = "org.opencontainers.image.created"  // manifest: build time from provenance
+	AnnotationVersion      = "org.opencontainers.image.version"  // manifest: model version
+	AnnotationRevision     = "org.opencontainers.image.revision" // manifest: model revision
 
-	AnnotationFormat       = "dev.orkpipe.format"         // manifest: layout version of this artifact ("1")
+	AnnotationFormat       = "dev.orkpipe.format"         // manifest: layout version of this artifact ("2")
 	AnnotationBoardProfile = "dev.orkpipe.board-profile"  // manifest: board profile the pack targets
 	AnnotationRecipe       = "dev.orkpipe.recipe.digest"  // manifest: recipe digest (blake3:...)
-	AnnotationFileSize     = "dev.orkpipe.file.size"      // layer: whole file size in bytes (decimal)
-	AnnotationFileSHA256   = "dev.orkpipe.file.sha256"    // layer: sha256 of the whole uncompressed file
-	AnnotationFileBLAKE3   = "dev.orkpipe.file.blake3"    // layer: BLAKE3 of the whole uncompressed file
-	AnnotationPart         = "dev.orkpipe.part"           // layer: "INDEX/COUNT", 0-based
-	AnnotationPartExtents  = "dev.orkpipe.part.extents"   // layer: JSON [[offset,length],...] the layer's bytes fill
-	AnnotationPartSHA256   = "dev.orkpipe.part.sha256"    // layer: sha256 of the uncompressed layer bytes (= diffID)
+	AnnotationFileSize     = "dev.orkpipe.file.size"      // layer: the file's size in bytes (decimal)
+	AnnotationFileSHA256   = "dev.orkpipe.file.sha256"    // layer: sha256 of the file (holes as zeros)
+	AnnotationFileBLAKE3   = "dev.orkpipe.file.blake3"    // layer: BLAKE3 of the file (holes as zeros)
+	AnnotationFileExtents  = "dev.orkpipe.file.extents"   // layer: JSON [[offset,length],...] data extents, when the file has holes
+	AnnotationRangeSize    = "dev.orkpipe.range.size"     // layer: bytes per verification range, when more than one
+	AnnotationRangeBLAKE3  = "dev.orkpipe.range.blake3"   // layer: BLAKE3 chaining value of each range, hex, comma-separated
+	AnnotationRangeStored  = "dev.orkpipe.range.stored"   // layer (tar forms): JSON [[offset,length],...] of each range in the blob
 	AnnotationPredicate    = "dev.orkpipe.predicate-type" // attestation manifest: in-toto predicate type
 
 	// FormatVersion is the value of AnnotationFormat this package writes and reads.
-	FormatVersion = "1"
+	FormatVersion = "2"
+	// formatV1 is the previous layout (a file split over several byte-range layers, media types
+	// outside ModelPack's list); pull refuses it with a message saying how to re-push.
+	formatV1 = "1"
 )

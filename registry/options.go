@@ -10,13 +10,18 @@ import (
 
 	"github.com/google/go-containerregistry/pkg/authn"
 
+	"orkpipe/artifacts"
 	"orkpipe/registry/oci"
 )
 
 // Defaults.
 const (
-	DefaultPartSize = 512 << 20 // a file's data is pushed as layers of at most this many bytes
-	MinPartSize     = 64 << 10
+	// DefaultRangeSize is the bytes per verification range: a file is fetched in parallel ranges of
+	// this size, each checked against its own BLAKE3 value, and a killed pull loses at most the
+	// ranges in flight.
+	DefaultRangeSize = 64 << 20
+	// MinRangeSize is the smallest range: one BLAKE3 piece (ranges are powers of two of pieces).
+	MinRangeSize = artifacts.PieceSize
 )
 
 // Annotator returns extra layer annotations for one file about to be pushed (for example the pack
@@ -39,34 +44,31 @@ func (f AnnotatorFunc) FileAnnotations(ctx context.Context, path string) (map[st
 type Option func(*options) error
 
 type options struct {
-	conn      []oci.Option // how to reach the registry (registry/oci)
-	partSize  int64
+	conn      []oci.Option // how to reach the registry (registry/oci): transport, logger, retries
+	rangeSize int64
 	jobs      int
 	progress  Progress
 	signer    ed25519.PrivateKey
 	trust     []ed25519.PublicKey
 	annotator Annotator
+	digests   DigestSource
 	model     ModelInfo
 	created   time.Time
-	logger    *slog.Logger
-	retries   int
 	force     bool
 }
 
 func makeOptions(opts []Option) (*options, error) {
 	o := &options{
-		partSize: DefaultPartSize,
-		jobs:     4,
-		progress: nopProgress{},
-		logger:   slog.Default(),
-		retries:  oci.DefaultRetries,
+		rangeSize: DefaultRangeSize,
+		jobs:      4,
+		progress:  nopProgress{},
+		digests:   hashFiles{},
 	}
 	for _, opt := range opts {
 		if err := opt(o); err != nil {
 			return nil, err
 		}
 	}
-	o.conn = append(o.conn, oci.WithLogger(o.logger), oci.WithRetries(o.retries))
 	return o, nil
 }
 
@@ -75,18 +77,31 @@ func conn(opt oci.Option) Option {
 	return func(o *options) error { o.conn = append(o.conn, opt); return nil }
 }
 
-// WithPartSize sets the largest layer: bigger files are pushed as several byte-range layers.
-func WithPartSize(n int64) Option {
+// WithRangeSize sets the bytes per verification range of the files Push lays out (see
+// DefaultRangeSize): a power of two of at least MinRangeSize.
+func WithRangeSize(n int64) Option {
 	return func(o *options) error {
-		if n < MinPartSize {
-			return fmt.Errorf("part size %d: must be at least %d bytes", n, MinPartSize)
+		if !ValidRangeSize(n) {
+			return fmt.Errorf("range size %d: must be a power of two of at least %d bytes", n, MinRangeSize)
 		}
-		o.partSize = n
+		o.rangeSize = n
 		return nil
 	}
 }
 
-// WithJobs sets how many layers transfer at once.
+// WithDigests makes Push take each file's digests from src (an artifacts.Store: remembered beside
+// the stored object) instead of hashing the file.
+func WithDigests(src DigestSource) Option {
+	return func(o *options) error {
+		if src == nil {
+			return fmt.Errorf("digests: nil")
+		}
+		o.digests = src
+		return nil
+	}
+}
+
+// WithJobs sets how many files and ranges transfer at once.
 func WithJobs(n int) Option {
 	return func(o *options) error {
 		if n < 1 {
@@ -178,26 +193,10 @@ func WithCreated(t time.Time) Option {
 }
 
 // WithLogger sets the logger (default slog.Default()).
-func WithLogger(l *slog.Logger) Option {
-	return func(o *options) error {
-		if l == nil {
-			return fmt.Errorf("logger: nil")
-		}
-		o.logger = l
-		return nil
-	}
-}
+func WithLogger(l *slog.Logger) Option { return conn(oci.WithLogger(l)) }
 
-// WithRetries sets the attempts per part before a transfer fails.
-func WithRetries(n int) Option {
-	return func(o *options) error {
-		if n < 1 {
-			return fmt.Errorf("retries %d: must be at least 1", n)
-		}
-		o.retries = n
-		return nil
-	}
-}
+// WithRetries sets the attempts per transfer (a file's upload, a range's download) before it fails.
+func WithRetries(n int) Option { return conn(oci.WithRetries(n)) }
 
 // WithForce lets Pull replace a destination file whose content differs from the artifact.
 func WithForce() Option {

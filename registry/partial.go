@@ -2,36 +2,32 @@ package registry
 
 import (
 	"bufio"
-	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"errors"
 	"fmt"
-	"io"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
 
-	"golang.org/x/sys/unix"
+	"orkpipe/artifacts"
 
-	"orkpipe/registry/oci"
+	"golang.org/x/sys/unix"
 )
 
 // PartialDir is the directory, beside the pulled files, that holds the state of unfinished pulls:
 //
 //	DIR/.orkpipe-partial/<manifest sha256 hex>/
 //	    lock         flock(2)ed by the pull in progress
-//	    journal      one line per verified part: "<file>\t<part index>\t<layer digest>\n", appended
-//	                 only after the part's bytes were verified and written
-//	    <file>       the file being assembled, full length, sparse, written at the parts' extents
+//	    journal      one line per verified range: "<file>\t<range index>\t<range digest>\n" (the
+//	                 range's chaining value, or the file's BLAKE3 for a one-range file), appended
+//	                 only after the range's bytes were verified and written
+//	    <file>       the file being assembled, full length, sparse, written at its data extents
 //
-// A resumed pull re-hashes every journaled part from disk before trusting it (a record whose bytes
-// no longer match, e.g. lost in a power failure, is dropped and the part downloaded again). That is
-// why neither the parts nor the journal are fsynced as they land; the finished file is, before its
-// rename into DIR. A finished file is verified whole and
-// renamed into DIR; the state directory is removed when the whole artifact is in place.
+// A resumed pull re-hashes every journaled range from disk before trusting it (a record whose bytes
+// no longer match, e.g. lost in a power failure, is dropped and the range downloaded again). That is
+// why neither the ranges nor the journal are fsynced as they land; the finished file is, before its
+// rename into DIR. The state directory is removed when the whole artifact is in place.
 const PartialDir = ".orkpipe-partial"
 
 type partialState struct {
@@ -84,7 +80,7 @@ func journalKey(file string, index int, digest string) string {
 // parseJournalLine accepts only well-formed lines; a torn last line (killed mid-write) is ignored.
 func parseJournalLine(line string) (string, bool) {
 	f := strings.Split(line, "\t")
-	if len(f) != 3 || validName(f[0]) != nil || !validSHA256(f[2]) {
+	if len(f) != 3 || validName(f[0]) != nil || !validRangeDigest(f[2]) {
 		return "", false
 	}
 	i, err := strconv.Atoi(f[1])
@@ -94,22 +90,40 @@ func parseJournalLine(line string) (string, bool) {
 	return line, true
 }
 
-// recorded reports whether part p of file was journaled as verified.
-func (s *partialState) recorded(file string, p Part) bool {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.done[journalKey(file, p.Index, p.Layer.Digest.String())]
+// validRangeDigest accepts what rangeDigest writes: 64 hex digits, or "blake3:" and 64.
+func validRangeDigest(s string) bool {
+	if _, err := artifacts.ParseDigest(s); err == nil {
+		return true
+	}
+	_, err := parseCV(s)
+	return err == nil
 }
 
-// record journals part p of file as verified (its bytes written to the partial file).
-func (s *partialState) record(file string, p Part) error {
-	k := journalKey(file, p.Index, p.Layer.Digest.String())
+// rangeDigest is the digest a range is verified against, as journaled: its chaining value, or the
+// file's BLAKE3 for a one-range file.
+func rangeDigest(f File, k int) string {
+	if f.RangeSize == 0 {
+		return f.Digests.BLAKE3.String()
+	}
+	return cvHex(f.Ranges[k].CV)
+}
+
+// recorded reports whether range k of f was journaled as verified.
+func (s *partialState) recorded(f File, k int) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if _, err := s.jnl.WriteString(k + "\n"); err != nil {
+	return s.done[journalKey(f.Name, k, rangeDigest(f, k))]
+}
+
+// record journals range k of f as verified (its bytes written to the partial file).
+func (s *partialState) record(f File, k int) error {
+	key := journalKey(f.Name, k, rangeDigest(f, k))
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if _, err := s.jnl.WriteString(key + "\n"); err != nil {
 		return fmt.Errorf("%s: journal: %w", s.dir, err)
 	}
-	s.done[k] = true
+	s.done[key] = true
 	return nil
 }
 
@@ -130,81 +144,6 @@ func (s *partialState) remove() error {
 	}
 	os.Remove(filepath.Dir(s.dir)) // only succeeds when no other artifact's state is left
 	return nil
-}
-
-// checkLocal re-hashes part p's extents in f and reports whether they match its diffID. The same
-// pass feeds pt (when not nil) the part's BLAKE3 pieces, to be kept only on a match.
-func checkLocal(ctx context.Context, f io.ReaderAt, p Part, pt *partTree) bool {
-	h := sha256.New()
-	var w io.Writer = h
-	if pt != nil {
-		w = io.MultiWriter(h, pt)
-	}
-	if _, err := io.CopyBuffer(w, oci.CtxReader{Ctx: ctx, R: extentsReader(f, p.Extents)}, make([]byte, fetchBuffer)); err != nil {
-		return false
-	}
-	if "sha256:"+hex.EncodeToString(h.Sum(nil)) != p.RawSHA256 {
-		return false
-	}
-	if pt != nil {
-		pt.close()
-	}
-	return true
-}
-
-// extentWriter writes a byte stream into a file at the offsets of a list of extents (pwrite).
-type extentWriter struct {
-	f    io.WriterAt
-	exts []Extent
-	i    int
-	off  int64 // within exts[i]
-	// writeback, when set, is called with each contiguous run of about writebackEvery bytes
-	// written (a hint to start writing them to disk).
-	writeback    func(off, n int64)
-	wbOff, wbLen int64
-}
-
-// written records n bytes written at off for the writeback hint.
-func (w *extentWriter) written(off, n int64) {
-	if w.writeback == nil {
-		return
-	}
-	if w.wbLen > 0 && w.wbOff+w.wbLen != off {
-		w.writeback(w.wbOff, w.wbLen)
-		w.wbLen = 0
-	}
-	if w.wbLen == 0 {
-		w.wbOff = off
-	}
-	w.wbLen += n
-	if w.wbLen >= writebackEvery {
-		w.writeback(w.wbOff, w.wbLen)
-		w.wbLen = 0
-	}
-}
-
-func (w *extentWriter) Write(p []byte) (int, error) {
-	written := 0
-	for len(p) > 0 {
-		if w.i >= len(w.exts) {
-			return written, fmt.Errorf("%w: more bytes than the part's extents hold", ErrDigestMismatch)
-		}
-		e := w.exts[w.i]
-		n := min(int64(len(p)), e.Len-w.off)
-		m, err := w.f.WriteAt(p[:n], e.Off+w.off)
-		written += m
-		w.written(e.Off+w.off, int64(m))
-		if err != nil {
-			return written, err
-		}
-		w.off += n
-		p = p[n:]
-		if w.off == e.Len {
-			w.i++
-			w.off = 0
-		}
-	}
-	return written, nil
 }
 
 // renameNoReplace renames src to dst and fails if dst exists (a file that appeared meanwhile is

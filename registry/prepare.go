@@ -6,7 +6,6 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
-	"hash"
 	"io"
 	"os"
 	"path/filepath"
@@ -16,71 +15,198 @@ import (
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/google/go-containerregistry/pkg/v1/types"
 	"github.com/klauspost/compress/zstd"
-	"golang.org/x/sync/errgroup"
 
 	"orkpipe/artifacts"
 	"orkpipe/registry/oci"
 )
 
-// Compression is decided per file from a sample of its data: zstd is used only when the sample
-// shrinks below compressWhenBelow of its size.
+// When a file travels as an archive instead of raw: its holes are left out only when that saves
+// at least sparseMinHoles bytes and a sparseMinShare-th of the file (a pack's page padding does
+// not make it an archive); it is compressed only when a sample of its data compresses below
+// compressWhenBelow and that saves at least compressMinSaving bytes (a report of a few KiB stays
+// raw, readable by every OCI client as it is).
 const (
+	sparseMinHoles    = 1 << 20
+	sparseMinShare    = 16
+	compressWhenBelow = 0.90
+	compressMinSaving = 1 << 20
 	sampleWindows     = 8
 	sampleWindowSize  = 128 << 10
-	compressWhenBelow = 0.90
 )
 
-// newEncoder returns the one zstd configuration used for layers. Push hashes a part's compressed
-// bytes in one pass and uploads them in another, so the encoder must be deterministic: one
-// goroutine, fixed level, no dictionary.
+// DigestSource gives the digests of a file about to be pushed: its size, sha256, BLAKE3 and BLAKE3
+// piece values. artifacts.Store implements it (FileDigests: remembered beside the stored object, so
+// that a build output is hashed at most once); without one, push hashes each file once.
+type DigestSource interface {
+	FileDigests(ctx context.Context, path string) (artifacts.ObjectDigests, error)
+}
+
+// digestForgetter is a DigestSource that remembers digests (artifacts.Store): a sha256 the registry
+// refused for a file's bytes is forgotten, so that the next push hashes the file again.
+type digestForgetter interface {
+	ForgetDigests(d artifacts.Digest)
+}
+
+type hashFiles struct{}
+
+func (hashFiles) FileDigests(ctx context.Context, path string) (artifacts.ObjectDigests, error) {
+	return artifacts.HashDigests(ctx, path)
+}
+
+// newEncoder returns the one zstd configuration used for layers. Push compresses a range once to
+// hash it and again to upload it, so the encoder must be deterministic: one goroutine, fixed
+// level, no dictionary.
 func newEncoder(w io.Writer) (*zstd.Encoder, error) {
 	return zstd.NewWriter(w, zstd.WithEncoderLevel(zstd.SpeedDefault), zstd.WithEncoderConcurrency(1), zstd.WithLowerEncoderMem(true))
 }
 
-// localFile is a file being pushed: its layout plus where its bytes are.
+// encodeFrame writes src as one zstd frame to dst and returns the bytes read from src. The
+// encoder's output depends on how its input is chunked, so the chunking is fixed here: reads of at
+// most 1 MiB, each written once.
+func encodeFrame(dst io.Writer, src io.Reader) (int64, error) {
+	enc, err := newEncoder(dst)
+	if err != nil {
+		return 0, err
+	}
+	n, err := io.CopyBuffer(struct{ io.Writer }{enc}, struct{ io.Reader }{src}, make([]byte, 1<<20))
+	if cerr := enc.Close(); err == nil {
+		err = cerr
+	}
+	return n, err
+}
+
+// localFile is a file being pushed: its layout, where its bytes are, and its identity when its
+// digests were taken.
 type localFile struct {
 	path string
 	File
+	st   os.FileInfo
+	segs []segment // the tar forms' segments
 }
 
-// mediaTypeFor classifies a file: JSON documents are docs, everything else (pack, stub) is weight.
-func mediaTypeFor(name string) string {
-	if strings.HasSuffix(name, ".json") {
-		return MediaTypeDocRaw
+// classOf says which ModelPack family a file belongs to: documents are report, provenance and
+// summary (JSON, text, Markdown); everything else (pack, stub) is a weight.
+func classOf(name string) string {
+	switch strings.ToLower(filepath.Ext(name)) {
+	case ".json", ".txt", ".md":
+		return ClassDoc
 	}
-	return MediaTypeWeightRaw
+	return ClassWeight
 }
 
-// shouldCompress compresses up to sampleWindows windows spread over the data and reports whether
-// zstd pays for this file.
-func shouldCompress(f io.ReaderAt, exts []Extent) (bool, error) {
+// prepareFile lays out one file: its digests (from src: remembered by the store, or one read),
+// its data extents (SEEK_DATA/SEEK_HOLE), its form (raw, or tar where leaving holes out or
+// compressing pays), its ranges and their chaining values (merged from the BLAKE3 piece values,
+// no hashing) and, for a tar form, the archive's digests (one pass over the data, the ranges
+// compressed in parallel). A raw layer is the file itself: its digest is the file's sha256.
+func prepareFile(ctx context.Context, path string, o *options, slots chan struct{}) (*localFile, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		return nil, err
+	}
+	od, err := o.digests.FileDigests(ctx, path)
+	if err != nil {
+		return nil, err
+	}
+	if od.Size != st.Size() {
+		return nil, fmt.Errorf("%s: %d bytes, but its digests are of %d bytes (changed meanwhile?)", path, st.Size(), od.Size)
+	}
+	size := st.Size()
+	exts, err := dataExtents(f, size)
+	if err != nil {
+		return nil, err
+	}
+	exts = alignExtents(exts, size)
+	name := filepath.Base(path)
+	lf := &localFile{path: path, st: st, File: File{Name: name, Class: classOf(name), Extents: exts, Extra: map[string]string{},
+		Digests: FileDigests{Size: size, SHA256: od.SHA256String(), BLAKE3: od.Digest}}}
+	if lf.Form, err = chooseForm(f, size, exts); err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	if o.annotator != nil {
+		extra, err := o.annotator.FileAnnotations(ctx, path)
+		if err != nil {
+			return nil, fmt.Errorf("%s: annotations: %w", path, err)
+		}
+		for k, v := range extra {
+			if !strings.HasPrefix(k, "dev.orkpipe.") || layoutKeys[k] {
+				return nil, fmt.Errorf("%s: annotator returned key %q: want a dev.orkpipe.* key that is not a layout key", path, k)
+			}
+			lf.Extra[k] = v
+		}
+	}
+	lf.Ranges = []Range{{Off: 0, Len: size}}
+	if size > o.rangeSize {
+		lf.RangeSize = o.rangeSize
+		lf.Ranges = rangesOf(size, o.rangeSize)
+		per := int(o.rangeSize / artifacts.PieceSize)
+		for k := range lf.Ranges {
+			lf.Ranges[k].CV = artifacts.MergeCVs(od.Pieces[k*per : min((k+1)*per, len(od.Pieces))])
+		}
+	}
+	if lf.Form == FormRaw {
+		for k := range lf.Ranges {
+			lf.Ranges[k].Stored = Extent{lf.Ranges[k].Off, lf.Ranges[k].Len}
+		}
+		h, _ := v1.NewHash(lf.Digests.SHA256)
+		lf.Layer, lf.DiffID = v1.Descriptor{Size: size, Digest: h}, lf.Digests.SHA256
+	} else if err := lf.hashArchive(ctx, f, slots); err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	if err := sameFile(path, st); err != nil {
+		return nil, err
+	}
+	lf.Layer.MediaType = types.MediaType(lf.MediaType())
+	if lf.Layer.Annotations, err = layerAnnotations(lf.File); err != nil {
+		return nil, err
+	}
+	return lf, nil
+}
+
+// chooseForm decides how a file of size bytes with data exts travels (see sparseMinHoles and
+// compressWhenBelow).
+func chooseForm(f io.ReaderAt, size int64, exts []Extent) (Form, error) {
+	data := extentsLen(exts)
+	holes := size - data
+	ratio, err := sampleRatio(f, exts)
+	if err != nil {
+		return "", fmt.Errorf("sample for compression: %w", err)
+	}
+	switch {
+	case ratio < compressWhenBelow && (1-ratio)*float64(data) >= compressMinSaving:
+		return FormTarZstd, nil
+	case holes >= sparseMinHoles && holes*sparseMinShare >= size:
+		return FormTar, nil
+	}
+	return FormRaw, nil
+}
+
+// sampleRatio compresses up to sampleWindows windows spread over the data and returns the ratio
+// of compressed to raw bytes (1 for a file without data).
+func sampleRatio(f io.ReaderAt, exts []Extent) (float64, error) {
 	total := extentsLen(exts)
 	if total == 0 {
-		return false, nil
+		return 1, nil
 	}
 	var raw, packed int64
 	var buf bytes.Buffer
-	enc, err := newEncoder(&buf)
-	if err != nil {
-		return false, err
-	}
 	step := max(total/sampleWindows, 1)
 	for at := int64(0); at < total; at += step {
 		n := min(int64(sampleWindowSize), total-at)
-		win := subExtents(exts, at, n)
 		buf.Reset()
-		enc.Reset(&buf)
-		m, err := io.Copy(enc, extentsReader(f, win))
+		m, err := encodeFrame(&buf, extentsReader(f, subExtents(exts, at, n)))
 		if err != nil {
-			return false, err
-		}
-		if err := enc.Close(); err != nil {
-			return false, err
+			return 0, err
 		}
 		raw += m
 		packed += int64(buf.Len())
 	}
-	return float64(packed) < compressWhenBelow*float64(raw), nil
+	return float64(packed) / float64(raw), nil
 }
 
 // subExtents returns the extents covering bytes [at, at+n) of the concatenation of exts.
@@ -102,131 +228,179 @@ func subExtents(exts []Extent, at, n int64) []Extent {
 	return out
 }
 
-// prepareFile finds the data extents of path, decides compression, cuts the data into parts and
-// hashes everything in one sequential pass: the whole file (sha256 + BLAKE3, holes as zeros), each
-// part's uncompressed bytes (diffID) and each part's stored bytes (layer digest).
-func prepareFile(ctx context.Context, path string, o *options) (*localFile, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	st, err := f.Stat()
-	if err != nil {
-		return nil, err
-	}
-	size := st.Size()
-	exts, err := dataExtents(f, size)
-	if err != nil {
-		return nil, err
-	}
-	compress, err := shouldCompress(f, exts)
-	if err != nil {
-		return nil, fmt.Errorf("%s: sample for compression: %w", path, err)
-	}
-	name := filepath.Base(path)
-	lf := &localFile{path: path, File: File{Name: name, MediaType: mediaTypeFor(name), Extra: map[string]string{}}}
-	if o.annotator != nil {
-		extra, err := o.annotator.FileAnnotations(ctx, path)
-		if err != nil {
-			return nil, fmt.Errorf("%s: annotations: %w", path, err)
-		}
-		for k, v := range extra {
-			if !strings.HasPrefix(k, "dev.orkpipe.") || layoutKeys[k] {
-				return nil, fmt.Errorf("%s: annotator returned key %q: want a dev.orkpipe.* key that is not a layout key", path, k)
-			}
-			lf.Extra[k] = v
-		}
-	}
-	mt := lf.MediaType
-	if compress {
-		mt += SuffixZstd
-	}
-	parts := splitExtents(exts, o.partSize)
-	if len(parts) == 0 {
-		parts = [][]Extent{nil} // a file without data still has one (empty) layer
-	}
-	// The whole-file digests and the per-part digests are computed concurrently: one goroutine
-	// streams the file through sha256, BLAKE3 runs on all CPUs (artifacts.HashPath: 4 MiB subtrees,
-	// holes as zeros), up to o.jobs others hash (and compress) parts. The file
-	// must not change meanwhile: its identity (inode, size, mtime, ctime) is compared afterwards.
-	lf.Parts = make([]Part, len(parts))
-	g, gctx := errgroup.WithContext(ctx)
-	g.Go(func() error {
-		h := newSHA256Hasher()
-		if err := h.extents(gctx, f, size, exts); err != nil {
-			return fmt.Errorf("%s: %w", path, err)
-		}
-		lf.Digests.Size, lf.Digests.SHA256 = h.n, h.digest()
-		return nil
-	})
-	g.Go(func() error {
-		obj, err := artifacts.HashPath(gctx, path)
-		if err != nil {
-			return err
-		}
-		lf.Digests.BLAKE3 = obj.Digest
-		return nil
-	})
-	sem := make(chan struct{}, o.jobs)
-	for i, pe := range parts {
-		g.Go(func() error {
-			select {
-			case sem <- struct{}{}:
-			case <-gctx.Done():
-				return gctx.Err()
-			}
-			defer func() { <-sem }()
-			p, err := hashPart(gctx, f, i, pe, compress)
+// hashArchive computes where each range's part of the archive is stored and the layer's digests:
+// the sha256 of the stored bytes (the layer digest) and of the uncompressed archive (the diffId).
+// A tar layer is hashed as it streams; a tar+zstd layer's ranges are compressed in parallel (at
+// most cap(slots) frames in memory across the push) and hashed in order, while another goroutine
+// hashes the uncompressed archive.
+func (lf *localFile) hashArchive(ctx context.Context, f io.ReaderAt, slots chan struct{}) error {
+	lf.segs = lf.segments()
+	stored := sha256.New()
+	var off int64
+	if lf.Form == FormTar {
+		for k, s := range lf.segs {
+			n, err := io.Copy(stored, oci.CtxReader{Ctx: ctx, R: s.reader(f)})
 			if err != nil {
-				return fmt.Errorf("%s: part %d: %w", path, i, err)
+				return err
 			}
-			p.Layer.MediaType = types.MediaType(mt)
-			lf.Parts[i] = p
-			return nil
-		})
-	}
-	if err := g.Wait(); err != nil {
-		return nil, err
-	}
-	if lf.Digests.Size != size {
-		return nil, fmt.Errorf("%s: hashed %d bytes, file has %d", path, lf.Digests.Size, size)
-	}
-	if err := sameFile(path, st); err != nil {
-		return nil, err
-	}
-	for i := range lf.Parts {
-		if lf.Parts[i].Layer.Annotations, err = layerAnnotations(lf.File, lf.Parts[i]); err != nil {
-			return nil, err
+			if n != s.len() {
+				return fmt.Errorf("range %d: read %d bytes of the archive, want %d: the file shrank", k, n, s.len())
+			}
+			lf.Ranges[k].Stored = Extent{off, n}
+			off += n
 		}
+		lf.Layer = v1.Descriptor{Size: off, Digest: v1.Hash{Algorithm: "sha256", Hex: hex.EncodeToString(stored.Sum(nil))}}
+		lf.DiffID = lf.Layer.Digest.String()
+		return nil
 	}
-	return lf, nil
+	diff := make(chan error, 1)
+	archive := sha256.New()
+	dctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	go func() {
+		var err error
+		for _, s := range lf.segs {
+			if _, err = io.Copy(archive, oci.CtxReader{Ctx: dctx, R: s.reader(f)}); err != nil {
+				break
+			}
+		}
+		diff <- err
+	}()
+	err := compressSegments(ctx, f, lf.segs, slots, func(k int, frame []byte) error {
+		stored.Write(frame)
+		lf.Ranges[k].Stored = Extent{off, int64(len(frame))}
+		off += int64(len(frame))
+		return nil
+	})
+	if err != nil {
+		cancel()
+		<-diff
+		return err
+	}
+	if err := <-diff; err != nil {
+		return err
+	}
+	lf.Layer = v1.Descriptor{Size: off, Digest: v1.Hash{Algorithm: "sha256", Hex: hex.EncodeToString(stored.Sum(nil))}}
+	lf.DiffID = "sha256:" + hex.EncodeToString(archive.Sum(nil))
+	return nil
 }
 
-// hashPart computes the digests of one part: sha256 of its uncompressed bytes and, when compressed,
-// sha256 and size of the zstd stream. The registry checks the stored sha256 of the bytes uploaded.
-func hashPart(ctx context.Context, f io.ReaderAt, index int, exts []Extent, compress bool) (Part, error) {
-	raw := sha256.New()
-	stored := &hashCounter{h: raw} // uncompressed: the stored bytes are the raw bytes
-	src := oci.CtxReader{Ctx: ctx, R: extentsReader(f, exts)}
-	var n int64
+// compressSegments compresses each non-empty segment into one zstd frame, several at once (each
+// holding one of slots until emitted), and calls emit for every segment in order (an empty
+// segment has an empty frame).
+func compressSegments(ctx context.Context, f io.ReaderAt, segs []segment, slots chan struct{}, emit func(k int, frame []byte) error) error {
+	type job struct {
+		frame []byte
+		err   error
+		done  chan struct{}
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	order := make(chan *job, cap(slots))
+	go func() {
+		defer close(order)
+		for _, s := range segs {
+			select {
+			case slots <- struct{}{}:
+			case <-ctx.Done():
+				return
+			}
+			j := &job{done: make(chan struct{})}
+			go func() {
+				defer close(j.done)
+				if s.len() == 0 {
+					return
+				}
+				var buf bytes.Buffer
+				n, err := encodeFrame(&buf, oci.CtxReader{Ctx: ctx, R: s.reader(f)})
+				if err == nil && n != s.len() {
+					err = fmt.Errorf("read %d bytes of the archive, want %d: the file shrank", n, s.len())
+				}
+				j.frame, j.err = buf.Bytes(), err
+			}()
+			select {
+			case order <- j:
+			case <-ctx.Done():
+				<-j.done
+				<-slots
+				return
+			}
+		}
+	}()
 	var err error
-	if compress {
-		stored = &hashCounter{h: sha256.New()}
-		n, err = encodePart(stored, io.TeeReader(src, raw))
-	} else {
-		n, err = io.CopyBuffer(stored, src, make([]byte, 1<<20))
+	k := 0
+	for j := range order {
+		<-j.done
+		if err == nil {
+			if err = j.err; err == nil {
+				err = emit(k, j.frame)
+			}
+			if err != nil {
+				cancel()
+			}
+		}
+		j.frame = nil
+		<-slots
+		k++
 	}
+	if err == nil && k != len(segs) {
+		err = ctx.Err()
+	}
+	return err
+}
+
+// openStored returns the layer's stored bytes from offset off: the file itself (raw), the archive
+// (tar), or the archive's ranges compressed again, in parallel (tar+zstd: the encoder is
+// deterministic, so the frames are the ones hashed).
+func (lf *localFile) openStored(ctx context.Context, off int64, slots chan struct{}) (io.ReadCloser, error) {
+	f, err := os.Open(lf.path)
 	if err != nil {
-		return Part{}, err
+		return nil, err
 	}
-	if n != extentsLen(exts) {
-		return Part{}, fmt.Errorf("read %d bytes, extents hold %d: file shrank", n, extentsLen(exts))
+	if lf.Form == FormRaw {
+		if _, err := f.Seek(off, io.SeekStart); err != nil {
+			f.Close()
+			return nil, err
+		}
+		return f, nil
 	}
-	return Part{
-		Index: index, Extents: exts, RawSize: n, RawSHA256: "sha256:" + hex.EncodeToString(raw.Sum(nil)),
-		Layer: v1.Descriptor{Size: stored.n, Digest: v1.Hash{Algorithm: "sha256", Hex: hex.EncodeToString(stored.h.Sum(nil))}},
-	}, nil
+	first := 0
+	for first < len(lf.Ranges) && lf.Ranges[first].Stored.End() <= off && off > 0 {
+		first++
+	}
+	if first == len(lf.Ranges) {
+		f.Close()
+		return io.NopCloser(bytes.NewReader(nil)), nil
+	}
+	skip := off - lf.Ranges[first].Stored.Off
+	if lf.Form == FormTar {
+		rs := make([]io.Reader, 0, len(lf.segs)-first)
+		for _, s := range lf.segs[first:] {
+			rs = append(rs, s.reader(f))
+		}
+		r := io.MultiReader(rs...)
+		if _, err := io.CopyN(io.Discard, r, skip); err != nil {
+			f.Close()
+			return nil, err
+		}
+		return struct {
+			io.Reader
+			io.Closer
+		}{r, f}, nil
+	}
+	pr, pw := io.Pipe()
+	go func() {
+		err := compressSegments(ctx, f, lf.segs[first:], slots, func(k int, frame []byte) error {
+			if k == 0 {
+				frame = frame[skip:]
+			}
+			_, err := pw.Write(frame)
+			return err
+		})
+		f.Close()
+		pw.CloseWithError(err)
+	}()
+	return pr, nil
 }
 
 // sameFile fails if the file at path is no longer the one st describes (replaced, resized or
@@ -238,70 +412,7 @@ func sameFile(path string, st os.FileInfo) error {
 	}
 	a, b := st.Sys().(*syscall.Stat_t), now.Sys().(*syscall.Stat_t)
 	if now.Size() != st.Size() || a.Ino != b.Ino || a.Dev != b.Dev || a.Mtim != b.Mtim || a.Ctim != b.Ctim {
-		return fmt.Errorf("%s: changed while it was being hashed (size %d -> %d, mtime %v -> %v): nothing was pushed", path, st.Size(), now.Size(), st.ModTime(), now.ModTime())
+		return fmt.Errorf("%s: changed while it was being pushed (size %d -> %d, mtime %v -> %v): nothing was pushed", path, st.Size(), now.Size(), st.ModTime(), now.ModTime())
 	}
 	return nil
-}
-
-// encodePart writes the zstd stream of src to dst and returns the bytes read from src. hashPart and
-// openPart both go through it, so the bytes uploaded are exactly the bytes whose digest the manifest
-// names: the encoder's output depends on how its input is chunked (Write vs ReadFrom, short reads at
-// sparse-extent boundaries), so the chunking is fixed here — reads of at most 1 MiB, each written once.
-func encodePart(dst io.Writer, src io.Reader) (int64, error) {
-	enc, err := newEncoder(dst)
-	if err != nil {
-		return 0, err
-	}
-	n, err := io.CopyBuffer(struct{ io.Writer }{enc}, struct{ io.Reader }{src}, make([]byte, 1<<20))
-	if cerr := enc.Close(); err == nil {
-		err = cerr
-	}
-	return n, err
-}
-
-// openPartAt returns the stored bytes of part p (compressed when the layer is) from offset off.
-func (lf *localFile) openPartAt(p Part, off int64) (io.ReadCloser, error) {
-	rc, err := lf.openPart(p)
-	if err != nil || off == 0 {
-		return rc, err
-	}
-	if _, err := io.CopyN(io.Discard, rc, off); err != nil {
-		rc.Close()
-		return nil, fmt.Errorf("%s part %d: skipping to %d: %w", lf.Name, p.Index, off, err)
-	}
-	return rc, nil
-}
-
-// openPart returns the stored bytes of part p (compressed when the layer is).
-func (lf *localFile) openPart(p Part) (io.ReadCloser, error) {
-	f, err := os.Open(lf.path)
-	if err != nil {
-		return nil, err
-	}
-	src := extentsReader(f, p.Extents)
-	if !p.Compressed() {
-		return struct {
-			io.Reader
-			io.Closer
-		}{src, f}, nil
-	}
-	pr, pw := io.Pipe()
-	go func() {
-		_, err := encodePart(pw, src)
-		f.Close()
-		pw.CloseWithError(err)
-	}()
-	return pr, nil
-}
-
-// hashCounter feeds a sha256 and counts the bytes.
-type hashCounter struct {
-	h hash.Hash
-	n int64
-}
-
-func (c *hashCounter) Write(p []byte) (int, error) {
-	c.h.Write(p)
-	c.n += int64(len(p))
-	return len(p), nil
 }

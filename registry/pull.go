@@ -10,13 +10,11 @@ import (
 	"sync/atomic"
 	"time"
 
+	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"golang.org/x/sync/errgroup"
 
-	"orkpipe/registry/oci"
-
-	v1 "github.com/google/go-containerregistry/pkg/v1"
-
 	"orkpipe/artifacts"
+	"orkpipe/registry/oci"
 )
 
 // PullResult describes a finished pull.
@@ -28,28 +26,23 @@ type PullResult struct {
 	Attestations []Attestation // verified provenance attestations, when WithTrust was given
 }
 
-// PulledFile is one file of a pull.
+// PulledFile is one file of a pull. Every file is verified by BLAKE3: each range against its
+// chaining value (or the whole file against its BLAKE3), and the ranges' values against the file's.
 type PulledFile struct {
 	Name    string
 	Path    string
-	Skipped bool // already present with the right digests
-	Resumed int  // parts reused from an interrupted pull (re-verified on disk)
-	// Verified names the whole-file check applied after the per-part checks: VerifiedBLAKE3 for
-	// every orkpipe push; VerifiedSHA256 or VerifiedParts for a manifest lacking the annotations.
-	// A Skipped file was not downloaded: its sha256 and BLAKE3 were both recomputed and compared
-	// with every whole-file digest the manifest records (never skipped under VerifiedParts).
-	Verified Verification
+	Skipped bool // already present: its size and BLAKE3 (recomputed) are the manifest's
+	Resumed int  // ranges reused from an interrupted pull (re-verified on disk)
 }
 
-// Pull downloads the artifact at ref into dir. Layers download in parallel; every layer is checked
-// (sha256 of the stored bytes, size, sha256 of the decoded bytes) as it streams into a sparse file
-// under dir/.orkpipe-partial; each whole file is then checked (its size and BLAKE3, hashed from the
-// verified parts' bytes as they were written; see Verification for manifests without a BLAKE3
-// annotation) and only then made read-only, fsynced and renamed into dir. A killed pull resumes from
-// the parts it had verified. A file already in dir is kept only if its digests match; a different
-// one is an error (ErrExists) unless WithForce, and is replaced only by that final rename.
-// With WithTrust, the artifact must carry a provenance attestation signed by a trusted key that
-// names this manifest; otherwise nothing is downloaded.
+// Pull downloads the artifact at ref into dir. Ranges of every file download in parallel (HTTP
+// Range requests on the file's blob); each is checked as it streams (rangepull.go) into a sparse
+// file under dir/.orkpipe-partial, holes left unwritten, and journaled once verified; a file whose
+// ranges all verified is made read-only, fsynced and renamed into dir. A killed pull resumes from
+// the ranges it had verified (re-hashed from disk first). A file already in dir is kept only if its
+// size and BLAKE3 are the artifact's; a different one is an error (ErrExists) unless WithForce,
+// and is replaced only by that final rename. With WithTrust, the artifact must carry a provenance
+// attestation signed by a trusted key that names this manifest; otherwise nothing is downloaded.
 func Pull(ctx context.Context, ref, dir string, opts ...Option) (*PullResult, error) {
 	o, err := makeOptions(opts)
 	if err != nil {
@@ -78,58 +71,49 @@ func Pull(ctx context.Context, ref, dir string, opts ...Option) (*PullResult, er
 	}
 	defer state.close()
 
-	jobs := []*fileJob{}
+	var all, jobs []*fileJob // all files in the artifact's order; those to download
+	defer func() {
+		for _, fj := range jobs {
+			fj.data.Close()
+		}
+	}()
 	for _, f := range art.Files {
 		fj, err := prepareDest(ctx, dir, f, state, o)
 		if err != nil {
-			return nil, err
+			return res, err
 		}
-		res.Files = append(res.Files, fj.result)
+		all = append(all, fj)
 		if fj.result.Skipped {
 			o.progress.Report(Event{Kind: EventSkipped, File: f.Name})
 			continue
 		}
 		jobs = append(jobs, fj)
 	}
-	defer func() {
-		for _, fj := range jobs {
-			fj.data.Close()
-		}
-	}()
 
 	var downloaded atomic.Int64
 	g, gctx := errgroup.WithContext(ctx)
 	g.SetLimit(o.jobs)
 	for _, fj := range jobs {
 		o.progress.Report(Event{Kind: EventStart, File: fj.file.Name, Total: fj.todoBytes})
-		// The whole-file check's background work (hole pieces, or the sha256 follower) runs outside
-		// the job limit: the follower waits for parts, and a part must never wait for it.
-		fj.startVerify(gctx)
-		if fj.pending.Load() == 0 {
-			g.Go(func() error { return fj.finish(gctx, o) })
-			continue
-		}
-		for _, p := range fj.todo {
+		for k := range fj.file.Ranges {
 			g.Go(func() error {
-				pt, err := pullPart(gctx, r, o, fj, p, &downloaded)
+				err := fj.pullRange(gctx, r, o, state, k, &downloaded)
+				if err == nil && fj.pending.Add(-1) == 0 {
+					err = fj.finish(o, r)
+				}
 				if err != nil {
 					o.progress.Report(Event{Kind: EventDone, File: fj.file.Name, Err: err})
-					return err
 				}
-				if err := state.record(fj.file.Name, p); err != nil {
-					return err
-				}
-				startWriteback(fj.data, p.Extents)
-				fj.partVerified(p.Index, pt)
-				if fj.pending.Add(-1) == 0 {
-					return fj.finish(gctx, o)
-				}
-				return nil
+				return err
 			})
 		}
 	}
 	err = g.Wait()
 	res.Downloaded = downloaded.Load()
+	for _, fj := range all {
+		fj.result.Resumed = int(fj.resumed.Load())
+		res.Files = append(res.Files, fj.result)
+	}
 	if err != nil {
 		return res, err
 	}
@@ -187,7 +171,7 @@ func trusted(ctx context.Context, r *oci.Repo, o *options, art *Artifact) ([]Att
 }
 
 // filesMatch checks that the signed statement's file subjects agree with the manifest's files (as
-// strings: pull recomputes each file's BLAKE3, not its sha256, which equals the signed and annotated
+// strings: pull verifies each file's BLAKE3, not its sha256, which equals the signed and annotated
 // sha256 because the bytes are the ones whose BLAKE3 was signed).
 func filesMatch(st *Statement, art *Artifact) error {
 	for _, f := range art.Files {
@@ -212,35 +196,32 @@ type fileJob struct {
 	file      File
 	dest      string
 	replace   bool
-	data      *os.File
-	todo      []Part
-	todoBytes int64
+	data      *os.File // the partial file
+	todoBytes int64    // stored bytes to download (the journaled ranges' excluded)
 	pending   atomic.Int64
+	resumed   atomic.Int64
 	result    PulledFile
-	resumed   []int      // indexes of the parts reused from an interrupted pull
-	tree      *fileTree  // the whole-file BLAKE3, from the verified parts' bytes (VerifiedBLAKE3)
-	whole     *wholeFile // the whole-file sha256, read back as parts are verified (VerifiedSHA256)
 }
 
 // prepareDest checks an existing destination and opens (or resumes) the partial file.
 func prepareDest(ctx context.Context, dir string, f File, state *partialState, o *options) (*fileJob, error) {
 	fj := &fileJob{file: f, dest: filepath.Join(dir, f.Name)}
-	fj.result = PulledFile{Name: f.Name, Path: fj.dest, Verified: f.Digests.verification()}
+	fj.result = PulledFile{Name: f.Name, Path: fj.dest}
 	if st, err := os.Lstat(fj.dest); err == nil {
 		if !st.Mode().IsRegular() {
 			return nil, fmt.Errorf("%s: exists and is not a regular file", fj.dest)
 		}
-		d, err := hashPath(ctx, fj.dest)
+		got, err := artifacts.HashPath(ctx, fj.dest)
 		if err != nil {
 			return nil, err
 		}
-		if f.Digests.matches(d) {
+		if got.Size == f.Digests.Size && got.Digest == f.Digests.BLAKE3 {
 			fj.result.Skipped = true
 			return fj, nil
 		}
 		if !o.force {
-			return nil, fmt.Errorf("%s: %w: it is %d bytes %s %s, the artifact's file is %d bytes %s %s (use force to replace it)",
-				fj.dest, ErrExists, d.Size, d.SHA256, d.BLAKE3, f.Digests.Size, orNone(f.Digests.SHA256), orNone(blake3String(f.Digests.BLAKE3)))
+			return nil, fmt.Errorf("%s: %w: it is %d bytes %s, the artifact's file is %d bytes %s (use force to replace it)",
+				fj.dest, ErrExists, got.Size, got.Digest, f.Digests.Size, f.Digests.BLAKE3)
 		}
 		fj.replace = true
 	} else if !errors.Is(err, os.ErrNotExist) {
@@ -255,65 +236,51 @@ func prepareDest(ctx context.Context, dir string, f File, state *partialState, o
 		return nil, fmt.Errorf("%s: %w", data.Name(), err)
 	}
 	fj.data = data
-	if fj.result.Verified == VerifiedBLAKE3 {
-		if fj.tree, err = newFileTree(f); err != nil {
-			return nil, err
+	for k, rg := range f.Ranges {
+		if !state.recorded(f, k) {
+			fj.todoBytes += rg.Stored.Len
 		}
 	}
-	for _, p := range f.Parts {
-		if state.recorded(f.Name, p) {
-			pt := fj.newPartTree(p.Index)
-			if checkLocal(ctx, data, p, pt) {
-				fj.result.Resumed++
-				fj.resumed = append(fj.resumed, p.Index)
-				fj.partVerified(p.Index, pt)
-				continue
-			}
-		}
-		fj.todo = append(fj.todo, p)
-		fj.todoBytes += p.Layer.Size
-	}
-	fj.pending.Store(int64(len(fj.todo)))
+	fj.pending.Store(int64(len(f.Ranges)))
 	return fj, nil
 }
 
-// finish verifies the assembled file whole (its size on disk, and the digest its Verification
-// names: the BLAKE3 merged from the verified parts' pieces, or the sha256 its follower read back),
-// makes it read-only, fsyncs it and renames it into place. Errors name the file, the partial
-// file's path and both digests.
-func (fj *fileJob) finish(ctx context.Context, o *options) error {
-	f := fj.file
-	t0 := time.Now()
-	d, err := fj.wholeDigest(ctx)
-	tHash := time.Since(t0)
-	if err != nil {
-		return fmt.Errorf("verify %s: %w", fj.data.Name(), err)
+// pullRange makes range k of the file verified on disk: a range journaled by an interrupted pull is
+// re-hashed from disk and kept if it still verifies; otherwise it is downloaded (fetchRange) and
+// journaled.
+func (fj *fileJob) pullRange(ctx context.Context, r *oci.Repo, o *options, state *partialState, k int, downloaded *atomic.Int64) error {
+	if state.recorded(fj.file, k) && fj.verifyLocal(ctx, k) {
+		fj.resumed.Add(1)
+		return nil
 	}
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if err := fj.fetchRange(ctx, r, o, k, downloaded); err != nil {
+		return err
+	}
+	return state.record(fj.file, k)
+}
+
+// finish makes a file whose ranges all verified read-only, checks its size, fsyncs it and renames
+// it into place (no-clobber unless it replaces a different file with WithForce).
+func (fj *fileJob) finish(o *options, r *oci.Repo) error {
+	f := fj.file
 	st, err := fj.data.Stat()
 	if err != nil {
 		return fmt.Errorf("verify %s: %w", fj.data.Name(), err)
 	}
-	if st.Size() != f.Digests.Size || d.Size != f.Digests.Size {
-		return fmt.Errorf("%s (%s): %w: assembled file is %d bytes (%d hashed), manifest says %d", f.Name, fj.data.Name(), ErrDigestMismatch, st.Size(), d.Size, f.Digests.Size)
-	}
-	switch fj.result.Verified {
-	case VerifiedBLAKE3:
-		if d.BLAKE3 != f.Digests.BLAKE3 {
-			return fmt.Errorf("%s (%s): %w: assembled file's BLAKE3 is %s, manifest says %s", f.Name, fj.data.Name(), ErrDigestMismatch, d.BLAKE3, f.Digests.BLAKE3)
-		}
-	case VerifiedSHA256:
-		if d.SHA256 != f.Digests.SHA256 {
-			return fmt.Errorf("%s (%s): %w: assembled file's sha256 is %s, manifest says %s (the manifest has no BLAKE3 annotation)", f.Name, fj.data.Name(), ErrDigestMismatch, d.SHA256, f.Digests.SHA256)
-		}
+	if st.Size() != f.Digests.Size {
+		return fmt.Errorf("%s (%s): %w: assembled file is %d bytes, manifest says %d", f.Name, fj.data.Name(), ErrDigestMismatch, st.Size(), f.Digests.Size)
 	}
 	if err := fj.data.Chmod(0o444); err != nil {
 		return err
 	}
-	t1 := time.Now()
+	t0 := time.Now()
 	if err := fj.data.Sync(); err != nil {
 		return fmt.Errorf("fsync %s: %w", fj.data.Name(), err)
 	}
-	o.logger.Debug("pull: file assembled", "file", f.Name, "whole-file digest wait", tHash, "fsync", time.Since(t1))
+	r.Logger().Debug("pull: file assembled", "file", f.Name, "fsync", time.Since(t0))
 	src := fj.data.Name()
 	if fj.replace {
 		err = os.Rename(src, fj.dest)
@@ -324,13 +291,6 @@ func (fj *fileJob) finish(ctx context.Context, o *options) error {
 		return fmt.Errorf("move %s into place: %w", f.Name, err)
 	}
 	o.progress.Report(Event{Kind: EventDone, File: f.Name})
-	switch fj.result.Verified {
-	case VerifiedBLAKE3:
-		o.logger.Info("pulled", "file", fj.dest, "verified", "parts sha256 + file blake3", "blake3", f.Digests.BLAKE3.String())
-	case VerifiedSHA256:
-		o.logger.Warn("pulled; the manifest has no BLAKE3 annotation", "file", fj.dest, "verified", "parts sha256 + file sha256", "sha256", f.Digests.SHA256)
-	default:
-		o.logger.Warn("pulled; the manifest has no whole-file digest annotation", "file", fj.dest, "verified", "parts sha256 only")
-	}
+	r.Logger().Info("pulled", "file", fj.dest, "verified", "BLAKE3 of every range and of the file", "blake3", f.Digests.BLAKE3.String())
 	return nil
 }

@@ -9,6 +9,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"runtime"
 	"sort"
 	"sync/atomic"
 	"time"
@@ -26,16 +27,18 @@ type PushResult struct {
 	Ref         string  // the reference pushed to (tag or digest form, as given)
 	Digest      v1.Hash // manifest digest
 	Artifact    *Artifact
-	Uploaded    int64    // layer bytes sent
+	Uploaded    int64    // layer bytes sent (a resumed upload counts what it sent again)
 	Reused      int64    // layer bytes the registry already had
 	Attestation *v1.Hash // the signed provenance attestation, when WithSigner was given
 }
 
 // Push publishes every regular file of dir (top level, sorted by name; hidden files are skipped)
-// as one ModelPack artifact at ref. Files larger than the part size become several byte-range
-// layers; sparse files send only their data; compressible files are zstd-compressed. Layers upload
-// in parallel (WithJobs). The manifest is deterministic: the same files, options and provenance give
-// the same digest. With WithSigner, provenance.json is attached as a signed attestation.
+// as one ModelPack artifact at ref, one layer per file (docs/oci.md). A file travels raw, or as a
+// tar archive where leaving its holes out or compressing it pays. Its digests come from
+// WithDigests (the store remembers them: a build output is not hashed again) or are computed in
+// one read. Files upload in parallel (WithJobs), each as one blob, in resumable chunks when large.
+// The manifest is deterministic: the same files, range size and provenance give the same digest.
+// With WithSigner, provenance.json is attached as a signed attestation.
 func Push(ctx context.Context, dir, ref string, opts ...Option) (*PushResult, error) {
 	o, err := makeOptions(opts)
 	if err != nil {
@@ -65,6 +68,8 @@ func Push(ctx context.Context, dir, ref string, opts ...Option) (*PushResult, er
 	if err != nil {
 		return nil, err
 	}
+	// slots bounds the zstd frames being compressed or held across the whole push.
+	slots := make(chan struct{}, max(1, min(o.jobs, runtime.GOMAXPROCS(0))))
 
 	// Pass 1: layout and digests, files in parallel.
 	files := make([]*localFile, len(paths))
@@ -72,7 +77,7 @@ func Push(ctx context.Context, dir, ref string, opts ...Option) (*PushResult, er
 	g.SetLimit(o.jobs)
 	for i, p := range paths {
 		g.Go(func() error {
-			lf, err := prepareFile(gctx, p, o)
+			lf, err := prepareFile(gctx, p, o, slots)
 			files[i] = lf
 			return err
 		})
@@ -80,7 +85,6 @@ func Push(ctx context.Context, dir, ref string, opts ...Option) (*PushResult, er
 	if err := g.Wait(); err != nil {
 		return nil, err
 	}
-
 	cfg, err := configFor(model, created, files)
 	if err != nil {
 		return nil, err
@@ -96,27 +100,22 @@ func Push(ctx context.Context, dir, ref string, opts ...Option) (*PushResult, er
 	g, gctx = errgroup.WithContext(ctx)
 	g.SetLimit(o.jobs)
 	for _, lf := range files {
-		o.progress.Report(Event{Kind: EventStart, File: lf.Name, Total: lf.StoredSize()})
-		remaining := atomic.Int64{}
-		remaining.Store(int64(len(lf.Parts)))
-		for _, p := range lf.Parts {
-			g.Go(func() error {
-				err := pushPart(gctx, r, o, lf, p, &uploaded, &reused)
-				if err != nil {
-					o.progress.Report(Event{Kind: EventDone, File: lf.Name, Err: err})
-					return err
-				}
-				if remaining.Add(-1) == 0 {
-					o.progress.Report(Event{Kind: EventDone, File: lf.Name})
-				}
-				return nil
-			})
-		}
+		g.Go(func() error {
+			o.progress.Report(Event{Kind: EventStart, File: lf.Name, Total: lf.Layer.Size})
+			err := pushFile(gctx, r, o, lf, slots, &uploaded, &reused)
+			o.progress.Report(Event{Kind: EventDone, File: lf.Name, Err: err})
+			return err
+		})
 	}
 	if err := g.Wait(); err != nil {
 		return nil, err
 	}
 	res.Uploaded, res.Reused = uploaded.Load(), reused.Load()
+	for _, lf := range files { // what was uploaded is what was hashed: the files did not change
+		if err := sameFile(lf.path, lf.st); err != nil {
+			return nil, err
+		}
+	}
 
 	raw, err := manifestFor(cfgDesc, model, created, files)
 	if err != nil {
@@ -139,7 +138,7 @@ func Push(ctx context.Context, dir, ref string, opts ...Option) (*PushResult, er
 	if _, err := r.PutManifest(ctx, tag, raw); err != nil {
 		return nil, err
 	}
-	o.logger.Info("pushed", "ref", ref, "digest", art.Digest.String(), "uploaded", res.Uploaded, "reused", res.Reused)
+	r.Logger().Info("pushed", "ref", ref, "digest", art.Digest.String(), "uploaded", res.Uploaded, "reused", res.Reused)
 
 	if o.signer != nil {
 		subject := v1.Descriptor{MediaType: types.OCIManifestSchema1, Size: int64(len(raw)), Digest: art.Digest}
@@ -153,33 +152,39 @@ func Push(ctx context.Context, dir, ref string, opts ...Option) (*PushResult, er
 	return res, nil
 }
 
-// pushPart uploads one layer, retrying transient failures (a chunked upload also resumes within
-// an attempt). The registry checks the sha256 of the bytes sent: a file changed since pass 1
-// hashed it is refused (ErrDigestMismatch) and never retried.
-func pushPart(ctx context.Context, r *oci.Repo, o *options, lf *localFile, p Part, uploaded, reusedBytes *atomic.Int64) error {
-	d := p.Layer.Digest.String()
-	blob := oci.Blob{Digest: d, Size: p.Layer.Size,
-		Open: func(off int64) (io.ReadCloser, error) { return lf.openPartAt(p, off) },
+// pushFile uploads one file's layer, retrying transient failures (a chunked upload also resumes
+// within an attempt). The registry checks the sha256 of the bytes sent: bytes that changed since
+// they were hashed, or a wrong remembered digest, are refused (ErrDigestMismatch) and not retried.
+func pushFile(ctx context.Context, r *oci.Repo, o *options, lf *localFile, slots chan struct{}, uploaded, reusedBytes *atomic.Int64) error {
+	d := lf.Layer.Digest.String()
+	blob := oci.Blob{Digest: d, Size: lf.Layer.Size,
+		Open: func(off int64) (io.ReadCloser, error) { return lf.openStored(ctx, off, slots) },
 		Sent: func(n int64) { o.progress.Report(Event{Kind: EventBytes, File: lf.Name, Bytes: n}) }}
 	var err error
-	for attempt := 1; attempt <= o.retries; attempt++ {
+	for attempt := 1; attempt <= r.Retries(); attempt++ {
 		var reused bool
-		reused, err = r.Upload(ctx, blob)
-		if err == nil {
+		if reused, err = r.Upload(ctx, blob); err == nil {
 			if reused {
-				reusedBytes.Add(p.Layer.Size)
+				reusedBytes.Add(lf.Layer.Size)
 			} else {
-				uploaded.Add(p.Layer.Size)
+				uploaded.Add(lf.Layer.Size)
 			}
 			return nil
 		}
-		if !oci.Transient(err) || errors.Is(err, ErrDigestMismatch) || ctx.Err() != nil {
+		if errors.Is(err, ErrDigestMismatch) {
+			if fg, ok := o.digests.(digestForgetter); ok && lf.Form == FormRaw {
+				fg.ForgetDigests(lf.Digests.BLAKE3)
+				err = fmt.Errorf("%w (the digests remembered for it were dropped: if the file did not change, push again)", err)
+			}
 			break
 		}
-		o.logger.Warn("retrying layer upload", "file", lf.Name, "part", p.Index, "digest", d, "attempt", attempt, "err", err)
+		if !oci.Transient(err) || ctx.Err() != nil {
+			break
+		}
+		r.Logger().Warn("retrying layer upload", "file", lf.Name, "digest", d, "attempt", attempt, "err", err)
 		oci.Backoff(ctx, attempt)
 	}
-	return fmt.Errorf("push %s part %d/%d (layer %s): %w", lf.Name, p.Index, len(lf.Parts), d, err)
+	return fmt.Errorf("push %s (layer %s): %w", lf.Name, d, err)
 }
 
 // listDir returns the regular files at the top of dir, sorted. Hidden entries (including the
@@ -209,7 +214,7 @@ func listDir(dir string) ([]string, error) {
 	return out, nil
 }
 
-// configFor returns the ModelPack config blob.
+// configFor returns the ModelPack config blob; its diffIds are the layers' uncompressed sha256.
 func configFor(m ModelInfo, created time.Time, files []*localFile) ([]byte, error) {
 	var c ModelConfig
 	if !created.IsZero() {
@@ -221,15 +226,13 @@ func configFor(m ModelInfo, created time.Time, files []*localFile) ([]byte, erro
 	c.ModelFS.Type = "layers"
 	c.ModelFS.DiffIDs = []string{}
 	for _, lf := range files {
-		for _, p := range lf.Parts {
-			c.ModelFS.DiffIDs = append(c.ModelFS.DiffIDs, p.RawSHA256)
-		}
+		c.ModelFS.DiffIDs = append(c.ModelFS.DiffIDs, lf.DiffID)
 	}
 	return json.Marshal(c)
 }
 
-// manifestFor returns the pack manifest bytes: layers in file-name then part order, annotations
-// from the model info and build time only (no wall clock).
+// manifestFor returns the pack manifest bytes: one layer per file in file-name order,
+// annotations from the model info and build time only (no wall clock).
 func manifestFor(cfg v1.Descriptor, m ModelInfo, created time.Time, files []*localFile) ([]byte, error) {
 	ann := map[string]string{AnnotationFormat: FormatVersion}
 	if !created.IsZero() {
@@ -254,9 +257,7 @@ func manifestFor(cfg v1.Descriptor, m ModelInfo, created time.Time, files []*loc
 		Annotations:   ann,
 	}
 	for _, lf := range files {
-		for _, p := range lf.Parts {
-			man.Layers = append(man.Layers, p.Layer)
-		}
+		man.Layers = append(man.Layers, lf.Layer)
 	}
 	var buf bytes.Buffer
 	enc := json.NewEncoder(&buf)

@@ -57,7 +57,7 @@ func TestPullResumeAfterKill(t *testing.T) {
 	copyFile(t, testfiles.Path(t, "stories260K.gguf"), filepath.Join(src, "stories260K.gguf"))
 	writeProvenance(t, src)
 	ref := reg.Ref("packs/resume", "v1")
-	res, err := Push(ctx, src, ref, plain(reg), WithPartSize(1<<20))
+	res, err := Push(ctx, src, ref, plain(reg), testRange)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -86,20 +86,20 @@ func TestPullResumeAfterKill(t *testing.T) {
 		cmd.Wait()
 		noPulledFiles(t, dst)
 		done := len(journalParts(t, dst, res.Artifact))
-		t.Logf("round %d: killed after %d bytes; %d parts verified so far", round, proxy.BlobBytes.Load()-start, done)
+		t.Logf("round %d: killed after %d bytes; %d ranges verified so far", round, proxy.BlobBytes.Load()-start, done)
 		if done <= prev {
-			t.Fatalf("round %d: no progress (%d verified parts, %d before)", round, done, prev)
+			t.Fatalf("round %d: no progress (%d verified ranges, %d before)", round, done, prev)
 		}
 		prev = done
 	}
 
-	// What the resumed pull must still fetch: the layers of parts not journaled as verified.
+	// What the resumed pull must still fetch: the stored bytes of ranges not journaled as verified.
 	journal := journalParts(t, dst, res.Artifact)
 	var want int64
 	for _, f := range res.Artifact.Files {
-		for _, p := range f.Parts {
-			if !journal[journalKey(f.Name, p.Index, p.Layer.Digest.String())] {
-				want += p.Layer.Size
+		for k, r := range f.Ranges {
+			if !journal[journalKey(f.Name, k, rangeDigest(f, k))] {
+				want += r.Stored.Len
 			}
 		}
 	}
@@ -120,12 +120,12 @@ func TestPullResumeAfterKill(t *testing.T) {
 	for _, f := range pr.Files {
 		resumed += f.Resumed
 	}
-	t.Logf("resume: %d of %d bytes transferred (expected %d); %d parts reused", got, total, want, resumed)
+	t.Logf("resume: %d of %d bytes transferred (expected %d); %d ranges reused", got, total, want, resumed)
 	if got != want {
-		t.Errorf("resumed pull transferred %d bytes, want exactly the %d bytes of unverified parts", got, want)
+		t.Errorf("resumed pull transferred %d bytes, want exactly the %d bytes of unverified ranges", got, want)
 	}
 	if resumed != len(journal) {
-		t.Errorf("reused %d parts, journal has %d", resumed, len(journal))
+		t.Errorf("reused %d ranges, journal has %d", resumed, len(journal))
 	}
 	sameFiles(t, src, dst)
 }

@@ -18,12 +18,12 @@ func TestPushPullRoundTrip(t *testing.T) {
 	src := buildDir(t)
 	ref := reg.Ref("packs/stories", "v1")
 
-	res, err := Push(ctx, src, ref, plain(reg), WithPartSize(256<<10), WithJobs(3), WithAnnotator(PackAnnotator))
+	res, err := Push(ctx, src, ref, plain(reg), testRange, WithJobs(3), WithAnnotator(PackAnnotator))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(res.Artifact.Files) != 6 {
-		t.Fatalf("pushed %d files, want 6", len(res.Artifact.Files))
+	if len(res.Artifact.Files) != 8 || len(res.Artifact.Manifest.Layers) != 8 {
+		t.Fatalf("pushed %d files in %d layers, want 8 in 8", len(res.Artifact.Files), len(res.Artifact.Manifest.Layers))
 	}
 	pk, _ := res.Artifact.File("model.orkpack")
 	if pk.Extra[AnnotationPackVersion] != strconv.FormatUint(uint64(pack.Version), 10) || pk.Extra[AnnotationPackEntries] != "2" || pk.Extra[AnnotationPackBoard] != "rk3588" {
@@ -33,14 +33,32 @@ func TestPushPullRoundTrip(t *testing.T) {
 	if stub.DataSize() >= stub.Digests.Size/8 {
 		t.Errorf("stub: %d data bytes travel for a %d-byte sparse file", stub.DataSize(), stub.Digests.Size)
 	}
-	for _, f := range res.Artifact.Files {
-		t.Logf("%-22s size %9d data %8d stored %8d parts %d media %s", f.Name, f.Digests.Size, f.DataSize(), f.StoredSize(), len(f.Parts), f.Parts[0].Layer.MediaType)
-		if strings.HasSuffix(f.Name, ".json") && !f.Parts[0].Compressed() {
-			t.Errorf("%s: JSON not compressed", f.Name)
+	want := map[string]string{ // the form each file must travel in, and why
+		"calib.txt":             "application/vnd.cncf.model.doc.v1.tar+zstd",    // compresses by far more than 1 MiB
+		"model.orkpack":         "application/vnd.cncf.model.weight.v1.raw",      // int4 codes: nothing to gain
+		"model.orkpack.gguf":    "application/vnd.cncf.model.weight.v1.tar",      // 64 MiB, under 1 MiB of data: holes left out
+		"provenance.json":       "application/vnd.cncf.model.doc.v1.raw",         // compresses, but saves far less than 1 MiB
+		"report.json":           "application/vnd.cncf.model.doc.v1.raw",         // likewise
+		"sparse-text.gguf":      "application/vnd.cncf.model.weight.v1.tar+zstd", // holes and compressible data
+		"stories260K-Q4_0.gguf": "application/vnd.cncf.model.weight.v1.raw",
+		"stories260K.gguf":      "application/vnd.cncf.model.weight.v1.raw",
+	}
+	for i, f := range res.Artifact.Files {
+		l := res.Artifact.Manifest.Layers[i]
+		t.Logf("%-22s size %9d data %8d stored %8d ranges %2d %s", f.Name, f.Digests.Size, f.DataSize(), f.StoredSize(), len(f.Ranges), l.MediaType)
+		if string(l.MediaType) != want[f.Name] {
+			t.Errorf("%s: media type %s, want %s", f.Name, l.MediaType, want[f.Name])
+		}
+		if l.Annotations[AnnotationFilepath] != f.Name || l.Annotations[AnnotationTitle] != f.Title() {
+			t.Errorf("%s: filepath %q title %q", f.Name, l.Annotations[AnnotationFilepath], l.Annotations[AnnotationTitle])
+		}
+		if wantRanges := int((f.Digests.Size + MinRangeSize - 1) / MinRangeSize); len(f.Ranges) != max(wantRanges, 1) {
+			t.Errorf("%s: %d ranges, want %d", f.Name, len(f.Ranges), wantRanges)
 		}
 	}
-	if gguf, _ := res.Artifact.File("stories260K.gguf"); len(gguf.Parts) < 4 {
-		t.Errorf("stories260K.gguf: %d parts with a 256 KiB part size, want >= 4", len(gguf.Parts))
+	sparseText, _ := res.Artifact.File("sparse-text.gguf")
+	if sparseText.StoredSize() >= sparseText.DataSize()/2 {
+		t.Errorf("sparse-text.gguf: %d bytes stored for %d bytes of text", sparseText.StoredSize(), sparseText.DataSize())
 	}
 
 	dst := filepath.Join(t.TempDir(), "out")
@@ -53,10 +71,12 @@ func TestPushPullRoundTrip(t *testing.T) {
 	}
 	sameFiles(t, src, dst)
 	pulledClips(t, filepath.Join(dst, "model.orkpack"), map[string]float32{"blk.0.attn_q.weight": 1, "blk.0.attn_output.weight": 0.8125})
-	srcBlocks, dstBlocks := blocks(t, filepath.Join(src, "model.orkpack.gguf")), blocks(t, filepath.Join(dst, "model.orkpack.gguf"))
-	t.Logf("stub blocks: source %d, pulled %d (full size would be %d)", srcBlocks, dstBlocks, stub.Digests.Size/512)
-	if dstBlocks > srcBlocks+64 || dstBlocks*512 > stub.Digests.Size/8 {
-		t.Errorf("pulled stub is not sparse: %d blocks, source %d", dstBlocks, srcBlocks)
+	for _, name := range []string{"model.orkpack.gguf", "sparse-text.gguf", "calib.txt"} {
+		srcBlocks, dstBlocks := blocks(t, filepath.Join(src, name)), blocks(t, filepath.Join(dst, name))
+		t.Logf("%s: blocks: source %d, pulled %d", name, srcBlocks, dstBlocks)
+		if dstBlocks != srcBlocks {
+			t.Errorf("%s: pulled with %d blocks allocated, the source has %d: holes not recreated", name, dstBlocks, srcBlocks)
+		}
 	}
 
 	// A second pull finds every file present, checks its digests and downloads nothing.
@@ -106,15 +126,15 @@ func TestSameBuildSameDigest(t *testing.T) {
 	reg := regtest.Start(t, nil)
 	reg2 := regtest.Start(t, nil)
 	src := buildDir(t)
-	a, err := Push(ctx, src, reg.Ref("packs/a", "v1"), plain(reg), WithPartSize(256<<10))
+	a, err := Push(ctx, src, reg.Ref("packs/a", "v1"), plain(reg), testRange)
 	if err != nil {
 		t.Fatal(err)
 	}
-	b, err := Push(ctx, src, reg.Ref("packs/a", "v2"), plain(reg), WithPartSize(256<<10), WithJobs(1))
+	b, err := Push(ctx, src, reg.Ref("packs/a", "v2"), plain(reg), testRange, WithJobs(1))
 	if err != nil {
 		t.Fatal(err)
 	}
-	c, err := Push(ctx, src, reg2.Ref("other/repo", "latest"), WithPlainHTTP(reg2.Host), WithPartSize(256<<10), WithJobs(7))
+	c, err := Push(ctx, src, reg2.Ref("other/repo", "latest"), WithPlainHTTP(reg2.Host), testRange, WithJobs(7))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -125,13 +145,13 @@ func TestSameBuildSameDigest(t *testing.T) {
 	if b.Uploaded != 0 {
 		t.Errorf("second push to the same repository uploaded %d bytes, want 0", b.Uploaded)
 	}
-	// A different part size is a different layout, hence a different digest: the digest is not a constant.
-	d, err := Push(ctx, src, reg.Ref("packs/a", "v3"), plain(reg), WithPartSize(512<<10))
+	// A different range size is a different layout, hence a different digest: the digest is not a constant.
+	d, err := Push(ctx, src, reg.Ref("packs/a", "v3"), plain(reg), WithRangeSize(2*MinRangeSize))
 	if err != nil {
 		t.Fatal(err)
 	}
 	if d.Digest == a.Digest {
-		t.Fatal("different part size gave the same manifest digest")
+		t.Fatal("different range size gave the same manifest digest")
 	}
 }
 

@@ -64,7 +64,7 @@ func TestSignedPull(t *testing.T) {
 	privA, _ := LoadPrivateKey(filepath.Join(kdir, "a"))
 	pubA, _ := LoadPublicKey(filepath.Join(kdir, "a.pub"))
 	privB, _ := LoadPrivateKey(filepath.Join(kdir, "b"))
-	opts := []Option{plain(reg), WithPartSize(256 << 10)}
+	opts := []Option{plain(reg), testRange}
 
 	signed, err := Push(ctx, src, reg.Ref("packs/signed", "v1"), append(opts, WithSigner(privA))...)
 	if err != nil {

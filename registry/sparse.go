@@ -77,28 +77,3 @@ func extentsLen(exts []Extent) int64 {
 	}
 	return n
 }
-
-// splitExtents cuts the concatenation of exts into consecutive parts of at most partSize bytes each;
-// each part is the list of (sub-)extents whose bytes it holds, in file order.
-func splitExtents(exts []Extent, partSize int64) [][]Extent {
-	var parts [][]Extent
-	var cur []Extent
-	var curLen int64
-	for _, e := range exts {
-		for e.Len > 0 {
-			n := min(e.Len, partSize-curLen)
-			cur = append(cur, Extent{Off: e.Off, Len: n})
-			curLen += n
-			e.Off += n
-			e.Len -= n
-			if curLen == partSize {
-				parts = append(parts, cur)
-				cur, curLen = nil, 0
-			}
-		}
-	}
-	if curLen > 0 {
-		parts = append(parts, cur)
-	}
-	return parts
-}

@@ -1,33 +1,15 @@
 package registry
 
 import (
+	"net/http"
 	"os"
 	"path/filepath"
 	"reflect"
 	"testing"
-)
 
-func TestSplitExtents(t *testing.T) {
-	tests := []struct {
-		name string
-		in   []Extent
-		part int64
-		want [][]Extent
-	}{
-		{"empty", nil, 10, nil},
-		{"one part", []Extent{{0, 10}}, 10, [][]Extent{{{0, 10}}}},
-		{"cut", []Extent{{0, 25}}, 10, [][]Extent{{{0, 10}}, {{10, 10}}, {{20, 5}}}},
-		{"sparse", []Extent{{0, 4}, {100, 8}, {200, 3}}, 10,
-			[][]Extent{{{0, 4}, {100, 6}}, {{106, 2}, {200, 3}}}},
-	}
-	for _, tc := range tests {
-		t.Run(tc.name, func(t *testing.T) {
-			if got := splitExtents(tc.in, tc.part); !reflect.DeepEqual(got, tc.want) {
-				t.Fatalf("splitExtents(%v, %d) = %v, want %v", tc.in, tc.part, got, tc.want)
-			}
-		})
-	}
-}
+	"orkpipe/internal/testfiles"
+	"orkpipe/registry/regtest"
+)
 
 func TestSubExtents(t *testing.T) {
 	exts := []Extent{{0, 4}, {100, 8}, {200, 3}}
@@ -65,17 +47,47 @@ func TestDataExtents(t *testing.T) {
 	if len(exts) != 2 || exts[0].Off != 0 || exts[1].Off > 8<<20 || exts[1].End() <= 8<<20 || extentsLen(exts) > 1<<20 {
 		t.Fatalf("extents of a file with data at 0 and 8 MiB: %v", exts)
 	}
-	var w extentWriter
-	w.f, w.exts = f, []Extent{{100, 2}, {300, 1}}
-	if n, err := w.Write([]byte{7, 8, 9}); n != 3 || err != nil {
-		t.Fatalf("extentWriter: %d %v", n, err)
+}
+
+// TestPushSparse2GiBStub pushes a 2 GiB stub (a real GGUF header, tensor data with every other
+// 64 KiB block a hole, 4 KiB at the very end: 610 KiB of data) and checks what travels: the
+// registry receives the data extents plus the archive's header, map and trailer, nothing of the
+// holes; the pull receives the same and recreates the holes (same allocated blocks).
+func TestPushSparse2GiBStub(t *testing.T) {
+	if testing.Short() {
+		t.Skip("2 GiB stub skipped with -short")
 	}
-	if _, err := w.Write([]byte{1}); err == nil {
-		t.Fatal("extentWriter accepted bytes beyond its extents")
+	ctx := ctxT(t)
+	proxy := &regtest.FaultProxy{}
+	reg := regtest.Start(t, func(h http.Handler) http.Handler { proxy.Next = h; return proxy })
+	src := t.TempDir()
+	stub := filepath.Join(src, "model.orkpack.gguf")
+	data := makeSparseStub(t, testfiles.Path(t, "stories260K.gguf"), stub, 14176, 2<<30)
+	ref := reg.Ref("packs/stub2g", "v1")
+	res, err := Push(ctx, src, ref, plain(reg))
+	if err != nil {
+		t.Fatal(err)
 	}
-	b := make([]byte, 1)
-	f.ReadAt(b, 300)
-	if b[0] != 9 {
-		t.Fatalf("byte at 300 = %d, want 9", b[0])
+	f := res.Artifact.Files[0]
+	sent := proxy.UploadBytes.Load()
+	t.Logf("2 GiB stub: %d bytes written, %d in the filesystem's %d data extents, %s layer of %d bytes, %d bytes uploaded (config included), %d ranges",
+		data, f.DataSize(), len(f.Extents), f.Form, f.StoredSize(), sent, len(f.Ranges))
+	if f.Form != FormTar || f.DataSize() < data || f.DataSize() > data+int64(len(f.Extents))*4096 {
+		t.Fatalf("stub pushed as %s with %d data bytes, want tar with the %d bytes written (rounded to blocks)", f.Form, f.DataSize(), data)
 	}
+	if overhead := sent - data; overhead < 0 || overhead > 16<<10 {
+		t.Errorf("uploaded %d bytes for %d bytes of data: %d bytes of overhead, want at most 16 KiB", sent, data, overhead)
+	}
+	dst := filepath.Join(t.TempDir(), "out")
+	pr, err := Pull(ctx, ref, dst, plain(reg))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if pr.Downloaded != f.StoredSize() {
+		t.Errorf("pull received %d bytes, the layer is %d", pr.Downloaded, f.StoredSize())
+	}
+	if a, b := blocks(t, stub), blocks(t, filepath.Join(dst, f.Name)); a != b {
+		t.Errorf("pulled stub has %d blocks allocated, the source %d", b, a)
+	}
+	sameFiles(t, src, dst)
 }

@@ -35,7 +35,7 @@ func TestBuildRequiresBoardVerification(t *testing.T) {
 	}
 	reg := regtest.Start(t, nil)
 	ref := reg.Ref("packs/demo", "v1")
-	if _, stderr, code := demoCLI(t, "push", out, ref, "--plain-http"); code != 0 {
+	if _, stderr, code := demoCLI(t, "--cache", t.TempDir(), "push", out, ref, "--plain-http"); code != 0 {
 		t.Fatalf("push: exit %d\n%s", code, stderr)
 	}
 

@@ -48,23 +48,21 @@ func runDescribe(ctx context.Context, opts *globalOptions, f *describeFlags, ref
 	if err != nil {
 		return err
 	}
-	type part struct {
-		Index     int               `json:"index"`
-		Layer     string            `json:"layer"`
-		MediaType string            `json:"mediaType"`
-		Stored    int64             `json:"stored"`
-		Data      int64             `json:"data"`
-		Extents   []registry.Extent `json:"extents"`
-	}
 	type file struct {
-		Name   string            `json:"name"`
-		Size   int64             `json:"size"`
-		Data   int64             `json:"data"`
-		Stored int64             `json:"stored"`
-		SHA256 string            `json:"sha256"`
-		BLAKE3 string            `json:"blake3"`
-		Extra  map[string]string `json:"annotations,omitempty"`
-		Parts  []part            `json:"parts"`
+		Name      string            `json:"name"`
+		Size      int64             `json:"size"`
+		Data      int64             `json:"data"`
+		Stored    int64             `json:"stored"`
+		SHA256    string            `json:"sha256"`
+		BLAKE3    string            `json:"blake3"`
+		MediaType string            `json:"mediaType"`
+		Title     string            `json:"title"`
+		Layer     string            `json:"layer"`
+		DiffID    string            `json:"diffId,omitempty"`
+		Ranges    int               `json:"ranges"`
+		RangeSize int64             `json:"rangeSize,omitempty"`
+		Extents   []registry.Extent `json:"extents,omitempty"`
+		Extra     map[string]string `json:"annotations,omitempty"`
 	}
 	type att struct {
 		Digest        string   `json:"digest"`
@@ -74,13 +72,15 @@ func runDescribe(ctx context.Context, opts *globalOptions, f *describeFlags, ref
 		Error         string   `json:"error,omitempty"`
 	}
 	var files []file
-	for _, fl := range d.Artifact.Files {
-		x := file{Name: fl.Name, Size: fl.Digests.Size, Data: fl.DataSize(), Stored: fl.StoredSize(), SHA256: fl.Digests.SHA256, Extra: fl.Extra}
-		if !fl.Digests.BLAKE3.IsZero() { // absent from a manifest written by another tool
-			x.BLAKE3 = fl.Digests.BLAKE3.String()
+	for i, fl := range d.Artifact.Files {
+		x := file{Name: fl.Name, Size: fl.Digests.Size, Data: fl.DataSize(), Stored: fl.StoredSize(), SHA256: fl.Digests.SHA256,
+			BLAKE3: fl.Digests.BLAKE3.String(), MediaType: fl.MediaType(), Title: fl.Title(), Layer: fl.Layer.Digest.String(),
+			Ranges: len(fl.Ranges), RangeSize: fl.RangeSize, Extra: fl.Extra}
+		if i < len(d.Config.ModelFS.DiffIDs) {
+			x.DiffID = d.Config.ModelFS.DiffIDs[i]
 		}
-		for _, p := range fl.Parts {
-			x.Parts = append(x.Parts, part{p.Index, p.Layer.Digest.String(), string(p.Layer.MediaType), p.Layer.Size, p.RawSize, p.Extents})
+		if fl.DataSize() != fl.Digests.Size {
+			x.Extents = fl.Extents
 		}
 		files = append(files, x)
 	}
@@ -115,8 +115,8 @@ func runDescribe(ctx context.Context, opts *globalOptions, f *describeFlags, ref
 	}
 	fmt.Fprintln(w, "files:")
 	for _, x := range files {
-		fmt.Fprintf(w, "  %-28s size %10s  data %10s  stored %10s  %d layer(s)\n    %s\n    %s\n",
-			x.Name, units.FormatSize(x.Size), units.FormatSize(x.Data), units.FormatSize(x.Stored), len(x.Parts), orAbsent(x.SHA256, "sha256"), orAbsent(x.BLAKE3, "blake3"))
+		fmt.Fprintf(w, "  %-28s size %10s  data %10s  stored %10s  %d range(s)\n    %s (oras writes it as %s)\n    %s\n    %s\n",
+			x.Name, units.FormatSize(x.Size), units.FormatSize(x.Data), units.FormatSize(x.Stored), x.Ranges, x.MediaType, x.Title, x.SHA256, x.BLAKE3)
 	}
 	fmt.Fprintln(w, "attestations:")
 	if len(atts) == 0 {
@@ -156,12 +156,4 @@ func modelLine(name, version, arch, params, precision, quant string) string {
 		line = strings.TrimSpace(line + " (" + strings.Join(details, ", ") + ")")
 	}
 	return line
-}
-
-// orAbsent spells a whole-file digest the manifest does not record (another tool's artifact).
-func orAbsent(digest, alg string) string {
-	if digest == "" {
-		return "(no " + alg + " annotation)"
-	}
-	return digest
 }

@@ -29,12 +29,13 @@ func newPullCommand(opts *globalOptions) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "pull REF -o DIR",
 		Short: "Pull and verify a pack artifact from an OCI registry into DIR",
-		Long: `pull downloads the artifact at REF into DIR. Every layer is verified (sha256) as it streams and every
-file verified whole (its BLAKE3, recomputed; the sha256 annotation is then implied, not recomputed;
-a manifest without a BLAKE3 annotation is checked by its whole-file sha256, one without either by
-its parts only, and the output says which) before it is renamed, read-only, into DIR; an interrupted pull
-resumes from the parts it had verified (DIR/.orkpipe-partial). A file already in DIR is kept only if
-its digests match. With --trust KEY.pub the artifact must carry provenance signed by that key.`,
+		Long: `pull downloads the artifact at REF (pushed by orkpipe push, see docs/oci.md) into DIR. The ranges
+of every file download in parallel, each checked against its BLAKE3 value as it streams and
+written in place (a sparse file's holes stay holes); a file whose ranges all verified (so its
+BLAKE3 is the manifest's; its sha256 follows, see docs/oci.md) is renamed, read-only, into DIR. An
+interrupted pull resumes from the ranges it had verified (DIR/.orkpipe-partial). A file already
+in DIR is kept only if its BLAKE3 matches. With --trust KEY.pub the artifact must carry
+provenance signed by that key.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return runPull(cmd.Context(), opts, &f, args[0])
@@ -99,11 +100,7 @@ func runPull(ctx context.Context, opts *globalOptions, f *pullFlags, ref string)
 			SHA256  string `json:"sha256"`
 			BLAKE3  string `json:"blake3"`
 			Skipped bool   `json:"skipped"`
-			Resumed int    `json:"resumedParts"`
-			// VerifiedBy names the whole-file digest recomputed after the per-part sha256 checks:
-			// "blake3" (sha256 implied, not recomputed), "sha256" (manifest without BLAKE3) or
-			// "parts" (manifest without whole-file digests: only the per-part digests were checked).
-			VerifiedBy string `json:"verifiedBy"`
+			Resumed int    `json:"resumedRanges"`
 		}
 		out := struct {
 			Digest     string   `json:"digest"`
@@ -114,11 +111,7 @@ func runPull(ctx context.Context, opts *globalOptions, f *pullFlags, ref string)
 		}{Digest: res.Digest.String(), Ref: ref, Downloaded: res.Downloaded}
 		for i, pf := range res.Files {
 			fd := res.Artifact.Files[i].Digests
-			b3 := ""
-			if !fd.BLAKE3.IsZero() {
-				b3 = fd.BLAKE3.String()
-			}
-			out.Files = append(out.Files, file{pf.Name, pf.Path, fd.Size, fd.SHA256, b3, pf.Skipped, pf.Resumed, string(pf.Verified)})
+			out.Files = append(out.Files, file{pf.Name, pf.Path, fd.Size, fd.SHA256, fd.BLAKE3.String(), pf.Skipped, pf.Resumed})
 		}
 		for _, a := range res.Attestations {
 			out.TrustedBy = append(out.TrustedBy, a.TrustedBy...)
@@ -126,11 +119,11 @@ func runPull(ctx context.Context, opts *globalOptions, f *pullFlags, ref string)
 		return json.NewEncoder(opts.stdout).Encode(out)
 	}
 	for i, pf := range res.Files {
-		state := "verified: " + verifiedBy(pf.Verified)
+		state := "verified (BLAKE3 of every range and of the file)"
 		if pf.Skipped {
-			state = "present, verified (its digests recomputed)"
+			state = "present, verified (its BLAKE3 recomputed)"
 		} else if pf.Resumed > 0 {
-			state += fmt.Sprintf(" (%d parts resumed)", pf.Resumed)
+			state += fmt.Sprintf(", %d ranges resumed", pf.Resumed)
 		}
 		fmt.Fprintf(opts.stdout, "%-28s %10s  %s\n", pf.Path, units.FormatSize(res.Artifact.Files[i].Digests.Size), state)
 	}
@@ -139,17 +132,6 @@ func runPull(ctx context.Context, opts *globalOptions, f *pullFlags, ref string)
 	}
 	fmt.Fprintf(opts.stdout, "downloaded %s\n%s\n", units.FormatSize(res.Downloaded), res.Digest)
 	return nil
-}
-
-// verifiedBy says in words which checks vouch for a pulled file.
-func verifiedBy(v registry.Verification) string {
-	switch v {
-	case registry.VerifiedBLAKE3:
-		return "parts sha256, file BLAKE3"
-	case registry.VerifiedSHA256:
-		return "parts sha256, file sha256 (manifest has no BLAKE3)"
-	}
-	return "parts sha256 only (manifest has no whole-file digest)"
 }
 
 // transferProgress renders registry progress events: bars on a terminal, plain lines otherwise,

@@ -42,8 +42,8 @@ func (f *transportFlags) options(ref string) ([]registry.Option, error) {
 
 type pushFlags struct {
 	transportFlags
-	partSize string
-	sign     string
+	rangeSize string
+	sign      string
 }
 
 func newPushCommand(opts *globalOptions) *cobra.Command {
@@ -51,17 +51,20 @@ func newPushCommand(opts *globalOptions) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "push DIR REF",
 		Short: "Push a build output directory (pack, stub, report, provenance) to an OCI registry",
-		Long: `push publishes every file at the top of DIR as one ModelPack OCI artifact at REF (see docs/oci.md).
-Large files travel as several byte-range layers (--part-size), sparse files send only their data,
-layers upload in parallel (-j). With --sign KEY the build's provenance.json is attached as a signed
-in-toto/SLSA attestation. The manifest digest is printed as the last line.`,
+		Long: `push publishes every file at the top of DIR as one ModelPack OCI artifact at REF, one layer per
+file (see docs/oci.md): raw, or a tar archive where leaving a sparse file's holes out or
+compressing (zstd) pays, so that oras and ModelPack clients get the files back. Each file is cut
+into verification ranges (--range-size) that pull fetches in parallel and checks one by one.
+Digests come from the cache (--cache): a build output is not hashed again. Files upload in
+parallel (-j), large ones in resumable chunks. With --sign KEY the build's provenance.json is
+attached as a signed in-toto/SLSA attestation. The manifest digest is printed as the last line.`,
 		Args: cobra.ExactArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return runPush(cmd.Context(), opts, &f, args[0], args[1])
 		},
 	}
 	f.register(cmd)
-	cmd.Flags().StringVar(&f.partSize, "part-size", "512MiB", "largest layer; bigger files are split into byte ranges")
+	cmd.Flags().StringVar(&f.rangeSize, "range-size", "64MiB", "bytes per verification range (a power of two, at least 4MiB); part of the manifest")
 	cmd.Flags().StringVar(&f.sign, "sign", "", "ed25519 private key file (from 'orkpipe key generate') to sign the provenance with")
 	return cmd
 }
@@ -74,15 +77,20 @@ func runPush(ctx context.Context, opts *globalOptions, f *pushFlags, dir, ref st
 	if err != nil {
 		return err
 	}
-	ps, err := units.ParseSize(f.partSize)
+	rs, err := units.ParseSize(f.rangeSize)
 	if err != nil {
-		return usagef("--part-size: %v", err)
+		return usagef("--range-size: %v", err)
 	}
-	if ps < registry.MinPartSize {
-		return usagef("--part-size: %s is below the minimum %s", f.partSize, units.FormatSize(registry.MinPartSize))
+	if !registry.ValidRangeSize(rs) {
+		return usagef("--range-size: %s is not a power of two of at least %s", f.rangeSize, units.FormatSize(registry.MinRangeSize))
 	}
-	ropts = append(ropts, registry.WithJobs(opts.jobs), registry.WithLogger(opts.logger), registry.WithPartSize(ps),
-		registry.WithAnnotator(registry.PackAnnotator))
+	store, err := openCacheStore(opts)
+	if err != nil {
+		return err
+	}
+	defer store.Close()
+	ropts = append(ropts, registry.WithJobs(opts.jobs), registry.WithLogger(opts.logger), registry.WithRangeSize(rs),
+		registry.WithAnnotator(registry.PackAnnotator), registry.WithDigests(store))
 	if f.sign != "" {
 		key, err := registry.LoadPrivateKey(f.sign)
 		if err != nil {
@@ -105,7 +113,7 @@ func runPush(ctx context.Context, opts *globalOptions, f *pushFlags, dir, ref st
 		return json.NewEncoder(opts.stdout).Encode(out)
 	}
 	for _, file := range res.Artifact.Files {
-		fmt.Fprintf(opts.stdout, "%-28s %10s  %d layer(s)  %s\n", file.Name, units.FormatSize(file.Digests.Size), len(file.Parts), file.Digests.SHA256)
+		fmt.Fprintf(opts.stdout, "%-28s %10s  %-8s %10s stored  %s\n", file.Name, units.FormatSize(file.Digests.Size), file.Form, units.FormatSize(file.StoredSize()), file.Digests.SHA256)
 	}
 	fmt.Fprintf(opts.stdout, "uploaded %s, already present %s\n", units.FormatSize(res.Uploaded), units.FormatSize(res.Reused))
 	if res.Attestation != nil {

@@ -48,7 +48,8 @@ func TestPushPullDescribeCLI(t *testing.T) {
 	if _, errOut, code := runRegistryCLI(t, "key", "generate", "-o", key); code != 0 {
 		t.Fatalf("key generate: exit %d: %s", code, errOut)
 	}
-	stdout, errOut, code := runRegistryCLI(t, "push", src, ref, "--plain-http", "--part-size", "256KiB", "--sign", key, "-j", "2")
+	cache := t.TempDir()
+	stdout, errOut, code := runRegistryCLI(t, "--cache", cache, "push", src, ref, "--plain-http", "--range-size", "4MiB", "--sign", key, "-j", "2")
 	if code != 0 {
 		t.Fatalf("push: exit %d: %s", code, errOut)
 	}
@@ -60,7 +61,7 @@ func TestPushPullDescribeCLI(t *testing.T) {
 	if !strings.HasPrefix(digest, "sha256:") || len(digest) != 71 {
 		t.Fatalf("push: last line %q is not the manifest digest", digest)
 	}
-	stdout, errOut, code = runRegistryCLI(t, "--json", "push", src, ref, "--plain-http", "--part-size", "256KiB")
+	stdout, errOut, code = runRegistryCLI(t, "--cache", cache, "--json", "push", src, ref, "--plain-http", "--range-size", "4MiB")
 	if code != 0 {
 		t.Fatalf("push --json: exit %d: %s", code, errOut)
 	}
@@ -94,8 +95,8 @@ func TestPushPullDescribeCLI(t *testing.T) {
 	var dj struct {
 		Digest string
 		Files  []struct {
-			Name  string
-			Parts []json.RawMessage
+			Name, MediaType, Title string
+			Ranges                 int
 		}
 		Attestations []struct{ TrustedBy []string }
 	}
@@ -104,6 +105,12 @@ func TestPushPullDescribeCLI(t *testing.T) {
 	}
 	if dj.Digest != digest || len(dj.Files) != 2 || len(dj.Attestations) != 1 || len(dj.Attestations[0].TrustedBy) != 1 {
 		t.Fatalf("describe --json: %s", stdout)
+	}
+	if f := dj.Files[1]; f.Name != "stories260K.gguf" || f.MediaType != "application/vnd.cncf.model.weight.v1.raw" || f.Title != f.Name || f.Ranges != 1 {
+		t.Errorf("describe --json: file %+v", f)
+	}
+	if _, errOut, code := runRegistryCLI(t, "push", src, ref, "--plain-http", "--range-size", "3MiB"); code != 2 || !strings.Contains(errOut, "power of two") {
+		t.Errorf("push --range-size 3MiB: exit %d: %s", code, errOut)
 	}
 	if _, _, code := runRegistryCLI(t, "pull", ref); code != 2 {
 		t.Fatalf("pull without -o: exit %d, want 2", code)

@@ -145,7 +145,7 @@ func TestVerifyCLIRefAttestDescribe(t *testing.T) {
 	ref := reg.Ref("packs/stories", "v1")
 	build := t.TempDir()
 	verifytest.BuildDir(t, build)
-	if _, stderr, code := runVerifyCLI(t, "push", "--plain-http", build, ref); code != 0 {
+	if _, stderr, code := runVerifyCLI(t, "--cache", t.TempDir(), "push", "--plain-http", build, ref); code != 0 {
 		t.Fatalf("push: exit %d: %s", code, stderr)
 	}
 	keys := t.TempDir()

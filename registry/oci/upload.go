@@ -84,8 +84,8 @@ func (r *Repo) Upload(ctx context.Context, b Blob) (reused bool, err error) {
 		}
 	}
 	if digestInvalid(err) {
-		err = fmt.Errorf("upload %s: %w: the registry computed another digest for the %d bytes sent (they changed since they were hashed, or a remembered digest is wrong): %v",
-			b.Digest, ErrDigestMismatch, b.Size, err)
+		err = fmt.Errorf("upload %s: %w: the registry computed another digest for the %d bytes sent (they changed since they were hashed, or a remembered digest is wrong)",
+			b.Digest, ErrDigestMismatch, b.Size)
 	}
 	return false, err
 }

@@ -1,0 +1,227 @@
+package registry
+
+import (
+	"archive/tar"
+	"bytes"
+	"compress/gzip"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/klauspost/compress/zstd"
+
+	"orkpipe/registry/regtest"
+)
+
+// modelPackClient is a generic ModelPack reader written from the specification alone
+// (github.com/modelpack/model-spec, docs/spec.md and docs/config.md) and the OCI distribution API,
+// with no orkpipe code: it fetches the manifest and every blob over plain HTTP, checks each blob's
+// sha256 and each diffId, and writes a raw layer as the file named by org.cncf.model.filepath and
+// extracts a tar layer (plain, +gzip or +zstd) with archive/tar. It is how a third-party client
+// sees an orkpipe artifact.
+type modelPackClient struct {
+	base string // http://host/v2/repo
+}
+
+// pull writes the files of the artifact at tag into dir and returns the media type of each layer.
+func (c modelPackClient) pull(t *testing.T, tag, dir string) map[string]string {
+	t.Helper()
+	req, _ := http.NewRequest(http.MethodGet, c.base+"/manifests/"+tag, nil)
+	req.Header.Set("Accept", "application/vnd.oci.image.manifest.v1+json")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil || resp.StatusCode != http.StatusOK {
+		t.Fatalf("GET manifest: %v %v", err, resp.Status)
+	}
+	var m struct {
+		MediaType    string `json:"mediaType"`
+		ArtifactType string `json:"artifactType"`
+		Config       struct {
+			MediaType string `json:"mediaType"`
+			Digest    string `json:"digest"`
+		} `json:"config"`
+		Layers []struct {
+			MediaType   string            `json:"mediaType"`
+			Digest      string            `json:"digest"`
+			Size        int64             `json:"size"`
+			Annotations map[string]string `json:"annotations"`
+		} `json:"layers"`
+	}
+	err = json.NewDecoder(resp.Body).Decode(&m)
+	resp.Body.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m.MediaType != "application/vnd.oci.image.manifest.v1+json" || m.ArtifactType != "application/vnd.cncf.model.manifest.v1+json" || m.Config.MediaType != "application/vnd.cncf.model.config.v1+json" {
+		t.Fatalf("not a ModelPack manifest: %s %s %s", m.MediaType, m.ArtifactType, m.Config.MediaType)
+	}
+	// The config must follow the spec's schema, which allows no properties but its own.
+	var cfg struct {
+		Descriptor map[string]any `json:"descriptor"`
+		Config     struct {
+			Architecture, Format, ParamSize, Precision, Quantization string
+		} `json:"config"`
+		ModelFS struct {
+			Type    string   `json:"type"`
+			DiffIDs []string `json:"diffIds"`
+		} `json:"modelfs"`
+	}
+	dec := json.NewDecoder(bytes.NewReader(c.blob(t, m.Config.Digest, filepath.Join(dir, ".config"))))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&cfg); err != nil {
+		t.Fatalf("config: %v", err)
+	}
+	if cfg.ModelFS.Type != "layers" || len(cfg.ModelFS.DiffIDs) != len(m.Layers) {
+		t.Fatalf("config modelfs: type %q, %d diffIds for %d layers", cfg.ModelFS.Type, len(cfg.ModelFS.DiffIDs), len(m.Layers))
+	}
+	forms := map[string]string{}
+	for i, l := range m.Layers {
+		if !strings.HasPrefix(l.MediaType, "application/vnd.cncf.model.") {
+			t.Fatalf("layer %d: media type %s is not ModelPack's", i, l.MediaType)
+		}
+		path := l.Annotations["org.cncf.model.filepath"]
+		forms[path] = l.MediaType
+		blob := filepath.Join(dir, ".blob")
+		c.blob(t, l.Digest, blob)
+		f, err := os.Open(blob)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var r io.Reader = f
+		switch {
+		case strings.HasSuffix(l.MediaType, ".tar+zstd"):
+			zr, err := zstd.NewReader(f)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer zr.Close()
+			r = zr
+		case strings.HasSuffix(l.MediaType, ".tar+gzip"):
+			gr, err := gzip.NewReader(f)
+			if err != nil {
+				t.Fatal(err)
+			}
+			r = gr
+		}
+		diff := sha256.New()
+		r = io.TeeReader(r, diff)
+		if strings.HasSuffix(l.MediaType, ".raw") {
+			writeFrom(t, filepath.Join(dir, path), r)
+		} else {
+			tr := tar.NewReader(r)
+			for {
+				h, err := tr.Next()
+				if err == io.EOF {
+					break
+				}
+				if err != nil {
+					t.Fatalf("layer %d (%s): %v", i, path, err)
+				}
+				if h.Typeflag != tar.TypeReg || strings.Contains(h.Name, "..") {
+					t.Fatalf("layer %d: entry %q of type %c", i, h.Name, h.Typeflag)
+				}
+				writeFrom(t, filepath.Join(dir, h.Name), tr)
+			}
+			io.Copy(io.Discard, r) // what follows the end-of-archive blocks counts in the diffId
+		}
+		f.Close()
+		if got := "sha256:" + hex.EncodeToString(diff.Sum(nil)); got != cfg.ModelFS.DiffIDs[i] {
+			t.Errorf("layer %d (%s): uncompressed content %s, diffId %s", i, path, got, cfg.ModelFS.DiffIDs[i])
+		}
+	}
+	os.Remove(filepath.Join(dir, ".blob"))
+	os.Remove(filepath.Join(dir, ".config"))
+	return forms
+}
+
+// blob downloads digest to path, checks its sha256 and returns its bytes if it is small.
+func (c modelPackClient) blob(t *testing.T, digest, path string) []byte {
+	t.Helper()
+	resp, err := http.Get(c.base + "/blobs/" + digest)
+	if err != nil || resp.StatusCode != http.StatusOK {
+		t.Fatalf("GET blob %s: %v %v", digest, err, resp.Status)
+	}
+	defer resp.Body.Close()
+	h := sha256.New()
+	writeFrom(t, path, io.TeeReader(resp.Body, h))
+	if got := "sha256:" + hex.EncodeToString(h.Sum(nil)); got != digest {
+		t.Fatalf("blob %s hashes to %s", digest, got)
+	}
+	if st, _ := os.Stat(path); st.Size() < 1<<20 {
+		b, _ := os.ReadFile(path)
+		return b
+	}
+	return nil
+}
+
+// TestModelPackClientReadsEveryFile: a generic ModelPack reader rebuilds every file of a pushed
+// build byte-identical, the sparse stub included, from raw, tar and tar+zstd layers.
+func TestModelPackClientReadsEveryFile(t *testing.T) {
+	reg := regtest.Start(t, nil)
+	src := buildDir(t)
+	if _, err := Push(ctxT(t), src, reg.Ref("packs/modelpack", "v1"), plain(reg), testRange, WithAnnotator(PackAnnotator)); err != nil {
+		t.Fatal(err)
+	}
+	dst := t.TempDir()
+	forms := modelPackClient{base: "http://" + reg.Host + "/v2/packs/modelpack"}.pull(t, "v1", dst)
+	seen := map[string]bool{}
+	for _, f := range forms {
+		seen[f[strings.LastIndex(f, ".")+1:]] = true
+	}
+	if !seen["raw"] || !seen["tar"] || !seen["tar+zstd"] {
+		t.Errorf("layers %v: the build should exercise raw, tar and tar+zstd", forms)
+	}
+	paths, err := listDir(src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range paths {
+		q := filepath.Join(dst, filepath.Base(p))
+		if a, b := sha256File(t, p), sha256File(t, q); a != b {
+			t.Errorf("%s (%s): rebuilt %s, source %s", filepath.Base(p), forms[filepath.Base(p)], b, a)
+		}
+	}
+}
+
+// TestOrasPull: oras pull (1.3.6, when on PATH) writes every raw layer as its file, byte-identical
+// (the pack, report and provenance of a build), and every tar layer as an archive named after its
+// title (FILE.tar, FILE.tar.zst) holding the layer's bytes.
+func TestOrasPull(t *testing.T) {
+	oras, err := exec.LookPath("oras")
+	if err != nil {
+		t.Skip("oras not on PATH (go install oras.land/oras/cmd/oras@v1.3.6)")
+	}
+	reg := regtest.Start(t, nil)
+	src := buildDir(t)
+	ref := reg.Ref("packs/oras", "v1")
+	res, err := Push(ctxT(t), src, ref, plain(reg), testRange, WithAnnotator(PackAnnotator))
+	if err != nil {
+		t.Fatal(err)
+	}
+	dst := t.TempDir()
+	if out, err := exec.Command(oras, "pull", "--plain-http", "-o", dst, ref).CombinedOutput(); err != nil {
+		t.Fatalf("oras pull: %v\n%s", err, out)
+	}
+	for _, f := range res.Artifact.Files {
+		got := filepath.Join(dst, f.Title())
+		if f.Form == FormRaw {
+			if a, b := sha256File(t, filepath.Join(src, f.Name)), sha256File(t, got); a != b {
+				t.Errorf("%s: oras wrote %s, source %s", f.Name, b, a)
+			}
+			continue
+		}
+		if d := "sha256:" + sha256File(t, got); d != f.Layer.Digest.String() {
+			t.Errorf("%s: oras wrote %s holding %s, the layer is %s", f.Name, f.Title(), d, f.Layer.Digest)
+		}
+		if _, err := os.Stat(filepath.Join(dst, f.Name)); !os.IsNotExist(err) {
+			t.Errorf("%s: oras wrote an archive under the file's own name (%v)", f.Name, err)
+		}
+	}
+	t.Logf("oras pull wrote %d files", len(res.Artifact.Files))
+}

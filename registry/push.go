@@ -171,7 +171,7 @@ func pushFile(ctx context.Context, r *oci.Repo, o *options, lf *localFile, slots
 			}
 			return nil
 		}
-		if errors.Is(err, ErrDigestMismatch) {
+		if errors.Is(err, ErrDigestMismatch) && ctx.Err() == nil {
 			if fg, ok := o.digests.(digestForgetter); ok && lf.Form == FormRaw {
 				fg.ForgetDigests(lf.Digests.BLAKE3)
 				err = fmt.Errorf("%w (the digests remembered for it were dropped: if the file did not change, push again)", err)

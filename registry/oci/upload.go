@@ -83,6 +83,10 @@ func (r *Repo) Upload(ctx context.Context, b Blob) (reused bool, err error) {
 			r.o.logger.Info("registry refused upload method, falling back", "blob", b.Digest, "err", err)
 		}
 	}
+	if err != nil && ctx.Err() != nil {
+		// Canceled part way: whatever the registry answered to a cut body says nothing of the bytes.
+		return false, fmt.Errorf("upload %s: %w", b.Digest, ctx.Err())
+	}
 	if digestInvalid(err) {
 		err = fmt.Errorf("upload %s: %w: the registry computed another digest for the %d bytes sent (they changed since they were hashed, or a remembered digest is wrong)",
 			b.Digest, ErrDigestMismatch, b.Size)

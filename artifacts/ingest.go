@@ -128,8 +128,11 @@ func (s *Store) IngestFile(ctx context.Context, path string) (Object, error) {
 }
 
 // AdoptFile moves a finished file from one of this Store's TempDirs into the store without
-// copying it: it is hashed, fsynced, made 0444 and linked in; the temp path is then removed. A
-// file outside the Store's TempDirs, or with other hard links, is refused.
+// copying it: its holeSpan-aligned all-zero spans become holes (digHoles: an output that came back
+// fully allocated from another executor, e.g. a stub exported by a Dagger engine, is stored as
+// sparse as one written locally), then it is hashed, fsynced, made 0444 and linked in; the temp
+// path is then removed. A file outside the Store's TempDirs, or with other hard links, is refused;
+// one this process may not write is adopted as it is.
 func (s *Store) AdoptFile(ctx context.Context, path string) (Object, error) {
 	abs, err := filepath.Abs(path)
 	if err != nil {
@@ -138,7 +141,12 @@ func (s *Store) AdoptFile(ctx context.Context, path string) (Object, error) {
 	if !s.inSession(abs) {
 		return Object{}, fmt.Errorf("adopt %s: not inside a TempDir of this store (%s)", abs, s.session.dir)
 	}
-	f, err := os.Open(abs)
+	writable := true
+	f, err := os.OpenFile(abs, os.O_RDWR, 0)
+	if errors.Is(err, fs.ErrPermission) {
+		writable = false
+		f, err = os.Open(abs)
+	}
 	if err != nil {
 		return Object{}, fmt.Errorf("adopt: %w", err)
 	}
@@ -152,6 +160,14 @@ func (s *Store) AdoptFile(ctx context.Context, path string) (Object, error) {
 	}
 	if uint64(before.Nlink) != 1 {
 		return Object{}, fmt.Errorf("adopt %s: file has %d hard links, want 1", abs, before.Nlink)
+	}
+	if writable {
+		if _, err := digHoles(ctx, f, before.Size); err != nil {
+			return Object{}, fmt.Errorf("adopt %s: %w", abs, err)
+		}
+		if before, err = fstat(f); err != nil { // punching holes changes mtime and ctime
+			return Object{}, fmt.Errorf("adopt %s: %w", abs, err)
+		}
 	}
 	d, err := hashOpenFile(ctx, f, before.Size)
 	if err != nil {

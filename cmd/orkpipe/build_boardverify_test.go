@@ -26,7 +26,7 @@ import (
 func TestBuildRequiresBoardVerification(t *testing.T) {
 	cache, out := t.TempDir(), filepath.Join(t.TempDir(), "out")
 	recipe := filepath.Join("..", "..", "pipelines", "recipes", "demo.yaml")
-	text, err := filepath.Abs(filepath.Join("..", "..", "pipelines", "recipes", "tinystories-sample.txt"))
+	text, err := filepath.Abs(filepath.Join("..", "..", "pipelines", "recipes", "demo-stories-eval.txt"))
 	if err != nil {
 		t.Fatal(err)
 	}

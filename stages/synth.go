@@ -9,6 +9,7 @@ import (
 	"math"
 	"math/rand/v2"
 	"os"
+	"strings"
 
 	"orkpipe/ork/gguf"
 )
@@ -32,6 +33,60 @@ type SynthParams struct {
 	// Zero (dense) leaves the parameters, and so the node key, as they were.
 	Experts     int `json:"n_expert,omitempty"`
 	ExpertsUsed int `json:"n_expert_used,omitempty"`
+	// Arch "qwen35" writes llama.cpp's Qwen3.5 dense hybrid instead of a llama model (empty: llama, and
+	// the parameters and node key stay as they were): every FullAttnInterval-th block (default 4) is
+	// gated full attention (Heads query heads of HeadDim, attn_q holding each head's query and gate,
+	// HeadsKV key/value heads, q/k norms, rope on HeadDim/4 dimensions), the others Gated DeltaNet
+	// blocks (attn_qkv, attn_gate, ssm_conv1d, ssm_dt.bias, ssm_a, ssm_beta, ssm_alpha, ssm_norm,
+	// ssm_out) of SSMKHeads query/key heads and SSMVHeads value heads of SSMHeadDim and a causal
+	// convolution of SSMConv taps (default 4); every block has a dense FFN. Layout and value ranges
+	// follow ../shared/testdata/hybrid/make_tiny.py. At Qwen3.6-27B's widths: n_embd 5120, n_ff 17408,
+	// 24 heads of 256 with 4 KV heads, DeltaNet 16 key heads and 48 value heads of 128.
+	Arch             string `json:"arch,omitempty"`
+	HeadDim          int    `json:"head_dim,omitempty"`
+	FullAttnInterval int    `json:"full_attention_interval,omitempty"`
+	SSMConv          int    `json:"ssm_conv_kernel,omitempty"`
+	SSMHeadDim       int    `json:"ssm_state_size,omitempty"`
+	SSMKHeads        int    `json:"ssm_group_count,omitempty"`
+	SSMVHeads        int    `json:"ssm_time_step_rank,omitempty"`
+}
+
+// SynthQwen35 returns the synth parameters of a Qwen3.6-27B-shaped qwen35 model of layers blocks
+// (every fourth one full attention) with a small vocabulary.
+func SynthQwen35(layers int, typ string, seed uint64) SynthParams {
+	return SynthParams{Arch: "qwen35", Layers: layers, Embd: 5120, FF: 17408, Heads: 24, HeadsKV: 4, HeadDim: 256, Vocab: 512, Ctx: 4096,
+		Type: typ, Seed: seed, FullAttnInterval: 4, SSMConv: 4, SSMHeadDim: 128, SSMKHeads: 16, SSMVHeads: 48}
+}
+
+// qwen35 reports whether p is a qwen35 model, with its defaults filled.
+func (p SynthParams) qwen35() (SynthParams, bool) {
+	if p.Arch != "qwen35" {
+		return p, false
+	}
+	if p.FullAttnInterval == 0 {
+		p.FullAttnInterval = 4
+	}
+	if p.SSMConv == 0 {
+		p.SSMConv = 4
+	}
+	return p, true
+}
+
+// attention reports whether block l of a qwen35 model is full attention (llama.cpp:
+// (l+1) % full_attention_interval == 0).
+func (p SynthParams) attention(l int) bool { return (l+1)%p.FullAttnInterval == 0 }
+
+// ropeDim and ropeSections are qwen35's partial rotary (a quarter of the head) and its sections:
+// rope_dim/2 pairs split into three near-equal parts and a zero, as Qwen3.5's [11, 11, 10, 0].
+func (p SynthParams) ropeDim() int { return p.HeadDim / 4 }
+
+func (p SynthParams) ropeSections() []int32 {
+	t := int32(p.ropeDim() / 2)
+	s := []int32{t / 3, t / 3, t / 3, 0}
+	for i := int32(0); i < t%3; i++ {
+		s[i]++
+	}
+	return s
 }
 
 // synthMinVocab is the smallest vocabulary synth builds: 3 specials, 256 byte tokens and the
@@ -40,6 +95,15 @@ const synthMinVocab = 3 + 256 + 1 + 94
 
 // Validate checks the shape.
 func (p SynthParams) Validate() error {
+	if q, ok := p.qwen35(); ok {
+		return q.validateQwen35()
+	}
+	if p.Arch != "" {
+		return fmt.Errorf("arch %q: want empty (llama) or qwen35", p.Arch)
+	}
+	if p.HeadDim != 0 || p.FullAttnInterval != 0 || p.SSMConv != 0 || p.SSMHeadDim != 0 || p.SSMKHeads != 0 || p.SSMVHeads != 0 {
+		return fmt.Errorf("head_dim, full_attention_interval and ssm_*: qwen35 parameters, set without arch: qwen35")
+	}
 	switch {
 	case p.Layers < 1 || p.Embd < 1 || p.FF < 1 || p.Heads < 1 || p.HeadsKV < 1 || p.Ctx < 1:
 		return fmt.Errorf("layers, n_embd, n_ff, n_head, n_head_kv, ctx: want positive, got %+v", p)
@@ -64,9 +128,47 @@ func (p SynthParams) Validate() error {
 	return nil
 }
 
+func (p SynthParams) validateQwen35() error {
+	switch {
+	case p.Layers < 1 || p.Embd < 1 || p.FF < 1 || p.Heads < 1 || p.HeadsKV < 1 || p.Ctx < 1:
+		return fmt.Errorf("qwen35: layers, n_embd, n_ff, n_head, n_head_kv, ctx: want positive, got %+v", p)
+	case p.Heads%p.HeadsKV != 0:
+		return fmt.Errorf("qwen35: n_head %d must divide by n_head_kv %d", p.Heads, p.HeadsKV)
+	case p.HeadDim < 8 || p.HeadDim%8 != 0:
+		return fmt.Errorf("qwen35: head_dim %d: want a positive multiple of 8 (rope on a quarter of it, in pairs)", p.HeadDim)
+	case p.FullAttnInterval < 1:
+		return fmt.Errorf("qwen35: full_attention_interval %d: want >= 1", p.FullAttnInterval)
+	case p.SSMConv < 1 || p.SSMHeadDim < 1 || p.SSMKHeads < 1 || p.SSMVHeads < 1 || p.SSMVHeads%p.SSMKHeads != 0:
+		return fmt.Errorf("qwen35: ssm_conv_kernel %d, ssm_state_size %d, ssm_group_count %d, ssm_time_step_rank %d: want positive, the value heads a multiple of the key heads",
+			p.SSMConv, p.SSMHeadDim, p.SSMKHeads, p.SSMVHeads)
+	case p.Experts != 0 || p.ExpertsUsed != 0:
+		return fmt.Errorf("qwen35: n_expert %d: qwen35 blocks have dense FFNs", p.Experts)
+	case p.Vocab < synthMinVocab || p.Vocab > 1<<20:
+		return fmt.Errorf("vocab %d: want %d..%d (specials, byte tokens and printable pieces)", p.Vocab, synthMinVocab, 1<<20)
+	}
+	t, err := gguf.ParseType(p.Type)
+	if err != nil || (t != gguf.TypeF32 && t != gguf.TypeF16 && t != gguf.TypeBF16 && t != gguf.TypeQ8_0) {
+		return fmt.Errorf("type %q: want F32, F16, BF16 or Q8_0", p.Type)
+	}
+	if t == gguf.TypeQ8_0 {
+		for _, k := range []struct {
+			name string
+			v    int
+		}{{"n_embd", p.Embd}, {"n_ff", p.FF}, {"n_head·head_dim", p.Heads * p.HeadDim}, {"ssm_time_step_rank·ssm_state_size", p.SSMVHeads * p.SSMHeadDim}} {
+			if k.v%32 != 0 {
+				return fmt.Errorf("type Q8_0 needs every matrix's input width to be a multiple of 32: %s is %d", k.name, k.v)
+			}
+		}
+	}
+	return nil
+}
+
 // Tensors returns the tensor infos (name, type, shape) of the model synth writes, in file order.
 // The planner uses it to plan a synthetic source without generating it.
 func (p SynthParams) Tensors() []gguf.TensorInfo {
+	if q, ok := p.qwen35(); ok {
+		return q.qwen35Tensors()
+	}
 	wt, _ := gguf.ParseType(p.Type)
 	e, hd := int64(p.Embd), int64(p.Embd/p.Heads)
 	q, kv, f, v := hd*int64(p.Heads), hd*int64(p.HeadsKV), int64(p.FF), int64(p.Vocab)
@@ -103,6 +205,50 @@ func (p SynthParams) Tensors() []gguf.TensorInfo {
 	return ts
 }
 
+// qwen35Tensors is Tensors of a qwen35 model, in make_tiny.py's order.
+func (p SynthParams) qwen35Tensors() []gguf.TensorInfo {
+	wt, _ := gguf.ParseType(p.Type)
+	f32 := gguf.TypeF32
+	e, f, v := int64(p.Embd), int64(p.FF), int64(p.Vocab)
+	hd, h, hkv := int64(p.HeadDim), int64(p.Heads), int64(p.HeadsKV)
+	dk, nk, nv := int64(p.SSMHeadDim), int64(p.SSMKHeads), int64(p.SSMVHeads)
+	key, val := dk*nk, dk*nv
+	conv := 2*key + val
+	ts := []gguf.TensorInfo{{Name: "token_embd.weight", Type: wt, Shape: []int64{e, v}}}
+	for l := 0; l < p.Layers; l++ {
+		b := fmt.Sprintf("blk.%d.", l)
+		ts = append(ts, gguf.TensorInfo{Name: b + "attn_norm.weight", Type: f32, Shape: []int64{e}})
+		if p.attention(l) {
+			ts = append(ts,
+				gguf.TensorInfo{Name: b + "attn_q.weight", Type: wt, Shape: []int64{e, 2 * h * hd}},
+				gguf.TensorInfo{Name: b + "attn_k.weight", Type: wt, Shape: []int64{e, hkv * hd}},
+				gguf.TensorInfo{Name: b + "attn_v.weight", Type: wt, Shape: []int64{e, hkv * hd}},
+				gguf.TensorInfo{Name: b + "attn_q_norm.weight", Type: f32, Shape: []int64{hd}},
+				gguf.TensorInfo{Name: b + "attn_k_norm.weight", Type: f32, Shape: []int64{hd}},
+				gguf.TensorInfo{Name: b + "attn_output.weight", Type: wt, Shape: []int64{h * hd, e}})
+		} else {
+			ts = append(ts,
+				gguf.TensorInfo{Name: b + "attn_qkv.weight", Type: wt, Shape: []int64{e, conv}},
+				gguf.TensorInfo{Name: b + "attn_gate.weight", Type: wt, Shape: []int64{e, val}},
+				gguf.TensorInfo{Name: b + "ssm_conv1d.weight", Type: f32, Shape: []int64{int64(p.SSMConv), conv}},
+				gguf.TensorInfo{Name: b + "ssm_dt.bias", Type: f32, Shape: []int64{nv}},
+				gguf.TensorInfo{Name: b + "ssm_a", Type: f32, Shape: []int64{nv}},
+				gguf.TensorInfo{Name: b + "ssm_beta.weight", Type: wt, Shape: []int64{e, nv}},
+				gguf.TensorInfo{Name: b + "ssm_alpha.weight", Type: wt, Shape: []int64{e, nv}},
+				gguf.TensorInfo{Name: b + "ssm_norm.weight", Type: f32, Shape: []int64{dk}},
+				gguf.TensorInfo{Name: b + "ssm_out.weight", Type: wt, Shape: []int64{val, e}})
+		}
+		ts = append(ts,
+			gguf.TensorInfo{Name: b + "post_attention_norm.weight", Type: f32, Shape: []int64{e}},
+			gguf.TensorInfo{Name: b + "ffn_gate.weight", Type: wt, Shape: []int64{e, f}},
+			gguf.TensorInfo{Name: b + "ffn_up.weight", Type: wt, Shape: []int64{e, f}},
+			gguf.TensorInfo{Name: b + "ffn_down.weight", Type: wt, Shape: []int64{f, e}})
+	}
+	return append(ts,
+		gguf.TensorInfo{Name: "output_norm.weight", Type: f32, Shape: []int64{e}},
+		gguf.TensorInfo{Name: "output.weight", Type: wt, Shape: []int64{e, v}})
+}
+
 func init() {
 	Register(Define("synth", 1, func(p SynthParams) (Spec, error) {
 		if err := p.Validate(); err != nil {
@@ -115,7 +261,11 @@ func init() {
 }
 
 func runSynth(ctx context.Context, p SynthParams, req Request) error {
-	hdr := gguf.Header{KV: synthKV(p), Tensors: p.Tensors()}
+	kv := synthKV(p)
+	if q, ok := p.qwen35(); ok {
+		p, kv = q, synthKVQwen35(q)
+	}
+	hdr := gguf.Header{KV: kv, Tensors: p.Tensors()}
 	f, err := os.OpenFile(req.Output("model.gguf"), os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
 	if err != nil {
 		return err
@@ -164,6 +314,43 @@ func synthKV(p SynthParams) []gguf.KV {
 		kv[1].Value = gguf.String(fmt.Sprintf("orkpipe-synth-%dx%d-moe%dx%d-seed%d", p.Layers, p.Embd, p.Experts, p.ExpertsUsed, p.Seed))
 	}
 	return kv
+}
+
+// synthKVQwen35 is synthKV of a qwen35 model: llama.cpp's qwen35 keys (REFERENCE.md of the hybrid
+// fixtures) and the same tokenizer.
+func synthKVQwen35(p SynthParams) []gguf.KV {
+	tokens, scores, types := synthVocab(p.Vocab)
+	a := func(k string) string { return "qwen35." + k }
+	return []gguf.KV{
+		{Key: "general.architecture", Value: gguf.String("qwen35")},
+		{Key: "general.name", Value: gguf.String(fmt.Sprintf("orkpipe-synth-qwen35-%dx%d-seed%d", p.Layers, p.Embd, p.Seed))},
+		{Key: a("vocab_size"), Value: gguf.Uint32(uint32(p.Vocab))},
+		{Key: a("context_length"), Value: gguf.Uint32(uint32(p.Ctx))},
+		{Key: a("embedding_length"), Value: gguf.Uint32(uint32(p.Embd))},
+		{Key: a("block_count"), Value: gguf.Uint32(uint32(p.Layers))},
+		{Key: a("feed_forward_length"), Value: gguf.Uint32(uint32(p.FF))},
+		{Key: a("attention.head_count"), Value: gguf.Uint32(uint32(p.Heads))},
+		{Key: a("attention.head_count_kv"), Value: gguf.Uint32(uint32(p.HeadsKV))},
+		{Key: a("attention.key_length"), Value: gguf.Uint32(uint32(p.HeadDim))},
+		{Key: a("attention.value_length"), Value: gguf.Uint32(uint32(p.HeadDim))},
+		{Key: a("attention.layer_norm_rms_epsilon"), Value: gguf.Float32(1e-6)},
+		{Key: a("rope.dimension_count"), Value: gguf.Uint32(uint32(p.ropeDim()))},
+		{Key: a("rope.dimension_sections"), Value: gguf.Int32s(p.ropeSections())},
+		{Key: a("rope.freq_base"), Value: gguf.Float32(1e7)},
+		{Key: a("ssm.conv_kernel"), Value: gguf.Uint32(uint32(p.SSMConv))},
+		{Key: a("ssm.state_size"), Value: gguf.Uint32(uint32(p.SSMHeadDim))},
+		{Key: a("ssm.group_count"), Value: gguf.Uint32(uint32(p.SSMKHeads))},
+		{Key: a("ssm.time_step_rank"), Value: gguf.Uint32(uint32(p.SSMVHeads))},
+		{Key: a("ssm.inner_size"), Value: gguf.Uint32(uint32(p.SSMVHeads * p.SSMHeadDim))},
+		{Key: a("full_attention_interval"), Value: gguf.Uint32(uint32(p.FullAttnInterval))},
+		{Key: "tokenizer.ggml.model", Value: gguf.String("llama")},
+		{Key: "tokenizer.ggml.tokens", Value: gguf.Strings(tokens)},
+		{Key: "tokenizer.ggml.scores", Value: gguf.Float32s(scores)},
+		{Key: "tokenizer.ggml.token_type", Value: gguf.Int32s(types)},
+		{Key: "tokenizer.ggml.unknown_token_id", Value: gguf.Uint32(0)},
+		{Key: "tokenizer.ggml.bos_token_id", Value: gguf.Uint32(1)},
+		{Key: "tokenizer.ggml.eos_token_id", Value: gguf.Uint32(2)},
+	}
 }
 
 // synthWords are the pieces (after the single characters) the synthetic SentencePiece vocabulary
@@ -236,6 +423,21 @@ func synthRNG(seed uint64, name string) *rand.Rand {
 	return rand.New(rand.NewPCG(seed, h))
 }
 
+// synthVector draws one value of a one-dimensional tensor: 1 + 0.1·N(0,1) for norms (2 + 0.2·N(0,1)
+// for the q/k norms of attention heads, which sharpen attention as trained models do), and for
+// qwen35's DeltaNet the decay rates ssm_a = -exp(U(ln 0.1, ln 2)) and the time-step bias U(-2, 0).
+func synthVector(name string, rng *rand.Rand) float32 {
+	switch {
+	case strings.HasSuffix(name, ".ssm_a"):
+		return -float32(math.Exp(math.Log(0.1) + rng.Float64()*math.Log(20)))
+	case strings.HasSuffix(name, ".ssm_dt.bias"):
+		return float32(-2 * rng.Float64())
+	case strings.HasSuffix(name, "_q_norm.weight"), strings.HasSuffix(name, "_k_norm.weight"):
+		return float32(2 * (1 + 0.1*rng.NormFloat64()))
+	}
+	return float32(1 + 0.1*rng.NormFloat64())
+}
+
 // synthTensor streams one tensor row by row. Norm vectors are 1 + 0.1·N(0,1). Matrices have
 // LLM-like weights: N(0, 1/K) entries, one in 48 drawn from a 4x wider normal (heavy tails),
 // 0.5% of the input channels scaled by 6 and 0.5% of the output rows scaled by 3 (outlier channels).
@@ -250,9 +452,20 @@ func synthTensor(ctx context.Context, p SynthParams, t gguf.TensorInfo, w io.Wri
 	enc := make([]byte, rowB)
 	if len(t.Shape) == 1 {
 		for i := range rowF {
-			rowF[i] = float32(1 + 0.1*rng.NormFloat64())
+			rowF[i] = synthVector(t.Name, rng)
 		}
 		return writeRow(t.Type, rowF, enc, w)
+	}
+	if strings.HasSuffix(t.Name, ".ssm_conv1d.weight") { // taps of the causal convolution: U(-0.5, 0.5)
+		for r := int64(0); r < t.Rows(); r++ {
+			for i := range rowF {
+				rowF[i] = float32(rng.Float64() - 0.5)
+			}
+			if err := writeRow(t.Type, rowF, enc, w); err != nil {
+				return err
+			}
+		}
+		return nil
 	}
 	n := t.Rows()
 	colScale := make([]float32, k)

@@ -1,0 +1,105 @@
+package stages_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"slices"
+	"strings"
+	"testing"
+
+	"orkpipe/internal/testfiles"
+	"orkpipe/ork/gguf"
+	"orkpipe/stages"
+)
+
+// TestSynthQwen35Layout: a qwen35 synth model with the widths of ../shared/testdata/tiny-qwen35.gguf
+// (written by llama.cpp's gguf-py, loaded by llama.cpp) has the fixture's tensors in its order with
+// the same shapes, every qwen35.* key of the fixture with the same value, and F32 exactly where the
+// fixture's F16 variant keeps F32; the 27B-shaped parameters validate and plan the Qwen3.6-27B shapes.
+func TestSynthQwen35Layout(t *testing.T) {
+	ctx := context.Background()
+	ref, err := gguf.Open(ctx, testfiles.Path(t, "tiny-qwen35.gguf"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ref.Close()
+	ref16, err := gguf.Open(ctx, testfiles.Path(t, "tiny-qwen35-f16.gguf"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ref16.Close()
+	p := stages.SynthParams{Arch: "qwen35", Layers: 8, Embd: 64, FF: 192, Heads: 4, HeadsKV: 2, HeadDim: 32, Vocab: 512, Ctx: 4096, Type: "F16", Seed: 1,
+		FullAttnInterval: 4, SSMConv: 4, SSMHeadDim: 16, SSMKHeads: 2, SSMVHeads: 6}
+	raw, _ := json.Marshal(p)
+	path := mustExec(t, "synth", string(raw), nil)["model.gguf"]
+	got, err := gguf.Open(ctx, path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer got.Close()
+	if len(got.Tensors) != len(ref.Tensors) {
+		t.Fatalf("%d tensors, the fixture has %d", len(got.Tensors), len(ref.Tensors))
+	}
+	for i, g := range got.Tensors {
+		r, r16 := ref.Tensors[i], ref16.Tensors[i]
+		if g.Name != r.Name || !slices.Equal(g.Shape, r.Shape) || g.Type != r16.Type {
+			t.Errorf("tensor %d: %s %v %s, the fixture's %s %v (F16 variant: %s)", i, g.Name, g.Shape, g.Type, r.Name, r.Shape, r16.Type)
+		}
+	}
+	for _, kv := range ref.KV {
+		if !strings.HasPrefix(kv.Key, "qwen35.") && kv.Key != "general.architecture" {
+			continue
+		}
+		v, ok := got.Lookup(kv.Key)
+		if !ok {
+			t.Errorf("key %s missing", kv.Key)
+			continue
+		}
+		if a, b := fmt.Sprint(v), fmt.Sprint(kv.Value); a != b {
+			t.Errorf("key %s = %s, the fixture's %s", kv.Key, a, b)
+		}
+	}
+	big := stages.SynthQwen35(4, "Q8_0", 1)
+	if err := big.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	want := map[string][]int64{"blk.0.attn_qkv.weight": {5120, 10240}, "blk.0.attn_gate.weight": {5120, 6144}, "blk.0.ssm_alpha.weight": {5120, 48},
+		"blk.0.ssm_out.weight": {6144, 5120}, "blk.3.attn_q.weight": {5120, 12288}, "blk.3.attn_k.weight": {5120, 1024},
+		"blk.3.attn_output.weight": {6144, 5120}, "blk.3.ffn_down.weight": {17408, 5120}}
+	for _, ti := range big.Tensors() {
+		if w, ok := want[ti.Name]; ok {
+			if !slices.Equal(ti.Shape, w) {
+				t.Errorf("27B-shaped %s: %v, want %v", ti.Name, ti.Shape, w)
+			}
+			delete(want, ti.Name)
+		}
+	}
+	if len(want) > 0 {
+		t.Errorf("27B-shaped model lacks %v", want)
+	}
+}
+
+func TestSynthQwen35Validate(t *testing.T) {
+	ok := stages.SynthQwen35(2, "Q8_0", 1)
+	for _, c := range []struct {
+		name string
+		mod  func(p *stages.SynthParams)
+		msg  string
+	}{
+		{"unknown arch", func(p *stages.SynthParams) { p.Arch = "mamba" }, `arch "mamba"`},
+		{"qwen35 field without arch", func(p *stages.SynthParams) { p.Arch = "" }, "set without arch: qwen35"},
+		{"value heads not a multiple", func(p *stages.SynthParams) { p.SSMVHeads = 20 }, "multiple of the key heads"},
+		{"odd head dim", func(p *stages.SynthParams) { p.HeadDim = 12 }, "head_dim 12"},
+		{"Q8_0 width", func(p *stages.SynthParams) { p.SSMHeadDim = 9 }, "ssm_time_step_rank·ssm_state_size is 432"},
+		{"experts", func(p *stages.SynthParams) { p.Experts, p.ExpertsUsed = 4, 2 }, "dense FFNs"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			p := ok
+			c.mod(&p)
+			if err := p.Validate(); err == nil || !strings.Contains(err.Error(), c.msg) {
+				t.Errorf("Validate: %v, want an error saying %q", err, c.msg)
+			}
+		})
+	}
+}

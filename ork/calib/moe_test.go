@@ -3,10 +3,12 @@ package calib
 import (
 	"context"
 	"fmt"
+	"math"
 	"path/filepath"
 	"testing"
 
 	"orkpipe/ork/model"
+	"orkpipe/ork/quant"
 )
 
 // moeTestConfig is a small generated llama-arch MoE model: 2 layers, n_embd 64, 4 experts of n_ff 96, top-2.
@@ -226,4 +228,79 @@ func TestMemoryEstimateMoE(t *testing.T) {
 	checkMemoryEstimate(t, "MoE window (n_embd 2048, 8 experts of n_ff 1408, top-2)", model.Config{Arch: "llama", NEmbd: 2048, NFF: 1408,
 		NLayer: 1, NHead: 16, NHeadKV: 4, HeadDim: 128, NVocab: 256, RopeDim: 128, RopeBase: 10000, RopeFreqScale: 1, NormEps: 1e-5,
 		NExpert: 8, NExpertUsed: 2})
+}
+
+// TestExpertHessianChoice measures why expert slices get per-expert Hessians (over the tokens routed to
+// each expert) rather than one shared Hessian of the block's FFN input (over every token: Σ_e H_e / k,
+// since every token reaches k experts): GPTQ of each expert's gate slice with either, scored by what
+// matters for that expert, its output error over its own routed tokens, e = Σ_n (w_n−q_n)ᵀ H_e (w_n−q_n)
+// relative to Σ_n w_nᵀ H_e w_n. The per-expert Hessian must not lose on the sum over experts.
+func TestExpertHessianChoice(t *testing.T) {
+	m, _ := moeModel(t, -1)
+	c := m.Cfg
+	seqs := make([][]int32, 16)
+	for i := range seqs {
+		seqs[i] = make([]int32, 32)
+		for j := range seqs[i] {
+			seqs[i][j] = int32((i*29 + j*j*3 + 5*j) % c.NVocab)
+		}
+	}
+	src, err := NewEmbeddingSource(m, seqs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := Capture(context.Background(), m, Window{0, 1}, src, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	k := c.NEmbd
+	shared := quant.NewHessian(k)
+	for e := 0; e < c.NExpert; e++ {
+		for i, v := range res.ExpertHessian(0, e, model.InputGateUp).Data {
+			shared.Data[i] += v / float64(c.NExpertUsed)
+		}
+	}
+	score := func(w []float32, q *quant.Weight, h *Hessian) float64 {
+		deq := q.Dequantize()
+		var num, den float64
+		for n := 0; n < len(w)/k; n++ {
+			for i := 0; i < k; i++ {
+				for j := 0; j < k; j++ {
+					hij := h.Data[i*k+j]
+					num += float64(w[n*k+i]-deq[n*k+i]) * hij * float64(w[n*k+j]-deq[n*k+j])
+					den += float64(w[n*k+i]) * hij * float64(w[n*k+j])
+				}
+			}
+		}
+		return math.Sqrt(num / den)
+	}
+	var sumOwn, sumShared float64
+	for e := 0; e < c.NExpert; e++ {
+		name := fmt.Sprintf("blk.0.ffn_gate_exps.weight#%d", e)
+		lin, ok, err := m.Src.Linear(context.Background(), name)
+		if err != nil || !ok {
+			t.Fatalf("%s: %v %v", name, ok, err)
+		}
+		d := lin.(*model.Dense)
+		mat := quant.Matrix{Name: name, Rows: d.N, Cols: d.K, Data: d.W}
+		he := res.ExpertHessian(0, e, model.InputGateUp)
+		own := quant.Hessian(*he)
+		qo, err := quant.GPTQ(context.Background(), mat, &own, quant.WithBits(4), quant.WithGroup(32))
+		if err != nil {
+			t.Fatal(err)
+		}
+		qs, err := quant.GPTQ(context.Background(), mat, shared, quant.WithBits(4), quant.WithGroup(32))
+		if err != nil {
+			t.Fatal(err)
+		}
+		eo, es := score(d.W, qo, he), score(d.W, qs, he)
+		t.Logf("expert %d (%d routed tokens of %d): output error on its tokens %.4f with its own Hessian, %.4f with the shared one (%.3fx)",
+			e, he.Tokens, 16*32, eo, es, es/eo)
+		sumOwn += eo
+		sumShared += es
+	}
+	t.Logf("mean over experts: own %.4f, shared %.4f (shared/own %.3fx)", sumOwn/float64(c.NExpert), sumShared/float64(c.NExpert), sumShared/sumOwn)
+	if sumOwn > sumShared {
+		t.Errorf("per-expert Hessians give a larger routed-token error (%.4f) than one shared Hessian (%.4f)", sumOwn, sumShared)
+	}
 }

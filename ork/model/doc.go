@@ -8,7 +8,8 @@
 // [NewTokenizer] builds a [Tokenizer] from a [Vocab] of plain values (token strings, scores, token types,
 // merges, special ids, flags), so the tokenizer does not depend on how the values were read;
 // [VocabFromGGUF] reads them with llama.cpp's defaults. The tokenizers match llama.cpp's llama-vocab.cpp
-// at the reference commit (testdata/pretok/gen.py names it) token for token:
+// at the reference commit (../shared/testdata/SOURCES.md; testdata/pretok/golden.json.gz records it) token
+// for token:
 //
 //   - model "llama": SentencePiece-style. The text gets a leading space (add_space_prefix, default true),
 //     every space becomes U+2581, the text is split into UTF-8 characters and adjacent symbols are merged

@@ -65,7 +65,11 @@ func TestPreTokenizers(t *testing.T) {
 }
 
 // pretokGolden is testdata/pretok/golden.json.gz: llama.cpp's own splits (unicode_regex_split with
-// each LLAMA_VOCAB_PRE_TYPE's regex set) of 379 inputs; see testdata/pretok/gen.py.
+// each LLAMA_VOCAB_PRE_TYPE's regex set, from src/unicode.cpp at the commit in its llama_cpp field) of
+// 379 inputs: the test vectors of llama.cpp's models/ggml-vocab-*.gguf.inp, hand-written edge cases and
+// seeded random strings over code points of every category llama.cpp distinguishes (and invalid
+// UTF-8). It was recorded with a small harness linked against that llama.cpp source, which is not kept
+// here (no code built from llama.cpp is committed).
 type pretokGolden struct {
 	LlamaCpp string             `json:"llama_cpp"`
 	Inputs   [][]byte           `json:"inputs"`

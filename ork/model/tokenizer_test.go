@@ -150,11 +150,14 @@ func equalIDs(a, b []int32) bool {
 // TestLlamaTokenizeCrossCheck compares Encode with llama.cpp's llama_tokenize on every vocabulary in
 // ORKPIPE_LLAMA_MODELS (including those without test vectors) for the pre-tokenizer golden inputs
 // (testdata/pretok: multilingual, invalid UTF-8, special-token texts), with and without add_special
-// and parse_special. ORKPIPE_LLAMA_TOK is testdata/pretok/llama_tok.cpp built against llama.cpp.
+// and parse_special. ORKPIPE_LLAMA_TOK is a program built against llama.cpp (not kept here) that reads
+// `VOCAB.gguf ADD_SPECIAL PARSE_SPECIAL` (0/1) as arguments and inputs on stdin separated as in
+// llama.cpp's .inp files ("\n__ggml_vocab_test__\n"), loads the GGUF vocabulary only, and prints per
+// input one line: llama_tokenize's ids separated by spaces, or ERR when it fails.
 func TestLlamaTokenizeCrossCheck(t *testing.T) {
 	dir, tool := os.Getenv("ORKPIPE_LLAMA_MODELS"), os.Getenv("ORKPIPE_LLAMA_TOK")
 	if dir == "" || tool == "" {
-		t.Skip("ORKPIPE_LLAMA_MODELS and ORKPIPE_LLAMA_TOK are not both set: see testdata/pretok/llama_tok.cpp")
+		t.Skip("ORKPIPE_LLAMA_MODELS and ORKPIPE_LLAMA_TOK are not both set: see this test's doc comment")
 	}
 	g := readPretokGolden(t)
 	const sep = "\n__ggml_vocab_test__\n"

@@ -193,6 +193,9 @@ type CalibrateParams struct {
 	Sequences int        `json:"sequences"`
 	Ctx       int        `json:"ctx"`
 	Hidden    bool       `json:"hidden"`
+	// ActSample > 0 also writes, per sampled input site of each block, a deterministic sample of at most
+	// ActSample of its activation rows, "a.<l>.<site>" (ActSampleOutput; calib.ActSampler), for act-clip.
+	ActSample int `json:"act_sample,omitempty"`
 }
 
 // CalibrateMemory is the declared peak memory of a calibrate node: calib.EstimateMemory (the weights
@@ -216,6 +219,15 @@ func init() {
 		s := Spec{Inputs: []string{"model", windowInput(p.Start)}, PeakMemory: CalibrateMemory(p.Shape, p.Start, p.End, p.Sequences, p.Ctx)}
 		for l := p.Start; l < p.End; l++ {
 			s.Outputs = append(s.Outputs, calibrateOutputs(p.Shape, l)...)
+		}
+		if p.ActSample < 0 {
+			return Spec{}, fmt.Errorf("act_sample %d: want 0 (none) or a number of rows", p.ActSample)
+		}
+		if p.ActSample > 0 {
+			s.PeakMemory += ActSampleMemory(p.Shape, p.Start, p.End, p.Sequences, p.Ctx, p.ActSample)
+			for l := p.Start; l < p.End; l++ {
+				s.Outputs = append(s.Outputs, actSampleOutputs(p.Shape, l)...)
+			}
 		}
 		if p.Hidden {
 			s.Outputs = append(s.Outputs, "hidden")
@@ -318,9 +330,24 @@ func runCalibrate(ctx context.Context, p CalibrateParams, req Request) error {
 		}
 		defer hf.Close()
 	}
-	res, err := calib.CaptureUpper(ctx, m, calib.Window{Start: p.Start, End: p.End}, src, hw)
+	win := calib.Window{Start: p.Start, End: p.End}
+	var sampler *calib.ActSampler
+	var res *calib.Result
+	if p.ActSample > 0 {
+		if sampler, err = calib.NewActSampler(&m.Cfg, win, p.Sequences, p.Ctx, p.ActSample); err != nil {
+			return err
+		}
+		res, err = calib.CaptureUpperSampled(ctx, m, win, src, hw, sampler)
+	} else {
+		res, err = calib.CaptureUpper(ctx, m, win, src, hw)
+	}
 	if err != nil {
 		return fmt.Errorf("calibrating layers [%d, %d): %w", p.Start, p.End, err)
+	}
+	if sampler != nil {
+		if err := writeActSamples(req, p, &m.Cfg, sampler); err != nil {
+			return err
+		}
 	}
 	if p.Hidden {
 		if err := hb.Flush(); err != nil {

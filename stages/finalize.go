@@ -38,6 +38,9 @@ type FinalizeParams struct {
 	// Importance "imatrix" (rtn, no rotation) binds input "imatrix", a llama.cpp importance matrix,
 	// and weights the clip search and qerr by its mean x² per input channel (quant.RTNImportance).
 	Importance string `json:"importance,omitempty"`
+	// ActClip is a fixed activation clip ratio in (0, 1) recorded with the weight (0, omitted: 1, no
+	// clipping, or the act-clip node after finalize searches it).
+	ActClip float64 `json:"act_clip,omitempty"`
 }
 
 // dtype returns the pack dtype the parameters name, spelled as pack.DType.String spells it (a node key
@@ -134,6 +137,8 @@ func (p FinalizeParams) validate() error {
 		return fmt.Errorf("importance %q: want imatrix or nothing", p.Importance)
 	case p.Importance == "imatrix" && (p.Method != "rtn" || p.Rotation != "none"):
 		return fmt.Errorf("importance imatrix with method %s, rotation %s: an imatrix holds only diag(H), it weights rtn without rotation", p.Method, p.Rotation)
+	case !(p.ActClip >= 0 && p.ActClip < 1) || d == pack.F16 && p.ActClip != 0:
+		return fmt.Errorf("act_clip %v: want a ratio in (0, 1), or 0 for none (F16: none)", p.ActClip)
 	}
 	return nil
 }
@@ -175,7 +180,7 @@ func runFinalize(ctx context.Context, p FinalizeParams, req Request) error {
 		return err
 	}
 	meta := QWeightMeta{Name: fs.Entry, DType: p.DType, Method: p.Method, N: p.N, K: p.K, KP: p.K, Bits: dt.Bits(),
-		Group: p.Group, ActBits: p.ActBits, Source: fs.Digest.String()}
+		Group: p.Group, ActBits: p.ActBits, ActClip: float32(p.ActClip), Source: fs.Digest.String()}
 	if meta.Bits == 16 {
 		q := &QWeight{Meta: meta, F16: make([]uint16, len(m.Data))}
 		var num, den float64

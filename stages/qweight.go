@@ -48,8 +48,11 @@ type QWeightMeta struct {
 	Group    int            `json:"group"`
 	Rotation quant.Rotation `json:"rotation"`
 	ActBits  int            `json:"act_bits"`
-	QErr     float64        `json:"qerr"`
-	Source   string         `json:"source"` // BLAKE3 of the source tensor's bytes
+	// ActClip is the activation clip ratio the pack entry records (docs/orkpack.md 2.4): 0 (omitted) for 1,
+	// no clipping; set by finalize (a fixed act_clip) or by act-clip (the searched one).
+	ActClip float32 `json:"act_clip,omitempty"`
+	QErr    float64 `json:"qerr"`
+	Source  string  `json:"source"` // BLAKE3 of the source tensor's bytes
 }
 
 // Groups returns the scales per row.
@@ -87,6 +90,9 @@ func (m QWeightMeta) validate() error {
 	}
 	if _, err := artifacts.ParseDigest(m.Source); err != nil {
 		return fmt.Errorf("%w: meta of %q: source: %v", ErrWeightFile, m.Name, err)
+	}
+	if !(m.ActClip >= 0 && m.ActClip <= 1) || m.Bits == 16 && m.ActClip != 0 {
+		return fmt.Errorf("%w: meta of %q: activation clip %v (want 0 < clip <= 1, or 0 for none; none for F16)", ErrWeightFile, m.Name, m.ActClip)
 	}
 	if math.IsNaN(m.QErr) || m.QErr < 0 {
 		return fmt.Errorf("%w: meta of %q: qerr %v", ErrWeightFile, m.Name, m.QErr)
@@ -275,7 +281,7 @@ func (m QWeightMeta) PackMeta() (pack.Meta, error) {
 	if err != nil {
 		return pack.Meta{}, err
 	}
-	pm := pack.Meta{Name: m.Name, DType: dt, K: m.KP, N: m.N, Group: m.Group, ActBits: m.ActBits, QErr: m.QErr}
+	pm := pack.Meta{Name: m.Name, DType: dt, K: m.KP, N: m.N, Group: m.Group, ActBits: m.ActBits, ActClip: m.ActClip, QErr: m.QErr}
 	copy(pm.Source[:], src.Bytes())
 	if !m.Rotation.IsZero() {
 		pm.Rotation = pack.Rotation{Kind: pack.RotHadamardUnsigned, Block: m.Rotation.Block}

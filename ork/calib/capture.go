@@ -122,10 +122,14 @@ type observer struct {
 	start int
 	acc   [][model.NumInputs]*accumulator
 	exp   [][][2]*accumulator // MoE: [layer-start][expert]{gate/up, down}
+	tee   model.Observer      // also sees every site that is not per expert (an ActSampler), or nil
 	err   error
 }
 
 func (o *observer) Observe(layer int, in model.Input, x []float32) {
+	if o.tee != nil {
+		o.tee.Observe(layer, in, x)
+	}
 	if int(in) >= len(o.acc[layer-o.start]) {
 		return // a site not captured (model.InputRouter: the MoE router's input)
 	}
@@ -158,23 +162,25 @@ func (o *observer) ObserveExpert(layer int, in model.Input, e int, x []float32) 
 // once over the chunk), and each Hessian takes its rows BatchRows at a time (one rank-BatchRows update),
 // so the sums' order depends on the sequence length and count, never on timing.
 func Capture(ctx context.Context, m *model.Model, w Window, in HiddenSource, out *HiddenWriter) (*Result, error) {
-	return capture(ctx, m, w, in, out, true)
+	return capture(ctx, m, w, in, out, true, nil)
 }
 
 // CaptureUpper is Capture without completing the Hessians: only their upper triangles (diagonal
 // included) hold H, the strict lower triangles hold partial sums or zeros until Symmetrize. For a caller
 // that only writes them (WriteHessian stores the upper triangle), it saves a pass over every matrix.
 func CaptureUpper(ctx context.Context, m *model.Model, w Window, in HiddenSource, out *HiddenWriter) (*Result, error) {
-	return capture(ctx, m, w, in, out, false)
+	return capture(ctx, m, w, in, out, false, nil)
 }
 
-func capture(ctx context.Context, m *model.Model, w Window, in HiddenSource, out *HiddenWriter, symmetrize bool) (*Result, error) {
+// capture runs Capture (symmetrize) or CaptureUpper; tee, when not nil, also sees every site that is not
+// per expert (CaptureUpperSampled).
+func capture(ctx context.Context, m *model.Model, w Window, in HiddenSource, out *HiddenWriter, symmetrize bool, tee model.Observer) (*Result, error) {
 	c := &m.Cfg
 	if err := checkRun(c, w, in, out); err != nil {
 		return nil, err
 	}
 	res := &Result{Window: w, Hessians: make([][model.NumInputs]*Hessian, w.End-w.Start)}
-	obs := &observer{start: w.Start, acc: make([][model.NumInputs]*accumulator, w.End-w.Start)}
+	obs := &observer{start: w.Start, acc: make([][model.NumInputs]*accumulator, w.End-w.Start), tee: tee}
 	// The blocks of a window run one after another, so the accumulators of one input of all blocks
 	// share one row batch (likewise the experts' gate/up and down inputs).
 	hdr := in.Header()

@@ -1,6 +1,8 @@
 // Package calib captures the activations a model's weights see and reduces them to what quantization
-// needs: per-input Hessians H = Σ x·xᵀ for GPTQ, computed layer window by layer window, and the diagonal
-// of H from llama.cpp imatrix files for architectures the forward pass does not support.
+// needs: per-input Hessians H = Σ x·xᵀ for GPTQ, computed layer window by layer window, bounded samples
+// of the activations themselves for the activation clip search ([ActSampler], [CaptureUpperSampled]; the
+// activation-sample file format is in actsample.go), and the diagonal of H from llama.cpp imatrix files for
+// architectures the forward pass does not support.
 //
 // # Windows
 //

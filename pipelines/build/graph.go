@@ -31,6 +31,9 @@ func (t *Target) Graph(ctx context.Context) (*engine.Graph, error) {
 	if _, err := checkBoardFit(ws, prof); err != nil {
 		return nil, err
 	}
+	if err := t.planActClips(src, ws); err != nil {
+		return nil, err
+	}
 	if err := t.checkWeightMemory(ws); err != nil {
 		return nil, err
 	}
@@ -43,7 +46,7 @@ func (t *Target) Graph(ctx context.Context) (*engine.Graph, error) {
 	}
 	needCalib := false
 	for _, w := range ws {
-		needCalib = needCalib || w.fin.Method == "gptq"
+		needCalib = needCalib || w.fin.Method == "gptq" || w.clip != nil
 	}
 	finalIn := func(p *stages.FinalizeParams, hessian *engine.Input) map[string]engine.Input {
 		in := map[string]engine.Input{"model": src.in}
@@ -55,36 +58,52 @@ func (t *Target) Graph(ctx context.Context) (*engine.Graph, error) {
 		}
 		return in
 	}
+	// addFinal adds the finalize nodes of a weight (and of its promoted twin).
 	addFinal := func(w *weight, hessian *engine.Input) {
-		f := g.Add("finalize:"+w.name, "finalize", w.fin, finalIn(&w.fin, hessian))
-		w.final = f.Output("weight")
+		w.final = g.Add("finalize:"+w.name, "finalize", w.fin, finalIn(&w.fin, hessian)).Output("weight")
+		if p := w.promote; p != nil {
+			w.pfinal = g.Add("finalize-promote:"+w.name, "finalize", *p, finalIn(p, hessian)).Output("weight")
+		}
+	}
+	// addTail adds what follows finalize: the activation clip search on the calibrate output acts (when
+	// the weight has one; w.final becomes its output) and the tile nodes.
+	addTail := func(w *weight, acts *engine.Input) {
+		if w.clip != nil {
+			w.final = g.Add("act-clip:"+w.name, "act-clip", *w.clip, map[string]engine.Input{"model": src.in, "weight": w.final, "acts": *acts}).Output("weight")
+		}
 		tl := g.Add("tile:"+w.name, "tile", stages.TileParams{Nibbles: "low-first", N: w.fin.N, KP: stages.PaddedK(w.fin.K, w.fin.Rotation)},
 			map[string]engine.Input{"weight": w.final})
 		w.tiled = tl.Output("entry")
 		if p := w.promote; p != nil {
-			pf := g.Add("finalize-promote:"+w.name, "finalize", *p, finalIn(p, hessian))
+			if w.pclip != nil {
+				w.pfinal = g.Add("act-clip-promote:"+w.name, "act-clip", *w.pclip, map[string]engine.Input{"model": src.in, "weight": w.pfinal, "acts": *acts}).Output("weight")
+			}
 			pt := g.Add("tile-promote:"+w.name, "tile", stages.TileParams{Nibbles: "low-first", N: p.N, KP: stages.PaddedK(p.K, p.Rotation)},
-				map[string]engine.Input{"weight": pf.Output("weight")})
+				map[string]engine.Input{"weight": w.pfinal})
 			w.ptiled = pt.Output("entry")
 		}
 	}
-	// Weights that need no Hessian first: sequential propagation may consume them.
+	// Weights that need no calibration first: sequential propagation may consume them.
 	for _, w := range ws {
 		if w.fin.Method != "gptq" {
 			addFinal(w, nil)
+			if w.clip == nil {
+				addTail(w, nil)
+			}
 		}
 	}
 	if needCalib {
-		if err := t.planCalibration(g, src, ws, addFinal); err != nil {
+		if err := t.planCalibration(g, src, ws, addFinal, addTail); err != nil {
 			return nil, err
 		}
 	}
 	return t.planTail(g, src, ws, boardName, boardFile)
 }
 
-// planCalibration adds tokenize, the calibrate (and, sequentially, propagate) nodes of every window
-// and the GPTQ weights of each window after its calibrate node.
-func (t *Target) planCalibration(g *engine.Graph, src *source, ws []*weight, addFinal func(*weight, *engine.Input)) error {
+// planCalibration adds tokenize, the calibrate (and, sequentially, propagate) nodes of every window,
+// the GPTQ weights of each window after its calibrate node, and the activation clip searches of the
+// window's weights on its activation samples.
+func (t *Target) planCalibration(g *engine.Graph, src *source, ws []*weight, addFinal func(*weight, *engine.Input), addTail func(*weight, *engine.Input)) error {
 	c := t.r.Calibration
 	if err := checkFile("calibration.corpus", c.Corpus); err != nil {
 		return err
@@ -107,7 +126,7 @@ func (t *Target) planCalibration(g *engine.Graph, src *source, ws []*weight, add
 			in["hidden"] = prev
 		}
 		cal := g.Add("calibrate"+id, "calibrate", stages.CalibrateParams{Shape: src.shape, Start: a, End: b, Sequences: c.Sequences,
-			Ctx: c.Ctx, Hidden: oneshot && b < src.shape.Layers}, in)
+			Ctx: c.Ctx, Hidden: oneshot && b < src.shape.Layers, ActSample: c.ActSample}, in)
 		var window []*weight
 		for _, w := range ws {
 			if w.layer >= a && w.layer < b {
@@ -115,6 +134,12 @@ func (t *Target) planCalibration(g *engine.Graph, src *source, ws []*weight, add
 				if w.fin.Method == "gptq" {
 					h := cal.Output(w.hessianOutput())
 					addFinal(w, &h)
+				}
+				if w.clip != nil {
+					acts := cal.Output(w.acts)
+					addTail(w, &acts)
+				} else if w.fin.Method == "gptq" {
+					addTail(w, nil)
 				}
 			}
 		}

@@ -13,6 +13,7 @@ import (
 	"orkpipe/ork/gguf"
 	"orkpipe/ork/model"
 	"orkpipe/ork/pack"
+	"orkpipe/ork/quant"
 	"orkpipe/pipelines/engine"
 	"orkpipe/pipelines/recipe"
 	"orkpipe/stages"
@@ -36,9 +37,14 @@ type weight struct {
 	layer   int // -1 for weights outside the blocks
 	fin     stages.FinalizeParams
 	promote *stages.FinalizeParams
-	tiled   engine.Input
-	ptiled  engine.Input
-	final   engine.Input
+	// clip and pclip search the activation clip of the weight and of its promoted twin after finalize
+	// (act_clip: search), on calibrate output acts; nil otherwise.
+	clip, pclip *stages.ActClipParams
+	acts        string
+	tiled       engine.Input
+	ptiled      engine.Input
+	final       engine.Input // the finalized weight (after its activation clip search, when it has one)
+	pfinal      engine.Input // the promoted twin's
 }
 
 func (t *Target) planSource(ctx context.Context, g *engine.Graph) (*source, error) {
@@ -96,7 +102,44 @@ func finalizeParams(s *recipe.Scheme, name string, n, k int) stages.FinalizePara
 	if s.Importance == "imatrix" && s.Method == "rtn" {
 		p.Importance = "imatrix"
 	}
+	if a := s.ActClip; !a.Search && a.Ratio > 0 && a.Ratio < 1 {
+		p.ActClip = a.Ratio
+	}
 	return p
+}
+
+// planActClips sets the act-clip parameters of every weight whose scheme searches its activation clip,
+// or says why it cannot: the search runs on the activation sample calibration keeps of the weight's input
+// site, which exists for the block weights that are not per expert.
+func (t *Target) planActClips(src *source, ws []*weight) error {
+	var errs []string
+	for _, w := range ws {
+		s := t.r.SchemeFor(w.tensor)
+		if s == nil || !s.Searches() {
+			continue
+		}
+		acts, _, ok := stages.ActSampleOutput(src.shape, w.name)
+		if !ok {
+			errs = append(errs, fmt.Sprintf("%s: act_clip: search needs the activation sample of its input, which calibration keeps only for block weights that are not per expert; set a fixed act_clip for it", w.name))
+			continue
+		}
+		grid := s.ActClipGrid
+		if len(grid) == 0 {
+			grid = quant.DefaultActClipGrid
+		}
+		clip := func(p *stages.FinalizeParams) *stages.ActClipParams {
+			return &stages.ActClipParams{Tensor: w.tensor, N: p.N, K: p.K, ActBits: p.ActBits, Grid: grid,
+				Channels: stages.DefaultActClipChannels, Rows: t.r.Calibration.ActSample}
+		}
+		w.acts, w.clip = acts, clip(&w.fin)
+		if w.promote != nil {
+			w.pclip = clip(w.promote)
+		}
+	}
+	if len(errs) > 0 {
+		return fmt.Errorf("%w: %s", ErrPlan, strings.Join(errs, "; "))
+	}
+	return nil
 }
 
 // isExpertTensor reports whether name is an MoE expert tensor (llama.cpp's blk.N.ffn_*_exps.weight).
@@ -277,7 +320,11 @@ func (t *Target) checkImatrix(ctx context.Context, ws []*weight) error {
 func (t *Target) windows(shape stages.ModelShape) ([][2]int, error) {
 	c := t.r.Calibration
 	mem := func(a, b int) int64 {
-		return max(stages.CalibrateMemory(shape, a, b, c.Sequences, c.Ctx), stages.PropagateMemory(shape, a, b, c.Sequences, c.Ctx))
+		cal := stages.CalibrateMemory(shape, a, b, c.Sequences, c.Ctx)
+		if c.ActSample > 0 { // some scheme searches its activation clip: every window keeps samples
+			cal += stages.ActSampleMemory(shape, a, b, c.Sequences, c.Ctx, c.ActSample)
+		}
+		return max(cal, stages.PropagateMemory(shape, a, b, c.Sequences, c.Ctx))
 	}
 	size := c.Window.Layers
 	if c.Window.Auto {
@@ -305,6 +352,14 @@ func (t *Target) windows(shape stages.ModelShape) ([][2]int, error) {
 func (t *Target) checkWeightMemory(ws []*weight) error {
 	var errs []string
 	for _, w := range ws {
+		for _, p := range []*stages.ActClipParams{w.clip, w.pclip} {
+			if p != nil {
+				if m := stages.ActClipMemory(*p); m > t.mem {
+					errs = append(errs, fmt.Sprintf("weight %s needs %s for its activation clip search (%d sample rows, %d channels), more than --mem %s",
+						w.name, units.FormatSize(m), p.Rows, p.Channels, units.FormatSize(t.mem)))
+				}
+			}
+		}
 		for _, p := range []*stages.FinalizeParams{&w.fin, w.promote} {
 			if p != nil {
 				if m := stages.FinalizeMemory(*p); m > t.mem {

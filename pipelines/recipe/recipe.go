@@ -10,6 +10,7 @@
 package recipe
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -75,6 +76,9 @@ type Calibration struct {
 	Ctx       int    `yaml:"ctx" json:"ctx"`
 	Mode      string `yaml:"mode" json:"mode"` // sequential | oneshot
 	Window    Window `yaml:"window" json:"window"`
+	// ActSample is how many activation rows per input site calibration keeps for the schemes with
+	// act_clip: search (default 1024 when one has it; 0 otherwise).
+	ActSample int `yaml:"act_sample" json:"act_sample,omitempty"`
 }
 
 // Window is a calibration window: a number of layers, or auto (sized from the memory budget).
@@ -129,9 +133,58 @@ type Scheme struct {
 	// Importance weights the RTN clip search and qerr: "" or none (unweighted), or imatrix (diag(H)
 	// from the recipe's imatrix, llama-quantize's semantics). GPTQ always uses the full Hessian.
 	Importance string `yaml:"importance" json:"importance,omitempty"`
+	// ActClip is the activation clip the board applies to the weights' inputs (docs/orkpack.md 2.4): a
+	// fixed ratio in (0, 1] (unset: 1, none) or search (per weight, on calibration activations).
+	ActClip ActClip `yaml:"act_clip" json:"act_clip,omitzero"`
+	// ActClipGrid is the ratios act_clip: search tries (default 1.0 down to 0.5 in steps of 0.025).
+	ActClipGrid []float64 `yaml:"act_clip_grid" json:"act_clip_grid,omitempty"`
 
 	re *regexp.Regexp
 }
+
+// ActClip is a scheme's activation clip: a fixed Ratio in (0, 1], or Search. The zero value is unset
+// (the weights run unclipped).
+type ActClip struct {
+	Search bool
+	Ratio  float64
+}
+
+// IsZero reports whether the clip is unset.
+func (a ActClip) IsZero() bool { return !a.Search && a.Ratio == 0 }
+
+// UnmarshalYAML accepts a number or the word search.
+func (a *ActClip) UnmarshalYAML(b []byte) error {
+	var s string
+	if err := yaml.Unmarshal(b, &s); err == nil && s == "search" {
+		*a = ActClip{Search: true}
+		return nil
+	}
+	var f float64
+	if err := yaml.Unmarshal(b, &f); err != nil || !(f > 0 && f <= 1) {
+		return fmt.Errorf("act_clip: want a ratio in (0, 1] or search, got %s", string(b))
+	}
+	*a = ActClip{Ratio: f}
+	return nil
+}
+
+// MarshalYAML writes search or the ratio.
+func (a ActClip) MarshalYAML() (any, error) {
+	if a.Search {
+		return "search", nil
+	}
+	return a.Ratio, nil
+}
+
+// MarshalJSON writes "search" or the ratio (key material for plans).
+func (a ActClip) MarshalJSON() ([]byte, error) {
+	if a.Search {
+		return []byte(`"search"`), nil
+	}
+	return json.Marshal(a.Ratio)
+}
+
+// Searches reports whether the scheme searches its activation clip.
+func (s *Scheme) Searches() bool { return s.ActClip.Search }
 
 // Matches reports whether the rule applies to the tensor name (the whole name must match).
 func (s *Scheme) Matches(name string) bool { return s.re != nil && s.re.MatchString(name) }

@@ -29,6 +29,10 @@ type DTypeInfo struct {
 
 var groups = []int{0, 32, 64, 128, 256, 512}
 
+// DefaultActSample is calibration.act_sample when a scheme searches its activation clip and the recipe
+// does not say: activation rows kept per input site.
+const DefaultActSample = 1024
+
 // validate checks every field and fills defaults that follow from other fields.
 func (r *Recipe) validate() error {
 	var errs []error
@@ -48,7 +52,7 @@ func (r *Recipe) validate() error {
 	if r.Board == "" {
 		r.Board = "rk3588"
 	}
-	needCalib, useImatrix := false, false
+	needCalib, useImatrix, search := false, false, false
 	if len(r.Schemes) == 0 {
 		bad("schemes: at least one rule is required")
 	}
@@ -57,7 +61,8 @@ func (r *Recipe) validate() error {
 		if err := s.validate(); err != nil {
 			bad("schemes[%d] (match %q): %w", i, s.Match, err)
 		}
-		needCalib = needCalib || s.Method == "gptq"
+		needCalib = needCalib || s.Method == "gptq" || s.Searches()
+		search = search || s.Searches()
 		if s.Importance == "imatrix" {
 			useImatrix = true
 			if r.Imatrix == "" {
@@ -66,7 +71,9 @@ func (r *Recipe) validate() error {
 		}
 	}
 	if needCalib && r.Calibration == nil {
-		if r.Imatrix != "" {
+		if search && !slices.ContainsFunc(r.Schemes, func(s Scheme) bool { return s.Method == "gptq" }) {
+			bad("calibration: required because a scheme uses act_clip: search (it searches on calibration activations)")
+		} else if r.Imatrix != "" {
 			bad("calibration: required because a scheme uses method gptq (an imatrix is not enough: it holds only diag(H), and GPTQ needs the off-diagonal terms of the Hessian)")
 		} else {
 			bad("calibration: required because a scheme uses method gptq")
@@ -93,6 +100,14 @@ func (r *Recipe) validate() error {
 		}
 		if !c.Window.Auto && c.Window.Layers == 0 {
 			c.Window.Auto = true
+		}
+		switch {
+		case c.ActSample < 0:
+			bad("calibration.act_sample: want a positive number of activation rows per input site, got %d", c.ActSample)
+		case c.ActSample > 0 && !search:
+			bad("calibration.act_sample: %d set, but no scheme uses act_clip: search", c.ActSample)
+		case c.ActSample == 0 && search:
+			c.ActSample = DefaultActSample
 		}
 	}
 	if p := r.Promote; p != nil {
@@ -266,6 +281,18 @@ func (s *Scheme) validate() error {
 	}
 	if s.Damp == 0 && s.Method == "gptq" {
 		s.Damp = 0.01
+	}
+	switch {
+	case !s.ActClip.IsZero() && s.DType == "F16":
+		errs = append(errs, errors.New("act_clip with dtype F16: F16 activations are not quantized, there is nothing to clip"))
+	case len(s.ActClipGrid) > 0 && !s.Searches():
+		errs = append(errs, errors.New("act_clip_grid: set, but act_clip is not search"))
+	}
+	for _, c := range s.ActClipGrid {
+		if !(c > 0 && c <= 1) {
+			errs = append(errs, fmt.Errorf("act_clip_grid: ratios must be in (0, 1], got %g", c))
+			break
+		}
 	}
 	return errors.Join(errs...)
 }

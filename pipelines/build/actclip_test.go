@@ -1,0 +1,156 @@
+package build_test
+
+import (
+	"context"
+	"errors"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"orkpipe/pipelines/build"
+	"orkpipe/pipelines/engine"
+	"orkpipe/pipelines/recipe"
+)
+
+// planStatus plans the recipe with the overrides and returns every node's status by id.
+func planStatus(t *testing.T, r *rig, path string, sets ...string) (map[string]engine.NodeStatus, error) {
+	t.Helper()
+	rec, err := recipe.Load(path, sets...)
+	if err != nil {
+		return nil, err
+	}
+	tg, err := build.New(rec, build.WithMemoryBudget(2<<30))
+	if err != nil {
+		t.Fatal(err)
+	}
+	g, err := tg.Graph(context.Background())
+	if err != nil {
+		return nil, err
+	}
+	plan, err := r.eng.Plan(g)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := r.eng.Status(context.Background(), plan)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]engine.NodeStatus{}
+	for _, s := range st {
+		out[s.ID] = s
+	}
+	return out, nil
+}
+
+// TestActClipPlan: with act_clip: search, every calibrate node keeps activation samples, each searched
+// weight has an act-clip node after its finalize node and its window's calibrate node, and its tile node
+// and the sequential propagate node read the act-clip node's weight; a fixed act_clip is a finalize
+// parameter and adds no node; an MoE expert slice cannot search.
+func TestActClipPlan(t *testing.T) {
+	r := newRig(t)
+	path := writeRecipe(t, "sequential")
+	st, err := planStatus(t, r, path, "schemes.0.act_clip=search", "schemes.1.act_clip=0.9")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, l := range []string{"0", "1"} {
+		w := "blk." + l + ".ffn_down.weight"
+		ac, ok := st["act-clip:"+w]
+		win := "calibrate[" + l + "," + string(rune('1'+l[0]-'0')) + ")"
+		if !ok || !slices.Contains(ac.Deps, "finalize:"+w) || !slices.Contains(ac.Deps, win) {
+			t.Fatalf("act-clip:%s: %+v (want deps finalize and %s)", w, ac, win)
+		}
+		if !slices.Contains(st["tile:"+w].Deps, "act-clip:"+w) || slices.Contains(st["tile:"+w].Deps, "finalize:"+w) {
+			t.Errorf("tile:%s reads %v, want the act-clip node only", w, st["tile:"+w].Deps)
+		}
+		if _, ok := st["act-clip:blk."+l+".attn_q.weight"]; ok {
+			t.Errorf("a fixed act_clip planned an act-clip node")
+		}
+	}
+	if p := st["propagate[0,1)"]; !slices.Contains(p.Deps, "act-clip:blk.0.ffn_down.weight") || slices.Contains(p.Deps, "finalize:blk.0.ffn_down.weight") {
+		t.Errorf("propagate[0,1) reads %v, want the searched weight's act-clip node", p.Deps)
+	}
+	// Without act_clip the plan has no act-clip node.
+	st, err = planStatus(t, r, path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for id, s := range st {
+		if s.Stage == "act-clip" {
+			t.Errorf("plan without act_clip has %s", id)
+		}
+	}
+
+	moe := writeMoERecipe(t)
+	_, err = planStatus(t, r, moe, "schemes.0.act_clip=search", "calibration.corpus="+abs(t, "../recipes/demo-corpus.txt"),
+		"calibration.sequences=2", "calibration.ctx=16")
+	if !errors.Is(err, build.ErrPlan) || !strings.Contains(err.Error(), "blk.0.ffn_gate_exps.weight#0: act_clip: search needs the activation sample") {
+		t.Errorf("MoE expert slice with act_clip search: %v", err)
+	}
+	_, err = planStatus(t, r, moe, "schemes.0.act_clip=search")
+	if !errors.Is(err, recipe.ErrInvalid) || !strings.Contains(err.Error(), "required because a scheme uses act_clip: search") {
+		t.Errorf("act_clip search without calibration: %v", err)
+	}
+}
+
+// TestActClipRebuild: a build with searched clips (the int4-activation weights) and a fixed one
+// (ffn_down) records them in the pack (the report shows them, the fixed one exactly); calibrate holds
+// act_sample and the fixed clip is a finalize parameter; changing the search grid re-runs every search
+// and, for the weights whose clip changed, what follows, never calibration or GPTQ.
+func TestActClipRebuild(t *testing.T) {
+	r := newRig(t)
+	path := writeRecipe(t, "oneshot")
+	out := filepath.Join(t.TempDir(), "out")
+	sets := []string{"schemes.0.act_clip=0.9", "schemes.1.act_clip=search"}
+	if _, _, err := r.build(t, path, out, sets...); err != nil {
+		t.Fatal(err)
+	}
+	rep := readReport(t, out)
+	searched := 0
+	for _, w := range rep.Weights {
+		switch {
+		case strings.HasSuffix(w.Name, "ffn_down.weight"):
+			if w.ActClip != float32(0.9) {
+				t.Errorf("%s: clip %v, want the fixed 0.9", w.Name, w.ActClip)
+			}
+		case !(w.ActClip > 0 && w.ActClip <= 1):
+			t.Errorf("%s: searched clip %v", w.Name, w.ActClip)
+		case w.ActClip < 1:
+			searched++
+		}
+	}
+	if searched < 6 {
+		t.Errorf("%d of the 12 int4-activation weights chose a clip below 1: %+v", searched, rep.Weights)
+	}
+	st, err := planStatus(t, r, path, sets...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for id, want := range map[string]string{"calibrate[0,1)": `"act_sample":1024`, "finalize:blk.0.ffn_down.weight": `"act_clip":0.9`} {
+		if m := st[id].Material; m == nil || !strings.Contains(string(m.Params), want) {
+			t.Errorf("%s: params %+v, want %s", id, m, want)
+		}
+	}
+	if m := st["finalize:blk.0.attn_q.weight"].Material; m == nil || strings.Contains(string(m.Params), "act_clip") {
+		t.Errorf("finalize of a searched weight holds a clip: %+v", m)
+	}
+	ran, _, err := r.build(t, path, filepath.Join(t.TempDir(), "out"), append(sets, "schemes.1.act_clip_grid=[1, 0.95, 0.9]")...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	searches := 0
+	for _, id := range ran {
+		switch {
+		case strings.HasPrefix(id, "act-clip:"):
+			searches++
+		case strings.HasPrefix(id, "tile:") && !strings.Contains(id, "ffn_down"):
+		case slices.Contains([]string{"write-orkpack", "emit-stub", "screen", "verify-local", "report", "provenance"}, id):
+		default:
+			t.Errorf("grid change re-ran %s", id)
+		}
+	}
+	if searches != 12 || len(ran) <= searches+1 {
+		t.Errorf("grid change re-ran %v: want the 12 searches, the tiles of the weights whose clip changed and the tail", ran)
+	}
+}

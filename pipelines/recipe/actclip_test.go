@@ -1,0 +1,68 @@
+package recipe
+
+import (
+	"encoding/json"
+	"errors"
+	"strings"
+	"testing"
+)
+
+// TestActClipKeys: act_clip is a ratio or search, in the file and by --set; search defaults
+// calibration.act_sample; the recipe's JSON (provenance, plan key material) spells the clip as written
+// and leaves it out when unset.
+func TestActClipKeys(t *testing.T) {
+	r, err := Parse([]byte(good), "/r/demo.yaml", "schemes.0.act_clip=search", "schemes.1.act_clip=0.85", "schemes.0.act_clip_grid=[1, 0.9]")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s := r.Schemes[0]; !s.Searches() || len(s.ActClipGrid) != 2 || r.Calibration.ActSample != DefaultActSample {
+		t.Errorf("scheme 0: %+v, act_sample %d", s.ActClip, r.Calibration.ActSample)
+	}
+	if s := r.Schemes[1]; s.Searches() || s.ActClip.Ratio != 0.85 {
+		t.Errorf("scheme 1: %+v", s.ActClip)
+	}
+	b, _ := json.Marshal(r)
+	if !strings.Contains(string(b), `"act_clip":"search","act_clip_grid":[1,0.9]`) || !strings.Contains(string(b), `"act_clip":0.85`) ||
+		!strings.Contains(string(b), `"act_sample":1024`) {
+		t.Errorf("JSON: %s", b)
+	}
+	plain, err := Parse([]byte(good), "/r/demo.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b, _ := json.Marshal(plain); strings.Contains(string(b), "act_clip") || strings.Contains(string(b), "act_sample") {
+		t.Errorf("a recipe without act_clip mentions it: %s", b)
+	}
+	r, err = Parse([]byte(good), "/r/demo.yaml", "schemes.1.act_clip=search", "calibration.act_sample=64")
+	if err != nil || r.Calibration.ActSample != 64 {
+		t.Fatalf("act_sample 64: %v %+v", err, r.Calibration)
+	}
+}
+
+func TestActClipErrors(t *testing.T) {
+	noCalib := strings.Replace(good, "method: gptq", "method: rtn", 1)
+	noCalib = noCalib[:strings.Index(noCalib, "calibration:")] + noCalib[strings.Index(noCalib, "schemes:"):]
+	for _, tc := range []struct {
+		name string
+		yaml string
+		sets []string
+		want string
+	}{
+		{"ratio above 1", good, []string{"schemes.0.act_clip=1.5"}, "act_clip: want a ratio in (0, 1] or search, got 1.5"},
+		{"ratio 0", good, []string{"schemes.0.act_clip=0"}, "act_clip: want a ratio in (0, 1] or search, got 0"},
+		{"a word", good, []string{"schemes.0.act_clip=auto"}, "act_clip: want a ratio in (0, 1] or search, got auto"},
+		{"grid without search", good, []string{"schemes.0.act_clip_grid=[0.9]"}, "act_clip_grid: set, but act_clip is not search"},
+		{"grid ratio", good, []string{"schemes.0.act_clip=search", "schemes.0.act_clip_grid=[1, 1.2]"}, "act_clip_grid: ratios must be in (0, 1], got 1.2"},
+		{"F16", good, []string{"schemes.1.dtype=F16", "schemes.1.act_clip=0.9"}, "act_clip with dtype F16"},
+		{"act_sample without search", good, []string{"calibration.act_sample=100"}, "calibration.act_sample: 100 set, but no scheme uses act_clip: search"},
+		{"act_sample negative", good, []string{"schemes.0.act_clip=search", "calibration.act_sample=-1"}, "calibration.act_sample: want a positive number"},
+		{"search without calibration", noCalib, []string{"schemes.1.act_clip=search"}, "calibration: required because a scheme uses act_clip: search"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := Parse([]byte(tc.yaml), "/r/demo.yaml", tc.sets...)
+			if !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("err = %v, want %q", err, tc.want)
+			}
+		})
+	}
+}

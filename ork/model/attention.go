@@ -1,12 +1,123 @@
 package model
 
 import (
+	"fmt"
 	"math"
 	"sync"
 
 	"gonum.org/v1/gonum/blas"
 	"gonum.org/v1/gonum/blas/blas32"
+
+	"orkpipe/ork/gguf"
 )
+
+// attentionBlock is the attention mixer of block l: from x (the attn_norm output, rows × NEmbd) it
+// computes q = attn_q·x, k = attn_k·x, v = attn_v·x (with biases where the model has them), per-head
+// RMS norms of q and k where the model has them, RoPE and causal attention per sequence, and writes
+// attn_output·attention into x.
+func (m *Model) attentionBlock(l *Layer, x []float32, seqLen int, s *scratch, obs Observer) error {
+	c := &m.Cfg
+	rows := len(x) / c.NEmbd
+	qd, kvd := c.QDim(), c.KVDim()
+	q, k, v := s.buf(sQ, rows*qd), s.buf(sK, rows*kvd), s.buf(sV, rows*kvd)
+	for _, p := range []struct {
+		lin Linear
+		y   []float32
+		n   string
+	}{{l.Q, q, "attn_q"}, {l.K, k, "attn_k"}, {l.V, v, "attn_v"}} {
+		if err := p.lin.Apply(p.y, x); err != nil {
+			return fmt.Errorf("blk.%d.%s: %w", l.Index, p.n, err)
+		}
+	}
+	if l.QNorm != nil {
+		rmsNorm(q, q, l.QNorm, c.HeadDim, c.NormEps)
+	}
+	if l.KNorm != nil {
+		rmsNorm(k, k, l.KNorm, c.HeadDim, c.NormEps)
+	}
+	att := s.buf(sAtt, rows*qd)
+	m.attendSequences(att, q, k, v, seqLen, s)
+	if obs != nil {
+		obs.Observe(l.Index, InputAttnO, att)
+	}
+	if err := l.O.Apply(x, att); err != nil {
+		return fmt.Errorf("blk.%d.attn_output: %w", l.Index, err)
+	}
+	return nil
+}
+
+// gatedAttention is qwen35's full-attention mixer: attn_q·x holds per head h the query (values
+// [2h·hd, 2h·hd+hd)) and a gate (the next hd values); q and k are RMS-normed per head, roped (IMROPE)
+// and attended per sequence, and attn_output reads attention ⊙ sigmoid(gate).
+func (m *Model) gatedAttention(l *Layer, x []float32, seqLen int, s *scratch, obs Observer) error {
+	c := &m.Cfg
+	rows := len(x) / c.NEmbd
+	qd, kvd, hd := c.QDim(), c.KVDim(), c.HeadDim
+	qg := s.buf(sQG, 2*rows*qd)
+	if err := l.Q.Apply(qg, x); err != nil {
+		return fmt.Errorf("blk.%d.attn_q: %w", l.Index, err)
+	}
+	q, gate := s.buf(sQ, rows*qd), s.buf(sAttGate, rows*qd)
+	for r := 0; r < rows; r++ {
+		for h := 0; h < c.NHead; h++ {
+			src := qg[r*2*qd+2*h*hd:]
+			copy(q[r*qd+h*hd:r*qd+(h+1)*hd], src[:hd])
+			copy(gate[r*qd+h*hd:r*qd+(h+1)*hd], src[hd:2*hd])
+		}
+	}
+	rmsNorm(q, q, l.QNorm, hd, c.NormEps)
+	k, v := s.buf(sK, rows*kvd), s.buf(sV, rows*kvd)
+	if err := l.K.Apply(k, x); err != nil {
+		return fmt.Errorf("blk.%d.attn_k: %w", l.Index, err)
+	}
+	if err := l.V.Apply(v, x); err != nil {
+		return fmt.Errorf("blk.%d.attn_v: %w", l.Index, err)
+	}
+	rmsNorm(k, k, l.KNorm, hd, c.NormEps)
+	att := s.buf(sAtt, rows*qd)
+	m.attendSequences(att, q, k, v, seqLen, s)
+	for i, g := range gate {
+		att[i] *= sigmoid(g)
+	}
+	if obs != nil {
+		obs.Observe(l.Index, InputAttnO, att)
+	}
+	if err := l.O.Apply(x, att); err != nil {
+		return fmt.Errorf("blk.%d.attn_output: %w", l.Index, err)
+	}
+	return nil
+}
+
+// attendSequences ropes q and k in place and computes causal attention into att, sequence by sequence
+// (rows/seqLen sequences, positions restarting at 0).
+func (m *Model) attendSequences(att, q, k, v []float32, seqLen int, s *scratch) {
+	c := &m.Cfg
+	qd, kvd := c.QDim(), c.KVDim()
+	rope := newRoPE(c, seqLen)
+	scores := s.buf(sScores, attentionWorkers(c.NHead)*seqLen*seqLen)
+	if m.KVF16 {
+		roundF16(v)
+	}
+	for r0 := 0; r0*qd < len(q); r0 += seqLen {
+		qs, ks := q[r0*qd:(r0+seqLen)*qd], k[r0*kvd:(r0+seqLen)*kvd]
+		rope.apply(qs, c.NHead, c.HeadDim)
+		rope.apply(ks, c.NHeadKV, c.HeadDim)
+		if m.KVF16 {
+			roundF16(ks)
+		}
+		attention(att[r0*qd:(r0+seqLen)*qd], scores, qs, ks, v[r0*kvd:(r0+seqLen)*kvd], seqLen, c.NHead, c.NHeadKV, c.HeadDim)
+	}
+}
+
+// roundF16 rounds every value of x to the nearest binary16 (ties to even), as ggml stores F16.
+func roundF16(x []float32) {
+	for i, v := range x {
+		x[i] = gguf.F16ToF32(gguf.F32ToF16(v))
+	}
+}
+
+// sigmoid is ggml's: 1/(1 + exp(-x)).
+func sigmoid(x float32) float32 { return 1 / (1 + float32(math.Exp(float64(-x)))) }
 
 // attentionWorkers is the number of heads attention computes at once.
 func attentionWorkers(heads int) int { return workersFor(heads) }

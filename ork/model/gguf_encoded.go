@@ -42,12 +42,14 @@ func (s *GGUFSource) encoded(ctx context.Context, t gguf.TensorInfo, e int, isEx
 }
 
 // blockWeightType returns the widest encoding a KeepEncoded source holds a block matmul weight of f in
-// (every tensor "blk.*" of two or more dimensions but the MoE router ffn_gate_inp): the tensor's type
-// when KeepsEncoded, else F32. A file without block weights gives F32.
+// (every tensor "blk.*" of two or more dimensions but the MoE router ffn_gate_inp and the convolution
+// kernels ssm_conv1d and shortconv.conv, which are not matmul weights): the tensor's type when
+// KeepsEncoded, else F32. A file without block weights gives F32.
 func blockWeightType(f *gguf.File) gguf.Type {
 	widest, found := gguf.TypeF32, false
 	for _, t := range f.Tensors {
-		if !strings.HasPrefix(t.Name, "blk.") || len(t.Shape) < 2 || strings.Contains(t.Name, ".ffn_gate_inp.") {
+		if !strings.HasPrefix(t.Name, "blk.") || len(t.Shape) < 2 || strings.Contains(t.Name, ".ffn_gate_inp.") ||
+			strings.Contains(t.Name, ".ssm_conv1d.") || strings.Contains(t.Name, ".shortconv.conv.") {
 			continue
 		}
 		held := t.Type

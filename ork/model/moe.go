@@ -29,31 +29,48 @@ const moeWeightsSumMin = 6.103515625e-5
 // expert_weights_scale / expert_weights_norm / expert_gating_func keys (softmax gating and norm_w are
 // fixed, the scale stays 0 = none), and neither does this.
 func Route(logits []float32, sel []int, w []float32) {
-	route(logits, make([]float32, len(logits)), sel, w)
+	route(GatingSoftmax, logits, nil, make([]float32, len(logits)), sel, w)
 }
 
-// route is Route with a caller-provided buffer p of len(logits) values for the probabilities.
-func route(logits, p []float32, sel []int, w []float32) {
-	mx := float32(math.Inf(-1))
-	for _, v := range logits {
-		mx = max(mx, v)
+// route is llm_build_moe_ffn's routing of one token with norm_w = true and no weight scale: p =
+// gating(logits) (softmax, or sigmoid of each logit), the experts of largest p + bias (bias nil: p) in
+// descending order (ties: lower index first), weighted by p[sel[j]] / max(Σ_j p[sel[j]], 2^-14). buf
+// holds len(logits) values, or twice that with a bias.
+func route(g Gating, logits, bias, buf []float32, sel []int, w []float32) {
+	p := buf[:len(logits)]
+	if g == GatingSigmoid {
+		for i, v := range logits {
+			p[i] = sigmoid(v)
+		}
+	} else {
+		mx := float32(math.Inf(-1))
+		for _, v := range logits {
+			mx = max(mx, v)
+		}
+		var sum float64
+		for i, v := range logits {
+			p[i] = float32(math.Exp(float64(v - mx)))
+			sum += float64(p[i])
+		}
+		scale := float32(1 / sum)
+		for i := range p {
+			p[i] *= scale
+		}
 	}
-	var sum float64
-	for i, v := range logits {
-		p[i] = float32(math.Exp(float64(v - mx)))
-		sum += float64(p[i])
-	}
-	scale := float32(1 / sum)
-	for i := range p {
-		p[i] *= scale
+	score := p
+	if bias != nil {
+		score = buf[len(logits) : 2*len(logits)]
+		for i, v := range p {
+			score[i] = v + bias[i]
+		}
 	}
 	for j := range sel { // k is small (2..8): selection by repeated scans
 		best := -1
-		for i, v := range p {
+		for i, v := range score {
 			if taken(sel[:j], i) {
 				continue
 			}
-			if best < 0 || v > p[best] {
+			if best < 0 || v > score[best] {
 				best = i
 			}
 		}
@@ -81,24 +98,26 @@ func taken(sel []int, i int) bool {
 
 // runMoE computes the MoE FFN of block l for the T = len(x)/NEmbd rows of x (the ffn_norm output) into
 // out: each token's output is Σ_j w_j · down_e(silu(gate_e x)·up_e x) over its selected experts e = sel_j,
-// each term rounded to float32 and summed in slot order j = 0, 1, ... as ggml adds the expert views.
+// each term rounded to float32 and summed in slot order j = 0, 1, ... as ggml adds the expert views; with
+// a shared expert, plus sigmoid(ffn_gate_inp_shexp·x) · down_s(silu(gate_s x)·up_s x).
 func (m *Model) runMoE(l *Layer, x, out []float32, s *scratch, obs Observer) error {
 	c := &m.Cfg
-	e, f, k, nx := c.NEmbd, c.NFF, c.NExpertUsed, c.NExpert
+	e, f, k, nx := c.NEmbd, c.ExpertFF(), c.NExpertUsed, c.NExpert
 	if !c.MoE() || len(l.Experts) != nx {
 		return fmt.Errorf("blk.%d: %d experts loaded, the model config says %d: %w", l.Index, len(l.Experts), nx, ErrBadModel)
 	}
 	t := len(x) / e
-	logits := s.logits[:t*nx]
+	logits := s.buf(sLogits, t*nx)
 	if err := l.Router.Apply(logits, x); err != nil {
 		return fmt.Errorf("blk.%d.ffn_gate_inp: %w", l.Index, err)
 	}
-	sel, w := s.sel[:t*k], s.selW[:t*k]
+	sel, w := s.sel[:t*k], s.buf(sSelW, t*k)
+	probs := s.f[sProbs]
 	for tt := 0; tt < t; tt++ {
-		route(logits[tt*nx:(tt+1)*nx], s.probs, sel[tt*k:(tt+1)*k], w[tt*k:(tt+1)*k])
+		route(c.Gating, logits[tt*nx:(tt+1)*nx], l.ExpProbsBias, probs, sel[tt*k:(tt+1)*k], w[tt*k:(tt+1)*k])
 	}
 	eo, _ := obs.(ExpertObserver)
-	slots := s.slots[:t*k*e]
+	slots := s.buf(sSlots, t*k*e)
 	for x0 := 0; x0 < nx; x0++ {
 		routed := s.routed[:0] // indices tt*k+j of the (token, slot) pairs routed to expert x0
 		for i, v := range sel {
@@ -111,13 +130,13 @@ func (m *Model) runMoE(l *Layer, x, out []float32, s *scratch, obs Observer) err
 		if n == 0 {
 			continue
 		}
-		xe := s.xe[:n*e]
+		xe := s.buf(sXE, n*e)
 		for r, i := range routed {
 			tt := i / k
 			copy(xe[r*e:(r+1)*e], x[tt*e:(tt+1)*e])
 		}
 		ex := &l.Experts[x0]
-		g, u := s.gate[:n*f], s.up[:n*f]
+		g, u := s.buf(sGate, n*f), s.buf(sUp, n*f)
 		if eo != nil {
 			eo.ObserveExpert(l.Index, InputGateUp, x0, xe)
 		}
@@ -133,7 +152,7 @@ func (m *Model) runMoE(l *Layer, x, out []float32, s *scratch, obs Observer) err
 		if eo != nil {
 			eo.ObserveExpert(l.Index, InputDown, x0, g)
 		}
-		ye := s.ye[:n*e]
+		ye := s.buf(sYE, n*e)
 		if err := ex.Down.Apply(ye, g); err != nil {
 			return fmt.Errorf("blk.%d.ffn_down_exps expert %d: %w", l.Index, x0, err)
 		}
@@ -153,6 +172,21 @@ func (m *Model) runMoE(l *Layer, x, out []float32, s *scratch, obs Observer) err
 			for i, v := range src {
 				o[i] += v
 			}
+		}
+	}
+	if l.Shared == nil {
+		return nil
+	}
+	sh, fs := l.Shared, c.NFFShared
+	ys := s.buf(sYE, t*e)
+	if err := swiGLU(l.Index, sharedFFN, sh.Gate, sh.Up, sh.Down, ys, x, s.buf(sGate, t*fs), s.buf(sUp, t*fs), obs, InputSharedDown); err != nil {
+		return err
+	}
+	for tt := 0; tt < t; tt++ {
+		gs := sigmoid(dot(sh.GateInp, x[tt*e:(tt+1)*e]))
+		o, y := out[tt*e:(tt+1)*e], ys[tt*e:(tt+1)*e]
+		for i, v := range y {
+			o[i] += v * gs
 		}
 	}
 	return nil

@@ -141,7 +141,7 @@ func TestConfigValidateExperts(t *testing.T) {
 		{2, 3, "llama", false}, {-1, 1, "llama", false}, {4, 2, "qwen3", false}} {
 		c := moeConfig()
 		c.NExpert, c.NExpertUsed, c.Arch = tc.n, tc.used, tc.arch
-		c.RopeNeox, _ = ropeNeox(tc.arch)
+		c.RopeNeox = tc.arch == "qwen2" || tc.arch == "qwen3"
 		if err := c.Validate(); (err == nil) != tc.ok {
 			t.Errorf("%s, %d experts, %d used: error %v, want ok = %v", tc.arch, tc.n, tc.used, err, tc.ok)
 		}

@@ -13,12 +13,25 @@ type Mixer int
 const (
 	// MixerAttention is causal softmax attention (llama, mistral, qwen2, qwen3; LFM2's attention layers).
 	MixerAttention Mixer = iota
+	// MixerGatedAttention is qwen35's full attention: attn_q gives per head a query and a gate, and the
+	// attention output is multiplied by sigmoid(gate) before attn_output.
+	MixerGatedAttention
+	// MixerDeltaNet is qwen35's Gated DeltaNet linear attention (attn_qkv, attn_gate, ssm_*).
+	MixerDeltaNet
+	// MixerShortConv is LFM2's short convolution (shortconv.in_proj, conv, out_proj).
+	MixerShortConv
 )
 
 func (m Mixer) String() string {
 	switch m {
 	case MixerAttention:
 		return "attention"
+	case MixerGatedAttention:
+		return "gated-attention"
+	case MixerDeltaNet:
+		return "deltanet"
+	case MixerShortConv:
+		return "shortconv"
 	}
 	return "Mixer(" + strconv.Itoa(int(m)) + ")"
 }
@@ -48,9 +61,13 @@ type LayerKind struct {
 	FFN   FFNKind
 }
 
-// Kind returns the kind of block layer (0 <= layer < NLayer): for the llama family every block is
-// attention with a dense FFN, or with an MoE FFN when the model has experts.
+// Kind returns the kind of block layer (0 <= layer < NLayer): Kinds[layer] for the hybrid
+// architectures; for the llama family every block is attention with a dense FFN, or with an MoE FFN
+// when the model has experts.
 func (c *Config) Kind(layer int) LayerKind {
+	if c.Kinds != nil {
+		return c.Kinds[layer]
+	}
 	k := LayerKind{Mixer: MixerAttention, FFN: FFNDense}
 	if c.MoE() {
 		k.FFN = FFNMoE
@@ -89,39 +106,75 @@ func (Site) Tensor(layer int, w Matmul) string {
 // the mixer's input (the attn_norm output), the input of the mixer's output projection, the FFN's input
 // (the ffn_norm output; in an MoE block the per-expert gate/up site) and the FFN's inner input (the down
 // projection's; per expert in an MoE block). An MoE block adds InputRouter, the ffn_norm output of every
-// token as the router reads it. An [Input] indexes the slice Sites returns for its layer.
+// token as the router (and a shared expert's gate and up) read it, and with a shared expert
+// InputSharedDown, the shared expert's down input. An [Input] indexes the slice Sites returns for its
+// layer.
 const (
-	InputQKV    Input = iota // attention: attn_norm output, read by attn_q, attn_k, attn_v
-	InputAttnO               // attention: the attention output, read by attn_output
+	InputQKV    Input = iota // mixer input: attn_norm output (attention: attn_q, attn_k, attn_v)
+	InputAttnO               // mixer output projection input (attention: attn_output)
 	InputGateUp              // ffn_norm output, read by ffn_gate, ffn_up (MoE: per expert, ffn_{gate,up}_exps)
 	InputDown                // silu(gate)·up, read by ffn_down (MoE: per expert, ffn_down_exps)
-	// NumInputs is the number of sites of a llama block with a dense FFN.
+	// NumInputs is the number of sites of a block with a dense FFN.
 	NumInputs
 	// InputRouter is the router's input in an MoE block: the ffn_norm output of every token.
 	InputRouter = NumInputs
+	// InputSharedDown is the shared expert's down input in an MoE block with a shared expert.
+	InputSharedDown = NumInputs + 1
 )
 
 // Sites describes the linear inputs of block layer, in the order the Observer indexes them (an [Input]
-// is a position in this slice; see InputQKV for the positions every kind shares).
+// is a position in this slice; see InputQKV for the positions every kind shares):
+//
+//	attention        attn_qkv [attn_q, attn_k, attn_v], attn_output [attn_output]
+//	gated attention  attn_qkv [attn_q (2·QDim rows: per head q then gate), attn_k, attn_v], attn_output
+//	DeltaNet         attn_qkv [attn_qkv, attn_gate, ssm_alpha, ssm_beta], ssm_out [ssm_out]
+//	short conv       shortconv.in_proj [shortconv.in_proj], shortconv.out_proj [shortconv.out_proj]
+//	dense FFN        ffn_gate_up [ffn_gate, ffn_up], ffn_down [ffn_down]
+//	MoE FFN          ffn_gate_up_exps* [ffn_gate_exps, ffn_up_exps], ffn_down_exps* [ffn_down_exps],
+//	                 ffn_gate_inp [ffn_gate_inp (+ ffn_gate_shexp, ffn_up_shexp)] (+ ffn_down_shexp [ffn_down_shexp])
+//
+// (* per expert). qwen35moe's ffn_gate_inp_shexp, a vector, is not a site weight.
 func (c *Config) Sites(layer int) []Site {
 	k := c.Kind(layer)
+	e := c.NEmbd
 	var s []Site
 	switch k.Mixer {
 	case MixerAttention:
 		s = append(s,
-			Site{Name: "attn_qkv", Width: c.NEmbd, Weights: []Matmul{{"attn_q", c.QDim()}, {"attn_k", c.KVDim()}, {"attn_v", c.KVDim()}}},
-			Site{Name: "attn_output", Width: c.QDim(), Weights: []Matmul{{"attn_output", c.NEmbd}}})
+			Site{Name: "attn_qkv", Width: e, Weights: []Matmul{{"attn_q", c.QDim()}, {"attn_k", c.KVDim()}, {"attn_v", c.KVDim()}}},
+			Site{Name: "attn_output", Width: c.QDim(), Weights: []Matmul{{"attn_output", e}}})
+	case MixerGatedAttention:
+		s = append(s,
+			Site{Name: "attn_qkv", Width: e, Weights: []Matmul{{"attn_q", 2 * c.QDim()}, {"attn_k", c.KVDim()}, {"attn_v", c.KVDim()}}},
+			Site{Name: "attn_output", Width: c.QDim(), Weights: []Matmul{{"attn_output", e}}})
+	case MixerDeltaNet:
+		v := c.SSM.ValueDim()
+		s = append(s,
+			Site{Name: "attn_qkv", Width: e, Weights: []Matmul{{"attn_qkv", c.SSM.ConvDim()}, {"attn_gate", v}, {"ssm_alpha", c.SSM.VHeads}, {"ssm_beta", c.SSM.VHeads}}},
+			Site{Name: "ssm_out", Width: v, Weights: []Matmul{{"ssm_out", e}}})
+	case MixerShortConv:
+		s = append(s,
+			Site{Name: "shortconv.in_proj", Width: e, Weights: []Matmul{{"shortconv.in_proj", 3 * e}}},
+			Site{Name: "shortconv.out_proj", Width: e, Weights: []Matmul{{"shortconv.out_proj", e}}})
 	}
 	switch k.FFN {
 	case FFNDense:
 		s = append(s,
-			Site{Name: "ffn_gate_up", Width: c.NEmbd, Weights: []Matmul{{"ffn_gate", c.NFF}, {"ffn_up", c.NFF}}},
-			Site{Name: "ffn_down", Width: c.NFF, Weights: []Matmul{{"ffn_down", c.NEmbd}}})
+			Site{Name: "ffn_gate_up", Width: e, Weights: []Matmul{{"ffn_gate", c.NFF}, {"ffn_up", c.NFF}}},
+			Site{Name: "ffn_down", Width: c.NFF, Weights: []Matmul{{"ffn_down", e}}})
 	case FFNMoE:
+		f := c.ExpertFF()
+		router := Site{Name: "ffn_gate_inp", Width: e, Weights: []Matmul{{"ffn_gate_inp", c.NExpert}}}
+		if c.NFFShared > 0 {
+			router.Weights = append(router.Weights, Matmul{"ffn_gate_shexp", c.NFFShared}, Matmul{"ffn_up_shexp", c.NFFShared})
+		}
 		s = append(s,
-			Site{Name: "ffn_gate_up_exps", Width: c.NEmbd, Weights: []Matmul{{"ffn_gate_exps", c.NFF}, {"ffn_up_exps", c.NFF}}, Experts: c.NExpert},
-			Site{Name: "ffn_down_exps", Width: c.NFF, Weights: []Matmul{{"ffn_down_exps", c.NEmbd}}, Experts: c.NExpert},
-			Site{Name: "ffn_gate_inp", Width: c.NEmbd, Weights: []Matmul{{"ffn_gate_inp", c.NExpert}}})
+			Site{Name: "ffn_gate_up_exps", Width: e, Weights: []Matmul{{"ffn_gate_exps", f}, {"ffn_up_exps", f}}, Experts: c.NExpert},
+			Site{Name: "ffn_down_exps", Width: f, Weights: []Matmul{{"ffn_down_exps", e}}, Experts: c.NExpert},
+			router)
+		if c.NFFShared > 0 {
+			s = append(s, Site{Name: "ffn_down_shexp", Width: c.NFFShared, Weights: []Matmul{{"ffn_down_shexp", e}}})
+		}
 	}
 	return s
 }

@@ -102,7 +102,7 @@ func TestSiteOf(t *testing.T) {
 // TestSitesMatchLoadLayer checks that every weight a site lists is the Linear LoadLayer loads, with the
 // rows the site says and the site's width as K.
 func TestSitesMatchLoadLayer(t *testing.T) {
-	for _, file := range []string{"stories260K.gguf"} {
+	for _, file := range []string{"stories260K.gguf", "tiny-qwen35.gguf", "tiny-lfm2moe.gguf"} {
 		m, _, f, err := OpenGGUF(context.Background(), testfiles.Path(t, file), 64<<20)
 		if err != nil {
 			t.Fatal(err)
@@ -176,6 +176,22 @@ func TestRunLayerBatch(t *testing.T) {
 	models := map[string]func(t *testing.T) *Model{
 		"stories260K": func(t *testing.T) *Model {
 			m, _, f, err := OpenGGUF(ctx, testfiles.Path(t, "stories260K.gguf"), 64<<20)
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { f.Close() })
+			return m
+		},
+		"qwen35": func(t *testing.T) *Model {
+			m, _, f, err := OpenGGUF(ctx, testfiles.Path(t, "tiny-qwen35.gguf"), 64<<20)
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { f.Close() })
+			return m
+		},
+		"lfm2moe": func(t *testing.T) *Model {
+			m, _, f, err := OpenGGUF(ctx, testfiles.Path(t, "tiny-lfm2moe.gguf"), 64<<20)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -258,4 +274,43 @@ func isExpertKey(k string) bool {
 	var l, in, e int
 	fmt.Sscan(k, &l, &in, &e)
 	return e >= 0
+}
+
+// TestBatchScratchBytes runs every block of the fixtures on a batch and checks that the scratch the
+// model then keeps is what BatchScratchBytes declares.
+func TestBatchScratchBytes(t *testing.T) {
+	ctx := context.Background()
+	for _, file := range []string{"stories260K.gguf", "tiny-qwen35.gguf", "tiny-lfm2moe.gguf"} {
+		m, _, f, err := OpenGGUF(ctx, testfiles.Path(t, file), 64<<20)
+		if err != nil {
+			t.Fatal(err)
+		}
+		const nSeq, seqLen = 3, 50
+		toks := make([]int32, nSeq*seqLen)
+		for i := range toks {
+			toks[i] = int32(i * 13 % m.Cfg.NVocab)
+		}
+		h, err := m.Embed(ctx, toks)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for l := 0; l < m.Cfg.NLayer; l++ {
+			ly, err := LoadLayer(ctx, &m.Cfg, m.Src, l)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := m.RunLayerBatch(ctx, ly, h, seqLen, nil); err != nil {
+				t.Fatal(err)
+			}
+		}
+		var held int64
+		for _, b := range m.buf.f {
+			held += 4 * int64(cap(b))
+		}
+		held += 8 * int64(cap(m.buf.sel)+cap(m.buf.routed))
+		if want := m.Cfg.BatchScratchBytes(nSeq, seqLen); held != want {
+			t.Errorf("%s: the model keeps %d bytes of scratch, BatchScratchBytes says %d", file, held, want)
+		}
+		f.Close()
+	}
 }

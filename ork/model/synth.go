@@ -5,17 +5,22 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
-	"strconv"
 	"strings"
+	"sync"
 )
 
 // SyntheticSource is a WeightSource that generates a model of a given shape from a seed: weights are
 // Gaussian with a heavy tail (a few outlier input channels scaled up, as trained LLM weights have),
-// norms near 1. It exists to measure memory and speed at shapes (n_embd 5120) for which no model file is
-// at hand; every call generates fresh tensors, so it holds nothing itself.
+// norms near 1, and for the hybrid architectures DeltaNet decays ssm_a near −1 (negative, so the
+// recurrence decays). It exists to measure memory and speed at shapes (n_embd 5120) for which no model
+// file is at hand; every call generates fresh tensors, so it holds nothing but the list of tensor
+// shapes ([Config.Tensors]).
 type SyntheticSource struct {
 	Cfg  Config
 	Seed uint64
+
+	once   sync.Once
+	shapes map[string]TensorSpec
 }
 
 // NewSyntheticSource validates cfg and returns the generator.
@@ -26,53 +31,33 @@ func NewSyntheticSource(cfg Config, seed uint64) (*SyntheticSource, error) {
 	return &SyntheticSource{Cfg: cfg, Seed: seed}, nil
 }
 
-// shape returns ne (K, N) of a tensor by name, or ok false. An MoE model (Cfg.NExpert > 0) has the
-// router ffn_gate_inp and expert slices "blk.N.ffn_{gate,up,down}_exps.weight#<e>" instead of
-// ffn_gate/up/down.
+// shape returns ne (K, N) of a tensor by name (N = 1 for a vector), or ok false: a tensor of
+// Cfg.Tensors, or an expert slice "<tensor>#<e>" of an expert tensor (a whole expert tensor is not a
+// matrix).
 func (s *SyntheticSource) shape(name string) (k, n int, ok bool) {
-	c := &s.Cfg
-	base, e, isExpert, err := splitExpert(name)
-	if err != nil || (isExpert && e >= c.NExpert) {
-		return 0, 0, false
-	}
-	switch base {
-	case "token_embd.weight", "output.weight":
-		return c.NEmbd, c.NVocab, !isExpert
-	case "output_norm.weight":
-		return c.NEmbd, 1, !isExpert
-	}
-	rest, found := strings.CutPrefix(base, "blk.")
-	if !found {
-		return 0, 0, false
-	}
-	idx, suffix, found := strings.Cut(rest, ".")
-	if l, err := strconv.Atoi(idx); !found || err != nil || l < 0 || l >= c.NLayer {
-		return 0, 0, false
-	}
-	if isExpert {
-		switch suffix {
-		case "ffn_gate_exps.weight", "ffn_up_exps.weight":
-			return c.NEmbd, c.NFF, true
-		case "ffn_down_exps.weight":
-			return c.NFF, c.NEmbd, true
+	s.once.Do(func() {
+		s.shapes = map[string]TensorSpec{}
+		for _, t := range s.Cfg.Tensors() {
+			s.shapes[t.Name] = t
 		}
+	})
+	base, e, isExpert, err := splitExpert(name)
+	if err != nil {
 		return 0, 0, false
 	}
-	switch suffix {
-	case "attn_norm.weight", "ffn_norm.weight":
-		return c.NEmbd, 1, true
-	case "attn_q.weight":
-		return c.NEmbd, c.QDim(), true
-	case "attn_k.weight", "attn_v.weight":
-		return c.NEmbd, c.KVDim(), true
-	case "attn_output.weight":
-		return c.QDim(), c.NEmbd, true
-	case "ffn_gate_inp.weight":
-		return c.NEmbd, c.NExpert, c.MoE()
-	case "ffn_gate.weight", "ffn_up.weight":
-		return c.NEmbd, c.NFF, !c.MoE()
-	case "ffn_down.weight":
-		return c.NFF, c.NEmbd, !c.MoE()
+	t, found := s.shapes[base]
+	switch {
+	case !found:
+		return 0, 0, false
+	case isExpert:
+		if len(t.Shape) != 3 || e >= t.Shape[2] {
+			return 0, 0, false
+		}
+		return t.Shape[0], t.Shape[1], true
+	case len(t.Shape) == 1:
+		return t.Shape[0], 1, true
+	case len(t.Shape) == 2:
+		return t.Shape[0], t.Shape[1], true
 	}
 	return 0, 0, false
 }
@@ -93,8 +78,12 @@ func (s *SyntheticSource) Vector(_ context.Context, name string) ([]float32, boo
 	}
 	r := s.rng(name)
 	v := make([]float32, k)
+	sign := float32(1)
+	if strings.HasSuffix(name, ".ssm_a") { // A = −exp(A_log) < 0: the DeltaNet state decays
+		sign = -1
+	}
 	for i := range v {
-		v[i] = float32(1 + 0.1*r.NormFloat64())
+		v[i] = sign * float32(1+0.1*r.NormFloat64())
 	}
 	return v, true, nil
 }

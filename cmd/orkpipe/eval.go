@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 
 	"github.com/spf13/cobra"
 
@@ -12,38 +13,50 @@ import (
 )
 
 type evalFlags struct {
-	model, pack, base, text string
-	ctx, chunks             int
-	floatActivations        bool
+	model, pack, base, klBase, text string
+	ctx, chunks                     int
+	ctxSet                          bool // --ctx given (else the default, or --kl-base's n_ctx)
+	floatActivations, kvF16         bool
 }
 
 func newEvalCommand(opts *globalOptions) *cobra.Command {
 	var fl evalFlags
 	cmd := &cobra.Command{
-		Use:   "eval --model M.gguf [--pack P.orkpack] --text T [--ctx N] [--base-model F32.gguf]",
+		Use:   "eval --model M.gguf [--pack P.orkpack] --text T [--ctx N] [--base-model F32.gguf | --kl-base FILE]",
 		Short: "Perplexity (and KL divergence against a base model) computed as llama-perplexity does",
 		Long: "eval tokenizes the text whole (with BOS), splits it into tokens/ctx chunks, and scores the second half\n" +
 			"of each chunk, as llama.cpp's llama-perplexity does; it prints PPL +/- its error. With --base-model it\n" +
 			"also prints the KL divergence of the base model's distribution to the evaluated one (mean, median,\n" +
 			"99th percentile, max) and the rate of agreeing top tokens.\n\n" +
+			"With --kl-base FILE, the base distribution is the logits file llama-perplexity --kl-divergence-base FILE\n" +
+			"wrote (for instance on a bigger machine, from the float model): the file must have been made from the\n" +
+			"same text with the same tokenizer and vocabulary, its n_ctx is the chunk length (--ctx must agree), and\n" +
+			"eval prints the statistics llama-perplexity --kl-divergence prints (perplexities, KL divergence\n" +
+			"percentiles, token probability differences, same top token).\n\n" +
 			"With --pack, every matmul weight the pack holds is taken from the pack and computed as the board does\n" +
 			"(rotated activations where the entry is rotated, per-token int4/int8 activation quantization with the\n" +
 			"entry's activation clip, int32 dot products, then scales: docs/orkpack.md 2.4); everything else comes\n" +
-			"from --model, which is also the base model for the KL divergence unless --base-model is given.",
+			"from --model, which is also the base model for the KL divergence unless --base-model or --kl-base is\n" +
+			"given.\n\n" +
+			"Attention keys and values are float32 (llama-perplexity -ctk f32 -ctv f32); --kv-f16 rounds them to\n" +
+			"binary16 as llama.cpp's default F16 K/V cache does.",
 		Args: func(cmd *cobra.Command, args []string) error { return asUsage(cobra.NoArgs(cmd, args)) },
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			fl.ctxSet = cmd.Flags().Changed("ctx")
 			return runEval(cmd.Context(), opts, fl)
 		},
 	}
 	f := cmd.Flags()
-	f.StringVar(&fl.model, "model", "", "the model to evaluate (GGUF, llama family)")
+	f.StringVar(&fl.model, "model", "", "the model to evaluate (GGUF: llama, mistral, qwen2, qwen3, qwen35, qwen35moe, lfm2, lfm2moe)")
 	f.StringVar(&fl.pack, "pack", "", "orkpack whose weights replace --model's matmul weights, emulated exactly")
 	f.StringVar(&fl.base, "base-model", "", "reference model for KL divergence (usually the F32/F16 source)")
+	f.StringVar(&fl.klBase, "kl-base", "", "reference logits for KL divergence: a file written by llama-perplexity --kl-divergence-base")
 	f.StringVar(&fl.text, "text", "", "text file to score (- for standard input)")
-	f.IntVar(&fl.ctx, "ctx", 512, "chunk length in tokens")
+	f.IntVar(&fl.ctx, "ctx", 512, "chunk length in tokens (with --kl-base: the file's n_ctx)")
 	f.IntVar(&fl.chunks, "chunks", 0, "score at most this many chunks (0: all)")
 	f.BoolVar(&fl.floatActivations, "float-activations", false,
 		"feed GGUF Q4_0/Q5_0/Q8_0/F16 weights float32 inputs instead of rounding them as ggml's CPU backend does")
+	f.BoolVar(&fl.kvF16, "kv-f16", false, "round attention keys and values to binary16, as llama.cpp's default F16 K/V cache")
 	return cmd
 }
 
@@ -57,6 +70,20 @@ func runEval(ctx context.Context, opts *globalOptions, fl evalFlags) error {
 		return usagef("eval: --ctx %d: want at least 4", fl.ctx)
 	case fl.chunks < 0:
 		return usagef("eval: --chunks %d: want >= 0", fl.chunks)
+	case fl.base != "" && fl.klBase != "":
+		return usagef("eval: --base-model and --kl-base both give a base distribution: use one")
+	}
+	var klBase *model.KLBase
+	if fl.klBase != "" {
+		b, err := model.OpenKLBase(fl.klBase)
+		if err != nil {
+			return err
+		}
+		defer b.Close()
+		if fl.ctxSet && fl.ctx != b.Ctx {
+			return usagef("eval: --ctx %d, but --kl-base %s was written with n_ctx %d", fl.ctx, fl.klBase, b.Ctx)
+		}
+		fl.ctx, klBase = b.Ctx, b
 	}
 	budget, err := opts.memBudget()
 	if err != nil {
@@ -72,6 +99,7 @@ func runEval(ctx context.Context, opts *globalOptions, fl evalFlags) error {
 	}
 	defer f.Close()
 	m.Src.(*model.GGUFSource).GGMLActivations = !fl.floatActivations
+	m.KVF16 = fl.kvF16
 	ids, err := tok.Encode(text, true, false)
 	if err != nil {
 		return fmt.Errorf("tokenize %s: %w", fl.text, err)
@@ -98,7 +126,8 @@ func runEval(ctx context.Context, opts *globalOptions, fl evalFlags) error {
 		if target, err = model.NewModel(m.Cfg, ps); err != nil {
 			return err
 		}
-		if fl.base == "" {
+		target.KVF16 = fl.kvF16
+		if fl.base == "" && klBase == nil {
 			eo.Base = m
 		}
 	}
@@ -109,6 +138,7 @@ func runEval(ctx context.Context, opts *globalOptions, fl evalFlags) error {
 		}
 		defer bf.Close()
 		b.Src.(*model.GGUFSource).GGMLActivations = !fl.floatActivations
+		b.KVF16 = fl.kvF16
 		bids, err := btok.Encode(text, true, false)
 		if err != nil {
 			return fmt.Errorf("tokenize %s with %s: %w", fl.text, fl.base, err)
@@ -121,12 +151,23 @@ func runEval(ctx context.Context, opts *globalOptions, fl evalFlags) error {
 	eo.Progress = func(done, total int) {
 		opts.logger.Info("eval", "chunk", done, "of", total)
 	}
+	what := fl.model
+	if fl.pack != "" {
+		what = fl.pack + " on " + fl.model
+	}
+	if klBase != nil {
+		r, err := model.EvaluateKLBase(ctx, target, klBase, ids, eo.BOS, fl.chunks, eo.Progress)
+		if err != nil {
+			return fmt.Errorf("eval %s on %s against %s: %w", what, fl.text, fl.klBase, err)
+		}
+		if opts.json {
+			return json.NewEncoder(opts.stdout).Encode(r)
+		}
+		writeKLReport(opts.stdout, r)
+		return nil
+	}
 	res, err := model.Evaluate(ctx, target, ids, eo)
 	if err != nil {
-		what := fl.model
-		if fl.pack != "" {
-			what = fl.pack + " on " + fl.model
-		}
 		return fmt.Errorf("eval %s on %s: %w", what, fl.text, err)
 	}
 	if opts.json {
@@ -138,6 +179,40 @@ func runEval(ctx context.Context, opts *globalOptions, fl evalFlags) error {
 			res.KLD.Mean, res.KLD.MeanErr, res.KLD.Median, res.KLD.P99, res.KLD.Max, 100**res.SameTop, 100**res.SameTopErr)
 	}
 	return nil
+}
+
+// writeKLReport prints r in the layout of llama-perplexity --kl-divergence's final statistics.
+func writeKLReport(w io.Writer, r *model.KLReport) {
+	fmt.Fprintf(w, "%d chunks of %d tokens, %d scored\n\n", r.Chunks, r.Ctx, r.Scored)
+	fmt.Fprintf(w, "====== Perplexity statistics ======\n")
+	fmt.Fprintf(w, "Mean PPL(Q)                   : %10.6f ± %10.6f\n", r.PPL, r.PPLErr)
+	fmt.Fprintf(w, "Mean PPL(base)                : %10.6f ± %10.6f\n", r.PPLBase, r.PPLBaseErr)
+	fmt.Fprintf(w, "Cor(ln(PPL(Q)), ln(PPL(base))): %6.2f%%\n", 100*r.LnPPLCor)
+	fmt.Fprintf(w, "Mean ln(PPL(Q)/PPL(base))     : %10.6f ± %10.6f\n", r.LnPPLRatio, r.LnPPLRatioErr)
+	fmt.Fprintf(w, "Mean PPL(Q)/PPL(base)         : %10.6f ± %10.6f\n", r.PPLRatio, r.PPLRatioErr)
+	fmt.Fprintf(w, "Mean PPL(Q)-PPL(base)         : %10.6f ± %10.6f\n\n", r.PPLDiff, r.PPLDiffErr)
+	k := &r.KLD
+	fmt.Fprintf(w, "====== KL divergence statistics ======\n")
+	fmt.Fprintf(w, "Mean    KLD: %10.6f ± %10.6f\n", k.Mean, k.MeanErr)
+	for _, p := range []struct {
+		name string
+		v    float64
+	}{{"Maximum", k.Max}, {"99.9%  ", k.P999}, {"99.0%  ", k.P99}, {"95.0%  ", k.P95}, {"90.0%  ", k.P90}, {"Median ", k.Median},
+		{"10.0%  ", k.P10}, {" 5.0%  ", k.P5}, {" 1.0%  ", k.P1}, {" 0.1%  ", k.P01}, {"Minimum", k.Min}} {
+		fmt.Fprintf(w, "%s KLD: %10.6f\n", p.name, p.v)
+	}
+	d := &r.DeltaP
+	fmt.Fprintf(w, "\n====== Token probability statistics ======\n")
+	fmt.Fprintf(w, "Mean    Δp: %6.3f ± %5.3f %%\n", 100*d.Mean, 100*d.MeanErr)
+	for _, p := range []struct {
+		name string
+		v    float64
+	}{{"Maximum", d.Max}, {"99.9%  ", d.P999}, {"99.0%  ", d.P99}, {"95.0%  ", d.P95}, {"90.0%  ", d.P90}, {"75.0%  ", d.P75},
+		{"Median ", d.Median}, {"25.0%  ", d.P25}, {"10.0%  ", d.P10}, {" 5.0%  ", d.P5}, {" 1.0%  ", d.P1}, {" 0.1%  ", d.P01}, {"Minimum", d.Min}} {
+		fmt.Fprintf(w, "%s Δp: %6.3f%%\n", p.name, 100*p.v)
+	}
+	fmt.Fprintf(w, "RMS Δp    : %6.3f ± %5.3f %%\n", 100*r.DeltaPRMS, 100*r.DeltaPRMSEr)
+	fmt.Fprintf(w, "Same top p: %6.3f ± %5.3f %%\n", 100*r.SameTop, 100*r.SameTopErr)
 }
 
 func sameIDs(a, b []int32) bool {

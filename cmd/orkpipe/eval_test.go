@@ -100,3 +100,58 @@ func TestEvalPack(t *testing.T) {
 		t.Fatalf("unexpected pack evaluation %s", out)
 	}
 }
+
+// TestEvalKLBase evaluates the F32 qwen35 fixture against llama.cpp's logits of it (a file written by
+// llama-perplexity --kl-divergence-base, ork/model/testdata/kl): the statistics llama-perplexity
+// --kl-divergence prints, a mean KL divergence below 1e-4, and PPL(base) as llama.cpp printed it
+// (3092.426758) for the same file.
+func TestEvalKLBase(t *testing.T) {
+	model := testfiles.Path(t, "tiny-qwen35.gguf")
+	text := testfiles.Path(t, "tinystories_sample.txt")
+	kl, err := filepath.Abs("../../ork/model/testdata/kl/tiny-qwen35-ts128-2.kl")
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, errOut, code := orkpipeExit(t, "--json", "eval", "--model", model, "--text", text, "--kl-base", kl)
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	var r struct {
+		Chunks  int     `json:"chunks"`
+		Ctx     int     `json:"ctx"`
+		Scored  int     `json:"scored"`
+		PPL     float64 `json:"ppl"`
+		PPLBase float64 `json:"ppl_base"`
+		KLD     struct {
+			Mean, Max, Median float64
+			P99               float64 `json:"p99"`
+		} `json:"kld"`
+		SameTop float64 `json:"same_top"`
+	}
+	if err := json.Unmarshal([]byte(out), &r); err != nil {
+		t.Fatalf("%v: %s", err, out)
+	}
+	t.Logf("%s", out)
+	if r.Chunks != 2 || r.Ctx != 128 || r.Scored != 126 || math.Abs(r.PPLBase-3092.426758) > 5e-6 || !(r.KLD.Mean < 1e-4) || r.SameTop != 1 {
+		t.Errorf("unexpected report %s", out)
+	}
+	out, errOut, code = orkpipeExit(t, "eval", "--model", model, "--text", text, "--kl-base", kl, "--chunks", "1")
+	if code != 0 || !strings.Contains(out, "Mean    KLD:") || !strings.Contains(out, "Same top p:") || !strings.Contains(out, "1 chunks of 128 tokens, 63 scored") {
+		t.Errorf("exit %d: %s%s", code, out, errOut)
+	}
+	for _, c := range []struct {
+		args []string
+		code int
+	}{
+		{[]string{"eval", "--model", model, "--text", text, "--kl-base", kl, "--ctx", "256"}, exitUsage},
+		{[]string{"eval", "--model", model, "--text", text, "--kl-base", kl, "--base-model", model}, exitUsage},
+		{[]string{"eval", "--model", model, "--text", testfiles.Path(t, "stories-generated.txt"), "--kl-base", kl}, exitFailure}, // another text
+		{[]string{"eval", "--model", model, "--text", text, "--kl-base", text}, exitFailure},                                     // not a logits file
+	} {
+		if _, errOut, code := orkpipeExit(t, c.args...); code != c.code {
+			t.Errorf("%v: exit %d, want %d (%s)", c.args[1:], code, c.code, errOut)
+		} else {
+			t.Logf("%v: exit %d: %s", c.args[1:], code, errOut)
+		}
+	}
+}

@@ -42,13 +42,29 @@
 //
 // # Forward pass
 //
-// [Model] runs a batch of tokens (one sequence, causal attention from position 0) through the network in
-// float32: RMSNorm, RoPE (normal = interleaved pairs for arch llama, whose Q/K the GGUF converter permutes;
-// neox = split halves for qwen2/qwen3), grouped-query attention, SwiGLU. Every matrix product goes through
-// the [Linear] interface (y = W·x with W of N rows by K values, GGUF ne[0] = K, ne[1] = N), so the same pass
-// runs float weights read from a GGUF file and, for evaluation, the board's emulated integer arithmetic.
-// Weights come from a [WeightSource]; layers are loaded one at a time, so a model bigger than memory can be
-// run layer by layer ([Model.Layer] / [Model.RunLayer]).
+// [Model] runs a batch of tokens through the network in float32. Every block is two residual halves,
+// h += mixer(rms(h)·attn_norm) and h += FFN(rms(h)·ffn_norm), and [Config.Kind] says which mixer and
+// FFN block l has; each architecture's file (arch_llama.go, arch_qwen35.go, arch_lfm2.go, in the
+// manner of llama.cpp's src/models/<arch>.cpp) reads its keys and composes these shared blocks:
+//
+//   - attention: RMSNorm, RoPE (normal = interleaved pairs for arch llama, whose Q/K the GGUF
+//     converter permutes; neox = split halves for the others; qwen35's IMROPE sections), optional
+//     per-head q/k norms, grouped-query causal attention;
+//   - gated attention (qwen35): attn_q yields a query and a gate per head, the output is gated by
+//     sigmoid(gate);
+//   - Gated DeltaNet (qwen35): fused q|k|v projection, causal depthwise convolution with SiLU, L2-normed
+//     q/k, the per-head gated delta rule with key heads broadcast to value heads, a gated RMS norm;
+//   - short convolution (LFM2): B⊙x convolved causally, gated by C;
+//   - SwiGLU FFN, and mixture-of-experts FFNs (softmax or sigmoid routing, selection bias, top-k
+//     renormalized, qwen35moe's gated shared expert).
+//
+// [Config.Sites] describes the distinct linear inputs of each block (what calibration captures);
+// [Model.RunLayerBatch] runs S sequences of equal length at once, every matmul weight applied once to
+// all rows, attention, convolutions and recurrences per sequence with positions and state restarting.
+// Every matrix product goes through the [Linear] interface (y = W·x with W of N rows by K values, GGUF
+// ne[0] = K, ne[1] = N), so the same pass runs float weights read from a GGUF file and, for evaluation,
+// the board's emulated integer arithmetic. Weights come from a [WeightSource]; layers are loaded one at
+// a time, so a model bigger than memory can be run layer by layer ([LoadLayer] / [Model.RunLayer]).
 // A [GGUFSource] with KeepEncoded keeps quantized and 16-bit weights in their file encoding ([Encoded]:
 // row blocks dequantized per Apply into bounded scratch), with results bit-identical to float32 weights (pure-Go build; -tags blas: to float32 rounding);
 // [Config.WeightBytes] and [Config.BlockScratchBytes] state what such a source holds.
@@ -72,6 +88,11 @@
 // reported as llama-perplexity's --kl-divergence mode does. With [GGUFSource.GGMLActivations] the inputs of
 // Q4_0/Q4_1/Q5_0/Q5_1/Q8_0/F16/BF16 matrices are rounded as ggml's CPU backend rounds them (Q8_0 blocks,
 // binary16, bfloat16), which is what makes quantized GGUF files score as llama.cpp scores them.
+// [Model.KVF16] rounds attention keys and values to binary16 as llama.cpp's default F16 K/V cache does.
+//
+// [EvaluateKLBase] takes the base distribution from a file llama-perplexity --kl-divergence-base wrote
+// ([KLBase]; its format is documented in klbase.go) and computes the statistics llama-perplexity
+// --kl-divergence prints ([KLReport]).
 //
 // For a pack, [PackSource] replaces each matmul weight the pack holds by an [Emulated] Linear: the board's
 // arithmetic (rotation, per-token int4/int8 activations, int32 dot products per scale group, scales).

@@ -17,4 +17,7 @@ var (
 	ErrBadModel = errors.New("bad model")
 	// ErrTooShort is returned when a text is too short to form a single evaluation chunk.
 	ErrTooShort = errors.New("text too short")
+	// ErrBadKLBase is returned for a KL-divergence base file (llama-perplexity --kl-divergence-base)
+	// that is malformed or does not match the model and text it is used with.
+	ErrBadKLBase = errors.New("bad KL-divergence base file")
 )

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"math"
 	"path/filepath"
@@ -9,6 +10,8 @@ import (
 
 	"orkpipe/internal/fixtures"
 	"orkpipe/internal/testfiles"
+	"orkpipe/ork/gguf"
+	"orkpipe/ork/model"
 	"orkpipe/ork/pack"
 )
 
@@ -153,5 +156,48 @@ func TestEvalKLBase(t *testing.T) {
 		} else {
 			t.Logf("%v: exit %d: %s", c.args[1:], code, errOut)
 		}
+	}
+}
+
+// TestEvalPackHybrid evaluates an int8 pack of every board-alignable site weight of the qwen35 fixture
+// (Gated DeltaNet and gated attention blocks) against llama.cpp's logits of the float model: the pack's
+// emulated arithmetic moves the distribution measurably but not far.
+func TestEvalPackHybrid(t *testing.T) {
+	modelPath := testfiles.Path(t, "tiny-qwen35.gguf")
+	f, err := gguf.Open(context.Background(), modelPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := model.ConfigFromGGUF(f)
+	f.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	packPath := filepath.Join(t.TempDir(), "w8.orkpack")
+	owned, _ := fixtures.Pack(t, modelPath, packPath, func(name string) (fixtures.Tier, bool) {
+		l, in, w, ok := cfg.SiteOf(name)
+		return fixtures.Tier{DType: pack.I8, Group: 32}, ok && w.N%32 == 0 && cfg.Sites(l)[in].Width%32 == 0
+	}, nil)
+	if want := 6*6 + 2*7; len(owned) != want { // DeltaNet blocks: attn_qkv, attn_gate, ssm_out, FFN x3; attention blocks: q, k, v, o, FFN x3
+		t.Fatalf("pack owns %d weights, want %d: %v", len(owned), want, owned)
+	}
+	kl, err := filepath.Abs("../../ork/model/testdata/kl/tiny-qwen35-ts128-2.kl")
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, errOut, code := orkpipeExit(t, "--json", "eval", "--model", modelPath, "--pack", packPath,
+		"--text", testfiles.Path(t, "tinystories_sample.txt"), "--kl-base", kl)
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	var r struct {
+		KLD struct{ Mean float64 } `json:"kld"`
+	}
+	if err := json.Unmarshal([]byte(out), &r); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("W8A8 pack of %d weights vs llama.cpp's float logits: %s", len(owned), out)
+	if !(r.KLD.Mean > 1e-3 && r.KLD.Mean < 0.2) {
+		t.Errorf("KLD mean %g: want the pack's small nonzero divergence", r.KLD.Mean)
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"orkpipe/internal/testfiles"
+	"orkpipe/ork/pack"
 )
 
 // siteNames lists the names of the sites of a layer, marking expert sites with "*".
@@ -313,4 +314,108 @@ func TestBatchScratchBytes(t *testing.T) {
 		}
 		f.Close()
 	}
+}
+
+// inputRecorder wraps every Linear of a source and keeps the input of its last Apply, by weight name.
+type inputRecorder struct {
+	WeightSource
+	seen map[string][]float32
+}
+
+type recordingLinear struct {
+	Linear
+	name string
+	seen map[string][]float32
+}
+
+func (r recordingLinear) Apply(y, x []float32) error {
+	r.seen[r.name] = append([]float32(nil), x...)
+	return r.Linear.Apply(y, x)
+}
+
+func (s inputRecorder) Linear(ctx context.Context, name string) (Linear, bool, error) {
+	l, ok, err := s.WeightSource.Linear(ctx, name)
+	if !ok || err != nil {
+		return l, ok, err
+	}
+	return recordingLinear{l, name, s.seen}, true, nil
+}
+
+// TestSitesSeeWhatWeightsRead runs one batch through every block and checks the sites against the
+// forward pass itself: every weight a site lists read exactly the rows the Observer reported for the
+// site (per expert slice for expert sites), and every matmul weight the block applied is listed.
+func TestSitesSeeWhatWeightsRead(t *testing.T) {
+	ctx := context.Background()
+	open := map[string]func(t *testing.T) *Model{
+		"stories260K.gguf":  func(t *testing.T) *Model { return openShared(t, "stories260K.gguf") },
+		"tiny-qwen35.gguf":  func(t *testing.T) *Model { return openShared(t, "tiny-qwen35.gguf") },
+		"tiny-lfm2moe.gguf": func(t *testing.T) *Model { return openShared(t, "tiny-lfm2moe.gguf") },
+		"llama-moe": func(t *testing.T) *Model {
+			path, _ := writeMoEModel(t, moeConfig(), 5, 1)
+			m, _ := openMoE(t, path)
+			return m
+		},
+	}
+	for name, o := range open {
+		t.Run(name, func(t *testing.T) {
+			m := o(t)
+			rec := inputRecorder{m.Src, map[string][]float32{}}
+			m.Src = rec
+			const nSeq, seqLen = 2, 24
+			toks := make([]int32, nSeq*seqLen)
+			for i := range toks {
+				toks[i] = int32(i * 29 % m.Cfg.NVocab)
+			}
+			h, err := m.Embed(ctx, toks)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for l := 0; l < m.Cfg.NLayer; l++ {
+				ly, err := LoadLayer(ctx, &m.Cfg, m.Src, l)
+				if err != nil {
+					t.Fatal(err)
+				}
+				clear(rec.seen)
+				obs := recordObserver{}
+				if err := m.RunLayerBatch(ctx, ly, h, seqLen, obs); err != nil {
+					t.Fatal(err)
+				}
+				listed := map[string]bool{}
+				for i, s := range m.Cfg.Sites(l) {
+					for _, w := range s.Weights {
+						tensor := s.Tensor(l, w)
+						for e := 0; e < max(1, s.Experts); e++ {
+							name, key := tensor, fmt.Sprint(l, i, -1)
+							if s.Experts > 0 {
+								name, key = pack.ExpertName(tensor, e), fmt.Sprint(l, i, e)
+							}
+							listed[name] = true
+							got, read := rec.seen[name]
+							if s.Experts > 0 && !read && obs[key] == nil {
+								continue // no token routed to this expert
+							}
+							if !read || !slices.Equal(got, obs[key]) {
+								t.Errorf("block %d: %s read %d values, site %s was observed with %d (read %v)", l, name, len(got), s.Name, len(obs[key]), read)
+							}
+						}
+					}
+				}
+				for name := range rec.seen {
+					if !listed[name] {
+						t.Errorf("block %d: %s was applied but no site lists it", l, name)
+					}
+				}
+			}
+		})
+	}
+}
+
+// openShared opens a shared test model as a float Model over a GGUFSource.
+func openShared(t *testing.T, file string) *Model {
+	m, _, f, err := OpenGGUF(context.Background(), testfiles.Path(t, file), 64<<20)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { f.Close() })
+	return m
 }

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/binary"
+	"encoding/json"
 	"errors"
 	"math"
 	"os"
@@ -72,6 +73,9 @@ func TestEvaluateKLBase(t *testing.T) {
 			}
 			if r.SameTop != 1 {
 				t.Errorf("same top %.4f, want 1", r.SameTop)
+			}
+			if _, err := json.Marshal(r); err != nil { // every field finite, even where Q and base agree exactly
+				t.Errorf("report: %v", err)
 			}
 		})
 	}

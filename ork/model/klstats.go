@@ -9,7 +9,9 @@ import (
 
 // KLReport holds the statistics llama-perplexity --kl-divergence prints (llama.cpp 3f545bec,
 // kl_divergence()), for the evaluated model Q against the base model whose log-probabilities a
-// KL-divergence base file holds. Errors (…Err) are the standard errors llama.cpp prints after "±".
+// KL-divergence base file holds. Errors (…Err) are the standard errors llama.cpp prints after "±";
+// where rounding makes a variance negative or a denominator zero (Q and base agreeing almost exactly)
+// llama.cpp prints nan and this reports 0, so every field is a finite number.
 type KLReport struct {
 	Chunks int `json:"chunks"`
 	Ctx    int `json:"ctx"`
@@ -193,20 +195,24 @@ func (s *klSums) report(chunks, ctx int, klds, pdiffs []float32) *KLReport {
 		n := float64(s.count)
 		cov = (s.nllNllBase/n - (s.nll/n)*(s.nllBase/n)) / (n - 1)
 	}
-	r.LnPPLCor = cov / (lpErr * lbErr)
+	if lpErr*lbErr > 0 {
+		r.LnPPLCor = cov / (lpErr * lbErr)
+	}
 	r.LnPPLRatio = lp - lb
-	r.LnPPLRatioErr = math.Sqrt(lpErr*lpErr + lbErr*lbErr - 2*cov)
+	r.LnPPLRatioErr = sqrtNonNeg(lpErr*lpErr + lbErr*lbErr - 2*cov)
 	r.PPLRatio = math.Exp(r.LnPPLRatio)
 	r.PPLRatioErr = r.PPLRatio * r.LnPPLRatioErr
 	r.PPLDiff = r.PPL - r.PPLBase
-	r.PPLDiffErr = math.Sqrt(r.PPLErr*r.PPLErr + r.PPLBaseErr*r.PPLBaseErr - 2*r.PPL*r.PPLBase*cov)
+	r.PPLDiffErr = sqrtNonNeg(r.PPLErr*r.PPLErr + r.PPLBaseErr*r.PPLBaseErr - 2*r.PPL*r.PPLBase*cov)
 	r.KLD.Mean, r.KLD.MeanErr = meanAndUncertainty(s.kld, s.kld2, s.count)
 	r.KLD.percentiles(klds, false)
 	r.DeltaP.Mean, r.DeltaP.MeanErr = meanAndUncertainty(s.pDiff, s.pDiff2, s.count)
 	r.DeltaP.percentiles(pdiffs, true)
 	mse, mseErr := meanAndUncertainty(s.pDiff2, s.pDiff4, s.count)
 	r.DeltaPRMS = math.Sqrt(mse)
-	r.DeltaPRMSEr = 0.5 / r.DeltaPRMS * mseErr
+	if r.DeltaPRMS > 0 {
+		r.DeltaPRMSEr = 0.5 / r.DeltaPRMS * mseErr
+	}
 	if s.count > 0 {
 		r.SameTop = float64(s.sameTop) / float64(s.count)
 	}
@@ -215,6 +221,10 @@ func (s *klSums) report(chunks, ctx int, klds, pdiffs []float32) *KLReport {
 	}
 	return r
 }
+
+// sqrtNonNeg is the square root of a variance that rounding may have made slightly negative (when Q
+// and base agree almost exactly): 0 there, where llama-perplexity prints nan.
+func sqrtNonNeg(v float64) float64 { return math.Sqrt(max(v, 0)) }
 
 // percentiles fills the order statistics of v as llama-perplexity computes them (quartiles for Δp).
 func (d *Distribution) percentiles(v []float32, quartiles bool) {

@@ -11,17 +11,15 @@ import (
 	"orkpipe/ork/pack"
 )
 
-// evalText evaluates a shared test model on a shared text as llama-perplexity does (BOS per chunk).
-func evalText(t *testing.T, file, text string, ctxLen int, ggmlAct, kvF16 bool) EvalResult {
+// openWithText opens a shared test model and tokenizes a shared text with its tokenizer (BOS first);
+// it returns the model, the tokens and the BOS that replaces each chunk's first token.
+func openWithText(t *testing.T, file, text string) (*Model, []int32, int32) {
 	t.Helper()
-	ctx := context.Background()
-	m, tok, f, err := OpenGGUF(ctx, testfiles.Path(t, file), 64<<20)
+	m, tok, f, err := OpenGGUF(context.Background(), testfiles.Path(t, file), 64<<20)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer f.Close()
-	m.Src.(*GGUFSource).GGMLActivations = ggmlAct
-	m.KVF16 = kvF16
+	t.Cleanup(func() { f.Close() })
 	b, err := os.ReadFile(testfiles.Path(t, text))
 	if err != nil {
 		t.Fatal(err)
@@ -30,7 +28,16 @@ func evalText(t *testing.T, file, text string, ctxLen int, ggmlAct, kvF16 bool) 
 	if err != nil {
 		t.Fatal(err)
 	}
-	res, err := Evaluate(ctx, m, ids, EvalOptions{Ctx: ctxLen, BOS: tok.Vocab().BOS})
+	return m, ids, tok.Vocab().BOS
+}
+
+// evalText evaluates a shared test model on a shared text as llama-perplexity does (BOS per chunk).
+func evalText(t *testing.T, file, text string, ctxLen int, ggmlAct, kvF16 bool) EvalResult {
+	t.Helper()
+	m, ids, bos := openWithText(t, file, text)
+	m.Src.(*GGUFSource).GGMLActivations = ggmlAct
+	m.KVF16 = kvF16
+	res, err := Evaluate(context.Background(), m, ids, EvalOptions{Ctx: ctxLen, BOS: bos})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -11,33 +11,18 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
-
-	"orkpipe/internal/testfiles"
 )
 
 // openKLCase opens a shared model, tokenizes a shared text and opens a KL base file of testdata/kl.
 func openKLCase(t *testing.T, model, text, kl string) (*Model, []int32, int32, *KLBase) {
 	t.Helper()
-	ctx := context.Background()
-	m, tok, f, err := OpenGGUF(ctx, testfiles.Path(t, model), 64<<20)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { f.Close() })
-	b, err := os.ReadFile(testfiles.Path(t, text))
-	if err != nil {
-		t.Fatal(err)
-	}
-	ids, err := tok.Encode(string(b), true, false)
-	if err != nil {
-		t.Fatal(err)
-	}
+	m, ids, bos := openWithText(t, model, text)
 	base, err := OpenKLBase(kl)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { base.Close() })
-	return m, ids, tok.Vocab().BOS, base
+	return m, ids, bos, base
 }
 
 // TestEvaluateKLBase evaluates the F32 hybrid fixtures against llama.cpp's own logits of them (F32

@@ -174,38 +174,7 @@ func (r recordObserver) ObserveExpert(layer int, in Input, e int, x []float32) {
 // sequence), and the batch observer sees each site once with every sequence's rows in order.
 func TestRunLayerBatch(t *testing.T) {
 	ctx := context.Background()
-	models := map[string]func(t *testing.T) *Model{
-		"stories260K": func(t *testing.T) *Model {
-			m, _, f, err := OpenGGUF(ctx, testfiles.Path(t, "stories260K.gguf"), 64<<20)
-			if err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(func() { f.Close() })
-			return m
-		},
-		"qwen35": func(t *testing.T) *Model {
-			m, _, f, err := OpenGGUF(ctx, testfiles.Path(t, "tiny-qwen35.gguf"), 64<<20)
-			if err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(func() { f.Close() })
-			return m
-		},
-		"lfm2moe": func(t *testing.T) *Model {
-			m, _, f, err := OpenGGUF(ctx, testfiles.Path(t, "tiny-lfm2moe.gguf"), 64<<20)
-			if err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(func() { f.Close() })
-			return m
-		},
-		"moe": func(t *testing.T) *Model {
-			path, _ := writeMoEModel(t, moeConfig(), 3, 1)
-			m, _ := openMoE(t, path)
-			return m
-		},
-	}
-	for name, open := range models {
+	for name, open := range blockKindModels() {
 		t.Run(name, func(t *testing.T) {
 			m := open(t)
 			m.Src = rowwiseSource{m.Src}
@@ -281,20 +250,10 @@ func isExpertKey(k string) bool {
 // model then keeps is what BatchScratchBytes declares.
 func TestBatchScratchBytes(t *testing.T) {
 	ctx := context.Background()
-	for _, file := range []string{"stories260K.gguf", "tiny-qwen35.gguf", "tiny-lfm2moe.gguf"} {
-		m, _, f, err := OpenGGUF(ctx, testfiles.Path(t, file), 64<<20)
-		if err != nil {
-			t.Fatal(err)
-		}
+	for name, open := range blockKindModels() {
+		m := open(t)
 		const nSeq, seqLen = 3, 50
-		toks := make([]int32, nSeq*seqLen)
-		for i := range toks {
-			toks[i] = int32(i * 13 % m.Cfg.NVocab)
-		}
-		h, err := m.Embed(ctx, toks)
-		if err != nil {
-			t.Fatal(err)
-		}
+		h := embedded(t, m, nSeq*seqLen, 13)
 		for l := 0; l < m.Cfg.NLayer; l++ {
 			ly, err := LoadLayer(ctx, &m.Cfg, m.Src, l)
 			if err != nil {
@@ -310,10 +269,23 @@ func TestBatchScratchBytes(t *testing.T) {
 		}
 		held += 8 * int64(cap(m.buf.sel)+cap(m.buf.routed))
 		if want := m.Cfg.BatchScratchBytes(nSeq, seqLen); held != want {
-			t.Errorf("%s: the model keeps %d bytes of scratch, BatchScratchBytes says %d", file, held, want)
+			t.Errorf("%s: the model keeps %d bytes of scratch, BatchScratchBytes says %d", name, held, want)
 		}
-		f.Close()
 	}
+}
+
+// embedded returns the token embeddings of n tokens i·step mod n_vocab.
+func embedded(t *testing.T, m *Model, n, step int) []float32 {
+	t.Helper()
+	toks := make([]int32, n)
+	for i := range toks {
+		toks[i] = int32(i * step % m.Cfg.NVocab)
+	}
+	h, err := m.Embed(context.Background(), toks)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return h
 }
 
 // inputRecorder wraps every Linear of a source and keeps the input of its last Apply, by weight name.
@@ -346,30 +318,13 @@ func (s inputRecorder) Linear(ctx context.Context, name string) (Linear, bool, e
 // site (per expert slice for expert sites), and every matmul weight the block applied is listed.
 func TestSitesSeeWhatWeightsRead(t *testing.T) {
 	ctx := context.Background()
-	open := map[string]func(t *testing.T) *Model{
-		"stories260K.gguf":  func(t *testing.T) *Model { return openShared(t, "stories260K.gguf") },
-		"tiny-qwen35.gguf":  func(t *testing.T) *Model { return openShared(t, "tiny-qwen35.gguf") },
-		"tiny-lfm2moe.gguf": func(t *testing.T) *Model { return openShared(t, "tiny-lfm2moe.gguf") },
-		"llama-moe": func(t *testing.T) *Model {
-			path, _ := writeMoEModel(t, moeConfig(), 5, 1)
-			m, _ := openMoE(t, path)
-			return m
-		},
-	}
-	for name, o := range open {
+	for name, o := range blockKindModels() {
 		t.Run(name, func(t *testing.T) {
 			m := o(t)
 			rec := inputRecorder{m.Src, map[string][]float32{}}
 			m.Src = rec
-			const nSeq, seqLen = 2, 24
-			toks := make([]int32, nSeq*seqLen)
-			for i := range toks {
-				toks[i] = int32(i * 29 % m.Cfg.NVocab)
-			}
-			h, err := m.Embed(ctx, toks)
-			if err != nil {
-				t.Fatal(err)
-			}
+			const seqLen = 24
+			h := embedded(t, m, 2*seqLen, 29)
 			for l := 0; l < m.Cfg.NLayer; l++ {
 				ly, err := LoadLayer(ctx, &m.Cfg, m.Src, l)
 				if err != nil {
@@ -407,6 +362,22 @@ func TestSitesSeeWhatWeightsRead(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// blockKindModels opens, by name, test models that together have every block kind: stories260K
+// (attention, dense FFN), tiny-qwen35 (DeltaNet, gated attention), tiny-lfm2moe (short conv, attention
+// with q/k norms, sigmoid-routed MoE) and a generated llama MoE model (softmax routing).
+func blockKindModels() map[string]func(t *testing.T) *Model {
+	return map[string]func(t *testing.T) *Model{
+		"stories260K": func(t *testing.T) *Model { return openShared(t, "stories260K.gguf") },
+		"qwen35":      func(t *testing.T) *Model { return openShared(t, "tiny-qwen35.gguf") },
+		"lfm2moe":     func(t *testing.T) *Model { return openShared(t, "tiny-lfm2moe.gguf") },
+		"llama-moe": func(t *testing.T) *Model {
+			path, _ := writeMoEModel(t, moeConfig(), 3, 1)
+			m, _ := openMoE(t, path)
+			return m
+		},
 	}
 }
 

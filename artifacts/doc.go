@@ -70,12 +70,12 @@
 // source's size, mtime and ctime are compared before and after, so the copy holds the hashed bytes.
 // Materialize by hard link does not re-hash: the object was verified when stored and is 0444.
 //
-// Sparse objects: all-zero runs are stored as holes at 64 KiB granularity (holeSpan) wherever the
-// store writes the bytes itself or adopts them: Ingest and IngestExpect (downloads) leave such
-// spans unwritten, AdoptFile (every node output, from any executor) punches them into the file
-// before hashing it, as `cp --sparse=always` would, so a stub exported fully allocated by a Dagger
-// engine takes the disk space of one written locally; IngestFile and Materialize-by-copy keep the
-// source's holes. Holes never change an object's bytes or digest.
+// Sparse objects: all-zero runs are stored as holes wherever the store writes the bytes itself or
+// adopts them. Ingest and IngestExpect (downloads) leave 64 KiB all-zero spans (holeSpan)
+// unwritten; AdoptFile (every node output, from any executor) punches every all-zero filesystem
+// block into the file before hashing it, as `cp --sparse=always` would, so a stub exported fully
+// allocated by a Dagger engine occupies exactly the blocks of one written locally; IngestFile and
+// Materialize-by-copy keep the source's holes. Holes never change an object's bytes or digest.
 //
 // Concurrency: any number of Stores (goroutines, processes) may use one directory at once, except
 // GC, which takes store.lock exclusively and fails with ErrBusy while another Store is open.

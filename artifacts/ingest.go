@@ -128,7 +128,7 @@ func (s *Store) IngestFile(ctx context.Context, path string) (Object, error) {
 }
 
 // AdoptFile moves a finished file from one of this Store's TempDirs into the store without
-// copying it: its holeSpan-aligned all-zero spans become holes (digHoles: an output that came back
+// copying it: its all-zero filesystem blocks become holes (digHoles: an output that came back
 // fully allocated from another executor, e.g. a stub exported by a Dagger engine, is stored as
 // sparse as one written locally), then it is hashed, fsynced, made 0444 and linked in; the temp
 // path is then removed. A file outside the Store's TempDirs, or with other hard links, is refused;

@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"math"
 	"sort"
 	"strconv"
 	"strings"
@@ -318,15 +317,14 @@ func parseRanges(f *File, la map[string]string) error {
 	if err != nil || !ValidRangeSize(rs) || rs >= size || strconv.FormatInt(rs, 10) != sizeStr {
 		return fmt.Errorf("%s = %q: want a power of two of at least %d bytes, smaller than the file's %d", AnnotationRangeSize, sizeStr, artifacts.PieceSize, size)
 	}
+	// The values are counted before the ranges are made: a file size far beyond what the
+	// manifest lists values for must not allocate its ranges.
+	cvs := strings.Split(la[AnnotationRangeBLAKE3], ",")
+	if n := (size + rs - 1) / rs; int64(len(cvs)) != n {
+		return fmt.Errorf("%s holds %d values for %d ranges", AnnotationRangeBLAKE3, len(cvs), n)
+	}
 	f.RangeSize = rs
 	f.Ranges = rangesOf(size, rs)
-	if len(f.Ranges) > math.MaxInt32 {
-		return fmt.Errorf("%d ranges: too many", len(f.Ranges))
-	}
-	cvs := strings.Split(la[AnnotationRangeBLAKE3], ",")
-	if len(cvs) != len(f.Ranges) {
-		return fmt.Errorf("%s holds %d values for %d ranges", AnnotationRangeBLAKE3, len(cvs), len(f.Ranges))
-	}
 	for k := range f.Ranges {
 		if f.Ranges[k].CV, err = parseCV(cvs[k]); err != nil {
 			return fmt.Errorf("%s: range %d: %w", AnnotationRangeBLAKE3, k, err)

@@ -86,6 +86,7 @@ func TestParseManifestRefuses(t *testing.T) {
 			cvs[0], cvs[15] = cvs[15], cvs[0]
 			a[AnnotationRangeBLAKE3] = strings.Join(cvs, ",")
 		}, "merge into"},
+		{"a huge size, its ranges never made", func(m *v1.Manifest) { layerOf(t, m, stub).Annotations[AnnotationFileSize] = "4611686018427387904" }, "16 values for 1099511627776 ranges"},
 		{"ranges on a one-range file", func(m *v1.Manifest) { layerOf(t, m, pack).Annotations[AnnotationRangeSize] = "4194304" }, "smaller than the file"},
 		{"stored ranges with a gap", func(m *v1.Manifest) {
 			layerOf(t, m, text).Annotations[AnnotationRangeStored] = "[[0,238278],[238279,0],[238279,475574],[713853,0],[713853,0],[713853,2127]]"

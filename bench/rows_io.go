@@ -129,7 +129,8 @@ func rowsPushPull(e *env) ([]Row, error) {
 		return nil, err
 	}
 	push.Measures = []Measure{{Label: "cp", Role: "baseline", Bytes: e.size}, {Label: "oras push", Role: "baseline", Bytes: e.size},
-		{Label: "orkpipe push", Role: "subject", Bytes: e.size}}
+		{Label: "orkpipe push", Role: "subject", Bytes: e.size},
+		{Label: "orkpipe push, build output", Role: "subject", Bytes: e.size, Versus: "oras push"}}
 	pull.Measures = []Measure{{Label: "cp", Role: "baseline", Bytes: e.size}, {Label: "oras pull", Role: "baseline", Bytes: e.size},
 		{Label: "orkpipe pull", Role: "subject", Bytes: e.size}}
 	for _, rw := range []*Row{&push, &pull} {
@@ -195,6 +196,26 @@ func rowsPushPull(e *env) ([]Row, error) {
 		run: func() (time.Duration, int64, error) {
 			return e.command(nil, e.orkpipe, "--cache", cache, "pull", ref(), "-o", pullDir, "--plain-http")
 		}})
+	// A build output: the file materialized from a cache that keeps it, pushed once before the
+	// measured runs, so that its digests are remembered beside the object (hashed never again).
+	kept, err := e.fresh("pp-kept")
+	if err != nil {
+		return nil, err
+	}
+	out, err := e.fresh("pp-out")
+	if err != nil {
+		return nil, err
+	}
+	if err := keptOutput(e, p, kept, filepath.Join(out, "big.bin")); err != nil {
+		return nil, err
+	}
+	if _, _, err := e.command(nil, e.orkpipe, "--cache", kept, "push", out, reg.Host+"/bench/warm:v1", "--plain-http"); err != nil {
+		return nil, err
+	}
+	push.Measures[3].Command = "orkpipe --cache KEPT push OUT HOST/bench/outN:v1 --plain-http (OUT materialized from KEPT, pushed once before)"
+	pushSteps = append(pushSteps, step{m: &push.Measures[3], run: func() (time.Duration, int64, error) {
+		return e.command(nil, e.orkpipe, "--cache", kept, "push", out, fmt.Sprintf("%s/bench/out%d:v1", reg.Host, round), "--plain-http")
+	}})
 	// One round: push, then pull what was just pushed.
 	for round = 0; round < e.runs; round++ {
 		if err := e.interleave(1, pushSteps...); err != nil {
@@ -204,8 +225,24 @@ func rowsPushPull(e *env) ([]Row, error) {
 			return []Row{push, pull}, err
 		}
 	}
-	for _, d := range []string{cpDst, cache, pullDir, src, filepath.Join(e.dir, "registry")} {
+	for _, d := range []string{cpDst, cache, pullDir, src, kept, out, filepath.Join(e.dir, "registry")} {
 		os.RemoveAll(d)
 	}
 	return []Row{push, pull}, nil
+}
+
+// keptOutput ingests the file at p into the store at dir and materializes it at dst (a hard link):
+// a build output as orkpipe leaves it.
+func keptOutput(e *env, p, dir, dst string) error {
+	s, err := artifacts.OpenStore(dir)
+	if err != nil {
+		return err
+	}
+	defer s.Close()
+	obj, err := s.IngestFile(e.ctx, p)
+	if err != nil {
+		return err
+	}
+	_, err = s.Materialize(e.ctx, obj.Digest, dst, artifacts.MaterializeOptions{})
+	return err
 }

@@ -196,8 +196,9 @@ type fileJob struct {
 	file      File
 	dest      string
 	replace   bool
-	data      *os.File // the partial file
-	todoBytes int64    // stored bytes to download (the journaled ranges' excluded)
+	data      *os.File  // the partial file
+	segs      []segment // the archive's segments, for a tar form
+	todoBytes int64     // stored bytes to download (the journaled ranges' excluded)
 	pending   atomic.Int64
 	resumed   atomic.Int64
 	result    PulledFile
@@ -236,6 +237,9 @@ func prepareDest(ctx context.Context, dir string, f File, state *partialState, o
 		return nil, fmt.Errorf("%s: %w", data.Name(), err)
 	}
 	fj.data = data
+	if f.Form != FormRaw {
+		fj.segs = f.segments()
+	}
 	for k, rg := range f.Ranges {
 		if !state.recorded(f, k) {
 			fj.todoBytes += rg.Stored.Len

@@ -112,8 +112,9 @@ type step struct {
 	write bool
 }
 
-// rangeSteps returns what range k's decoded bytes are, in order.
-func rangeSteps(f File, k int) []step {
+// rangeSteps returns what range k's decoded bytes are, in order (segs: f's segments, for the tar
+// forms).
+func rangeSteps(f File, segs []segment, k int) []step {
 	r := f.Ranges[k]
 	var out []step
 	if f.Form == FormRaw {
@@ -130,7 +131,7 @@ func rangeSteps(f File, k int) []step {
 		}
 		return out
 	}
-	seg := f.segments()[k]
+	seg := segs[k]
 	if len(seg.head) > 0 {
 		out = append(out, step{want: seg.head, n: int64(len(seg.head))})
 	}
@@ -257,7 +258,7 @@ func (fj *fileJob) fetchOnce(ctx context.Context, r *oci.Repo, o *options, k int
 	if err != nil {
 		return err
 	}
-	sink := &rangeSink{f: fj.data, steps: rangeSteps(f, k), h: h}
+	sink := &rangeSink{f: fj.data, steps: rangeSteps(f, fj.segs, k), h: h}
 	if rg.Stored.Len == 0 { // a range of holes only: nothing travels
 		return sink.finish(f, k)
 	}

@@ -3,10 +3,13 @@ package registry
 import (
 	"bufio"
 	"context"
+	"fmt"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -15,16 +18,51 @@ import (
 )
 
 // TestHelperPullProcess is not a test: TestPullResumeAfterKill runs the test binary with this test
-// selected to have a pull in a separate process that it can SIGKILL.
+// selected to have a pull in a separate process that it can SIGKILL, and pullInChild to measure a
+// pull's peak memory. When the pull completes it prints the process's peak RSS ("VmHWM: N kB").
 func TestHelperPullProcess(t *testing.T) {
 	if os.Getenv("ORKPIPE_PULL_HELPER") != "1" {
 		t.Skip("helper process of TestPullResumeAfterKill")
 	}
+	jobs, _ := strconv.Atoi(os.Getenv("ORKPIPE_PULL_JOBS"))
 	_, err := Pull(context.Background(), os.Getenv("ORKPIPE_PULL_REF"), os.Getenv("ORKPIPE_PULL_DST"),
-		WithPlainHTTP(os.Getenv("ORKPIPE_PULL_HOST")), WithJobs(2))
+		WithPlainHTTP(os.Getenv("ORKPIPE_PULL_HOST")), WithJobs(max(jobs, 2)))
 	if err != nil {
 		t.Fatal(err)
 	}
+	b, err := os.ReadFile("/proc/self/status")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if strings.HasPrefix(line, "VmHWM:") {
+			fmt.Println(line)
+		}
+	}
+}
+
+// pullInChild pulls ref into dst in a child process (jobs ranges at once) and returns its peak RSS
+// in bytes.
+func pullInChild(t *testing.T, ref, dst, host string, jobs int) int64 {
+	t.Helper()
+	cmd := exec.Command(os.Args[0], "-test.run=^TestHelperPullProcess$", "-test.v")
+	cmd.Env = append(os.Environ(), "ORKPIPE_PULL_HELPER=1", "ORKPIPE_PULL_REF="+ref, "ORKPIPE_PULL_DST="+dst, "ORKPIPE_PULL_HOST="+host,
+		"ORKPIPE_PULL_JOBS="+strconv.Itoa(jobs))
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("pull in a child process: %v\n%s", err, out)
+	}
+	for _, line := range strings.Split(string(out), "\n") {
+		if kb, ok := strings.CutPrefix(line, "VmHWM:"); ok {
+			n, err := strconv.ParseInt(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(kb), "kB")), 10, 64)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return n << 10
+		}
+	}
+	t.Fatalf("the child printed no VmHWM:\n%s", out)
+	return 0
 }
 
 // journalParts returns the journal lines of an interrupted pull.

@@ -85,6 +85,9 @@ type Result struct {
 	Window   Window
 	Hessians [][model.NumInputs]*Hessian
 	Experts  [][]ExpertHessians
+	// Routing is how the window's MoE blocks routed the calibration tokens (CountRouting's counts; nil for
+	// a dense model).
+	Routing *Routing
 }
 
 // ExpertHessians are the Hessians of one expert of an MoE block, over the tokens routed to it (rows are
@@ -119,11 +122,12 @@ func (r *Result) ExpertHessian(layer, e int, in model.Input) *Hessian {
 // observer routes a block's linear inputs to the accumulators of the window. A nil accumulator (the
 // router input of an MoE block) is not captured.
 type observer struct {
-	start int
-	acc   [][model.NumInputs]*accumulator
-	exp   [][][2]*accumulator // MoE: [layer-start][expert]{gate/up, down}
-	tee   model.Observer      // also sees every site that is not per expert (an ActSampler), or nil
-	err   error
+	start  int
+	acc    [][model.NumInputs]*accumulator
+	exp    [][][2]*accumulator // MoE: [layer-start][expert]{gate/up, down}
+	tee    model.Observer      // also sees every site that is not per expert (an ActSampler), or nil
+	routes *RouteCounter       // MoE: the window's routing (routing.go)
+	err    error
 }
 
 func (o *observer) Observe(layer int, in model.Input, x []float32) {
@@ -197,6 +201,7 @@ func capture(ctx context.Context, m *model.Model, w Window, in HiddenSource, out
 	if c.MoE() {
 		res.Experts = make([][]ExpertHessians, w.End-w.Start)
 		obs.exp = make([][][2]*accumulator, w.End-w.Start)
+		obs.routes = NewRouteCounter(c.NExpert, c.NExpertUsed)
 	}
 	for l := range res.Hessians {
 		for in := model.Input(0); in < model.NumInputs; in++ {
@@ -218,6 +223,13 @@ func capture(ctx context.Context, m *model.Model, w Window, in HiddenSource, out
 	}
 	if err := run(ctx, m, w, in, out, obs); err != nil {
 		return nil, err
+	}
+	if obs.routes != nil {
+		r, err := obs.routes.Routing()
+		if err != nil {
+			return nil, fmt.Errorf("window [%d, %d): %w", w.Start, w.End, err)
+		}
+		res.Routing = &r
 	}
 	for _, a := range all {
 		a.flush()

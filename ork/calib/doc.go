@@ -67,6 +67,22 @@
 // the full symmetric matrix. Version 1 (the full K × K matrix) is refused: it was written by an earlier
 // calibrate stage version, whose outputs no current build reads.
 //
+// # Routing statistics (routing.json)
+//
+// Capture also records, for every MoE block of the window, how the router spread the calibration tokens
+// over the experts ([Result.Routing], counted through model.RouteObserver, so every MoE architecture's
+// gating is counted as the block applies it); [CountRouting] does the same for any token sequences (a
+// held-out text). The file is the JSON form of [Routing]:
+//
+//	{"n_expert": X, "n_expert_used": k,
+//	 "layers": [{"layer": l, "tokens": T, "counts": [X lookups], "mass": [X weight sums]}, ...]}
+//
+// with the layers in ascending order, each at most once; every layer routes the same T tokens, and its
+// counts (lookups: one per token and selected expert) sum to T·k; masses are the sums, in token order and
+// in float64, of the routing weights the block gave those lookups. [ParseRouting] reads it strictly
+// (unknown fields, trailing data and every broken invariant are ErrFormat); [Routing.Marshal] writes the
+// canonical bytes.
+//
 // # imatrix files
 //
 // [ReadImatrix] reads llama.cpp's importance matrices into per-tensor sums of squared activations

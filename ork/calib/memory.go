@@ -26,19 +26,25 @@ import (
 // and every expert slice (X × (2 × F×E + E×F) as held): at Mixtral's shape (E 4096, F 14336, X 8) about
 // 13.5 GiB of Hessians and 5.4 GiB of float32 weights per block.
 func EstimateMemory(c *model.Config, w Window, nSeq, seqLen int) int64 {
+	hess, weights := blockMemory(c)
+	return int64(w.End-w.Start)*(hess+weights) + ActivationMemory(c, nSeq, seqLen, true)
+}
+
+// blockMemory returns what one block holds in Capture, as EstimateMemory counts it: its Hessians and its
+// weights.
+func blockMemory(c *model.Config) (hess, weights int64) {
 	e, q, f := int64(c.NEmbd), int64(c.QDim()), int64(c.NFF)
 	E, Q, KV, F := c.NEmbd, c.QDim(), c.KVDim(), c.NFF
-	layers := int64(w.End - w.Start)
-	hess := 8 * (e*e + q*q + e*e + f*f)
+	hess = 8 * (e*e + q*q + e*e + f*f)
 	attn := c.WeightBytes(Q, E) + 2*c.WeightBytes(KV, E) + c.WeightBytes(E, Q) + 4*2*e
 	ffn := 2*c.WeightBytes(F, E) + c.WeightBytes(E, F)
-	weights := attn + ffn
+	weights = attn + ffn
 	if c.MoE() {
 		x := int64(c.NExpert)
 		hess = 8*(e*e+q*q) + x*8*(e*e+f*f)
 		weights = attn + 4*x*e + x*ffn
 	}
-	return layers*(hess+weights) + ActivationMemory(c, nSeq, seqLen, true)
+	return hess, weights
 }
 
 // ActivationMemory is the memory of the activations in flight in Capture (hessians) or Propagate, for

@@ -116,6 +116,9 @@ func (m *Model) runMoE(l *Layer, x, out []float32, s *scratch, obs Observer) err
 	for tt := 0; tt < t; tt++ {
 		route(c.Gating, logits[tt*nx:(tt+1)*nx], l.ExpProbsBias, probs, sel[tt*k:(tt+1)*k], w[tt*k:(tt+1)*k])
 	}
+	if ro, ok := obs.(RouteObserver); ok {
+		ro.ObserveRoute(l.Index, k, sel, w)
+	}
 	eo, _ := obs.(ExpertObserver)
 	slots := s.buf(sSlots, t*k*e)
 	for x0 := 0; x0 < nx; x0++ {

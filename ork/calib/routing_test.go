@@ -10,6 +10,7 @@ import (
 	"strings"
 	"testing"
 
+	"orkpipe/internal/testfiles"
 	"orkpipe/ork/model"
 )
 
@@ -318,5 +319,83 @@ func TestRoutingFuzzSeed(t *testing.T) {
 	got, err := os.ReadFile(path)
 	if err != nil || string(got) != fmt.Sprintf("go test fuzz v1\n[]byte(%q)\n", b) {
 		t.Fatalf("seed %s is stale or missing (run with -update): %v", path, err)
+	}
+}
+
+// rowCounter counts the rows each expert's gate/up input gets: the lookups, as any ExpertObserver sees them.
+type rowCounter struct {
+	nEmbd  int
+	counts map[int]map[int]int64
+}
+
+func (r *rowCounter) Observe(int, model.Input, []float32) {}
+
+func (r *rowCounter) ObserveExpert(layer int, in model.Input, e int, x []float32) {
+	if in != model.InputGateUp {
+		return
+	}
+	if r.counts[layer] == nil {
+		r.counts[layer] = map[int]int64{}
+	}
+	r.counts[layer][e] += int64(len(x) / r.nEmbd)
+}
+
+// TestRoutingLFM2MoE: on llama.cpp's lfm2moe layout (sigmoid router with an expert bias, two leading
+// dense blocks) CountRouting reports exactly the MoE blocks, with the lookups each expert's rows show.
+func TestRoutingLFM2MoE(t *testing.T) {
+	ctx := context.Background()
+	m, tok, gf, err := model.OpenGGUF(ctx, testfiles.Path(t, "tiny-lfm2moe.gguf"), 64<<20)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer gf.Close()
+	text, err := os.ReadFile(testfiles.Path(t, "tinystories_sample.txt"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ids, err := tok.Encode(string(text), true, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	seqs, err := Sequences(ids, 4, 64, tok.Vocab().BOS)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := CountRouting(ctx, m, seqs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var layers []int
+	for _, l := range r.Layers {
+		layers = append(layers, l.Layer)
+	}
+	if r.Experts != 8 || r.Used != 2 || !reflect.DeepEqual(layers, []int{2, 3, 4, 5}) {
+		t.Fatalf("routing: %d experts top-%d, layers %v; want 8 top-2 over the MoE blocks [2 3 4 5]", r.Experts, r.Used, layers)
+	}
+	ref := &rowCounter{nEmbd: m.Cfg.NEmbd, counts: map[int]map[int]int64{}}
+	var h []float32
+	for _, s := range seqs {
+		x, err := m.Embed(ctx, s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		h = append(h, x...)
+	}
+	for l := 0; l < m.Cfg.NLayer; l++ {
+		ly, err := model.LoadLayer(ctx, &m.Cfg, m.Src, l)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := m.RunLayerBatch(ctx, ly, h, len(seqs[0]), ref); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, l := range r.Layers {
+		for e, c := range l.Counts {
+			if c != ref.counts[l.Layer][e] {
+				t.Errorf("layer %d expert %d: %d lookups, its rows say %d", l.Layer, e, c, ref.counts[l.Layer][e])
+			}
+		}
+		t.Logf("layer %d: counts %v, top 25%% of experts serve %.3f", l.Layer, l.Counts, l.TopShare(0.25))
 	}
 }

@@ -80,22 +80,9 @@ func TestRoutingCounts(t *testing.T) {
 	}
 	got := *res.Routing
 	ref := &directRouting{m: m, counts: map[int][]int64{}, mass: map[int][]float64{}, tokens: map[int]int64{}}
-	var h []float32
-	for _, s := range seqs {
-		x, err := m.Embed(ctx, s)
-		if err != nil {
-			t.Fatal(err)
-		}
-		h = append(h, x...)
-	}
-	for l := 0; l < c.NLayer; l++ {
-		ly, err := model.LoadLayer(ctx, &m.Cfg, m.Src, l)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := m.RunLayerBatch(ctx, ly, h, len(seqs[0]), ref); err != nil || ref.err != nil {
-			t.Fatal(err, ref.err)
-		}
+	runAllLayers(t, m, seqs, ref)
+	if ref.err != nil {
+		t.Fatal(ref.err)
 	}
 	total := int64(len(seqs) * len(seqs[0]))
 	if got.Experts != c.NExpert || got.Used != c.NExpertUsed || len(got.Layers) != c.NLayer {
@@ -373,6 +360,25 @@ func TestRoutingLFM2MoE(t *testing.T) {
 		t.Fatalf("routing: %d experts top-%d, layers %v; want 8 top-2 over the MoE blocks [2 3 4 5]", r.Experts, r.Used, layers)
 	}
 	ref := &rowCounter{nEmbd: m.Cfg.NEmbd, counts: map[int]map[int]int64{}}
+	runAllLayers(t, m, seqs, ref)
+	for _, l := range r.Layers {
+		for e, c := range l.Counts {
+			if c != ref.counts[l.Layer][e] {
+				t.Errorf("layer %d expert %d: %d lookups, its rows say %d", l.Layer, e, c, ref.counts[l.Layer][e])
+			}
+		}
+		t.Logf("layer %d: counts %v, top 25%% of experts serve %.3f", l.Layer, l.Counts, l.TopShare(0.25))
+	}
+}
+
+// runAllLayers runs the sequences through every block of m in one batch (as Capture does when they fit one
+// chunk, so the results agree bit for bit), showing obs every site.
+func runAllLayers(t *testing.T, m *model.Model, seqs [][]int32, obs model.Observer) {
+	t.Helper()
+	ctx := context.Background()
+	if len(seqs) > chunkSeqs(len(seqs[0])) {
+		t.Fatalf("%d sequences of %d do not fit one chunk", len(seqs), len(seqs[0]))
+	}
 	var h []float32
 	for _, s := range seqs {
 		x, err := m.Embed(ctx, s)
@@ -386,16 +392,8 @@ func TestRoutingLFM2MoE(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if err := m.RunLayerBatch(ctx, ly, h, len(seqs[0]), ref); err != nil {
+		if err := m.RunLayerBatch(ctx, ly, h, len(seqs[0]), obs); err != nil {
 			t.Fatal(err)
 		}
-	}
-	for _, l := range r.Layers {
-		for e, c := range l.Counts {
-			if c != ref.counts[l.Layer][e] {
-				t.Errorf("layer %d expert %d: %d lookups, its rows say %d", l.Layer, e, c, ref.counts[l.Layer][e])
-			}
-		}
-		t.Logf("layer %d: counts %v, top 25%% of experts serve %.3f", l.Layer, l.Counts, l.TopShare(0.25))
 	}
 }

@@ -72,3 +72,37 @@ func largest(names []string, sizes []int64, n int) []Sized {
 	}
 	return out
 }
+
+// ResidencyError is why a residency plan cannot exist (ResidencyWindow, PlanResidency): what was asked to
+// be resident beside the dense entries does not fit the window of the domains given to residency. It
+// wraps ErrDoesNotFit and carries the numbers: the window, the dense bytes, the experts and their bytes,
+// what was asked and how many experts would fit.
+type ResidencyError struct {
+	Window              // the window, the dense entries, every expert, the budget resolved to bytes
+	Budget       Budget // as asked
+	Asked        int    // experts asked resident: all of them; -1 for a budget's worth; 0: the dense entries alone do not fit
+	AskedEntries int
+	AskedBytes   int64
+	Fit          int // experts that fit beside the dense entries, smallest first
+}
+
+func (e *ResidencyError) Unwrap() error { return ErrDoesNotFit }
+
+func (e *ResidencyError) Error() string {
+	var b strings.Builder
+	win := fmt.Sprintf("the %d-domain window of %s (%s = %d × %s per domain)", e.Domains, e.Board, gib(e.Bytes), e.Domains, gib(e.Bytes/int64(e.Domains)))
+	b.WriteString(ErrDoesNotFit.Error() + ": residency: ")
+	switch {
+	case e.Asked == 0:
+		fmt.Fprintf(&b, "the dense entries alone (%s resident) do not fit %s; no expert can be resident", gib(e.Dense), win)
+		return b.String()
+	case e.Asked > 0:
+		fmt.Fprintf(&b, "every expert resident (%d experts, %d entries, %s) beside the dense entries (%s) needs %s, more than %s holds",
+			e.Asked, e.AskedEntries, gib(e.AskedBytes), gib(e.Dense), gib(e.Dense+e.AskedBytes), win)
+	default:
+		fmt.Fprintf(&b, "budget %s (%s of the experts' %s) beside the dense entries (%s) needs %s, more than %s holds",
+			e.Budget, gib(e.AskedBytes), gib(e.All), gib(e.Dense), gib(e.Dense+e.AskedBytes), win)
+	}
+	fmt.Fprintf(&b, "; at most %d of the %d experts fit beside the dense entries (budget auto plans the most-routed that fit)", e.Fit, e.Experts)
+	return b.String()
+}

@@ -70,8 +70,8 @@ func PaddedK(k int, rotation string) int {
 
 // FinalizeMemory is the declared peak memory of a finalize node, in bytes: 64 MiB for the process
 // share and file buffers; for gptq and F16 the float32 weight (N·K·4), alive to the end, what the
-// method holds on top of it, and an encoding copy of the codes and scales; rtn streams the weight's
-// rows and holds only its codes and scales whole.
+// method holds on top of it, and (gptq) a margin the size of the codes and scales; rtn streams the
+// weight's rows and holds only its codes and scales whole.
 //
 //   - gptq: quant.GPTQMemory (the K x K float64 Hessian, read once into an exact K²·8 allocation by
 //     calib.ReadHessianFile and handed over with quant.WithConsumeHessian to become GPTQ's
@@ -83,7 +83,7 @@ func PaddedK(k int, rotation string) int {
 //
 // For the 27B ffn_down (N = 5120, K = 17408, GPTQ, I4_ROT_A8, group 32, 2 cores) that is
 // 0.06 + 0.33 (weight) + 2.95 (GPTQ: Hessian 2.26, rotated copy 0.33, rows 0.17, codes 0.09, ...)
-// + 0.09 (encoding copy) ≈ 3.44 GiB; TestFinalizeMemory measures it against the process's VmHWM.
+// + 0.09 (margin) ≈ 3.44 GiB; TestFinalizeMemory measures it against the process's VmHWM.
 func FinalizeMemory(p FinalizeParams) int64 {
 	n, k, kp := int64(p.N), int64(p.K), int64(PaddedK(p.K, p.Rotation))
 	base := int64(64<<20) + n*k*4 // float32 weight
@@ -94,7 +94,7 @@ func FinalizeMemory(p FinalizeParams) int64 {
 	if p.Group > 0 {
 		groups = (kp + int64(p.Group) - 1) / int64(p.Group)
 	}
-	encode := n*kp + n*groups*4 // WriteQWeight's copy of the codes and scales
+	encode := n*kp + n*groups*4 // the margin: the size of the codes and scales
 	if p.Method == "gptq" {
 		mem := base + quant.GPTQMemory(p.N, p.K, int(kp), p.Group, p.Rotation == "hadamard") + encode
 		if kp != k {

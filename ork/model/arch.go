@@ -151,8 +151,18 @@ func ConfigFromGGUF(f *gguf.File) (Config, error) {
 	r.uint("expert_used_count", &c.NExpertUsed, 0, false)
 	r.float("rope.freq_base", &c.RopeBase, 10000, false)
 	c.RopeFreqScale = 1
+	var groups int
+	r.uint("expert_group_count", &groups, 0, false)
 	if r.err != nil {
 		return c, r.err
+	}
+	if groups > 1 {
+		return c, fmt.Errorf("%s: %sexpert_group_count %d: %w (grouped expert routing is not implemented)", f.Path, r.p, groups, ErrUnsupported)
+	}
+	if v, ok := f.Lookup(r.p + "attention.causal"); ok {
+		if causal, err := v.Bool(); err != nil || !causal {
+			return c, fmt.Errorf("%s: %sattention.causal %v: %w (only causal models are implemented)", f.Path, r.p, v, ErrUnsupported)
+		}
 	}
 	if r.has("rope.scaling.type") {
 		typ, err := f.String(r.p + "rope.scaling.type")

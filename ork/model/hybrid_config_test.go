@@ -131,6 +131,8 @@ func TestConfigFromGGUFHybridRefuses(t *testing.T) {
 		{"tiny-lfm2moe.gguf", with("lfm2moe.attention.head_count_kv", gguf.Int32s([]int32{0, 0, 2, 0, 0, 4})), "head_count_kv", ErrUnsupported},
 		{"tiny-lfm2moe.gguf", with("lfm2moe.attention.head_count_kv", gguf.Int32s([]int32{0, 0, 2})), "head_count_kv", ErrBadModel},
 		{"tiny-lfm2moe.gguf", with("general.architecture", gguf.String("lfm3")), "lfm3", ErrUnsupported},
+		{"tiny-lfm2moe.gguf", with("lfm2moe.attention.causal", gguf.Bool(false)), "attention.causal", ErrUnsupported},
+		{"tiny-lfm2moe.gguf", with("lfm2moe.expert_group_count", gguf.Uint32(2)), "expert_group_count", ErrUnsupported},
 	} {
 		path := variant(t, c.file, c.edit)
 		f, err := gguf.Open(context.Background(), path)

@@ -194,7 +194,9 @@ func TestExtraArchitectures(t *testing.T) {
 		ppl        float64
 	}{
 		{"tiny-lfm2.gguf", "tinystories_sample.txt", 128, 4029.5691},
+		{"tiny-lfm2.gguf", "stories-generated.txt", 512, 3865.4377},
 		{"tiny-qwen35moe.gguf", "tinystories_sample.txt", 128, 3404.5102},
+		{"tiny-qwen35moe.gguf", "stories-generated.txt", 512, 3735.2172},
 	} {
 		t.Run(c.file, func(t *testing.T) {
 			ctx := context.Background()

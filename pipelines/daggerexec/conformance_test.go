@@ -2,6 +2,7 @@ package daggerexec_test
 
 import (
 	"context"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -21,7 +22,8 @@ func engineHost(t *testing.T) string {
 	if h == "" {
 		t.Skip("ORKPIPE_DAGGER_ENGINE is not set: the Dagger executor's conformance run needs a running Dagger engine " +
 			daggerexec.EngineVersion + ", e.g. ORKPIPE_DAGGER_ENGINE=unix:///run/dagger/engine.sock (or tcp://HOST:PORT, " +
-			"kube-pod://POD?namespace=NS) with " + daggerexec.EnvCLIBin + "=/path/to/dagger; the local executor's run is TestLocalConforms in package executortest")
+			"kube-pod://POD?namespace=NS) with " + daggerexec.EnvCLIBin + "=/path/to/dagger; see docs/dagger.md, " +
+			"\"Testing against an engine\". The local executor's run is TestLocalConforms in package executortest")
 	}
 	return h
 }
@@ -143,5 +145,41 @@ func TestDaggerCacheAcrossStores(t *testing.T) {
 	}
 	if st := x2.Stats(); st.Ran != 0 || st.Cached != len(outs1) {
 		t.Errorf("second store: %+v, want all %d nodes from the engine's cache", st, len(outs1))
+	}
+}
+
+// TestDaggerPackMatchesLocal runs the real pack build (executortest.PackRecipe: stories260K,
+// W4A8 GPTQ; tokenize, calibrate, finalize, tile, write-orkpack, emit-stub, screen,
+// verify-local, report, provenance) through the engine and in process, and requires every
+// node's outputs byte-identical and every output as sparse (executortest.ComparePack). Then it
+// builds again into an empty store through another session of the same engine: the engine's
+// cache answers every node, and the outputs are again the same.
+func TestDaggerPackMatchesLocal(t *testing.T) {
+	host := engineHost(t)
+	executors := map[*artifacts.Store]*daggerexec.Executor{}
+	factory := func(t *testing.T, store *artifacts.Store, beforeIngest func(string) error) engine.Executor {
+		x, err := daggerexec.New(context.Background(), store, daggerexec.WithBinary(containerBinary(t)),
+			daggerexec.WithRunnerHost(host), daggerexec.WithConnectTimeout(5*time.Minute))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { x.Close() })
+		executors[store] = x
+		return x
+	}
+	_, first := executortest.Pack(t, factory)
+	for s, x := range executors {
+		t.Logf("first build: %+v", x.Stats())
+		delete(executors, s)
+	}
+	store, second := executortest.PackBuild(t, func(s *artifacts.Store) engine.Executor { return factory(t, s, nil) })
+	st := executors[store].Stats()
+	t.Logf("second build into an empty store: %d nodes, %d executed (by orkpipe's count) in %s; engine: %+v",
+		len(second.Nodes), second.Executed, second.Duration, st)
+	if st.Ran != 0 || st.Cached != second.Executions {
+		t.Errorf("second build: the engine ran %d nodes and answered %d from its cache, want all %d from its cache", st.Ran, st.Cached, second.Executions)
+	}
+	if !maps.Equal(second.Exports, first.Exports) {
+		t.Errorf("second build's exports %v, first %v", second.Exports, first.Exports)
 	}
 }

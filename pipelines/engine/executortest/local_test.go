@@ -1,6 +1,7 @@
 package executortest_test
 
 import (
+	"os"
 	"testing"
 
 	"orkpipe/artifacts"
@@ -10,6 +11,18 @@ import (
 
 func TestLocalConforms(t *testing.T) {
 	executortest.Run(t, func(t *testing.T, store *artifacts.Store, beforeIngest func(string) error) engine.Executor {
+		return engine.Local{Store: store, BeforeIngest: beforeIngest}
+	})
+}
+
+// TestLocalPack runs the real pack build through the Local executor and compares it with the
+// engine's default executor (ORKPIPE_LONG_TESTS=1: two stories260K builds, about a minute on 2
+// cores). The Dagger executor's run is TestDaggerPackMatchesLocal in package daggerexec.
+func TestLocalPack(t *testing.T) {
+	if os.Getenv("ORKPIPE_LONG_TESTS") == "" {
+		t.Skip("two stories260K W4A8 builds: set ORKPIPE_LONG_TESTS=1")
+	}
+	executortest.Pack(t, func(t *testing.T, store *artifacts.Store, beforeIngest func(string) error) engine.Executor {
 		return engine.Local{Store: store, BeforeIngest: beforeIngest}
 	})
 }

@@ -7,11 +7,11 @@ import (
 	"log/slog"
 	"os"
 	"strconv"
-	"strings"
 
 	"orkpipe/ork/calib"
 	"orkpipe/ork/gguf"
 	"orkpipe/ork/model"
+	"orkpipe/ork/pack"
 )
 
 // ModelShape is the shape of the source model, carried in the parameters of the stages whose
@@ -100,13 +100,26 @@ func (s ModelShape) heldType() gguf.Type {
 	return t
 }
 
-// blockWeights returns the number of matmul weight values in one block of the shape: those a pack may
-// hold (attention, and the FFN or every expert slice) and those of the MoE router (kept float).
+// blockWeights returns the number of matmul weight values of the largest block of the shape: those a
+// pack may hold (every site weight of a captured site, every expert slice) and those of the MoE router
+// (kept float).
 func (s ModelShape) blockWeights() (packable, router int64) {
 	c := s.Config()
-	e, q, kv, f := int64(c.NEmbd), int64(c.QDim()), int64(c.KVDim()), int64(c.NFF)
-	x := max(int64(1), int64(s.Experts))
-	return 2*q*e + 2*kv*e + x*3*f*e, int64(s.Experts) * e
+	for l := 0; l < c.NLayer; l++ {
+		var p, r int64
+		for _, site := range c.Sites(l) {
+			for _, m := range site.Weights {
+				n := int64(m.N) * int64(site.Width) * int64(max(1, site.Experts))
+				if calib.Captured(site) {
+					p += n
+				} else {
+					r += n
+				}
+			}
+		}
+		packable, router = max(packable, p), max(router, r)
+	}
+	return packable, router
 }
 
 func (s ModelShape) validate() error {
@@ -118,74 +131,41 @@ func (s ModelShape) validate() error {
 	return err
 }
 
-// hessianInputs are the output-name suffixes of the four Hessians of a block, by model.Input.
-var hessianInputs = [model.NumInputs]string{"qkv", "attn_output", "gate_up", "ffn_down"}
-
-// HessianOutput returns the calibrate output name holding the Hessian of the input of a block
-// weight ("blk.3.ffn_up.weight" -> "h.3.gate_up"), and the layer; ok is false for a weight no
-// calibration captures.
-func HessianOutput(weight string) (name string, layer int, ok bool) {
-	var rest string
-	if _, err := fmt.Sscanf(weight, "blk.%d.%s", &layer, &rest); err != nil {
+// HessianOutput returns the calibrate output holding the Hessian GPTQ uses for a block weight or an
+// expert slice of one ("<tensor>#<e>") of a model of shape s, and the weight's layer: "h.<l>.<site>" for
+// the site the weight reads (model.Config.Sites: weights reading the same input share it, e.g.
+// "blk.3.ffn_up.weight" -> "h.3.ffn_gate_up"), "h.<l>.<site>.<e>" for expert e of an expert site
+// ("blk.3.ffn_up_exps.weight#2" -> "h.3.ffn_gate_up_exps.2"). ok is false for a tensor no captured site
+// lists (outside the blocks, the MoE router) and for a whole expert tensor.
+func HessianOutput(s ModelShape, tensor string) (name string, layer int, ok bool) {
+	c := s.Config()
+	l, in, _, ok := c.SiteOf(tensor)
+	if !ok {
 		return "", 0, false
 	}
-	if !strings.HasSuffix(weight, ".weight") {
+	site := c.Sites(l)[in]
+	if !calib.Captured(site) {
 		return "", 0, false
 	}
-	short := strings.TrimSuffix(weight[len(fmt.Sprintf("blk.%d.", layer)):], ".weight")
-	for in := model.Input(0); in < model.NumInputs; in++ {
-		for _, w := range in.Weights() {
-			if strings.TrimSuffix(w, ".weight") == short {
-				return fmt.Sprintf("h.%d.%s", layer, hessianInputs[in]), layer, true
-			}
-		}
+	if site.Experts == 0 {
+		return siteOutput(l, site), l, true
 	}
-	return "", 0, false
+	_, e, _ := pack.SplitExpert(tensor)
+	return expertOutput(l, site, e), l, true
 }
 
-// expertHessianInputs are the output-name parts of the two Hessians of an MoE expert, by the expert
-// tensors reading them.
-var expertHessianInputs = map[string]string{"ffn_gate_exps": "gate_up_exps", "ffn_up_exps": "gate_up_exps", "ffn_down_exps": "ffn_down_exps"}
+func siteOutput(l int, s model.Site) string { return "h." + strconv.Itoa(l) + "." + s.Name }
 
-// expertOutput is the calibrate output holding the Hessian of input in (model.InputGateUp or
-// model.InputDown) of expert e of MoE block l: "h.<l>.gate_up_exps.<e>" or "h.<l>.ffn_down_exps.<e>".
-func expertOutput(l int, in model.Input, e int) string {
-	part := "gate_up_exps"
-	if in == model.InputDown {
-		part = "ffn_down_exps"
-	}
-	return fmt.Sprintf("h.%d.%s.%d", l, part, e)
-}
-
-// ExpertHessianOutput returns the calibrate output holding the Hessian of expert e's input of an MoE
-// expert tensor ("blk.3.ffn_up_exps.weight", 2 -> "h.3.gate_up_exps.2"), and the layer; ok is false for
-// any other tensor or a negative e. It does not know the expert count: the caller checks e < n_expert.
-// The Hessian sums x·xᵀ over the calibration tokens routed to expert e (Tokens = 0 when none was).
-func ExpertHessianOutput(weight string, e int) (name string, layer int, ok bool) {
-	rest, found := strings.CutPrefix(weight, "blk.")
-	if !found || e < 0 {
-		return "", 0, false
-	}
-	idx, suffix, found := strings.Cut(rest, ".")
-	l, err := strconv.Atoi(idx)
-	if !found || err != nil || l < 0 || strconv.Itoa(l) != idx {
-		return "", 0, false
-	}
-	part, found := expertHessianInputs[strings.TrimSuffix(suffix, ".weight")]
-	if !found || !strings.HasSuffix(suffix, ".weight") {
-		return "", 0, false
-	}
-	return fmt.Sprintf("h.%d.%s.%d", l, part, e), l, true
-}
+func expertOutput(l int, s model.Site, e int) string { return siteOutput(l, s) + "." + strconv.Itoa(e) }
 
 // CalibrateParams are the parameters of "calibrate": one layer window [Start, End) over Sequences
 // sequences of Ctx tokens. Window 0 reads "tokens"; later windows read "hidden" (the states at
 // Start). With Hidden, the float hidden states at End are written too (one-shot mode; sequential
 // mode gets them from "propagate" through the quantized window instead). The outputs are the Hessians
-// "h.<l>.qkv", "h.<l>.attn_output", "h.<l>.gate_up", "h.<l>.ffn_down" of each dense block l
-// (HessianOutput); an MoE block (Shape.Experts > 0) has instead of the last two "h.<l>.gate_up_exps.<e>"
-// and "h.<l>.ffn_down_exps.<e>" per expert e (ExpertHessianOutput), written even when no token reached
-// the expert (Tokens = 0).
+// of every captured site of each block l (calibrateOutputs, HessianOutput): "h.<l>.<site>", e.g.
+// "h.<l>.attn_qkv", "h.<l>.attn_output", "h.<l>.ffn_gate_up", "h.<l>.ffn_down" for a llama block, and
+// "h.<l>.<site>.<e>" per expert e of an expert site ("h.<l>.ffn_gate_up_exps.<e>"), written even when
+// no token reached the expert (Tokens = 0).
 type CalibrateParams struct {
 	Shape     ModelShape `json:"shape"`
 	Start     int        `json:"start"`
@@ -209,7 +189,7 @@ func CalibrateMemory(s ModelShape, start, end, nSeq, ctxLen int) int64 {
 }
 
 func init() {
-	Register(Define("calibrate", 3, func(p CalibrateParams) (Spec, error) {
+	Register(Define("calibrate", 4, func(p CalibrateParams) (Spec, error) {
 		if err := p.Shape.validate(); err != nil {
 			return Spec{}, err
 		}
@@ -236,18 +216,21 @@ func init() {
 	}, runCalibrate))
 }
 
-// calibrateOutputs lists the Hessian outputs of block l: the four of a dense block, or attn_qkv,
-// attn_output and two per expert in an MoE block.
+// calibrateOutputs lists the Hessian outputs of block l: one per captured site, one per expert of an
+// expert site (HessianOutput names them).
 func calibrateOutputs(s ModelShape, l int) []string {
 	var out []string
-	for in := model.Input(0); in < model.NumInputs; in++ {
-		if s.Experts > 0 && (in == model.InputGateUp || in == model.InputDown) {
-			continue
+	c := s.Config()
+	for _, site := range c.Sites(l) {
+		switch {
+		case !calib.Captured(site):
+		case site.Experts == 0:
+			out = append(out, siteOutput(l, site))
+		default:
+			for e := range site.Experts {
+				out = append(out, expertOutput(l, site, e))
+			}
 		}
-		out = append(out, fmt.Sprintf("h.%d.%s", l, hessianInputs[in]))
-	}
-	for e := 0; e < s.Experts; e++ {
-		out = append(out, expertOutput(l, model.InputGateUp, e), expertOutput(l, model.InputDown, e))
 	}
 	return out
 }
@@ -358,24 +341,18 @@ func runCalibrate(ctx context.Context, p CalibrateParams, req Request) error {
 		}
 	}
 	for l := p.Start; l < p.End; l++ {
-		for in := model.Input(0); in < model.NumInputs; in++ {
-			if h := res.Hessian(l, in); h != nil {
-				if err := writeHessianFile(req.Output(fmt.Sprintf("h.%d.%s", l, hessianInputs[in])), h); err != nil {
-					return err
+		for i, site := range m.Cfg.Sites(l) {
+			hs := res.Layers[l-p.Start][i]
+			for e, h := range hs {
+				name := siteOutput(l, site)
+				if site.Experts > 0 {
+					name = expertOutput(l, site, e)
+					if h.Empty() {
+						slog.WarnContext(ctx, "calibrate: an expert received no calibration tokens; its Hessian is empty (Tokens = 0) and GPTQ cannot use it",
+							"layer", l, "expert", e, "output", name)
+					}
 				}
-			}
-		}
-		for e := 0; e < p.Shape.Experts; e++ {
-			for _, in := range []model.Input{model.InputGateUp, model.InputDown} {
-				h := res.ExpertHessian(l, e, in)
-				if h == nil {
-					return fmt.Errorf("calibrating layers [%d, %d): no Hessian for %s", p.Start, p.End, expertOutput(l, in, e))
-				}
-				if h.Empty() && in == model.InputGateUp {
-					slog.WarnContext(ctx, "calibrate: an expert received no calibration tokens; its Hessian is empty (Tokens = 0) and GPTQ cannot use it",
-						"layer", l, "expert", e, "output", expertOutput(l, in, e))
-				}
-				if err := writeHessianFile(req.Output(expertOutput(l, in, e)), h); err != nil {
+				if err := writeHessianFile(req.Output(name), h); err != nil {
 					return err
 				}
 			}

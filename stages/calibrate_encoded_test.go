@@ -84,7 +84,7 @@ func TestCalibrateEncodedSameOutputs(t *testing.T) {
 				return calib.Propagate(ctx, m, calib.Window{Start: 0, End: 1}, in, out)
 			})
 			for in := model.Input(0); in < model.NumInputs; in++ {
-				name, _, _ := stages.HessianOutput("blk.0." + in.Weights()[0] + ".weight")
+				name, _, _ := stages.HessianOutput(shape, "blk.0."+m.Cfg.Sites(0)[in].Weights[0].Name+".weight")
 				h, err := calib.ReadHessianFile(ctx, got[name])
 				if err != nil {
 					t.Fatal(err)

@@ -49,36 +49,47 @@ func moeCalibration(t *testing.T) (modelPath, tokens string) {
 	return modelPath, tokens
 }
 
-func TestExpertHessianOutput(t *testing.T) {
+func TestHessianOutput(t *testing.T) {
+	var moe, dense stages.ModelShape
+	if err := json.Unmarshal([]byte(moeCalShape), &moe); err != nil {
+		t.Fatal(err)
+	}
+	dense = moe
+	dense.Experts, dense.ExpertsUsed = 0, 0
 	for _, tc := range []struct {
+		shape  stages.ModelShape
 		weight string
-		e      int
 		name   string
 		layer  int
 		ok     bool
 	}{
-		{"blk.3.ffn_up_exps.weight", 2, "h.3.gate_up_exps.2", 3, true},
-		{"blk.3.ffn_gate_exps.weight", 0, "h.3.gate_up_exps.0", 3, true},
-		{"blk.12.ffn_down_exps.weight", 7, "h.12.ffn_down_exps.7", 12, true},
-		{"blk.3.ffn_up_exps.weight", -1, "", 0, false},
-		{"blk.3.ffn_up.weight", 0, "", 0, false},
-		{"blk.3.ffn_gate_inp.weight", 0, "", 0, false},
-		{"blk.03.ffn_up_exps.weight", 0, "", 0, false},
-		{"blk.3.ffn_up_exps", 0, "", 0, false},
-		{"output.weight", 0, "", 0, false},
+		{moe, "blk.1.ffn_up_exps.weight#2", "h.1.ffn_gate_up_exps.2", 1, true},
+		{moe, "blk.1.ffn_gate_exps.weight#0", "h.1.ffn_gate_up_exps.0", 1, true},
+		{moe, "blk.0.ffn_down_exps.weight#3", "h.0.ffn_down_exps.3", 0, true},
+		{moe, "blk.0.attn_k.weight", "h.0.attn_qkv", 0, true},
+		{moe, "blk.0.attn_output.weight", "h.0.attn_output", 0, true},
+		{moe, "blk.0.ffn_up_exps.weight#4", "", 0, false}, // 4 experts
+		{moe, "blk.0.ffn_up_exps.weight", "", 0, false},   // the whole expert tensor
+		{moe, "blk.0.ffn_up.weight", "", 0, false},
+		{moe, "blk.0.ffn_gate_inp.weight", "", 0, false}, // the router stays float
+		{moe, "blk.2.attn_q.weight", "", 0, false},       // 2 layers
+		{dense, "blk.1.ffn_up.weight", "h.1.ffn_gate_up", 1, true},
+		{dense, "blk.1.ffn_down.weight", "h.1.ffn_down", 1, true},
+		{dense, "blk.1.attn_q.weight", "h.1.attn_qkv", 1, true},
+		{dense, "blk.0.ffn_up_exps.weight#0", "", 0, false},
+		{dense, "blk.01.ffn_up.weight", "", 0, false},
+		{dense, "blk.1.ffn_up", "", 0, false},
+		{dense, "output.weight", "", 0, false},
 	} {
-		name, layer, ok := stages.ExpertHessianOutput(tc.weight, tc.e)
+		name, layer, ok := stages.HessianOutput(tc.shape, tc.weight)
 		if name != tc.name || layer != tc.layer || ok != tc.ok {
-			t.Errorf("ExpertHessianOutput(%q, %d) = %q, %d, %v; want %q, %d, %v", tc.weight, tc.e, name, layer, ok, tc.name, tc.layer, tc.ok)
+			t.Errorf("HessianOutput(%q) = %q, %d, %v; want %q, %d, %v", tc.weight, name, layer, ok, tc.name, tc.layer, tc.ok)
 		}
-	}
-	if _, _, ok := stages.HessianOutput("blk.0.ffn_up_exps.weight"); ok {
-		t.Error("HessianOutput maps an expert tensor to a dense Hessian")
 	}
 }
 
 // TestCalibrateMoE runs calibrate over both layers of an MoE model in two windows: the outputs are the
-// attention Hessians and two per expert (named as ExpertHessianOutput says), the expert token counts of
+// attention Hessians and two per expert (named as HessianOutput says), the expert token counts of
 // each layer add up to tokens × top-k, and every file equals what calib.Capture computes directly.
 func TestCalibrateMoE(t *testing.T) {
 	modelPath, tokens := moeCalibration(t)
@@ -91,8 +102,8 @@ func TestCalibrateMoE(t *testing.T) {
 		names = append(names, n)
 	}
 	sort.Strings(names)
-	want := []string{"h.0.attn_output", "h.0.ffn_down_exps.0", "h.0.ffn_down_exps.1", "h.0.ffn_down_exps.2", "h.0.ffn_down_exps.3",
-		"h.0.gate_up_exps.0", "h.0.gate_up_exps.1", "h.0.gate_up_exps.2", "h.0.gate_up_exps.3", "h.0.qkv", "hidden"}
+	want := []string{"h.0.attn_output", "h.0.attn_qkv", "h.0.ffn_down_exps.0", "h.0.ffn_down_exps.1", "h.0.ffn_down_exps.2", "h.0.ffn_down_exps.3",
+		"h.0.ffn_gate_up_exps.0", "h.0.ffn_gate_up_exps.1", "h.0.ffn_gate_up_exps.2", "h.0.ffn_gate_up_exps.3", "hidden"}
 	if !slices.Equal(names, want) {
 		t.Fatalf("window [0, 1) outputs %v, want %v", names, want)
 	}
@@ -116,13 +127,17 @@ func TestCalibrateMoE(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	var moeShape stages.ModelShape
+	if err := json.Unmarshal([]byte(moeCalShape), &moeShape); err != nil {
+		t.Fatal(err)
+	}
 	const total = 3 * 16
 	for l, outs := range []map[string]string{w0, w1} {
 		var routed int64
 		var counts []int64
 		for e := 0; e < 4; e++ {
 			for _, tensor := range []string{"ffn_up_exps", "ffn_down_exps"} {
-				name, layer, ok := stages.ExpertHessianOutput(fmt.Sprintf("blk.%d.%s.weight", l, tensor), e)
+				name, layer, ok := stages.HessianOutput(moeShape, fmt.Sprintf("blk.%d.%s.weight#%d", l, tensor, e))
 				if !ok || layer != l || outs[name] == "" {
 					t.Fatalf("layer %d expert %d %s: output %q missing (%v)", l, e, tensor, name, ok)
 				}
@@ -148,7 +163,7 @@ func TestCalibrateMoE(t *testing.T) {
 		if routed != total*2 {
 			t.Errorf("layer %d: %d routed rows, want %d tokens x top-2", l, routed, total)
 		}
-		h, err := calib.ReadHessianFile(ctx, outs[fmt.Sprintf("h.%d.qkv", l)])
+		h, err := calib.ReadHessianFile(ctx, outs[fmt.Sprintf("h.%d.attn_qkv", l)])
 		if err != nil || h.Tokens != total {
 			t.Fatalf("layer %d qkv: %v, tokens %v", l, err, h)
 		}

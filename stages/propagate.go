@@ -7,7 +7,6 @@ import (
 
 	"orkpipe/ork/calib"
 	"orkpipe/ork/model"
-	"orkpipe/ork/pack"
 )
 
 // PropagateParams are the parameters of "propagate" (sequential calibration): run the window
@@ -30,19 +29,25 @@ type PropagateParams struct {
 // encoded weight.
 func PropagateMemory(s ModelShape, start, end, nSeq, ctxLen int) int64 {
 	c := s.Config()
-	e := int64(c.NEmbd)
-	packable, router := s.blockWeights()
-	perLayer := s.heldWeights() + 4*(router+2*e) + 5*packable
-	return int64(end-start)*perLayer + calib.ActivationMemory(&c, nSeq, ctxLen, false) + 48<<20
+	var b int64
+	for l := start; l < end; l++ {
+		b += calib.LayerWeightBytes(&c, l) + 5*packableValues(&c, l)
+	}
+	return b + calib.ActivationMemory(&c, nSeq, ctxLen) + 48<<20
 }
 
-// heldWeights returns the bytes a KeepEncoded source holds for the packable matmul weights of one block
-// of the shape (attention, and the FFN or every expert slice).
-func (s ModelShape) heldWeights() int64 {
-	c := s.Config()
-	e, q, kv, f := c.NEmbd, c.QDim(), c.KVDim(), c.NFF
-	x := max(int64(1), int64(s.Experts))
-	return c.WeightBytes(q, e) + 2*c.WeightBytes(kv, e) + c.WeightBytes(e, q) + x*(2*c.WeightBytes(f, e)+c.WeightBytes(e, f))
+// packableValues is the number of values of block l's weights a pack may hold (every site weight but
+// the MoE router's, every expert slice): their emulated codes take up to 5 bytes a value.
+func packableValues(c *model.Config, l int) int64 {
+	var n int64
+	for _, s := range c.Sites(l) {
+		if calib.Captured(s) {
+			for _, m := range s.Weights {
+				n += int64(m.N) * int64(s.Width) * int64(max(1, s.Experts))
+			}
+		}
+	}
+	return n
 }
 
 func init() {
@@ -65,14 +70,10 @@ func init() {
 	}, runPropagate))
 }
 
-// windowWeightLayer returns the layer of a finalized block weight: a dense block weight, or an expert
-// slice "<expert tensor>#<e>" with e below the shape's expert count.
+// windowWeightLayer returns the layer of a finalized block weight: a block weight a pack may hold, or
+// an expert slice "<expert tensor>#<e>" with e below its site's expert count.
 func windowWeightLayer(s ModelShape, w string) (int, bool) {
-	if base, e, ok := pack.SplitExpert(w); ok {
-		_, l, ok := ExpertHessianOutput(base, e)
-		return l, ok && e < s.Experts
-	}
-	_, l, ok := HessianOutput(w)
+	_, l, ok := HessianOutput(s, w)
 	return l, ok
 }
 

@@ -78,67 +78,87 @@ func (w Window) check(c *model.Config) error {
 	return nil
 }
 
-// Result holds the Hessians of one window: Hessians[l-Start][in] for block l and input in. In an MoE
-// block (model.Config.MoE) Hessians[l-Start] holds only InputQKV and InputAttnO (the FFN inputs are the
-// experts') and Experts[l-Start][e] the Hessians of expert e; Experts is nil for a dense model.
+// Result holds the Hessians of one window, by site (model.Config.Sites): Layers[l-Start][i] are the
+// Hessians of site i of block l — one for a site the block's weights share, one per expert for an expert
+// site (over the tokens routed to that expert, rows not weighted by the routing probability; an expert
+// no token reached has Tokens = 0 and an all-zero matrix, see Hessian.Empty) — or nil for a site not
+// captured ([Captured]).
 type Result struct {
-	Window   Window
-	Hessians [][model.NumInputs]*Hessian
-	Experts  [][]ExpertHessians
+	Window Window
+	Layers [][][]*Hessian
 	// Routing is how the window's MoE blocks routed the calibration tokens (CountRouting's counts; nil for
-	// a dense model).
+	// a model without MoE blocks).
 	Routing *Routing
+
+	expertSite [][]bool // [l-Start][site]
 }
 
-// ExpertHessians are the Hessians of one expert of an MoE block, over the tokens routed to it (rows are
-// not weighted by the routing probability): GateUp of its gate and up input (the ffn_norm output of those
-// tokens, n_embd wide) and Down of its down input (silu(gate)·up of those tokens, n_ff wide). An expert
-// no token was routed to has Tokens = 0 and all-zero matrices (see Hessian.Empty).
-type ExpertHessians struct {
-	GateUp, Down *Hessian
+// Captured reports whether calibration accumulates a Hessian for site s: every site a packable weight
+// reads, that is all but the MoE router's input (ffn_gate_inp stays float in every pack).
+func Captured(s model.Site) bool {
+	return !(len(s.Weights) == 1 && s.Weights[0].Name == "ffn_gate_inp")
 }
 
-// Hessian returns the Hessian of input in of block layer (nil for the FFN inputs of an MoE block).
+// Hessian returns the Hessian of site in of block layer, nil for an expert site or a site not captured.
 func (r *Result) Hessian(layer int, in model.Input) *Hessian {
-	return r.Hessians[layer-r.Window.Start][in]
-}
-
-// ExpertHessian returns the Hessian of input in (model.InputGateUp or model.InputDown) of expert e of
-// MoE block layer, or nil when the block has no such expert.
-func (r *Result) ExpertHessian(layer, e int, in model.Input) *Hessian {
-	if r.Experts == nil || e < 0 || e >= len(r.Experts[layer-r.Window.Start]) {
+	hs := r.site(layer, in)
+	if hs == nil || r.expertSite[layer-r.Window.Start][in] {
 		return nil
 	}
-	x := r.Experts[layer-r.Window.Start][e]
-	switch in {
-	case model.InputGateUp:
-		return x.GateUp
-	case model.InputDown:
-		return x.Down
-	}
-	return nil
+	return hs[0]
 }
 
-// observer routes a block's linear inputs to the accumulators of the window. A nil accumulator (the
-// router input of an MoE block) is not captured.
+// ExpertHessian returns the Hessian of expert e at expert site in of block layer, or nil when the site
+// has no such expert.
+func (r *Result) ExpertHessian(layer, e int, in model.Input) *Hessian {
+	hs := r.site(layer, in)
+	if hs == nil || !r.expertSite[layer-r.Window.Start][in] || e < 0 || e >= len(hs) {
+		return nil
+	}
+	return hs[e]
+}
+
+func (r *Result) site(layer int, in model.Input) []*Hessian {
+	if layer < r.Window.Start || layer >= r.Window.End || in < 0 || int(in) >= len(r.Layers[layer-r.Window.Start]) {
+		return nil
+	}
+	return r.Layers[layer-r.Window.Start][in]
+}
+
+// observer routes a block's site inputs to the accumulators of the window: acc[l-start][site] holds one
+// accumulator for a shared site, one per expert for an expert site, none for a site not captured.
 type observer struct {
 	start  int
-	acc    [][model.NumInputs]*accumulator
-	exp    [][][2]*accumulator // MoE: [layer-start][expert]{gate/up, down}
-	tee    model.Observer      // also sees every site that is not per expert (an ActSampler), or nil
-	routes *RouteCounter       // MoE: the window's routing (routing.go)
+	acc    [][][]*accumulator
+	expert [][]bool       // [l-start][site]: an expert site
+	tee    model.Observer // also sees every site that is not per expert (an ActSampler), or nil
+	routes *RouteCounter  // MoE: the window's routing (routing.go)
 	err    error
+}
+
+func (o *observer) sites(layer int, in model.Input) ([]*accumulator, bool, error) {
+	l := layer - o.start
+	if l < 0 || l >= len(o.acc) || in < 0 || int(in) >= len(o.acc[l]) {
+		return nil, false, fmt.Errorf("layer %d: site %d: not a site of this window: %w", layer, in, ErrShape)
+	}
+	return o.acc[l][in], o.expert[l][in], nil
 }
 
 func (o *observer) Observe(layer int, in model.Input, x []float32) {
 	if o.tee != nil {
 		o.tee.Observe(layer, in, x)
 	}
-	if int(in) >= len(o.acc[layer-o.start]) {
-		return // a site not captured (model.InputRouter: the MoE router's input)
+	if o.err != nil {
+		return
 	}
-	if a := o.acc[layer-o.start][in]; o.err == nil && a != nil {
-		o.err = a.add(x)
+	as, expert, err := o.sites(layer, in)
+	switch {
+	case err != nil:
+		o.err = err
+	case expert:
+		o.err = fmt.Errorf("layer %d: site %d is per expert, reported for all tokens: %w", layer, in, ErrShape)
+	case len(as) == 1:
+		o.err = as[0].add(x)
 	}
 }
 
@@ -146,15 +166,15 @@ func (o *observer) ObserveExpert(layer int, in model.Input, e int, x []float32) 
 	if o.err != nil {
 		return
 	}
-	if o.exp == nil || e < 0 || e >= len(o.exp[layer-o.start]) || (in != model.InputGateUp && in != model.InputDown) {
-		o.err = fmt.Errorf("layer %d: input %s of expert %d: no such expert input in this window: %w", layer, in, e, ErrShape)
-		return
+	as, expert, err := o.sites(layer, in)
+	switch {
+	case err != nil:
+		o.err = err
+	case !expert || e < 0 || e >= len(as):
+		o.err = fmt.Errorf("layer %d: site %d, expert %d: no such expert input in this window: %w", layer, in, e, ErrShape)
+	default:
+		o.err = as[e].add(x)
 	}
-	i := 0
-	if in == model.InputDown {
-		i = 1
-	}
-	o.err = o.exp[layer-o.start][e][i].add(x)
 }
 
 // Capture runs every sequence of in through blocks [w.Start, w.End) of m (whose weights are loaded
@@ -183,41 +203,39 @@ func capture(ctx context.Context, m *model.Model, w Window, in HiddenSource, out
 	if err := checkRun(c, w, in, out); err != nil {
 		return nil, err
 	}
-	res := &Result{Window: w, Hessians: make([][model.NumInputs]*Hessian, w.End-w.Start)}
-	obs := &observer{start: w.Start, acc: make([][model.NumInputs]*accumulator, w.End-w.Start), tee: tee}
-	// The blocks of a window run one after another, so the accumulators of one input of all blocks
-	// share one row batch (likewise the experts' gate/up and down inputs).
-	hdr := in.Header()
-	var batches [model.NumInputs + 2]rowBatch // the block inputs, then the experts' gate/up and down
-	for i := range batches {
-		batches[i].limit = batchRows(hdr.NSeq, hdr.SeqLen)
-	}
-	var all []*accumulator
-	newAcc := func(k int, b *rowBatch) *accumulator {
-		a := newAccumulator(NewHessian(k), b)
-		all = append(all, a)
-		return a
-	}
+	n := w.End - w.Start
+	res := &Result{Window: w, Layers: make([][][]*Hessian, n), expertSite: make([][]bool, n)}
+	obs := &observer{start: w.Start, acc: make([][][]*accumulator, n), expert: res.expertSite, tee: tee}
 	if c.MoE() {
-		res.Experts = make([][]ExpertHessians, w.End-w.Start)
-		obs.exp = make([][][2]*accumulator, w.End-w.Start)
 		obs.routes = NewRouteCounter(c.NExpert, c.NExpertUsed)
 	}
-	for l := range res.Hessians {
-		for in := model.Input(0); in < model.NumInputs; in++ {
-			if c.MoE() && (in == model.InputGateUp || in == model.InputDown) {
+	// The blocks of a window run one after another, so the accumulators of one site position share
+	// one row batch (expert accumulators one per position too: the experts of a block run in turn).
+	hdr := in.Header()
+	batches := map[[2]int]*rowBatch{} // {position, expert site 0/1}
+	var all []*accumulator
+	for l := range n {
+		sites := c.Sites(w.Start + l)
+		res.Layers[l] = make([][]*Hessian, len(sites))
+		obs.acc[l] = make([][]*accumulator, len(sites))
+		res.expertSite[l] = make([]bool, len(sites))
+		for i, s := range sites {
+			if !Captured(s) {
 				continue
 			}
-			obs.acc[l][in] = newAcc(in.Width(c), &batches[in])
-			res.Hessians[l][in] = obs.acc[l][in].h
-		}
-		if c.MoE() {
-			res.Experts[l] = make([]ExpertHessians, c.NExpert)
-			obs.exp[l] = make([][2]*accumulator, c.NExpert)
-			for e := range res.Experts[l] {
-				gu, dn := newAcc(c.NEmbd, &batches[model.NumInputs]), newAcc(c.NFF, &batches[model.NumInputs+1])
-				obs.exp[l][e] = [2]*accumulator{gu, dn}
-				res.Experts[l][e] = ExpertHessians{GateUp: gu.h, Down: dn.h}
+			key := [2]int{i, min(s.Experts, 1)}
+			b := batches[key]
+			if b == nil {
+				b = &rowBatch{limit: batchRows(hdr.NSeq, hdr.SeqLen)}
+				batches[key] = b
+			}
+			count := max(1, s.Experts)
+			res.expertSite[l][i] = s.Experts > 0
+			for range count {
+				a := newAccumulator(NewHessian(s.Width), b)
+				all = append(all, a)
+				obs.acc[l][i] = append(obs.acc[l][i], a)
+				res.Layers[l][i] = append(res.Layers[l][i], a.h)
 			}
 		}
 	}

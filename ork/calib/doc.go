@@ -9,10 +9,12 @@
 // A calibration corpus is a fixed number of token sequences of a fixed length, cut deterministically
 // from a tokenized text ([Sequences]). A window [a, b) of layers starts from the hidden states at layer a
 // (the input of block a; for a = 0 the token embeddings, [EmbeddingSource]) and runs every sequence
-// through blocks a..b-1 ([Capture]), accumulating one Hessian per distinct linear input of each block:
-// attn_q/attn_k/attn_v share one, ffn_gate/ffn_up share one, attn_output and ffn_down have their own
-// (see model.Input). It also writes the hidden states at layer b, so the next window starts there and
-// never replays earlier layers.
+// through blocks a..b-1 ([Capture]), accumulating one Hessian per input site of each block
+// (model.Config.Sites: the weights reading the same activations share one, e.g. attn_q/attn_k/attn_v,
+// ffn_gate/ffn_up; a DeltaNet block's attn_qkv/attn_gate/ssm_alpha/ssm_beta), every site but the MoE
+// router's ([Captured]). It also writes the hidden states at layer b, so the next window starts there and
+// never replays earlier layers; recurrent and convolution state never crosses a window boundary, since
+// every window runs whole sequences from their first token.
 //
 // Sequences run in chunks of about [BatchRows] tokens: every block applies each weight once to the whole
 // chunk (model.Model.RunLayerBatch), and each Hessian is updated BatchRows rows at a time in float64 with
@@ -20,11 +22,13 @@
 // Dgemm calls over stripes of 256 rows, which gonum blocks and runs in parallel). The lower triangle is
 // filled once at the end ([Hessian.Symmetrize]), or never when only the file is wanted ([CaptureUpper]).
 //
-// In a mixture-of-experts block (model.Config.MoE) the FFN inputs are per expert: expert e's gate/up
-// Hessian sums x·xᵀ over the ffn_norm outputs of the tokens routed to e, its down Hessian over their
-// silu(gate)·up rows (unweighted by the routing probability), [Result.ExpertHessian]. An expert that
-// no calibration token reaches keeps an empty Hessian (Tokens = 0, [Hessian.Empty]); GPTQ cannot use it,
-// and finalize must say so rather than quantize from it.
+// In a mixture-of-experts block the FFN sites are per expert: expert e's gate/up Hessian sums x·xᵀ over
+// the ffn_norm outputs of the tokens routed to e, its down Hessian over their silu(gate)·up rows
+// (unweighted by the routing probability), [Result.ExpertHessian]. Per-expert rather than one shared
+// Hessian over all tokens: GPTQ then minimizes each expert's error on the tokens it actually sees
+// (TestExpertHessianChoice measures the difference). An expert that no calibration token reaches keeps
+// an empty Hessian (Tokens = 0, [Hessian.Empty]); GPTQ cannot use it, and finalize must say so rather
+// than quantize from it.
 //
 // One-shot mode: every window runs the float weights, and the hidden states Capture writes at b feed the
 // next window. Sequential mode: the next window must see the activations the board will see, so the
@@ -52,7 +56,7 @@
 // Writers check the number of values written; readers check the header, the length and the digest, and
 // fail at EOF on any mismatch, so a truncated or altered file never feeds a window.
 //
-// # Hessian file (one per distinct linear input)
+// # Hessian file (one per input site, or per expert of an expert site)
 //
 //	offset  size  field
 //	0       8     magic "ORKHES\x00\x01"

@@ -4,57 +4,88 @@ import (
 	"orkpipe/ork/model"
 )
 
-// EstimateMemory predicts the peak memory (bytes) of Capture for window w of a model shaped c, with
-// sequences of seqLen tokens, when the weights come from a source holding them as c.WeightType says (a
-// model.GGUFSource with KeepEncoded, as the calibrate stage reads them; a float32 source such as
+// EstimateMemory predicts the peak memory (bytes) of Capture for window w of a model shaped c, over
+// nSeq sequences of seqLen tokens, when the weights come from a source holding them as c.WeightType says
+// (a model.GGUFSource with KeepEncoded, as the calibrate stage reads them; a float32 source such as
 // model.SyntheticSource has WeightType F32). It counts what Capture holds at once:
 //
-//   - the window's Hessians: per block 8·(E² + Q² + E² + F²) (E = n_embd, Q = heads·head_dim, F = n_ff);
-//   - the window's weights as held (model.Config.WeightBytes: encoded, e.g. Q8_0 1.0625 bytes a value,
-//     or float32): per block the matrices Q×E, 2 × KV×E, E×Q, 2 × F×E and E×F, and the two norms
-//     (4·2·E);
-//   - the activations in flight: a chunk of C = chunkSeqs sequences of hidden states (4·C·T·E), the
-//     input reader's values and byte buffer and the output writer's byte buffer of one sequence
-//     (3 × 4·T·E), the forward pass's scratch for the chunk (model.Config.BatchScratchBytes, which
-//     counts the MoE routing buffers), the dequantization scratch of one Apply of an encoded weight
-//     (model.Config.BlockScratchBytes), and the float64 row batches the Hessians are updated from,
-//     one per kind of input shared by the window's blocks: 8·R·(E + Q + E + F), R = min(BatchRows,
-//     sequences × T) rows (in an MoE block the attention inputs' and the experts' gate/up and down).
+//   - the window's Hessians: 8·K² per captured site of every block (model.Config.Sites, [Captured]),
+//     times the experts of an expert site (every expert's, whether or not tokens reach it);
+//   - the window's weights as held: every matmul weight of every site (model.Config.WeightBytes:
+//     encoded, e.g. Q8_0 1.0625 bytes a value, or float32; the MoE router float32; an expert tensor's
+//     every slice) and the block's vectors (LayerVectorBytes);
+//   - the activations in flight (ActivationMemory) and the Hessians' row batches (RowBatchBytes).
 //
-// An MoE block (X = n_expert) instead holds per block 8·(E² + Q²) + X·8·(E² + F²) of Hessians (every
-// expert's, whether or not tokens reach it) and, besides attention and norms, the float32 router (4·X·E)
-// and every expert slice (X × (2 × F×E + E×F) as held): at Mixtral's shape (E 4096, F 14336, X 8) about
-// 13.5 GiB of Hessians and 5.4 GiB of float32 weights per block.
+// At Mixtral's shape (E 4096, F 14336, 8 experts) an MoE block holds about 13.5 GiB of Hessians and 5.4
+// GiB of float32 expert weights; a 27B-shaped dense llama block (E 5120, F 17408) 2.8 GiB of Hessians.
 func EstimateMemory(c *model.Config, w Window, nSeq, seqLen int) int64 {
-	hess, weights := blockMemory(c)
-	return int64(w.End-w.Start)*(hess+weights) + ActivationMemory(c, nSeq, seqLen, true)
-}
-
-// blockMemory returns what one block holds in Capture, as EstimateMemory counts it: its Hessians and its
-// weights.
-func blockMemory(c *model.Config) (hess, weights int64) {
-	e, q, f := int64(c.NEmbd), int64(c.QDim()), int64(c.NFF)
-	E, Q, KV, F := c.NEmbd, c.QDim(), c.KVDim(), c.NFF
-	hess = 8 * (e*e + q*q + e*e + f*f)
-	attn := c.WeightBytes(Q, E) + 2*c.WeightBytes(KV, E) + c.WeightBytes(E, Q) + 4*2*e
-	ffn := 2*c.WeightBytes(F, E) + c.WeightBytes(E, F)
-	weights = attn + ffn
-	if c.MoE() {
-		x := int64(c.NExpert)
-		hess = 8*(e*e+q*q) + x*8*(e*e+f*f)
-		weights = attn + 4*x*e + x*ffn
+	var b int64
+	for l := w.Start; l < w.End; l++ {
+		b += LayerHessianBytes(c, l) + LayerWeightBytes(c, l)
 	}
-	return hess, weights
+	return b + ActivationMemory(c, nSeq, seqLen) + RowBatchBytes(c, w, nSeq, seqLen)
 }
 
-// ActivationMemory is the memory of the activations in flight in Capture (hessians) or Propagate, for
-// nSeq sequences of seqLen tokens, as EstimateMemory counts it.
-func ActivationMemory(c *model.Config, nSeq, seqLen int, hessians bool) int64 {
-	e, q, f, t := int64(c.NEmbd), int64(c.QDim()), int64(c.NFF), int64(seqLen)
-	chunk := int64(min(chunkSeqs(seqLen), nSeq))
-	b := 4*chunk*t*e + 3*4*t*e + c.BatchScratchBytes(int(chunk), seqLen) + c.BlockScratchBytes()
-	if hessians {
-		b += 8 * int64(batchRows(nSeq, seqLen)) * (e + q + e + f)
+// LayerHessianBytes is the memory of the Hessians Capture accumulates for block l.
+func LayerHessianBytes(c *model.Config, l int) int64 {
+	var b int64
+	for _, s := range c.Sites(l) {
+		if Captured(s) {
+			b += 8 * int64(s.Width) * int64(s.Width) * int64(max(1, s.Experts))
+		}
 	}
 	return b
+}
+
+// LayerWeightBytes is the memory a window holds for block l's weights: every site weight as held (the
+// MoE router as float32), times the experts of an expert site, and the block's vectors.
+func LayerWeightBytes(c *model.Config, l int) int64 {
+	var b int64
+	for _, s := range c.Sites(l) {
+		for _, m := range s.Weights {
+			per := c.WeightBytes(m.N, s.Width)
+			if !Captured(s) {
+				per = 4 * int64(m.N) * int64(s.Width)
+			}
+			b += per * int64(max(1, s.Experts))
+		}
+	}
+	return b + LayerVectorBytes(c, l)
+}
+
+// LayerVectorBytes bounds the float32 vectors block l holds besides its matmul weights: the attention
+// and FFN norms and the per-head q/k norms.
+func LayerVectorBytes(c *model.Config, l int) int64 {
+	return 4 * (2*int64(c.NEmbd) + 2*int64(c.HeadDim))
+}
+
+// ActivationMemory is the memory of the activations in flight in Capture or Propagate, nSeq sequences of
+// seqLen tokens: a chunk of C = chunkSeqs sequences of hidden states (4·C·T·E), the input reader's values
+// and byte buffer and the output writer's byte buffer of one sequence (3 × 4·T·E), the forward pass's
+// scratch for the chunk (model.Config.BatchScratchBytes, which counts the MoE routing buffers) and the
+// dequantization scratch of one Apply of an encoded weight (model.Config.BlockScratchBytes).
+func ActivationMemory(c *model.Config, nSeq, seqLen int) int64 {
+	e, t := int64(c.NEmbd), int64(seqLen)
+	chunk := int64(min(chunkSeqs(seqLen), nSeq))
+	return 4*chunk*t*e + 3*4*t*e + c.BatchScratchBytes(int(chunk), seqLen) + c.BlockScratchBytes()
+}
+
+// RowBatchBytes is the memory of Capture's float64 row batches for window w: one per site position (and
+// kind, shared or per expert), as wide as the widest such site of the window, 8·R bytes per value, R =
+// min(BatchRows, nSeq·seqLen) rows.
+func RowBatchBytes(c *model.Config, w Window, nSeq, seqLen int) int64 {
+	widest := map[[2]int]int64{}
+	for l := w.Start; l < w.End; l++ {
+		for i, s := range c.Sites(l) {
+			if Captured(s) {
+				k := [2]int{i, min(s.Experts, 1)}
+				widest[k] = max(widest[k], int64(s.Width))
+			}
+		}
+	}
+	var values int64
+	for _, k := range widest {
+		values += k
+	}
+	return 8 * int64(batchRows(nSeq, seqLen)) * values
 }

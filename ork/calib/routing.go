@@ -286,8 +286,11 @@ func CountRouting(ctx context.Context, m *model.Model, seqs [][]int32) (Routing,
 
 // CountRoutingMemory predicts the peak memory of CountRouting for nSeq sequences of seqLen tokens of a
 // model shaped c (weights held as c.WeightType says): the hidden states of every sequence, one block's
-// weights and the activations of one chunk, as EstimateMemory counts them.
+// weights (the largest block's) and the activations of one chunk, as EstimateMemory counts them.
 func CountRoutingMemory(c *model.Config, nSeq, seqLen int) int64 {
-	_, weights := blockMemory(c)
-	return 4*int64(nSeq)*int64(seqLen)*int64(c.NEmbd) + weights + ActivationMemory(c, nSeq, seqLen, false)
+	var weights int64
+	for l := 0; l < c.NLayer; l++ {
+		weights = max(weights, LayerWeightBytes(c, l))
+	}
+	return 4*int64(nSeq)*int64(seqLen)*int64(c.NEmbd) + weights + ActivationMemory(c, nSeq, seqLen)
 }

@@ -132,7 +132,7 @@ func (t *Target) planCalibration(g *engine.Graph, src *source, ws []*weight, add
 			if w.layer >= a && w.layer < b {
 				window = append(window, w)
 				if w.fin.Method == "gptq" {
-					h := cal.Output(w.hessianOutput())
+					h := cal.Output(w.hessianOutput(src.shape))
 					addFinal(w, &h)
 				}
 				if w.clip != nil {

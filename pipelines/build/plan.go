@@ -156,12 +156,8 @@ func isRouter(name string) bool {
 
 // hessianOutput returns the calibrate output holding the Hessian of w's input ("" when calibration
 // captures none for it).
-func (w *weight) hessianOutput() string {
-	if w.expert >= 0 {
-		name, _, _ := stages.ExpertHessianOutput(w.tensor, w.expert)
-		return name
-	}
-	name, _, _ := stages.HessianOutput(w.tensor)
+func (w *weight) hessianOutput(shape stages.ModelShape) string {
+	name, _, _ := stages.HessianOutput(shape, w.name)
 	return name
 }
 
@@ -201,7 +197,7 @@ func (t *Target) selectWeights(src *source) ([]*weight, error) {
 			}
 		}
 		for _, e := range mats {
-			w, err := t.planWeight(s, ti.Name, e, max(experts, 1), n, k)
+			w, err := t.planWeight(src.shape, s, ti.Name, e, max(experts, 1), n, k)
 			if err != "" {
 				errs = append(errs, err)
 				break
@@ -229,7 +225,7 @@ func (t *Target) selectWeights(src *source) ([]*weight, error) {
 
 // planWeight returns the weight of tensor (expert e, or -1 for a 2-D tensor) under scheme s, or
 // the reason it cannot be planned.
-func (t *Target) planWeight(s *recipe.Scheme, tensor string, e, nmat, n, k int) (*weight, string) {
+func (t *Target) planWeight(shape stages.ModelShape, s *recipe.Scheme, tensor string, e, nmat, n, k int) (*weight, string) {
 	name := tensor
 	if e >= 0 {
 		name = pack.ExpertName(tensor, e)
@@ -244,12 +240,12 @@ func (t *Target) planWeight(s *recipe.Scheme, tensor string, e, nmat, n, k int) 
 		return p
 	}
 	w.fin = fin(s)
-	if _, l, ok := stages.HessianOutput(tensor); ok {
+	if _, l, ok := stages.HessianOutput(shape, name); ok {
 		w.layer = l
 	} else if _, err := fmt.Sscanf(tensor, "blk.%d.", &w.layer); err != nil {
 		w.layer = -1
 	}
-	if w.fin.Method == "gptq" && w.hessianOutput() == "" {
+	if w.fin.Method == "gptq" && w.hessianOutput(shape) == "" {
 		if e >= 0 {
 			return nil, fmt.Sprintf("%s: method gptq on an MoE expert slice needs that expert's Hessian, which calibration does not capture for %s; use rtn (optionally with importance: imatrix) for it", name, tensor)
 		}

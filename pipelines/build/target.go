@@ -48,7 +48,7 @@
 // A 3-D expert tensor blk.N.ffn_{gate,up,down}_exps.weight [K, N, n_expert] becomes n_expert
 // weights "<name>#<e>" (finalize parameter expert = e), each its own pack entry; the stub owns the
 // whole tensor. The router blk.N.ffn_gate_inp.weight is never packed. GPTQ on an expert slice binds
-// the calibrate output stages.ExpertHessianOutput names (that expert's Hessian).
+// the calibrate output stages.HessianOutput names for "<name>#<e>" (that expert's Hessian).
 //
 // # Memory
 //

@@ -23,7 +23,7 @@ const goImage = "golang:1.26"
 type Orkpipe struct{}
 
 // Build runs `orkpipe build` and returns its output directory (<name>.orkpack, <name>.orkpack.gguf,
-// report.json, summary.txt, provenance.json).
+// report.json, report.html, summary.txt, provenance.json).
 func (m *Orkpipe) Build(
 	ctx context.Context,
 	// the recipe (YAML, docs/recipes.md)

@@ -49,11 +49,11 @@ func init() {
 		if p.Name == "" || len(p.Subjects) == 0 {
 			return Spec{}, fmt.Errorf("name and subjects are required")
 		}
-		exe, err := ExecutablePath()
+		tool, err := orkpipeTool()
 		if err != nil {
-			return Spec{}, fmt.Errorf("locating the orkpipe binary: %w", err)
+			return Spec{}, err
 		}
-		s := Spec{Outputs: []string{"provenance.json"}, PeakMemory: 32 << 20, Tools: []Tool{{Name: "orkpipe", Path: exe}}}
+		s := Spec{Outputs: []string{"provenance.json"}, PeakMemory: 32 << 20, Tools: []Tool{tool}}
 		for _, sub := range p.Subjects {
 			s.Inputs = append(s.Inputs, "subject."+sub)
 		}
@@ -64,12 +64,14 @@ func init() {
 	}, runProvenance))
 }
 
-type digestSet map[string]string
+// DigestSet maps a digest algorithm ("sha256", "blake3") to the hex digest.
+type DigestSet map[string]string
 
-type resourceDescriptor struct {
+// ResourceDescriptor is an in-toto ResourceDescriptor: a subject or a resolved dependency.
+type ResourceDescriptor struct {
 	Name        string         `json:"name"`
 	URI         string         `json:"uri,omitempty"`
-	Digest      digestSet      `json:"digest"`
+	Digest      DigestSet      `json:"digest"`
 	Annotations map[string]any `json:"annotations,omitempty"`
 }
 
@@ -123,41 +125,22 @@ func sha256File(ctx context.Context, path string) (string, error) {
 
 func runProvenance(ctx context.Context, p ProvenanceParams, req Request) error {
 	// The subjects' sha256 are computed side by side (sha256 is serial within a file).
-	subjects := make([]resourceDescriptor, len(p.Subjects))
+	subjects := make([]ResourceDescriptor, len(p.Subjects))
 	g, gctx := errgroup.WithContext(ctx)
 	g.SetLimit(runtime.GOMAXPROCS(0))
 	for i, name := range p.Subjects {
 		f := req.Inputs["subject."+name]
 		g.Go(func() error {
 			sum, err := sha256File(gctx, f.Path)
-			subjects[i] = resourceDescriptor{Name: name, Digest: digestSet{"sha256": sum, "blake3": f.Digest.Hex()}}
+			subjects[i] = ResourceDescriptor{Name: name, Digest: DigestSet{"sha256": sum, "blake3": f.Digest.Hex()}}
 			return err
 		})
 	}
 	if err := g.Wait(); err != nil {
 		return err
 	}
-	var deps []resourceDescriptor
-	for _, d := range p.Deps {
-		f := req.Inputs["dep."+d.Name]
-		deps = append(deps, resourceDescriptor{Name: d.Name, URI: d.URI, Digest: digestSet{"blake3": f.Digest.Hex()},
-			Annotations: map[string]any{"size": f.Size}})
-	}
-	tool := req.Tools["orkpipe"]
-	bin := resourceDescriptor{Name: "orkpipe", Digest: digestSet{"blake3": tool.Digest.Hex()}, Annotations: map[string]any{"size": tool.Size}}
-	if bi, err := buildinfo.ReadFile(tool.Path); err == nil {
-		bin.Annotations["go"] = bi.GoVersion
-		bin.Annotations["module"] = bi.Main.Path
-		bin.Annotations["version"] = bi.Main.Version
-		for _, s := range bi.Settings {
-			switch s.Key {
-			case "vcs.revision", "vcs.time", "vcs.modified", "GOOS", "GOARCH", "CGO_ENABLED", "-tags":
-				bin.Annotations[s.Key] = s.Value
-			}
-		}
-	}
-	deps = append(deps, bin)
-	sort.SliceStable(deps[:len(deps)-1], func(i, j int) bool { return deps[i].Name < deps[j].Name })
+	deps := resolvedDeps(p.Deps, req)
+	bin := deps[len(deps)-1]
 	overrides := p.Overrides
 	if overrides == nil {
 		overrides = []string{}
@@ -183,4 +166,41 @@ func runProvenance(ctx context.Context, p ProvenanceParams, req Request) error {
 		return err
 	}
 	return os.WriteFile(req.Output("provenance.json"), append(b, '\n'), 0o644)
+}
+
+// orkpipeTool is the tool entry of the stages that record the orkpipe binary (provenance, report):
+// its digest is key material, so a new binary re-runs them.
+func orkpipeTool() (Tool, error) {
+	exe, err := ExecutablePath()
+	if err != nil {
+		return Tool{}, fmt.Errorf("locating the orkpipe binary: %w", err)
+	}
+	return Tool{Name: "orkpipe", Path: exe}, nil
+}
+
+// resolvedDeps describes the dependencies bound as inputs "dep.<name>" (sorted by name; BLAKE3 as
+// the store computed it, and the size), then the orkpipe binary (tool "orkpipe") with what its Go
+// build information says (version, VCS revision, build settings).
+func resolvedDeps(list []ProvenanceDep, req Request) []ResourceDescriptor {
+	var deps []ResourceDescriptor
+	for _, d := range list {
+		f := req.Inputs["dep."+d.Name]
+		deps = append(deps, ResourceDescriptor{Name: d.Name, URI: d.URI, Digest: DigestSet{"blake3": f.Digest.Hex()},
+			Annotations: map[string]any{"size": f.Size}})
+	}
+	sort.SliceStable(deps, func(i, j int) bool { return deps[i].Name < deps[j].Name })
+	tool := req.Tools["orkpipe"]
+	bin := ResourceDescriptor{Name: "orkpipe", Digest: DigestSet{"blake3": tool.Digest.Hex()}, Annotations: map[string]any{"size": tool.Size}}
+	if bi, err := buildinfo.ReadFile(tool.Path); err == nil {
+		bin.Annotations["go"] = bi.GoVersion
+		bin.Annotations["module"] = bi.Main.Path
+		bin.Annotations["version"] = bi.Main.Version
+		for _, s := range bi.Settings {
+			switch s.Key {
+			case "vcs.revision", "vcs.time", "vcs.modified", "GOOS", "GOARCH", "CGO_ENABLED", "-tags":
+				bin.Annotations[s.Key] = s.Value
+			}
+		}
+	}
+	return append(deps, bin)
 }

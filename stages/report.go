@@ -9,26 +9,45 @@ import (
 	"sort"
 
 	"orkpipe/ork/pack"
+	"orkpipe/stages/reporthtml"
 )
 
-// ReportParams are the parameters of "report": the build name and whether a screen result is bound
-// (input "screen").
+// ReportParams are the parameters of "report": the build name, whether a screen result is bound
+// (input "screen"), the board profile (Board, a built-in name; "" binds the profile file as input
+// "board", as for verify-local), the promotion candidates with their base dtype (an entry whose
+// pack dtype differs was promoted), and for provenance at a glance the build's resolved
+// dependencies (inputs "dep.<name>", as for provenance) and its --set overrides. The orkpipe binary
+// is the tool "orkpipe" (report.html is drawn by it, and report.json names it).
 type ReportParams struct {
-	Name   string `json:"name"`
-	Screen bool   `json:"screen"`
+	Name        string            `json:"name"`
+	Screen      bool              `json:"screen"`
+	Board       string            `json:"board"`
+	PromoteFrom map[string]string `json:"promote_from,omitempty"`
+	Deps        []ProvenanceDep   `json:"deps,omitempty"`
+	Overrides   []string          `json:"overrides,omitempty"`
 }
 
-// Report is the "report.json" output.
+// Report is the "report.json" output; report.html draws it (package stages/reporthtml, which reads
+// these fields by their JSON names). DomainCapacity is what one IOMMU domain holds (the profile's
+// ceiling less its headroom); Provenance lists the resolved dependencies (last: the orkpipe binary).
 type Report struct {
-	Name    string         `json:"name"`
-	Pack    ReportFile     `json:"pack"`
-	Stub    ReportFile     `json:"stub"`
-	Board   string         `json:"board"`
-	Domains []ReportDomain `json:"domains"`
-	Totals  ReportTotals   `json:"totals"`
-	Weights []ReportWeight `json:"weights"`
-	Screen  *ScreenResult  `json:"screen,omitempty"`
-	Verify  VerifyResult   `json:"verify"`
+	Name           string           `json:"name"`
+	Pack           ReportFile       `json:"pack"`
+	Stub           ReportFile       `json:"stub"`
+	Board          string           `json:"board"`
+	DomainCapacity int64            `json:"domain_capacity_bytes"`
+	Domains        []ReportDomain   `json:"domains"`
+	Totals         ReportTotals     `json:"totals"`
+	Weights        []ReportWeight   `json:"weights"`
+	Screen         *ScreenResult    `json:"screen,omitempty"`
+	Verify         VerifyResult     `json:"verify"`
+	Provenance     ReportProvenance `json:"provenance"`
+}
+
+// ReportProvenance is provenance at a glance (provenance.json is the signed statement).
+type ReportProvenance struct {
+	Deps      []ResourceDescriptor `json:"resolved_dependencies"`
+	Overrides []string             `json:"overrides"`
 }
 
 // ReportFile names one output by digest and size.
@@ -59,28 +78,41 @@ type ReportTotals struct {
 
 // ReportWeight is one pack entry.
 type ReportWeight struct {
-	Name     string  `json:"name"`
-	DType    string  `json:"dtype"`
-	N        int     `json:"n"`
-	K        int     `json:"k"`
-	Group    int     `json:"group"`
-	Rotation string  `json:"rotation"`
-	ActBits  int     `json:"act_bits"`
-	ActClip  float32 `json:"act_clip"`
-	QErr     float64 `json:"qerr"`
-	Bytes    int64   `json:"bytes"`
-	Resident int64   `json:"resident_bytes"`
-	Domain   int     `json:"domain"`
+	Name  string `json:"name"`
+	DType string `json:"dtype"`
+	// PromotedFrom is the base dtype of an entry write-orkpack promoted to its wider tier ("" otherwise).
+	PromotedFrom string  `json:"promoted_from,omitempty"`
+	N            int     `json:"n"`
+	K            int     `json:"k"`
+	Group        int     `json:"group"`
+	Rotation     string  `json:"rotation"`
+	ActBits      int     `json:"act_bits"`
+	ActClip      float32 `json:"act_clip"`
+	QErr         float64 `json:"qerr"`
+	Bytes        int64   `json:"bytes"`
+	Resident     int64   `json:"resident_bytes"`
+	Domain       int     `json:"domain"`
 }
 
 func init() {
-	Register(Define("report", 3, func(p ReportParams) (Spec, error) {
+	Register(Define("report", 4, func(p ReportParams) (Spec, error) {
 		if p.Name == "" {
 			return Spec{}, fmt.Errorf("name: empty")
 		}
-		s := Spec{Inputs: []string{"pack", "stub", "verify"}, Outputs: []string{"report.json", "summary.txt"}, PeakMemory: 64 << 20}
+		tool, err := orkpipeTool()
+		if err != nil {
+			return Spec{}, err
+		}
+		s := Spec{Inputs: []string{"pack", "stub", "verify"}, Outputs: []string{"report.json", "summary.txt", "report.html"},
+			PeakMemory: 64 << 20, Tools: []Tool{tool}}
 		if p.Screen {
 			s.Inputs = append(s.Inputs, "screen")
+		}
+		if p.Board == "" {
+			s.Inputs = append(s.Inputs, "board")
+		}
+		for _, d := range p.Deps {
+			s.Inputs = append(s.Inputs, "dep."+d.Name)
 		}
 		return s, nil
 	}, runReport))
@@ -106,8 +138,17 @@ func runReport(ctx context.Context, p ReportParams, req Request) error {
 		return err
 	}
 	defer r.Close()
+	prof, err := boardProfile(p.Board, req)
+	if err != nil {
+		return err
+	}
+	overrides := p.Overrides
+	if overrides == nil {
+		overrides = []string{}
+	}
 	rep := Report{Name: p.Name, Pack: ReportFile{pf.Digest.String(), pf.Size}, Stub: ReportFile{sf.Digest.String(), sf.Size},
-		Board: r.Board().Name, Totals: ReportTotals{ByDType: map[string]int{}}}
+		Board: r.Board().Name, DomainCapacity: prof.Capacity(), Totals: ReportTotals{ByDType: map[string]int{}},
+		Provenance: ReportProvenance{Deps: resolvedDeps(p.Deps, req), Overrides: overrides}}
 	if err := readJSONFile(req.Inputs["verify"].Path, &rep.Verify); err != nil {
 		return err
 	}
@@ -127,6 +168,9 @@ func runReport(ctx context.Context, p ReportParams, req Request) error {
 		}
 		w := ReportWeight{Name: e.Name, DType: e.DType.String(), N: e.N, K: e.K, Group: e.Group, Rotation: e.Rotation.String(),
 			ActBits: e.ActBits, ActClip: e.ActClip, QErr: e.QErr, Bytes: e.Length, Resident: e.ResidentBytes, Domain: e.Domain}
+		if base, ok := p.PromoteFrom[e.Name]; ok && base != w.DType {
+			w.PromotedFrom = base
+		}
 		rep.Weights = append(rep.Weights, w)
 		rep.Totals.Weights++
 		rep.Totals.Bytes += e.Length
@@ -154,7 +198,15 @@ func runReport(ctx context.Context, p ReportParams, req Request) error {
 	if err != nil {
 		return err
 	}
-	if err := os.WriteFile(req.Output("report.json"), append(b, '\n'), 0o644); err != nil {
+	b = append(b, '\n')
+	page, err := reporthtml.Render(b)
+	if err != nil {
+		return fmt.Errorf("report.html of %s: %w", p.Name, err)
+	}
+	if err := os.WriteFile(req.Output("report.json"), b, 0o644); err != nil {
+		return err
+	}
+	if err := os.WriteFile(req.Output("report.html"), page, 0o644); err != nil {
 		return err
 	}
 	return os.WriteFile(req.Output("summary.txt"), []byte(summaryText(&rep)), 0o644)

@@ -24,21 +24,25 @@ type ScreenParams struct {
 	TextName string `json:"text_name"`
 }
 
-// ScreenResult is the "screen.json" output.
+// ScreenResult is the "screen.json" output. KLDPercentiles is the distribution of the per-token KL
+// divergence (the value at 0, 1, ..., 100 % of the scored tokens) that report.html draws; SameTopErr
+// is the standard error of SameTop.
 type ScreenResult struct {
-	Ctx        int             `json:"ctx"`
-	Chunks     int             `json:"chunks"`
-	Tokens     int             `json:"tokens"`
-	Scored     int             `json:"scored"`
-	PPL        float64         `json:"ppl"`
-	PPLErr     float64         `json:"ppl_err"`
-	BasePPL    float64         `json:"base_ppl"`
-	BasePPLErr float64         `json:"base_ppl_err"`
-	PPLRatio   float64         `json:"ppl_ratio"`
-	KLDMean    float64         `json:"kld_mean"`
-	KLD        *model.KLDStats `json:"kld"`
-	SameTop    float64         `json:"same_top"`
-	Gates      ScreenGates     `json:"gates"`
+	Ctx            int             `json:"ctx"`
+	Chunks         int             `json:"chunks"`
+	Tokens         int             `json:"tokens"`
+	Scored         int             `json:"scored"`
+	PPL            float64         `json:"ppl"`
+	PPLErr         float64         `json:"ppl_err"`
+	BasePPL        float64         `json:"base_ppl"`
+	BasePPLErr     float64         `json:"base_ppl_err"`
+	PPLRatio       float64         `json:"ppl_ratio"`
+	KLDMean        float64         `json:"kld_mean"`
+	KLD            *model.KLDStats `json:"kld"`
+	KLDPercentiles []float64       `json:"kld_percentiles,omitempty"`
+	SameTop        float64         `json:"same_top"`
+	SameTopErr     float64         `json:"same_top_err"`
+	Gates          ScreenGates     `json:"gates"`
 }
 
 // ScreenGates records the thresholds applied (0: none).
@@ -60,7 +64,7 @@ func screenCache(s ModelShape) int64 {
 }
 
 func init() {
-	Register(Define("screen", 3, func(p ScreenParams) (Spec, error) {
+	Register(Define("screen", 4, func(p ScreenParams) (Spec, error) {
 		if err := p.Shape.validate(); err != nil {
 			return Spec{}, err
 		}
@@ -126,13 +130,13 @@ func runScreen(ctx context.Context, p ScreenParams, req Request) error {
 		return fmt.Errorf("screen text %s at ctx %d, pack: %w", label, p.Ctx, err)
 	}
 	res := ScreenResult{Ctx: p.Ctx, Chunks: pr.Chunks, Tokens: pr.Tokens, Scored: pr.Scored, PPL: pr.PPL, PPLErr: pr.PPLErr,
-		BasePPL: br.PPL, BasePPLErr: br.PPLErr, PPLRatio: pr.PPL / br.PPL, KLD: pr.KLD,
+		BasePPL: br.PPL, BasePPLErr: br.PPLErr, PPLRatio: pr.PPL / br.PPL, KLD: pr.KLD, KLDPercentiles: pr.KLDPercentiles,
 		Gates: ScreenGates{MaxPPLRatio: p.MaxPPLRatio, MaxKLDMean: p.MaxKLDMean}}
 	if pr.KLD != nil {
 		res.KLDMean = pr.KLD.Mean
 	}
 	if pr.SameTop != nil {
-		res.SameTop = *pr.SameTop
+		res.SameTop, res.SameTopErr = *pr.SameTop, *pr.SameTopErr
 	}
 	var gateErrs []error
 	if p.MaxPPLRatio > 0 && res.PPLRatio > p.MaxPPLRatio {

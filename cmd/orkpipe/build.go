@@ -33,9 +33,10 @@ func newBuildCommand(opts *globalOptions) *cobra.Command {
 		Short: "Build a pack from a recipe: plan the DAG, run what is not cached, materialize pack, stub, report, provenance",
 		Long: "build reads RECIPE (YAML, docs/recipes.md), applies the --set overrides, plans the build DAG (calibration\n" +
 			"windows sized to --mem), runs only the nodes that are not cached, and materializes read-only into the\n" +
-			"output directory: <name>.orkpack, <name>.orkpack.gguf (the stub), report.json, summary.txt and\n" +
-			"provenance.json (in-toto Statement, SLSA provenance v1). A second run executes nothing. --plan prints\n" +
-			"the plan (every node, its key, whether it is cached) without running anything.\n\n" +
+			"output directory: <name>.orkpack, <name>.orkpack.gguf (the stub), report.json, report.html (the report\n" +
+			"drawn: one self-contained page), summary.txt and provenance.json (in-toto Statement, SLSA provenance v1).\n" +
+			"A second run executes nothing. --plan prints the plan (every node, its key, whether it is cached) without\n" +
+			"running anything.\n\n" +
 			"A recipe with board_verify also requires a board verification of the built pack: it is satisfied only by a\n" +
 			"matching attestation signed with board_verify.trust and attached to board_verify.ref (`orkpipe verify REF\n" +
 			"--run CMD --attest REF --sign KEY` on the board host); the board command is never run here, and a build\n" +

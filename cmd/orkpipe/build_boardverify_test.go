@@ -88,9 +88,10 @@ func TestBuildRequiresBoardVerification(t *testing.T) {
 
 	require := []string{"--set", "board_verify.ref=" + ref, "--set", "board_verify.command=" + command,
 		"--set", "board_verify.fingerprint=" + fp, "--set", "board_verify.program=" + prog, "--set", "board_verify.trust=" + boardKey + ".pub"}
-	// Build 1 runs verify-board (served by the attestation) and provenance (it records the recipe,
-	// which now has board_verify); every other node is cached. Build 2 runs nothing.
-	for i, want := range []string{"provenance,verify-board", ""} {
+	// Build 1 runs verify-board (served by the attestation), provenance (it records the recipe,
+	// which now has board_verify) and report (it records the --set overrides); every other node is
+	// cached. Build 2 runs nothing.
+	for i, want := range []string{"provenance,report,verify-board", ""} {
 		args := append([]string{"--cache", cache, "--json", "-v", "build", recipe, "-o", out, "--board-verify-plain-http"}, require...)
 		stdout, stderr, code := demoCLI(t, args...)
 		if code != 0 {

@@ -43,6 +43,10 @@ type EvalResult struct {
 	KLD        *KLDStats `json:"kld,omitempty"`
 	SameTop    *float64  `json:"same_top,omitempty"`
 	SameTopErr *float64  `json:"same_top_err,omitempty"`
+	// KLDPercentiles is the distribution of the per-token KL divergence (with a base model): the
+	// value at 0, 1, ..., 100 percent of the scored tokens (101 values, interpolated as KLD.Median
+	// and KLD.P99 are; [0] the minimum, [100] the maximum). Not part of the JSON form.
+	KLDPercentiles []float64 `json:"-"`
 }
 
 // Evaluate computes perplexity over tokens the way llama.cpp's llama-perplexity does (b4747,
@@ -133,6 +137,10 @@ func Evaluate(ctx context.Context, m *Model, tokens []int32, opts EvalOptions) (
 		k.Median = percentile(klds, 0.5)
 		k.P99 = percentile(klds, 0.99)
 		k.Max = klds[len(klds)-1]
+		res.KLDPercentiles = make([]float64, 101)
+		for i := range res.KLDPercentiles {
+			res.KLDPercentiles[i] = percentile(klds, float64(i)/100)
+		}
 		res.KLD = k
 		st := float64(sameTop) / float64(count)
 		se := 0.0

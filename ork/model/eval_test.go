@@ -4,6 +4,7 @@ import (
 	"context"
 	"math"
 	"os"
+	"sort"
 	"testing"
 
 	"orkpipe/internal/testfiles"
@@ -82,6 +83,11 @@ func TestPerplexityQuantized(t *testing.T) {
 			// With ggml's activation rounding the figures agree to about 0.02% (the acceptance allows 0.5%).
 			if rel := math.Abs(res.PPL/c.ppl - 1); rel > 0.0005 {
 				t.Errorf("PPL %.4f differs from llama.cpp's %.4f by %.3f%%", res.PPL, c.ppl, rel*100)
+			}
+			if q := res.KLDPercentiles; len(q) != 101 || q[50] != res.KLD.Median || q[99] != res.KLD.P99 || q[100] != res.KLD.Max ||
+				!sort.Float64sAreSorted(q) {
+				t.Errorf("KLD percentiles %v: want 101 non-decreasing values, [50] the median %v, [99] p99 %v, [100] max %v",
+					q, res.KLD.Median, res.KLD.P99, res.KLD.Max)
 			}
 			if c.meanKLD > 0 {
 				if rel := math.Abs(res.KLD.Mean/c.meanKLD - 1); rel > 0.01 {

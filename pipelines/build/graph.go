@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"path/filepath"
+	"strings"
 
 	"orkpipe/pipelines/engine"
 	"orkpipe/stages"
@@ -226,22 +227,41 @@ func (t *Target) planTail(g *engine.Graph, src *source, ws []*weight, boardName 
 		deps = append(deps, stages.ProvenanceDep{Name: "board-profile", URI: "file://" + r.Board})
 		pin["dep.board-profile"] = *boardFile
 	}
-	rep := g.Add("report", "report", stages.ReportParams{Name: r.Name, Screen: r.Screen != nil}, rin)
+	rp := stages.ReportParams{Name: r.Name, Screen: r.Screen != nil, Board: boardName, Deps: deps, Overrides: t.overrides}
+	if boardFile != nil {
+		rin["board"] = *boardFile
+	}
+	for name, in := range pin { // the dependencies, as provenance binds them
+		if strings.HasPrefix(name, "dep.") {
+			rin[name] = in
+		}
+	}
+	for _, w := range ws {
+		if w.promote != nil {
+			if rp.PromoteFrom == nil {
+				rp.PromoteFrom = map[string]string{}
+			}
+			rp.PromoteFrom[w.name] = w.fin.DType
+		}
+	}
+	rep := g.Add("report", "report", rp, rin)
 	out := t.Exports()
 	pin["subject."+out.Pack] = pk
 	pin["subject."+out.Stub] = stub
 	pin["subject."+out.Report] = rep.Output("report.json")
 	pin["subject."+out.Summary] = rep.Output("summary.txt")
+	pin["subject."+out.HTML] = rep.Output("report.html")
 	recipeJSON, err := json.Marshal(r)
 	if err != nil {
 		return nil, err
 	}
 	prov := g.Add("provenance", "provenance", stages.ProvenanceParams{Name: r.Name,
-		Subjects: []string{out.Pack, out.Stub, out.Report, out.Summary}, Deps: deps, Recipe: recipeJSON, Overrides: t.overrides}, pin)
+		Subjects: []string{out.Pack, out.Stub, out.Report, out.Summary, out.HTML}, Deps: deps, Recipe: recipeJSON, Overrides: t.overrides}, pin)
 	g.Export(out.Pack, pk)
 	g.Export(out.Stub, stub)
 	g.Export(out.Report, rep.Output("report.json"))
 	g.Export(out.Summary, rep.Output("summary.txt"))
+	g.Export(out.HTML, rep.Output("report.html"))
 	g.Export(out.Provenance, prov.Output("provenance.json"))
 	if err := t.planBoardVerify(g, pk, stub); err != nil {
 		return nil, err

@@ -17,7 +17,7 @@
 //	emit-stub                   model + pack -> <name>.orkpack.gguf
 //	screen                      model + pack + text -> PPL / KLD, gates
 //	verify-local                pack VerifyAll, stub vs pack, plan vs board
-//	report                      report.json + summary.txt
+//	report                      report.json + summary.txt + report.html (stages/reporthtml)
 //	provenance                  provenance.json (in-toto Statement v1, SLSA provenance v1 predicate)
 //	verify-board                pack + stub + text -> board-verify.json (only with board_verify): evidence
 //	                            from the board, served from a matching signed attestation in the registry by
@@ -121,20 +121,20 @@ func (t *Target) Recipe() *recipe.Recipe { return t.r }
 
 // Outputs names the files a build materializes.
 type Outputs struct {
-	Pack, Stub, Report, Summary, Provenance string
+	Pack, Stub, Report, Summary, HTML, Provenance string
 }
 
 // Exports returns the export (file) names of the build's outputs.
 func (t *Target) Exports() Outputs {
 	return Outputs{Pack: t.r.Name + ".orkpack", Stub: t.r.Name + ".orkpack.gguf", Report: "report.json",
-		Summary: "summary.txt", Provenance: "provenance.json"}
+		Summary: "summary.txt", HTML: "report.html", Provenance: "provenance.json"}
 }
 
 // Roles maps each export name to its role in `build --json`'s summary (pack, stub, report,
-// summary, provenance, and board-verify when the recipe requires a board verification).
+// summary, report-html, provenance, and board-verify when the recipe requires a board verification).
 func (t *Target) Roles() map[string]string {
 	o := t.Exports()
-	roles := map[string]string{o.Pack: "pack", o.Stub: "stub", o.Report: "report", o.Summary: "summary", o.Provenance: "provenance"}
+	roles := map[string]string{o.Pack: "pack", o.Stub: "stub", o.Report: "report", o.Summary: "summary", o.HTML: "report-html", o.Provenance: "provenance"}
 	if t.r.BoardVerify != nil {
 		roles[BoardVerifyOutput] = "board-verify"
 	}

@@ -239,6 +239,9 @@ func decodeDigests(b []byte) (ObjectDigests, error) {
 		}
 		o.Pieces = append(o.Pieces, cv)
 	}
+	if back, err := encodeDigests(o); err != nil || !bytes.Equal(back, b) {
+		return ObjectDigests{}, errors.New("record not in its canonical form")
+	}
 	return o, nil
 }
 

@@ -157,9 +157,11 @@ func TestNodeExecReproducesLocal(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// The demo recipe on a synthetic source, for the synth stage.
+	// The demo recipe on a synthetic source, for the synth stage, with an activation-clip search (the
+	// act-clip stage) on its first scheme.
 	sr, err := recipe.Load(filepath.Join("..", "..", "pipelines", "recipes", "demo.yaml"),
-		"source={synth: {layers: 1, n_embd: 64, n_ff: 96, n_head: 4, n_head_kv: 2, vocab: 360, ctx: 64, type: F16, seed: 1}}", "name=demo-synth")
+		"source={synth: {layers: 1, n_embd: 64, n_ff: 96, n_head: 4, n_head_kv: 2, vocab: 360, ctx: 64, type: F16, seed: 1}}", "name=demo-synth",
+		"schemes.0.act_clip=search")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -35,8 +35,9 @@ func newBuildCommand(opts *globalOptions) *cobra.Command {
 			"windows sized to --mem), runs only the nodes that are not cached, and materializes read-only into the\n" +
 			"output directory: <name>.orkpack, <name>.orkpack.gguf (the stub), report.json, report.html (the report\n" +
 			"drawn: one self-contained page), summary.txt and provenance.json (in-toto Statement, SLSA provenance v1).\n" +
-			"A second run executes nothing. --plan prints the plan (every node, its key, whether it is cached) without\n" +
-			"running anything.\n\n" +
+			"A second run executes nothing. Every run also writes its timeline (each executed node's start, end and\n" +
+			"declared memory) to .orkpipe-timeline.html there: hidden, so that push leaves it out. --plan prints the\n" +
+			"plan (every node, its key, whether it is cached) without running anything.\n\n" +
 			"A recipe with board_verify also requires a board verification of the built pack: it is satisfied only by a\n" +
 			"matching attestation signed with board_verify.trust and attached to board_verify.ref (`orkpipe verify REF\n" +
 			"--run CMD --attest REF --sign KEY` on the board host); the board command is never run here, and a build\n" +
@@ -55,13 +56,15 @@ func newBuildCommand(opts *globalOptions) *cobra.Command {
 }
 
 // roleSink renames the summary's outputs from export names to their roles (pack, stub, report,
-// summary, provenance), the contract of `build --json`.
+// summary, provenance), the contract of `build --json`, and hands every event to the timeline.
 type roleSink struct {
 	progress.Sink
-	roles map[string]string
+	roles    map[string]string
+	timeline *progress.TimelineRecorder
 }
 
 func (s roleSink) Emit(e engine.Event) {
+	s.timeline.Emit(e)
 	if e.Summary != nil {
 		sum := *e.Summary
 		sum.Outputs = map[string]string{}
@@ -105,9 +108,9 @@ func runBuild(ctx context.Context, opts *globalOptions, path string, sets []stri
 	if flags.outDir == "" {
 		flags.outDir = filepath.Join("orkpipe-out", r.Name)
 	}
-	roles := t.Roles()
+	roles, timeline := t.Roles(), progress.NewTimelineRecorder()
 	s, err := openEngine(ctx, opts, engineSetup{keepGoing: flags.keepGoing, events: !planOnly, exec: flags.exec, remote: flags.remote, board: req,
-		wrap: func(sink progress.Sink) progress.Sink { return roleSink{Sink: sink, roles: roles} }})
+		wrap: func(sink progress.Sink) progress.Sink { return roleSink{Sink: sink, roles: roles, timeline: timeline} }})
 	if err != nil {
 		return err
 	}
@@ -129,7 +132,16 @@ func runBuild(ctx context.Context, opts *globalOptions, path string, sets []stri
 		return printBuildPlan(ctx, opts, eng, plan, t.Name(), mem)
 	}
 	res, err := eng.Build(ctx, t.Name(), plan, engine.BuildOptions{OutDir: flags.outDir, Force: flags.force})
+	// The timeline of this run, beside the outputs (also when it failed): not a DAG output, since
+	// timings differ on every run (reporthtml.TimelineFile).
+	tpath, terr := progress.WriteTimeline(flags.outDir, timeline.Timeline(t.Name(), opts.jobs, mem))
+	if terr != nil {
+		opts.logger.Warn("no build timeline", "err", terr)
+	}
 	if err != nil {
+		if terr == nil && !opts.json {
+			fmt.Fprintf(opts.stderr, "timeline of this run: %s\n", tpath)
+		}
 		return err
 	}
 	if !opts.json {
@@ -139,6 +151,9 @@ func runBuild(ctx context.Context, opts *globalOptions, path string, sets []stri
 			}
 		}
 		fmt.Fprintf(opts.stdout, "outputs in %s\n", flags.outDir)
+		if terr == nil {
+			fmt.Fprintf(opts.stdout, "timeline of this run: %s\n", tpath)
+		}
 		var ru syscall.Rusage
 		if syscall.Getrusage(syscall.RUSAGE_SELF, &ru) == nil {
 			fmt.Fprintf(opts.stdout, "memory: peak RSS of this process %s; highest declared memory of nodes running at once %s; budget %s\n",

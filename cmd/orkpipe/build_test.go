@@ -7,6 +7,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"orkpipe/stages/reporthtml"
 )
 
 // TestBuildCommand builds a tiny synthetic recipe through the CLI with --json: the summary line
@@ -33,7 +35,7 @@ screen: {text: `+eval+`, ctx: 32}
 	}
 	_, sum := demoEvents(t, stdout)
 	outs, _ := sum["outputs"].(map[string]any)
-	for role, file := range map[string]string{"pack": "clitiny.orkpack", "stub": "clitiny.orkpack.gguf", "report": "report.json", "provenance": "provenance.json"} {
+	for role, file := range map[string]string{"pack": "clitiny.orkpack", "stub": "clitiny.orkpack.gguf", "report": "report.json", "report-html": "report.html", "provenance": "provenance.json"} {
 		if outs[role] != filepath.Join(out, file) {
 			t.Errorf("summary outputs.%s = %v, want %s", role, outs[role], filepath.Join(out, file))
 		}
@@ -43,9 +45,17 @@ screen: {text: `+eval+`, ctx: 32}
 	if err := json.Unmarshal(b, &prov); err != nil || prov["_type"] != "https://in-toto.io/Statement/v1" || prov["predicateType"] != "https://slsa.dev/provenance/v1" {
 		t.Errorf("provenance: %v %v", err, prov["_type"])
 	}
+	// The timeline of the run is beside the outputs (not one of them), and shows the executed nodes.
+	page, err := os.ReadFile(filepath.Join(out, reporthtml.TimelineFile))
+	if err != nil || reporthtml.Check(page) != nil || !strings.Contains(string(page), fmt.Sprintf("%v nodes executed", sum["executed"])) {
+		t.Errorf("timeline of the first run: %v", err)
+	}
 	stdout, _, code = demoCLI(t, args...)
 	if _, sum := demoEvents(t, stdout); code != 0 || sum["executed"].(float64) != 0 {
 		t.Errorf("second run: exit %d, summary %v", code, sum)
+	}
+	if page, err := os.ReadFile(filepath.Join(out, reporthtml.TimelineFile)); err != nil || !strings.Contains(string(page), "every output came from the cache") {
+		t.Errorf("timeline of the second run (all cached): %v", err)
 	}
 	stdout, _, code = demoCLI(t, "--cache", cache, "--mem", "2GiB", "build", "--plan", recipe)
 	if code != 0 || !strings.Contains(stdout, "nodes, ") {

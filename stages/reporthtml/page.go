@@ -71,22 +71,23 @@ type screenView struct {
 type provRow struct{ What, Where, Digest, Details string }
 
 type reportPage struct {
-	Title      string
-	Style      template.CSS
-	R          *report
-	Facts      []fact
-	Screen     *screenView
-	Heatmap    template.HTML
-	DTypes     []dtypeCount
-	Promoted   int // entries promoted to their wider tier
-	Outside    []weightRow
-	Worst, All []weightRow
-	Domains    template.HTML
-	DomainNote string
-	Experts    template.HTML
-	ExpertNote string
-	Provenance []provRow
-	Overrides  []string
+	Title        string
+	Style        template.CSS
+	R            *report
+	Facts        []fact
+	Screen       *screenView
+	Heatmap      template.HTML
+	DTypes       []dtypeCount
+	Promoted     int // entries promoted to their wider tier
+	Outside      []weightRow
+	Worst, All   []weightRow
+	Domains      template.HTML
+	DomainNote   string
+	Experts      template.HTML
+	ExpertNote   string
+	Provenance   []provRow
+	TimelineFile string
+	Overrides    []string
 }
 
 // Render returns report.html for the bytes of a report.json. The same bytes give the same page.
@@ -95,7 +96,7 @@ func Render(reportJSON []byte) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	p := &reportPage{Title: r.Name + " — orkpipe build report", Style: template.CSS(style), R: r}
+	p := &reportPage{Title: r.Name + " — orkpipe build report", Style: template.CSS(style), R: r, TimelineFile: TimelineFile}
 	p.Facts = []fact{
 		{"weights in the pack", fmt.Sprint(r.Totals.Weights)},
 		{"pack on disk", sizeText(r.Pack.Size)},

@@ -147,7 +147,8 @@ var heat = []rgb{{255, 247, 188}, {254, 196, 79}, {236, 112, 20}, {204, 76, 2}, 
 var diverging = []rgb{{33, 102, 172}, {146, 197, 222}, {247, 247, 247}, {244, 165, 130}, {178, 24, 43}}
 
 // categorical colours for dtypes and stages.
-var categorical = []string{"#4e79a7", "#f28e2b", "#59a14f", "#e15759", "#76b7b2", "#edc948", "#b07aa1", "#ff9da7", "#9c755f", "#bab0ac"}
+var categorical = []string{"#4e79a7", "#f28e2b", "#59a14f", "#e15759", "#76b7b2", "#edc948", "#b07aa1", "#ff9da7", "#9c755f", "#bab0ac",
+	"#2f4b7c", "#8cd17d", "#d4a6c8", "#86bcb6"}
 
 // dtypeColour is a fixed colour per dtype the pack format knows, so pages of different builds agree.
 func dtypeColour(dt string) string {
@@ -156,7 +157,7 @@ func dtypeColour(dt string) string {
 			return categorical[i]
 		}
 	}
-	return categorical[len(categorical)-1]
+	return "#bab0ac" // grey: a dtype this build does not know
 }
 
 // niceTicks returns about n round tick values covering [lo, hi].

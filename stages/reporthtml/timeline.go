@@ -8,6 +8,11 @@ import (
 	"time"
 )
 
+// TimelineFile is the file `orkpipe build` writes the timeline of its run to, in the output
+// directory. Hidden, so that `orkpipe push` (which publishes the directory's other files) leaves it
+// out: it differs on every run, and would change the artifact of identical outputs.
+const TimelineFile = ".orkpipe-timeline.html"
+
 // Timeline is one run of the engine, as its events tell it: the nodes that executed, with their
 // start, end and declared peak memory, and the counts of the others.
 type Timeline struct {
@@ -183,7 +188,12 @@ func memoryChart(nodes []TimedNode, span time.Duration, budget int64) template.H
 			mem int64
 		}{e.at, cur})
 	}
+	// The axis reaches the budget unless that would flatten the area (budget above 4x the peak).
 	top2 := float64(max(peak, budget))
+	offChart := budget > 4*peak
+	if offChart {
+		top2 = float64(peak) * 1.15
+	}
 	if top2 <= 0 {
 		top2 = 1
 	}
@@ -214,7 +224,10 @@ func memoryChart(nodes []TimedNode, span time.Duration, budget int64) template.H
 		b = append(b, num(pts[i])+","+num(pts[i+1])...)
 	}
 	fmt.Fprintf(&c.b, `<polygon points="%s" class="mem"><title>peak declared %s of %s</title></polygon>`, b, esc(sizeText(peak)), esc(sizeText(budget)))
-	if budget > 0 {
+	switch {
+	case offChart:
+		c.text(left+w-4, top-6, "end", "small", fmt.Sprintf("budget %s: off the chart (the peak is %.1f%% of it)", sizeText(budget), 100*float64(peak)/float64(budget)))
+	case budget > 0:
 		c.line(left, y(budget), left+w, y(budget), "gate")
 		c.text(left+w-4, y(budget)-4, "end", "small", "budget "+sizeText(budget))
 	}

@@ -1,0 +1,76 @@
+package progress_test
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"orkpipe/artifacts"
+	"orkpipe/pipelines/demo"
+	"orkpipe/pipelines/engine"
+	"orkpipe/pipelines/progress"
+	"orkpipe/stages/reporthtml"
+)
+
+// TestTimelineOfABuild records the events of real builds of the engine's demo graph: the first
+// run's timeline has every executed node, within the run, with its stage and the memory its plan
+// event declared; the second run (all cached) has none; both pages are written and self-contained.
+func TestTimelineOfABuild(t *testing.T) {
+	ctx := context.Background()
+	s, err := artifacts.OpenStore(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	out := t.TempDir()
+	for run, wantExecuted := range []int{5, 0} {
+		rec := progress.NewTimelineRecorder()
+		plans := &engine.Recorder{}
+		sink := engine.SinkFunc(func(e engine.Event) { rec.Emit(e); plans.Emit(e) })
+		e, err := engine.New(s, engine.WithJobs(2), engine.WithMemoryBudget(1<<30), engine.WithSink(sink))
+		if err != nil {
+			t.Fatal(err)
+		}
+		target := demo.Target{Seed: 9, Size: 100_000}
+		g, err := target.Graph(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		p, err := e.Plan(g)
+		if err != nil {
+			t.Fatal(err)
+		}
+		res, err := e.Build(ctx, target.Name(), p, engine.BuildOptions{OutDir: out})
+		if err != nil {
+			t.Fatal(err)
+		}
+		tl := rec.Timeline(target.Name(), 2, 1<<30)
+		mem := map[string]int64{}
+		for _, ev := range plans.Events() {
+			if ev.Event == engine.EventPlan {
+				mem[ev.Node] = ev.Mem
+			}
+		}
+		if tl.Executed != wantExecuted || len(tl.Nodes) != wantExecuted || tl.Cached != res.Cached || tl.Target != target.Name() || tl.Budget != 1<<30 {
+			t.Fatalf("run %d: timeline %+v, want %d executed nodes and %d cached", run, tl, wantExecuted, res.Cached)
+		}
+		for _, n := range tl.Nodes {
+			if n.Start < 0 || n.End < n.Start || n.End > tl.Duration || n.Mem != mem[n.ID] || n.Mem <= 0 || n.Stage == "" || n.Failed {
+				t.Errorf("run %d: node %+v (run of %v, declared %d)", run, n, tl.Duration, mem[n.ID])
+			}
+		}
+		path, err := progress.WriteTimeline(out, tl)
+		if err != nil {
+			t.Fatal(err)
+		}
+		page, err := os.ReadFile(path)
+		if err != nil || path != filepath.Join(out, reporthtml.TimelineFile) || reporthtml.Check(page) != nil {
+			t.Fatalf("run %d: timeline page %s: %v", run, path, err)
+		}
+		if want := []byte("every output came from the cache"); (wantExecuted == 0) != bytes.Contains(page, want) {
+			t.Errorf("run %d: page and cache state disagree", run)
+		}
+	}
+}

@@ -62,9 +62,11 @@ func TestCalibrateMemory(t *testing.T) {
 		typ                 string
 		seqs, ctx           int
 		long                bool
+		qwen35              bool // a qwen35 model of 4 blocks (3 Gated DeltaNet, 1 gated attention), all in the window
 	}{
 		{name: "q8_0-1024x2816", embd: 1024, ff: 2816, heads: 8, kv: 2, typ: "Q8_0", seqs: 4, ctx: 128},
 		{name: "f16-1024x2816", embd: 1024, ff: 2816, heads: 8, kv: 2, typ: "F16", seqs: 4, ctx: 128},
+		{name: "qwen35-q8_0-1024x2816-4-layers", embd: 1024, ff: 2816, heads: 8, kv: 2, typ: "Q8_0", seqs: 4, ctx: 128, qwen35: true},
 		// One layer of the 27B shape, as a --mem 4GiB build calibrates it (4 sequences of 128 tokens).
 		{name: "q8_0-27B-one-layer", embd: 5120, ff: 17408, heads: 40, kv: 8, typ: "Q8_0", seqs: 4, ctx: 128, long: true},
 	}
@@ -74,7 +76,11 @@ func TestCalibrateMemory(t *testing.T) {
 			if c.long && os.Getenv("ORKPIPE_LONG_TESTS") == "" {
 				t.Skip("the 27B one-layer calibration takes minutes and about 3.3 GiB: set ORKPIPE_LONG_TESTS=1 to run it")
 			}
-			synth, _ := json.Marshal(stages.SynthParams{Layers: 1, Embd: c.embd, FF: c.ff, Heads: c.heads, HeadsKV: c.kv, Vocab: 512, Ctx: 256, Type: c.typ, Seed: 3})
+			sp := stages.SynthParams{Layers: 1, Embd: c.embd, FF: c.ff, Heads: c.heads, HeadsKV: c.kv, Vocab: 512, Ctx: 256, Type: c.typ, Seed: 3}
+			if c.qwen35 {
+				sp.Arch, sp.Layers, sp.HeadDim, sp.SSMHeadDim, sp.SSMKHeads, sp.SSMVHeads = "qwen35", 4, 128, 128, 4, 8
+			}
+			synth, _ := json.Marshal(sp)
 			modelPath := mustExec(t, "synth", string(synth), nil)["model.gguf"]
 			tokens := mustExec(t, "tokenize", fmt.Sprintf(`{"sequences":%d,"ctx":%d,"corpus_name":"stories-calib.txt"}`, c.seqs, c.ctx),
 				map[string]string{"model": modelPath, "corpus": corpus})["tokens"]
@@ -82,9 +88,10 @@ func TestCalibrateMemory(t *testing.T) {
 			if want := c.typ; want == "F32" && shape.WeightType != "" || want != "F32" && shape.WeightType != want {
 				t.Fatalf("shape of a %s model has weight_type %q", c.typ, shape.WeightType)
 			}
-			p := stages.CalibrateParams{Shape: shape, Start: 0, End: 1, Sequences: c.seqs, Ctx: c.ctx, Hidden: true}
+			end := sp.Layers
+			p := stages.CalibrateParams{Shape: shape, Start: 0, End: end, Sequences: c.seqs, Ctx: c.ctx, Hidden: true}
 			dir := t.TempDir()
-			declared := stages.CalibrateMemory(shape, 0, 1, c.seqs, c.ctx)
+			declared := stages.CalibrateMemory(shape, 0, end, c.seqs, c.ctx)
 			child := calibMemChild{Params: p, Model: modelPath, Tokens: tokens, OutDir: filepath.Join(dir, "out"), Result: filepath.Join(dir, "result.json"),
 				Limit: declared - childNonGo}
 			if err := os.Mkdir(child.OutDir, 0o755); err != nil {
@@ -93,9 +100,9 @@ func TestCalibrateMemory(t *testing.T) {
 			res := runCalibChild(t, child)
 			float := shape
 			float.WeightType = ""
-			declaredFloat := stages.CalibrateMemory(float, 0, 1, c.seqs, c.ctx)
+			declaredFloat := stages.CalibrateMemory(float, 0, end, c.seqs, c.ctx)
 			measured := res.HWMKB << 10
-			t.Logf("calibrate[0,1) %s n_embd %d n_ff %d, %d x %d tokens: %.1fs (Go memory limit %.3f GiB); peak RSS (VmHWM) %d KB = %.3f GiB (binary alone %d KB, Go runtime holds %.3f GiB at the end, VmRSS %d KB; live heap at most %.3f GiB, %d GCs); declared %.3f GiB (with float32 weights it would be %.3f GiB); measured/declared %.3f",
+			t.Logf("calibrate[0,%d) %s n_embd %d n_ff %d, %d x %d tokens: %.1fs (Go memory limit %.3f GiB); peak RSS (VmHWM) %d KB = %.3f GiB (binary alone %d KB, Go runtime holds %.3f GiB at the end, VmRSS %d KB; live heap at most %.3f GiB, %d GCs); declared %.3f GiB (with float32 weights it would be %.3f GiB); measured/declared %.3f", end,
 				c.typ, c.embd, c.ff, c.seqs, c.ctx, res.Seconds, gib(child.Limit), res.HWMKB, gib(measured), res.BaseKB, gib(int64(res.GoBytes)), res.RSSKB, gib(int64(res.LiveMax)), res.GCs, gib(declared), gib(declaredFloat), float64(measured)/float64(declared))
 			if measured > declared {
 				t.Errorf("measured peak %d bytes > declared CalibrateMemory %d bytes (%.3f x)", measured, declared, float64(measured)/float64(declared))

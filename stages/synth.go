@@ -12,6 +12,7 @@ import (
 	"strings"
 
 	"orkpipe/ork/gguf"
+	"orkpipe/ork/model"
 )
 
 // SynthParams are the parameters of "synth": the shape, tensor type and seed of a deterministic
@@ -56,6 +57,36 @@ type SynthParams struct {
 func SynthQwen35(layers int, typ string, seed uint64) SynthParams {
 	return SynthParams{Arch: "qwen35", Layers: layers, Embd: 5120, FF: 17408, Heads: 24, HeadsKV: 4, HeadDim: 256, Vocab: 512, Ctx: 4096,
 		Type: typ, Seed: seed, FullAttnInterval: 4, SSMConv: 4, SSMHeadDim: 128, SSMKHeads: 16, SSMVHeads: 48}
+}
+
+// Config returns the model config ConfigFromGGUF reads from the model synth writes (TestSynthConfig
+// checks it), so that a build can plan a synthetic source without generating it. p must be valid.
+func (p SynthParams) Config() model.Config {
+	wt, _ := gguf.ParseType(p.Type)
+	if !model.KeepsEncoded(wt) {
+		wt = gguf.TypeF32
+	}
+	q, ok := p.qwen35()
+	if !ok {
+		hd := p.Embd / p.Heads
+		return model.Config{Arch: "llama", NEmbd: p.Embd, NFF: p.FF, NLayer: p.Layers, NHead: p.Heads, NHeadKV: p.HeadsKV, HeadDim: hd,
+			NVocab: p.Vocab, RopeDim: hd, RopeBase: 10000, RopeFreqScale: 1, NormEps: 1e-5, NExpert: p.Experts, NExpertUsed: p.ExpertsUsed,
+			WeightType: wt}
+	}
+	kinds := make([]model.LayerKind, q.Layers)
+	for l := range kinds {
+		kinds[l] = model.LayerKind{Mixer: model.MixerDeltaNet, FFN: model.FFNDense}
+		if q.attention(l) {
+			kinds[l].Mixer = model.MixerGatedAttention
+		}
+	}
+	var sections []int
+	for _, v := range q.ropeSections() {
+		sections = append(sections, int(v))
+	}
+	return model.Config{Arch: "qwen35", NEmbd: q.Embd, NFF: q.FF, NLayer: q.Layers, NHead: q.Heads, NHeadKV: q.HeadsKV, HeadDim: q.HeadDim,
+		NVocab: q.Vocab, RopeDim: q.ropeDim(), RopeBase: 1e7, RopeFreqScale: 1, RopeNeox: true, RopeSections: sections, NormEps: 1e-6,
+		Kinds: kinds, SSM: model.SSMShape{ConvKernel: q.SSMConv, HeadDim: q.SSMHeadDim, KHeads: q.SSMKHeads, VHeads: q.SSMVHeads}, WeightType: wt}
 }
 
 // qwen35 reports whether p is a qwen35 model, with its defaults filled.

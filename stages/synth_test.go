@@ -4,12 +4,14 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"reflect"
 	"slices"
 	"strings"
 	"testing"
 
 	"orkpipe/internal/testfiles"
 	"orkpipe/ork/gguf"
+	"orkpipe/ork/model"
 	"orkpipe/stages"
 )
 
@@ -99,6 +101,35 @@ func TestSynthQwen35Validate(t *testing.T) {
 			c.mod(&p)
 			if err := p.Validate(); err == nil || !strings.Contains(err.Error(), c.msg) {
 				t.Errorf("Validate: %v, want an error saying %q", err, c.msg)
+			}
+		})
+	}
+}
+
+// TestSynthConfig: SynthParams.Config is what model.ConfigFromGGUF reads from the file synth writes
+// (llama, llama MoE, qwen35; F32, F16 and Q8_0), so a build plans a synthetic source exactly.
+func TestSynthConfig(t *testing.T) {
+	q := stages.SynthParams{Arch: "qwen35", Layers: 5, Embd: 64, FF: 96, Heads: 4, HeadsKV: 2, HeadDim: 32, Vocab: 400, Ctx: 64, Type: "Q8_0", Seed: 2,
+		SSMHeadDim: 16, SSMKHeads: 2, SSMVHeads: 4}
+	for _, p := range []stages.SynthParams{
+		{Layers: 2, Embd: 64, FF: 96, Heads: 4, HeadsKV: 2, Vocab: 360, Ctx: 64, Type: "F16", Seed: 1},
+		{Layers: 2, Embd: 64, FF: 96, Heads: 4, HeadsKV: 2, Vocab: 360, Ctx: 64, Type: "F32", Seed: 1, Experts: 4, ExpertsUsed: 2},
+		q,
+	} {
+		raw, _ := json.Marshal(p)
+		t.Run(string(raw), func(t *testing.T) {
+			path := mustExec(t, "synth", string(raw), nil)["model.gguf"]
+			f, err := gguf.Open(context.Background(), path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer f.Close()
+			got, err := model.ConfigFromGGUF(f)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if want := p.Config(); !reflect.DeepEqual(got, want) {
+				t.Errorf("ConfigFromGGUF of the file:\n%+v\nSynthParams.Config:\n%+v", got, want)
 			}
 		})
 	}

@@ -53,10 +53,27 @@ func LayerWeightBytes(c *model.Config, l int) int64 {
 	return b + LayerVectorBytes(c, l)
 }
 
-// LayerVectorBytes bounds the float32 vectors block l holds besides its matmul weights: the attention
-// and FFN norms and the per-head q/k norms.
+// LayerVectorBytes bounds the float32 tensors block l holds besides its matmul weights (model.Layer):
+// the two norms; per-head q/k norms (attention); the DeltaNet's convolution taps (ConvKernel × ConvDim),
+// ssm_dt.bias, ssm_a and ssm_norm; the short convolution's taps (l_cache × 3·NEmbd channels, an upper
+// bound); an MoE block's expert bias and the shared expert's gate vector.
 func LayerVectorBytes(c *model.Config, l int) int64 {
-	return 4 * (2*int64(c.NEmbd) + 2*int64(c.HeadDim))
+	e := int64(c.NEmbd)
+	n := 2 * e
+	k := c.Kind(l)
+	switch k.Mixer {
+	case model.MixerAttention, model.MixerGatedAttention:
+		n += 2 * int64(c.HeadDim)
+	case model.MixerDeltaNet:
+		s := c.SSM
+		n += int64(s.ConvKernel)*int64(s.ConvDim()) + 2*int64(s.VHeads) + int64(s.HeadDim)
+	case model.MixerShortConv:
+		n += int64(c.ShortConvL) * 3 * e
+	}
+	if k.FFN == model.FFNMoE {
+		n += int64(c.NExpert) + e
+	}
+	return 4 * n
 }
 
 // ActivationMemory is the memory of the activations in flight in Capture or Propagate, nSeq sequences of

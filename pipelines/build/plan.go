@@ -51,16 +51,14 @@ func (t *Target) planSource(ctx context.Context, g *engine.Graph) (*source, erro
 	r := t.r
 	if s := r.Source.Synth; s != nil {
 		sp := stages.SynthParams{Layers: s.Layers, Embd: s.Embd, FF: s.FF, Heads: s.Heads, HeadsKV: s.HeadsKV, Vocab: s.Vocab,
-			Ctx: s.Ctx, Type: s.Type, Seed: s.Seed, Experts: s.Experts, ExpertsUsed: s.ExpertsUsed}
+			Ctx: s.Ctx, Type: s.Type, Seed: s.Seed, Experts: s.Experts, ExpertsUsed: s.ExpertsUsed, Arch: s.Arch, HeadDim: s.HeadDim,
+			FullAttnInterval: s.FullAttnInterval, SSMConv: s.SSMConv, SSMHeadDim: s.SSMHeadDim, SSMKHeads: s.SSMKHeads, SSMVHeads: s.SSMVHeads}
 		if err := sp.Validate(); err != nil {
 			return nil, fmt.Errorf("%w: source.synth: %w", ErrPlan, err)
 		}
 		n := g.Add("synth", "synth", sp, nil)
 		pj, _ := json.Marshal(sp)
-		hd := s.Embd / s.Heads
-		return &source{in: n.Output("model.gguf"), uri: "orkpipe:synth?" + string(pj), tensors: sp.Tensors(),
-			shape: stages.ModelShape{Layers: s.Layers, Embd: s.Embd, FF: s.FF, Heads: s.Heads, HeadsKV: s.HeadsKV, HeadDim: hd, Vocab: s.Vocab,
-				Experts: s.Experts, ExpertsUsed: s.ExpertsUsed}}, nil
+		return &source{in: n.Output("model.gguf"), uri: "orkpipe:synth?" + string(pj), tensors: sp.Tensors(), shape: stages.ShapeOf(sp.Config())}, nil
 	}
 	f, err := gguf.Open(ctx, r.Source.Model)
 	if err != nil {
@@ -142,6 +140,24 @@ func (t *Target) planActClips(src *source, ws []*weight) error {
 	return nil
 }
 
+// notMatmul says why a block tensor is not a matrix a block multiplies its activations by (a
+// convolution kernel such as ssm_conv1d or shortconv.conv: no input site of the block lists it), or ""
+// when it is one or lies outside the blocks (output.weight).
+func notMatmul(shape stages.ModelShape, tensor string, experts int) string {
+	if !strings.HasPrefix(tensor, "blk.") {
+		return ""
+	}
+	name := tensor
+	if experts > 0 {
+		name = pack.ExpertName(tensor, 0)
+	}
+	c := shape.Config()
+	if _, _, _, ok := c.SiteOf(name); !ok {
+		return "which is not a matmul weight of its block (no input site of the model reads it: a convolution kernel, or a tensor of another architecture)"
+	}
+	return ""
+}
+
 // isExpertTensor reports whether name is an MoE expert tensor (llama.cpp's blk.N.ffn_*_exps.weight).
 func isExpertTensor(name string) bool {
 	return strings.HasPrefix(name, "blk.") && (strings.HasSuffix(name, ".ffn_gate_exps.weight") ||
@@ -186,6 +202,10 @@ func (t *Target) selectWeights(src *source) ([]*weight, error) {
 			experts = int(ti.Shape[2])
 		case len(ti.Shape) != 2:
 			errs = append(errs, fmt.Sprintf("%s has shape %v: only 2-D weights and MoE expert tensors (blk.N.ffn_{gate,up,down}_exps.weight, 3-D) are packed", ti.Name, ti.Shape))
+			continue
+		}
+		if why := notMatmul(src.shape, ti.Name, experts); why != "" {
+			errs = append(errs, fmt.Sprintf("a scheme (match %q) matches %s, %s: it stays in the stub as stored; narrow the match", s.Match, ti.Name, why))
 			continue
 		}
 		n, k := int(ti.Shape[1]), int(ti.Shape[0])

@@ -2,11 +2,15 @@ package build_test
 
 import (
 	"context"
+	"fmt"
 	"path/filepath"
 	"strings"
 	"testing"
 
 	"orkpipe/internal/testfiles"
+	"orkpipe/ork/calib"
+	"orkpipe/ork/gguf"
+	"orkpipe/ork/model"
 	"orkpipe/pipelines/build"
 	"orkpipe/pipelines/recipe"
 )
@@ -81,5 +85,79 @@ func TestBuiltinRecipesPlan(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestBuiltinRecipesMatchHybrids: on the hybrid fixtures (../shared/testdata/hybrid/REFERENCE.md lists
+// their tensors) every built-in recipe's schemes match exactly the matmul weights the blocks read through
+// their input sites (the MoE router excepted, which stays float) and no other block tensor, and each
+// recipe plans.
+func TestBuiltinRecipesMatchHybrids(t *testing.T) {
+	corpus := testfiles.Path(t, "stories-calib.txt")
+	text := testfiles.Path(t, "stories-generated.txt")
+	for _, fixture := range []string{"tiny-qwen35.gguf", "tiny-lfm2moe.gguf"} {
+		path := testfiles.Path(t, fixture)
+		f, err := gguf.Open(context.Background(), path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cfg, err := model.ConfigFromGGUF(f)
+		f.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, rc := range []struct {
+			name              string
+			calibrate, matrix bool
+		}{{"w4a4-rtn", false, false}, {"int8", false, false}, {"w4a4-gptq-g32-rot", true, false}, {"w4a8-gptq-g32-rot", true, false},
+			{"mixed-i8rot", true, false}, {"w4a8-rtn-imatrix", false, true}, {"qwen35", true, false}} {
+			name := rc.name
+			if name == "qwen35" && cfg.Arch != "qwen35" {
+				continue
+			}
+			t.Run(fixture+"/"+name, func(t *testing.T) {
+				sets := []string{"source.model=" + path, "screen.text=" + text}
+				if rc.calibrate {
+					sets = append(sets, "calibration.corpus="+corpus)
+				}
+				if rc.matrix {
+					sets = append(sets, "imatrix="+path) // planning would read it: not planned below
+				}
+				r, err := recipe.Load(filepath.Join("..", "recipes", name+".yaml"), sets...)
+				if err != nil {
+					t.Fatal(err)
+				}
+				matmuls := 0
+				for _, ti := range f.Tensors {
+					probe := ti.Name
+					if len(ti.Shape) == 3 {
+						probe += "#0"
+					}
+					_, in, _, site := cfg.SiteOf(probe)
+					l := 0
+					fmt.Sscanf(ti.Name, "blk.%d.", &l)
+					want := site && strings.HasPrefix(ti.Name, "blk.") && calib.Captured(cfg.Sites(l)[in])
+					if want {
+						matmuls++
+					}
+					if got := r.SchemeFor(ti.Name) != nil; got != want {
+						t.Errorf("%s: matched %v, want %v (a matmul weight of its block: %v)", ti.Name, got, want, want)
+					}
+				}
+				if matmuls == 0 {
+					t.Fatal("no matmul weight found")
+				}
+				if rc.matrix {
+					return // planning checks the imatrix file
+				}
+				tg, err := build.New(r, build.WithMemoryBudget(4<<30))
+				if err != nil {
+					t.Fatal(err)
+				}
+				if _, err := tg.Graph(context.Background()); err != nil {
+					t.Fatal(err)
+				}
+			})
+		}
 	}
 }

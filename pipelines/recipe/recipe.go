@@ -52,7 +52,8 @@ type Source struct {
 	Synth *Synth `yaml:"synth" json:"synth,omitempty"`
 }
 
-// Synth is the shape and seed of a deterministic synthetic llama-family model.
+// Synth is the shape and seed of a deterministic synthetic model: llama-family, or with arch: qwen35
+// the Qwen3.5 dense hybrid (stages.SynthParams says what each field means).
 type Synth struct {
 	Layers  int    `yaml:"layers" json:"layers"`
 	Embd    int    `yaml:"n_embd" json:"n_embd"`
@@ -67,6 +68,16 @@ type Synth struct {
 	// ExpertsUsed of them routed per token (default 2, at most Experts).
 	Experts     int `yaml:"n_expert" json:"n_expert,omitempty"`
 	ExpertsUsed int `yaml:"n_expert_used" json:"n_expert_used,omitempty"`
+	// Arch qwen35: every full_attention_interval-th block (default 4) gated attention of n_head heads of
+	// head_dim, the others Gated DeltaNet blocks of ssm_group_count key heads and ssm_time_step_rank
+	// value heads of ssm_state_size, with a causal convolution of ssm_conv_kernel taps (default 4).
+	Arch             string `yaml:"arch" json:"arch,omitempty"`
+	HeadDim          int    `yaml:"head_dim" json:"head_dim,omitempty"`
+	FullAttnInterval int    `yaml:"full_attention_interval" json:"full_attention_interval,omitempty"`
+	SSMConv          int    `yaml:"ssm_conv_kernel" json:"ssm_conv_kernel,omitempty"`
+	SSMHeadDim       int    `yaml:"ssm_state_size" json:"ssm_state_size,omitempty"`
+	SSMKHeads        int    `yaml:"ssm_group_count" json:"ssm_group_count,omitempty"`
+	SSMVHeads        int    `yaml:"ssm_time_step_rank" json:"ssm_time_step_rank,omitempty"`
 }
 
 // Calibration says how Hessians are collected for GPTQ.

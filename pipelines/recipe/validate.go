@@ -183,8 +183,18 @@ func (s *Synth) validate() error {
 	if s.HeadsKV == 0 {
 		s.HeadsKV = s.Heads
 	}
-	if s.Heads > 0 && (s.Embd%s.Heads != 0 || s.HeadsKV <= 0 || s.Heads%s.HeadsKV != 0) {
-		errs = append(errs, fmt.Errorf("source.synth: n_embd (%d) must divide by n_head (%d), and n_head by n_head_kv (%d)", s.Embd, s.Heads, s.HeadsKV))
+	switch s.Arch {
+	case "":
+		if s.Heads > 0 && (s.Embd%s.Heads != 0 || s.HeadsKV <= 0 || s.Heads%s.HeadsKV != 0) {
+			errs = append(errs, fmt.Errorf("source.synth: n_embd (%d) must divide by n_head (%d), and n_head by n_head_kv (%d)", s.Embd, s.Heads, s.HeadsKV))
+		}
+	case "qwen35":
+		pos("head_dim", s.HeadDim)
+		pos("ssm_state_size", s.SSMHeadDim)
+		pos("ssm_group_count", s.SSMKHeads)
+		pos("ssm_time_step_rank", s.SSMVHeads)
+	default:
+		errs = append(errs, fmt.Errorf("source.synth.arch: %q: want qwen35, or none for a llama model", s.Arch))
 	}
 	if s.Type == "" {
 		s.Type = "F32"

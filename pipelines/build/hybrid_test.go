@@ -1,0 +1,146 @@
+package build_test
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"orkpipe/internal/testfiles"
+	"orkpipe/ork/calib"
+	"orkpipe/ork/gguf"
+	"orkpipe/ork/model"
+	"orkpipe/ork/pack"
+	"orkpipe/pipelines/build"
+	"orkpipe/pipelines/recipe"
+)
+
+// hybridWeights lists the pack entries a recipe packing every matmul weight must produce for a model:
+// every weight of every captured site of every block, one entry per expert slice of an expert site.
+func hybridWeights(t *testing.T, path string) ([]string, model.Config) {
+	t.Helper()
+	f, err := gguf.Open(context.Background(), path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	cfg, err := model.ConfigFromGGUF(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for l := 0; l < cfg.NLayer; l++ {
+		for _, s := range cfg.Sites(l) {
+			if !calib.Captured(s) {
+				continue
+			}
+			for _, w := range s.Weights {
+				name := s.Tensor(l, w)
+				if s.Experts == 0 {
+					names = append(names, name)
+				}
+				for e := range s.Experts {
+					names = append(names, pack.ExpertName(name, e))
+				}
+			}
+		}
+	}
+	slices.Sort(names)
+	return names, cfg
+}
+
+// TestHybridBuild builds the built-in W4A8 windowed-GPTQ recipe (sequential calibration, one layer per
+// window) on each hybrid fixture: every matmul weight is packed I4_ROT_A8 (lfm2moe's routed experts as
+// <name>#<e> entries, each GPTQ'd against its own expert's Hessian), the screen and verify-local nodes
+// run, and the stub holds every owned tensor as a hole and every other one as data.
+func TestHybridBuild(t *testing.T) {
+	for _, fixture := range []string{"tiny-qwen35.gguf", "tiny-lfm2moe.gguf"} {
+		t.Run(fixture, func(t *testing.T) {
+			path := testfiles.Path(t, fixture)
+			want, cfg := hybridWeights(t, path)
+			r := newRig(t)
+			out := filepath.Join(t.TempDir(), "out")
+			ran, _, err := r.build(t, "../recipes/w4a8-gptq-g32-rot.yaml", out, "source.model="+path,
+				"calibration.corpus="+abs(t, "../recipes/demo-stories-calib.txt"), "calibration.sequences=4", "calibration.ctx=64",
+				"calibration.window=1", "screen.text="+testfiles.Path(t, "tinystories_sample.txt"), "screen.ctx=64")
+			if err != nil {
+				t.Fatal(err)
+			}
+			rep := readReport(t, out)
+			var got []string
+			for _, w := range rep.Weights {
+				got = append(got, w.Name)
+				if w.DType != "I4_ROT_A8" {
+					t.Errorf("%s: dtype %s, want I4_ROT_A8", w.Name, w.DType)
+				}
+			}
+			slices.Sort(got)
+			if !slices.Equal(got, want) {
+				t.Errorf("packed %d entries %v,\nwant every matmul weight (%d) %v", len(got), got, len(want), want)
+			}
+			var calibrate, propagate, finalize int
+			for _, id := range ran {
+				switch {
+				case strings.HasPrefix(id, "calibrate["):
+					calibrate++
+				case strings.HasPrefix(id, "propagate["):
+					propagate++
+				case strings.HasPrefix(id, "finalize:"):
+					finalize++
+				}
+			}
+			if calibrate != cfg.NLayer || propagate != cfg.NLayer-1 || finalize != len(want) {
+				t.Errorf("ran %d calibrate, %d propagate, %d finalize nodes; want %d, %d, %d", calibrate, propagate, finalize, cfg.NLayer, cfg.NLayer-1, len(want))
+			}
+			if rep.Screen == nil || !slices.Contains(ran, "screen") || !slices.Contains(ran, "verify-local") {
+				t.Fatalf("screen %+v; ran %v", rep.Screen, ran)
+			}
+			pk, err := pack.Open(context.Background(), filepath.Join(out, "w4a8-gptq-g32-rot.orkpack")) // named after the recipe
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer pk.Close()
+			owned := pack.OwnedTensors(pk.Entries())
+			sr, err := gguf.VerifyStub(context.Background(), filepath.Join(out, "w4a8-gptq-g32-rot.orkpack.gguf"), gguf.NewNameSet(owned...))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if sr.Owned != len(owned) || rep.Verify.StubOwned != len(owned) || rep.Verify.PackEntries != len(want) {
+				t.Errorf("stub: %d owned holes (verify-local %d), pack entries %d; want %d owned tensors, %d entries", sr.Owned, rep.Verify.StubOwned, rep.Verify.PackEntries, len(owned), len(want))
+			}
+			t.Logf("%s: %d entries (%d tensors owned), screen %+v; stub %d tensors", fixture, len(want), len(owned), *rep.Screen, sr.Tensors)
+		})
+	}
+}
+
+// TestHybridRefusesNonMatmul: a scheme matching a block tensor that is not a matmul weight (qwen35's
+// convolution kernel ssm_conv1d, lfm2's shortconv.conv) is a plan error naming it; nothing runs.
+func TestHybridRefusesNonMatmul(t *testing.T) {
+	for _, c := range []struct{ fixture, match, tensor string }{
+		{"tiny-qwen35.gguf", `blk\.\d+\.(ssm_conv1d|ssm_out)\.weight`, "blk.0.ssm_conv1d.weight"},
+		{"tiny-lfm2moe.gguf", `blk\.\d+\.shortconv\.\w+\.weight`, "blk.0.shortconv.conv.weight"},
+	} {
+		t.Run(c.fixture, func(t *testing.T) {
+			p := filepath.Join(t.TempDir(), "r.yaml")
+			body := "name: r\nsource:\n  model: " + testfiles.Path(t, c.fixture) + "\nschemes:\n  - match: '" + c.match + "'\n    method: rtn\n    dtype: I8\n"
+			if err := os.WriteFile(p, []byte(body), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			rec, err := recipe.Load(p)
+			if err != nil {
+				t.Fatal(err)
+			}
+			tg, err := build.New(rec, build.WithMemoryBudget(2<<30))
+			if err != nil {
+				t.Fatal(err)
+			}
+			_, err = tg.Graph(context.Background())
+			if !errors.Is(err, build.ErrPlan) || !strings.Contains(err.Error(), c.tensor) || !strings.Contains(err.Error(), "not a matmul weight") {
+				t.Errorf("plan error %v, want ErrPlan naming %s as not a matmul weight", err, c.tensor)
+			}
+		})
+	}
+}

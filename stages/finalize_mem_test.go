@@ -82,6 +82,8 @@ func TestFinalizeMemory(t *testing.T) {
 		{name: "gptq-actorder-g128-K4096", embd: 512, ff: 4096, tensor: "blk.0.ffn_down.weight", method: "gptq", dtype: "I4", rota: "none", group: 128, actOrder: true, n: 512, k: 4096, long: true},
 		// A ffn_up of K = 5120 (the 27B width).
 		{name: "gptq-rot-g32-K5120", embd: 5120, ff: 1024, tensor: "blk.0.ffn_up.weight", method: "gptq", dtype: "I4_ROT_A8", rota: "hadamard", group: 32, n: 1024, k: 5120, long: true},
+		// RTN streams the rows: the 27B ffn_down holds its codes and scales, never the float weight.
+		{name: "rtn-g32-27B-ffn_down", embd: 5120, ff: 17408, tensor: "blk.0.ffn_down.weight", method: "rtn", dtype: "I4_NATIVE", rota: "none", group: 32, n: 5120, k: 17408, long: true},
 		// Issue #7 acceptance 4: the 27B ffn_down, every byte of it.
 		{name: "gptq-rot-g32-27B-ffn_down", embd: 5120, ff: 17408, tensor: "blk.0.ffn_down.weight", method: "gptq", dtype: "I4_ROT_A8", rota: "hadamard", group: 32, n: 5120, k: 17408, long: true},
 	}

@@ -6,9 +6,8 @@
 //
 //	/node/material.json        the node's canonical key material (a file of the root filesystem)
 //	/node/bin/orkpipe          the static linux/amd64 orkpipe binary, mode 0555 (a mounted directory)
-//	/node/src/<hex>/<hex>      every distinct input and tool file, named by its BLAKE3 digest,
-//	                           each in a mounted directory of its own
-//	/node/in/<hex>             a symlink to /node/src/<hex>/<hex>
+//	/node/in/<hex>/<hex>       every distinct input and tool file, named by its BLAKE3 digest, each
+//	                           in a mounted directory of its own (nodeexec's per-input directory form)
 //
 // and runs `/node/bin/orkpipe node exec --key <node key> --material /node/material.json --inputs
 // /node/in --output /node/out` — the code path the local executor runs in process (package
@@ -20,7 +19,8 @@
 // the same inputs: every file the engine receives is a store object (a source, tool or binary
 // the store lacks is ingested first), uploaded with host.file, which the engine names by the
 // file's content and file name — a store object's file name is its digest — and placed in a
-// scratch directory of its own (Directory.withFile), which the container mounts. The container's
+// scratch directory of its own (Directory.withFile), which the container mounts (a mount adds no
+// layer to the root filesystem, so a node with many inputs, write-orkpack, pays none per input). The container's
 // definition then depends only on the bytes of its inputs, the binary and the key material, not
 // on where they lie on this machine (a file copied into the container straight from the host
 // would carry its host path into the engine's cache key). A node answered from the engine's

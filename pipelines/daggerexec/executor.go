@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"dagger.io/dagger"
+	"golang.org/x/sync/errgroup"
 
 	"orkpipe/artifacts"
 	"orkpipe/pipelines/engine"
@@ -105,7 +106,7 @@ type Executor struct {
 	sess      *session
 	cfg       config
 	binDigest artifacts.Digest
-	binDir    *dagger.Directory // holds "orkpipe", mode 0555
+	binDir    *dagger.Directory // holds "orkpipe", mode 0555; its ID loaded (see inputDir)
 	uploads   keyedMutex
 	dirsMu    sync.Mutex
 	dirs      map[artifacts.Digest]*dagger.Directory // inputDir results
@@ -149,6 +150,10 @@ func New(ctx context.Context, store Store, opts ...Option) (*Executor, error) {
 		return nil, err
 	}
 	x.binDir = sess.client.Directory().WithFile("orkpipe", binFile, dagger.DirectoryWithFileOpts{Permissions: 0o555})
+	if _, err := x.binDir.ID(ctx); err != nil {
+		sess.close()
+		return nil, fmt.Errorf("uploading the orkpipe binary %s to the Dagger engine: %w", cfg.binary, err)
+	}
 	cfg.logger.Info("dagger executor ready", "binary", cfg.binary, "digest", bin.Digest)
 	return x, nil
 }
@@ -202,13 +207,15 @@ func (x *Executor) ExecuteProvenance(ctx context.Context, req engine.ExecRequest
 	if err != nil {
 		return nil, prov, err
 	}
-	for _, f := range files {
-		dir, err := x.inputDir(ctx, fmt.Sprintf("input %q", f.name), f.File)
-		if err != nil {
-			return nil, prov, err
+	dirs, err := x.inputDirs(ctx, files)
+	if err != nil {
+		if ctx.Err() != nil {
+			return nil, prov, fmt.Errorf("key %s: %w", req.Key, ctx.Err())
 		}
-		hex := f.Digest.Hex()
-		ctr = ctr.WithMountedDirectory("/node/src/"+hex, dir).WithSymlink("/node/src/"+hex+"/"+hex, "/node/in/"+hex)
+		return nil, prov, err
+	}
+	for i, f := range files {
+		ctr = ctr.WithMountedDirectory("/node/in/"+f.Digest.Hex(), dirs[i])
 	}
 	outDir := filepath.Join(tmp, "out")
 	_, err = ctr.WithExec([]string{"/node/bin/orkpipe", "node", "exec", "--key", req.Key.String(),
@@ -248,7 +255,7 @@ func (x *Executor) ExecuteProvenance(ctx context.Context, req engine.ExecRequest
 	return outs, prov, nil
 }
 
-// inputDir returns the engine's directory holding f under the name of its digest (hex), made
+// inputDir returns the engine's directory holding f under the name of its digest (hex), uploaded
 // once per executor. Mounted (not copied into the container's root filesystem), such a directory
 // is cached by the engine by its content: the container's cache key then depends only on the
 // bytes of the inputs, never on where they lie on this machine.
@@ -266,10 +273,30 @@ func (x *Executor) inputDir(ctx context.Context, what string, f stages.File) (*d
 		return nil, err
 	}
 	dir = x.sess.client.Directory().WithFile(f.Digest.Hex(), file)
+	// Load the ID now, under the lock: the SDK caches it in the object, which concurrent nodes
+	// then only read when they marshal it.
+	if _, err := dir.ID(ctx); err != nil {
+		return nil, fmt.Errorf("%s (%s): uploading to the Dagger engine: %w", what, f.Digest, err)
+	}
 	x.dirsMu.Lock()
 	x.dirs[f.Digest] = dir
 	x.dirsMu.Unlock()
 	return dir, nil
+}
+
+// inputDirs returns inputDir of every file, uploading up to uploadJobs at once.
+func (x *Executor) inputDirs(ctx context.Context, files []inputFile) ([]*dagger.Directory, error) {
+	dirs := make([]*dagger.Directory, len(files))
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(uploadJobs)
+	for i, f := range files {
+		g.Go(func() error {
+			var err error
+			dirs[i], err = x.inputDir(gctx, fmt.Sprintf("input %q", f.name), f.File)
+			return err
+		})
+	}
+	return dirs, g.Wait()
 }
 
 // upload returns the engine's handle of f, always a store object. The engine names an uploaded
@@ -295,6 +322,10 @@ func (x *Executor) upload(ctx context.Context, what string, f stages.File) (*dag
 	}
 	return x.sess.client.Host().File(p), nil
 }
+
+// uploadJobs bounds the uploads of one node's inputs in flight (a node may have hundreds:
+// write-orkpack reads every tile entry).
+const uploadJobs = 8
 
 // keyedMutex serializes work per digest.
 type keyedMutex struct {

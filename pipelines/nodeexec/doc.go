@@ -10,7 +10,9 @@
 //	material.json          the node's key material, canonical JSON (stages.KeyMaterial); its
 //	                       BLAKE3 is the node key
 //	<in>/<64 hex>          one file per distinct input or tool digest, named by the hex of the
-//	                       digest (a regular file or a symlink to one); nothing else is read
+//	                       digest (a regular file or a symlink to one), or a directory of that
+//	                       name holding the file as <64 hex>/<64 hex> (the Dagger executor
+//	                       mounts one such directory per input); nothing else is read
 //	<out>/                 absent or empty; Run creates it
 //
 // and leaves in <out>:

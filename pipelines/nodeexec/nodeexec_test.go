@@ -6,6 +6,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -114,5 +115,41 @@ func TestRunRefuses(t *testing.T) {
 	}
 	if err := nodeexec.WithKey(artifacts.Digest{})(nil); err == nil {
 		t.Error("WithKey accepted a zero digest")
+	}
+}
+
+// TestRunInputDirectories: an input may also be a directory <hex> holding the file as <hex>/<hex>
+// (the Dagger executor mounts one per input); one holding anything else is refused.
+func TestRunInputDirectories(t *testing.T) {
+	ctx := context.Background()
+	material, m, flat := node(t, "demo-join", `{}`, map[string]string{"a": "left ", "b": "right"})
+	nested, wrong := t.TempDir(), t.TempDir()
+	for _, d := range m.Inputs {
+		b, err := os.ReadFile(filepath.Join(flat, d.Hex()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for dir, name := range map[string]string{nested: d.Hex(), wrong: "data"} {
+			if err := os.MkdirAll(filepath.Join(dir, d.Hex()), 0o755); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(filepath.Join(dir, d.Hex(), name), b, 0o444); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	want, err := nodeexec.Run(ctx, material, flat, filepath.Join(t.TempDir(), "out"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := nodeexec.Run(ctx, material, nested, filepath.Join(t.TempDir(), "out"), nodeexec.WithVerifyInputs(true))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(got.Outputs, want.Outputs) {
+		t.Errorf("outputs from <hex>/<hex> %v, from <hex> %v", got.Outputs, want.Outputs)
+	}
+	if _, err := nodeexec.Run(ctx, material, wrong, filepath.Join(t.TempDir(), "out")); !errors.Is(err, nodeexec.ErrBadNodeDir) {
+		t.Errorf("a directory <hex> without <hex>/<hex>: %v, want ErrBadNodeDir", err)
 	}
 }

@@ -129,6 +129,10 @@ func resolve(ctx context.Context, inDir string, set map[string]artifacts.Digest,
 		}
 		p := filepath.Join(inDir, d.Hex())
 		st, err := os.Stat(p)
+		if err == nil && st.IsDir() { // <hex>/<hex>: a directory mounted per input (Dagger)
+			p = filepath.Join(p, d.Hex())
+			st, err = os.Stat(p)
+		}
 		if err != nil {
 			return nil, fmt.Errorf("%w: %q (%s): %v", ErrBadNodeDir, name, d, err)
 		}

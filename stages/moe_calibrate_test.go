@@ -150,7 +150,7 @@ func TestCalibrateMoE(t *testing.T) {
 					in = model.InputDown
 				}
 				r := ref.ExpertHessian(l, e, in)
-				if h.K != r.K || h.Tokens != r.Tokens || !slices.Equal(h.Data, r.Data) {
+				if h.K != r.K || h.Tokens != r.Tokens || !slices.Equal(h.Data, stored32(r.Data)) {
 					t.Fatalf("%s: K %d, %d tokens; calib.Capture gives K %d, %d tokens (or other values)", name, h.K, h.Tokens, r.K, r.Tokens)
 				}
 				if in == model.InputGateUp {

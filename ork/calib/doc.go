@@ -60,16 +60,20 @@
 //
 //	offset  size  field
 //	0       8     magic "ORKHES\x00\x01"
-//	8       4     u32 version (2)
+//	8       4     u32 version (3)
 //	12      4     u32 K
 //	16      8     u64 tokens (rows accumulated)
 //	24      8     reserved, 0
-//	32      ...   K·(K+1)/2 float64: the upper triangle, row by row (row i: H[i][i], ..., H[i][K-1])
+//	32      ...   K·(K+1)/2 float32: the upper triangle, row by row (row i: H[i][i], ..., H[i][K-1])
 //	end-32  32    BLAKE3-256 of every byte before it
 //
-// The triangle is checked finite, with a non-negative diagonal, on write and on read; the reader returns
-// the full symmetric matrix. Version 1 (the full K × K matrix) is refused: it was written by an earlier
-// calibrate stage version, whose outputs no current build reads.
+// H is accumulated in float64 and stored rounded to float32: a relative change of at most 6e-8 per
+// value, far below GPTQ's damping (1% of the mean diagonal), for half the bytes written, hashed, stored
+// and read (a 27B ffn_down Hessian: 606 MB instead of 2.4 GB as a full float64 matrix). The triangle is
+// checked finite, with a non-negative diagonal, on write (a value beyond float32's range is an error)
+// and on read; the reader returns the full symmetric float64 matrix. Versions 1 (the full float64
+// matrix) and 2 (the float64 triangle) are refused: earlier calibrate stage versions wrote them, and no
+// current build reads their outputs.
 //
 // # Routing statistics (routing.json)
 //

@@ -146,19 +146,20 @@ func TestHessianFile(t *testing.T) {
 		{"NaN above the diagonal", []float64{1, math.NaN(), 0, 1}},
 		{"Inf on the diagonal", []float64{1, 0, 0, math.Inf(1)}},
 		{"negative diagonal", []float64{-1, 0, 0, 1}},
+		{"beyond float32", []float64{1, 1e39, 1e39, 1}},
 	} {
 		if err := WriteHessian(io.Discard, &Hessian{K: 2, Data: c.data}); !errors.Is(err, ErrNotFinite) {
 			t.Errorf("%s: written: %v", c.name, err)
 		}
 	}
-	// The file holds the upper triangle: the lower one is neither checked nor written, and reads back
-	// mirrored.
+	// The file holds the upper triangle as float32: the lower one is neither checked nor written, and
+	// reads back mirrored; values read back rounded to float32.
 	buf.Reset()
-	if err := WriteHessian(&buf, &Hessian{K: 2, Tokens: 1, Data: []float64{1, 2, math.NaN(), 3}}); err != nil {
+	if err := WriteHessian(&buf, &Hessian{K: 2, Tokens: 1, Data: []float64{1, 0.1, math.NaN(), 3}}); err != nil {
 		t.Fatal(err)
 	}
-	if got, err := ReadHessian(context.Background(), bytes.NewReader(buf.Bytes()), int64(buf.Len()), "h"); err != nil || !equalF64(got.Data, []float64{1, 2, 2, 3}) {
-		t.Errorf("upper triangle {1, 2, 3} read back as %v, %v; want [1 2 2 3]", got, err)
+	if got, err := ReadHessian(context.Background(), bytes.NewReader(buf.Bytes()), int64(buf.Len()), "h"); err != nil || !equalF64(got.Data, []float64{1, float64(float32(0.1)), float64(float32(0.1)), 3}) {
+		t.Errorf("upper triangle {1, 0.1, 3} read back as %v, %v; want [1 0.1f 0.1f 3]", got, err)
 	}
 	if err := (&Hessian{K: 2, Data: []float64{1, 2, 3, 1}}).Check(); !errors.Is(err, ErrNotFinite) {
 		t.Errorf("Check of an asymmetric matrix: %v", err)

@@ -14,9 +14,10 @@ import (
 
 var hessianMagic = [8]byte{'O', 'R', 'K', 'H', 'E', 'S', 0, 1}
 
-// hessianVersion 2 holds the upper triangle (version 1, the full matrix, is no longer read: the
-// calibrate stage that wrote it had another version, so no build feeds one to this reader).
-const hessianVersion = 2
+// hessianVersion 3 holds the upper triangle as float32 (versions 1, the full float64 matrix, and 2,
+// the float64 upper triangle, are no longer read: the calibrate stage versions that wrote them are
+// gone, so no build feeds one to this reader).
+const hessianVersion = 3
 
 // hessianChunk is the byte buffer values are encoded into and decoded from (a multiple of 8).
 const hessianChunk = 1 << 20
@@ -25,7 +26,8 @@ const hessianChunk = 1 << 20
 func triangle(k int) int64 { return int64(k) * int64(k+1) / 2 }
 
 // WriteHessian checks the upper triangle of h (CheckUpper: the only part it reads) and writes it in
-// the Hessian file format, streaming: row i's values H[i][i..K-1], i = 0..K-1.
+// the Hessian file format, streaming: row i's values H[i][i..K-1], i = 0..K-1, each rounded to the
+// nearest float32 (a value beyond float32's range is an error, ErrNotFinite).
 func WriteHessian(w io.Writer, h *Hessian) error {
 	if err := h.CheckUpper(); err != nil {
 		return err
@@ -45,9 +47,13 @@ func WriteHessian(w io.Writer, h *Hessian) error {
 	for i := 0; i < k; i++ {
 		row := h.Data[i*k+i : (i+1)*k]
 		for len(row) > 0 {
-			n := min(len(row), (cap(buf)-len(buf))/8)
-			for _, x := range row[:n] {
-				buf = binary.LittleEndian.AppendUint64(buf, math.Float64bits(x))
+			n := min(len(row), (cap(buf)-len(buf))/4)
+			for j, x := range row[:n] {
+				v := float32(x)
+				if math.IsInf(float64(v), 0) {
+					return fmt.Errorf("hessian at (%d,%d) = %v: beyond float32: %w", i, k-len(row)+j, x, ErrNotFinite)
+				}
+				buf = binary.LittleEndian.AppendUint32(buf, math.Float32bits(v))
 			}
 			row = row[n:]
 			if len(buf) == cap(buf) {
@@ -68,8 +74,8 @@ func WriteHessian(w io.Writer, h *Hessian) error {
 }
 
 // HessianFileSize returns the exact size in bytes of a Hessian file for a K x K Hessian: header,
-// K·(K+1)/2 float64 values (the upper triangle) and the BLAKE3 digest.
-func HessianFileSize(k int) int64 { return headerSize + triangle(k)*8 + digestSize }
+// K·(K+1)/2 float32 values (the upper triangle) and the BLAKE3 digest.
+func HessianFileSize(k int) int64 { return headerSize + triangle(k)*4 + digestSize }
 
 // ReadHessianFile opens path and reads it with ReadHessian.
 func ReadHessianFile(ctx context.Context, path string) (*Hessian, error) {
@@ -104,7 +110,7 @@ func ReadHessian(ctx context.Context, r io.ReaderAt, size int64, name string) (*
 	case !bytes.Equal(b[:8], hessianMagic[:]):
 		return nil, fmt.Errorf("%s: magic %q, want %q: %w", name, b[:8], hessianMagic[:], ErrFormat)
 	case binary.LittleEndian.Uint32(b[8:]) != hessianVersion:
-		return nil, fmt.Errorf("%s: hessian version %d, want %d (the upper triangle; re-run the calibrate node that wrote it): %w",
+		return nil, fmt.Errorf("%s: hessian version %d, want %d (the float32 upper triangle; re-run the calibrate node that wrote it): %w",
 			name, binary.LittleEndian.Uint32(b[8:]), hessianVersion, ErrFormat)
 	case binary.LittleEndian.Uint64(b[24:]) != 0:
 		return nil, fmt.Errorf("%s: reserved header field not 0: %w", name, ErrFormat)
@@ -115,30 +121,30 @@ func ReadHessian(ctx context.Context, r io.ReaderAt, size int64, name string) (*
 		return nil, fmt.Errorf("%s: K = %d, tokens = %d: want 0 < K <= %d: %w", name, k, tokens, 1<<18, ErrFormat)
 	}
 	if want := HessianFileSize(k); size != want {
-		return nil, fmt.Errorf("%s: file is %d bytes, header field K = %d needs exactly %d (32-byte header, K·(K+1)/2·8 values, 32-byte digest): %w",
+		return nil, fmt.Errorf("%s: file is %d bytes, header field K = %d needs exactly %d (32-byte header, K·(K+1)/2·4 values, 32-byte digest): %w",
 			name, size, k, want, ErrFormat)
 	}
 	h := &Hessian{K: k, Tokens: int64(tokens), Data: make([]float64, k*k)}
-	sr := io.NewSectionReader(r, headerSize, triangle(k)*8)
+	sr := io.NewSectionReader(r, headerSize, triangle(k)*4)
 	buf := make([]byte, hessianChunk)
 	i, j := 0, 0 // the next value is H[i][j], j >= i
 	for left := triangle(k); left > 0; {
 		if err := ctx.Err(); err != nil {
 			return nil, fmt.Errorf("%s: %w", name, err)
 		}
-		chunk := buf[:min(int64(len(buf)), 8*left)]
+		chunk := buf[:min(int64(len(buf)), 4*left)]
 		if _, err := io.ReadFull(sr, chunk); err != nil {
 			return nil, fmt.Errorf("%s: hessian row %d of %d: %w (truncated: %w)", name, i, k, err, ErrFormat)
 		}
 		hash.Write(chunk)
-		left -= int64(len(chunk) / 8)
+		left -= int64(len(chunk) / 4)
 		for len(chunk) > 0 {
 			row := h.Data[i*k+j : (i+1)*k]
-			n := min(len(row), len(chunk)/8)
+			n := min(len(row), len(chunk)/4)
 			for c := range row[:n] {
-				row[c] = math.Float64frombits(binary.LittleEndian.Uint64(chunk[8*c:]))
+				row[c] = float64(math.Float32frombits(binary.LittleEndian.Uint32(chunk[4*c:])))
 			}
-			chunk = chunk[8*n:]
+			chunk = chunk[4*n:]
 			if j += n; j == k {
 				i++
 				j = i

@@ -234,29 +234,47 @@ func TestMemoryEstimateMoE(t *testing.T) {
 // each expert) rather than one shared Hessian of the block's FFN input (over every token: Σ_e H_e / k,
 // since every token reaches k experts): GPTQ of each expert's gate slice with either, scored by what
 // matters for that expert, its output error over its own routed tokens, e = Σ_n (w_n−q_n)ᵀ H_e (w_n−q_n)
-// relative to Σ_n w_nᵀ H_e w_n. The per-expert Hessian must not lose on the sum over experts.
+// relative to Σ_n w_nᵀ H_e w_n. On the synthetic llama MoE (softmax router) and on tiny-lfm2moe's first
+// MoE block (sigmoid router with expert bias) the per-expert Hessian must not lose on the sum over
+// experts.
 func TestExpertHessianChoice(t *testing.T) {
-	m, _ := moeModel(t, -1)
-	c := m.Cfg
+	synth, _ := moeModel(t, -1)
 	seqs := make([][]int32, 16)
 	for i := range seqs {
 		seqs[i] = make([]int32, 32)
 		for j := range seqs[i] {
-			seqs[i][j] = int32((i*29 + j*j*3 + 5*j) % c.NVocab)
+			seqs[i][j] = int32((i*29 + j*j*3 + 5*j) % synth.Cfg.NVocab)
 		}
 	}
+	lfm, lseqs := hybridModel(t, "tiny-lfm2moe.gguf")
+	for _, c := range []struct {
+		name   string
+		m      *model.Model
+		seqs   [][]int32
+		layer  int
+		window Window
+	}{
+		{"synthetic llama MoE, 4 experts top-2", synth, seqs, 0, Window{0, 1}},
+		{"tiny-lfm2moe block 2, 8 experts top-2", lfm, lseqs, 2, Window{0, 3}},
+	} {
+		t.Run(c.name, func(t *testing.T) { expertHessianChoice(t, c.m, c.seqs, c.window, c.layer) })
+	}
+}
+
+func expertHessianChoice(t *testing.T, m *model.Model, seqs [][]int32, w Window, layer int) {
+	c := m.Cfg
 	src, err := NewEmbeddingSource(m, seqs)
 	if err != nil {
 		t.Fatal(err)
 	}
-	res, err := Capture(context.Background(), m, Window{0, 1}, src, nil)
+	res, err := Capture(context.Background(), m, w, src, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	k := c.NEmbd
 	shared := quant.NewHessian(k)
 	for e := 0; e < c.NExpert; e++ {
-		for i, v := range res.ExpertHessian(0, e, model.InputGateUp).Data {
+		for i, v := range res.ExpertHessian(layer, e, model.InputGateUp).Data {
 			shared.Data[i] += v / float64(c.NExpertUsed)
 		}
 	}
@@ -275,15 +293,16 @@ func TestExpertHessianChoice(t *testing.T) {
 		return math.Sqrt(num / den)
 	}
 	var sumOwn, sumShared float64
+	tokens := len(seqs) * len(seqs[0])
 	for e := 0; e < c.NExpert; e++ {
-		name := fmt.Sprintf("blk.0.ffn_gate_exps.weight#%d", e)
+		name := fmt.Sprintf("blk.%d.ffn_gate_exps.weight#%d", layer, e)
 		lin, ok, err := m.Src.Linear(context.Background(), name)
 		if err != nil || !ok {
 			t.Fatalf("%s: %v %v", name, ok, err)
 		}
 		d := lin.(*model.Dense)
 		mat := quant.Matrix{Name: name, Rows: d.N, Cols: d.K, Data: d.W}
-		he := res.ExpertHessian(0, e, model.InputGateUp)
+		he := res.ExpertHessian(layer, e, model.InputGateUp)
 		own := quant.Hessian(*he)
 		qo, err := quant.GPTQ(context.Background(), mat, &own, quant.WithBits(4), quant.WithGroup(32))
 		if err != nil {
@@ -295,7 +314,7 @@ func TestExpertHessianChoice(t *testing.T) {
 		}
 		eo, es := score(d.W, qo, he), score(d.W, qs, he)
 		t.Logf("expert %d (%d routed tokens of %d): output error on its tokens %.4f with its own Hessian, %.4f with the shared one (%.3fx)",
-			e, he.Tokens, 16*32, eo, es, es/eo)
+			e, he.Tokens, tokens, eo, es, es/eo)
 		sumOwn += eo
 		sumShared += es
 	}

@@ -20,6 +20,8 @@ var (
 	ErrUntrusted = errors.New("no valid signature by a trusted key")
 	// ErrExists: a destination file exists with different content and overwriting was not allowed.
 	ErrExists = errors.New("destination exists with different content")
+	// ErrNoFile: WithFiles names a file the artifact does not have.
+	ErrNoFile = errors.New("no such file in the artifact")
 	// ErrInvalidKey: a key file is not an ed25519 key in the expected PEM form.
 	ErrInvalidKey = errors.New("invalid key")
 )

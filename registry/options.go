@@ -55,6 +55,7 @@ type options struct {
 	model     ModelInfo
 	created   time.Time
 	force     bool
+	only      []string // Pull: the files to fetch (nil: all)
 }
 
 func makeOptions(opts []Option) (*options, error) {
@@ -197,6 +198,23 @@ func WithLogger(l *slog.Logger) Option { return conn(oci.WithLogger(l)) }
 
 // WithRetries sets the attempts per transfer (a file's upload, a range's download) before it fails.
 func WithRetries(n int) Option { return conn(oci.WithRetries(n)) }
+
+// WithFiles makes Pull fetch only the named files of the artifact (verified like any other); a name
+// the artifact does not have is an error wrapping ErrNoFile, before anything is downloaded.
+func WithFiles(names ...string) Option {
+	return func(o *options) error {
+		if len(names) == 0 {
+			return fmt.Errorf("files: no names")
+		}
+		for _, n := range names {
+			if err := validName(n); err != nil {
+				return fmt.Errorf("files: %w", err)
+			}
+		}
+		o.only = append(o.only, names...)
+		return nil
+	}
+}
 
 // WithForce lets Pull replace a destination file whose content differs from the artifact.
 func WithForce() Option {

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"sync/atomic"
 	"time"
 
@@ -21,7 +22,7 @@ import (
 type PullResult struct {
 	Digest       v1.Hash
 	Artifact     *Artifact
-	Files        []PulledFile
+	Files        []PulledFile  // the files pulled, in the artifact's order
 	Downloaded   int64         // layer bytes received (retries included)
 	Attestations []Attestation // verified provenance attestations, when WithTrust was given
 }
@@ -43,6 +44,7 @@ type PulledFile struct {
 // size and BLAKE3 are the artifact's; a different one is an error (ErrExists) unless WithForce,
 // and is replaced only by that final rename. With WithTrust, the artifact must carry a provenance
 // attestation signed by a trusted key that names this manifest; otherwise nothing is downloaded.
+// With WithFiles only the named files are fetched (PullResult.Files lists them alone).
 func Pull(ctx context.Context, ref, dir string, opts ...Option) (*PullResult, error) {
 	o, err := makeOptions(opts)
 	if err != nil {
@@ -55,6 +57,10 @@ func Pull(ctx context.Context, ref, dir string, opts ...Option) (*PullResult, er
 	art, err := fetchArtifact(ctx, r)
 	if err != nil {
 		return nil, err
+	}
+	files, err := selectFiles(art, o.only)
+	if err != nil {
+		return nil, fmt.Errorf("%s (%s): %w", ref, art.Digest, err)
 	}
 	res := &PullResult{Digest: art.Digest, Artifact: art}
 	if len(o.trust) > 0 {
@@ -77,7 +83,7 @@ func Pull(ctx context.Context, ref, dir string, opts ...Option) (*PullResult, er
 			fj.data.Close()
 		}
 	}()
-	for _, f := range art.Files {
+	for _, f := range files {
 		fj, err := prepareDest(ctx, dir, f, state, o)
 		if err != nil {
 			return res, err
@@ -121,6 +127,25 @@ func Pull(ctx context.Context, ref, dir string, opts ...Option) (*PullResult, er
 		return res, err
 	}
 	return res, state.remove()
+}
+
+// selectFiles returns the files of art named by only (all of them when only is nil), in art's order.
+func selectFiles(art *Artifact, only []string) ([]File, error) {
+	if only == nil {
+		return art.Files, nil
+	}
+	var out []File
+	for _, f := range art.Files {
+		if slices.Contains(only, f.Name) {
+			out = append(out, f)
+		}
+	}
+	for _, n := range only {
+		if _, ok := art.File(n); !ok {
+			return nil, fmt.Errorf("%w: %q", ErrNoFile, n)
+		}
+	}
+	return out, nil
 }
 
 // fetchArtifact gets (digest-checked) and parses the manifest r's reference names.

@@ -2,6 +2,7 @@ package registry
 
 import (
 	"context"
+	"errors"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -60,6 +61,23 @@ func TestPushPullRoundTrip(t *testing.T) {
 	if sparseText.StoredSize() >= sparseText.DataSize()/2 {
 		t.Errorf("sparse-text.gguf: %d bytes stored for %d bytes of text", sparseText.StoredSize(), sparseText.DataSize())
 	}
+
+	// WithFiles fetches only the named files (verified like the others); a name the artifact does not
+	// have is refused before anything is written.
+	one := filepath.Join(t.TempDir(), "one")
+	pr1, err := Pull(ctx, ref, one, plain(reg), WithFiles("report.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ents, _ := os.ReadDir(one); len(ents) != 1 || ents[0].Name() != "report.json" || len(pr1.Files) != 1 ||
+		sha256File(t, filepath.Join(one, "report.json")) != sha256File(t, filepath.Join(src, "report.json")) {
+		t.Errorf("pull of report.json alone: %v, files %+v", ents, pr1.Files)
+	}
+	none := filepath.Join(t.TempDir(), "none")
+	if _, err := Pull(ctx, ref, none, plain(reg), WithFiles("report.json", "missing.txt")); !errors.Is(err, ErrNoFile) || !strings.Contains(err.Error(), "missing.txt") {
+		t.Errorf("pull of a missing file: %v, want ErrNoFile naming it", err)
+	}
+	noPulledFiles(t, none)
 
 	dst := filepath.Join(t.TempDir(), "out")
 	pr, err := Pull(ctx, ref, dst, plain(reg), WithJobs(4))

@@ -95,7 +95,7 @@ type ReportWeight struct {
 }
 
 func init() {
-	Register(Define("report", 5, func(p ReportParams) (Spec, error) {
+	Register(Define("report", 6, func(p ReportParams) (Spec, error) {
 		if p.Name == "" {
 			return Spec{}, fmt.Errorf("name: empty")
 		}

@@ -8,20 +8,52 @@ import (
 	"github.com/spf13/cobra"
 
 	"orkpipe/ork/pack"
+	"orkpipe/stages/reporthtml"
 )
 
 func newDiffCommand(opts *globalOptions) *cobra.Command {
-	return &cobra.Command{
-		Use:   "diff PACK_A PACK_B",
-		Short: "Show the entries that differ between two orkpacks, and how",
+	var html bool
+	var f pageFlags
+	cmd := &cobra.Command{
+		Use:   "diff PACK_A PACK_B | diff --html A B",
+		Short: "Show the entries that differ between two orkpacks, and how; --html: two builds side by side",
 		Long: "diff compares two packs' indexes (both are validated on open): entries only in one, and for entries in\n" +
 			"both every field that differs (dtype, shape, group, nibble order, rotation, activation bits and clip, sizes,\n" +
-			"resident bytes, domain, qerr, source digest, data digest). It exits 0 whether or not they differ.",
-		Args: cobra.ExactArgs(2),
+			"resident bytes, domain, qerr, source digest, data digest). It exits 0 whether or not they differ.\n\n" +
+			"With --html it draws two builds side by side from their report.json files (A and B: a build directory, its\n" +
+			"report.json, its pack, or an artifact REF whose report.json alone is pulled): sizes, the screens (perplexity,\n" +
+			"KL divergence distributions), a heatmap of the qerr deltas B - A per layer and weight with the largest\n" +
+			"changes, both domain plans and the provenance of each. The page goes to standard output or -o FILE.",
+		Args: func(cmd *cobra.Command, args []string) error { return asUsage(cobra.ExactArgs(2)(cmd, args)) },
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if html {
+				return runDiffHTML(cmd.Context(), opts, &f, args[0], args[1])
+			}
+			if f.out != "" || f.force || len(f.trust) > 0 || f.plainHTTP || f.insecure {
+				return usagef("-o, --force, --trust, --plain-http and --insecure apply to diff --html")
+			}
 			return runDiff(cmd.Context(), opts, args[0], args[1])
 		},
 	}
+	cmd.Flags().BoolVar(&html, "html", false, "draw the two builds' reports side by side as one HTML page")
+	f.register(cmd)
+	return cmd
+}
+
+func runDiffHTML(ctx context.Context, opts *globalOptions, f *pageFlags, a, b string) error {
+	ra, fromA, err := readReportJSON(ctx, opts, f, a)
+	if err != nil {
+		return fmt.Errorf("A: %w", err)
+	}
+	rb, fromB, err := readReportJSON(ctx, opts, f, b)
+	if err != nil {
+		return fmt.Errorf("B: %w", err)
+	}
+	page, err := reporthtml.RenderDiff(ra, rb, fromA, fromB)
+	if err != nil {
+		return err
+	}
+	return writePage(opts, f, page)
 }
 
 type diffField struct {

@@ -11,24 +11,73 @@ import (
 
 	"orkpipe/internal/units"
 	"orkpipe/pipelines"
+	"orkpipe/pipelines/dagview"
 	"orkpipe/pipelines/engine"
 )
 
 func newPlanCommand(opts *globalOptions) *cobra.Command {
 	var sets []string
+	var g graphFlags
 	cmd := &cobra.Command{
 		Use:   "plan TARGET|RECIPE",
 		Short: "Print the DAG of a target (nodes, stage, key, cached or not, memory estimate) without running it",
 		Long: "plan prints every node of TARGET (\"demo\" for the built-in demo, or a recipe file) with its stage, its key (short; \"pending\"\n" +
 			"while it depends on outputs not built yet), whether its outputs are cached and its declared peak memory.\n" +
-			"Nodes with identical key material are reported. -v prints each node's key material; --json prints it all.",
-		Args: cobra.ExactArgs(1),
+			"Nodes with identical key material are reported. -v prints each node's key material; --json prints it all.\n\n" +
+			"--format dot (Graphviz: orkpipe plan R --format dot | dot -Tsvg > plan.svg) or mermaid draws the graph instead:\n" +
+			"the per-weight nodes of one kind in one layer window are one box with their count, the largest memory one\n" +
+			"declares and how many are cached (grey: all cached); --group=false draws every node.",
+		Args: func(cmd *cobra.Command, args []string) error { return asUsage(cobra.ExactArgs(1)(cmd, args)) },
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return runPlan(cmd.Context(), opts, args[0], sets)
+			return runPlan(cmd.Context(), opts, args[0], sets, g)
 		},
 	}
 	cmd.Flags().StringArrayVar(&sets, "set", nil, "override a recipe key by its dotted path (key.sub=value); repeatable")
+	g.register(cmd)
 	return cmd
+}
+
+// graphFlags choose how plan and explain print the graph.
+type graphFlags struct {
+	format string
+	group  bool
+}
+
+func (g *graphFlags) register(cmd *cobra.Command) {
+	cmd.Flags().StringVar(&g.format, "format", "text", "text, dot (Graphviz) or mermaid")
+	cmd.Flags().BoolVar(&g.group, "group", true, "with dot or mermaid: one box per node kind and layer window")
+}
+
+// check validates the flags; drawing reports whether a graph is to be drawn.
+func (g graphFlags) check(opts *globalOptions) (drawing bool, err error) {
+	switch g.format {
+	case "text":
+		return false, nil
+	case "dot", "mermaid":
+		if opts.json {
+			return false, usagef("--format %s and --json: choose one", g.format)
+		}
+		return true, nil
+	}
+	return false, usagef("--format: %q, want text, dot or mermaid", g.format)
+}
+
+// draw writes nodes in the chosen format.
+func (g graphFlags) draw(opts *globalOptions, nodes []dagview.Node, o dagview.Options) error {
+	o.Group = g.group
+	if g.format == "mermaid" {
+		return dagview.WriteMermaid(opts.stdout, nodes, o)
+	}
+	return dagview.WriteDOT(opts.stdout, nodes, o)
+}
+
+// viewNodes converts planned nodes for drawing.
+func viewNodes(nodes []engine.NodeStatus) []dagview.Node {
+	out := make([]dagview.Node, len(nodes))
+	for i, n := range nodes {
+		out[i] = dagview.Node{ID: n.ID, Stage: n.Stage, Deps: n.Deps, Mem: n.Mem, Cached: n.Cached}
+	}
+	return out
 }
 
 // planOutput is the --json output of plan.
@@ -38,7 +87,11 @@ type planOutput struct {
 	Nodes  []engine.NodeStatus `json:"nodes"`
 }
 
-func runPlan(ctx context.Context, opts *globalOptions, arg string, sets []string) error {
+func runPlan(ctx context.Context, opts *globalOptions, arg string, sets []string, gf graphFlags) error {
+	drawing, err := gf.check(opts)
+	if err != nil {
+		return err
+	}
 	mem, err := opts.memBudget()
 	if err != nil {
 		return err
@@ -66,6 +119,9 @@ func runPlan(ctx context.Context, opts *globalOptions, arg string, sets []string
 		return err
 	}
 	budget, _ := opts.memBudget()
+	if drawing {
+		return gf.draw(opts, viewNodes(nodes), dagview.Options{Title: t.Name()})
+	}
 	if opts.json {
 		return json.NewEncoder(opts.stdout).Encode(planOutput{Target: t.Name(), Budget: budget, Nodes: nodes})
 	}

@@ -111,7 +111,7 @@ var commands = []func(*globalOptions) *cobra.Command{
 	newStubCommand, newInspectCommand,
 	newHashCommand, newCacheCommand,
 	newQErrCommand,
-	newPackCommand, newRankCommand, newDiffCommand,
+	newPackCommand, newRankCommand, newDiffCommand, newReportCommand,
 	newCompareCommand,
 	newPushCommand, newPullCommand, newDescribeCommand, newKeyCommand,
 	newBuildCommand,

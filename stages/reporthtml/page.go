@@ -143,26 +143,25 @@ func execute(name string, data any) ([]byte, error) {
 func screenOf(s *screen) *screenView {
 	v := &screenView{Intro: fmt.Sprintf("Every entry emulated with the board's arithmetic, against the float source model: %d chunks of %d tokens (%d tokens scored of %d).",
 		s.Chunks, s.Ctx, s.Scored, s.Tokens)}
-	gate := "none"
+	var gates []string
 	var marks []marker
 	if g := s.Gates.MaxPPLRatio; g > 0 {
-		gate = fmt.Sprintf("PPL ratio ≤ %g", g)
+		gates = append(gates, fmt.Sprintf("PPL ratio ≤ %g", g))
 		marks = append(marks, marker{s.BasePPL * g, fmt.Sprintf("gate: %g × float", g)})
 	}
 	if g := s.Gates.MaxKLDMean; g > 0 {
-		if gate == "none" {
-			gate = ""
-		} else {
-			gate += ", "
-		}
-		gate += fmt.Sprintf("mean KLD ≤ %g", g)
+		gates = append(gates, fmt.Sprintf("mean KLD ≤ %g", g))
+	}
+	gate := "none set"
+	if len(gates) > 0 {
+		gate = "passed: " + strings.Join(gates, ", ")
 	}
 	v.Facts = []fact{
 		{"PPL pack", fmt.Sprintf("%.4f ± %.4f", s.PPL, s.PPLErr)},
 		{"PPL float", fmt.Sprintf("%.4f ± %.4f", s.BasePPL, s.BasePPLErr)},
 		{"PPL ratio", fmt.Sprintf("%.4f", s.PPLRatio)},
 		{"same top token", percentText(s.SameTop)},
-		{"gates (passed)", gate},
+		{"gates", gate},
 	}
 	f4 := func(x float64) string { return fmt.Sprintf("%.4f", x) }
 	v.PPL = intervals([]interval{{"float model", s.BasePPL, s.BasePPLErr, "#4e79a7"}, {"pack", s.PPL, s.PPLErr, "#e15759"}}, marks, 0, 0, f4, "perplexity of the pack and of the float model")

@@ -84,11 +84,11 @@ type localFile struct {
 	segs []segment // the tar forms' segments
 }
 
-// classOf says which ModelPack family a file belongs to: documents are report, provenance and
-// summary (JSON, text, Markdown); everything else (pack, stub) is a weight.
+// classOf says which ModelPack family a file belongs to: documents are the reports, provenance and
+// summary (JSON, text, Markdown, HTML); everything else (pack, stub) is a weight.
 func classOf(name string) string {
 	switch strings.ToLower(filepath.Ext(name)) {
-	case ".json", ".txt", ".md":
+	case ".json", ".txt", ".md", ".html":
 		return ClassDoc
 	}
 	return ClassWeight

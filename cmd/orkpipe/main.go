@@ -14,7 +14,11 @@ import (
 func main() {
 	blascore.Reexec(os.Stderr)
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	err := newRootCommand(newGlobalOptions(os.Stdout, os.Stderr)).ExecuteContext(ctx)
+	opts := newGlobalOptions(os.Stdout, os.Stderr)
+	err := newRootCommand(opts).ExecuteContext(ctx)
+	if perr := opts.finishProfile(); err == nil {
+		err = perr
+	}
 	code := exitCode(ctx, err, os.Stderr) // before stop(): stop cancels ctx, which would read as an interrupt
 	stop()
 	os.Exit(code)

@@ -20,6 +20,9 @@ type globalOptions struct {
 	memText  string // --mem as typed
 	json     bool   // --json
 	verbose  int    // -v (repeatable)
+	cpuProf  string // --cpuprofile
+
+	stopProfile func() error // set when --cpuprofile started a profile
 
 	stdout io.Writer
 	stderr io.Writer
@@ -84,7 +87,7 @@ func newRootCommand(opts *globalOptions) *cobra.Command {
 			if opts.jobs < 1 {
 				return usagef("-j: must be at least 1, got %d", opts.jobs)
 			}
-			return nil
+			return opts.startProfile()
 		},
 	}
 	root.SetOut(opts.stdout)
@@ -96,6 +99,7 @@ func newRootCommand(opts *globalOptions) *cobra.Command {
 	pf.StringVar(&opts.memText, "mem", "", "memory budget, e.g. 6GiB (default 75% of physical memory)")
 	pf.BoolVar(&opts.json, "json", false, "machine-readable output (JSON, or JSON Lines for build events)")
 	pf.CountVarP(&opts.verbose, "verbose", "v", "log more (-v info, -vv debug)")
+	pf.StringVar(&opts.cpuProf, "cpuprofile", "", "write a CPU profile of the whole command (pprof format) to this file")
 
 	for _, newCmd := range commands {
 		root.AddCommand(newCmd(opts))

@@ -46,6 +46,9 @@ var buildSteps = []buildStep{
 		map[string]string{"model": "synth.model.gguf", "weight": "finalize.weight", "acts": "calibrate-sampled.a.0.ffn_down"}, nil},
 	{"tile", "tile", `{"nibbles":"low-first","n":64,"kp":96}`, map[string]string{"weight": "finalize.weight"}, nil},
 	{"tile-rtn", "tile", `{"nibbles":"high-first","n":64,"kp":64}`, map[string]string{"weight": "finalize-rtn.weight"}, nil},
+	// finalize-rtn and tile-rtn in one node: the same entry (TestRTNTileMatchesFinalizeThenTile).
+	{"rtn-tile", "rtn-tile", `{"finalize":{"tensor":"blk.0.attn_q.weight","method":"rtn","dtype":"I4_NATIVE","group":0,"rotation":"none","act_bits":4,"clip_grid":null,"damp":0,"act_order":false,"seed":0,"n":64,"k":64},"nibbles":"high-first"}`,
+		map[string]string{"model": "synth.model.gguf"}, nil},
 	{"write-orkpack", "write-orkpack", `{"board":"rk3588","entries":["blk.0.attn_q.weight","blk.0.ffn_down.weight"],"max_entry_bytes":1048576}`,
 		map[string]string{"e.blk.0.attn_q.weight": "tile-rtn.entry", "e.blk.0.ffn_down.weight": "tile.entry"}, nil},
 	{"emit-stub", "emit-stub", `{}`, map[string]string{"model": "synth.model.gguf", "pack": "write-orkpack.pack"}, nil},

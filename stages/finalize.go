@@ -160,9 +160,19 @@ func init() {
 }
 
 func runFinalize(ctx context.Context, p FinalizeParams, req Request) error {
-	f, err := gguf.Open(ctx, req.Inputs["model"].Path)
+	q, err := finalizeWeight(ctx, p, req)
 	if err != nil {
 		return err
+	}
+	return WriteQWeight(req.Output("weight"), q)
+}
+
+// finalizeWeight quantizes the weight p names (its inputs in req) and returns it in memory: the
+// codes and scales (or the F16 values) with their meta.
+func finalizeWeight(ctx context.Context, p FinalizeParams, req Request) (*QWeight, error) {
+	f, err := gguf.Open(ctx, req.Inputs["model"].Path)
+	if err != nil {
+		return nil, err
 	}
 	defer f.Close()
 	// RTN streams the rows (quant.RTNStream); F16 and GPTQ take the matrix whole.
@@ -172,12 +182,12 @@ func runFinalize(ctx context.Context, p FinalizeParams, req Request) error {
 	}
 	fs, err := open(ctx, f, p.Tensor, p.Expert, p.N, p.K)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	m := fs.M
 	dt, err := p.dtype()
 	if err != nil {
-		return err
+		return nil, err
 	}
 	meta := QWeightMeta{Name: fs.Entry, DType: p.DType, Method: p.Method, N: p.N, K: p.K, KP: p.K, Bits: dt.Bits(),
 		Group: p.Group, ActBits: p.ActBits, ActClip: float32(p.ActClip), Source: fs.Digest.String()}
@@ -193,7 +203,7 @@ func runFinalize(ctx context.Context, p FinalizeParams, req Request) error {
 		if den > 0 {
 			q.Meta.QErr = math.Sqrt(num / den)
 		}
-		return WriteQWeight(req.Output("weight"), q)
+		return q, nil
 	}
 	grid := p.ClipGrid
 	if len(grid) == 0 {
@@ -207,13 +217,13 @@ func runFinalize(ctx context.Context, p FinalizeParams, req Request) error {
 	if p.Method == "gptq" {
 		ch, err := calib.ReadHessianFile(ctx, req.Inputs["hessian"].Path)
 		if err != nil {
-			return err
+			return nil, err
 		}
 		if ch.K != p.K {
-			return fmt.Errorf("Hessian %s is %dx%d, weight %s has K = %d", req.Inputs["hessian"].Path, ch.K, ch.K, fs.Entry, p.K)
+			return nil, fmt.Errorf("Hessian %s is %dx%d, weight %s has K = %d", req.Inputs["hessian"].Path, ch.K, ch.K, fs.Entry, p.K)
 		}
 		if ch.Tokens == 0 {
-			return fmt.Errorf("Hessian %s: %s received no calibration tokens (Tokens = 0): GPTQ needs a Hessian; use method rtn for it or calibrate on more sequences",
+			return nil, fmt.Errorf("Hessian %s: %s received no calibration tokens (Tokens = 0): GPTQ needs a Hessian; use method rtn for it or calibrate on more sequences",
 				req.Inputs["hessian"].Path, fs.Entry)
 		}
 		qh := quant.Hessian(*ch)
@@ -227,19 +237,19 @@ func runFinalize(ctx context.Context, p FinalizeParams, req Request) error {
 		}
 		w, err = quant.GPTQ(ctx, m, &qh, opts...)
 		if err != nil {
-			return err
+			return nil, err
 		}
 	} else {
 		var imp []float64
 		if p.Importance == "imatrix" {
 			if imp, err = imatrixImportance(ctx, req.Inputs["imatrix"].Path, p.Tensor, fs); err != nil {
-				return err
+				return nil, err
 			}
 		}
 		if w, err = quant.RTNStream(ctx, fs.Entry, p.N, p.K, fs, imp, opts...); err != nil {
-			return err
+			return nil, err
 		}
 	}
 	meta.KP, meta.Rotation, meta.QErr = w.KP, w.Rotation, w.QErr
-	return WriteQWeight(req.Output("weight"), &QWeight{Meta: meta, Codes: w.Codes, Scales: w.Scales})
+	return &QWeight{Meta: meta, Codes: w.Codes, Scales: w.Scales}, nil
 }

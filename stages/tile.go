@@ -46,12 +46,21 @@ func runTile(ctx context.Context, p TileParams, req Request) error {
 	if err != nil {
 		return err
 	}
+	return writeTiledEntry(ctx, req.Output("entry"), q, p.Nibbles)
+}
+
+// writeTiledEntry tiles the finalized weight q (nibble order nibbles for int4 dtypes) and writes it
+// to path (which must not exist) in the tiled-entry format.
+func writeTiledEntry(ctx context.Context, path string, q *QWeight, nibbles string) error {
+	if err := q.Meta.validate(); err != nil {
+		return err
+	}
 	pw, err := q.PackWeight()
 	if err != nil {
 		return err
 	}
 	var nib uint64
-	if p.Nibbles == "high-first" && pw.DType.Int4() {
+	if nibbles == "high-first" && pw.DType.Int4() {
 		pw.Nibbles, nib = tile.HighFirst, 1
 	}
 	_, codes, err := pack.TileWeight(pw, 0)
@@ -65,7 +74,7 @@ func runTile(ctx context.Context, p TileParams, req Request) error {
 	if err != nil {
 		return err
 	}
-	f, err := os.OpenFile(req.Output("entry"), os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
 	if err != nil {
 		return err
 	}
@@ -80,19 +89,19 @@ func runTile(ctx context.Context, p TileParams, req Request) error {
 	bw.Write(meta)
 	put(nib)
 	put(uint64(len(q.Scales) * 4))
-	err = binary.Write(bw, binary.LittleEndian, q.Scales)
+	err = writeFloat32s(bw, q.Scales)
 	put(uint64(len(codes)))
 	if err == nil {
-		_, err = bw.Write(codes)
+		err = bw.Flush()
 	}
 	if err == nil {
-		err = bw.Flush()
+		_, err = f.Write(codes) // whole, past the buffer
 	}
 	if cerr := f.Close(); err == nil {
 		err = cerr
 	}
 	if err != nil {
-		return fmt.Errorf("writing tiled entry %s: %w", f.Name(), err)
+		return fmt.Errorf("writing tiled entry %s: %w", path, err)
 	}
 	return nil
 }

@@ -158,10 +158,11 @@ func TestNodeExecReproducesLocal(t *testing.T) {
 		t.Fatal(err)
 	}
 	// The demo recipe on a synthetic source, for the synth stage, with an activation-clip search (the
-	// act-clip stage) on its first scheme.
+	// act-clip stage) on its first scheme, and its second scheme RTN calibrated one-shot (the rtn-tile
+	// stage).
 	sr, err := recipe.Load(filepath.Join("..", "..", "pipelines", "recipes", "demo.yaml"),
 		"source={synth: {layers: 1, n_embd: 64, n_ff: 96, n_head: 4, n_head_kv: 2, vocab: 360, ctx: 64, type: F16, seed: 1}}", "name=demo-synth",
-		"schemes.0.act_clip=search")
+		"schemes.0.act_clip=search", "schemes.1.method=rtn", "calibration.mode=oneshot")
 	if err != nil {
 		t.Fatal(err)
 	}

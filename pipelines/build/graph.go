@@ -35,6 +35,18 @@ func (t *Target) Graph(ctx context.Context) (*engine.Graph, error) {
 	if err := t.planActClips(src, ws); err != nil {
 		return nil, err
 	}
+	needCalib := false
+	for _, w := range ws {
+		needCalib = needCalib || w.fin.Method == "gptq" || w.clip != nil
+	}
+	// An RTN weight whose finalized form nothing but its tile reads is quantized and tiled by one
+	// rtn-tile node: no activation clip search after it, and no propagate reading it (sequential
+	// calibration propagates through every weight of a window; a promoted twin is never propagated).
+	propagates := needCalib && t.r.Calibration.Mode != "oneshot"
+	for _, w := range ws {
+		w.fused = w.fin.Method == "rtn" && w.clip == nil && !propagates
+		w.pfused = w.promote != nil && w.promote.Method == "rtn" && w.pclip == nil
+	}
 	if err := t.checkWeightMemory(ws); err != nil {
 		return nil, err
 	}
@@ -44,10 +56,6 @@ func (t *Target) Graph(ctx context.Context) (*engine.Graph, error) {
 	boardName, boardFile, err := t.boardInput()
 	if err != nil {
 		return nil, err
-	}
-	needCalib := false
-	for _, w := range ws {
-		needCalib = needCalib || w.fin.Method == "gptq" || w.clip != nil
 	}
 	finalIn := func(p *stages.FinalizeParams, hessian *engine.Input) map[string]engine.Input {
 		in := map[string]engine.Input{"model": src.in}
@@ -59,10 +67,19 @@ func (t *Target) Graph(ctx context.Context) (*engine.Graph, error) {
 		}
 		return in
 	}
-	// addFinal adds the finalize nodes of a weight (and of its promoted twin).
+	// addFinal adds the finalize nodes of a weight (and of its promoted twin); a fused one gets its
+	// rtn-tile node here, and its tiled entry is then final.
 	addFinal := func(w *weight, hessian *engine.Input) {
-		w.final = g.Add("finalize:"+w.name, "finalize", w.fin, finalIn(&w.fin, hessian)).Output("weight")
-		if p := w.promote; p != nil {
+		if w.fused {
+			w.tiled = g.Add("rtn-tile:"+w.name, "rtn-tile", stages.RTNTileParams{Finalize: w.fin, Nibbles: "low-first"},
+				finalIn(&w.fin, hessian)).Output("entry")
+		} else {
+			w.final = g.Add("finalize:"+w.name, "finalize", w.fin, finalIn(&w.fin, hessian)).Output("weight")
+		}
+		if p := w.promote; p != nil && w.pfused {
+			w.ptiled = g.Add("rtn-tile-promote:"+w.name, "rtn-tile", stages.RTNTileParams{Finalize: *p, Nibbles: "low-first"},
+				finalIn(p, hessian)).Output("entry")
+		} else if p != nil {
 			w.pfinal = g.Add("finalize-promote:"+w.name, "finalize", *p, finalIn(p, hessian)).Output("weight")
 		}
 	}
@@ -72,10 +89,12 @@ func (t *Target) Graph(ctx context.Context) (*engine.Graph, error) {
 		if w.clip != nil {
 			w.final = g.Add("act-clip:"+w.name, "act-clip", *w.clip, map[string]engine.Input{"model": src.in, "weight": w.final, "acts": *acts}).Output("weight")
 		}
-		tl := g.Add("tile:"+w.name, "tile", stages.TileParams{Nibbles: "low-first", N: w.fin.N, KP: stages.PaddedK(w.fin.K, w.fin.Rotation)},
-			map[string]engine.Input{"weight": w.final})
-		w.tiled = tl.Output("entry")
-		if p := w.promote; p != nil {
+		if !w.fused {
+			tl := g.Add("tile:"+w.name, "tile", stages.TileParams{Nibbles: "low-first", N: w.fin.N, KP: stages.PaddedK(w.fin.K, w.fin.Rotation)},
+				map[string]engine.Input{"weight": w.final})
+			w.tiled = tl.Output("entry")
+		}
+		if p := w.promote; p != nil && !w.pfused {
 			if w.pclip != nil {
 				w.pfinal = g.Add("act-clip-promote:"+w.name, "act-clip", *w.pclip, map[string]engine.Input{"model": src.in, "weight": w.pfinal, "acts": *acts}).Output("weight")
 			}

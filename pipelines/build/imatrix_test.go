@@ -164,13 +164,13 @@ func TestImatrixBuild(t *testing.T) {
 	}
 	var firstFinal []string
 	for _, id := range ran {
-		if strings.HasPrefix(id, "finalize:") {
+		if strings.HasPrefix(id, "rtn-tile:") {
 			firstFinal = append(firstFinal, id)
 		}
 	}
 	// attn_output is plain RTN in both builds: cached from the plain build.
 	if len(firstFinal) != 5*6 {
-		t.Errorf("imatrix build ran %d finalize nodes, want the 30 that bind the imatrix: %v", len(firstFinal), firstFinal)
+		t.Errorf("imatrix build ran %d rtn-tile nodes, want the 30 that bind the imatrix: %v", len(firstFinal), firstFinal)
 	}
 
 	model := testfiles.Path(t, "stories260K.gguf")
@@ -230,7 +230,8 @@ func TestImatrixBuild(t *testing.T) {
 	}
 
 	// Change the imatrix (blk.0.attn_q's importance only, but the file is one input): every node that
-	// binds it re-runs, with tile and what follows; plain-RTN weights and nothing else do not.
+	// binds it re-runs (each RTN weight's rtn-tile node: finalize and tile in one), with what follows;
+	// plain-RTN weights and nothing else do not.
 	es[0].Sum2[0][3] *= 50
 	changed := writeImatrix(t, t.TempDir(), es, false)
 	ran, _, err = r.build(t, path, filepath.Join(t.TempDir(), "out"), "imatrix="+changed)
@@ -241,10 +242,7 @@ func TestImatrixBuild(t *testing.T) {
 	for l := 0; l < 5; l++ {
 		for _, w := range []string{"attn_q", "attn_k", "attn_v", "ffn_gate", "ffn_up", "ffn_down"} {
 			name := fmt.Sprintf("blk.%d.%s.weight", l, w)
-			want = append(want, "finalize:"+name)
-			if name == es[0].Name {
-				want = append(want, "tile:"+name) // the only weight whose codes changed
-			}
+			want = append(want, "rtn-tile:"+name)
 		}
 	}
 	want = sorted(append(want, "write-orkpack", "emit-stub", "verify-local", "report", "provenance")...)

@@ -168,7 +168,7 @@ func TestMoEBuild(t *testing.T) {
 		}
 		var fin []string
 		for _, id := range ran {
-			if strings.HasPrefix(id, "finalize:") {
+			if strings.HasPrefix(id, "rtn-tile:") {
 				fin = append(fin, id)
 				if !strings.Contains(id, "_exps.weight#") {
 					t.Errorf("legacy %v: %s re-ran with the imatrix", legacy, id)
@@ -176,7 +176,7 @@ func TestMoEBuild(t *testing.T) {
 			}
 		}
 		if len(fin) != 24 {
-			t.Errorf("legacy %v: %d finalize nodes ran, want the 24 expert slices", legacy, len(fin))
+			t.Errorf("legacy %v: %d rtn-tile nodes ran, want the 24 expert slices", legacy, len(fin))
 		}
 		changed := 0
 		for _, w := range readReport(t, out2).Weights {

@@ -45,6 +45,9 @@ type weight struct {
 	ptiled      engine.Input
 	final       engine.Input // the finalized weight (after its activation clip search, when it has one)
 	pfinal      engine.Input // the promoted twin's
+	// fused and pfused: the weight (its promoted twin) is finalized and tiled by one rtn-tile node, so
+	// final (pfinal) is unset.
+	fused, pfused bool
 }
 
 func (t *Target) planSource(ctx context.Context, g *engine.Graph) (*source, error) {
@@ -376,9 +379,13 @@ func (t *Target) checkWeightMemory(ws []*weight) error {
 				}
 			}
 		}
-		for _, p := range []*stages.FinalizeParams{&w.fin, w.promote} {
+		for i, p := range []*stages.FinalizeParams{&w.fin, w.promote} {
 			if p != nil {
-				if m := stages.FinalizeMemory(*p); m > t.mem {
+				m := stages.FinalizeMemory(*p)
+				if i == 0 && w.fused || i == 1 && w.pfused {
+					m = stages.RTNTileMemory(*p)
+				}
+				if m > t.mem {
 					errs = append(errs, fmt.Sprintf("weight %s (%s %s, %dx%d) needs %s to finalize, more than --mem %s",
 						w.name, p.Method, p.DType, p.N, p.K, units.FormatSize(m), units.FormatSize(t.mem)))
 				}

@@ -11,8 +11,11 @@
 //	                            weighted by the recipe's imatrix for importance: imatrix); an MoE expert
 //	                            tensor has one node per expert, finalize:<name>#<e>
 //	tile:<weight>               per weight: the dtype's native bytes
+//	rtn-tile:<weight>           instead of finalize and tile, for an RTN weight whose finalized form
+//	                            nothing else reads (no act-clip search, no propagate): both in one node,
+//	                            the same entry bytes
 //	finalize-promote:<weight>,  per promotion candidate: the same weight at the promoted tier
-//	tile-promote:<weight>
+//	tile-promote:<weight>       (rtn-tile-promote:<weight> for an RTN twin without act-clip search)
 //	write-orkpack               every tile + the board profile -> <name>.orkpack (promotion chosen here by qerr)
 //	emit-stub                   model + pack -> <name>.orkpack.gguf
 //	screen                      model + pack + text -> PPL / KLD, gates
@@ -24,7 +27,9 @@
 //	                            pipelines/verify.Executor, never run on the build host
 //
 // Each node's parameters carry exactly what changes its output: finalize holds the scheme fields
-// that change the codes and never the tile layout, so changing the tile layout never re-runs GPTQ,
+// that change the codes and never the tile layout, so changing the tile layout never re-runs GPTQ
+// (it does re-run an rtn-tile node: RTN costs seconds, a separate node would cost a weight file
+// written, stored, verified and read back),
 // and changing one class's group size re-runs only that class's finalize and tile nodes, then
 // write-orkpack, emit-stub, screen, verify-local, report and provenance (in one-shot mode; in
 // sequential mode the later windows' calibration sees the changed weights, so it re-runs too, as it

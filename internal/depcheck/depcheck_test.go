@@ -48,6 +48,7 @@ func load(t *testing.T) ([]Package, []string) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	top = slices.DeleteFunc(top, func(name string) bool { return gitIgnores(dir, name) })
 	cmd := exec.Command("go", "list", "-json=ImportPath,Imports,TestImports,XTestImports", module+"/...")
 	cmd.Dir = dir
 	out, err := cmd.Output()
@@ -69,6 +70,15 @@ func load(t *testing.T) ([]Package, []string) {
 		pkgs = append(pkgs, Package{Path: p.ImportPath, Imports: p.Imports, TestImports: append(p.TestImports, p.XTestImports...)})
 	}
 	return pkgs, top
+}
+
+// gitIgnores reports whether git ignores the top-level folder name of the checkout at dir (the build
+// outputs the README's main job writes, orkpipe-out/, are no folder of the layout). Outside a git
+// checkout, or without git, nothing is ignored.
+func gitIgnores(dir, name string) bool {
+	cmd := exec.Command("git", "check-ignore", "-q", name+"/")
+	cmd.Dir = dir
+	return cmd.Run() == nil
 }
 
 // TestImportGraph checks the module as it is: every package, its tests, every top-level folder.

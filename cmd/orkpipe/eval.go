@@ -16,7 +16,7 @@ type evalFlags struct {
 	model, pack, base, klBase, text string
 	ctx, chunks                     int
 	ctxSet                          bool // --ctx given (else the default, or --kl-base's n_ctx)
-	floatActivations, kvF16         bool
+	floatActivations, kvF16, ggml   bool
 }
 
 func newEvalCommand(opts *globalOptions) *cobra.Command {
@@ -39,7 +39,12 @@ func newEvalCommand(opts *globalOptions) *cobra.Command {
 			"from --model, which is also the base model for the KL divergence unless --base-model or --kl-base is\n" +
 			"given.\n\n" +
 			"Attention keys and values are float32 (llama-perplexity -ctk f32 -ctv f32); --kv-f16 rounds them to\n" +
-			"binary16 as llama.cpp's default F16 K/V cache does.",
+			"binary16 as llama.cpp's default F16 K/V cache does. --ggml computes every operation as llama.cpp's CPU\n" +
+			"backend does in llama-perplexity's default run (F16 K/V cache read by its flash-attention kernel, ggml's\n" +
+			"matrix products with their input rounding and summation order, its norms, SiLU, RoPE, convolution,\n" +
+			"Gated DeltaNet and MoE kernels, and llama-perplexity's batching of chunks), so that the figures equal\n" +
+			"llama-perplexity's default ones (Q8_0, F16 and F32 weights; the AVX2/FMA build of the reference\n" +
+			"llama.cpp). It is slower than the default float32 pass.",
 		Args: func(cmd *cobra.Command, args []string) error { return asUsage(cobra.NoArgs(cmd, args)) },
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			fl.ctxSet = cmd.Flags().Changed("ctx")
@@ -57,6 +62,7 @@ func newEvalCommand(opts *globalOptions) *cobra.Command {
 	f.BoolVar(&fl.floatActivations, "float-activations", false,
 		"feed GGUF Q4_0/Q5_0/Q8_0/F16 weights float32 inputs instead of rounding them as ggml's CPU backend does")
 	f.BoolVar(&fl.kvF16, "kv-f16", false, "round attention keys and values to binary16, as llama.cpp's default F16 K/V cache")
+	f.BoolVar(&fl.ggml, "ggml", false, "compute as llama.cpp's CPU backend does by default (flash attention with F16 K/V, ggml's kernels and rounding)")
 	return cmd
 }
 
@@ -72,6 +78,8 @@ func runEval(ctx context.Context, opts *globalOptions, fl evalFlags) error {
 		return usagef("eval: --chunks %d: want >= 0", fl.chunks)
 	case fl.base != "" && fl.klBase != "":
 		return usagef("eval: --base-model and --kl-base both give a base distribution: use one")
+	case fl.ggml && fl.floatActivations:
+		return usagef("eval: --ggml rounds activations as ggml does: it cannot be combined with --float-activations")
 	}
 	var klBase *model.KLBase
 	if fl.klBase != "" {
@@ -98,8 +106,7 @@ func runEval(ctx context.Context, opts *globalOptions, fl evalFlags) error {
 		return err
 	}
 	defer f.Close()
-	m.Src.(*model.GGUFSource).GGMLActivations = !fl.floatActivations
-	m.KVF16 = fl.kvF16
+	setNumerics(m, fl)
 	ids, err := tok.Encode(text, true, false)
 	if err != nil {
 		return fmt.Errorf("tokenize %s: %w", fl.text, err)
@@ -126,7 +133,7 @@ func runEval(ctx context.Context, opts *globalOptions, fl evalFlags) error {
 		if target, err = model.NewModel(m.Cfg, ps); err != nil {
 			return err
 		}
-		target.KVF16 = fl.kvF16
+		target.KVF16, target.GGMLExact = fl.kvF16, fl.ggml
 		if fl.base == "" && klBase == nil {
 			eo.Base = m
 		}
@@ -137,8 +144,7 @@ func runEval(ctx context.Context, opts *globalOptions, fl evalFlags) error {
 			return err
 		}
 		defer bf.Close()
-		b.Src.(*model.GGUFSource).GGMLActivations = !fl.floatActivations
-		b.KVF16 = fl.kvF16
+		setNumerics(b, fl)
 		bids, err := btok.Encode(text, true, false)
 		if err != nil {
 			return fmt.Errorf("tokenize %s with %s: %w", fl.text, fl.base, err)
@@ -179,6 +185,14 @@ func runEval(ctx context.Context, opts *globalOptions, fl evalFlags) error {
 			res.KLD.Mean, res.KLD.MeanErr, res.KLD.Median, res.KLD.P99, res.KLD.Max, 100**res.SameTop, 100**res.SameTopErr)
 	}
 	return nil
+}
+
+// setNumerics applies the rounding flags to a model opened from a GGUF file.
+func setNumerics(m *model.Model, fl evalFlags) {
+	src := m.Src.(*model.GGUFSource)
+	src.GGMLActivations = !fl.floatActivations
+	src.GGMLExact = fl.ggml
+	m.KVF16, m.GGMLExact = fl.kvF16, fl.ggml
 }
 
 // writeKLReport prints r in the layout of llama-perplexity --kl-divergence's final statistics.

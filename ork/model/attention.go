@@ -3,7 +3,6 @@ package model
 import (
 	"fmt"
 	"math"
-	"sync"
 
 	"gonum.org/v1/gonum/blas"
 	"gonum.org/v1/gonum/blas/blas32"
@@ -30,10 +29,10 @@ func (m *Model) attentionBlock(l *Layer, x []float32, seqLen int, s *scratch, ob
 		}
 	}
 	if l.QNorm != nil {
-		rmsNorm(q, q, l.QNorm, c.HeadDim, c.NormEps)
+		m.norm(q, q, l.QNorm, c.HeadDim)
 	}
 	if l.KNorm != nil {
-		rmsNorm(k, k, l.KNorm, c.HeadDim, c.NormEps)
+		m.norm(k, k, l.KNorm, c.HeadDim)
 	}
 	att := s.buf(sAtt, rows*qd)
 	m.attendSequences(att, q, k, v, seqLen, s)
@@ -65,7 +64,7 @@ func (m *Model) gatedAttention(l *Layer, x []float32, seqLen int, s *scratch, ob
 			copy(gate[r*qd+h*hd:r*qd+(h+1)*hd], src[hd:2*hd])
 		}
 	}
-	rmsNorm(q, q, l.QNorm, hd, c.NormEps)
+	m.norm(q, q, l.QNorm, hd)
 	k, v := s.buf(sK, rows*kvd), s.buf(sV, rows*kvd)
 	if err := l.K.Apply(k, x); err != nil {
 		return fmt.Errorf("blk.%d.attn_k: %w", l.Index, err)
@@ -73,7 +72,7 @@ func (m *Model) gatedAttention(l *Layer, x []float32, seqLen int, s *scratch, ob
 	if err := l.V.Apply(v, x); err != nil {
 		return fmt.Errorf("blk.%d.attn_v: %w", l.Index, err)
 	}
-	rmsNorm(k, k, l.KNorm, hd, c.NormEps)
+	m.norm(k, k, l.KNorm, hd)
 	att := s.buf(sAtt, rows*qd)
 	m.attendSequences(att, q, k, v, seqLen, s)
 	for i, g := range gate {
@@ -89,23 +88,33 @@ func (m *Model) gatedAttention(l *Layer, x []float32, seqLen int, s *scratch, ob
 }
 
 // attendSequences ropes q and k in place and computes causal attention into att, sequence by sequence
-// (rows/seqLen sequences, positions restarting at 0).
+// (rows/seqLen sequences, positions restarting at 0): ggml's flash attention with GGMLExact, else
+// softmax attention in float32.
 func (m *Model) attendSequences(att, q, k, v []float32, seqLen int, s *scratch) {
 	c := &m.Cfg
 	qd, kvd := c.QDim(), c.KVDim()
 	rope := newRoPE(c, seqLen)
-	scores := s.buf(sScores, attentionWorkers(c.NHead)*seqLen*seqLen)
-	if m.KVF16 {
+	rope.fma = m.GGMLExact
+	kvF16 := m.KVF16 || m.GGMLExact
+	var scores []float32
+	if !m.GGMLExact {
+		scores = s.buf(sScores, attentionWorkers(c.NHead)*seqLen*seqLen)
+	}
+	if kvF16 {
 		roundF16(v)
 	}
 	for r0 := 0; r0*qd < len(q); r0 += seqLen {
-		qs, ks := q[r0*qd:(r0+seqLen)*qd], k[r0*kvd:(r0+seqLen)*kvd]
+		qs, ks, vs, out := q[r0*qd:(r0+seqLen)*qd], k[r0*kvd:(r0+seqLen)*kvd], v[r0*kvd:(r0+seqLen)*kvd], att[r0*qd:(r0+seqLen)*qd]
 		rope.apply(qs, c.NHead, c.HeadDim)
 		rope.apply(ks, c.NHeadKV, c.HeadDim)
-		if m.KVF16 {
+		if kvF16 {
 			roundF16(ks)
 		}
-		attention(att[r0*qd:(r0+seqLen)*qd], scores, qs, ks, v[r0*kvd:(r0+seqLen)*kvd], seqLen, c.NHead, c.NHeadKV, c.HeadDim)
+		if m.GGMLExact {
+			flashAttentionGGML(out, qs, ks, vs, seqLen, c.NHead, c.NHeadKV, c.HeadDim, m.GGMLUbatch)
+			continue
+		}
+		attention(out, scores, qs, ks, vs, seqLen, c.NHead, c.NHeadKV, c.HeadDim)
 	}
 }
 
@@ -129,32 +138,18 @@ func attention(out, scoreBuf, q, k, v []float32, t, heads, kvHeads, hd int) {
 	qd, kvd := heads*hd, kvHeads*hd
 	group := heads / kvHeads
 	scale := float32(1 / math.Sqrt(float64(hd)))
-	workers := attentionWorkers(heads)
-	jobs := make(chan int)
-	var wg sync.WaitGroup
-	for w := 0; w < workers; w++ {
-		wg.Add(1)
+	parallelJobs(heads, func(w, h int) {
 		s := scoreBuf[w*t*t : (w+1)*t*t]
-		go func() {
-			defer wg.Done()
-			for h := range jobs {
-				kh := h / group
-				qm := blas32.General{Rows: t, Cols: hd, Stride: qd, Data: q[h*hd:]}
-				km := blas32.General{Rows: t, Cols: hd, Stride: kvd, Data: k[kh*hd:]}
-				sm := blas32.General{Rows: t, Cols: t, Stride: t, Data: s}
-				blas32.Gemm(blas.NoTrans, blas.Trans, scale, qm, km, 0, sm)
-				causalSoftmax(s, t)
-				vm := blas32.General{Rows: t, Cols: hd, Stride: kvd, Data: v[kh*hd:]}
-				om := blas32.General{Rows: t, Cols: hd, Stride: qd, Data: out[h*hd:]}
-				blas32.Gemm(blas.NoTrans, blas.NoTrans, 1, sm, vm, 0, om)
-			}
-		}()
-	}
-	for h := 0; h < heads; h++ {
-		jobs <- h
-	}
-	close(jobs)
-	wg.Wait()
+		kh := h / group
+		qm := blas32.General{Rows: t, Cols: hd, Stride: qd, Data: q[h*hd:]}
+		km := blas32.General{Rows: t, Cols: hd, Stride: kvd, Data: k[kh*hd:]}
+		sm := blas32.General{Rows: t, Cols: t, Stride: t, Data: s}
+		blas32.Gemm(blas.NoTrans, blas.Trans, scale, qm, km, 0, sm)
+		causalSoftmax(s, t)
+		vm := blas32.General{Rows: t, Cols: hd, Stride: kvd, Data: v[kh*hd:]}
+		om := blas32.General{Rows: t, Cols: hd, Stride: qd, Data: out[h*hd:]}
+		blas32.Gemm(blas.NoTrans, blas.NoTrans, 1, sm, vm, 0, om)
+	})
 }
 
 // causalSoftmax replaces row i of the t×t matrix s by softmax(s[i][0..i]) and zeroes s[i][i+1..].

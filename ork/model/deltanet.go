@@ -3,7 +3,6 @@ package model
 import (
 	"fmt"
 	"math"
-	"sync"
 )
 
 // deltaNet is qwen35's Gated DeltaNet mixer (llama.cpp qwen35.cpp build_layer_attn_linear and the fused
@@ -39,24 +38,40 @@ func (m *Model) deltaNet(l *Layer, x []float32, seqLen int, s *scratch, obs Obse
 	for i, b := range beta {
 		beta[i] = sigmoid(b)
 	}
+	sp := softplus
+	if m.GGMLExact {
+		sp = softplusF32
+	}
 	for i, a := range g {
 		j := i % vh
-		g[i] = softplus(a+d.DtBias[j]) * d.A[j]
+		g[i] = sp(a+d.DtBias[j]) * d.A[j]
 	}
 	out := s.buf(sDN, rows*vd)
 	for r0 := 0; r0 < rows; r0 += seqLen {
 		u := qkv[r0*cd : (r0+seqLen)*cd]
-		causalConv(u, d.Conv, cd, sh.ConvKernel, true)
+		causalConv(u, d.Conv, cd, sh.ConvKernel, !m.GGMLExact, m.GGMLExact)
+		if m.GGMLExact {
+			for t := 0; t < seqLen; t++ {
+				siluRow(u[t*cd:(t+1)*cd], u[t*cd:(t+1)*cd])
+			}
+		}
 		for t := 0; t < seqLen; t++ {
 			l2Norm(u[t*cd:t*cd+kd], hd, c.NormEps)
 			l2Norm(u[t*cd+kd:t*cd+2*kd], hd, c.NormEps)
 		}
-		gatedDeltaRule(out[r0*vd:(r0+seqLen)*vd], u, g[r0*vh:(r0+seqLen)*vh], beta[r0*vh:(r0+seqLen)*vh], sh, s.f[sState])
+		gatedDeltaRule(out[r0*vd:(r0+seqLen)*vd], u, g[r0*vh:(r0+seqLen)*vh], beta[r0*vh:(r0+seqLen)*vh], sh, s.f[sState], m.GGMLExact)
 	}
 	for r := 0; r < rows; r++ {
 		for j := 0; j < vh; j++ {
 			o, zz := out[r*vd+j*hd:r*vd+(j+1)*hd], z[r*vd+j*hd:r*vd+(j+1)*hd]
-			rmsNorm(o, o, d.Norm, hd, c.NormEps)
+			m.norm(o, o, d.Norm, hd)
+			if m.GGMLExact {
+				siluRow(zz, zz)
+				for i, v := range zz {
+					o[i] *= v
+				}
+				continue
+			}
 			for i, v := range zz {
 				o[i] *= v / (1 + float32(math.Exp(float64(-v))))
 			}
@@ -75,65 +90,72 @@ func (m *Model) deltaNet(l *Layer, x []float32, seqLen int, s *scratch, obs Obse
 // convolved, normalized q | k | v (ConvDim values), g and beta per token and value head; o receives per
 // token the VHeads outputs of HeadDim values. Value heads run in parallel, each with HeadDim² + HeadDim
 // values of work (state and delta) from work. The state is kept transposed (row j is column j of S), as
-// ggml does, so every product is a contiguous dot product.
-func gatedDeltaRule(o, u, g, beta []float32, sh SSMShape, work []float32) {
+// ggml does, so every product is a contiguous dot product. ggml rounds as ggml's gated_delta_net kernel: the
+// dot products are ggml_vec_dot_f32 (dotVecF32), the state update fused multiply-adds.
+func gatedDeltaRule(o, u, g, beta []float32, sh SSMShape, work []float32, ggml bool) {
 	cd, kd, vd, vh, hd := sh.ConvDim(), sh.KeyDim(), sh.ValueDim(), sh.VHeads, sh.HeadDim
 	t := len(g) / vh
 	scale := 1 / float32(math.Sqrt(float64(hd)))
-	workers := workersFor(vh)
-	jobs := make(chan int)
-	var wg sync.WaitGroup
-	for w := 0; w < workers; w++ {
+	dt := dot
+	if ggml {
+		dt = dotVecF32
+	}
+	parallelJobs(vh, func(w, j int) {
 		st := work[w*(hd*hd+hd) : (w+1)*(hd*hd+hd)]
 		state, delta := st[:hd*hd], st[hd*hd:]
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for j := range jobs {
-				kh := j % sh.KHeads
-				clear(state)
-				for tt := 0; tt < t; tt++ {
-					row := u[tt*cd:]
-					q, k, v := row[kh*hd:(kh+1)*hd], row[kd+kh*hd:kd+(kh+1)*hd], row[2*kd+j*hd:2*kd+(j+1)*hd]
-					decay := float32(math.Exp(float64(g[tt*vh+j])))
-					for i := range state {
-						state[i] *= decay
+		kh := j % sh.KHeads
+		clear(state)
+		for tt := 0; tt < t; tt++ {
+			row := u[tt*cd:]
+			q, k, v := row[kh*hd:(kh+1)*hd], row[kd+kh*hd:kd+(kh+1)*hd], row[2*kd+j*hd:2*kd+(j+1)*hd]
+			decay := float32(math.Exp(float64(g[tt*vh+j])))
+			for i := range state {
+				state[i] *= decay
+			}
+			b := beta[tt*vh+j]
+			for jj := 0; jj < hd; jj++ {
+				delta[jj] = (v[jj] - dt(state[jj*hd:(jj+1)*hd], k)) * b
+			}
+			for jj, dj := range delta {
+				sr := state[jj*hd : (jj+1)*hd]
+				if ggml {
+					for i, kv := range k {
+						sr[i] = fma32(kv, dj, sr[i])
 					}
-					b := beta[tt*vh+j]
-					for jj := 0; jj < hd; jj++ {
-						delta[jj] = (v[jj] - dot(state[jj*hd:(jj+1)*hd], k)) * b
-					}
-					for jj, dj := range delta {
-						sr := state[jj*hd : (jj+1)*hd]
-						for i, kv := range k {
-							sr[i] += kv * dj
-						}
-					}
-					out := o[tt*vd+j*hd : tt*vd+(j+1)*hd]
-					for jj := range out {
-						out[jj] = dot(state[jj*hd:(jj+1)*hd], q) * scale
-					}
+					continue
+				}
+				for i, kv := range k {
+					sr[i] += kv * dj
 				}
 			}
-		}()
-	}
-	for j := 0; j < vh; j++ {
-		jobs <- j
-	}
-	close(jobs)
-	wg.Wait()
+			out := o[tt*vd+j*hd : tt*vd+(j+1)*hd]
+			for jj := range out {
+				out[jj] = dt(state[jj*hd:(jj+1)*hd], q) * scale
+			}
+		}
+	})
 }
 
 // causalConv replaces each of the T rows of ch values of u by its causal depthwise convolution over
 // time, as ggml_ssm_conv with a zero initial state: row t, channel c becomes
 // Σ_{i<K} w[c·K+i]·u[t−K+1+i][c] (float32, summed in tap order; rows before 0 are zero), then silu when
-// asked. It runs from the last row back, so it works in place.
-func causalConv(u, w []float32, ch, k int, silu bool) {
+// asked. ggml sums the taps as the reference build does (sumTail). It runs from the last row back, so
+// it works in place.
+func causalConv(u, w []float32, ch, k int, silu, ggml bool) {
 	t := len(u) / ch
+	taps := make([]float32, k)
 	for r := t - 1; r >= 0; r-- {
 		first := max(0, k-1-r) // taps reading rows before 0 contribute nothing
 		for c := 0; c < ch; c++ {
 			var sum float32
+			if ggml {
+				clear(taps)
+				for i := first; i < k; i++ {
+					taps[i] = u[(r-k+1+i)*ch+c]
+				}
+				u[r*ch+c] = sumTail(taps, w[c*k:(c+1)*k], 0)
+				continue
+			}
 			for i := first; i < k; i++ {
 				sum += u[(r-k+1+i)*ch+c] * w[c*k+i]
 			}
@@ -159,6 +181,14 @@ func l2Norm(x []float32, n int, eps float32) {
 			row[i] *= scale
 		}
 	}
+}
+
+// softplusF32 is ggml's softplus as it computes it: x above 20, else logf(1 + expf(x)) in float32.
+func softplusF32(x float32) float32 {
+	if x > 20 {
+		return x
+	}
+	return float32(math.Log(float64(1 + expf64(x))))
 }
 
 // softplus is ggml's: x above 20, else log(1 + exp(x)).

@@ -90,6 +90,23 @@
 // binary16, bfloat16), which is what makes quantized GGUF files score as llama.cpp scores them.
 // [Model.KVF16] rounds attention keys and values to binary16 as llama.cpp's default F16 K/V cache does.
 //
+// # ggml-exact pass
+//
+// With [Model.GGMLExact] and a [GGUFSource] with GGMLExact, every operation is computed as ggml's CPU
+// backend computes it in llama-perplexity's default run (the AVX2 + FMA + F16C build of the reference
+// llama.cpp), rounding for rounding: matrix products read the input as ggml converts it (Q8_0 blocks by the
+// AVX2 quantizer, binary16) and sum in the lane order of llamafile's sgemm or ggml_vec_dot_* (ggmldot.go,
+// ggmlmatmul.go); flash attention over the F16 K/V cache takes the tiled kernel for ubatches of 64 rows or
+// more and the binary16-accumulating one below (ggmlattn.go), with llama-perplexity's batching of chunks
+// into ubatches ([Model.GGMLUbatch], set by [Evaluate]); RMS norm, SiLU (ggml_v_expf), RoPE, the short
+// and causal convolutions, the Gated DeltaNet recurrence and the MoE softmax follow ggml's kernels as the
+// compiler built them (where GCC fused or vectorized a plain C loop, so does the emulation). A quantized
+// model's perplexity then equals llama.cpp's: with random weights and Q8_0 activations, a single
+// different rounding early in a chunk changes codes downstream and moves the figure by about 0.1%, so an
+// approximate pass cannot get closer than that. What stays approximate is the C library: expf, logf and
+// sincosf are the correctly rounded values, which differ from glibc's in the last bit for 0.1-1.5% of
+// arguments; float32 models show it as differences of about 2e-6 in perplexity.
+//
 // [EvaluateKLBase] takes the base distribution from a file llama-perplexity --kl-divergence-base wrote
 // ([KLBase]; its format is documented in klbase.go) and computes the statistics llama-perplexity
 // --kl-divergence prints ([KLReport]).

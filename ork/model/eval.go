@@ -84,6 +84,11 @@ func Evaluate(ctx context.Context, m *Model, tokens []int32, opts EvalOptions) (
 		if opts.BOS != NoToken {
 			batch[0] = opts.BOS
 		}
+		for _, mm := range []*Model{m, opts.Base} {
+			if mm != nil && mm.GGMLExact {
+				mm.GGMLUbatch = perplexityUbatch(n, c, chunks)
+			}
+		}
 		logits, err := m.Forward(ctx, batch)
 		if err != nil {
 			return res, fmt.Errorf("chunk %d: %w", c, err)
@@ -150,6 +155,17 @@ func Evaluate(ctx context.Context, m *Model, tokens []int32, opts EvalOptions) (
 		res.SameTop, res.SameTopErr = &st, &se
 	}
 	return res, nil
+}
+
+// perplexityUbatch is the number of tokens of each sequence in each ubatch when llama-perplexity (with
+// its defaults -b 2048 -ub 512) evaluates chunk c of n chunks of ctx tokens of a model with recurrent
+// blocks: it decodes n_seq = max(1, 2048/ctx) chunks at once as parallel sequences, and llama.cpp
+// splits a decode of S sequences into ubatches of floor(512/S) tokens of each (split_equal; decodes
+// of a longer chunk are 2048 tokens, ubatches of 512).
+func perplexityUbatch(ctx, c, n int) int {
+	nseq := max(1, 2048/ctx)
+	s := min(nseq, n-c/nseq*nseq)
+	return 512 / s
 }
 
 // logSoftmax writes log-probabilities of logits into dst (float64, as llama.cpp's log_softmax) and

@@ -70,10 +70,24 @@ type Model struct {
 	Cfg Config
 	Src WeightSource
 	// KVF16 rounds attention keys (after RoPE) and values to binary16 before attention, as
-	// llama.cpp's default F16 K/V cache stores them (its flash-attention CPU kernel for prompt batches
-	// then computes in float32 from those values); false keeps them float32 (llama.cpp's -ctk f32
+	// llama.cpp's default F16 K/V cache stores them; false keeps them float32 (llama.cpp's -ctk f32
 	// -ctv f32).
 	KVF16 bool
+	// GGMLExact computes every operation as llama.cpp's CPU backend does by default (the reference
+	// build of ../shared/testdata/SOURCES.md: AVX2 + FMA + F16C), operation for operation, so that a
+	// quantized model scores what llama-perplexity scores: the F16 K/V cache read by the tiled
+	// flash-attention kernel (flashAttentionGGML; implies KVF16), ggml's RMS norm, SiLU with its
+	// vectorized exponential, RoPE with the FMAs the compiler made, the Gated DeltaNet and short
+	// convolution kernels, and the MoE routing and expert sums in ggml's order. Matrix products are
+	// exact only with a source whose Linears are ggml-exact (GGUFSource.GGMLExact). Values that
+	// go through the C library (expf, logf, sincosf) are the correctly rounded ones, which differ from
+	// glibc's in the last bit for about 0.1-1.5% of the arguments.
+	GGMLExact bool
+	// GGMLUbatch is, with GGMLExact, the number of tokens of each sequence in each of llama.cpp's
+	// ubatches (the last one of a sequence may be shorter; 0: a whole sequence in one): ggml's
+	// flash-attention kernel rounds differently for a ubatch of fewer than 64 rows per sequence
+	// (flashAttentionGGML). Evaluate sets it per chunk as llama-perplexity batches (perplexityUbatch).
+	GGMLUbatch int
 
 	buf scratch // reused between RunLayer calls
 }
@@ -152,7 +166,7 @@ func (m *Model) Logits(ctx context.Context, h []float32) ([]float32, error) {
 	}
 	t := len(h) / e
 	x := make([]float32, len(h))
-	rmsNorm(x, h, norm, e, m.Cfg.NormEps)
+	m.norm(x, h, norm, e)
 	logits := make([]float32, t*m.Cfg.NVocab)
 	if err := out.Apply(logits, x); err != nil {
 		return nil, fmt.Errorf("%s: %w", name, err)
@@ -196,7 +210,7 @@ func (m *Model) RunLayerBatch(ctx context.Context, l *Layer, h []float32, seqLen
 	rows := len(h) / e
 	s := m.buf.get(c, l.Kind, rows, seqLen)
 	x := s.buf(sX, rows*e)
-	rmsNorm(x, h, l.AttnNorm, e, c.NormEps)
+	m.norm(x, h, l.AttnNorm, e)
 	if obs != nil {
 		obs.Observe(l.Index, InputQKV, x)
 	}
@@ -219,13 +233,13 @@ func (m *Model) RunLayerBatch(ctx context.Context, l *Layer, h []float32, seqLen
 	for i := range h {
 		h[i] += x[i]
 	}
-	rmsNorm(x, h, l.FFNorm, e, c.NormEps)
+	m.norm(x, h, l.FFNorm, e)
 	switch l.Kind.FFN {
 	case FFNDense:
 		if obs != nil {
 			obs.Observe(l.Index, InputGateUp, x)
 		}
-		err = swiGLU(l.Index, denseFFN, l.Gate, l.Up, l.Down, x, x, s.buf(sGate, rows*c.NFF), s.buf(sUp, rows*c.NFF), obs, InputDown)
+		err = swiGLU(l.Index, denseFFN, l.Gate, l.Up, l.Down, x, x, s.buf(sGate, rows*c.NFF), s.buf(sUp, rows*c.NFF), obs, InputDown, m.GGMLExact)
 	case FFNMoE:
 		if obs != nil {
 			obs.Observe(l.Index, InputRouter, x)
@@ -252,16 +266,23 @@ var (
 
 // swiGLU computes y = down(silu(gate·x) ⊙ up·x) for the rows of x into y (which may be x), with g and u
 // (rows × the FFN width) as scratch; obs, when not nil, sees silu(gate)·up as site in. names are the
-// three weights' names (for errors).
-func swiGLU(layer int, names [3]string, gate, up, down Linear, y, x, g, u []float32, obs Observer, in Input) error {
+// three weights' names (for errors). ggml selects ggml's SiLU (swigluRow).
+func swiGLU(layer int, names [3]string, gate, up, down Linear, y, x, g, u []float32, obs Observer, in Input, ggml bool) error {
 	if err := gate.Apply(g, x); err != nil {
 		return fmt.Errorf("blk.%d.%s: %w", layer, names[0], err)
 	}
 	if err := up.Apply(u, x); err != nil {
 		return fmt.Errorf("blk.%d.%s: %w", layer, names[1], err)
 	}
-	for i, gv := range g {
-		g[i] = gv / (1 + float32(math.Exp(float64(-gv)))) * u[i]
+	if ggml {
+		f, _ := gate.Dims()
+		for r := 0; r < len(g); r += f {
+			swigluRow(g[r:r+f], g[r:r+f], u[r:r+f])
+		}
+	} else {
+		for i, gv := range g {
+			g[i] = gv / (1 + float32(math.Exp(float64(-gv)))) * u[i]
+		}
 	}
 	if obs != nil {
 		obs.Observe(layer, in, g)
@@ -270,6 +291,15 @@ func swiGLU(layer int, names [3]string, gate, up, down Linear, y, x, g, u []floa
 		return fmt.Errorf("blk.%d.%s: %w", layer, names[2], err)
 	}
 	return nil
+}
+
+// norm is the forward pass's RMS norm (rmsNormGGML with GGMLExact, else rmsNorm) with eps NormEps.
+func (m *Model) norm(dst, src, w []float32, n int) {
+	if m.GGMLExact {
+		rmsNormGGML(dst, src, w, n, m.Cfg.NormEps)
+		return
+	}
+	rmsNorm(dst, src, w, n, m.Cfg.NormEps)
 }
 
 // rmsNorm normalises every row of n values of src into dst (which may be src) and scales by w, as

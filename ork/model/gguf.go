@@ -19,6 +19,11 @@ type GGUFSource struct {
 	// backend does (see ggmlActLinear), so quantized GGUF files evaluate as llama-perplexity measures them.
 	// Other types (F32, K-quants) get float32 inputs.
 	GGMLActivations bool
+	// GGMLExact makes Linear return ggml-exact Linears (Q8_0, F16 and F32 weights; other types are an
+	// error): each product is computed as ggml's CPU backend computes it, input rounding and summation
+	// order included (ggmlMatmul), so a Model with GGMLExact reproduces llama.cpp's figures. It takes
+	// precedence over GGMLActivations and KeepEncoded.
+	GGMLExact bool
 	// KeepEncoded makes Linear return the matmul weights whose type KeepsEncoded reports (quantized,
 	// F16, BF16) as an [Encoded] Linear holding the tensor's source bytes, read whole and never cached,
 	// instead of a float32 Dense: a quarter to a half of the memory, the same results, a dequantization
@@ -89,6 +94,10 @@ func (s *GGUFSource) Linear(ctx context.Context, name string) (Linear, bool, err
 	t, ok, err := s.tensor(base)
 	if !ok {
 		return nil, false, err
+	}
+	if s.GGMLExact {
+		l, err := s.ggmlExact(ctx, t, expert, isExpert)
+		return l, err == nil, err
 	}
 	if s.KeepEncoded && KeepsEncoded(t.Type) {
 		l, err := s.encoded(ctx, t, expert, isExpert)

@@ -63,3 +63,30 @@ func blockWeightType(f *gguf.File) gguf.Type {
 	}
 	return widest
 }
+
+// ggmlExact reads tensor t (or expert e of it) into a ggml-exact Linear (ggml_mul_mat_id's products for
+// an expert slice).
+func (s *GGUFSource) ggmlExact(ctx context.Context, t gguf.TensorInfo, e int, isExpert bool) (Linear, error) {
+	if !ggmlExactType(t.Type) {
+		return nil, fmt.Errorf("%s: tensor %s: type %s: %w (ggml-exact products are implemented for Q8_0, F16 and F32 weights)", s.f.Path, t.Name, t.Type, ErrUnsupported)
+	}
+	var first int64
+	switch {
+	case isExpert && (len(t.Shape) != 3 || int64(e) >= t.Shape[2]):
+		return nil, fmt.Errorf("%s: tensor %s: shape %v: no expert %d: %w", s.f.Path, t.Name, t.Shape, e, ErrBadModel)
+	case isExpert:
+		first = int64(e) * t.Shape[1]
+	case len(t.Shape) != 2:
+		return nil, fmt.Errorf("%s: tensor %s: shape %v, want two dimensions [K, N]: %w", s.f.Path, t.Name, t.Shape, ErrBadModel)
+	}
+	n, k := t.Shape[1], t.Shape[0]
+	raw := make([]byte, n*t.RowBytes())
+	if err := s.f.ReadRaw(ctx, t, first, raw); err != nil {
+		return nil, err
+	}
+	l, err := newGGMLMatmul(t.Type, int(n), int(k), raw, isExpert)
+	if err != nil {
+		return nil, fmt.Errorf("%s: tensor %s: %w", s.f.Path, t.Name, err)
+	}
+	return l, nil
+}

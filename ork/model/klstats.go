@@ -102,6 +102,9 @@ func EvaluateKLBase(ctx context.Context, m *Model, base *KLBase, text []int32, b
 		if bos != NoToken {
 			batch[0] = bos
 		}
+		if m.GGMLExact {
+			m.GGMLUbatch = perplexityUbatch(n, c, chunks)
+		}
 		logits, err := m.Forward(ctx, batch)
 		if err != nil {
 			return nil, fmt.Errorf("chunk %d: %w", c, err)

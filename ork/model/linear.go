@@ -115,3 +115,24 @@ func dot(a, b []float32) float32 {
 }
 
 func workersFor(n int) int { return max(1, min(n, runtime.GOMAXPROCS(0))) }
+
+// parallelJobs runs fn(worker, j) once for every j in [0, n) on workersFor(n) goroutines; worker (below
+// workersFor(n)) identifies the goroutine, for per-goroutine scratch.
+func parallelJobs(n int, fn func(worker, j int)) {
+	jobs := make(chan int)
+	var wg sync.WaitGroup
+	for w := 0; w < workersFor(n); w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for j := range jobs {
+				fn(w, j)
+			}
+		}()
+	}
+	for j := 0; j < n; j++ {
+		jobs <- j
+	}
+	close(jobs)
+	wg.Wait()
+}

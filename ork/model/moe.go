@@ -29,14 +29,15 @@ const moeWeightsSumMin = 6.103515625e-5
 // expert_weights_scale / expert_weights_norm / expert_gating_func keys (softmax gating and norm_w are
 // fixed, the scale stays 0 = none), and neither does this.
 func Route(logits []float32, sel []int, w []float32) {
-	route(GatingSoftmax, logits, nil, make([]float32, len(logits)), sel, w)
+	route(GatingSoftmax, logits, nil, make([]float32, len(logits)), sel, w, false)
 }
 
 // route is llm_build_moe_ffn's routing of one token with norm_w = true and no weight scale: p =
 // gating(logits) (softmax, or sigmoid of each logit), the experts of largest p + bias (bias nil: p) in
 // descending order (ties: lower index first), weighted by p[sel[j]] / max(Σ_j p[sel[j]], 2^-14). buf
-// holds len(logits) values, or twice that with a bias.
-func route(g Gating, logits, bias, buf []float32, sel []int, w []float32) {
+// holds len(logits) values, or twice that with a bias. ggml computes the softmax as ggml_soft_max
+// (ggml_vec_soft_max_f32: vExpf for the groups of 8, each group's sum hsum8-ordered into a float64).
+func route(g Gating, logits, bias, buf []float32, sel []int, w []float32, ggml bool) {
 	p := buf[:len(logits)]
 	if g == GatingSigmoid {
 		for i, v := range logits {
@@ -48,8 +49,20 @@ func route(g Gating, logits, bias, buf []float32, sel []int, w []float32) {
 			mx = max(mx, v)
 		}
 		var sum float64
-		for i, v := range logits {
-			p[i] = float32(math.Exp(float64(v - mx)))
+		simd := 0
+		if ggml {
+			simd = len(logits) &^ 7
+			for i0 := 0; i0 < simd; i0 += 8 {
+				var e [8]float32
+				for l := range e {
+					e[l] = vExpf(logits[i0+l] - mx)
+				}
+				copy(p[i0:], e[:])
+				sum += float64(hsum8(&e))
+			}
+		}
+		for i := simd; i < len(logits); i++ {
+			p[i] = float32(math.Exp(float64(logits[i] - mx)))
 			sum += float64(p[i])
 		}
 		scale := float32(1 / sum)
@@ -114,7 +127,7 @@ func (m *Model) runMoE(l *Layer, x, out []float32, s *scratch, obs Observer) err
 	sel, w := s.sel[:t*k], s.buf(sSelW, t*k)
 	probs := s.f[sProbs]
 	for tt := 0; tt < t; tt++ {
-		route(c.Gating, logits[tt*nx:(tt+1)*nx], l.ExpProbsBias, probs, sel[tt*k:(tt+1)*k], w[tt*k:(tt+1)*k])
+		route(c.Gating, logits[tt*nx:(tt+1)*nx], l.ExpProbsBias, probs, sel[tt*k:(tt+1)*k], w[tt*k:(tt+1)*k], m.GGMLExact)
 	}
 	if ro, ok := obs.(RouteObserver); ok {
 		ro.ObserveRoute(l.Index, k, sel, w)
@@ -149,8 +162,14 @@ func (m *Model) runMoE(l *Layer, x, out []float32, s *scratch, obs Observer) err
 		if err := ex.Up.Apply(u, xe); err != nil {
 			return fmt.Errorf("blk.%d.ffn_up_exps expert %d: %w", l.Index, x0, err)
 		}
-		for i, gv := range g {
-			g[i] = gv / (1 + float32(math.Exp(float64(-gv)))) * u[i]
+		if m.GGMLExact {
+			for r := 0; r < len(g); r += f {
+				swigluRow(g[r:r+f], g[r:r+f], u[r:r+f])
+			}
+		} else {
+			for i, gv := range g {
+				g[i] = gv / (1 + float32(math.Exp(float64(-gv)))) * u[i]
+			}
 		}
 		if eo != nil {
 			eo.ObserveExpert(l.Index, InputDown, x0, g)
@@ -182,11 +201,15 @@ func (m *Model) runMoE(l *Layer, x, out []float32, s *scratch, obs Observer) err
 	}
 	sh, fs := l.Shared, c.NFFShared
 	ys := s.buf(sYE, t*e)
-	if err := swiGLU(l.Index, sharedFFN, sh.Gate, sh.Up, sh.Down, ys, x, s.buf(sGate, t*fs), s.buf(sUp, t*fs), obs, InputSharedDown); err != nil {
+	if err := swiGLU(l.Index, sharedFFN, sh.Gate, sh.Up, sh.Down, ys, x, s.buf(sGate, t*fs), s.buf(sUp, t*fs), obs, InputSharedDown, m.GGMLExact); err != nil {
 		return err
 	}
 	for tt := 0; tt < t; tt++ {
-		gs := sigmoid(dot(sh.GateInp, x[tt*e:(tt+1)*e]))
+		gd := dot(sh.GateInp, x[tt*e:(tt+1)*e])
+		if m.GGMLExact { // a mul_mat with one output row: ggml_vec_dot_f32
+			gd = dotVecF32(sh.GateInp, x[tt*e:(tt+1)*e])
+		}
+		gs := sigmoid(gd)
 		o, y := out[tt*e:(tt+1)*e], ys[tt*e:(tt+1)*e]
 		for i, v := range y {
 			o[i] += v * gs

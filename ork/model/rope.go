@@ -4,7 +4,10 @@ import "math"
 
 // ropeTable holds cos/sin per position and rotated pair.
 type ropeTable struct {
-	neox     bool
+	neox bool
+	// fma rotates as ggml's compiled rotate_pairs: x0·cos − (x1·sin) and x0·sin + (x1·cos), each with
+	// the parenthesized product rounded and the rest one fused multiply-add.
+	fma      bool
 	dim      int
 	cos, sin []float32 // [pos][dim/2]
 }
@@ -64,6 +67,11 @@ func (r *ropeTable) apply(x []float32, heads, hd int) {
 					a, b = i, i+half
 				}
 				x0, x1 := v[a], v[b]
+				if r.fma {
+					v[a] = fma32(x0, cs[i], -(x1 * sn[i]))
+					v[b] = fma32(x0, sn[i], x1*cs[i])
+					continue
+				}
 				v[a] = x0*cs[i] - x1*sn[i]
 				v[b] = x0*sn[i] + x1*cs[i]
 			}

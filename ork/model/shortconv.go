@@ -22,7 +22,7 @@ func (m *Model) shortConv(l *Layer, x []float32, seqLen int, s *scratch, obs Obs
 		}
 	}
 	for r0 := 0; r0 < rows; r0 += seqLen {
-		causalConv(bx[r0*e:(r0+seqLen)*e], sc.Conv, e, m.Cfg.ShortConvL, false)
+		causalConv(bx[r0*e:(r0+seqLen)*e], sc.Conv, e, m.Cfg.ShortConvL, false, m.GGMLExact)
 	}
 	for r := 0; r < rows; r++ {
 		cc := bcx[(3*r+1)*e : (3*r+2)*e]

@@ -1,0 +1,119 @@
+package model
+
+import (
+	"encoding/binary"
+	"fmt"
+	"math"
+
+	"orkpipe/ork/gguf"
+)
+
+// ggmlMatmul is a Linear computing y = W·x as ggml's CPU backend computes ggml_mul_mat (and, with vec,
+// ggml_mul_mat_id) for a weight of type Q8_0, F16 or F32, bit for bit: the input row is converted to the
+// weight's vec_dot_type (Q8_0 blocks by quantize_row_q8_0's AVX2 variant, binary16, or kept float32),
+// and every output is one dot product in ggml's order — dotQ8_0, dotTiny for llamafile's sgemm (which
+// ggml_mul_mat uses for F16/F32 weights of N a multiple of 4 and K a multiple of 8), else dotVecF16 /
+// dotVecF32 (ggml_vec_dot_*, used by ggml_mul_mat_id always).
+type ggmlMatmul struct {
+	n, k int
+	typ  gguf.Type
+	q8   q8Row     // Q8_0: n·k codes and n·k/32 scales
+	w    []float32 // F16 (exact values) and F32: n·k values
+	vec  bool      // the ggml_vec_dot_* path
+}
+
+// ggmlExactType reports whether newGGMLMatmul implements weights of type t.
+func ggmlExactType(t gguf.Type) bool {
+	return t == gguf.TypeQ8_0 || t == gguf.TypeF16 || t == gguf.TypeF32
+}
+
+// newGGMLMatmul decodes raw (n rows of k values of type t, as stored in GGUF) into a ggmlMatmul. mulMatID
+// selects ggml_mul_mat_id's dot products (expert slices).
+func newGGMLMatmul(t gguf.Type, n, k int, raw []byte, mulMatID bool) (*ggmlMatmul, error) {
+	m := &ggmlMatmul{n: n, k: k, typ: t}
+	switch t {
+	case gguf.TypeQ8_0:
+		if k%32 != 0 || len(raw) != n*k/32*34 {
+			return nil, fmt.Errorf("ggml matmul %dx%d Q8_0: %d bytes: %w", n, k, len(raw), ErrBadModel)
+		}
+		m.q8 = q8Row{q: make([]int8, n*k), d: make([]float32, n*k/32)}
+		for b := range m.q8.d {
+			blk := raw[b*34 : (b+1)*34]
+			m.q8.d[b] = gguf.F16ToF32(binary.LittleEndian.Uint16(blk))
+			for i, c := range blk[2:] {
+				m.q8.q[b*32+i] = int8(c)
+			}
+		}
+	case gguf.TypeF16:
+		if len(raw) != 2*n*k {
+			return nil, fmt.Errorf("ggml matmul %dx%d F16: %d bytes: %w", n, k, len(raw), ErrBadModel)
+		}
+		m.w = make([]float32, n*k)
+		for i := range m.w {
+			m.w[i] = gguf.F16ToF32(binary.LittleEndian.Uint16(raw[2*i:]))
+		}
+	case gguf.TypeF32:
+		if len(raw) != 4*n*k {
+			return nil, fmt.Errorf("ggml matmul %dx%d F32: %d bytes: %w", n, k, len(raw), ErrBadModel)
+		}
+		m.w = make([]float32, n*k)
+		for i := range m.w {
+			m.w[i] = math.Float32frombits(binary.LittleEndian.Uint32(raw[4*i:]))
+		}
+	default:
+		return nil, fmt.Errorf("ggml matmul %dx%d: type %s: %w (ggml-exact weights: Q8_0, F16, F32)", n, k, t, ErrUnsupported)
+	}
+	m.vec = mulMatID || n%4 != 0 || k%8 != 0
+	return m, nil
+}
+
+// Dims implements Linear.
+func (m *ggmlMatmul) Dims() (int, int) { return m.n, m.k }
+
+// Apply implements Linear.
+func (m *ggmlMatmul) Apply(y, x []float32) error {
+	n, k := m.n, m.k
+	if err := checkApply(y, x, n, k); err != nil {
+		return err
+	}
+	t := len(x) / k
+	parallelRows(t, t*n*k, 0, func(r0, r1 int) {
+		var xq q8Row
+		var xr []float32
+		switch m.typ {
+		case gguf.TypeQ8_0:
+			xq = q8Row{q: make([]int8, k), d: make([]float32, k/32)}
+		case gguf.TypeF16:
+			xr = make([]float32, k)
+		}
+		for r := r0; r < r1; r++ {
+			xs, ys := x[r*k:(r+1)*k], y[r*n:(r+1)*n]
+			switch m.typ {
+			case gguf.TypeQ8_0:
+				quantizeQ8_0AVX2(xq, xs)
+				for i := range ys {
+					ys[i] = dotQ8_0(q8Row{q: m.q8.q[i*k : (i+1)*k], d: m.q8.d[i*k/32 : (i+1)*k/32]}, xq)
+				}
+				continue
+			case gguf.TypeF16:
+				for i, v := range xs {
+					xr[i] = gguf.F16ToF32(gguf.F32ToF16(v))
+				}
+			default:
+				xr = xs
+			}
+			for i := range ys {
+				w := m.w[i*k : (i+1)*k]
+				switch {
+				case !m.vec:
+					ys[i] = dotTiny(w, xr)
+				case m.typ == gguf.TypeF16:
+					ys[i] = dotVecF16(w, xr)
+				default:
+					ys[i] = dotVecF32(w, xr)
+				}
+			}
+		}
+	})
+	return nil
+}

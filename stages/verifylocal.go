@@ -35,6 +35,18 @@ type VerifyResult struct {
 	// same node key gives the same bytes from every executor (version 2 replaced
 	// stub_data_bytes_read, which counted the bytes read and so depended on the holes).
 	StubDataBytes int64 `json:"stub_data_bytes"`
+	// Residency is the pack's residency plan, checked on the board profile (board.CheckResidency); absent
+	// for a pack without one.
+	Residency *VerifyResidency `json:"residency,omitempty"`
+}
+
+// VerifyResidency summarizes a verified residency plan.
+type VerifyResidency struct {
+	Experts int     `json:"experts"`
+	Hot     int     `json:"hot"`
+	Domains int     `json:"domains"`
+	Budget  int64   `json:"budget_bytes"`
+	HitRate float64 `json:"hit_rate"`
 }
 
 func init() {
@@ -63,6 +75,13 @@ func runVerifyLocal(ctx context.Context, p VerifyLocalParams, req Request) error
 	}
 	if err := board.CheckPlan(r.Board(), r.Entries(), prof); err != nil {
 		return fmt.Errorf("pack %s on board %s: %w", ppath, prof.Name, err)
+	}
+	var residency *VerifyResidency
+	if res, ok := r.Residency(); ok {
+		if err := board.CheckResidency(res, r.Entries(), prof); err != nil {
+			return fmt.Errorf("pack %s on board %s: %w", ppath, prof.Name, err)
+		}
+		residency = &VerifyResidency{Experts: len(res.Experts), Hot: res.Hot, Domains: res.Domains, Budget: res.Budget, HitRate: res.HitRate()}
 	}
 	src, err := gguf.Open(ctx, req.Inputs["model"].Path)
 	if err != nil {
@@ -95,7 +114,7 @@ func runVerifyLocal(ctx context.Context, p VerifyLocalParams, req Request) error
 	hdr, _ := artifacts.DigestFromBytes(rep.HeaderDigest[:])
 	out := VerifyResult{PackEntries: len(r.Entries()), PackIndex: r.IndexDigest().String(), Board: prof.Name,
 		Domains: r.Board().Domains, MaxDomains: prof.MaxDomains, Resident: resident,
-		StubTensors: rep.Tensors, StubOwned: rep.Owned, StubHeader: hdr.String(), StubDataBytes: rep.DataBytes}
+		StubTensors: rep.Tensors, StubOwned: rep.Owned, StubHeader: hdr.String(), StubDataBytes: rep.DataBytes, Residency: residency}
 	b, err := json.MarshalIndent(out, "", "  ")
 	if err != nil {
 		return err

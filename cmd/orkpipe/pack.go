@@ -90,7 +90,11 @@ func verifyPack(ctx context.Context, path, boardFlag string, res *packVerifyJSON
 	if err != nil {
 		return err
 	}
-	return errors.Join(r.VerifyAll(ctx), board.CheckPlan(r.Board(), r.Entries(), p))
+	errs := []error{r.VerifyAll(ctx), board.CheckPlan(r.Board(), r.Entries(), p)}
+	if res, ok := r.Residency(); ok {
+		errs = append(errs, board.CheckResidency(res, r.Entries(), p))
+	}
+	return errors.Join(errs...)
 }
 
 // splitJoined flattens an errors.Join tree into one message per failure.

@@ -28,14 +28,13 @@ type Expert struct {
 func Experts(entries []pack.Entry, p Profile) (experts []Expert, dense []int, err error) {
 	by := map[[2]int]*Expert{}
 	for i, e := range entries {
-		tensor, x, ok := pack.SplitExpert(e.Name)
-		if !ok {
+		if _, _, ok := pack.SplitExpert(e.Name); !ok {
 			dense = append(dense, i)
 			continue
 		}
-		l, ok := blockOf(tensor)
+		l, x, ok := pack.ExpertBlock(e.Name)
 		if !ok {
-			return nil, nil, fmt.Errorf("residency: expert entry %q: tensor %q is not in a block (blk.<layer>.<name>)", e.Name, tensor)
+			return nil, nil, fmt.Errorf("residency: expert entry %q is not in a block (blk.<layer>.<tensor>#<e>)", e.Name)
 		}
 		r, err := ResidentBytes(e, p)
 		if err != nil {
@@ -54,20 +53,6 @@ func Experts(entries []pack.Entry, p Profile) (experts []Expert, dense []int, er
 	}
 	slices.SortFunc(experts, func(a, b Expert) int { return cmp.Or(cmp.Compare(a.Layer, b.Layer), cmp.Compare(a.Index, b.Index)) })
 	return experts, dense, nil
-}
-
-// blockOf returns l of a tensor named "blk.<l>.<rest>" (l canonical decimal).
-func blockOf(tensor string) (int, bool) {
-	rest, ok := strings.CutPrefix(tensor, "blk.")
-	if !ok {
-		return 0, false
-	}
-	idx, _, ok := strings.Cut(rest, ".")
-	l, err := strconv.Atoi(idx)
-	if !ok || err != nil || l < 0 || strconv.Itoa(l) != idx {
-		return 0, false
-	}
-	return l, true
 }
 
 // Budget is how many resident bytes the hot experts may take: Auto (what the residency window holds
@@ -182,6 +167,12 @@ func ResidencyWindow(entries []pack.Entry, budget Budget, domains int, p Profile
 // fitsDomains reports whether the entries at positions idx (ascending), placed in index order by
 // PlanDomains, fit domains domains of p.
 func fitsDomains(entries []pack.Entry, idx []int, p Profile, domains int) bool {
+	return placeDomains(entries, idx, p, domains) == nil
+}
+
+// placeDomains places the entries at positions idx (ascending) in index order on domains domains of p
+// (PlanDomains' error when they do not fit).
+func placeDomains(entries []pack.Entry, idx []int, p Profile, domains int) error {
 	sub := make([]pack.Entry, len(idx))
 	for j, i := range idx {
 		sub[j] = entries[i]
@@ -189,7 +180,7 @@ func fitsDomains(entries []pack.Entry, idx []int, p Profile, domains int) bool {
 	q := p
 	q.MaxDomains = domains
 	_, err := PlanDomains(sub, q)
-	return err == nil
+	return err
 }
 
 // fitCount is how many experts fit in room bytes, smallest first.
@@ -316,4 +307,44 @@ func HitCurve(experts []Expert, budgets []int64) ([]CurvePoint, error) {
 		}
 	}
 	return out, nil
+}
+
+// CheckResidency checks a residency plan against entries (index order) on profile p: the hot experts'
+// resident bytes (ResidentBytes) stay within its budget, and the dense entries with the hot experts'
+// entries, placed in index order as the loader places them (PlanDomains), fit the plan's domains of p.
+// Either failure wraps ErrDoesNotFit. The pack writer and reader check the rest of the plan against the
+// entries (every expert entry listed once, under its block and index).
+func CheckResidency(res pack.Residency, entries []pack.Entry, p Profile) error {
+	if res.Domains > p.MaxDomains || res.Hot > len(res.Experts) {
+		return fmt.Errorf("%w: residency plan for %d domains (%s has %d), %d hot of %d experts", ErrPlanDiffers, res.Domains, p.Name, p.MaxDomains, res.Hot, len(res.Experts))
+	}
+	hot := map[string]bool{}
+	for _, x := range res.Experts[:res.Hot] {
+		for _, name := range x.Entries {
+			hot[name] = true
+		}
+	}
+	var hotBytes int64
+	for _, e := range entries {
+		if hot[e.Name] {
+			r, err := ResidentBytes(e, p)
+			if err != nil {
+				return err
+			}
+			hotBytes += r
+		}
+	}
+	if hotBytes > res.Budget {
+		return fmt.Errorf("%w: residency plan: the %d hot experts take %s resident on %s, more than its budget %s", ErrDoesNotFit, res.Hot, gib(hotBytes), p.Name, gib(res.Budget))
+	}
+	var idx []int
+	for i, e := range entries {
+		if _, _, isExpert := pack.ExpertBlock(e.Name); !isExpert || hot[e.Name] {
+			idx = append(idx, i)
+		}
+	}
+	if err := placeDomains(entries, idx, p, res.Domains); err != nil {
+		return fmt.Errorf("residency plan: the dense entries and the %d hot experts do not fit %d domains of %s: %w", res.Hot, res.Domains, p.Name, err)
+	}
+	return nil
 }

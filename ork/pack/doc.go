@@ -2,7 +2,7 @@
 // an index that routes each weight and places it in an IOMMU domain, and the hashes that refuse a truncated,
 // corrupted or mismatched pack before it is used.
 //
-// The byte-level format is specified in docs/orkpack.md (version 2; its section 1.3 lists the versions and what
+// The byte-level format is specified in docs/orkpack.md (version 3; its section 1.3 lists the versions and what
 // each added, and one reader reads them all). In short:
 //
 //	[0, 4096)                header: magic "ORKPACK\0", version, page size, total length, index offset/length,
@@ -10,7 +10,8 @@
 //	[4096, index_offset)     entry data, page aligned, in index order: tiled codes (page-padded per K segment)
 //	                         then float32 scales [N][groups], zero-padded to the page; one BLAKE3 per entry
 //	[index_offset, +len)     index: board name, profile digest, plan; one record per entry (dtype, shape, rotation,
-//	                         activation bits and clip, location, plan, qerr, BLAKE3 of the data and of the source)
+//	                         activation bits and clip, location, plan, qerr, BLAKE3 of the data and of the source);
+//	                         an MoE pack's residency section (hot experts, streaming order: Residency)
 //	last 104 bytes           footer: index offset/length/BLAKE3, total length, version, entry count, checksum,
 //	                         magic "ORKPEND\0"
 //

@@ -10,7 +10,7 @@ import (
 
 // Version is the format version this package writes (docs/orkpack.md 1.3 lists every version and what it
 // added).
-const Version uint32 = 2
+const Version uint32 = 3
 
 // Supported reports whether this package can read a pack of the given format version: every version from
 // 1 to Version (an older version reads with the defaults docs/orkpack.md 1.3 gives for the fields it lacks).

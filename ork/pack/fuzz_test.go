@@ -84,18 +84,19 @@ func reseal(in []byte) ([]byte, bool) {
 }
 
 // validSeeds are the FuzzOpen seeds that are valid packs of the current version (TestFuzzSeeds -update
-// regenerates them); v1Seeds are valid version-1 packs written before version 2 existed, kept as they were:
-// the fuzzer reaches the version-1 record decoding through them, and TestReadVersion1 reads them.
+// regenerates them); oldSeeds are valid packs of earlier versions, kept byte for byte as those writers made
+// them ("v1-*" before version 2, "v2-*" before version 3): the fuzzer reaches the older record and index
+// decoding through them, and TestReadOldVersions reads them.
 var (
-	validSeeds = []string{"one", "two", "empty", "clipped"}
-	v1Seeds    = []string{"v1-one", "v1-two", "v1-empty"}
+	validSeeds = []string{"one", "two", "empty", "clipped", "resident"}
+	oldSeeds   = map[uint32][]string{1: {"v1-one", "v1-two", "v1-empty"}, 2: {"v2-one", "v2-two", "v2-empty", "v2-clipped"}}
 )
 
 // TestResealSeeds: resealing a valid pack (of either version) changes nothing, so the fuzzer's second path
 // starts from valid packs.
 func TestResealSeeds(t *testing.T) {
 	seeds := fuzzSeeds(t)
-	for _, name := range append(validSeeds, v1Seeds...) {
+	for _, name := range append(append(validSeeds, oldSeeds[1]...), oldSeeds[2]...) {
 		c, ok := seeds[name]
 		if !ok {
 			t.Fatalf("seed %s missing (run TestFuzzSeeds with -update)", name)

@@ -15,19 +15,29 @@ type Board struct {
 	Resident int64  // total resident bytes of all entries
 }
 
-// encodeIndex encodes the index of a pack of the current Version.
-func encodeIndex(b Board, entries []Entry) []byte {
+// encodeIndex encodes the index of a pack of the current Version, with the residency section when res is
+// not nil (checked against the entries by checkResidency).
+func encodeIndex(b Board, entries []Entry, res *Residency) []byte {
 	n := indexHeaderSize + len(b.Name)
 	for _, e := range entries {
 		n += 2 + len(e.Name) + recordFixed
 	}
-	buf := make([]byte, indexHeaderSize, n)
+	var section []byte
+	if res != nil {
+		pos := make(map[string]int, len(entries))
+		for i, e := range entries {
+			pos[e.Name] = i
+		}
+		section = encodeResidency(res, pos)
+	}
+	buf := make([]byte, indexHeaderSize, n+len(section))
 	copy(buf[0:4], indexMagic[:])
 	le.PutUint32(buf[4:], uint32(len(entries)))
 	le.PutUint32(buf[8:], uint32(b.Domains))
 	le.PutUint16(buf[12:], uint16(len(b.Name)))
 	copy(buf[16:48], b.Profile[:])
 	le.PutUint64(buf[48:], uint64(b.Resident))
+	le.PutUint32(buf[56:], uint32(len(section)))
 	buf = append(buf, b.Name...)
 	for _, e := range entries {
 		buf = le.AppendUint16(buf, uint16(len(e.Name)))
@@ -60,43 +70,52 @@ func encodeIndex(b Board, entries []Entry) []byte {
 		copy(r[144:176], e.Source[:])
 		buf = append(buf, r...)
 	}
-	return buf
+	return append(buf, section...)
 }
 
 // decodeIndex parses and fully validates the index of a pack of the given (supported) format version: every
 // derived field is recomputed and compared, entries must be contiguous from the first page to indexOffset,
-// names unique, the plan consistent.
-func decodeIndex(b []byte, count uint32, indexOffset int64, version uint32) (Board, []Entry, error) {
+// names unique, the plan consistent; a version-3 index may end in a residency section (nil when absent).
+func decodeIndex(b []byte, count uint32, indexOffset int64, version uint32) (Board, []Entry, *Residency, error) {
 	bad := func(format string, a ...any) error {
 		return fmt.Errorf("%w: %s", ErrIndex, fmt.Sprintf(format, a...))
 	}
 	if len(b) < indexHeaderSize {
-		return Board{}, nil, bad("%d bytes, less than the %d-byte index header", len(b), indexHeaderSize)
+		return Board{}, nil, nil, bad("%d bytes, less than the %d-byte index header", len(b), indexHeaderSize)
 	}
 	if [4]byte(b[0:4]) != indexMagic {
-		return Board{}, nil, bad("magic %q, want %q", b[0:4], indexMagic[:])
+		return Board{}, nil, nil, bad("magic %q, want %q", b[0:4], indexMagic[:])
 	}
 	if c := le.Uint32(b[4:]); c != count {
-		return Board{}, nil, bad("entry count %d, header says %d", c, count)
+		return Board{}, nil, nil, bad("entry count %d, header says %d", c, count)
 	}
 	if uint64(count) > uint64(len(b))/(2+1+recordFixed) {
-		return Board{}, nil, bad("entry count %d cannot fit in %d bytes", count, len(b))
+		return Board{}, nil, nil, bad("entry count %d cannot fit in %d bytes", count, len(b))
 	}
 	var board Board
 	board.Domains = int(le.Uint32(b[8:]))
 	nameLen := int(le.Uint16(b[12:]))
-	if r := le.Uint16(b[14:]); r != 0 || le.Uint64(b[56:]) != 0 {
-		return Board{}, nil, bad("reserved header fields are not zero")
+	var section int // residency section length (version 3; bytes 56..59 were reserved before)
+	if version >= 3 {
+		section = int(le.Uint32(b[56:]))
 	}
+	if r := le.Uint16(b[14:]); r != 0 || le.Uint32(b[60:]) != 0 || version < 3 && le.Uint32(b[56:]) != 0 {
+		return Board{}, nil, nil, bad("reserved header fields are not zero")
+	}
+	if section > len(b)-indexHeaderSize {
+		return Board{}, nil, nil, bad("residency section of %d bytes does not fit the %d-byte index", section, len(b))
+	}
+	sb := b[len(b)-section:]
+	b = b[:len(b)-section]
 	board.Profile = Digest(b[16:48])
 	board.Resident = int64(le.Uint64(b[48:]))
 	if nameLen < 1 || nameLen > 255 || indexHeaderSize+nameLen > len(b) {
-		return Board{}, nil, bad("board name length %d: want 1..255 within the index", nameLen)
+		return Board{}, nil, nil, bad("board name length %d: want 1..255 within the index", nameLen)
 	}
 	board.Name = string(b[indexHeaderSize : indexHeaderSize+nameLen])
 	for _, c := range []byte(board.Name) {
 		if c < 0x21 || c > 0x7e {
-			return Board{}, nil, bad("board name %q: want printable ASCII", board.Name)
+			return Board{}, nil, nil, bad("board name %q: want printable ASCII", board.Name)
 		}
 	}
 	p := indexHeaderSize + nameLen
@@ -106,12 +125,12 @@ func decodeIndex(b []byte, count uint32, indexOffset int64, version uint32) (Boa
 	var resident int64
 	for i := 0; i < int(count); i++ {
 		if p+2 > len(b) {
-			return Board{}, nil, bad("record %d: index ends at byte %d", i, len(b))
+			return Board{}, nil, nil, bad("record %d: index ends at byte %d", i, len(b))
 		}
 		l := int(le.Uint16(b[p:]))
 		p += 2
 		if l < 1 || l > MaxNameLen || p+l+recordFixed > len(b) {
-			return Board{}, nil, bad("record %d: name length %d does not fit (want 1..%d)", i, l, MaxNameLen)
+			return Board{}, nil, nil, bad("record %d: name length %d does not fit (want 1..%d)", i, l, MaxNameLen)
 		}
 		name := string(b[p : p+l])
 		p += l
@@ -119,32 +138,39 @@ func decodeIndex(b []byte, count uint32, indexOffset int64, version uint32) (Boa
 		p += recordFixed
 		e, err := decodeRecord(name, r, version)
 		if err != nil {
-			return Board{}, nil, fmt.Errorf("%w: record %d: %v", ErrIndex, i, err)
+			return Board{}, nil, nil, fmt.Errorf("%w: record %d: %v", ErrIndex, i, err)
 		}
 		if seen[name] {
-			return Board{}, nil, bad("entry %q appears twice", name)
+			return Board{}, nil, nil, bad("entry %q appears twice", name)
 		}
 		seen[name] = true
 		if e.Offset != next {
-			return Board{}, nil, bad("entry %q at offset %d, want %d (entries are contiguous)", name, e.Offset, next)
+			return Board{}, nil, nil, bad("entry %q at offset %d, want %d (entries are contiguous)", name, e.Offset, next)
 		}
 		next += e.Length
 		if e.Domain >= board.Domains {
-			return Board{}, nil, bad("entry %q in domain %d, plan has %d domains", name, e.Domain, board.Domains)
+			return Board{}, nil, nil, bad("entry %q in domain %d, plan has %d domains", name, e.Domain, board.Domains)
 		}
 		resident += e.ResidentBytes
 		entries = append(entries, e)
 	}
 	if p != len(b) {
-		return Board{}, nil, bad("%d bytes after the last record", len(b)-p)
+		return Board{}, nil, nil, bad("%d bytes after the last record", len(b)-p)
 	}
 	if next != indexOffset {
-		return Board{}, nil, bad("entries end at %d but the index starts at %d", next, indexOffset)
+		return Board{}, nil, nil, bad("entries end at %d but the index starts at %d", next, indexOffset)
 	}
 	if resident != board.Resident {
-		return Board{}, nil, bad("entries' resident bytes sum to %d, index total says %d", resident, board.Resident)
+		return Board{}, nil, nil, bad("entries' resident bytes sum to %d, index total says %d", resident, board.Resident)
 	}
-	return board, entries, nil
+	if section == 0 {
+		return board, entries, nil, nil
+	}
+	res, err := decodeResidency(sb, entries)
+	if err != nil {
+		return Board{}, nil, nil, err
+	}
+	return board, entries, res, nil
 }
 
 // decodeRecord decodes one entry record of a pack of the given format version. The fields a version added

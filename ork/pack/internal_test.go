@@ -11,7 +11,7 @@ import (
 )
 
 func TestSupported(t *testing.T) {
-	for v, want := range map[uint32]bool{0: false, 1: true, 2: true, 3: false, 8: false} {
+	for v, want := range map[uint32]bool{0: false, 1: true, 2: true, 3: true, 4: false, 8: false} {
 		if Supported(v) != want {
 			t.Errorf("Supported(%d) = %v", v, !want)
 		}
@@ -23,7 +23,7 @@ func TestUnsupportedVersion(t *testing.T) {
 	tr := trailer{version: Version + 1, indexOffset: HeaderSize, indexLength: 64, total: HeaderSize + 64 + FooterSize}
 	b := append(encodeHeader(tr), make([]byte, 64)...)
 	b = append(b, encodeFooter(tr)...)
-	_, err := NewReader(context.Background(), bytesReaderAt(b), int64(len(b)), "v3.orkpack")
+	_, err := NewReader(context.Background(), bytesReaderAt(b), int64(len(b)), "next.orkpack")
 	if !errors.Is(err, ErrUnsupported) {
 		t.Fatalf("err = %v, want ErrUnsupported", err)
 	}

@@ -21,6 +21,8 @@ type Reader struct {
 	board   Board
 	entries []Entry
 	byName  map[string]int
+	// residency is the index's residency plan, nil without one
+	residency *Residency
 }
 
 // Open opens and validates the pack at path.
@@ -91,11 +93,11 @@ func NewReader(ctx context.Context, ra io.ReaderAt, size int64, name string) (*R
 	if got := Digest(blake3.Sum256(ib)); got != t.indexDigest {
 		return fail(fmt.Errorf("%w: index digest mismatch: header and footer say %s, index bytes hash to %s", ErrCorrupt, t.indexDigest, got))
 	}
-	board, entries, err := decodeIndex(ib, t.count, t.indexOffset, t.version)
+	board, entries, res, err := decodeIndex(ib, t.count, t.indexOffset, t.version)
 	if err != nil {
 		return fail(err)
 	}
-	r := &Reader{ra: ra, size: size, name: name, t: t, board: board, entries: entries, byName: make(map[string]int, len(entries))}
+	r := &Reader{ra: ra, size: size, name: name, t: t, board: board, entries: entries, residency: res, byName: make(map[string]int, len(entries))}
 	for i, e := range entries {
 		r.byName[e.Name] = i
 	}
@@ -207,4 +209,19 @@ func (r *Reader) VerifyAll(ctx context.Context) error {
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// Residency returns the pack's residency plan (docs/orkpack.md 3.1); ok is false for a pack without one
+// (every pack before version 3): the board loads every entry at start.
+func (r *Reader) Residency() (res Residency, ok bool) {
+	if r.residency == nil {
+		return Residency{}, false
+	}
+	c := *r.residency
+	c.Experts = make([]ResidentExpert, len(r.residency.Experts))
+	for i, x := range r.residency.Experts {
+		x.Entries = append([]string(nil), x.Entries...)
+		c.Experts[i] = x
+	}
+	return c, true
 }

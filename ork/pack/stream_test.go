@@ -108,8 +108,8 @@ func TestGoldenPack(t *testing.T) {
 	}
 }
 
-// TestFuzzSeeds regenerates the FuzzOpen corpus in testdata/fuzz/FuzzOpen with -update (all but the
-// version-1 seeds "v1-*", which this package can no longer write) and checks it exists.
+// TestFuzzSeeds regenerates the FuzzOpen corpus in testdata/fuzz/FuzzOpen with -update (all but the seeds
+// of earlier versions, "v1-*" and "v2-*", which this package can no longer write) and checks it exists.
 func TestFuzzSeeds(t *testing.T) {
 	dir := filepath.Join("testdata", "fuzz", "FuzzOpen")
 	if *update {
@@ -133,7 +133,12 @@ func TestFuzzSeeds(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
+		resident, err := os.ReadFile(residentPack(t, t.TempDir()))
+		if err != nil {
+			t.Fatal(err)
+		}
 		seeds := map[string][]byte{
+			"resident":  resident,
 			"one":       one,
 			"two":       two,
 			"empty":     emptyPack(t),
@@ -144,7 +149,7 @@ func TestFuzzSeeds(t *testing.T) {
 		}
 		old, _ := filepath.Glob(filepath.Join(dir, "*"))
 		for _, f := range old {
-			if !strings.HasPrefix(filepath.Base(f), "v1-") {
+			if b := filepath.Base(f); !strings.HasPrefix(b, "v1-") && !strings.HasPrefix(b, "v2-") {
 				os.Remove(f)
 			}
 		}
@@ -158,7 +163,7 @@ func TestFuzzSeeds(t *testing.T) {
 		}
 	}
 	ents, err := os.ReadDir(dir)
-	if err != nil || len(ents) < 10 {
+	if err != nil || len(ents) < 15 {
 		t.Fatalf("fuzz corpus %s: %d seeds, %v (run with -update)", dir, len(ents), err)
 	}
 }

@@ -8,36 +8,42 @@ import (
 	"testing"
 )
 
-// TestReadVersion1: packs written before version 2 (the v1 seeds, kept byte for byte as that writer made
-// them) still open, verify and decode, and every entry reads with activation clip 1 (unclipped).
-func TestReadVersion1(t *testing.T) {
+// TestReadOldVersions: packs written by earlier versions (the "v1-*" and "v2-*" seeds, kept byte for byte
+// as those writers made them) still open, verify and decode; every entry of a version-1 pack reads with
+// activation clip 1 (unclipped), and no pack before version 3 has a residency plan.
+func TestReadOldVersions(t *testing.T) {
 	seeds := fuzzSeeds(t)
-	entries := 0
-	for _, name := range v1Seeds {
-		b := expandZeros(seeds[name])
-		r, err := NewReader(context.Background(), bytesReaderAt(b), int64(len(b)), name)
-		if err != nil {
-			t.Fatalf("%s: %v", name, err)
-		}
-		if r.Version() != 1 {
-			t.Fatalf("%s: version %d, want a version-1 fixture", name, r.Version())
-		}
-		if err := r.VerifyAll(context.Background()); err != nil {
-			t.Fatalf("%s: %v", name, err)
-		}
-		for _, e := range r.Entries() {
-			entries++
-			if e.ActClip != 1 {
-				t.Errorf("%s: entry %s: activation clip %v, want 1 for a version-1 pack", name, e.Name, e.ActClip)
+	for version, names := range oldSeeds {
+		entries := 0
+		for _, name := range names {
+			b := expandZeros(seeds[name])
+			r, err := NewReader(context.Background(), bytesReaderAt(b), int64(len(b)), name)
+			if err != nil {
+				t.Fatalf("%s: %v", name, err)
 			}
-			w, err := r.Load(context.Background(), e.Name)
-			if err != nil || w.ActClip != 1 {
-				t.Errorf("%s: entry %s: load: clip %v, %v", name, e.Name, w.ActClip, err)
+			if r.Version() != version {
+				t.Fatalf("%s: version %d, want a version-%d fixture", name, r.Version(), version)
+			}
+			if err := r.VerifyAll(context.Background()); err != nil {
+				t.Fatalf("%s: %v", name, err)
+			}
+			if _, ok := r.Residency(); ok {
+				t.Errorf("%s: a version-%d pack has a residency plan", name, version)
+			}
+			for _, e := range r.Entries() {
+				entries++
+				w, err := r.Load(context.Background(), e.Name)
+				if err != nil {
+					t.Fatalf("%s: entry %s: %v", name, e.Name, err)
+				}
+				if version == 1 && (e.ActClip != 1 || w.ActClip != 1) {
+					t.Errorf("%s: entry %s: activation clip %v (loaded %v), want 1 for a version-1 pack", name, e.Name, e.ActClip, w.ActClip)
+				}
 			}
 		}
-	}
-	if entries < 3 {
-		t.Fatalf("the version-1 fixtures hold %d entries, want at least 3", entries)
+		if entries < 3 {
+			t.Fatalf("the version-%d fixtures hold %d entries, want at least 3", version, entries)
+		}
 	}
 }
 

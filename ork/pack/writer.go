@@ -63,6 +63,21 @@ func WithLogger(l *slog.Logger) Option {
 	}
 }
 
+// WithResidency stores a residency plan (docs/orkpack.md 3.1) in the index; Commit checks it against the
+// entries and their resident bytes. The plan is copied.
+func WithResidency(r Residency) Option {
+	return func(w *Writer) error {
+		c := r
+		c.Experts = make([]ResidentExpert, len(r.Experts))
+		for i, x := range r.Experts {
+			x.Entries = append([]string(nil), x.Entries...)
+			c.Experts[i] = x
+		}
+		w.residency = &c
+		return nil
+	}
+}
+
 // Writer streams an orkpack to a temporary file beside its destination and publishes it at Commit.
 // Memory is bounded by one entry plus the index metadata. Not safe for concurrent use.
 type Writer struct {
@@ -78,6 +93,8 @@ type Writer struct {
 	err     error // sticky: after a failed write the pack can only be abandoned
 	closed  bool
 	scratch []byte // tiling buffer reused across Add calls
+	// residency is the plan WithResidency gave, or nil
+	residency *Residency
 }
 
 // Create starts a pack that Commit will publish at path. It refuses a path that already exists.
@@ -232,7 +249,12 @@ func (w *Writer) Commit(ctx context.Context) (err error) {
 	if err := w.apply(plan); err != nil {
 		return err
 	}
-	index := encodeIndex(plan.Board, w.entries)
+	if w.residency != nil {
+		if err := checkResidency(w.residency, w.entries); err != nil {
+			return fmt.Errorf("%w: pack %s: %v", ErrPlan, w.path, err)
+		}
+	}
+	index := encodeIndex(plan.Board, w.entries, w.residency)
 	t := trailer{version: Version, indexOffset: w.off, indexLength: int64(len(index)), indexDigest: blake3.Sum256(index), count: uint32(len(w.entries))}
 	t.total = t.indexOffset + t.indexLength + FooterSize
 	if _, err := w.f.Write(append(index, encodeFooter(t)...)); err != nil {

@@ -18,6 +18,7 @@ type packOutcome struct {
 	integrityDetail, loaderDetail string
 	stored                        pack.Board
 	entries                       []pack.Entry // nil when the pack did not open
+	residency                     *pack.Residency
 	profile                       *board.Profile
 	profileErr                    error
 }
@@ -35,6 +36,9 @@ func checkPack(ctx context.Context, path string, prof *board.Profile) packOutcom
 	}
 	defer r.Close()
 	out.stored, out.entries = r.Board(), r.Entries()
+	if res, ok := r.Residency(); ok {
+		out.residency = &res
+	}
 	out.profile, out.profileErr = prof, nil
 	if prof == nil {
 		if p, ok := board.Builtin(out.stored.Name); ok {
@@ -128,8 +132,15 @@ func checkFit(pk packOutcome, path string) (string, error) {
 	if err := board.CheckPlan(pk.stored, pk.entries, *pk.profile); err != nil {
 		return "", fmt.Errorf("pack %s: %w", path, err)
 	}
-	return fmt.Sprintf("%d domains of at most %d on %q (%d bytes resident, %d per domain at most)",
-		pl.Domains(), pk.profile.MaxDomains, pk.profile.Name, pl.Total, pk.profile.Capacity()), nil
+	detail := fmt.Sprintf("%d domains of at most %d on %q (%d bytes resident, %d per domain at most)",
+		pl.Domains(), pk.profile.MaxDomains, pk.profile.Name, pl.Total, pk.profile.Capacity())
+	if res := pk.residency; res != nil {
+		if err := board.CheckResidency(*res, pk.entries, *pk.profile); err != nil {
+			return "", fmt.Errorf("pack %s: %w", path, err)
+		}
+		detail += fmt.Sprintf("; residency: %d of %d experts resident at start in %d domain(s), expected hit rate %.4f", res.Hot, len(res.Experts), res.Domains, res.HitRate())
+	}
+	return detail, nil
 }
 
 func joinAll(prefix string, errs []error) error {

@@ -1,0 +1,210 @@
+package pack
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+)
+
+// Residency is the residency plan of an MoE pack (docs/orkpack.md 3.1, version 3): which experts the board
+// loads at start and in which order it streams the others. Experts lists every expert of the pack, the
+// first Hot of them resident from the start, the rest in streaming order; the hot experts' resident bytes
+// sum to at most Budget, and the dense entries with the hot experts' entries, placed in index order, fit
+// Domains IOMMU domains (ork/board checks that part: it knows the domains).
+type Residency struct {
+	Domains int
+	Budget  int64
+	Routing Digest // BLAKE3 of the routing statistics (routing.json) the plan was made from
+	Hot     int
+	Experts []ResidentExpert
+}
+
+// ResidentExpert is one expert of one MoE block: the entries that are its slices of that block's expert
+// tensors, which load and stream together, and the lookups it served in the routing statistics.
+type ResidentExpert struct {
+	Layer, Index int
+	Lookups      int64
+	Entries      []string // entry names, in index order
+}
+
+// Lookups sums every expert's lookups; HotLookups the hot experts'.
+func (r Residency) Lookups() (all, hot int64) {
+	for i, x := range r.Experts {
+		all += x.Lookups
+		if i < r.Hot {
+			hot += x.Lookups
+		}
+	}
+	return all, hot
+}
+
+// HitRate is the expected share of routed lookups served by the hot experts (0 without lookups).
+func (r Residency) HitRate() float64 {
+	all, hot := r.Lookups()
+	if all == 0 {
+		return 0
+	}
+	return float64(hot) / float64(all)
+}
+
+// ExpertBlock returns the block and expert index of an expert-slice entry "blk.<layer>.<tensor>#<e>";
+// ok is false for any other name.
+func ExpertBlock(entry string) (layer, expert int, ok bool) {
+	tensor, e, ok := SplitExpert(entry)
+	if !ok {
+		return 0, 0, false
+	}
+	rest, found := strings.CutPrefix(tensor, "blk.")
+	idx, _, dot := strings.Cut(rest, ".")
+	l, err := strconv.Atoi(idx)
+	if !found || !dot || err != nil || l < 0 || strconv.Itoa(l) != idx {
+		return 0, 0, false
+	}
+	return l, e, true
+}
+
+// Residency section layout (docs/orkpack.md 3.1).
+const (
+	residencyHeaderSize = 64
+	residentFixed       = 20
+	maxResidentEntries  = 1 << 16
+)
+
+var residencyMagic = [4]byte{'O', 'K', 'R', 'S'}
+
+// encodeResidency encodes the section; positions maps entry names to index positions (the plan was
+// checked against the entries by checkResidency).
+func encodeResidency(r *Residency, positions map[string]int) []byte {
+	b := make([]byte, residencyHeaderSize)
+	copy(b[0:4], residencyMagic[:])
+	le.PutUint32(b[4:], uint32(len(r.Experts)))
+	le.PutUint32(b[8:], uint32(r.Hot))
+	le.PutUint32(b[12:], uint32(r.Domains))
+	le.PutUint64(b[16:], uint64(r.Budget))
+	copy(b[24:56], r.Routing[:])
+	for _, x := range r.Experts {
+		b = le.AppendUint32(b, uint32(x.Layer))
+		b = le.AppendUint32(b, uint32(x.Index))
+		b = le.AppendUint64(b, uint64(x.Lookups))
+		b = le.AppendUint32(b, uint32(len(x.Entries)))
+		for _, name := range x.Entries {
+			b = le.AppendUint32(b, uint32(positions[name]))
+		}
+	}
+	return b
+}
+
+// decodeResidency parses the section of a version-3 index and checks it against the entries.
+func decodeResidency(b []byte, entries []Entry) (*Residency, error) {
+	bad := func(format string, a ...any) error {
+		return fmt.Errorf("%w: residency section: %s", ErrIndex, fmt.Sprintf(format, a...))
+	}
+	if len(b) < residencyHeaderSize {
+		return nil, bad("%d bytes, less than its %d-byte header", len(b), residencyHeaderSize)
+	}
+	if [4]byte(b[0:4]) != residencyMagic {
+		return nil, bad("magic %q, want %q", b[0:4], residencyMagic[:])
+	}
+	if le.Uint64(b[56:]) != 0 {
+		return nil, bad("reserved bytes 56..63 are not zero")
+	}
+	n := le.Uint32(b[4:])
+	r := &Residency{Hot: int(le.Uint32(b[8:])), Domains: int(le.Uint32(b[12:])), Budget: int64(le.Uint64(b[16:])), Routing: Digest(b[24:56])}
+	if uint64(n) > uint64(len(b)-residencyHeaderSize)/(residentFixed+4) {
+		return nil, bad("%d experts cannot fit in %d bytes", n, len(b))
+	}
+	r.Experts = make([]ResidentExpert, n)
+	p := residencyHeaderSize
+	for i := range r.Experts {
+		if p+residentFixed > len(b) {
+			return nil, bad("expert record %d: the section ends at byte %d", i, len(b))
+		}
+		x := &r.Experts[i]
+		x.Layer, x.Index = int(le.Uint32(b[p:])), int(le.Uint32(b[p+4:]))
+		x.Lookups = int64(le.Uint64(b[p+8:]))
+		m := int(le.Uint32(b[p+16:]))
+		p += residentFixed
+		if m < 1 || m > maxResidentEntries || p+4*m > len(b) {
+			return nil, bad("expert record %d (layer %d, expert %d): %d entries: want 1..%d within the section", i, x.Layer, x.Index, m, maxResidentEntries)
+		}
+		x.Entries = make([]string, m)
+		for j := range x.Entries {
+			pos := int(le.Uint32(b[p:]))
+			p += 4
+			if pos >= len(entries) {
+				return nil, bad("expert record %d: entry position %d: the pack has %d entries", i, pos, len(entries))
+			}
+			x.Entries[j] = entries[pos].Name
+		}
+	}
+	if p != len(b) {
+		return nil, bad("%d bytes after the last expert record", len(b)-p)
+	}
+	if err := checkResidency(r, entries); err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrIndex, err)
+	}
+	return r, nil
+}
+
+// checkResidency checks a plan against the pack's entries (with their resident bytes): every expert-slice
+// entry belongs to exactly one expert, which names its block and index; an expert's entries are listed in
+// index order; no expert appears twice; lookups are >= 0; the hot experts' resident bytes stay within the
+// budget.
+func checkResidency(r *Residency, entries []Entry) error {
+	bad := func(format string, a ...any) error {
+		return fmt.Errorf("residency section: %s", fmt.Sprintf(format, a...))
+	}
+	if r.Domains < 1 || r.Domains > 1<<16 || r.Budget < 0 || r.Hot < 0 || r.Hot > len(r.Experts) || len(r.Experts) == 0 {
+		return bad("domains %d, budget %d, %d hot of %d experts: want 1..65536 domains, a budget >= 0 and 0 <= hot <= experts >= 1", r.Domains, r.Budget, r.Hot, len(r.Experts))
+	}
+	pos := make(map[string]int, len(entries))
+	for i, e := range entries {
+		pos[e.Name] = i
+	}
+	owner := map[string]int{}
+	seen := map[[2]int]bool{}
+	var hot int64
+	for i, x := range r.Experts {
+		if x.Lookups < 0 || seen[[2]int{x.Layer, x.Index}] {
+			return bad("expert %d of layer %d: lookups %d, listed twice: %v", x.Index, x.Layer, x.Lookups, seen[[2]int{x.Layer, x.Index}])
+		}
+		seen[[2]int{x.Layer, x.Index}] = true
+		if len(x.Entries) == 0 {
+			return bad("expert %d of layer %d has no entries", x.Index, x.Layer)
+		}
+		last := -1
+		for _, name := range x.Entries {
+			p, ok := pos[name]
+			l, e, isExpert := ExpertBlock(name)
+			switch {
+			case !ok:
+				return bad("expert %d of layer %d: no entry %q", x.Index, x.Layer, name)
+			case !isExpert || l != x.Layer || e != x.Index:
+				return bad("entry %q listed under expert %d of layer %d", name, x.Index, x.Layer)
+			case p <= last:
+				return bad("expert %d of layer %d: entries not in index order", x.Index, x.Layer)
+			}
+			if j, dup := owner[name]; dup {
+				return bad("entry %q listed by experts %d and %d", name, j, i)
+			}
+			owner[name], last = i, p
+			if i < r.Hot {
+				hot += entries[p].ResidentBytes
+			}
+		}
+	}
+	for _, e := range entries {
+		if _, _, isExpert := ExpertBlock(e.Name); isExpert && !hasKey(owner, e.Name) {
+			return bad("expert entry %q is in no expert of the plan", e.Name)
+		}
+	}
+	if hot > r.Budget {
+		return bad("the %d hot experts take %d resident bytes, more than the budget %d", r.Hot, hot, r.Budget)
+	}
+	return nil
+}
+
+func hasKey[V any](m map[string]V, k string) bool {
+	_, ok := m[k]
+	return ok
+}

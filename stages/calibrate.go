@@ -47,7 +47,8 @@ func expertOutput(l int, s model.Site, e int) string { return siteOutput(l, s) +
 // of every captured site of each block l (calibrateOutputs, HessianOutput): "h.<l>.<site>", e.g.
 // "h.<l>.attn_qkv", "h.<l>.attn_output", "h.<l>.ffn_gate_up", "h.<l>.ffn_down" for a llama block, and
 // "h.<l>.<site>.<e>" per expert e of an expert site ("h.<l>.ffn_gate_up_exps.<e>"), written even when
-// no token reached the expert (Tokens = 0).
+// no token reached the expert (Tokens = 0). An MoE model's window also writes
+// "routing" (RoutingOutput): how its MoE blocks routed the calibration tokens.
 type CalibrateParams struct {
 	Shape     ModelShape `json:"shape"`
 	Start     int        `json:"start"`
@@ -93,6 +94,9 @@ func init() {
 		}
 		if p.Hidden {
 			s.Outputs = append(s.Outputs, "hidden")
+		}
+		if p.Shape.Experts > 0 {
+			s.Outputs = append(s.Outputs, RoutingOutput)
 		}
 		return s, nil
 	}, runCalibrate))
@@ -239,6 +243,9 @@ func runCalibrate(ctx context.Context, p CalibrateParams, req Request) error {
 				}
 			}
 		}
+	}
+	if p.Shape.Experts > 0 {
+		return writeRouting(req.Output(RoutingOutput), res.Routing)
 	}
 	return nil
 }

@@ -25,6 +25,11 @@ type ReportParams struct {
 	PromoteFrom map[string]string `json:"promote_from,omitempty"`
 	Deps        []ProvenanceDep   `json:"deps,omitempty"`
 	Overrides   []string          `json:"overrides,omitempty"`
+	// An MoE build's routing statistics (input "routing", routing.json), its residency plan (input
+	// "residency", residency.json) and the routing of the held-out text HeldOut names (input "held-out").
+	Routing   bool   `json:"routing,omitempty"`
+	Residency bool   `json:"residency,omitempty"`
+	HeldOut   string `json:"held_out,omitempty"`
 }
 
 // Report is the "report.json" output; report.html draws it (package stages/reporthtml, which reads
@@ -42,6 +47,11 @@ type Report struct {
 	Screen         *ScreenResult    `json:"screen,omitempty"`
 	Verify         VerifyResult     `json:"verify"`
 	Provenance     ReportProvenance `json:"provenance"`
+	// Routing lists an MoE build's calibration routing per block (report.html colours its expert grid by
+	// it); RoutingStats is its skew, Residency the pack's residency plan.
+	Routing      []ReportRoutingLayer `json:"routing,omitempty"`
+	RoutingStats *ReportRouting       `json:"routing_stats,omitempty"`
+	Residency    *ReportResidency     `json:"residency,omitempty"`
 }
 
 // ReportProvenance is provenance at a glance (provenance.json is the signed statement).
@@ -114,6 +124,18 @@ func init() {
 		for _, d := range p.Deps {
 			s.Inputs = append(s.Inputs, "dep."+d.Name)
 		}
+		if p.Routing {
+			s.Inputs = append(s.Inputs, "routing")
+		}
+		if p.Residency {
+			s.Inputs = append(s.Inputs, "residency")
+		}
+		if p.HeldOut != "" {
+			if !p.Residency {
+				return Spec{}, fmt.Errorf("held_out %q: a held-out routing is scored against a residency plan; none is bound", p.HeldOut)
+			}
+			s.Inputs = append(s.Inputs, "held-out")
+		}
 		return s, nil
 	}, runReport))
 }
@@ -157,6 +179,9 @@ func runReport(ctx context.Context, p ReportParams, req Request) error {
 		if err := readJSONFile(req.Inputs["screen"].Path, rep.Screen); err != nil {
 			return err
 		}
+	}
+	if err := reportMoE(&rep, p, r, req); err != nil {
+		return err
 	}
 	doms := map[int]*ReportDomain{}
 	var sumQ float64
@@ -237,6 +262,7 @@ func summaryText(r *Report) string {
 		fmt.Fprintf(&b, "  worst %-28s %-9s g%-3d %-8s a%d clip %-6.4g qerr %.5f\n", w.Name, w.DType, w.Group, w.Rotation, w.ActBits, w.ActClip, w.QErr)
 	}
 	fmt.Fprintf(&b, "%s\n", clipSummary(r.Weights))
+	moeSummary(&b, r)
 	if s := r.Screen; s != nil {
 		fmt.Fprintf(&b, "screen (ctx %d, %d chunks): PPL %.4f vs float %.4f (ratio %.4f), mean KLD %.6f, same top token %.2f%%\n",
 			s.Ctx, s.Chunks, s.PPL, s.BasePPL, s.PPLRatio, s.KLDMean, 100*s.SameTop)

@@ -21,6 +21,10 @@ type WritePackParams struct {
 	Promote *PromoteParams `json:"promote,omitempty"`
 	// MaxEntryBytes is the largest tiled entry (codes + scales), for the memory estimate.
 	MaxEntryBytes int64 `json:"max_entry_bytes"`
+	// Residency binds input "residency" (a residency.json): the pack stores its plan (docs/orkpack.md
+	// 3.1), and a promotion that would break it (hot experts over the budget, or the resident set over
+	// its domains) is skipped like one that would break the domain plan.
+	Residency bool `json:"residency,omitempty"`
 }
 
 // PromoteParams say which entries may move to their promoted tier (bound as input "p.<name>", the
@@ -35,7 +39,7 @@ type PromoteParams struct {
 }
 
 func init() {
-	Register(Define("write-orkpack", 2, func(p WritePackParams) (Spec, error) {
+	Register(Define("write-orkpack", 3, func(p WritePackParams) (Spec, error) {
 		if len(p.Entries) == 0 {
 			return Spec{}, fmt.Errorf("entries: none")
 		}
@@ -52,6 +56,9 @@ func init() {
 			}
 			seen[e] = true
 			s.Inputs = append(s.Inputs, "e."+e)
+		}
+		if p.Residency {
+			s.Inputs = append(s.Inputs, "residency")
 		}
 		if p.Promote != nil {
 			if p.Promote.BudgetBytes <= 0 {
@@ -98,24 +105,21 @@ func entryInfo(path string) (*tiledEntry, error) {
 }
 
 // promotions decides which candidates are promoted: worst base qerr first, each if its extra
-// on-disk bytes fit in what is left of the budget and the domain plan on prof still fits with it.
-func promotions(p *PromoteParams, entries []string, prof board.Profile, req Request) (map[string]bool, error) {
+// on-disk bytes fit in what is left of the budget and the domain plan on prof (and the residency plan
+// res, when not nil) still fits with it.
+func promotions(p *PromoteParams, entries []string, prof board.Profile, res *pack.Residency, req Request) (map[string]bool, error) {
 	type cand struct {
 		name  string
 		qerr  float64
 		extra int64
 		up    pack.Meta
 	}
-	metas := make([]pack.Entry, len(entries))
+	metas, err := entryMetas(entries, nil, req)
+	if err != nil {
+		return nil, err
+	}
 	index := make(map[string]int, len(entries))
 	for i, name := range entries {
-		te, err := entryInfo(req.Inputs["e."+name].Path)
-		if err != nil {
-			return nil, err
-		}
-		if metas[i].Meta, err = te.Meta.PackMeta(); err != nil {
-			return nil, err
-		}
 		index[name] = i
 	}
 	var cs []cand
@@ -152,7 +156,7 @@ func promotions(p *PromoteParams, entries []string, prof board.Profile, req Requ
 		i := index[c.name]
 		base := metas[i].Meta
 		metas[i].Meta = c.up
-		if _, err := board.PlanDomains(metas, prof); err != nil {
+		if err := fits(metas, prof, res); err != nil {
 			if !errors.Is(err, board.ErrDoesNotFit) {
 				return nil, err
 			}
@@ -166,18 +170,49 @@ func promotions(p *PromoteParams, entries []string, prof board.Profile, req Requ
 	return out, nil
 }
 
+// fits checks entries (index order) against the domain plan on prof and the residency plan res (when not
+// nil).
+func fits(entries []pack.Entry, prof board.Profile, res *pack.Residency) error {
+	if _, err := board.PlanDomains(entries, prof); err != nil {
+		return err
+	}
+	if res != nil {
+		return board.CheckResidency(*res, entries, prof)
+	}
+	return nil
+}
+
 func runWritePack(ctx context.Context, p WritePackParams, req Request) error {
 	prof, err := boardProfile(p.Board, req)
 	if err != nil {
 		return err
 	}
+	opts := []pack.Option{pack.WithLogger(req.Logger)}
+	var res *pack.Residency
+	if p.Residency {
+		rf, err := readResidency(req.Inputs["residency"])
+		if err != nil {
+			return err
+		}
+		r, err := rf.Pack()
+		if err != nil {
+			return err
+		}
+		res = &r
+		opts = append(opts, pack.WithResidency(r))
+	}
 	promoted := map[string]bool{}
 	if p.Promote != nil {
-		if promoted, err = promotions(p.Promote, p.Entries, prof, req); err != nil {
+		if promoted, err = promotions(p.Promote, p.Entries, prof, res, req); err != nil {
 			return err
 		}
 	}
-	w, err := pack.Create(ctx, req.Output("pack"), board.Planner(prof), pack.WithLogger(req.Logger))
+	if res != nil {
+		if err := checkResidencyInputs(*res, p.Entries, promoted, prof, req); err != nil {
+			return err
+		}
+	}
+	w, err := pack.Create(ctx, req.Output("pack"), board.Planner(prof), opts...)
 	if err != nil {
 		return err
 	}
@@ -219,4 +254,37 @@ func addEntry(ctx context.Context, w *pack.Writer, name, path string) error {
 		return fmt.Errorf("adding %s (%s) to the pack: %w", name, path, err)
 	}
 	return nil
+}
+
+// checkResidencyInputs checks the residency plan against the entries as they will be written (promoted
+// ones at their promoted tier) before anything is written.
+func checkResidencyInputs(res pack.Residency, names []string, promoted map[string]bool, prof board.Profile, req Request) error {
+	metas, err := entryMetas(names, promoted, req)
+	if err != nil {
+		return err
+	}
+	if err := board.CheckResidency(res, metas, prof); err != nil {
+		return fmt.Errorf("residency plan %s: %w", req.Inputs["residency"].Path, err)
+	}
+	return nil
+}
+
+// entryMetas reads the metadata of the tiled entries bound for names: "p.<name>" for the promoted ones,
+// "e.<name>" for the others.
+func entryMetas(names []string, promoted map[string]bool, req Request) ([]pack.Entry, error) {
+	metas := make([]pack.Entry, len(names))
+	for i, name := range names {
+		in := "e." + name
+		if promoted[name] {
+			in = "p." + name
+		}
+		te, err := entryInfo(req.Inputs[in].Path)
+		if err != nil {
+			return nil, err
+		}
+		if metas[i].Meta, err = te.Meta.PackMeta(); err != nil {
+			return nil, err
+		}
+	}
+	return metas, nil
 }

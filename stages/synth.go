@@ -34,6 +34,9 @@ type SynthParams struct {
 	// Zero (dense) leaves the parameters, and so the node key, as they were.
 	Experts     int `json:"n_expert,omitempty"`
 	ExpertsUsed int `json:"n_expert_used,omitempty"`
+	// RouterSkew > 0 biases the routing on purpose (synth_skew.go): the experts of each block get
+	// Zipf-like popularity of exponent about RouterSkew. Zero leaves the parameters as they were.
+	RouterSkew float64 `json:"router_skew,omitempty"`
 	// Arch "qwen35" writes llama.cpp's Qwen3.5 dense hybrid instead of a llama model (empty: llama, and
 	// the parameters and node key stay as they were): every FullAttnInterval-th block (default 4) is
 	// gated full attention (Heads query heads of HeadDim, attn_q holding each head's query and gate,
@@ -126,6 +129,9 @@ const synthMinVocab = 3 + 256 + 1 + 94
 
 // Validate checks the shape.
 func (p SynthParams) Validate() error {
+	if err := p.validateSkew(); err != nil {
+		return err
+	}
 	if q, ok := p.qwen35(); ok {
 		return q.validateQwen35()
 	}
@@ -511,6 +517,7 @@ func synthTensor(ctx context.Context, p SynthParams, t gguf.TensorInfo, w io.Wri
 		outRows[rng.Int64N(n)] = true
 	}
 	std := 1 / math.Sqrt(float64(k))
+	skew := newRouterSkew(p, t)
 	for r := int64(0); r < n; r++ {
 		if r%256 == 0 {
 			if err := ctx.Err(); err != nil {
@@ -528,6 +535,7 @@ func synthTensor(ctx context.Context, p SynthParams, t gguf.TensorInfo, w io.Wri
 			}
 			rowF[i] = float32(x) * colScale[i] * rs
 		}
+		skew.apply(r, rowF)
 		if err := writeRow(t.Type, rowF, enc, w); err != nil {
 			return err
 		}

@@ -22,5 +22,5 @@ func (t *Target) BoardPlan(ctx context.Context) (board.Plan, error) {
 	if err != nil {
 		return board.Plan{}, err
 	}
-	return checkBoardFit(ws, prof)
+	return checkBoardFit(ws, prof, t.r.Residency)
 }

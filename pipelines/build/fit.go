@@ -2,9 +2,11 @@ package build
 
 import (
 	"fmt"
+	"slices"
 
 	"orkpipe/ork/board"
 	"orkpipe/ork/pack"
+	"orkpipe/pipelines/recipe"
 	"orkpipe/stages"
 )
 
@@ -36,9 +38,12 @@ func packEntries(ws []*weight) ([]pack.Entry, error) {
 // size follows from its dtype and shape alone (board.ResidentBytes), and board.PlanDomains places the
 // entries exactly as write-orkpack will when it commits the pack. An unsupported dtype or shape, an
 // entry larger than a domain, or more domains than the board has is an error wrapping ErrPlan (the last
-// two also board.ErrDoesNotFit, with a *board.FitError holding the numbers). A promotion never makes a
-// fitting pack unfit: write-orkpack skips a candidate whose promotion would.
-func checkBoardFit(ws []*weight, p board.Profile) (board.Plan, error) {
+// two also board.ErrDoesNotFit, with a *board.FitError holding the numbers). With a residency section
+// the experts' residency window is checked the same way (board.ResidencyWindow): the dense entries and
+// the budget's experts (every expert when the budget asks them all) must fit the residency's domains, or
+// the error holds a *board.ResidencyError naming the experts, their bytes and the window. A promotion
+// never makes a fitting pack unfit: write-orkpack skips a candidate whose promotion would.
+func checkBoardFit(ws []*weight, p board.Profile, res *recipe.Residency) (board.Plan, error) {
 	es, err := packEntries(ws)
 	if err != nil {
 		return board.Plan{}, err
@@ -46,6 +51,15 @@ func checkBoardFit(ws []*weight, p board.Profile) (board.Plan, error) {
 	pl, err := board.PlanDomains(es, p)
 	if err != nil {
 		return board.Plan{}, fmt.Errorf("%w: the pack would not load on board %s: %w", ErrPlan, p.Name, err)
+	}
+	if res == nil {
+		return pl, nil
+	}
+	if !slices.ContainsFunc(es, func(e pack.Entry) bool { _, _, ok := pack.ExpertBlock(e.Name); return ok }) {
+		return board.Plan{}, fmt.Errorf("%w: residency: the pack has no MoE expert entries (blk.N.ffn_*_exps.weight#e) to plan", ErrPlan)
+	}
+	if _, _, _, err := board.ResidencyWindow(es, res.Spec(), res.Domains, p); err != nil {
+		return board.Plan{}, fmt.Errorf("%w: residency on board %s: %w", ErrPlan, p.Name, err)
 	}
 	return pl, nil
 }

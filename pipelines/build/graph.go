@@ -29,13 +29,13 @@ func (t *Target) Graph(ctx context.Context) (*engine.Graph, error) {
 	if err != nil {
 		return nil, err
 	}
-	if _, err := checkBoardFit(ws, prof); err != nil {
+	if _, err := checkBoardFit(ws, prof, t.r.Residency); err != nil {
 		return nil, err
 	}
 	if err := t.planActClips(src, ws); err != nil {
 		return nil, err
 	}
-	needCalib := false
+	needCalib := t.r.Residency != nil // the routing statistics come from calibration
 	for _, w := range ws {
 		needCalib = needCalib || w.fin.Method == "gptq" || w.clip != nil
 	}
@@ -112,26 +112,29 @@ func (t *Target) Graph(ctx context.Context) (*engine.Graph, error) {
 			}
 		}
 	}
+	var routing *engine.Input
 	if needCalib {
-		if err := t.planCalibration(g, src, ws, addFinal, addTail); err != nil {
+		if routing, err = t.planCalibration(g, src, ws, addFinal, addTail); err != nil {
 			return nil, err
 		}
 	}
-	return t.planTail(g, src, ws, boardName, boardFile)
+	return t.planTail(g, src, ws, routing, boardName, boardFile)
 }
 
 // planCalibration adds tokenize, the calibrate (and, sequentially, propagate) nodes of every window,
 // the GPTQ weights of each window after its calibrate node, and the activation clip searches of the
-// window's weights on its activation samples.
-func (t *Target) planCalibration(g *engine.Graph, src *source, ws []*weight, addFinal func(*weight, *engine.Input), addTail func(*weight, *engine.Input)) error {
+// window's weights on its activation samples. For an MoE model it also adds the routing node merging the
+// windows' routing statistics, and returns its routing.json (nil for a dense model).
+func (t *Target) planCalibration(g *engine.Graph, src *source, ws []*weight, addFinal func(*weight, *engine.Input), addTail func(*weight, *engine.Input)) (*engine.Input, error) {
 	c := t.r.Calibration
 	if err := checkFile("calibration.corpus", c.Corpus); err != nil {
-		return err
+		return nil, err
 	}
 	wins, err := t.windows(src.shape)
 	if err != nil {
-		return err
+		return nil, err
 	}
+	var routes []engine.Input
 	tok := g.Add("tokenize", "tokenize", stages.TokenizeParams{Sequences: c.Sequences, Ctx: c.Ctx, CorpusName: filepath.Base(c.Corpus)},
 		map[string]engine.Input{"model": src.in, "corpus": engine.File(c.Corpus)})
 	prev := tok.Output("tokens")
@@ -147,6 +150,9 @@ func (t *Target) planCalibration(g *engine.Graph, src *source, ws []*weight, add
 		}
 		cal := g.Add("calibrate"+id, "calibrate", stages.CalibrateParams{Shape: src.shape, Start: a, End: b, Sequences: c.Sequences,
 			Ctx: c.Ctx, Hidden: oneshot && b < src.shape.Layers, ActSample: c.ActSample}, in)
+		if src.shape.Experts > 0 {
+			routes = append(routes, cal.Output(stages.RoutingOutput))
+		}
 		var window []*weight
 		for _, w := range ws {
 			if w.layer >= a && w.layer < b {
@@ -181,11 +187,11 @@ func (t *Target) planCalibration(g *engine.Graph, src *source, ws []*weight, add
 		}
 		prev = g.Add("propagate"+id, "propagate", pp, pin).Output("hidden")
 	}
-	return nil
+	return planRouting(g, routes), nil
 }
 
 // planTail adds write-orkpack, emit-stub, screen, verify-local, report and provenance, and the exports.
-func (t *Target) planTail(g *engine.Graph, src *source, ws []*weight, boardName string, boardFile *engine.Input) (*engine.Graph, error) {
+func (t *Target) planTail(g *engine.Graph, src *source, ws []*weight, routing *engine.Input, boardName string, boardFile *engine.Input) (*engine.Graph, error) {
 	r := t.r
 	wp := stages.WritePackParams{Board: boardName}
 	win := map[string]engine.Input{}
@@ -205,6 +211,14 @@ func (t *Target) planTail(g *engine.Graph, src *source, ws []*weight, boardName 
 	}
 	if len(cands) > 0 {
 		wp.Promote = &stages.PromoteParams{Candidates: cands, BudgetBytes: int64(r.Promote.BudgetMiB * (1 << 20))}
+	}
+	moe, err := t.planResidency(g, src, ws, routing, boardName, boardFile)
+	if err != nil {
+		return nil, err
+	}
+	if moe.residency != nil {
+		wp.Residency = true
+		win["residency"] = *moe.residency
 	}
 	pk := g.Add("write-orkpack", "write-orkpack", wp, win).Output("pack")
 	stub := g.Add("emit-stub", "emit-stub", stages.EmitStubParams{}, map[string]engine.Input{"model": src.in, "pack": pk}).Output("stub.gguf")
@@ -263,6 +277,7 @@ func (t *Target) planTail(g *engine.Graph, src *source, ws []*weight, boardName 
 			rp.PromoteFrom[w.name] = w.fin.DType
 		}
 	}
+	moe.bind(&rp, rin)
 	rep := g.Add("report", "report", rp, rin)
 	out := t.Exports()
 	pin["subject."+out.Pack] = pk
@@ -270,12 +285,18 @@ func (t *Target) planTail(g *engine.Graph, src *source, ws []*weight, boardName 
 	pin["subject."+out.Report] = rep.Output("report.json")
 	pin["subject."+out.Summary] = rep.Output("summary.txt")
 	pin["subject."+out.HTML] = rep.Output("report.html")
+	subjects := []string{out.Pack, out.Stub, out.Report, out.Summary, out.HTML}
+	for _, x := range moe.exports() {
+		pin["subject."+x.name] = x.in
+		subjects = append(subjects, x.name)
+		g.Export(x.name, x.in)
+	}
 	recipeJSON, err := json.Marshal(r)
 	if err != nil {
 		return nil, err
 	}
 	prov := g.Add("provenance", "provenance", stages.ProvenanceParams{Name: r.Name,
-		Subjects: []string{out.Pack, out.Stub, out.Report, out.Summary, out.HTML}, Deps: deps, Recipe: recipeJSON, Overrides: t.overrides}, pin)
+		Subjects: subjects, Deps: deps, Recipe: recipeJSON, Overrides: t.overrides}, pin)
 	g.Export(out.Pack, pk)
 	g.Export(out.Stub, stub)
 	g.Export(out.Report, rep.Output("report.json"))

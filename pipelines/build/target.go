@@ -136,10 +136,12 @@ func (t *Target) Exports() Outputs {
 }
 
 // Roles maps each export name to its role in `build --json`'s summary (pack, stub, report,
-// summary, report-html, provenance, and board-verify when the recipe requires a board verification).
+// summary, report-html, provenance, routing and residency for an MoE build's routing statistics and
+// residency plan, and board-verify when the recipe requires a board verification).
 func (t *Target) Roles() map[string]string {
 	o := t.Exports()
-	roles := map[string]string{o.Pack: "pack", o.Stub: "stub", o.Report: "report", o.Summary: "summary", o.HTML: "report-html", o.Provenance: "provenance"}
+	roles := map[string]string{o.Pack: "pack", o.Stub: "stub", o.Report: "report", o.Summary: "summary", o.HTML: "report-html", o.Provenance: "provenance",
+		RoutingExport: "routing", ResidencyExport: "residency"}
 	if t.r.BoardVerify != nil {
 		roles[BoardVerifyOutput] = "board-verify"
 	}

@@ -36,6 +36,7 @@ type Recipe struct {
 	Promote     *Promote     `yaml:"promote" json:"promote,omitempty"`
 	Screen      *Screen      `yaml:"screen" json:"screen,omitempty"`
 	BoardVerify *BoardVerify `yaml:"board_verify" json:"board_verify,omitempty"`
+	Residency   *Residency   `yaml:"residency" json:"residency,omitempty"`
 	Output      string       `yaml:"output" json:"output"`
 
 	// Path is the recipe file the recipe was read from ("" when decoded from bytes).
@@ -68,6 +69,9 @@ type Synth struct {
 	// ExpertsUsed of them routed per token (default 2, at most Experts).
 	Experts     int `yaml:"n_expert" json:"n_expert,omitempty"`
 	ExpertsUsed int `yaml:"n_expert_used" json:"n_expert_used,omitempty"`
+	// RouterSkew > 0 biases an MoE model's routing on purpose: each block's experts get Zipf-like
+	// popularity of about this exponent (0: none).
+	RouterSkew float64 `yaml:"router_skew" json:"router_skew,omitempty"`
 	// Arch qwen35: every full_attention_interval-th block (default 4) gated attention of n_head heads of
 	// head_dim, the others Gated DeltaNet blocks of ssm_group_count key heads and ssm_time_step_rank
 	// value heads of ssm_state_size, with a causal convolution of ssm_conv_kernel taps (default 4).

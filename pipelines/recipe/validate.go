@@ -143,6 +143,9 @@ func (r *Recipe) validate() error {
 	if b := r.BoardVerify; b != nil {
 		errs = append(errs, b.validate(r))
 	}
+	if res := r.Residency; res != nil {
+		errs = append(errs, res.validate(r))
+	}
 	for i, err := range errs {
 		if err != nil {
 			errs[i] = r.explainCreated(err)

@@ -146,6 +146,7 @@ func FuzzParse(f *testing.F) {
 	f.Add([]byte("name: x\nsource: {synth: {layers: 1, n_embd: 8, n_ff: 8, n_head: 1, vocab: 4, ctx: 4}}\nschemes: [{match: '.*', dtype: I8}]\n"))
 	f.Add([]byte("a: &a [*a]\n"))
 	f.Add([]byte(imatrixRecipe))
+	f.Add([]byte(good + "residency: {budget: 25%, domains: 2}\n"))
 	f.Add([]byte("name: x\nsource: {synth: {layers: 1, n_embd: 8, n_ff: 8, n_head: 1, vocab: 4, ctx: 4, n_expert: 4}}\nschemes: [{match: '.*', dtype: I8}]\n"))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		r, err := Parse(data, "/r/x.yaml")
@@ -159,6 +160,9 @@ func FuzzParse(f *testing.F) {
 			if sc.Importance == "imatrix" && (r.Imatrix == "" || sc.Method != "rtn" || sc.Rotation != "none") {
 				t.Fatalf("accepted importance imatrix in schemes[%d] %+v with imatrix %q", i, sc, r.Imatrix)
 			}
+		}
+		if res := r.Residency; res != nil && (res.Domains < 1 || r.Calibration == nil) {
+			t.Fatalf("accepted a residency section %+v without calibration or domains", res)
 		}
 		if b := r.BoardVerify; b != nil && (b.Board == "" || b.Text == "" || b.Trust == "" || b.Command == "" || !validRef(b.Ref)) {
 			t.Fatalf("accepted an incomplete board_verify: %+v", b)

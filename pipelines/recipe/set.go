@@ -56,6 +56,14 @@ func (r *Recipe) Set(assignment string) error {
 		v.SetString(value)
 		return nil
 	}
+	if v.Kind() == reflect.Pointer { // a whole section ("promote={to: I8, ...}"): decode into a new one
+		target := reflect.New(v.Type().Elem())
+		if err := yaml.UnmarshalWithOptions([]byte(value), target.Interface(), yaml.Strict()); err != nil {
+			return fmt.Errorf("%w: --set %s=%s: %v", ErrInvalid, path, value, err)
+		}
+		v.Set(target)
+		return nil
+	}
 	target := reflect.New(v.Type())
 	if err := yaml.UnmarshalWithOptions([]byte(value), target.Interface(), yaml.Strict()); err != nil {
 		return fmt.Errorf("%w: --set %s=%s: %v", ErrInvalid, path, value, err)

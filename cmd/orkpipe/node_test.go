@@ -170,7 +170,19 @@ func TestNodeExecReproducesLocal(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, target := range []engine.Target{dt, rt, st} {
+	// The demo recipe on a synthetic MoE source with its experts packed by RTN and their residency
+	// planned: the routing, route and residency stages.
+	mr, err := recipe.Load(filepath.Join("..", "..", "pipelines", "recipes", "demo.yaml"),
+		"source={synth: {layers: 2, n_embd: 64, n_ff: 96, n_head: 4, n_head_kv: 2, vocab: 360, ctx: 64, type: F16, seed: 1, n_expert: 4, n_expert_used: 2, router_skew: 1}}",
+		"name=demo-moe", `schemes.2={match: 'blk\.\d+\.ffn_\w+_exps\.weight', method: rtn, dtype: I8}`, "residency={budget: 50%}", "screen.gates.max_ppl_ratio=0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	mt, err := build.New(mr, build.WithMemoryBudget(mem))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, target := range []engine.Target{dt, rt, st, mt} {
 		g, err := target.Graph(ctx)
 		if err != nil {
 			t.Fatal(err)

@@ -2,6 +2,7 @@ package registry
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"strconv"
 	"strings"
@@ -16,7 +17,20 @@ const (
 	AnnotationPackIndex   = "dev.orkpipe.pack.index.blake3"  // BLAKE3 of the pack index
 	AnnotationPackBoard   = "dev.orkpipe.pack.board"         // board profile name in the pack's plan
 	AnnotationPackProfile = "dev.orkpipe.pack.board.profile" // BLAKE3 of that profile
+	// AnnotationPackResidency is an MoE pack's residency plan in brief (docs/orkpack.md 3.1), JSON
+	// {"experts","hot","domains","budget_bytes","lookups","hot_lookups"}; absent without one.
+	AnnotationPackResidency = "dev.orkpipe.pack.residency"
 )
+
+// PackResidency is the value of AnnotationPackResidency.
+type PackResidency struct {
+	Experts    int   `json:"experts"`
+	Hot        int   `json:"hot"`
+	Domains    int   `json:"domains"`
+	Budget     int64 `json:"budget_bytes"`
+	Lookups    int64 `json:"lookups"`
+	HotLookups int64 `json:"hot_lookups"`
+}
 
 // PackAnnotator is the format-aware Annotator: a file named *.orkpack is opened with ork/pack (header,
 // footer and index validated) and annotated with its version, entry count, index digest and board
@@ -47,6 +61,14 @@ func packAnnotations(ctx context.Context, path string) (map[string]string, error
 	}
 	if !b.Profile.IsZero() {
 		a[AnnotationPackProfile] = b.Profile.String()
+	}
+	if res, ok := r.Residency(); ok {
+		all, hot := res.Lookups()
+		j, err := json.Marshal(PackResidency{Experts: len(res.Experts), Hot: res.Hot, Domains: res.Domains, Budget: res.Budget, Lookups: all, HotLookups: hot})
+		if err != nil {
+			return nil, err
+		}
+		a[AnnotationPackResidency] = string(j)
 	}
 	return a, nil
 }

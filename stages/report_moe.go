@@ -140,7 +140,7 @@ func reportMoE(rep *Report, p ReportParams, r *pack.Reader, req Request) error {
 	if !p.Residency {
 		return nil
 	}
-	f, err := readResidency(req.Inputs["residency"])
+	f, err := ReadResidency(req.Inputs["residency"])
 	if err != nil {
 		return err
 	}

@@ -193,8 +193,8 @@ func rate(part, all int64) float64 {
 	return float64(part) / float64(all)
 }
 
-// readResidency reads a residency.json input strictly.
-func readResidency(f File) (*ResidencyFile, error) {
+// ReadResidency reads a residency.json strictly (unknown fields are errors).
+func ReadResidency(f File) (*ResidencyFile, error) {
 	var r ResidencyFile
 	if err := readJSONFile(f.Path, &r); err != nil {
 		return nil, fmt.Errorf("residency plan: %w", err)

@@ -190,7 +190,7 @@ func runWritePack(ctx context.Context, p WritePackParams, req Request) error {
 	opts := []pack.Option{pack.WithLogger(req.Logger)}
 	var res *pack.Residency
 	if p.Residency {
-		rf, err := readResidency(req.Inputs["residency"])
+		rf, err := ReadResidency(req.Inputs["residency"])
 		if err != nil {
 			return err
 		}

@@ -117,6 +117,9 @@ func runDescribe(ctx context.Context, opts *globalOptions, f *describeFlags, ref
 	for _, x := range files {
 		fmt.Fprintf(w, "  %-28s size %10s  data %10s  stored %10s  %d range(s)\n    %s (oras writes it as %s)\n    %s\n    %s\n",
 			x.Name, units.FormatSize(x.Size), units.FormatSize(x.Data), units.FormatSize(x.Stored), x.Ranges, x.MediaType, x.Title, x.SHA256, x.BLAKE3)
+		if line := residencyLine(x.Extra[registry.AnnotationPackResidency]); line != "" {
+			fmt.Fprintf(w, "    %s\n", line)
+		}
 	}
 	fmt.Fprintln(w, "attestations:")
 	if len(atts) == 0 {
@@ -156,4 +159,25 @@ func modelLine(name, version, arch, params, precision, quant string) string {
 		line = strings.TrimSpace(line + " (" + strings.Join(details, ", ") + ")")
 	}
 	return line
+}
+
+// residencyLine describes a pack layer's residency annotation ("" without one, or an unreadable one
+// named as such).
+func residencyLine(v string) string {
+	if v == "" {
+		return ""
+	}
+	var r registry.PackResidency
+	if err := json.Unmarshal([]byte(v), &r); err != nil {
+		return fmt.Sprintf("residency: unreadable annotation %s: %v", registry.AnnotationPackResidency, err)
+	}
+	return fmt.Sprintf("residency: %d of %d experts resident at start in %d domain(s), budget %s, expected hit rate %.4f (%d of %d routed lookups)",
+		r.Hot, r.Experts, r.Domains, units.FormatSize(r.Budget), rateOf(r.HotLookups, r.Lookups), r.HotLookups, r.Lookups)
+}
+
+func rateOf(part, all int64) float64 {
+	if all == 0 {
+		return 0
+	}
+	return float64(part) / float64(all)
 }

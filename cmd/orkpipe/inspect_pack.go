@@ -31,17 +31,73 @@ type packEntryJSON struct {
 }
 
 type packInspectJSON struct {
-	Version uint32          `json:"version"`
-	Bytes   int64           `json:"bytes"`
-	Entries []packEntryJSON `json:"entries"`
-	Domains int             `json:"domains"`
-	Board   string          `json:"board"`
+	Version   uint32             `json:"version"`
+	Bytes     int64              `json:"bytes"`
+	Entries   []packEntryJSON    `json:"entries"`
+	Domains   int                `json:"domains"`
+	Board     string             `json:"board"`
+	Residency *packResidencyJSON `json:"residency,omitempty"`
+}
+
+// packResidencyJSON is an MoE pack's residency section (docs/orkpack.md 3.1) in `inspect --json`: the
+// experts in plan order, the first Hot resident at start, the rest in streaming order.
+type packResidencyJSON struct {
+	Domains    int                `json:"domains"`
+	Budget     int64              `json:"budget_bytes"`
+	Routing    string             `json:"routing"`
+	Hot        int                `json:"hot"`
+	Lookups    int64              `json:"lookups"`
+	HotLookups int64              `json:"hot_lookups"`
+	HitRate    float64            `json:"hit_rate"`
+	Experts    []residentExpertJS `json:"experts"`
+}
+
+type residentExpertJS struct {
+	Layer   int      `json:"layer"`
+	Expert  int      `json:"expert"`
+	Lookups int64    `json:"lookups"`
+	Entries []string `json:"entries"`
+}
+
+func residencyJSON(r *pack.Reader) *packResidencyJSON {
+	res, ok := r.Residency()
+	if !ok {
+		return nil
+	}
+	all, hot := res.Lookups()
+	out := &packResidencyJSON{Domains: res.Domains, Budget: res.Budget, Routing: res.Routing.String(), Hot: res.Hot, Lookups: all, HotLookups: hot, HitRate: res.HitRate()}
+	for _, x := range res.Experts {
+		out.Experts = append(out.Experts, residentExpertJS{Layer: x.Layer, Expert: x.Index, Lookups: x.Lookups, Entries: x.Entries})
+	}
+	return out
+}
+
+// writeResidency prints the residency section: the numbers, then the hot experts and the streaming order
+// as block.expert(lookups).
+func writeResidency(opts *globalOptions, res *packResidencyJSON) {
+	if res == nil {
+		return
+	}
+	fmt.Fprintf(opts.stdout, "residency: %d of %d experts resident at start in %d domain(s), budget %s; expected hit rate %.4f (%d of %d routed lookups of the statistics %s)\n",
+		res.Hot, len(res.Experts), res.Domains, mibText(res.Budget), res.HitRate, res.HotLookups, res.Lookups, res.Routing)
+	list := func(xs []residentExpertJS) string {
+		var b strings.Builder
+		for i, x := range xs {
+			if i > 0 {
+				b.WriteByte(' ')
+			}
+			fmt.Fprintf(&b, "%d.%d(%d)", x.Layer, x.Expert, x.Lookups)
+		}
+		return b.String()
+	}
+	fmt.Fprintf(opts.stdout, "  hot (block.expert(lookups)): %s\n  streamed, in order: %s\n", list(res.Experts[:res.Hot]), list(res.Experts[res.Hot:]))
 }
 
 // runInspectPack prints an orkpack's entries (name, dtype, K x N, group, activation bits and clip, on-disk
 // bytes, resident bytes, domain, qerr) and totals; with --json one object
 // {"version","bytes","entries":[{"name","dtype","k","n","group","act_bits","act_clip","bytes","resident_bytes",
-// "domain","qerr"}],"domains":N,"board":PROFILE}. Opening the pack validates header, footer and index; entry data is not read.
+// "domain","qerr"}],"domains":N,"board":PROFILE} and, for an MoE pack with a residency plan, "residency"
+// (packResidencyJSON). Opening the pack validates header, footer and index; entry data is not read.
 func runInspectPack(ctx context.Context, opts *globalOptions, path string) error {
 	r, err := pack.Open(ctx, path)
 	if err != nil {
@@ -49,7 +105,7 @@ func runInspectPack(ctx context.Context, opts *globalOptions, path string) error
 	}
 	defer r.Close()
 	b := r.Board()
-	out := packInspectJSON{Version: r.Version(), Bytes: r.Size(), Domains: b.Domains, Board: b.Name, Entries: []packEntryJSON{}}
+	out := packInspectJSON{Version: r.Version(), Bytes: r.Size(), Domains: b.Domains, Board: b.Name, Entries: []packEntryJSON{}, Residency: residencyJSON(r)}
 	for _, e := range r.Entries() {
 		out.Entries = append(out.Entries, packEntryJSON{Name: e.Name, DType: e.DType.String(), K: e.K, N: e.N, Group: e.Group,
 			ActBits: e.ActBits, ActClip: e.ActClip, Bytes: e.Length, ResidentBytes: e.ResidentBytes, Domain: e.Domain, QErr: e.QErr})
@@ -81,6 +137,7 @@ func runInspectPack(ctx context.Context, opts *globalOptions, path string) error
 	}
 	fmt.Fprintf(opts.stdout, "\ntotal: %d entries (%s), %s on disk in entries, %s resident in %d domains\n",
 		len(out.Entries), strings.Join(mix, ", "), mibText(disk), mibText(resident), b.Domains)
+	writeResidency(opts, out.Residency)
 	return nil
 }
 

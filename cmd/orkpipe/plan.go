@@ -13,6 +13,7 @@ import (
 	"orkpipe/pipelines"
 	"orkpipe/pipelines/dagview"
 	"orkpipe/pipelines/engine"
+	"orkpipe/stages"
 )
 
 func newPlanCommand(opts *globalOptions) *cobra.Command {
@@ -23,7 +24,10 @@ func newPlanCommand(opts *globalOptions) *cobra.Command {
 		Short: "Print the DAG of a target (nodes, stage, key, cached or not, memory estimate) without running it",
 		Long: "plan prints every node of TARGET (\"demo\" for the built-in demo, or a recipe file) with its stage, its key (short; \"pending\"\n" +
 			"while it depends on outputs not built yet), whether its outputs are cached and its declared peak memory.\n" +
-			"Nodes with identical key material are reported. -v prints each node's key material; --json prints it all.\n\n" +
+			"Nodes with identical key material are reported. -v prints each node's key material; --json prints it all.\n" +
+			"A recipe with a residency section (an MoE model) also gets its residency plan's expected hit rate and the hit\n" +
+			"rate vs budget curve: from the cached plan, or computed from the cached routing statistics of an earlier build\n" +
+			"(so --set residency.budget=... shows what a budget gives before building), or \"pending\" before the first build.\n\n" +
 			"--format dot (Graphviz: orkpipe plan R --format dot | dot -Tsvg > plan.svg) or mermaid draws the graph instead:\n" +
 			"the per-weight nodes of one kind in one layer window are one box with their count, the largest memory one\n" +
 			"declares and how many are cached (grey: all cached); --group=false draws every node.",
@@ -85,6 +89,8 @@ type planOutput struct {
 	Target string              `json:"target"`
 	Budget int64               `json:"mem_budget"`
 	Nodes  []engine.NodeStatus `json:"nodes"`
+	// Residency is an MoE build's residency plan (expected hit rate, curve), when known (planResidency).
+	Residency *stages.ResidencyFile `json:"residency,omitempty"`
 }
 
 func runPlan(ctx context.Context, opts *globalOptions, arg string, sets []string, gf graphFlags) error {
@@ -122,8 +128,12 @@ func runPlan(ctx context.Context, opts *globalOptions, arg string, sets []string
 	if drawing {
 		return gf.draw(opts, viewNodes(nodes), dagview.Options{Title: t.Name()})
 	}
+	res, how, err := planResidency(ctx, opts, nodes)
+	if err != nil {
+		return err
+	}
 	if opts.json {
-		return json.NewEncoder(opts.stdout).Encode(planOutput{Target: t.Name(), Budget: budget, Nodes: nodes})
+		return json.NewEncoder(opts.stdout).Encode(planOutput{Target: t.Name(), Budget: budget, Nodes: nodes, Residency: res})
 	}
 	tw := tabwriter.NewWriter(opts.stdout, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "NODE\tSTAGE\tKEY\tCACHED\tMEM\tDEPS")
@@ -143,6 +153,7 @@ func runPlan(ctx context.Context, opts *globalOptions, arg string, sets []string
 		return err
 	}
 	fmt.Fprintf(opts.stdout, "%s: %d nodes, %d cached, memory budget %s\n", t.Name(), len(nodes), cached, units.FormatSize(budget))
+	writePlanResidency(opts.stdout, res, how)
 	for _, n := range nodes {
 		if n.SameAs != "" {
 			fmt.Fprintf(opts.stdout, "warning: %s has key material identical to %s: they run once and share outputs; if they are meant to differ, their parameters or inputs are not reaching the key\n", n.ID, n.SameAs)

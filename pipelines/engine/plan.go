@@ -150,6 +150,9 @@ type NodeStatus struct {
 	Deps     []string            `json:"deps,omitempty"`     // ids of the nodes it consumes
 	Material *stages.KeyMaterial `json:"material,omitempty"` // nil while the key is unknown
 	SameAs   string              `json:"same_as,omitempty"`  // an earlier node with identical key material
+	// Files are a cached node's outputs in the store (read-only paths), by output name (nil when not
+	// cached).
+	Files map[string]stages.File `json:"-"`
 }
 
 // Status computes, without running anything, each node's key wherever it can be known (its inputs
@@ -204,6 +207,12 @@ func (e *Engine) Status(ctx context.Context, p *Plan) ([]NodeStatus, error) {
 			continue // outputs unusable: a miss
 		}
 		out[i].Cached, outputs[i] = true, files
+		out[i].Files = make(map[string]stages.File, len(files))
+		for name, f := range files {
+			if f.Path, err = e.store.Path(ctx, f.Digest); err == nil {
+				out[i].Files[name] = f
+			}
+		}
 	}
 	return out, nil
 }

@@ -10,6 +10,9 @@
 //	finalize:<weight>           per weight: codes, scales, qerr (GPTQ with its window's Hessian, or RTN,
 //	                            weighted by the recipe's imatrix for importance: imatrix); an MoE expert
 //	                            tensor has one node per expert, finalize:<name>#<e>
+//	routing                     MoE: the calibrate windows' routing statistics merged into routing.json
+//	residency                   with residency: the hot experts under the budget (residency.json)
+//	route-held-out              with residency and screen: the screen text's routing (out-of-sample hit rate)
 //	tile:<weight>               per weight: the dtype's native bytes
 //	rtn-tile:<weight>           instead of finalize and tile, for an RTN weight whose finalized form
 //	                            nothing else reads (no act-clip search, no propagate): both in one node,
@@ -54,6 +57,14 @@
 // weights "<name>#<e>" (finalize parameter expert = e), each its own pack entry; the stub owns the
 // whole tensor. The router blk.N.ffn_gate_inp.weight is never packed. GPTQ on an expert slice binds
 // the calibrate output stages.HessianOutput names for "<name>#<e>" (that expert's Hessian).
+//
+// Calibration of an MoE model records how its routers spread the calibration tokens over the experts
+// (node routing, exported as routing.json). A recipe's residency section plans calibration (even for
+// RTN schemes), checks before anything runs that the dense weights and the budget's experts fit the
+// residency domains (checkBoardFit: board.ResidencyWindow, a *board.ResidencyError naming experts, bytes
+// and window otherwise), and adds the residency node (residency.json, stored by write-orkpack in the pack)
+// and, with a screen, route-held-out; changing only the budget re-runs residency, write-orkpack and what
+// follows it.
 //
 // # Memory
 //

@@ -103,7 +103,7 @@ func TestCalibrateMoE(t *testing.T) {
 	}
 	sort.Strings(names)
 	want := []string{"h.0.attn_output", "h.0.attn_qkv", "h.0.ffn_down_exps.0", "h.0.ffn_down_exps.1", "h.0.ffn_down_exps.2", "h.0.ffn_down_exps.3",
-		"h.0.ffn_gate_up_exps.0", "h.0.ffn_gate_up_exps.1", "h.0.ffn_gate_up_exps.2", "h.0.ffn_gate_up_exps.3", "hidden"}
+		"h.0.ffn_gate_up_exps.0", "h.0.ffn_gate_up_exps.1", "h.0.ffn_gate_up_exps.2", "h.0.ffn_gate_up_exps.3", "hidden", "routing"}
 	if !slices.Equal(names, want) {
 		t.Fatalf("window [0, 1) outputs %v, want %v", names, want)
 	}

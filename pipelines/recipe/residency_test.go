@@ -52,8 +52,8 @@ func TestResidencySection(t *testing.T) {
 	}
 }
 
-// TestSetWholeSection: --set of a whole section the recipe lacks ("promote={...}") decodes it; it was
-// silently dropped before (the value decoded into a pointer to a nil pointer).
+// TestSetWholeSection: --set of a whole section the recipe lacks ("promote={...}") decodes it (it was
+// silently dropped before: the value decoded into a pointer to a nil pointer); null removes one.
 func TestSetWholeSection(t *testing.T) {
 	r, err := Parse([]byte(good), "/r/x.yaml", "promote={to: I8, budget_mib: 2}")
 	if err != nil {
@@ -61,5 +61,9 @@ func TestSetWholeSection(t *testing.T) {
 	}
 	if r.Promote == nil || r.Promote.To != "I8" || r.Promote.BudgetMiB != 2 {
 		t.Fatalf("promote = %+v", r.Promote)
+	}
+	r, err = Parse([]byte(good), "/r/x.yaml", "screen=null")
+	if err != nil || r.Screen != nil {
+		t.Fatalf("screen=null: %+v, %v", r.Screen, err)
 	}
 }

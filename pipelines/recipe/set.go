@@ -56,6 +56,10 @@ func (r *Recipe) Set(assignment string) error {
 		v.SetString(value)
 		return nil
 	}
+	if v.Kind() == reflect.Pointer && isNull(value) { // remove a section ("source.synth=null")
+		v.Set(reflect.Zero(v.Type()))
+		return nil
+	}
 	if v.Kind() == reflect.Pointer { // a whole section ("promote={to: I8, ...}"): decode into a new one
 		target := reflect.New(v.Type().Elem())
 		if err := yaml.UnmarshalWithOptions([]byte(value), target.Interface(), yaml.Strict()); err != nil {
@@ -94,4 +98,13 @@ func yamlKeys(t reflect.Type) []string {
 		}
 	}
 	return keys
+}
+
+// isNull reports whether a --set value is YAML's null.
+func isNull(value string) bool {
+	switch strings.TrimSpace(value) {
+	case "", "~", "null", "Null", "NULL":
+		return true
+	}
+	return false
 }

@@ -250,8 +250,8 @@ func Load(path string, sets ...string) (*Recipe, error) {
 // path on a command line does.
 func Parse(data []byte, path string, sets ...string) (*Recipe, error) {
 	r := &Recipe{Path: path}
-	if err := yaml.UnmarshalWithOptions(data, r, yaml.Strict()); err != nil {
-		return nil, fmt.Errorf("%w %s:\n%s", ErrInvalid, displayPath(path), yaml.FormatError(err, false, true))
+	if err := decodeStrict(data, r); err != nil {
+		return nil, fmt.Errorf("%w %s:\n%s", ErrInvalid, displayPath(path), formatYAMLError(err))
 	}
 	dir := "."
 	if path != "" {

@@ -212,3 +212,15 @@ func TestSetCreatedSectionIsNamed(t *testing.T) {
 		t.Errorf("a complete section made by --set: %v", err)
 	}
 }
+
+// TestParseSurvivesDecoderPanic: an input on which the YAML library panics is an ErrInvalid naming the
+// recipe, in a file and in a --set section value, not a crash.
+func TestParseSurvivesDecoderPanic(t *testing.T) {
+	const bad = "calibration: 0\nschemes:\n  ! 0000000"
+	if _, err := Parse([]byte(bad), "/r/x.yaml"); !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), "x.yaml") {
+		t.Errorf("Parse(%q) = %v, want ErrInvalid naming x.yaml", bad, err)
+	}
+	if _, err := Parse([]byte(good), "/r/x.yaml", "promote={to: I8, max_weights: 1, when: [\n  ! 0]}"); err == nil {
+		t.Errorf("--set with a section the YAML library cannot read: no error")
+	}
+}

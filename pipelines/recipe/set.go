@@ -5,8 +5,6 @@ import (
 	"reflect"
 	"strconv"
 	"strings"
-
-	"github.com/goccy/go-yaml"
 )
 
 // Set applies one override "dotted.path=value" (as given to `orkpipe build --set`). Path elements are YAML
@@ -62,14 +60,14 @@ func (r *Recipe) Set(assignment string) error {
 	}
 	if v.Kind() == reflect.Pointer { // a whole section ("promote={to: I8, ...}"): decode into a new one
 		target := reflect.New(v.Type().Elem())
-		if err := yaml.UnmarshalWithOptions([]byte(value), target.Interface(), yaml.Strict()); err != nil {
+		if err := decodeStrict([]byte(value), target.Interface()); err != nil {
 			return fmt.Errorf("%w: --set %s=%s: %v", ErrInvalid, path, value, err)
 		}
 		v.Set(target)
 		return nil
 	}
 	target := reflect.New(v.Type())
-	if err := yaml.UnmarshalWithOptions([]byte(value), target.Interface(), yaml.Strict()); err != nil {
+	if err := decodeStrict([]byte(value), target.Interface()); err != nil {
 		return fmt.Errorf("%w: --set %s=%s: %v", ErrInvalid, path, value, err)
 	}
 	v.Set(target.Elem())

@@ -58,6 +58,18 @@ func CheckEnvironment() error {
 	return fmt.Errorf("%w configured%s: %s", ErrNoEngine, hint, howTo)
 }
 
+// cliBinary returns the dagger CLI that CheckEnvironment found: _EXPERIMENTAL_DAGGER_CLI_BIN, else
+// the one the SDK downloaded earlier.
+func cliBinary() string {
+	if bin, ok := os.LookupEnv(EnvCLIBin); ok {
+		if p, err := exec.LookPath(bin); err == nil {
+			return p
+		}
+		return bin
+	}
+	return downloadedCLI()
+}
+
 // downloadedCLI returns the CLI the SDK would use from its cache, or "".
 func downloadedCLI() string {
 	base := os.Getenv("XDG_CACHE_HOME")
@@ -96,9 +108,10 @@ func (s *session) close() error {
 }
 
 // connect opens a session with dagger.Connect, time-boxed by cfg.timeout, and makes one round trip
-// to the engine ({ version }). The SDK ties the `dagger session` CLI process to the context it is
-// given, so the session runs under its own context (not ctx), canceled by close or by a failed
-// connect.
+// to the engine ({ version }). Outside `dagger run` the `dagger session` CLI process is started
+// here (startCLISession, so that its failure is reported with its stderr) and handed to the SDK
+// with dagger.WithConn. The process is tied to the context it is started with, so the session
+// runs under its own context (not ctx), canceled by close or by a failed connect.
 func connect(ctx context.Context, cfg connectConfig) (*session, error) {
 	if err := CheckEnvironment(); err != nil {
 		return nil, err
@@ -112,11 +125,13 @@ func connect(ctx context.Context, cfg connectConfig) (*session, error) {
 	done := make(chan result, 1)
 	go func() {
 		var opts []dagger.ClientOpt
-		if cfg.logOutput != nil {
-			opts = append(opts, dagger.WithLogOutput(cfg.logOutput))
-		}
-		if cfg.runnerHost != "" {
-			opts = append(opts, dagger.WithRunnerHost(cfg.runnerHost))
+		if os.Getenv(envSessionPort) == "" { // not under `dagger run`: a CLI session of our own
+			conn, err := startCLISession(sctx, cliBinary(), cfg.runnerHost, cfg.logOutput)
+			if err != nil {
+				done <- result{err: err}
+				return
+			}
+			opts = append(opts, dagger.WithConn(conn))
 		}
 		c, err := dagger.Connect(sctx, opts...)
 		if err != nil {

@@ -76,12 +76,26 @@ func TestConnectIsTimeBoxed(t *testing.T) {
 	}
 }
 
+// TestConnectReportsCLIError: a CLI that fails at once (an engine that refuses connections) is
+// reported with its whole stderr, every time. (With the SDK's own CLI session the stderr came
+// back only when its copying goroutine happened to run before the error was built: under load
+// the error was often a bare "failed to read session params: EOF".) The fake CLI also prints its
+// command line and the runner host it was given: the session is started as the SDK starts it.
 func TestConnectReportsCLIError(t *testing.T) {
-	fakeCLI(t, `echo "Error: failed to connect to engine: dial tcp 192.0.2.1:1234: connection refused" >&2; exit 1`)
+	fakeCLI(t, `echo "args: $*; runner: $`+daggerexec.EnvRunnerHost+`" >&2
+echo "Error: failed to connect to engine: dial tcp 192.0.2.1:1234: connection refused" >&2; exit 1`)
 	store := executortest.OpenStore(t)
-	_, err := daggerexec.New(context.Background(), store, daggerexec.WithBinary(goBinary(t)), daggerexec.WithConnectTimeout(20*time.Second))
-	if !errors.Is(err, daggerexec.ErrNoEngine) || !strings.Contains(err.Error(), "connection refused") {
-		t.Fatalf("CLI that fails: %v, want ErrNoEngine with the CLI's stderr", err)
+	_, err := daggerexec.New(context.Background(), store, daggerexec.WithBinary(goBinary(t)), daggerexec.WithConnectTimeout(20*time.Second),
+		daggerexec.WithRunnerHost("tcp://192.0.2.1:1234"))
+	if !errors.Is(err, daggerexec.ErrNoEngine) {
+		t.Fatalf("CLI that fails: %v, want ErrNoEngine", err)
+	}
+	for _, want := range []string{"connection refused", "exit status 1",
+		"args: session --label dagger.io/sdk.name:go --label dagger.io/sdk.version:" + strings.TrimPrefix(daggerexec.EngineVersion, "v"),
+		"runner: tcp://192.0.2.1:1234"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("CLI that fails: the error does not say %q: %v", want, err)
+		}
 	}
 }
 

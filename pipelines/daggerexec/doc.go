@@ -30,7 +30,9 @@
 // Connection uses the Go SDK's standard environment: _EXPERIMENTAL_DAGGER_CLI_BIN names the
 // dagger CLI (v0.18.14) that opens the session, _EXPERIMENTAL_DAGGER_RUNNER_HOST the engine
 // (tcp://, unix://, kube-pod://, docker-container://); inside `dagger run` the session variables
-// are used instead. Without either, New fails at once with ErrNoEngine — it never lets the SDK
+// are used instead. The CLI's `dagger session` process is started by this package (as the SDK
+// starts it) and handed to dagger.Connect, so that a CLI that fails is reported with its whole
+// stderr. Without either, New fails at once with ErrNoEngine — it never lets the SDK
 // download a CLI and never falls back to running locally — and a connection that does not come
 // up within the timeout fails the same way.
 package daggerexec

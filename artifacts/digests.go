@@ -151,7 +151,11 @@ func hashDigests(ctx context.Context, f *os.File, size int64) (ObjectDigests, er
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			od.Pieces[i] = SubtreeCV(data, uint64(off/ChunkSize))
+			if p.buf == nil {
+				od.Pieces[i] = zeroPieceCV(off, want)
+			} else {
+				od.Pieces[i] = SubtreeCV(data, uint64(off/ChunkSize))
+			}
 			<-pieceSlots
 			release(p)
 		}()

@@ -53,8 +53,7 @@ func hashParallel(ctx context.Context, f *os.File, size int64, workers int) (Dig
 				if hole, herr := pieceIsHole(f, i*PieceSize, min(PieceSize, size-i*PieceSize)); herr == nil && hole {
 					// No data in this piece (a stub's pack-owned tensors): hash zeros from memory
 					// instead of faulting in page-cache pages of zeros.
-					off := i * PieceSize
-					cvs[i] = SubtreeCV(zeroPiece[:min(PieceSize, size-off)], uint64(off/ChunkSize))
+					cvs[i] = zeroPieceCV(i*PieceSize, min(PieceSize, size-i*PieceSize))
 				} else if mmapPieces {
 					err = hashPieceMapped(f, size, i, &cvs[i])
 				} else {
@@ -123,6 +122,40 @@ func hashPieceMapped(f *os.File, size, i int64, out *ChainValue) (err error) {
 
 // zeroPiece is hashed in place of a piece that lies entirely in a file hole.
 var zeroPiece = make([]byte, PieceSize)
+
+// zeroCVs remembers the chaining value of a whole piece of zeros by its offset: it depends on
+// nothing else, and the same holes are hashed several times in one build (a stub's pack-owned
+// tensors: when its node writes it, when the store adopts it, when a later node reads it). At most
+// maxZeroCVs entries (32 bytes each: 256 GiB of holes); past that, pieces are hashed every time.
+var zeroCVs struct {
+	sync.Mutex
+	m map[int64]ChainValue
+}
+
+const maxZeroCVs = 1 << 16
+
+// zeroPieceCV returns the chaining value of n zero bytes at off (a piece boundary).
+func zeroPieceCV(off, n int64) ChainValue {
+	if n != PieceSize {
+		return SubtreeCV(zeroPiece[:n], uint64(off/ChunkSize))
+	}
+	zeroCVs.Lock()
+	cv, ok := zeroCVs.m[off]
+	zeroCVs.Unlock()
+	if ok {
+		return cv
+	}
+	cv = SubtreeCV(zeroPiece, uint64(off/ChunkSize))
+	zeroCVs.Lock()
+	if zeroCVs.m == nil {
+		zeroCVs.m = map[int64]ChainValue{}
+	}
+	if len(zeroCVs.m) < maxZeroCVs {
+		zeroCVs.m[off] = cv
+	}
+	zeroCVs.Unlock()
+	return cv
+}
 
 // pieceIsHole reports whether [off, off+n) of f lies inside the file and holds no data (SEEK_DATA
 // finds none before its end). lseek moves the shared file offset, which nothing here depends on (pieces are read by offset).

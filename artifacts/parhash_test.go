@@ -38,3 +38,62 @@ func TestParallelHashMatchesSerial(t *testing.T) {
 		f.Close()
 	}
 }
+
+// TestParallelHashHoles: files with whole pieces in holes (hashed from the remembered zero-piece
+// chaining values, see zeroPieceCV) hash like their logical bytes, the first time and again, at
+// every hole position and with a partial last piece; the remembered values equal fresh ones.
+func TestParallelHashHoles(t *testing.T) {
+	dir := t.TempDir()
+	data := pattern("holes", PieceSize)
+	for _, tc := range []struct {
+		name   string
+		pieces []bool // true: data in that piece; false: a hole
+		tail   int64  // bytes of a last, partial piece (data)
+	}{
+		{"hole first", []bool{false, true, true}, 0},
+		{"hole in the middle", []bool{true, false, false, true}, 100},
+		{"hole at the end", []bool{true, true, false, false}, 0},
+		{"all holes", []bool{false, false, false}, 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p := filepath.Join(dir, "f")
+			os.Remove(p)
+			f, err := os.Create(p)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer f.Close()
+			size := int64(len(tc.pieces))*PieceSize + tc.tail
+			logical := make([]byte, size)
+			for i, d := range tc.pieces {
+				if d {
+					copy(logical[int64(i)*PieceSize:], data)
+					if _, err := f.WriteAt(data, int64(i)*PieceSize); err != nil {
+						t.Fatal(err)
+					}
+				}
+			}
+			if tc.tail > 0 {
+				copy(logical[size-tc.tail:], data[:tc.tail])
+				if _, err := f.WriteAt(data[:tc.tail], size-tc.tail); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if err := f.Truncate(size); err != nil {
+				t.Fatal(err)
+			}
+			want := SumBytes(logical)
+			for round := range 2 {
+				if got, err := hashParallel(context.Background(), f, size, 2); err != nil || got != want {
+					t.Fatalf("round %d: %v, %v; want %v", round, got, err, want)
+				}
+			}
+		})
+	}
+	for _, off := range []int64{0, PieceSize, 7 * PieceSize} {
+		fresh := SubtreeCV(make([]byte, PieceSize), uint64(off/ChunkSize))
+		if a, b := zeroPieceCV(off, PieceSize), zeroPieceCV(off, PieceSize); a != fresh || b != fresh {
+			t.Errorf("zero piece at %d: %x, %x; want %x", off, a, b, fresh)
+		}
+	}
+}

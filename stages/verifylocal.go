@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"runtime"
 
 	"orkpipe/artifacts"
 	"orkpipe/ork/board"
@@ -17,6 +18,21 @@ import (
 // built-in name, or "" with input "board").
 type VerifyLocalParams struct {
 	Board string `json:"board"`
+	// MaxEntryBytes is the largest entry (codes and scales; write-orkpack's figure) for the memory
+	// estimate: the entries are checked side by side, each worker holding one entry and its
+	// decoded codes. 0: one worker within the 256 MiB of version 2's estimate.
+	MaxEntryBytes int64 `json:"max_entry_bytes,omitempty"`
+}
+
+// verifyBase is verify-local's memory besides the entry workers': the process share, the stub and
+// source headers, buffers.
+const verifyBase = 64 << 20
+
+// VerifyLocalMemory is the declared peak memory of verify-local: 256 MiB, or with MaxEntryBytes one
+// worker per CPU, each holding an entry and its decoded codes (at most twice MaxEntryBytes), if
+// that is more.
+func VerifyLocalMemory(p VerifyLocalParams) int64 {
+	return max(256<<20, verifyBase+int64(runtime.GOMAXPROCS(0))*2*p.MaxEntryBytes)
 }
 
 // VerifyResult is the "verify.json" output: what was checked, all of it passed.
@@ -51,7 +67,10 @@ type VerifyResidency struct {
 
 func init() {
 	Register(Define("verify-local", 2, func(p VerifyLocalParams) (Spec, error) {
-		s := Spec{Inputs: []string{"model", "pack", "stub"}, Outputs: []string{"verify.json"}, PeakMemory: 256 << 20}
+		if p.MaxEntryBytes < 0 {
+			return Spec{}, fmt.Errorf("max_entry_bytes %d: want >= 0", p.MaxEntryBytes)
+		}
+		s := Spec{Inputs: []string{"model", "pack", "stub"}, Outputs: []string{"verify.json"}, PeakMemory: VerifyLocalMemory(p)}
 		if p.Board == "" {
 			s.Inputs = append(s.Inputs, "board")
 		}
@@ -70,7 +89,9 @@ func runVerifyLocal(ctx context.Context, p VerifyLocalParams, req Request) error
 		return err
 	}
 	defer r.Close()
-	if err := r.VerifyAll(ctx); err != nil {
+	// As many entry workers as CPUs, as far as the declared memory holds them (at least one).
+	workers := min(runtime.GOMAXPROCS(0), int(max(1, (VerifyLocalMemory(p)-verifyBase)/max(1, r.VerifyMemory()))))
+	if err := r.VerifyEntries(ctx, workers); err != nil {
 		return fmt.Errorf("pack %s: %w", ppath, err)
 	}
 	if err := board.CheckPlan(r.Board(), r.Entries(), prof); err != nil {

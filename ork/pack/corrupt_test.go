@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"math/rand/v2"
 	"os"
 	"strings"
@@ -120,4 +121,42 @@ func entryAt(es []pack.Entry, pos int64) (pack.Entry, bool) {
 		}
 	}
 	return pack.Entry{}, false
+}
+
+// TestVerifyEntriesWorkers: any number of workers verifies every entry and reports each damaged one,
+// in index order, and nothing else; a clean pack passes; a canceled context stops it.
+func TestVerifyEntriesWorkers(t *testing.T) {
+	b := smallPack(t)
+	ctx := context.Background()
+	pr, err := pack.NewReader(ctx, bytes.NewReader(b), int64(len(b)), "x")
+	if err != nil {
+		t.Fatal(err)
+	}
+	entries := pr.Entries()
+	c := append([]byte(nil), b...)
+	c[entries[0].Offset+3] ^= 0x40
+	c[entries[2].Offset+entries[2].Length-1] ^= 0x01 // scales padding
+	bad, err := pack.NewReader(ctx, bytes.NewReader(c), int64(len(c)), "x")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m := pr.VerifyMemory(); m < entries[0].Length+int64(entries[0].K*entries[0].N) {
+		t.Errorf("VerifyMemory %d is less than the first entry's bytes and codes", m)
+	}
+	for _, workers := range []int{0, 1, 2, 3, 8} {
+		if err := pr.VerifyEntries(ctx, workers); err != nil {
+			t.Errorf("%d workers, clean pack: %v", workers, err)
+		}
+		err := bad.VerifyEntries(ctx, workers)
+		msg := fmt.Sprint(err)
+		i0, i2 := strings.Index(msg, entries[0].Name), strings.Index(msg, entries[2].Name)
+		if !errors.Is(err, pack.ErrCorrupt) || i0 < 0 || i2 < i0 || strings.Contains(msg, entries[1].Name) {
+			t.Errorf("%d workers, entries 0 and 2 damaged: %v", workers, err)
+		}
+	}
+	canceled, cancel := context.WithCancel(ctx)
+	cancel()
+	if err := pr.VerifyEntries(canceled, 2); !errors.Is(err, context.Canceled) {
+		t.Errorf("canceled: %v", err)
+	}
 }

@@ -8,44 +8,65 @@ import (
 // Decode turns an entry's verified data (Length bytes, as ReadEntry returns it) back into codes and scales.
 // Codes go through the same untiler walk the writer used; padding and trailing bytes must be zero.
 func Decode(e Entry, data []byte) (Weight, error) {
-	if int64(len(data)) != e.Length {
-		return Weight{}, fmt.Errorf("%w: entry %q: %d bytes, want %d", ErrCorrupt, e.Name, len(data), e.Length)
+	w := Weight{Meta: e.Meta}
+	if e.DType == F16 {
+		w.F16 = make([]uint16, e.K*e.N)
+	} else {
+		w.Codes = make([]int8, e.K*e.N)
 	}
-	w, err := decodeCodes(e, data[:e.CodesLength])
-	if err != nil {
-		return Weight{}, fmt.Errorf("%w: entry %q: %v", ErrCorrupt, e.Name, err)
+	w.Scales = make([]float32, e.ScalesLength/4)
+	if err := decodeInto(e, data, &w); err != nil {
+		return Weight{}, err
 	}
-	sb := data[e.ScalesOffset : e.ScalesOffset+e.ScalesLength]
-	if e.ScalesLength > 0 {
-		w.Scales = make([]float32, e.ScalesLength/4)
-		for i := range w.Scales {
-			s := math.Float32frombits(le.Uint32(sb[4*i:]))
-			if math.IsNaN(float64(s)) || math.IsInf(float64(s), 0) {
-				return Weight{}, fmt.Errorf("%w: entry %q: scale %d is %v", ErrCorrupt, e.Name, i, s)
-			}
-			w.Scales[i] = s
-		}
-	}
-	for i, c := range data[e.ScalesOffset+e.ScalesLength:] {
-		if c != 0 {
-			return Weight{}, fmt.Errorf("%w: entry %q: scales padding byte %d is %#02x", ErrCorrupt, e.Name, i, c)
-		}
+	if e.ScalesLength == 0 {
+		w.Scales = nil
 	}
 	return w, nil
 }
 
-func decodeCodes(e Entry, codes []byte) (Weight, error) {
+// decodeInto is Decode into w's buffers, which must have the entry's lengths: Codes (or F16) K·N,
+// Scales ScalesLength/4.
+func decodeInto(e Entry, data []byte, w *Weight) error {
+	if int64(len(data)) != e.Length {
+		return fmt.Errorf("%w: entry %q: %d bytes, want %d", ErrCorrupt, e.Name, len(data), e.Length)
+	}
+	if err := decodeCodes(e, data[:e.CodesLength], w); err != nil {
+		return fmt.Errorf("%w: entry %q: %v", ErrCorrupt, e.Name, err)
+	}
+	sb := data[e.ScalesOffset : e.ScalesOffset+e.ScalesLength]
+	for i := range w.Scales {
+		s := math.Float32frombits(le.Uint32(sb[4*i:]))
+		if math.IsNaN(float64(s)) || math.IsInf(float64(s), 0) {
+			return fmt.Errorf("%w: entry %q: scale %d is %v", ErrCorrupt, e.Name, i, s)
+		}
+		w.Scales[i] = s
+	}
+	for i, c := range data[e.ScalesOffset+e.ScalesLength:] {
+		if c != 0 {
+			return fmt.Errorf("%w: entry %q: scales padding byte %d is %#02x", ErrCorrupt, e.Name, i, c)
+		}
+	}
+	return nil
+}
+
+func decodeCodes(e Entry, codes []byte, w *Weight) error {
 	l, err := e.Layout()
 	if err != nil {
-		return Weight{}, err
+		return err
 	}
-	w := Weight{Meta: e.Meta}
 	if e.DType == F16 {
-		w.F16 = make([]uint16, e.K*e.N)
-		return w, l.UntileF16(w.F16, codes)
+		return l.UntileF16(w.F16, codes)
 	}
-	w.Codes = make([]int8, e.K*e.N)
-	return w, l.Untile(w.Codes, codes)
+	return l.Untile(w.Codes, codes)
+}
+
+// decodeBytes is what decoding e holds besides its data: the codes (or F16 values) and the scales.
+func decodeBytes(e Entry) int64 {
+	per := int64(1)
+	if e.DType == F16 {
+		per = 2
+	}
+	return int64(e.K)*int64(e.N)*per + e.ScalesLength
 }
 
 // Dequantize returns the float weights row-major [N][K]: code * scale of its group, or the F16 values.

@@ -6,6 +6,9 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"runtime"
+	"sync"
+	"sync/atomic"
 
 	"github.com/zeebo/blake3"
 )
@@ -196,17 +199,47 @@ func (r *Reader) VerifyEntry(ctx context.Context, name string) error {
 	return nil
 }
 
-// VerifyAll verifies and decodes every entry (one at a time). It returns nil or the joined failures, one per
-// failing entry, each naming the entry; it stops early only when ctx is done.
+// VerifyAll verifies and decodes every entry, on GOMAXPROCS goroutines (VerifyEntries).
 func (r *Reader) VerifyAll(ctx context.Context) error {
-	var errs []error
+	return r.VerifyEntries(ctx, runtime.GOMAXPROCS(0))
+}
+
+// VerifyMemory is what one VerifyEntries worker holds at most: the largest entry's bytes and its
+// decoded codes and scales.
+func (r *Reader) VerifyMemory() int64 {
+	var m int64
 	for _, e := range r.entries {
-		if err := ctx.Err(); err != nil {
-			return err
-		}
-		if _, err := r.Load(ctx, e.Name); err != nil {
-			errs = append(errs, err)
-		}
+		m = max(m, e.Length+decodeBytes(e))
+	}
+	return m
+}
+
+// VerifyEntries reads every entry, checks it against its BLAKE3 and decodes it through the
+// untiler (as Load does), on up to workers goroutines, each reusing its buffers from entry to entry
+// (at most VerifyMemory bytes each). It returns nil or the joined failures in index order, one per
+// failing entry, each naming the entry; it stops early only when ctx is done.
+func (r *Reader) VerifyEntries(ctx context.Context, workers int) error {
+	errs := make([]error, len(r.entries))
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	for range max(1, min(workers, len(r.entries))) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			var buf []byte
+			var w Weight
+			for {
+				i := int(next.Add(1) - 1)
+				if i >= len(r.entries) || ctx.Err() != nil {
+					return
+				}
+				errs[i] = r.verifyEntry(ctx, r.entries[i], &buf, &w)
+			}
+		}()
+	}
+	wg.Wait()
+	if err := ctx.Err(); err != nil {
+		return err
 	}
 	return errors.Join(errs...)
 }
@@ -224,4 +257,40 @@ func (r *Reader) Residency() (res Residency, ok bool) {
 		c.Experts[i] = x
 	}
 	return c, true
+}
+
+// verifyEntry is ReadEntry and Decode of e into reused buffers.
+func (r *Reader) verifyEntry(ctx context.Context, e Entry, buf *[]byte, w *Weight) error {
+	if int64(cap(*buf)) < e.Length {
+		*buf = make([]byte, e.Length)
+	}
+	b := (*buf)[:e.Length]
+	if _, err := r.ra.ReadAt(b, e.Offset); err != nil {
+		return fmt.Errorf("pack %s: entry %q: %w", r.name, e.Name, err)
+	}
+	if got := Digest(blake3.Sum256(b)); got != e.Digest {
+		return fmt.Errorf("pack %s: entry %q: %w: data at %d+%d hashes to %s, index says %s", r.name, e.Name, ErrCorrupt, e.Offset, e.Length, got, e.Digest)
+	}
+	n := e.K * e.N
+	w.Meta = e.Meta
+	if e.DType == F16 {
+		if cap(w.F16) < n {
+			w.F16 = make([]uint16, n)
+		}
+		w.F16 = w.F16[:n]
+	} else {
+		if cap(w.Codes) < n {
+			w.Codes = make([]int8, n)
+		}
+		w.Codes = w.Codes[:n]
+	}
+	if ns := int(e.ScalesLength / 4); cap(w.Scales) < ns {
+		w.Scales = make([]float32, ns)
+	} else {
+		w.Scales = w.Scales[:ns]
+	}
+	if err := decodeInto(e, b, w); err != nil {
+		return fmt.Errorf("pack %s: %w", r.name, err)
+	}
+	return nil
 }

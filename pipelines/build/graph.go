@@ -226,7 +226,7 @@ func (t *Target) planTail(g *engine.Graph, src *source, ws []*weight, routing *e
 	if boardFile != nil {
 		vin["board"] = *boardFile
 	}
-	ver := g.Add("verify-local", "verify-local", stages.VerifyLocalParams{Board: boardName}, vin).Output("verify.json")
+	ver := g.Add("verify-local", "verify-local", stages.VerifyLocalParams{Board: boardName, MaxEntryBytes: wp.MaxEntryBytes}, vin).Output("verify.json")
 	rin := map[string]engine.Input{"pack": pk, "stub": stub, "verify": ver}
 	deps := []stages.ProvenanceDep{{Name: "source-model", URI: src.uri}}
 	pin := map[string]engine.Input{"dep.source-model": src.in}

@@ -51,7 +51,7 @@ var buildSteps = []buildStep{
 		map[string]string{"model": "synth.model.gguf"}, nil},
 	{"write-orkpack", "write-orkpack", `{"board":"rk3588","entries":["blk.0.attn_q.weight","blk.0.ffn_down.weight"],"max_entry_bytes":1048576}`,
 		map[string]string{"e.blk.0.attn_q.weight": "tile-rtn.entry", "e.blk.0.ffn_down.weight": "tile.entry"}, nil},
-	{"emit-stub", "emit-stub", `{}`, map[string]string{"model": "synth.model.gguf", "pack": "write-orkpack.pack"}, nil},
+	{"emit-stub", "emit-stub", `{"owned":["blk.0.attn_q.weight","blk.0.ffn_down.weight"]}`, map[string]string{"model": "synth.model.gguf"}, nil},
 	{"screen", "screen", `{"shape":` + fpShape + `,"ctx":16,"chunks":4,"text_name":"eval.txt"}`,
 		map[string]string{"model": "synth.model.gguf", "pack": "write-orkpack.pack", "text": "file:text"}, nil},
 	{"verify-local", "verify-local", `{"board":"rk3588"}`, map[string]string{"model": "synth.model.gguf", "pack": "write-orkpack.pack", "stub": "emit-stub.stub.gguf"}, nil},

@@ -35,7 +35,7 @@ func TestVerifyLocalStorageIndependent(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	st, err := runStage(t, "emit-stub", `{}`, map[string]string{"model": model, "pack": pk["pack"]})
+	st, err := runStage(t, "emit-stub", `{"owned":["blk.1.ffn_down_exps.weight"]}`, map[string]string{"model": model})
 	if err != nil {
 		t.Fatal(err)
 	}

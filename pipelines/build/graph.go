@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"path/filepath"
+	"slices"
 	"strings"
 
 	"orkpipe/pipelines/engine"
@@ -221,7 +222,12 @@ func (t *Target) planTail(g *engine.Graph, src *source, ws []*weight, routing *e
 		win["residency"] = *moe.residency
 	}
 	pk := g.Add("write-orkpack", "write-orkpack", wp, win).Output("pack")
-	stub := g.Add("emit-stub", "emit-stub", stages.EmitStubParams{}, map[string]engine.Input{"model": src.in, "pack": pk}).Output("stub.gguf")
+	var owned []string // pack.OwnedTensors of the entries: the tensors (an expert tensor whole)
+	for _, w := range ws {
+		owned = append(owned, w.tensor)
+	}
+	slices.Sort(owned)
+	stub := g.Add("emit-stub", "emit-stub", stages.EmitStubParams{Owned: slices.Compact(owned)}, map[string]engine.Input{"model": src.in}).Output("stub.gguf")
 	vin := map[string]engine.Input{"model": src.in, "pack": pk, "stub": stub}
 	if boardFile != nil {
 		vin["board"] = *boardFile

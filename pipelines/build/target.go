@@ -20,7 +20,7 @@
 //	finalize-promote:<weight>,  per promotion candidate: the same weight at the promoted tier
 //	tile-promote:<weight>       (rtn-tile-promote:<weight> for an RTN twin without act-clip search)
 //	write-orkpack               every tile + the board profile -> <name>.orkpack (promotion chosen here by qerr)
-//	emit-stub                   model + pack -> <name>.orkpack.gguf
+//	emit-stub                   model + the owned tensor names -> <name>.orkpack.gguf (no wait for the pack)
 //	screen                      model + pack + text -> PPL / KLD, gates
 //	verify-local                pack VerifyAll, stub vs pack, plan vs board
 //	report                      report.json + summary.txt + report.html (stages/reporthtml)
@@ -32,9 +32,9 @@
 // Each node's parameters carry exactly what changes its output: finalize holds the scheme fields
 // that change the codes and never the tile layout, so changing the tile layout never re-runs GPTQ
 // (it does re-run an rtn-tile node: RTN costs seconds, a separate node would cost a weight file
-// written, stored, verified and read back),
-// and changing one class's group size re-runs only that class's finalize and tile nodes, then
-// write-orkpack, emit-stub, screen, verify-local, report and provenance (in one-shot mode; in
+// written, stored, verified and read back), and changing one class's group size re-runs only that
+// class's finalize and tile nodes, then write-orkpack, screen, verify-local, report and provenance
+// (emit-stub reads only the names of the tensors the pack owns) (in one-shot mode; in
 // sequential mode the later windows' calibration sees the changed weights, so it re-runs too, as it
 // must).
 //

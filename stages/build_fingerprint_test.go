@@ -61,6 +61,11 @@ var buildSteps = []buildStep{
 	{"provenance", "provenance", `{"name":"fp","subjects":["fp.orkpack","report.json"],"deps":[{"name":"corpus","uri":"file:///corpus.txt"}],"recipe":{"name":"fp"},"overrides":["a=b"]}`,
 		map[string]string{"subject.fp.orkpack": "write-orkpack.pack", "subject.report.json": "report.report.json", "dep.corpus": "file:text"},
 		map[string]string{"orkpipe": "file:tool"}},
+	// The pack's sha256 from its own node: the same statement (checked below).
+	{"sha256", "sha256", `{}`, map[string]string{"file": "write-orkpack.pack"}, nil},
+	{"provenance-sha256", "provenance", `{"name":"fp","subjects":["fp.orkpack","report.json"],"deps":[{"name":"corpus","uri":"file:///corpus.txt"}],"recipe":{"name":"fp"},"overrides":["a=b"],"sha256":["fp.orkpack"]}`,
+		map[string]string{"subject.fp.orkpack": "write-orkpack.pack", "sha256.fp.orkpack": "sha256.sha256.json", "subject.report.json": "report.report.json", "dep.corpus": "file:text"},
+		map[string]string{"orkpipe": "file:tool"}},
 	// Mixture of experts: a synthetic MoE model, per-expert Hessians, and expert slices finalized by
 	// GPTQ and by RTN weighted with an imatrix (the fixture fpImatrix writes).
 	{"synth-moe", "synth", `{"layers":2,"n_embd":64,"n_ff":96,"n_head":4,"n_head_kv":2,"vocab":360,"ctx":64,"type":"F16","seed":11,"n_expert":4,"n_expert_used":2}`, nil, nil},
@@ -191,6 +196,9 @@ func TestBuildStageFingerprints(t *testing.T) {
 			fp.Outputs[n] = d.String()
 		}
 		got[s.name] = fp
+	}
+	if a, b := got["provenance"].Outputs["provenance.json"], got["provenance-sha256"].Outputs["provenance.json"]; a != b {
+		t.Errorf("provenance with the pack's sha256 from a sha256 node wrote %s, hashing it itself %s", b, a)
 	}
 	golden := filepath.Join("testdata", "build-fingerprints.json")
 	if *update {

@@ -11,6 +11,7 @@ import (
 	"io"
 	"os"
 	"runtime"
+	"slices"
 	"sort"
 
 	"golang.org/x/sync/errgroup"
@@ -30,6 +31,10 @@ type ProvenanceParams struct {
 	Deps      []ProvenanceDep `json:"deps"`
 	Recipe    json.RawMessage `json:"recipe"`
 	Overrides []string        `json:"overrides"`
+	// SHA256 names the subjects whose sha256 a "sha256" node computed: bound as input
+	// "sha256.<subject>", checked to describe that subject (its BLAKE3 and size), never recomputed.
+	// The others are hashed here.
+	SHA256 []string `json:"sha256,omitempty"`
 }
 
 // ProvenanceDep is one resolved dependency.
@@ -56,6 +61,12 @@ func init() {
 		s := Spec{Outputs: []string{"provenance.json"}, PeakMemory: 32 << 20, Tools: []Tool{tool}}
 		for _, sub := range p.Subjects {
 			s.Inputs = append(s.Inputs, "subject."+sub)
+		}
+		for _, sub := range p.SHA256 {
+			if !slices.Contains(p.Subjects, sub) {
+				return Spec{}, fmt.Errorf("sha256: %q is not a subject", sub)
+			}
+			s.Inputs = append(s.Inputs, "sha256."+sub)
 		}
 		for _, d := range p.Deps {
 			s.Inputs = append(s.Inputs, "dep."+d.Name)
@@ -131,7 +142,11 @@ func runProvenance(ctx context.Context, p ProvenanceParams, req Request) error {
 	for i, name := range p.Subjects {
 		f := req.Inputs["subject."+name]
 		g.Go(func() error {
-			sum, err := sha256File(gctx, f.Path)
+			hash := func() (string, error) { return sha256File(gctx, f.Path) }
+			if slices.Contains(p.SHA256, name) {
+				hash = func() (string, error) { return readSHA256(req.Inputs["sha256."+name].Path, f) }
+			}
+			sum, err := hash()
 			subjects[i] = ResourceDescriptor{Name: name, Digest: DigestSet{"sha256": sum, "blake3": f.Digest.Hex()}}
 			return err
 		})

@@ -7,7 +7,10 @@ import (
 	"encoding/hex"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
+
+	"orkpipe/artifacts"
 )
 
 // TestSHA256FileSparse: a file with holes (at the start, inside, at the end) hashes as its logical
@@ -52,5 +55,42 @@ func TestSHA256FileSparse(t *testing.T) {
 				t.Errorf("sha256 %s, want %x", got, sum)
 			}
 		})
+	}
+}
+
+// TestReadSHA256: a sha256 node's record is taken only for the file it describes (same BLAKE3 and
+// size); one of another file, or malformed, is an error naming the record.
+func TestReadSHA256(t *testing.T) {
+	dir := t.TempDir()
+	data := []byte("the subject")
+	path := filepath.Join(dir, "subject")
+	if err := os.WriteFile(path, data, 0o444); err != nil {
+		t.Fatal(err)
+	}
+	f := File{Path: path, Digest: artifacts.SumBytes(data), Size: int64(len(data))}
+	out := t.TempDir()
+	if err := runSHA256(context.Background(), SHA256Params{}, Request{Inputs: map[string]File{"file": f}, OutDir: out}); err != nil {
+		t.Fatal(err)
+	}
+	rec := filepath.Join(out, "sha256.json")
+	sum := sha256.Sum256(data)
+	if got, err := readSHA256(rec, f); err != nil || got != hex.EncodeToString(sum[:]) {
+		t.Fatalf("readSHA256 = %q, %v; want %x", got, err, sum)
+	}
+	other := f
+	other.Digest = artifacts.SumBytes([]byte("another file"))
+	short := f
+	short.Size--
+	bad := filepath.Join(dir, "bad.json")
+	if err := os.WriteFile(bad, []byte(`{"sha256":"00"`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		rec string
+		f   File
+	}{{rec, other}, {rec, short}, {bad, f}} {
+		if _, err := readSHA256(tc.rec, tc.f); err == nil || !strings.Contains(err.Error(), tc.rec) {
+			t.Errorf("readSHA256(%s, %s/%d) = %v, want an error naming the record", tc.rec, tc.f.Digest, tc.f.Size, err)
+		}
 	}
 }

@@ -2,18 +2,23 @@ package stages_test
 
 import (
 	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
 	"os"
 	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
 
+	"orkpipe/artifacts"
 	"orkpipe/internal/fixtures"
+	"orkpipe/stages"
 )
 
 // TestVerifyLocalStorageIndependent: verify-local's output is the same for the stub emit-stub wrote
-// (the pack-owned tensors are holes) and for a copy of it without holes (as an executor may bring
-// it back): no output may depend on how an input is stored.
+// (the pack-owned tensors are holes; its sha256.json describes it) and for a copy of it without
+// holes (as an executor may bring it back): no output may depend on how an input is stored.
 func TestVerifyLocalStorageIndependent(t *testing.T) {
 	model := fixtures.Synth(t, fixtures.MoE)
 	in := map[string]string{}
@@ -43,6 +48,14 @@ func TestVerifyLocalStorageIndependent(t *testing.T) {
 	b, err := os.ReadFile(sparse)
 	if err != nil {
 		t.Fatal(err)
+	}
+	// emit-stub's sha256 record describes the stub it wrote.
+	var rec stages.SHA256Result
+	if raw, err := os.ReadFile(st["sha256.json"]); err != nil || json.Unmarshal(raw, &rec) != nil {
+		t.Fatalf("sha256.json: %v %s", err, raw)
+	}
+	if sum := sha256.Sum256(b); rec.SHA256 != hex.EncodeToString(sum[:]) || rec.BLAKE3 != artifacts.SumBytes(b).String() || rec.Size != int64(len(b)) {
+		t.Errorf("emit-stub's sha256.json %+v does not describe its stub (sha256 %x, %s, %d bytes)", rec, sum, artifacts.SumBytes(b), len(b))
 	}
 	dense := filepath.Join(t.TempDir(), "dense.gguf")
 	if err := os.WriteFile(dense, b, 0o444); err != nil { // every byte written: no holes

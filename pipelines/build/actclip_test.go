@@ -145,7 +145,7 @@ func TestActClipRebuild(t *testing.T) {
 		case strings.HasPrefix(id, "act-clip:"):
 			searches++
 		case strings.HasPrefix(id, "tile:") && !strings.Contains(id, "ffn_down"):
-		case slices.Contains([]string{"write-orkpack", "emit-stub", "screen", "verify-local", "report", "provenance"}, id):
+		case slices.Contains([]string{"write-orkpack", "sha256:tiny.orkpack", "screen", "verify-local", "report", "provenance"}, id):
 		default:
 			t.Errorf("grid change re-ran %s", id)
 		}

@@ -121,8 +121,9 @@ func (r *rig) build(t *testing.T, path, out string, sets ...string) ([]string, *
 func sorted(s ...string) []string { sort.Strings(s); return s }
 
 // TestRebuildCounts is acceptance 3: a second build executes nothing; changing the group size of
-// one tensor class re-runs exactly that class's finalize and tile nodes plus write-orkpack, screen,
-// verify-local, report and provenance (not emit-stub: the pack owns the same tensors); changing the
+// one tensor class re-runs exactly that class's finalize and tile nodes plus write-orkpack, the pack's
+// sha256, screen, verify-local, report and provenance (not emit-stub: the pack owns the same
+// tensors); changing the
 // screen text re-runs screen and what records its result (report, provenance), nothing else.
 func TestRebuildCounts(t *testing.T) {
 	r := newRig(t)
@@ -158,7 +159,7 @@ func TestRebuildCounts(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := sorted("finalize:blk.0.ffn_down.weight", "finalize:blk.1.ffn_down.weight", "tile:blk.0.ffn_down.weight",
-		"tile:blk.1.ffn_down.weight", "write-orkpack", "screen", "verify-local", "report", "provenance")
+		"tile:blk.1.ffn_down.weight", "write-orkpack", "sha256:tiny.orkpack", "screen", "verify-local", "report", "provenance")
 	if strings.Join(ran, " ") != strings.Join(want, " ") {
 		t.Errorf("group change re-ran\n  %v\nwant\n  %v", ran, want)
 	}

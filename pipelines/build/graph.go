@@ -227,7 +227,8 @@ func (t *Target) planTail(g *engine.Graph, src *source, ws []*weight, routing *e
 		owned = append(owned, w.tensor)
 	}
 	slices.Sort(owned)
-	stub := g.Add("emit-stub", "emit-stub", stages.EmitStubParams{Owned: slices.Compact(owned)}, map[string]engine.Input{"model": src.in}).Output("stub.gguf")
+	es := g.Add("emit-stub", "emit-stub", stages.EmitStubParams{Owned: slices.Compact(owned)}, map[string]engine.Input{"model": src.in})
+	stub := es.Output("stub.gguf")
 	vin := map[string]engine.Input{"model": src.in, "pack": pk, "stub": stub}
 	if boardFile != nil {
 		vin["board"] = *boardFile
@@ -301,8 +302,12 @@ func (t *Target) planTail(g *engine.Graph, src *source, ws []*weight, routing *e
 	if err != nil {
 		return nil, err
 	}
+	// The stub's sha256 comes from emit-stub (from the start, beside the quantization), the pack's
+	// from its own node beside verify-local: neither is hashed on the serial tail.
+	pin["sha256."+out.Stub] = es.Output("sha256.json")
+	pin["sha256."+out.Pack] = g.Add("sha256:"+out.Pack, "sha256", stages.SHA256Params{}, map[string]engine.Input{"file": pk}).Output("sha256.json")
 	prov := g.Add("provenance", "provenance", stages.ProvenanceParams{Name: r.Name,
-		Subjects: subjects, Deps: deps, Recipe: recipeJSON, Overrides: t.overrides}, pin)
+		Subjects: subjects, Deps: deps, Recipe: recipeJSON, Overrides: t.overrides, SHA256: []string{out.Pack, out.Stub}}, pin)
 	g.Export(out.Pack, pk)
 	g.Export(out.Stub, stub)
 	g.Export(out.Report, rep.Output("report.json"))

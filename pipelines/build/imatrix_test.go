@@ -245,7 +245,7 @@ func TestImatrixBuild(t *testing.T) {
 			want = append(want, "rtn-tile:"+name)
 		}
 	}
-	want = sorted(append(want, "write-orkpack", "verify-local", "report", "provenance")...)
+	want = sorted(append(want, "write-orkpack", "sha256:stories-im.orkpack", "verify-local", "report", "provenance")...)
 	if strings.Join(ran, " ") != strings.Join(want, " ") {
 		t.Errorf("imatrix change re-ran\n  %v\nwant\n  %v", ran, want)
 	}

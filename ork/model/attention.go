@@ -93,7 +93,7 @@ func (m *Model) gatedAttention(l *Layer, x []float32, seqLen int, s *scratch, ob
 func (m *Model) attendSequences(att, q, k, v []float32, seqLen int, s *scratch) {
 	c := &m.Cfg
 	qd, kvd := c.QDim(), c.KVDim()
-	rope := newRoPE(c, seqLen)
+	rope := m.ropeFor(seqLen)
 	rope.fma = m.GGMLExact
 	kvF16 := m.KVF16 || m.GGMLExact
 	var scores []float32

@@ -89,7 +89,8 @@ type Model struct {
 	// (flashAttentionGGML). Evaluate sets it per chunk as llama-perplexity batches (perplexityUbatch).
 	GGMLUbatch int
 
-	buf scratch // reused between RunLayer calls
+	buf  scratch    // reused between RunLayer calls
+	rope *ropeTable // the RoPE table of the last sequence length, reused while it does not change
 }
 
 // NewModel validates cfg and returns a model reading its weights from src.

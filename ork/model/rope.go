@@ -9,7 +9,18 @@ type ropeTable struct {
 	// the parenthesized product rounded and the rest one fused multiply-add.
 	fma      bool
 	dim      int
+	t        int       // positions tabulated
 	cos, sin []float32 // [pos][dim/2]
+}
+
+// ropeFor returns the RoPE table of positions 0..t-1 for m's config, tabulated once per sequence
+// length: every attention block of a forward pass (and every batch of equal-length sequences) reuses
+// it, so running layers allocates no table. The config must not change while m is used.
+func (m *Model) ropeFor(t int) *ropeTable {
+	if m.rope == nil || m.rope.t != t {
+		m.rope = newRoPE(&m.Cfg, t)
+	}
+	return m.rope
 }
 
 // newRoPE tabulates the rotations of positions 0..t-1 as ggml_rope_cache_init does: theta starts at the
@@ -18,7 +29,7 @@ type ropeTable struct {
 // positions are the token's, e is 0) a pair whose section is e is not rotated.
 func newRoPE(c *Config, t int) *ropeTable {
 	half := c.RopeDim / 2
-	r := &ropeTable{neox: c.RopeNeox, dim: c.RopeDim, cos: make([]float32, t*half), sin: make([]float32, t*half)}
+	r := &ropeTable{neox: c.RopeNeox, dim: c.RopeDim, t: t, cos: make([]float32, t*half), sin: make([]float32, t*half)}
 	thetaScale := float32(math.Pow(float64(c.RopeBase), -2.0/float64(c.RopeDim)))
 	for p := 0; p < t; p++ {
 		theta := float32(p) // ggml_rope_cache_init: theta starts at the position and is scaled per pair

@@ -13,7 +13,7 @@
 //	annotations   dev.orkpipe.format = "2", org.opencontainers.image.created (from provenance,
 //	              never the wall clock), dev.orkpipe.board-profile, dev.orkpipe.recipe.digest
 //
-// A file travels raw (the pack, reports), or as a tar archive (tar.go: pax, a GNU sparse 1.0
+// A file travels raw (the pack, reports), or as a tar archive (package artifacts/sparse: pax, a GNU sparse 1.0
 // entry when it has holes, so the stub sends only its data) where leaving holes out pays, zstd-
 // compressed where that pays (prepare.go). Each layer carries org.cncf.model.filepath and
 // org.opencontainers.image.title (NAME, NAME.tar or NAME.tar.zst), so oras and ModelPack clients

@@ -193,8 +193,8 @@ func writeText(t testing.TB, path string, size int64, exts []Extent, seed uint64
 func buildDir(t testing.TB) string {
 	t.Helper()
 	dir := t.TempDir()
-	writeText(t, filepath.Join(dir, "calib.txt"), 6<<20, []Extent{{0, 6 << 20}}, 1)
-	writeText(t, filepath.Join(dir, "sparse-text.gguf"), 24<<20, []Extent{{0, 1 << 20}, {9<<20 + 4096, 2 << 20}, {24<<20 - 8192, 8192}}, 2)
+	writeText(t, filepath.Join(dir, "calib.txt"), 6<<20, []Extent{{Off: 0, Len: 6 << 20}}, 1)
+	writeText(t, filepath.Join(dir, "sparse-text.gguf"), 24<<20, []Extent{{Off: 0, Len: 1 << 20}, {Off: 9<<20 + 4096, Len: 2 << 20}, {Off: 24<<20 - 8192, Len: 8192}}, 2)
 	copyFile(t, testfiles.Path(t, "stories260K.gguf"), filepath.Join(dir, "stories260K.gguf"))
 	copyFile(t, testfiles.Path(t, "stories260K-Q4_0.gguf"), filepath.Join(dir, "stories260K-Q4_0.gguf"))
 	writePack(t, testfiles.Path(t, "stories260K.gguf"), filepath.Join(dir, "model.orkpack"))

@@ -9,6 +9,7 @@ import (
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 
 	"orkpipe/artifacts"
+	"orkpipe/artifacts/sparse"
 )
 
 // Form is how a layer carries its file: the last part of its ModelPack media type.
@@ -17,7 +18,7 @@ type Form string
 const (
 	// FormRaw: the layer is the file's bytes (holes included, as zeros).
 	FormRaw Form = "raw"
-	// FormTar: the layer is a tar archive of the file (see tar.go); a file with holes is a GNU
+	// FormTar: the layer is a tar archive of the file (package artifacts/sparse); a file with holes is a GNU
 	// sparse entry, so only its data travels.
 	FormTar Form = "tar"
 	// FormTarZstd: the layer is that archive compressed with zstd, one frame per range.
@@ -74,7 +75,7 @@ func (f File) MediaType() string { return mediaTypePrefix + f.Class + ".v1." + s
 func (f File) Title() string { return f.Name + f.Form.titleSuffix() }
 
 // DataSize is the number of file bytes outside holes.
-func (f File) DataSize() int64 { return extentsLen(f.Extents) }
+func (f File) DataSize() int64 { return sparse.Len(f.Extents) }
 
 // StoredSize is the number of bytes the layer occupies in the registry.
 func (f File) StoredSize() int64 { return f.Layer.Size }
@@ -84,7 +85,7 @@ func fullExtents(size int64) []Extent {
 	if size == 0 {
 		return nil
 	}
-	return []Extent{{0, size}}
+	return []Extent{{Off: 0, Len: size}}
 }
 
 // ValidRangeSize reports whether n can be a range size: a power of two of whole BLAKE3 pieces, so
@@ -112,7 +113,7 @@ func clip(exts []Extent, off, n int64) []Extent {
 	for _, e := range exts {
 		lo, hi := max(e.Off, off), min(e.End(), off+n)
 		if lo < hi {
-			out = append(out, Extent{lo, hi - lo})
+			out = append(out, Extent{Off: lo, Len: hi - lo})
 		}
 	}
 	return out
@@ -126,7 +127,7 @@ type segment struct {
 	tail []byte
 }
 
-func (s segment) len() int64 { return int64(len(s.head)) + extentsLen(s.data) + int64(len(s.tail)) }
+func (s segment) len() int64 { return int64(len(s.head)) + sparse.Len(s.data) + int64(len(s.tail)) }
 
 // segments cuts the tar form of f into its ranges' segments.
 func (f File) segments() []segment {
@@ -134,14 +135,14 @@ func (f File) segments() []segment {
 	for k, r := range f.Ranges {
 		out[k].data = clip(f.Extents, r.Off, r.Len)
 	}
-	out[0].head = tarHeader(f.Name, f.Digests.Size, f.Extents)
-	out[len(out)-1].tail = tarTrailer(f.DataSize())
+	out[0].head = sparse.TarHeader(f.Name, f.Digests.Size, f.Extents)
+	out[len(out)-1].tail = sparse.TarTrailer(f.DataSize())
 	return out
 }
 
 // reader returns the segment's bytes, its data read from file.
 func (s segment) reader(file io.ReaderAt) io.Reader {
-	return io.MultiReader(bytes.NewReader(s.head), extentsReader(file, s.data), bytes.NewReader(s.tail))
+	return io.MultiReader(bytes.NewReader(s.head), sparse.NewExtentsReader(file, s.data), bytes.NewReader(s.tail))
 }
 
 // checkRanges validates f's ranges against its size, form and layer: range geometry, stored
@@ -162,7 +163,7 @@ func (f File) checkRanges() error {
 		if r.Stored.Off != next || r.Stored.Len < 0 {
 			return fmt.Errorf("range %d is stored at [%d,+%d), want it at %d", k, r.Stored.Off, r.Stored.Len, next)
 		}
-		if f.Form == FormRaw && r.Stored != (Extent{r.Off, r.Len}) {
+		if f.Form == FormRaw && r.Stored != (Extent{Off: r.Off, Len: r.Len}) {
 			return fmt.Errorf("range %d of a raw layer is stored at [%d,+%d), not at its file offset", k, r.Stored.Off, r.Stored.Len)
 		}
 		next = r.Stored.End()

@@ -15,6 +15,7 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/types"
 
 	"orkpipe/artifacts"
+	"orkpipe/artifacts/sparse"
 )
 
 // ModelInfo holds the ModelPack descriptor/config fields and the orkpipe manifest annotations.
@@ -87,7 +88,7 @@ type fileMetadata struct {
 
 // layerAnnotations returns the annotations of f's layer.
 func layerAnnotations(f File) (map[string]string, error) {
-	meta, err := json.Marshal(fileMetadata{Name: f.Name, Mode: tarMode, Size: f.Digests.Size, ModTime: time.Unix(0, 0).UTC(), Typeflag: '0'})
+	meta, err := json.Marshal(fileMetadata{Name: f.Name, Mode: sparse.TarMode, Size: f.Digests.Size, ModTime: time.Unix(0, 0).UTC(), Typeflag: '0'})
 	if err != nil {
 		return nil, err
 	}
@@ -101,7 +102,7 @@ func layerAnnotations(f File) (map[string]string, error) {
 	a[AnnotationFileSize] = strconv.FormatInt(f.Digests.Size, 10)
 	a[AnnotationFileSHA256] = f.Digests.SHA256
 	a[AnnotationFileBLAKE3] = f.Digests.BLAKE3.String()
-	if hasHoles(f.Digests.Size, f.Extents) {
+	if sparse.HasHoles(f.Digests.Size, f.Extents) {
 		a[AnnotationFileExtents] = extentsJSON(f.Extents)
 	}
 	if f.RangeSize != 0 {
@@ -145,7 +146,7 @@ func parseExtents(s string) ([]Extent, error) {
 	}
 	out := make([]Extent, len(pairs))
 	for i, p := range pairs {
-		out[i] = Extent{p[0], p[1]}
+		out[i] = Extent{Off: p[0], Len: p[1]}
 	}
 	return out, nil
 }
@@ -272,7 +273,7 @@ func parseLayer(l v1.Descriptor) (File, error) {
 		if f.Extents, err = parseExtents(v); err != nil {
 			return f, fmt.Errorf("%s: %w", AnnotationFileExtents, err)
 		}
-		if !hasHoles(d.Size, f.Extents) {
+		if !sparse.HasHoles(d.Size, f.Extents) {
 			return f, fmt.Errorf("%s lists no hole: a file without holes has no such annotation", AnnotationFileExtents)
 		}
 	}
@@ -310,7 +311,7 @@ func parseRanges(f *File, la map[string]string) error {
 		if _, ok := la[AnnotationRangeStored]; ok {
 			return fmt.Errorf("%s without %s", AnnotationRangeStored, AnnotationRangeSize)
 		}
-		f.Ranges = []Range{{Off: 0, Len: size, Stored: Extent{0, f.Layer.Size}}}
+		f.Ranges = []Range{{Off: 0, Len: size, Stored: Extent{Off: 0, Len: f.Layer.Size}}}
 		return f.checkRanges()
 	}
 	rs, err := strconv.ParseInt(sizeStr, 10, 64)
@@ -335,7 +336,7 @@ func parseRanges(f *File, la map[string]string) error {
 			return fmt.Errorf("%s on a raw layer (its ranges are stored at their file offsets)", AnnotationRangeStored)
 		}
 		for k := range f.Ranges {
-			f.Ranges[k].Stored = Extent{f.Ranges[k].Off, f.Ranges[k].Len}
+			f.Ranges[k].Stored = Extent{Off: f.Ranges[k].Off, Len: f.Ranges[k].Len}
 		}
 	} else {
 		stored, err := parseExtents(la[AnnotationRangeStored])

@@ -17,6 +17,7 @@ import (
 	"github.com/klauspost/compress/zstd"
 
 	"orkpipe/artifacts"
+	"orkpipe/artifacts/sparse"
 	"orkpipe/registry/oci"
 )
 
@@ -117,11 +118,11 @@ func prepareFile(ctx context.Context, path string, o *options, slots chan struct
 		return nil, fmt.Errorf("%s: %d bytes, but its digests are of %d bytes (changed meanwhile?)", path, st.Size(), od.Size)
 	}
 	size := st.Size()
-	exts, err := dataExtents(f, size)
+	exts, err := sparse.DataExtents(f, size)
 	if err != nil {
 		return nil, err
 	}
-	exts = alignExtents(exts, size)
+	exts = sparse.Align(exts, size)
 	name := filepath.Base(path)
 	lf := &localFile{path: path, st: st, File: File{Name: name, Class: classOf(name), Extents: exts, Extra: map[string]string{},
 		Digests: FileDigests{Size: size, SHA256: od.SHA256String(), BLAKE3: od.Digest}}}
@@ -151,7 +152,7 @@ func prepareFile(ctx context.Context, path string, o *options, slots chan struct
 	}
 	if lf.Form == FormRaw {
 		for k := range lf.Ranges {
-			lf.Ranges[k].Stored = Extent{lf.Ranges[k].Off, lf.Ranges[k].Len}
+			lf.Ranges[k].Stored = Extent{Off: lf.Ranges[k].Off, Len: lf.Ranges[k].Len}
 		}
 		h, _ := v1.NewHash(lf.Digests.SHA256)
 		lf.Layer, lf.DiffID = v1.Descriptor{Size: size, Digest: h}, lf.Digests.SHA256
@@ -171,7 +172,7 @@ func prepareFile(ctx context.Context, path string, o *options, slots chan struct
 // chooseForm decides how a file of size bytes with data exts travels (see sparseMinHoles and
 // compressWhenBelow).
 func chooseForm(f io.ReaderAt, size int64, exts []Extent) (Form, error) {
-	data := extentsLen(exts)
+	data := sparse.Len(exts)
 	holes := size - data
 	ratio, err := sampleRatio(f, exts)
 	if err != nil {
@@ -189,7 +190,7 @@ func chooseForm(f io.ReaderAt, size int64, exts []Extent) (Form, error) {
 // sampleRatio compresses up to sampleWindows windows spread over the data and returns the ratio
 // of compressed to raw bytes (1 for a file without data).
 func sampleRatio(f io.ReaderAt, exts []Extent) (float64, error) {
-	total := extentsLen(exts)
+	total := sparse.Len(exts)
 	if total == 0 {
 		return 1, nil
 	}
@@ -199,7 +200,7 @@ func sampleRatio(f io.ReaderAt, exts []Extent) (float64, error) {
 	for at := int64(0); at < total; at += step {
 		n := min(int64(sampleWindowSize), total-at)
 		buf.Reset()
-		m, err := encodeFrame(&buf, extentsReader(f, subExtents(exts, at, n)))
+		m, err := encodeFrame(&buf, sparse.NewExtentsReader(f, subExtents(exts, at, n)))
 		if err != nil {
 			return 0, err
 		}
@@ -246,7 +247,7 @@ func (lf *localFile) hashArchive(ctx context.Context, f io.ReaderAt, slots chan 
 			if n != s.len() {
 				return fmt.Errorf("range %d: read %d bytes of the archive, want %d: the file shrank", k, n, s.len())
 			}
-			lf.Ranges[k].Stored = Extent{off, n}
+			lf.Ranges[k].Stored = Extent{Off: off, Len: n}
 			off += n
 		}
 		lf.Layer = v1.Descriptor{Size: off, Digest: v1.Hash{Algorithm: "sha256", Hex: hex.EncodeToString(stored.Sum(nil))}}
@@ -268,7 +269,7 @@ func (lf *localFile) hashArchive(ctx context.Context, f io.ReaderAt, slots chan 
 	}()
 	err := compressSegments(ctx, f, lf.segs, slots, func(k int, frame []byte) error {
 		stored.Write(frame)
-		lf.Ranges[k].Stored = Extent{off, int64(len(frame))}
+		lf.Ranges[k].Stored = Extent{Off: off, Len: int64(len(frame))}
 		off += int64(len(frame))
 		return nil
 	})

@@ -86,6 +86,7 @@ func TestHybridWindowsChain(t *testing.T) {
 			}
 			whole := captureToFile(t, m, Window{0, n}, emb(), filepath.Join(dir, "whole"))
 			var chained []*Result
+			var worstState, worstHessian float64
 			var in HiddenSource = emb()
 			for l := 0; l < n; l++ {
 				path := filepath.Join(dir, fmt.Sprintf("chain.%d", l+1))
@@ -107,9 +108,11 @@ func TestHybridWindowsChain(t *testing.T) {
 					t.Fatal(err)
 				}
 				f.Close()
-				if d := maxRelDiff32(readAll(t, one), readAll(t, path)); d > 1e-6 {
+				d := maxRelDiff32(readAll(t, one), readAll(t, path))
+				if d > 1e-6 {
 					t.Errorf("boundary %d: chained windows and one pass differ by %.3g (relative to max |h|)", l+1, d)
 				}
+				worstState = max(worstState, d)
 			}
 			if d := maxRelDiff32(readAll(t, filepath.Join(dir, "whole")), readAll(t, filepath.Join(dir, fmt.Sprintf("chain.%d", n)))); d > 1e-6 {
 				t.Errorf("states after the last block: chained and one window differ by %.3g", d)
@@ -123,15 +126,18 @@ func TestHybridWindowsChain(t *testing.T) {
 							t.Fatalf("layer %d site %d expert %d: %d and %d tokens", l, i, e, a.Tokens, b.Tokens)
 						}
 						if a.Tokens > 0 {
-							if d := maxRelDiff(a.Data, b.Data); d > 1e-6 {
+							d := maxRelDiff(a.Data, b.Data)
+							if d > 1e-6 {
 								t.Errorf("layer %d site %s expert %d: Hessians differ by %.3g", l, m.Cfg.Sites(l)[i].Name, e, d)
 							}
+							worstHessian = max(worstHessian, d)
 						}
 						hessians++
 					}
 				}
 			}
-			t.Logf("%s: %d layers, %d Hessians compared (kinds %v)", file, n, hessians, m.Cfg.Kinds)
+			t.Logf("%s: %d layers, %d Hessians compared (kinds %v); largest relative difference: boundary states %.3g, Hessians %.3g",
+				file, n, hessians, m.Cfg.Kinds, worstState, worstHessian)
 		})
 	}
 }

@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"runtime/pprof"
+	"syscall"
 	"time"
 
 	"gonum.org/v1/gonum/blas"
@@ -32,6 +33,7 @@ type calibResult struct {
 	Sequences  int     `json:"sequences"`
 	Ctx        int     `json:"ctx"`
 	Seconds    float64 `json:"calibrate_s"`
+	CPUSeconds float64 `json:"calibrate_cpu_s"` // user + system CPU of the process during the node
 	FwdFlops   float64 `json:"forward_flops"`
 	HessFlops  float64 `json:"hessian_flops"`
 	SgemmGFLOP float64 `json:"sgemm_gflops"`
@@ -158,16 +160,27 @@ func runCalibWorker(ctx context.Context, w io.Writer, embd, ff, nSeq, ctxLen int
 		}
 		defer pprof.StopCPUProfile()
 	}
+	cpu0 := processCPU()
 	start := time.Now()
 	if _, err := exec("calibrate", stages.CalibrateParams{Shape: shape, Start: 0, End: 1, Sequences: nSeq, Ctx: ctxLen, Hidden: true},
 		map[string]string{"model": mo["model.gguf"], "tokens": tok["tokens"]}); err != nil {
 		return err
 	}
 	el := time.Since(start).Seconds()
+	cpu := (processCPU() - cpu0).Seconds()
 	c := shape.Config()
 	fwd, hess := calibFlops(c.NEmbd, c.QDim(), c.KVDim(), c.NFF, nSeq, ctxLen)
 	return json.NewEncoder(w).Encode(calibResult{Backend: quant.BLASBackend, Embd: embd, FF: ff, Sequences: nSeq, Ctx: ctxLen,
-		Seconds: el, FwdFlops: fwd, HessFlops: hess, SgemmGFLOP: sg, DgemmGFLOP: dg})
+		Seconds: el, CPUSeconds: cpu, FwdFlops: fwd, HessFlops: hess, SgemmGFLOP: sg, DgemmGFLOP: dg})
+}
+
+// processCPU returns the user + system CPU time this process has used (its OpenBLAS threads included).
+func processCPU() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
 // calibShare is the calibrate node's rate as a fraction of what the build's own kernels would reach on
@@ -196,6 +209,7 @@ func rowCalib(e *env) (Row, error) {
 		builds[1].skip = "-calib-pure-go=false"
 	}
 	var steps []step
+	cpu := make([][]float64, len(builds)) // per build: CPU seconds of the calibrate node, per run
 	for _, b := range builds {
 		sg := Measure{Label: "sgemm, " + b.name, Role: "reference"}
 		dg := Measure{Label: "dgemm, " + b.name, Role: "reference"}
@@ -211,7 +225,7 @@ func rowCalib(e *env) (Row, error) {
 		if cm.Skipped != "" {
 			continue
 		}
-		bin := b.bin
+		bin, i := b.bin, i
 		steps = append(steps, step{m: cm, rss: true, run: func() (time.Duration, int64, error) {
 			var out bytes.Buffer
 			_, rss, err := e.command(&out, bin, "-worker", "calib", "-k", fmt.Sprint(embd), "-n", fmt.Sprint(ff),
@@ -226,6 +240,7 @@ func rowCalib(e *env) (Row, error) {
 			flops := 2 * float64(matmulDim) * matmulDim * matmulDim
 			sg.Samples = append(sg.Samples, flops/res.SgemmGFLOP/1e9)
 			dg.Samples = append(dg.Samples, flops/res.DgemmGFLOP/1e9)
+			cpu[i] = append(cpu[i], res.CPUSeconds)
 			return time.Duration(res.Seconds * float64(time.Second)), rss, nil
 		}})
 	}
@@ -240,6 +255,7 @@ func rowCalib(e *env) (Row, error) {
 		sg.GFLOPS, dg.GFLOPS, cm.GFLOPS = flops/s/1e9, flops/d/1e9, (fwd+hess)/c/1e9
 		cm.Share = calibShare(fwd, hess, sg.GFLOPS, dg.GFLOPS, c)
 		cm.Extra = fmt.Sprintf("%.0f%% of the sgemm/dgemm rate", 100*cm.Share)
+		cm.Extra += fmt.Sprintf("; CPU %.1f s (median)", Summarize(cpu[i]).Median)
 	}
 	return r, err
 }

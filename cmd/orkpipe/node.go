@@ -18,6 +18,7 @@ type nodeExecFlags struct {
 	material string
 	inputs   string
 	output   string
+	scratch  string
 	verify   bool
 }
 
@@ -36,7 +37,9 @@ func newNodeCommand(opts *globalOptions) *cobra.Command {
 		Long: "exec runs the node described by the key material in FILE (canonical JSON, as `orkpipe explain` shows\n" +
 			"it). Every input and tool is read from DIR/<hex of its digest>. The outputs are written to\n" +
 			"OUTPUT/outputs/<name> and the result record (outputs with digests and sizes, host, binary) to\n" +
-			"OUTPUT/result.json, last. The local executor runs nodes through the same code.",
+			"OUTPUT/result.json, last. An input may also come as DIR/<hex>/<hex>.tar, its tar form (only its data,\n" +
+			"as the Dagger executor sends a file with holes): it is unpacked, holes kept, under --scratch and\n" +
+			"removed when the node ends. The local executor runs nodes through the same code.",
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return runNodeExec(cmd.Context(), opts, f)
@@ -46,6 +49,7 @@ func newNodeCommand(opts *globalOptions) *cobra.Command {
 	exec.Flags().StringVar(&f.material, "material", "", "file holding the node's key material JSON (required)")
 	exec.Flags().StringVar(&f.inputs, "inputs", "", "directory of input and tool files named by the hex of their digest (required)")
 	exec.Flags().StringVarP(&f.output, "output", "o", "", "output directory, absent or empty (required)")
+	exec.Flags().StringVar(&f.scratch, "scratch", os.TempDir(), "directory under which inputs in tar form are unpacked (created if absent)")
 	exec.Flags().BoolVar(&f.verify, "verify-inputs", true, "re-hash every input file and refuse one that does not match its name")
 	cmd.AddCommand(exec)
 	return cmd
@@ -66,7 +70,7 @@ func runNodeExec(ctx context.Context, opts *globalOptions, f nodeExecFlags) erro
 		return usagef("--material: %v", err)
 	}
 	res, err := nodeexec.Run(ctx, material, f.inputs, f.output,
-		nodeexec.WithKey(key), nodeexec.WithVerifyInputs(f.verify), nodeexec.WithLogger(opts.logger))
+		nodeexec.WithKey(key), nodeexec.WithVerifyInputs(f.verify), nodeexec.WithScratch(f.scratch), nodeexec.WithLogger(opts.logger))
 	if err != nil {
 		return fmt.Errorf("node %s (material %s): %w", key, f.material, err)
 	}

@@ -153,13 +153,24 @@ func TestDaggerCacheAcrossStores(t *testing.T) {
 // verify-local, report, provenance) through the engine and in process, and requires every
 // node's outputs byte-identical and every output as sparse (executortest.ComparePack). Then it
 // builds again into an empty store through another session of the same engine: the engine's
-// cache answers every node, and the outputs are again the same.
+// cache answers every node, and the outputs are again the same. It logs the bytes sent to the
+// engine by each build; with ORKPIPE_LONG_TESTS=1 a third build sends every input whole (holes as
+// zeros, no tar forms) for comparison.
 func TestDaggerPackMatchesLocal(t *testing.T) {
-	host := engineHost(t)
+	host, sent := countingEngine(t, engineHost(t))
+	var mark int64
+	logSent := func(what string) {
+		if sent != nil {
+			n := sent.Load()
+			t.Logf("%s: %d bytes sent to the engine", what, n-mark)
+			mark = n
+		}
+	}
 	executors := map[*artifacts.Store]*daggerexec.Executor{}
-	factory := func(t *testing.T, store *artifacts.Store, beforeIngest func(string) error) engine.Executor {
-		x, err := daggerexec.New(context.Background(), store, daggerexec.WithBinary(containerBinary(t)),
-			daggerexec.WithRunnerHost(host), daggerexec.WithConnectTimeout(5*time.Minute))
+	newX := func(t *testing.T, store *artifacts.Store, opts ...daggerexec.Option) engine.Executor {
+		opts = append([]daggerexec.Option{daggerexec.WithBinary(containerBinary(t)),
+			daggerexec.WithRunnerHost(host), daggerexec.WithConnectTimeout(5 * time.Minute)}, opts...)
+		x, err := daggerexec.New(context.Background(), store, opts...)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -167,19 +178,32 @@ func TestDaggerPackMatchesLocal(t *testing.T) {
 		executors[store] = x
 		return x
 	}
+	factory := func(t *testing.T, store *artifacts.Store, _ func(string) error) engine.Executor {
+		return newX(t, store)
+	}
 	_, first := executortest.Pack(t, factory)
 	for s, x := range executors {
 		t.Logf("first build: %+v", x.Stats())
 		delete(executors, s)
 	}
-	store, second := executortest.PackBuild(t, func(s *artifacts.Store) engine.Executor { return factory(t, s, nil) })
+	logSent("first build")
+	store, second := executortest.PackBuild(t, func(s *artifacts.Store) engine.Executor { return newX(t, s) })
 	st := executors[store].Stats()
 	t.Logf("second build into an empty store: %d nodes, %d executed (by orkpipe's count) in %s; engine: %+v",
 		len(second.Nodes), second.Executed, second.Duration, st)
+	logSent("second build")
 	if st.Ran != 0 || st.Cached != second.Executions {
 		t.Errorf("second build: the engine ran %d nodes and answered %d from its cache, want all %d from its cache", st.Ran, st.Cached, second.Executions)
 	}
 	if !maps.Equal(second.Exports, first.Exports) {
 		t.Errorf("second build's exports %v, first %v", second.Exports, first.Exports)
+	}
+	if os.Getenv("ORKPIPE_LONG_TESTS") == "1" { // the baseline: inputs with holes sent whole
+		store, whole := executortest.PackBuild(t, func(s *artifacts.Store) engine.Executor { return newX(t, s, daggerexec.WithWholeInputs()) })
+		t.Logf("build with every input sent whole, into an empty store: engine: %+v", executors[store].Stats())
+		logSent("build with every input sent whole")
+		if !maps.Equal(whole.Exports, first.Exports) {
+			t.Errorf("exports with every input sent whole %v, first build %v", whole.Exports, first.Exports)
+		}
 	}
 }

@@ -8,16 +8,20 @@
 //	/node/bin/orkpipe          the static linux/amd64 orkpipe binary, mode 0555 (a mounted directory)
 //	/node/in/<hex>/<hex>       every distinct input and tool file, named by its BLAKE3 digest, each
 //	                           in a mounted directory of its own (nodeexec's per-input directory form)
+//	/node/in/<hex>/<hex>.tar   instead, for a file with holes (a stub GGUF), its tar form (package
+//	                           artifacts/sparse: only its data; see tarform.go for which files)
 //
 // and runs `/node/bin/orkpipe node exec --key <node key> --material /node/material.json --inputs
-// /node/in --output /node/out` — the code path the local executor runs in process (package
-// nodeexec). /node/out is exported into a scratch directory of the local store, every output is
+// /node/in --scratch /node/scratch --output /node/out` — the code path the local executor runs in
+// process (package nodeexec), which unpacks a tar form under /node/scratch with its holes, checks
+// that it hashes to its digest before the stage reads it, and removes it when the node ends. /node/out is exported into a scratch directory of the local store, every output is
 // re-hashed and compared with the result record, and only then adopted into the store
 // (nodeexec.Ingest with Precheck). A failing exec reports the tail of the container's stderr.
 //
 // Uploads are content-addressed, so that the engine's cache answers a node for any store holding
 // the same inputs: every file the engine receives is a store object (a source, tool or binary
-// the store lacks is ingested first), uploaded with host.file, which the engine names by the
+// the store lacks is ingested first) or the tar form of one (named <hex>.tar, a function of the
+// object's bytes), uploaded with host.file, which the engine names by the
 // file's content and file name — a store object's file name is its digest — and placed in a
 // scratch directory of its own (Directory.withFile), which the container mounts (a mount adds no
 // layer to the root filesystem, so a node with many inputs, write-orkpack, pays none per input). The container's

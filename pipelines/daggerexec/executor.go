@@ -39,6 +39,7 @@ type config struct {
 	connectConfig
 	binary       string
 	beforeIngest func(outDir string) error
+	wholeInputs  bool // no tar forms: every input sent as it is (tests measure the difference)
 }
 
 // WithBinary sets the orkpipe binary run in the containers (default: the running executable,
@@ -112,6 +113,11 @@ type Executor struct {
 	dirs      map[artifacts.Digest]*dagger.Directory // inputDir results
 	ran       atomic.Int64                           // nodes the engine ran
 	cached    atomic.Int64                           // nodes the engine answered from its cache
+	uploaded  atomic.Int64                           // bytes of the files handed to the engine
+	tarInputs atomic.Int64                           // inputs sent in tar form
+	holesOut  atomic.Int64                           // zero bytes the tar forms left out
+	archiveMu sync.Mutex
+	archives  string // the tar forms' directory (archiveDir), "" until the first
 }
 
 var _ engine.ProvenanceExecutor = (*Executor)(nil)
@@ -163,17 +169,37 @@ func (x *Executor) Binary() (string, artifacts.Digest) { return x.cfg.binary, x.
 
 // Stats counts the nodes this executor sent to the engine that succeeded: Ran the engine ran,
 // Cached it answered from its own cache without running (their result record is that of an
-// earlier run: it started before this executor sent the node).
-type Stats struct{ Ran, Cached int }
+// earlier run: it started before this executor sent the node). Uploaded is the bytes of the files
+// handed to the engine (the binary and each distinct input once; an input in tar form counted as
+// its archive), TarInputs how many inputs went in tar form and HolesLeftOut the zero bytes those
+// did not send.
+type Stats struct {
+	Ran, Cached            int
+	Uploaded, HolesLeftOut int64
+	TarInputs              int
+}
 
 // Stats returns the counts so far.
-func (x *Executor) Stats() Stats { return Stats{Ran: int(x.ran.Load()), Cached: int(x.cached.Load())} }
+func (x *Executor) Stats() Stats {
+	return Stats{Ran: int(x.ran.Load()), Cached: int(x.cached.Load()), Uploaded: x.uploaded.Load(),
+		HolesLeftOut: x.holesOut.Load(), TarInputs: int(x.tarInputs.Load())}
+}
 
-// Close ends the engine session.
+// Close ends the engine session and removes the tar forms it uploaded.
 func (x *Executor) Close() error {
 	st := x.Stats()
-	x.cfg.logger.Info("dagger executor done", "nodes_ran_on_engine", st.Ran, "nodes_from_engine_cache", st.Cached)
-	return x.sess.close()
+	x.cfg.logger.Info("dagger executor done", "nodes_ran_on_engine", st.Ran, "nodes_from_engine_cache", st.Cached,
+		"uploaded_bytes", st.Uploaded, "inputs_in_tar_form", st.TarInputs, "holes_left_out_bytes", st.HolesLeftOut)
+	err := x.sess.close()
+	x.archiveMu.Lock()
+	defer x.archiveMu.Unlock()
+	if x.archives != "" {
+		if rerr := os.RemoveAll(x.archives); rerr != nil && err == nil {
+			err = fmt.Errorf("removing the tar forms in %s: %w", x.archives, rerr)
+		}
+		x.archives = ""
+	}
+	return err
 }
 
 // Execute implements engine.Executor.
@@ -219,7 +245,7 @@ func (x *Executor) ExecuteProvenance(ctx context.Context, req engine.ExecRequest
 	}
 	outDir := filepath.Join(tmp, "out")
 	_, err = ctr.WithExec([]string{"/node/bin/orkpipe", "node", "exec", "--key", req.Key.String(),
-		"--material", "/node/material.json", "--inputs", "/node/in", "--output", "/node/out"}).
+		"--material", "/node/material.json", "--inputs", "/node/in", "--scratch", "/node/scratch", "--output", "/node/out"}).
 		Directory("/node/out").Export(ctx, outDir)
 	if err != nil {
 		if ctx.Err() != nil {
@@ -255,10 +281,11 @@ func (x *Executor) ExecuteProvenance(ctx context.Context, req engine.ExecRequest
 	return outs, prov, nil
 }
 
-// inputDir returns the engine's directory holding f under the name of its digest (hex), uploaded
-// once per executor. Mounted (not copied into the container's root filesystem), such a directory
-// is cached by the engine by its content: the container's cache key then depends only on the
-// bytes of the inputs, never on where they lie on this machine.
+// inputDir returns the engine's directory holding f under the name of its digest (hex), or its tar
+// form as <hex>.tar (tarForm), uploaded once per executor. Mounted (not copied into the
+// container's root filesystem), such a directory is cached by the engine by its content: the
+// container's cache key then depends only on the bytes of the inputs, never on where they lie on
+// this machine.
 func (x *Executor) inputDir(ctx context.Context, what string, f stages.File) (*dagger.Directory, error) {
 	unlock := x.uploads.lock(f.Digest) // one ingest and one upload of a file that many nodes read
 	defer unlock()
@@ -268,16 +295,32 @@ func (x *Executor) inputDir(ctx context.Context, what string, f stages.File) (*d
 	if ok {
 		return dir, nil
 	}
-	file, err := x.upload(ctx, what, f)
+	p, err := x.object(ctx, what, f)
 	if err != nil {
 		return nil, err
 	}
-	dir = x.sess.client.Directory().WithFile(f.Digest.Hex(), file)
+	name, size := f.Digest.Hex(), f.Size
+	archive, holes, err := x.tarForm(ctx, f.Digest, p)
+	if err != nil {
+		return nil, fmt.Errorf("%s (%s): %w", what, f.Digest, err)
+	}
+	if archive != "" {
+		st, err := os.Stat(archive)
+		if err != nil {
+			return nil, err
+		}
+		p, name, size = archive, filepath.Base(archive), st.Size()
+		x.tarInputs.Add(1)
+		x.holesOut.Add(holes)
+		x.cfg.logger.Debug("dagger: input sent in tar form", "input", what, "digest", f.Digest, "size", f.Size, "archive", size)
+	}
+	dir = x.sess.client.Directory().WithFile(name, x.sess.client.Host().File(p))
 	// Load the ID now, under the lock: the SDK caches it in the object, which concurrent nodes
 	// then only read when they marshal it.
 	if _, err := dir.ID(ctx); err != nil {
 		return nil, fmt.Errorf("%s (%s): uploading to the Dagger engine: %w", what, f.Digest, err)
 	}
+	x.uploaded.Add(size)
 	x.dirsMu.Lock()
 	x.dirs[f.Digest] = dir
 	x.dirsMu.Unlock()
@@ -299,28 +342,39 @@ func (x *Executor) inputDirs(ctx context.Context, files []inputFile) ([]*dagger.
 	return dirs, g.Wait()
 }
 
-// upload returns the engine's handle of f, always a store object. The engine names an uploaded
-// file by its content and its file name, and a store object's file name is its digest, so the
-// handle is the same whichever store (or machine) the bytes come from. A file the store lacks (a
-// source, a tool, the binary) is ingested first — once per store: a reflink where the
-// filesystem has them, else a copy — and must still hash to f.Digest.
+// upload returns the engine's handle of f, always a store object (see object).
 func (x *Executor) upload(ctx context.Context, what string, f stages.File) (*dagger.File, error) {
+	p, err := x.object(ctx, what, f)
+	if err != nil {
+		return nil, err
+	}
+	x.uploaded.Add(f.Size)
+	return x.sess.client.Host().File(p), nil
+}
+
+// object returns the path of f's store object, the file the engine receives (or the one its tar
+// form is made of). The engine names an uploaded file by its content and its file name, and a
+// store object's file name is its digest, so the upload is the same whichever store (or machine)
+// the bytes come from. A file the store lacks (a source, a tool, the binary) is ingested first —
+// once per store: a reflink where the filesystem has them, else a copy — and must still hash to
+// f.Digest.
+func (x *Executor) object(ctx context.Context, what string, f stages.File) (string, error) {
 	p, err := x.store.Path(ctx, f.Digest)
 	if errors.Is(err, artifacts.ErrNotFound) && f.Path != "" {
 		var obj artifacts.Object
 		if obj, err = x.store.IngestFile(ctx, f.Path); err != nil {
-			return nil, fmt.Errorf("%s (%s): %w", what, f.Digest, err)
+			return "", fmt.Errorf("%s (%s): %w", what, f.Digest, err)
 		}
 		if obj.Digest != f.Digest {
-			return nil, fmt.Errorf("%s: %s now hashes to %s, the node's key names %s (changed during the build?)", what, f.Path, obj.Digest, f.Digest)
+			return "", fmt.Errorf("%s: %s now hashes to %s, the node's key names %s (changed during the build?)", what, f.Path, obj.Digest, f.Digest)
 		}
 		x.cfg.logger.Debug("dagger: ingested into the store for upload", "file", f.Path, "digest", f.Digest)
 		p, err = x.store.Path(ctx, f.Digest)
 	}
 	if err != nil {
-		return nil, fmt.Errorf("%s (%s): %w", what, f.Digest, err)
+		return "", fmt.Errorf("%s (%s): %w", what, f.Digest, err)
 	}
-	return x.sess.client.Host().File(p), nil
+	return p, nil
 }
 
 // uploadJobs bounds the uploads of one node's inputs in flight (a node may have hundreds:

@@ -67,6 +67,22 @@ func (f *fakeSession) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	json.NewEncoder(w).Encode(resp)
 }
 
+// startFakeSession serves a fakeSession whose execs fail with stderr, as the `dagger run` session
+// of this test.
+func startFakeSession(t *testing.T, stderr string) *fakeSession {
+	t.Helper()
+	fake := &fakeSession{stderr: stderr}
+	srv := httptest.NewServer(fake)
+	t.Cleanup(srv.Close)
+	_, port, _ := net.SplitHostPort(strings.TrimPrefix(srv.URL, "http://"))
+	if _, err := strconv.Atoi(port); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("DAGGER_SESSION_PORT", port)
+	t.Setenv("DAGGER_SESSION_TOKEN", "test-token")
+	return fake
+}
+
 func TestExecFailureReportsStderrTail(t *testing.T) {
 	noEngineEnv(t)
 	var lines []string
@@ -74,15 +90,7 @@ func TestExecFailureReportsStderrTail(t *testing.T) {
 		lines = append(lines, fmt.Sprintf("stderr line %d", i))
 	}
 	lines = append(lines, `orkpipe: stage "demo-rotate": field "bits": 9, want 1..7`)
-	fake := &fakeSession{stderr: strings.Join(lines, "\n") + "\n"}
-	srv := httptest.NewServer(fake)
-	defer srv.Close()
-	_, port, _ := net.SplitHostPort(strings.TrimPrefix(srv.URL, "http://"))
-	if _, err := strconv.Atoi(port); err != nil {
-		t.Fatal(err)
-	}
-	t.Setenv("DAGGER_SESSION_PORT", port)
-	t.Setenv("DAGGER_SESSION_TOKEN", "test-token")
+	fake := startFakeSession(t, strings.Join(lines, "\n")+"\n")
 
 	ctx := context.Background()
 	store := executortest.OpenStore(t)
@@ -147,7 +155,7 @@ func TestExecFailureReportsStderrTail(t *testing.T) {
 		{"withNewFile", []string{`path:"/node/material.json"`, `contents:"{\"inputs\":{\"in\":\"` + in.Digest.String()}},
 		{"withMountedDirectory", []string{`path:"/node/bin"`, `source:"DIR-`}},
 		{"withMountedDirectory", []string{`path:"/node/in/` + hex + `"`, `source:"DIR-`}},
-		{"withExec", []string{`args:["/node/bin/orkpipe","node","exec","--key","` + key.String() + `","--material","/node/material.json","--inputs","/node/in","--output","/node/out"]`}},
+		{"withExec", []string{`args:["/node/bin/orkpipe","node","exec","--key","` + key.String() + `","--material","/node/material.json","--inputs","/node/in","--scratch","/node/scratch","--output","/node/out"]`}},
 		{"directory", []string{`path:"/node/out"`}},
 		{"export", []string{`path:"`}},
 	} {

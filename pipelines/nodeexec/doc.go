@@ -12,7 +12,12 @@
 //	<in>/<64 hex>          one file per distinct input or tool digest, named by the hex of the
 //	                       digest (a regular file or a symlink to one), or a directory of that
 //	                       name holding the file as <64 hex>/<64 hex> (the Dagger executor
-//	                       mounts one such directory per input); nothing else is read
+//	                       mounts one such directory per input), or its tar form as
+//	                       <64 hex>/<64 hex>.tar (package artifacts/sparse: one entry named
+//	                       <64 hex>, only the data travels; how the Dagger executor sends a
+//	                       file with holes), which Run unpacks, holes kept, into a directory of
+//	                       its own under the scratch directory (WithScratch) and removes when
+//	                       it returns; nothing else is read
 //	<out>/                 absent or empty; Run creates it
 //
 // and leaves in <out>:

@@ -21,6 +21,7 @@ type Option func(*config) error
 type config struct {
 	key          artifacts.Digest
 	verifyInputs bool
+	scratch      string
 	logger       *slog.Logger
 }
 
@@ -43,6 +44,19 @@ func WithVerifyInputs(on bool) Option {
 	return func(c *config) error { c.verifyInputs = on; return nil }
 }
 
+// WithScratch sets the directory under which Run unpacks the inputs that arrive in their tar form
+// (default os.TempDir()); it is created if absent. Run's own directory there is removed before
+// Run returns.
+func WithScratch(dir string) Option {
+	return func(c *config) error {
+		if dir == "" {
+			return fmt.Errorf("nodeexec: WithScratch: empty directory")
+		}
+		c.scratch = dir
+		return nil
+	}
+}
+
 // WithLogger sets the logger handed to the stage (default slog.Default()).
 func WithLogger(l *slog.Logger) Option {
 	return func(c *config) error {
@@ -55,11 +69,12 @@ func WithLogger(l *slog.Logger) Option {
 }
 
 // Run executes the node whose canonical key material is material: it decodes it strictly, checks
-// the key (WithKey), resolves every input and tool in inDir by digest, runs the stage through
+// the key (WithKey), resolves every input and tool in inDir by digest (unpacking those in tar
+// form into a scratch directory, removed when Run returns), runs the stage through
 // stages.Execute into outDir/outputs, hashes every output and writes outDir/result.json last. It
 // returns the record it wrote. On any error no result record exists.
-func Run(ctx context.Context, material []byte, inDir, outDir string, opts ...Option) (Result, error) {
-	cfg := config{logger: slog.Default()}
+func Run(ctx context.Context, material []byte, inDir, outDir string, opts ...Option) (res Result, err error) {
+	cfg := config{logger: slog.Default(), scratch: os.TempDir()}
 	for _, o := range opts {
 		if err := o(&cfg); err != nil {
 			return Result{}, err
@@ -76,11 +91,17 @@ func Run(ctx context.Context, material []byte, inDir, outDir string, opts ...Opt
 	if !cfg.key.IsZero() && key != cfg.key {
 		return Result{}, fmt.Errorf("%w: key material hashes to %s, the node key given is %s", ErrBadNodeDir, key, cfg.key)
 	}
-	inputs, err := resolve(ctx, inDir, m.Inputs, cfg.verifyInputs)
+	r := &resolver{inDir: inDir, verify: cfg.verifyInputs, scratchRoot: cfg.scratch}
+	defer func() {
+		if rerr := r.close(); rerr != nil && err == nil {
+			res, err = Result{}, rerr
+		}
+	}()
+	inputs, err := r.resolve(ctx, m.Inputs)
 	if err != nil {
 		return Result{}, err
 	}
-	tools, err := resolve(ctx, inDir, m.Tools, cfg.verifyInputs)
+	tools, err := r.resolve(ctx, m.Tools)
 	if err != nil {
 		return Result{}, err
 	}
@@ -93,7 +114,7 @@ func Run(ctx context.Context, material []byte, inDir, outDir string, opts ...Opt
 	if err != nil {
 		return Result{}, err
 	}
-	res := Result{Format: ResultFormat, Key: key, Stage: m.Stage, Version: m.Version, Start: start}
+	res = Result{Format: ResultFormat, Key: key, Stage: m.Stage, Version: m.Version, Start: start}
 	for _, name := range names {
 		obj, err := artifacts.HashPath(ctx, filepath.Join(outputs, name))
 		if err != nil {
@@ -118,39 +139,6 @@ func Run(ctx context.Context, material []byte, inDir, outDir string, opts ...Opt
 		return Result{}, fmt.Errorf("writing the result record: %w", err)
 	}
 	return res, nil
-}
-
-// resolve finds the file of every digest in set under inDir, by hex name.
-func resolve(ctx context.Context, inDir string, set map[string]artifacts.Digest, verify bool) (map[string]stages.File, error) {
-	files := make(map[string]stages.File, len(set))
-	for name, d := range set {
-		if err := ctx.Err(); err != nil {
-			return nil, err
-		}
-		p := filepath.Join(inDir, d.Hex())
-		st, err := os.Stat(p)
-		if err == nil && st.IsDir() { // <hex>/<hex>: a directory mounted per input (Dagger)
-			p = filepath.Join(p, d.Hex())
-			st, err = os.Stat(p)
-		}
-		if err != nil {
-			return nil, fmt.Errorf("%w: %q (%s): %v", ErrBadNodeDir, name, d, err)
-		}
-		if !st.Mode().IsRegular() {
-			return nil, fmt.Errorf("%w: %q: %s is not a regular file", ErrBadNodeDir, name, p)
-		}
-		if verify {
-			obj, err := artifacts.HashPath(ctx, p)
-			if err != nil {
-				return nil, fmt.Errorf("hashing %q (%s): %w", name, p, err)
-			}
-			if obj.Digest != d {
-				return nil, fmt.Errorf("%w: %q: %s hashes to %s, its name says %s", ErrBadNodeDir, name, p, obj.Digest, d)
-			}
-		}
-		files[name] = stages.File{Path: p, Digest: d, Size: st.Size()}
-	}
-	return files, nil
 }
 
 // makeOutDir creates outDir (or accepts it empty) and its outputs directory.

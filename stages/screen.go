@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 
+	"orkpipe/ork/calib"
 	"orkpipe/ork/model"
 	"orkpipe/ork/pack"
 )
@@ -54,7 +55,8 @@ type ScreenGates struct {
 // ErrGate is wrapped by the error of a screen whose gate failed.
 var ErrGate = errors.New("screen gate failed")
 
-// screenCache is how much of the float model screen keeps dequantized in memory.
+// screenCache is how much of the float model screen keeps dequantized in memory (the GGUFSource's
+// cache limit): every float32 tensor, at most 2 GiB.
 func screenCache(s ModelShape) int64 {
 	c := s.Config()
 	e, v := int64(c.NEmbd), int64(c.NVocab)
@@ -63,20 +65,47 @@ func screenCache(s ModelShape) int64 {
 	return min(all, 2<<30)
 }
 
+// screenCached bounds what that cache holds: with the matmul weights held encoded (model.KeepsEncoded:
+// quantized, F16, BF16 sources) only the blocks' vectors, the MoE routers and the embedding and output
+// matrices are float32 and cached; else every tensor up to the limit.
+func screenCached(s ModelShape) int64 {
+	c := s.Config()
+	if !model.KeepsEncoded(c.WeightType) {
+		return screenCache(s)
+	}
+	e, v := int64(c.NEmbd), int64(c.NVocab)
+	_, router := s.blockWeights()
+	all := 4*2*e*v + 4*e
+	for l := range c.NLayer {
+		all += calib.LayerVectorBytes(&c, l) + 4*router
+	}
+	return min(all, screenCache(s))
+}
+
+// ScreenMemory is the declared peak memory of a screen node: the cached float tensors (screenCached),
+// two blocks' weights — the one running and the next one loading (model.Model.Forward) — each as held
+// (source weights encoded or float32, calib.LayerWeightBytes) plus their emulated codes and scales (up
+// to 5 bytes a packable value), the logits of the pack and of the float model, the forward pass's
+// scratch, the dequantization scratch of one Apply of an encoded weight, and the hidden states.
+func ScreenMemory(s ModelShape, ctxLen int) int64 {
+	c := s.Config()
+	e, v, t := int64(c.NEmbd), int64(c.NVocab), int64(ctxLen)
+	var layer int64
+	for l := range c.NLayer {
+		layer = max(layer, calib.LayerWeightBytes(&c, l)+5*packableValues(&c, l))
+	}
+	return 96<<20 + screenCached(s) + 2*layer + 4*t*v*4 + 2*c.ScratchBytes(ctxLen) + c.BlockScratchBytes() + 8*t*e
+}
+
 func init() {
-	Register(Define("screen", 4, func(p ScreenParams) (Spec, error) {
+	Register(Define("screen", 5, func(p ScreenParams) (Spec, error) {
 		if err := p.Shape.validate(); err != nil {
 			return Spec{}, err
 		}
 		if p.Ctx < 4 || p.Chunks < 0 || p.MaxPPLRatio < 0 || p.MaxKLDMean < 0 {
 			return Spec{}, fmt.Errorf("ctx %d (>= 4), chunks %d (>= 0), gates (>= 0): invalid", p.Ctx, p.Chunks)
 		}
-		c := p.Shape.Config()
-		e, v, t := int64(c.NEmbd), int64(c.NVocab), int64(p.Ctx)
-		packable, router := p.Shape.blockWeights()
-		layer := 9*packable + 4*router // one float layer plus its emulated codes and scales
-		mem := 96<<20 + screenCache(p.Shape) + 2*layer + 4*t*v*4 + 2*c.ScratchBytes(p.Ctx) + 8*t*e
-		return Spec{Inputs: []string{"model", "pack", "text"}, Outputs: []string{"screen.json"}, PeakMemory: mem}, nil
+		return Spec{Inputs: []string{"model", "pack", "text"}, Outputs: []string{"screen.json"}, PeakMemory: ScreenMemory(p.Shape, p.Ctx)}, nil
 	}, runScreen))
 }
 
@@ -91,6 +120,10 @@ func runScreen(ctx context.Context, p ScreenParams, req Request) error {
 		return err
 	}
 	defer gf.Close()
+	// Quantized and 16-bit matmul weights stay in their file encoding, as calibrate holds them: a
+	// quarter to a half of the memory of float32, the same products (model.Encoded: bit for bit in the
+	// pure-Go build, to float32 rounding under OpenBLAS, hence version 5).
+	base.Src.(*model.GGUFSource).KeepEncoded = true
 	text, err := os.ReadFile(tpath)
 	if err != nil {
 		return err

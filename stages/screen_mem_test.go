@@ -1,0 +1,79 @@
+//go:build linux
+
+package stages_test
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"orkpipe/internal/testfiles"
+	"orkpipe/ork/calib"
+	"orkpipe/stages"
+)
+
+// TestScreenMemory measures a screen node's peak RSS in a fresh process (as TestCalibrateMemory does
+// for calibrate) against what it declares (stages.ScreenMemory: the source's weights as held, Q8_0 kept
+// encoded, two blocks of them with their emulated codes): Q8_0 models — a qwen35 of 4 blocks (3 Gated
+// DeltaNet, 1 gated attention) and a llama of 2 — every matmul weight packed by RTN (I4, 32-wide groups),
+// screened on one chunk of tinystories_sample.txt at ctx 128 (the memory does not grow with chunks).
+func TestScreenMemory(t *testing.T) {
+	if runStageMemChildIfAsked(t) {
+		return
+	}
+	if testing.Short() {
+		t.Skip("synthesizes models, packs them and screens them in child processes")
+	}
+	if _, err := os.Stat("/proc/self/status"); err != nil {
+		t.Skipf("needs /proc/self/status for VmHWM: %v", err)
+	}
+	text := testfiles.Path(t, "tinystories_sample.txt")
+	for _, c := range []struct {
+		name   string
+		synth  stages.SynthParams
+		chunks int
+	}{
+		{"qwen35-q8_0-1024x2816-4-layers", stages.SynthParams{Arch: "qwen35", Layers: 4, Embd: 1024, FF: 2816, Heads: 8, HeadsKV: 2, HeadDim: 128, Vocab: 512, Ctx: 256,
+			Type: "Q8_0", Seed: 3, SSMHeadDim: 128, SSMKHeads: 4, SSMVHeads: 8}, 1},
+		{"llama-q8_0-1024x2816-2-layers", stages.SynthParams{Layers: 2, Embd: 1024, FF: 2816, Heads: 8, HeadsKV: 2, Vocab: 512, Ctx: 256, Type: "Q8_0", Seed: 3}, 1},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			synth, _ := json.Marshal(c.synth)
+			modelPath := mustExec(t, "synth", string(synth), nil)["model.gguf"]
+			shape := shapeOfFile(t, modelPath)
+			cfg := shape.Config()
+			var names []string
+			entries := map[string]string{}
+			for l := range cfg.NLayer {
+				for _, s := range cfg.Sites(l) {
+					if !calib.Captured(s) {
+						continue
+					}
+					for _, w := range s.Weights {
+						name := s.Tensor(l, w)
+						fp := fmt.Sprintf(`{"finalize":{"tensor":%q,"method":"rtn","dtype":"I4_NATIVE","group":32,"rotation":"none","act_bits":8,"clip_grid":null,"damp":0,"act_order":false,"seed":0,"n":%d,"k":%d},"nibbles":"low-first"}`,
+							name, w.N, s.Width)
+						names = append(names, name)
+						entries["e."+name] = mustExec(t, "rtn-tile", fp, map[string]string{"model": modelPath})["entry"]
+					}
+				}
+			}
+			wp, _ := json.Marshal(stages.WritePackParams{Board: "rk3588", Entries: names, MaxEntryBytes: 64 << 20})
+			packPath := mustExec(t, "write-orkpack", string(wp), entries)["pack"]
+			p := stages.ScreenParams{Shape: shape, Ctx: 128, Chunks: c.chunks, TextName: "tinystories_sample.txt"}
+			declared := stages.ScreenMemory(shape, p.Ctx)
+			res, out := measureStage(t, "TestScreenMemory", "screen", p, map[string]string{"model": modelPath, "pack": packPath, "text": text}, declared)
+			measured := res.HWMKB << 10
+			t.Logf("screen of %d entries, %d chunks of %d tokens: %.1fs; peak RSS (VmHWM) %.3f GiB (binary alone %d KB); declared %.3f GiB; measured/declared %.3f",
+				len(names), c.chunks, p.Ctx, res.Seconds, gib(measured), res.BaseKB, gib(declared), float64(measured)/float64(declared))
+			if measured > declared {
+				t.Errorf("measured peak %d bytes > declared ScreenMemory %d bytes", measured, declared)
+			}
+			if _, err := os.Stat(filepath.Join(out, "screen.json")); err != nil {
+				t.Error(err)
+			}
+		})
+	}
+}

@@ -99,7 +99,7 @@ func newRootCommand(opts *globalOptions) *cobra.Command {
 	pf.StringVar(&opts.memText, "mem", "", "memory budget, e.g. 6GiB (default 75% of physical memory)")
 	pf.BoolVar(&opts.json, "json", false, "machine-readable output (JSON, or JSON Lines for build events)")
 	pf.CountVarP(&opts.verbose, "verbose", "v", "log more (-v info, -vv debug)")
-	pf.StringVar(&opts.cpuProf, "cpuprofile", "", "write a CPU profile of the whole command (pprof format) to this file")
+	pf.StringVar(&opts.cpuProf, "cpuprofile", "", "write a CPU profile of the whole command (pprof format; a build labels samples by node and stage) to this file")
 
 	for _, newCmd := range commands {
 		root.AddCommand(newCmd(opts))

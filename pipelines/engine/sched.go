@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"runtime/pprof"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -101,7 +102,10 @@ func (e *Engine) runPass(ctx context.Context, p *Plan, emit func(Event), memUse,
 		go func() {
 			defer wg.Done()
 			defer close(ps.states[i].done)
-			ps.runNode(i)
+			// CPU profiles (--cpuprofile) attribute a node's work, and that of the goroutines
+			// it starts, to its node and stage: go tool pprof -tagfocus stage=...
+			n := p.nodes[i].node
+			pprof.Do(ps.ctx, pprof.Labels("node", n.id, "stage", n.stage), func(context.Context) { ps.runNode(i) })
 		}()
 	}
 	wg.Wait()

@@ -163,6 +163,34 @@ func hashOpenFile(ctx context.Context, f *os.File, size int64) (Digest, error) {
 	return hashSerial(ctx, f, size)
 }
 
+// HashSection returns the BLAKE3 digest of the n bytes of f at off, hashed as an input of their
+// own (a tensor's bytes inside a model file): as a file is hashed — above one piece on all CPUs,
+// each piece mapped, a piece in a hole hashed as zeros — without any cache. f must hold off+n
+// bytes; a shorter file is an error naming it.
+func HashSection(ctx context.Context, f *os.File, off, n int64) (Digest, error) {
+	if off < 0 || n < 0 {
+		return Digest{}, fmt.Errorf("hash %s: section [%d, +%d) is not valid", f.Name(), off, n)
+	}
+	st, err := f.Stat()
+	if err != nil {
+		return Digest{}, fmt.Errorf("hash %s: %w", f.Name(), err)
+	}
+	if st.Size() < off+n { // a mapping would read the end of the last page as zeros
+		return Digest{}, fmt.Errorf("hash %s: section [%d, +%d) ends past the file's %d bytes", f.Name(), off, n, st.Size())
+	}
+	if n > PieceSize {
+		return hashRange(ctx, f, off, n, runtime.GOMAXPROCS(0))
+	}
+	b := make([]byte, n)
+	if got, err := f.ReadAt(b, off); int64(got) < n {
+		if err == nil || errors.Is(err, io.EOF) {
+			err = fmt.Errorf("file ended at %d, expected %d bytes", off+int64(got), off+n)
+		}
+		return Digest{}, fmt.Errorf("hash %s at %d: %w", f.Name(), off, err)
+	}
+	return SumBytes(b), nil
+}
+
 // hashSerial hashes f on the caller's goroutine while another preads ahead; holes are not read.
 func hashSerial(ctx context.Context, f *os.File, size int64) (Digest, error) {
 	h := NewHasher()

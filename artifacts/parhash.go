@@ -29,6 +29,12 @@ var mmapPieces = true
 // whole pieces (mapped, or pread) and computing their subtree chaining values; the values are
 // merged in order into the root. The digest is identical to a serial BLAKE3 of the same bytes.
 func hashParallel(ctx context.Context, f *os.File, size int64, workers int) (Digest, error) {
+	return hashRange(ctx, f, 0, size, workers)
+}
+
+// hashRange is hashParallel of the size bytes of f at base, hashed as an input of their own: its
+// pieces are counted from base.
+func hashRange(ctx context.Context, f *os.File, base, size int64, workers int) (Digest, error) {
 	n := (size + PieceSize - 1) / PieceSize
 	cvs := make([]ChainValue, n)
 	ctx, cancel := context.WithCancelCause(ctx)
@@ -50,15 +56,15 @@ func hashParallel(ctx context.Context, f *os.File, size int64, workers int) (Dig
 					return
 				}
 				var err error
-				if hole, herr := pieceIsHole(f, i*PieceSize, min(PieceSize, size-i*PieceSize)); herr == nil && hole {
+				if hole, herr := pieceIsHole(f, base+i*PieceSize, min(PieceSize, size-i*PieceSize)); herr == nil && hole {
 					// No data in this piece (a stub's pack-owned tensors): hash zeros from memory
 					// instead of faulting in page-cache pages of zeros.
 					cvs[i] = zeroPieceCV(i*PieceSize, min(PieceSize, size-i*PieceSize))
 				} else if mmapPieces {
-					err = hashPieceMapped(f, size, i, &cvs[i])
+					err = hashPieceMapped(f, base, size, i, &cvs[i])
 				} else {
 					buf := piecePool.Get().(*[]byte)
-					err = hashPiece(f, size, i, *buf, &cvs[i])
+					err = hashPiece(f, base, size, i, *buf, &cvs[i])
 					piecePool.Put(buf)
 				}
 				<-pieceSlots
@@ -76,32 +82,36 @@ func hashParallel(ctx context.Context, f *os.File, size int64, workers int) (Dig
 	return Digest{sum: rootOf(cvs)}, nil
 }
 
-// hashPiece reads piece i of f and stores its subtree chaining value in out.
-func hashPiece(f *os.File, size, i int64, buf []byte, out *ChainValue) error {
+// hashPiece reads piece i of the size bytes of f at base and stores its subtree chaining value in
+// out.
+func hashPiece(f *os.File, base, size, i int64, buf []byte, out *ChainValue) error {
 	off := i * PieceSize
 	want := min(PieceSize, size-off)
-	got, err := f.ReadAt(buf[:want], off)
+	got, err := f.ReadAt(buf[:want], base+off)
 	if int64(got) < want {
 		if err == nil || errors.Is(err, io.EOF) {
-			err = fmt.Errorf("file ended at %d, expected %d bytes (changed while reading?)", off+int64(got), size)
+			err = fmt.Errorf("file ended at %d, expected %d bytes (changed while reading?)", base+off+int64(got), base+size)
 		}
-		return fmt.Errorf("reading %s at %d: %w", f.Name(), off, err)
+		return fmt.Errorf("reading %s at %d: %w", f.Name(), base+off, err)
 	}
 	*out = SubtreeCV(buf[:want], uint64(off/ChunkSize))
 	return nil
 }
 
-// hashPieceMapped maps piece i of f read-only, stores its subtree chaining value in out and unmaps
-// it. If the file shrank meanwhile, touching the pages past its end raises SIGBUS; the fault becomes
-// a recovered panic on this goroutine (debug.SetPanicOnFault) and an error naming the file, never a
-// crash or a digest. (Why mapped piece by piece rather than by pread or one whole-file mapping:
-// BenchmarkHash2GiB, docs/performance.md.)
-func hashPieceMapped(f *os.File, size, i int64, out *ChainValue) (err error) {
+// hashPieceMapped maps piece i of the size bytes of f at base read-only (from the page boundary
+// at or before it), stores its subtree chaining value in out and unmaps it. If the file shrank
+// meanwhile, touching the pages past its end raises SIGBUS; the fault becomes a recovered panic on
+// this goroutine (debug.SetPanicOnFault) and an error naming the file, never a crash or a digest.
+// (Why mapped piece by piece rather than by pread or one whole-file mapping: BenchmarkHash2GiB,
+// docs/performance.md.)
+func hashPieceMapped(f *os.File, base, size, i int64, out *ChainValue) (err error) {
 	off := i * PieceSize
 	want := int(min(PieceSize, size-off))
-	m, err := unix.Mmap(int(f.Fd()), off, want, unix.PROT_READ, unix.MAP_SHARED)
+	pos := base + off
+	lead := int(pos % int64(os.Getpagesize()))
+	m, err := unix.Mmap(int(f.Fd()), pos-int64(lead), lead+want, unix.PROT_READ, unix.MAP_SHARED)
 	if err != nil {
-		return fmt.Errorf("map %s at %d: %w", f.Name(), off, err)
+		return fmt.Errorf("map %s at %d: %w", f.Name(), pos, err)
 	}
 	defer unix.Munmap(m)
 	// Map the whole piece in one call instead of ~64 page faults (fault-around maps 64 KiB each).
@@ -113,10 +123,10 @@ func hashPieceMapped(f *os.File, size, i int64, out *ChainValue) (err error) {
 	defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
 	defer func() {
 		if r := recover(); r != nil {
-			err = fmt.Errorf("reading %s at %d: fault (%v): file ended before %d bytes (changed while reading?)", f.Name(), off, r, size)
+			err = fmt.Errorf("reading %s at %d: fault (%v): file ended before %d bytes (changed while reading?)", f.Name(), pos, r, base+size)
 		}
 	}()
-	*out = SubtreeCV(m, uint64(off/ChunkSize))
+	*out = SubtreeCV(m[lead:], uint64(off/ChunkSize))
 	return nil
 }
 

@@ -97,3 +97,64 @@ func TestParallelHashHoles(t *testing.T) {
 		}
 	}
 }
+
+// TestHashSection: a section of a file hashes like its bytes alone (SumBytes), pieced from its own
+// start, mapped or read, for offsets off any page or piece boundary, lengths at and around piece
+// boundaries, and a section whose pieces lie in a hole; a section past the end of the file is an
+// error.
+func TestHashSection(t *testing.T) {
+	const size = 4*PieceSize + 7000
+	data := pattern("section", size)
+	p := filepath.Join(t.TempDir(), "f")
+	if err := os.WriteFile(p, data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	f, err := os.Open(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	ctx := context.Background()
+	for _, off := range []int64{0, 1, 32, 4095, 4096, PieceSize - 3, PieceSize + 12345} {
+		for _, n := range []int64{0, 1, 1025, PieceSize, PieceSize + 1, 2*PieceSize + 777, 3 * PieceSize} {
+			if off+n > size {
+				continue
+			}
+			want := SumBytes(data[off : off+n])
+			for _, mapped := range []bool{true, false} {
+				mmapPieces = mapped
+				got, err := HashSection(ctx, f, off, n)
+				mmapPieces = true
+				if err != nil || got != want {
+					t.Fatalf("section [%d, +%d) mapped %v: %v, %v; want %v", off, n, mapped, got, err, want)
+				}
+			}
+		}
+		if _, err := HashSection(ctx, f, off, size-off+1); err == nil {
+			t.Fatalf("section [%d, +%d) of a %d-byte file: no error", off, size-off+1, size)
+		}
+	}
+
+	// A section whose middle pieces lie in a hole: 6 pieces of file, data in the first and last.
+	hp := filepath.Join(t.TempDir(), "holes")
+	h, err := os.Create(hp)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer h.Close()
+	logical := make([]byte, 6*PieceSize)
+	copy(logical, data[:PieceSize])
+	copy(logical[5*PieceSize:], data[PieceSize:2*PieceSize])
+	if _, err := h.WriteAt(logical[:PieceSize], 0); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := h.WriteAt(logical[5*PieceSize:], 5*PieceSize); err != nil {
+		t.Fatal(err)
+	}
+	for _, off := range []int64{0, 100, PieceSize} {
+		n := int64(len(logical)) - off - 50
+		if got, err := HashSection(ctx, h, off, n); err != nil || got != SumBytes(logical[off:off+n]) {
+			t.Fatalf("sparse section [%d, +%d): %v, %v", off, n, got, err)
+		}
+	}
+}

@@ -2,13 +2,8 @@ package stages
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"io"
-	"runtime"
-	"sync/atomic"
-
-	"golang.org/x/sync/errgroup"
+	"os"
 
 	"orkpipe/artifacts"
 	"orkpipe/ork/calib"
@@ -61,7 +56,7 @@ func openFinalizeSource(ctx context.Context, f *gguf.File, tensor string, expert
 	src.first = int64(src.Mat) * int64(n)
 	start, _ := f.DataRange(t)
 	rb := t.RowBytes()
-	if src.Digest, err = hashSection(ctx, f.ReaderAt(), start+src.first*rb, int64(n)*rb); err != nil {
+	if src.Digest, err = hashSection(ctx, f, start+src.first*rb, int64(n)*rb); err != nil {
 		return nil, fmt.Errorf("%s: reading tensor %s (%s): %w", f.Path, tensor, src.Entry, err)
 	}
 	return src, nil
@@ -85,45 +80,14 @@ func readFinalizeSource(ctx context.Context, f *gguf.File, tensor string, expert
 	return src, nil
 }
 
-// hashSection returns the BLAKE3 of the n bytes of r at off: in pieces of artifacts.PieceSize on
-// GOMAXPROCS goroutines (a piece buffer each), merged into the root.
-func hashSection(ctx context.Context, r io.ReaderAt, off, n int64) (artifacts.Digest, error) {
-	if n <= artifacts.PieceSize {
-		b := make([]byte, n)
-		if _, err := r.ReadAt(b, off); err != nil && !(errors.Is(err, io.EOF) && len(b) == int(n)) {
-			return artifacts.Digest{}, err
-		}
-		return artifacts.SumBytes(b), nil
+// hashSection returns the BLAKE3 of the n bytes of f's file at off (artifacts.HashSection: pieces
+// mapped, on all CPUs).
+func hashSection(ctx context.Context, f *gguf.File, off, n int64) (artifacts.Digest, error) {
+	osf, ok := f.ReaderAt().(*os.File)
+	if !ok {
+		return artifacts.Digest{}, fmt.Errorf("%s: tensor data is not read from a file (gguf.Open)", f.Path)
 	}
-	pieces := make([]artifacts.ChainValue, (n+artifacts.PieceSize-1)/artifacts.PieceSize)
-	var next atomic.Int64
-	g, gctx := errgroup.WithContext(ctx)
-	for range min(runtime.GOMAXPROCS(0), len(pieces)) {
-		g.Go(func() error {
-			buf := make([]byte, artifacts.PieceSize)
-			for {
-				i := next.Add(1) - 1
-				if i >= int64(len(pieces)) {
-					return nil
-				}
-				if err := gctx.Err(); err != nil {
-					return err
-				}
-				b := buf[:min(artifacts.PieceSize, n-i*artifacts.PieceSize)]
-				if got, err := r.ReadAt(b, off+i*artifacts.PieceSize); got < len(b) {
-					if err == nil {
-						err = io.ErrUnexpectedEOF
-					}
-					return err
-				}
-				pieces[i] = artifacts.SubtreeCV(b, uint64(i*artifacts.PieceSize/artifacts.ChunkSize))
-			}
-		})
-	}
-	if err := g.Wait(); err != nil {
-		return artifacts.Digest{}, err
-	}
-	return artifacts.RootDigest(pieces)
+	return artifacts.HashSection(ctx, osf, off, n)
 }
 
 // imatrixImportance returns the importance of src from the imatrix file at path: mean x² per input

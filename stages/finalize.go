@@ -41,6 +41,11 @@ type FinalizeParams struct {
 	// ActClip is a fixed activation clip ratio in (0, 1) recorded with the weight (0, omitted: 1, no
 	// clipping, or the act-clip node after finalize searches it).
 	ActClip float64 `json:"act_clip,omitempty"`
+	// ScaleSearch "gptq" (method gptq) scores each group's scale candidates by GPTQ's loss
+	// (quant.ScaleSearchGPTQ); "" weights their error by diag(H) or the importance.
+	ScaleSearch string `json:"scale_search,omitempty"`
+	// ScaleSign "search" also tries negative scales for 4-bit codes (quant.WithNegativeScales).
+	ScaleSign string `json:"scale_sign,omitempty"`
 }
 
 // dtype returns the pack dtype the parameters name, spelled as pack.DType.String spells it (a node key
@@ -140,7 +145,35 @@ func (p FinalizeParams) validate() error {
 	case !(p.ActClip >= 0 && p.ActClip < 1) || d == pack.F16 && p.ActClip != 0:
 		return fmt.Errorf("act_clip %v: want a ratio in (0, 1), or 0 for none (F16: none)", p.ActClip)
 	}
-	return nil
+	_, err = p.scaleOptions()
+	return err
+}
+
+// scaleOptions returns the quant options of ScaleSearch and ScaleSign, or an error naming a value
+// or combination quant does not accept.
+func (p FinalizeParams) scaleOptions() ([]quant.Option, error) {
+	var opts []quant.Option
+	switch p.ScaleSearch {
+	case "":
+	case "gptq":
+		if p.Method != "gptq" || p.Group == 0 || p.ActOrder {
+			return nil, fmt.Errorf("scale_search gptq with method %s, group %d, act_order %v: want method gptq, a group size and no act_order", p.Method, p.Group, p.ActOrder)
+		}
+		opts = append(opts, quant.WithScaleSearch(quant.ScaleSearchGPTQ))
+	default:
+		return nil, fmt.Errorf("scale_search %q: want gptq or nothing", p.ScaleSearch)
+	}
+	switch p.ScaleSign {
+	case "":
+	case "search":
+		if d, err := p.dtype(); err != nil || d.Bits() != 4 {
+			return nil, fmt.Errorf("scale_sign search with dtype %s: want a 4-bit dtype", p.DType)
+		}
+		opts = append(opts, quant.WithNegativeScales(true))
+	default:
+		return nil, fmt.Errorf("scale_sign %q: want search or nothing", p.ScaleSign)
+	}
+	return opts, nil
 }
 
 func init() {
@@ -213,6 +246,11 @@ func finalizeWeight(ctx context.Context, p FinalizeParams, req Request) (*QWeigh
 	if p.Rotation == "hadamard" {
 		opts = append(opts, quant.WithRotation(true, p.Seed))
 	}
+	scaleOpts, err := p.scaleOptions()
+	if err != nil {
+		return nil, err
+	}
+	opts = append(opts, scaleOpts...)
 	var w *quant.Weight
 	if p.Method == "gptq" {
 		ch, err := calib.ReadHessianFile(ctx, req.Inputs["hessian"].Path)

@@ -62,12 +62,21 @@ func gptqFlops(n, k int) float64 {
 	return 4.0/3*kf*kf*kf + 2*float64(n)*kf*kf
 }
 
-func BenchmarkGPTQ4096(b *testing.B) {
+func BenchmarkGPTQ4096(b *testing.B) { benchGPTQ(b) }
+
+// BenchmarkGPTQ4096ScaleSearch is GPTQ with the scale levers: negative scales, candidates scored by
+// GPTQ's loss over the group. Compare its s/gptq with BenchmarkGPTQ4096's from the same run.
+func BenchmarkGPTQ4096ScaleSearch(b *testing.B) {
+	benchGPTQ(b, WithNegativeScales(true), WithScaleSearch(ScaleSearchGPTQ))
+}
+
+func benchGPTQ(b *testing.B, opts ...Option) {
 	benchSetup(b)
 	ctx := context.Background()
+	opts = append([]Option{WithWorkers(runtime.GOMAXPROCS(0))}, opts...)
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
-		if _, err := GPTQ(ctx, benchW, benchH, WithWorkers(runtime.GOMAXPROCS(0))); err != nil {
+		if _, err := GPTQ(ctx, benchW, benchH, opts...); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -79,13 +88,14 @@ func BenchmarkGPTQ4096(b *testing.B) {
 	b.ReportMetric(gf/baselineGF, "ratio-vs-matmul")
 }
 
-func benchRTN(b *testing.B, grid []float64) {
+func benchRTN(b *testing.B, grid []float64, opts ...Option) {
 	benchSetup(b)
 	ctx := context.Background()
+	opts = append([]Option{WithGroup(32), WithClipGrid(grid), WithWorkers(runtime.GOMAXPROCS(0))}, opts...)
 	b.SetBytes(int64(len(benchW.Data) * 4))
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
-		if _, err := RTN(ctx, benchW, nil, WithGroup(32), WithClipGrid(grid), WithWorkers(runtime.GOMAXPROCS(0))); err != nil {
+		if _, err := RTN(ctx, benchW, nil, opts...); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -95,6 +105,9 @@ func benchRTN(b *testing.B, grid []float64) {
 // baseline, is plain round-to-nearest (grid {1}). Compare their MB/s from the same run.
 func BenchmarkRTNClip4096(b *testing.B)   { benchRTN(b, DefaultClipGrid) }
 func BenchmarkRTNNoClip4096(b *testing.B) { benchRTN(b, []float64{1}) }
+
+// BenchmarkRTNClip4096Sign is BenchmarkRTNClip4096 with negative scales (twice the candidates).
+func BenchmarkRTNClip4096Sign(b *testing.B) { benchRTN(b, DefaultClipGrid, WithNegativeScales(true)) }
 
 // BenchmarkMatMulInt measures the W4A8 integer kernel on 64 tokens x a 4096x4096 G32 weight,
 // reported as int8 MAC GOP/s.

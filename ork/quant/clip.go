@@ -62,9 +62,10 @@ func clipErrsGo(x, wd, s, inv, errs []float64, lo, hi float64) {
 	}
 }
 
-// chooseScaleErr returns the float32 scale shrink·amax/qmax of the grid factor that minimises
+// chooseScaleErr returns the float32 scale f·amax/qmax of the grid factor f that minimises
 // err = Σ wd_k (x_k − s·q_k)² (wd nil: unweighted; ties keep the earlier factor; a factor whose
-// float32 scale is 0 is skipped), and that err. An all-zero group has scale 0 and err 0; a group
+// float32 scale is 0 is skipped), and that err. A negative factor gives a negative scale
+// (config.scaleFactors). An all-zero group has scale 0 and err 0; a group
 // no factor gives a non-zero scale has scale 0 and err Σ wd_k x_k².
 func chooseScaleErr(x, wd []float64, bits int, grid []float64, cs *clipScratch) (float32, float64) {
 	amax := groupAmax(x)

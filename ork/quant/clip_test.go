@@ -69,7 +69,7 @@ func clipCase(rng *rand.Rand, n int) []float64 {
 
 func TestClipSearchMatchesReference(t *testing.T) {
 	rng := rand.New(rand.NewPCG(7, 17))
-	grids := [][]float64{DefaultClipGrid, {1}, {1, 0.9, 0.8}, {1, 0.99, 0.98, 0.97, 0.96, 0.95, 0.94, 0.93, 0.92, 0.91, 0.9, 0.85, 0.8, 0.75, 0.7, 0.65, 0.6, 0.55}}
+	grids := [][]float64{DefaultClipGrid, {1}, {1, 0.9, 0.8}, {1, 0.875, -1, -0.875}, {1, 0.99, 0.98, 0.97, 0.96, 0.95, 0.94, 0.93, 0.92, 0.91, 0.9, 0.85, 0.8, 0.75, 0.7, 0.65, 0.6, 0.55}}
 	for i := 0; i < 20000; i++ {
 		n := []int{32, 12, 1, 64, 128, 33}[i%6]
 		x := clipCase(rng, n)
@@ -107,7 +107,11 @@ func TestClipErrsKernelMatchesGo(t *testing.T) {
 		cs := newClipScratch(16)
 		amax := groupAmax(x)
 		for j := range cs.s {
-			if s := float32((1 - float64(j)/40) * amax / 7); s != 0 && j != 13 {
+			f := 1 - float64(j)/40
+			if j%2 == 1 { // negative scales (WithNegativeScales)
+				f = -f
+			}
+			if s := float32(f * amax / 7); s != 0 && j != 13 {
 				cs.s[j], cs.inv[j] = float64(s), 1/float64(s)
 			}
 		}

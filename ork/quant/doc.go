@@ -17,8 +17,16 @@
 //   - Quantization is symmetric: value = code · scale. A group's scale is
 //     s = shrink · amax / qmax with qmax = 7 (int4) or 127 (int8), where amax is the largest
 //     magnitude in the group and shrink is chosen by the clip search (1 means no clipping).
-//     Unclipped values never need code -8; it is used only by clipped negative values, so it can
-//     only lower the error against clamping to [-7, 7].
+//     Unclipped values never need code -8 with a positive scale; it is used only by clipped
+//     negative values, so it can only lower the error against clamping to [-7, 7]. With
+//     [WithNegativeScales] the search also tries -shrink (a negative scale, int4 only): the
+//     group's largest positive value then takes code -8, so the 16th code serves whichever sign
+//     the extreme value has (llama.cpp's Q4_0 takes d = max/-8 for the same reason).
+//   - The clip search scores each candidate scale by the group's squared error weighted by
+//     diag(H) (or an importance; unweighted without either), or, in GPTQ with
+//     [WithScaleSearch](ScaleSearchGPTQ), by GPTQ's own loss over the group (the group's columns
+//     quantized in order with their errors fed forward through the factor of H⁻¹), which sees
+//     the Hessian's off-diagonal terms inside the group.
 //   - Scales are float32, row-major [N][ceil(KP/G)] for group size G, or [N][1] for per-channel
 //     quantization (G = 0). A last partial group (e.g. K = 172 with G = 32: five groups of 32
 //     and one of 12) gets its own scale.

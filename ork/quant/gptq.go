@@ -12,7 +12,8 @@ import (
 )
 
 // GPTQ quantizes m (N x K) against the Hessian h (K x K) as IST-DASLab's gptq.py does (see the
-// package doc), with the clip search (weighted by diag(H)) choosing each scale. Rows are
+// package doc), with the clip search (weighted by diag(H), or by the GPTQ loss with
+// WithScaleSearch(ScaleSearchGPTQ); negative scales with WithNegativeScales) choosing each scale. Rows are
 // independent given H⁻¹, so they are processed in parallel chunks (WithWorkers). A Hessian that
 // stays not positive definite after every damping retry is ErrCholesky naming m.Name. ctx is
 // checked between the blocks of the factorisations and per block of columns; a cancelled run
@@ -80,7 +81,7 @@ func GPTQ(ctx context.Context, m Matrix, h *Hessian, opts ...Option) (*Weight, e
 		slog.Debug("gptq: damping raised", "weight", m.Name, "percdamp", damp)
 	}
 	st := &gptqState{ctx: ctx, w: w, data: data, U: H, perm: perm, diag: diag0, g: g, ng: ng, static: static, c: c,
-		bufs: make(chan []float64, max(1, c.workers))}
+		bufs: make(chan []float64, max(1, c.workers)), factors: c.scaleFactors()}
 	restore := singleThreadedBLAS() // the row chunks run on c.workers goroutines already
 	err = forRows(ctx, w.N, c.workers, st.rows)
 	restore()
@@ -118,16 +119,17 @@ func GPTQMemory(n, k, kp, group int, rotated bool) int64 {
 }
 
 type gptqState struct {
-	ctx    context.Context
-	w      *Weight
-	data   []float32 // [N][KP] the (rotated) weights, natural column order
-	bufs   chan []float64
-	U      []float64 // upper Cholesky factor of H⁻¹ (permuted), row-major KP x KP
-	perm   []int     // permuted column -> natural column
-	diag   []float64 // natural-order diag(H) before damping, for the clip search
-	g, ng  int
-	static bool
-	c      *config
+	ctx     context.Context
+	w       *Weight
+	data    []float32 // [N][KP] the (rotated) weights, natural column order
+	bufs    chan []float64
+	U       []float64 // upper Cholesky factor of H⁻¹ (permuted), row-major KP x KP
+	perm    []int     // permuted column -> natural column
+	diag    []float64 // natural-order diag(H) before damping, for the clip search
+	g, ng   int
+	static  bool
+	c       *config
+	factors []float64 // c.scaleFactors()
 }
 
 // rows runs GPTQ on rows [lo, hi): each row only needs U, so chunks are independent.
@@ -139,7 +141,7 @@ func (s *gptqState) rows(lo, hi int) {
 	case buf = <-s.bufs:
 	default:
 	}
-	if need := nr * (kp + bs); cap(buf) < need {
+	if need := nr*(kp+bs) + s.g; cap(buf) < need {
 		buf = make([]float64, need)
 	}
 	defer func() {
@@ -151,6 +153,7 @@ func (s *gptqState) rows(lo, hi int) {
 	Wc := buf[:nr*kp]
 	err1 := buf[nr*kp : nr*(kp+bs)]
 	clear(err1)
+	sbuf := buf[nr*(kp+bs) : nr*(kp+bs)+s.g] // chooseScaleGPTQ's scratch
 	s.loadRows(Wc, lo, hi)
 	lov, hiv := codeRange(w.Bits)
 	for i1 := 0; i1 < kp; i1 += bs {
@@ -173,7 +176,11 @@ func (s *gptqState) rows(lo, hi int) {
 				gi := i / s.g
 				for r := 0; r < nr; r++ {
 					row := Wc[r*kp : (r+1)*kp]
-					w.Scales[(lo+r)*s.ng+gi] = chooseScale(row[i:end], s.diag[i:end], w.Bits, s.c.clipGrid)
+					if s.c.scaleSearch == ScaleSearchGPTQ {
+						w.Scales[(lo+r)*s.ng+gi] = chooseScaleGPTQ(row[i:end], s.U, kp, i, w.Bits, s.factors, sbuf)
+					} else {
+						w.Scales[(lo+r)*s.ng+gi] = chooseScale(row[i:end], s.diag[i:end], w.Bits, s.factors)
+					}
 				}
 			}
 			gi := nat / s.g
@@ -218,7 +225,7 @@ func (s *gptqState) loadRows(Wc []float64, lo, hi int) {
 		if s.static {
 			for gi := 0; gi < s.ng; gi++ {
 				a, b := gi*s.g, min((gi+1)*s.g, kp)
-				w.Scales[(lo+r)*s.ng+gi] = chooseScale(row[a:b], s.diag[a:b], w.Bits, s.c.clipGrid)
+				w.Scales[(lo+r)*s.ng+gi] = chooseScale(row[a:b], s.diag[a:b], w.Bits, s.factors)
 			}
 		}
 		if tmp != nil {

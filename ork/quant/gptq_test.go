@@ -30,18 +30,7 @@ func TestGPTQBeatsRTNOnStories260K(t *testing.T) {
 	} {
 		sumRed := 0.0
 		for _, w := range ws {
-			h := hs[w.Cols]
-			if h == nil {
-				acts, err := CorrelatedActivations(1024, w.Cols, 42)
-				if err != nil {
-					t.Fatal(err)
-				}
-				h = NewHessian(w.Cols)
-				if err := h.Add(acts.Data, acts.Rows); err != nil {
-					t.Fatal(err)
-				}
-				hs[w.Cols] = h
-			}
+			h := correlatedHessian(t, hs, w.Cols)
 			opts := append([]Option{WithWorkers(2)}, cfg.opts...)
 			rtnOpts := opts
 			if cfg.name == "int4 g32 act-order static" { // RTN has no column order
@@ -73,6 +62,25 @@ func TestGPTQBeatsRTNOnStories260K(t *testing.T) {
 		}
 		t.Logf("%-26s mean reduction of tr((W-Q)H(W-Q)ᵀ) vs RTN over %d weights: %.2f%%", cfg.name, len(ws), 100*sumRed/float64(len(ws)))
 	}
+}
+
+// correlatedHessian returns the Hessian of a fixed synthetic correlated activation set (1024 rows of k
+// values, seed 42), made once per k in hs.
+func correlatedHessian(t *testing.T, hs map[int]*Hessian, k int) *Hessian {
+	t.Helper()
+	if h := hs[k]; h != nil {
+		return h
+	}
+	acts, err := CorrelatedActivations(1024, k, 42)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := NewHessian(k)
+	if err := h.Add(acts.Data, acts.Rows); err != nil {
+		t.Fatal(err)
+	}
+	hs[k] = h
+	return h
 }
 
 func TestGPTQDampingRetry(t *testing.T) {

@@ -25,6 +25,8 @@ type config struct {
 	actOrder     bool
 	staticGroups bool
 	consumeH     bool
+	scaleSearch  ScaleSearch
+	negScales    bool
 }
 
 // Option configures RTN and GPTQ. Each option validates its own argument.
@@ -43,7 +45,27 @@ func newConfig(opts []Option) (*config, error) {
 	if c.staticGroups && c.group == 0 {
 		return nil, fmt.Errorf("static groups need a group size: %w", ErrParam)
 	}
+	if c.scaleSearch == ScaleSearchGPTQ && (c.group == 0 || c.staticGroups || c.actOrder) {
+		return nil, fmt.Errorf("scale search gptq needs dynamic groups (a group size, no static groups, no act-order): %w", ErrParam)
+	}
 	return c, nil
+}
+
+// scaleFactors returns the signed shrink factors the scale search tries: the clip grid, then (with
+// negative scales, 4-bit codes only: int8's code range is symmetric, so a negated scale never does
+// better) the same factors negated. A negative scale s maps the group's value of largest magnitude
+// to the other end of the code range: with [-8, 7] and factor f, x = ±amax has code ∓7/f, so the
+// 16th code (-8) can hold whichever sign of the extreme value the group has.
+func (c *config) scaleFactors() []float64 {
+	if !c.negScales || c.bits != 4 {
+		return c.clipGrid
+	}
+	f := make([]float64, 0, 2*len(c.clipGrid))
+	f = append(f, c.clipGrid...)
+	for _, v := range c.clipGrid {
+		f = append(f, -v)
+	}
+	return f
 }
 
 // WithBits sets the code width: 4 (default) or 8.
@@ -139,6 +161,40 @@ func WithActOrder(on bool) Option {
 // caller must not use the Hessian afterwards. A rotation that pads K still needs a new buffer.
 func WithConsumeHessian() Option {
 	return func(c *config) error { c.consumeH = true; return nil }
+}
+
+// ScaleSearch names how a group's scale is chosen among the candidates of the clip grid.
+type ScaleSearch int
+
+const (
+	// ScaleSearchWeighted (default) picks the candidate with the least squared error of the group's
+	// values, weighted by diag(H) (or the importance; unweighted without either).
+	ScaleSearchWeighted ScaleSearch = iota
+	// ScaleSearchGPTQ (GPTQ, dynamic groups only) picks the candidate with the least GPTQ loss over
+	// the group: the group's columns quantized in order, each one's error pushed onto the later
+	// columns of the group through the factor U of H⁻¹ as GPTQ does, the loss Σ (err_k / U_kk)². It
+	// sees the off-diagonal Hessian within the group that diag(H) ignores.
+	ScaleSearchGPTQ
+)
+
+// WithScaleSearch sets how GPTQ chooses each group's scale (default ScaleSearchWeighted); RTN
+// accepts only ScaleSearchWeighted.
+func WithScaleSearch(s ScaleSearch) Option {
+	return func(c *config) error {
+		if s != ScaleSearchWeighted && s != ScaleSearchGPTQ {
+			return fmt.Errorf("scale search %d: %w (want weighted or gptq)", s, ErrParam)
+		}
+		c.scaleSearch = s
+		return nil
+	}
+}
+
+// WithNegativeScales lets the scale search of 4-bit weights also try each clip factor negated (see
+// config.scaleFactors), so that a group's largest-magnitude value may take code -8 whatever its
+// sign (llama.cpp's Q4_0 does the same: d = max/-8 with max the signed value of largest magnitude).
+// Packs hold any finite float32 scale (docs/orkpack.md 2.3). Ties keep the positive scale.
+func WithNegativeScales(on bool) Option {
+	return func(c *config) error { c.negScales = on; return nil }
 }
 
 // WithStaticGroups makes GPTQ fix every group's scale from the original weights before any

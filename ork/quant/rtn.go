@@ -67,6 +67,10 @@ const rtnChunkBytes = 1 << 20
 // (sqNorm), each per group, then over the groups of a row, then over the rows, in order — the same
 // value on any number of workers.
 func rtnRows(ctx context.Context, w *Weight, rows rowsFunc, diag []float64, c *config) error {
+	if c.scaleSearch != ScaleSearchWeighted {
+		return fmt.Errorf("RTN has no GPTQ loss to search scales by (scale search gptq is GPTQ's): %w", ErrParam)
+	}
+	factors := c.scaleFactors()
 	nums, dens := make([]float64, w.N), make([]float64, w.N)
 	chunk := max(1, min((w.N+4*c.workers-1)/(4*c.workers), rtnChunkBytes/(4*w.KP)))
 	var next atomic.Int64
@@ -74,7 +78,7 @@ func rtnRows(ctx context.Context, w *Weight, rows rowsFunc, diag []float64, c *c
 	for range min(c.workers, (w.N+chunk-1)/chunk) {
 		g.Go(func() error {
 			buf := make([]float64, w.KP)
-			cs := newClipScratch(len(c.clipGrid))
+			cs := newClipScratch(len(factors))
 			var scratch []float32
 			for {
 				lo := int(next.Add(int64(chunk))) - chunk
@@ -93,7 +97,7 @@ func rtnRows(ctx context.Context, w *Weight, rows rowsFunc, diag []float64, c *c
 					for k, v := range data[(n-lo)*w.KP : (n-lo+1)*w.KP] {
 						buf[k] = float64(v)
 					}
-					nums[n], dens[n] = quantizeRow(w, n, buf, diag, c.clipGrid, cs)
+					nums[n], dens[n] = quantizeRow(w, n, buf, diag, factors, cs)
 				}
 			}
 		})

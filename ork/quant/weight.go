@@ -67,7 +67,8 @@ func effGroup(kp, group int) int {
 	return group
 }
 
-// Validate checks the weight's invariants: sizes, code range, finite non-negative scales,
+// Validate checks the weight's invariants: sizes, code range, finite scales (negative ones come
+// from WithNegativeScales),
 // and a rotation consistent with K and KP.
 func (w *Weight) Validate() error {
 	if w.N <= 0 || w.K <= 0 || w.KP < w.K {
@@ -99,8 +100,8 @@ func (w *Weight) Validate() error {
 		}
 	}
 	for i, s := range w.Scales {
-		if !(s >= 0) || math.IsInf(float64(s), 0) {
-			return fmt.Errorf("weight: scale %v at index %d: %w (want finite, >= 0)", s, i, ErrNotFinite)
+		if math.IsNaN(float64(s)) || math.IsInf(float64(s), 0) {
+			return fmt.Errorf("weight: scale %v at index %d: %w (want finite)", s, i, ErrNotFinite)
 		}
 	}
 	return nil

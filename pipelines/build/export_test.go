@@ -5,6 +5,7 @@ import (
 
 	"orkpipe/ork/board"
 	"orkpipe/pipelines/engine"
+	"orkpipe/stages"
 )
 
 // BoardPlan is the domain plan the planner checks the recipe's pack against (checkBoardFit), for tests
@@ -23,4 +24,22 @@ func (t *Target) BoardPlan(ctx context.Context) (board.Plan, error) {
 		return board.Plan{}, err
 	}
 	return checkBoardFit(ws, prof, t.r.Residency)
+}
+
+// FinalizeParams returns the finalize parameters the planner gives each selected weight and its promoted
+// twin (nil without one), by weight name.
+func (t *Target) FinalizeParams(ctx context.Context) (map[string]stages.FinalizeParams, map[string]*stages.FinalizeParams, error) {
+	src, err := t.planSource(ctx, engine.NewGraph())
+	if err != nil {
+		return nil, nil, err
+	}
+	ws, err := t.selectWeights(src)
+	if err != nil {
+		return nil, nil, err
+	}
+	fin, promote := map[string]stages.FinalizeParams{}, map[string]*stages.FinalizeParams{}
+	for _, w := range ws {
+		fin[w.name], promote[w.name] = w.fin, w.promote
+	}
+	return fin, promote, nil
 }

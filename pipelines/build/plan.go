@@ -95,7 +95,10 @@ func finalizeParams(s *recipe.Scheme, name string, n, k int) stages.FinalizePara
 		return p
 	}
 	if s.Method == "gptq" {
-		p.Damp, p.ActOrder = s.Damp, s.ActOrder
+		p.Damp, p.ActOrder, p.ScaleSearch = s.Damp, s.ActOrder, s.ScaleSearch
+	}
+	if s.ScaleSign == "search" {
+		p.ScaleSign = "search"
 	}
 	if s.Rotation == "hadamard" {
 		p.Seed = rotationSeed(name)
@@ -283,6 +286,7 @@ func (t *Target) planWeight(shape stages.ModelShape, s *recipe.Scheme, tensor st
 		}
 		if info.Bits == 8 {
 			ps.Group = 0
+			ps.ScaleSign, ps.ScaleSearch = "", "" // a symmetric code range; per channel: no group scales to search
 		}
 		if ps.Rotation == "hadamard" {
 			ps.Importance = "" // the promoted tier is rotated: an imatrix cannot weight it

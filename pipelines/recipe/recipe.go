@@ -148,6 +148,15 @@ type Scheme struct {
 	// Importance weights the RTN clip search and qerr: "" or none (unweighted), or imatrix (diag(H)
 	// from the recipe's imatrix, llama-quantize's semantics). GPTQ always uses the full Hessian.
 	Importance string `yaml:"importance" json:"importance,omitempty"`
+	// ScaleSearch is how each group's scale is chosen among the clip grid's candidates: weighted (the
+	// group's squared error weighted by diag(H) or the importance; stored as "") or gptq (GPTQ's loss
+	// over the group, with the error fed forward through the inverse Hessian; method gptq, a group
+	// size, no act_order).
+	ScaleSearch string `yaml:"scale_search" json:"scale_search,omitempty"`
+	// ScaleSign is search (the default of 4-bit GPTQ schemes) or positive (stored as "" when defaulted:
+	// RTN schemes, 8-bit and F16 dtypes): with search, 4-bit weights also try each clip factor with a
+	// negated scale, so the group's largest-magnitude value may take code -8 whatever its sign.
+	ScaleSign string `yaml:"scale_sign" json:"scale_sign,omitempty"`
 	// ActClip is the activation clip the board applies to the weights' inputs (docs/orkpack.md 2.4): a
 	// fixed ratio in (0, 1] (unset: 1, none) or search (per weight, on calibration activations).
 	ActClip ActClip `yaml:"act_clip" json:"act_clip,omitzero"`

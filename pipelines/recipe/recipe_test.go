@@ -147,6 +147,7 @@ func FuzzParse(f *testing.F) {
 	f.Add([]byte("a: &a [*a]\n"))
 	f.Add([]byte(imatrixRecipe))
 	f.Add([]byte(good + "residency: {budget: 25%, domains: 2}\n"))
+	f.Add([]byte(strings.Replace(good, "group: 32\n", "group: 32\n    scale_search: gptq\n    scale_sign: search\n", 1)))
 	f.Add([]byte("name: x\nsource: {synth: {layers: 1, n_embd: 8, n_ff: 8, n_head: 1, vocab: 4, ctx: 4, n_expert: 4}}\nschemes: [{match: '.*', dtype: I8}]\n"))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		r, err := Parse(data, "/r/x.yaml")

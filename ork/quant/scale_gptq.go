@@ -32,9 +32,7 @@ func chooseScaleGPTQ(x, U []float64, kp, c0, bits int, grid, buf []float64) floa
 			r := float64(buf[a]-float64(quantCode(buf[a], inv, flo, fhi)*sc)) / urow[a]
 			e += float64(r * r)
 			if r != 0 {
-				for b := a + 1; b < n; b++ {
-					buf[b] -= float64(r * urow[b])
-				}
+				subScaled(buf[a+1:], urow[a+1:], r) // buf[b] -= r·U[a][b], the product rounded first
 			}
 		}
 		if e < bestErr {

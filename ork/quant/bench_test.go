@@ -2,6 +2,7 @@ package quant
 
 import (
 	"context"
+	"math/rand/v2"
 	"runtime"
 	"sync"
 	"testing"
@@ -136,4 +137,42 @@ func BenchmarkMatMulInt(b *testing.B) {
 	sec := b.Elapsed().Seconds() / float64(b.N)
 	b.ReportMetric(2*64*benchK*benchK/sec/1e9, "GOP/s")
 	b.ReportMetric(baselineGF, "baseline-matmul-GFLOP/s")
+}
+
+// BenchmarkQuantizeRows is RTN's per-row work alone (clip search, codes, qerr terms) on 64 rows of
+// 4096 values, group 32, with the default grid and with none ({1}), with each clip-search kernel
+// this CPU has: "avx512" (kernel.GroupSearch8, one call per group) against "avx2" (ClipErrs8 or
+// ClipErrs4 and the Go loops around them), in the same run.
+func BenchmarkQuantizeRows(b *testing.B) {
+	rng := rand.New(rand.NewPCG(5, 6))
+	const n, k = 64, 4096
+	x := make([]float64, n*k)
+	for i := range x {
+		x[i] = float64(float32(rng.NormFloat64() * 0.02))
+	}
+	for _, grid := range []struct {
+		name string
+		g    []float64
+	}{{"clip", DefaultClipGrid}, {"noclip", []float64{1}}} {
+		for _, tc := range []struct {
+			name string
+			on   bool
+		}{{"avx512", search512}, {"avx2", false}} {
+			if tc.name == "avx512" && !tc.on {
+				continue
+			}
+			b.Run(grid.name+"/"+tc.name, func(b *testing.B) {
+				defer func(old bool) { search512 = old }(search512)
+				search512 = tc.on
+				w := &Weight{N: n, K: k, KP: k, Bits: 4, Group: 32, Codes: make([]int8, n*k), Scales: make([]float32, n*k/32)}
+				cs := newClipScratch(len(grid.g))
+				b.SetBytes(int64(n * k * 4))
+				for b.Loop() {
+					for r := 0; r < n; r++ {
+						quantizeRow(w, r, x[r*k:(r+1)*k], nil, grid.g, cs)
+					}
+				}
+			})
+		}
+	}
 }

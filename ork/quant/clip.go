@@ -20,6 +20,8 @@ const clipLanes = 8
 // Σ wd·x², and it is never chosen).
 type clipScratch struct {
 	s, inv, errs []float64
+	// the AVX-512 search's grid (padded with zeros) and results (searchGroup)
+	grid8, s8, errs8 [clipLanes]float64
 }
 
 func newClipScratch(grid int) *clipScratch {
@@ -96,6 +98,38 @@ func chooseScaleErr(x, wd []float64, bits int, grid []float64, cs *clipScratch) 
 	return best, bestErr
 }
 
+// searchGroup is chooseScaleErr and, as den, sqNorm of the group: in one AVX-512 kernel call for
+// grids of five to eight factors (kernel.GroupSearch8: the same arithmetic and the same choice, bit
+// for bit), else by those functions (a grid of up to four fills half a ZMM register: the AVX2
+// kernel's one YMM register per value is cheaper).
+func searchGroup(x, wd []float64, bits int, grid []float64, cs *clipScratch) (s float32, err, den float64) {
+	if !search512 || len(grid) <= clipLanes/2 || len(grid) > clipLanes || len(x) == 0 {
+		s, err = chooseScaleErr(x, wd, bits, grid, cs)
+		return s, err, sqNorm(x, wd)
+	}
+	var pw *float64
+	if wd != nil {
+		pw = &wd[:len(x)][0]
+	}
+	lo, hi := codeRange(bits)
+	lohi := [2]float64{float64(lo), float64(hi)}
+	copy(cs.grid8[:], grid) // the lanes past the grid are never chosen
+	amax, den, best := kernel.GroupSearch8(&x[0], pw, len(x), &cs.grid8, len(grid), qmax(bits), &lohi, &cs.s8, &cs.errs8)
+	switch {
+	case amax == 0:
+		return 0, 0, den
+	case best >= 0:
+		return float32(cs.s8[best]), cs.errs8[best], den
+	case best == -1: // no factor gives a non-zero scale
+		return 0, den, den
+	default: // no error below +Inf
+		return 0, math.Inf(1), den
+	}
+}
+
+// search512 says whether searchGroup and quantCodes run the AVX-512 kernels.
+var search512 = kernel.Available512
+
 // sqNorm returns Σ wd_k·x_k·x_k (wd nil: Σ x_k·x_k), in order.
 func sqNorm(x, wd []float64) float64 {
 	e := 0.0
@@ -153,11 +187,17 @@ func groupAmax(x []float64) float64 {
 // quantCodes sets codes[k] = quantCode(x[k], inv, lo, hi).
 func quantCodes(codes []int8, x []float64, inv, lo, hi float64) {
 	n := 0
-	if clipKernel {
-		if n = len(x) &^ 3; n > 0 {
+	if search512 {
+		if n = len(x) &^ 7; n > 0 {
 			lohi := [2]float64{lo, hi}
-			kernel.QuantCodes4(&x[0], n, inv, &lohi, &codes[:n][0])
+			kernel.QuantCodes8(&x[0], n, inv, &lohi, &codes[:n][0])
 		}
+	}
+	if clipKernel && len(x)-n >= 4 {
+		m := (len(x) - n) &^ 3
+		lohi := [2]float64{lo, hi}
+		kernel.QuantCodes4(&x[n], m, inv, &lohi, &codes[n:][:m][0])
+		n += m
 	}
 	for k, v := range x[n:] {
 		codes[n+k] = int8(quantCode(v, inv, lo, hi))

@@ -1,9 +1,14 @@
 package quant
 
 import (
+	"encoding/binary"
 	"math"
 	"math/rand/v2"
+	"slices"
+	"strconv"
 	"testing"
+
+	"orkpipe/ork/quant/internal/kernel"
 )
 
 // chooseScaleRef is the clip search as first written (one candidate at a time, math.Round): the
@@ -200,6 +205,209 @@ func TestSubScaledMatchesScalar(t *testing.T) {
 		for j := range want {
 			if math.Float64bits(y[j]) != math.Float64bits(want[j]) {
 				t.Fatalf("case %d (n %d): y[%d] = %v, want %v", i, n, j, y[j], want[j])
+			}
+		}
+	}
+}
+
+// withKernels runs f with the AVX2 kernels (clipKernel) and the AVX-512 ones (search512) on or
+// off (each only where the CPU has it), then restores them. Tests that call it do not run in
+// parallel.
+func withKernels(avx2, avx512 bool, f func()) {
+	old2, old512 := clipKernel, search512
+	defer func() { clipKernel, search512 = old2, old512 }()
+	clipKernel, search512 = avx2 && kernel.Available, avx512 && kernel.Available512
+	f()
+}
+
+// groupResult is one group's search through searchGroup and its codes.
+type groupResult struct {
+	s        float32
+	err, den float64
+	codes    []int8
+}
+
+func searchAndCode(x, wd []float64, bits int, grid []float64) groupResult {
+	r := groupResult{codes: make([]int8, len(x))}
+	cs := newClipScratch(len(grid))
+	for j := range cs.grid8 {
+		cs.grid8[j] = 0.95 // a scratch used before with a longer grid: its lanes must not count
+	}
+	r.s, r.err, r.den = searchGroup(x, wd, bits, grid, cs)
+	quantizeWith(r.codes, x, r.s, bits)
+	return r
+}
+
+// checkGroupSearch fails t unless the AVX-512 path, the AVX2 path and the pure-Go path (with
+// chooseScaleRef as the oracle of the scale) give bit for bit the same scale, error, Σ wd·x² and
+// codes for the group x.
+func checkGroupSearch(t *testing.T, name string, x, wd []float64, bits int, grid []float64) {
+	t.Helper()
+	var r512, r2, rGo groupResult
+	withKernels(true, true, func() { r512 = searchAndCode(x, wd, bits, grid) })
+	withKernels(true, false, func() { r2 = searchAndCode(x, wd, bits, grid) })
+	withKernels(false, false, func() { rGo = searchAndCode(x, wd, bits, grid) })
+	same := func(a, b groupResult) bool {
+		return math.Float32bits(a.s) == math.Float32bits(b.s) && math.Float64bits(a.err) == math.Float64bits(b.err) &&
+			math.Float64bits(a.den) == math.Float64bits(b.den) && slices.Equal(a.codes, b.codes)
+	}
+	if !same(r512, rGo) || !same(r2, rGo) {
+		t.Fatalf("%s (n %d, bits %d, grid %v, weighted %v):\navx512 %v %v %v %v\navx2   %v %v %v %v\nGo     %v %v %v %v",
+			name, len(x), bits, grid, wd != nil, r512.s, r512.err, r512.den, r512.codes, r2.s, r2.err, r2.den, r2.codes, rGo.s, rGo.err, rGo.den, rGo.codes)
+	}
+	if want := chooseScaleRef(x, wd, bits, grid); math.Float32bits(rGo.s) != math.Float32bits(want) {
+		t.Fatalf("%s: scale %v, reference %v", name, rGo.s, want)
+	}
+}
+
+// TestGroupSearchMatchesGo: the AVX-512 group search (searchGroup through kernel.GroupSearch8,
+// codes through kernel.QuantCodes8) gives bit for bit the scale, error, Σ wd·x² and codes of the
+// AVX2 kernels and of the pure-Go path — heavy tails, exact rounding boundaries, ±0, denormals,
+// 3e38, all-zero groups, grids of 1 to 8 factors (with a factor 0) and of 9, weighted or not,
+// groups of 1 to 600 values, int4 and int8.
+func TestGroupSearchMatchesGo(t *testing.T) {
+	if !kernel.Available512 {
+		t.Skip("no AVX-512 on this CPU: searchGroup is chooseScaleErr and sqNorm")
+	}
+	rng := rand.New(rand.NewPCG(17, 19))
+	for i := 0; i < 20000; i++ {
+		n := 1 + rng.IntN(600)
+		if i%3 == 0 {
+			n = 32
+		}
+		x := clipCase(rng, n)
+		if i%97 == 0 {
+			x = make([]float64, n) // all zero
+		}
+		var wd []float64
+		if i%2 == 1 {
+			wd = make([]float64, n)
+			for k := range wd {
+				wd[k] = rng.ExpFloat64()
+			}
+		}
+		grid := append([]float64(nil), DefaultClipGrid[:1+rng.IntN(8)]...)
+		if len(grid) <= clipLanes/2 && i%4 != 0 {
+			grid = append(grid, DefaultClipGrid[len(grid):5]...) // mostly grids the AVX-512 kernel takes
+		}
+		if i%11 == 0 {
+			grid[rng.IntN(len(grid))] = 0
+		}
+		if i%101 == 0 {
+			grid = append(grid, 0.5) // past eight factors: the AVX2 path
+		}
+		bits := 4
+		if i%5 == 0 {
+			bits = 8
+		}
+		checkGroupSearch(t, "case "+strconv.Itoa(i), x, wd, bits, grid)
+	}
+}
+
+// FuzzGroupSearch: for arbitrary finite float32 groups (RTNStream refuses non-finite weights) and
+// weights, grids and widths taken from the input, the AVX-512, AVX2 and pure-Go searches agree
+// bit for bit (checkGroupSearch). The first byte chooses bits (bit 0), weighting (bit 1) and the
+// grid length (bits 2-4, 1 to 8 factors of DefaultClipGrid; bit 5 zeroes its last factor); the
+// rest are little-endian float32s, the group then (weighted) as many weights. Seeds are in
+// testdata/fuzz/FuzzGroupSearch and below.
+func FuzzGroupSearch(f *testing.F) {
+	if !kernel.Available512 {
+		f.Skip("no AVX-512 on this CPU")
+	}
+	le := func(head byte, vals ...float32) []byte {
+		b := []byte{head}
+		for _, v := range vals {
+			b = binary.LittleEndian.AppendUint32(b, math.Float32bits(v))
+		}
+		return b
+	}
+	ramp := make([]float32, 32)
+	for i := range ramp {
+		ramp[i] = (float32(i) - 15.5) / 7
+	}
+	f.Add(le(0x1c, ramp...)) // int4, unweighted, eight factors
+	f.Add(le(0x1f, ramp...)) // int8, weighted (16 values, 16 weights)
+	f.Add(le(0x00, 0.5, -0.5, 1.5, -2.5, 0, float32(math.Copysign(0, -1)), 1e-45, 3e38))
+	f.Add(le(0x3e, 7, 6.5, -8, 5.5, 1, 1, 1, 1))
+	f.Fuzz(func(t *testing.T, raw []byte) {
+		if len(raw) < 5 || len(raw) > 1+4*2*1024 {
+			return
+		}
+		head, vals := raw[0], raw[1:]
+		bits := []int{4, 8}[head&1]
+		weighted := head&2 != 0
+		grid := append([]float64(nil), DefaultClipGrid[:1+int(head>>2&7)]...)
+		if head&0x20 != 0 {
+			grid[len(grid)-1] = 0
+		}
+		m := len(vals) / 4
+		n := m
+		if weighted {
+			n = m / 2
+		}
+		if n == 0 {
+			return
+		}
+		f64 := func(i int) float64 {
+			v := math.Float32frombits(binary.LittleEndian.Uint32(vals[4*i:]))
+			if v != v || math.IsInf(float64(v), 0) {
+				v = 0
+			}
+			return float64(v)
+		}
+		x := make([]float64, n)
+		for i := range x {
+			x[i] = f64(i)
+		}
+		var wd []float64
+		if weighted {
+			wd = make([]float64, n)
+			for i := range wd {
+				wd[i] = f64(n + i)
+			}
+		}
+		checkGroupSearch(t, "fuzz", x, wd, bits, grid)
+	})
+}
+
+// TestGroupSearchRoundsHalfAway: the AVX-512 kernel's rounding (trunc(y + copysign(0.49999999999999994,
+// y))) is math.Round for every kind of finite value — halves, their neighbours, integers, tiny
+// values, and the ranges near 2^51 to 2^53 where adding a half rounds — seen through the error of
+// one value at scale 1 with no clamping.
+func TestGroupSearchRoundsHalfAway(t *testing.T) {
+	if !kernel.Available512 {
+		t.Skip("no AVX-512 on this CPU")
+	}
+	rng := rand.New(rand.NewPCG(23, 29))
+	var vals []float64
+	for i := 0; i < 100000; i++ {
+		k := float64(rng.Int64N(1<<52)) * []float64{1, 1e-9, 1e-3, 1}[i%4]
+		k = math.Trunc(k)
+		h := k + 0.5
+		vals = append(vals, h, math.Nextafter(h, 0), math.Nextafter(h, math.Inf(1)), k, rng.NormFloat64()*math.Ldexp(1, rng.IntN(120)-60))
+	}
+	for e := 50; e <= 54; e++ {
+		for d := -8.0; d <= 8; d += 0.25 {
+			vals = append(vals, math.Ldexp(1, e)+d)
+		}
+	}
+	vals = append(vals, 0.5, 0.49999999999999994, 1.5, 2.5, math.SmallestNonzeroFloat64, 1e300)
+	var grid [8]float64
+	grid[0] = 1
+	lohi := [2]float64{-math.MaxFloat64, math.MaxFloat64}
+	var s, errs [8]float64
+	for _, v := range vals {
+		for _, x := range []float64{v, -v} {
+			if x == 0 {
+				continue
+			}
+			kernel.GroupSearch8(&x, nil, 1, &grid, 1, math.Abs(x), &lohi, &s, &errs)
+			if s[0] != 1 {
+				continue // |x|/|x| rounded to float32 is 1 unless x is not finite
+			}
+			d := x - math.Round(x)
+			if want := d * d; math.Float64bits(errs[0]) != math.Float64bits(want) {
+				t.Fatalf("x = %v (%#x): kernel error %v, math.Round gives %v (round %v)", x, math.Float64bits(x), errs[0], want, math.Round(x))
 			}
 		}
 	}

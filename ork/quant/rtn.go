@@ -165,11 +165,11 @@ func quantizeRow(w *Weight, n int, x, diag []float64, grid []float64, cs *clipSc
 		if diag != nil {
 			wd = diag[lo:hi]
 		}
-		s, e := chooseScaleErr(x[lo:hi], wd, w.Bits, grid, cs)
+		s, e, d := searchGroup(x[lo:hi], wd, w.Bits, grid, cs)
 		w.Scales[n*ng+gi] = s
 		quantizeWith(codes[lo:hi], x[lo:hi], s, w.Bits)
 		num += e
-		den += sqNorm(x[lo:hi], wd)
+		den += d
 	}
 	return num, den
 }

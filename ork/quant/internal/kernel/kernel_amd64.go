@@ -35,3 +35,23 @@ func QuantCodes4(x *float64, n int, inv float64, lohi *[2]float64, codes *int8)
 //
 //go:noescape
 func SubScaled(y, x *float64, n int, e float64)
+
+// Available512 says whether the AVX-512 kernels may run (AVX-512 F and VL, with the OS saving
+// the ZMM registers).
+var Available512 = Available && cpu.X86.HasAVX512F && cpu.X86.HasAVX512VL
+
+// GroupSearch8 is one group's clip search for up to eight candidates (AVX-512). It returns
+// amax = max |x_k| over the n values at x and den = Σ_k wd_k·x_k·x_k (wd nil: x_k·x_k; (wd·x)·x,
+// in order from k = 0). When amax is not 0 it sets, for j < 8, s_j = float64(float32(grid_j·amax/qmax))
+// and errs_j as ClipErrs8 does for s_j and 1/s_j, and returns as best the candidate chosen among
+// the first lanes: the first j < lanes with s_j != 0 whose errs_j is least and below +Inf; -1 if
+// no such lane has s_j != 0, -2 if some do but none has an error below +Inf. When amax is 0 it
+// returns den 0 and best -1 and sets nothing. n must be positive, lanes in [1, 8].
+//
+//go:noescape
+func GroupSearch8(x, wd *float64, n int, grid *[8]float64, lanes int, qmax float64, lohi *[2]float64, s, errs *[8]float64) (amax, den float64, best int)
+
+// QuantCodes8 is QuantCodes4 eight values at a time (AVX-512), n a positive multiple of 8.
+//
+//go:noescape
+func QuantCodes8(x *float64, n int, inv float64, lohi *[2]float64, codes *int8)

@@ -20,3 +20,14 @@ func QuantCodes4(x *float64, n int, inv float64, lohi *[2]float64, codes *int8) 
 }
 
 func SubScaled(y, x *float64, n int, e float64) { panic("kernel: no SubScaled on this architecture") }
+
+// Available512 is false: the AVX-512 kernels are never called.
+const Available512 = false
+
+func GroupSearch8(x, wd *float64, n int, grid *[8]float64, lanes int, qmax float64, lohi *[2]float64, s, errs *[8]float64) (amax, den float64, best int) {
+	panic("kernel: no GroupSearch8 on this architecture")
+}
+
+func QuantCodes8(x *float64, n int, inv float64, lohi *[2]float64, codes *int8) {
+	panic("kernel: no QuantCodes8 on this architecture")
+}

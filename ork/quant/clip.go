@@ -204,6 +204,22 @@ func quantCodes(codes []int8, x []float64, inv, lo, hi float64) {
 	}
 }
 
+// nonFinite reports whether x holds ±Inf or NaN.
+func nonFinite(x []float32) bool {
+	n := 0
+	if clipKernel {
+		if n = len(x) &^ 7; n > 0 && kernel.NonFinite8(&x[0], n) {
+			return true
+		}
+	}
+	for _, v := range x[n:] {
+		if math.Float32bits(v)&0x7f800000 == 0x7f800000 {
+			return true
+		}
+	}
+	return false
+}
+
 // subScaled sets y[j] -= e·x[j] (the product rounded, then the difference), len(x) >= len(y).
 func subScaled(y, x []float64, e float64) {
 	if clipKernel && len(y) >= 4 {

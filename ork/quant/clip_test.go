@@ -412,3 +412,31 @@ func TestGroupSearchRoundsHalfAway(t *testing.T) {
 		}
 	}
 }
+
+// TestNonFiniteMatchesScalar: the kernel's finite check finds ±Inf and NaN (quiet, signalling,
+// any sign) at every position of vectors of 0 to 80 values and nothing in finite ones (denormals,
+// ±0, ±MaxFloat32).
+func TestNonFiniteMatchesScalar(t *testing.T) {
+	rng := rand.New(rand.NewPCG(31, 37))
+	bad := []float32{float32(math.Inf(1)), float32(math.Inf(-1)), float32(math.NaN()),
+		math.Float32frombits(0x7f800001), math.Float32frombits(0xffc00000), math.Float32frombits(0x7fbfffff)}
+	for n := 0; n <= 80; n++ {
+		x := make([]float32, n)
+		for i := range x {
+			x[i] = float32(clipCase(rng, 1)[0])
+			if i%7 == 3 {
+				x[i] = []float32{math.MaxFloat32, -math.MaxFloat32, math.SmallestNonzeroFloat32, float32(math.Copysign(0, -1))}[i%4]
+			}
+		}
+		if nonFinite(x) {
+			t.Fatalf("n %d: finite values reported non-finite: %v", n, x)
+		}
+		for i := range x {
+			y := append([]float32(nil), x...)
+			y[i] = bad[(n+i)%len(bad)]
+			if !nonFinite(y) {
+				t.Fatalf("n %d: %v at %d not found", n, y[i], i)
+			}
+		}
+	}
+}

@@ -55,9 +55,11 @@ func RTNStream(ctx context.Context, name string, n, k int, r RowReader, importan
 		if err := r.ReadRows(ctx, lo, raw); err != nil {
 			return nil, err
 		}
-		for i, v := range raw {
-			if math.Float32bits(v)&0x7f800000 == 0x7f800000 { // ±Inf or NaN
-				return nil, fmt.Errorf("value %v at row %d col %d: %w", v, lo+i/k, i%k, ErrNotFinite)
+		if nonFinite(raw) {
+			for i, v := range raw {
+				if math.Float32bits(v)&0x7f800000 == 0x7f800000 { // ±Inf or NaN
+					return nil, fmt.Errorf("value %v at row %d col %d: %w", v, lo+i/k, i%k, ErrNotFinite)
+				}
 			}
 		}
 		if !c.rotate {

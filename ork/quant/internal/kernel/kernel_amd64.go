@@ -36,6 +36,11 @@ func QuantCodes4(x *float64, n int, inv float64, lohi *[2]float64, codes *int8)
 //go:noescape
 func SubScaled(y, x *float64, n int, e float64)
 
+// NonFinite8 reports whether one of the n values at x (n a positive multiple of 8) is ±Inf or NaN.
+//
+//go:noescape
+func NonFinite8(x *float32, n int) bool
+
 // Available512 says whether the AVX-512 kernels may run (AVX-512 F and VL, with the OS saving
 // the ZMM registers).
 var Available512 = Available && cpu.X86.HasAVX512F && cpu.X86.HasAVX512VL

@@ -240,3 +240,26 @@ sub1:
 subdone:
 	VZEROUPPER
 	RET
+
+DATA expMask<>+0(SB)/4, $0x7F800000
+GLOBL expMask<>(SB), RODATA|NOPTR, $4
+
+// func NonFinite8(x *float32, n int) bool — whether one of the n values at x (n a positive
+// multiple of 8) has all exponent bits set (±Inf or NaN).
+TEXT ·NonFinite8(SB), NOSPLIT, $0-17
+	MOVQ x+0(FP), SI
+	MOVQ n+8(FP), CX
+	VPBROADCASTD expMask<>(SB), Y1
+	VPXOR Y0, Y0, Y0
+
+nf8:
+	VPAND 0(SI), Y1, Y2
+	VPCMPEQD Y1, Y2, Y2
+	VPOR Y2, Y0, Y0
+	ADDQ $32, SI
+	SUBQ $8, CX
+	JNZ nf8
+	VPTEST Y0, Y0
+	SETNE ret+16(FP)
+	VZEROUPPER
+	RET

@@ -21,6 +21,8 @@ func QuantCodes4(x *float64, n int, inv float64, lohi *[2]float64, codes *int8) 
 
 func SubScaled(y, x *float64, n int, e float64) { panic("kernel: no SubScaled on this architecture") }
 
+func NonFinite8(x *float32, n int) bool { panic("kernel: no NonFinite8 on this architecture") }
+
 // Available512 is false: the AVX-512 kernels are never called.
 const Available512 = false
 

@@ -140,12 +140,13 @@ func BenchmarkMatMulInt(b *testing.B) {
 }
 
 // BenchmarkQuantizeRows is RTN's per-row work alone (clip search, codes, qerr terms) on 64 rows of
-// 4096 values, group 32, with the default grid and with none ({1}), with each clip-search kernel
-// this CPU has: "avx512" (kernel.GroupSearch8, one call per group) against "avx2" (ClipErrs8 or
-// ClipErrs4 and the Go loops around them), in the same run.
+// 4096 values, group 32, with the default grid and with none ({1}), in the same run: "now" is
+// quantizeRow with every kernel this CPU has (the AVX-512 group search for the default grid, the
+// one-pass GroupQuant1 for {1}); "avx2" is session 4's path, the AVX2 search (ClipErrs8 or
+// ClipErrs4 and the Go loops around them) then a codes pass.
 func BenchmarkQuantizeRows(b *testing.B) {
 	rng := rand.New(rand.NewPCG(5, 6))
-	const n, k = 64, 4096
+	const n, k, group = 64, 4096, 32
 	x := make([]float64, n*k)
 	for i := range x {
 		x[i] = float64(float32(rng.NormFloat64() * 0.02))
@@ -154,25 +155,30 @@ func BenchmarkQuantizeRows(b *testing.B) {
 		name string
 		g    []float64
 	}{{"clip", DefaultClipGrid}, {"noclip", []float64{1}}} {
-		for _, tc := range []struct {
-			name string
-			on   bool
-		}{{"avx512", search512}, {"avx2", false}} {
-			if tc.name == "avx512" && !tc.on {
-				continue
+		w := &Weight{N: n, K: k, KP: k, Bits: 4, Group: group, Codes: make([]int8, n*k), Scales: make([]float32, n*k/group)}
+		cs := newClipScratch(len(grid.g))
+		b.Run(grid.name+"/now", func(b *testing.B) {
+			b.SetBytes(int64(n * k * 4))
+			for b.Loop() {
+				for r := 0; r < n; r++ {
+					quantizeRow(w, r, x[r*k:(r+1)*k], nil, grid.g, cs)
+				}
 			}
-			b.Run(grid.name+"/"+tc.name, func(b *testing.B) {
-				defer func(old bool) { search512 = old }(search512)
-				search512 = tc.on
-				w := &Weight{N: n, K: k, KP: k, Bits: 4, Group: 32, Codes: make([]int8, n*k), Scales: make([]float32, n*k/32)}
-				cs := newClipScratch(len(grid.g))
-				b.SetBytes(int64(n * k * 4))
-				for b.Loop() {
-					for r := 0; r < n; r++ {
-						quantizeRow(w, r, x[r*k:(r+1)*k], nil, grid.g, cs)
+		})
+		b.Run(grid.name+"/avx2", func(b *testing.B) {
+			defer func(old bool) { search512 = old }(search512)
+			search512 = false
+			b.SetBytes(int64(n * k * 4))
+			for b.Loop() {
+				for r := 0; r < n; r++ {
+					row := x[r*k : (r+1)*k]
+					for g := 0; g < k; g += group {
+						s, _, _ := searchGroup(row[g:g+group], nil, 4, grid.g, cs)
+						w.Scales[(r*k+g)/group] = s
+						quantizeWith(w.Codes[r*k+g:r*k+g+group], row[g:g+group], s, 4)
 					}
 				}
-			})
-		}
+			}
+		})
 	}
 }

@@ -127,6 +127,67 @@ func searchGroup(x, wd []float64, bits int, grid []float64, cs *clipScratch) (s 
 	}
 }
 
+// quantizeGroup quantizes one group: it chooses its scale from grid (weighted by wd, nil:
+// unweighted), writes its codes and returns the scale, the chosen candidate's error and Σ wd·x²
+// (den) — chooseScaleErr, sqNorm and quantizeWith, through the kernels this CPU has.
+func quantizeGroup(codes []int8, x, wd []float64, bits int, grid []float64, cs *clipScratch) (s float32, err, den float64) {
+	if len(grid) == 1 && clipKernel {
+		return quantGroup1(codes, x, wd, bits, grid[0])
+	}
+	s, err, den = searchGroup(x, wd, bits, grid, cs)
+	quantizeWith(codes, x, s, bits)
+	return s, err, den
+}
+
+// quantGroup1 is quantizeGroup for a grid of one factor f: after the group's amax, one pass
+// (kernel.GroupQuant1, four values at a time; the same arithmetic, bit for bit) writes the codes
+// and sums the error and den, instead of a search pass and a codes pass.
+func quantGroup1(codes []int8, x, wd []float64, bits int, f float64) (s float32, err, den float64) {
+	amax := groupAmax(x)
+	if amax != 0 {
+		s = float32(f * amax / qmax(bits))
+	}
+	if s == 0 { // an all-zero group (error 0), or a factor that gives no scale (error Σ wd·x²)
+		clear(codes)
+		den = sqNorm(x, wd)
+		if amax == 0 {
+			return 0, 0, den
+		}
+		return 0, den, den
+	}
+	lo, hi := codeRange(bits)
+	flo, fhi := float64(lo), float64(hi)
+	s64 := float64(s)
+	inv := 1 / s64
+	n := len(x) &^ 3
+	if n > 0 {
+		var pw *float64
+		if wd != nil {
+			pw = &wd[:n][0]
+		}
+		lohi := [2]float64{flo, fhi}
+		err, den = kernel.GroupQuant1(&x[0], pw, n, s64, inv, &lohi, &codes[:n][0])
+	}
+	for k := n; k < len(x); k++ { // the tail, continuing the sums in order
+		v := x[k]
+		q := quantCode(v, inv, flo, fhi)
+		codes[k] = int8(q)
+		d := v - float64(q*s64)
+		if wd == nil {
+			err += float64(d * d)
+			den += float64(v * v)
+		} else {
+			err += float64(float64(wd[k]*d) * d)
+			den += float64(float64(wd[k]*v) * v)
+		}
+	}
+	if !(err < math.Inf(1)) { // no error below +Inf: not chosen, scale 0 (as chooseScaleErr)
+		clear(codes)
+		return 0, math.Inf(1), den
+	}
+	return s, err, den
+}
+
 // search512 says whether searchGroup and quantCodes run the AVX-512 kernels.
 var search512 = kernel.Available512
 

@@ -233,8 +233,10 @@ func searchAndCode(x, wd []float64, bits int, grid []float64) groupResult {
 	for j := range cs.grid8 {
 		cs.grid8[j] = 0.95 // a scratch used before with a longer grid: its lanes must not count
 	}
-	r.s, r.err, r.den = searchGroup(x, wd, bits, grid, cs)
-	quantizeWith(r.codes, x, r.s, bits)
+	for k := range r.codes {
+		r.codes[k] = 99 // every code must be written
+	}
+	r.s, r.err, r.den = quantizeGroup(r.codes, x, wd, bits, grid, cs)
 	return r
 }
 
@@ -289,6 +291,9 @@ func TestGroupSearchMatchesGo(t *testing.T) {
 		grid := append([]float64(nil), DefaultClipGrid[:1+rng.IntN(8)]...)
 		if len(grid) <= clipLanes/2 && i%4 != 0 {
 			grid = append(grid, DefaultClipGrid[len(grid):5]...) // mostly grids the AVX-512 kernel takes
+		}
+		if i%13 == 0 {
+			grid = []float64{DefaultClipGrid[rng.IntN(len(DefaultClipGrid))]} // one factor: quantGroup1
 		}
 		if i%11 == 0 {
 			grid[rng.IntN(len(grid))] = 0

@@ -165,9 +165,8 @@ func quantizeRow(w *Weight, n int, x, diag []float64, grid []float64, cs *clipSc
 		if diag != nil {
 			wd = diag[lo:hi]
 		}
-		s, e, d := searchGroup(x[lo:hi], wd, w.Bits, grid, cs)
+		s, e, d := quantizeGroup(codes[lo:hi], x[lo:hi], wd, w.Bits, grid, cs)
 		w.Scales[n*ng+gi] = s
-		quantizeWith(codes[lo:hi], x[lo:hi], s, w.Bits)
 		num += e
 		den += d
 	}

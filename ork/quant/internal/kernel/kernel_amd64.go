@@ -41,6 +41,14 @@ func SubScaled(y, x *float64, n int, e float64)
 //go:noescape
 func NonFinite8(x *float32, n int) bool
 
+// GroupQuant1 quantizes a group with one candidate scale s (inv = 1/s): it sets codes[k] =
+// q_k = clamp(round-half-away(x_k·inv), lo, hi) for the n values at x (n a positive multiple of 4)
+// and returns err = Σ_k wd_k·d·d (wd nil: d·d) with d = x_k − q_k·s, and den = Σ_k wd_k·x_k·x_k
+// (wd nil: x_k·x_k; (wd·x)·x), each summed in order from k = 0 without fused multiply-adds.
+//
+//go:noescape
+func GroupQuant1(x, wd *float64, n int, s, inv float64, lohi *[2]float64, codes *int8) (err, den float64)
+
 // Available512 says whether the AVX-512 kernels may run (AVX-512 F and VL, with the OS saving
 // the ZMM registers).
 var Available512 = Available && cpu.X86.HasAVX512F && cpu.X86.HasAVX512VL

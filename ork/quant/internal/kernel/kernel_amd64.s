@@ -28,6 +28,24 @@
 	VMULPD Y13, Y14, Y14; \
 	VADDPD Y14, ACC, ACC
 
+// GQ1SUM adds the four terms in Y13 to X0 and the four in Y12 to X1, lane 0 first (sums in element
+// order; uses Y14).
+#define GQ1SUM \
+	VADDSD X13, X0, X0; \
+	VADDSD X12, X1, X1; \
+	VPERMILPD $1, X13, X14; \
+	VADDSD X14, X0, X0; \
+	VPERMILPD $1, X12, X14; \
+	VADDSD X14, X1, X1; \
+	VEXTRACTF128 $1, Y13, X13; \
+	VEXTRACTF128 $1, Y12, X12; \
+	VADDSD X13, X0, X0; \
+	VADDSD X12, X1, X1; \
+	VPERMILPD $1, X13, X14; \
+	VADDSD X14, X0, X0; \
+	VPERMILPD $1, X12, X14; \
+	VADDSD X14, X1, X1
+
 // func ClipErrs8(x, wd *float64, n int, s, inv *float64, lohi *[2]float64, errs *float64)
 TEXT ·ClipErrs8(SB), NOSPLIT, $0-56
 	MOVQ x+0(FP), SI
@@ -261,5 +279,71 @@ nf8:
 	JNZ nf8
 	VPTEST Y0, Y0
 	SETNE ret+16(FP)
+	VZEROUPPER
+	RET
+
+// func GroupQuant1(x, wd *float64, n int, s, inv float64, lohi *[2]float64, codes *int8) (err, den float64)
+// — one candidate, four values at a time: codes[k] = q_k = quantCode(x_k, inv), and, in order
+// from k = 0, err += d·d (wd: (wd_k·d)·d) with d = x_k − q_k·s, den += x_k·x_k (wd: (wd_k·x_k)·x_k);
+// n a positive multiple of 4.
+TEXT ·GroupQuant1(SB), NOSPLIT, $0-72
+	MOVQ x+0(FP), SI
+	MOVQ wd+8(FP), R8
+	MOVQ n+16(FP), CX
+	VBROADCASTSD s+24(FP), Y2
+	VBROADCASTSD inv+32(FP), Y4
+	MOVQ lohi+40(FP), DX
+	VBROADCASTSD 0(DX), Y6
+	VBROADCASTSD 8(DX), Y7
+	MOVQ codes+48(FP), DI
+	VXORPD X0, X0, X0
+	VXORPD X1, X1, X1
+	TESTQ R8, R8
+	JNZ gq1w
+
+gq1:
+	VMOVUPD 0(SI), Y11
+	CODE(Y4)
+	VCVTTPD2DQY Y13, X15
+	VPACKSSDW X15, X15, X15
+	VPACKSSWB X15, X15, X15
+	VMOVD X15, AX
+	MOVL AX, 0(DI)
+	VMULPD Y2, Y13, Y13
+	VSUBPD Y13, Y11, Y13
+	VMULPD Y13, Y13, Y13
+	VMULPD Y11, Y11, Y12
+	GQ1SUM
+	ADDQ $32, SI
+	ADDQ $4, DI
+	SUBQ $4, CX
+	JNZ gq1
+	JMP gq1done
+
+gq1w:
+	VMOVUPD 0(SI), Y11
+	CODE(Y4)
+	VCVTTPD2DQY Y13, X15
+	VPACKSSDW X15, X15, X15
+	VPACKSSWB X15, X15, X15
+	VMOVD X15, AX
+	MOVL AX, 0(DI)
+	VMOVUPD 0(R8), Y8
+	VMULPD Y2, Y13, Y13
+	VSUBPD Y13, Y11, Y13
+	VMULPD Y13, Y8, Y14
+	VMULPD Y13, Y14, Y13
+	VMULPD Y11, Y8, Y12
+	VMULPD Y11, Y12, Y12
+	GQ1SUM
+	ADDQ $32, SI
+	ADDQ $32, R8
+	ADDQ $4, DI
+	SUBQ $4, CX
+	JNZ gq1w
+
+gq1done:
+	VMOVSD X0, err+56(FP)
+	VMOVSD X1, den+64(FP)
 	VZEROUPPER
 	RET

@@ -23,6 +23,10 @@ func SubScaled(y, x *float64, n int, e float64) { panic("kernel: no SubScaled on
 
 func NonFinite8(x *float32, n int) bool { panic("kernel: no NonFinite8 on this architecture") }
 
+func GroupQuant1(x, wd *float64, n int, s, inv float64, lohi *[2]float64, codes *int8) (err, den float64) {
+	panic("kernel: no GroupQuant1 on this architecture")
+}
+
 // Available512 is false: the AVX-512 kernels are never called.
 const Available512 = false
 

@@ -244,3 +244,39 @@ func TestScaleSearchErrors(t *testing.T) {
 		}
 	}
 }
+
+// TestSignedFactorsMatchReference: every group search path (the Go loop, the AVX2 and AVX-512 kernels,
+// chosen by the grid's length and the CPU) takes the signed factors WithNegativeScales makes: the scale
+// RTN's quantizeGroup picks is chooseScaleRef's, for signed grids of 2, 8 and 16 factors.
+func TestSignedFactorsMatchReference(t *testing.T) {
+	rng := rand.New(rand.NewPCG(31, 37))
+	t.Logf("AVX2 clip kernel %v, AVX-512 group search %v", clipKernel, search512)
+	for _, pos := range [][]float64{{1}, {1, 0.9375, 0.875, 0.8125}, DefaultClipGrid} {
+		c, err := newConfig([]Option{WithNegativeScales(true), WithClipGrid(pos)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		grid := c.scaleFactors()
+		if len(grid) != 2*len(pos) {
+			t.Fatalf("scale factors %v from grid %v", grid, pos)
+		}
+		cs := newClipScratch(len(grid))
+		for i := 0; i < 4000; i++ {
+			n := []int{32, 12, 64, 1}[i%4]
+			x := clipCase(rng, n)
+			var wd []float64
+			if i%2 == 0 {
+				wd = make([]float64, n)
+				for k := range wd {
+					wd[k] = rng.ExpFloat64()
+				}
+			}
+			want := chooseScaleRef(x, wd, 4, grid)
+			codes := make([]int8, n)
+			got, _, _ := quantizeGroup(codes, x, wd, 4, grid, cs)
+			if math.Float32bits(got) != math.Float32bits(want) {
+				t.Fatalf("grid %v case %d: scale %v, reference %v (x %v)", grid, i, got, want, x)
+			}
+		}
+	}
+}

@@ -8,6 +8,7 @@ import (
 
 	"gonum.org/v1/gonum/blas"
 	"gonum.org/v1/gonum/blas/blas32"
+	"gonum.org/v1/gonum/blas/gonum"
 
 	"orkpipe/ork/gguf"
 )
@@ -20,14 +21,16 @@ import (
 //
 // Results are bit-identical to a Dense of the dequantized weight in the pure-Go build (an invariant the
 // tests check): a row dequantizes to the same float32 values, and each block's product is arranged so
-// that gonum's Sgemm sums every output in the same order as it does for the whole matrix (see Apply).
+// that gonum's Sgemm sums every output in the same order as it does for the whole matrix (applyWorkers).
 // Built with -tags blas, both go to OpenBLAS's sgemm, whose order depends on the shape: they agree to
-// float32 rounding, not bit for bit.
+// float32 rounding, not bit for bit; there Apply pipelines larger blocks instead (applyPipelined).
 //
 // Scratch bound: one Apply holds at most [EncodedScratchBytes](N, K) bytes of float32 scratch: the whole
-// weight when it fits one block, else two row blocks (two workers taking blocks in turn, each
-// dequantizing into its own) of at most max(4 MiB, 256 rows) each. The buffers come from and return to a shared pool,
-// so a sequence of Applies allocates nothing in the steady state. Encoded is safe for concurrent Applies.
+// weight when it fits one block, else two row blocks — in the pure-Go build two workers taking blocks in
+// turn, each dequantizing into its own, blocks of at most max(4 MiB, 256 rows); under OpenBLAS one
+// dequantizing while the other is multiplied, blocks of at most max(16 MiB, 64 rows). The buffers come
+// from and return to a shared pool, so a sequence of Applies allocates nothing in the steady state.
+// Encoded is safe for concurrent Applies.
 type Encoded struct {
 	N, K int
 	Type gguf.Type
@@ -38,8 +41,12 @@ type Encoded struct {
 	blockBytes int
 }
 
-// Row blocks of an Apply: about encodedBlockBytes of float32 each, in multiples of gonumBlock rows.
-const encodedBlockBytes = 4 << 20
+// Row blocks of an Apply: about encodedBlockBytes of float32 each, in multiples of gonumBlock rows;
+// pipelineBlockBytes under OpenBLAS (applyPipelined).
+const (
+	encodedBlockBytes  = 4 << 20
+	pipelineBlockBytes = 16 << 20
+)
 
 // gonumBlock and gonumMinParBlock are gonum's Sgemm tiling (blas/gonum: blockSize, minParBlock): a product
 // of m×n outputs with at least gonumMinParBlock tiles of gonumBlock×gonumBlock runs the parallel path,
@@ -52,16 +59,22 @@ const (
 )
 
 // EncodedScratchBytes is the most float32 scratch one Apply of an n×k Encoded holds, whatever the
-// number of tokens: 4·n·k when the weight is always one block (n at most the rows of a 4 MiB block),
-// else two blocks of at most max(4 MiB of rows, 256 rows).
+// number of tokens and the build: 4·n·k when the weight is always one block (n at most the rows of a
+// 4 MiB block), else two blocks of at most max(4 MiB of rows, 256 rows) in the pure-Go build, and two of
+// at most max(16 MiB of rows, 64 rows) under OpenBLAS (pipelineRows); the larger of the two.
 func EncodedScratchBytes(n, k int) int64 {
 	n64, k64 := int64(n), int64(k)
+	pipelined := 2 * 4 * k64 * int64(pipelineRows(n, k))
 	if n <= minBlockRows(k) {
-		return 4 * n64 * k64
+		return max(4*n64*k64, pipelined)
 	}
 	most := max(int64(minBlockRows(k)), gonumBlock*gonumMinParBlock)
-	return 2 * 4 * k64 * min(n64, most)
+	return max(2*4*k64*min(n64, most), pipelined)
 }
+
+// pipelineRows is the number of rows of a block of applyPipelined: about pipelineBlockBytes of float32,
+// at least gonumBlock rows, at most n (then the whole weight is one block, dequantized once).
+func pipelineRows(n, k int) int { return min(n, max(gonumBlock, pipelineBlockBytes/(4*k))) }
 
 // minBlockRows is the fewest rows a block of an Apply has (before the cut to N): a multiple of
 // gonumBlock near encodedBlockBytes.
@@ -138,20 +151,38 @@ func getScratch(n int) *[]float32 {
 	return p
 }
 
-// Apply implements Linear: y = X·Wᵀ, by blocks of rows of W. The block [r0, r1) is dequantized into
-// scratch and multiplied by gonum's Sgemm into columns [r0, r1) of y (stride N). When
-// the whole product would take Sgemm's parallel path and a block would not (the last, short block), the
-// block's product is summed over K in gonum's slices of 64, each slice one Sgemm call, which is the
-// parallel path's order.
+// Apply implements Linear: y = X·Wᵀ, by blocks of rows of W, each dequantized into scratch and
+// multiplied into columns [r0, r1) of y (stride N): under gonum's Sgemm by applyWorkers, under another
+// BLAS (OpenBLAS) by applyPipelined.
 func (e *Encoded) Apply(y, x []float32) error {
-	n, k := e.N, e.K
-	if err := checkApply(y, x, n, k); err != nil {
+	if err := checkApply(y, x, e.N, e.K); err != nil {
 		return err
 	}
-	t := len(x) / k
+	t := len(x) / e.K
 	if t == 0 {
 		return nil
 	}
+	if !gonumSgemm() {
+		return e.applyPipelined(y, x, t)
+	}
+	return e.applyWorkers(y, x, t)
+}
+
+// dequant dequantizes rows [r0, r1) of the weight into w.
+func (e *Encoded) dequant(r0, r1 int, w []float32) error {
+	if err := gguf.Dequantize(e.Type, e.Raw[r0*e.rb:r1*e.rb], w[:(r1-r0)*e.K]); err != nil {
+		return fmt.Errorf("encoded %dx%d %s: rows [%d, %d): %w", e.N, e.K, e.Type, r0, r1, err)
+	}
+	return nil
+}
+
+// applyWorkers is Apply by two workers taking blocks of blockRows in turn. Each block's product is
+// arranged so that gonum's Sgemm sums every output in the same order as for the whole matrix: when the
+// whole product would take Sgemm's parallel path and a block would not (the last, short block), the
+// block's product is summed over K in gonum's slices of 64, each slice one Sgemm call, which is the
+// parallel path's order.
+func (e *Encoded) applyWorkers(y, x []float32, t int) error {
+	n, k := e.N, e.K
 	par := gemmParallel(t, n)
 	gemm := func(r0, r1 int, w []float32) {
 		r := r1 - r0
@@ -173,17 +204,11 @@ func (e *Encoded) Apply(y, x []float32) error {
 			blas32.Gemm(blas.NoTrans, blas.Trans, 1, xm, wm, beta, ym)
 		}
 	}
-	dequant := func(r0, r1 int, w []float32) error {
-		if err := gguf.Dequantize(e.Type, e.Raw[r0*e.rb:r1*e.rb], w[:(r1-r0)*k]); err != nil {
-			return fmt.Errorf("encoded %dx%d %s: rows [%d, %d): %w", n, k, e.Type, r0, r1, err)
-		}
-		return nil
-	}
 	rows := e.blockRows(t)
 	a := getScratch(rows * k)
 	defer scratchPool.Put(a)
 	if rows == n {
-		if err := dequant(0, n, *a); err != nil {
+		if err := e.dequant(0, n, *a); err != nil {
 			return err
 		}
 		gemm(0, n, *a)
@@ -206,7 +231,7 @@ func (e *Encoded) Apply(y, x []float32) error {
 					return
 				}
 				r1 := min(r0+rows, n)
-				if errs[i] = dequant(r0, r1, w); errs[i] != nil {
+				if errs[i] = e.dequant(r0, r1, w); errs[i] != nil {
 					return
 				}
 				gemm(r0, r1, w)
@@ -215,4 +240,79 @@ func (e *Encoded) Apply(y, x []float32) error {
 	}
 	wg.Wait()
 	return errors.Join(errs...)
+}
+
+// gonumSgemm reports whether blas32 runs gonum's own kernels (the pure-Go build), whose summation order
+// Apply reproduces; under -tags blas it is OpenBLAS (ork/quant registers it).
+func gonumSgemm() bool {
+	_, ok := blas32.Implementation().(gonum.Implementation)
+	return ok
+}
+
+// applyPipelined is Apply with a BLAS that is not gonum's (OpenBLAS, which runs each product on every
+// core itself): one goroutine dequantizes the next row block while the caller multiplies the current
+// one, so the products run one at a time, each on a block of pipelineRows (4 times the rows of
+// applyWorkers' blocks: OpenBLAS's sgemm runs thin blocks of a wide weight at a lower rate).
+func (e *Encoded) applyPipelined(y, x []float32, t int) error {
+	n, k := e.N, e.K
+	rows := pipelineRows(n, k)
+	gemm := func(r0, r1 int, w []float32) {
+		ym := blas32.General{Rows: t, Cols: r1 - r0, Stride: n, Data: y[r0:]}
+		xm := blas32.General{Rows: t, Cols: k, Stride: k, Data: x}
+		wm := blas32.General{Rows: r1 - r0, Cols: k, Stride: k, Data: w}
+		blas32.Gemm(blas.NoTrans, blas.Trans, 1, xm, wm, 0, ym)
+	}
+	if rows == n {
+		a := getScratch(n * k)
+		defer scratchPool.Put(a)
+		if err := e.dequant(0, n, *a); err != nil {
+			return err
+		}
+		gemm(0, n, *a)
+		return nil
+	}
+	bufs := [2]*[]float32{getScratch(rows * k), getScratch(rows * k)}
+	defer scratchPool.Put(bufs[0])
+	defer scratchPool.Put(bufs[1])
+	type block struct {
+		r0, r1, buf int
+		w           []float32
+		err         error
+	}
+	ready := make(chan block, 1)
+	free := make(chan int, 2)
+	free <- 0
+	free <- 1
+	done := make(chan struct{})
+	defer close(done)
+	go func() {
+		defer close(ready)
+		for r0 := 0; r0 < n; r0 += rows {
+			var i int
+			select {
+			case i = <-free:
+			case <-done:
+				return
+			}
+			r1 := min(r0+rows, n)
+			w := (*bufs[i])[:(r1-r0)*k]
+			err := e.dequant(r0, r1, w)
+			select {
+			case ready <- block{r0, r1, i, w, err}:
+			case <-done:
+				return
+			}
+			if err != nil {
+				return
+			}
+		}
+	}()
+	for b := range ready {
+		if b.err != nil {
+			return b.err
+		}
+		gemm(b.r0, b.r1, b.w)
+		free <- b.buf
+	}
+	return nil
 }

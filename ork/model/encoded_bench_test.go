@@ -41,3 +41,45 @@ func BenchmarkEncodedApply(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkEncodedPipelined (-tags blas): under OpenBLAS, Apply's pipelined path against the two-worker
+// path gonum's Sgemm needs and against a float32 Dense of the same weights, interleaved in every
+// iteration (the order rotating), for the 27B shapes' FFN and DeltaNet input weights at a calibration
+// chunk's 512 tokens and at 128; reports the three times and the ratios to the worker path.
+func BenchmarkEncodedPipelined(b *testing.B) {
+	if gonumSgemm() {
+		b.Skip("the pipelined path runs under another BLAS than gonum's: build with -tags blas")
+	}
+	for _, s := range [][3]int{{17408, 5120, 512}, {5120, 17408, 512}, {10240, 5120, 512}, {17408, 5120, 128}} {
+		n, k, t := s[0], s[1], s[2]
+		b.Run(fmt.Sprintf("Q8_0-%dx%d-T%d", n, k, t), func(b *testing.B) {
+			e, d := synthEncoded(b, gguf.TypeQ8_0, n, k, 1)
+			x := fill(t * k)
+			y := make([]float32, t*n)
+			paths := [3]func() error{
+				func() error { return d.Apply(y, x) },
+				func() error { return e.applyWorkers(y, x, t) },
+				func() error { return e.applyPipelined(y, x, t) },
+			}
+			var el [3]time.Duration
+			it := 0
+			for b.Loop() {
+				for j := range 3 {
+					i := (it + j) % 3
+					start := time.Now()
+					if err := paths[i](); err != nil {
+						b.Fatal(err)
+					}
+					el[i] += time.Since(start)
+				}
+				it++
+			}
+			ms := func(i int) float64 { return el[i].Seconds() * 1e3 / float64(it) }
+			b.ReportMetric(ms(0), "dense-ms")
+			b.ReportMetric(ms(1), "workers-ms")
+			b.ReportMetric(ms(2), "pipelined-ms")
+			b.ReportMetric(ms(2)/ms(1), "pipelined/workers")
+			b.ReportMetric(ms(0)/ms(1), "dense/workers")
+		})
+	}
+}

@@ -72,7 +72,7 @@ func CalibrateMemory(s ModelShape, start, end, nSeq, ctxLen int) int64 {
 }
 
 func init() {
-	Register(Define("calibrate", 6, func(p CalibrateParams) (Spec, error) {
+	Register(Define("calibrate", 7, func(p CalibrateParams) (Spec, error) {
 		if err := p.Shape.validate(); err != nil {
 			return Spec{}, err
 		}

@@ -51,7 +51,7 @@ func packableValues(c *model.Config, l int) int64 {
 }
 
 func init() {
-	Register(Define("propagate", 2, func(p PropagateParams) (Spec, error) {
+	Register(Define("propagate", 3, func(p PropagateParams) (Spec, error) {
 		if err := p.Shape.validate(); err != nil {
 			return Spec{}, err
 		}

@@ -72,7 +72,7 @@ func init() {
 		}
 		return s, nil
 	}, runRouting))
-	Register(Define("route", 1, func(p RouteParams) (Spec, error) {
+	Register(Define("route", 2, func(p RouteParams) (Spec, error) {
 		if err := p.Shape.validate(); err != nil {
 			return Spec{}, err
 		}

@@ -98,7 +98,7 @@ func ScreenMemory(s ModelShape, ctxLen int) int64 {
 }
 
 func init() {
-	Register(Define("screen", 5, func(p ScreenParams) (Spec, error) {
+	Register(Define("screen", 6, func(p ScreenParams) (Spec, error) {
 		if err := p.Shape.validate(); err != nil {
 			return Spec{}, err
 		}
@@ -122,7 +122,7 @@ func runScreen(ctx context.Context, p ScreenParams, req Request) error {
 	defer gf.Close()
 	// Quantized and 16-bit matmul weights stay in their file encoding, as calibrate holds them: a
 	// quarter to a half of the memory of float32, the same products (model.Encoded: bit for bit in the
-	// pure-Go build, to float32 rounding under OpenBLAS, hence version 5).
+	// pure-Go build, to float32 rounding under OpenBLAS).
 	base.Src.(*model.GGUFSource).KeepEncoded = true
 	text, err := os.ReadFile(tpath)
 	if err != nil {

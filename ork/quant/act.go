@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"math"
+
+	"orkpipe/ork/quant/internal/kernel"
 )
 
 // DefaultActClip is the default activation clip ratio (QuaRot uses 0.9).
@@ -82,6 +84,9 @@ func MatMulInt(ctx context.Context, a *Activations, w *Weight, out []float32, wo
 	g := effGroup(w.KP, w.Group)
 	ng := w.Groups()
 	kp := w.KP
+	if kernel.Available && g%16 == 0 && ng*g == kp && kp > 0 {
+		return matMulIntGroups(ctx, a, w, out, workers, g)
+	}
 	return forRows(ctx, w.N, workers, func(lo, hi int) {
 		for n := lo; n < hi; n++ {
 			wrow := w.Codes[n*kp : (n+1)*kp]
@@ -92,6 +97,29 @@ func MatMulInt(ctx context.Context, a *Activations, w *Weight, out []float32, wo
 				for gi := 0; gi < ng; gi++ {
 					l, h := gi*g, min((gi+1)*g, kp)
 					acc += float32(dotInt8(arow[l:h], wrow[l:h])) * ws[gi]
+				}
+				out[t*w.N+n] = acc * a.Scales[t]
+			}
+		}
+	})
+}
+
+// matMulIntGroups is MatMulInt where every group is whole and a multiple of 16 values: the int32
+// group dot products of a (token, row) pair come from kernel.GroupDotsInt8 at once, then are scaled
+// and summed in float32 in group order exactly as MatMulInt's loop does (integer sums are exact, so
+// the result is bit-identical).
+func matMulIntGroups(ctx context.Context, a *Activations, w *Weight, out []float32, workers, g int) error {
+	ng, kp := w.Groups(), w.KP
+	return forRows(ctx, w.N, workers, func(lo, hi int) {
+		dots := make([]int32, ng)
+		for n := lo; n < hi; n++ {
+			wrow := w.Codes[n*kp : (n+1)*kp]
+			ws := w.Scales[n*ng : (n+1)*ng]
+			for t := 0; t < a.M; t++ {
+				kernel.GroupDotsInt8(&a.Codes[t*kp], &wrow[0], ng, g/16, &dots[0])
+				var acc float32
+				for gi, d := range dots {
+					acc += float32(d) * ws[gi]
 				}
 				out[t*w.N+n] = acc * a.Scales[t]
 			}

@@ -107,19 +107,39 @@ func MatMulInt(ctx context.Context, a *Activations, w *Weight, out []float32, wo
 // matMulIntGroups is MatMulInt where every group is whole and a multiple of 16 values: the int32
 // group dot products of a (token, row) pair come from kernel.GroupDotsInt8 at once, then are scaled
 // and summed in float32 in group order exactly as MatMulInt's loop does (integer sums are exact, so
-// the result is bit-identical).
+// the result is bit-identical). Four tokens are summed side by side, each in its own order: four
+// independent chains of float32 additions instead of one waiting on the last.
 func matMulIntGroups(ctx context.Context, a *Activations, w *Weight, out []float32, workers, g int) error {
 	ng, kp := w.Groups(), w.KP
 	return forRows(ctx, w.N, workers, func(lo, hi int) {
-		dots := make([]int32, ng)
+		dots := make([]int32, 4*ng)
+		d0, d1, d2, d3 := dots[:ng], dots[ng:2*ng], dots[2*ng:3*ng], dots[3*ng:]
 		for n := lo; n < hi; n++ {
 			wrow := w.Codes[n*kp : (n+1)*kp]
 			ws := w.Scales[n*ng : (n+1)*ng]
-			for t := 0; t < a.M; t++ {
-				kernel.GroupDotsInt8(&a.Codes[t*kp], &wrow[0], ng, g/16, &dots[0])
+			t := 0
+			for ; t+4 <= a.M; t += 4 {
+				kernel.GroupDotsInt8(&a.Codes[t*kp], &wrow[0], ng, g/16, &d0[0])
+				kernel.GroupDotsInt8(&a.Codes[(t+1)*kp], &wrow[0], ng, g/16, &d1[0])
+				kernel.GroupDotsInt8(&a.Codes[(t+2)*kp], &wrow[0], ng, g/16, &d2[0])
+				kernel.GroupDotsInt8(&a.Codes[(t+3)*kp], &wrow[0], ng, g/16, &d3[0])
+				var acc0, acc1, acc2, acc3 float32
+				for gi, s := range ws {
+					acc0 += float32(d0[gi]) * s
+					acc1 += float32(d1[gi]) * s
+					acc2 += float32(d2[gi]) * s
+					acc3 += float32(d3[gi]) * s
+				}
+				out[t*w.N+n] = acc0 * a.Scales[t]
+				out[(t+1)*w.N+n] = acc1 * a.Scales[t+1]
+				out[(t+2)*w.N+n] = acc2 * a.Scales[t+2]
+				out[(t+3)*w.N+n] = acc3 * a.Scales[t+3]
+			}
+			for ; t < a.M; t++ {
+				kernel.GroupDotsInt8(&a.Codes[t*kp], &wrow[0], ng, g/16, &d0[0])
 				var acc float32
-				for gi, d := range dots {
-					acc += float32(d) * ws[gi]
+				for gi, s := range ws {
+					acc += float32(d0[gi]) * s
 				}
 				out[t*w.N+n] = acc * a.Scales[t]
 			}

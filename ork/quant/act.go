@@ -119,10 +119,10 @@ func matMulIntGroups(ctx context.Context, a *Activations, w *Weight, out []float
 			ws := w.Scales[n*ng : (n+1)*ng]
 			t := 0
 			for ; t+4 <= a.M; t += 4 {
-				kernel.GroupDotsInt8(&a.Codes[t*kp], &wrow[0], ng, g/16, &d0[0])
-				kernel.GroupDotsInt8(&a.Codes[(t+1)*kp], &wrow[0], ng, g/16, &d1[0])
-				kernel.GroupDotsInt8(&a.Codes[(t+2)*kp], &wrow[0], ng, g/16, &d2[0])
-				kernel.GroupDotsInt8(&a.Codes[(t+3)*kp], &wrow[0], ng, g/16, &d3[0])
+				groupDots(a.Codes[t*kp:], wrow, g, d0)
+				groupDots(a.Codes[(t+1)*kp:], wrow, g, d1)
+				groupDots(a.Codes[(t+2)*kp:], wrow, g, d2)
+				groupDots(a.Codes[(t+3)*kp:], wrow, g, d3)
 				var acc0, acc1, acc2, acc3 float32
 				for gi, s := range ws {
 					acc0 += float32(d0[gi]) * s
@@ -136,7 +136,7 @@ func matMulIntGroups(ctx context.Context, a *Activations, w *Weight, out []float
 				out[(t+3)*w.N+n] = acc3 * a.Scales[t+3]
 			}
 			for ; t < a.M; t++ {
-				kernel.GroupDotsInt8(&a.Codes[t*kp], &wrow[0], ng, g/16, &d0[0])
+				groupDots(a.Codes[t*kp:], wrow, g, d0)
 				var acc float32
 				for gi, s := range ws {
 					acc += float32(d0[gi]) * s
@@ -145,6 +145,23 @@ func matMulIntGroups(ctx context.Context, a *Activations, w *Weight, out []float
 			}
 		}
 	})
+}
+
+// groupDots sets dots[i] to the int32 dot product of group i (g values, a multiple of 16) of a and
+// w, for the len(dots) groups at their start: eight groups of 32 at a time by kernel.GroupDots32x8
+// (one reduction for the eight), the others by kernel.GroupDotsInt8.
+func groupDots(a, w []int8, g int, dots []int32) {
+	ng := len(dots)
+	_, _ = a[ng*g-1], w[ng*g-1]
+	i := 0
+	if g == 32 {
+		for ; i+8 <= ng; i += 8 {
+			kernel.GroupDots32x8(&a[i*32], &w[i*32], &dots[i])
+		}
+	}
+	if i < ng {
+		kernel.GroupDotsInt8(&a[i*g], &w[i*g], ng-i, g/16, &dots[i])
+	}
 }
 
 // dotInt8 is the int32 dot product of two equal-length int8 vectors. |sum| <= 127·127·len, so it

@@ -167,6 +167,7 @@ func TestMatMulIntGroupsBitIdentical(t *testing.T) {
 	next := func() uint64 { rng = rng*6364136223846793005 + 1442695040888963407; return rng >> 33 }
 	for _, tc := range []struct{ m, n, kp, group int }{
 		{5, 7, 64, 16}, {3, 9, 256, 32}, {4, 5, 512, 128}, {2, 3, 4096, 0}, {7, 4, 96, 32},
+		{3, 5, 352, 32}, {6, 2, 4096, 32},
 	} {
 		w := &Weight{N: tc.n, K: tc.kp, KP: tc.kp, Bits: 8, Group: tc.group, Codes: make([]int8, tc.n*tc.kp)}
 		w.Scales = make([]float32, tc.n*w.Groups())

@@ -31,6 +31,8 @@ func GroupDotsInt8(a, w *int8, groups, g16 int, dots *int32) {
 	panic("kernel: no GroupDotsInt8 on this architecture")
 }
 
+func GroupDots32x8(a, w *int8, dots *int32) { panic("kernel: no GroupDots32x8 on this architecture") }
+
 // Available512 is false: the AVX-512 kernels are never called.
 const Available512 = false
 

@@ -84,7 +84,7 @@ func MatMulInt(ctx context.Context, a *Activations, w *Weight, out []float32, wo
 	g := effGroup(w.KP, w.Group)
 	ng := w.Groups()
 	kp := w.KP
-	if kernel.Available && g%16 == 0 && ng*g == kp && kp > 0 {
+	if kernel.Available && g%16 == 0 && ng*g == kp && kp > 0 && g < 1<<17 {
 		return matMulIntGroups(ctx, a, w, out, workers, g)
 	}
 	return forRows(ctx, w.N, workers, func(lo, hi int) {
@@ -105,7 +105,7 @@ func MatMulInt(ctx context.Context, a *Activations, w *Weight, out []float32, wo
 }
 
 // matMulIntGroups is MatMulInt where every group is whole and a multiple of 16 values: the int32
-// group dot products of a (token, row) pair come from kernel.GroupDotsInt8 at once, then are scaled
+// group dot products of a (token, row) pair come from the AVX2 kernels at once (groupDots), then are scaled
 // and summed in float32 in group order exactly as MatMulInt's loop does (integer sums are exact, so
 // the result is bit-identical). Four tokens are summed side by side, each in its own order: four
 // independent chains of float32 additions instead of one waiting on the last.
@@ -152,7 +152,7 @@ func matMulIntGroups(ctx context.Context, a *Activations, w *Weight, out []float
 // (one reduction for the eight), the others by kernel.GroupDotsInt8.
 func groupDots(a, w []int8, g int, dots []int32) {
 	ng := len(dots)
-	_, _ = a[ng*g-1], w[ng*g-1]
+	_, _ = a[ng*g-1], w[ng*g-1] // the kernels read ng·g values of each: panic here rather than read past them
 	i := 0
 	if g == 32 {
 		for ; i+8 <= ng; i += 8 {

@@ -23,8 +23,15 @@ import (
 
 func storiesModel(t testing.TB) (*model.Model, [][]int32) {
 	t.Helper()
+	return calibModel(t, "stories260K.gguf", 8, 128)
+}
+
+// calibModel opens the shared test model file and cuts n sequences of ctxLen tokens (BOS first) of
+// stories-calib.txt.
+func calibModel(t testing.TB, file string, n, ctxLen int) (*model.Model, [][]int32) {
+	t.Helper()
 	ctx := context.Background()
-	m, tok, f, err := model.OpenGGUF(ctx, testfiles.Path(t, "stories260K.gguf"), 64<<20)
+	m, tok, f, err := model.OpenGGUF(ctx, testfiles.Path(t, file), 64<<20)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -37,7 +44,7 @@ func storiesModel(t testing.TB) (*model.Model, [][]int32) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	seqs, err := Sequences(ids, 8, 128, tok.Vocab().BOS)
+	seqs, err := Sequences(ids, n, ctxLen, tok.Vocab().BOS)
 	if err != nil {
 		t.Fatal(err)
 	}

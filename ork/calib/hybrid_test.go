@@ -10,33 +10,14 @@ import (
 	"path/filepath"
 	"testing"
 
-	"orkpipe/internal/testfiles"
 	"orkpipe/ork/model"
 )
 
-// hybridModel opens a hybrid fixture and cuts 6 sequences of 48 tokens of the calibration text (two
+// hybridModel opens a hybrid fixture and cuts 6 sequences of 96 tokens of the calibration text (two
 // chunks of sequences, so the chunking is exercised too).
 func hybridModel(t *testing.T, file string) (*model.Model, [][]int32) {
 	t.Helper()
-	ctx := context.Background()
-	m, tok, f, err := model.OpenGGUF(ctx, testfiles.Path(t, file), 64<<20)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { f.Close() })
-	text, err := os.ReadFile(testfiles.Path(t, "stories-calib.txt"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	ids, err := tok.Encode(string(text), true, false)
-	if err != nil {
-		t.Fatal(err)
-	}
-	seqs, err := Sequences(ids, 6, 96, tok.Vocab().BOS)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return m, seqs
+	return calibModel(t, file, 6, 96)
 }
 
 // readAll returns every sequence of a hidden-states file, concatenated.

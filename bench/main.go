@@ -92,7 +92,7 @@ func run() error {
 		lq       = flag.String("llama-quantize", "", "llama.cpp's llama-quantize binary, the rtn row's baseline (default: llama-quantize on PATH)")
 		pureGo   = flag.Bool("gptq-pure-go", true, "measure the GPTQ rows in the pure-Go build too (K=17408 pure Go: about an hour on 2 cores)")
 		calibGo  = flag.Bool("calib-pure-go", true, "measure the calib row in the pure-Go build too (a few minutes on 2 cores)")
-		worker   = flag.String("worker", "", "internal: run one measurement in this process (gptq, calib)")
+		worker   = flag.String("worker", "", "internal: run one measurement in this process (gptq, calib, gemm)")
 		wn       = flag.Int("n", 5120, "internal: -worker gptq: rows of the weight; -worker calib: n_ff")
 		wk       = flag.Int("k", 5120, "internal: -worker gptq: columns of the weight; -worker calib: n_embd")
 		wseqs    = flag.Int("seqs", 4, "internal: -worker calib: calibration sequences")
@@ -113,8 +113,10 @@ func run() error {
 			return runGPTQWorker(ctx, os.Stdout, *wn, *wk)
 		case "calib":
 			return runCalibWorker(ctx, os.Stdout, *wk, *wn, *wseqs, *wctx, *wcorpus, *wprof)
+		case "gemm":
+			return runGemmWorker(os.Stdout)
 		}
-		return fmt.Errorf("-worker %q: want gptq or calib", *worker)
+		return fmt.Errorf("-worker %q: want gptq, calib or gemm", *worker)
 	}
 	if *render != "" {
 		return renderOnly(*render, *merge, *jsonOut, *mdOut)
@@ -180,7 +182,7 @@ func run() error {
 	if rep.Machine, err = machineFacts(); err != nil {
 		return err
 	}
-	e := &env{ctx: ctx, dir: scratch, runs: *runs, longRuns: *longRuns, size: sz, profile: *profile, log: log, mem: mb, gptqPureGo: *pureGo, calibPureGo: *calibGo,
+	e := &env{ctx: ctx, dir: scratch, blas: *blas, runs: *runs, longRuns: *longRuns, size: sz, profile: *profile, log: log, mem: mb, gptqPureGo: *pureGo, calibPureGo: *calibGo,
 		corpus: filepath.Join(root, "pipelines", "recipes", "demo-corpus.txt")}
 	e.llamaQuantize, e.llamaQuantizeWhy = findLlamaQuantize(*lq)
 	if err := e.buildBinaries(*blas, needsBLASWorker(selected)); err != nil {
@@ -306,7 +308,7 @@ func mapsKeys(m map[string]bool) func(func(string) bool) {
 
 func needsBLASWorker(sel []string) bool {
 	for _, id := range sel {
-		if strings.HasPrefix(id, "gptq-") || id == "calib" {
+		if strings.HasPrefix(id, "gptq-") || id == "calib" || id == "scale-gptq" {
 			return true
 		}
 	}

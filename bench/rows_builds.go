@@ -170,10 +170,26 @@ func rowScaleNoop(e *env) (Row, error) {
 	return r, nil // finish fits the medians against X
 }
 
-// rowScaleBuild: cold build time of 27B-shaped slices (real widths) with method, vs layers.
+// rowScaleBuild: cold build time of 27B-shaped slices (real widths) with method, vs layers; for GPTQ
+// also the share of the dgemm rate (gptqShares), of the sizes measured even when a later one failed.
 func rowScaleBuild(e *env, method string, layerSet []int, mem int64) (Row, error) {
+	r, err := scaleBuilds(e, method, layerSet, mem)
+	if method == "gptq" {
+		gptqShares(&r, shape27B(1))
+	}
+	return r, err
+}
+
+func scaleBuilds(e *env, method string, layerSet []int, mem int64) (Row, error) {
 	r := Row{ID: "scale-" + method, Title: fmt.Sprintf("scaling: cold %s build vs layers (27B widths)", method), FitUnit: "layer",
-		Note: fmt.Sprintf("%d run(s) per size (-long-runs); fresh cache per run", e.longRuns)}
+		Note:     fmt.Sprintf("%d run(s) per size (-long-runs); fresh cache per run", e.longRuns),
+		Measures: make([]Measure, 0, len(layerSet)+1)} // steps hold pointers into Measures: no reallocation
+	var gemm []step // gptq: the build's dgemm rate before every build and after the last
+	if method == "gptq" {
+		r.Note += "; GPTQ flops per weight 4/3·K³ + 2·N·K² (7 weights a layer), their share = those flops at the dgemm rate of the reference measure (median) / the build's wall time"
+		r.Measures = append(r.Measures, Measure{Label: dgemmLabel, Role: "reference"})
+		gemm = append(gemm, e.gemmStep(&r.Measures[0]))
+	}
 	for _, layers := range layerSet {
 		s := shape27B(layers)
 		src, err := e.source(s)
@@ -187,14 +203,14 @@ func rowScaleBuild(e *env, method string, layerSet []int, mem int64) (Row, error
 		cache, out := filepath.Join(e.dir, "sb-cache"), filepath.Join(e.dir, "sb-out")
 		r.Measures = append(r.Measures, Measure{Label: fmt.Sprintf("cold %s build, %d layer(s)", method, layers), Role: "subject", X: float64(layers)})
 		m := &r.Measures[len(r.Measures)-1]
-		err = e.interleave(e.longRuns, e.buildStep(m, cache, rec, out, mem, true))
+		err = e.interleave(e.longRuns, append(gemm, e.buildStep(m, cache, rec, out, mem, true))...)
 		os.RemoveAll(cache)
 		os.RemoveAll(out)
 		if err != nil {
 			return r, err // finish still fits the sizes measured before the error
 		}
 	}
-	return r, nil // finish fits the medians against X
+	return r, e.interleave(1, gemm...) // finish fits the medians against X
 }
 
 // rowRSS: the peak RSS of a cold 27B-shaped (2 layers, real widths) windowed GPTQ build under

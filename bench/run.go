@@ -28,6 +28,7 @@ type env struct {
 	self     string // this harness binary (GPTQ worker)
 	blasSelf string // this harness built with -tags blas ("" if not built)
 	blasErr  string // why the blas worker could not be built
+	blas     bool   // orkpipe was built with -tags blas (-blas)
 	log      *slog.Logger
 	bigFile  string
 	corpus   string // calibration corpus for GPTQ recipes

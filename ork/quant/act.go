@@ -84,6 +84,9 @@ func MatMulInt(ctx context.Context, a *Activations, w *Weight, out []float32, wo
 	g := effGroup(w.KP, w.Group)
 	ng := w.Groups()
 	kp := w.KP
+	if ng*g == kp && kp > 0 && panelPath(g) {
+		return matMulIntPanels(ctx, a, w, out, workers, g)
+	}
 	if kernel.Available && g%16 == 0 && ng*g == kp && kp > 0 && g < 1<<17 {
 		return matMulIntGroups(ctx, a, w, out, workers, g)
 	}

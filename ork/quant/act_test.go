@@ -3,6 +3,7 @@ package quant
 import (
 	"context"
 	"errors"
+	"fmt"
 	"math"
 	"testing"
 )
@@ -158,16 +159,32 @@ func TestWeightMatMul(t *testing.T) {
 	}
 }
 
-// TestMatMulIntGroupsBitIdentical: the path of whole groups of a multiple of 16 values (the AVX2
-// group-dot kernel where available) gives bit for bit what MatMulInt's group loop over dotInt8
-// gives, with codes at the int8 extremes included, per group and per channel.
+// TestMatMulIntGroupsBitIdentical: the paths of whole groups — the VNNI panels (groups of a
+// multiple of 8) and the AVX2 group dots (a multiple of 16), each where the CPU has it — give bit
+// for bit what MatMulInt's group loop over dotInt8 gives, with codes at the int8 extremes
+// included, per group and per channel, with partial panels of rows and partial blocks of tokens.
 func TestMatMulIntGroupsBitIdentical(t *testing.T) {
+	for _, vnni := range []bool{true, false} {
+		if vnni && !useVNNI {
+			t.Log("no AVX-512 VNNI on this CPU: the panel path is not tested here")
+			continue
+		}
+		t.Run(fmt.Sprintf("vnni=%v", vnni), func(t *testing.T) {
+			defer func(old bool) { useVNNI = old }(useVNNI)
+			useVNNI = vnni
+			testMatMulIntGroups(t)
+		})
+	}
+}
+
+func testMatMulIntGroups(t *testing.T) {
 	ctx := context.Background()
 	rng := uint64(1)
 	next := func() uint64 { rng = rng*6364136223846793005 + 1442695040888963407; return rng >> 33 }
 	for _, tc := range []struct{ m, n, kp, group int }{
 		{5, 7, 64, 16}, {3, 9, 256, 32}, {4, 5, 512, 128}, {2, 3, 4096, 0}, {7, 4, 96, 32},
-		{3, 5, 352, 32}, {6, 2, 4096, 32},
+		{3, 5, 352, 32}, {6, 2, 4096, 32}, {9, 37, 96, 8}, {4, 16, 96, 24}, {8, 33, 192, 64},
+		{1, 70, 64, 32}, {3, 5, 17408, 0}, {13, 129, 128, 32},
 	} {
 		w := &Weight{N: tc.n, K: tc.kp, KP: tc.kp, Bits: 8, Group: tc.group, Codes: make([]int8, tc.n*tc.kp)}
 		w.Scales = make([]float32, tc.n*w.Groups())

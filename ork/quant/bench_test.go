@@ -110,8 +110,8 @@ func BenchmarkRTNNoClip4096(b *testing.B) { benchRTN(b, []float64{1}) }
 // BenchmarkRTNClip4096Sign is BenchmarkRTNClip4096 with negative scales (twice the candidates).
 func BenchmarkRTNClip4096Sign(b *testing.B) { benchRTN(b, DefaultClipGrid, WithNegativeScales(true)) }
 
-// BenchmarkMatMulInt measures the W4A8 integer kernel on 64 tokens x a 4096x4096 G32 weight,
-// reported as int8 MAC GOP/s.
+// BenchmarkMatMulInt measures the W4A8 integer matmul on 64 tokens x a 4096x4096 G32 weight,
+// reported as int8 MAC GOP/s: the VNNI panel path and the AVX2 group-dot path, same run.
 func BenchmarkMatMulInt(b *testing.B) {
 	benchSetup(b)
 	ctx := context.Background()
@@ -128,15 +128,26 @@ func BenchmarkMatMulInt(b *testing.B) {
 		b.Fatal(err)
 	}
 	out := make([]float32, 64*benchK)
-	b.ResetTimer()
-	for i := 0; i < b.N; i++ {
-		if err := MatMulInt(ctx, a, q, out, runtime.GOMAXPROCS(0)); err != nil {
-			b.Fatal(err)
-		}
+	for _, path := range []struct {
+		name string
+		vnni bool
+	}{{"vnni", true}, {"avx2", false}} {
+		b.Run(path.name, func(b *testing.B) {
+			if path.vnni && !useVNNI {
+				b.Skip("no AVX-512 VNNI on this CPU")
+			}
+			defer func(old bool) { useVNNI = old }(useVNNI)
+			useVNNI = path.vnni
+			for i := 0; i < b.N; i++ {
+				if err := MatMulInt(ctx, a, q, out, runtime.GOMAXPROCS(0)); err != nil {
+					b.Fatal(err)
+				}
+			}
+			sec := b.Elapsed().Seconds() / float64(b.N)
+			b.ReportMetric(2*64*benchK*benchK/sec/1e9, "GOP/s")
+			b.ReportMetric(baselineGF, "baseline-matmul-GFLOP/s")
+		})
 	}
-	sec := b.Elapsed().Seconds() / float64(b.N)
-	b.ReportMetric(2*64*benchK*benchK/sec/1e9, "GOP/s")
-	b.ReportMetric(baselineGF, "baseline-matmul-GFLOP/s")
 }
 
 // BenchmarkQuantizeRows is RTN's per-row work alone (clip search, codes, qerr terms) on 64 rows of

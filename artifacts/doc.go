@@ -20,8 +20,9 @@
 //	                               the object (GC, quarantine)
 //	  quarantine/<64 hex>.<unix ns>  objects whose bytes no longer match their name, moved aside
 //	  actions/<h0h1>/<64 hex>.json action record of a node key (JSON, see ActionRecord)
-//	  pins/<64 hex>.json           outputs of the most recent build of a target name (see Pin); the
-//	                               file name is the BLAKE3 of the name, which is stored inside
+//	  pins/<64 hex>.json           outputs of the most recent build of a target name (see Pin), and
+//	                               when they were first pinned; the file name is the BLAKE3 of the
+//	                               name, which is stored inside
 //	  stat/<h0h1>/<64 hex>.json    stat-cache entry of a user path; the file name is the BLAKE3 of the
 //	                               absolute path; content is (path, dev, inode, size, mtime ns,
 //	                               ctime ns, digest)

@@ -8,6 +8,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -15,7 +16,8 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// pinRecord is pins/<blake3(name)>.json: the outputs of the most recent build of a target name.
+// pinRecord is pins/<blake3(name)>.json: the outputs of the most recent build of a target name,
+// and when they were first pinned (a rebuild pinning the same objects leaves the record alone).
 type pinRecord struct {
 	Name    string    `json:"name"`
 	Objects []Digest  `json:"objects"`
@@ -24,7 +26,8 @@ type pinRecord struct {
 
 // Pin records objs as the outputs of the most recent build of the target name, replacing the
 // previous pin of that name (whose objects become collectable). GC never removes pinned objects.
-// Every object must be stored.
+// Every object must be stored. A pin that already names exactly objs under name is left as it is
+// (a no-op rebuild writes and fsyncs nothing here).
 func (s *Store) Pin(ctx context.Context, name string, objs []Digest) error {
 	if err := checkName(name); err != nil {
 		return fmt.Errorf("pin: %w: %w", ErrInvalidRecord, err)
@@ -34,11 +37,18 @@ func (s *Store) Pin(ctx context.Context, name string, objs []Digest) error {
 			return fmt.Errorf("pin %q: %w", name, err)
 		}
 	}
+	path := filepath.Join(s.dir, "pins", SumBytes([]byte(name)).Hex()+".json")
+	if b, err := readLimited(path, maxRecordSize); err == nil {
+		var old pinRecord
+		if json.Unmarshal(b, &old) == nil && old.Name == name && slices.Equal(old.Objects, objs) {
+			return nil
+		}
+	}
 	b, err := json.MarshalIndent(pinRecord{Name: name, Objects: append([]Digest{}, objs...), Time: time.Now().UTC()}, "", "  ")
 	if err != nil {
 		return fmt.Errorf("pin %q: %w", name, err)
 	}
-	if err := s.writeRecord(filepath.Join(s.dir, "pins", SumBytes([]byte(name)).Hex()+".json"), b); err != nil {
+	if err := s.writeRecord(path, b); err != nil {
 		return fmt.Errorf("pin %q: %w", name, err)
 	}
 	return nil

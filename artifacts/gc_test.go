@@ -2,9 +2,11 @@ package artifacts
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"os"
 	"path/filepath"
+	"slices"
 	"testing"
 	"time"
 )
@@ -139,5 +141,38 @@ func TestGCPrunesEntriesOfVanishedPaths(t *testing.T) {
 	}
 	if _, err := os.Stat(s.keyPath("stat", keep)); err != nil {
 		t.Fatalf("entry of an existing path pruned: %v", err)
+	}
+}
+
+// TestPinUnchangedIsNotRewritten: pinning the objects a name already pins leaves its record alone
+// (the same file); pinning other objects, or the same in another order, replaces it.
+func TestPinUnchangedIsNotRewritten(t *testing.T) {
+	s := openTestStore(t)
+	ctx := context.Background()
+	a, b := mustIngest(t, s, pattern("a", 1000)), mustIngest(t, s, pattern("b", 1000))
+	pin := filepath.Join(s.dir, "pins", SumBytes([]byte("t")).Hex()+".json")
+	var prev []Digest
+	var prevFile os.FileInfo
+	for _, objs := range [][]Digest{{a.Digest}, {a.Digest}, {a.Digest, b.Digest}, {a.Digest, b.Digest}, {b.Digest, a.Digest}} {
+		if err := s.Pin(ctx, "t", objs); err != nil {
+			t.Fatal(err)
+		}
+		fi, err := os.Stat(pin)
+		if err != nil {
+			t.Fatal(err)
+		}
+		raw, err := os.ReadFile(pin)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var rec pinRecord
+		if err := json.Unmarshal(raw, &rec); err != nil || rec.Name != "t" || !slices.Equal(rec.Objects, objs) {
+			t.Errorf("pin %v: record %s (%v)", objs, raw, err)
+		}
+		rewritten := prevFile == nil || !os.SameFile(prevFile, fi)
+		if want := !slices.Equal(prev, objs); rewritten != want {
+			t.Errorf("pin %v after %v: record rewritten %v, want %v", objs, prev, rewritten, want)
+		}
+		prev, prevFile = objs, fi
 	}
 }

@@ -124,14 +124,23 @@ func runBuild(ctx context.Context, opts *globalOptions, path string, sets []stri
 	if err != nil {
 		return asUsage(err)
 	}
-	plan, err := eng.Plan(g)
-	if err != nil {
-		return asUsage(err)
+	bopts := engine.BuildOptions{OutDir: flags.outDir, Force: flags.force}
+	var res *engine.Result
+	if !planOnly {
+		// A build whose executable, budget, graph, sources, tools and stored outputs are what its
+		// last build saw is served from that build's memo (engine package doc, "Build memo").
+		res, err = eng.BuildFromMemo(ctx, t.Name(), g, bopts)
 	}
-	if planOnly {
-		return printBuildPlan(ctx, opts, eng, plan, t.Name(), mem)
+	if res == nil && err == nil {
+		plan, perr := eng.Plan(g)
+		if perr != nil {
+			return asUsage(perr)
+		}
+		if planOnly {
+			return printBuildPlan(ctx, opts, eng, plan, t.Name(), mem)
+		}
+		res, err = eng.Build(ctx, t.Name(), plan, bopts)
 	}
-	res, err := eng.Build(ctx, t.Name(), plan, engine.BuildOptions{OutDir: flags.outDir, Force: flags.force})
 	// The timeline of this run, beside the outputs (also when it failed): not a DAG output, since
 	// timings differ on every run (reporthtml.TimelineFile).
 	tpath, terr := progress.WriteTimeline(flags.outDir, timeline.Timeline(t.Name(), opts.jobs, mem))

@@ -50,9 +50,18 @@ screen: {text: `+eval+`, ctx: 32}
 	if err != nil || reporthtml.Check(page) != nil || !strings.Contains(string(page), fmt.Sprintf("%v nodes executed", sum["executed"])) {
 		t.Errorf("timeline of the first run: %v", err)
 	}
+	memo := filepath.Join(cache, "history", "clitiny", "memo")
+	memoBefore, err := os.Stat(memo)
+	if err != nil {
+		t.Fatalf("no build memo after the first run: %v", err)
+	}
 	stdout, _, code = demoCLI(t, args...)
 	if _, sum := demoEvents(t, stdout); code != 0 || sum["executed"].(float64) != 0 {
 		t.Errorf("second run: exit %d, summary %v", code, sum)
+	}
+	// The second run was answered from the memo (a planned build would have written a new one).
+	if fi, err := os.Stat(memo); err != nil || !os.SameFile(fi, memoBefore) {
+		t.Errorf("second run did not use the build memo (%v)", err)
 	}
 	if page, err := os.ReadFile(filepath.Join(out, reporthtml.TimelineFile)); err != nil || !strings.Contains(string(page), "every output came from the cache") {
 		t.Errorf("timeline of the second run (all cached): %v", err)
@@ -71,6 +80,11 @@ screen: {text: `+eval+`, ctx: 32}
 	}
 	if total == 0 || cached != total {
 		t.Errorf("--plan: %d of %d nodes cached:\n%s", cached, total, stdout)
+	}
+	// A --set is part of what the memo is keyed by: the screen it changes runs again.
+	stdout, stderr, code = demoCLI(t, append(args, "--set", "screen.ctx=16")...)
+	if _, sum := demoEvents(t, stdout); code != 0 || sum["executed"].(float64) == 0 {
+		t.Errorf("run with --set screen.ctx=16: exit %d, summary %v: %s", code, sum, stderr)
 	}
 	_, stderr, code = demoCLI(t, "--cache", cache, "build", recipe, "--set", "schemes.0.metod=rtn")
 	if code != 2 || !strings.Contains(stderr, "metod") {

@@ -118,8 +118,19 @@ func (e *Engine) Build(ctx context.Context, target string, p *Plan, opts BuildOp
 	if herr := e.record(target, ps, res, start); herr != nil {
 		e.cfg.logger.Warn("recording the build for explain", "target", target, "err", herr)
 	}
+	if err == nil && res.Failed == 0 && res.Skipped == 0 {
+		if merr := e.writeMemo(ctx, target, ps); merr != nil {
+			e.cfg.logger.Warn("writing the build memo; the next build plans in full", "target", target, "err", merr)
+		}
+	}
 	res.Duration = time.Since(start)
-	sum := &Summary{Event: EventSummary, Target: target, Executed: res.Executed, Cached: res.Cached, Failed: res.Failed,
+	e.summarize(emit, res, err)
+	return res, err
+}
+
+// summarize emits the summary event of a build that ended with err.
+func (e *Engine) summarize(emit func(Event), res *Result, err error) {
+	sum := &Summary{Event: EventSummary, Target: res.Target, Executed: res.Executed, Cached: res.Cached, Failed: res.Failed,
 		Skipped: res.Skipped, DurationMS: res.Duration.Milliseconds(), Outputs: map[string]string{}}
 	for name, obj := range res.Exports {
 		sum.Outputs[name] = obj.Digest.String()
@@ -131,7 +142,6 @@ func (e *Engine) Build(ctx context.Context, target string, p *Plan, opts BuildOp
 		sum.Error = err.Error()
 	}
 	emit(Event{Event: EventSummary, Time: time.Now(), Summary: sum})
-	return res, err
 }
 
 func (ps *pass) anyFailed() bool {
@@ -173,27 +183,40 @@ func (ps *pass) err(parent context.Context) error {
 // finish verifies, materializes and pins the exports. It reports corrupt=true (and no error) when
 // an export failed verification and was quarantined, so that the caller builds again.
 func (e *Engine) finish(ctx context.Context, target string, p *Plan, ps *pass, opts BuildOptions, res *Result) (corrupt bool, err error) {
-	var pins []artifacts.Digest
-	objs := map[string]artifacts.Object{}
-	for _, x := range p.exports {
+	exports := make([]resolvedExport, len(p.exports))
+	for i, x := range p.exports {
 		f := ps.states[x.node].outputs[x.output]
+		exports[i] = resolvedExport{name: x.name, node: p.nodes[x.node].node.id, obj: artifacts.Object{Digest: f.Digest, Size: f.Size}}
 		if err := e.verifyExport(ctx, f.Digest); err != nil {
 			if isCorrupt(err) {
-				e.cfg.logger.Warn("export corrupt; quarantined, its producer will run again", "export", x.name, "node", p.nodes[x.node].node.id, "err", err)
+				e.cfg.logger.Warn("export corrupt; quarantined, its producer will run again", "export", x.name, "node", exports[i].node, "err", err)
 				return true, nil
 			}
 			return false, fmt.Errorf("verifying export %q (%s): %w", x.name, f.Digest, err)
 		}
-		objs[x.name] = artifacts.Object{Digest: f.Digest, Size: f.Size}
-		pins = append(pins, f.Digest)
 	}
-	res.Exports = objs
+	return false, e.deliver(ctx, target, exports, opts, res)
+}
+
+// resolvedExport is an export with the object it names.
+type resolvedExport struct {
+	name, node string
+	obj        artifacts.Object
+}
+
+// deliver materializes verified exports into opts.OutDir and pins them under target.
+func (e *Engine) deliver(ctx context.Context, target string, exports []resolvedExport, opts BuildOptions, res *Result) error {
+	var pins []artifacts.Digest
+	for _, x := range exports {
+		res.Exports[x.name] = x.obj
+		pins = append(pins, x.obj.Digest)
+	}
 	if opts.OutDir != "" {
-		for _, x := range p.exports {
+		for _, x := range exports {
 			dst := filepath.Join(opts.OutDir, x.name)
-			mr, err := e.store.Materialize(ctx, objs[x.name].Digest, dst, artifacts.MaterializeOptions{Force: opts.Force})
+			mr, err := e.store.Materialize(ctx, x.obj.Digest, dst, artifacts.MaterializeOptions{Force: opts.Force})
 			if err != nil {
-				return false, fmt.Errorf("materializing export %q to %s: %w", x.name, dst, err)
+				return fmt.Errorf("materializing export %q to %s: %w", x.name, dst, err)
 			}
 			res.Outputs[x.name] = mr.Path
 			if mr.Replaced != "" {
@@ -203,10 +226,10 @@ func (e *Engine) finish(ctx context.Context, target string, p *Plan, ps *pass, o
 	}
 	if len(pins) > 0 {
 		if err := e.store.Pin(ctx, target, pins); err != nil {
-			return false, fmt.Errorf("pinning the exports of %q: %w", target, err)
+			return fmt.Errorf("pinning the exports of %q: %w", target, err)
 		}
 	}
-	return false, nil
+	return nil
 }
 
 // verifyExport checks an export's object before it is materialized and pinned. The object is

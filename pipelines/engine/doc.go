@@ -61,4 +61,39 @@
 // "same_as", "material"}]} with each node's full key material (absent if its key was never
 // computed). Records are written to a temp file and renamed; the 20 newest per target are kept.
 // Explain diffs the newest two, field by field, and reports groups of nodes with identical keys.
+//
+// # Build memo
+//
+// A build in which every node was cached or executed also leaves, beside its target's records,
+// history/<url.PathEscape(target)>/memo: what a no-op rebuild of the same graph reports, keyed by
+// everything that outcome depends on before any node runs. Engine.BuildFromMemo (the CLI's build
+// tries it first) serves a build from it without planning, computing node keys or reading action
+// records, only when all of these hold:
+//
+//   - the memo key matches: the BLAKE3 of the running executable's digest (stages.ExecutablePath,
+//     through the stat cache: stage kinds, versions and planning are its code), the memory budget,
+//     the target name, every node's id, stage, params JSON and input wiring, every source file's
+//     digest (stat cache) and the exports;
+//   - every tool the nodes' keys include still has its recorded digest (stat cache);
+//   - every node's recorded outputs are in the store with their recorded sizes (Stat, which also
+//     marks them used for GC);
+//   - every export passes the check Build's exports pass (re-hashed unless the stat cache vouches
+//     for the object file; a corrupt one is quarantined).
+//
+// Otherwise it is a miss and the build is planned and run as usual (and writes a new memo). The
+// file is binary; integers are unsigned LEB128 varints in their shortest form, strings and byte
+// fields a varint length and the bytes, digests 32 raw bytes:
+//
+//	"ORKMEMO1"  body length (uint64 little-endian)  body  BLAKE3-256 of the body (32 bytes)
+//	body:    memo key, node count, nodes, export count, exports, tool count, tools
+//	node:    id, stage, node key, same-as node id ("" if none), declared memory,
+//	         dependency count, dependency indices (each below the node's own index),
+//	         output count, outputs (name, digest, size), its build-record entry (RecordedNode JSON)
+//	export:  name, node index, output name
+//	tool:    path, digest
+//
+// A memo is verified on read — magic, length, checksum, then every field (counts within the bytes
+// left, indices in range, no zero digest, no trailing bytes); one that fails is a miss, logged as a
+// warning, never trusted. It is written to a temp file and renamed, without fsync: a torn memo
+// fails its checksum.
 package engine

@@ -41,39 +41,49 @@ type RecordedNode struct {
 func HistoryDir(storeDir string) string { return filepath.Join(storeDir, "history") }
 
 func (e *Engine) record(target string, ps *pass, res *Result, start time.Time) error {
-	rec := BuildRecord{Target: target, Time: start.UTC()}
+	nodes := make([][]byte, len(ps.states))
 	for i, st := range ps.states {
 		nr := res.Nodes[i]
 		rn := RecordedNode{ID: nr.ID, Stage: nr.Stage, Outcome: nr.Outcome.String(), SameAs: nr.SameAs, Material: st.material}
 		if !nr.Key.IsZero() {
 			rn.Key = nr.Key.String()
 		}
-		rec.Nodes = append(rec.Nodes, rn)
+		b, err := json.Marshal(rn)
+		if err != nil {
+			return err
+		}
+		nodes[i] = b
 	}
-	b, err := json.Marshal(rec)
+	return e.writeRecord(target, start, nodes)
+}
+
+// writeRecord writes the BuildRecord of target's build started at start, each node given as its
+// RecordedNode's JSON, and keeps the newest keepRecords records.
+func (e *Engine) writeRecord(target string, start time.Time, nodes [][]byte) error {
+	head, err := json.Marshal(struct {
+		Target string    `json:"target"`
+		Time   time.Time `json:"time"`
+	}{target, start.UTC()})
 	if err != nil {
 		return err
 	}
+	size := len(head) + len(`,"nodes":[]`) + len(nodes)
+	for _, n := range nodes {
+		size += len(n)
+	}
+	b := make([]byte, 0, size)
+	b = append(b, head[:len(head)-1]...)
+	b = append(b, `,"nodes":[`...)
+	for i, n := range nodes {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = append(b, n...)
+	}
+	b = append(b, `]}`...)
 	dir := filepath.Join(e.cfg.historyDir, url.PathEscape(target))
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return err
-	}
 	name := fmt.Sprintf("%020d-%d.json", start.UnixNano(), os.Getpid())
-	tmp, err := os.CreateTemp(dir, ".tmp-*")
-	if err != nil {
-		return err
-	}
-	if _, err := tmp.Write(b); err != nil {
-		tmp.Close()
-		os.Remove(tmp.Name())
-		return err
-	}
-	if err := tmp.Close(); err != nil {
-		os.Remove(tmp.Name())
-		return err
-	}
-	if err := os.Rename(tmp.Name(), filepath.Join(dir, name)); err != nil {
-		os.Remove(tmp.Name())
+	if err := writeFileAtomic(filepath.Join(dir, name), b); err != nil {
 		return err
 	}
 	names, err := recordNames(dir)

@@ -1,0 +1,341 @@
+package engine
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"net/url"
+	"os"
+	"path/filepath"
+	"runtime"
+	"time"
+
+	"golang.org/x/sync/errgroup"
+
+	"orkpipe/artifacts"
+	"orkpipe/stages"
+)
+
+// objectStater is what the build memo needs beyond Store: whether an object is present, and its
+// size (*artifacts.Store.Stat, which also records the use for the cache's LRU). A store without
+// it gets no memo.
+type objectStater interface {
+	Stat(ctx context.Context, d artifacts.Digest) (artifacts.Object, error)
+}
+
+// memoFile is where the build memo of target lives: beside its build records.
+func (e *Engine) memoFile(target string) string {
+	return filepath.Join(e.cfg.historyDir, url.PathEscape(target), "memo")
+}
+
+// memoKey is the BLAKE3 of everything a build of g under target depends on before any node runs:
+// the running orkpipe executable (stage kinds, their versions, params binding and planning are
+// its code), the memory budget (planning refuses nodes above it), the target name, every node's
+// id, stage, params and input wiring, the content digest of every source file (through hash: the
+// store's stat cache) and the exports. Nodes' keys are a function of these and of their tools'
+// digests, which the memo lists and checks separately.
+func (e *Engine) memoKey(ctx context.Context, target string, g *Graph, hash func(context.Context, string) (artifacts.Object, error)) (artifacts.Digest, error) {
+	exe, err := stages.ExecutablePath()
+	if err != nil {
+		return artifacts.Digest{}, fmt.Errorf("locating the orkpipe executable: %w", err)
+	}
+	bin, err := hash(ctx, exe)
+	if err != nil {
+		return artifacts.Digest{}, fmt.Errorf("the orkpipe executable %s: %w", exe, err)
+	}
+	var w memoWriter
+	w.str("orkpipe build memo key 1")
+	w.digest(bin.Digest)
+	w.str(target)
+	w.uint(uint64(e.cfg.mem))
+	w.uint(uint64(len(g.nodes)))
+	for _, n := range g.nodes {
+		w.str(n.id)
+		w.str(n.stage)
+		raw, err := n.paramsJSON()
+		if err != nil {
+			return artifacts.Digest{}, fmt.Errorf("node %q: encoding params: %w", n.id, err)
+		}
+		w.bytes(raw)
+		names := n.inputNames()
+		w.uint(uint64(len(names)))
+		for _, name := range names {
+			in := n.inputs[name]
+			w.str(name)
+			if in.node != nil {
+				w.uint(1)
+				w.uint(uint64(in.node.index))
+				w.str(in.output)
+				continue
+			}
+			obj, err := hash(ctx, in.path)
+			if err != nil {
+				return artifacts.Digest{}, fmt.Errorf("node %q: input %q: source file %s: %w", n.id, name, in.path, err)
+			}
+			w.uint(0)
+			w.str(in.path)
+			w.digest(obj.Digest)
+		}
+	}
+	w.uint(uint64(len(g.exports)))
+	for _, x := range g.exports {
+		w.str(x.Name)
+		w.uint(uint64(x.From.node.index))
+		w.str(x.From.output)
+	}
+	return artifacts.SumBytes(w.b.Bytes()), nil
+}
+
+// BuildFromMemo serves a build of g from target's build memo when nothing it depends on changed:
+// the memo key (memoKey: executable, budget, graph, source digests) matches, every tool still has
+// its recorded digest, every node's recorded outputs are in the store with their recorded sizes,
+// and every export passes the check Build's exports pass (re-hashed unless the stat cache vouches
+// for it; a corrupt one is quarantined). Then it emits the events a no-op Build emits (plan, one
+// node_cached per node, summary), materializes and pins the exports and records the build for
+// explain, as Build does — without planning, computing node keys or reading action records.
+//
+// It returns (nil, nil) when the memo cannot serve the build (none, stale, or unreadable — the
+// last logged as a warning); the caller then plans and builds. A memo is never trusted without
+// these checks: a corrupt or truncated memo file fails its checksum and is a miss. An error is
+// returned only for what Build would fail on too (materializing or pinning an export).
+func (e *Engine) BuildFromMemo(ctx context.Context, target string, g *Graph, opts BuildOptions) (*Result, error) {
+	start := time.Now()
+	st, ok := e.store.(objectStater)
+	if !ok || g.Err() != nil || len(g.nodes) == 0 || ctx.Err() != nil {
+		return nil, nil
+	}
+	path := e.memoFile(target)
+	m, err := readMemo(path)
+	if err != nil {
+		if !errors.Is(err, fs.ErrNotExist) {
+			e.cfg.logger.Warn("build memo unusable; planning the build", "target", target, "path", path, "err", err)
+		}
+		return nil, nil
+	}
+	hashed := map[string]artifacts.Object{}
+	hash := func(ctx context.Context, p string) (artifacts.Object, error) {
+		if obj, ok := hashed[p]; ok {
+			return obj, nil
+		}
+		obj, err := e.store.HashFile(ctx, p)
+		if err == nil {
+			hashed[p] = obj
+		}
+		return obj, err
+	}
+	key, err := e.memoKey(ctx, target, g, hash)
+	if err != nil || key != m.key {
+		return nil, nil // a changed input (or one that cannot be read: the planned build says why)
+	}
+	if why := m.matches(g); why != "" {
+		e.cfg.logger.Warn("build memo does not match its graph; planning the build", "target", target, "path", path, "why", why)
+		return nil, nil
+	}
+	for _, t := range m.tools {
+		if obj, err := hash(ctx, t.path); err != nil || obj.Digest != t.digest {
+			return nil, nil
+		}
+	}
+	if !m.outputsStored(ctx, st) {
+		return nil, nil // collected, quarantined or replaced: the planned build runs its producer
+	}
+	exports := make([]resolvedExport, len(m.exports))
+	for i, x := range m.exports {
+		o, ok := m.nodes[x.node].output(x.output)
+		if !ok {
+			e.cfg.logger.Warn("build memo names an output its node does not have; planning the build", "target", target, "path", path, "export", x.name)
+			return nil, nil
+		}
+		exports[i] = resolvedExport{name: x.name, node: m.nodes[x.node].id, obj: artifacts.Object{Digest: o.Digest, Size: o.Size}}
+		if err := e.verifyExport(ctx, o.Digest); err != nil {
+			if isCorrupt(err) {
+				e.cfg.logger.Warn("export corrupt; quarantined, its producer will run again", "export", x.name, "node", exports[i].node, "err", err)
+			}
+			return nil, nil
+		}
+	}
+
+	res := &Result{Target: target, Cached: len(m.nodes), Passes: 1, Exports: map[string]artifacts.Object{}, Outputs: map[string]string{}, Replaced: map[string]string{}}
+	emit := e.dedupEmitter()
+	for _, n := range m.nodes {
+		ev := Event{Event: EventPlan, Node: n.id, Stage: n.stage, Time: start, Mem: n.mem}
+		for _, d := range n.deps {
+			ev.Deps = append(ev.Deps, m.nodes[d].id)
+		}
+		emit(ev)
+	}
+	for _, n := range m.nodes {
+		outs := make(map[string]string, len(n.outputs))
+		for _, o := range n.outputs {
+			outs[o.Name] = o.Digest.String()
+		}
+		emit(Event{Event: EventNodeCached, Node: n.id, Key: n.key.String(), Stage: n.stage, Time: time.Now(), SameAs: n.sameAs, Outputs: outs})
+		res.Nodes = append(res.Nodes, NodeResult{ID: n.id, Stage: n.stage, Key: n.key, Outcome: OutcomeCached, SameAs: n.sameAs})
+	}
+	err = e.deliver(ctx, target, exports, opts, res)
+	if err == nil {
+		recs := make([][]byte, len(m.nodes))
+		for i, n := range m.nodes {
+			recs[i] = n.record
+		}
+		if herr := e.writeRecord(target, start, recs); herr != nil {
+			e.cfg.logger.Warn("recording the build for explain", "target", target, "err", herr)
+		}
+	}
+	res.Duration = time.Since(start)
+	e.summarize(emit, res, err)
+	return res, err
+}
+
+// outputsStored reports whether every node's recorded outputs are in the store with their
+// recorded sizes; the stats (which also record each object's use for GC) are spread over the CPUs.
+func (m *memo) outputsStored(ctx context.Context, st objectStater) bool {
+	var objs []artifacts.NamedObject
+	for _, n := range m.nodes {
+		objs = append(objs, n.outputs...)
+	}
+	workers := min(runtime.GOMAXPROCS(0), len(objs)/64+1)
+	g, gctx := errgroup.WithContext(ctx)
+	for w := range workers {
+		g.Go(func() error {
+			for i := w; i < len(objs); i += workers {
+				got, err := st.Stat(gctx, objs[i].Digest)
+				if err != nil {
+					return err
+				}
+				if got.Size != objs[i].Size {
+					return fmt.Errorf("object %s: %d bytes, recorded %d", objs[i].Digest, got.Size, objs[i].Size)
+				}
+			}
+			return nil
+		})
+	}
+	return g.Wait() == nil
+}
+
+// output returns the recorded output called name.
+func (n *memoNode) output(name string) (artifacts.NamedObject, bool) {
+	for _, o := range n.outputs {
+		if o.Name == name {
+			return o, true
+		}
+	}
+	return artifacts.NamedObject{}, false
+}
+
+// matches reports why m cannot describe g ("" if it can): the key covers the graph, so this only
+// catches a memo written wrongly.
+func (m *memo) matches(g *Graph) string {
+	if len(m.nodes) != len(g.nodes) {
+		return fmt.Sprintf("%d nodes recorded, the graph has %d", len(m.nodes), len(g.nodes))
+	}
+	for i, n := range g.nodes {
+		if m.nodes[i].id != n.id || m.nodes[i].stage != n.stage {
+			return fmt.Sprintf("node %d is %q (%s), recorded %q (%s)", i, n.id, n.stage, m.nodes[i].id, m.nodes[i].stage)
+		}
+	}
+	if len(m.exports) != len(g.exports) {
+		return fmt.Sprintf("%d exports recorded, the graph has %d", len(m.exports), len(g.exports))
+	}
+	for i, x := range g.exports {
+		if r := m.exports[i]; r.name != x.Name || r.node != x.From.node.index || r.output != x.From.output {
+			return fmt.Sprintf("export %q recorded as %q", x.Name, r.name)
+		}
+	}
+	return ""
+}
+
+func readMemo(path string) (*memo, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return nil, err
+	}
+	if fi.Size() > memoMaxSize {
+		return nil, fmt.Errorf("%w: %d bytes, more than %d", errMemoFormat, fi.Size(), memoMaxSize)
+	}
+	b := make([]byte, fi.Size())
+	if _, err := f.ReadAt(b, 0); err != nil {
+		return nil, fmt.Errorf("reading %s: %w", path, err)
+	}
+	return decodeMemo(b)
+}
+
+// writeMemo records the outcome of a build in which every node was cached or executed, for
+// BuildFromMemo. Its key is computed with the digests the pass used (ps.sources), so a source
+// that changed meanwhile makes the next build a miss. Failing only costs the next build its
+// shortcut, so errors are logged by the caller.
+func (e *Engine) writeMemo(ctx context.Context, target string, ps *pass) error {
+	if _, ok := e.store.(objectStater); !ok {
+		return nil
+	}
+	key, err := e.memoKey(ctx, target, ps.p.graph, ps.sources.hash)
+	if err != nil {
+		return err
+	}
+	m := &memo{key: key, nodes: make([]memoNode, len(ps.states)), exports: ps.p.exports}
+	tools := map[string]bool{}
+	for i, s := range ps.states {
+		pn := ps.p.nodes[i]
+		if s.outcome != OutcomeCached && s.outcome != OutcomeExecuted || s.material == nil {
+			return fmt.Errorf("node %q: %s, not memoized", pn.node.id, s.outcome)
+		}
+		rec, err := json.Marshal(RecordedNode{ID: pn.node.id, Stage: pn.node.stage, Key: s.key.String(), Outcome: OutcomeCached.String(), SameAs: s.sameAs, Material: s.material})
+		if err != nil {
+			return err
+		}
+		n := memoNode{id: pn.node.id, stage: pn.node.stage, key: s.key, sameAs: s.sameAs, mem: pn.spec.PeakMemory, deps: pn.deps, record: rec}
+		for _, name := range pn.spec.Outputs {
+			f, ok := s.outputs[name]
+			if !ok {
+				return fmt.Errorf("node %q: output %q missing", pn.node.id, name)
+			}
+			n.outputs = append(n.outputs, artifacts.NamedObject{Name: name, Digest: f.Digest, Size: f.Size})
+		}
+		m.nodes[i] = n
+		for _, t := range pn.spec.Tools {
+			if !tools[t.Path] {
+				tools[t.Path] = true
+				obj, err := ps.sources.hash(ctx, t.Path)
+				if err != nil {
+					return err
+				}
+				m.tools = append(m.tools, memoTool{path: t.Path, digest: obj.Digest})
+			}
+		}
+	}
+	return writeFileAtomic(e.memoFile(target), encodeMemo(m))
+}
+
+// writeFileAtomic writes b to path through a temp file in its directory and a rename. It does not
+// fsync: a torn memo or record fails to parse and is a miss.
+func writeFileAtomic(path string, b []byte) error {
+	dir := filepath.Dir(path)
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	tmp, err := os.CreateTemp(dir, ".tmp-*")
+	if err != nil {
+		return err
+	}
+	if _, err := tmp.Write(b); err != nil {
+		tmp.Close()
+		os.Remove(tmp.Name())
+		return err
+	}
+	if err := tmp.Close(); err != nil {
+		os.Remove(tmp.Name())
+		return err
+	}
+	if err := os.Rename(tmp.Name(), path); err != nil {
+		os.Remove(tmp.Name())
+		return err
+	}
+	return nil
+}

@@ -1,0 +1,302 @@
+package engine_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"orkpipe/artifacts"
+	"orkpipe/pipelines/engine"
+	"orkpipe/stages"
+)
+
+// memoGraph has a source file, a tool, two nodes with identical key material (b and b2) and
+// exports from both branches.
+func memoGraph(src, tool, xTag string) *engine.Graph {
+	g := engine.NewGraph()
+	a := node(g, "a", testParams{Size: 4096}, map[string]engine.Input{"src": engine.File(src)})
+	node(g, "b", testParams{}, nil)
+	b2 := node(g, "b2", testParams{Tag: "b"}, nil)
+	x := node(g, "x", testParams{Tag: xTag}, map[string]engine.Input{"in": a.Output("out")})
+	tl := g.Add("t", "test-tool", toolParams{Tool: tool}, nil)
+	z := node(g, "z", testParams{}, map[string]engine.Input{"l": x.Output("out"), "r": b2.Output("out"), "t": tl.Output("out")})
+	g.Export("z.bin", z.Output("out"))
+	g.Export("b.bin", g.Node("b").Output("out"))
+	return g
+}
+
+// eventLog is a sink keeping every event, and the text of every warning logged.
+type eventLog struct {
+	mu   sync.Mutex
+	evs  []engine.Event
+	logs bytes.Buffer
+}
+
+func (l *eventLog) Emit(ev engine.Event) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.evs = append(l.evs, ev)
+}
+
+func (l *eventLog) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.logs.Write(p)
+}
+
+// take returns the events so far in a comparable form (no times or durations; node events
+// sorted, since a pass emits them from concurrent goroutines) and forgets them.
+func (l *eventLog) take() []string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	var out []string
+	for _, ev := range l.evs {
+		ev.Time, ev.DurationMS = time.Time{}, 0
+		if ev.Summary != nil {
+			sum := *ev.Summary
+			sum.DurationMS = 0
+			ev.Summary = &sum
+		}
+		b, _ := json.Marshal(ev)
+		s, _ := json.Marshal(ev.Summary)
+		out = append(out, string(b)+string(s))
+	}
+	l.evs = nil
+	slices.Sort(out)
+	return out
+}
+
+func (l *eventLog) warnings() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	s := l.logs.String()
+	l.logs.Reset()
+	return s
+}
+
+type memoFixture struct {
+	t          *testing.T
+	store      *artifacts.Store
+	e          *engine.Engine
+	log        *eventLog
+	src, tool  string
+	opts       engine.BuildOptions
+	historyDir string
+}
+
+func newMemoFixture(t *testing.T) *memoFixture {
+	dir := t.TempDir()
+	f := &memoFixture{t: t, store: openStore(t, filepath.Join(dir, "store")), log: &eventLog{},
+		src: filepath.Join(dir, "source.bin"), tool: filepath.Join(dir, "tool.bin"), opts: engine.BuildOptions{OutDir: filepath.Join(dir, "out")}}
+	f.historyDir = engine.HistoryDir(f.store.Dir())
+	for _, p := range []string{f.src, f.tool} {
+		if err := os.WriteFile(p, []byte("first "+filepath.Base(p)), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	f.e = f.engine(1 << 30)
+	return f
+}
+
+func (f *memoFixture) engine(mem int64) *engine.Engine {
+	return newEngine(f.t, f.store, engine.WithMemoryBudget(mem), engine.WithSink(f.log),
+		engine.WithLogger(slog.New(slog.NewTextHandler(f.log, &slog.HandlerOptions{Level: slog.LevelWarn}))))
+}
+
+// fromMemo tries the memo; it fails the test on an error.
+func (f *memoFixture) fromMemo(g *engine.Graph) *engine.Result {
+	f.t.Helper()
+	res, err := f.e.BuildFromMemo(context.Background(), "memo", g, f.opts)
+	if err != nil {
+		f.t.Fatalf("BuildFromMemo: %v", err)
+	}
+	return res
+}
+
+// warm builds g in full twice (the second lets the stat cache vouch for the exports, past its
+// racy window) and forgets the events.
+func (f *memoFixture) warm(g *engine.Graph) {
+	f.t.Helper()
+	mustBuild(f.t, f.e, "memo", g, f.opts)
+	time.Sleep(250 * time.Millisecond)
+	mustBuild(f.t, f.e, "memo", g, f.opts)
+	f.log.take()
+}
+
+// TestBuildFromMemoIsANoopBuild: once a build has run, BuildFromMemo serves the same graph with
+// exactly the events, result, outputs and build record a no-op Build gives, running nothing.
+func TestBuildFromMemoIsANoopBuild(t *testing.T) {
+	resetCounts()
+	f := newMemoFixture(t)
+	g := memoGraph(f.src, f.tool, "x")
+	if res := f.fromMemo(g); res != nil {
+		t.Fatalf("BuildFromMemo before any build served %+v", res)
+	}
+	f.warm(g)
+	noop := mustBuild(t, f.e, "memo", g, f.opts)
+	want := f.log.take()
+	resetCounts()
+	res := f.fromMemo(g)
+	if res == nil {
+		t.Fatalf("BuildFromMemo after a build: a miss (warnings: %s)", f.log.warnings())
+	}
+	if got := executedTags(); got != "" {
+		t.Errorf("BuildFromMemo executed %q", got)
+	}
+	if got := f.log.take(); !slices.Equal(got, want) {
+		t.Errorf("BuildFromMemo events differ from a no-op Build's:\n got %s\nwant %s", strings.Join(got, "\n    "), strings.Join(want, "\n    "))
+	}
+	if res.Executed != 0 || res.Cached != 6 || res.Passes != 1 || fmt.Sprint(res.Exports) != fmt.Sprint(noop.Exports) ||
+		fmt.Sprint(res.Outputs) != fmt.Sprint(noop.Outputs) || fmt.Sprint(res.Nodes) != fmt.Sprint(noop.Nodes) {
+		t.Errorf("BuildFromMemo result %+v, want that of the no-op Build %+v", res, noop)
+	}
+	if b, b2 := nodeResult(t, res, "b").SameAs, nodeResult(t, res, "b2").SameAs; b+b2 != "b" && b+b2 != "b2" {
+		t.Errorf("b same as %q, b2 same as %q: want one to name the other", b, b2)
+	}
+	recs, err := engine.History(context.Background(), f.historyDir, "memo", 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, _ := json.Marshal(recs[0].Nodes)
+	b, _ := json.Marshal(recs[1].Nodes)
+	if !bytes.Equal(a, b) {
+		t.Errorf("build record of BuildFromMemo:\n%s\nno-op Build's:\n%s", a, b)
+	}
+	if w := f.log.warnings(); w != "" {
+		t.Errorf("warnings: %s", w)
+	}
+}
+
+// TestBuildFromMemoGuards: each thing a build depends on, changed, makes the memo a miss, and the
+// planned build then runs exactly what the change concerns.
+func TestBuildFromMemoGuards(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		change func(f *memoFixture) *engine.Graph // returns the graph to build next
+		want   string                             // tags executed by the planned build
+		warns  string                             // in the warnings logged by BuildFromMemo
+	}{
+		{name: "source file", want: "a,x,z", change: func(f *memoFixture) *engine.Graph {
+			writeFile(t, f.src, "second source")
+			return memoGraph(f.src, f.tool, "x")
+		}},
+		{name: "params", want: "x2,z", change: func(f *memoFixture) *engine.Graph { return memoGraph(f.src, f.tool, "x2") }},
+		{name: "tool", want: "tool,z", change: func(f *memoFixture) *engine.Graph {
+			writeFile(t, f.tool, "second tool")
+			return memoGraph(f.src, f.tool, "x")
+		}},
+		{name: "memory budget", want: "", change: func(f *memoFixture) *engine.Graph {
+			f.e = f.engine(1<<30 + 1)
+			return memoGraph(f.src, f.tool, "x")
+		}},
+		{name: "executable", want: "", change: func(f *memoFixture) *engine.Graph {
+			exe := filepath.Join(t.TempDir(), "orkpipe")
+			writeFile(t, exe, "another orkpipe")
+			old := stages.ExecutablePath
+			stages.ExecutablePath = func() (string, error) { return exe, nil }
+			t.Cleanup(func() { stages.ExecutablePath = old })
+			return memoGraph(f.src, f.tool, "x")
+		}},
+		{name: "intermediate object removed", want: "x", change: func(f *memoFixture) *engine.Graph {
+			removeOutput(t, f, "x")
+			return memoGraph(f.src, f.tool, "x")
+		}},
+		{name: "export corrupted", want: "z", warns: "export corrupt", change: func(f *memoFixture) *engine.Graph {
+			p := objectPath(t, f.store, outputOf(t, f, "z"))
+			flipByte(t, p, 0)
+			f.opts.OutDir = t.TempDir() // the old z.bin shares the corrupted inode
+			return memoGraph(f.src, f.tool, "x")
+		}},
+		{name: "memo truncated", want: "", warns: "build memo unusable", change: func(f *memoFixture) *engine.Graph {
+			rewriteMemo(t, f, func(b []byte) []byte { return b[:len(b)-7] })
+			return memoGraph(f.src, f.tool, "x")
+		}},
+		{name: "memo byte flipped", want: "", warns: "checksum mismatch", change: func(f *memoFixture) *engine.Graph {
+			rewriteMemo(t, f, func(b []byte) []byte { b[len(b)/2] ^= 1; return b })
+			return memoGraph(f.src, f.tool, "x")
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			resetCounts()
+			f := newMemoFixture(t)
+			f.warm(memoGraph(f.src, f.tool, "x"))
+			if f.fromMemo(memoGraph(f.src, f.tool, "x")) == nil {
+				t.Fatalf("no memo hit before the change (warnings: %s)", f.log.warnings())
+			}
+			f.log.warnings()
+			time.Sleep(20 * time.Millisecond) // a rewritten file gets another mtime
+			g := tc.change(f)
+			if res := f.fromMemo(g); res != nil {
+				t.Fatalf("BuildFromMemo served the build after the change: executed %d cached %d", res.Executed, res.Cached)
+			}
+			if w := f.log.warnings(); tc.warns == "" && w != "" || !strings.Contains(w, tc.warns) {
+				t.Errorf("warnings %q, want them to mention %q", w, tc.warns)
+			}
+			resetCounts()
+			mustBuild(t, f.e, "memo", g, f.opts)
+			if got := executedTags(); got != tc.want {
+				t.Errorf("the planned build after the change executed %q, want %q", got, tc.want)
+			}
+			// That build wrote a new memo: the next one is served from it, running nothing.
+			resetCounts()
+			if f.fromMemo(g) == nil || executedTags() != "" {
+				t.Errorf("no memo hit after the planned build (warnings: %s)", f.log.warnings())
+			}
+		})
+	}
+}
+
+func writeFile(t *testing.T, p, s string) {
+	t.Helper()
+	if err := os.WriteFile(p, []byte(s), 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// rewriteMemo replaces the memo file of the fixture's target by edit of its bytes.
+func rewriteMemo(t *testing.T, f *memoFixture, edit func([]byte) []byte) {
+	t.Helper()
+	p := filepath.Join(f.historyDir, "memo", "memo")
+	b, err := os.ReadFile(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	writeFile(t, p, string(edit(b)))
+}
+
+// outputOf returns the digest of node id's output in the newest build record.
+func outputOf(t *testing.T, f *memoFixture, id string) artifacts.Digest {
+	t.Helper()
+	recs, err := engine.History(context.Background(), f.historyDir, "memo", 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range recs[0].Nodes {
+		if n.ID == id {
+			k, err := artifacts.ParseDigest(n.Key)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return objectOf(t, f.store, k)
+		}
+	}
+	t.Fatalf("no node %q recorded", id)
+	return artifacts.Digest{}
+}
+
+func removeOutput(t *testing.T, f *memoFixture, id string) {
+	t.Helper()
+	p := objectPath(t, f.store, outputOf(t, f, id))
+	if err := os.Remove(p); err != nil {
+		t.Fatal(err)
+	}
+}

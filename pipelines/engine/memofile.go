@@ -1,0 +1,240 @@
+package engine
+
+import (
+	"bytes"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"math"
+
+	"orkpipe/artifacts"
+)
+
+// memoMagic opens a build memo file (format: package doc, "Build memo").
+const memoMagic = "ORKMEMO1"
+
+// memoMaxSize bounds a memo file read from disk (a 901-node graph's memo is a few hundred KB).
+const memoMaxSize = 256 << 20
+
+// errMemoFormat is wrapped by every reason a memo file does not parse; such a memo is a miss.
+var errMemoFormat = errors.New("build memo: bad format")
+
+// memo is the outcome of a finished build of a target, keyed by memoKey: everything its plan and
+// its node keys depend on. See the package doc.
+type memo struct {
+	key     artifacts.Digest
+	nodes   []memoNode
+	exports []pexport // node indices into nodes
+	tools   []memoTool
+}
+
+// memoNode is one node of a memoized build: what its plan and node_cached events say, its
+// outputs (each checked to be in the store before the memo is used) and its entry of the build
+// record (explain).
+type memoNode struct {
+	id, stage string
+	key       artifacts.Digest
+	sameAs    string
+	mem       int64
+	deps      []int // indices of earlier nodes
+	outputs   []artifacts.NamedObject
+	record    []byte // the node's RecordedNode, outcome cached, as JSON
+}
+
+// memoTool is an external tool some node's key depends on, with the digest it had.
+type memoTool struct {
+	path   string
+	digest artifacts.Digest
+}
+
+// encodeMemo returns the file form of m: magic, body length (uint64 little-endian), body, and the
+// BLAKE3 of the body.
+func encodeMemo(m *memo) []byte {
+	var w memoWriter
+	w.digest(m.key)
+	w.uint(uint64(len(m.nodes)))
+	for _, n := range m.nodes {
+		w.str(n.id)
+		w.str(n.stage)
+		w.digest(n.key)
+		w.str(n.sameAs)
+		w.uint(uint64(n.mem))
+		w.uint(uint64(len(n.deps)))
+		for _, d := range n.deps {
+			w.uint(uint64(d))
+		}
+		w.uint(uint64(len(n.outputs)))
+		for _, o := range n.outputs {
+			w.str(o.Name)
+			w.digest(o.Digest)
+			w.uint(uint64(o.Size))
+		}
+		w.bytes(n.record)
+	}
+	w.uint(uint64(len(m.exports)))
+	for _, x := range m.exports {
+		w.str(x.name)
+		w.uint(uint64(x.node))
+		w.str(x.output)
+	}
+	w.uint(uint64(len(m.tools)))
+	for _, t := range m.tools {
+		w.str(t.path)
+		w.digest(t.digest)
+	}
+	body := w.b.Bytes()
+	out := make([]byte, 0, len(memoMagic)+8+len(body)+32)
+	out = append(out, memoMagic...)
+	out = binary.LittleEndian.AppendUint64(out, uint64(len(body)))
+	out = append(out, body...)
+	return append(out, artifacts.SumBytes(body).Bytes()...)
+}
+
+// decodeMemo parses and verifies a memo file: the magic, the length, the checksum, then every
+// field (counts within the bytes left, dependencies and exports naming earlier or existing nodes,
+// no zero digest, no trailing bytes). Any failure wraps errMemoFormat.
+func decodeMemo(b []byte) (*memo, error) {
+	if len(b) < len(memoMagic)+8+32 || string(b[:len(memoMagic)]) != memoMagic {
+		return nil, fmt.Errorf("%w: no %q header", errMemoFormat, memoMagic)
+	}
+	n := binary.LittleEndian.Uint64(b[len(memoMagic):])
+	body := b[len(memoMagic)+8 : len(b)-32]
+	if n != uint64(len(body)) {
+		return nil, fmt.Errorf("%w: body length %d, the file holds %d (truncated or extended)", errMemoFormat, n, len(body))
+	}
+	if artifacts.SumBytes(body) != digestOf(b[len(b)-32:]) {
+		return nil, fmt.Errorf("%w: checksum mismatch", errMemoFormat)
+	}
+	r := memoReader{b: body}
+	m := &memo{key: r.digest()}
+	m.nodes = make([]memoNode, r.count(1+1+32+1+1+1+1+1))
+	for i := range m.nodes {
+		nd := &m.nodes[i]
+		nd.id, nd.stage = r.str(), r.str()
+		nd.key = r.digest()
+		nd.sameAs = r.str()
+		nd.mem = int64(r.uint(math.MaxInt64))
+		nd.deps = make([]int, r.count(1))
+		if i == 0 && len(nd.deps) > 0 {
+			r.fail("node 0 has dependencies")
+		}
+		for j := range nd.deps {
+			nd.deps[j] = int(r.uint(uint64(i - 1))) // earlier nodes only
+		}
+		nd.outputs = make([]artifacts.NamedObject, r.count(1+32+1))
+		for j := range nd.outputs {
+			nd.outputs[j] = artifacts.NamedObject{Name: r.str(), Digest: r.digest(), Size: int64(r.uint(math.MaxInt64))}
+		}
+		nd.record = r.bytes()
+		if r.err == nil && (nd.id == "" || nd.stage == "") {
+			r.fail(fmt.Sprintf("node %d: empty id or stage", i))
+		}
+	}
+	m.exports = make([]pexport, r.count(1+1+1))
+	for i := range m.exports {
+		m.exports[i] = pexport{name: r.str(), node: int(r.uint(uint64(max(len(m.nodes)-1, 0)))), output: r.str()}
+		if r.err == nil && len(m.nodes) == 0 {
+			r.fail("an export without nodes")
+		}
+	}
+	m.tools = make([]memoTool, r.count(1+32))
+	for i := range m.tools {
+		m.tools[i] = memoTool{path: r.str(), digest: r.digest()}
+	}
+	if r.err == nil && len(r.b) != 0 {
+		r.fail(fmt.Sprintf("%d trailing bytes", len(r.b)))
+	}
+	if r.err != nil {
+		return nil, r.err
+	}
+	return m, nil
+}
+
+func digestOf(b []byte) artifacts.Digest {
+	d, _ := artifacts.DigestFromBytes(b) // 32 bytes by construction
+	return d
+}
+
+type memoWriter struct{ b bytes.Buffer }
+
+func (w *memoWriter) uint(v uint64) { w.b.Write(binary.AppendUvarint(nil, v)) }
+func (w *memoWriter) bytes(p []byte) {
+	w.uint(uint64(len(p)))
+	w.b.Write(p)
+}
+func (w *memoWriter) str(s string)              { w.uint(uint64(len(s))); w.b.WriteString(s) }
+func (w *memoWriter) digest(d artifacts.Digest) { w.b.Write(d.Bytes()) }
+
+// memoReader reads the fields of a memo body; the first error sticks and every later read
+// returns a zero value.
+type memoReader struct {
+	b   []byte
+	err error
+}
+
+func (r *memoReader) fail(why string) {
+	if r.err == nil {
+		r.err = fmt.Errorf("%w: %s", errMemoFormat, why)
+	}
+	r.b = nil
+}
+
+// uint reads a uvarint in its shortest form, no larger than limit.
+func (r *memoReader) uint(limit uint64) uint64 {
+	if r.err != nil {
+		return 0
+	}
+	v, n := binary.Uvarint(r.b)
+	if n <= 0 {
+		r.fail("truncated or overlong varint")
+		return 0
+	}
+	if n != len(binary.AppendUvarint(nil, v)) {
+		r.fail("non-minimal varint")
+		return 0
+	}
+	if v > limit {
+		r.fail(fmt.Sprintf("value %d above %d", v, limit))
+		return 0
+	}
+	r.b = r.b[n:]
+	return v
+}
+
+// count reads an element count; each element takes at least min bytes, so a count the bytes left
+// cannot hold is an error (no allocation is sized by an unchecked count).
+func (r *memoReader) count(min int) int {
+	return int(r.uint(uint64(len(r.b) / min)))
+}
+
+func (r *memoReader) bytes() []byte {
+	n := r.uint(math.MaxUint64)
+	if r.err != nil {
+		return nil
+	}
+	if n > uint64(len(r.b)) {
+		r.fail(fmt.Sprintf("a %d-byte field with %d bytes left", n, len(r.b)))
+		return nil
+	}
+	p := r.b[:n:n]
+	r.b = r.b[n:]
+	return p
+}
+
+func (r *memoReader) str() string { return string(r.bytes()) }
+
+func (r *memoReader) digest() artifacts.Digest {
+	if r.err != nil {
+		return artifacts.Digest{}
+	}
+	if len(r.b) < 32 {
+		r.fail("truncated digest")
+		return artifacts.Digest{}
+	}
+	d := digestOf(r.b[:32])
+	r.b = r.b[32:]
+	if d.IsZero() {
+		r.fail("zero digest")
+	}
+	return d
+}

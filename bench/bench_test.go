@@ -407,17 +407,19 @@ func TestCalibFlops(t *testing.T) {
 
 // TestGPTQShares: the scale-gptq row counts 4/3·K³ + 2·N·K² for the seven weights of a 27B-shaped
 // layer (1.37e13, docs/performance.md) and reports each build's and the fitted layer's share of the
-// reference dgemm rate.
+// reference dgemm rate, in wall time and in CPU time; the target takes the CPU figure.
 func TestGPTQShares(t *testing.T) {
 	per := layerGPTQFlops(shape27B(1))
 	if math.Abs(per-1.36802e13)/1.36802e13 > 1e-5 {
 		t.Fatalf("layer GPTQ flops %.6g, want 1.36802e13", per)
 	}
-	dgemmS := matmulFlops() / 100e9 // a 100 GFLOP/s dgemm
+	dgemmS := matmulFlops() / 100e9 // a 100 GFLOP/s dgemm, 50 per CPU-second
 	r := Row{ID: "scale-gptq", FitUnit: "layer", Measures: []Measure{
-		{Label: dgemmLabel, Role: "reference", Samples: []float64{dgemmS, dgemmS / 2, dgemmS}},
-		{Label: "cold gptq build, 1 layer(s)", Role: "subject", X: 1, Samples: []float64{per / 50e9}},          // 50 GFLOP/s
-		{Label: "cold gptq build, 2 layer(s)", Role: "subject", X: 2, Samples: []float64{per/50e9 + per/80e9}}, // the second layer at 80
+		{Label: dgemmLabel, Role: "reference", Samples: []float64{dgemmS, dgemmS / 2, dgemmS}, CPU: []float64{2 * dgemmS, dgemmS, 2 * dgemmS}},
+		// 50 GFLOP/s, 25 per CPU-second
+		{Label: "cold gptq build, 1 layer(s)", Role: "subject", X: 1, Samples: []float64{per / 50e9}, CPU: []float64{per / 25e9}},
+		// the second layer at 80 GFLOP/s and 40 per CPU-second
+		{Label: "cold gptq build, 2 layer(s)", Role: "subject", X: 2, Samples: []float64{per/50e9 + per/80e9}, CPU: []float64{per/25e9 + per/40e9}},
 	}}
 	gptqShares(&r, shape27B(1))
 	if g := r.Measures[0].GFLOPS; math.Abs(g-100) > 1e-9 {
@@ -429,16 +431,24 @@ func TestGPTQShares(t *testing.T) {
 	if s, want := r.Measures[2].Share, 2*per/(per/50e9+per/80e9)/1e9/100; math.Abs(s-want) > 1e-9 {
 		t.Errorf("2-layer share %.6g, want %.6g", s, want)
 	}
-	if !strings.Contains(r.Note, "**80% of the dgemm rate**") {
-		t.Errorf("note %q does not give the fitted layer's 80%%", r.Note)
+	if !strings.Contains(r.Note, "= 80% of the dgemm rate") || !strings.Contains(r.Note, "**80% of dgemm's rate per CPU-second**") {
+		t.Errorf("note %q does not give the fitted layer's 80%% (wall and CPU)", r.Note)
+	}
+	if !strings.Contains(r.Measures[1].Extra, "= 50% of dgemm's") {
+		t.Errorf("1-layer notes %q, want 50%% of dgemm's CPU rate", r.Measures[1].Extra)
 	}
 	if s, ok := gptqLayerShare(&r); !ok || math.Abs(s-0.8) > 1e-9 {
-		t.Errorf("target's layer share %.6g (%v), want 0.8 from the fit", s, ok)
+		t.Errorf("target's layer share %.6g (%v), want 0.8 from the CPU fit", s, ok)
+	}
+	one := Row{ID: "scale-gptq", FitUnit: "layer", Measures: r.Measures[:2]}
+	gptqShares(&one, shape27B(1))
+	if s, ok := gptqLayerShare(&one); !ok || math.Abs(s-0.5) > 1e-9 {
+		t.Errorf("one size: target's layer share %.6g (%v), want the 1-layer build's 0.5", s, ok)
 	}
 	r.Measures[0].Skipped = "skipped: no blas"
 	r.Note = ""
 	gptqShares(&r, shape27B(1))
-	if r.Note != "" {
+	if _, ok := gptqLayerShare(&r); r.Note != "" || ok {
 		t.Errorf("a skipped reference still gave a share: %q", r.Note)
 	}
 }

@@ -19,6 +19,7 @@ type Measure struct {
 	Role    string    `json:"role"`              // "subject" or "baseline"
 	Command string    `json:"command,omitempty"` // how to reproduce it by hand
 	Samples []float64 `json:"samples_s,omitempty"`
+	CPU     []float64 `json:"cpu_s,omitempty"` // user + system CPU seconds per run, where recorded (scale-gptq)
 	Stats   Stats     `json:"stats"`
 	Bytes   int64     `json:"bytes,omitempty"`      // bytes processed per run (throughput)
 	PeakRSS int64     `json:"peak_rss,omitempty"`   // highest peak RSS of the runs, bytes

@@ -33,6 +33,7 @@ func (e *env) buildStep(m *Measure, cache, recipe, out string, mem int64, cold b
 			if err != nil {
 				return d, rss, err
 			}
+			m.CPU = append(m.CPU, e.lastCPU.Seconds())
 			n, err := executed(stdout.Bytes())
 			if err != nil {
 				return d, rss, err

@@ -24,11 +24,12 @@ type env struct {
 	longRuns int   // runs of the long rows
 	size     int64 // bytes of the big file (hash, CAS, push/pull rows)
 	profile  string
-	orkpipe  string // the orkpipe binary built for this run
-	self     string // this harness binary (GPTQ worker)
-	blasSelf string // this harness built with -tags blas ("" if not built)
-	blasErr  string // why the blas worker could not be built
-	blas     bool   // orkpipe was built with -tags blas (-blas)
+	orkpipe  string        // the orkpipe binary built for this run
+	self     string        // this harness binary (GPTQ worker)
+	blasSelf string        // this harness built with -tags blas ("" if not built)
+	blasErr  string        // why the blas worker could not be built
+	blas     bool          // orkpipe was built with -tags blas (-blas)
+	lastCPU  time.Duration // user + system CPU of the last command that succeeded (its threads included)
 	log      *slog.Logger
 	bigFile  string
 	corpus   string // calibration corpus for GPTQ recipes
@@ -171,6 +172,7 @@ func (e *env) commandIn(dir string, stdout io.Writer, argv ...string) (time.Dura
 		return d, 0, fmt.Errorf("%s: %w: %s", strings.Join(argv, " "), err, strings.TrimSpace(tail))
 	}
 	rss := sampled.Load()
+	e.lastCPU = cmd.ProcessState.UserTime() + cmd.ProcessState.SystemTime()
 	if ru, ok := cmd.ProcessState.SysUsage().(*syscall.Rusage); ok && ru.Maxrss*1024 > own {
 		rss = max(rss, ru.Maxrss*1024)
 	}

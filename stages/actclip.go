@@ -87,6 +87,7 @@ type ActClipParams struct {
 	Tensor   string    `json:"tensor"`
 	N        int       `json:"n"`
 	K        int       `json:"k"`
+	KP       int       `json:"kp"` // the finalized weight's stored row length (K, or padded by its rotation)
 	ActBits  int       `json:"act_bits"`
 	Grid     []float64 `json:"grid"`
 	Channels int       `json:"channels"`
@@ -101,8 +102,7 @@ const DefaultActClipChannels = 512
 // rotated copy and activation codes (rows·KP·5), the float product and one emulated output over the
 // channels used (rows·C·(8+4)) and the copy of the channels' codes.
 func ActClipMemory(p ActClipParams) int64 {
-	n, k, rows := int64(p.N), int64(p.K), int64(p.Rows)
-	kp := int64(PaddedK(p.K, "hadamard"))
+	n, k, kp, rows := int64(p.N), int64(p.K), int64(p.KP), int64(p.Rows)
 	ch := n
 	if p.Channels > 0 && int64(p.Channels) < n {
 		ch = int64(p.Channels)
@@ -112,8 +112,8 @@ func ActClipMemory(p ActClipParams) int64 {
 
 func (p ActClipParams) validate() error {
 	switch {
-	case p.Tensor == "" || p.N < 1 || p.K < 1 || p.Rows < 1:
-		return fmt.Errorf("tensor %q, shape N=%d K=%d, %d sample rows: want a tensor and positive sizes", p.Tensor, p.N, p.K, p.Rows)
+	case p.Tensor == "" || p.N < 1 || p.K < 1 || p.KP < p.K || p.Rows < 1:
+		return fmt.Errorf("tensor %q, shape N=%d K=%d KP=%d, %d sample rows: want a tensor, positive sizes and KP >= K", p.Tensor, p.N, p.K, p.KP, p.Rows)
 	case p.ActBits != 4 && p.ActBits != 8:
 		return fmt.Errorf("act_bits %d: want 4 or 8 (F16 entries are not clipped)", p.ActBits)
 	case len(p.Grid) == 0 || p.Channels < 0:
@@ -142,9 +142,9 @@ func runActClip(ctx context.Context, p ActClipParams, req Request) error {
 		return err
 	}
 	m := q.Meta
-	if m.N != p.N || m.K != p.K || m.ActBits != p.ActBits || m.Bits == 16 {
-		return fmt.Errorf("finalized weight %s (%s): %s N=%d K=%d act_bits %d, the plan says %s N=%d K=%d act_bits %d",
-			req.Inputs["weight"].Path, m.Name, m.DType, m.N, m.K, m.ActBits, p.Tensor, p.N, p.K, p.ActBits)
+	if m.N != p.N || m.K != p.K || m.KP != p.KP || m.ActBits != p.ActBits || m.Bits == 16 {
+		return fmt.Errorf("finalized weight %s (%s): %s N=%d K=%d KP=%d act_bits %d, the plan says %s N=%d K=%d KP=%d act_bits %d",
+			req.Inputs["weight"].Path, m.Name, m.DType, m.N, m.K, m.KP, m.ActBits, p.Tensor, p.N, p.K, p.KP, p.ActBits)
 	}
 	acts, err := calib.ReadActSampleFile(ctx, req.Inputs["acts"].Path)
 	if err != nil {

@@ -47,7 +47,7 @@ var buildSteps = []buildStep{
 	// Activation samples (calibrate with act_sample) and the activation clip search on one of them.
 	{"calibrate-sampled", "calibrate", `{"shape":` + fpShape + `,"start":0,"end":1,"sequences":2,"ctx":16,"hidden":false,"act_sample":7}`,
 		map[string]string{"model": "synth.model.gguf", "tokens": "tokenize.tokens"}, nil},
-	{"act-clip", "act-clip", `{"tensor":"blk.0.ffn_down.weight","n":64,"k":96,"act_bits":8,"grid":[1,0.9,0.8,0.7,0.6,0.5],"channels":16,"rows":7}`,
+	{"act-clip", "act-clip", `{"tensor":"blk.0.ffn_down.weight","n":64,"k":96,"kp":96,"act_bits":8,"grid":[1,0.9,0.8,0.7,0.6,0.5],"channels":16,"rows":7}`,
 		map[string]string{"model": "synth.model.gguf", "weight": "finalize.weight", "acts": "calibrate-sampled.a.0.ffn_down"}, nil},
 	{"tile", "tile", `{"nibbles":"low-first","n":64,"kp":96}`, map[string]string{"weight": "finalize.weight"}, nil},
 	{"tile-rtn", "tile", `{"nibbles":"high-first","n":64,"kp":64}`, map[string]string{"weight": "finalize-rtn.weight"}, nil},

@@ -46,6 +46,21 @@ type FinalizeParams struct {
 	ScaleSearch string `json:"scale_search,omitempty"`
 	// ScaleSign "search" also tries negative scales for 4-bit codes (quant.WithNegativeScales).
 	ScaleSign string `json:"scale_sign,omitempty"`
+	// RotationBlock is the smallest Hadamard block of the rotation (0, omitted: quant.MinBlock;
+	// quant.NewRotationMinBlock).
+	RotationBlock int `json:"rotation_block,omitempty"`
+}
+
+// KP returns the stored row length of the finalized weight: K, or K padded by its rotation.
+func (p FinalizeParams) KP() int {
+	if p.Rotation != "hadamard" {
+		return p.K
+	}
+	r, err := quant.NewRotationMinBlock(p.K, true, 0, max(p.RotationBlock, quant.MinBlock))
+	if err != nil {
+		return p.K
+	}
+	return r.Padded
 }
 
 // dtype returns the pack dtype the parameters name, spelled as pack.DType.String spells it (a node key
@@ -90,7 +105,7 @@ func PaddedK(k int, rotation string) int {
 // 0.06 + 0.33 (weight) + 2.95 (GPTQ: Hessian 2.26, rotated copy 0.33, rows 0.17, codes 0.09, ...)
 // + 0.09 (margin) ≈ 3.44 GiB; TestFinalizeMemory measures it against the process's VmHWM.
 func FinalizeMemory(p FinalizeParams) int64 {
-	n, k, kp := int64(p.N), int64(p.K), int64(PaddedK(p.K, p.Rotation))
+	n, k, kp := int64(p.N), int64(p.K), int64(p.KP())
 	base := int64(64<<20) + n*k*4 // float32 weight
 	if d, _ := p.dtype(); d == pack.F16 {
 		return base + 2*n*k*2
@@ -142,6 +157,8 @@ func (p FinalizeParams) validate() error {
 		return fmt.Errorf("importance %q: want imatrix or nothing", p.Importance)
 	case p.Importance == "imatrix" && (p.Method != "rtn" || p.Rotation != "none"):
 		return fmt.Errorf("importance imatrix with method %s, rotation %s: an imatrix holds only diag(H), it weights rtn without rotation", p.Method, p.Rotation)
+	case p.RotationBlock != 0 && (p.Rotation != "hadamard" || p.RotationBlock <= quant.MinBlock || p.RotationBlock&(p.RotationBlock-1) != 0):
+		return fmt.Errorf("rotation_block %d with rotation %s: want a power of two above %d with hadamard, or 0", p.RotationBlock, p.Rotation, quant.MinBlock)
 	case !(p.ActClip >= 0 && p.ActClip < 1) || d == pack.F16 && p.ActClip != 0:
 		return fmt.Errorf("act_clip %v: want a ratio in (0, 1), or 0 for none (F16: none)", p.ActClip)
 	}
@@ -245,6 +262,9 @@ func finalizeWeight(ctx context.Context, p FinalizeParams, req Request) (*QWeigh
 	opts := []quant.Option{quant.WithBits(meta.Bits), quant.WithGroup(p.Group), quant.WithClipGrid(grid)}
 	if p.Rotation == "hadamard" {
 		opts = append(opts, quant.WithRotation(true, p.Seed))
+		if p.RotationBlock > 0 {
+			opts = append(opts, quant.WithRotationMinBlock(p.RotationBlock))
+		}
 	}
 	scaleOpts, err := p.scaleOptions()
 	if err != nil {

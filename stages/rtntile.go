@@ -19,7 +19,7 @@ type RTNTileParams struct {
 // RTNTileMemory is the declared peak memory of an rtn-tile node: the RTN finalize's (codes, scales,
 // the workers' rows) plus the tiled codes, at most one byte per code with tile padding.
 func RTNTileMemory(p FinalizeParams) int64 {
-	n, kp := int64(p.N), int64(PaddedK(p.K, p.Rotation))
+	n, kp := int64(p.N), int64(p.KP())
 	return FinalizeMemory(p) + (n+64)*(kp+32)
 }
 

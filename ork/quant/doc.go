@@ -41,7 +41,9 @@
 // two dividing the padded length P, and Block >= 32. P is K when K has a power-of-two divisor of
 // at least 32 (64 -> one 64 block; 5120 -> 5 x 1024; 17408 -> 17 x 1024; 4096 -> one 4096
 // block); otherwise K is zero-padded up to the next multiple of 32 (172 -> 192 = 3 x 64) — the
-// NPU pads K to a multiple of 32 anyway. Weights rows and activation rows are rotated the same
+// NPU pads K to a multiple of 32 anyway. [NewRotationMinBlock] (option WithRotationMinBlock) pads
+// further when the blocks would be shorter than a minimum (172 with 256: one block of 256), so
+// each rotated value mixes more channels. Weights rows and activation rows are rotated the same
 // way: (R·w)·(R·x) = w·x, so a rotated weight is only correct against rotated activations, and
 // both carry the padded length KP = P. Every consumer (tiler, pack, evaluator) must pad an
 // activation row of K values with P-K zeros before rotating it, which [Rotation.Apply] does.

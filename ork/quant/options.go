@@ -27,6 +27,7 @@ type config struct {
 	consumeH     bool
 	scaleSearch  ScaleSearch
 	negScales    bool
+	minBlock     int
 }
 
 // Option configures RTN and GPTQ. Each option validates its own argument.
@@ -35,7 +36,7 @@ type Option func(*config) error
 func newConfig(opts []Option) (*config, error) {
 	c := &config{
 		bits: 4, group: 32, clipGrid: DefaultClipGrid, workers: runtime.GOMAXPROCS(0),
-		blockSize: 128, percDamp: 0.01, dampStep: 0.01, dampTries: 8,
+		blockSize: 128, percDamp: 0.01, dampStep: 0.01, dampTries: 8, minBlock: MinBlock,
 	}
 	for _, o := range opts {
 		if err := o(c); err != nil {
@@ -112,6 +113,18 @@ func WithClipGrid(grid []float64) Option {
 func WithRotation(signs bool, seed uint64) Option {
 	return func(c *config) error {
 		c.rotate, c.signs, c.seed = true, signs, seed
+		return nil
+	}
+}
+
+// WithRotationMinBlock makes the rotation's Hadamard blocks at least b values long (NewRotationMinBlock;
+// default MinBlock, NewRotation's rotation).
+func WithRotationMinBlock(b int) Option {
+	return func(c *config) error {
+		if b < MinBlock || b&(b-1) != 0 {
+			return fmt.Errorf("rotation minimum block %d: %w (want a power of two >= %d)", b, ErrParam, MinBlock)
+		}
+		c.minBlock = b
 		return nil
 	}
 }

@@ -27,12 +27,27 @@ func (r Rotation) IsZero() bool { return r.K == 0 }
 // dividing k, if that is at least 32; otherwise k is zero-padded to the next multiple of 32 and
 // the blocks are the largest power of two dividing the padded length.
 func NewRotation(k int, signs bool, seed uint64) (Rotation, error) {
+	return NewRotationMinBlock(k, signs, seed, MinBlock)
+}
+
+// NewRotationMinBlock is NewRotation with blocks of at least minBlock values (a power of two >= 32):
+// when the largest power of two dividing k (or k padded to a multiple of 32) is smaller, k is
+// zero-padded to the next multiple of minBlock instead (172 with minBlock 256: one block of 256,
+// where NewRotation makes three of 64). A larger block mixes more channels into each rotated value,
+// so activation outliers spread over more of them, at the cost of the padding.
+func NewRotationMinBlock(k int, signs bool, seed uint64, minBlock int) (Rotation, error) {
 	if k <= 0 {
 		return Rotation{}, fmt.Errorf("rotation for K=%d: %w (want K > 0)", k, ErrShape)
+	}
+	if minBlock < MinBlock || minBlock&(minBlock-1) != 0 {
+		return Rotation{}, fmt.Errorf("rotation minimum block %d: %w (want a power of two >= %d)", minBlock, ErrParam, MinBlock)
 	}
 	p := k
 	if k&-k < MinBlock {
 		p = (k + MinBlock - 1) / MinBlock * MinBlock
+	}
+	if p&-p < minBlock {
+		p = (k + minBlock - 1) / minBlock * minBlock
 	}
 	r := Rotation{K: k, Padded: p, Block: p & -p, Signs: signs}
 	if signs {
@@ -46,8 +61,8 @@ func (r Rotation) Validate() error {
 	if r.IsZero() {
 		return nil
 	}
-	if r.Block < MinBlock || r.Block&(r.Block-1) != 0 || r.Padded < r.K || r.Padded%r.Block != 0 || r.Padded-r.K >= MinBlock {
-		return fmt.Errorf("rotation K=%d padded=%d block=%d: %w (want a power-of-two block >= %d dividing padded, padded-K < %d)",
+	if r.Block < MinBlock || r.Block&(r.Block-1) != 0 || r.Padded < r.K || r.Padded%r.Block != 0 || r.Padded-r.K >= max(MinBlock, r.Block) {
+		return fmt.Errorf("rotation K=%d padded=%d block=%d: %w (want a power-of-two block >= %d dividing padded, padded-K below the block and below %d or the block)",
 			r.K, r.Padded, r.Block, ErrParam, MinBlock, MinBlock)
 	}
 	return nil

@@ -1,6 +1,7 @@
 package quant
 
 import (
+	"context"
 	"errors"
 	"math"
 	"testing"
@@ -143,6 +144,57 @@ func TestRotateHessianMatchesRotatedActivations(t *testing.T) {
 	for i, v := range hr.Data {
 		if math.Abs(got[i]-v) > 1e-3*(1+math.Abs(v)) {
 			t.Fatalf("R H Rᵀ[%d,%d] = %v, Hessian of rotated activations %v", i/r.Padded, i%r.Padded, got[i], v)
+		}
+	}
+}
+
+// TestRotationMinBlock: a minimum block pads K further only when its own blocks would be smaller; the
+// padded rotation is still orthogonal (rows round-trip), and RTN and GPTQ store the padded length.
+func TestRotationMinBlock(t *testing.T) {
+	for _, tc := range []struct{ k, min, padded, block int }{
+		{172, 32, 192, 64}, {172, 256, 256, 256}, {96, 128, 128, 128}, {5120, 256, 5120, 1024}, {64, 256, 256, 256}, {17408, 2048, 18432, 2048},
+	} {
+		r, err := NewRotationMinBlock(tc.k, true, 9, tc.min)
+		if err != nil || r.Padded != tc.padded || r.Block != tc.block || r.Validate() != nil {
+			t.Errorf("K=%d min %d: %+v %v, want padded %d block %d", tc.k, tc.min, r, err, tc.padded, tc.block)
+		}
+	}
+	for _, bad := range []int{16, 96, 0} {
+		if _, err := NewRotationMinBlock(64, true, 1, bad); !errors.Is(err, ErrParam) {
+			t.Errorf("min block %d: %v", bad, err)
+		}
+	}
+	r, _ := NewRotationMinBlock(172, true, 3, 256)
+	x := randMatrix("x", 3, 172, 5)
+	xr := make([]float32, 3*256)
+	back := make([]float32, 3*172)
+	if err := r.Apply(xr, x.Data, 3); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.Inverse(back, xr, 3); err != nil {
+		t.Fatal(err)
+	}
+	for i := range back {
+		if math.Abs(float64(back[i]-x.Data[i])) > 1e-5 {
+			t.Fatalf("round trip value %d: %v, want %v", i, back[i], x.Data[i])
+		}
+	}
+	w := randMatrix("w", 8, 172, 6)
+	h := NewHessian(172)
+	if err := h.Add(randMatrix("a", 200, 172, 7).Data, 200); err != nil {
+		t.Fatal(err)
+	}
+	for _, q := range []func() (*Weight, error){
+		func() (*Weight, error) {
+			return RTN(context.Background(), w, nil, WithRotation(true, 3), WithRotationMinBlock(256))
+		},
+		func() (*Weight, error) {
+			return GPTQ(context.Background(), w, h, WithRotation(true, 3), WithRotationMinBlock(256))
+		},
+	} {
+		qw, err := q()
+		if err != nil || qw.KP != 256 || qw.Rotation != r || qw.Validate() != nil {
+			t.Fatalf("quantized with min block 256: %v, KP %d rotation %+v", err, qw.KP, qw.Rotation)
 		}
 	}
 }

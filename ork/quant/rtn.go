@@ -130,7 +130,7 @@ func prepare(m Matrix, h *Hessian, c *config) (*Weight, []float32, []float64, er
 		hdata = h.Data
 	}
 	if c.rotate {
-		r, err := NewRotation(m.Cols, c.signs, c.seed)
+		r, err := NewRotationMinBlock(m.Cols, c.signs, c.seed, c.minBlock)
 		if err != nil {
 			return nil, nil, nil, fmt.Errorf("%s: %w", m.Name, err)
 		}

@@ -35,7 +35,7 @@ func RTNStream(ctx context.Context, name string, n, k int, r RowReader, importan
 	}
 	w := &Weight{N: n, K: k, KP: k, Bits: c.bits, Group: c.group}
 	if c.rotate {
-		if w.Rotation, err = NewRotation(k, c.signs, c.seed); err != nil {
+		if w.Rotation, err = NewRotationMinBlock(k, c.signs, c.seed, c.minBlock); err != nil {
 			return nil, fmt.Errorf("%s: %w", name, err)
 		}
 		w.KP = w.Rotation.Padded

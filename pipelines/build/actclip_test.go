@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"orkpipe/ork/pack"
 	"orkpipe/pipelines/build"
 	"orkpipe/pipelines/engine"
 	"orkpipe/pipelines/recipe"
@@ -152,5 +153,49 @@ func TestActClipRebuild(t *testing.T) {
 	}
 	if searches != 12 || len(ran) <= searches+1 {
 		t.Errorf("grid change re-ran %v: want the 12 searches, the tiles of the weights whose clip changed and the tail", ran)
+	}
+}
+
+// TestRotationSiteAndBlock: rotation_seed: site gives the weights reading one activation row (attn_q,
+// attn_k, attn_v; ffn_gate, ffn_up) one rotation, different per site and layer; rotation_block pads
+// ffn_down's K = 96 (blocks of 32) to one block of 128, which the pack records and the screen emulates.
+func TestRotationSiteAndBlock(t *testing.T) {
+	r := newRig(t)
+	path := writeRecipe(t, "oneshot")
+	out := filepath.Join(t.TempDir(), "out")
+	if _, _, err := r.build(t, path, out, "schemes.1.rotation_seed=site", "schemes.0.rotation_block=128"); err != nil {
+		t.Fatal(err)
+	}
+	p, err := pack.Open(context.Background(), filepath.Join(out, "tiny.orkpack"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	seed := func(name string) uint64 {
+		e, err := p.Entry(name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return e.Rotation.Seed
+	}
+	for _, l := range []string{"0", "1"} {
+		b := "blk." + l + "."
+		if q, k, v := seed(b+"attn_q.weight"), seed(b+"attn_k.weight"), seed(b+"attn_v.weight"); q != k || q != v {
+			t.Errorf("layer %s: attn_q/k/v seeds %d %d %d, want one", l, q, k, v)
+		}
+		if seed(b+"ffn_gate.weight") != seed(b+"ffn_up.weight") || seed(b+"ffn_gate.weight") == seed(b+"attn_q.weight") ||
+			seed(b+"attn_output.weight") == seed(b+"attn_q.weight") {
+			t.Errorf("layer %s: site seeds not shared within, or shared across, sites", l)
+		}
+		e, err := p.Entry(b + "ffn_down.weight")
+		if err != nil || e.K != 128 || e.Rotation.Block != 128 {
+			t.Errorf("%sffn_down.weight: K %d block %d (%v), want one block of 128", b, e.K, e.Rotation.Block, err)
+		}
+	}
+	if seed("blk.0.attn_q.weight") == seed("blk.1.attn_q.weight") {
+		t.Error("the attention sites of two layers share a seed")
+	}
+	if rep := readReport(t, out); rep.Screen == nil || !(rep.Screen.KLDMean > 0) || rep.Screen.KLDMean > 1 {
+		t.Errorf("screen of the padded pack: %+v", rep.Screen)
 	}
 }

@@ -7,7 +7,6 @@ import (
 	"orkpipe/ork/board"
 	"orkpipe/ork/pack"
 	"orkpipe/pipelines/recipe"
-	"orkpipe/stages"
 )
 
 // profile returns the recipe's board profile: the built-in of that name, or the JSON profile file.
@@ -29,7 +28,7 @@ func packEntries(ws []*weight) ([]pack.Entry, error) {
 		if err != nil {
 			return nil, fmt.Errorf("%w: weight %s: %w", ErrPlan, w.name, err)
 		}
-		es[i] = pack.Entry{Meta: pack.Meta{Name: w.name, DType: dt, K: stages.PaddedK(w.fin.K, w.fin.Rotation), N: w.fin.N}}
+		es[i] = pack.Entry{Meta: pack.Meta{Name: w.name, DType: dt, K: w.fin.KP(), N: w.fin.N}}
 	}
 	return es, nil
 }

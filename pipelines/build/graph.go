@@ -91,7 +91,7 @@ func (t *Target) Graph(ctx context.Context) (*engine.Graph, error) {
 			w.final = g.Add("act-clip:"+w.name, "act-clip", *w.clip, map[string]engine.Input{"model": src.in, "weight": w.final, "acts": *acts}).Output("weight")
 		}
 		if !w.fused {
-			tl := g.Add("tile:"+w.name, "tile", stages.TileParams{Nibbles: "low-first", N: w.fin.N, KP: stages.PaddedK(w.fin.K, w.fin.Rotation)},
+			tl := g.Add("tile:"+w.name, "tile", stages.TileParams{Nibbles: "low-first", N: w.fin.N, KP: w.fin.KP()},
 				map[string]engine.Input{"weight": w.final})
 			w.tiled = tl.Output("entry")
 		}
@@ -99,7 +99,7 @@ func (t *Target) Graph(ctx context.Context) (*engine.Graph, error) {
 			if w.pclip != nil {
 				w.pfinal = g.Add("act-clip-promote:"+w.name, "act-clip", *w.pclip, map[string]engine.Input{"model": src.in, "weight": w.pfinal, "acts": *acts}).Output("weight")
 			}
-			pt := g.Add("tile-promote:"+w.name, "tile", stages.TileParams{Nibbles: "low-first", N: p.N, KP: stages.PaddedK(p.K, p.Rotation)},
+			pt := g.Add("tile-promote:"+w.name, "tile", stages.TileParams{Nibbles: "low-first", N: p.N, KP: p.KP()},
 				map[string]engine.Input{"weight": w.pfinal})
 			w.ptiled = pt.Output("entry")
 		}
@@ -203,7 +203,10 @@ func (t *Target) planTail(g *engine.Graph, src *source, ws []*weight, routing *e
 	for _, w := range ws {
 		wp.Entries = append(wp.Entries, w.name)
 		win["e."+w.name] = w.tiled
-		kp := int64(stages.PaddedK(w.fin.K, "hadamard"))
+		kp := int64(max(stages.PaddedK(w.fin.K, "hadamard"), w.fin.KP()))
+		if w.promote != nil {
+			kp = max(kp, int64(w.promote.KP()))
+		}
 		wp.MaxEntryBytes = max(wp.MaxEntryBytes, int64(w.fin.N+64)*(kp+32)+int64(w.fin.N)*(kp/32+1)*4)
 		if w.promote != nil {
 			cands = append(cands, w.name)

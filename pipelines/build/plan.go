@@ -85,9 +85,22 @@ func rotationSeed(name string) uint64 {
 	return h
 }
 
+// siteSeedName returns the name the rotation seed of weight name is derived from under rotation_seed:
+// site: its input site in its block ("blk.3.attn_qkv" for attn_q, attn_k and attn_v), so the weights
+// reading one activation row share its rotation; a weight outside the blocks is its own site.
+func siteSeedName(shape stages.ModelShape, name string) string {
+	c := shape.Config()
+	l, in, _, ok := c.SiteOf(name)
+	if !ok {
+		return name
+	}
+	return fmt.Sprintf("blk.%d.%s", l, c.Sites(l)[in].Name)
+}
+
 // finalizeParams turns a scheme into the finalize parameters of one weight, keeping only the fields
-// that change the result (damping and act-order mean nothing to RTN; F16 is not quantized).
-func finalizeParams(s *recipe.Scheme, name string, n, k int) stages.FinalizeParams {
+// that change the result (damping and act-order mean nothing to RTN; F16 is not quantized). The rotation
+// seed derives from seedName (the weight's name, or its site's under rotation_seed: site).
+func finalizeParams(s *recipe.Scheme, name, seedName string, n, k int) stages.FinalizeParams {
 	p := stages.FinalizeParams{Tensor: name, Method: s.Method, DType: s.DType, Group: s.Group, Rotation: s.Rotation,
 		ActBits: s.ActBits, ClipGrid: s.ClipGrid, N: n, K: k}
 	if s.DType == "F16" {
@@ -101,7 +114,10 @@ func finalizeParams(s *recipe.Scheme, name string, n, k int) stages.FinalizePara
 		p.ScaleSign = "search"
 	}
 	if s.Rotation == "hadamard" {
-		p.Seed = rotationSeed(name)
+		p.Seed = rotationSeed(seedName)
+		if s.RotationBlock > quant.MinBlock {
+			p.RotationBlock = s.RotationBlock
+		}
 	}
 	if s.Importance == "imatrix" && s.Method == "rtn" {
 		p.Importance = "imatrix"
@@ -132,7 +148,7 @@ func (t *Target) planActClips(src *source, ws []*weight) error {
 			grid = quant.DefaultActClipGrid
 		}
 		clip := func(p *stages.FinalizeParams) *stages.ActClipParams {
-			return &stages.ActClipParams{Tensor: w.tensor, N: p.N, K: p.K, ActBits: p.ActBits, Grid: grid,
+			return &stages.ActClipParams{Tensor: w.tensor, N: p.N, K: p.K, KP: p.KP(), ActBits: p.ActBits, Grid: grid,
 				Channels: stages.DefaultActClipChannels, Rows: t.r.Calibration.ActSample}
 		}
 		w.acts, w.clip = acts, clip(&w.fin)
@@ -258,7 +274,11 @@ func (t *Target) planWeight(shape stages.ModelShape, s *recipe.Scheme, tensor st
 	}
 	w := &weight{name: name, tensor: tensor, expert: e, nmat: nmat, layer: -1}
 	fin := func(s *recipe.Scheme) stages.FinalizeParams {
-		p := finalizeParams(s, name, n, k)
+		seedName := name
+		if s.RotationSeed == "site" {
+			seedName = siteSeedName(shape, name)
+		}
+		p := finalizeParams(s, name, seedName, n, k)
 		p.Tensor = tensor
 		if e >= 0 {
 			p.Expert = &e

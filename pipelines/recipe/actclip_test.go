@@ -66,3 +66,22 @@ func TestActClipErrors(t *testing.T) {
 		})
 	}
 }
+
+func TestRotationKeyErrors(t *testing.T) {
+	for _, tc := range []struct {
+		sets []string
+		want string
+	}{
+		{[]string{"schemes.0.rotation_seed=layer"}, `rotation_seed: want weight or site, got "layer"`},
+		{[]string{"schemes.1.rotation_seed=site"}, "rotation_seed, rotation_block: set, but rotation is none"},
+		{[]string{"schemes.0.rotation_block=96"}, "rotation_block: want a power of two from 32 to 65536, got 96"},
+	} {
+		if _, err := Parse([]byte(good), "/r/demo.yaml", tc.sets...); !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%v: err = %v, want %q", tc.sets, err, tc.want)
+		}
+	}
+	if r, err := Parse([]byte(good), "/r/demo.yaml", "schemes.0.rotation_seed=site", "schemes.0.rotation_block=256"); err != nil ||
+		r.Schemes[0].RotationSeed != "site" || r.Schemes[0].RotationBlock != 256 {
+		t.Errorf("site seed and block 256: %v", err)
+	}
+}

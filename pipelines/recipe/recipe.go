@@ -160,6 +160,12 @@ type Scheme struct {
 	// ActClip is the activation clip the board applies to the weights' inputs (docs/orkpack.md 2.4): a
 	// fixed ratio in (0, 1] (unset: 1, none) or search (per weight, on calibration activations).
 	ActClip ActClip `yaml:"act_clip" json:"act_clip,omitzero"`
+	// RotationSeed says what a rotated weight's sign seed derives from: weight (default: its own name) or
+	// site (its input site's: the weights reading one activation row share one rotation).
+	RotationSeed string `yaml:"rotation_seed" json:"rotation_seed,omitempty"`
+	// RotationBlock is the smallest Hadamard block of a rotated weight (a power of two >= 32, default 32):
+	// K is zero-padded further when its largest power-of-two block is smaller (quant.NewRotationMinBlock).
+	RotationBlock int `yaml:"rotation_block" json:"rotation_block,omitempty"`
 	// ActClipGrid is the ratios act_clip: search tries (default 1.0 down to 0.5 in steps of 0.025).
 	ActClipGrid []float64 `yaml:"act_clip_grid" json:"act_clip_grid,omitempty"`
 

@@ -299,6 +299,12 @@ func (s *Scheme) validate() error {
 	switch {
 	case !s.ActClip.IsZero() && s.DType == "F16":
 		errs = append(errs, errors.New("act_clip with dtype F16: F16 activations are not quantized, there is nothing to clip"))
+	case s.RotationSeed != "" && s.RotationSeed != "weight" && s.RotationSeed != "site":
+		errs = append(errs, fmt.Errorf("rotation_seed: want weight or site, got %q", s.RotationSeed))
+	case (s.RotationSeed != "" || s.RotationBlock != 0) && s.Rotation != "hadamard":
+		errs = append(errs, fmt.Errorf("rotation_seed, rotation_block: set, but rotation is %s", s.Rotation))
+	case s.RotationBlock != 0 && (s.RotationBlock < 32 || s.RotationBlock&(s.RotationBlock-1) != 0 || s.RotationBlock > 1<<16):
+		errs = append(errs, fmt.Errorf("rotation_block: want a power of two from 32 to 65536, got %d", s.RotationBlock))
 	case len(s.ActClipGrid) > 0 && !s.Searches():
 		errs = append(errs, errors.New("act_clip_grid: set, but act_clip is not search"))
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"math"
 	"runtime"
 	"sort"
 
@@ -44,6 +45,9 @@ func GPTQ(ctx context.Context, m Matrix, h *Hessian, opts ...Option) (*Weight, e
 	}
 	if err := ctx.Err(); err != nil {
 		return nil, fmt.Errorf("%s: %w", m.Name, err)
+	}
+	if c.rotSearch > 1 {
+		return gptqRotationSearch(ctx, m, h, c, opts)
 	}
 	w, data, hsrc, err := prepare(m, h, c)
 	if err != nil {
@@ -90,6 +94,32 @@ func GPTQ(ctx context.Context, m Matrix, h *Hessian, opts ...Option) (*Weight, e
 	}
 	w.QErr = weightedRelErr(w, data, diag0)
 	return w, nil
+}
+
+// gptqRotationSearch runs GPTQ once per seed of WithRotationSearch, each on a copy of h, and keeps the
+// weight with the least HessianError against h (h itself is never modified).
+func gptqRotationSearch(ctx context.Context, m Matrix, h *Hessian, c *config, opts []Option) (*Weight, error) {
+	if !c.rotate || !c.signs {
+		return nil, fmt.Errorf("%s: a rotation search of %d seeds needs a signed rotation: %w", m.Name, c.rotSearch, ErrParam)
+	}
+	var best *Weight
+	bestErr := math.Inf(1)
+	for i := 0; i < c.rotSearch; i++ {
+		hc := &Hessian{K: h.K, Data: append([]float64(nil), h.Data...), Tokens: h.Tokens}
+		o := append(append([]Option(nil), opts...), WithRotation(true, SearchSeed(c.seed, i)), WithRotationSearch(1), WithConsumeHessian())
+		w, err := GPTQ(ctx, m, hc, o...)
+		if err != nil {
+			return nil, err
+		}
+		e, err := HessianError(m, w, h)
+		if err != nil {
+			return nil, err
+		}
+		if e < bestErr || best == nil {
+			best, bestErr = w, e
+		}
+	}
+	return best, nil
 }
 
 // GPTQMemory is the peak memory in bytes that GPTQ allocates for an n x k weight whose rows are

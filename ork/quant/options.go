@@ -28,6 +28,7 @@ type config struct {
 	scaleSearch  ScaleSearch
 	negScales    bool
 	minBlock     int
+	rotSearch    int
 }
 
 // Option configures RTN and GPTQ. Each option validates its own argument.
@@ -36,7 +37,7 @@ type Option func(*config) error
 func newConfig(opts []Option) (*config, error) {
 	c := &config{
 		bits: 4, group: 32, clipGrid: DefaultClipGrid, workers: runtime.GOMAXPROCS(0),
-		blockSize: 128, percDamp: 0.01, dampStep: 0.01, dampTries: 8, minBlock: MinBlock,
+		blockSize: 128, percDamp: 0.01, dampStep: 0.01, dampTries: 8, minBlock: MinBlock, rotSearch: 1,
 	}
 	for _, o := range opts {
 		if err := o(c); err != nil {
@@ -125,6 +126,31 @@ func WithRotationMinBlock(b int) Option {
 			return fmt.Errorf("rotation minimum block %d: %w (want a power of two >= %d)", b, ErrParam, MinBlock)
 		}
 		c.minBlock = b
+		return nil
+	}
+}
+
+// MaxRotationSearch bounds WithRotationSearch: each seed costs one GPTQ run.
+const MaxRotationSearch = 64
+
+// SearchSeed returns the i-th rotation seed WithRotationSearch tries from seed: seed itself for i = 0,
+// then seed XOR i·0x9E3779B97F4A7C15.
+func SearchSeed(seed uint64, i int) uint64 {
+	if i == 0 {
+		return seed
+	}
+	return seed ^ uint64(i)*0x9E3779B97F4A7C15
+}
+
+// WithRotationSearch makes GPTQ of a signed rotation (WithRotation(true, seed)) try n sign seeds,
+// SearchSeed(seed, 0..n-1), and keep the weight with the least calibrated output error
+// tr((W-Q)·H·(W-Q)ᵀ) (HessianError; ties keep the earlier seed). n = 1 (default) is the seed alone.
+func WithRotationSearch(n int) Option {
+	return func(c *config) error {
+		if n < 1 || n > MaxRotationSearch {
+			return fmt.Errorf("rotation search of %d seeds: %w (want 1..%d)", n, ErrParam, MaxRotationSearch)
+		}
+		c.rotSearch = n
 		return nil
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"math"
+	"slices"
 	"testing"
 )
 
@@ -196,5 +197,70 @@ func TestRotationMinBlock(t *testing.T) {
 		if err != nil || qw.KP != 256 || qw.Rotation != r || qw.Validate() != nil {
 			t.Fatalf("quantized with min block 256: %v, KP %d rotation %+v", err, qw.KP, qw.Rotation)
 		}
+	}
+}
+
+// TestGPTQRotationSearch: a search of n seeds returns the trial of least HessianError (its own seed
+// recorded in the weight), equal byte for byte to GPTQ run with that seed alone; a search of one seed
+// is plain GPTQ; the caller's Hessian is left as it was; bad counts and unsigned rotations are refused.
+func TestGPTQRotationSearch(t *testing.T) {
+	ctx := context.Background()
+	w := randMatrix("w", 24, 96, 11)
+	for n := 0; n < w.Rows; n++ { // an outlier input channel, as real activations have
+		w.Data[n*w.Cols+5] *= 8
+	}
+	h := NewHessian(96)
+	acts := randMatrix("a", 400, 96, 12)
+	for t := 0; t < acts.Rows; t++ {
+		acts.Data[t*acts.Cols+7] *= 10
+	}
+	if err := h.Add(acts.Data, acts.Rows); err != nil {
+		t.Fatal(err)
+	}
+	h0 := append([]float64(nil), h.Data...)
+	opts := []Option{WithRotation(true, 41), WithNegativeScales(true)}
+	const n = 5
+	errs := make([]float64, n)
+	trials := make([]*Weight, n)
+	for i := range n {
+		q, err := GPTQ(ctx, w, &Hessian{K: h.K, Data: append([]float64(nil), h.Data...)}, append(opts, WithRotation(true, SearchSeed(41, i)))...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if errs[i], err = HessianError(w, q, h); err != nil {
+			t.Fatal(err)
+		}
+		trials[i] = q
+	}
+	best := 0
+	for i, e := range errs {
+		if e < errs[best] {
+			best = i
+		}
+	}
+	if best == 0 {
+		t.Fatalf("errors %v: the first seed is already best, the test shows nothing", errs)
+	}
+	got, err := GPTQ(ctx, w, h, append(opts, WithRotationSearch(n), WithConsumeHessian())...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Rotation.Seed != SearchSeed(41, best) || !slices.Equal(got.Codes, trials[best].Codes) || !slices.Equal(got.Scales, trials[best].Scales) {
+		t.Errorf("search kept seed %d, want %d (errors %v)", got.Rotation.Seed, SearchSeed(41, best), errs)
+	}
+	if !slices.Equal(h.Data, h0) {
+		t.Error("the search modified the caller's Hessian")
+	}
+	one, err := GPTQ(ctx, w, h, append(opts, WithRotationSearch(1))...)
+	if err != nil || !slices.Equal(one.Codes, trials[0].Codes) || one.Rotation.Seed != 41 {
+		t.Errorf("a search of one seed differs from plain GPTQ (%v)", err)
+	}
+	for _, bad := range []int{0, MaxRotationSearch + 1} {
+		if _, err := GPTQ(ctx, w, h, append(opts, WithRotationSearch(bad))...); !errors.Is(err, ErrParam) {
+			t.Errorf("search of %d seeds: %v, want ErrParam", bad, err)
+		}
+	}
+	if _, err := GPTQ(ctx, w, h, WithRotation(false, 0), WithRotationSearch(3)); !errors.Is(err, ErrParam) {
+		t.Errorf("search with an unsigned rotation: %v, want ErrParam", err)
 	}
 }

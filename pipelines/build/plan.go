@@ -118,6 +118,9 @@ func finalizeParams(s *recipe.Scheme, name, seedName string, n, k int) stages.Fi
 		if s.RotationBlock > quant.MinBlock {
 			p.RotationBlock = s.RotationBlock
 		}
+		if s.Method == "gptq" && s.RotationSearch > 1 {
+			p.RotationSearch = s.RotationSearch
+		}
 	}
 	if s.Importance == "imatrix" && s.Method == "rtn" {
 		p.Importance = "imatrix"

@@ -34,6 +34,8 @@ func TestBuiltinRecipesPlan(t *testing.T) {
 		{"mixed-i8rot", true, 35*2 + 7 + 2},       //
 		{"demo", true, 35*2 + 7 + 1 + 5 + 4},      // tokenize, 5 windows, 4 propagates
 		{"w4a8-rtn-imatrix", false, 35 + 7},
+		{"w4a8-best", true, 35*2 + 7 + 2},
+		{"w4a4-best", true, 35*3 + 7 + 2}, // an act-clip node per weight
 	}
 	es, _ := storiesHessians(t)
 	imatrix := writeImatrix(t, t.TempDir(), es, false)
@@ -76,6 +78,12 @@ func TestBuiltinRecipesPlan(t *testing.T) {
 					t.Errorf("w4a8-rtn-imatrix: ffn_down scheme %+v", s)
 				}
 			}
+			if strings.HasSuffix(tc.recipe, "-best") {
+				down, q := r.SchemeFor("blk.0.ffn_down.weight"), r.SchemeFor("blk.0.attn_q.weight")
+				if down == nil || q == nil || down.RotationBlock != 256 || q.RotationBlock != 0 || down.RotationSearch != 8 || q.RotationSearch != 8 {
+					t.Errorf("%s: ffn_down scheme %+v, attn_q scheme %+v: want 8 seeds each, rotation_block 256 for ffn_down only", tc.recipe, down, q)
+				}
+			}
 			if tc.recipe == "mixed-i8rot" {
 				if s := r.SchemeFor("blk.0.ffn_down.weight"); s == nil || s.DType != "I8_ROT" {
 					t.Errorf("mixed-i8rot: ffn_down scheme %+v", s)
@@ -110,7 +118,8 @@ func TestBuiltinRecipesMatchHybrids(t *testing.T) {
 			name              string
 			calibrate, matrix bool
 		}{{"w4a4-rtn", false, false}, {"int8", false, false}, {"w4a4-gptq-g32-rot", true, false}, {"w4a8-gptq-g32-rot", true, false},
-			{"mixed-i8rot", true, false}, {"w4a8-rtn-imatrix", false, true}, {"qwen35", true, false}} {
+			{"mixed-i8rot", true, false}, {"w4a8-rtn-imatrix", false, true}, {"qwen35", true, false},
+			{"w4a8-best", true, false}, {"w4a4-best", true, false}} {
 			name := rc.name
 			if name == "qwen35" && cfg.Arch != "qwen35" {
 				continue
@@ -154,7 +163,14 @@ func TestBuiltinRecipesMatchHybrids(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				if _, err := tg.Graph(context.Background()); err != nil {
+				_, err = tg.Graph(context.Background())
+				if name == "w4a4-best" && cfg.NExpert > 0 { // act_clip: search is refused for expert slices
+					if err == nil || !strings.Contains(err.Error(), "act_clip") {
+						t.Fatalf("w4a4-best on an MoE model planned (err %v), want the act_clip refusal", err)
+					}
+					return
+				}
+				if err != nil {
 					t.Fatal(err)
 				}
 			})

@@ -75,6 +75,10 @@ func TestRotationKeyErrors(t *testing.T) {
 		{[]string{"schemes.0.rotation_seed=layer"}, `rotation_seed: want weight or site, got "layer"`},
 		{[]string{"schemes.1.rotation_seed=site"}, "rotation_seed, rotation_block: set, but rotation is none"},
 		{[]string{"schemes.0.rotation_block=96"}, "rotation_block: want a power of two from 32 to 65536, got 96"},
+		{[]string{"schemes.0.rotation_search=65"}, "rotation_search: want 0..64 seeds, got 65"},
+		{[]string{"schemes.0.rotation_search=-1"}, "rotation_search: want 0..64 seeds, got -1"},
+		{[]string{"schemes.0.rotation_search=4", "schemes.0.rotation_seed=site"}, "rotation_search with rotation_seed: site"},
+		{[]string{"schemes.1.rotation=hadamard", "schemes.1.rotation_search=4"}, "rotation_search: 4 seeds with method rtn, rotation hadamard: want gptq with hadamard"},
 	} {
 		if _, err := Parse([]byte(good), "/r/demo.yaml", tc.sets...); !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%v: err = %v, want %q", tc.sets, err, tc.want)
@@ -83,5 +87,8 @@ func TestRotationKeyErrors(t *testing.T) {
 	if r, err := Parse([]byte(good), "/r/demo.yaml", "schemes.0.rotation_seed=site", "schemes.0.rotation_block=256"); err != nil ||
 		r.Schemes[0].RotationSeed != "site" || r.Schemes[0].RotationBlock != 256 {
 		t.Errorf("site seed and block 256: %v", err)
+	}
+	if r, err := Parse([]byte(good), "/r/demo.yaml", "schemes.0.rotation_search=8"); err != nil || r.Schemes[0].RotationSearch != 8 {
+		t.Errorf("rotation_search 8: %v", err)
 	}
 }

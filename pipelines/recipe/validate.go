@@ -305,6 +305,12 @@ func (s *Scheme) validate() error {
 		errs = append(errs, fmt.Errorf("rotation_seed, rotation_block: set, but rotation is %s", s.Rotation))
 	case s.RotationBlock != 0 && (s.RotationBlock < 32 || s.RotationBlock&(s.RotationBlock-1) != 0 || s.RotationBlock > 1<<16):
 		errs = append(errs, fmt.Errorf("rotation_block: want a power of two from 32 to 65536, got %d", s.RotationBlock))
+	case s.RotationSearch < 0 || s.RotationSearch > 64:
+		errs = append(errs, fmt.Errorf("rotation_search: want 0..64 seeds, got %d", s.RotationSearch))
+	case s.RotationSearch > 1 && (s.Method != "gptq" || s.Rotation != "hadamard"):
+		errs = append(errs, fmt.Errorf("rotation_search: %d seeds with method %s, rotation %s: want gptq with hadamard (the search scores GPTQ's weights against the Hessian)", s.RotationSearch, s.Method, s.Rotation))
+	case s.RotationSearch > 1 && s.RotationSeed == "site":
+		errs = append(errs, errors.New("rotation_search with rotation_seed: site: a search picks each weight's own seed, the weights of a site would no longer share one"))
 	case len(s.ActClipGrid) > 0 && !s.Searches():
 		errs = append(errs, errors.New("act_clip_grid: set, but act_clip is not search"))
 	}

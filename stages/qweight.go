@@ -362,9 +362,13 @@ func openTiledEntry(f *os.File, path string, withScales bool) (*tiledEntry, erro
 	}
 	off := 16 + ml + 16
 	if withScales {
-		te.Scales = make([]float32, sl/4)
-		if err := binary.Read(io.NewSectionReader(f, off, sl), binary.LittleEndian, te.Scales); err != nil {
+		raw := make([]byte, sl)
+		if _, err := f.ReadAt(raw, off); err != nil {
 			return nil, fmt.Errorf("%w: %s: scales: %v", ErrWeightFile, path, err)
+		}
+		te.Scales = make([]float32, sl/4)
+		for i := range te.Scales {
+			te.Scales[i] = math.Float32frombits(binary.LittleEndian.Uint32(raw[4*i:]))
 		}
 	}
 	off += sl

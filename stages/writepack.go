@@ -8,6 +8,8 @@ import (
 	"os"
 	"sort"
 
+	"golang.org/x/sync/errgroup"
+
 	"orkpipe/ork/board"
 	"orkpipe/ork/pack"
 )
@@ -217,14 +219,16 @@ func runWritePack(ctx context.Context, p WritePackParams, req Request) error {
 		return err
 	}
 	defer w.Close()
-	for _, name := range p.Entries {
+	paths := make([]string, len(p.Entries))
+	for i, name := range p.Entries {
 		in := "e." + name
 		if promoted[name] {
 			in = "p." + name
 		}
-		if err := addEntry(ctx, w, name, req.Inputs[in].Path); err != nil {
-			return err
-		}
+		paths[i] = req.Inputs[in].Path
+	}
+	if err := addEntries(ctx, w, p.Entries, paths); err != nil {
+		return err
 	}
 	if err := w.Commit(ctx); err != nil {
 		return fmt.Errorf("committing the pack: %w", err)
@@ -232,28 +236,74 @@ func runWritePack(ctx context.Context, p WritePackParams, req Request) error {
 	return nil
 }
 
-func addEntry(ctx context.Context, w *pack.Writer, name, path string) error {
+// addEntries adds the tiled entries (names[i] read from paths[i]) to w in order, preparing each (read,
+// checked, hashed: pack.Writer.Prepare) in one goroutine while the one before is written in another, with
+// two codes buffers between them: at most two entries in memory, which WritePackParams.MaxEntryBytes
+// declares.
+func addEntries(ctx context.Context, w *pack.Writer, names, paths []string) error {
+	g, gctx := errgroup.WithContext(ctx)
+	prepared := make(chan *pack.Prepared)
+	free := make(chan []byte, 2)
+	free <- nil
+	free <- nil
+	g.Go(func() error {
+		defer close(prepared)
+		for i, name := range names {
+			var buf []byte
+			select {
+			case buf = <-free:
+			case <-gctx.Done():
+				return gctx.Err()
+			}
+			pe, err := prepareEntry(w, name, paths[i], buf)
+			if err != nil {
+				return err
+			}
+			select {
+			case prepared <- pe:
+			case <-gctx.Done():
+				return gctx.Err()
+			}
+		}
+		return nil
+	})
+	g.Go(func() error {
+		for pe := range prepared {
+			if err := w.AddPrepared(gctx, pe); err != nil {
+				return fmt.Errorf("adding %s to the pack: %w", pe.Name(), err)
+			}
+			free <- pe.Buffer()
+		}
+		return nil
+	})
+	return g.Wait()
+}
+
+// prepareEntry reads, checks and hashes the tiled entry at path, bound as name, for w (pack.Writer.Prepare),
+// reusing buf's storage for its codes.
+func prepareEntry(w *pack.Writer, name, path string, buf []byte) (*pack.Prepared, error) {
 	f, err := os.Open(path)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	defer f.Close()
 	te, err := openTiledEntry(f, path, true)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	if te.Meta.Name != name {
-		return fmt.Errorf("tiled entry %s holds %q, bound as %q", path, te.Meta.Name, name)
+		return nil, fmt.Errorf("tiled entry %s holds %q, bound as %q", path, te.Meta.Name, name)
 	}
 	pm, err := te.Meta.PackMeta()
 	if err != nil {
-		return err
+		return nil, err
 	}
 	pm.Nibbles = nibbleOrder(te.Nibbles)
-	if err := w.AddTiled(ctx, pm, io.NewSectionReader(f, te.CodesOff, te.CodesLen), te.Scales); err != nil {
-		return fmt.Errorf("adding %s (%s) to the pack: %w", name, path, err)
+	pe, err := w.Prepare(pm, io.NewSectionReader(f, te.CodesOff, te.CodesLen), te.Scales, buf)
+	if err != nil {
+		return nil, fmt.Errorf("adding %s (%s) to the pack: %w", name, path, err)
 	}
-	return nil
+	return pe, nil
 }
 
 // checkResidencyInputs checks the residency plan against the entries as they will be written (promoted

@@ -304,3 +304,94 @@ func TestAddTiled(t *testing.T) {
 	}
 	sameWeight(t, wt, got)
 }
+
+// TestPreparePipelined: entries prepared in one goroutine (reusing two codes buffers) while the one
+// before is added in another make the same pack, byte for byte, as AddTiled one after the other; a
+// prepared entry whose name is already in the pack is refused, and a scale that is not finite is
+// refused by Prepare.
+func TestPreparePipelined(t *testing.T) {
+	r := rand.New(rand.NewPCG(52, 53))
+	type tiled struct {
+		wt    pack.Weight
+		codes []byte
+	}
+	var ws []tiled
+	for i, dt := range []pack.DType{pack.I4RotA8, pack.I8Rot, pack.I4RotA8, pack.I4Native, pack.I4RotA8} {
+		wt := quantized(r, fmt.Sprint("w", i), dt, 96+32*i, 40+i, 32, tile.LowFirst)
+		_, codes, err := pack.TileWeight(wt, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ws = append(ws, tiled{wt, codes})
+	}
+	ctx := context.Background()
+	dir := t.TempDir()
+	write := func(name string, add func(w *pack.Writer)) []byte {
+		path := filepath.Join(dir, name)
+		w, err := pack.Create(ctx, path, board.Planner(board.RK3588()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer w.Close()
+		add(w)
+		if err := w.Commit(ctx); err != nil {
+			t.Fatal(err)
+		}
+		b, err := os.ReadFile(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return b
+	}
+	want := write("serial.orkpack", func(w *pack.Writer) {
+		for _, x := range ws {
+			if err := w.AddTiled(ctx, x.wt.Meta, bytesReader(x.codes), x.wt.Scales); err != nil {
+				t.Fatal(err)
+			}
+		}
+	})
+	got := write("pipelined.orkpack", func(w *pack.Writer) {
+		prepared := make(chan *pack.Prepared)
+		free := make(chan []byte, 2)
+		free <- nil
+		free <- nil
+		errs := make(chan error, 1)
+		go func() {
+			defer close(prepared)
+			for _, x := range ws {
+				p, err := w.Prepare(x.wt.Meta, bytesReader(x.codes), x.wt.Scales, <-free)
+				if err != nil {
+					errs <- err
+					return
+				}
+				prepared <- p
+			}
+		}()
+		for p := range prepared {
+			if err := w.AddPrepared(ctx, p); err != nil {
+				t.Fatal(err)
+			}
+			free <- p.Buffer()
+		}
+		select {
+		case err := <-errs:
+			t.Fatal(err)
+		default:
+		}
+		dup, err := w.Prepare(ws[0].wt.Meta, bytesReader(ws[0].codes), ws[0].wt.Scales, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := w.AddPrepared(ctx, dup); !errors.Is(err, pack.ErrInput) {
+			t.Fatalf("adding %q twice: %v, want ErrInput", dup.Name(), err)
+		}
+		bad := slices.Clone(ws[1].wt.Scales)
+		bad[3] = float32(nan())
+		if _, err := w.Prepare(ws[1].wt.Meta, bytesReader(ws[1].codes), bad, nil); !errors.Is(err, pack.ErrInput) {
+			t.Fatalf("a NaN scale: %v, want ErrInput", err)
+		}
+	})
+	if !slices.Equal(got, want) {
+		t.Fatalf("the pipelined pack (%d bytes) differs from AddTiled's (%d bytes)", len(got), len(want))
+	}
+}

@@ -155,30 +155,90 @@ func (w *Writer) Add(ctx context.Context, wt Weight) error {
 
 // AddTiled appends an entry whose codes are already laid out (the tile stage's output): exactly the layout's
 // codes length must be readable from codes. Before anything is written the bytes are checked the way the
-// untiler would reject them (tile.Layout.CheckPadding: every padding code and padding byte zero).
+// untiler would reject them (tile.Layout.CheckPadding: every padding code and padding byte zero). It is
+// Prepare followed by AddPrepared.
 func (w *Writer) AddTiled(ctx context.Context, m Meta, codes io.Reader, scales []float32) error {
 	if err := w.usable(ctx); err != nil {
 		return err
 	}
-	e, err := w.prepare(m)
+	p, err := w.Prepare(m, codes, scales, nil)
 	if err != nil {
 		return err
 	}
-	buf := make([]byte, e.CodesLength)
+	return w.AddPrepared(ctx, p)
+}
+
+// Prepared is a pre-tiled entry read, checked and hashed by Writer.Prepare, which Writer.AddPrepared
+// appends.
+type Prepared struct {
+	e      Entry
+	codes  []byte // exactly e.CodesLength bytes
+	scales []byte // little-endian float32, zero-padded to a whole page
+}
+
+// Name is the prepared entry's name.
+func (p *Prepared) Name() string { return p.e.Name }
+
+// Buffer returns the storage of the prepared codes, for a later Prepare to reuse once AddPrepared of p
+// has returned.
+func (p *Prepared) Buffer() []byte { return p.codes[:0] }
+
+// Prepare does AddTiled's work up to the write: it reads the entry's laid-out codes (exactly the layout's
+// codes length) into buf's storage when it is large enough (else into a new buffer), checks them as the
+// untiler would (tile.Layout.CheckPadding), checks the scales finite and hashes the entry as it will be
+// stored. It writes nothing and reads only the Writer's settings, so it may run in one goroutine while
+// another calls AddPrepared for an earlier entry: a caller adding many entries prepares the next while
+// the last is written.
+func (w *Writer) Prepare(m Meta, codes io.Reader, scales []float32, buf []byte) (*Prepared, error) {
+	e, err := Geometry(m, w.segK)
+	if err != nil {
+		return nil, err
+	}
+	if want := int64(e.N) * int64(e.Groups()); int64(len(scales)) != want {
+		return nil, fmt.Errorf("%w: entry %q: %d scales, want N*groups = %d*%d = %d", ErrInput, e.Name, len(scales), e.N, e.Groups(), want)
+	}
+	if int64(cap(buf)) < e.CodesLength {
+		buf = make([]byte, e.CodesLength)
+	}
+	buf = buf[:e.CodesLength]
 	if n, err := io.ReadFull(codes, buf); err != nil {
-		return fmt.Errorf("%w: entry %q: tiled codes: read %d of %d bytes: %v", ErrInput, e.Name, n, e.CodesLength, err)
+		return nil, fmt.Errorf("%w: entry %q: tiled codes: read %d of %d bytes: %v", ErrInput, e.Name, n, e.CodesLength, err)
 	}
 	if n, _ := codes.Read(make([]byte, 1)); n != 0 {
-		return fmt.Errorf("%w: entry %q: tiled codes longer than the layout's %d bytes", ErrInput, e.Name, e.CodesLength)
+		return nil, fmt.Errorf("%w: entry %q: tiled codes longer than the layout's %d bytes", ErrInput, e.Name, e.CodesLength)
 	}
 	l, err := e.Layout()
 	if err != nil {
-		return err
+		return nil, err
 	}
 	if err := l.CheckPadding(buf); err != nil {
-		return fmt.Errorf("%w: entry %q: tiled codes would not decode: %v", ErrInput, e.Name, err)
+		return nil, fmt.Errorf("%w: entry %q: tiled codes would not decode: %v", ErrInput, e.Name, err)
 	}
-	return w.write(e, buf, scales)
+	sb, err := scaleBytes(e, scales)
+	if err != nil {
+		return nil, err
+	}
+	h := blake3.New()
+	h.Write(buf)
+	h.Write(sb)
+	e.Digest = Digest(h.Sum(nil))
+	return &Prepared{e: e, codes: buf, scales: sb}, nil
+}
+
+// AddPrepared appends an entry Prepare returned (of this Writer). Entries are stored, planned and indexed
+// in the order they are added.
+func (w *Writer) AddPrepared(ctx context.Context, p *Prepared) error {
+	if err := w.usable(ctx); err != nil {
+		return err
+	}
+	if w.names[p.e.Name] {
+		return fmt.Errorf("%w: entry %q added twice", ErrInput, p.e.Name)
+	}
+	if err := w.writeBytes(p.e, p.codes, p.scales); err != nil {
+		return err
+	}
+	w.record(p.e)
+	return nil
 }
 
 func (w *Writer) prepare(m Meta) (Entry, error) {
@@ -197,12 +257,9 @@ func (w *Writer) write(e Entry, codes []byte, scales []float32) error {
 	if want := int64(e.N) * int64(e.Groups()); int64(len(scales)) != want {
 		return fmt.Errorf("%w: entry %q: %d scales, want N*groups = %d*%d = %d", ErrInput, e.Name, len(scales), e.N, e.Groups(), want)
 	}
-	sb := make([]byte, pageUp(e.ScalesLength))
-	for i, s := range scales {
-		if math.IsNaN(float64(s)) || math.IsInf(float64(s), 0) {
-			return fmt.Errorf("%w: entry %q: scale %d (row %d) is %v: want finite", ErrInput, e.Name, i, i/e.Groups(), s)
-		}
-		le.PutUint32(sb[4*i:], math.Float32bits(s))
+	sb, err := scaleBytes(e, scales)
+	if err != nil {
+		return err
 	}
 	// Hash while writing: both only read the buffers.
 	hashed := make(chan Digest, 1)
@@ -212,23 +269,46 @@ func (w *Writer) write(e Entry, codes []byte, scales []float32) error {
 		h.Write(sb)
 		hashed <- Digest(h.Sum(nil))
 	}()
-	var werr error
-	for _, b := range [][]byte{codes, sb} {
-		if werr == nil {
-			_, werr = w.f.Write(b)
-		}
-	}
+	werr := w.writeBytes(e, codes, sb)
 	e.Digest = <-hashed
 	if werr != nil {
-		w.err = werr
-		return fmt.Errorf("pack %s: entry %q: %w", w.tmp, e.Name, werr)
+		return werr
 	}
+	w.record(e)
+	return nil
+}
+
+// scaleBytes returns scales (N*groups of them) little-endian, zero-padded to a whole page, after checking
+// each finite.
+func scaleBytes(e Entry, scales []float32) ([]byte, error) {
+	sb := make([]byte, pageUp(e.ScalesLength))
+	for i, s := range scales {
+		if math.IsNaN(float64(s)) || math.IsInf(float64(s), 0) {
+			return nil, fmt.Errorf("%w: entry %q: scale %d (row %d) is %v: want finite", ErrInput, e.Name, i, i/e.Groups(), s)
+		}
+		le.PutUint32(sb[4*i:], math.Float32bits(s))
+	}
+	return sb, nil
+}
+
+// writeBytes writes an entry's codes and page-padded scales at the end of the pack (a failure is sticky).
+func (w *Writer) writeBytes(e Entry, codes, sb []byte) error {
+	for _, b := range [][]byte{codes, sb} {
+		if _, err := w.f.Write(b); err != nil {
+			w.err = err
+			return fmt.Errorf("pack %s: entry %q: %w", w.tmp, e.Name, err)
+		}
+	}
+	return nil
+}
+
+// record indexes an entry (its Digest set) just written at the end of the pack.
+func (w *Writer) record(e Entry) {
 	e.Offset = w.off
 	w.off += e.Length
 	w.names[e.Name] = true
 	w.entries = append(w.entries, e)
 	w.log.Debug("orkpack entry", "name", e.Name, "dtype", e.DType, "bytes", e.Length, "digest", e.Digest)
-	return nil
 }
 
 // Commit plans the entries, writes index, footer and header, fsyncs, checks the result by reopening it, and

@@ -73,7 +73,8 @@ type pass struct {
 	states  []*nstate
 	sources *sourceHasher
 	emit    func(Event)
-	jobs    *semaphore.Weighted
+	jobs    *slots
+	ranks   []rank // by node index: the order of waiting for a job slot
 	mem     *semaphore.Weighted
 	memUse  *atomic.Int64
 	memPeak *atomic.Int64
@@ -89,12 +90,16 @@ func (e *Engine) runPass(ctx context.Context, p *Plan, emit func(Event), memUse,
 		states:  make([]*nstate, len(p.nodes)),
 		sources: newSourceHasher(e.store),
 		emit:    emit,
-		jobs:    semaphore.NewWeighted(int64(e.cfg.jobs)),
+		jobs:    newSlots(e.cfg.jobs),
+		ranks:   make([]rank, len(p.nodes)),
 		mem:     semaphore.NewWeighted(e.cfg.mem),
 		memUse:  memUse, memPeak: memPeak,
 	}
 	for i := range ps.states {
 		ps.states[i] = &nstate{done: make(chan struct{})}
+	}
+	for i, l := range levels(p.nodes) {
+		ps.ranks[i] = rank{level: l, mem: p.nodes[i].spec.PeakMemory, index: i}
 	}
 	var wg sync.WaitGroup
 	for i := range p.nodes {
@@ -190,10 +195,10 @@ func (ps *pass) resolve(pn *pnode, key artifacts.Digest, m stages.KeyMaterial, i
 	if files, ok := ps.lookup(pn, key); ok {
 		return OutcomeCached, files, nil
 	}
-	if err := ps.jobs.Acquire(ctx, 1); err != nil {
+	if err := ps.jobs.acquire(ctx, ps.ranks[pn.node.index]); err != nil {
 		return OutcomeSkipped, nil, err
 	}
-	defer ps.jobs.Release(1)
+	defer ps.jobs.release()
 	need := pn.spec.PeakMemory
 	if err := ps.mem.Acquire(ctx, need); err != nil {
 		return OutcomeSkipped, nil, err

@@ -140,7 +140,7 @@ func TestFinalizeExpertSlice(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		want := "blk.1.ffn_down_exps.weight#" + string(rune('0'+e))
+		want := expertName(e)
 		if q.Meta.Name != want || q.Meta.N != 64 || q.Meta.K != 96 {
 			t.Fatalf("expert %d: meta %+v, want name %s, N 64, K 96", e, q.Meta, want)
 		}
@@ -240,13 +240,11 @@ func TestFinalizeImatrixErrors(t *testing.T) {
 	}
 }
 
-// TestPackMissingExpert: a pack holding experts 0..2 of a 4-expert tensor is refused by verify-local
-// (the stub holes the whole tensor, so expert 3 would be lost), naming the tensor and the missing
-// expert, whatever stub it is given; with all 4 experts the stub emit-stub writes for the tensor
-// passes.
-func TestPackMissingExpert(t *testing.T) {
-	model := fixtures.Synth(t, fixtures.MoE)
-	tiles := map[string]string{}
+// tiledExperts finalizes (RTN, finalizeExpert) and tiles the 4 experts of fixtures.MoE's
+// blk.1.ffn_down_exps.weight in model and returns the tiled entries' paths, by expert.
+func tiledExperts(t *testing.T, model string) []string {
+	t.Helper()
+	var paths []string
 	for e := 0; e < 4; e++ {
 		fin, err := runStage(t, "finalize", finalizeExpert(string(rune('0'+e)), ""), map[string]string{"model": model})
 		if err != nil {
@@ -256,13 +254,29 @@ func TestPackMissingExpert(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		tiles["blk.1.ffn_down_exps.weight#"+string(rune('0'+e))] = tl["entry"]
+		paths = append(paths, tl["entry"])
+	}
+	return paths
+}
+
+// expertName is the entry name of expert e of blk.1.ffn_down_exps.weight.
+func expertName(e int) string { return "blk.1.ffn_down_exps.weight#" + string(rune('0'+e)) }
+
+// TestPackMissingExpert: a pack holding experts 0..2 of a 4-expert tensor is refused by verify-local
+// (the stub holes the whole tensor, so expert 3 would be lost), naming the tensor and the missing
+// expert, whatever stub it is given; with all 4 experts the stub emit-stub writes for the tensor
+// passes.
+func TestPackMissingExpert(t *testing.T) {
+	model := fixtures.Synth(t, fixtures.MoE)
+	tiles := map[string]string{}
+	for e, path := range tiledExperts(t, model) {
+		tiles[expertName(e)] = path
 	}
 	for _, n := range []int{3, 4} {
 		var names []string
 		in := map[string]string{}
 		for e := 0; e < n; e++ {
-			name := "blk.1.ffn_down_exps.weight#" + string(rune('0'+e))
+			name := expertName(e)
 			names = append(names, `"`+name+`"`)
 			in["e."+name] = tiles[name]
 		}

@@ -23,18 +23,9 @@ func TestVerifyLocalStorageIndependent(t *testing.T) {
 	model := fixtures.Synth(t, fixtures.MoE)
 	in := map[string]string{}
 	var names []string
-	for e := 0; e < 4; e++ {
-		fin, err := runStage(t, "finalize", finalizeExpert(string(rune('0'+e)), ""), map[string]string{"model": model})
-		if err != nil {
-			t.Fatal(err)
-		}
-		tl, err := runStage(t, "tile", `{"nibbles":"low-first","n":64,"kp":96}`, map[string]string{"weight": fin["weight"]})
-		if err != nil {
-			t.Fatal(err)
-		}
-		name := "blk.1.ffn_down_exps.weight#" + string(rune('0'+e))
-		names = append(names, `"`+name+`"`)
-		in["e."+name] = tl["entry"]
+	for e, path := range tiledExperts(t, model) {
+		names = append(names, `"`+expertName(e)+`"`)
+		in["e."+expertName(e)] = path
 	}
 	pk, err := runStage(t, "write-orkpack", `{"board":"rk3588","entries":[`+strings.Join(names, ",")+`],"max_entry_bytes":1048576}`, in)
 	if err != nil {

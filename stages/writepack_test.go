@@ -17,18 +17,10 @@ import (
 // file.
 func TestWritePackEntries(t *testing.T) {
 	model := fixtures.Synth(t, fixtures.MoE)
-	var names, quoted, paths []string
-	for e := 0; e < 4; e++ {
-		fin, err := runStage(t, "finalize", finalizeExpert(string(rune('0'+e)), ""), map[string]string{"model": model})
-		if err != nil {
-			t.Fatal(err)
-		}
-		tl, err := runStage(t, "tile", `{"nibbles":"low-first","n":64,"kp":96}`, map[string]string{"weight": fin["weight"]})
-		if err != nil {
-			t.Fatal(err)
-		}
-		name := "blk.1.ffn_down_exps.weight#" + string(rune('0'+e))
-		names, quoted, paths = append(names, name), append(quoted, `"`+name+`"`), append(paths, tl["entry"])
+	paths := tiledExperts(t, model)
+	var names, quoted []string
+	for e := range paths {
+		names, quoted = append(names, expertName(e)), append(quoted, `"`+expertName(e)+`"`)
 	}
 	// Written in reverse order: the pack follows the parameters, not the inputs' names.
 	order := []int{3, 2, 1, 0}

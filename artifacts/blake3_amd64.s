@@ -116,25 +116,12 @@ loop:
 	// Prefetch the same block of the next 16 lanes (the next group of chunks) into L2: without
 	// it the loads wait on memory (page-cache data streams from DRAM) and the kernel took 1.33-1.41x
 	// the CPU time on a 2 GiB mapped file; PREFETCHT2 measured 0.95-0.99x of PREFETCHT0,
-	// PREFETCHNTA 1.7x, two groups ahead no better than one.
+	// PREFETCHNTA 1.7x, two groups ahead no better than one. The 16 prefetches (BX: lanes 16-23,
+	// SI: lanes 24-31) are spread over the seven rounds, two or three per round, rather than issued
+	// with the loads: 16 misses issued at once held the fill buffers the loads need (session 6:
+	// user time 0.90-1.0x on the 2 GiB file, docs/performance.md "Hashing, session 6").
 	LEAQ (R10)(R9*8), BX
 	LEAQ (BX)(R9*8), SI
-	PREFETCHT2 (BX)
-	PREFETCHT2 (BX)(R9*1)
-	PREFETCHT2 (BX)(R9*2)
-	PREFETCHT2 (BX)(R11*1)
-	PREFETCHT2 (BX)(R9*4)
-	PREFETCHT2 (BX)(R12*1)
-	PREFETCHT2 (BX)(R11*2)
-	PREFETCHT2 (BX)(R13*1)
-	PREFETCHT2 (SI)
-	PREFETCHT2 (SI)(R9*1)
-	PREFETCHT2 (SI)(R9*2)
-	PREFETCHT2 (SI)(R11*1)
-	PREFETCHT2 (SI)(R9*4)
-	PREFETCHT2 (SI)(R12*1)
-	PREFETCHT2 (SI)(R11*2)
-	PREFETCHT2 (SI)(R13*1)
 	VMOVDQU32 (CX), Z1
 	VMOVDQU32 (CX)(R9*1), Z3
 	VMOVDQU32 (CX)(R9*2), Z5
@@ -233,6 +220,9 @@ loop:
 	VPBROADCASTD 128(SP)(DX*4), Z30
 
 	// Round 1
+	PREFETCHT2 (BX)
+	PREFETCHT2 (BX)(R9*1)
+	PREFETCHT2 (BX)(R9*2)
 	VPADDD Z0, Z8, Z0
 	VPADDD Z1, Z0, Z0
 	VPXORD Z24, Z0, Z24
@@ -347,6 +337,9 @@ loop:
 	VPRORD $0x07, Z8, Z8
 
 	// Round 2
+	PREFETCHT2 (BX)(R11*1)
+	PREFETCHT2 (BX)(R9*4)
+	PREFETCHT2 (BX)(R12*1)
 	VPADDD Z0, Z8, Z0
 	VPADDD Z5, Z0, Z0
 	VPXORD Z24, Z0, Z24
@@ -461,6 +454,8 @@ loop:
 	VPRORD $0x07, Z8, Z8
 
 	// Round 3
+	PREFETCHT2 (BX)(R11*2)
+	PREFETCHT2 (BX)(R13*1)
 	VPADDD Z0, Z8, Z0
 	VPADDD Z7, Z0, Z0
 	VPXORD Z24, Z0, Z24
@@ -575,6 +570,8 @@ loop:
 	VPRORD $0x07, Z8, Z8
 
 	// Round 4
+	PREFETCHT2 (SI)
+	PREFETCHT2 (SI)(R9*1)
 	VPADDD Z0, Z8, Z0
 	VPADDD Z21, Z0, Z0
 	VPXORD Z24, Z0, Z24
@@ -689,6 +686,8 @@ loop:
 	VPRORD $0x07, Z8, Z8
 
 	// Round 5
+	PREFETCHT2 (SI)(R9*2)
+	PREFETCHT2 (SI)(R11*1)
 	VPADDD Z0, Z8, Z0
 	VPADDD Z25, Z0, Z0
 	VPXORD Z24, Z0, Z24
@@ -803,6 +802,8 @@ loop:
 	VPRORD $0x07, Z8, Z8
 
 	// Round 6
+	PREFETCHT2 (SI)(R9*4)
+	PREFETCHT2 (SI)(R12*1)
 	VPADDD Z0, Z8, Z0
 	VPADDD Z19, Z0, Z0
 	VPXORD Z24, Z0, Z24
@@ -917,6 +918,8 @@ loop:
 	VPRORD $0x07, Z8, Z8
 
 	// Round 7
+	PREFETCHT2 (SI)(R11*2)
+	PREFETCHT2 (SI)(R13*1)
 	VPADDD Z0, Z8, Z0
 	VPADDD Z23, Z0, Z0
 	VPXORD Z24, Z0, Z24

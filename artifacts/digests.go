@@ -109,7 +109,7 @@ func hashDigests(ctx context.Context, f *os.File, size int64) (ObjectDigests, er
 	// also handed to a BLAKE3 worker (at most GOMAXPROCS at once across every hash in the process:
 	// pieceSlots). A piece's buffer goes back to the pool when the later of the two is done.
 	type piece struct {
-		buf  *[]byte // nil for a hole (zeroPiece)
+		buf  *[]byte // nil for a hole (zeros)
 		refs atomic.Int32
 	}
 	release := func(p *piece) {
@@ -127,7 +127,7 @@ func hashDigests(ctx context.Context, f *os.File, size int64) (ObjectDigests, er
 		want := min(PieceSize, size-off)
 		p := &piece{}
 		p.refs.Store(2)
-		data := zeroPiece[:want]
+		data := zeros()[:want]
 		if hole, herr := pieceIsHole(f, off, want); herr != nil || !hole {
 			p.buf = piecePool.Get().(*[]byte)
 			got, err := f.ReadAt((*p.buf)[:want], off)

@@ -22,9 +22,6 @@ const pipelineDepth = 3
 
 var blockPool = sync.Pool{New: func() any { b := make([]byte, blockSize); return &b }}
 
-// zeroBlock is hashed in place of file holes.
-var zeroBlock = make([]byte, 1<<20)
-
 // block is one piece of a file in order: either data read at off, or a hole of zeros bytes.
 type block struct {
 	off   int64
@@ -146,8 +143,8 @@ func readBlocks(ctx context.Context, f *os.File, size int64, consume func(b bloc
 // writeZeros feeds n zero bytes to h.
 func writeZeros(h hash.Hash, n int64) {
 	for n > 0 {
-		k := min(n, int64(len(zeroBlock)))
-		h.Write(zeroBlock[:k])
+		k := min(n, int64(len(zeros())))
+		h.Write(zeros()[:k])
 		n -= k
 	}
 }

@@ -25,7 +25,7 @@ func writeSparse(f *os.File, off int64, data []byte) error {
 			n = len(data)
 		}
 		piece := data[:n]
-		if !(n == holeSpan && bytes.Equal(piece, zeroBlock[:n])) {
+		if !(n == holeSpan && bytes.Equal(piece, zeros()[:n])) {
 			if _, err := f.WriteAt(piece, off); err != nil {
 				return fmt.Errorf("writing %s at %d: %w", f.Name(), off, err)
 			}

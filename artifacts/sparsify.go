@@ -104,7 +104,7 @@ func zeroBlocks(f *os.File, start, end, blk int64, fn func(off int64, zero bool)
 	}()
 	for off := int64(0); off < int64(len(m)); off += blk {
 		b := m[off:min(int64(len(m)), off+blk)]
-		if err := fn(start+off, bytes.Equal(b, zeroBlock[:len(b)])); err != nil {
+		if err := fn(start+off, bytes.Equal(b, zeros()[:len(b)])); err != nil {
 			return err
 		}
 	}

@@ -158,8 +158,8 @@ func (h *PieceHasher) Write(p []byte) (int, error) {
 // Zeros hashes n zero bytes, the next bytes of the input.
 func (h *PieceHasher) Zeros(n int64) {
 	for n > 0 {
-		k := min(n, int64(len(zeroPiece)))
-		h.Write(zeroPiece[:k])
+		k := min(n, int64(len(zeros())))
+		h.Write(zeros()[:k])
 		n -= k
 	}
 }

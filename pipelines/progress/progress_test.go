@@ -3,6 +3,7 @@ package progress_test
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"strings"
 	"testing"
 
@@ -42,5 +43,41 @@ func TestTextLines(t *testing.T) {
 	s.Close()
 	if got := buf.String(); !strings.Contains(got, "FAILED") || !strings.Contains(got, "boom") || strings.Count(got, "\n") != 1 {
 		t.Errorf("text output %q", got)
+	}
+}
+
+// countingWriter counts Write calls.
+type countingWriter struct {
+	bytes.Buffer
+	writes int
+}
+
+func (w *countingWriter) Write(p []byte) (int, error) {
+	w.writes++
+	return w.Buffer.Write(p)
+}
+
+// TestJSONBuffersBursts: a burst of plan and node_cached events is not written line by line, a
+// node_started event writes everything before it at once, and Close writes the rest.
+func TestJSONBuffersBursts(t *testing.T) {
+	var w countingWriter
+	s := progress.NewJSON(&w)
+	for i := range 500 {
+		s.Emit(engine.Event{Event: engine.EventPlan, Node: fmt.Sprint("n", i)})
+	}
+	s.Emit(engine.Event{Event: engine.EventNodeStarted, Node: "n0"})
+	if got := strings.Count(w.String(), "\n"); got != 501 {
+		t.Fatalf("after node_started: %d lines written, want 501", got)
+	}
+	if w.writes >= 100 {
+		t.Errorf("501 lines took %d writes", w.writes)
+	}
+	s.Emit(engine.Event{Event: engine.EventNodeCached, Node: "n1"})
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(strings.TrimSpace(w.String()), "\n")
+	if len(lines) != 502 || !strings.Contains(lines[501], `"node_cached"`) || !strings.Contains(lines[500], `"node_started"`) {
+		t.Errorf("after Close: %d lines, last two %q", len(lines), lines[len(lines)-2:])
 	}
 }

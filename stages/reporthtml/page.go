@@ -9,6 +9,7 @@ import (
 	"slices"
 	"sort"
 	"strings"
+	"sync"
 )
 
 //go:embed style.css
@@ -17,7 +18,9 @@ var style string
 //go:embed templates.html
 var templateText string
 
-var pages = template.Must(template.New("pages").Parse(templateText))
+// pages parses the templates on first use, not at package init (every orkpipe command links this
+// package; parsing took ~0.3 ms of each one's start).
+var pages = sync.OnceValue(func() *template.Template { return template.Must(template.New("pages").Parse(templateText)) })
 
 // fact is one figure of the summary grid.
 type fact struct{ Label, Value string }
@@ -131,7 +134,7 @@ func Render(reportJSON []byte) ([]byte, error) {
 // execute runs one page template and checks the page it wrote (Check).
 func execute(name string, data any) ([]byte, error) {
 	var b bytes.Buffer
-	if err := pages.ExecuteTemplate(&b, name, data); err != nil {
+	if err := pages().ExecuteTemplate(&b, name, data); err != nil {
 		return nil, err
 	}
 	if err := Check(b.Bytes()); err != nil {

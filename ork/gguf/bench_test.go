@@ -240,3 +240,25 @@ func BenchmarkEmitStub2GiB(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkDequantizeF16Chunk: F16 weights (finite, as a model's are) converted one cache-sized chunk
+// at a time, as RTN reads rows: the F16C kernel (subject) against the table alone (baseline).
+func BenchmarkDequantizeF16Chunk(b *testing.B) {
+	if !hasF16C {
+		b.Skip("this CPU has no F16C/AVX2: the table is the only path")
+	}
+	r := rand.New(rand.NewPCG(1, 2))
+	src := make([]byte, 2*64*1024)
+	for i := 0; i < len(src)/2; i++ {
+		binary.LittleEndian.PutUint16(src[2*i:], F32ToF16(float32(r.NormFloat64()*0.02)))
+	}
+	dst := make([]float32, len(src)/2)
+	defer func() { hasF16C = true }()
+	with := func(kernel bool) func() error {
+		return func() error {
+			hasF16C = kernel
+			return Dequantize(TypeF16, src, dst)
+		}
+	}
+	reportPair(b, int64(len(src)), with(false), with(true))
+}

@@ -51,11 +51,7 @@ func Dequantize(t Type, src []byte, dst []float32) error {
 			dst[i] = math.Float32frombits(binary.LittleEndian.Uint32(src[4*i:]))
 		}
 	case TypeF16:
-		tab := f16tab()
-		src = src[:2*len(dst)]
-		for i := range dst {
-			dst[i] = tab[uint16(src[2*i])|uint16(src[2*i+1])<<8]
-		}
+		f16ToF32s(dst, src[:2*len(dst)])
 	case TypeBF16:
 		src = src[:2*len(dst)]
 		for i := range dst {

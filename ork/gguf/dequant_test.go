@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"math"
 	"testing"
 
@@ -300,6 +301,52 @@ func TestHalfConversions(t *testing.T) {
 	}
 	if got := F32ToBF16(1 + 0x1.8p-8); got != 0x3f81 {
 		t.Errorf("F32ToBF16 above tie = %#04x", got)
+	}
+}
+
+// TestDequantizeF16EveryHalf: Dequantize of F16 gives F16ToF32's bits for every half — through the
+// F16C kernel where this CPU has one (blocks of eight finite values) and the table (Inf, NaN with its
+// payload, tails) — at every start offset and length around the kernel's block of eight; and the same
+// without the kernel.
+func TestDequantizeF16EveryHalf(t *testing.T) {
+	src := make([]byte, 2<<16)
+	for h := range 1 << 16 {
+		binary.LittleEndian.PutUint16(src[2*h:], uint16(h))
+	}
+	check := func(what string, src []byte, dst []float32) {
+		t.Helper()
+		for i, f := range dst {
+			h := binary.LittleEndian.Uint16(src[2*i:])
+			if math.Float32bits(f) != math.Float32bits(f16ToF32Slow(h)) {
+				t.Fatalf("%s: half %#04x -> %#08x, want %#08x", what, h, math.Float32bits(f), math.Float32bits(f16ToF32Slow(h)))
+			}
+		}
+	}
+	kernel := hasF16C
+	defer func() { hasF16C = kernel }()
+	for _, k := range []bool{kernel, false} {
+		hasF16C = k
+		dst := make([]float32, 1<<16)
+		if err := Dequantize(TypeF16, src, dst); err != nil {
+			t.Fatal(err)
+		}
+		check(fmt.Sprintf("kernel %v, all halves", k), src, dst)
+		// Offsets and lengths around a block of eight, over finite values with an Inf or NaN between.
+		for _, at := range []int{0x3c00, 0x7bf0, 0x7c00 - 5, 0x7e00, 0xfbf3} {
+			for off := range 9 {
+				for n := range 27 {
+					part := src[2*(at+off) : 2*(at+off+n)]
+					dst := make([]float32, n)
+					if err := Dequantize(TypeF16, part, dst); err != nil {
+						t.Fatal(err)
+					}
+					check(fmt.Sprintf("kernel %v, %d halves from %#04x", k, n, at+off), part, dst)
+				}
+			}
+		}
+	}
+	if !kernel {
+		t.Log("this CPU has no F16C/AVX2: only the table was checked")
 	}
 }
 

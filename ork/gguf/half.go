@@ -22,6 +22,22 @@ func f16tab() *[1 << 16]float32 {
 	return f16Table
 }
 
+// f16ToF32s converts the len(dst) little-endian halves of src to float32 (exactly, as F16ToF32): with
+// the F16C kernel where the CPU has one (finite values; a block of eight holding an Inf or a NaN goes
+// by the table, so a NaN keeps its payload bit for bit), else by the table.
+func f16ToF32s(dst []float32, src []byte) {
+	tab := f16tab()
+	for i := 0; i < len(dst); {
+		if n := f16Kernel(dst[i:], src[2*i:]); n > 0 {
+			i += n
+			continue
+		}
+		for end := min(i+8, len(dst)); i < end; i++ {
+			dst[i] = tab[uint16(src[2*i])|uint16(src[2*i+1])<<8]
+		}
+	}
+}
+
 // F16ToF32 converts an IEEE 754 binary16 bit pattern to float32 (exactly).
 func F16ToF32(h uint16) float32 { return f16tab()[h] }
 

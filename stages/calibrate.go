@@ -6,7 +6,10 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"slices"
 	"strconv"
+
+	"golang.org/x/sync/errgroup"
 
 	"orkpipe/ork/calib"
 	"orkpipe/ork/model"
@@ -226,6 +229,11 @@ func runCalibrate(ctx context.Context, p CalibrateParams, req Request) error {
 			return err
 		}
 	}
+	type output struct {
+		name string
+		h    *calib.Hessian
+	}
+	var outs []output
 	for l := p.Start; l < p.End; l++ {
 		for i, site := range m.Cfg.Sites(l) {
 			hs := res.Layers[l-p.Start][i]
@@ -238,11 +246,20 @@ func runCalibrate(ctx context.Context, p CalibrateParams, req Request) error {
 							"layer", l, "expert", e, "output", name)
 					}
 				}
-				if err := writeHessianFile(req.Output(name), h); err != nil {
-					return err
-				}
+				outs = append(outs, output{req.Output(name), h})
 			}
 		}
+	}
+	// Two files at a time, the largest first: a file's write calls are serial (WriteHessian converts
+	// ahead of them on every core), so a second file keeps the other core's share of the copying busy.
+	slices.SortStableFunc(outs, func(a, b output) int { return b.h.K - a.h.K })
+	var g errgroup.Group
+	g.SetLimit(2)
+	for _, o := range outs {
+		g.Go(func() error { return writeHessianFile(o.name, o.h) })
+	}
+	if err := g.Wait(); err != nil {
+		return err
 	}
 	if p.Shape.Experts > 0 {
 		return writeRouting(req.Output(RoutingOutput), res.Routing)

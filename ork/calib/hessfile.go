@@ -8,6 +8,7 @@ import (
 	"io"
 	"math"
 	"os"
+	"runtime"
 
 	"github.com/zeebo/blake3"
 )
@@ -25,12 +26,18 @@ const hessianChunk = 1 << 20
 // triangle returns the number of values of the upper triangle (diagonal included) of a K x K matrix.
 func triangle(k int) int64 { return int64(k) * int64(k+1) / 2 }
 
-// WriteHessian checks the upper triangle of h (CheckUpper: the only part it reads) and writes it in
-// the Hessian file format, streaming: row i's values H[i][i..K-1], i = 0..K-1, each rounded to the
-// nearest float32 (a value beyond float32's range is an error, ErrNotFinite).
+// WriteHessian writes the upper triangle of h (the only part it reads) in the Hessian file format,
+// streaming: row i's values H[i][i..K-1], i = 0..K-1, each rounded to the nearest float32. Every value
+// is checked as it is converted (CheckUpper's conditions: finite, the diagonal non-negative; and within
+// float32's range), so a bad Hessian is an error (ErrNotFinite) naming the first bad value of the
+// lowest bad piece — after part of the file may have been written. GOMAXPROCS goroutines convert
+// pieces of about hessianPiece bytes ahead of the writer, which writes and hashes them in order.
 func WriteHessian(w io.Writer, h *Hessian) error {
-	if err := h.CheckUpper(); err != nil {
-		return err
+	if h.K <= 0 || len(h.Data) != h.K*h.K {
+		return fmt.Errorf("hessian K=%d with %d values (want K²): %w", h.K, len(h.Data), ErrShape)
+	}
+	if h.Tokens < 0 {
+		return fmt.Errorf("hessian tokens %d: %w", h.Tokens, ErrShape)
 	}
 	hash := blake3.New()
 	out := io.MultiWriter(w, hash)
@@ -42,35 +49,108 @@ func WriteHessian(w io.Writer, h *Hessian) error {
 	if _, err := out.Write(b[:]); err != nil {
 		return fmt.Errorf("write hessian: %w", err)
 	}
-	buf := make([]byte, 0, hessianChunk)
-	k := h.K
-	for i := 0; i < k; i++ {
-		row := h.Data[i*k+i : (i+1)*k]
-		for len(row) > 0 {
-			n := min(len(row), (cap(buf)-len(buf))/4)
-			for j, x := range row[:n] {
-				v := float32(x)
-				if math.IsInf(float64(v), 0) {
-					return fmt.Errorf("hessian at (%d,%d) = %v: beyond float32: %w", i, k-len(row)+j, x, ErrNotFinite)
-				}
-				buf = binary.LittleEndian.AppendUint32(buf, math.Float32bits(v))
-			}
-			row = row[n:]
-			if len(buf) == cap(buf) {
-				if _, err := out.Write(buf); err != nil {
-					return fmt.Errorf("write hessian: %w", err)
-				}
-				buf = buf[:0]
-			}
+	if err := convertPieces(h, func(p []byte) error {
+		if _, err := out.Write(p); err != nil {
+			return fmt.Errorf("write hessian: %w", err)
 		}
-	}
-	if _, err := out.Write(buf); err != nil {
-		return fmt.Errorf("write hessian: %w", err)
+		return nil
+	}); err != nil {
+		return err
 	}
 	if _, err := w.Write(hash.Sum(nil)); err != nil {
 		return fmt.Errorf("write hessian digest: %w", err)
 	}
 	return nil
+}
+
+// hessianPiece is the target size in bytes of one converted piece of rows (at least one row).
+const hessianPiece = 4 << 20
+
+// convertPieces cuts the rows of h's upper triangle into pieces of about hessianPiece bytes of
+// float32, converts and checks them on GOMAXPROCS goroutines (piece p on goroutine p mod n, two buffers
+// each) and calls write with each piece in row order. It returns the first error in that order: a
+// piece's conversion error or write's.
+func convertPieces(h *Hessian, write func([]byte) error) error {
+	k := h.K
+	var starts []int // first row of each piece, then k
+	for i, size := 0, 0; i < k; i++ {
+		if size == 0 {
+			starts = append(starts, i)
+		}
+		if size += 4 * (k - i); size >= hessianPiece {
+			size = 0
+		}
+	}
+	starts = append(starts, k)
+	// pieceBytes is the size of piece p: 4 bytes for each value of its rows' upper triangle.
+	pieceBytes := func(p int) int { return 2 * ((starts[p+1] - starts[p]) * (2*k - starts[p] - starts[p+1] + 1)) }
+	pieces := len(starts) - 1
+	type result struct {
+		buf []byte
+		err error
+	}
+	n := max(1, min(pieces, runtime.GOMAXPROCS(0)))
+	done := make(chan struct{})
+	defer close(done)
+	results := make([]chan result, n)
+	free := make([]chan []byte, n)
+	for g := range n {
+		results[g], free[g] = make(chan result, 2), make(chan []byte, 2)
+		free[g] <- nil
+		free[g] <- nil
+		go func() {
+			for p := g; p < pieces; p += n {
+				var buf []byte
+				select {
+				case buf = <-free[g]:
+				case <-done:
+					return
+				}
+				if cap(buf) < pieceBytes(p) {
+					buf = make([]byte, 0, pieceBytes(p))
+				}
+				buf, err := convertRows(h, starts[p], starts[p+1], buf[:0])
+				select {
+				case results[g] <- result{buf, err}:
+				case <-done:
+					return
+				}
+				if err != nil {
+					return
+				}
+			}
+		}()
+	}
+	for p := range pieces {
+		r := <-results[p%n]
+		if r.err != nil {
+			return r.err
+		}
+		if err := write(r.buf); err != nil {
+			return err
+		}
+		free[p%n] <- r.buf
+	}
+	return nil
+}
+
+// convertRows appends rows [i0, i1) of h's upper triangle to buf as little-endian float32, checking
+// each value: finite, within float32's range, and a non-negative diagonal.
+func convertRows(h *Hessian, i0, i1 int, buf []byte) ([]byte, error) {
+	k := h.K
+	for i := i0; i < i1; i++ {
+		for j, x := range h.Data[i*k+i : (i+1)*k] {
+			v := float32(x)
+			if math.IsNaN(x) || math.IsInf(x, 0) || j == 0 && x < 0 {
+				return buf, fmt.Errorf("hessian at (%d,%d) = %v: %w", i, i+j, x, ErrNotFinite)
+			}
+			if math.IsInf(float64(v), 0) {
+				return buf, fmt.Errorf("hessian at (%d,%d) = %v: beyond float32: %w", i, i+j, x, ErrNotFinite)
+			}
+			buf = binary.LittleEndian.AppendUint32(buf, math.Float32bits(v))
+		}
+	}
+	return buf, nil
 }
 
 // HessianFileSize returns the exact size in bytes of a Hessian file for a K x K Hessian: header,

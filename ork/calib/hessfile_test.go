@@ -6,11 +6,15 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"io"
+	"math"
 	"os"
 	"path/filepath"
 	"runtime"
 	"strings"
 	"testing"
+
+	"github.com/zeebo/blake3"
 )
 
 // hessianFileBytes returns a valid Hessian file of a K x K Hessian with k+1 tokens of distinct
@@ -149,5 +153,59 @@ func BenchmarkReadHessianFile(b *testing.B) {
 				}
 			}
 		})
+	}
+}
+
+// TestWriteHessianPieces: the pieces converted side by side are written in row order — the file equals
+// a plain row-by-row encoding (header, float32 upper triangle, BLAKE3 of both) for triangles of one
+// piece and of several, on one goroutine and on several — and of several bad values the error names the
+// first in row order, not the first a goroutine found.
+func TestWriteHessianPieces(t *testing.T) {
+	plain := func(h *Hessian) []byte {
+		var b []byte
+		b = append(b, hessianMagic[:]...)
+		b = binary.LittleEndian.AppendUint32(b, hessianVersion)
+		b = binary.LittleEndian.AppendUint32(b, uint32(h.K))
+		b = binary.LittleEndian.AppendUint64(b, uint64(h.Tokens))
+		b = binary.LittleEndian.AppendUint64(b, 0)
+		for i := range h.K {
+			for _, x := range h.Data[i*h.K+i : (i+1)*h.K] {
+				b = binary.LittleEndian.AppendUint32(b, math.Float32bits(float32(x)))
+			}
+		}
+		sum := blake3.Sum256(b)
+		return append(b, sum[:]...)
+	}
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(0))
+	for _, k := range []int{1, 7, 1100, 2100} { // 2100: 8.8 MB of triangle, three pieces
+		h := NewHessian(k)
+		h.Tokens = int64(k)
+		for i := range h.Data {
+			h.Data[i] = float64(i%1009)*1.25e-3 + float64(i/k)
+		}
+		for _, procs := range []int{1, 2, 3} {
+			t.Run(fmt.Sprintf("K%d/procs%d", k, procs), func(t *testing.T) {
+				runtime.GOMAXPROCS(procs)
+				var buf bytes.Buffer
+				if err := WriteHessian(&buf, h); err != nil {
+					t.Fatal(err)
+				}
+				if !bytes.Equal(buf.Bytes(), plain(h)) {
+					t.Fatalf("%d bytes differ from the row-by-row encoding (%d bytes)", buf.Len(), len(plain(h)))
+				}
+			})
+		}
+	}
+	const k = 2100
+	h := NewHessian(k)
+	h.Data[2000*k+2050] = math.Inf(-1) // the last piece
+	h.Data[1500*k+1600] = math.NaN()   // the second piece
+	h.Data[1500*k+1500] = -1           // the same row, earlier: the first bad value
+	for _, procs := range []int{1, 2, 3} {
+		runtime.GOMAXPROCS(procs)
+		err := WriteHessian(io.Discard, h)
+		if !errors.Is(err, ErrNotFinite) || !strings.Contains(err.Error(), "(1500,1500) = -1") {
+			t.Errorf("procs %d: error %v, want the negative diagonal at (1500,1500)", procs, err)
+		}
 	}
 }

@@ -38,6 +38,9 @@ type calibResult struct {
 	HessFlops  float64 `json:"hessian_flops"`
 	SgemmGFLOP float64 `json:"sgemm_gflops"`
 	DgemmGFLOP float64 `json:"dgemm_gflops"`
+	// The same per CPU-second (user + system of the process, BLAS threads included).
+	SgemmCPUGFLOP float64 `json:"sgemm_cpu_gflops"`
+	DgemmCPUGFLOP float64 `json:"dgemm_cpu_gflops"`
 }
 
 // calibFlops counts a calibrate node's work as docs/performance.md does, for one llama block of widths
@@ -55,8 +58,9 @@ func calibFlops(e, q, kv, f, nSeq, t int) (fwd, hess float64) {
 }
 
 // gemmRates times one 2048³ float32 and one float64 matrix product through gonum's blas32/blas64,
-// which is what the calibrate stage's products call in this build, and returns their GFLOP/s.
-func gemmRates() (sgemm, dgemm float64) {
+// which is what the calibrate stage's products call in this build, and returns their GFLOP/s, per
+// second of wall time and per CPU-second, each the best of 2.
+func gemmRates() (sgemm, dgemm, sgemmCPU, dgemmCPU float64) {
 	const d = matmulDim
 	a32, c32 := make([]float32, d*d), make([]float32, d*d)
 	a64, c64 := make([]float64, d*d), make([]float64, d*d)
@@ -69,20 +73,24 @@ func gemmRates() (sgemm, dgemm float64) {
 	m64 := blas64.General{Rows: d, Cols: d, Stride: d, Data: a64}
 	o64 := blas64.General{Rows: d, Cols: d, Stride: d, Data: c64}
 	flops := 2 * float64(d) * d * d
-	best := func(f func()) float64 {
-		var b time.Duration
+	best := func(f func()) (wall, cpu float64) {
+		var b, c time.Duration
 		for i := 0; i < 2; i++ {
-			start := time.Now()
+			c0, start := processCPU(), time.Now()
 			f()
-			if el := time.Since(start); i == 0 || el < b {
+			el, ce := time.Since(start), processCPU()-c0
+			if i == 0 || el < b {
 				b = el
 			}
+			if i == 0 || ce < c {
+				c = ce
+			}
 		}
-		return flops / b.Seconds() / 1e9
+		return flops / b.Seconds() / 1e9, flops / c.Seconds() / 1e9
 	}
-	sgemm = best(func() { blas32.Gemm(blas.NoTrans, blas.Trans, 1, m32, m32, 0, o32) })
-	dgemm = best(func() { blas64.Gemm(blas.Trans, blas.NoTrans, 1, m64, m64, 0, o64) })
-	return sgemm, dgemm
+	sgemm, sgemmCPU = best(func() { blas32.Gemm(blas.NoTrans, blas.Trans, 1, m32, m32, 0, o32) })
+	dgemm, dgemmCPU = best(func() { blas64.Gemm(blas.Trans, blas.NoTrans, 1, m64, m64, 0, o64) })
+	return sgemm, dgemm, sgemmCPU, dgemmCPU
 }
 
 // runCalibWorker is the worker mode: it generates a one-layer Q8_0 model of widths embd/ff (synth
@@ -147,7 +155,7 @@ func runCalibWorker(ctx context.Context, w io.Writer, embd, ff, nSeq, ctxLen int
 	}
 	shape := stages.ShapeOf(cfg)
 	runtime.GC()
-	sg, dg := gemmRates()
+	sg, dg, sgc, dgc := gemmRates()
 	runtime.GC()
 	if cpuProfile != "" {
 		f, err := os.Create(cpuProfile)
@@ -171,7 +179,7 @@ func runCalibWorker(ctx context.Context, w io.Writer, embd, ff, nSeq, ctxLen int
 	c := shape.Config()
 	fwd, hess := calibFlops(c.NEmbd, c.QDim(), c.KVDim(), c.NFF, nSeq, ctxLen)
 	return json.NewEncoder(w).Encode(calibResult{Backend: quant.BLASBackend, Embd: embd, FF: ff, Sequences: nSeq, Ctx: ctxLen,
-		Seconds: el, CPUSeconds: cpu, FwdFlops: fwd, HessFlops: hess, SgemmGFLOP: sg, DgemmGFLOP: dg})
+		Seconds: el, CPUSeconds: cpu, FwdFlops: fwd, HessFlops: hess, SgemmGFLOP: sg, DgemmGFLOP: dg, SgemmCPUGFLOP: sgc, DgemmCPUGFLOP: dgc})
 }
 
 // processCPU returns the user + system CPU time this process has used (its OpenBLAS threads included).
@@ -209,7 +217,8 @@ func rowCalib(e *env) (Row, error) {
 		builds[1].skip = "-calib-pure-go=false"
 	}
 	var steps []step
-	cpu := make([][]float64, len(builds)) // per build: CPU seconds of the calibrate node, per run
+	cpu := make([][]float64, len(builds))      // per build: CPU seconds of the calibrate node, per run
+	cpuIdeal := make([][]float64, len(builds)) // per build and run: its flops at the gemms' rates per CPU-second
 	for _, b := range builds {
 		sg := Measure{Label: "sgemm, " + b.name, Role: "reference"}
 		dg := Measure{Label: "dgemm, " + b.name, Role: "reference"}
@@ -241,6 +250,9 @@ func rowCalib(e *env) (Row, error) {
 			sg.Samples = append(sg.Samples, flops/res.SgemmGFLOP/1e9)
 			dg.Samples = append(dg.Samples, flops/res.DgemmGFLOP/1e9)
 			cpu[i] = append(cpu[i], res.CPUSeconds)
+			if res.SgemmCPUGFLOP > 0 && res.DgemmCPUGFLOP > 0 {
+				cpuIdeal[i] = append(cpuIdeal[i], res.FwdFlops/res.SgemmCPUGFLOP/1e9+res.HessFlops/res.DgemmCPUGFLOP/1e9)
+			}
 			return time.Duration(res.Seconds * float64(time.Second)), rss, nil
 		}})
 	}
@@ -255,7 +267,11 @@ func rowCalib(e *env) (Row, error) {
 		sg.GFLOPS, dg.GFLOPS, cm.GFLOPS = flops/s/1e9, flops/d/1e9, (fwd+hess)/c/1e9
 		cm.Share = calibShare(fwd, hess, sg.GFLOPS, dg.GFLOPS, c)
 		cm.Extra = fmt.Sprintf("%.0f%% of the sgemm/dgemm rate", 100*cm.Share)
-		cm.Extra += fmt.Sprintf("; CPU %.1f s (median)", Summarize(cpu[i]).Median)
+		cs := Summarize(cpu[i]).Median
+		cm.Extra += fmt.Sprintf("; CPU %.1f s (median)", cs)
+		if len(cpuIdeal[i]) > 0 && cs > 0 {
+			cm.Extra += fmt.Sprintf(", %.0f%% of the sgemm/dgemm rate per CPU-second", 100*Summarize(cpuIdeal[i]).Median/cs)
+		}
 	}
 	return r, err
 }

@@ -233,10 +233,19 @@ func capture(ctx context.Context, m *model.Model, w Window, in HiddenSource, out
 			res.expertSite[l][i] = s.Experts > 0
 			for range count {
 				a := newAccumulator(NewHessian(s.Width), b)
+				a.expert = s.Experts > 0
 				all = append(all, a)
 				obs.acc[l][i] = append(obs.acc[l][i], a)
 				res.Layers[l][i] = append(res.Layers[l][i], a.h)
 			}
+		}
+	}
+	// The first update of a fresh Hessian would fault its upper triangle in one page at a time inside
+	// BLAS; populate those pages up front instead (not the experts': one no token reaches is never
+	// written, so never resident).
+	for _, a := range all {
+		if !a.expert {
+			prefaultUpper(a.h)
 		}
 	}
 	if err := run(ctx, m, w, in, out, obs); err != nil {

@@ -134,20 +134,27 @@ func convertPieces(h *Hessian, write func([]byte) error) error {
 	return nil
 }
 
-// convertRows appends rows [i0, i1) of h's upper triangle to buf as little-endian float32, checking
+// convertRows appends rows [i0, i1) of h's upper triangle to buf (which has room for them) as little-endian float32, checking
 // each value: finite, within float32's range, and a non-negative diagonal.
 func convertRows(h *Hessian, i0, i1 int, buf []byte) ([]byte, error) {
 	k := h.K
 	for i := i0; i < i1; i++ {
-		for j, x := range h.Data[i*k+i : (i+1)*k] {
+		row := h.Data[i*k+i : (i+1)*k]
+		if row[0] < 0 {
+			return buf, fmt.Errorf("hessian at (%d,%d) = %v: %w", i, i, row[0], ErrNotFinite)
+		}
+		n := len(buf)
+		buf = buf[:n+4*len(row)]
+		dst := buf[n:]
+		for j, x := range row {
 			v := float32(x)
-			if math.IsNaN(x) || math.IsInf(x, 0) || j == 0 && x < 0 {
-				return buf, fmt.Errorf("hessian at (%d,%d) = %v: %w", i, i+j, x, ErrNotFinite)
+			if v-v != 0 { // NaN or ±Inf as float32: x is not finite, or beyond float32's range
+				if x-x != 0 {
+					return buf[:n], fmt.Errorf("hessian at (%d,%d) = %v: %w", i, i+j, x, ErrNotFinite)
+				}
+				return buf[:n], fmt.Errorf("hessian at (%d,%d) = %v: beyond float32: %w", i, i+j, x, ErrNotFinite)
 			}
-			if math.IsInf(float64(v), 0) {
-				return buf, fmt.Errorf("hessian at (%d,%d) = %v: beyond float32: %w", i, i+j, x, ErrNotFinite)
-			}
-			buf = binary.LittleEndian.AppendUint32(buf, math.Float32bits(v))
+			binary.LittleEndian.PutUint32(dst[4*j:], math.Float32bits(v))
 		}
 	}
 	return buf, nil

@@ -46,8 +46,9 @@ func batchRows(nSeq, seqLen int) int { return max(1, min(BatchRows, nSeq*seqLen)
 // accumulator adds rows into the upper triangle (and the diagonal) of a Hessian through a rowBatch;
 // flush completes the pending update, Symmetrize the lower triangle.
 type accumulator struct {
-	h     *Hessian
-	batch *rowBatch
+	h      *Hessian
+	batch  *rowBatch
+	expert bool // an expert's Hessian (capture does not prefault it)
 }
 
 func newAccumulator(h *Hessian, b *rowBatch) *accumulator {

@@ -42,13 +42,14 @@ func hashRange(ctx context.Context, f *os.File, base, size int64, workers int) (
 	defer cancel(nil)
 	var next atomic.Int64
 	var wg sync.WaitGroup
-	for range min(int64(workers), n) {
+	k := max(1, min(mapGroup, n/int64(workers))) // pieces per take: every worker gets some
+	for range min(int64(workers), (n+k-1)/k) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			for {
-				i := next.Add(1) - 1
-				if i >= n || ctx.Err() != nil {
+				g := next.Add(k) - k
+				if g >= n || ctx.Err() != nil {
 					return
 				}
 				select {
@@ -56,18 +57,7 @@ func hashRange(ctx context.Context, f *os.File, base, size int64, workers int) (
 				case <-ctx.Done():
 					return
 				}
-				var err error
-				if hole, herr := pieceIsHole(f, base+i*PieceSize, min(PieceSize, size-i*PieceSize)); herr == nil && hole {
-					// No data in this piece (a stub's pack-owned tensors): hash zeros from memory
-					// instead of faulting in page-cache pages of zeros.
-					cvs[i] = zeroPieceCV(i*PieceSize, min(PieceSize, size-i*PieceSize))
-				} else if mmapPieces {
-					err = hashPieceMapped(f, base, size, i, &cvs[i])
-				} else {
-					buf := piecePool.Get().(*[]byte)
-					err = hashPiece(f, base, size, i, *buf, &cvs[i])
-					piecePool.Put(buf)
-				}
+				err := hashGroup(f, base, size, g, min(g+k, n), cvs)
 				<-pieceSlots
 				if err != nil {
 					cancel(err)
@@ -81,6 +71,47 @@ func hashRange(ctx context.Context, f *os.File, base, size int64, workers int) (
 		return Digest{}, err
 	}
 	return Digest{sum: rootOf(cvs)}, nil
+}
+
+// mapGroup is how many pieces a worker takes at once. Pieces with data all through are mapped,
+// populated and unmapped together: one mmap/munmap pair (and one TLB shootdown on the other CPUs)
+// per 16 MiB instead of per 4 MiB, for at most 16 MiB mapped per worker (docs/performance.md,
+// "Hashing, session 6").
+const mapGroup = 4
+
+// hashGroup stores the chaining values of pieces [from, to) of the size bytes of f at base in cvs.
+// A range without holes (SEEK_HOLE finds none before its end) is mapped in one piece; otherwise
+// each piece on its own: a piece entirely in a hole is hashed as zeros from memory (a stub's
+// pack-owned tensors: faulting in page-cache pages of zeros would cost memory and time), the
+// others mapped (or read, in tests and benchmarks).
+func hashGroup(f *os.File, base, size, from, to int64, cvs []ChainValue) error {
+	if mmapPieces && to-from > 1 && noHoles(f, base+from*PieceSize, min(to*PieceSize, size)-from*PieceSize) {
+		return hashPiecesMapped(f, base, size, from, to, cvs[from:to])
+	}
+	for i := from; i < to; i++ {
+		n := min(PieceSize, size-i*PieceSize)
+		var err error
+		if hole, herr := pieceIsHole(f, base+i*PieceSize, n); herr == nil && hole {
+			cvs[i] = zeroPieceCV(i*PieceSize, n)
+		} else if mmapPieces {
+			err = hashPiecesMapped(f, base, size, i, i+1, cvs[i:i+1])
+		} else {
+			buf := piecePool.Get().(*[]byte)
+			err = hashPiece(f, base, size, i, *buf, &cvs[i])
+			piecePool.Put(buf)
+		}
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// noHoles reports whether [off, off+n) of f lies inside the file and has no hole (SEEK_HOLE
+// finds the first one at or past its end). An error (no SEEK_HOLE) means "not known": false.
+func noHoles(f *os.File, off, n int64) bool {
+	h, err := unix.Seek(int(f.Fd()), off, unix.SEEK_HOLE)
+	return err == nil && h >= off+n
 }
 
 // hashPiece reads piece i of the size bytes of f at base and stores its subtree chaining value in
@@ -99,15 +130,15 @@ func hashPiece(f *os.File, base, size, i int64, buf []byte, out *ChainValue) err
 	return nil
 }
 
-// hashPieceMapped maps piece i of the size bytes of f at base read-only (from the page boundary
-// at or before it), stores its subtree chaining value in out and unmaps it. If the file shrank
-// meanwhile, touching the pages past its end raises SIGBUS; the fault becomes a recovered panic on
-// this goroutine (debug.SetPanicOnFault) and an error naming the file, never a crash or a digest.
-// (Why mapped piece by piece rather than by pread or one whole-file mapping: BenchmarkHash2GiB,
-// docs/performance.md.)
-func hashPieceMapped(f *os.File, base, size, i int64, out *ChainValue) (err error) {
-	off := i * PieceSize
-	want := int(min(PieceSize, size-off))
+// hashPiecesMapped maps pieces [from, to) of the size bytes of f at base read-only (from the page
+// boundary at or before the first), stores their subtree chaining values in out and unmaps them. If
+// the file shrank meanwhile, touching the pages past its end raises SIGBUS; the fault becomes a
+// recovered panic on this goroutine (debug.SetPanicOnFault) and an error naming the file, never a
+// crash or a digest. (Why mapped piece by piece rather than by pread or one whole-file mapping:
+// BenchmarkHash2GiB, docs/performance.md.)
+func hashPiecesMapped(f *os.File, base, size, from, to int64, out []ChainValue) (err error) {
+	off := from * PieceSize
+	want := int(min((to-from)*PieceSize, size-off))
 	pos := base + off
 	lead := int(pos % int64(os.Getpagesize()))
 	m, err := mapPiece(int(f.Fd()), pos-int64(lead), lead+want)
@@ -115,7 +146,7 @@ func hashPieceMapped(f *os.File, base, size, i int64, out *ChainValue) (err erro
 		return fmt.Errorf("map %s at %d: %w", f.Name(), pos, err)
 	}
 	defer unmapPiece(m)
-	// Map the whole piece in one call instead of ~64 page faults (fault-around maps 64 KiB each).
+	// Map the whole range in one call instead of a page fault per 64 KiB (fault-around).
 	// Measured on 2 GiB, 7 interleaved runs at load 8-15: the same CPU time (0.73 s), median wall
 	// 2.00 s against 2.41 s (2 workers) and 2.28 s against 2.75 s (1 worker): fewer kernel entries,
 	// fewer preemptions. Only a hint: if it fails (a kernel before 5.14, or a file that shrank), the
@@ -127,7 +158,11 @@ func hashPieceMapped(f *os.File, base, size, i int64, out *ChainValue) (err erro
 			err = fmt.Errorf("reading %s at %d: fault (%v): file ended before %d bytes (changed while reading?)", f.Name(), pos, r, base+size)
 		}
 	}()
-	*out = SubtreeCV(m[lead:], uint64(off/ChunkSize))
+	data := m[lead:]
+	for j := range out {
+		p := data[j*PieceSize : min((j+1)*PieceSize, len(data))]
+		out[j] = SubtreeCV(p, uint64((off+int64(j)*PieceSize)/ChunkSize))
+	}
 	return nil
 }
 
@@ -189,9 +224,9 @@ func pieceIsHole(f *os.File, off, n int64) (bool, error) {
 }
 
 // mapPiece maps n bytes of fd at off read-only and shared. The mapping's slow system calls —
-// populating it (in hashPieceMapped) and unmapping it — are made without telling the Go scheduler
-// (RawSyscall): a worker that entered a syscall state for each of them (1024 per 2 GiB, ~0.2-0.5
-// ms each) had the runtime hand its P over and wake threads every time (docs/performance.md,
+// populating it (in hashPiecesMapped) and unmapping it — are made without telling the Go
+// scheduler (RawSyscall): a worker that entered a syscall state for each of them (~0.2-0.5 ms per
+// 4 MiB) had the runtime hand its P over and wake threads every time (docs/performance.md,
 // "Hashing, session 6"). They block nothing else: only the hash workers make them.
 func mapPiece(fd int, off int64, n int) ([]byte, error) {
 	p, err := unix.MmapPtr(fd, off, nil, uintptr(n), unix.PROT_READ, unix.MAP_SHARED)

@@ -158,3 +158,49 @@ func TestHashSection(t *testing.T) {
 		}
 	}
 }
+
+// TestParallelHashGroups: files of several mapping groups (mapGroup pieces) hash like their
+// logical bytes for any worker count — all data, a hole inside one group (that group goes piece by
+// piece), a partial last group with a short last piece — and a file shorter than claimed is an
+// error.
+func TestParallelHashGroups(t *testing.T) {
+	const pieces = 3*mapGroup + 2
+	size := int64(pieces)*PieceSize + 777
+	data := pattern("groups", int(size))
+	for _, tc := range []struct {
+		name string
+		hole int64 // index of a piece left as a hole, or -1
+	}{{"all data", -1}, {"hole in the second group", mapGroup + 1}, {"hole in the last group", 3 * mapGroup}} {
+		t.Run(tc.name, func(t *testing.T) {
+			p := filepath.Join(t.TempDir(), "f")
+			f, err := os.Create(p)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer f.Close()
+			logical := append([]byte(nil), data...)
+			for i := int64(0); i <= pieces; i++ {
+				lo, hi := i*PieceSize, min((i+1)*PieceSize, size)
+				if i == tc.hole {
+					clear(logical[lo:hi])
+					continue
+				}
+				if _, err := f.WriteAt(logical[lo:hi], lo); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if err := f.Truncate(size); err != nil {
+				t.Fatal(err)
+			}
+			want := SumBytes(logical)
+			for _, workers := range []int{1, 2, 3, 16} {
+				if got, err := hashParallel(context.Background(), f, size, workers); err != nil || got != want {
+					t.Fatalf("%d workers: %v, %v; want %v", workers, got, err, want)
+				}
+			}
+			if _, err := hashParallel(context.Background(), f, size+mapGroup*PieceSize, 2); err == nil {
+				t.Fatalf("%d bytes hashed as %d: no error", size, size+mapGroup*PieceSize)
+			}
+		})
+	}
+}

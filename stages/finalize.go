@@ -49,9 +49,10 @@ type FinalizeParams struct {
 	// RotationBlock is the smallest Hadamard block of the rotation (0, omitted: quant.MinBlock;
 	// quant.NewRotationMinBlock).
 	RotationBlock int `json:"rotation_block,omitempty"`
-	// RotationSearch (gptq with hadamard only) is the number of rotation sign seeds tried, the plan's
-	// Seed first (quant.WithRotationSearch); 0, omitted: the seed alone.
-	RotationSearch int `json:"rotation_search,omitempty"`
+	// RotationSeeds (gptq with hadamard only) is the number of rotation sign seeds scored by their RTN
+	// weights' output error before the one GPTQ run, the plan's Seed first (quant.WithRotationSearch);
+	// 0, omitted: the seed alone.
+	RotationSeeds int `json:"rotation_seeds,omitempty"`
 }
 
 // KP returns the stored row length of the finalized weight: K, or K padded by its rotation.
@@ -99,8 +100,8 @@ func PaddedK(k int, rotation string) int {
 //   - gptq: quant.GPTQMemory (the K x K float64 Hessian, read once into an exact K²·8 allocation by
 //     calib.ReadHessianFile and handed over with quant.WithConsumeHessian to become GPTQ's
 //     factorization buffer; the rotated copy; codes; scales; working rows; BLAS), plus the Hessian
-//     as read when rotation pads K (then both exist at once), or when a rotation search copies it
-//     for each trial (then also the best trial's codes and scales, and HessianError's buffers).
+//     as read when rotation pads K (then both exist at once); with a rotation search, one seed's RTN
+//     trial at a time (its rotated Hessian, codes and scales, and HessianError's buffers).
 //   - rtn: the codes, the scales, and per worker a few rows (float32 as read and rotated, float64)
 //     and the buffers of the source reader and hash.
 //   - F16 (method none): the N·K·2 values and their encoding copy.
@@ -121,11 +122,11 @@ func FinalizeMemory(p FinalizeParams) int64 {
 	encode := n*kp + n*groups*4 // the margin: the size of the codes and scales
 	if p.Method == "gptq" {
 		mem := base + quant.GPTQMemory(p.N, p.K, int(kp), p.Group, p.Rotation == "hadamard") + encode
-		if kp != k || p.RotationSearch > 1 {
+		if kp != k {
 			mem += k * k * 8
 		}
-		if p.RotationSearch > 1 { // the best weight so far beside the trial's; HessianError's N x K float32 and float64 rows
-			mem += encode + n*k*(4+4+8+8)
+		if p.RotationSeeds > 1 { // a seed's RTN trial: rotated Hessian and rows, codes and scales; HessianError's N x K rows
+			mem += kp*kp*8 + n*kp*4 + encode + n*k*(4+4+8+8)
 		}
 		return mem
 	}
@@ -166,8 +167,8 @@ func (p FinalizeParams) validate() error {
 		return fmt.Errorf("importance imatrix with method %s, rotation %s: an imatrix holds only diag(H), it weights rtn without rotation", p.Method, p.Rotation)
 	case p.RotationBlock != 0 && (p.Rotation != "hadamard" || p.RotationBlock <= quant.MinBlock || p.RotationBlock&(p.RotationBlock-1) != 0):
 		return fmt.Errorf("rotation_block %d with rotation %s: want a power of two above %d with hadamard, or 0", p.RotationBlock, p.Rotation, quant.MinBlock)
-	case p.RotationSearch != 0 && (p.Method != "gptq" || p.Rotation != "hadamard" || p.RotationSearch < 2 || p.RotationSearch > quant.MaxRotationSearch):
-		return fmt.Errorf("rotation_search %d with method %s, rotation %s: want 2..%d seeds with gptq and hadamard, or 0", p.RotationSearch, p.Method, p.Rotation, quant.MaxRotationSearch)
+	case p.RotationSeeds != 0 && (p.Method != "gptq" || p.Rotation != "hadamard" || p.RotationSeeds < 2 || p.RotationSeeds > quant.MaxRotationSearch):
+		return fmt.Errorf("rotation_seeds %d with method %s, rotation %s: want 2..%d seeds with gptq and hadamard, or 0", p.RotationSeeds, p.Method, p.Rotation, quant.MaxRotationSearch)
 	case !(p.ActClip >= 0 && p.ActClip < 1) || d == pack.F16 && p.ActClip != 0:
 		return fmt.Errorf("act_clip %v: want a ratio in (0, 1), or 0 for none (F16: none)", p.ActClip)
 	}
@@ -302,8 +303,8 @@ func finalizeWeight(ctx context.Context, p FinalizeParams, req Request) (*QWeigh
 		if p.ActOrder && p.Group > 0 {
 			opts = append(opts, quant.WithStaticGroups(true))
 		}
-		if p.RotationSearch > 1 {
-			opts = append(opts, quant.WithRotationSearch(p.RotationSearch))
+		if p.RotationSeeds > 1 {
+			opts = append(opts, quant.WithRotationSearch(p.RotationSeeds))
 		}
 		w, err = quant.GPTQ(ctx, m, &qh, opts...)
 		if err != nil {

@@ -72,6 +72,10 @@
 // parallel chunks (WithWorkers); gonum's BLAS may add its own goroutines inside a chunk.
 // Its result carries QErr, the diag(H)-weighted relative error
 // sqrt(Σ H_kk (W-Q)²_nk / Σ H_kk W²_nk) of the final weights (in the rotated space when rotated).
+// With [WithRotationSearch](n) a signed rotation's seed is chosen first among [SearchSeed](seed, i),
+// i < n: the one whose RTN weights have the least [HessianError] tr((W-Q)·H·(W-Q)ᵀ) (the signs decide
+// how the rotation spreads each row over its groups, and the error they leave varies); GPTQ then
+// runs once with it.
 //
 // Hessians ([Hessian]) are float64 K x K, Σ x·xᵀ over Tokens activation rows (unnormalised:
 // GPTQ is invariant to their scale).

@@ -96,18 +96,19 @@ func GPTQ(ctx context.Context, m Matrix, h *Hessian, opts ...Option) (*Weight, e
 	return w, nil
 }
 
-// gptqRotationSearch runs GPTQ once per seed of WithRotationSearch, each on a copy of h, and keeps the
-// weight with the least HessianError against h (h itself is never modified).
+// gptqRotationSearch scores each seed of WithRotationSearch by the HessianError against h of the
+// weight RTN gives with it (the clip search weighted by diag(H), h never modified), then runs GPTQ
+// once, with the best seed (ties keep the earlier) and the caller's options on h.
 func gptqRotationSearch(ctx context.Context, m Matrix, h *Hessian, c *config, opts []Option) (*Weight, error) {
 	if !c.rotate || !c.signs {
 		return nil, fmt.Errorf("%s: a rotation search of %d seeds needs a signed rotation: %w", m.Name, c.rotSearch, ErrParam)
 	}
-	var best *Weight
-	bestErr := math.Inf(1)
+	best, bestErr := c.seed, math.Inf(1)
 	for i := 0; i < c.rotSearch; i++ {
-		hc := &Hessian{K: h.K, Data: append([]float64(nil), h.Data...), Tokens: h.Tokens}
-		o := append(append([]Option(nil), opts...), WithRotation(true, SearchSeed(c.seed, i)), WithRotationSearch(1), WithConsumeHessian())
-		w, err := GPTQ(ctx, m, hc, o...)
+		seed := SearchSeed(c.seed, i)
+		o := append(append([]Option(nil), opts...), WithRotation(true, seed), WithRotationSearch(1),
+			WithScaleSearch(ScaleSearchWeighted), keepHessian())
+		w, err := RTN(ctx, m, h, o...)
 		if err != nil {
 			return nil, err
 		}
@@ -115,11 +116,11 @@ func gptqRotationSearch(ctx context.Context, m Matrix, h *Hessian, c *config, op
 		if err != nil {
 			return nil, err
 		}
-		if e < bestErr || best == nil {
-			best, bestErr = w, e
+		if e < bestErr {
+			best, bestErr = seed, e
 		}
 	}
-	return best, nil
+	return GPTQ(ctx, m, h, append(append([]Option(nil), opts...), WithRotation(true, best), WithRotationSearch(1))...)
 }
 
 // GPTQMemory is the peak memory in bytes that GPTQ allocates for an n x k weight whose rows are

@@ -143,8 +143,10 @@ func SearchSeed(seed uint64, i int) uint64 {
 }
 
 // WithRotationSearch makes GPTQ of a signed rotation (WithRotation(true, seed)) try n sign seeds,
-// SearchSeed(seed, 0..n-1), and keep the weight with the least calibrated output error
-// tr((W-Q)·H·(W-Q)ᵀ) (HessianError; ties keep the earlier seed). n = 1 (default) is the seed alone.
+// SearchSeed(seed, 0..n-1): each is scored by the calibrated output error tr((W-Q)·H·(W-Q)ᵀ)
+// (HessianError) of the weight RTN gives with it (clip search weighted by diag(H)), and GPTQ runs
+// once, with the best (ties keep the earlier seed). n = 1 (default) is the seed alone. Scoring by
+// RTN chose seeds as good as scoring a GPTQ run per seed (docs/recipes.md) at a fraction of the cost.
 func WithRotationSearch(n int) Option {
 	return func(c *config) error {
 		if n < 1 || n > MaxRotationSearch {
@@ -193,6 +195,11 @@ func WithDamping(percdamp, step float64, tries int) Option {
 // WithActOrder makes GPTQ quantize columns in order of decreasing diag(H).
 func WithActOrder(on bool) Option {
 	return func(c *config) error { c.actOrder = on; return nil }
+}
+
+// keepHessian undoes WithConsumeHessian: the caller's Hessian is read, never modified.
+func keepHessian() Option {
+	return func(c *config) error { c.consumeH = false; return nil }
 }
 
 // WithConsumeHessian lets GPTQ factorize (and, for a rotated weight, rotate) the caller's Hessian

@@ -200,9 +200,10 @@ func TestRotationMinBlock(t *testing.T) {
 	}
 }
 
-// TestGPTQRotationSearch: a search of n seeds returns the trial of least HessianError (its own seed
-// recorded in the weight), equal byte for byte to GPTQ run with that seed alone; a search of one seed
-// is plain GPTQ; the caller's Hessian is left as it was; bad counts and unsigned rotations are refused.
+// TestGPTQRotationSearch: a search of n seeds runs GPTQ with the seed whose RTN weights have the least
+// HessianError, equal byte for byte to GPTQ run with that seed alone; a search of one seed is plain
+// GPTQ; the caller's Hessian is only consumed by that one GPTQ run (not by the trials); bad counts and
+// unsigned rotations are refused.
 func TestGPTQRotationSearch(t *testing.T) {
 	ctx := context.Background()
 	w := randMatrix("w", 24, 96, 11)
@@ -221,16 +222,14 @@ func TestGPTQRotationSearch(t *testing.T) {
 	opts := []Option{WithRotation(true, 41), WithNegativeScales(true)}
 	const n = 5
 	errs := make([]float64, n)
-	trials := make([]*Weight, n)
 	for i := range n {
-		q, err := GPTQ(ctx, w, &Hessian{K: h.K, Data: append([]float64(nil), h.Data...)}, append(opts, WithRotation(true, SearchSeed(41, i)))...)
+		q, err := RTN(ctx, w, h, append(opts, WithRotation(true, SearchSeed(41, i)))...)
 		if err != nil {
 			t.Fatal(err)
 		}
 		if errs[i], err = HessianError(w, q, h); err != nil {
 			t.Fatal(err)
 		}
-		trials[i] = q
 	}
 	best := 0
 	for i, e := range errs {
@@ -238,22 +237,33 @@ func TestGPTQRotationSearch(t *testing.T) {
 			best = i
 		}
 	}
-	if best == 0 {
-		t.Fatalf("errors %v: the first seed is already best, the test shows nothing", errs)
+	if best == 0 || best == n-1 {
+		t.Fatalf("RTN errors %v: the best seed is the first or the last, the test shows less", errs)
 	}
-	got, err := GPTQ(ctx, w, h, append(opts, WithRotationSearch(n), WithConsumeHessian())...)
+	want, err := GPTQ(ctx, w, h, append(opts, WithRotation(true, SearchSeed(41, best)))...)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got.Rotation.Seed != SearchSeed(41, best) || !slices.Equal(got.Codes, trials[best].Codes) || !slices.Equal(got.Scales, trials[best].Scales) {
-		t.Errorf("search kept seed %d, want %d (errors %v)", got.Rotation.Seed, SearchSeed(41, best), errs)
+	plain, err := GPTQ(ctx, w, h, opts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(h.Data, h0) {
+		t.Fatal("GPTQ without WithConsumeHessian modified the Hessian")
+	}
+	one, err := GPTQ(ctx, w, h, append(opts, WithRotationSearch(1))...)
+	if err != nil || !slices.Equal(one.Codes, plain.Codes) || one.Rotation.Seed != 41 {
+		t.Errorf("a search of one seed differs from plain GPTQ (%v)", err)
+	}
+	got, err := GPTQ(ctx, w, h, append(opts, WithRotationSearch(n))...)
+	if err != nil {
+		t.Fatal(err)
 	}
 	if !slices.Equal(h.Data, h0) {
 		t.Error("the search modified the caller's Hessian")
 	}
-	one, err := GPTQ(ctx, w, h, append(opts, WithRotationSearch(1))...)
-	if err != nil || !slices.Equal(one.Codes, trials[0].Codes) || one.Rotation.Seed != 41 {
-		t.Errorf("a search of one seed differs from plain GPTQ (%v)", err)
+	if got.Rotation.Seed != SearchSeed(41, best) || !slices.Equal(got.Codes, want.Codes) || !slices.Equal(got.Scales, want.Scales) {
+		t.Errorf("search ran GPTQ with seed %d, want %d (RTN errors %v)", got.Rotation.Seed, SearchSeed(41, best), errs)
 	}
 	for _, bad := range []int{0, MaxRotationSearch + 1} {
 		if _, err := GPTQ(ctx, w, h, append(opts, WithRotationSearch(bad))...); !errors.Is(err, ErrParam) {

@@ -119,7 +119,7 @@ func finalizeParams(s *recipe.Scheme, name, seedName string, n, k int) stages.Fi
 			p.RotationBlock = s.RotationBlock
 		}
 		if s.Method == "gptq" && s.RotationSearch > 1 {
-			p.RotationSearch = s.RotationSearch
+			p.RotationSeeds = s.RotationSearch
 		}
 	}
 	if s.Importance == "imatrix" && s.Method == "rtn" {

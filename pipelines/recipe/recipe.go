@@ -166,8 +166,9 @@ type Scheme struct {
 	// RotationBlock is the smallest Hadamard block of a rotated weight (a power of two >= 32, default 32):
 	// K is zero-padded further when its largest power-of-two block is smaller (quant.NewRotationMinBlock).
 	RotationBlock int `yaml:"rotation_block" json:"rotation_block,omitempty"`
-	// RotationSearch is the number of rotation sign seeds GPTQ tries per weight, keeping the one of least
-	// calibrated output error (0 or 1: the weight's seed alone; gptq with hadamard only).
+	// RotationSearch is the number of rotation sign seeds tried per weight before GPTQ runs once with the
+	// one whose RTN weights have the least calibrated output error (0 or 1: the weight's seed alone; gptq
+	// with hadamard only).
 	RotationSearch int `yaml:"rotation_search" json:"rotation_search,omitempty"`
 	// ActClipGrid is the ratios act_clip: search tries (default 1.0 down to 0.5 in steps of 0.025).
 	ActClipGrid []float64 `yaml:"act_clip_grid" json:"act_clip_grid,omitempty"`

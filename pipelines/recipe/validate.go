@@ -322,7 +322,7 @@ func (s *Scheme) validate() error {
 	case s.RotationSearch < 0 || s.RotationSearch > 64:
 		errs = append(errs, fmt.Errorf("rotation_search: want 0..64 seeds, got %d", s.RotationSearch))
 	case s.RotationSearch > 1 && (s.Method != "gptq" || s.Rotation != "hadamard"):
-		errs = append(errs, fmt.Errorf("rotation_search: %d seeds with method %s, rotation %s: want gptq with hadamard (the search scores GPTQ's weights against the Hessian)", s.RotationSearch, s.Method, s.Rotation))
+		errs = append(errs, fmt.Errorf("rotation_search: %d seeds with method %s, rotation %s: want gptq with hadamard (the search scores seeds against the calibration Hessian)", s.RotationSearch, s.Method, s.Rotation))
 	case s.RotationSearch > 1 && s.RotationSeed == "site":
 		errs = append(errs, errors.New("rotation_search with rotation_seed: site: a search picks each weight's own seed, the weights of a site would no longer share one"))
 	case len(s.ActClipGrid) > 0 && !s.Searches():

@@ -69,9 +69,9 @@ func (l Layout) Tile(dst []byte, codes []int8) error {
 	return fmt.Errorf("%w: Tile on %s (use TileF16)", ErrWrongKind, l.kind)
 }
 
-// packRun packs 32 int4 codes into 16 bytes in nibble order o and reports whether any code was outside
-// [-8, 7]. It is the hot loop of int4 tiling: constant shifts per order, no bounds checks.
-func packRun(out []byte, run []int8, o NibbleOrder) (outOfRange bool) {
+// packRunGo packs 32 int4 codes into 16 bytes in nibble order o and reports whether any code was outside
+// [-8, 7]: the reference of packRun (the hot loop of int4 tiling; an SSE2 kernel on amd64).
+func packRunGo(out []byte, run []int8, o NibbleOrder) (outOfRange bool) {
 	_ = out[runLen/2-1]
 	_ = run[runLen-1]
 	var acc uint8
@@ -91,8 +91,8 @@ func packRun(out []byte, run []int8, o NibbleOrder) (outOfRange bool) {
 	return acc > 15
 }
 
-// unpackRun is packRun's inverse: 16 bytes to 32 sign-extended int4 codes.
-func unpackRun(run []int8, in []byte, o NibbleOrder) {
+// unpackRunGo is packRunGo's inverse: 16 bytes to 32 sign-extended int4 codes (unpackRun's reference).
+func unpackRunGo(run []int8, in []byte, o NibbleOrder) {
 	_ = run[runLen-1]
 	_ = in[runLen/2-1]
 	if o == LowFirst {

@@ -1,0 +1,10 @@
+//go:build !amd64
+
+package tile
+
+// unpackRun is packRun's inverse: 16 bytes to 32 sign-extended int4 codes.
+func unpackRun(run []int8, in []byte, o NibbleOrder) { unpackRunGo(run, in, o) }
+
+// packRun writes 32 codes as 16 bytes in nibble order o and reports whether any code is outside
+// -8..7 (its bits are then cut to four).
+func packRun(out []byte, run []int8, o NibbleOrder) (outOfRange bool) { return packRunGo(out, run, o) }

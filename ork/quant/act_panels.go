@@ -31,6 +31,11 @@ const (
 // same order — the result is bit-identical to MatMulInt's loop (integer sums are exact).
 func matMulIntPanels(ctx context.Context, a *Activations, w *Weight, out []float32, workers, g int) error {
 	ng, kp := w.Groups(), w.KP
+	if a.M == 0 {
+		return ctx.Err()
+	}
+	// The kernel reads four tokens' codes and scales unchecked: panic here rather than read past them.
+	_, _ = a.Codes[a.M*kp-1], a.Scales[a.M-1]
 	m4 := (a.M + panelToks - 1) / panelToks * panelToks
 	// corr[t][gi] = 128·Σ of token t's codes over group gi; rows of the padding tokens stay 0.
 	corr := make([]int32, m4*ng)

@@ -31,8 +31,9 @@ type gptqResult struct {
 const matmulDim = 2048
 
 // gptqFlops is the nominal flop count of GPTQ on an n x k weight (as ork/quant's benchmark counts
-// it): Cholesky of H (k³/3), its inverse (2k³/3), the Cholesky of the inverse (k³/3), and the
-// column updates (2·n·k²).
+// it): 4/3·k³ for the factor of H⁻¹ as Cholesky of H (k³/3), its inverse (2k³/3) and the Cholesky
+// of the inverse (k³/3) — ork/quant now gets the same factor in 2/3·k³, and the count is kept so
+// that shares stay comparable across versions — and the column updates (2·n·k²).
 func gptqFlops(n, k int) float64 {
 	kf := float64(k)
 	return 4.0/3*kf*kf*kf + 2*float64(n)*kf*kf

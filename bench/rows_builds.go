@@ -200,7 +200,7 @@ func scaleBuilds(e *env, method string, layerSet []int, mem int64) (Row, error) 
 		Measures: make([]Measure, 0, len(layerSet)+1)} // steps hold pointers into Measures: no reallocation
 	var gemm []step // gptq: the build's dgemm rate before every build and after the last
 	if method == "gptq" {
-		r.Note += "; GPTQ flops per weight 4/3·K³ + 2·N·K² (7 weights a layer), their share = those flops at the dgemm rate of the reference measure (median) / the build's wall time"
+		r.Note += "; GPTQ flops per weight 4/3·K³ + 2·N·K² (nominal: the factor of H⁻¹ now takes 2/3·K³; 7 weights a layer), their share = those flops at the dgemm rate of the reference measure (median) / the build's wall time"
 		r.Measures = append(r.Measures, Measure{Label: dgemmLabel, Role: "reference"})
 		gemm = append(gemm, e.gemmStep(&r.Measures[0]))
 	}

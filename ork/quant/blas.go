@@ -4,8 +4,8 @@ package quant
 
 // Built with -tags blas (cgo, Debian's libopenblas-dev), every gonum BLAS call — the GPTQ lazy
 // batch updates, the Hessian accumulation, the reference matmuls — runs on OpenBLAS instead of
-// gonum's pure-Go kernels, and GPTQ's factorisations (cholesky.go: Cholesky of H, inverse,
-// Cholesky of the inverse) are OpenBLAS's own LAPACK dpotrf/dtrtri/dlauum/dpocon, cancellable
+// gonum's pure-Go kernels, and GPTQ's factorisations (cholesky.go: Cholesky of the reflected H
+// and the inverse of its factor) are OpenBLAS's own LAPACK dpotrf/dpocon/dtrtri, cancellable
 // between those calls. The results equal the pure-Go build's to float tolerance (summation order
 // differs), which TestBLASMatchesPureGo checks against a golden file recorded by the pure-Go build.
 // The cgo bindings live in ork/quant/lapack (a cgo package may not hold this package's assembly).
@@ -55,12 +55,6 @@ var lapackSteps = factorSteps{
 		}
 		info := lapack.Dtrtri('L', a, n)
 		return info == 0, lapackArg("dtrtri", info)
-	},
-	lauum: func(ctx context.Context, a []float64, n int) error {
-		if err := ctx.Err(); err != nil {
-			return err
-		}
-		return lapackArg("dlauum", lapack.Dlauum('L', a, n))
 	},
 }
 

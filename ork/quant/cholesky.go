@@ -3,6 +3,9 @@ package quant
 import (
 	"context"
 	"fmt"
+	"runtime"
+	"sync"
+	"sync/atomic"
 
 	"gonum.org/v1/gonum/blas"
 	"gonum.org/v1/gonum/blas/blas64"
@@ -14,14 +17,13 @@ import (
 // (as mat.Cholesky.InverseTo does), which makes GPTQ raise the damping.
 const conditionTolerance = 1e16
 
-// inverseCholeskyUpper damps the symmetric k x k matrix a (percdamp·mean(diag) on the diagonal),
-// inverts it through its Cholesky factor and leaves in a, IN PLACE, the upper Cholesky factor U
-// of (H + damp·I)⁻¹ (row-major, H⁻¹ = UᵀU, strict lower triangle zeroed). It returns the
-// percdamp that worked. No k x k copy is made: every factorisation step (dpotrf, dpotri =
-// dtrtri + dlauum, dpotrf again) reads and writes only the upper triangle, so the strict lower
-// triangle keeps H, and a failed try restores the upper triangle from it (plus a saved
-// diagonal) before retrying with percdamp raised by the configured step. ctx is checked between
-// the 64-wide blocks of every factorisation; on cancellation a holds garbage.
+// inverseCholeskyUpper damps the symmetric k x k matrix a (percdamp·mean(diag) on the diagonal)
+// and leaves in a, IN PLACE, the upper Cholesky factor U of (H + damp·I)⁻¹ (row-major,
+// H⁻¹ = UᵀU, strict lower triangle zeroed), computed by invCholUpper. It returns the percdamp that
+// worked. No k x k copy is made: invCholUpper reads and writes only the upper triangle, so the
+// strict lower triangle keeps H, and a failed try restores the upper triangle from it (plus a
+// saved diagonal) before retrying with percdamp raised by the configured step. ctx is checked
+// between the 64-wide blocks of every factorisation; on cancellation a holds garbage.
 func inverseCholeskyUpper(ctx context.Context, a []float64, k int, c *config) (float64, error) {
 	diag := make([]float64, k)
 	mean := 0.0
@@ -62,18 +64,17 @@ func inverseCholeskyUpper(ctx context.Context, a []float64, k int, c *config) (f
 
 // factorSteps are the factorisations invCholUpper chains, each on the upper triangle of a
 // row-major n x n matrix a, touching nothing below the diagonal: potrf (Cholesky, false if not
-// positive definite), pocon (reciprocal condition estimate of the factor, given H's 1-norm),
-// trtri (inverse of the factor, false if singular) and lauum (U·Uᵀ). The pure-Go build uses
-// gonumSteps; -tags blas installs OpenBLAS's LAPACK (blas.go).
+// positive definite), pocon (reciprocal condition estimate of the factor, given H's 1-norm) and
+// trtri (inverse of the factor, false if singular). The pure-Go build uses gonumSteps; -tags blas
+// installs OpenBLAS's LAPACK (blas.go).
 type factorSteps struct {
 	potrf func(ctx context.Context, a []float64, n int) (bool, error)
 	pocon func(a []float64, n int, anorm float64) (float64, error)
 	trtri func(ctx context.Context, a []float64, n int) (bool, error)
-	lauum func(ctx context.Context, a []float64, n int) error
 }
 
 // gonumSteps are gonum's blocked LAPACK algorithms re-implemented with a ctx check per block.
-var gonumSteps = factorSteps{potrf: potrfUpper, trtri: trtriUpper, lauum: lauumUpper,
+var gonumSteps = factorSteps{potrf: potrfUpper, trtri: trtriUpper,
 	pocon: func(a []float64, n int, anorm float64) (float64, error) {
 		return gonum.Implementation{}.Dpocon(blas.Upper, n, a, n, anorm, make([]float64, 3*n), make([]int, n)), nil
 	}}
@@ -82,12 +83,14 @@ var gonumSteps = factorSteps{potrf: potrfUpper, trtri: trtriUpper, lauum: lauumU
 var steps = gonumSteps
 
 // invCholUpper overwrites the upper triangle of the row-major symmetric positive definite a with
-// the upper Cholesky factor of A⁻¹, touching nothing below the diagonal: Cholesky (potrf), a
-// condition check, the inverse (potri = trtri + lauum) and Cholesky again. The pure-Go build runs
-// gonum's blocked algorithms (same block size and call order as gonum/mat's Cholesky, InverseTo,
-// Cholesky, so the result is bit-identical to those) with a ctx check per block; the -tags blas
-// build runs OpenBLAS's dpotrf/dtrtri/dlauum (parallel) with a ctx check between the steps, each
-// about a quarter of the K³ work (timings: docs/performance.md).
+// the upper Cholesky factor U of A⁻¹ (A⁻¹ = UᵀU), touching nothing below the diagonal, in
+// K³/3 + K³/3 flops: with J the exchange (reversal) matrix, JAJ = VᵀV for an upper V (one
+// Cholesky), so A⁻¹ = J·V⁻¹·V⁻ᵀ·J = UᵀU with U = J·V⁻ᵀ·J, upper with a positive diagonal: the
+// Cholesky factor of A⁻¹, U[i][j] = V⁻¹[K-1-j][K-1-i]. In place that is: reflect the upper
+// triangle across the anti-diagonal (reflectUpper: JAJ's upper triangle, still inside the upper
+// triangle), potrf, a condition check, trtri, reflect back. The pure-Go build runs gonum's blocked
+// algorithms with a ctx check per block; the -tags blas build runs OpenBLAS's dpotrf/dtrtri
+// (parallel) with a ctx check between the steps (timings: docs/performance.md).
 func invCholUpper(ctx context.Context, a []float64, k int) error {
 	if k == 0 {
 		return nil
@@ -95,6 +98,7 @@ func invCholUpper(ctx context.Context, a []float64, k int) error {
 	if len(a) != k*k {
 		return fmt.Errorf("factorisation of %d values as %d x %d", len(a), k, k)
 	}
+	reflectUpper(a, k)
 	anorm := gonum.Implementation{}.Dlansy(lapack.MaxRowSum, blas.Upper, k, a, k, make([]float64, k))
 	if ok, err := steps.potrf(ctx, a, k); err != nil {
 		return err
@@ -117,17 +121,6 @@ func invCholUpper(ctx context.Context, a []float64, k int) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	if err := steps.lauum(ctx, a, k); err != nil {
-		return err
-	}
-	if err := ctx.Err(); err != nil {
-		return err
-	}
-	if ok, err := steps.potrf(ctx, a, k); err != nil {
-		return err
-	} else if !ok {
-		return fmt.Errorf("H⁻¹ is not positive definite")
-	}
 	for i := 0; i < k; i++ {
 		for j := i; j < k; j++ {
 			if v := a[i*k+j]; v != v { // NaN from a numerically broken factor
@@ -135,7 +128,50 @@ func invCholUpper(ctx context.Context, a []float64, k int) error {
 			}
 		}
 	}
+	reflectUpper(a, k)
 	return nil
+}
+
+// reflectUpper reflects the upper triangle of the row-major n x n a across the anti-diagonal, in
+// place: a[i][j] and a[n-1-j][n-1-i] (both in the upper triangle when i <= j) trade places; the
+// strict lower triangle is not touched. It swaps in 64 x 64 tiles (each tile's partner is one
+// tile) on up to GOMAXPROCS goroutines, rows of tiles handed out in turn.
+func reflectUpper(a []float64, n int) {
+	const bs = 64
+	nb := (n + bs - 1) / bs
+	var next atomic.Int64
+	work := func() {
+		for {
+			b := int(next.Add(1)) - 1
+			if b >= nb {
+				return
+			}
+			i0, i1 := b*bs, min(b*bs+bs, n)
+			// Each pair is swapped once, from its element with i + j < n-1 (the anti-diagonal
+			// itself stays), so no two goroutines touch the same element.
+			for j0 := i0; j0 < n-1-i0; j0 += bs {
+				j1 := min(j0+bs, n)
+				for i := i0; i < i1; i++ {
+					jlo, jhi := max(j0, i), min(j1, n-1-i)
+					row := a[i*n : (i+1)*n]
+					for j, p := jlo, (n-1-jlo)*n+n-1-i; j < jhi; j, p = j+1, p-n {
+						row[j], a[p] = a[p], row[j]
+					}
+				}
+			}
+		}
+	}
+	workers := min(runtime.GOMAXPROCS(0), nb/4)
+	var wg sync.WaitGroup
+	for w := 1; w < workers; w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			work()
+		}()
+	}
+	work()
+	wg.Wait()
 }
 
 // potrfUpper is gonum's Dpotrf(Upper) with a ctx check per block.
@@ -189,29 +225,4 @@ func trtriUpper(ctx context.Context, a []float64, n int) (bool, error) {
 		impl.Dtrti2(blas.Upper, blas.NonUnit, jb, a[j*lda+j:], lda)
 	}
 	return true, nil
-}
-
-// lauumUpper is gonum's Dlauum(Upper) (U·Uᵀ in the upper triangle) with a ctx check per block.
-func lauumUpper(ctx context.Context, a []float64, n int) error {
-	impl := gonum.Implementation{}
-	lda := n
-	nb := impl.Ilaenv(1, "DLAUUM", "U", n, -1, -1, -1)
-	if nb <= 1 || n <= nb {
-		impl.Dlauu2(blas.Upper, n, a, lda)
-		return nil
-	}
-	bi := blas64.Implementation()
-	for i := 0; i < n; i += nb {
-		if err := ctx.Err(); err != nil {
-			return err
-		}
-		ib := min(nb, n-i)
-		bi.Dtrmm(blas.Right, blas.Upper, blas.Trans, blas.NonUnit, i, ib, 1, a[i*lda+i:], lda, a[i:], lda)
-		impl.Dlauu2(blas.Upper, ib, a[i*lda+i:], lda)
-		if n-i-ib > 0 {
-			bi.Dgemm(blas.NoTrans, blas.Trans, i, ib, n-i-ib, 1, a[i+ib:], lda, a[i*lda+i+ib:], lda, 1, a[i:], lda)
-			bi.Dsyrk(blas.Upper, blas.NoTrans, ib, n-i-ib, 1, a[i*lda+i+ib:], lda, 1, a[i*lda+i:], lda)
-		}
-	}
-	return nil
 }

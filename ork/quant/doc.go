@@ -82,12 +82,13 @@
 //
 // # BLAS
 //
-// Linear algebra goes through gonum (blas64, gonum's LAPACK). GPTQ's factorisations (Cholesky of
-// H, its inverse, Cholesky of the inverse) run in place in one KP x KP buffer (peak memory:
-// [GPTQMemory]): in the pure-Go build as gonum's blocked dpotrf/dpotri, re-implemented block by
-// block in cholesky.go so that ctx is checked between blocks. Built with -tags blas (cgo; Debian's
+// Linear algebra goes through gonum (blas64, gonum's LAPACK). GPTQ's factorisation (the upper
+// Cholesky factor of H⁻¹, from one Cholesky and one triangular inverse of H reflected across its
+// anti-diagonal, 2/3·K³ flops) runs in place in one KP x KP buffer (peak memory: [GPTQMemory]):
+// in the pure-Go build as gonum's blocked dpotrf/dtrtri, re-implemented block by block in
+// cholesky.go so that ctx is checked between blocks. Built with -tags blas (cgo; Debian's
 // libopenblas-dev installed), blas.go routes every gonum BLAS call to OpenBLAS via
-// gonum.org/v1/netlib and runs the factorisations as OpenBLAS's own dpotrf/dtrtri/dlauum (ctx
+// gonum.org/v1/netlib and runs the factorisations as OpenBLAS's own dpotrf/dpocon/dtrtri (ctx
 // checked between them); results equal the pure-Go build's to float tolerance
 // (TestBLASMatchesPureGo compares with a golden file the pure-Go build records:
 // go test -run BLASMatchesPureGo ./ork/quant -args -update). OpenBLAS picks its kernels by CPU

@@ -20,8 +20,8 @@ import (
 // checked between the blocks of the factorisations and per block of columns; a cancelled run
 // returns ctx.Err() (wrapped with m.Name).
 //
-// h is never modified. Peak memory is GPTQMemory: one KP x KP float64 buffer (H, factored, inverted
-// and factored again in place into U), the codes and scales, the float32 rotated copy of m when
+// h is never modified. Peak memory is GPTQMemory: one KP x KP float64 buffer (H, reflected, factored
+// and inverted in place into U), the codes and scales, the float32 rotated copy of m when
 // rotated, and float64 working rows for the chunks in flight only.
 func GPTQ(ctx context.Context, m Matrix, h *Hessian, opts ...Option) (*Weight, error) {
 	c, err := newConfig(opts)
@@ -126,8 +126,8 @@ func gptqRotationSearch(ctx context.Context, m Matrix, h *Hessian, c *config, op
 // GPTQMemory is the peak memory in bytes that GPTQ allocates for an n x k weight whose rows are
 // padded to kp (kp = k without rotation) with group size group (0: per row), rotated or not (a
 // rotation need not pad: kp = k for k a multiple of 32), not counting the caller's weight and
-// Hessian: the KP x KP float64 buffer that holds H and then, in place, its factor, inverse and the
-// factor U of the inverse (KP²·8); the codes (N·KP) and scales; the float32 rotated copy of the
+// Hessian: the KP x KP float64 buffer that holds H and then, in place, the factor U of its inverse
+// (KP²·8); the codes (N·KP) and scales; the float32 rotated copy of the
 // weight when rotated (N·KP·4); the float64 working rows of the row chunks in flight (at most
 // N/4 + workers rows of KP + block size values, workers = GOMAXPROCS by default); O(KP) vectors;
 // and 64 MiB + 16 MiB per GOMAXPROCS for the runtime and BLAS workspaces. For K = 17408,

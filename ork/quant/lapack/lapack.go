@@ -10,7 +10,6 @@ package lapack
 // #include <stddef.h>
 // void dpocon_(char* uplo, int* n, double* a, int* lda, double* anorm, double* rcond, double* work, int* iwork, int* info, size_t uplo_len);
 // void dtrtri_(char* uplo, char* diag, int* n, double* a, int* lda, int* info);
-// void dlauum_(char* uplo, int* n, double* a, int* lda, int* info);
 import "C"
 
 // CoreName returns the name of the kernel set OpenBLAS chose when it was loaded ("Prescott",
@@ -46,13 +45,5 @@ func Dpocon(uplo byte, a []float64, n int, anorm float64) (float64, int) {
 func Dtrtri(uplo byte, a []float64, n int) int {
 	u, diag, nn, info := C.char(uplo), C.char('N'), C.int(n), C.int(0)
 	C.dtrtri_(&u, &diag, &nn, (*C.double)(&a[0]), &nn, &info)
-	return int(info)
-}
-
-// Dlauum is LAPACK's product of the n x n triangular matrix a (its uplo triangle) with its transpose,
-// in place; it returns LAPACK's info.
-func Dlauum(uplo byte, a []float64, n int) int {
-	u, nn, info := C.char(uplo), C.int(n), C.int(0)
-	C.dlauum_(&u, &nn, (*C.double)(&a[0]), &nn, &info)
 	return int(info)
 }

@@ -204,7 +204,7 @@ func (p FinalizeParams) scaleOptions() ([]quant.Option, error) {
 }
 
 func init() {
-	Register(Define("finalize", 3, func(p FinalizeParams) (Spec, error) {
+	Register(Define("finalize", 4, func(p FinalizeParams) (Spec, error) {
 		if err := p.validate(); err != nil {
 			return Spec{}, err
 		}

@@ -24,7 +24,7 @@ func RTNTileMemory(p FinalizeParams) int64 {
 }
 
 func init() {
-	Register(Define("rtn-tile", 1, func(p RTNTileParams) (Spec, error) {
+	Register(Define("rtn-tile", 2, func(p RTNTileParams) (Spec, error) {
 		if err := p.Finalize.validate(); err != nil {
 			return Spec{}, err
 		}

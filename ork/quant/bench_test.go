@@ -153,16 +153,20 @@ func BenchmarkMatMulInt(b *testing.B) {
 }
 
 // BenchmarkQuantizeRows is RTN's per-row work alone (clip search, codes, qerr terms) on 64 rows of
-// 4096 values, group 32, with the default grid and with none ({1}), in the same run: "now" is
-// quantizeRow with every kernel this CPU has (the AVX-512 group search for the default grid, the
-// one-pass GroupQuant1 for {1}); "avx2" is session 4's path, the AVX2 search (ClipErrs8 or
-// ClipErrs4 and the Go loops around them) then a codes pass.
+// 4096 values, group 32, with the default grid and with none ({1}), in the same run: "f32" is
+// quantizeRow32 on the float32 rows (the float32 search, kernel.GroupSearch16 on AVX-512); "f64"
+// is session 6's path, each row widened to float64 and quantizeRow with every float64 kernel
+// this CPU has (the AVX-512 GroupSearch8 for the default grid, the one-pass GroupQuant1 for
+// {1}); "avx2" is session 4's, the AVX2 search (ClipErrs8 or ClipErrs4 and the Go loops around
+// them) then a codes pass.
 func BenchmarkQuantizeRows(b *testing.B) {
 	rng := rand.New(rand.NewPCG(5, 6))
 	const n, k, group = 64, 4096, 32
 	x := make([]float64, n*k)
+	x32 := make([]float32, n*k)
 	for i := range x {
-		x[i] = float64(float32(rng.NormFloat64() * 0.02))
+		x32[i] = float32(rng.NormFloat64() * 0.02)
+		x[i] = float64(x32[i])
 	}
 	for _, grid := range []struct {
 		name string
@@ -170,11 +174,24 @@ func BenchmarkQuantizeRows(b *testing.B) {
 	}{{"clip", DefaultClipGrid}, {"noclip", []float64{1}}} {
 		w := &Weight{N: n, K: k, KP: k, Bits: 4, Group: group, Codes: make([]int8, n*k), Scales: make([]float32, n*k/group)}
 		cs := newClipScratch(len(grid.g))
-		b.Run(grid.name+"/now", func(b *testing.B) {
+		s32 := newSearch32(grid.g, k)
+		b.Run(grid.name+"/f32", func(b *testing.B) {
 			b.SetBytes(int64(n * k * 4))
 			for b.Loop() {
 				for r := 0; r < n; r++ {
-					quantizeRow(w, r, x[r*k:(r+1)*k], nil, grid.g, cs)
+					quantizeRow32(w, r, x32[r*k:(r+1)*k], nil, nil, grid.g, s32)
+				}
+			}
+		})
+		buf := make([]float64, k)
+		b.Run(grid.name+"/f64", func(b *testing.B) {
+			b.SetBytes(int64(n * k * 4))
+			for b.Loop() {
+				for r := 0; r < n; r++ {
+					for c, v := range x32[r*k : (r+1)*k] {
+						buf[c] = float64(v)
+					}
+					quantizeRow(w, r, buf, nil, grid.g, cs)
 				}
 			}
 		})

@@ -6,7 +6,8 @@ import (
 	"orkpipe/ork/quant/internal/kernel"
 )
 
-// The clip search's inner work, shared by RTN and GPTQ: for each candidate scale of a group, the
+// The float64 clip search's inner work — GPTQ's, and RTN's for the groups and grids its float32
+// search (rtn32.go) does not take: for each candidate scale of a group, the
 // (weighted) squared error of quantizing the group with it. Its arithmetic is fixed — float64,
 // terms in element order, no fused multiply-add — so that the pure-Go loops here and the amd64
 // kernel (internal/kernel, which evaluates eight candidates per element in the lanes of two AVX2

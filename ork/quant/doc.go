@@ -31,8 +31,10 @@
 //     quantization (G = 0). A last partial group (e.g. K = 172 with G = 32: five groups of 32
 //     and one of 12) gets its own scale.
 //   - An all-zero group has scale 0 and codes 0.
-//   - Rounding is round-half-away-from-zero of x·(1/s) in float64, clamped to the code range —
-//     one rule (quantCode) for RTN, GPTQ and activations.
+//   - Rounding is round-half-away-from-zero of x·(1/s), clamped to the code range — one rule
+//     for RTN, GPTQ and activations: in float64 (quantCode), except RTN's clip search and codes,
+//     which run in float32 on the float32 weights (x·inv with inv = 1/s in float32, quantCode32;
+//     the arithmetic is in rtn32.go), for groups whose amax lies in [2^-40, 2^40].
 //
 // # Rotation
 //

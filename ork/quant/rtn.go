@@ -63,22 +63,35 @@ const rtnChunkBytes = 1 << 20
 
 // rtnRows quantizes every row rows serves into w with the clip search weighted by diag (nil:
 // unweighted), on c.workers goroutines taking chunks of rows in turn, and sets w.QErr to
-// sqrt(num/den): num sums the chosen candidates' errors (clipErrsGo) and den Σ diag_k·x_k²
-// (sqNorm), each per group, then over the groups of a row, then over the rows, in order — the same
-// value on any number of workers.
+// sqrt(num/den): num sums the chosen candidates' errors and den Σ diag_k·x_k², each per group,
+// then over the groups of a row, then over the rows, in order — the same value on any number of
+// workers. Grids the float32 search takes (grid32OK) are searched in float32 (quantizeRow32, diag
+// scaled by weights32), others in float64 (quantizeRow).
 func rtnRows(ctx context.Context, w *Weight, rows rowsFunc, diag []float64, c *config) error {
 	if c.scaleSearch != ScaleSearchWeighted {
 		return fmt.Errorf("RTN has no GPTQ loss to search scales by (scale search gptq is GPTQ's): %w", ErrParam)
 	}
 	factors := c.scaleFactors()
+	use32 := grid32OK(factors)
+	var wd32 []float32
+	var wd64 []float64
+	if use32 {
+		wd32, wd64 = weights32(diag)
+	}
 	nums, dens := make([]float64, w.N), make([]float64, w.N)
 	chunk := max(1, min((w.N+4*c.workers-1)/(4*c.workers), rtnChunkBytes/(4*w.KP)))
 	var next atomic.Int64
 	g, gctx := errgroup.WithContext(ctx)
 	for range min(c.workers, (w.N+chunk-1)/chunk) {
 		g.Go(func() error {
-			buf := make([]float64, w.KP)
-			cs := newClipScratch(len(factors))
+			var buf []float64
+			var cs *clipScratch
+			var s32 *search32
+			if use32 {
+				s32 = newSearch32(factors, w.KP)
+			} else {
+				buf, cs = make([]float64, w.KP), newClipScratch(len(factors))
+			}
 			var scratch []float32
 			for {
 				lo := int(next.Add(int64(chunk))) - chunk
@@ -94,7 +107,12 @@ func rtnRows(ctx context.Context, w *Weight, rows rowsFunc, diag []float64, c *c
 					return err
 				}
 				for n := lo; n < hi; n++ {
-					for k, v := range data[(n-lo)*w.KP : (n-lo+1)*w.KP] {
+					row := data[(n-lo)*w.KP : (n-lo+1)*w.KP]
+					if use32 {
+						nums[n], dens[n] = quantizeRow32(w, n, row, wd32, wd64, factors, s32)
+						continue
+					}
+					for k, v := range row {
 						buf[k] = float64(v)
 					}
 					nums[n], dens[n] = quantizeRow(w, n, buf, diag, factors, cs)

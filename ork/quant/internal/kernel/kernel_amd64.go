@@ -80,3 +80,14 @@ func GroupSearch8(x, wd *float64, n int, grid *[8]float64, lanes int, qmax float
 //
 //go:noescape
 func QuantCodes8(x *float64, n int, inv float64, lohi *[2]float64, codes *int8)
+
+// GroupSearch16 is one group's clip search in float32 for up to eight candidates (AVX-512,
+// sixteen values of the group in the lanes of one register): ork/quant's groupSearch32Go, bit for
+// bit. It takes the n values at x (n positive), their weights at wd (nil: unweighted), the grid
+// padded to eight factors, its first lanes factors (1 to 8) as candidates, qmax, lohi = {lo, hi},
+// sc as scratch (it leaves the candidates' scales in sc[0:8] and inverses in sc[8:16]), and writes
+// the n codes at codes — except for a group whose amax is outside [2^-40, 2^40] (or NaN), for
+// which it returns best = -3 and writes no code.
+//
+//go:noescape
+func GroupSearch16(x, wd *float32, n int, grid *[8]float64, lanes int, qmax float64, lohi *[2]float32, sc *[16]float32, codes *int8) (s float32, err, den float64, best int)

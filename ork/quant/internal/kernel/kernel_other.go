@@ -43,3 +43,7 @@ func GroupSearch8(x, wd *float64, n int, grid *[8]float64, lanes int, qmax float
 func QuantCodes8(x *float64, n int, inv float64, lohi *[2]float64, codes *int8) {
 	panic("kernel: no QuantCodes8 on this architecture")
 }
+
+func GroupSearch16(x, wd *float32, n int, grid *[8]float64, lanes int, qmax float64, lohi *[2]float32, sc *[16]float32, codes *int8) (s float32, err, den float64, best int) {
+	panic("kernel: no GroupSearch16 on this architecture")
+}

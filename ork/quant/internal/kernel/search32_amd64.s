@@ -1,0 +1,453 @@
+#include "textflag.h"
+
+// GroupSearch16: RTN's clip search in float32 (see ork/quant/rtn32.go for the arithmetic it
+// shares, bit for bit, with groupSearch32Go). Sixteen values of the group in the lanes of one ZMM
+// register, each candidate's lane sums in its own register (Z24-Z31), the last chunk of a group
+// loaded under a mask (its missing values are 0 and add 0). Only AVX-512 F (and VL) instructions.
+
+DATA abs32<>+0(SB)/4, $0x7FFFFFFF
+GLOBL abs32<>(SB), RODATA|NOPTR, $4
+
+DATA sign32<>+0(SB)/4, $0x80000000
+GLOBL sign32<>(SB), RODATA|NOPTR, $4
+
+DATA half32<>+0(SB)/4, $0x3EFFFFFF
+GLOBL half32<>(SB), RODATA|NOPTR, $4
+
+DATA one32<>+0(SB)/4, $0x3F800000
+GLOBL one32<>(SB), RODATA|NOPTR, $4
+
+DATA minAmax32<>+0(SB)/4, $0x2B800000
+GLOBL minAmax32<>(SB), RODATA|NOPTR, $4
+
+DATA maxAmax32<>+0(SB)/4, $0x53800000
+GLOBL maxAmax32<>(SB), RODATA|NOPTR, $4
+
+DATA infD32<>+0(SB)/8, $0x7FF0000000000000
+GLOBL infD32<>(SB), RODATA|NOPTR, $8
+
+// The lanes of the reduction's last vector that hold E_0..E_7 (see REDUCE8).
+DATA eidx32<>+0(SB)/4, $0
+DATA eidx32<>+4(SB)/4, $4
+DATA eidx32<>+8(SB)/4, $8
+DATA eidx32<>+12(SB)/4, $12
+DATA eidx32<>+16(SB)/4, $1
+DATA eidx32<>+20(SB)/4, $5
+DATA eidx32<>+24(SB)/4, $9
+DATA eidx32<>+28(SB)/4, $13
+GLOBL eidx32<>(SB), RODATA|NOPTR, $32
+
+// CODE32 leaves in Z11 clamp(round-half-away(y), lo, hi) for y = x·inv in Z10 (x in Z3, inv in
+// INV): trunc(y + copysign(0.49999997, y)) with the sign mask in Z1, 0.49999997 in Z2, lo in Z6,
+// hi in Z7. VPTERNLOGD $0xEA is (y & sign) | half.
+#define CODE32(INV) \
+	VMULPS INV, Z3, Z10; \
+	VMOVAPS Z10, Z11; \
+	VPTERNLOGD $0xEA, Z2, Z1, Z11; \
+	VADDPS Z11, Z10, Z11; \
+	VRNDSCALEPS $3, Z11, Z11; \
+	VMAXPS Z6, Z11, Z11; \
+	VMINPS Z7, Z11, Z11
+
+// CAND adds d·d (d = y − q) to ACC; CANDW adds (wd·d)·d, the weights in Z4.
+#define CAND(INV, ACC) \
+	CODE32(INV); \
+	VSUBPS Z11, Z10, Z11; \
+	VMULPS Z11, Z11, Z11; \
+	VADDPS Z11, ACC, ACC
+
+#define CANDW(INV, ACC) \
+	CODE32(INV); \
+	VSUBPS Z11, Z10, Z11; \
+	VMULPS Z4, Z11, Z12; \
+	VMULPS Z11, Z12, Z12; \
+	VADDPS Z12, ACC, ACC
+
+// NEXTMASK sets K5 to the chunk's mask: K7 for the last chunk (R12 = 1), else K6 (all lanes).
+#define NEXTMASK(L) \
+	CMPQ R12, $1; \
+	JNE L; \
+	KMOVW K7, K5; \
+L:
+
+// PAIR16 adds the lanes 8 apart of A and B: A becomes [A(l)+A(l+8), l < 8 | B(l)+B(l+8), l < 8].
+#define PAIR16(A, B) \
+	VSHUFF32X4 $0x44, B, A, Z10; \
+	VSHUFF32X4 $0xEE, B, A, Z11; \
+	VADDPS Z11, Z10, A
+
+// PAIR8 adds the lanes 4 apart within each half of A and B (as left by PAIR16): A becomes the
+// four-lane sums of A's halves, then of B's halves.
+#define PAIR8(A, B) \
+	VSHUFF32X4 $0x88, B, A, Z10; \
+	VSHUFF32X4 $0xDD, B, A, Z11; \
+	VADDPS Z11, Z10, A
+
+// REDUCE1 leaves in the low lane of X (Z's low 128 bits, Y its low 256) reduce16 of Z's lanes:
+// lanes 8 apart, then 4, 2 and 1 apart, with T (TX its low 128 bits) as scratch.
+#define REDUCE1(Z, Y, X, T, TX) \
+	VEXTRACTF64X4 $1, Z, T; \
+	VADDPS T, Y, Y; \
+	VEXTRACTF32X4 $1, Y, TX; \
+	VADDPS TX, X, X; \
+	VSHUFPS $0xEE, X, X, TX; \
+	VADDPS TX, X, X; \
+	VMOVSHDUP X, TX; \
+	VADDSS TX, X, X
+
+// func GroupSearch16(x, wd *float32, n int, grid *[8]float64, lanes int, qmax float64, lohi *[2]float32, sc *[16]float32, codes *int8) (s float32, err, den float64, best int)
+TEXT ·GroupSearch16(SB), NOSPLIT, $0-104
+	MOVQ x+0(FP), SI
+	MOVQ wd+8(FP), DI
+	MOVQ n+16(FP), BX
+	MOVQ lanes+32(FP), R10
+	MOVQ codes+64(FP), R11
+	MOVQ sc+56(FP), R13
+
+	// K6: all sixteen lanes; K7: the lanes of the last chunk, ((n-1) mod 16) + 1 of them.
+	KXNORW K6, K6, K6
+	LEAQ -1(BX), CX
+	ANDQ $15, CX
+	INCQ CX
+	MOVL $1, AX
+	SHLL CX, AX
+	DECL AX
+	KMOVW AX, K7
+
+	// amax = max |x_k|.
+	VBROADCASTSS abs32<>(SB), Z3
+	VPXORD Z0, Z0, Z0
+	MOVQ SI, R8
+	LEAQ 15(BX), R12
+	SHRQ $4, R12
+	KMOVW K6, K5
+amaxLoop:
+	NEXTMASK(amaxFull)
+	VMOVUPS.Z (R8), K5, Z1
+	VPANDD Z1, Z3, Z1
+	VMAXPS Z1, Z0, Z0
+	ADDQ $64, R8
+	DECQ R12
+	JNZ amaxLoop
+	VEXTRACTF64X4 $1, Z0, Y1
+	VMAXPS Y1, Y0, Y0
+	VEXTRACTF128 $1, Y0, X1
+	VMAXPS X1, X0, X0
+	VSHUFPS $0xEE, X0, X0, X1
+	VMAXPS X1, X0, X0
+	VMOVSHDUP X0, X1
+	VMAXSS X1, X0, X0
+
+	VXORPS X1, X1, X1
+	VUCOMISS X1, X0
+	JPS outOfRange // NaN
+	JEQ zeroGroup
+	VUCOMISS minAmax32<>(SB), X0
+	JCS outOfRange
+	VUCOMISS maxAmax32<>(SB), X0
+	JHI outOfRange
+
+	// s_j = float32(grid_j·amax/qmax) in float64; inv_j = 1/s_j in float32, 0 where s_j = 0.
+	VCVTSS2SD X0, X0, X0
+	VBROADCASTSD X0, Z8
+	MOVQ grid+24(FP), AX
+	VMULPD (AX), Z8, Z9
+	VBROADCASTSD qmax+40(FP), Z10
+	VDIVPD Z10, Z9, Z9
+	VCVTPD2PS Z9, Y9
+	VXORPS Y10, Y10, Y10
+	VCMPPS $4, Y10, Y9, K1
+	VBROADCASTSS one32<>(SB), Y11
+	VDIVPS.Z Y9, Y11, K1, Y12
+	VMOVUPS Y9, (R13)
+	VMOVUPS Y12, 32(R13)
+	VBROADCASTSS 32(R13), Z16
+	VBROADCASTSS 36(R13), Z17
+	VBROADCASTSS 40(R13), Z18
+	VBROADCASTSS 44(R13), Z19
+	VBROADCASTSS 48(R13), Z20
+	VBROADCASTSS 52(R13), Z21
+	VBROADCASTSS 56(R13), Z22
+	VBROADCASTSS 60(R13), Z23
+
+	VBROADCASTSS sign32<>(SB), Z1
+	VBROADCASTSS half32<>(SB), Z2
+	MOVQ lohi+48(FP), AX
+	VBROADCASTSS (AX), Z6
+	VBROADCASTSS 4(AX), Z7
+	VPXORD Z0, Z0, Z0
+	VPXORD Z24, Z24, Z24
+	VPXORD Z25, Z25, Z25
+	VPXORD Z26, Z26, Z26
+	VPXORD Z27, Z27, Z27
+	VPXORD Z28, Z28, Z28
+	VPXORD Z29, Z29, Z29
+	VPXORD Z30, Z30, Z30
+	VPXORD Z31, Z31, Z31
+	LEAQ 15(BX), R12
+	SHRQ $4, R12
+	KMOVW K6, K5
+	CMPQ R10, $1
+	JNE searchLoops
+	VUCOMISS X9, X10 // one candidate, its scale not 0: one pass (one1)
+	JNE one1
+	JPS one1
+
+searchLoops:
+	TESTQ DI, DI
+	JNZ weighted
+
+plain:
+	NEXTMASK(plainFull)
+	VMOVUPS.Z (SI), K5, Z3
+	VMULPS Z3, Z3, Z5
+	VADDPS Z5, Z0, Z0
+	CAND(Z16, Z24)
+	CMPQ R10, $1
+	JLE plainNext
+	CAND(Z17, Z25)
+	CMPQ R10, $2
+	JLE plainNext
+	CAND(Z18, Z26)
+	CMPQ R10, $3
+	JLE plainNext
+	CAND(Z19, Z27)
+	CMPQ R10, $4
+	JLE plainNext
+	CAND(Z20, Z28)
+	CMPQ R10, $5
+	JLE plainNext
+	CAND(Z21, Z29)
+	CMPQ R10, $6
+	JLE plainNext
+	CAND(Z22, Z30)
+	CMPQ R10, $7
+	JLE plainNext
+	CAND(Z23, Z31)
+plainNext:
+	ADDQ $64, SI
+	DECQ R12
+	JNZ plain
+	JMP reduce
+
+weighted:
+	NEXTMASK(weightedFull)
+	VMOVUPS.Z (SI), K5, Z3
+	VMOVUPS.Z (DI), K5, Z4
+	VMULPS Z3, Z4, Z5
+	VMULPS Z3, Z5, Z5
+	VADDPS Z5, Z0, Z0
+	CANDW(Z16, Z24)
+	CMPQ R10, $1
+	JLE weightedNext
+	CANDW(Z17, Z25)
+	CMPQ R10, $2
+	JLE weightedNext
+	CANDW(Z18, Z26)
+	CMPQ R10, $3
+	JLE weightedNext
+	CANDW(Z19, Z27)
+	CMPQ R10, $4
+	JLE weightedNext
+	CANDW(Z20, Z28)
+	CMPQ R10, $5
+	JLE weightedNext
+	CANDW(Z21, Z29)
+	CMPQ R10, $6
+	JLE weightedNext
+	CANDW(Z22, Z30)
+	CMPQ R10, $7
+	JLE weightedNext
+	CANDW(Z23, Z31)
+weightedNext:
+	ADDQ $64, SI
+	ADDQ $64, DI
+	DECQ R12
+	JNZ weighted
+
+reduce:
+	// E_j = reduce16 of candidate j's lanes, all eight at once: lanes 8 apart (PAIR16), 4 apart
+	// (PAIR8), then 2 and 1 apart within each 128-bit chunk. Chunk i ends holding
+	// [E_i, E_(i+4), E_i, E_(i+4)]; eidx32 gathers E_0..E_7 into the low eight lanes.
+	PAIR16(Z24, Z25)
+	PAIR16(Z26, Z27)
+	PAIR16(Z28, Z29)
+	PAIR16(Z30, Z31)
+	PAIR8(Z24, Z26)
+	PAIR8(Z28, Z30)
+	VSHUFPS $0x44, Z28, Z24, Z10
+	VSHUFPS $0xEE, Z28, Z24, Z11
+	VADDPS Z11, Z10, Z24
+	VSHUFPS $0x88, Z24, Z24, Z10
+	VSHUFPS $0xDD, Z24, Z24, Z11
+	VADDPS Z11, Z10, Z24
+	VMOVDQU eidx32<>(SB), Y10
+	VPERMPS Z24, Z10, Z24
+
+	// den = reduce16 of its lanes, then float64.
+	REDUCE1(Z0, Y0, X0, Y5, X5)
+	VCVTSS2SD X0, X0, X15
+	VMOVSD X15, den+88(FP)
+
+	// err_j = (s_j·s_j)·E_j in float64; the choice as chooseScaleErr makes it: among the first
+	// lanes candidates with s_j != 0, the first whose error is least and below +Inf.
+	VCVTPS2PD Y9, Z12
+	VCVTPS2PD Y24, Z13
+	VMULPD Z12, Z12, Z14
+	VMULPD Z13, Z14, Z14
+	MOVQ R10, CX
+	MOVL $1, DX
+	SHLL CX, DX
+	DECL DX
+	KMOVW DX, K2
+	VPXORQ Z13, Z13, Z13
+	VCMPPD $4, Z13, Z12, K2, K1 // NEQ_UQ: s_j != 0
+	KMOVW K1, DX
+	TESTL DX, DX
+	JZ noLane
+	VBROADCASTSD infD32<>(SB), Z5
+	VCMPPD $0x11, Z5, Z14, K1, K3 // LT_OQ: err_j < +Inf
+	KMOVW K3, DX
+	TESTL DX, DX
+	JZ noChoice
+	VMOVAPD Z14, K3, Z5 // the choosable errors, +Inf elsewhere
+	VEXTRACTF64X4 $1, Z5, Y8
+	VMINPD Y8, Y5, Y8
+	VEXTRACTF128 $1, Y8, X12
+	VMINPD X12, X8, X12
+	VPERMILPD $1, X12, X13
+	VMINSD X13, X12, X12
+	VBROADCASTSD X12, Z13
+	VCMPPD $0, Z13, Z5, K3, K4 // EQ_OQ: the lanes holding the least error
+	KMOVW K4, DX
+	BSFL DX, DX
+	MOVQ DX, best+96(FP)
+	VMOVSD X12, err+80(FP)
+	VMOVSS (R13)(DX*4), X8
+	VMOVSS X8, s+72(FP)
+
+	// The codes of the chosen candidate.
+	VBROADCASTSS 32(R13)(DX*4), Z16
+	MOVQ x+0(FP), SI
+	LEAQ 15(BX), R12
+	SHRQ $4, R12
+	KMOVW K6, K5
+codeLoop:
+	NEXTMASK(codeFull)
+	VMOVUPS.Z (SI), K5, Z3
+	CODE32(Z16)
+	VCVTTPS2DQ Z11, Z11
+	VPMOVSDB Z11, K5, (R11)
+	ADDQ $64, SI
+	ADDQ $16, R11
+	DECQ R12
+	JNZ codeLoop
+	VZEROUPPER
+	RET
+
+// one1: a grid of one factor with a non-zero scale: one pass writes the codes while it sums the
+// error and den (the same lanes, order and tree as the search), then the choice is that factor
+// unless its error is not below +Inf.
+one1:
+	TESTQ DI, DI
+	JNZ one1Weighted
+one1Plain:
+	NEXTMASK(one1PlainFull)
+	VMOVUPS.Z (SI), K5, Z3
+	VMULPS Z3, Z3, Z5
+	VADDPS Z5, Z0, Z0
+	CODE32(Z16)
+	VCVTTPS2DQ Z11, Z12
+	VPMOVSDB Z12, K5, (R11)
+	VSUBPS Z11, Z10, Z11
+	VMULPS Z11, Z11, Z11
+	VADDPS Z11, Z24, Z24
+	ADDQ $64, SI
+	ADDQ $16, R11
+	DECQ R12
+	JNZ one1Plain
+	JMP one1Reduce
+one1Weighted:
+	NEXTMASK(one1WeightedFull)
+	VMOVUPS.Z (SI), K5, Z3
+	VMOVUPS.Z (DI), K5, Z4
+	VMULPS Z3, Z4, Z5
+	VMULPS Z3, Z5, Z5
+	VADDPS Z5, Z0, Z0
+	CODE32(Z16)
+	VCVTTPS2DQ Z11, Z12
+	VPMOVSDB Z12, K5, (R11)
+	VSUBPS Z11, Z10, Z11
+	VMULPS Z4, Z11, Z12
+	VMULPS Z11, Z12, Z12
+	VADDPS Z12, Z24, Z24
+	ADDQ $64, SI
+	ADDQ $64, DI
+	ADDQ $16, R11
+	DECQ R12
+	JNZ one1Weighted
+one1Reduce:
+	REDUCE1(Z0, Y0, X0, Y5, X5)
+	VCVTSS2SD X0, X0, X15
+	VMOVSD X15, den+88(FP)
+	REDUCE1(Z24, Y24, X24, Y5, X5)
+	VCVTSS2SD X9, X9, X12
+	VMULSD X12, X12, X12
+	VCVTSS2SD X24, X24, X13
+	VMULSD X13, X12, X12
+	VUCOMISD infD32<>(SB), X12
+	JPS one1NoChoice // NaN
+	JCC one1NoChoice // not below +Inf
+	VMOVSD X12, err+80(FP)
+	VMOVSS X9, s+72(FP)
+	MOVQ $0, best+96(FP)
+	VZEROUPPER
+	RET
+one1NoChoice:
+	MOVQ codes+64(FP), R11
+	MOVL $0, s+72(FP)
+	MOVQ $0x7FF0000000000000, AX
+	MOVQ AX, err+80(FP)
+	MOVQ $-2, best+96(FP)
+	JMP zeroCodes
+
+zeroGroup:
+	MOVL $0, s+72(FP)
+	MOVQ $0, err+80(FP)
+	MOVQ $0, den+88(FP)
+	MOVQ $-1, best+96(FP)
+	JMP zeroCodes
+
+noLane: // no candidate with a non-zero scale: scale 0, err = den
+	MOVL $0, s+72(FP)
+	VMOVSD X15, err+80(FP)
+	MOVQ $-1, best+96(FP)
+	JMP zeroCodes
+
+noChoice: // no error below +Inf
+	MOVL $0, s+72(FP)
+	MOVQ $0x7FF0000000000000, AX
+	MOVQ AX, err+80(FP)
+	MOVQ $-2, best+96(FP)
+
+zeroCodes:
+	VPXORD Z11, Z11, Z11
+	LEAQ 15(BX), R12
+	SHRQ $4, R12
+	KMOVW K6, K5
+zeroLoop:
+	NEXTMASK(zeroFull)
+	VPMOVSDB Z11, K5, (R11)
+	ADDQ $16, R11
+	DECQ R12
+	JNZ zeroLoop
+	VZEROUPPER
+	RET
+
+outOfRange:
+	MOVL $0, s+72(FP)
+	MOVQ $0, err+80(FP)
+	MOVQ $0, den+88(FP)
+	MOVQ $-3, best+96(FP)
+	VZEROUPPER
+	RET

@@ -1,0 +1,244 @@
+package quant
+
+import (
+	"math"
+
+	"orkpipe/ork/quant/internal/kernel"
+)
+
+// RTN's clip search in float32. RTN reads float32 weights, and a group's candidate errors only
+// rank its scales, so float64 buys nothing there: each group is searched in float32 (GPTQ's
+// scale search, chooseScale, stays float64). The arithmetic is fixed so that the pure-Go
+// reference here (groupSearch32Go) and the AVX-512 kernel (kernel.GroupSearch16, sixteen values
+// in the lanes of one register) give bit-identical results:
+//
+//   - amax = max |x_k|; s_j = float32(f_j·float64(amax)/qmax) for the grid factors f_j (as the
+//     float64 search), inv_j = 1/s_j in float32 (0 where s_j = 0);
+//   - y = x_k·inv_j, q = clamp(round-half-away(y), lo, hi) (roundAway32), d = y − q: the error
+//     in units of the scale, so it cannot overflow whatever the weight's magnitude;
+//   - E_j sums wd_k·d·d ((wd·d)·d; unweighted d·d) over the group in sixteen lane sums (value k
+//     into lane k mod 16, in order), then adds the lanes in a fixed tree (reduce16); den sums
+//     wd_k·x_k·x_k ((wd·x)·x) the same way; no fused multiply-adds;
+//   - err_j = (s_j·s_j)·E_j in float64, and the choice is chooseScaleErr's: the first factor
+//     with s_j != 0 whose err_j is least and below +Inf;
+//   - codes are clamp(round-half-away(x_k·inv_best), lo, hi).
+//
+// The weights wd are diag(H) or the importance scaled by a power of two so that the largest is
+// below 1, then rounded to float32 (weights32). A group runs in float32 only when its amax lies in
+// [2^-40, 2^40] and every factor is 0 or of magnitude in [2^-20, 2^20] (then no sum can overflow or
+// lose its scale to underflow); any other group, and grids of more than eight factors, take the
+// float64 search (quantizeGroup) on the same weights.
+
+const (
+	lanes32      = 16
+	min32Amax    = 0x1p-40
+	max32Amax    = 0x1p40
+	min32Factor  = 0x1p-20
+	max32Factor  = 0x1p20
+	half32Bits   = 0x3EFFFFFF // the float32 below 0.5
+	sign32Bit    = 0x80000000
+	bestOutRange = -3 // groupSearch32's answer for a group outside the float32 range
+)
+
+// search32Kernel says whether groupSearch32 runs kernel.GroupSearch16.
+var search32Kernel = kernel.Available512
+
+// grid32OK says whether grid can be searched in float32: at most eight factors, each 0 or of
+// magnitude in [2^-20, 2^20].
+func grid32OK(grid []float64) bool {
+	if len(grid) == 0 || len(grid) > clipLanes {
+		return false
+	}
+	for _, f := range grid {
+		if a := math.Abs(f); f != 0 && !(a >= min32Factor && a <= max32Factor) {
+			return false
+		}
+	}
+	return true
+}
+
+// weights32 returns diag scaled by 2^-e, e the exponent that brings its largest magnitude below 1,
+// as float32 and (the same values) as float64; nil for nil.
+func weights32(diag []float64) ([]float32, []float64) {
+	if diag == nil {
+		return nil, nil
+	}
+	m := 0.0
+	for _, v := range diag {
+		m = max(m, math.Abs(v))
+	}
+	e := 0
+	if m != 0 {
+		_, e = math.Frexp(m)
+	}
+	w32, w64 := make([]float32, len(diag)), make([]float64, len(diag))
+	for k, v := range diag {
+		w32[k] = float32(math.Ldexp(v, -e))
+		w64[k] = float64(w32[k])
+	}
+	return w32, w64
+}
+
+// search32 is a worker's scratch for the float32 search.
+type search32 struct {
+	grid8 [clipLanes]float64 // the grid, padded with zeros (never chosen)
+	sc    [2 * clipLanes]float32
+	lanes int
+	buf   []float64 // a group widened for the float64 search
+	cs    *clipScratch
+}
+
+func newSearch32(grid []float64, kp int) *search32 {
+	s := &search32{lanes: len(grid), buf: make([]float64, kp), cs: newClipScratch(len(grid))}
+	copy(s.grid8[:], grid)
+	return s
+}
+
+// quantizeRow32 is quantizeRow for the float32 row x (len KP) with weights wd32 (nil: unweighted;
+// wd64 the same values in float64 for the groups the float64 search takes).
+func quantizeRow32(w *Weight, n int, x, wd32 []float32, wd64, grid []float64, s *search32) (num, den float64) {
+	g := effGroup(w.KP, w.Group)
+	ng := w.Groups()
+	codes := w.Codes[n*w.KP : (n+1)*w.KP]
+	lo, hi := codeRange(w.Bits)
+	lohi := [2]float32{float32(lo), float32(hi)}
+	q := qmax(w.Bits)
+	for gi := 0; gi < ng; gi++ {
+		a, b := gi*g, min((gi+1)*g, w.KP)
+		var wd []float32
+		if wd32 != nil {
+			wd = wd32[a:b]
+		}
+		sc, e, d, best := groupSearch32(codes[a:b], x[a:b], wd, &s.grid8, s.lanes, q, &lohi, &s.sc)
+		if best == bestOutRange {
+			xg := s.buf[:b-a]
+			for k, v := range x[a:b] {
+				xg[k] = float64(v)
+			}
+			var wg []float64
+			if wd64 != nil {
+				wg = wd64[a:b]
+			}
+			sc, e, d = quantizeGroup(codes[a:b], xg, wg, w.Bits, grid, s.cs)
+		}
+		w.Scales[n*ng+gi] = sc
+		num += e
+		den += d
+	}
+	return num, den
+}
+
+// groupSearch32 searches one group and writes its codes: kernel.GroupSearch16 where the CPU has
+// AVX-512, else groupSearch32Go (the same results, bit for bit).
+func groupSearch32(codes []int8, x, wd []float32, grid *[clipLanes]float64, lanes int, qmax float64, lohi *[2]float32, sc *[2 * clipLanes]float32) (s float32, err, den float64, best int) {
+	if !search32Kernel {
+		return groupSearch32Go(codes, x, wd, grid, lanes, qmax, lohi)
+	}
+	var pw *float32
+	if wd != nil {
+		pw = &wd[:len(x)][0]
+	}
+	return kernel.GroupSearch16(&x[0], pw, len(x), grid, lanes, qmax, lohi, sc, &codes[:len(x)][0])
+}
+
+// roundAway32 is round half away from zero for float32: trunc(y + copysign(0.49999997, y)) (the
+// sum rounds to nearest even exactly where a tie must go away from zero).
+func roundAway32(y float32) float32 {
+	h := math.Float32frombits(half32Bits | math.Float32bits(y)&sign32Bit)
+	return float32(math.Trunc(float64(y + h)))
+}
+
+// quantCode32 is clamp(roundAway32(v·inv), lo, hi).
+func quantCode32(v, inv, lo, hi float32) float32 {
+	q := roundAway32(v * inv)
+	if q > hi {
+		return hi
+	}
+	if q < lo {
+		return lo
+	}
+	return q
+}
+
+// reduce16 adds sixteen lane sums in the kernel's tree: a[l]+a[l+8], then +4, +2, +1 apart.
+func reduce16(a *[lanes32]float32) float32 {
+	var t [8]float32
+	for l := range t {
+		t[l] = a[l] + a[l+8]
+	}
+	u0, u1, u2, u3 := t[0]+t[4], t[1]+t[5], t[2]+t[6], t[3]+t[7]
+	return (u0 + u2) + (u1 + u3)
+}
+
+// groupSearch32Go is the reference of the float32 group search (see the top of this file) over
+// the first lanes factors of grid: it returns the chosen scale, its error err_j, den and the
+// chosen factor's index, and writes the codes. An all-zero group gives (0, 0, 0, -1); no factor
+// with a non-zero scale (0, den, den, -1); none with an error below +Inf (0, +Inf, den, -2) — the
+// codes all zero in these three cases. A group outside the float32 range (amax not in
+// [2^-40, 2^40]) gives best = bestOutRange and writes nothing.
+func groupSearch32Go(codes []int8, x, wd []float32, grid *[clipLanes]float64, lanes int, qmax float64, lohi *[2]float32) (s float32, err, den float64, best int) {
+	amax := float32(0)
+	for _, v := range x {
+		amax = max(amax, float32(math.Abs(float64(v))))
+	}
+	if amax == 0 {
+		clear(codes)
+		return 0, 0, 0, -1
+	}
+	if !(amax >= min32Amax && amax <= max32Amax) {
+		return 0, 0, 0, bestOutRange
+	}
+	var sj, inv [clipLanes]float32
+	for j := range lanes {
+		sj[j] = float32(grid[j] * float64(amax) / qmax)
+		if sj[j] != 0 {
+			inv[j] = 1 / sj[j]
+		}
+	}
+	lo, hi := lohi[0], lohi[1]
+	var acc [clipLanes][lanes32]float32
+	var dacc [lanes32]float32
+	for k, v := range x {
+		l := k % lanes32
+		if wd == nil {
+			dacc[l] += float32(v * v)
+		} else {
+			dacc[l] += float32(float32(wd[k]*v) * v)
+		}
+		for j := range lanes {
+			y := v * inv[j]
+			d := y - quantCode32(v, inv[j], lo, hi)
+			if wd == nil {
+				acc[j][l] += float32(d * d)
+			} else {
+				acc[j][l] += float32(float32(wd[k]*d) * d)
+			}
+		}
+	}
+	den = float64(reduce16(&dacc))
+	best = -1
+	bestErr := math.Inf(1)
+	any := false
+	for j := range lanes {
+		if sj[j] == 0 {
+			continue
+		}
+		any = true
+		s64 := float64(sj[j])
+		if e := float64(s64*s64) * float64(reduce16(&acc[j])); e < bestErr {
+			best, bestErr = j, e
+		}
+	}
+	switch {
+	case !any:
+		clear(codes)
+		return 0, den, den, -1
+	case best < 0:
+		clear(codes)
+		return 0, math.Inf(1), den, -2
+	}
+	for k, v := range x {
+		codes[k] = int8(quantCode32(v, inv[best], lo, hi))
+	}
+	return sj[best], bestErr, den, best
+}

@@ -1,0 +1,389 @@
+package quant
+
+import (
+	"context"
+	"encoding/binary"
+	"math"
+	"math/rand/v2"
+	"slices"
+	"strconv"
+	"testing"
+
+	"orkpipe/ork/quant/internal/kernel"
+)
+
+// group32Result is one float32 group search: its answers and codes.
+type group32Result struct {
+	s         float32
+	err, den  float64
+	best      int
+	codes     []int8
+	untouched bool // every code still holds the sentinel
+}
+
+func runGroup32(kern bool, x, wd []float32, bits int, grid []float64) group32Result {
+	old := search32Kernel
+	defer func() { search32Kernel = old }()
+	search32Kernel = kern && kernel.Available512
+	var g8 [clipLanes]float64
+	for j := range g8 {
+		g8[j] = 0.95 // lanes past the grid must not count
+	}
+	copy(g8[:], grid)
+	var sc [2 * clipLanes]float32
+	lo, hi := codeRange(bits)
+	lohi := [2]float32{float32(lo), float32(hi)}
+	r := group32Result{codes: make([]int8, len(x))}
+	for k := range r.codes {
+		r.codes[k] = 99
+	}
+	r.s, r.err, r.den, r.best = groupSearch32(r.codes, x, wd, &g8, len(grid), qmax(bits), &lohi, &sc)
+	r.untouched = !slices.ContainsFunc(r.codes, func(c int8) bool { return c != 99 })
+	return r
+}
+
+// checkGroup32 fails t unless the AVX-512 kernel and groupSearch32Go agree bit for bit on x, and
+// the reference's answer is what its contract says (checkGroup32Contract).
+func checkGroup32(t *testing.T, name string, x, wd []float32, bits int, grid []float64) {
+	t.Helper()
+	rGo := runGroup32(false, x, wd, bits, grid)
+	if kernel.Available512 {
+		rK := runGroup32(true, x, wd, bits, grid)
+		if math.Float32bits(rK.s) != math.Float32bits(rGo.s) || math.Float64bits(rK.err) != math.Float64bits(rGo.err) ||
+			math.Float64bits(rK.den) != math.Float64bits(rGo.den) || rK.best != rGo.best || !slices.Equal(rK.codes, rGo.codes) {
+			t.Fatalf("%s (n %d, bits %d, grid %v, weighted %v):\nkernel %v %v %v best %d %v\nGo     %v %v %v best %d %v\nx = %v",
+				name, len(x), bits, grid, wd != nil, rK.s, rK.err, rK.den, rK.best, rK.codes, rGo.s, rGo.err, rGo.den, rGo.best, rGo.codes, x)
+		}
+	}
+	checkGroup32Contract(t, name, x, wd, bits, grid, rGo)
+}
+
+// checkGroup32Contract checks the reference against float64 arithmetic: the codes are the chosen
+// scale's round-half-away codes (up to float32 rounding at the halves), err is Σ wd·(x − s·q)²
+// within float32 precision, no other factor's float64 error is clearly lower, den is Σ wd·x².
+func checkGroup32Contract(t *testing.T, name string, x, wd []float32, bits int, grid []float64, r group32Result) {
+	t.Helper()
+	amax := 0.0
+	for _, v := range x {
+		amax = max(amax, math.Abs(float64(v)))
+	}
+	if amax != 0 && (amax < min32Amax || amax > max32Amax) {
+		if r.best != bestOutRange || !r.untouched {
+			t.Fatalf("%s: amax %v outside the float32 range: best %d, codes written %v", name, amax, r.best, !r.untouched)
+		}
+		return
+	}
+	lo, hi := codeRange(bits)
+	sqErr := func(s float64, codes []int8) float64 {
+		e := 0.0
+		for k, v := range x {
+			d := float64(v) - s*float64(codes[k])
+			w := 1.0
+			if wd != nil {
+				w = float64(wd[k])
+			}
+			e += w * d * d
+		}
+		return e
+	}
+	den := 0.0
+	for k, v := range x {
+		w := 1.0
+		if wd != nil {
+			w = float64(wd[k])
+		}
+		den += w * float64(v) * float64(v)
+	}
+	if !close64(r.den, den, 1e-5) {
+		t.Fatalf("%s: den %v, float64 %v", name, r.den, den)
+	}
+	if r.best < 0 {
+		if r.s != 0 || slices.ContainsFunc(r.codes, func(c int8) bool { return c != 0 }) {
+			t.Fatalf("%s: best %d with scale %v and codes %v", name, r.best, r.s, r.codes)
+		}
+		return
+	}
+	s := float64(r.s)
+	if want := float32(grid[r.best] * amax / qmax(bits)); r.s != want {
+		t.Fatalf("%s: scale %v, factor %d gives %v", name, r.s, r.best, want)
+	}
+	codesFor := func(s float64) []int8 {
+		c := make([]int8, len(x))
+		for k, v := range x {
+			c[k] = int8(max(float64(lo), min(float64(hi), math.Round(float64(v)/s))))
+		}
+		return c
+	}
+	for k, c := range codesFor(s) {
+		if d := int(r.codes[k]) - int(c); d < -1 || d > 1 {
+			t.Fatalf("%s: code %d = %d, x/s rounds to %d", name, k, r.codes[k], c)
+		}
+	}
+	if e := sqErr(s, r.codes); !close64(r.err, e, 1e-4) && math.Abs(r.err-e) > 1e-5*s*s*float64(len(x)) {
+		t.Fatalf("%s: err %v, float64 %v", name, r.err, e)
+	}
+	for j, f := range grid {
+		sj := float64(float32(f * amax / qmax(bits)))
+		if sj == 0 {
+			continue
+		}
+		if e := sqErr(sj, codesFor(sj)); e < r.err*(1-1e-4)-1e-5*s*s*float64(len(x)) {
+			t.Fatalf("%s: chose factor %d (err %v), factor %d has %v", name, r.best, r.err, j, e)
+		}
+	}
+}
+
+func close64(a, b, rel float64) bool {
+	return math.Abs(a-b) <= rel*math.Max(math.Abs(a), math.Abs(b))
+}
+
+// group32Case draws a float32 group: heavy tails, exact halves of a likely scale, ±0, magnitudes
+// from 1e-14 to 1e10 (the float32 range and past it on both sides).
+func group32Case(rng *rand.Rand, n int) []float32 {
+	x := make([]float32, n)
+	scale := math.Pow(10, float64(rng.IntN(25)-14))
+	for i := range x {
+		switch rng.IntN(10) {
+		case 0:
+			x[i] = 0
+		case 1:
+			x[i] = float32(math.Copysign(0, -1))
+		case 2:
+			x[i] = float32(float64(rng.IntN(15)-7)+0.5) * float32(scale) / 7
+		case 3:
+			x[i] = float32(rng.NormFloat64() * scale * 1e-30)
+		default:
+			x[i] = float32(rng.NormFloat64() * rng.ExpFloat64() * scale)
+		}
+	}
+	if rng.IntN(20) == 0 {
+		x[rng.IntN(n)] = 3e38
+	}
+	return x
+}
+
+// TestGroupSearch32MatchesGo: the AVX-512 float32 search (kernel.GroupSearch16) gives bit for bit
+// groupSearch32Go's scale, error, Σ wd·x², choice and codes, and writes every code (none for a
+// group outside the float32 range) — groups of 1 to 600 values (partial last chunks), weighted or
+// not, grids of 1 to 8 factors with zero and negative factors, int4 and int8, all-zero groups and
+// magnitudes past the float32 range; the reference meets its contract against float64 arithmetic.
+func TestGroupSearch32MatchesGo(t *testing.T) {
+	rng := rand.New(rand.NewPCG(41, 43))
+	cases := 20000
+	if !kernel.Available512 {
+		cases = 2000 // the contract check alone
+	}
+	for i := 0; i < cases; i++ {
+		n := 1 + rng.IntN(600)
+		switch i % 4 {
+		case 0:
+			n = 32
+		case 1:
+			n = 1 + rng.IntN(40)
+		}
+		x := group32Case(rng, n)
+		if i%97 == 0 {
+			x = make([]float32, n)
+		}
+		var wd []float32
+		if i%2 == 1 {
+			wd = make([]float32, n)
+			for k := range wd {
+				wd[k] = float32(rng.Float64())
+				if k%9 == 4 {
+					wd[k] = 0
+				}
+			}
+		}
+		grid := append([]float64(nil), DefaultClipGrid[:1+rng.IntN(8)]...)
+		if i%11 == 0 {
+			grid[rng.IntN(len(grid))] = 0
+		}
+		if i%17 == 0 {
+			grid[rng.IntN(len(grid))] *= -1
+		}
+		bits := 4
+		if i%5 == 0 {
+			bits = 8
+		}
+		checkGroup32(t, "case "+strconv.Itoa(i), x, wd, bits, grid)
+	}
+}
+
+// TestRoundAway32: roundAway32 is math.Round for float32 halves, their neighbours, integers and
+// values up to 2^25 where adding the near-half rounds.
+func TestRoundAway32(t *testing.T) {
+	rng := rand.New(rand.NewPCG(47, 53))
+	var vals []float32
+	for i := 0; i < 100000; i++ {
+		k := float32(rng.IntN(1 << 24))
+		h := k + 0.5
+		vals = append(vals, h, math.Nextafter32(h, 0), math.Nextafter32(h, float32(math.Inf(1))), k, float32(rng.NormFloat64()*math.Ldexp(1, rng.IntN(60)-30)))
+	}
+	for e := 20; e <= 26; e++ {
+		for d := float32(-8); d <= 8; d += 0.25 {
+			vals = append(vals, float32(math.Ldexp(1, e))+d)
+		}
+	}
+	vals = append(vals, 0.5, math.Nextafter32(0.5, 0), 1.5, 2.5, math.SmallestNonzeroFloat32, 3e38)
+	for _, v := range vals {
+		for _, y := range []float32{v, -v} {
+			if got, want := roundAway32(y), float32(math.Round(float64(y))); math.Float32bits(got) != math.Float32bits(want) && got != want {
+				t.Fatalf("roundAway32(%v) = %v, math.Round gives %v", y, got, want)
+			}
+		}
+	}
+}
+
+// FuzzGroupSearch32: for arbitrary finite float32 groups and weights, grids and widths taken from
+// the input, the AVX-512 and pure-Go float32 searches agree bit for bit and meet the contract
+// (checkGroup32). The first byte chooses bits (bit 0), weighting (bit 1) and the grid length (bits
+// 2-4, 1 to 8 factors of DefaultClipGrid; bit 5 zeroes its last factor, bit 6 negates its
+// first); the rest are little-endian float32s, the group then (weighted) as many weights (their
+// magnitudes, below 1).
+func FuzzGroupSearch32(f *testing.F) {
+	le := func(head byte, vals ...float32) []byte {
+		b := []byte{head}
+		for _, v := range vals {
+			b = binary.LittleEndian.AppendUint32(b, math.Float32bits(v))
+		}
+		return b
+	}
+	ramp := make([]float32, 32)
+	for i := range ramp {
+		ramp[i] = (float32(i) - 15.5) / 7
+	}
+	f.Add(le(0x1c, ramp...))
+	f.Add(le(0x1f, ramp...))
+	f.Add(le(0x5c, ramp[:17]...))
+	f.Add(le(0x00, 0.5, -0.5, 1.5, -2.5, 0, float32(math.Copysign(0, -1)), 1e-45, 3e38))
+	f.Add(le(0x3e, 7, 6.5, -8, 5.5, 1, 1, 1, 1))
+	f.Add(le(0x1c, 1e-13, -2e-13, 5e-14))
+	f.Fuzz(func(t *testing.T, raw []byte) {
+		if len(raw) < 5 || len(raw) > 1+4*2*1024 {
+			return
+		}
+		head, vals := raw[0], raw[1:]
+		bits := []int{4, 8}[head&1]
+		weighted := head&2 != 0
+		grid := append([]float64(nil), DefaultClipGrid[:1+int(head>>2&7)]...)
+		if head&0x20 != 0 {
+			grid[len(grid)-1] = 0
+		}
+		if head&0x40 != 0 {
+			grid[0] = -grid[0]
+		}
+		m := len(vals) / 4
+		n := m
+		if weighted {
+			n = m / 2
+		}
+		if n == 0 {
+			return
+		}
+		f32 := func(i int) float32 {
+			v := math.Float32frombits(binary.LittleEndian.Uint32(vals[4*i:]))
+			if v != v || math.IsInf(float64(v), 0) {
+				v = 0
+			}
+			return v
+		}
+		x := make([]float32, n)
+		for i := range x {
+			x[i] = f32(i)
+		}
+		var wd []float32
+		if weighted {
+			wd = make([]float32, n)
+			for i := range wd {
+				wd[i] = float32(math.Abs(math.Mod(float64(f32(n+i)), 1)))
+			}
+		}
+		checkGroup32(t, "fuzz", x, wd, bits, grid)
+	})
+}
+
+// TestRTN32Paths: a whole RTN (weighted and not, a partial last group, rows outside the float32
+// range that take the float64 search, a grid of one factor and one the float32 search does not
+// take) gives the same codes, scales and QErr with the kernel and with the pure-Go reference, and
+// on one worker and three.
+func TestRTN32Paths(t *testing.T) {
+	ctx := context.Background()
+	rng := rand.New(rand.NewPCG(59, 61))
+	n, k := 24, 80
+	m := Matrix{Name: "w", Rows: n, Cols: k, Data: make([]float32, n*k)}
+	for i := range m.Data {
+		m.Data[i] = float32(rng.NormFloat64())
+	}
+	for c := 0; c < k; c++ {
+		m.Data[3*k+c] *= 1e20  // outside the float32 range: float64 search
+		m.Data[5*k+c] *= 1e-20 // likewise, below it
+		m.Data[7*k+c] = 0
+	}
+	imp := make([]float64, k)
+	for c := range imp {
+		imp[c] = rng.ExpFloat64() * 1e12
+	}
+	for _, grid := range [][]float64{DefaultClipGrid, {1}, {1, 0.5}, append(append([]float64(nil), DefaultClipGrid...), 0.7)} {
+		for _, weighted := range []bool{false, true} {
+			var ref *Weight
+			for _, kern := range []bool{false, true} {
+				for _, workers := range []int{1, 3} {
+					old := search32Kernel
+					search32Kernel = kern && kernel.Available512
+					var w *Weight
+					var err error
+					opts := []Option{WithClipGrid(grid), WithGroup(32), WithWorkers(workers)}
+					if weighted {
+						w, err = RTNImportance(ctx, m, imp, opts...)
+					} else {
+						w, err = RTN(ctx, m, nil, opts...)
+					}
+					search32Kernel = old
+					if err != nil {
+						t.Fatal(err)
+					}
+					if ref == nil {
+						ref = w
+						continue
+					}
+					if !slices.Equal(w.Codes, ref.Codes) || !slices.EqualFunc(w.Scales, ref.Scales, func(a, b float32) bool { return math.Float32bits(a) == math.Float32bits(b) }) ||
+						math.Float64bits(w.QErr) != math.Float64bits(ref.QErr) {
+						t.Fatalf("grid %v weighted %v kernel %v workers %d: differs from the pure-Go path (QErr %v vs %v)", grid, weighted, kern, workers, w.QErr, ref.QErr)
+					}
+				}
+			}
+			if ref.QErr <= 0 || ref.QErr > 0.3 {
+				t.Fatalf("grid %v weighted %v: QErr %v", grid, weighted, ref.QErr)
+			}
+		}
+	}
+}
+
+// TestGroupSearch32RoundsHalfAway: groups whose scale is exactly 1 (amax 7 for int4, 127 for
+// int8, factor 1) put x itself through the kernel's rounding: halves, their float32 neighbours and
+// integers give the reference's codes and errors (checkGroup32), so a kernel that rounds a
+// near-half up, or a tie to even, fails.
+func TestGroupSearch32RoundsHalfAway(t *testing.T) {
+	for _, bits := range []int{4, 8} {
+		top := float32(qmax(bits))
+		var x []float32
+		for k := float32(0); k < top; k++ {
+			h := k + 0.5
+			x = append(x, h, math.Nextafter32(h, 0), math.Nextafter32(h, top), k)
+		}
+		for i := range x {
+			x = append(x, -x[i])
+		}
+		for start := 0; start < len(x); start += 31 {
+			g := append([]float32{top}, x[start:min(start+31, len(x))]...)
+			checkGroup32(t, "halves int"+strconv.Itoa(bits), g, nil, bits, []float64{1})
+			r := runGroup32(false, g, nil, bits, []float64{1})
+			for k, v := range g {
+				if want := int8(max(-top, min(top, float32(math.Round(float64(v)))))); r.codes[k] != want {
+					t.Fatalf("int%d: %v coded %d, want %d", bits, v, r.codes[k], want)
+				}
+			}
+		}
+	}
+}

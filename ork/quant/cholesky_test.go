@@ -2,10 +2,15 @@ package quant
 
 import (
 	"context"
+	"errors"
 	"math"
 	"math/rand/v2"
+	"slices"
+	"strings"
 	"testing"
+	"time"
 
+	"golang.org/x/sync/errgroup"
 	"gonum.org/v1/gonum/mat"
 )
 
@@ -179,4 +184,63 @@ func BenchmarkInvCholUpper8192(b *testing.B) {
 	sec := b.Elapsed().Seconds() / float64(b.N)
 	b.ReportMetric(sec, "s/factor")
 	b.ReportMetric(2.0/3*n*n*n/sec/1e9, "GFLOP/s")
+}
+
+// TestGPTQTakesTurnsOnTheCores: a GPTQ waits for the cores another GPTQ phase holds, gives up with
+// ctx's error when cancelled meanwhile, and gives the cores back when it returns; two GPTQs at once
+// give what each gives alone.
+func TestGPTQTakesTurnsOnTheCores(t *testing.T) {
+	w := randMatrix("blk.0.ffn_down.weight", 16, 96, 7)
+	acts := randMatrix("acts", 200, 96, 8)
+	h := NewHessian(96)
+	if err := h.Add(acts.Data, acts.Rows); err != nil {
+		t.Fatal(err)
+	}
+	release, err := holdCores(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() {
+		_, err := GPTQ(ctx, w, h, WithWorkers(2))
+		done <- err
+	}()
+	select { // a GPTQ that does not wait returns in a few ms here
+	case err := <-done:
+		t.Fatalf("GPTQ ran while the cores were held: %v", err)
+	case <-time.After(300 * time.Millisecond):
+	}
+	cancel()
+	if err := <-done; !errors.Is(err, context.Canceled) || !strings.Contains(err.Error(), w.Name) {
+		t.Fatalf("GPTQ waiting for the cores, cancelled: %v, want context.Canceled naming the weight", err)
+	}
+	release()
+
+	alone, err := GPTQ(context.Background(), w, h, WithWorkers(2))
+	if err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case coresToken <- struct{}{}:
+		<-coresToken
+	default:
+		t.Fatal("GPTQ returned holding the cores")
+	}
+	var g errgroup.Group
+	both := make([]*Weight, 2)
+	for i := range both {
+		g.Go(func() (err error) {
+			both[i], err = GPTQ(context.Background(), w, h, WithWorkers(2))
+			return err
+		})
+	}
+	if err := g.Wait(); err != nil {
+		t.Fatal(err)
+	}
+	for i, q := range both {
+		if !slices.Equal(q.Codes, alone.Codes) || !slices.Equal(q.Scales, alone.Scales) {
+			t.Errorf("concurrent GPTQ %d differs from the one run alone", i)
+		}
+	}
 }

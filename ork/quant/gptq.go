@@ -20,6 +20,9 @@ import (
 // checked between the blocks of the factorisations and per block of columns; a cancelled run
 // returns ctx.Err() (wrapped with m.Name).
 //
+// The factorisation and the row phase each run on every core, one such phase of the process at
+// a time (holdCores): concurrent GPTQs take turns phase by phase.
+//
 // h is never modified. Peak memory is GPTQMemory: one KP x KP float64 buffer (H, reflected, factored
 // and inverted in place into U), the codes and scales, the float32 rotated copy of m when
 // rotated, and float64 working rows for the chunks in flight only.
@@ -77,7 +80,12 @@ func GPTQ(ctx context.Context, m Matrix, h *Hessian, opts ...Option) (*Weight, e
 		sort.SliceStable(perm, func(a, b int) bool { return diag0[perm[a]] > diag0[perm[b]] })
 		permuteSymInPlace(H, kp, perm)
 	}
+	release, err := holdCores(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", m.Name, err)
+	}
 	damp, err := inverseCholeskyUpper(ctx, H, kp, c)
+	release()
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", m.Name, err)
 	}
@@ -86,9 +94,16 @@ func GPTQ(ctx context.Context, m Matrix, h *Hessian, opts ...Option) (*Weight, e
 	}
 	st := &gptqState{ctx: ctx, w: w, data: data, U: H, perm: perm, diag: diag0, g: g, ng: ng, static: static, c: c,
 		bufs: make(chan []float64, max(1, c.workers)), factors: c.scaleFactors()}
+	release = func() {}
+	if c.workers > 1 {
+		if release, err = holdCores(ctx); err != nil {
+			return nil, fmt.Errorf("%s: %w", m.Name, err)
+		}
+	}
 	restore := singleThreadedBLAS() // the row chunks run on c.workers goroutines already
 	err = forRows(ctx, w.N, c.workers, st.rows)
 	restore()
+	release()
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", m.Name, err)
 	}

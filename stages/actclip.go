@@ -36,6 +36,12 @@ func ActSampleMemory(s ModelShape, start, end, nSeq, ctxLen, rows int) int64 {
 	return calib.ActSampleMemory(&c, calib.Window{Start: start, End: end}, nSeq, ctxLen, rows)
 }
 
+// ActSampleRows is how many rows a calibrate node with ActSample = rows keeps per site of nSeq
+// sequences of ctxLen tokens (calib.SampleRows at calib.SampleStride).
+func ActSampleRows(nSeq, ctxLen, rows int) int {
+	return calib.SampleRows(nSeq, ctxLen, calib.SampleStride(nSeq, ctxLen, rows))
+}
+
 // actSampleOutputs lists the activation-sample outputs of block l ("a.<l>.<site>" for every sampled site).
 func actSampleOutputs(s ModelShape, l int) []string {
 	c := s.Config()

@@ -49,6 +49,13 @@ var buildSteps = []buildStep{
 		map[string]string{"model": "synth.model.gguf", "tokens": "tokenize.tokens"}, nil},
 	{"act-clip", "act-clip", `{"tensor":"blk.0.ffn_down.weight","n":64,"k":96,"kp":96,"act_bits":8,"grid":[1,0.9,0.8,0.7,0.6,0.5],"channels":16,"rows":7}`,
 		map[string]string{"model": "synth.model.gguf", "weight": "finalize.weight", "acts": "calibrate-sampled.a.0.ffn_down"}, nil},
+	// GPTQ on the quantized inputs of an activation sample of 128 rows (the asymmetric target, the clip
+	// chosen from a grid).
+	{"tokenize-long", "tokenize", `{"sequences":4,"ctx":32,"corpus_name":"corpus.txt"}`, map[string]string{"model": "synth.model.gguf", "corpus": "file:text"}, nil},
+	{"calibrate-long", "calibrate", `{"shape":` + fpShape + `,"start":0,"end":1,"sequences":4,"ctx":32,"hidden":false,"act_sample":128}`,
+		map[string]string{"model": "synth.model.gguf", "tokens": "tokenize-long.tokens"}, nil},
+	{"finalize-inputs", "finalize", `{"tensor":"blk.0.attn_q.weight","method":"gptq","dtype":"I4_NATIVE","group":32,"rotation":"hadamard","act_bits":4,"clip_grid":null,"damp":0.01,"act_order":false,"seed":5,"n":64,"k":64,"scale_search":"gptq","gptq_inputs":"asymmetric","input_clip_grid":[1,0.9,0.8],"input_rows":128}`,
+		map[string]string{"model": "synth.model.gguf", "hessian": "calibrate-long.h.0.attn_qkv", "acts": "calibrate-long.a.0.attn_qkv"}, nil},
 	{"tile", "tile", `{"nibbles":"low-first","n":64,"kp":96}`, map[string]string{"weight": "finalize.weight"}, nil},
 	{"tile-rtn", "tile", `{"nibbles":"high-first","n":64,"kp":64}`, map[string]string{"weight": "finalize-rtn.weight"}, nil},
 	// finalize-rtn and tile-rtn in one node: the same entry (TestRTNTileMatchesFinalizeThenTile).

@@ -60,7 +60,8 @@ type CalibrateParams struct {
 	Ctx       int        `json:"ctx"`
 	Hidden    bool       `json:"hidden"`
 	// ActSample > 0 also writes, per sampled input site of each block, a deterministic sample of at most
-	// ActSample of its activation rows, "a.<l>.<site>" (ActSampleOutput; calib.ActSampler), for act-clip.
+	// ActSample of its activation rows, "a.<l>.<site>" (ActSampleOutput; calib.ActSampler), for act-clip
+	// and for finalize with gptq_inputs.
 	ActSample int `json:"act_sample,omitempty"`
 }
 

@@ -53,6 +53,45 @@ type FinalizeParams struct {
 	// weights' output error before the one GPTQ run, the plan's Seed first (quant.WithRotationSearch);
 	// 0, omitted: the seed alone.
 	RotationSeeds int `json:"rotation_seeds,omitempty"`
+	// GPTQInputs "quantized" or "asymmetric" (method gptq) binds input "acts", the activation sample
+	// of the weight's input site from calibrate, and makes GPTQ see those inputs quantized to ActBits
+	// (quant.WithQuantizedInputs): the clip is ActClip when set, else the ratio of InputClipGrid
+	// (each rounded to float32) that least changes the float weight's output, else 1; the chosen clip
+	// is recorded as the weight's activation clip (an act-clip node after finalize may search again).
+	// InputRows is the sample's rows at most (for the memory estimate).
+	GPTQInputs    string    `json:"gptq_inputs,omitempty"`
+	InputClipGrid []float64 `json:"input_clip_grid,omitempty"`
+	InputRows     int       `json:"input_rows,omitempty"`
+}
+
+// inputTarget returns the quant input target GPTQInputs names.
+func (p FinalizeParams) inputTarget() (quant.InputTarget, error) {
+	switch p.GPTQInputs {
+	case "":
+		return quant.InputsFloat, nil
+	case "quantized":
+		return quant.InputsQuantized, nil
+	case "asymmetric":
+		return quant.InputsAsymmetric, nil
+	}
+	return 0, fmt.Errorf("gptq_inputs %q: want quantized, asymmetric or nothing", p.GPTQInputs)
+}
+
+// inputClipGrid returns the clip ratios GPTQ's quantized inputs choose from, rounded to float32 (the
+// precision a pack stores).
+func (p FinalizeParams) inputClipGrid() []float64 {
+	g := []float64{1}
+	switch {
+	case p.ActClip > 0:
+		g = []float64{p.ActClip}
+	case len(p.InputClipGrid) > 0:
+		g = p.InputClipGrid
+	}
+	out := make([]float64, len(g))
+	for i, c := range g {
+		out[i] = float64(float32(c))
+	}
+	return out
 }
 
 // KP returns the stored row length of the finalized weight: K, or K padded by its rotation.
@@ -101,7 +140,8 @@ func PaddedK(k int, rotation string) int {
 //     calib.ReadHessianFile and handed over with quant.WithConsumeHessian to become GPTQ's
 //     factorization buffer; the rotated copy; codes; scales; working rows; BLAS), plus the Hessian
 //     as read when rotation pads K (then both exist at once); with a rotation search, one seed's RTN
-//     trial at a time (its rotated Hessian, codes and scales, and HessianError's buffers).
+//     trial at a time (its rotated Hessian, codes and scales, and HessianError's buffers); with
+//     gptq_inputs, the activation sample as read and quant.InputsMemory.
 //   - rtn: the codes, the scales, and per worker a few rows (float32 as read and rotated, float64)
 //     and the buffers of the source reader and hash.
 //   - F16 (method none): the N·K·2 values and their encoding copy.
@@ -127,6 +167,9 @@ func FinalizeMemory(p FinalizeParams) int64 {
 		}
 		if p.RotationSeeds > 1 { // a seed's RTN trial: rotated Hessian and rows, codes and scales; HessianError's N x K rows
 			mem += kp*kp*8 + n*kp*4 + encode + n*k*(4+4+8+8)
+		}
+		if p.GPTQInputs != "" { // the activation sample as read, and what GPTQ adds for it
+			mem += 4*int64(p.InputRows)*k + quant.InputsMemory(p.N, p.K, int(kp), p.InputRows)
 		}
 		return mem
 	}
@@ -172,6 +215,21 @@ func (p FinalizeParams) validate() error {
 	case !(p.ActClip >= 0 && p.ActClip < 1) || d == pack.F16 && p.ActClip != 0:
 		return fmt.Errorf("act_clip %v: want a ratio in (0, 1), or 0 for none (F16: none)", p.ActClip)
 	}
+	if _, err := p.inputTarget(); err != nil {
+		return err
+	}
+	switch {
+	case p.GPTQInputs == "" && (len(p.InputClipGrid) > 0 || p.InputRows != 0):
+		return fmt.Errorf("input_clip_grid, input_rows: set without gptq_inputs")
+	case p.GPTQInputs != "" && (p.Method != "gptq" || p.ActOrder || p.ActBits != 4 && p.ActBits != 8 || p.InputRows < 1):
+		return fmt.Errorf("gptq_inputs %s with method %s, act_order %v, act_bits %d, input_rows %d: want gptq without act_order, 4- or 8-bit activations and a sample of at least one row",
+			p.GPTQInputs, p.Method, p.ActOrder, p.ActBits, p.InputRows)
+	}
+	for _, c := range p.InputClipGrid {
+		if !(c > 0 && c <= 1) {
+			return fmt.Errorf("input_clip_grid ratio %v: want 0 < ratio <= 1", c)
+		}
+	}
 	_, err = p.scaleOptions()
 	return err
 }
@@ -214,6 +272,9 @@ func init() {
 		}
 		if p.Importance == "imatrix" {
 			s.Inputs = append(s.Inputs, "imatrix")
+		}
+		if p.GPTQInputs != "" {
+			s.Inputs = append(s.Inputs, "acts")
 		}
 		return s, nil
 	}, runFinalize))
@@ -306,6 +367,13 @@ func finalizeWeight(ctx context.Context, p FinalizeParams, req Request) (*QWeigh
 		if p.RotationSeeds > 1 {
 			opts = append(opts, quant.WithRotationSearch(p.RotationSeeds))
 		}
+		if p.GPTQInputs != "" {
+			o, err := finalizeInputs(ctx, p, req, fs.Entry)
+			if err != nil {
+				return nil, err
+			}
+			opts = append(opts, o)
+		}
 		w, err = quant.GPTQ(ctx, m, &qh, opts...)
 		if err != nil {
 			return nil, err
@@ -322,5 +390,30 @@ func finalizeWeight(ctx context.Context, p FinalizeParams, req Request) (*QWeigh
 		}
 	}
 	meta.KP, meta.Rotation, meta.QErr = w.KP, w.Rotation, w.QErr
+	if w.InputClip > 0 && w.InputClip < 1 {
+		meta.ActClip = float32(w.InputClip)
+	}
 	return &QWeight{Meta: meta, Codes: w.Codes, Scales: w.Scales}, nil
+}
+
+// finalizeInputs reads the activation sample (input "acts") of a weight whose GPTQ sees quantized
+// inputs and returns the quant option.
+func finalizeInputs(ctx context.Context, p FinalizeParams, req Request, entry string) (quant.Option, error) {
+	target, err := p.inputTarget()
+	if err != nil {
+		return nil, err
+	}
+	acts, err := calib.ReadActSampleFile(ctx, req.Inputs["acts"].Path)
+	if err != nil {
+		return nil, err
+	}
+	if kp := p.KP(); acts.Rows < kp {
+		return nil, fmt.Errorf("activation sample %s: %d rows, weight %s stores rows of %d values: GPTQ on quantized inputs needs at least that many sample rows (raise calibration.act_sample)",
+			req.Inputs["acts"].Path, acts.Rows, entry, kp)
+	}
+	if acts.K != p.K || acts.Rows > p.InputRows || acts.Rows < 1 {
+		return nil, fmt.Errorf("activation sample %s: %d rows of %d values, weight %s reads %d values (1 to %d rows planned)",
+			req.Inputs["acts"].Path, acts.Rows, acts.K, entry, p.K, p.InputRows)
+	}
+	return quant.WithQuantizedInputs(target, acts.Data, acts.Rows, p.ActBits, p.inputClipGrid()), nil
 }

@@ -77,7 +77,11 @@
 // With [WithRotationSearch](n) a signed rotation's seed is chosen first among [SearchSeed](seed, i),
 // i < n: the one whose RTN weights have the least [HessianError] tr((W-Q)·H·(W-Q)ᵀ) (the signs decide
 // how the rotation spreads each row over its groups, and the error they leave varies); GPTQ then
-// runs once with it.
+// runs once with it. With [WithQuantizedInputs] GPTQ sees the inputs as the board quantizes them
+// (a sample of them, rotated, clipped and quantized per token): the Hessian becomes that of the
+// quantized inputs, H̃ = X̃ᵀX̃ ([InputsQuantized]), and optionally the target becomes the
+// minimizer of ‖W·X − Q·X̃‖ ([InputsAsymmetric]), W* = W − (H̃⁻¹·X̃ᵀ(X̃−X)·Wᵀ)ᵀ, computed through
+// the factor U of H̃⁻¹ that GPTQ builds anyway.
 //
 // Hessians ([Hessian]) are float64 K x K, Σ x·xᵀ over Tokens activation rows (unnormalised:
 // GPTQ is invariant to their scale).

@@ -25,7 +25,8 @@ import (
 //
 // h is never modified. Peak memory is GPTQMemory: one KP x KP float64 buffer (H, reflected, factored
 // and inverted in place into U), the codes and scales, the float32 rotated copy of m when
-// rotated, and float64 working rows for the chunks in flight only.
+// rotated, and float64 working rows for the chunks in flight only; WithQuantizedInputs adds
+// InputsMemory.
 func GPTQ(ctx context.Context, m Matrix, h *Hessian, opts ...Option) (*Weight, error) {
 	c, err := newConfig(opts)
 	if err != nil {
@@ -61,6 +62,25 @@ func GPTQ(ctx context.Context, m Matrix, h *Hessian, opts ...Option) (*Weight, e
 	if w.Rotation.IsZero() && !c.consumeH {
 		H = append([]float64(nil), hsrc...) // the one KP x KP buffer; never modify the caller's Hessian
 	} // else hsrc is prepare's fresh rotated copy, or the caller's data it handed over (WithConsumeHessian)
+	var in *inputsState
+	if c.inputs != nil {
+		if c.actOrder {
+			return nil, fmt.Errorf("%s: act-order with quantized inputs: %w (the permutation would have to follow the input target)", m.Name, ErrParam)
+		}
+		release, err := holdCores(ctx) // the sample's products run on every core (BLAS)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", m.Name, err)
+		}
+		in, err = c.inputs.prepare(ctx, m.Name, w, data, h.Tokens)
+		if err == nil {
+			in.correctHessian(H, kp)
+			w.InputClip = in.clip
+		}
+		release()
+		if err != nil {
+			return nil, err
+		}
+	}
 	diag0 := make([]float64, kp)
 	for k := range diag0 {
 		diag0[k] = H[k*kp+k]
@@ -92,6 +112,17 @@ func GPTQ(ctx context.Context, m Matrix, h *Hessian, opts ...Option) (*Weight, e
 	if damp != c.percDamp {
 		slog.Debug("gptq: damping raised", "weight", m.Name, "percdamp", damp)
 	}
+	orig := data
+	if in != nil && c.inputs.target == InputsAsymmetric {
+		if release, err = holdCores(ctx); err != nil {
+			return nil, fmt.Errorf("%s: %w", m.Name, err)
+		}
+		data, err = in.asymmetricTarget(ctx, data, w.N, kp, H)
+		release()
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", m.Name, err)
+		}
+	}
 	st := &gptqState{ctx: ctx, w: w, data: data, U: H, perm: perm, diag: diag0, g: g, ng: ng, static: static, c: c,
 		bufs: make(chan []float64, max(1, c.workers)), factors: c.scaleFactors()}
 	release = func() {}
@@ -107,7 +138,7 @@ func GPTQ(ctx context.Context, m Matrix, h *Hessian, opts ...Option) (*Weight, e
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", m.Name, err)
 	}
-	w.QErr = weightedRelErr(w, data, diag0)
+	w.QErr = weightedRelErr(w, orig, diag0)
 	return w, nil
 }
 

@@ -29,6 +29,7 @@ type config struct {
 	negScales    bool
 	minBlock     int
 	rotSearch    int
+	inputs       *inputsConfig // WithQuantizedInputs; nil: float inputs
 }
 
 // Option configures RTN and GPTQ. Each option validates its own argument.

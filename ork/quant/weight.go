@@ -47,6 +47,9 @@ type Weight struct {
 	// sqrt(Σ d·(W-Q)² / Σ d·W²). Measured in the rotated space when rotated; with padding that
 	// is an upper bound of the error a zero-padded activation sees.
 	QErr float64
+	// InputClip is the activation clip ratio GPTQ's quantized inputs used (WithQuantizedInputs), 0
+	// when it saw float inputs.
+	InputClip float64
 }
 
 // Groups returns the number of scales per row: ceil(KP/Group), or 1 per channel.

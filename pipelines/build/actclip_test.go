@@ -199,3 +199,53 @@ func TestRotationSiteAndBlock(t *testing.T) {
 		t.Errorf("screen of the padded pack: %+v", rep.Screen)
 	}
 }
+
+// TestGPTQInputsBuild: gptq_inputs makes calibrate keep activation samples and binds the site's sample to
+// the weight's finalize node (its parameters name the target, the sample size and, with act_clip: search,
+// the clip grid); the build runs and its pack differs from plain GPTQ's; a sample smaller than a stored row
+// is a plan error naming the weight.
+func TestGPTQInputsBuild(t *testing.T) {
+	r := newRig(t)
+	path := writeRecipe(t, "sequential")
+	sets := []string{"schemes.0.gptq_inputs=quantized", "schemes.1.gptq_inputs=asymmetric", "schemes.1.act_clip=search"}
+	outQ, outP := filepath.Join(t.TempDir(), "q"), filepath.Join(t.TempDir(), "p")
+	if _, _, err := r.build(t, path, outQ, sets...); err != nil {
+		t.Fatal(err)
+	}
+	st, err := planStatus(t, r, path, sets...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for id, want := range map[string][]string{
+		"calibrate[0,1)":                 {`"act_sample":1024`},
+		"finalize:blk.0.ffn_down.weight": {`"gptq_inputs":"quantized"`, `"input_rows":1024`},
+		"finalize:blk.1.attn_q.weight":   {`"gptq_inputs":"asymmetric"`, `"input_clip_grid":[1,0.975`, `"input_rows":1024`},
+	} {
+		m := st[id].Material
+		if m == nil {
+			t.Fatalf("%s: not planned", id)
+		}
+		for _, w := range want {
+			if !strings.Contains(string(m.Params), w) {
+				t.Errorf("%s: params %s, want %s", id, m.Params, w)
+			}
+		}
+		if _, ok := m.Inputs["acts"]; strings.HasPrefix(id, "finalize:") && !ok {
+			t.Errorf("%s: inputs %v, want the activation sample", id, m.Inputs)
+		}
+	}
+	if m := st["finalize:blk.0.ffn_down.weight"].Material; strings.Contains(string(m.Params), "input_clip_grid") {
+		t.Errorf("ffn_down (no clip search) has a clip grid: %s", m.Params)
+	}
+	if _, _, err := r.build(t, path, outP, "schemes.1.act_clip=search"); err != nil {
+		t.Fatal(err)
+	}
+	a, b := readReport(t, outQ), readReport(t, outP)
+	if a.Pack.Digest == b.Pack.Digest {
+		t.Errorf("gptq_inputs left the pack as plain GPTQ's (%s)", a.Pack.Digest)
+	}
+	_, err = planStatus(t, r, path, append(sets, "calibration.act_sample=16")...)
+	if !errors.Is(err, build.ErrPlan) || !strings.Contains(err.Error(), "blk.0.ffn_down.weight: gptq_inputs quantized needs an activation sample of at least 96 rows") {
+		t.Errorf("act_sample 16: %v", err)
+	}
+}

@@ -58,10 +58,13 @@ func (t *Target) Graph(ctx context.Context) (*engine.Graph, error) {
 	if err != nil {
 		return nil, err
 	}
-	finalIn := func(p *stages.FinalizeParams, hessian *engine.Input) map[string]engine.Input {
+	finalIn := func(p *stages.FinalizeParams, hessian, acts *engine.Input) map[string]engine.Input {
 		in := map[string]engine.Input{"model": src.in}
 		if p.Method == "gptq" {
 			in["hessian"] = *hessian
+		}
+		if p.GPTQInputs != "" {
+			in["acts"] = *acts
 		}
 		if p.Importance == "imatrix" {
 			in["imatrix"] = engine.File(t.r.Imatrix)
@@ -70,18 +73,18 @@ func (t *Target) Graph(ctx context.Context) (*engine.Graph, error) {
 	}
 	// addFinal adds the finalize nodes of a weight (and of its promoted twin); a fused one gets its
 	// rtn-tile node here, and its tiled entry is then final.
-	addFinal := func(w *weight, hessian *engine.Input) {
+	addFinal := func(w *weight, hessian, acts *engine.Input) {
 		if w.fused {
 			w.tiled = g.Add("rtn-tile:"+w.name, "rtn-tile", stages.RTNTileParams{Finalize: w.fin, Nibbles: "low-first"},
-				finalIn(&w.fin, hessian)).Output("entry")
+				finalIn(&w.fin, hessian, acts)).Output("entry")
 		} else {
-			w.final = g.Add("finalize:"+w.name, "finalize", w.fin, finalIn(&w.fin, hessian)).Output("weight")
+			w.final = g.Add("finalize:"+w.name, "finalize", w.fin, finalIn(&w.fin, hessian, acts)).Output("weight")
 		}
 		if p := w.promote; p != nil && w.pfused {
 			w.ptiled = g.Add("rtn-tile-promote:"+w.name, "rtn-tile", stages.RTNTileParams{Finalize: *p, Nibbles: "low-first"},
-				finalIn(p, hessian)).Output("entry")
+				finalIn(p, hessian, acts)).Output("entry")
 		} else if p != nil {
-			w.pfinal = g.Add("finalize-promote:"+w.name, "finalize", *p, finalIn(p, hessian)).Output("weight")
+			w.pfinal = g.Add("finalize-promote:"+w.name, "finalize", *p, finalIn(p, hessian, acts)).Output("weight")
 		}
 	}
 	// addTail adds what follows finalize: the activation clip search on the calibrate output acts (when
@@ -107,7 +110,7 @@ func (t *Target) Graph(ctx context.Context) (*engine.Graph, error) {
 	// Weights that need no calibration first: sequential propagation may consume them.
 	for _, w := range ws {
 		if w.fin.Method != "gptq" {
-			addFinal(w, nil)
+			addFinal(w, nil, nil)
 			if w.clip == nil {
 				addTail(w, nil)
 			}
@@ -126,7 +129,7 @@ func (t *Target) Graph(ctx context.Context) (*engine.Graph, error) {
 // the GPTQ weights of each window after its calibrate node, and the activation clip searches of the
 // window's weights on its activation samples. For an MoE model it also adds the routing node merging the
 // windows' routing statistics, and returns its routing.json (nil for a dense model).
-func (t *Target) planCalibration(g *engine.Graph, src *source, ws []*weight, addFinal func(*weight, *engine.Input), addTail func(*weight, *engine.Input)) (*engine.Input, error) {
+func (t *Target) planCalibration(g *engine.Graph, src *source, ws []*weight, addFinal func(*weight, *engine.Input, *engine.Input), addTail func(*weight, *engine.Input)) (*engine.Input, error) {
 	c := t.r.Calibration
 	if err := checkFile("calibration.corpus", c.Corpus); err != nil {
 		return nil, err
@@ -158,13 +161,17 @@ func (t *Target) planCalibration(g *engine.Graph, src *source, ws []*weight, add
 		for _, w := range ws {
 			if w.layer >= a && w.layer < b {
 				window = append(window, w)
+				var acts *engine.Input
+				if w.acts != "" {
+					a := cal.Output(w.acts)
+					acts = &a
+				}
 				if w.fin.Method == "gptq" {
 					h := cal.Output(w.hessianOutput(src.shape))
-					addFinal(w, &h)
+					addFinal(w, &h, acts)
 				}
 				if w.clip != nil {
-					acts := cal.Output(w.acts)
-					addTail(w, &acts)
+					addTail(w, acts)
 				} else if w.fin.Method == "gptq" {
 					addTail(w, nil)
 				}

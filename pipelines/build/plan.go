@@ -109,6 +109,12 @@ func finalizeParams(s *recipe.Scheme, name, seedName string, n, k int) stages.Fi
 	}
 	if s.Method == "gptq" {
 		p.Damp, p.ActOrder, p.ScaleSearch = s.Damp, s.ActOrder, s.ScaleSearch
+		if p.GPTQInputs = s.GPTQInputs; p.GPTQInputs != "" && s.Searches() {
+			p.InputClipGrid = s.ActClipGrid
+			if len(p.InputClipGrid) == 0 {
+				p.InputClipGrid = quant.DefaultActClipGrid
+			}
+		}
 	}
 	if s.ScaleSign == "search" {
 		p.ScaleSign = "search"
@@ -132,18 +138,38 @@ func finalizeParams(s *recipe.Scheme, name, seedName string, n, k int) stages.Fi
 }
 
 // planActClips sets the act-clip parameters of every weight whose scheme searches its activation clip,
-// or says why it cannot: the search runs on the activation sample calibration keeps of the weight's input
-// site, which exists for the block weights that are not per expert.
+// and the sample size of every finalize whose GPTQ sees quantized inputs, or says why it cannot: both
+// run on the activation sample calibration keeps of the weight's input site, which exists for the block
+// weights that are not per expert.
 func (t *Target) planActClips(src *source, ws []*weight) error {
 	var errs []string
 	for _, w := range ws {
 		s := t.r.SchemeFor(w.tensor)
-		if s == nil || !s.Searches() {
+		if s == nil || !s.SamplesInputs() {
 			continue
 		}
 		acts, _, ok := stages.ActSampleOutput(src.shape, w.name)
 		if !ok {
-			errs = append(errs, fmt.Sprintf("%s: act_clip: search needs the activation sample of its input, which calibration keeps only for block weights that are not per expert; set a fixed act_clip for it", w.name))
+			if s.Searches() {
+				errs = append(errs, fmt.Sprintf("%s: act_clip: search needs the activation sample of its input, which calibration keeps only for block weights that are not per expert; set a fixed act_clip for it", w.name))
+			} else {
+				errs = append(errs, fmt.Sprintf("%s: gptq_inputs %s needs the activation sample of its input, which calibration keeps only for block weights that are not per expert; use gptq_inputs: float for it", w.name, s.GPTQInputs))
+			}
+			continue
+		}
+		w.acts = acts
+		c := t.r.Calibration
+		for _, p := range []*stages.FinalizeParams{&w.fin, w.promote} {
+			if p == nil || p.GPTQInputs == "" {
+				continue
+			}
+			p.InputRows = c.ActSample
+			if rows := stages.ActSampleRows(c.Sequences, c.Ctx, c.ActSample); rows < p.KP() {
+				errs = append(errs, fmt.Sprintf("%s: gptq_inputs %s needs an activation sample of at least %d rows (its stored row length), calibration keeps %d (calibration.act_sample %d of %d x %d tokens); raise calibration.act_sample",
+					w.name, p.GPTQInputs, p.KP(), rows, c.ActSample, c.Sequences, c.Ctx))
+			}
+		}
+		if !s.Searches() {
 			continue
 		}
 		grid := s.ActClipGrid

@@ -92,3 +92,49 @@ func TestRotationKeyErrors(t *testing.T) {
 		t.Errorf("rotation_search 8: %v", err)
 	}
 }
+
+// TestGPTQInputsKeys: gptq_inputs is float (stored as nothing), quantized or asymmetric; the two that
+// quantize the inputs default calibration.act_sample like act_clip: search, and the recipe's JSON spells
+// them as written.
+func TestGPTQInputsKeys(t *testing.T) {
+	for _, v := range []string{"quantized", "asymmetric"} {
+		r, err := Parse([]byte(good), "/r/demo.yaml", "schemes.0.gptq_inputs="+v)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if s := r.Schemes[0]; s.GPTQInputs != v || !s.SamplesInputs() || s.Searches() || r.Calibration.ActSample != DefaultActSample {
+			t.Errorf("%s: scheme %+v, act_sample %d", v, s, r.Calibration.ActSample)
+		}
+		if b, _ := json.Marshal(r); !strings.Contains(string(b), `"gptq_inputs":"`+v+`"`) || !strings.Contains(string(b), `"act_sample":1024`) {
+			t.Errorf("%s: JSON %s", v, b)
+		}
+	}
+	r, err := Parse([]byte(good), "/r/demo.yaml", "schemes.0.gptq_inputs=float")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b, _ := json.Marshal(r); r.Schemes[0].GPTQInputs != "" || r.Schemes[0].SamplesInputs() || strings.Contains(string(b), "gptq_inputs") || strings.Contains(string(b), "act_sample") {
+		t.Errorf("gptq_inputs float: %+v, JSON %s", r.Schemes[0], b)
+	}
+}
+
+func TestGPTQInputsErrors(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		sets []string
+		want string
+	}{
+		{"a word", []string{"schemes.0.gptq_inputs=int4"}, `gptq_inputs: want float, quantized or asymmetric, got "int4"`},
+		{"rtn", []string{"schemes.1.gptq_inputs=quantized"}, "gptq_inputs quantized with method rtn"},
+		{"F16", []string{"schemes.0.dtype=F16", "schemes.0.group=0", "schemes.0.gptq_inputs=asymmetric"}, "gptq_inputs asymmetric with dtype F16"},
+		{"act_order", []string{"schemes.0.gptq_inputs=asymmetric", "schemes.0.act_order=true"}, "gptq_inputs asymmetric with act_order"},
+		{"act_sample with float", []string{"schemes.0.gptq_inputs=float", "calibration.act_sample=100"}, "calibration.act_sample: 100 set, but no scheme uses act_clip: search or gptq_inputs"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := Parse([]byte(good), "/r/demo.yaml", tc.sets...)
+			if !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("err = %v, want %q", err, tc.want)
+			}
+		})
+	}
+}

@@ -92,7 +92,7 @@ type Calibration struct {
 	Mode      string `yaml:"mode" json:"mode"` // sequential | oneshot
 	Window    Window `yaml:"window" json:"window"`
 	// ActSample is how many activation rows per input site calibration keeps for the schemes with
-	// act_clip: search (default 1024 when one has it; 0 otherwise).
+	// act_clip: search or gptq_inputs (default 1024 when one has it; 0 otherwise).
 	ActSample int `yaml:"act_sample" json:"act_sample,omitempty"`
 }
 
@@ -172,6 +172,12 @@ type Scheme struct {
 	RotationSearch int `yaml:"rotation_search" json:"rotation_search,omitempty"`
 	// ActClipGrid is the ratios act_clip: search tries (default 1.0 down to 0.5 in steps of 0.025).
 	ActClipGrid []float64 `yaml:"act_clip_grid" json:"act_clip_grid,omitempty"`
+	// GPTQInputs is what GPTQ takes the weight's inputs to be (method gptq, quantized activations):
+	// float (stored "": the calibration Hessian), quantized (the Hessian of the inputs as the board
+	// quantizes them: rotated, clipped, per token) or asymmetric (the quantized weight on quantized
+	// inputs fitted to the float weight on float inputs). Both need the activation sample
+	// (calibration.act_sample) of the weight's input site.
+	GPTQInputs string `yaml:"gptq_inputs" json:"gptq_inputs,omitempty"`
 
 	re *regexp.Regexp
 }
@@ -219,6 +225,10 @@ func (a ActClip) MarshalJSON() ([]byte, error) {
 
 // Searches reports whether the scheme searches its activation clip.
 func (s *Scheme) Searches() bool { return s.ActClip.Search }
+
+// SamplesInputs reports whether the scheme needs the activation sample of its weights' inputs: it
+// searches the activation clip, or GPTQ sees quantized inputs.
+func (s *Scheme) SamplesInputs() bool { return s.ActClip.Search || s.GPTQInputs != "" }
 
 // Matches reports whether the rule applies to the tensor name (the whole name must match).
 func (s *Scheme) Matches(name string) bool { return s.re != nil && s.re.MatchString(name) }

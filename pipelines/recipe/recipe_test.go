@@ -149,6 +149,7 @@ func FuzzParse(f *testing.F) {
 	f.Add([]byte(good + "residency: {budget: 25%, domains: 2}\n"))
 	f.Add([]byte(strings.Replace(good, "group: 32\n", "group: 32\n    scale_search: gptq\n    scale_sign: search\n", 1)))
 	f.Add([]byte("name: x\nsource: {synth: {layers: 1, n_embd: 8, n_ff: 8, n_head: 1, vocab: 4, ctx: 4, n_expert: 4}}\nschemes: [{match: '.*', dtype: I8}]\n"))
+	f.Add([]byte(strings.Replace(good, "group: 32\n", "group: 32\n    gptq_inputs: asymmetric\n    act_clip: search\n", 1)))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		r, err := Parse(data, "/r/x.yaml")
 		if err == nil && (r.Name == "" || len(r.Schemes) == 0) {
@@ -160,6 +161,11 @@ func FuzzParse(f *testing.F) {
 		for i, sc := range r.Schemes {
 			if sc.Importance == "imatrix" && (r.Imatrix == "" || sc.Method != "rtn" || sc.Rotation != "none") {
 				t.Fatalf("accepted importance imatrix in schemes[%d] %+v with imatrix %q", i, sc, r.Imatrix)
+			}
+		}
+		for i, sc := range r.Schemes {
+			if sc.GPTQInputs != "" && (sc.Method != "gptq" || sc.ActOrder || sc.DType == "F16" || r.Calibration == nil || r.Calibration.ActSample < 1) {
+				t.Fatalf("accepted gptq_inputs in schemes[%d] %+v with calibration %+v", i, sc, r.Calibration)
 			}
 		}
 		if res := r.Residency; res != nil && (res.Domains < 1 || r.Calibration == nil) {

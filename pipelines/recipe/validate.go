@@ -43,8 +43,8 @@ type DTypeInfo struct {
 
 var groups = []int{0, 32, 64, 128, 256, 512}
 
-// DefaultActSample is calibration.act_sample when a scheme searches its activation clip and the recipe
-// does not say: activation rows kept per input site.
+// DefaultActSample is calibration.act_sample when a scheme searches its activation clip or sets
+// gptq_inputs and the recipe does not say: activation rows kept per input site.
 const DefaultActSample = 1024
 
 // validate checks every field and fills defaults that follow from other fields.
@@ -76,7 +76,7 @@ func (r *Recipe) validate() error {
 			bad("schemes[%d] (match %q): %w", i, s.Match, err)
 		}
 		needCalib = needCalib || s.Method == "gptq" || s.Searches()
-		search = search || s.Searches()
+		search = search || s.SamplesInputs()
 		if s.Importance == "imatrix" {
 			useImatrix = true
 			if r.Imatrix == "" {
@@ -119,7 +119,7 @@ func (r *Recipe) validate() error {
 		case c.ActSample < 0:
 			bad("calibration.act_sample: want a positive number of activation rows per input site, got %d", c.ActSample)
 		case c.ActSample > 0 && !search:
-			bad("calibration.act_sample: %d set, but no scheme uses act_clip: search", c.ActSample)
+			bad("calibration.act_sample: %d set, but no scheme uses act_clip: search or gptq_inputs", c.ActSample)
 		case c.ActSample == 0 && search:
 			c.ActSample = DefaultActSample
 		}
@@ -328,6 +328,7 @@ func (s *Scheme) validate() error {
 	case len(s.ActClipGrid) > 0 && !s.Searches():
 		errs = append(errs, errors.New("act_clip_grid: set, but act_clip is not search"))
 	}
+	errs = append(errs, s.validateGPTQInputs()...)
 	for _, c := range s.ActClipGrid {
 		if !(c > 0 && c <= 1) {
 			errs = append(errs, fmt.Errorf("act_clip_grid: ratios must be in (0, 1], got %g", c))
@@ -372,4 +373,26 @@ func (s *Scheme) validateScale(info DTypeInfo) []error {
 		errs = append(errs, fmt.Errorf("scale_sign: want positive or search, got %q", s.ScaleSign))
 	}
 	return errs
+}
+
+// validateGPTQInputs checks gptq_inputs: float is stored as ""; quantized and asymmetric need method
+// gptq, quantized activations and no act_order.
+func (s *Scheme) validateGPTQInputs() []error {
+	switch s.GPTQInputs {
+	case "", "float":
+		s.GPTQInputs = ""
+		return nil
+	case "quantized", "asymmetric":
+	default:
+		return []error{fmt.Errorf("gptq_inputs: want float, quantized or asymmetric, got %q", s.GPTQInputs)}
+	}
+	switch {
+	case s.Method != "gptq":
+		return []error{fmt.Errorf("gptq_inputs %s with method %s: it changes GPTQ's objective; use method gptq", s.GPTQInputs, s.Method)}
+	case s.DType == "F16":
+		return []error{fmt.Errorf("gptq_inputs %s with dtype F16: F16 activations are not quantized", s.GPTQInputs)}
+	case s.ActOrder:
+		return []error{fmt.Errorf("gptq_inputs %s with act_order: not supported (the act-order permutation would have to follow the input target); drop one of them", s.GPTQInputs)}
+	}
+	return nil
 }

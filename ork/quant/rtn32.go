@@ -79,10 +79,13 @@ func weights32(diag []float64) ([]float32, []float64) {
 	return w32, w64
 }
 
+// prepStride is the float32s of one group's entry in kernel.GroupPrep16's table.
+const prepStride = 32
+
 // search32 is a worker's scratch for the float32 search.
 type search32 struct {
 	grid8 [clipLanes]float64 // the grid, padded with zeros (never chosen)
-	sc    [2 * clipLanes]float32
+	tab   []float32          // the row's groups prepared by kernel.GroupPrep16
 	lanes int
 	buf   []float64 // a group widened for the float64 search
 	cs    *clipScratch
@@ -103,13 +106,26 @@ func quantizeRow32(w *Weight, n int, x, wd32 []float32, wd64, grid []float64, s 
 	lo, hi := codeRange(w.Bits)
 	lohi := [2]float32{float32(lo), float32(hi)}
 	q := qmax(w.Bits)
+	if search32Kernel {
+		if cap(s.tab) < ng*prepStride {
+			s.tab = make([]float32, ng*prepStride)
+		}
+		kernel.GroupPrep16(&x[0], w.KP, g, &s.grid8, q, &s.tab[:ng*prepStride][0])
+	}
 	for gi := 0; gi < ng; gi++ {
 		a, b := gi*g, min((gi+1)*g, w.KP)
 		var wd []float32
 		if wd32 != nil {
 			wd = wd32[a:b]
 		}
-		sc, e, d, best := groupSearch32(codes[a:b], x[a:b], wd, &s.grid8, s.lanes, q, &lohi, &s.sc)
+		var sc float32
+		var e, d float64
+		var best int
+		if search32Kernel {
+			sc, e, d, best = groupSearchPrepared(codes[a:b], x[a:b], wd, s.lanes, &lohi, (*[prepStride]float32)(s.tab[gi*prepStride:]))
+		} else {
+			sc, e, d, best = groupSearch32Go(codes[a:b], x[a:b], wd, &s.grid8, s.lanes, q, &lohi)
+		}
 		if best == bestOutRange {
 			xg := s.buf[:b-a]
 			for k, v := range x[a:b] {
@@ -128,17 +144,25 @@ func quantizeRow32(w *Weight, n int, x, wd32 []float32, wd64, grid []float64, s 
 	return num, den
 }
 
-// groupSearch32 searches one group and writes its codes: kernel.GroupSearch16 where the CPU has
-// AVX-512, else groupSearch32Go (the same results, bit for bit).
-func groupSearch32(codes []int8, x, wd []float32, grid *[clipLanes]float64, lanes int, qmax float64, lohi *[2]float32, sc *[2 * clipLanes]float32) (s float32, err, den float64, best int) {
+// groupSearch32 searches one group and writes its codes: kernel.GroupPrep16 and
+// kernel.GroupSearch16 where the CPU has AVX-512, else groupSearch32Go (the same results, bit for
+// bit). quantizeRow32 prepares a whole row's groups at once instead.
+func groupSearch32(codes []int8, x, wd []float32, grid *[clipLanes]float64, lanes int, qmax float64, lohi *[2]float32) (s float32, err, den float64, best int) {
 	if !search32Kernel {
 		return groupSearch32Go(codes, x, wd, grid, lanes, qmax, lohi)
 	}
+	var sc [prepStride]float32
+	kernel.GroupPrep16(&x[0], len(x), len(x), grid, qmax, &sc[0])
+	return groupSearchPrepared(codes, x, wd, lanes, lohi, &sc)
+}
+
+// groupSearchPrepared is kernel.GroupSearch16 of a group GroupPrep16 prepared into sc.
+func groupSearchPrepared(codes []int8, x, wd []float32, lanes int, lohi *[2]float32, sc *[prepStride]float32) (s float32, err, den float64, best int) {
 	var pw *float32
 	if wd != nil {
 		pw = &wd[:len(x)][0]
 	}
-	return kernel.GroupSearch16(&x[0], pw, len(x), grid, lanes, qmax, lohi, sc, &codes[:len(x)][0])
+	return kernel.GroupSearch16(&x[0], pw, len(x), lanes, lohi, sc, &codes[:len(x)][0])
 }
 
 // roundAway32 is round half away from zero for float32: trunc(y + copysign(0.49999997, y)) (the

@@ -30,14 +30,13 @@ func runGroup32(kern bool, x, wd []float32, bits int, grid []float64) group32Res
 		g8[j] = 0.95 // lanes past the grid must not count
 	}
 	copy(g8[:], grid)
-	var sc [2 * clipLanes]float32
 	lo, hi := codeRange(bits)
 	lohi := [2]float32{float32(lo), float32(hi)}
 	r := group32Result{codes: make([]int8, len(x))}
 	for k := range r.codes {
 		r.codes[k] = 99
 	}
-	r.s, r.err, r.den, r.best = groupSearch32(r.codes, x, wd, &g8, len(grid), qmax(bits), &lohi, &sc)
+	r.s, r.err, r.den, r.best = groupSearch32(r.codes, x, wd, &g8, len(grid), qmax(bits), &lohi)
 	r.untouched = !slices.ContainsFunc(r.codes, func(c int8) bool { return c != 99 })
 	return r
 }

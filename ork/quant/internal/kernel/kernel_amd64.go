@@ -81,13 +81,23 @@ func GroupSearch8(x, wd *float64, n int, grid *[8]float64, lanes int, qmax float
 //go:noescape
 func QuantCodes8(x *float64, n int, inv float64, lohi *[2]float64, codes *int8)
 
-// GroupSearch16 is one group's clip search in float32 for up to eight candidates (AVX-512,
-// sixteen values of the group in the lanes of one register): ork/quant's groupSearch32Go, bit for
-// bit. It takes the n values at x (n positive), their weights at wd (nil: unweighted), the grid
-// padded to eight factors, its first lanes factors (1 to 8) as candidates, qmax, lohi = {lo, hi},
-// sc as scratch (it leaves the candidates' scales in sc[0:8] and inverses in sc[8:16]), and writes
-// the n codes at codes — except for a group whose amax is outside [2^-40, 2^40] (or NaN), for
-// which it returns best = -3 and writes no code.
+// GroupPrep16 prepares the float32 clip search of the groups of one row (AVX-512): for the n
+// values at x in groups of group values (the last one shorter when group does not divide n), it
+// writes at tab[32i:] group i's candidate scales s_j = float32(grid_j·amax/qmax) (tab[32i+j],
+// j < 8), their inverses 1/s_j in float32, 0 where s_j = 0 (tab[32i+8+j]), and
+// amax = max |x_k| (tab[32i+16]). n and group must be positive. The groups do not depend on one
+// another, so the out-of-order core overlaps their divisions instead of waiting for each.
 //
 //go:noescape
-func GroupSearch16(x, wd *float32, n int, grid *[8]float64, lanes int, qmax float64, lohi *[2]float32, sc *[16]float32, codes *int8) (s float32, err, den float64, best int)
+func GroupPrep16(x *float32, n, group int, grid *[8]float64, qmax float64, tab *float32)
+
+// GroupSearch16 is one group's clip search in float32 for up to eight candidates (AVX-512,
+// sixteen values of the group in the lanes of one register): ork/quant's groupSearch32Go, bit for
+// bit. It takes the n values at x (n positive), their weights at wd (nil: unweighted), the first
+// lanes (1 to 8) candidates, lohi = {lo, hi}, and the group's entry sc of GroupPrep16's table
+// (amax, scales and inverses of the grid padded to eight factors), and writes the n codes at
+// codes — except for a group whose amax is outside [2^-40, 2^40] (or NaN), for which it returns
+// best = -3 and writes no code.
+//
+//go:noescape
+func GroupSearch16(x, wd *float32, n, lanes int, lohi *[2]float32, sc *[32]float32, codes *int8) (s float32, err, den float64, best int)

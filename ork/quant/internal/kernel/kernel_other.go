@@ -44,6 +44,10 @@ func QuantCodes8(x *float64, n int, inv float64, lohi *[2]float64, codes *int8) 
 	panic("kernel: no QuantCodes8 on this architecture")
 }
 
-func GroupSearch16(x, wd *float32, n int, grid *[8]float64, lanes int, qmax float64, lohi *[2]float32, sc *[16]float32, codes *int8) (s float32, err, den float64, best int) {
+func GroupPrep16(x *float32, n, group int, grid *[8]float64, qmax float64, tab *float32) {
+	panic("kernel: no GroupPrep16 on this architecture")
+}
+
+func GroupSearch16(x, wd *float32, n, lanes int, lohi *[2]float32, sc *[32]float32, codes *int8) (s float32, err, den float64, best int) {
 	panic("kernel: no GroupSearch16 on this architecture")
 }

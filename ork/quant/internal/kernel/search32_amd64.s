@@ -63,6 +63,17 @@ GLOBL eidx32<>(SB), RODATA|NOPTR, $32
 	VMULPS Z11, Z12, Z12; \
 	VADDPS Z12, ACC, ACC
 
+// LASTMASK sets K7 to the lanes of the last chunk of N values (N > 0): ((N-1) mod 16) + 1 of
+// them. It uses AX and CX.
+#define LASTMASK(N) \
+	LEAQ -1(N), CX; \
+	ANDQ $15, CX; \
+	INCQ CX; \
+	MOVL $1, AX; \
+	SHLL CX, AX; \
+	DECL AX; \
+	KMOVW AX, K7
+
 // NEXTMASK sets K5 to the chunk's mask: K7 for the last chunk (R12 = 1), else K6 (all lanes).
 #define NEXTMASK(L) \
 	CMPQ R12, $1; \
@@ -95,40 +106,39 @@ L:
 	VMOVSHDUP X, TX; \
 	VADDSS TX, X, X
 
-// func GroupSearch16(x, wd *float32, n int, grid *[8]float64, lanes int, qmax float64, lohi *[2]float32, sc *[16]float32, codes *int8) (s float32, err, den float64, best int)
-TEXT ·GroupSearch16(SB), NOSPLIT, $0-104
+// func GroupPrep16(x *float32, n, group int, grid *[8]float64, qmax float64, tab *float32)
+TEXT ·GroupPrep16(SB), NOSPLIT, $0-48
 	MOVQ x+0(FP), SI
-	MOVQ wd+8(FP), DI
-	MOVQ n+16(FP), BX
-	MOVQ lanes+32(FP), R10
-	MOVQ codes+64(FP), R11
-	MOVQ sc+56(FP), R13
-
-	// K6: all sixteen lanes; K7: the lanes of the last chunk, ((n-1) mod 16) + 1 of them.
-	KXNORW K6, K6, K6
-	LEAQ -1(BX), CX
-	ANDQ $15, CX
-	INCQ CX
-	MOVL $1, AX
-	SHLL CX, AX
-	DECL AX
-	KMOVW AX, K7
-
-	// amax = max |x_k|.
+	MOVQ n+8(FP), BX
+	MOVQ group+16(FP), R9
+	MOVQ grid+24(FP), AX
+	VMOVUPD (AX), Z20
+	VBROADCASTSD qmax+32(FP), Z21
+	MOVQ tab+40(FP), R13
 	VBROADCASTSS abs32<>(SB), Z3
-	VPXORD Z0, Z0, Z0
-	MOVQ SI, R8
-	LEAQ 15(BX), R12
+	VBROADCASTSS one32<>(SB), Y22
+	VPXORD Y23, Y23, Y23
+	KXNORW K6, K6, K6
+
+prepGroup:
+	// The group's length: min(group, values left); K7 its last chunk's lanes, R12 its chunks.
+	MOVQ R9, R10
+	CMPQ BX, R10
+	CMOVQLT BX, R10
+	LASTMASK(R10)
+	LEAQ 15(R10), R12
 	SHRQ $4, R12
 	KMOVW K6, K5
-amaxLoop:
-	NEXTMASK(amaxFull)
+	MOVQ SI, R8
+	VPXORD Z0, Z0, Z0
+prepLoop:
+	NEXTMASK(prepFull)
 	VMOVUPS.Z (R8), K5, Z1
 	VPANDD Z1, Z3, Z1
 	VMAXPS Z1, Z0, Z0
 	ADDQ $64, R8
 	DECQ R12
-	JNZ amaxLoop
+	JNZ prepLoop
 	VEXTRACTF64X4 $1, Z0, Y1
 	VMAXPS Y1, Y0, Y0
 	VEXTRACTF128 $1, Y0, X1
@@ -137,7 +147,41 @@ amaxLoop:
 	VMAXPS X1, X0, X0
 	VMOVSHDUP X0, X1
 	VMAXSS X1, X0, X0
+	VMOVSS X0, 64(R13)
 
+	// s_j = float32(grid_j·amax/qmax) in float64; inv_j = 1/s_j in float32, 0 where s_j = 0.
+	VCVTSS2SD X0, X0, X1
+	VBROADCASTSD X1, Z8
+	VMULPD Z20, Z8, Z9
+	VDIVPD Z21, Z9, Z9
+	VCVTPD2PS Z9, Y9
+	VCMPPS $4, Y23, Y9, K1
+	VDIVPS.Z Y9, Y22, K1, Y12
+	VMOVUPS Y9, (R13)
+	VMOVUPS Y12, 32(R13)
+
+	LEAQ (SI)(R10*4), SI
+	ADDQ $128, R13
+	SUBQ R10, BX
+	JNZ prepGroup
+	VZEROUPPER
+	RET
+
+// func GroupSearch16(x, wd *float32, n, lanes int, lohi *[2]float32, sc *[32]float32, codes *int8) (s float32, err, den float64, best int)
+TEXT ·GroupSearch16(SB), NOSPLIT, $0-88
+	MOVQ x+0(FP), SI
+	MOVQ wd+8(FP), DI
+	MOVQ n+16(FP), BX
+	MOVQ lanes+24(FP), R10
+	MOVQ codes+48(FP), R11
+	MOVQ sc+40(FP), R13
+
+	// K6: all sixteen lanes; K7: the lanes of the last chunk, ((n-1) mod 16) + 1 of them.
+	KXNORW K6, K6, K6
+	LASTMASK(BX)
+
+	// The group's amax, scales and inverses as GroupPrep16 left them.
+	VMOVSS 64(R13), X0
 	VXORPS X1, X1, X1
 	VUCOMISS X1, X0
 	JPS outOfRange // NaN
@@ -146,21 +190,8 @@ amaxLoop:
 	JCS outOfRange
 	VUCOMISS maxAmax32<>(SB), X0
 	JHI outOfRange
-
-	// s_j = float32(grid_j·amax/qmax) in float64; inv_j = 1/s_j in float32, 0 where s_j = 0.
-	VCVTSS2SD X0, X0, X0
-	VBROADCASTSD X0, Z8
-	MOVQ grid+24(FP), AX
-	VMULPD (AX), Z8, Z9
-	VBROADCASTSD qmax+40(FP), Z10
-	VDIVPD Z10, Z9, Z9
-	VCVTPD2PS Z9, Y9
+	VMOVUPS (R13), Y9
 	VXORPS Y10, Y10, Y10
-	VCMPPS $4, Y10, Y9, K1
-	VBROADCASTSS one32<>(SB), Y11
-	VDIVPS.Z Y9, Y11, K1, Y12
-	VMOVUPS Y9, (R13)
-	VMOVUPS Y12, 32(R13)
 	VBROADCASTSS 32(R13), Z16
 	VBROADCASTSS 36(R13), Z17
 	VBROADCASTSS 40(R13), Z18
@@ -172,7 +203,7 @@ amaxLoop:
 
 	VBROADCASTSS sign32<>(SB), Z1
 	VBROADCASTSS half32<>(SB), Z2
-	MOVQ lohi+48(FP), AX
+	MOVQ lohi+32(FP), AX
 	VBROADCASTSS (AX), Z6
 	VBROADCASTSS 4(AX), Z7
 	VPXORD Z0, Z0, Z0
@@ -287,7 +318,7 @@ reduce:
 	// den = reduce16 of its lanes, then float64.
 	REDUCE1(Z0, Y0, X0, Y5, X5)
 	VCVTSS2SD X0, X0, X15
-	VMOVSD X15, den+88(FP)
+	VMOVSD X15, den+72(FP)
 
 	// err_j = (s_j·s_j)·E_j in float64; the choice as chooseScaleErr makes it: among the first
 	// lanes candidates with s_j != 0, the first whose error is least and below +Inf.
@@ -321,10 +352,10 @@ reduce:
 	VCMPPD $0, Z13, Z5, K3, K4 // EQ_OQ: the lanes holding the least error
 	KMOVW K4, DX
 	BSFL DX, DX
-	MOVQ DX, best+96(FP)
-	VMOVSD X12, err+80(FP)
+	MOVQ DX, best+80(FP)
+	VMOVSD X12, err+64(FP)
 	VMOVSS (R13)(DX*4), X8
-	VMOVSS X8, s+72(FP)
+	VMOVSS X8, s+56(FP)
 
 	// The codes of the chosen candidate.
 	VBROADCASTSS 32(R13)(DX*4), Z16
@@ -389,7 +420,7 @@ one1Weighted:
 one1Reduce:
 	REDUCE1(Z0, Y0, X0, Y5, X5)
 	VCVTSS2SD X0, X0, X15
-	VMOVSD X15, den+88(FP)
+	VMOVSD X15, den+72(FP)
 	REDUCE1(Z24, Y24, X24, Y5, X5)
 	VCVTSS2SD X9, X9, X12
 	VMULSD X12, X12, X12
@@ -398,37 +429,37 @@ one1Reduce:
 	VUCOMISD infD32<>(SB), X12
 	JPS one1NoChoice // NaN
 	JCC one1NoChoice // not below +Inf
-	VMOVSD X12, err+80(FP)
-	VMOVSS X9, s+72(FP)
-	MOVQ $0, best+96(FP)
+	VMOVSD X12, err+64(FP)
+	VMOVSS X9, s+56(FP)
+	MOVQ $0, best+80(FP)
 	VZEROUPPER
 	RET
 one1NoChoice:
-	MOVQ codes+64(FP), R11
-	MOVL $0, s+72(FP)
+	MOVQ codes+48(FP), R11
+	MOVL $0, s+56(FP)
 	MOVQ $0x7FF0000000000000, AX
-	MOVQ AX, err+80(FP)
-	MOVQ $-2, best+96(FP)
+	MOVQ AX, err+64(FP)
+	MOVQ $-2, best+80(FP)
 	JMP zeroCodes
 
 zeroGroup:
-	MOVL $0, s+72(FP)
-	MOVQ $0, err+80(FP)
-	MOVQ $0, den+88(FP)
-	MOVQ $-1, best+96(FP)
+	MOVL $0, s+56(FP)
+	MOVQ $0, err+64(FP)
+	MOVQ $0, den+72(FP)
+	MOVQ $-1, best+80(FP)
 	JMP zeroCodes
 
 noLane: // no candidate with a non-zero scale: scale 0, err = den
-	MOVL $0, s+72(FP)
-	VMOVSD X15, err+80(FP)
-	MOVQ $-1, best+96(FP)
+	MOVL $0, s+56(FP)
+	VMOVSD X15, err+64(FP)
+	MOVQ $-1, best+80(FP)
 	JMP zeroCodes
 
 noChoice: // no error below +Inf
-	MOVL $0, s+72(FP)
+	MOVL $0, s+56(FP)
 	MOVQ $0x7FF0000000000000, AX
-	MOVQ AX, err+80(FP)
-	MOVQ $-2, best+96(FP)
+	MOVQ AX, err+64(FP)
+	MOVQ $-2, best+80(FP)
 
 zeroCodes:
 	VPXORD Z11, Z11, Z11
@@ -445,9 +476,9 @@ zeroLoop:
 	RET
 
 outOfRange:
-	MOVL $0, s+72(FP)
-	MOVQ $0, err+80(FP)
-	MOVQ $0, den+88(FP)
-	MOVQ $-3, best+96(FP)
+	MOVL $0, s+56(FP)
+	MOVQ $0, err+64(FP)
+	MOVQ $0, den+72(FP)
+	MOVQ $-3, best+80(FP)
 	VZEROUPPER
 	RET

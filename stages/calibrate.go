@@ -6,10 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
-	"slices"
 	"strconv"
-
-	"golang.org/x/sync/errgroup"
 
 	"orkpipe/ork/calib"
 	"orkpipe/ork/model"
@@ -251,38 +248,14 @@ func runCalibrate(ctx context.Context, p CalibrateParams, req Request) error {
 			}
 		}
 	}
-	// Two files at a time, the largest first: a file's write calls are serial (WriteHessian converts
-	// ahead of them on every core), so a second file keeps the other core's share of the copying busy.
-	slices.SortStableFunc(outs, func(a, b output) int { return b.h.K - a.h.K })
-	var g errgroup.Group
-	g.SetLimit(2)
+	// One file at a time: each is encoded, hashed and written on every core (writeHessianFile).
 	for _, o := range outs {
-		g.Go(func() error { return writeHessianFile(o.name, o.h) })
-	}
-	if err := g.Wait(); err != nil {
-		return err
+		if err := writeHessianFile(ctx, o.name, o.h); err != nil {
+			return err
+		}
 	}
 	if p.Shape.Experts > 0 {
 		return writeRouting(req.Output(RoutingOutput), res.Routing)
-	}
-	return nil
-}
-
-func writeHessianFile(path string, h *calib.Hessian) error {
-	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
-	if err != nil {
-		return err
-	}
-	bw := bufio.NewWriterSize(f, 1<<20)
-	err = calib.WriteHessian(bw, h)
-	if err == nil {
-		err = bw.Flush()
-	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err != nil {
-		return fmt.Errorf("writing Hessian %s: %w", path, err)
 	}
 	return nil
 }

@@ -9,6 +9,7 @@ import (
 	"math"
 	"os"
 	"runtime"
+	"sort"
 
 	"github.com/zeebo/blake3"
 )
@@ -28,28 +29,18 @@ func triangle(k int) int64 { return int64(k) * int64(k+1) / 2 }
 
 // WriteHessian writes the upper triangle of h (the only part it reads) in the Hessian file format,
 // streaming: row i's values H[i][i..K-1], i = 0..K-1, each rounded to the nearest float32. Every value
-// is checked as it is converted (CheckUpper's conditions: finite, the diagonal non-negative; and within
-// float32's range), so a bad Hessian is an error (ErrNotFinite) naming the first bad value of the
-// lowest bad piece — after part of the file may have been written. GOMAXPROCS goroutines convert
-// pieces of about hessianPiece bytes ahead of the writer, which writes and hashes them in order.
+// is checked as it is encoded (EncodeHessian), so a bad Hessian is an error (ErrNotFinite) naming the
+// first bad value of the lowest bad piece — after part of the file may have been written. GOMAXPROCS
+// goroutines encode pieces of hessianPiece bytes ahead of the writer, which writes and hashes them in
+// order. (The calibrate stage writes its files with EncodeHessian directly: pieces encoded into a
+// mapping of the file and hashed on every core.)
 func WriteHessian(w io.Writer, h *Hessian) error {
-	if h.K <= 0 || len(h.Data) != h.K*h.K {
-		return fmt.Errorf("hessian K=%d with %d values (want K²): %w", h.K, len(h.Data), ErrShape)
-	}
-	if h.Tokens < 0 {
-		return fmt.Errorf("hessian tokens %d: %w", h.Tokens, ErrShape)
+	if err := h.checkShape(); err != nil {
+		return err
 	}
 	hash := blake3.New()
 	out := io.MultiWriter(w, hash)
-	var b [headerSize]byte
-	copy(b[:8], hessianMagic[:])
-	binary.LittleEndian.PutUint32(b[8:], hessianVersion)
-	binary.LittleEndian.PutUint32(b[12:], uint32(h.K))
-	binary.LittleEndian.PutUint64(b[16:], uint64(h.Tokens))
-	if _, err := out.Write(b[:]); err != nil {
-		return fmt.Errorf("write hessian: %w", err)
-	}
-	if err := convertPieces(h, func(p []byte) error {
+	if err := encodePieces(h, func(p []byte) error {
 		if _, err := out.Write(p); err != nil {
 			return fmt.Errorf("write hessian: %w", err)
 		}
@@ -63,28 +54,25 @@ func WriteHessian(w io.Writer, h *Hessian) error {
 	return nil
 }
 
-// hessianPiece is the target size in bytes of one converted piece of rows (at least one row).
+func (h *Hessian) checkShape() error {
+	if h.K <= 0 || len(h.Data) != h.K*h.K {
+		return fmt.Errorf("hessian K=%d with %d values (want K²): %w", h.K, len(h.Data), ErrShape)
+	}
+	if h.Tokens < 0 {
+		return fmt.Errorf("hessian tokens %d: %w", h.Tokens, ErrShape)
+	}
+	return nil
+}
+
+// hessianPiece is the size in bytes of one encoded piece of WriteHessian (the last may be shorter).
 const hessianPiece = 4 << 20
 
-// convertPieces cuts the rows of h's upper triangle into pieces of about hessianPiece bytes of
-// float32, converts and checks them on GOMAXPROCS goroutines (piece p on goroutine p mod n, two buffers
-// each) and calls write with each piece in row order. It returns the first error in that order: a
-// piece's conversion error or write's.
-func convertPieces(h *Hessian, write func([]byte) error) error {
-	k := h.K
-	var starts []int // first row of each piece, then k
-	for i, size := 0, 0; i < k; i++ {
-		if size == 0 {
-			starts = append(starts, i)
-		}
-		if size += 4 * (k - i); size >= hessianPiece {
-			size = 0
-		}
-	}
-	starts = append(starts, k)
-	// pieceBytes is the size of piece p: 4 bytes for each value of its rows' upper triangle.
-	pieceBytes := func(p int) int { return 2 * ((starts[p+1] - starts[p]) * (2*k - starts[p] - starts[p+1] + 1)) }
-	pieces := len(starts) - 1
+// encodePieces cuts the HessianDataSize bytes of h's file into pieces of hessianPiece bytes, encodes
+// them on GOMAXPROCS goroutines (piece p on goroutine p mod n, two buffers each) and calls write with
+// each piece in order. It returns the first error in that order: a piece's encoding error or write's.
+func encodePieces(h *Hessian, write func([]byte) error) error {
+	size := HessianDataSize(h.K)
+	pieces := int((size + hessianPiece - 1) / hessianPiece)
 	type result struct {
 		buf []byte
 		err error
@@ -106,10 +94,12 @@ func convertPieces(h *Hessian, write func([]byte) error) error {
 				case <-done:
 					return
 				}
-				if cap(buf) < pieceBytes(p) {
-					buf = make([]byte, 0, pieceBytes(p))
+				off := int64(p) * hessianPiece
+				if buf == nil {
+					buf = make([]byte, hessianPiece)
 				}
-				buf, err := convertRows(h, starts[p], starts[p+1], buf[:0])
+				buf = buf[:min(hessianPiece, size-off)]
+				err := EncodeHessian(h, buf, off)
 				select {
 				case results[g] <- result{buf, err}:
 				case <-done:
@@ -129,35 +119,80 @@ func convertPieces(h *Hessian, write func([]byte) error) error {
 		if err := write(r.buf); err != nil {
 			return err
 		}
-		free[p%n] <- r.buf
+		free[p%n] <- r.buf[:cap(r.buf)]
 	}
 	return nil
 }
 
-// convertRows appends rows [i0, i1) of h's upper triangle to buf (which has room for them) as little-endian float32, checking
-// each value: finite, within float32's range, and a non-negative diagonal.
-func convertRows(h *Hessian, i0, i1 int, buf []byte) ([]byte, error) {
-	k := h.K
-	for i := i0; i < i1; i++ {
-		row := h.Data[i*k+i : (i+1)*k]
-		if row[0] < 0 {
-			return buf, fmt.Errorf("hessian at (%d,%d) = %v: %w", i, i, row[0], ErrNotFinite)
-		}
-		n := len(buf)
-		buf = buf[:n+4*len(row)]
-		dst := buf[n:]
-		for j, x := range row {
-			v := float32(x)
-			if v-v != 0 { // NaN or ±Inf as float32: x is not finite, or beyond float32's range
-				if x-x != 0 {
-					return buf[:n], fmt.Errorf("hessian at (%d,%d) = %v: %w", i, i+j, x, ErrNotFinite)
-				}
-				return buf[:n], fmt.Errorf("hessian at (%d,%d) = %v: beyond float32: %w", i, i+j, x, ErrNotFinite)
-			}
-			binary.LittleEndian.PutUint32(dst[4*j:], math.Float32bits(v))
-		}
+// HessianDataSize is the number of bytes of the Hessian file of a K x K Hessian that its digest covers:
+// the header and the K·(K+1)/2 float32 values (HessianFileSize less the 32-byte digest).
+func HessianDataSize(k int) int64 { return headerSize + triangle(k)*4 }
+
+// rowStart returns the index, among the upper triangle's values of a K x K matrix in row order, of
+// H[i][i]: the values of rows 0..i-1.
+func rowStart(k, i int) int64 { return int64(i)*int64(k) - int64(i)*int64(i-1)/2 }
+
+// EncodeHessian fills dst with bytes [off, off+len(dst)) of the Hessian file of h: of its first
+// HessianDataSize(h.K) bytes (header and values; the digest, BLAKE3-256 of all of them, follows). off
+// and len(dst) must be multiples of 4, so that every value is encoded whole by one call. Each value is
+// checked as it is encoded: finite, within float32's range, and a non-negative diagonal; the error
+// (ErrNotFinite) names the first bad value of the range. Ranges are independent, so a file can be
+// encoded in pieces concurrently, and any cut gives the same bytes.
+func EncodeHessian(h *Hessian, dst []byte, off int64) error {
+	if err := h.checkShape(); err != nil {
+		return err
 	}
-	return buf, nil
+	k := h.K
+	if off < 0 || off%4 != 0 || len(dst)%4 != 0 || off+int64(len(dst)) > HessianDataSize(k) {
+		return fmt.Errorf("hessian K=%d: bytes [%d, %d) of a file of %d data bytes, in whole 4-byte values: %w",
+			k, off, off+int64(len(dst)), HessianDataSize(k), ErrShape)
+	}
+	if off < headerSize {
+		var b [headerSize]byte
+		copy(b[:8], hessianMagic[:])
+		binary.LittleEndian.PutUint32(b[8:], hessianVersion)
+		binary.LittleEndian.PutUint32(b[12:], uint32(k))
+		binary.LittleEndian.PutUint64(b[16:], uint64(h.Tokens))
+		n := copy(dst, b[off:])
+		dst, off = dst[n:], headerSize
+	}
+	if len(dst) == 0 {
+		return nil
+	}
+	v := (off - headerSize) / 4 // index of the first value in the triangle
+	i := sort.Search(k, func(i int) bool { return rowStart(k, i+1) > v })
+	j := i + int(v-rowStart(k, i))
+	for len(dst) > 0 {
+		row := h.Data[i*k+j : (i+1)*k]
+		n := min(len(row), len(dst)/4)
+		if err := encodeValues(i, j, row[:n], dst[:4*n]); err != nil {
+			return err
+		}
+		dst = dst[4*n:]
+		i++
+		j = i
+	}
+	return nil
+}
+
+// encodeValues writes the values H[i][j0..j0+len(row)) as little-endian float32 into dst, checking
+// each.
+func encodeValues(i, j0 int, row []float64, dst []byte) error {
+	if j0 == i && row[0] < 0 {
+		return fmt.Errorf("hessian at (%d,%d) = %v: %w", i, i, row[0], ErrNotFinite)
+	}
+	dst = dst[:4*len(row)]
+	for c, x := range row {
+		v := float32(x)
+		if v-v != 0 { // NaN or ±Inf as float32: x is not finite, or beyond float32's range
+			if x-x != 0 {
+				return fmt.Errorf("hessian at (%d,%d) = %v: %w", i, j0+c, x, ErrNotFinite)
+			}
+			return fmt.Errorf("hessian at (%d,%d) = %v: beyond float32: %w", i, j0+c, x, ErrNotFinite)
+		}
+		binary.LittleEndian.PutUint32(dst[4*c:], math.Float32bits(v))
+	}
+	return nil
 }
 
 // HessianFileSize returns the exact size in bytes of a Hessian file for a K x K Hessian: header,

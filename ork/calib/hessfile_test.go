@@ -161,21 +161,6 @@ func BenchmarkReadHessianFile(b *testing.B) {
 // piece and of several, on one goroutine and on several — and of several bad values the error names the
 // first in row order, not the first a goroutine found.
 func TestWriteHessianPieces(t *testing.T) {
-	plain := func(h *Hessian) []byte {
-		var b []byte
-		b = append(b, hessianMagic[:]...)
-		b = binary.LittleEndian.AppendUint32(b, hessianVersion)
-		b = binary.LittleEndian.AppendUint32(b, uint32(h.K))
-		b = binary.LittleEndian.AppendUint64(b, uint64(h.Tokens))
-		b = binary.LittleEndian.AppendUint64(b, 0)
-		for i := range h.K {
-			for _, x := range h.Data[i*h.K+i : (i+1)*h.K] {
-				b = binary.LittleEndian.AppendUint32(b, math.Float32bits(float32(x)))
-			}
-		}
-		sum := blake3.Sum256(b)
-		return append(b, sum[:]...)
-	}
 	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(0))
 	for _, k := range []int{1, 7, 1100, 2100} { // 2100: 8.8 MB of triangle, three pieces
 		h := NewHessian(k)
@@ -190,8 +175,8 @@ func TestWriteHessianPieces(t *testing.T) {
 				if err := WriteHessian(&buf, h); err != nil {
 					t.Fatal(err)
 				}
-				if !bytes.Equal(buf.Bytes(), plain(h)) {
-					t.Fatalf("%d bytes differ from the row-by-row encoding (%d bytes)", buf.Len(), len(plain(h)))
+				if !bytes.Equal(buf.Bytes(), plainHessianFile(h)) {
+					t.Fatalf("%d bytes differ from the row-by-row encoding (%d bytes)", buf.Len(), len(plainHessianFile(h)))
 				}
 			})
 		}
@@ -207,5 +192,67 @@ func TestWriteHessianPieces(t *testing.T) {
 		if !errors.Is(err, ErrNotFinite) || !strings.Contains(err.Error(), "(1500,1500) = -1") {
 			t.Errorf("procs %d: error %v, want the negative diagonal at (1500,1500)", procs, err)
 		}
+	}
+}
+
+// plainHessianFile is the Hessian file of h encoded the plain way: header, the float32 upper
+// triangle row by row, BLAKE3 of both.
+func plainHessianFile(h *Hessian) []byte {
+	var b []byte
+	b = append(b, hessianMagic[:]...)
+	b = binary.LittleEndian.AppendUint32(b, hessianVersion)
+	b = binary.LittleEndian.AppendUint32(b, uint32(h.K))
+	b = binary.LittleEndian.AppendUint64(b, uint64(h.Tokens))
+	b = binary.LittleEndian.AppendUint64(b, 0)
+	for i := range h.K {
+		for _, x := range h.Data[i*h.K+i : (i+1)*h.K] {
+			b = binary.LittleEndian.AppendUint32(b, math.Float32bits(float32(x)))
+		}
+	}
+	sum := blake3.Sum256(b)
+	return append(b, sum[:]...)
+}
+
+// TestEncodeHessianRanges: EncodeHessian of any 4-byte-aligned cut of a file's bytes gives the plain
+// encoding's bytes (ranges across the header's end, inside a row, across rows, one value), and it
+// refuses ranges that are not whole values or reach past the values.
+func TestEncodeHessianRanges(t *testing.T) {
+	for _, k := range []int{1, 2, 7, 300} {
+		h := NewHessian(k)
+		h.Tokens = int64(3 * k)
+		for i := range h.Data {
+			h.Data[i] = float64(i%1009)*1.25e-3 + float64(i/k)
+		}
+		want := plainHessianFile(h)
+		size := HessianDataSize(k)
+		if int64(len(want)) != size+digestSize {
+			t.Fatalf("K=%d: plain file %d bytes, HessianDataSize %d + digest", k, len(want), size)
+		}
+		for _, step := range []int64{4, 8, 20, 36, 1000, 4096, size} {
+			got := make([]byte, size)
+			for off := int64(0); off < size; off += step {
+				end := min(size, off+step)
+				if err := EncodeHessian(h, got[off:end], off); err != nil {
+					t.Fatalf("K=%d: bytes [%d, %d): %v", k, off, end, err)
+				}
+			}
+			if !bytes.Equal(got, want[:size]) {
+				t.Fatalf("K=%d, cut every %d bytes: differs from the plain encoding", k, step)
+			}
+		}
+		for _, c := range []struct{ off, n int64 }{{2, 4}, {0, 6}, {size - 4, 8}, {-4, 4}, {size, 4}} {
+			if err := EncodeHessian(h, make([]byte, c.n), c.off); !errors.Is(err, ErrShape) {
+				t.Errorf("K=%d, %d bytes at %d: %v, want ErrShape", k, c.n, c.off, err)
+			}
+		}
+	}
+	h := NewHessian(300)
+	h.Data[200*300+250] = math.NaN()
+	off := headerSize + 4*(rowStart(300, 200)+50)
+	if err := EncodeHessian(h, make([]byte, 8), off-4); !errors.Is(err, ErrNotFinite) || !strings.Contains(err.Error(), "(200,250)") {
+		t.Errorf("NaN at (200,250): %v, want ErrNotFinite naming it", err)
+	}
+	if err := EncodeHessian(h, make([]byte, 8), off+4); err != nil {
+		t.Errorf("a range after the NaN: %v", err)
 	}
 }

@@ -18,8 +18,9 @@
 //
 // Sequences run in chunks of about [BatchRows] tokens: every block applies each weight once to the whole
 // chunk (model.Model.RunLayerBatch), and each Hessian is updated BatchRows rows at a time in float64 with
-// one rank-k update of its upper triangle (OpenBLAS's dsyrk under -tags blas; in the pure-Go build, gonum
-// Dgemm calls over stripes of 256 rows, which gonum blocks and runs in parallel). The lower triangle is
+// one rank-k update of its upper triangle (under -tags blas, OpenBLAS's dsyrk for each diagonal tile of
+// 4096 and dgemm for each tile right of it; in the pure-Go build, gonum Dgemm calls over stripes of 256
+// rows, which gonum blocks and runs in parallel). The lower triangle is
 // filled once at the end ([Hessian.Symmetrize]), or never when only the file is wanted ([CaptureUpper]).
 //
 // In a mixture-of-experts block the FFN sites are per expert: expert e's gate/up Hessian sums x·xᵀ over

@@ -115,13 +115,28 @@ func pureGoBLAS() bool {
 	return ok
 }
 
-// syrkUpper adds xᵀx (x: t rows of k) to the upper triangle of the k × k row-major c. With OpenBLAS it
-// is one dsyrk; with gonum's kernels, stripes of rows [r0, r1) × columns [r0, k) are each one Dgemm
-// (gonum's Dgemm is blocked and runs its blocks in parallel).
+// blasTile is the side of the tiles of the upper triangle the OpenBLAS update works on: one dsyrk per
+// diagonal tile, one dgemm per tile right of it. One dsyrk of a 17408-wide triangle (the 27B ffn_down
+// input) ran at 0.79x the time of these tiles' calls (docs/performance.md, "Calibration").
+const blasTile = 4096
+
+// syrkUpper adds xᵀx (x: t rows of k) to the upper triangle of the k × k row-major c. With OpenBLAS,
+// tiles of blasTile rows and columns: a dsyrk for each diagonal tile, a dgemm for each tile right of
+// it; with gonum's kernels, stripes of rows [r0, r1) × columns [r0, k) are each one Dgemm (gonum's Dgemm
+// is blocked and runs its blocks in parallel).
 func syrkUpper(c []float64, k int, x []float64, t int) {
-	xm := blas64.General{Rows: t, Cols: k, Stride: k, Data: x}
 	if !pureGoBLAS() {
-		blas64.Syrk(blas.Trans, 1, xm, 1, blas64.Symmetric{Uplo: blas.Upper, N: k, Stride: k, Data: c})
+		for r0 := 0; r0 < k; r0 += blasTile {
+			r1 := min(r0+blasTile, k)
+			xr := blas64.General{Rows: t, Cols: r1 - r0, Stride: k, Data: x[r0:]}
+			blas64.Syrk(blas.Trans, 1, xr, 1, blas64.Symmetric{Uplo: blas.Upper, N: r1 - r0, Stride: k, Data: c[r0*k+r0:]})
+			for c0 := r1; c0 < k; c0 += blasTile {
+				c1 := min(c0+blasTile, k)
+				xc := blas64.General{Rows: t, Cols: c1 - c0, Stride: k, Data: x[c0:]}
+				cv := blas64.General{Rows: r1 - r0, Cols: c1 - c0, Stride: k, Data: c[r0*k+c0:]}
+				blas64.Gemm(blas.Trans, blas.NoTrans, 1, xr, xc, 1, cv)
+			}
+		}
 		return
 	}
 	for r0 := 0; r0 < k; r0 += stripe {

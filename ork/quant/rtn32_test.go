@@ -59,7 +59,8 @@ func checkGroup32(t *testing.T, name string, x, wd []float32, bits int, grid []f
 
 // checkGroup32Contract checks the reference against float64 arithmetic: the codes are the chosen
 // scale's round-half-away codes (up to float32 rounding at the halves), err is Σ wd·(x − s·q)²
-// within float32 precision, no other factor's float64 error is clearly lower, den is Σ wd·x².
+// within float32 precision, no other factor's float64 error is clearly lower, den is Σ wd·x²
+// (within float32 precision and its underflow).
 func checkGroup32Contract(t *testing.T, name string, x, wd []float32, bits int, grid []float64, r group32Result) {
 	t.Helper()
 	amax := 0.0
@@ -93,7 +94,8 @@ func checkGroup32Contract(t *testing.T, name string, x, wd []float32, bits int, 
 		}
 		den += w * float64(v) * float64(v)
 	}
-	if !close64(r.den, den, 1e-5) {
+	// Each float32 product wd·x·x may underflow: at most about 2^-149·(amax+1) lost per value.
+	if !close64(r.den, den, 1e-5) && math.Abs(r.den-den) > float64(len(x))*0x1p-148*(amax+1) {
 		t.Fatalf("%s: den %v, float64 %v", name, r.den, den)
 	}
 	if r.best < 0 {

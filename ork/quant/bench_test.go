@@ -154,8 +154,9 @@ func BenchmarkMatMulInt(b *testing.B) {
 
 // BenchmarkQuantizeRows is RTN's per-row work alone (clip search, codes, qerr terms) on 64 rows of
 // 4096 values, group 32, with the default grid and with none ({1}), in the same run: "f32" is
-// quantizeRow32 on the float32 rows (the float32 search, kernel.GroupSearch16 on AVX-512; "f32go"
-// its pure-Go reference, what a CPU without AVX-512 runs); "f64"
+// quantizeRow32 on the float32 rows (the float32 search, kernel.GroupSearch16 on AVX-512;
+// "f32avx2" its AVX2 kernels, what a CPU with AVX2 but no AVX-512 runs; "f32go" its pure-Go
+// reference); "f64"
 // is session 6's path, each row widened to float64 and quantizeRow with every float64 kernel
 // this CPU has (the AVX-512 GroupSearch8 for the default grid, the one-pass GroupQuant1 for
 // {1}); "avx2" is session 4's, the AVX2 search (ClipErrs8 or ClipErrs4 and the Go loops around
@@ -184,9 +185,19 @@ func BenchmarkQuantizeRows(b *testing.B) {
 				}
 			}
 		})
+		b.Run(grid.name+"/f32avx2", func(b *testing.B) {
+			defer func(old int) { search32Path = old }(search32Path)
+			search32Path = path32AVX2
+			b.SetBytes(int64(n * k * 4))
+			for b.Loop() {
+				for r := 0; r < n; r++ {
+					quantizeRow32(w, r, x32[r*k:(r+1)*k], nil, nil, grid.g, s32)
+				}
+			}
+		})
 		b.Run(grid.name+"/f32go", func(b *testing.B) {
-			defer func(old bool) { search32Kernel = old }(search32Kernel)
-			search32Kernel = false
+			defer func(old int) { search32Path = old }(search32Path)
+			search32Path = path32Go
 			b.SetBytes(int64(n * k * 4))
 			for b.Loop() {
 				for r := 0; r < n; r++ {

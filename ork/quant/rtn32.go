@@ -40,8 +40,25 @@ const (
 	bestOutRange = -3 // groupSearch32's answer for a group outside the float32 range
 )
 
-// search32Kernel says whether groupSearch32 runs kernel.GroupSearch16.
-var search32Kernel = kernel.Available512
+// The float32 search's paths, the same results bit for bit: the AVX-512 kernels
+// (kernel.GroupPrep16, kernel.GroupSearch16), the AVX2 ones (kernel.ErrSums16x2 and
+// kernel.Codes16x2 around prep32 and choose32) and the pure-Go reference.
+const (
+	path32Go = iota
+	path32AVX2
+	path32AVX512
+)
+
+// search32Path is the path this CPU runs.
+var search32Path = func() int {
+	switch {
+	case kernel.Available512:
+		return path32AVX512
+	case kernel.Available:
+		return path32AVX2
+	}
+	return path32Go
+}()
 
 // grid32OK says whether grid can be searched in float32: at most eight factors, each 0 or of
 // magnitude in [2^-20, 2^20].
@@ -84,11 +101,30 @@ const prepStride = 32
 
 // search32 is a worker's scratch for the float32 search.
 type search32 struct {
-	grid8 [clipLanes]float64 // the grid, padded with zeros (never chosen)
-	tab   []float32          // the row's groups prepared by kernel.GroupPrep16
-	lanes int
-	buf   []float64 // a group widened for the float64 search
-	cs    *clipScratch
+	grid8  [clipLanes]float64 // the grid, padded with zeros (never chosen)
+	tab    []float32          // the row's groups prepared by kernel.GroupPrep16
+	lanes  int
+	buf    []float64 // a group widened for the float64 search
+	cs     *clipScratch
+	avx2   avx2Scratch
+	consts [4 * clipLanes]float32 // the AVX2 kernels' constants (setConsts32)
+}
+
+// avx2Scratch holds a group padded to whole chunks of sixteen for the AVX2 kernels.
+type avx2Scratch struct {
+	x, wd []float32
+	codes []int8
+}
+
+// setConsts32 fills the AVX2 kernels' constants: the sign mask, 0.49999997, lo and hi, each eight
+// times.
+func setConsts32(c *[4 * clipLanes]float32, lohi *[2]float32) {
+	for i := range clipLanes {
+		c[i] = math.Float32frombits(sign32Bit)
+		c[clipLanes+i] = math.Float32frombits(half32Bits)
+		c[2*clipLanes+i] = lohi[0]
+		c[3*clipLanes+i] = lohi[1]
+	}
 }
 
 func newSearch32(grid []float64, kp int) *search32 {
@@ -106,7 +142,10 @@ func quantizeRow32(w *Weight, n int, x, wd32 []float32, wd64, grid []float64, s 
 	lo, hi := codeRange(w.Bits)
 	lohi := [2]float32{float32(lo), float32(hi)}
 	q := qmax(w.Bits)
-	if search32Kernel {
+	if search32Path == path32AVX2 {
+		setConsts32(&s.consts, &lohi)
+	}
+	if search32Path == path32AVX512 {
 		if cap(s.tab) < ng*prepStride {
 			s.tab = make([]float32, ng*prepStride)
 		}
@@ -121,9 +160,12 @@ func quantizeRow32(w *Weight, n int, x, wd32 []float32, wd64, grid []float64, s 
 		var sc float32
 		var e, d float64
 		var best int
-		if search32Kernel {
+		switch search32Path {
+		case path32AVX512:
 			sc, e, d, best = groupSearchPrepared(codes[a:b], x[a:b], wd, s.lanes, &lohi, (*[prepStride]float32)(s.tab[gi*prepStride:]))
-		} else {
+		case path32AVX2:
+			sc, e, d, best = groupSearch32AVX2(codes[a:b], x[a:b], wd, &s.grid8, s.lanes, q, &s.consts, &s.avx2)
+		default:
 			sc, e, d, best = groupSearch32Go(codes[a:b], x[a:b], wd, &s.grid8, s.lanes, q, &lohi)
 		}
 		if best == bestOutRange {
@@ -148,12 +190,62 @@ func quantizeRow32(w *Weight, n int, x, wd32 []float32, wd64, grid []float64, s 
 // kernel.GroupSearch16 where the CPU has AVX-512, else groupSearch32Go (the same results, bit for
 // bit). quantizeRow32 prepares a whole row's groups at once instead.
 func groupSearch32(codes []int8, x, wd []float32, grid *[clipLanes]float64, lanes int, qmax float64, lohi *[2]float32) (s float32, err, den float64, best int) {
-	if !search32Kernel {
-		return groupSearch32Go(codes, x, wd, grid, lanes, qmax, lohi)
+	switch search32Path {
+	case path32AVX512:
+		var sc [prepStride]float32
+		kernel.GroupPrep16(&x[0], len(x), len(x), grid, qmax, &sc[0])
+		return groupSearchPrepared(codes, x, wd, lanes, lohi, &sc)
+	case path32AVX2:
+		var c [4 * clipLanes]float32
+		setConsts32(&c, lohi)
+		return groupSearch32AVX2(codes, x, wd, grid, lanes, qmax, &c, &avx2Scratch{})
 	}
-	var sc [prepStride]float32
-	kernel.GroupPrep16(&x[0], len(x), len(x), grid, qmax, &sc[0])
-	return groupSearchPrepared(codes, x, wd, lanes, lohi, &sc)
+	return groupSearch32Go(codes, x, wd, grid, lanes, qmax, lohi)
+}
+
+// groupSearch32AVX2 is groupSearch32Go with its sums and codes by the AVX2 kernels (the group
+// padded with zeros to whole chunks of sixteen in p when its length is not a multiple of 16).
+func groupSearch32AVX2(codes []int8, x, wd []float32, grid *[clipLanes]float64, lanes int, qmax float64, consts *[4 * clipLanes]float32, p *avx2Scratch) (s float32, err, den float64, best int) {
+	amax, sj, inv := prep32(x, grid, lanes, qmax)
+	if amax == 0 {
+		clear(codes)
+		return 0, 0, 0, -1
+	}
+	if !(amax >= min32Amax && amax <= max32Amax) {
+		return 0, 0, 0, bestOutRange
+	}
+	n := len(x)
+	chunks := (n + lanes32 - 1) / lanes32
+	px, pw := x, wd
+	if n%lanes32 != 0 {
+		m := chunks * lanes32
+		if cap(p.x) < m {
+			p.x, p.wd, p.codes = make([]float32, m), make([]float32, m), make([]int8, m)
+		}
+		px = p.x[:m]
+		clear(px[copy(px, x):])
+		if wd != nil {
+			pw = p.wd[:m]
+			clear(pw[copy(pw, wd):])
+		}
+	}
+	var pwp *float32
+	if pw != nil {
+		pwp = &pw[0]
+	}
+	var e [clipLanes]float32
+	den = float64(kernel.ErrSums16x2(&px[0], pwp, chunks, &inv, lanes, consts, &e))
+	best, bestErr := choose32(&sj, &e, lanes)
+	if best < 0 {
+		return noChoice32(codes, best, den)
+	}
+	if n%lanes32 == 0 {
+		kernel.Codes16x2(&x[0], chunks, inv[best], consts, &codes[0])
+	} else {
+		kernel.Codes16x2(&px[0], chunks, inv[best], consts, &p.codes[0])
+		copy(codes, p.codes[:n])
+	}
+	return sj[best], bestErr, den, best
 }
 
 // groupSearchPrepared is kernel.GroupSearch16 of a group GroupPrep16 prepared into sc.
@@ -201,23 +293,13 @@ func reduce16(a *[lanes32]float32) float32 {
 // codes all zero in these three cases. A group outside the float32 range (amax not in
 // [2^-40, 2^40]) gives best = bestOutRange and writes nothing.
 func groupSearch32Go(codes []int8, x, wd []float32, grid *[clipLanes]float64, lanes int, qmax float64, lohi *[2]float32) (s float32, err, den float64, best int) {
-	amax := float32(0)
-	for _, v := range x {
-		amax = max(amax, float32(math.Abs(float64(v))))
-	}
+	amax, sj, inv := prep32(x, grid, lanes, qmax)
 	if amax == 0 {
 		clear(codes)
 		return 0, 0, 0, -1
 	}
 	if !(amax >= min32Amax && amax <= max32Amax) {
 		return 0, 0, 0, bestOutRange
-	}
-	var sj, inv [clipLanes]float32
-	for j := range lanes {
-		sj[j] = float32(grid[j] * float64(amax) / qmax)
-		if sj[j] != 0 {
-			inv[j] = 1 / sj[j]
-		}
 	}
 	lo, hi := lohi[0], lohi[1]
 	var acc [clipLanes][lanes32]float32
@@ -240,8 +322,50 @@ func groupSearch32Go(codes []int8, x, wd []float32, grid *[clipLanes]float64, la
 		}
 	}
 	den = float64(reduce16(&dacc))
-	best = -1
-	bestErr := math.Inf(1)
+	var e [clipLanes]float32
+	for j := range lanes {
+		e[j] = reduce16(&acc[j])
+	}
+	best, bestErr := choose32(&sj, &e, lanes)
+	if best < 0 {
+		return noChoice32(codes, best, den)
+	}
+	for k, v := range x {
+		codes[k] = int8(quantCode32(v, inv[best], lo, hi))
+	}
+	return sj[best], bestErr, den, best
+}
+
+// noChoice32 is a search's answer when choose32 chose nothing (best -1 or -2): codes all zero,
+// scale 0, err den (no non-zero scale) or +Inf (no error below +Inf).
+func noChoice32(codes []int8, best int, den float64) (s float32, err, d float64, b int) {
+	clear(codes)
+	if best == -1 {
+		return 0, den, den, -1
+	}
+	return 0, math.Inf(1), den, -2
+}
+
+// prep32 is the start of a group's search: amax = max |x_k|, the first lanes candidates' scales
+// s_j = float32(grid_j·float64(amax)/qmax) and their inverses 1/s_j in float32 (0 where s_j = 0).
+func prep32(x []float32, grid *[clipLanes]float64, lanes int, qmax float64) (amax float32, sj, inv [clipLanes]float32) {
+	for _, v := range x {
+		amax = max(amax, float32(math.Abs(float64(v))))
+	}
+	for j := range lanes {
+		sj[j] = float32(grid[j] * float64(amax) / qmax)
+		if sj[j] != 0 {
+			inv[j] = 1 / sj[j]
+		}
+	}
+	return amax, sj, inv
+}
+
+// choose32 is the choice among the first lanes candidates with sums e: the first j with
+// s_j != 0 whose (s_j·s_j)·e_j (float64) is least and below +Inf, and that error; best -1 when no
+// s_j is non-zero, -2 when none has an error below +Inf.
+func choose32(sj, e *[clipLanes]float32, lanes int) (best int, bestErr float64) {
+	best, bestErr = -1, math.Inf(1)
 	any := false
 	for j := range lanes {
 		if sj[j] == 0 {
@@ -249,20 +373,12 @@ func groupSearch32Go(codes []int8, x, wd []float32, grid *[clipLanes]float64, la
 		}
 		any = true
 		s64 := float64(sj[j])
-		if e := float64(s64*s64) * float64(reduce16(&acc[j])); e < bestErr {
-			best, bestErr = j, e
+		if v := float64(s64*s64) * float64(e[j]); v < bestErr {
+			best, bestErr = j, v
 		}
 	}
-	switch {
-	case !any:
-		clear(codes)
-		return 0, den, den, -1
-	case best < 0:
-		clear(codes)
-		return 0, math.Inf(1), den, -2
+	if any && best < 0 {
+		return -2, bestErr
 	}
-	for k, v := range x {
-		codes[k] = int8(quantCode32(v, inv[best], lo, hi))
-	}
-	return sj[best], bestErr, den, best
+	return best, bestErr
 }

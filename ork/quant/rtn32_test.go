@@ -21,10 +21,22 @@ type group32Result struct {
 	untouched bool // every code still holds the sentinel
 }
 
-func runGroup32(kern bool, x, wd []float32, bits int, grid []float64) group32Result {
-	old := search32Kernel
-	defer func() { search32Kernel = old }()
-	search32Kernel = kern && kernel.Available512
+// paths32 are the float32 search's paths this CPU can run.
+func paths32() []int {
+	p := []int{path32Go}
+	if kernel.Available {
+		p = append(p, path32AVX2)
+	}
+	if kernel.Available512 {
+		p = append(p, path32AVX512)
+	}
+	return p
+}
+
+func runGroup32(path int, x, wd []float32, bits int, grid []float64) group32Result {
+	old := search32Path
+	defer func() { search32Path = old }()
+	search32Path = path
 	var g8 [clipLanes]float64
 	for j := range g8 {
 		g8[j] = 0.95 // lanes past the grid must not count
@@ -41,17 +53,19 @@ func runGroup32(kern bool, x, wd []float32, bits int, grid []float64) group32Res
 	return r
 }
 
-// checkGroup32 fails t unless the AVX-512 kernel and groupSearch32Go agree bit for bit on x, and
-// the reference's answer is what its contract says (checkGroup32Contract).
+// checkGroup32 fails t unless the AVX-512 and AVX2 kernels and groupSearch32Go agree bit for bit
+// on x (each kernel where the CPU has it), and the reference's answer is what its contract says
+// (checkGroup32Contract).
 func checkGroup32(t *testing.T, name string, x, wd []float32, bits int, grid []float64) {
 	t.Helper()
-	rGo := runGroup32(false, x, wd, bits, grid)
-	if kernel.Available512 {
-		rK := runGroup32(true, x, wd, bits, grid)
+	rGo := runGroup32(path32Go, x, wd, bits, grid)
+	for _, path := range paths32()[1:] {
+		rK := runGroup32(path, x, wd, bits, grid)
 		if math.Float32bits(rK.s) != math.Float32bits(rGo.s) || math.Float64bits(rK.err) != math.Float64bits(rGo.err) ||
-			math.Float64bits(rK.den) != math.Float64bits(rGo.den) || rK.best != rGo.best || !slices.Equal(rK.codes, rGo.codes) {
-			t.Fatalf("%s (n %d, bits %d, grid %v, weighted %v):\nkernel %v %v %v best %d %v\nGo     %v %v %v best %d %v\nx = %v",
-				name, len(x), bits, grid, wd != nil, rK.s, rK.err, rK.den, rK.best, rK.codes, rGo.s, rGo.err, rGo.den, rGo.best, rGo.codes, x)
+			math.Float64bits(rK.den) != math.Float64bits(rGo.den) || rK.best != rGo.best || !slices.Equal(rK.codes, rGo.codes) ||
+			rK.untouched != rGo.untouched {
+			t.Fatalf("%s (n %d, bits %d, grid %v, weighted %v):\nkernel %d: %v %v %v best %d %v\nGo        %v %v %v best %d %v\nx = %v",
+				name, len(x), bits, grid, wd != nil, path, rK.s, rK.err, rK.den, rK.best, rK.codes, rGo.s, rGo.err, rGo.den, rGo.best, rGo.codes, x)
 		}
 	}
 	checkGroup32Contract(t, name, x, wd, bits, grid, rGo)
@@ -163,7 +177,8 @@ func group32Case(rng *rand.Rand, n int) []float32 {
 	return x
 }
 
-// TestGroupSearch32MatchesGo: the AVX-512 float32 search (kernel.GroupSearch16) gives bit for bit
+// TestGroupSearch32MatchesGo: the AVX-512 float32 search (kernel.GroupSearch16) and the AVX2 one
+// (kernel.ErrSums16x2, kernel.Codes16x2) give bit for bit
 // groupSearch32Go's scale, error, Σ wd·x², choice and codes, and writes every code (none for a
 // group outside the float32 range) — groups of 1 to 600 values (partial last chunks), weighted or
 // not, grids of 1 to 8 factors with zero and negative factors, int4 and int8, all-zero groups and
@@ -171,7 +186,7 @@ func group32Case(rng *rand.Rand, n int) []float32 {
 func TestGroupSearch32MatchesGo(t *testing.T) {
 	rng := rand.New(rand.NewPCG(41, 43))
 	cases := 20000
-	if !kernel.Available512 {
+	if !kernel.Available {
 		cases = 2000 // the contract check alone
 	}
 	for i := 0; i < cases; i++ {
@@ -237,7 +252,7 @@ func TestRoundAway32(t *testing.T) {
 }
 
 // FuzzGroupSearch32: for arbitrary finite float32 groups and weights, grids and widths taken from
-// the input, the AVX-512 and pure-Go float32 searches agree bit for bit and meet the contract
+// the input, the AVX-512, AVX2 and pure-Go float32 searches agree bit for bit and meet the contract
 // (checkGroup32). The first byte chooses bits (bit 0), weighting (bit 1) and the grid length (bits
 // 2-4, 1 to 8 factors of DefaultClipGrid; bit 5 zeroes its last factor, bit 6 negates its
 // first); the rest are little-endian float32s, the group then (weighted) as many weights (their
@@ -306,7 +321,7 @@ func FuzzGroupSearch32(f *testing.F) {
 
 // TestRTN32Paths: a whole RTN (weighted and not, a partial last group, rows outside the float32
 // range that take the float64 search, a grid of one factor and one the float32 search does not
-// take) gives the same codes, scales and QErr with the kernel and with the pure-Go reference, and
+// take) gives the same codes, scales and QErr with each kernel and with the pure-Go reference, and
 // on one worker and three.
 func TestRTN32Paths(t *testing.T) {
 	ctx := context.Background()
@@ -328,10 +343,10 @@ func TestRTN32Paths(t *testing.T) {
 	for _, grid := range [][]float64{DefaultClipGrid, {1}, {1, 0.5}, append(append([]float64(nil), DefaultClipGrid...), 0.7)} {
 		for _, weighted := range []bool{false, true} {
 			var ref *Weight
-			for _, kern := range []bool{false, true} {
+			for _, path := range paths32() {
 				for _, workers := range []int{1, 3} {
-					old := search32Kernel
-					search32Kernel = kern && kernel.Available512
+					old := search32Path
+					search32Path = path
 					var w *Weight
 					var err error
 					opts := []Option{WithClipGrid(grid), WithGroup(32), WithWorkers(workers)}
@@ -340,7 +355,7 @@ func TestRTN32Paths(t *testing.T) {
 					} else {
 						w, err = RTN(ctx, m, nil, opts...)
 					}
-					search32Kernel = old
+					search32Path = old
 					if err != nil {
 						t.Fatal(err)
 					}
@@ -350,7 +365,7 @@ func TestRTN32Paths(t *testing.T) {
 					}
 					if !slices.Equal(w.Codes, ref.Codes) || !slices.EqualFunc(w.Scales, ref.Scales, func(a, b float32) bool { return math.Float32bits(a) == math.Float32bits(b) }) ||
 						math.Float64bits(w.QErr) != math.Float64bits(ref.QErr) {
-						t.Fatalf("grid %v weighted %v kernel %v workers %d: differs from the pure-Go path (QErr %v vs %v)", grid, weighted, kern, workers, w.QErr, ref.QErr)
+						t.Fatalf("grid %v weighted %v path %d workers %d: differs from the pure-Go path (QErr %v vs %v)", grid, weighted, path, workers, w.QErr, ref.QErr)
 					}
 				}
 			}
@@ -379,7 +394,7 @@ func TestGroupSearch32RoundsHalfAway(t *testing.T) {
 		for start := 0; start < len(x); start += 31 {
 			g := append([]float32{top}, x[start:min(start+31, len(x))]...)
 			checkGroup32(t, "halves int"+strconv.Itoa(bits), g, nil, bits, []float64{1})
-			r := runGroup32(false, g, nil, bits, []float64{1})
+			r := runGroup32(path32Go, g, nil, bits, []float64{1})
 			for k, v := range g {
 				if want := int8(max(-top, min(top, float32(math.Round(float64(v)))))); r.codes[k] != want {
 					t.Fatalf("int%d: %v coded %d, want %d", bits, v, r.codes[k], want)

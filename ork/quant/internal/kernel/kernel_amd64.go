@@ -101,3 +101,19 @@ func GroupPrep16(x *float32, n, group int, grid *[8]float64, qmax float64, tab *
 //
 //go:noescape
 func GroupSearch16(x, wd *float32, n, lanes int, lohi *[2]float32, sc *[32]float32, codes *int8) (s float32, err, den float64, best int)
+
+// ErrSums16x2 is the float32 clip search's sums on AVX2: for chunks (positive) whole chunks of
+// sixteen values at x and their weights at wd (nil: unweighted), it sets errs[j] for j < lanes
+// (1 to 8) to E_j, the sum of d·d ((wd·d)·d) with d = y − clamp(round-half-away(y), lo, hi),
+// y = x·inv[j], in sixteen lane sums (value k into lane k mod 16) added in groupSearch32Go's tree,
+// and returns den, the sum of x·x ((wd·x)·x) the same way. consts holds the sign mask,
+// 0.49999997, lo and hi, each eight times.
+//
+//go:noescape
+func ErrSums16x2(x, wd *float32, chunks int, inv *[8]float32, lanes int, consts *[32]float32, errs *[8]float32) (den float32)
+
+// Codes16x2 writes the codes clamp(round-half-away(x·inv), lo, hi) of chunks (positive) whole
+// chunks of sixteen values at x (AVX2; consts as for ErrSums16x2).
+//
+//go:noescape
+func Codes16x2(x *float32, chunks int, inv float32, consts *[32]float32, codes *int8)

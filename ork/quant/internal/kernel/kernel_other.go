@@ -51,3 +51,11 @@ func GroupPrep16(x *float32, n, group int, grid *[8]float64, qmax float64, tab *
 func GroupSearch16(x, wd *float32, n, lanes int, lohi *[2]float32, sc *[32]float32, codes *int8) (s float32, err, den float64, best int) {
 	panic("kernel: no GroupSearch16 on this architecture")
 }
+
+func ErrSums16x2(x, wd *float32, chunks int, inv *[8]float32, lanes int, consts *[32]float32, errs *[8]float32) (den float32) {
+	panic("kernel: no ErrSums16x2 on this architecture")
+}
+
+func Codes16x2(x *float32, chunks int, inv float32, consts *[32]float32, codes *int8) {
+	panic("kernel: no Codes16x2 on this architecture")
+}

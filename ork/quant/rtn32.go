@@ -9,8 +9,10 @@ import (
 // RTN's clip search in float32. RTN reads float32 weights, and a group's candidate errors only
 // rank its scales, so float64 buys nothing there: each group is searched in float32 (GPTQ's
 // scale search, chooseScale, stays float64). The arithmetic is fixed so that the pure-Go
-// reference here (groupSearch32Go) and the AVX-512 kernel (kernel.GroupSearch16, sixteen values
-// in the lanes of one register) give bit-identical results:
+// reference here (groupSearch32Go), the AVX-512 kernels (kernel.GroupPrep16 and
+// kernel.GroupSearch16, sixteen values in the lanes of one register) and the AVX2 ones
+// (kernel.ErrSums16x2, kernel.Codes16x2: the sixteen lanes in two registers) give bit-identical
+// results, so a pack does not depend on the machine that built it:
 //
 //   - amax = max |x_k|; s_j = float32(f_j·float64(amax)/qmax) for the grid factors f_j (as the
 //     float64 search), inv_j = 1/s_j in float32 (0 where s_j = 0);

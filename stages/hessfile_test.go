@@ -15,11 +15,22 @@ import (
 	"orkpipe/ork/calib"
 )
 
-// TestWriteHessianFile: the calibrate stage's file writer (pieces encoded and hashed on every core)
+// TestWriteHessianFile: the calibrate stage's file writer (pieces encoded and hashed on every core, into
+// a mapping of the file or, where it cannot be allocated ahead, buffers written with pwrite)
 // writes exactly the bytes of calib.WriteHessian (the streaming writer, one serial BLAKE3), for files
 // of one piece, of a piece and a bit, and of many pieces with a last piece cut inside a row; the file
 // reads back as the Hessian; of several bad values the error names the first; a cancelled context stops it.
 func TestWriteHessianFile(t *testing.T) {
+	for _, mapped := range []bool{true, false} {
+		t.Run(fmt.Sprint("mapped=", mapped), func(t *testing.T) {
+			defer func(m bool) { mapHessianFiles = m }(mapHessianFiles)
+			mapHessianFiles = mapped
+			testWriteHessianFile(t)
+		})
+	}
+}
+
+func testWriteHessianFile(t *testing.T) {
 	ctx := context.Background()
 	dir := t.TempDir()
 	for _, k := range []int{1, 3, 64, 1447, 1448, 2900} {

@@ -319,13 +319,7 @@ func FuzzGroupSearch(f *testing.F) {
 	if !kernel.Available512 {
 		f.Skip("no AVX-512 on this CPU")
 	}
-	le := func(head byte, vals ...float32) []byte {
-		b := []byte{head}
-		for _, v := range vals {
-			b = binary.LittleEndian.AppendUint32(b, math.Float32bits(v))
-		}
-		return b
-	}
+	le := encodeSearchFuzz
 	ramp := make([]float32, 32)
 	for i := range ramp {
 		ramp[i] = (float32(i) - 15.5) / 7
@@ -335,43 +329,22 @@ func FuzzGroupSearch(f *testing.F) {
 	f.Add(le(0x00, 0.5, -0.5, 1.5, -2.5, 0, float32(math.Copysign(0, -1)), 1e-45, 3e38))
 	f.Add(le(0x3e, 7, 6.5, -8, 5.5, 1, 1, 1, 1))
 	f.Fuzz(func(t *testing.T, raw []byte) {
-		if len(raw) < 5 || len(raw) > 1+4*2*1024 {
+		c, ok := decodeSearchFuzz(raw)
+		if !ok {
 			return
 		}
-		head, vals := raw[0], raw[1:]
-		bits := []int{4, 8}[head&1]
-		weighted := head&2 != 0
-		grid := append([]float64(nil), DefaultClipGrid[:1+int(head>>2&7)]...)
-		if head&0x20 != 0 {
-			grid[len(grid)-1] = 0
-		}
-		m := len(vals) / 4
-		n := m
-		if weighted {
-			n = m / 2
-		}
-		if n == 0 {
-			return
-		}
-		f64 := func(i int) float64 {
-			v := math.Float32frombits(binary.LittleEndian.Uint32(vals[4*i:]))
-			if v != v || math.IsInf(float64(v), 0) {
-				v = 0
-			}
-			return float64(v)
-		}
-		x := make([]float64, n)
-		for i := range x {
-			x[i] = f64(i)
+		x := make([]float64, len(c.x))
+		for i, v := range c.x {
+			x[i] = float64(v)
 		}
 		var wd []float64
-		if weighted {
-			wd = make([]float64, n)
-			for i := range wd {
-				wd[i] = f64(n + i)
+		if c.wd != nil {
+			wd = make([]float64, len(c.wd))
+			for i, v := range c.wd {
+				wd[i] = float64(v)
 			}
 		}
-		checkGroupSearch(t, "fuzz", x, wd, bits, grid)
+		checkGroupSearch(t, "fuzz", x, wd, c.bits, c.grid)
 	})
 }
 
@@ -444,4 +417,63 @@ func TestNonFiniteMatchesScalar(t *testing.T) {
 			}
 		}
 	}
+}
+
+// searchFuzzCase is a group-search fuzz input as FuzzGroupSearch and FuzzGroupSearch32 read it: the
+// first byte (head) chooses bits (bit 0), weighting (bit 1) and the grid length (bits 2-4, 1 to 8
+// factors of DefaultClipGrid; bit 5 zeroes its last factor); the rest are little-endian float32s
+// (NaN and Inf read as 0), the group then, when weighted, as many weights (as read).
+type searchFuzzCase struct {
+	head  byte
+	bits  int
+	grid  []float64
+	x, wd []float32
+}
+
+// encodeSearchFuzz is a fuzz input of head and vals.
+func encodeSearchFuzz(head byte, vals ...float32) []byte {
+	b := []byte{head}
+	for _, v := range vals {
+		b = binary.LittleEndian.AppendUint32(b, math.Float32bits(v))
+	}
+	return b
+}
+
+// decodeSearchFuzz reads raw; false when it holds no group or more than 1024 values.
+func decodeSearchFuzz(raw []byte) (searchFuzzCase, bool) {
+	if len(raw) < 5 || len(raw) > 1+4*2*1024 {
+		return searchFuzzCase{}, false
+	}
+	head, vals := raw[0], raw[1:]
+	c := searchFuzzCase{head: head, bits: []int{4, 8}[head&1],
+		grid: append([]float64(nil), DefaultClipGrid[:1+int(head>>2&7)]...)}
+	if head&0x20 != 0 {
+		c.grid[len(c.grid)-1] = 0
+	}
+	n := len(vals) / 4
+	weighted := head&2 != 0
+	if weighted {
+		n /= 2
+	}
+	if n == 0 {
+		return searchFuzzCase{}, false
+	}
+	f32 := func(i int) float32 {
+		v := math.Float32frombits(binary.LittleEndian.Uint32(vals[4*i:]))
+		if v != v || math.IsInf(float64(v), 0) {
+			v = 0
+		}
+		return v
+	}
+	c.x = make([]float32, n)
+	for i := range c.x {
+		c.x[i] = f32(i)
+	}
+	if weighted {
+		c.wd = make([]float32, n)
+		for i := range c.wd {
+			c.wd[i] = f32(n + i)
+		}
+	}
+	return c, true
 }

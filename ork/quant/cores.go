@@ -1,6 +1,9 @@
 package quant
 
-import "context"
+import (
+	"context"
+	"fmt"
+)
 
 // coresToken is held by the GPTQ phase that runs on every core of the process: a factorisation
 // (OpenBLAS's threads under -tags blas, gonum's parallel GEMMs otherwise) or a row phase on more
@@ -21,4 +24,14 @@ func holdCores(ctx context.Context) (func(), error) {
 	case <-ctx.Done():
 		return nil, ctx.Err()
 	}
+}
+
+// onCores runs f holding coresToken; waiting for it ends with ctx's error wrapped with name.
+func onCores(ctx context.Context, name string, f func() error) error {
+	release, err := holdCores(ctx)
+	if err != nil {
+		return fmt.Errorf("%s: %w", name, err)
+	}
+	defer release()
+	return f()
 }

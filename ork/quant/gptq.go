@@ -67,16 +67,13 @@ func GPTQ(ctx context.Context, m Matrix, h *Hessian, opts ...Option) (*Weight, e
 		if c.actOrder {
 			return nil, fmt.Errorf("%s: act-order with quantized inputs: %w (the permutation would have to follow the input target)", m.Name, ErrParam)
 		}
-		release, err := holdCores(ctx) // the sample's products run on every core (BLAS)
-		if err != nil {
-			return nil, fmt.Errorf("%s: %w", m.Name, err)
-		}
-		in, err = c.inputs.prepare(ctx, m.Name, w, data, h.Tokens)
-		if err == nil {
-			in.correctHessian(H, kp)
-			w.InputClip = in.clip
-		}
-		release()
+		err := onCores(ctx, m.Name, func() (err error) { // the sample's products run on every core (BLAS)
+			if in, err = c.inputs.prepare(ctx, m.Name, w, data, h.Tokens); err == nil {
+				in.correctHessian(H, kp)
+				w.InputClip = in.clip
+			}
+			return err
+		})
 		if err != nil {
 			return nil, err
 		}
@@ -100,43 +97,47 @@ func GPTQ(ctx context.Context, m Matrix, h *Hessian, opts ...Option) (*Weight, e
 		sort.SliceStable(perm, func(a, b int) bool { return diag0[perm[a]] > diag0[perm[b]] })
 		permuteSymInPlace(H, kp, perm)
 	}
-	release, err := holdCores(ctx)
+	var damp float64
+	err = onCores(ctx, m.Name, func() (err error) {
+		if damp, err = inverseCholeskyUpper(ctx, H, kp, c); err != nil {
+			return fmt.Errorf("%s: %w", m.Name, err)
+		}
+		return nil
+	})
 	if err != nil {
-		return nil, fmt.Errorf("%s: %w", m.Name, err)
-	}
-	damp, err := inverseCholeskyUpper(ctx, H, kp, c)
-	release()
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", m.Name, err)
+		return nil, err
 	}
 	if damp != c.percDamp {
 		slog.Debug("gptq: damping raised", "weight", m.Name, "percdamp", damp)
 	}
 	orig := data
 	if in != nil && c.inputs.target == InputsAsymmetric {
-		if release, err = holdCores(ctx); err != nil {
-			return nil, fmt.Errorf("%s: %w", m.Name, err)
-		}
-		data, err = in.asymmetricTarget(ctx, data, w.N, kp, H)
-		release()
+		err = onCores(ctx, m.Name, func() (err error) {
+			if data, err = in.asymmetricTarget(ctx, data, w.N, kp, H); err != nil {
+				return fmt.Errorf("%s: %w", m.Name, err)
+			}
+			return nil
+		})
 		if err != nil {
-			return nil, fmt.Errorf("%s: %w", m.Name, err)
+			return nil, err
 		}
 	}
 	st := &gptqState{ctx: ctx, w: w, data: data, U: H, perm: perm, diag: diag0, g: g, ng: ng, static: static, c: c,
 		bufs: make(chan []float64, max(1, c.workers)), factors: c.scaleFactors()}
-	release = func() {}
-	if c.workers > 1 {
-		if release, err = holdCores(ctx); err != nil {
-			return nil, fmt.Errorf("%s: %w", m.Name, err)
+	rows := func() error {
+		defer singleThreadedBLAS()() // the row chunks run on c.workers goroutines already
+		if err := forRows(ctx, w.N, c.workers, st.rows); err != nil {
+			return fmt.Errorf("%s: %w", m.Name, err)
 		}
+		return nil
 	}
-	restore := singleThreadedBLAS() // the row chunks run on c.workers goroutines already
-	err = forRows(ctx, w.N, c.workers, st.rows)
-	restore()
-	release()
+	if c.workers > 1 {
+		err = onCores(ctx, m.Name, rows)
+	} else {
+		err = rows()
+	}
 	if err != nil {
-		return nil, fmt.Errorf("%s: %w", m.Name, err)
+		return nil, err
 	}
 	w.QErr = weightedRelErr(w, orig, diag0)
 	return w, nil

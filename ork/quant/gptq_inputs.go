@@ -117,7 +117,7 @@ type inputsState struct {
 	clip   float64
 }
 
-// prepareInputs rotates the sample with w's rotation, chooses the clip on the float rotated weight
+// prepare rotates the sample with w's rotation, chooses the clip on the float rotated weight
 // data (N x KP) and quantizes the sample with it.
 func (ic *inputsConfig) prepare(ctx context.Context, name string, w *Weight, data []float32, tokens int64) (*inputsState, error) {
 	k, kp := w.K, w.KP

@@ -188,9 +188,10 @@ func quantizeRow32(w *Weight, n int, x, wd32 []float32, wd64, grid []float64, s 
 	return num, den
 }
 
-// groupSearch32 searches one group and writes its codes: kernel.GroupPrep16 and
-// kernel.GroupSearch16 where the CPU has AVX-512, else groupSearch32Go (the same results, bit for
-// bit). quantizeRow32 prepares a whole row's groups at once instead.
+// groupSearch32 searches one group and writes its codes on this CPU's path (search32Path): the
+// AVX-512 kernels (kernel.GroupPrep16, kernel.GroupSearch16), the AVX2 ones (groupSearch32AVX2) or
+// groupSearch32Go — the same results, bit for bit. quantizeRow32 prepares a whole row's groups at
+// once instead.
 func groupSearch32(codes []int8, x, wd []float32, grid *[clipLanes]float64, lanes int, qmax float64, lohi *[2]float32) (s float32, err, den float64, best int) {
 	switch search32Path {
 	case path32AVX512:
@@ -368,18 +369,18 @@ func prep32(x []float32, grid *[clipLanes]float64, lanes int, qmax float64) (ama
 // s_j is non-zero, -2 when none has an error below +Inf.
 func choose32(sj, e *[clipLanes]float32, lanes int) (best int, bestErr float64) {
 	best, bestErr = -1, math.Inf(1)
-	any := false
+	nonzero := false
 	for j := range lanes {
 		if sj[j] == 0 {
 			continue
 		}
-		any = true
+		nonzero = true
 		s64 := float64(sj[j])
 		if v := float64(s64*s64) * float64(e[j]); v < bestErr {
 			best, bestErr = j, v
 		}
 	}
-	if any && best < 0 {
+	if nonzero && best < 0 {
 		return -2, bestErr
 	}
 	return best, bestErr

@@ -2,7 +2,6 @@ package quant
 
 import (
 	"context"
-	"encoding/binary"
 	"math"
 	"math/rand/v2"
 	"slices"
@@ -258,13 +257,7 @@ func TestRoundAway32(t *testing.T) {
 // first); the rest are little-endian float32s, the group then (weighted) as many weights (their
 // magnitudes, below 1).
 func FuzzGroupSearch32(f *testing.F) {
-	le := func(head byte, vals ...float32) []byte {
-		b := []byte{head}
-		for _, v := range vals {
-			b = binary.LittleEndian.AppendUint32(b, math.Float32bits(v))
-		}
-		return b
-	}
+	le := encodeSearchFuzz
 	ramp := make([]float32, 32)
 	for i := range ramp {
 		ramp[i] = (float32(i) - 15.5) / 7
@@ -276,46 +269,17 @@ func FuzzGroupSearch32(f *testing.F) {
 	f.Add(le(0x3e, 7, 6.5, -8, 5.5, 1, 1, 1, 1))
 	f.Add(le(0x1c, 1e-13, -2e-13, 5e-14))
 	f.Fuzz(func(t *testing.T, raw []byte) {
-		if len(raw) < 5 || len(raw) > 1+4*2*1024 {
+		c, ok := decodeSearchFuzz(raw)
+		if !ok {
 			return
 		}
-		head, vals := raw[0], raw[1:]
-		bits := []int{4, 8}[head&1]
-		weighted := head&2 != 0
-		grid := append([]float64(nil), DefaultClipGrid[:1+int(head>>2&7)]...)
-		if head&0x20 != 0 {
-			grid[len(grid)-1] = 0
+		if c.head&0x40 != 0 {
+			c.grid[0] = -c.grid[0]
 		}
-		if head&0x40 != 0 {
-			grid[0] = -grid[0]
+		for i, v := range c.wd { // magnitudes below 1
+			c.wd[i] = float32(math.Abs(math.Mod(float64(v), 1)))
 		}
-		m := len(vals) / 4
-		n := m
-		if weighted {
-			n = m / 2
-		}
-		if n == 0 {
-			return
-		}
-		f32 := func(i int) float32 {
-			v := math.Float32frombits(binary.LittleEndian.Uint32(vals[4*i:]))
-			if v != v || math.IsInf(float64(v), 0) {
-				v = 0
-			}
-			return v
-		}
-		x := make([]float32, n)
-		for i := range x {
-			x[i] = f32(i)
-		}
-		var wd []float32
-		if weighted {
-			wd = make([]float32, n)
-			for i := range wd {
-				wd[i] = float32(math.Abs(math.Mod(float64(f32(n+i)), 1)))
-			}
-		}
-		checkGroup32(t, "fuzz", x, wd, bits, grid)
+		checkGroup32(t, "fuzz", c.x, c.wd, c.bits, c.grid)
 	})
 }
 

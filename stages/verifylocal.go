@@ -19,8 +19,9 @@ import (
 type VerifyLocalParams struct {
 	Board string `json:"board"`
 	// MaxEntryBytes is the largest entry (codes and scales; write-orkpack's figure) for the memory
-	// estimate: the entries are checked side by side, each worker holding one entry and its
-	// decoded codes. 0: one worker within the 256 MiB of version 2's estimate.
+	// estimate: the entries are checked side by side, each worker holding one entry (checked
+	// without decoding: pack.Reader.VerifyEntries). 0: one worker within the 256 MiB of version 2's
+	// estimate.
 	MaxEntryBytes int64 `json:"max_entry_bytes,omitempty"`
 }
 
@@ -29,10 +30,9 @@ type VerifyLocalParams struct {
 const verifyBase = 64 << 20
 
 // VerifyLocalMemory is the declared peak memory of verify-local: 256 MiB, or with MaxEntryBytes one
-// worker per CPU, each holding an entry and its decoded codes (at most twice MaxEntryBytes), if
-// that is more.
+// worker per CPU, each holding an entry, if that is more.
 func VerifyLocalMemory(p VerifyLocalParams) int64 {
-	return max(256<<20, verifyBase+int64(runtime.GOMAXPROCS(0))*2*p.MaxEntryBytes)
+	return max(256<<20, verifyBase+int64(runtime.GOMAXPROCS(0))*p.MaxEntryBytes)
 }
 
 // VerifyResult is the "verify.json" output: what was checked, all of it passed.

@@ -33,13 +33,39 @@ func decodeInto(e Entry, data []byte, w *Weight) error {
 	if err := decodeCodes(e, data[:e.CodesLength], w); err != nil {
 		return fmt.Errorf("%w: entry %q: %v", ErrCorrupt, e.Name, err)
 	}
+	return decodeScales(e, data, w.Scales)
+}
+
+// checkData rejects exactly what decodeInto rejects in data, without decoding the codes: the length,
+// the codes through tile.Layout.CheckPadding (the untiler's only rejections are the layout size, a
+// non-zero padding code and a non-zero page-padding byte; every other byte pattern decodes), and the
+// scales as decodeScales checks them.
+func checkData(e Entry, data []byte) error {
+	if int64(len(data)) != e.Length {
+		return fmt.Errorf("%w: entry %q: %d bytes, want %d", ErrCorrupt, e.Name, len(data), e.Length)
+	}
+	l, err := e.Layout()
+	if err != nil {
+		return fmt.Errorf("%w: entry %q: %v", ErrCorrupt, e.Name, err)
+	}
+	if err := l.CheckPadding(data[:e.CodesLength]); err != nil {
+		return fmt.Errorf("%w: entry %q: %v", ErrCorrupt, e.Name, err)
+	}
+	return decodeScales(e, data, nil)
+}
+
+// decodeScales checks the scales of an entry's data (each finite, the page padding after them zero) and
+// stores them in dst when it is not nil (ScalesLength/4 values).
+func decodeScales(e Entry, data []byte, dst []float32) error {
 	sb := data[e.ScalesOffset : e.ScalesOffset+e.ScalesLength]
-	for i := range w.Scales {
+	for i := range int(e.ScalesLength / 4) {
 		s := math.Float32frombits(le.Uint32(sb[4*i:]))
 		if math.IsNaN(float64(s)) || math.IsInf(float64(s), 0) {
 			return fmt.Errorf("%w: entry %q: scale %d is %v", ErrCorrupt, e.Name, i, s)
 		}
-		w.Scales[i] = s
+		if dst != nil {
+			dst[i] = s
+		}
 	}
 	for i, c := range data[e.ScalesOffset+e.ScalesLength:] {
 		if c != 0 {
@@ -58,15 +84,6 @@ func decodeCodes(e Entry, codes []byte, w *Weight) error {
 		return l.UntileF16(w.F16, codes)
 	}
 	return l.Untile(w.Codes, codes)
-}
-
-// decodeBytes is what decoding e holds besides its data: the codes (or F16 values) and the scales.
-func decodeBytes(e Entry) int64 {
-	per := int64(1)
-	if e.DType == F16 {
-		per = 2
-	}
-	return int64(e.K)*int64(e.N)*per + e.ScalesLength
 }
 
 // Dequantize returns the float weights row-major [N][K]: code * scale of its group, or the F16 values.

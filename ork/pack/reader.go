@@ -204,20 +204,21 @@ func (r *Reader) VerifyAll(ctx context.Context) error {
 	return r.VerifyEntries(ctx, runtime.GOMAXPROCS(0))
 }
 
-// VerifyMemory is what one VerifyEntries worker holds at most: the largest entry's bytes and its
-// decoded codes and scales.
+// VerifyMemory is what one VerifyEntries worker holds at most: the largest entry's bytes.
 func (r *Reader) VerifyMemory() int64 {
 	var m int64
 	for _, e := range r.entries {
-		m = max(m, e.Length+decodeBytes(e))
+		m = max(m, e.Length)
 	}
 	return m
 }
 
-// VerifyEntries reads every entry, checks it against its BLAKE3 and decodes it through the
-// untiler (as Load does), on up to workers goroutines, each reusing its buffers from entry to entry
-// (at most VerifyMemory bytes each). It returns nil or the joined failures in index order, one per
-// failing entry, each naming the entry; it stops early only when ctx is done.
+// VerifyEntries reads every entry and checks it against its BLAKE3 and for everything Load's decoding
+// would reject (checkData: the codes' layout size and zero padding, as tile.Layout.CheckPadding checks
+// them without untiling; every scale finite; the scales' page padding zero), on up to workers
+// goroutines, each reusing its buffer from entry to entry (at most VerifyMemory bytes each). A pack that
+// passes loads. It returns nil or the joined failures in index order, one per failing entry, each naming
+// the entry; it stops early only when ctx is done.
 func (r *Reader) VerifyEntries(ctx context.Context, workers int) error {
 	errs := make([]error, len(r.entries))
 	var next atomic.Int64
@@ -227,13 +228,12 @@ func (r *Reader) VerifyEntries(ctx context.Context, workers int) error {
 		go func() {
 			defer wg.Done()
 			var buf []byte
-			var w Weight
 			for {
 				i := int(next.Add(1) - 1)
 				if i >= len(r.entries) || ctx.Err() != nil {
 					return
 				}
-				errs[i] = r.verifyEntry(ctx, r.entries[i], &buf, &w)
+				errs[i] = r.verifyEntry(r.entries[i], &buf)
 			}
 		}()
 	}
@@ -259,8 +259,8 @@ func (r *Reader) Residency() (res Residency, ok bool) {
 	return c, true
 }
 
-// verifyEntry is ReadEntry and Decode of e into reused buffers.
-func (r *Reader) verifyEntry(ctx context.Context, e Entry, buf *[]byte, w *Weight) error {
+// verifyEntry is ReadEntry and checkData of e into a reused buffer.
+func (r *Reader) verifyEntry(e Entry, buf *[]byte) error {
 	if int64(cap(*buf)) < e.Length {
 		*buf = make([]byte, e.Length)
 	}
@@ -271,25 +271,7 @@ func (r *Reader) verifyEntry(ctx context.Context, e Entry, buf *[]byte, w *Weigh
 	if got := Digest(blake3.Sum256(b)); got != e.Digest {
 		return fmt.Errorf("pack %s: entry %q: %w: data at %d+%d hashes to %s, index says %s", r.name, e.Name, ErrCorrupt, e.Offset, e.Length, got, e.Digest)
 	}
-	n := e.K * e.N
-	w.Meta = e.Meta
-	if e.DType == F16 {
-		if cap(w.F16) < n {
-			w.F16 = make([]uint16, n)
-		}
-		w.F16 = w.F16[:n]
-	} else {
-		if cap(w.Codes) < n {
-			w.Codes = make([]int8, n)
-		}
-		w.Codes = w.Codes[:n]
-	}
-	if ns := int(e.ScalesLength / 4); cap(w.Scales) < ns {
-		w.Scales = make([]float32, ns)
-	} else {
-		w.Scales = w.Scales[:ns]
-	}
-	if err := decodeInto(e, b, w); err != nil {
+	if err := checkData(e, b); err != nil {
 		return fmt.Errorf("pack %s: %w", r.name, err)
 	}
 	return nil

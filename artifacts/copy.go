@@ -83,9 +83,9 @@ func kernelCopy(ctx context.Context, src, dst *os.File, size int64, clone, kerne
 				got, err := unix.CopyFileRange(int(src.Fd()), &roff, int(dst.Fd()), &woff, int(want), 0)
 				switch {
 				case err == nil && got > 0:
-					// Start writing the copied range to disk now (no wait), so that the fsync
-					// before the object is linked in finds little left to do. Only a hint.
-					_ = unix.SyncFileRange(int(dst.Fd()), off, int64(got), unix.SYNC_FILE_RANGE_WRITE)
+					// Start writing the copied range to disk now, so that the fsync before
+					// the object is linked in finds little left to do.
+					StartWriteback(dst, off, int64(got))
 					off += int64(got)
 					continue
 				case err == nil: // 0 bytes: src is shorter than its size said
@@ -117,4 +117,13 @@ func kernelCopy(ctx context.Context, src, dst *os.File, size int64, clone, kerne
 		return err
 	}
 	return dst.Truncate(size)
+}
+
+// StartWriteback asks the kernel to start writing f's bytes [off, off+n) to disk now, without
+// waiting (sync_file_range SYNC_FILE_RANGE_WRITE; n 0: to the end of the file), so that the fsync
+// that makes the file durable (AdoptFile's, an ingest's) finds little left to write. It is only a
+// hint and guarantees nothing: errors are ignored (the fsync reports any), and it never replaces
+// that fsync. (The ork packages, which may not import artifacts, have ork/internal/durable's.)
+func StartWriteback(f *os.File, off, n int64) {
+	_ = unix.SyncFileRange(int(f.Fd()), off, n, unix.SYNC_FILE_RANGE_WRITE)
 }

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"os"
 
+	"orkpipe/artifacts"
 	"orkpipe/ork/pack"
 	"orkpipe/ork/tile"
 )
@@ -96,6 +97,9 @@ func writeTiledEntry(ctx context.Context, path string, q *QWeight, nibbles strin
 	}
 	if err == nil {
 		_, err = f.Write(codes) // whole, past the buffer
+	}
+	if err == nil {
+		artifacts.StartWriteback(f, 0, 0) // the store fsyncs it when it adopts the entry
 	}
 	if cerr := f.Close(); err == nil {
 		err = cerr

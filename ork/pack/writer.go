@@ -291,7 +291,8 @@ func scaleBytes(e Entry, scales []float32) ([]byte, error) {
 	return sb, nil
 }
 
-// writeBytes writes an entry's codes and page-padded scales at the end of the pack (a failure is sticky).
+// writeBytes writes an entry's codes and page-padded scales at the end of the pack (a failure is sticky)
+// and starts their writeback, so that Commit's fsync waits on little more than the last entry.
 func (w *Writer) writeBytes(e Entry, codes, sb []byte) error {
 	for _, b := range [][]byte{codes, sb} {
 		if _, err := w.f.Write(b); err != nil {
@@ -299,6 +300,7 @@ func (w *Writer) writeBytes(e Entry, codes, sb []byte) error {
 			return fmt.Errorf("pack %s: entry %q: %w", w.tmp, e.Name, err)
 		}
 	}
+	durable.StartWriteback(w.f, w.off, int64(len(codes)+len(sb)))
 	return nil
 }
 

@@ -83,7 +83,16 @@ func Dequantize(t Type, src []byte, dst []float32) error {
 
 func le16(b []byte) uint16 { return uint16(b[0]) | uint16(b[1])<<8 }
 
+// dequantQ8_0 decodes nb Q8_0 blocks: by the AVX2 kernel where the CPU has one, else dequantQ8_0Go;
+// both give the same bits (TestDequantQ8_0Kernel, FuzzDequantQ8_0Kernel).
 func dequantQ8_0(src []byte, dst []float32, nb int) {
+	if !q8Kernel(dst, src, nb) {
+		dequantQ8_0Go(src, dst, nb)
+	}
+}
+
+// dequantQ8_0Go is the reference decoder: y[j] = d·float32(q[j]), one rounding per value.
+func dequantQ8_0Go(src []byte, dst []float32, nb int) {
 	tab := f16tab()
 	for i := 0; i < nb; i++ {
 		b := (*[34]byte)(src[i*34:])

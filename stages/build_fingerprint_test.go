@@ -75,8 +75,9 @@ var buildSteps = []buildStep{
 	{"provenance", "provenance", `{"name":"fp","subjects":["fp.orkpack","report.json"],"deps":[{"name":"corpus","uri":"file:///corpus.txt"}],"recipe":{"name":"fp"},"overrides":["a=b"]}`,
 		map[string]string{"subject.fp.orkpack": "write-orkpack.pack", "subject.report.json": "report.report.json", "dep.corpus": "file:text"},
 		map[string]string{"orkpipe": "file:tool"}},
-	// The pack's sha256 from its own node: the same statement (checked below).
+	// The pack's sha256 from its own node: the same statement (checked below); the stub's too.
 	{"sha256", "sha256", `{}`, map[string]string{"file": "write-orkpack.pack"}, nil},
+	{"sha256-stub", "sha256", `{}`, map[string]string{"file": "emit-stub.stub.gguf"}, nil},
 	{"provenance-sha256", "provenance", `{"name":"fp","subjects":["fp.orkpack","report.json"],"deps":[{"name":"corpus","uri":"file:///corpus.txt"}],"recipe":{"name":"fp"},"overrides":["a=b"],"sha256":["fp.orkpack"]}`,
 		map[string]string{"subject.fp.orkpack": "write-orkpack.pack", "sha256.fp.orkpack": "sha256.sha256.json", "subject.report.json": "report.report.json", "dep.corpus": "file:text"},
 		map[string]string{"orkpipe": "file:tool"}},

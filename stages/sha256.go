@@ -5,13 +5,11 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
-
-	"orkpipe/artifacts"
 )
 
 // SHA256Params are the parameters of "sha256" (none): the sha256 of input "file", for provenance,
-// computed by its own node so that a big subject (the pack) is hashed as soon as it exists, beside
-// the nodes that read it, instead of on the build's serial tail (emit-stub writes the stub's itself).
+// computed by its own node so that a big subject (the pack, the stub) is hashed as soon as it exists,
+// beside the nodes that read it, instead of on the build's serial tail.
 type SHA256Params struct{}
 
 // SHA256Result is the "sha256.json" output: the file's sha256, and its BLAKE3 and size as the store
@@ -35,20 +33,6 @@ func runSHA256(ctx context.Context, _ SHA256Params, req Request) error {
 		return err
 	}
 	return writeSHA256Result(req.Output("sha256.json"), SHA256Result{SHA256: sum, BLAKE3: f.Digest.String(), Size: f.Size})
-}
-
-// writeSHA256 writes to out the SHA256Result of the file at path, which the running stage just
-// wrote (its BLAKE3 computed here, as the store will: the holes' pieces are then remembered).
-func writeSHA256(ctx context.Context, path, out string) error {
-	obj, err := artifacts.HashPath(ctx, path)
-	if err != nil {
-		return err
-	}
-	sum, err := sha256File(ctx, path)
-	if err != nil {
-		return err
-	}
-	return writeSHA256Result(out, SHA256Result{SHA256: sum, BLAKE3: obj.Digest.String(), Size: obj.Size})
 }
 
 func writeSHA256Result(path string, r SHA256Result) error {

@@ -12,16 +12,16 @@ import (
 // pack.OwnedTensors of the planned entries; an MoE expert tensor is owned whole), which the stub
 // leaves as holes. The stub does not read the pack, so it is written while the weights are still
 // being quantized, and a change that keeps the owned set (a group size, a method) does not re-run it;
-// verify-local checks the stub against the pack that was built. Besides "stub.gguf" it writes
-// "sha256.json", the stub's sha256 for provenance (SHA256Result): sha256 must hash every zero of the
-// holes, tens of GiB for a 27B stub, and here it runs beside the quantization instead of on the
-// build's serial tail.
+// verify-local checks the stub against the pack that was built. The stub's sha256 (provenance's) is
+// a "sha256" node of its own, as the pack's: sha256 must hash every zero of the holes, tens of GiB
+// for a 27B stub, and done here it would hold back verify-local, which needs only the stub (version
+// 3; version 2 wrote it here as "sha256.json").
 type EmitStubParams struct {
 	Owned []string `json:"owned"`
 }
 
 func init() {
-	Register(Define("emit-stub", 2, func(p EmitStubParams) (Spec, error) {
+	Register(Define("emit-stub", 3, func(p EmitStubParams) (Spec, error) {
 		if len(p.Owned) == 0 {
 			return Spec{}, fmt.Errorf("owned: no tensor")
 		}
@@ -30,7 +30,7 @@ func init() {
 				return Spec{}, fmt.Errorf("owned: %q at %d: want non-empty names, sorted, each once", name, i)
 			}
 		}
-		return Spec{Inputs: []string{"model"}, Outputs: []string{"stub.gguf", "sha256.json"}, PeakMemory: 96 << 20}, nil
+		return Spec{Inputs: []string{"model"}, Outputs: []string{"stub.gguf"}, PeakMemory: 96 << 20}, nil
 	}, runEmitStub))
 }
 
@@ -83,5 +83,5 @@ func runEmitStub(ctx context.Context, p EmitStubParams, req Request) error {
 		return fmt.Errorf("emitting the stub of %s: %w", req.Inputs["model"].Path, err)
 	}
 	req.Logger.Debug("stub written", "owned", len(res.Owned), "owned_bytes", res.OwnedBytes, "copied_bytes", res.CopiedBytes)
-	return writeSHA256(ctx, req.Output("stub.gguf"), req.Output("sha256.json"))
+	return nil
 }

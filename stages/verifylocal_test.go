@@ -17,8 +17,9 @@ import (
 )
 
 // TestVerifyLocalStorageIndependent: verify-local's output is the same for the stub emit-stub wrote
-// (the pack-owned tensors are holes; its sha256.json describes it) and for a copy of it without
-// holes (as an executor may bring it back): no output may depend on how an input is stored.
+// (the pack-owned tensors are holes; the sha256 stage's record of it describes it) and for a copy of
+// it without holes (as an executor may bring it back): no output may depend on how an input is
+// stored.
 func TestVerifyLocalStorageIndependent(t *testing.T) {
 	model := fixtures.Synth(t, fixtures.MoE)
 	in := map[string]string{}
@@ -40,13 +41,17 @@ func TestVerifyLocalStorageIndependent(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// emit-stub's sha256 record describes the stub it wrote.
+	// The sha256 stage's record of the sparse stub (its holes hashed as zeros) describes the stub.
+	sh, err := runStage(t, "sha256", `{}`, map[string]string{"file": sparse})
+	if err != nil {
+		t.Fatal(err)
+	}
 	var rec stages.SHA256Result
-	if raw, err := os.ReadFile(st["sha256.json"]); err != nil || json.Unmarshal(raw, &rec) != nil {
+	if raw, err := os.ReadFile(sh["sha256.json"]); err != nil || json.Unmarshal(raw, &rec) != nil {
 		t.Fatalf("sha256.json: %v %s", err, raw)
 	}
 	if sum := sha256.Sum256(b); rec.SHA256 != hex.EncodeToString(sum[:]) || rec.BLAKE3 != artifacts.SumBytes(b).String() || rec.Size != int64(len(b)) {
-		t.Errorf("emit-stub's sha256.json %+v does not describe its stub (sha256 %x, %s, %d bytes)", rec, sum, artifacts.SumBytes(b), len(b))
+		t.Errorf("the stub's sha256.json %+v does not describe it (sha256 %x, %s, %d bytes)", rec, sum, artifacts.SumBytes(b), len(b))
 	}
 	dense := filepath.Join(t.TempDir(), "dense.gguf")
 	if err := os.WriteFile(dense, b, 0o444); err != nil { // every byte written: no holes

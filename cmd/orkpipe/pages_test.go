@@ -206,7 +206,7 @@ func TestPlanGraphs(t *testing.T) {
 	cache := t.TempDir()
 	demo := filepath.Join("..", "..", "pipelines", "recipes", "demo.yaml")
 	out, err := runCLI(t, "--cache", cache, "plan", demo, "--format", "dot")
-	if err != nil || !strings.HasPrefix(out, `digraph "demo" {`) || !strings.Contains(out, "demo: 87 nodes in 27 boxes") {
+	if err != nil || !strings.HasPrefix(out, `digraph "demo" {`) || !strings.Contains(out, "demo: 88 nodes in 28 boxes") {
 		t.Fatalf("plan --format dot: %v\n%s", err, out)
 	}
 	if dot, err := exec.LookPath("dot"); err == nil {

@@ -14,7 +14,7 @@ func TestPlanAndExplainRecipe(t *testing.T) {
 	cache := t.TempDir()
 	demo := filepath.Join("..", "..", "pipelines", "recipes", "demo.yaml")
 	out, err := runCLI(t, "--cache", cache, "plan", demo)
-	if err != nil || !strings.Contains(out, "demo: 87 nodes, 0 cached") {
+	if err != nil || !strings.Contains(out, "demo: 88 nodes, 0 cached") {
 		t.Fatalf("plan before building: %v\n%s", err, out)
 	}
 	outDir := filepath.Join(t.TempDir(), "out")
@@ -41,12 +41,12 @@ func TestPlanAndExplainRecipe(t *testing.T) {
 		t.Errorf("demo screen: PPL %v, float PPL %v, mean KLD %v: want a trained model's float PPL and a pack PPL at least as high", sc.PPL, sc.BasePPL, sc.KLD)
 	}
 	out, err = runCLI(t, "--cache", cache, "plan", demo)
-	if err != nil || !strings.Contains(out, "demo: 87 nodes, 87 cached") {
+	if err != nil || !strings.Contains(out, "demo: 88 nodes, 88 cached") {
 		t.Fatalf("plan after building: %v\n%s", err, out)
 	}
 	// A changed knob: plan shows what is no longer cached without running anything.
 	out, err = runCLI(t, "--cache", cache, "plan", demo, "--set", "schemes.0.group=64")
-	if err != nil || strings.Contains(out, "87 cached") || !strings.Contains(out, "demo: 87 nodes") {
+	if err != nil || strings.Contains(out, "88 cached") || !strings.Contains(out, "demo: 88 nodes") {
 		t.Fatalf("plan with an override: %v\n%s", err, out)
 	}
 	if _, err := runCLI(t, "--cache", cache, "build", demo, "--set", "schemes.0.group=64", "-o", filepath.Join(t.TempDir(), "out")); err != nil {

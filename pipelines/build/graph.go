@@ -237,8 +237,7 @@ func (t *Target) planTail(g *engine.Graph, src *source, ws []*weight, routing *e
 		owned = append(owned, w.tensor)
 	}
 	slices.Sort(owned)
-	es := g.Add("emit-stub", "emit-stub", stages.EmitStubParams{Owned: slices.Compact(owned)}, map[string]engine.Input{"model": src.in})
-	stub := es.Output("stub.gguf")
+	stub := g.Add("emit-stub", "emit-stub", stages.EmitStubParams{Owned: slices.Compact(owned)}, map[string]engine.Input{"model": src.in}).Output("stub.gguf")
 	vin := map[string]engine.Input{"model": src.in, "pack": pk, "stub": stub}
 	if boardFile != nil {
 		vin["board"] = *boardFile
@@ -312,9 +311,9 @@ func (t *Target) planTail(g *engine.Graph, src *source, ws []*weight, routing *e
 	if err != nil {
 		return nil, err
 	}
-	// The stub's sha256 comes from emit-stub (from the start, beside the quantization), the pack's
-	// from its own node beside verify-local: neither is hashed on the serial tail.
-	pin["sha256."+out.Stub] = es.Output("sha256.json")
+	// The stub's and the pack's sha256 come from nodes of their own, each started as soon as its
+	// file exists, beside the nodes that read it (verify-local waits for neither).
+	pin["sha256."+out.Stub] = g.Add("sha256:"+out.Stub, "sha256", stages.SHA256Params{}, map[string]engine.Input{"file": stub}).Output("sha256.json")
 	pin["sha256."+out.Pack] = g.Add("sha256:"+out.Pack, "sha256", stages.SHA256Params{}, map[string]engine.Input{"file": pk}).Output("sha256.json")
 	prov := g.Add("provenance", "provenance", stages.ProvenanceParams{Name: r.Name,
 		Subjects: subjects, Deps: deps, Recipe: recipeJSON, Overrides: t.overrides, SHA256: []string{out.Pack, out.Stub}}, pin)

@@ -20,12 +20,12 @@
 //	finalize-promote:<weight>,  per promotion candidate: the same weight at the promoted tier
 //	tile-promote:<weight>       (rtn-tile-promote:<weight> for an RTN twin without act-clip search)
 //	write-orkpack               every tile + the board profile -> <name>.orkpack (promotion chosen here by qerr)
-//	emit-stub                   model + the owned tensor names -> <name>.orkpack.gguf and its sha256
-//	                            (no wait for the pack)
+//	emit-stub                   model + the owned tensor names -> <name>.orkpack.gguf (no wait for
+//	                            the pack)
 //	screen                      model + pack + text -> PPL / KLD, gates
 //	verify-local                pack VerifyAll, stub vs pack, plan vs board
 //	report                      report.json + summary.txt + report.html (stages/reporthtml)
-//	sha256:<pack>               the pack's sha256, for provenance, beside verify-local
+//	sha256:<pack>, sha256:<stub> the pack's and the stub's sha256, for provenance, beside verify-local
 //	provenance                  provenance.json (in-toto Statement v1, SLSA provenance v1 predicate)
 //	verify-board                pack + stub + text -> board-verify.json (only with board_verify): evidence
 //	                            from the board, served from a matching signed attestation in the registry by

@@ -323,6 +323,7 @@ type tiledEntry struct {
 	Meta         QWeightMeta
 	Nibbles      uint64
 	Scales       []float32
+	ScalesOff    int64 // the scales' bytes (little-endian float32, N·groups of them) start here
 	CodesOff     int64
 	CodesLen     int64
 	OnDiskLength int64 // the entry's page-padded length in a pack
@@ -361,6 +362,7 @@ func openTiledEntry(f *os.File, path string, withScales bool) (*tiledEntry, erro
 		return nil, fmt.Errorf("%w: %s: scales length %d, want %d", ErrWeightFile, path, sl, int64(te.Meta.N)*int64(te.Meta.Groups())*4)
 	}
 	off := 16 + ml + 16
+	te.ScalesOff = off
 	if withScales {
 		raw := make([]byte, sl)
 		if _, err := f.ReadAt(raw, off); err != nil {

@@ -4,11 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"os"
 	"sort"
 
 	"golang.org/x/sync/errgroup"
+	"golang.org/x/sys/unix"
 
 	"orkpipe/ork/board"
 	"orkpipe/ork/pack"
@@ -236,74 +236,95 @@ func runWritePack(ctx context.Context, p WritePackParams, req Request) error {
 	return nil
 }
 
-// addEntries adds the tiled entries (names[i] read from paths[i]) to w in order, preparing each (read,
-// checked, hashed: pack.Writer.Prepare) in one goroutine while the one before is written in another, with
-// two codes buffers between them: at most two entries in memory, which WritePackParams.MaxEntryBytes
-// declares.
+// addEntries adds the tiled entries (names[i] read from paths[i]) to w in order, preparing each (mapped,
+// checked, hashed: pack.Writer.PrepareBytes) in one goroutine while the one before is written in
+// another: at most two entries mapped at once, which WritePackParams.MaxEntryBytes declares.
 func addEntries(ctx context.Context, w *pack.Writer, names, paths []string) error {
 	g, gctx := errgroup.WithContext(ctx)
-	prepared := make(chan *pack.Prepared)
-	free := make(chan []byte, 2)
-	free <- nil
-	free <- nil
+	type mapped struct {
+		pe    *pack.Prepared
+		unmap func() error
+	}
+	prepared := make(chan mapped)
+	slots := make(chan struct{}, 2)
 	g.Go(func() error {
 		defer close(prepared)
 		for i, name := range names {
-			var buf []byte
 			select {
-			case buf = <-free:
+			case slots <- struct{}{}:
 			case <-gctx.Done():
 				return gctx.Err()
 			}
-			pe, err := prepareEntry(w, name, paths[i], buf)
+			pe, unmap, err := prepareEntry(w, name, paths[i])
 			if err != nil {
 				return err
 			}
 			select {
-			case prepared <- pe:
+			case prepared <- mapped{pe, unmap}:
 			case <-gctx.Done():
+				unmap()
 				return gctx.Err()
 			}
 		}
 		return nil
 	})
 	g.Go(func() error {
-		for pe := range prepared {
-			if err := w.AddPrepared(gctx, pe); err != nil {
-				return fmt.Errorf("adding %s to the pack: %w", pe.Name(), err)
+		for m := range prepared {
+			err := w.AddPrepared(gctx, m.pe)
+			if err != nil {
+				err = fmt.Errorf("adding %s to the pack: %w", m.pe.Name(), err)
 			}
-			free <- pe.Buffer()
+			if uerr := m.unmap(); err == nil {
+				err = uerr
+			}
+			if err != nil {
+				return err // the preparing goroutine sees gctx end and releases what it holds
+			}
+			<-slots
 		}
 		return nil
 	})
 	return g.Wait()
 }
 
-// prepareEntry reads, checks and hashes the tiled entry at path, bound as name, for w (pack.Writer.Prepare),
-// reusing buf's storage for its codes.
-func prepareEntry(w *pack.Writer, name, path string, buf []byte) (*pack.Prepared, error) {
+// prepareEntry maps the tiled entry at path, bound as name, and prepares it for w
+// (pack.Writer.PrepareBytes: checked and hashed in place); unmap releases the mapping once the entry
+// is written.
+func prepareEntry(w *pack.Writer, name, path string) (pe *pack.Prepared, unmap func() error, err error) {
 	f, err := os.Open(path)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	defer f.Close()
-	te, err := openTiledEntry(f, path, true)
+	te, err := openTiledEntry(f, path, false)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	if te.Meta.Name != name {
-		return nil, fmt.Errorf("tiled entry %s holds %q, bound as %q", path, te.Meta.Name, name)
+		return nil, nil, fmt.Errorf("tiled entry %s holds %q, bound as %q", path, te.Meta.Name, name)
 	}
 	pm, err := te.Meta.PackMeta()
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	pm.Nibbles = nibbleOrder(te.Nibbles)
-	pe, err := w.Prepare(pm, io.NewSectionReader(f, te.CodesOff, te.CodesLen), te.Scales, buf)
+	m, err := unix.Mmap(int(f.Fd()), 0, int(te.CodesOff+te.CodesLen), unix.PROT_READ, unix.MAP_SHARED)
 	if err != nil {
-		return nil, fmt.Errorf("adding %s (%s) to the pack: %w", name, path, err)
+		return nil, nil, fmt.Errorf("mapping tiled entry %s: %w", path, err)
 	}
-	return pe, nil
+	unmap = func() error {
+		if err := unix.Munmap(m); err != nil {
+			return fmt.Errorf("unmapping tiled entry %s: %w", path, err)
+		}
+		return nil
+	}
+	_ = unix.Madvise(m, unix.MADV_POPULATE_READ) // one call instead of a fault per page; only a hint
+	scales := m[te.ScalesOff : te.CodesOff-8]
+	if pe, err = w.PrepareBytes(pm, m[te.CodesOff:], scales); err != nil {
+		unmap()
+		return nil, nil, fmt.Errorf("adding %s (%s) to the pack: %w", name, path, err)
+	}
+	return pe, unmap, nil
 }
 
 // checkResidencyInputs checks the residency plan against the entries as they will be written (promoted

@@ -2,8 +2,10 @@ package pack_test
 
 import (
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
@@ -394,4 +396,54 @@ func TestPreparePipelined(t *testing.T) {
 	if !slices.Equal(got, want) {
 		t.Fatalf("the pipelined pack (%d bytes) differs from AddTiled's (%d bytes)", len(got), len(want))
 	}
+	inPlace := write("bytes.orkpack", func(w *pack.Writer) {
+		for _, x := range ws {
+			p, err := w.PrepareBytes(x.wt.Meta, x.codes, scaleLE(x.wt.Scales))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := w.AddPrepared(ctx, p); err != nil {
+				t.Fatal(err)
+			}
+		}
+		x := ws[1]
+		for name, bad := range map[string]func() error{
+			"a NaN scale": func() error {
+				sc := slices.Clone(x.wt.Scales)
+				sc[3] = float32(nan())
+				_, err := w.PrepareBytes(x.wt.Meta, x.codes, scaleLE(sc))
+				return err
+			},
+			"an infinite scale": func() error {
+				sc := slices.Clone(x.wt.Scales)
+				sc[len(sc)-1] = float32(math.Inf(-1))
+				_, err := w.PrepareBytes(x.wt.Meta, x.codes, scaleLE(sc))
+				return err
+			},
+			"a scale short": func() error {
+				_, err := w.PrepareBytes(x.wt.Meta, x.codes, scaleLE(x.wt.Scales)[4:])
+				return err
+			},
+			"a code short": func() error {
+				_, err := w.PrepareBytes(x.wt.Meta, x.codes[1:], scaleLE(x.wt.Scales))
+				return err
+			},
+		} {
+			if err := bad(); !errors.Is(err, pack.ErrInput) {
+				t.Errorf("PrepareBytes with %s: %v, want ErrInput", name, err)
+			}
+		}
+	})
+	if !slices.Equal(inPlace, want) {
+		t.Fatalf("the PrepareBytes pack (%d bytes) differs from AddTiled's (%d bytes)", len(inPlace), len(want))
+	}
+}
+
+// scaleLE encodes scales as little-endian float32, as a tiled entry stores them.
+func scaleLE(scales []float32) []byte {
+	b := make([]byte, 4*len(scales))
+	for i, s := range scales {
+		binary.LittleEndian.PutUint32(b[4*i:], math.Float32bits(s))
+	}
+	return b
 }

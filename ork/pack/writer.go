@@ -180,7 +180,7 @@ type Prepared struct {
 func (p *Prepared) Name() string { return p.e.Name }
 
 // Buffer returns the storage of the prepared codes, for a later Prepare to reuse once AddPrepared of p
-// has returned.
+// has returned (for PrepareBytes, the caller's codes).
 func (p *Prepared) Buffer() []byte { return p.codes[:0] }
 
 // Prepare does AddTiled's work up to the write: it reads the entry's laid-out codes (exactly the layout's
@@ -207,22 +207,53 @@ func (w *Writer) Prepare(m Meta, codes io.Reader, scales []float32, buf []byte) 
 	if n, _ := codes.Read(make([]byte, 1)); n != 0 {
 		return nil, fmt.Errorf("%w: entry %q: tiled codes longer than the layout's %d bytes", ErrInput, e.Name, e.CodesLength)
 	}
-	l, err := e.Layout()
-	if err != nil {
-		return nil, err
-	}
-	if err := l.CheckPadding(buf); err != nil {
-		return nil, fmt.Errorf("%w: entry %q: tiled codes would not decode: %v", ErrInput, e.Name, err)
-	}
 	sb, err := scaleBytes(e, scales)
 	if err != nil {
 		return nil, err
 	}
+	return prepare(e, buf, sb)
+}
+
+// PrepareBytes is Prepare for an entry whose parts are already in memory (a mapped tiled-entry file):
+// codes exactly the layout's codes length, used in place — the caller must keep them unchanged until
+// AddPrepared of the result has returned —, and scales the N*groups scales as little-endian float32
+// (copied, each checked finite).
+func (w *Writer) PrepareBytes(m Meta, codes, scales []byte) (*Prepared, error) {
+	e, err := Geometry(m, w.segK)
+	if err != nil {
+		return nil, err
+	}
+	if int64(len(codes)) != e.CodesLength {
+		return nil, fmt.Errorf("%w: entry %q: %d bytes of tiled codes, the layout has %d", ErrInput, e.Name, len(codes), e.CodesLength)
+	}
+	if int64(len(scales)) != e.ScalesLength {
+		return nil, fmt.Errorf("%w: entry %q: %d bytes of scales, want N*groups*4 = %d*%d*4 = %d", ErrInput, e.Name, len(scales), e.N, e.Groups(), e.ScalesLength)
+	}
+	sb := make([]byte, pageUp(e.ScalesLength))
+	copy(sb, scales)
+	for i := 0; i < len(scales); i += 4 {
+		if bits := le.Uint32(sb[i:]); bits>>23&0xff == 0xff {
+			return nil, fmt.Errorf("%w: entry %q: scale %d (row %d) is %v: want finite", ErrInput, e.Name, i/4, i/4/e.Groups(), math.Float32frombits(bits))
+		}
+	}
+	return prepare(e, codes, sb)
+}
+
+// prepare checks an entry's codes as the untiler would and hashes it as it will be stored (codes, then
+// the page-padded scales sb).
+func prepare(e Entry, codes, sb []byte) (*Prepared, error) {
+	l, err := e.Layout()
+	if err != nil {
+		return nil, err
+	}
+	if err := l.CheckPadding(codes); err != nil {
+		return nil, fmt.Errorf("%w: entry %q: tiled codes would not decode: %v", ErrInput, e.Name, err)
+	}
 	h := blake3.New()
-	h.Write(buf)
+	h.Write(codes)
 	h.Write(sb)
 	e.Digest = Digest(h.Sum(nil))
-	return &Prepared{e: e, codes: buf, scales: sb}, nil
+	return &Prepared{e: e, codes: codes, scales: sb}, nil
 }
 
 // AddPrepared appends an entry Prepare returned (of this Writer). Entries are stored, planned and indexed

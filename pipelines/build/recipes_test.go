@@ -25,17 +25,17 @@ func TestBuiltinRecipesPlan(t *testing.T) {
 	tests := []struct {
 		recipe    string
 		calibrate bool
-		nodes     int // 35 weights of stories260K: finalize and tile, or one rtn-tile node each; the tail: 7
+		nodes     int // 35 weights of stories260K: finalize and tile, or one rtn-tile node each; the tail: 8 (incl. two sha256)
 	}{
-		{"w4a4-rtn", false, 35 + 7},
-		{"int8", false, 35 + 7},
-		{"w4a4-gptq-g32-rot", true, 35*2 + 7 + 2}, // tokenize, one auto window
-		{"w4a8-gptq-g32-rot", true, 35*2 + 7 + 2}, //
-		{"mixed-i8rot", true, 35*2 + 7 + 2},       //
-		{"demo", true, 35*2 + 7 + 1 + 5 + 4},      // tokenize, 5 windows, 4 propagates
-		{"w4a8-rtn-imatrix", false, 35 + 7},
-		{"w4a8-best", true, 35*2 + 7 + 2},
-		{"w4a4-best", true, 35*3 + 7 + 2}, // an act-clip node per weight
+		{"w4a4-rtn", false, 35 + 8},
+		{"int8", false, 35 + 8},
+		{"w4a4-gptq-g32-rot", true, 35*2 + 8 + 2}, // tokenize, one auto window
+		{"w4a8-gptq-g32-rot", true, 35*2 + 8 + 2}, //
+		{"mixed-i8rot", true, 35*2 + 8 + 2},       //
+		{"demo", true, 35*2 + 8 + 1 + 5 + 4},      // tokenize, 5 windows, 4 propagates
+		{"w4a8-rtn-imatrix", false, 35 + 8},
+		{"w4a8-best", true, 35*2 + 8 + 2},
+		{"w4a4-best", true, 35*3 + 8 + 2}, // an act-clip node per weight
 	}
 	es, _ := storiesHessians(t)
 	imatrix := writeImatrix(t, t.TempDir(), es, false)

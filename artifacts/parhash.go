@@ -34,10 +34,23 @@ func hashParallel(ctx context.Context, f *os.File, size int64, workers int) (Dig
 }
 
 // hashRange is hashParallel of the size bytes of f at base, hashed as an input of their own: its
-// pieces are counted from base.
+// pieces are counted from base. With mmapPieces the range is mapped once, read-only, before the
+// workers start; each group of pieces is populated, hashed and dropped from the mapping again
+// (dropPages), so at most mapGroup pieces per worker are resident. One mapping rather than one
+// per group: mmap and munmap take the address space's lock for writing and waited for the other
+// worker's populate (docs/performance.md, "Hashing, session 8"); populate and dropPages only read it.
 func hashRange(ctx context.Context, f *os.File, base, size int64, workers int) (Digest, error) {
 	n := (size + PieceSize - 1) / PieceSize
 	cvs := make([]ChainValue, n)
+	var data *mapping // the range mapped, or nil: pieces are read
+	if mmapPieces {
+		m, err := mapRange(f, base, size)
+		if err != nil {
+			return Digest{}, err
+		}
+		defer unmap(m.m)
+		data = &m
+	}
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 	var next atomic.Int64
@@ -57,7 +70,7 @@ func hashRange(ctx context.Context, f *os.File, base, size int64, workers int) (
 				case <-ctx.Done():
 					return
 				}
-				err := hashGroup(f, base, size, g, min(g+k, n), cvs)
+				err := hashGroup(f, data, base, size, g, min(g+k, n), cvs)
 				<-pieceSlots
 				if err != nil {
 					cancel(err)
@@ -73,28 +86,29 @@ func hashRange(ctx context.Context, f *os.File, base, size int64, workers int) (
 	return Digest{sum: rootOf(cvs)}, nil
 }
 
-// mapGroup is how many pieces a worker takes at once. Pieces with data all through are mapped,
-// populated and unmapped together: one mmap/munmap pair (and one TLB shootdown on the other CPUs)
-// per 16 MiB instead of per 4 MiB, for at most 16 MiB mapped per worker (docs/performance.md,
-// "Hashing, session 6").
+// mapGroup is how many pieces a worker takes at once. Pieces with data all through are populated
+// and dropped together: one call of each (and one TLB shootdown on the other CPUs) per 16 MiB
+// instead of per 4 MiB, for at most 16 MiB resident per worker (docs/performance.md, "Hashing,
+// session 6").
 const mapGroup = 4
 
 // hashGroup stores the chaining values of pieces [from, to) of the size bytes of f at base in cvs.
-// A range without holes (SEEK_HOLE finds none before its end) is mapped in one piece; otherwise
-// each piece on its own: a piece entirely in a hole is hashed as zeros from memory (a stub's
-// pack-owned tensors: faulting in page-cache pages of zeros would cost memory and time), the
-// others mapped (or read, in tests and benchmarks).
-func hashGroup(f *os.File, base, size, from, to int64, cvs []ChainValue) error {
-	if mmapPieces && to-from > 1 && noHoles(f, base+from*PieceSize, min(to*PieceSize, size)-from*PieceSize) {
-		return hashPiecesMapped(f, base, size, from, to, cvs[from:to])
+// data is that range mapped (mapRange), or nil to read pieces with pread (tests and benchmarks). A
+// group without holes (SEEK_HOLE finds none before its end) is hashed from the mapping in one go;
+// otherwise each piece on its own: a piece entirely in a hole is hashed as zeros from memory (a
+// stub's pack-owned tensors: faulting in page-cache pages of zeros would cost memory and time),
+// the others from the mapping (or read).
+func hashGroup(f *os.File, data *mapping, base, size, from, to int64, cvs []ChainValue) error {
+	if data != nil && to-from > 1 && noHoles(f, base+from*PieceSize, min(to*PieceSize, size)-from*PieceSize) {
+		return hashMapped(f, data, base, size, from, to, cvs[from:to])
 	}
 	for i := from; i < to; i++ {
 		n := min(PieceSize, size-i*PieceSize)
 		var err error
 		if hole, herr := pieceIsHole(f, base+i*PieceSize, n); herr == nil && hole {
 			cvs[i] = zeroPieceCV(i*PieceSize, n)
-		} else if mmapPieces {
-			err = hashPiecesMapped(f, base, size, i, i+1, cvs[i:i+1])
+		} else if data != nil {
+			err = hashMapped(f, data, base, size, i, i+1, cvs[i:i+1])
 		} else {
 			buf := piecePool.Get().(*[]byte)
 			err = hashPiece(f, base, size, i, *buf, &cvs[i])
@@ -130,37 +144,53 @@ func hashPiece(f *os.File, base, size, i int64, buf []byte, out *ChainValue) err
 	return nil
 }
 
-// hashPiecesMapped maps pieces [from, to) of the size bytes of f at base read-only (from the page
-// boundary at or before the first), stores their subtree chaining values in out and unmaps them. If
-// the file shrank meanwhile, touching the pages past its end raises SIGBUS; the fault becomes a
-// recovered panic on this goroutine (debug.SetPanicOnFault) and an error naming the file, never a
-// crash or a digest. (Why mapped piece by piece rather than by pread or one whole-file mapping:
-// BenchmarkHash2GiB, docs/performance.md.)
-func hashPiecesMapped(f *os.File, base, size, from, to int64, out []ChainValue) (err error) {
-	off := from * PieceSize
-	want := int(min((to-from)*PieceSize, size-off))
-	pos := base + off
-	lead := int(pos % int64(os.Getpagesize()))
-	m, err := mapPiece(int(f.Fd()), pos-int64(lead), lead+want)
+// mapping is a range of a file mapped from the page boundary at or before its start.
+type mapping struct {
+	m    []byte // the mapping, page-aligned
+	lead int64  // offset of the range's first byte in m
+}
+
+// mapRange maps the size bytes of f at base read-only and shared.
+func mapRange(f *os.File, base, size int64) (mapping, error) {
+	lead := base % int64(os.Getpagesize())
+	m, err := mapReadOnly(int(f.Fd()), base-lead, int(lead+size))
 	if err != nil {
-		return fmt.Errorf("map %s at %d: %w", f.Name(), pos, err)
+		return mapping{}, fmt.Errorf("map %s at %d: %w", f.Name(), base, err)
 	}
-	defer unmapPiece(m)
-	// Map the whole range in one call instead of a page fault per 64 KiB (fault-around).
+	return mapping{m: m, lead: lead}, nil
+}
+
+// span returns bytes [lo, hi) of the range and the whole pages of the mapping that hold them.
+func (r *mapping) span(lo, hi int64) (bytes, pages []byte) {
+	pg := int64(os.Getpagesize())
+	a, b := r.lead+lo, r.lead+hi
+	return r.m[a:b], r.m[a&^(pg-1) : min(int64(len(r.m)), (b+pg-1)&^(pg-1))]
+}
+
+// hashMapped stores in out the subtree chaining values of pieces [from, to) of data, the size
+// bytes of f at base mapped: it populates their pages, hashes them and drops the pages from the
+// mapping again. If the file shrank meanwhile, touching the pages past its end raises SIGBUS; the
+// fault becomes a recovered panic on this goroutine (debug.SetPanicOnFault) and an error naming
+// the file, never a crash or a digest. (Why mapped rather than read by pread: BenchmarkHash2GiB,
+// docs/performance.md.)
+func hashMapped(f *os.File, data *mapping, base, size, from, to int64, out []ChainValue) (err error) {
+	off := from * PieceSize
+	span, pages := data.span(off, min(to*PieceSize, size))
+	// Map the whole span in one call instead of a page fault per 64 KiB (fault-around).
 	// Measured on 2 GiB, 7 interleaved runs at load 8-15: the same CPU time (0.73 s), median wall
 	// 2.00 s against 2.41 s (2 workers) and 2.28 s against 2.75 s (1 worker): fewer kernel entries,
 	// fewer preemptions. Only a hint: if it fails (a kernel before 5.14, or a file that shrank), the
 	// hash faults the pages in itself and a missing page raises SIGBUS as before.
-	populate(m)
+	populate(pages)
+	defer dropPages(pages)
 	defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
 	defer func() {
 		if r := recover(); r != nil {
-			err = fmt.Errorf("reading %s at %d: fault (%v): file ended before %d bytes (changed while reading?)", f.Name(), pos, r, base+size)
+			err = fmt.Errorf("reading %s at %d: fault (%v): file ended before %d bytes (changed while reading?)", f.Name(), base+off, r, base+size)
 		}
 	}()
-	data := m[lead:]
 	for j := range out {
-		p := data[j*PieceSize : min((j+1)*PieceSize, len(data))]
+		p := span[j*PieceSize : min((j+1)*PieceSize, len(span))]
 		out[j] = SubtreeCV(p, uint64((off+int64(j)*PieceSize)/ChunkSize))
 	}
 	return nil
@@ -223,12 +253,12 @@ func pieceIsHole(f *os.File, off, n int64) (bool, error) {
 	return data >= off+n, nil
 }
 
-// mapPiece maps n bytes of fd at off read-only and shared. The mapping's slow system calls —
-// populating it (in hashPiecesMapped) and unmapping it — are made without telling the Go
-// scheduler (RawSyscall): a worker that entered a syscall state for each of them (~0.2-0.5 ms per
-// 4 MiB) had the runtime hand its P over and wake threads every time (docs/performance.md,
-// "Hashing, session 6"). They block nothing else: only the hash workers make them.
-func mapPiece(fd int, off int64, n int) ([]byte, error) {
+// mapReadOnly maps n bytes of fd at off read-only and shared. The slow system calls on the mapping —
+// populating it, dropping its pages, unmapping it — are made without telling the Go scheduler
+// (RawSyscall): a worker that entered a syscall state for each of them (~0.2-0.5 ms per 4 MiB) had
+// the runtime hand its P over and wake threads every time (docs/performance.md, "Hashing, session
+// 6"). They block nothing else: only the hash workers make them.
+func mapReadOnly(fd int, off int64, n int) ([]byte, error) {
 	p, err := unix.MmapPtr(fd, off, nil, uintptr(n), unix.PROT_READ, unix.MAP_SHARED)
 	if err != nil {
 		return nil, err
@@ -241,7 +271,13 @@ func populate(m []byte) {
 	unix.RawSyscall(unix.SYS_MADVISE, uintptr(unsafe.Pointer(&m[0])), uintptr(len(m)), unix.MADV_POPULATE_READ)
 }
 
-// unmapPiece unmaps a mapping of mapPiece.
-func unmapPiece(m []byte) {
+// dropPages unmaps the pages of m from the address space but keeps the mapping
+// (MADV_DONTNEED): the file's pages stay in the page cache and a later touch maps them again.
+func dropPages(m []byte) {
+	unix.RawSyscall(unix.SYS_MADVISE, uintptr(unsafe.Pointer(&m[0])), uintptr(len(m)), unix.MADV_DONTNEED)
+}
+
+// unmap unmaps a mapping of mapReadOnly.
+func unmap(m []byte) {
 	unix.RawSyscall(unix.SYS_MUNMAP, uintptr(unsafe.Pointer(&m[0])), uintptr(len(m)), 0)
 }

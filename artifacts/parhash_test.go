@@ -2,8 +2,12 @@ package artifacts
 
 import (
 	"context"
+	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"strconv"
+	"strings"
 	"testing"
 )
 
@@ -203,4 +207,59 @@ func TestParallelHashGroups(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestHashPathPeakRSS: hashing a file from its mapping keeps only the groups being hashed resident
+// (each is dropped from the mapping after its hash): a child process hashing a 256 MiB file in the
+// page cache with two workers peaks far below the file's size. Without dropPages the whole file
+// would end up resident.
+func TestHashPathPeakRSS(t *testing.T) {
+	const size = 256 << 20
+	p := filepath.Join(t.TempDir(), "f")
+	if err := os.WriteFile(p, pattern("rss", size), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(os.Args[0], "-test.run=^$")
+	cmd.Env = append(os.Environ(), childEnv+"=hash-rss", "FILE="+p, "GOMAXPROCS=2")
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("child: %v\n%s", err, out)
+	}
+	var digest string
+	var hwm int64
+	if _, err := fmt.Sscanf(string(out), "%s %d", &digest, &hwm); err != nil {
+		t.Fatalf("child output %q: %v", out, err)
+	}
+	if want := SumBytes(pattern("rss", size)).String(); digest != want {
+		t.Fatalf("child hashed %s, want %s", digest, want)
+	}
+	// Two workers with mapGroup pieces each resident, plus the test binary itself.
+	if limit := int64(2*mapGroup*PieceSize + 64<<20); hwm > limit {
+		t.Fatalf("peak RSS %d MiB hashing a %d MiB file, want at most %d MiB", hwm>>20, size>>20, limit>>20)
+	}
+	t.Logf("peak RSS %d MiB hashing %d MiB", hwm>>20, size>>20)
+}
+
+// hashPeakRSS is the child of TestHashPathPeakRSS: it hashes path and prints the digest and the
+// process's peak RSS in bytes.
+func hashPeakRSS(ctx context.Context, path string) error {
+	o, err := HashPath(ctx, path)
+	if err != nil {
+		return err
+	}
+	b, err := os.ReadFile("/proc/self/status")
+	if err != nil {
+		return err
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if kb, ok := strings.CutPrefix(line, "VmHWM:"); ok {
+			n, err := strconv.ParseInt(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(kb), "kB")), 10, 64)
+			if err != nil {
+				return err
+			}
+			fmt.Println(o.Digest, n<<10)
+			return nil
+		}
+	}
+	return fmt.Errorf("no VmHWM in /proc/self/status")
 }

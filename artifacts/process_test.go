@@ -33,6 +33,9 @@ func TestMain(m *testing.M) {
 
 func runChild(mode string) error {
 	ctx := context.Background()
+	if mode == "hash-rss" {
+		return hashPeakRSS(ctx, os.Getenv("FILE"))
+	}
 	s, err := OpenStore(os.Getenv("STORE"))
 	if err != nil {
 		return err

@@ -59,12 +59,12 @@ func checkData(e Entry, data []byte) error {
 func decodeScales(e Entry, data []byte, dst []float32) error {
 	sb := data[e.ScalesOffset : e.ScalesOffset+e.ScalesLength]
 	for i := range int(e.ScalesLength / 4) {
-		s := math.Float32frombits(le.Uint32(sb[4*i:]))
-		if math.IsNaN(float64(s)) || math.IsInf(float64(s), 0) {
-			return fmt.Errorf("%w: entry %q: scale %d is %v", ErrCorrupt, e.Name, i, s)
+		bits := le.Uint32(sb[4*i:])
+		if bits>>23&0xff == 0xff { // exponent all ones: NaN or ±Inf
+			return fmt.Errorf("%w: entry %q: scale %d is %v", ErrCorrupt, e.Name, i, math.Float32frombits(bits))
 		}
 		if dst != nil {
-			dst[i] = s
+			dst[i] = math.Float32frombits(bits)
 		}
 	}
 	for i, c := range data[e.ScalesOffset+e.ScalesLength:] {

@@ -40,6 +40,9 @@ var buildSteps = []buildStep{
 	// The scale levers: GPTQ's loss scoring the scales with negative scales allowed; RTN with negative scales.
 	{"finalize-scale", "finalize", `{"tensor":"blk.0.ffn_down.weight","method":"gptq","dtype":"I4_ROT_A8","group":32,"rotation":"hadamard","act_bits":8,"clip_grid":null,"damp":0.01,"act_order":false,"seed":5,"n":64,"k":96,"scale_search":"gptq","scale_sign":"search"}`,
 		map[string]string{"model": "synth.model.gguf", "hessian": "calibrate.h.0.ffn_down"}, nil},
+	// The scales refitted to GPTQ's codes, two rounds (quant.WithScaleRefit).
+	{"finalize-refit", "finalize", `{"tensor":"blk.0.ffn_down.weight","method":"gptq","dtype":"I4_ROT_A8","group":32,"rotation":"hadamard","act_bits":8,"clip_grid":null,"damp":0.01,"act_order":false,"seed":5,"n":64,"k":96,"scale_search":"gptq","scale_sign":"search","scale_refit":2}`,
+		map[string]string{"model": "synth.model.gguf", "hessian": "calibrate.h.0.ffn_down"}, nil},
 	{"finalize-rtn-sign", "finalize", `{"tensor":"blk.0.attn_q.weight","method":"rtn","dtype":"I4_NATIVE","group":32,"rotation":"none","act_bits":4,"clip_grid":null,"damp":0,"act_order":false,"seed":0,"n":64,"k":64,"scale_sign":"search"}`,
 		map[string]string{"model": "synth.model.gguf"}, nil},
 	{"finalize-rtn", "finalize", `{"tensor":"blk.0.attn_q.weight","method":"rtn","dtype":"I4_NATIVE","group":0,"rotation":"none","act_bits":4,"clip_grid":null,"damp":0,"act_order":false,"seed":0,"n":64,"k":64}`,

@@ -62,6 +62,9 @@ type FinalizeParams struct {
 	GPTQInputs    string    `json:"gptq_inputs,omitempty"`
 	InputClipGrid []float64 `json:"input_clip_grid,omitempty"`
 	InputRows     int       `json:"input_rows,omitempty"`
+	// ScaleRefit (method gptq, no act_order) is the rounds of quant.WithScaleRefit: each row's group
+	// scales refitted to GPTQ's codes against the Hessian (0, omitted: off).
+	ScaleRefit int `json:"scale_refit,omitempty"`
 }
 
 // inputTarget returns the quant input target GPTQInputs names.
@@ -168,6 +171,7 @@ func FinalizeMemory(p FinalizeParams) int64 {
 		if p.RotationSeeds > 1 { // a seed's RTN trial: rotated Hessian and rows, codes and scales; HessianError's N x K rows
 			mem += kp*kp*8 + n*kp*4 + encode + n*k*(4+4+8+8)
 		}
+		mem += quant.RefitMemory(p.N, int(kp), p.Group, p.ScaleRefit)
 		if p.GPTQInputs != "" { // the activation sample as read, and what GPTQ adds for it
 			mem += 4*int64(p.InputRows)*k + quant.InputsMemory(p.N, p.K, int(kp), p.InputRows)
 		}
@@ -212,6 +216,8 @@ func (p FinalizeParams) validate() error {
 		return fmt.Errorf("rotation_block %d with rotation %s: want a power of two above %d with hadamard, or 0", p.RotationBlock, p.Rotation, quant.MinBlock)
 	case p.RotationSeeds != 0 && (p.Method != "gptq" || p.Rotation != "hadamard" || p.RotationSeeds < 2 || p.RotationSeeds > quant.MaxRotationSearch):
 		return fmt.Errorf("rotation_seeds %d with method %s, rotation %s: want 2..%d seeds with gptq and hadamard, or 0", p.RotationSeeds, p.Method, p.Rotation, quant.MaxRotationSearch)
+	case p.ScaleRefit != 0 && (p.Method != "gptq" || p.ActOrder || p.ScaleRefit < 0 || p.ScaleRefit > quant.MaxScaleRefit):
+		return fmt.Errorf("scale_refit %d with method %s, act_order %v: want 1..%d rounds with gptq without act_order, or 0", p.ScaleRefit, p.Method, p.ActOrder, quant.MaxScaleRefit)
 	case !(p.ActClip >= 0 && p.ActClip < 1) || d == pack.F16 && p.ActClip != 0:
 		return fmt.Errorf("act_clip %v: want a ratio in (0, 1), or 0 for none (F16: none)", p.ActClip)
 	}
@@ -366,6 +372,9 @@ func finalizeWeight(ctx context.Context, p FinalizeParams, req Request) (*QWeigh
 		}
 		if p.RotationSeeds > 1 {
 			opts = append(opts, quant.WithRotationSearch(p.RotationSeeds))
+		}
+		if p.ScaleRefit > 0 {
+			opts = append(opts, quant.WithScaleRefit(p.ScaleRefit))
 		}
 		if p.GPTQInputs != "" {
 			o, err := finalizeInputs(ctx, p, req, fs.Entry)

@@ -139,6 +139,18 @@ func GPTQ(ctx context.Context, m Matrix, h *Hessian, opts ...Option) (*Weight, e
 	if err != nil {
 		return nil, err
 	}
+	if c.refit > 0 {
+		err = onCores(ctx, m.Name, func() error {
+			defer singleThreadedBLAS()()
+			if err := st.refit(ctx, c.refit); err != nil {
+				return fmt.Errorf("%s: scale refit: %w", m.Name, err)
+			}
+			return nil
+		})
+		if err != nil {
+			return nil, err
+		}
+	}
 	w.QErr = weightedRelErr(w, orig, diag0)
 	return w, nil
 }
@@ -208,6 +220,8 @@ type gptqState struct {
 	static  bool
 	c       *config
 	factors []float64 // c.scaleFactors()
+	// fixedScales (WithScaleRefit's later rounds): the row phase keeps w.Scales and only chooses codes.
+	fixedScales bool
 }
 
 // rows runs GPTQ on rows [lo, hi): each row only needs U, so chunks are independent.
@@ -244,7 +258,7 @@ func (s *gptqState) rows(lo, hi int) {
 			urow := s.U[i*kp : (i+1)*kp]
 			d := urow[i]
 			nat := s.perm[i]
-			if !s.static && i%s.g == 0 { // dynamic group scale from the current weights
+			if !s.static && !s.fixedScales && i%s.g == 0 { // dynamic group scale from the current weights
 				end := min(i+s.g, kp)
 				if end > i2 && i > done {
 					// the group reaches past the block: bring its columns up to date first
@@ -300,7 +314,7 @@ func (s *gptqState) loadRows(Wc []float64, lo, hi int) {
 				row[k] = 0
 			}
 		}
-		if s.static {
+		if s.static && !s.fixedScales {
 			for gi := 0; gi < s.ng; gi++ {
 				a, b := gi*s.g, min((gi+1)*s.g, kp)
 				w.Scales[(lo+r)*s.ng+gi] = chooseScale(row[a:b], s.diag[a:b], w.Bits, s.factors)

@@ -29,6 +29,7 @@ type config struct {
 	negScales    bool
 	minBlock     int
 	rotSearch    int
+	refit        int           // WithScaleRefit rounds; 0: off
 	inputs       *inputsConfig // WithQuantizedInputs; nil: float inputs
 }
 
@@ -47,6 +48,9 @@ func newConfig(opts []Option) (*config, error) {
 	}
 	if c.staticGroups && c.group == 0 {
 		return nil, fmt.Errorf("static groups need a group size: %w", ErrParam)
+	}
+	if c.refit > 0 && c.actOrder {
+		return nil, fmt.Errorf("scale refit with act-order: %w (the refit works in natural column order)", ErrParam)
 	}
 	if c.scaleSearch == ScaleSearchGPTQ && (c.group == 0 || c.staticGroups || c.actOrder) {
 		return nil, fmt.Errorf("scale search gptq needs dynamic groups (a group size, no static groups, no act-order): %w", ErrParam)

@@ -108,7 +108,7 @@ func finalizeParams(s *recipe.Scheme, name, seedName string, n, k int) stages.Fi
 		return p
 	}
 	if s.Method == "gptq" {
-		p.Damp, p.ActOrder, p.ScaleSearch = s.Damp, s.ActOrder, s.ScaleSearch
+		p.Damp, p.ActOrder, p.ScaleSearch, p.ScaleRefit = s.Damp, s.ActOrder, s.ScaleSearch, s.ScaleRefit
 		if p.GPTQInputs = s.GPTQInputs; p.GPTQInputs != "" && s.Searches() {
 			p.InputClipGrid = s.ActClipGrid
 			if len(p.InputClipGrid) == 0 {

@@ -178,6 +178,10 @@ type Scheme struct {
 	// inputs fitted to the float weight on float inputs). Both need the activation sample
 	// (calibration.act_sample) of the weight's input site.
 	GPTQInputs string `yaml:"gptq_inputs" json:"gptq_inputs,omitempty"`
+	// ScaleRefit (method gptq, no act_order) refits each row's group scales after GPTQ, codes fixed,
+	// to the least calibrated output error (0: off; 1: once; 2..4: that many rounds of GPTQ codes and
+	// refitted scales, each row keeping its better round; quant.WithScaleRefit).
+	ScaleRefit int `yaml:"scale_refit" json:"scale_refit,omitempty"`
 
 	re *regexp.Regexp
 }

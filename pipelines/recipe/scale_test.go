@@ -80,3 +80,37 @@ func TestScaleErrors(t *testing.T) {
 		})
 	}
 }
+
+// TestScaleRefitKey: scale_refit takes 0..4 rounds on a quantized gptq scheme without act_order, is
+// refused elsewhere naming the key, and the recipe's JSON spells it only when set.
+func TestScaleRefitKey(t *testing.T) {
+	r, err := Parse([]byte(good), "/r/demo.yaml", "schemes.0.scale_refit=2")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Schemes[0].ScaleRefit != 2 {
+		t.Fatalf("scale_refit = %d, want 2", r.Schemes[0].ScaleRefit)
+	}
+	if b, _ := json.Marshal(r); !strings.Contains(string(b), `"scale_refit":2`) {
+		t.Errorf("JSON %s: want scale_refit 2", b)
+	}
+	if r, err := Parse([]byte(good), "/r/demo.yaml"); err != nil {
+		t.Fatal(err)
+	} else if b, _ := json.Marshal(r); strings.Contains(string(b), "scale_refit") {
+		t.Errorf("JSON %s: scale_refit unset but spelled", b)
+	}
+	for _, tc := range []struct {
+		sets []string
+		want string
+	}{
+		{[]string{"schemes.0.scale_refit=5"}, "scale_refit: want 0..4 rounds, got 5"},
+		{[]string{"schemes.0.scale_refit=-1"}, "scale_refit: want 0..4 rounds, got -1"},
+		{[]string{"schemes.1.scale_refit=1"}, "scale_refit with method rtn"},
+		{[]string{"schemes.0.scale_refit=1", "schemes.0.act_order=true"}, "scale_refit with method gptq, dtype I4_ROT_A8, act_order true"},
+		{[]string{"schemes.0.scale_refit=1", "schemes.0.dtype=F16", "schemes.0.group=0"}, "scale_refit with method gptq, dtype F16"},
+	} {
+		if _, err := Parse([]byte(good), "/r/demo.yaml", tc.sets...); !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%v: err = %v, want %q", tc.sets, err, tc.want)
+		}
+	}
+}

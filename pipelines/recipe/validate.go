@@ -325,6 +325,10 @@ func (s *Scheme) validate() error {
 		errs = append(errs, fmt.Errorf("rotation_search: %d seeds with method %s, rotation %s: want gptq with hadamard (the search scores seeds against the calibration Hessian)", s.RotationSearch, s.Method, s.Rotation))
 	case s.RotationSearch > 1 && s.RotationSeed == "site":
 		errs = append(errs, errors.New("rotation_search with rotation_seed: site: a search picks each weight's own seed, the weights of a site would no longer share one"))
+	case s.ScaleRefit < 0 || s.ScaleRefit > 4:
+		errs = append(errs, fmt.Errorf("scale_refit: want 0..4 rounds, got %d", s.ScaleRefit))
+	case s.ScaleRefit > 0 && (s.Method != "gptq" || s.ActOrder || s.DType == "F16"):
+		errs = append(errs, fmt.Errorf("scale_refit with method %s, dtype %s, act_order %v: want a quantized gptq scheme without act_order (the refit solves GPTQ's scales against its factor of the Hessian, in natural column order)", s.Method, s.DType, s.ActOrder))
 	case len(s.ActClipGrid) > 0 && !s.Searches():
 		errs = append(errs, errors.New("act_clip_grid: set, but act_clip is not search"))
 	}

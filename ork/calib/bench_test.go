@@ -1,11 +1,15 @@
 package calib
 
 import (
+	"fmt"
+	"syscall"
 	"testing"
 	"time"
 
 	"gonum.org/v1/gonum/blas"
 	"gonum.org/v1/gonum/blas/blas64"
+
+	"orkpipe/ork/quant"
 )
 
 // BenchmarkHessian5120 accumulates H += XᵀX for 512 tokens of a 5120-wide input (float32 activations,
@@ -43,4 +47,52 @@ func BenchmarkHessian5120(b *testing.B) {
 	b.ReportMetric(gf, "GFLOP/s")
 	b.ReportMetric(gemmGF, "gemm-GFLOP/s")
 	b.ReportMetric(per/gemm.Seconds(), "x-gemm-time")
+}
+
+// cpuNow is the process's user + system CPU time (BLAS threads included).
+func cpuNow() time.Duration {
+	var ru syscall.Rusage
+	syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// BenchmarkUpdateTiles (-tags blas): one rank-512 update of a K-wide upper triangle (memory already
+// touched) with OpenBLAS on its own threads (syrkUpper's tiles of 4096, the baseline) and
+// single-threaded with the tiles on Go workers (syrkTiles), interleaved; wall and CPU of each.
+func BenchmarkUpdateTiles(b *testing.B) {
+	if pureGoBLAS() {
+		b.Skip("build with -tags blas")
+	}
+	for _, k := range []int{17408, 5120} {
+		b.Run(fmt.Sprintf("K%d", k), func(b *testing.B) {
+			const t = 512
+			x := make([]float64, t*k)
+			for i := range x {
+				x[i] = float64(i%97)*0.01 - 0.5
+			}
+			c := make([]float64, k*k)
+			syrkUpper(c, k, x, t)
+			paths := [2]func(){
+				func() { syrkUpper(c, k, x, t) },
+				func() { defer quant.SingleThreadedBLAS()(); syrkUpper(c, k, x, t) },
+			}
+			var el, cpu [2]time.Duration
+			it := 0
+			for b.Loop() {
+				for j := range 2 {
+					i := (it + j) % 2
+					start, c0 := time.Now(), cpuNow()
+					paths[i]()
+					el[i] += time.Since(start)
+					cpu[i] += cpuNow() - c0
+				}
+				it++
+			}
+			ms := func(d time.Duration) float64 { return d.Seconds() * 1e3 / float64(it) }
+			b.ReportMetric(ms(el[0]), "threads-ms")
+			b.ReportMetric(ms(el[1]), "tiles-ms")
+			b.ReportMetric(ms(cpu[0]), "threads-cpu-ms")
+			b.ReportMetric(ms(cpu[1]), "tiles-cpu-ms")
+		})
+	}
 }

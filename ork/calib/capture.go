@@ -7,6 +7,7 @@ import (
 	"io"
 
 	"orkpipe/ork/model"
+	"orkpipe/ork/quant"
 )
 
 // Sequences cuts nSeq consecutive sequences of seqLen tokens from the start of tokens, replacing the
@@ -248,6 +249,9 @@ func capture(ctx context.Context, m *model.Model, w Window, in HiddenSource, out
 			prefaultUpper(a.h)
 		}
 	}
+	// The products and updates fan out over Go workers themselves (model.Encoded, syrkTiles), each call
+	// on one OpenBLAS thread: no BLAS thread spins between calls, and the dequantization runs on every core.
+	defer quant.SingleThreadedBLAS()()
 	if err := run(ctx, m, w, in, out, obs); err != nil {
 		return nil, err
 	}
@@ -277,6 +281,7 @@ func Propagate(ctx context.Context, m *model.Model, w Window, in HiddenSource, o
 	if err := checkRun(&m.Cfg, w, in, out); err != nil {
 		return err
 	}
+	defer quant.SingleThreadedBLAS()() // as in capture
 	return run(ctx, m, w, in, out, nil)
 }
 

@@ -4,10 +4,14 @@ import (
 	"fmt"
 	"math"
 	"runtime"
+	"sort"
+	"sync/atomic"
 
 	"gonum.org/v1/gonum/blas"
 	"gonum.org/v1/gonum/blas/blas64"
 	"gonum.org/v1/gonum/blas/gonum"
+
+	"orkpipe/ork/quant"
 )
 
 // Hessian is Σ x·xᵀ over Tokens activation rows x of K values: float64, row-major K × K. It has the same
@@ -120,32 +124,73 @@ func pureGoBLAS() bool {
 // input) ran at 0.79x the time of these tiles' calls (docs/performance.md, "Calibration").
 const blasTile = 4096
 
+// serialTile is the side of the tiles syrkUpper hands to its workers, each one call on one OpenBLAS
+// thread: small enough that a 5120-wide triangle's 15 tiles keep two workers busy to the end.
+const serialTile = 1024
+
 // syrkUpper adds xᵀx (x: t rows of k) to the upper triangle of the k × k row-major c. With OpenBLAS,
-// tiles of blasTile rows and columns: a dsyrk for each diagonal tile, a dgemm for each tile right of
-// it; with gonum's kernels, stripes of rows [r0, r1) × columns [r0, k) are each one Dgemm (gonum's Dgemm
-// is blocked and runs its blocks in parallel).
+// tiles of the triangle: a dsyrk for each diagonal tile, a dgemm for each tile right of it — tiles of
+// blasTile one after another on OpenBLAS's threads, or, while OpenBLAS runs each call on one thread
+// (quant.BLASSingleThreaded: the calibrate node's scope), tiles of serialTile taken by GOMAXPROCS
+// workers, largest first. Every value's sum runs in the same order either way. With gonum's kernels,
+// stripes of rows [r0, r1) × columns [r0, k) are each one Dgemm (gonum's Dgemm is blocked and runs its
+// blocks in parallel).
 func syrkUpper(c []float64, k int, x []float64, t int) {
-	if !pureGoBLAS() {
-		for r0 := 0; r0 < k; r0 += blasTile {
-			r1 := min(r0+blasTile, k)
-			xr := blas64.General{Rows: t, Cols: r1 - r0, Stride: k, Data: x[r0:]}
-			blas64.Syrk(blas.Trans, 1, xr, 1, blas64.Symmetric{Uplo: blas.Upper, N: r1 - r0, Stride: k, Data: c[r0*k+r0:]})
-			for c0 := r1; c0 < k; c0 += blasTile {
-				c1 := min(c0+blasTile, k)
-				xc := blas64.General{Rows: t, Cols: c1 - c0, Stride: k, Data: x[c0:]}
-				cv := blas64.General{Rows: r1 - r0, Cols: c1 - c0, Stride: k, Data: c[r0*k+c0:]}
-				blas64.Gemm(blas.Trans, blas.NoTrans, 1, xr, xc, 1, cv)
-			}
+	if pureGoBLAS() {
+		for r0 := 0; r0 < k; r0 += stripe {
+			r1 := min(r0+stripe, k)
+			av := blas64.General{Rows: t, Cols: r1 - r0, Stride: k, Data: x[r0:]}
+			bv := blas64.General{Rows: t, Cols: k - r0, Stride: k, Data: x[r0:]}
+			cv := blas64.General{Rows: r1 - r0, Cols: k - r0, Stride: k, Data: c[r0*k+r0:]}
+			blas64.Gemm(blas.Trans, blas.NoTrans, 1, av, bv, 1, cv)
 		}
 		return
 	}
-	for r0 := 0; r0 < k; r0 += stripe {
-		r1 := min(r0+stripe, k)
-		av := blas64.General{Rows: t, Cols: r1 - r0, Stride: k, Data: x[r0:]}
-		bv := blas64.General{Rows: t, Cols: k - r0, Stride: k, Data: x[r0:]}
-		cv := blas64.General{Rows: r1 - r0, Cols: k - r0, Stride: k, Data: c[r0*k+r0:]}
-		blas64.Gemm(blas.Trans, blas.NoTrans, 1, av, bv, 1, cv)
+	side, workers := blasTile, 1
+	if quant.BLASSingleThreaded() {
+		side, workers = serialTile, runtime.GOMAXPROCS(0)
 	}
+	tiles := upperTiles(k, side)
+	var next atomic.Int64
+	parallelFor(workers, func(int) {
+		for {
+			i := int(next.Add(1) - 1)
+			if i >= len(tiles) {
+				return
+			}
+			tl := tiles[i]
+			xr := blas64.General{Rows: t, Cols: tl.r1 - tl.r0, Stride: k, Data: x[tl.r0:]}
+			if tl.c0 == tl.r0 {
+				blas64.Syrk(blas.Trans, 1, xr, 1, blas64.Symmetric{Uplo: blas.Upper, N: tl.r1 - tl.r0, Stride: k, Data: c[tl.r0*k+tl.r0:]})
+				continue
+			}
+			xc := blas64.General{Rows: t, Cols: tl.c1 - tl.c0, Stride: k, Data: x[tl.c0:]}
+			cv := blas64.General{Rows: tl.r1 - tl.r0, Cols: tl.c1 - tl.c0, Stride: k, Data: c[tl.r0*k+tl.c0:]}
+			blas64.Gemm(blas.Trans, blas.NoTrans, 1, xr, xc, 1, cv)
+		}
+	})
+}
+
+// triTile is the block rows [r0, r1) × columns [c0, c1) of an upper triangle; c0 = r0 on the diagonal.
+type triTile struct{ r0, r1, c0, c1 int }
+
+// upperTiles cuts the upper triangle of a k × k matrix into tiles of side rows and columns (the last
+// ones narrower), ordered by their multiply-adds, largest first (a diagonal tile counts half).
+func upperTiles(k, side int) []triTile {
+	var tiles []triTile
+	for r0 := 0; r0 < k; r0 += side {
+		for c0 := r0; c0 < k; c0 += side {
+			tiles = append(tiles, triTile{r0, min(r0+side, k), c0, min(c0+side, k)})
+		}
+	}
+	cost := func(t triTile) int {
+		if t.c0 == t.r0 {
+			return (t.r1 - t.r0) * (t.r1 - t.r0 + 1) / 2
+		}
+		return (t.r1 - t.r0) * (t.c1 - t.c0)
+	}
+	sort.SliceStable(tiles, func(a, b int) bool { return cost(tiles[a]) > cost(tiles[b]) })
+	return tiles
 }
 
 // tile is the side of the square blocks Symmetrize and the checks walk, so that both the row-major

@@ -11,6 +11,7 @@ import (
 	"gonum.org/v1/gonum/blas/gonum"
 
 	"orkpipe/ork/gguf"
+	"orkpipe/ork/quant"
 )
 
 // Encoded is a Linear whose weight stays in its GGUF source encoding: N rows of K values, each row
@@ -23,12 +24,18 @@ import (
 // tests check): a row dequantizes to the same float32 values, and each block's product is arranged so
 // that gonum's Sgemm sums every output in the same order as it does for the whole matrix (applyWorkers).
 // Built with -tags blas, both go to OpenBLAS's sgemm, whose order depends on the shape: they agree to
-// float32 rounding, not bit for bit; there Apply pipelines larger blocks instead (applyPipelined).
+// float32 rounding, not bit for bit; there Apply pipelines larger blocks instead (applyPipelined), or,
+// while OpenBLAS is held to one thread per call, multiplies panels on every core (applyPanels) — there a
+// Dense of the same weight cuts the same panels, and the two agree bit for bit whatever the number of
+// cores.
 //
 // Scratch bound: one Apply holds at most [EncodedScratchBytes](N, K) bytes of float32 scratch: the whole
 // weight when it fits one block, else two row blocks — in the pure-Go build two workers taking blocks in
 // turn, each dequantizing into its own, blocks of at most max(4 MiB, 256 rows); under OpenBLAS one
-// dequantizing while the other is multiplied, blocks of at most max(16 MiB, 64 rows). The buffers come
+// dequantizing while the other is multiplied, blocks of at most max(16 MiB, 64 rows); under OpenBLAS
+// held to one thread per call (quant.SingleThreadedBLAS, the calibrate node's scope) one panel of at
+// most max(8 MiB, 64 rows) per worker, GOMAXPROCS workers each dequantizing and multiplying its own
+// (applyPanels). The buffers come
 // from and return to a shared pool, so a sequence of Applies allocates nothing in the steady state.
 // Encoded is safe for concurrent Applies.
 type Encoded struct {
@@ -42,10 +49,12 @@ type Encoded struct {
 }
 
 // Row blocks of an Apply: about encodedBlockBytes of float32 each, in multiples of gonumBlock rows;
-// pipelineBlockBytes under OpenBLAS (applyPipelined).
+// pipelineBlockBytes under OpenBLAS (applyPipelined), panelBytes under a single-threaded OpenBLAS
+// (applyPanels).
 const (
 	encodedBlockBytes  = 4 << 20
 	pipelineBlockBytes = 16 << 20
+	panelBytes         = 8 << 20
 )
 
 // gonumBlock and gonumMinParBlock are gonum's Sgemm tiling (blas/gonum: blockSize, minParBlock): a product
@@ -60,11 +69,15 @@ const (
 
 // EncodedScratchBytes is the most float32 scratch one Apply of an n×k Encoded holds, whatever the
 // number of tokens and the build: 4·n·k when the weight is always one block (n at most the rows of a
-// 4 MiB block), else two blocks of at most max(4 MiB of rows, 256 rows) in the pure-Go build, and two of
-// at most max(16 MiB of rows, 64 rows) under OpenBLAS (pipelineRows); the larger of the two.
+// 4 MiB block), else two blocks of at most max(4 MiB of rows, 256 rows) in the pure-Go build, two of
+// at most max(16 MiB of rows, 64 rows) under OpenBLAS (pipelineRows), and one panel of at most
+// max(8 MiB of rows, 64 rows) per worker (GOMAXPROCS, at most one per panel) under a single-threaded
+// OpenBLAS (panelRows); the largest of these. On 2 cores the panels hold no more than the two blocks.
 func EncodedScratchBytes(n, k int) int64 {
 	n64, k64 := int64(n), int64(k)
 	pipelined := 2 * 4 * k64 * int64(pipelineRows(n, k))
+	pr := panelRows(n, k)
+	pipelined = max(pipelined, int64(workersFor(ceilDiv(n, pr)))*4*k64*int64(pr))
 	if n <= minBlockRows(k) {
 		return max(4*n64*k64, pipelined)
 	}
@@ -163,6 +176,9 @@ func (e *Encoded) Apply(y, x []float32) error {
 		return nil
 	}
 	if !gonumSgemm() {
+		if quant.BLASSingleThreaded() {
+			return e.applyPanels(y, x, t)
+		}
 		return e.applyPipelined(y, x, t)
 	}
 	return e.applyWorkers(y, x, t)
@@ -315,4 +331,63 @@ func (e *Encoded) applyPipelined(y, x []float32, t int) error {
 		free <- b.buf
 	}
 	return nil
+}
+
+// applyPanels is Apply while OpenBLAS runs each call on one thread (quant.BLASSingleThreaded: the
+// calibrate node's scope): GOMAXPROCS workers take the panels of panelRows rows in turn, each
+// dequantizing a panel into its own scratch and multiplying it on its own thread, so the dequantization
+// runs on every core and no BLAS thread waits between calls. The panels depend on the weight's shape
+// only, not on the number of workers, so neither do the results.
+func (e *Encoded) applyPanels(y, x []float32, t int) error {
+	n, k := e.N, e.K
+	rows := panelRows(n, k)
+	return panelWorkers(n, rows, func() (func(r0, r1 int) error, func()) {
+		buf := getScratch(rows * k)
+		return func(r0, r1 int) error {
+			w := (*buf)[:(r1-r0)*k]
+			if err := e.dequant(r0, r1, w); err != nil {
+				return err
+			}
+			ym := blas32.General{Rows: t, Cols: r1 - r0, Stride: n, Data: y[r0:]}
+			xm := blas32.General{Rows: t, Cols: k, Stride: k, Data: x}
+			wm := blas32.General{Rows: r1 - r0, Cols: k, Stride: k, Data: w}
+			blas32.Gemm(blas.NoTrans, blas.Trans, 1, xm, wm, 0, ym)
+			return nil
+		}, func() { scratchPool.Put(buf) }
+	})
+}
+
+// panelRows is the number of rows of a panel of applyPanels (and of Dense's Apply in the same scope):
+// about panelBytes of float32, at least gonumBlock rows, at most n.
+func panelRows(n, k int) int { return min(n, max(gonumBlock, panelBytes/(4*k))) }
+
+// panelWorkers cuts rows [0, n) into panels of rows rows (the last one shorter) and runs up to
+// GOMAXPROCS workers that take them in turn: each worker calls start once (its scratch), then f for
+// every panel it takes, then stop. After an error no worker takes another panel; the errors are joined.
+func panelWorkers(n, rows int, start func() (f func(r0, r1 int) error, stop func())) error {
+	panels := ceilDiv(n, rows)
+	workers := workersFor(panels)
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	errs := make([]error, workers)
+	for i := range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			f, stop := start()
+			defer stop()
+			for {
+				p := int(next.Add(1) - 1)
+				if p >= panels {
+					return
+				}
+				if errs[i] = f(p*rows, min(p*rows+rows, n)); errs[i] != nil {
+					next.Store(int64(panels))
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	return errors.Join(errs...)
 }

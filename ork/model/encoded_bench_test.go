@@ -2,10 +2,12 @@ package model
 
 import (
 	"fmt"
+	"syscall"
 	"testing"
 	"time"
 
 	"orkpipe/ork/gguf"
+	"orkpipe/ork/quant"
 )
 
 // BenchmarkEncodedApply multiplies 128 tokens by Q8_0 weights (27B-shaped, and a 1024-wide model's
@@ -80,6 +82,54 @@ func BenchmarkEncodedPipelined(b *testing.B) {
 			b.ReportMetric(ms(2), "pipelined-ms")
 			b.ReportMetric(ms(2)/ms(1), "pipelined/workers")
 			b.ReportMetric(ms(0)/ms(1), "dense/workers")
+		})
+	}
+}
+
+// cpuNow is the process's user + system CPU time (BLAS threads included).
+func cpuNow() time.Duration {
+	var ru syscall.Rusage
+	syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// BenchmarkEncodedPanels (-tags blas): Apply at a calibration chunk's 512 tokens with OpenBLAS on its
+// own threads (applyPipelined, the baseline) and single-threaded with the panels on Go workers
+// (applyPanels), interleaved in every iteration (the order alternating); wall and CPU times of each.
+func BenchmarkEncodedPanels(b *testing.B) {
+	if gonumSgemm() {
+		b.Skip("build with -tags blas")
+	}
+	for _, s := range [][3]int{{17408, 5120, 512}, {5120, 17408, 512}, {10240, 5120, 512}} {
+		n, k, t := s[0], s[1], s[2]
+		b.Run(fmt.Sprintf("Q8_0-%dx%d-T%d", n, k, t), func(b *testing.B) {
+			e, _ := synthEncoded(b, gguf.TypeQ8_0, n, k, 1)
+			x := fill(t * k)
+			y := make([]float32, t*n)
+			paths := [2]func() error{
+				func() error { return e.Apply(y, x) },
+				func() error { defer quant.SingleThreadedBLAS()(); return e.Apply(y, x) },
+			}
+			var el, cpu [2]time.Duration
+			it := 0
+			for b.Loop() {
+				for j := range 2 {
+					i := (it + j) % 2
+					start, c0 := time.Now(), cpuNow()
+					if err := paths[i](); err != nil {
+						b.Fatal(err)
+					}
+					el[i] += time.Since(start)
+					cpu[i] += cpuNow() - c0
+				}
+				it++
+			}
+			ms := func(d time.Duration) float64 { return d.Seconds() * 1e3 / float64(it) }
+			b.ReportMetric(ms(el[0]), "pipelined-ms")
+			b.ReportMetric(ms(el[1]), "panels-ms")
+			b.ReportMetric(ms(cpu[0]), "pipelined-cpu-ms")
+			b.ReportMetric(ms(cpu[1]), "panels-cpu-ms")
+			b.ReportMetric(ms(el[1])/ms(el[0]), "panels/pipelined")
 		})
 	}
 }

@@ -170,7 +170,7 @@ func TestEncodedEqualsDenseSynthetic(t *testing.T) {
 }
 
 // TestEncodedScratchBound checks the documented bound: whatever the token count, the scratch of an Apply
-// (one block of every row, or two blocks) is at most EncodedScratchBytes(n, k).
+// (one block of every row, or two blocks, or a panel per worker) is at most EncodedScratchBytes(n, k).
 func TestEncodedScratchBound(t *testing.T) {
 	for _, k := range []int{64, 320, 5120, 17408, 100000} {
 		for _, n := range []int{1, 64, 300, 1000, 5120, 17408, 40000} {
@@ -192,6 +192,12 @@ func TestEncodedScratchBound(t *testing.T) {
 				}
 				if held > EncodedScratchBytes(n, k) {
 					t.Errorf("k %d, n %d: pipelined blocks of %d rows hold %d bytes > EncodedScratchBytes %d", k, n, rows, held, EncodedScratchBytes(n, k))
+				}
+				// Under a single-threaded OpenBLAS (applyPanels): one panel per worker.
+				rows = panelRows(n, k)
+				held = int64(workersFor(ceilDiv(n, rows))) * int64(rows) * int64(k) * 4
+				if held > EncodedScratchBytes(n, k) {
+					t.Errorf("k %d, n %d: panels of %d rows hold %d bytes > EncodedScratchBytes %d", k, n, rows, held, EncodedScratchBytes(n, k))
 				}
 			}
 		}

@@ -7,6 +7,8 @@ import (
 
 	"gonum.org/v1/gonum/blas"
 	"gonum.org/v1/gonum/blas/blas32"
+
+	"orkpipe/ork/quant"
 )
 
 // Linear is one matrix product y = W·x + b of the network, with W of N rows (outputs) by K values
@@ -41,7 +43,9 @@ func NewDense(n, k int, w, bias []float32) (*Dense, error) {
 // Dims implements Linear.
 func (d *Dense) Dims() (int, int) { return d.N, d.K }
 
-// Apply implements Linear as one float32 matrix product Y = X·Wᵀ (gonum's blocked, parallel Sgemm).
+// Apply implements Linear as one float32 matrix product Y = X·Wᵀ (gonum's blocked, parallel Sgemm, or
+// OpenBLAS's threads), or one product per panel of rows on GOMAXPROCS workers while OpenBLAS runs each
+// call on one thread (quant.BLASSingleThreaded).
 func (d *Dense) Apply(y, x []float32) error {
 	n, k := d.N, d.K
 	if err := checkApply(y, x, n, k); err != nil {
@@ -51,10 +55,19 @@ func (d *Dense) Apply(y, x []float32) error {
 	if t == 0 {
 		return nil
 	}
-	xm := blas32.General{Rows: t, Cols: k, Stride: k, Data: x}
-	wm := blas32.General{Rows: n, Cols: k, Stride: k, Data: d.W}
-	ym := blas32.General{Rows: t, Cols: n, Stride: n, Data: y}
-	blas32.Gemm(blas.NoTrans, blas.Trans, 1, xm, wm, 0, ym)
+	gemm := func(r0, r1 int) error {
+		xm := blas32.General{Rows: t, Cols: k, Stride: k, Data: x}
+		wm := blas32.General{Rows: r1 - r0, Cols: k, Stride: k, Data: d.W[r0*k:]}
+		ym := blas32.General{Rows: t, Cols: r1 - r0, Stride: n, Data: y[r0:]}
+		blas32.Gemm(blas.NoTrans, blas.Trans, 1, xm, wm, 0, ym)
+		return nil
+	}
+	if !gonumSgemm() && quant.BLASSingleThreaded() {
+		// OpenBLAS on one thread (the calibrate node's scope): the rows' panels on every core instead.
+		panelWorkers(n, panelRows(n, k), func() (func(r0, r1 int) error, func()) { return gemm, func() {} })
+	} else {
+		gemm(0, n)
+	}
 	if d.Bias != nil {
 		for r := 0; r < t; r++ {
 			row := y[r*n : (r+1)*n]

@@ -98,3 +98,16 @@ func singleThreadedBLAS() func() {
 		}
 	}
 }
+
+// SingleThreadedBLAS is singleThreadedBLAS for a caller outside this package that fans its products
+// out over Go workers itself (the calibrate node: ork/calib); [BLASSingleThreaded] reports whether
+// such a scope (or a GPTQ row phase) is open.
+func SingleThreadedBLAS() func() { return singleThreadedBLAS() }
+
+// BLASSingleThreaded reports whether OpenBLAS runs each call on one thread now (a
+// [SingleThreadedBLAS] scope or a GPTQ row phase is open), so a caller may run calls concurrently.
+func BLASSingleThreaded() bool {
+	serialMu.Lock()
+	defer serialMu.Unlock()
+	return serialBLAS > 0
+}

@@ -11,3 +11,9 @@ func OpenBLASCore() string { return "" }
 
 // singleThreadedBLAS does nothing in the pure-Go build (gonum's BLAS runs on the calling goroutine).
 func singleThreadedBLAS() func() { return func() {} }
+
+// SingleThreadedBLAS does nothing in the pure-Go build.
+func SingleThreadedBLAS() func() { return func() {} }
+
+// BLASSingleThreaded reports false in the pure-Go build: gonum's kernels parallelize themselves.
+func BLASSingleThreaded() bool { return false }

@@ -176,13 +176,16 @@ func EncodeHessian(h *Hessian, dst []byte, off int64) error {
 }
 
 // encodeValues writes the values H[i][j0..j0+len(row)) as little-endian float32 into dst, checking
-// each.
+// each: by the AVX2 kernel where the CPU has one (blocks of eight whose float32s are finite), by the Go
+// loop for the rest, with the same bits (TestEncodeValuesKernel, FuzzEncodeValues).
 func encodeValues(i, j0 int, row []float64, dst []byte) error {
 	if j0 == i && row[0] < 0 {
 		return fmt.Errorf("hessian at (%d,%d) = %v: %w", i, i, row[0], ErrNotFinite)
 	}
 	dst = dst[:4*len(row)]
-	for c, x := range row {
+	done := f32Kernel(dst, row) // the finite prefix, eight values at a time; the rest (and errors) below
+	for c := done; c < len(row); c++ {
+		x := row[c]
 		v := float32(x)
 		if v-v != 0 { // NaN or ±Inf as float32: x is not finite, or beyond float32's range
 			if x-x != 0 {

@@ -68,6 +68,7 @@ func TestFinalizeMemory(t *testing.T) {
 		actOrder                    bool
 		n, k                        int
 		long                        bool
+		refit                       int
 	}
 	// Pure-Go GPTQ at K = 4096 takes minutes on a loaded 2-core machine (the K³ factorizations do
 	// not shrink with N), so the default cases keep GPTQ at K = 2048; the K = 4096, 5120 and 17408
@@ -80,6 +81,8 @@ func TestFinalizeMemory(t *testing.T) {
 		// A ffn_down of K = 4096: the Hessian (128 MiB) dominates, as at 27B scale.
 		{name: "gptq-rot-g32-K4096", embd: 512, ff: 4096, tensor: "blk.0.ffn_down.weight", method: "gptq", dtype: "I4_ROT_A8", rota: "hadamard", group: 32, n: 512, k: 4096, long: true},
 		{name: "gptq-actorder-g128-K4096", embd: 512, ff: 4096, tensor: "blk.0.ffn_down.weight", method: "gptq", dtype: "I4", rota: "none", group: 128, actOrder: true, n: 512, k: 4096, long: true},
+		// Two rounds of scale refit after GPTQ (quant.RefitMemory): codes and scales copied, error rows.
+		{name: "gptq-rot-g32-refit2-K2048", embd: 512, ff: 2048, tensor: "blk.0.ffn_down.weight", method: "gptq", dtype: "I4_ROT_A8", rota: "hadamard", group: 32, n: 512, k: 2048, long: true, refit: 2},
 		// A ffn_up of K = 5120 (the 27B width).
 		{name: "gptq-rot-g32-K5120", embd: 5120, ff: 1024, tensor: "blk.0.ffn_up.weight", method: "gptq", dtype: "I4_ROT_A8", rota: "hadamard", group: 32, n: 1024, k: 5120, long: true},
 		// RTN streams the rows: the 27B ffn_down holds its codes and scales, never the float weight.
@@ -101,7 +104,7 @@ func TestFinalizeMemory(t *testing.T) {
 				models[[2]int{c.embd, c.ff}] = model
 			}
 			p := stages.FinalizeParams{Tensor: c.tensor, Method: c.method, DType: c.dtype, Group: c.group, Rotation: c.rota,
-				ActOrder: c.actOrder, Seed: 7, N: c.n, K: c.k}
+				ActOrder: c.actOrder, Seed: 7, N: c.n, K: c.k, ScaleRefit: c.refit}
 			if c.dtype == "I4_ROT_A8" {
 				p.ActBits = 8
 			}

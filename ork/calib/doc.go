@@ -19,8 +19,11 @@
 // Sequences run in chunks of about [BatchRows] tokens: every block applies each weight once to the whole
 // chunk (model.Model.RunLayerBatch), and each Hessian is updated BatchRows rows at a time in float64 with
 // one rank-k update of its upper triangle (under -tags blas, OpenBLAS's dsyrk for each diagonal tile of
-// 4096 and dgemm for each tile right of it; in the pure-Go build, gonum Dgemm calls over stripes of 256
-// rows, which gonum blocks and runs in parallel). The lower triangle is
+// 1024 and dgemm for each tile right of it, the tiles on every core; in the pure-Go build, gonum Dgemm
+// calls over stripes of 256 rows, which gonum blocks and runs in parallel). Under -tags blas Capture and
+// Propagate hold OpenBLAS to one thread per call (quant.SingleThreadedBLAS) and spread the work over Go
+// workers themselves — the update's tiles, and model.Encoded's row panels, each dequantized and
+// multiplied on one core — so that no OpenBLAS thread waits between calls. The lower triangle is
 // filled once at the end ([Hessian.Symmetrize]), or never when only the file is wanted ([CaptureUpper]).
 //
 // In a mixture-of-experts block the FFN sites are per expert: expert e's gate/up Hessian sums x·xᵀ over

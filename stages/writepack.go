@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"runtime/debug"
 	"sort"
 
 	"golang.org/x/sync/errgroup"
@@ -319,12 +320,28 @@ func prepareEntry(w *pack.Writer, name, path string) (pe *pack.Prepared, unmap f
 		return nil
 	}
 	_ = unix.Madvise(m, unix.MADV_POPULATE_READ) // one call instead of a fault per page; only a hint
-	scales := m[te.ScalesOff : te.CodesOff-8]
-	if pe, err = w.PrepareBytes(pm, m[te.CodesOff:], scales); err != nil {
+	if pe, err = prepareMapped(w, pm, m, te); err != nil {
 		unmap()
 		return nil, nil, fmt.Errorf("adding %s (%s) to the pack: %w", name, path, err)
 	}
 	return pe, unmap, nil
+}
+
+// prepareMapped is w.PrepareBytes of the tiled entry te mapped whole as m (its scales end where the
+// 8-byte codes length before CodesOff starts). A fault on the mapping (the file truncated or its pages
+// unreadable underneath) is an error, not a crash of the build; any other panic is not caught.
+func prepareMapped(w *pack.Writer, pm pack.Meta, m []byte, te *tiledEntry) (pe *pack.Prepared, err error) {
+	defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
+	defer func() {
+		if r := recover(); r != nil {
+			if f, ok := r.(interface{ Addr() uintptr }); ok {
+				err = fmt.Errorf("fault reading the mapped entry at address %#x: %v", f.Addr(), r)
+				return
+			}
+			panic(r)
+		}
+	}()
+	return w.PrepareBytes(pm, m[te.CodesOff:], m[te.ScalesOff:te.CodesOff-8])
 }
 
 // checkResidencyInputs checks the residency plan against the entries as they will be written (promoted

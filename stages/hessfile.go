@@ -140,6 +140,9 @@ func encodeMapped(f *os.File, h *calib.Hessian, off int64, n int, done func([]by
 	defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
 	defer func() {
 		if r := recover(); r != nil {
+			if _, fault := r.(interface{ Addr() uintptr }); !fault {
+				panic(r) // not a fault on the mapping: a bug, not an I/O error
+			}
 			err = fmt.Errorf("fault on the mapping of bytes [%d, %d): %v", off, off+int64(n), r)
 		}
 	}()

@@ -90,3 +90,24 @@ func testWriteHessianFile(t *testing.T) {
 		t.Fatalf("cancelled: %v", err)
 	}
 }
+
+// TestEncodeMappedFault: a Hessian file shorter than the mapped range (truncated under the writer) gives
+// an error naming the fault, not a SIGBUS that ends the process.
+func TestEncodeMappedFault(t *testing.T) {
+	const k = 64
+	h := calib.NewHessian(k)
+	for i := range k {
+		h.Data[i*k+i] = 1
+	}
+	f, err := os.Create(filepath.Join(t.TempDir(), "h"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	n := int(calib.HessianDataSize(k)) &^ 3
+	called := false
+	err = encodeMapped(f, h, 0, n, func([]byte) { called = true }) // the file has 0 bytes
+	if err == nil || !strings.Contains(err.Error(), "fault on the mapping") || called {
+		t.Fatalf("encodeMapped into an empty file: err %v, done called %v; want a fault error", err, called)
+	}
+}

@@ -287,7 +287,7 @@ func init() {
 }
 
 func runFinalize(ctx context.Context, p FinalizeParams, req Request) error {
-	q, err := finalizeWeight(ctx, p, req)
+	q, err := finalizeWeight(ctx, p, req, nil)
 	if err != nil {
 		return err
 	}
@@ -295,8 +295,10 @@ func runFinalize(ctx context.Context, p FinalizeParams, req Request) error {
 }
 
 // finalizeWeight quantizes the weight p names (its inputs in req) and returns it in memory: the
-// codes and scales (or the F16 values) with their meta.
-func finalizeWeight(ctx context.Context, p FinalizeParams, req Request) (*QWeight, error) {
+// codes and scales (or the F16 values) with their meta. With sinkFor, an RTN weight's codes go to
+// the sink sinkFor returns for its meta (KP set, the quantization's results not yet) as they are
+// made, and the returned weight has no codes.
+func finalizeWeight(ctx context.Context, p FinalizeParams, req Request, sinkFor func(QWeightMeta) (quant.CodeSink, error)) (*QWeight, error) {
 	f, err := gguf.Open(ctx, req.Inputs["model"].Path)
 	if err != nil {
 		return nil, err
@@ -394,7 +396,18 @@ func finalizeWeight(ctx context.Context, p FinalizeParams, req Request) (*QWeigh
 				return nil, err
 			}
 		}
-		if w, err = quant.RTNStream(ctx, fs.Entry, p.N, p.K, fs, imp, opts...); err != nil {
+		if sinkFor == nil {
+			w, err = quant.RTNStream(ctx, fs.Entry, p.N, p.K, fs, imp, opts...)
+		} else {
+			m := meta
+			m.KP = p.KP()
+			var sink quant.CodeSink
+			if sink, err = sinkFor(m); err != nil {
+				return nil, err
+			}
+			w, err = quant.RTNStreamTo(ctx, fs.Entry, p.N, p.K, fs, imp, sink, opts...)
+		}
+		if err != nil {
 			return nil, err
 		}
 	}

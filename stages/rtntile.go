@@ -3,6 +3,8 @@ package stages
 import (
 	"context"
 	"fmt"
+
+	"orkpipe/ork/quant"
 )
 
 // RTNTileParams are the parameters of "rtn-tile": one RTN weight finalized and tiled in one node,
@@ -42,10 +44,23 @@ func init() {
 	}, runRTNTile))
 }
 
+// runRTNTile quantizes the weight with its codes tiled into place as each worker's rows come out
+// (tiledCodes), so the row-major codes are never held whole.
 func runRTNTile(ctx context.Context, p RTNTileParams, req Request) error {
-	q, err := finalizeWeight(ctx, p.Finalize, req)
+	var tc *tiledCodes
+	q, err := finalizeWeight(ctx, p.Finalize, req, func(m QWeightMeta) (quant.CodeSink, error) {
+		var err error
+		tc, err = newTiledCodes(m, p.Nibbles)
+		if err != nil {
+			return nil, err
+		}
+		return tc.sink, nil
+	})
 	if err != nil {
 		return err
 	}
-	return writeTiledEntry(ctx, req.Output("entry"), q, p.Nibbles)
+	if tc == nil { // a weight the quantizer did not stream (F16)
+		return writeTiledEntry(ctx, req.Output("entry"), q, p.Nibbles)
+	}
+	return tc.write(ctx, req.Output("entry"), q)
 }

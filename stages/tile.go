@@ -60,10 +60,7 @@ func writeTiledEntry(ctx context.Context, path string, q *QWeight, nibbles strin
 	if err != nil {
 		return err
 	}
-	var nib uint64
-	if nibbles == "high-first" && pw.DType.Int4() {
-		pw.Nibbles, nib = tile.HighFirst, 1
-	}
+	pw.Nibbles = entryNibbles(pw.DType, nibbles)
 	_, codes, err := pack.TileWeight(pw, 0)
 	if err != nil {
 		return fmt.Errorf("tiling %s: %w", q.Meta.Name, err)
@@ -71,6 +68,79 @@ func writeTiledEntry(ctx context.Context, path string, q *QWeight, nibbles strin
 	if err := ctx.Err(); err != nil {
 		return err
 	}
+	return writeEntryFile(path, q, pw.Nibbles, codes)
+}
+
+// entryNibbles is the nibble order of a dtype's tiled codes: high-first only for an int4 dtype asked
+// for it.
+func entryNibbles(dt pack.DType, nibbles string) tile.NibbleOrder {
+	if nibbles == "high-first" && dt.Int4() {
+		return tile.HighFirst
+	}
+	return tile.LowFirst
+}
+
+// tiledCodes is a weight's codes region laid out as it is quantized (rtn-tile): the layout pack
+// gives the weight's geometry, and its bytes, filled by the quantizer's sink row by row.
+type tiledCodes struct {
+	layout tile.Layout
+	nib    tile.NibbleOrder
+	codes  []byte
+}
+
+// newTiledCodes lays out the codes region of the weight m will describe (its KP set; its rotation,
+// which the geometry does not depend on, not yet) in nibble order nibbles, its padding already zero.
+// write checks the layout against the finished weight's pack.Geometry.
+func newTiledCodes(m QWeightMeta, nibbles string) (*tiledCodes, error) {
+	dt, err := pack.ParseDType(m.DType)
+	if err != nil {
+		return nil, err
+	}
+	nib := entryNibbles(dt, nibbles)
+	l, err := tile.New(dt.Kind(), m.KP, m.N, tile.WithSegmentK(tile.DefaultSegmentK), tile.WithNibbleOrder(nib), tile.WithPageSize(pack.PageSize))
+	if err != nil {
+		return nil, fmt.Errorf("tiling %s: %w", m.Name, err)
+	}
+	t := &tiledCodes{layout: l, nib: nib, codes: make([]byte, l.Size())}
+	return t, l.ClearPadding(t.codes)
+}
+
+// sink tiles rows of codes into place (quant.CodeSink).
+func (t *tiledCodes) sink(first int, codes []int8) error {
+	return t.layout.TileRows(t.codes, first, codes)
+}
+
+// write writes the finalized weight q, whose codes the sink received, to path in the tiled-entry
+// format, after checking that q's geometry is the one the codes were laid out in.
+func (t *tiledCodes) write(ctx context.Context, path string, q *QWeight) error {
+	if err := q.Meta.validate(); err != nil {
+		return err
+	}
+	pm, err := q.Meta.PackMeta()
+	if err != nil {
+		return err
+	}
+	pm.Nibbles = t.nib
+	e, err := pack.Geometry(pm, 0)
+	if err != nil {
+		return err
+	}
+	l, err := e.Layout()
+	if err != nil {
+		return err
+	}
+	if l.String() != t.layout.String() || l.NibbleOrder() != t.layout.NibbleOrder() {
+		return fmt.Errorf("tiling %s: the weight is %s, its codes were laid out as %s", q.Meta.Name, l, t.layout)
+	}
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	return writeEntryFile(path, q, t.nib, t.codes)
+}
+
+// writeEntryFile writes q's meta and scales and the tiled codes (in nibble order nib) to path (which
+// must not exist) in the tiled-entry format.
+func writeEntryFile(path string, q *QWeight, nib tile.NibbleOrder, codes []byte) error {
 	meta, err := json.Marshal(q.Meta)
 	if err != nil {
 		return err
@@ -88,7 +158,7 @@ func writeTiledEntry(ctx context.Context, path string, q *QWeight, nibbles strin
 	bw.Write(entryMagic[:])
 	put(uint64(len(meta)))
 	bw.Write(meta)
-	put(nib)
+	put(uint64(nib))
 	put(uint64(len(q.Scales) * 4))
 	err = writeFloat32s(bw, q.Scales)
 	put(uint64(len(codes)))

@@ -181,7 +181,7 @@ func BenchmarkQuantizeRows(b *testing.B) {
 			b.SetBytes(int64(n * k * 4))
 			for b.Loop() {
 				for r := 0; r < n; r++ {
-					quantizeRow32(w, r, x32[r*k:(r+1)*k], nil, nil, grid.g, s32)
+					quantizeRow32(w, r, w.Codes[r*k:(r+1)*k], x32[r*k:(r+1)*k], nil, nil, grid.g, s32)
 				}
 			}
 		})
@@ -191,7 +191,7 @@ func BenchmarkQuantizeRows(b *testing.B) {
 			b.SetBytes(int64(n * k * 4))
 			for b.Loop() {
 				for r := 0; r < n; r++ {
-					quantizeRow32(w, r, x32[r*k:(r+1)*k], nil, nil, grid.g, s32)
+					quantizeRow32(w, r, w.Codes[r*k:(r+1)*k], x32[r*k:(r+1)*k], nil, nil, grid.g, s32)
 				}
 			}
 		})
@@ -201,7 +201,7 @@ func BenchmarkQuantizeRows(b *testing.B) {
 			b.SetBytes(int64(n * k * 4))
 			for b.Loop() {
 				for r := 0; r < n; r++ {
-					quantizeRow32(w, r, x32[r*k:(r+1)*k], nil, nil, grid.g, s32)
+					quantizeRow32(w, r, w.Codes[r*k:(r+1)*k], x32[r*k:(r+1)*k], nil, nil, grid.g, s32)
 				}
 			}
 		})
@@ -213,7 +213,7 @@ func BenchmarkQuantizeRows(b *testing.B) {
 					for c, v := range x32[r*k : (r+1)*k] {
 						buf[c] = float64(v)
 					}
-					quantizeRow(w, r, buf, nil, grid.g, cs)
+					quantizeRow(w, r, w.Codes[r*k:(r+1)*k], buf, nil, grid.g, cs)
 				}
 			}
 		})

@@ -40,7 +40,7 @@ func RTN(ctx context.Context, m Matrix, h *Hessian, opts ...Option) (*Weight, er
 			diag[k] = hdata[k*w.KP+k]
 		}
 	}
-	if err := rtnRows(ctx, w, matrixRows(data, w.KP), diag, c); err != nil {
+	if err := rtnRows(ctx, w, matrixRows(data, w.KP), diag, c, nil); err != nil {
 		return nil, fmt.Errorf("%s: %w", m.Name, err)
 	}
 	return w, nil
@@ -66,8 +66,9 @@ const rtnChunkBytes = 1 << 20
 // sqrt(num/den): num sums the chosen candidates' errors and den Σ diag_k·x_k², each per group,
 // then over the groups of a row, then over the rows, in order — the same value on any number of
 // workers. Grids the float32 search takes (grid32OK) are searched in float32 (quantizeRow32, diag
-// scaled by weights32), others in float64 (quantizeRow).
-func rtnRows(ctx context.Context, w *Weight, rows rowsFunc, diag []float64, c *config) error {
+// scaled by weights32), others in float64 (quantizeRow). The codes go to w.Codes, or, when sink is
+// not nil, to sink a chunk of rows at a time (w.Codes stays nil; see CodeSink).
+func rtnRows(ctx context.Context, w *Weight, rows rowsFunc, diag []float64, c *config, sink CodeSink) error {
 	if c.scaleSearch != ScaleSearchWeighted {
 		return fmt.Errorf("RTN has no GPTQ loss to search scales by (scale search gptq is GPTQ's): %w", ErrParam)
 	}
@@ -93,6 +94,10 @@ func rtnRows(ctx context.Context, w *Weight, rows rowsFunc, diag []float64, c *c
 				buf, cs = make([]float64, w.KP), newClipScratch(len(factors))
 			}
 			var scratch []float32
+			var own []int8 // the chunk's codes when they go to sink
+			if sink != nil {
+				own = make([]int8, chunk*w.KP)
+			}
 			for {
 				lo := int(next.Add(int64(chunk))) - chunk
 				if lo >= w.N {
@@ -106,16 +111,26 @@ func rtnRows(ctx context.Context, w *Weight, rows rowsFunc, diag []float64, c *c
 				if err != nil {
 					return err
 				}
+				codes := own
+				if sink == nil {
+					codes = w.Codes[lo*w.KP:]
+				}
 				for n := lo; n < hi; n++ {
 					row := data[(n-lo)*w.KP : (n-lo+1)*w.KP]
+					rc := codes[(n-lo)*w.KP : (n-lo+1)*w.KP]
 					if use32 {
-						nums[n], dens[n] = quantizeRow32(w, n, row, wd32, wd64, factors, s32)
+						nums[n], dens[n] = quantizeRow32(w, n, rc, row, wd32, wd64, factors, s32)
 						continue
 					}
 					for k, v := range row {
 						buf[k] = float64(v)
 					}
-					nums[n], dens[n] = quantizeRow(w, n, buf, diag, factors, cs)
+					nums[n], dens[n] = quantizeRow(w, n, rc, buf, diag, factors, cs)
+				}
+				if sink != nil {
+					if err := sink(lo, own[:(hi-lo)*w.KP]); err != nil {
+						return err
+					}
 				}
 			}
 		})
@@ -170,13 +185,13 @@ func prepare(m Matrix, h *Hessian, c *config) (*Weight, []float32, []float64, er
 	return w, data, hdata, nil
 }
 
-// quantizeRow quantizes row n of w from its float64 values x (len KP) with optional per-column
-// weights diag, choosing each group's clip factor from grid, and returns the row's squared error
-// and squared norm (weighted by diag), summed group by group.
-func quantizeRow(w *Weight, n int, x, diag []float64, grid []float64, cs *clipScratch) (num, den float64) {
+// quantizeRow quantizes row n of w from its float64 values x (len KP) into codes (len KP) and w's
+// scales, with optional per-column weights diag, choosing each group's clip factor from grid, and
+// returns the row's squared error and squared norm (weighted by diag), summed group by group.
+func quantizeRow(w *Weight, n int, codes []int8, x, diag []float64, grid []float64, cs *clipScratch) (num, den float64) {
 	g := effGroup(w.KP, w.Group)
 	ng := w.Groups()
-	codes := w.Codes[n*w.KP : (n+1)*w.KP]
+	codes = codes[:w.KP]
 	for gi := 0; gi < ng; gi++ {
 		lo, hi := gi*g, min((gi+1)*g, w.KP)
 		var wd []float64

@@ -137,10 +137,10 @@ func newSearch32(grid []float64, kp int) *search32 {
 
 // quantizeRow32 is quantizeRow for the float32 row x (len KP) with weights wd32 (nil: unweighted;
 // wd64 the same values in float64 for the groups the float64 search takes).
-func quantizeRow32(w *Weight, n int, x, wd32 []float32, wd64, grid []float64, s *search32) (num, den float64) {
+func quantizeRow32(w *Weight, n int, codes []int8, x, wd32 []float32, wd64, grid []float64, s *search32) (num, den float64) {
 	g := effGroup(w.KP, w.Group)
 	ng := w.Groups()
-	codes := w.Codes[n*w.KP : (n+1)*w.KP]
+	codes = codes[:w.KP]
 	lo, hi := codeRange(w.Bits)
 	lohi := [2]float32{float32(lo), float32(hi)}
 	q := qmax(w.Bits)

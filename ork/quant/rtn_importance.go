@@ -32,7 +32,7 @@ func RTNImportance(ctx context.Context, m Matrix, importance []float64, opts ...
 	if err != nil {
 		return nil, err
 	}
-	if err := rtnRows(ctx, w, matrixRows(data, w.KP), importance, c); err != nil {
+	if err := rtnRows(ctx, w, matrixRows(data, w.KP), importance, c, nil); err != nil {
 		return nil, fmt.Errorf("%s: %w", m.Name, err)
 	}
 	return w, nil

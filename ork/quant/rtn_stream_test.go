@@ -6,6 +6,7 @@ import (
 	"math"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
 )
 
@@ -63,6 +64,28 @@ func TestRTNStreamMatchesRTN(t *testing.T) {
 					got.Rotation != want.Rotation || math.Float64bits(got.QErr) != math.Float64bits(want.QErr) {
 					t.Fatalf("workers %d: streamed weight differs (qerr %v vs %v)", workers, got.QErr, want.QErr)
 				}
+				// RTNStreamTo: the same codes through the sink, each row exactly once, and the rest
+				// of the weight unchanged.
+				codes, seen := make([]int8, len(want.Codes)), make([]atomic.Int32, tc.n)
+				sunk, err := RTNStreamTo(context.Background(), "w", tc.n, tc.k, matrixReader{m}, imp, func(first int, c []int8) error {
+					copy(codes[first*want.KP:], c)
+					for r := range len(c) / want.KP {
+						seen[first+r].Add(1)
+					}
+					return nil
+				}, append(slices.Clone(tc.opts), WithWorkers(workers))...)
+				if err != nil {
+					t.Fatal(err)
+				}
+				for r := range seen {
+					if seen[r].Load() != 1 {
+						t.Fatalf("workers %d: row %d sunk %d times", workers, r, seen[r].Load())
+					}
+				}
+				if sunk.Codes != nil || !slices.Equal(codes, want.Codes) || !slices.Equal(sunk.Scales, want.Scales) || sunk.KP != want.KP ||
+					sunk.Rotation != want.Rotation || math.Float64bits(sunk.QErr) != math.Float64bits(want.QErr) {
+					t.Fatalf("workers %d: weight through the sink differs (qerr %v vs %v)", workers, sunk.QErr, want.QErr)
+				}
 			}
 		})
 	}
@@ -83,5 +106,21 @@ func TestRTNStreamRefusesNonFinite(t *testing.T) {
 	cancel()
 	if _, err := RTNStream(ctx, "w", 20, 64, matrixReader{m}, nil); !errors.Is(err, context.Canceled) {
 		t.Fatalf("cancelled: err %v", err)
+	}
+}
+
+// TestRTNStreamToSinkError: the sink's error ends the quantization and is returned; no sink is a
+// parameter error.
+func TestRTNStreamToSinkError(t *testing.T) {
+	m, err := SyntheticWeight("w", 40, 64, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	boom := errors.New("disk full")
+	if _, err := RTNStreamTo(context.Background(), "w", 40, 64, matrixReader{m}, nil, func(int, []int8) error { return boom }); !errors.Is(err, boom) {
+		t.Fatalf("err %v, want the sink's", err)
+	}
+	if _, err := RTNStreamTo(context.Background(), "w", 40, 64, matrixReader{m}, nil, nil); !errors.Is(err, ErrParam) {
+		t.Fatalf("nil sink: err %v, want ErrParam", err)
 	}
 }

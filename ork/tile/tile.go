@@ -19,7 +19,6 @@ func (l Layout) Tile(dst []byte, codes []int8) error {
 	l.clearPagePadding(dst)
 	switch l.kind {
 	case I8Native:
-		src := unsafe.Slice((*byte)(unsafe.Pointer(unsafe.SliceData(codes))), len(codes))
 		// int8 runs are plain 32-byte copies, bound by memory bandwidth, so this walk stays serial
 		// (BenchmarkTileVsCopy; docs/performance.md).
 		l.walk(func(n, k0, off int) {
@@ -28,10 +27,7 @@ func (l Layout) Tile(dst []byte, codes []int8) error {
 				clear(out)
 				return
 			}
-			row := src[n*l.k : (n+1)*l.k]
-			if c := copy(out, row[k0:min(k0+runLen, l.k)]); c < runLen {
-				clear(out[c:])
-			}
+			l.putRun(out, codes[n*l.k:(n+1)*l.k], k0)
 		})
 		return nil
 	case I4Native, I4Compact:
@@ -41,19 +37,7 @@ func (l Layout) Tile(dst []byte, codes []int8) error {
 				clear(dst[off : off+runLen/2])
 				return
 			}
-			row := codes[n*l.k : (n+1)*l.k]
-			if k0+runLen > l.k { // the last, partial run of a row
-				clear(dst[off : off+runLen/2])
-				for i := 0; i < l.k-k0; i++ {
-					c := row[k0+i]
-					if c < -8 || c > 7 {
-						bad.Store(true)
-					}
-					dst[off+i/2] |= byte(c&0xf) << nibbleShift(i, l.nib)
-				}
-				return
-			}
-			if packRun(dst[off:off+runLen/2:off+runLen/2], row[k0:k0+runLen:k0+runLen], l.nib) {
+			if l.putRun(dst[off:off+runLen/2:off+runLen/2], codes[n*l.k:(n+1)*l.k], k0) {
 				bad.Store(true)
 			}
 		})

@@ -134,6 +134,21 @@ func (s *Store) IngestFile(ctx context.Context, path string) (Object, error) {
 // path is then removed. A file outside the Store's TempDirs, or with other hard links, is refused;
 // one this process may not write is adopted as it is.
 func (s *Store) AdoptFile(ctx context.Context, path string) (Object, error) {
+	return s.adopt(ctx, path, nil)
+}
+
+// AdoptHashed is AdoptFile for a file HashStamped hashed: when the stamp is sealed and the file,
+// after its holes are dug, still has the identity it had while it was hashed (the same device and
+// inode, size, mtime and ctime to the ns), its digest is taken from h and the file is not read
+// again; otherwise it is hashed as AdoptFile hashes it. Either way the object is named by the
+// digest of the bytes it holds: a file written, truncated or replaced after HashStamped has another
+// identity (see HashedFile) and is hashed anew.
+func (s *Store) AdoptHashed(ctx context.Context, path string, h HashedFile) (Object, error) {
+	return s.adopt(ctx, path, &h)
+}
+
+// adopt is AdoptFile, with known (nil: none) the stamp of an earlier hash of the file.
+func (s *Store) adopt(ctx context.Context, path string, known *HashedFile) (Object, error) {
 	abs, err := filepath.Abs(path)
 	if err != nil {
 		return Object{}, fmt.Errorf("adopt %s: %w", path, err)
@@ -169,12 +184,17 @@ func (s *Store) AdoptFile(ctx context.Context, path string) (Object, error) {
 			return Object{}, fmt.Errorf("adopt %s: %w", abs, err)
 		}
 	}
-	d, err := hashOpenFile(ctx, f, before.Size)
-	if err != nil {
-		return Object{}, fmt.Errorf("adopt %s: %w", abs, err)
-	}
-	if err := unchanged(f, before); err != nil {
-		return Object{}, fmt.Errorf("adopt %s: %w", abs, err)
+	var d Digest
+	if known != nil && known.sealed && idOf(&before) == known.id {
+		d = known.Digest
+	} else {
+		s.adoptHashes.add()
+		if d, err = hashOpenFile(ctx, f, before.Size); err != nil {
+			return Object{}, fmt.Errorf("adopt %s: %w", abs, err)
+		}
+		if err := unchanged(f, before); err != nil {
+			return Object{}, fmt.Errorf("adopt %s: %w", abs, err)
+		}
 	}
 	obj := Object{Digest: d, Size: before.Size}
 	if err := s.commit(f, obj); err != nil {

@@ -43,6 +43,8 @@ type Store struct {
 	// hashes counts full-content hashes done by HashFile and FileDigests (tests of the stat cache);
 	// digestHashes those done by Digests (tests of the digests records).
 	hashes, digestHashes counter
+	// adoptHashes counts the hashes AdoptFile and AdoptHashed do (tests of AdoptHashed).
+	adoptHashes counter
 
 	closeOnce sync.Once
 	closeErr  error

@@ -73,7 +73,8 @@ func (l Local) Execute(ctx context.Context, req ExecRequest) (outs []artifacts.N
 	if logger == nil {
 		logger = slog.Default()
 	}
-	if _, err := nodeexec.Run(ctx, material, inDir, outDir, nodeexec.WithKey(req.Key), nodeexec.WithLogger(logger)); err != nil {
+	res, err := nodeexec.Run(ctx, material, inDir, outDir, nodeexec.WithKey(req.Key), nodeexec.WithLogger(logger))
+	if err != nil {
 		return nil, err
 	}
 	if l.BeforeIngest != nil {
@@ -81,7 +82,7 @@ func (l Local) Execute(ctx context.Context, req ExecRequest) (outs []artifacts.N
 			return nil, err
 		}
 	}
-	outs, _, err = nodeexec.Ingest(ctx, l.Store, outDir, req.Key, req.Material, nodeexec.IngestOptions{})
+	outs, _, err = nodeexec.Ingest(ctx, l.Store, outDir, req.Key, req.Material, nodeexec.IngestOptions{Hashed: res.Hashed})
 	return outs, err
 }
 

@@ -13,6 +13,7 @@ type Store interface {
 	HashFile(ctx context.Context, path string) (artifacts.Object, error)
 	TempDir(ctx context.Context) (string, error)
 	AdoptFile(ctx context.Context, path string) (artifacts.Object, error)
+	AdoptHashed(ctx context.Context, path string, h artifacts.HashedFile) (artifacts.Object, error)
 	Path(ctx context.Context, d artifacts.Digest) (string, error)
 	Verify(ctx context.Context, d artifacts.Digest) error
 	GetAction(ctx context.Context, key artifacts.Digest) (artifacts.ActionRecord, error)

@@ -15,6 +15,7 @@ import (
 // must lie in one of the store's TempDirs).
 type Adopter interface {
 	AdoptFile(ctx context.Context, path string) (artifacts.Object, error)
+	AdoptHashed(ctx context.Context, path string, h artifacts.HashedFile) (artifacts.Object, error)
 }
 
 // IngestOptions tune Ingest.
@@ -23,6 +24,10 @@ type IngestOptions struct {
 	// the record never enters the store. Executors that export outputs across a boundary (Dagger)
 	// set it; the local executor, whose files never left the store's scratch directory, does not.
 	Precheck bool
+	// Hashed are the stamps of Run's hashes of the outputs (Result.Hashed), from a run in this
+	// process: an output whose stamp names the recorded digest and size is adopted with
+	// AdoptHashed, which reads it again only if it changed since (see artifacts.HashedFile).
+	Hashed map[string]artifacts.HashedFile
 }
 
 // Ingest checks the output directory outDir of node key (key material m) against its result
@@ -76,7 +81,12 @@ func Ingest(ctx context.Context, store Adopter, outDir string, key artifacts.Dig
 			return nil, Result{}, err
 		}
 		p := filepath.Join(dir, o.Name)
-		obj, err := store.AdoptFile(ctx, p)
+		var obj artifacts.Object
+		if h, ok := opts.Hashed[o.Name]; ok && h.Digest == o.Digest && h.Size == o.Size {
+			obj, err = store.AdoptHashed(ctx, p, h)
+		} else {
+			obj, err = store.AdoptFile(ctx, p)
+		}
 		if err != nil {
 			return nil, Result{}, fmt.Errorf("storing output %q (%s): %w", o.Name, p, err)
 		}

@@ -35,6 +35,11 @@ type Result struct {
 	Start   time.Time               `json:"start"`
 	End     time.Time               `json:"end"`
 	Orkpipe artifacts.OrkpipeBuild  `json:"orkpipe"`
+
+	// Hashed holds, by output name, the stamps of Run's hashes of the outputs (Run's return
+	// value only, never in the record): IngestOptions.Hashed hands them to the store so that a
+	// file adopted unchanged is not hashed a second time.
+	Hashed map[string]artifacts.HashedFile `json:"-"`
 }
 
 // Provenance returns the record's host, times and binary as action-record provenance.

@@ -72,7 +72,7 @@ func WithLogger(l *slog.Logger) Option {
 // the key (WithKey), resolves every input and tool in inDir by digest (unpacking those in tar
 // form into a scratch directory, removed when Run returns), runs the stage through
 // stages.Execute into outDir/outputs, hashes every output and writes outDir/result.json last. It
-// returns the record it wrote. On any error no result record exists.
+// returns the record it wrote, with the stamps of its hashes (Result.Hashed). On any error no result record exists.
 func Run(ctx context.Context, material []byte, inDir, outDir string, opts ...Option) (res Result, err error) {
 	cfg := config{logger: slog.Default(), scratch: os.TempDir()}
 	for _, o := range opts {
@@ -115,12 +115,14 @@ func Run(ctx context.Context, material []byte, inDir, outDir string, opts ...Opt
 		return Result{}, err
 	}
 	res = Result{Format: ResultFormat, Key: key, Stage: m.Stage, Version: m.Version, Start: start}
+	res.Hashed = make(map[string]artifacts.HashedFile, len(names))
 	for _, name := range names {
-		obj, err := artifacts.HashPath(ctx, filepath.Join(outputs, name))
+		h, err := artifacts.HashStamped(ctx, filepath.Join(outputs, name))
 		if err != nil {
 			return Result{}, fmt.Errorf("hashing output %q: %w", name, err)
 		}
-		res.Outputs = append(res.Outputs, artifacts.NamedObject{Name: name, Digest: obj.Digest, Size: obj.Size})
+		res.Outputs = append(res.Outputs, artifacts.NamedObject{Name: name, Digest: h.Digest, Size: h.Size})
+		res.Hashed[name] = h
 	}
 	info, err := buildinfo.Get()
 	if err != nil {

@@ -10,7 +10,7 @@ import (
 	"sync"
 	"sync/atomic"
 
-	"github.com/zeebo/blake3"
+	"orkpipe/internal/blake3x"
 )
 
 // Reader reads a validated orkpack. Open has already checked header, footer, index digest and every index
@@ -93,7 +93,7 @@ func NewReader(ctx context.Context, ra io.ReaderAt, size int64, name string) (*R
 	if _, err := ra.ReadAt(ib, t.indexOffset); err != nil {
 		return fail(fmt.Errorf("reading the index: %w", err))
 	}
-	if got := Digest(blake3.Sum256(ib)); got != t.indexDigest {
+	if got := Digest(blake3x.Sum256(ib)); got != t.indexDigest {
 		return fail(fmt.Errorf("%w: index digest mismatch: header and footer say %s, index bytes hash to %s", ErrCorrupt, t.indexDigest, got))
 	}
 	board, entries, res, err := decodeIndex(ib, t.count, t.indexOffset, t.version)
@@ -152,7 +152,7 @@ func (r *Reader) ReadEntry(ctx context.Context, name string) (Entry, []byte, err
 	if _, err := r.ra.ReadAt(b, e.Offset); err != nil {
 		return Entry{}, nil, fmt.Errorf("pack %s: entry %q: %w", r.name, name, err)
 	}
-	if got := Digest(blake3.Sum256(b)); got != e.Digest {
+	if got := Digest(blake3x.Sum256(b)); got != e.Digest {
 		return Entry{}, nil, fmt.Errorf("pack %s: entry %q: %w: data at %d+%d hashes to %s, index says %s", r.name, name, ErrCorrupt, e.Offset, e.Length, got, e.Digest)
 	}
 	return e, b, nil
@@ -177,7 +177,7 @@ func (r *Reader) VerifyEntry(ctx context.Context, name string) error {
 	if err != nil {
 		return err
 	}
-	h := blake3.New()
+	h := blake3x.New()
 	sr := io.NewSectionReader(r.ra, e.Offset, e.Length)
 	buf := make([]byte, 1<<20)
 	for {
@@ -193,7 +193,7 @@ func (r *Reader) VerifyEntry(ctx context.Context, name string) error {
 			return fmt.Errorf("pack %s: entry %q: %w", r.name, name, err)
 		}
 	}
-	if got := Digest(h.Sum(nil)); got != e.Digest {
+	if got := Digest(h.Sum256()); got != e.Digest {
 		return fmt.Errorf("pack %s: entry %q: %w: data hashes to %s, index says %s", r.name, name, ErrCorrupt, got, e.Digest)
 	}
 	return nil
@@ -268,7 +268,7 @@ func (r *Reader) verifyEntry(e Entry, buf *[]byte) error {
 	if _, err := r.ra.ReadAt(b, e.Offset); err != nil {
 		return fmt.Errorf("pack %s: entry %q: %w", r.name, e.Name, err)
 	}
-	if got := Digest(blake3.Sum256(b)); got != e.Digest {
+	if got := Digest(blake3x.Sum256(b)); got != e.Digest {
 		return fmt.Errorf("pack %s: entry %q: %w: data at %d+%d hashes to %s, index says %s", r.name, e.Name, ErrCorrupt, e.Offset, e.Length, got, e.Digest)
 	}
 	if err := checkData(e, b); err != nil {

@@ -10,8 +10,7 @@ import (
 	"os"
 	"path/filepath"
 
-	"github.com/zeebo/blake3"
-
+	"orkpipe/internal/blake3x"
 	"orkpipe/ork/internal/durable"
 	"orkpipe/ork/tile"
 )
@@ -249,10 +248,10 @@ func prepare(e Entry, codes, sb []byte) (*Prepared, error) {
 	if err := l.CheckPadding(codes); err != nil {
 		return nil, fmt.Errorf("%w: entry %q: tiled codes would not decode: %v", ErrInput, e.Name, err)
 	}
-	h := blake3.New()
+	h := blake3x.New()
 	h.Write(codes)
 	h.Write(sb)
-	e.Digest = Digest(h.Sum(nil))
+	e.Digest = Digest(h.Sum256())
 	return &Prepared{e: e, codes: codes, scales: sb}, nil
 }
 
@@ -295,10 +294,10 @@ func (w *Writer) write(e Entry, codes []byte, scales []float32) error {
 	// Hash while writing: both only read the buffers.
 	hashed := make(chan Digest, 1)
 	go func() {
-		h := blake3.New()
+		h := blake3x.New()
 		h.Write(codes)
 		h.Write(sb)
-		hashed <- Digest(h.Sum(nil))
+		hashed <- Digest(h.Sum256())
 	}()
 	werr := w.writeBytes(e, codes, sb)
 	e.Digest = <-hashed
@@ -368,7 +367,7 @@ func (w *Writer) Commit(ctx context.Context) (err error) {
 		}
 	}
 	index := encodeIndex(plan.Board, w.entries, w.residency)
-	t := trailer{version: Version, indexOffset: w.off, indexLength: int64(len(index)), indexDigest: blake3.Sum256(index), count: uint32(len(w.entries))}
+	t := trailer{version: Version, indexOffset: w.off, indexLength: int64(len(index)), indexDigest: blake3x.Sum256(index), count: uint32(len(w.entries))}
 	t.total = t.indexOffset + t.indexLength + FooterSize
 	if _, err := w.f.Write(append(index, encodeFooter(t)...)); err != nil {
 		return fmt.Errorf("pack %s: writing the index: %w", w.tmp, err)

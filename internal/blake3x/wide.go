@@ -1,4 +1,4 @@
-package artifacts
+package blake3x
 
 import (
 	"sync"
@@ -30,22 +30,33 @@ func subtreeCVWide(data []byte, chunk uint64) ChainValue {
 	} else {
 		cvs = make([]ChainValue, nchunks)
 	}
+	chunkCVs(cvs, data, chunk)
+	return mergeLevels(cvs)
+}
+
+// chunkCVs stores in cvs (one per chunk of data, the last may be partial) the chaining values of
+// the chunks of data, whose first chunk has index chunk in its input.
+func chunkCVs(cvs []ChainValue, data []byte, chunk uint64) {
 	groups := len(data) / groupLen
 	for g := range groups {
 		chunks16((*[16]ChainValue)(cvs[g*guts.MaxSIMD:]), (*[groupLen]byte)(data[g*groupLen:]), chunk+uint64(g*guts.MaxSIMD))
 	}
 	// The last, partial group of the input's last piece: chunk by chunk.
-	for i := groups * guts.MaxSIMD; i < nchunks; i++ {
+	for i := groups * guts.MaxSIMD; i < len(cvs); i++ {
 		off := i * ChunkSize
 		cvs[i] = guts.ChainingValue(guts.CompressChunk(data[off:min(off+ChunkSize, len(data))], &guts.IV, chunk+uint64(i), 0))
 	}
-	return mergeLevels(cvs)
 }
 
 // mergeLevels merges the chaining values of consecutive chunks (or complete subtrees of one size)
 // into the chaining value of the non-root node above them all, in place: cvs is overwritten.
-func mergeLevels(cvs []ChainValue) ChainValue {
-	for n := len(cvs); n > 1; {
+func mergeLevels(cvs []ChainValue) ChainValue { return mergeTo(cvs, 1)[0] }
+
+// mergeTo merges cvs as mergeLevels does, level by level in place, until at most top values are
+// left (top 2: the two children of the node above them all) and returns them.
+func mergeTo(cvs []ChainValue, top int) []ChainValue {
+	n := len(cvs)
+	for n > top {
 		pairs := n / 2
 		i := 0
 		for ; i+guts.MaxSIMD <= pairs; i += guts.MaxSIMD {
@@ -59,7 +70,7 @@ func mergeLevels(cvs []ChainValue) ChainValue {
 		}
 		n = pairs + n%2
 	}
-	return cvs[0]
+	return cvs[:n]
 }
 
 // chunks16Generic is chunks16 in portable Go (the reference in tests, and off amd64).

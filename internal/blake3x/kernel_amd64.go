@@ -1,4 +1,4 @@
-package artifacts
+package blake3x
 
 import (
 	"unsafe"

@@ -1,6 +1,6 @@
 //go:build !amd64
 
-package artifacts
+package blake3x
 
 // setWideKernel: off amd64 there is only the guts kernel (wideKernel is the constant false).
 func setWideKernel(bool) {}

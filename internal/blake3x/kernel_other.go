@@ -1,6 +1,6 @@
 //go:build !amd64
 
-package artifacts
+package blake3x
 
 // wideKernel is false off amd64: SubtreeCV uses guts.CompressBuffer (portable Go there).
 const wideKernel = false

@@ -1,4 +1,4 @@
-package artifacts
+package blake3x
 
 import (
 	"math/rand/v2"
@@ -83,7 +83,7 @@ func TestSubtreeWideMatchesGuts(t *testing.T) {
 		for off := 0; off < n; off += PieceSize {
 			cvs = append(cvs, subtreeCVWide(big[off:min(off+PieceSize, n)], uint64(off/ChunkSize)))
 		}
-		if got, want := rootOf(cvs), blake3.Sum256(big[:n]); got != want {
+		if got, want := Root(cvs), blake3.Sum256(big[:n]); got != want {
 			t.Errorf("%d bytes: wide tree %x, serial %x", n, got, want)
 		}
 	}

@@ -94,3 +94,61 @@ packLow:
 	POR   X2, X0
 	MOVOU X0, 0(DI)
 	RET
+
+// func packRunsSSE2(out *byte, stride int, runs *int8, count int, highFirst bool) (outOfRange bool)
+// packRunSSE2 of count (positive) consecutive runs at runs, the i-th written at out + i·stride;
+// outOfRange says whether any run had a code outside -8..7.
+TEXT ·packRunsSSE2(SB), NOSPLIT, $0-41
+	MOVQ     out+0(FP), DI
+	MOVQ     stride+8(FP), R8
+	MOVQ     runs+16(FP), SI
+	MOVQ     count+24(FP), CX
+	MOVB     highFirst+32(FP), DX
+	MOVOU    lowBytes<>(SB), X13
+	MOVOU    lowNib<>(SB), X14
+	MOVOU    eights<>(SB), X15
+	MOVOU    highNib<>(SB), X6
+	PXOR     X8, X8 // the OR of every run's (code + 8) bytes
+
+runsLoop:
+	MOVOU    0(SI), X0  // codes 0..15
+	MOVOU    16(SI), X1 // codes 16..31
+	MOVOU    X0, X4
+	PADDB    X15, X4
+	MOVOU    X1, X5
+	PADDB    X15, X5
+	POR      X5, X4
+	POR      X4, X8
+	MOVOU    X0, X2
+	PAND     X13, X2
+	MOVOU    X1, X3
+	PAND     X13, X3
+	PACKUSWB X3, X2 // a: the even-indexed codes
+	PSRLW    $8, X0
+	PSRLW    $8, X1
+	PACKUSWB X1, X0 // b: the odd-indexed codes
+	TESTB    DL, DL
+	JZ       runsLow
+	MOVOU    X2, X3 // high nibble first: a goes high
+	MOVOU    X0, X2
+	MOVOU    X3, X0
+
+runsLow:
+	PAND  X14, X2 // low nibble
+	PSLLW $4, X0
+	PAND  X6, X0  // high nibble
+	POR   X2, X0
+	MOVOU X0, 0(DI)
+	ADDQ  $32, SI
+	ADDQ  R8, DI
+	DECQ  CX
+	JNZ   runsLoop
+
+	// Out of range: some (code + 8) byte above 15.
+	PAND     X6, X8
+	PXOR     X7, X7
+	PCMPEQB  X7, X8
+	PMOVMSKB X8, AX
+	XORL     $0xFFFF, AX
+	SETNE    outOfRange+40(FP)
+	RET

@@ -37,6 +37,24 @@ func TestNibbleKernels(t *testing.T) {
 				t.Fatalf("order %d: packRun(%v) = %x, %v; want %x, %v", o, run, got, gotBad, want, wantBad)
 			}
 		}
+		// packRuns: consecutive runs (a bad one among good ones, or none) at a stride, the bytes
+		// between the runs untouched.
+		for i := 0; i+5 <= len(runs); i += 97 {
+			group := slices.Concat(runs[i : i+5]...)
+			for _, stride := range []int{runLen / 2, 40, 1024} {
+				got, want := make([]byte, 4*stride+runLen/2), make([]byte, 4*stride+runLen/2)
+				for j := range got {
+					got[j], want[j] = byte(j), byte(j)
+				}
+				wantBad := false
+				for j := range 5 {
+					wantBad = packRunGo(want[j*stride:j*stride+runLen/2], group[j*runLen:(j+1)*runLen], o) || wantBad
+				}
+				if gotBad := packRuns(got, stride, group, o); !slices.Equal(got, want) || gotBad != wantBad {
+					t.Fatalf("order %d, stride %d: packRuns of runs %d.. = %x, %v; want %x, %v", o, stride, i, got, gotBad, want, wantBad)
+				}
+			}
+		}
 		for b := range 256 {
 			in := make([]byte, runLen/2)
 			for i := range in {

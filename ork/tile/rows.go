@@ -33,8 +33,15 @@ func (l Layout) TileRows(dst []byte, first int, codes []int8) error {
 		row := codes[r*l.k : (r+1)*l.k]
 		for s := 0; s < l.segs; s++ {
 			seg0, ks := l.SegmentRange(s)
-			off := l.runOffset(n, seg0)
-			for k0 := seg0; k0 < seg0+ks; k0 += runLen {
+			off, k0 := l.runOffset(n, seg0), seg0
+			if l.kind != I8Native { // the whole int4 runs of the segment in one call
+				full := (min(seg0+ks, l.k) - seg0) / runLen
+				if packRuns(dst[off:], stride, row[seg0:seg0+full*runLen], l.nib) {
+					return l.rangeErr(row, n)
+				}
+				off, k0 = off+full*stride, seg0+full*runLen
+			}
+			for ; k0 < seg0+ks; k0 += runLen {
 				if l.putRun(dst[off:off+runBytes:off+runBytes], row, k0) {
 					return l.rangeErr(row, n)
 				}

@@ -8,6 +8,8 @@ import (
 	"strings"
 
 	"github.com/zeebo/blake3"
+
+	"orkpipe/internal/blake3x"
 )
 
 // Algorithm is the only digest algorithm of the store.
@@ -96,8 +98,8 @@ func (d *Digest) UnmarshalText(b []byte) error {
 // NewHasher returns a BLAKE3-256 hasher whose Sum matches Digest.
 func NewHasher() hash.Hash { return blake3.New() }
 
-// SumBytes returns the digest of b.
-func SumBytes(b []byte) Digest { return Digest{sum: blake3.Sum256(b)} }
+// SumBytes returns the digest of b (blake3x.Sum256: the wide kernel above one chunk).
+func SumBytes(b []byte) Digest { return Digest{sum: blake3x.Sum256(b)} }
 
 // SumReader returns the digest and length of everything read from r.
 func SumReader(r io.Reader) (Digest, int64, error) {

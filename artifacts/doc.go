@@ -54,15 +54,17 @@
 // 4 MiB: each 4 MiB piece is a complete subtree of the BLAKE3 tree, mapped read-only (mmap, no copy
 // out of the page cache, populated with one MADV_POPULATE_READ) and hashed by its own worker; the
 // subtree chaining values are merged in order (tree.go). On amd64 with AVX-512 a piece is hashed
-// by this package's own assembly (blake3_amd64.s, derived from lukechampine.com/blake3's): 16
-// chunks at once, message words loaded with plain loads and a register transpose instead of
-// gathers, the next group prefetched, and the tree above the chunks merged 16 parents at once
-// (wide.go); elsewhere by lukechampine.com/blake3/guts (AVX2 or Go). A piece that lies in a file
+// by orkpipe's own assembly (internal/blake3x, derived from lukechampine.com/blake3's, shared with
+// ork/pack): 16 chunks at once, message words loaded with plain loads and a register transpose
+// instead of gathers, the next group prefetched, and the tree above the chunks merged 16 parents
+// at once; elsewhere by lukechampine.com/blake3/guts (AVX2 or Go). A piece that lies in a file
 // hole is hashed as zeros from memory, never read. A file that shrinks while mapped raises
 // SIGBUS, which is recovered as an error. The digest is the standard BLAKE3-256 that b3sum prints.
 // Memory: per worker (GOMAXPROCS) one 4 MiB mapping of page cache and 128 KiB of chaining values;
-// per file 32 bytes per 4 MiB piece. Streaming hashes (Ingest from a reader, Open) use
-// zeebo/blake3; NewStreamHasher uses the piece code on a 4 MiB buffer.
+// per file 32 bytes per 4 MiB piece. A file of at most 4 MiB is read in 256 KiB blocks on the
+// caller's goroutine (no read-ahead buffers) and hashed by blake3x's streaming Hasher, as SumBytes
+// hashes memory. Streaming hashes (Ingest from a reader, Open) use zeebo/blake3; NewStreamHasher
+// uses the piece code on a 4 MiB buffer.
 //
 // IngestFile and Materialize-by-copy have the kernel copy the bytes: a FICLONE reflink where the
 // filesystem shares extents, after which the source is hashed on all CPUs; else copy_file_range of

@@ -11,6 +11,8 @@ import (
 	"sync"
 
 	"golang.org/x/sys/unix"
+
+	"orkpipe/internal/blake3x"
 )
 
 // blockSize is the unit of file reads. Hashing runs on the caller's goroutine while a second
@@ -152,12 +154,40 @@ func writeZeros(h hash.Hash, n int64) {
 // hashOpenFile returns the BLAKE3 of the logical bytes of f, whose size is given: by pieces on all
 // CPUs (hashParallel; also with one CPU, where the mapped pieces and the wide kernel beat the
 // serial hash: 2 GiB with GOMAXPROCS=1, median process CPU 0.82 s by pieces against 1.68 s
-// serially) when the file spans more than one piece, else on one goroutine with read-ahead.
+// serially) when the file spans more than one piece, else on one goroutine (hashSmall).
 func hashOpenFile(ctx context.Context, f *os.File, size int64) (Digest, error) {
 	if size > PieceSize {
 		return hashParallel(ctx, f, size, runtime.GOMAXPROCS(0))
 	}
-	return hashSerial(ctx, f, size)
+	return hashSmall(ctx, f, size)
+}
+
+// smallBlock is hashSmall's read size: small enough that hashing a small file allocates far less
+// than the heap a Go program starts a garbage collection at (4 MiB), large enough for few reads.
+const smallBlock = 256 << 10
+
+// hashSmall hashes the size bytes of f (at most a piece, holes read as zeros) on the caller's
+// goroutine, reading smallBlock bytes at a time, with blake3x's streaming Hasher. It fails if f is
+// shorter than size.
+func hashSmall(ctx context.Context, f *os.File, size int64) (Digest, error) {
+	h := blake3x.New()
+	buf := make([]byte, min(size, smallBlock))
+	for off := int64(0); off < size; {
+		if err := ctx.Err(); err != nil {
+			return Digest{}, err
+		}
+		want := min(int64(len(buf)), size-off)
+		got, err := f.ReadAt(buf[:want], off)
+		if int64(got) < want {
+			if err == nil || errors.Is(err, io.EOF) {
+				err = fmt.Errorf("%s: file ended at %d, expected %d bytes (changed while reading?)", f.Name(), off+int64(got), size)
+			}
+			return Digest{}, fmt.Errorf("reading %s at %d: %w", f.Name(), off, err)
+		}
+		h.Write(buf[:want])
+		off += want
+	}
+	return Digest{sum: h.Sum256()}, nil
 }
 
 // HashSection returns the BLAKE3 digest of the n bytes of f at off, hashed as an input of their

@@ -6,13 +6,16 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/zeebo/blake3"
 )
 
-// TestParallelHashMatchesSerial: the multi-core file hash equals BLAKE3 of the bytes (upstream
-// zeebo/blake3 via SumBytes) at and around piece boundaries, for any worker count.
+// TestParallelHashMatchesSerial: the multi-core file hash equals BLAKE3 of the bytes (SumBytes,
+// which internal/blake3x's tests hold to zeebo/blake3) at and around piece boundaries, for any worker count.
 func TestParallelHashMatchesSerial(t *testing.T) {
 	data := pattern("pieces", 3*PieceSize+5000)
 	dir := t.TempDir()
@@ -262,4 +265,57 @@ func hashPeakRSS(ctx context.Context, path string) error {
 		}
 	}
 	return fmt.Errorf("no VmHWM in /proc/self/status")
+}
+
+// TestHashSmall: files of at most a piece hash as zeebo/blake3 hashes their bytes (around the
+// chunk, group and read-block boundaries, and with a hole), a file shorter than claimed is an
+// error, and hashing a whole piece allocates a small fraction of it (no 4 MiB read-ahead blocks,
+// which started a garbage collection for every small file).
+func TestHashSmall(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	data := pattern("small", PieceSize)
+	for _, n := range []int{0, 1, ChunkSize, ChunkSize + 1, groupLen + 3, smallBlock - 1, smallBlock, smallBlock + 1, 3*smallBlock + 77, PieceSize - 1, PieceSize} {
+		p := filepath.Join(dir, fmt.Sprintf("f%d", n))
+		if err := os.WriteFile(p, data[:n], 0o644); err != nil {
+			t.Fatal(err)
+		}
+		f, err := os.Open(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got, err := hashSmall(ctx, f, int64(n)); err != nil || got.sum != blake3.Sum256(data[:n]) {
+			t.Fatalf("%d bytes: %v, %v; want %x", n, got, err, blake3.Sum256(data[:n]))
+		}
+		if _, err := hashSmall(ctx, f, int64(n)+1); err == nil || !strings.Contains(err.Error(), p) {
+			t.Fatalf("%d bytes hashed as %d: %v, want an error naming the file", n, n+1, err)
+		}
+		f.Close()
+	}
+	// A hole in the middle reads as zeros.
+	p := filepath.Join(dir, "holes")
+	f, err := os.Create(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	want := make([]byte, 3*smallBlock+10)
+	copy(want, data[:1000])
+	copy(want[len(want)-500:], data[1000:1500])
+	f.WriteAt(want[:1000], 0)
+	f.WriteAt(want[len(want)-500:], int64(len(want)-500))
+	if got, err := hashSmall(ctx, f, int64(len(want))); err != nil || got.sum != blake3.Sum256(want) {
+		t.Fatalf("sparse file: %v, %v; want %x", got, err, blake3.Sum256(want))
+	}
+	// Allocation of hashing a whole piece, through the public path.
+	big := filepath.Join(dir, fmt.Sprintf("f%d", PieceSize))
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	if _, err := HashPath(ctx, big); err != nil {
+		t.Fatal(err)
+	}
+	runtime.ReadMemStats(&after)
+	if a := after.TotalAlloc - before.TotalAlloc; a > PieceSize/4 {
+		t.Fatalf("hashing a %d-byte file allocated %d bytes", PieceSize, a)
+	}
 }

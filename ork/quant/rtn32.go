@@ -151,7 +151,7 @@ func quantizeRow32(w *Weight, n int, codes []int8, x, wd32 []float32, wd64, grid
 		if cap(s.tab) < ng*prepStride {
 			s.tab = make([]float32, ng*prepStride)
 		}
-		kernel.GroupPrep16(&x[0], w.KP, g, &s.grid8, q, &s.tab[:ng*prepStride][0])
+		kernel.GroupPrep16(&x[0], w.KP, g, &s.grid8, s.lanes, q, &s.tab[:ng*prepStride][0])
 	}
 	for gi := 0; gi < ng; gi++ {
 		a, b := gi*g, min((gi+1)*g, w.KP)
@@ -196,7 +196,7 @@ func groupSearch32(codes []int8, x, wd []float32, grid *[clipLanes]float64, lane
 	switch search32Path {
 	case path32AVX512:
 		var sc [prepStride]float32
-		kernel.GroupPrep16(&x[0], len(x), len(x), grid, qmax, &sc[0])
+		kernel.GroupPrep16(&x[0], len(x), len(x), grid, lanes, qmax, &sc[0])
 		return groupSearchPrepared(codes, x, wd, lanes, lohi, &sc)
 	case path32AVX2:
 		var c [4 * clipLanes]float32

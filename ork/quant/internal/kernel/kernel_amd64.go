@@ -85,11 +85,13 @@ func QuantCodes8(x *float64, n int, inv float64, lohi *[2]float64, codes *int8)
 // values at x in groups of group values (the last one shorter when group does not divide n), it
 // writes at tab[32i:] group i's candidate scales s_j = float32(grid_j·amax/qmax) (tab[32i+j],
 // j < 8), their inverses 1/s_j in float32, 0 where s_j = 0 (tab[32i+8+j]), and
-// amax = max |x_k| (tab[32i+16]). n and group must be positive. The groups do not depend on one
-// another, so the out-of-order core overlaps their divisions instead of waiting for each.
+// amax = max |x_k| (tab[32i+16]). n and group must be positive. With lanes 1 (a grid of one
+// factor) only s_0 and its inverse are computed, the same values, and the other seven of each are
+// written 0; any other lanes computes all eight. The groups do not depend on one another, so the
+// out-of-order core overlaps their divisions instead of waiting for each.
 //
 //go:noescape
-func GroupPrep16(x *float32, n, group int, grid *[8]float64, qmax float64, tab *float32)
+func GroupPrep16(x *float32, n, group int, grid *[8]float64, lanes int, qmax float64, tab *float32)
 
 // GroupSearch16 is one group's clip search in float32 for up to eight candidates (AVX-512,
 // sixteen values of the group in the lanes of one register): ork/quant's groupSearch32Go, bit for

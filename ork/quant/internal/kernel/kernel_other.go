@@ -44,7 +44,7 @@ func QuantCodes8(x *float64, n int, inv float64, lohi *[2]float64, codes *int8) 
 	panic("kernel: no QuantCodes8 on this architecture")
 }
 
-func GroupPrep16(x *float32, n, group int, grid *[8]float64, qmax float64, tab *float32) {
+func GroupPrep16(x *float32, n, group int, grid *[8]float64, lanes int, qmax float64, tab *float32) {
 	panic("kernel: no GroupPrep16 on this architecture")
 }
 

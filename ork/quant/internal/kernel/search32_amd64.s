@@ -106,15 +106,16 @@ L:
 	VMOVSHDUP X, TX; \
 	VADDSS TX, X, X
 
-// func GroupPrep16(x *float32, n, group int, grid *[8]float64, qmax float64, tab *float32)
-TEXT ·GroupPrep16(SB), NOSPLIT, $0-48
+// func GroupPrep16(x *float32, n, group int, grid *[8]float64, lanes int, qmax float64, tab *float32)
+TEXT ·GroupPrep16(SB), NOSPLIT, $0-56
 	MOVQ x+0(FP), SI
 	MOVQ n+8(FP), BX
 	MOVQ group+16(FP), R9
 	MOVQ grid+24(FP), AX
+	MOVQ lanes+32(FP), R11
 	VMOVUPD (AX), Z20
-	VBROADCASTSD qmax+32(FP), Z21
-	MOVQ tab+40(FP), R13
+	VBROADCASTSD qmax+40(FP), Z21
+	MOVQ tab+48(FP), R13
 	VBROADCASTSS abs32<>(SB), Z3
 	VBROADCASTSS one32<>(SB), Y22
 	VPXORD Y23, Y23, Y23
@@ -151,6 +152,8 @@ prepLoop:
 
 	// s_j = float32(grid_j·amax/qmax) in float64; inv_j = 1/s_j in float32, 0 where s_j = 0.
 	VCVTSS2SD X0, X0, X1
+	CMPQ R11, $1
+	JEQ prepOne
 	VBROADCASTSD X1, Z8
 	VMULPD Z20, Z8, Z9
 	VDIVPD Z21, Z9, Z9
@@ -159,7 +162,27 @@ prepLoop:
 	VDIVPS.Z Y9, Y22, K1, Y12
 	VMOVUPS Y9, (R13)
 	VMOVUPS Y12, 32(R13)
+	JMP prepNext
 
+prepOne:
+	// One factor: the same arithmetic on the first lane alone (scalar divisions, a fraction of
+	// the vector ones' cost), the other seven scales and inverses 0.
+	VMULSD X20, X1, X9
+	VDIVSD X21, X9, X9
+	VCVTSD2SS X9, X9, X9
+	VXORPS X12, X12, X12
+	VUCOMISS X23, X9
+	JPS prepOneDiv // NaN is not 0
+	JEQ prepOneStore
+prepOneDiv:
+	VDIVSS X9, X22, X12
+prepOneStore:
+	VMOVUPS Y23, (R13)
+	VMOVUPS Y23, 32(R13)
+	VMOVSS X9, (R13)
+	VMOVSS X12, 32(R13)
+
+prepNext:
 	LEAQ (SI)(R10*4), SI
 	ADDQ $128, R13
 	SUBQ R10, BX

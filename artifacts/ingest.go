@@ -185,10 +185,12 @@ func (s *Store) adopt(ctx context.Context, path string, known *HashedFile) (Obje
 		}
 	}
 	var d Digest
+	var sealed bool // every write after d was taken moves the file's mtime
 	if known != nil && known.sealed && idOf(&before) == known.id {
-		d = known.Digest
+		d, sealed = known.Digest, true
 	} else {
 		s.adoptHashes.add()
+		sealed = pastTimes(&before, coarseNow())
 		if d, err = hashOpenFile(ctx, f, before.Size); err != nil {
 			return Object{}, fmt.Errorf("adopt %s: %w", abs, err)
 		}
@@ -202,6 +204,9 @@ func (s *Store) adopt(ctx context.Context, path string, known *HashedFile) (Obje
 	}
 	if err := os.Remove(abs); err != nil {
 		return Object{}, fmt.Errorf("adopt %s: removing temp name: %w", abs, err)
+	}
+	if sealed { // after the temp name's removal, which moves the ctime
+		s.rememberVerified(f, d, &before)
 	}
 	return obj, nil
 }

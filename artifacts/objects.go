@@ -117,7 +117,9 @@ func (r *verifyingReader) Read(p []byte) (int, error) {
 func (r *verifyingReader) Close() error { return r.f.Close() }
 
 // Verify re-hashes the object. A mismatch quarantines it and returns an error wrapping
-// ErrCorrupt; an absent object returns ErrNotFound.
+// ErrCorrupt; an absent object returns ErrNotFound. An object this Store adopted, whose file has
+// kept the identity it had after the commit (see rememberVerified), is not read again: its bytes
+// are the ones hashed under its name.
 func (s *Store) Verify(ctx context.Context, d Digest) error {
 	if d.IsZero() {
 		return fmt.Errorf("verify: %w: zero digest", ErrInvalidDigest)
@@ -134,6 +136,10 @@ func (s *Store) Verify(ctx context.Context, d Digest) error {
 	if err != nil {
 		return fmt.Errorf("object %s: %w", d, err)
 	}
+	if id, ok := s.verified.Load(d); ok && id.(fileID) == idOf(&st) {
+		return nil
+	}
+	s.verifyHashes.add()
 	got, err := hashOpenFile(ctx, f, st.Size)
 	if err != nil {
 		return fmt.Errorf("verify object %s: %w", d, err)

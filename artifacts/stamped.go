@@ -104,3 +104,18 @@ func waitPastTimes(ctx context.Context, st *unix.Stat_t) (bool, error) {
 	}
 	return true, nil
 }
+
+// rememberVerified lets Verify skip re-hashing the object d, just committed from the open file f,
+// for as long as the object file keeps the identity f has now. It is called only when d was taken
+// while the file's mtime was sealed (before: see HashedFile; every write after that moves the
+// mtime), and it remembers only if f still has the device, inode, size and mtime it had then (no
+// write since; the commit's chmod moved only the ctime). A later write, truncation or replacement
+// changes the identity Verify compares, and Verify hashes. Within one process only: a Store opened
+// later re-hashes.
+func (s *Store) rememberVerified(f *os.File, d Digest, before *unix.Stat_t) {
+	st, err := fstat(f)
+	if err != nil || st.Dev != before.Dev || st.Ino != before.Ino || st.Size != before.Size || st.Mtim != before.Mtim {
+		return
+	}
+	s.verified.Store(d, idOf(&st))
+}

@@ -2,6 +2,7 @@ package artifacts
 
 import (
 	"context"
+	"errors"
 	"os"
 	"path/filepath"
 	"testing"
@@ -116,5 +117,82 @@ func TestPastTimes(t *testing.T) {
 	}
 	if (HashedFile{}).Sealed() {
 		t.Error("the zero HashedFile is sealed")
+	}
+}
+
+// TestVerifyRemembered: an object this Store just adopted from a sealed stamp is verified without
+// a second hash while its file is untouched; written in place (even with its mtime put back),
+// truncated, or looked at by another Store, it is hashed, and a damaged one is caught. With the
+// identity check removed from Verify the damaged objects pass and the test fails.
+func TestVerifyRemembered(t *testing.T) {
+	ctx := context.Background()
+	size := int(sealMin) + 777
+	for _, tc := range []struct {
+		name    string
+		damage  func(t *testing.T, s *Store, d Digest) // nil: none
+		corrupt bool
+	}{
+		{"untouched", nil, false},
+		{"byte written", func(t *testing.T, s *Store, d Digest) { flipByte(t, s, d, int64(size/3)) }, true},
+		{"byte written, mtime put back", func(t *testing.T, s *Store, d Digest) {
+			p := s.objectPath(d)
+			st, err := os.Stat(p)
+			if err != nil {
+				t.Fatal(err)
+			}
+			flipByte(t, s, d, 5)
+			if err := os.Chtimes(p, st.ModTime(), st.ModTime()); err != nil {
+				t.Fatal(err)
+			}
+		}, true},
+		{"truncated", func(t *testing.T, s *Store, d Digest) {
+			p := s.objectPath(d)
+			if err := os.Chmod(p, 0o644); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.Truncate(p, int64(size-1)); err != nil {
+				t.Fatal(err)
+			}
+		}, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := openTestStore(t)
+			dir, err := s.TempDir(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			p := filepath.Join(dir, "out.bin")
+			if err := os.WriteFile(p, pattern(tc.name, size), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			h, err := HashStamped(ctx, p)
+			if err != nil {
+				t.Fatal(err)
+			}
+			o, err := s.AdoptHashed(ctx, p, h)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if tc.damage != nil {
+				tc.damage(t, s, o.Digest)
+			}
+			err = s.Verify(ctx, o.Digest)
+			if tc.corrupt != errors.Is(err, ErrCorrupt) {
+				t.Fatalf("Verify: %v, want corrupt %v", err, tc.corrupt)
+			}
+			if n, want := s.verifyHashes.load(), map[bool]int64{false: 0, true: 1}[tc.damage != nil]; n != want {
+				t.Fatalf("Verify hashed %d times, want %d", n, want)
+			}
+			if tc.damage == nil { // another Store (another process) hashes
+				s2, err := OpenStore(s.Dir())
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer s2.Close()
+				if err := s2.Verify(ctx, o.Digest); err != nil || s2.verifyHashes.load() != 1 {
+					t.Fatalf("a second Store: %v after %d hashes, want nil after 1", err, s2.verifyHashes.load())
+				}
+			}
+		})
 	}
 }

@@ -45,6 +45,10 @@ type Store struct {
 	hashes, digestHashes counter
 	// adoptHashes counts the hashes AdoptFile and AdoptHashed do (tests of AdoptHashed).
 	adoptHashes counter
+	// verified maps the digest of an object this Store adopted to its file's identity after the
+	// commit (see rememberVerified); verifyHashes counts the hashes Verify does (tests).
+	verified     sync.Map
+	verifyHashes counter
 
 	closeOnce sync.Once
 	closeErr  error

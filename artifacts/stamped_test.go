@@ -120,8 +120,8 @@ func TestPastTimes(t *testing.T) {
 	}
 }
 
-// TestVerifyRemembered: an object this Store just adopted from a sealed stamp is verified without
-// a second hash while its file is untouched; written in place (even with its mtime put back),
+// TestVerifyRemembered: an object this Store just adopted from a sealed stamp is verified (Verify,
+// and HashFile of its object file) without a second hash while its file is untouched; written in place (even with its mtime put back),
 // truncated, or looked at by another Store, it is hashed, and a damaged one is caught. With the
 // identity check removed from Verify the damaged objects pass and the test fails.
 func TestVerifyRemembered(t *testing.T) {
@@ -175,6 +175,14 @@ func TestVerifyRemembered(t *testing.T) {
 			}
 			if tc.damage != nil {
 				tc.damage(t, s, o.Digest)
+			}
+			// HashFile of the object file (the engine's check of an export) takes the same shortcut.
+			hf, err := s.HashFile(ctx, s.objectPath(o.Digest))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if (hf.Digest == o.Digest) == tc.corrupt || s.hashes.load() != map[bool]int64{false: 0, true: 1}[tc.damage != nil] {
+				t.Fatalf("HashFile of the object: %v after %d hashes", hf.Digest, s.hashes.load())
 			}
 			err = s.Verify(ctx, o.Digest)
 			if tc.corrupt != errors.Is(err, ErrCorrupt) {

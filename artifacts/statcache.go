@@ -41,7 +41,9 @@ type statEntry struct {
 
 // HashFile returns the digest and size of the regular file at path. A digest from the stat cache
 // is reused only while the file's device, inode, size, mtime (ns) and ctime (ns) are all
-// unchanged; ctime catches `rsync -a` and `touch -d`, which restore mtime. Otherwise the file is
+// unchanged; ctime catches `rsync -a` and `touch -d`, which restore mtime. So is the digest of one
+// of this Store's own object files that it adopted in this process, under the same rule
+// (rememberVerified: the identity it had after the commit). Otherwise the file is
 // hashed (read-ahead on a second goroutine, holes not read) and the entry rewritten atomically, so
 // concurrent processes are safe. A file changing while it is hashed is an error.
 func (s *Store) HashFile(ctx context.Context, path string) (Object, error) {
@@ -54,6 +56,10 @@ func (s *Store) HashFile(ctx context.Context, path string) (Object, error) {
 	entryPath := s.keyPath("stat", abs)
 	if e, ok := s.readStatEntry(entryPath, abs); ok && e.ID == id {
 		return Object{Digest: e.Digest, Size: id.Size}, nil
+	}
+	if d, ok := s.adoptedObject(abs, id); ok {
+		s.rememberStat(entryPath, abs, id, d)
+		return Object{Digest: d, Size: id.Size}, nil
 	}
 	s.hashes.add()
 	d, err := hashOpenFile(ctx, f, id.Size)
@@ -134,3 +140,14 @@ type counter struct{ n atomic.Int64 }
 
 func (c *counter) add()        { c.n.Add(1) }
 func (c *counter) load() int64 { return c.n.Load() }
+
+// adoptedObject returns the digest of abs when abs is the object file of a digest this Store
+// adopted and the file still has the identity remembered then (see rememberVerified).
+func (s *Store) adoptedObject(abs string, id fileID) (Digest, bool) {
+	d, err := ParseHex(filepath.Base(abs))
+	if err != nil || s.objectPath(d) != abs {
+		return Digest{}, false
+	}
+	v, ok := s.verified.Load(d)
+	return d, ok && v.(fileID) == id
+}

@@ -21,7 +21,8 @@ type Adopter interface {
 // IngestOptions tune Ingest.
 type IngestOptions struct {
 	// Precheck re-hashes every output before it is adopted, so that a file that disagrees with
-	// the record never enters the store. Executors that export outputs across a boundary (Dagger)
+	// the record never enters the store; the adoption takes that hash's stamp (AdoptHashed), so an
+	// output unchanged since is read once. Executors that export outputs across a boundary (Dagger)
 	// set it; the local executor, whose files never left the store's scratch directory, does not.
 	Precheck bool
 	// Hashed are the stamps of Run's hashes of the outputs (Result.Hashed), from a run in this
@@ -70,9 +71,17 @@ func Ingest(ctx context.Context, store Adopter, outDir string, key artifacts.Dig
 		}
 		return nil, Result{}, fmt.Errorf("%w: %s holds %v, the record names %v", ErrExportMismatch, dir, names, want)
 	}
+	stamps := make(map[string]artifacts.HashedFile, len(res.Outputs))
+	for name, h := range opts.Hashed {
+		stamps[name] = h
+	}
 	for _, o := range res.Outputs {
-		if err := checkOutput(ctx, filepath.Join(dir, o.Name), o, opts.Precheck); err != nil {
+		h, err := checkOutput(ctx, filepath.Join(dir, o.Name), o, opts.Precheck)
+		if err != nil {
 			return nil, Result{}, err
+		}
+		if opts.Precheck {
+			stamps[o.Name] = h // the precheck's hash is the one adoption needs
 		}
 	}
 	outs := make([]artifacts.NamedObject, 0, len(res.Outputs))
@@ -82,7 +91,7 @@ func Ingest(ctx context.Context, store Adopter, outDir string, key artifacts.Dig
 		}
 		p := filepath.Join(dir, o.Name)
 		var obj artifacts.Object
-		if h, ok := opts.Hashed[o.Name]; ok && h.Digest == o.Digest && h.Size == o.Size {
+		if h, ok := stamps[o.Name]; ok && h.Digest == o.Digest && h.Size == o.Size {
 			obj, err = store.AdoptHashed(ctx, p, h)
 		} else {
 			obj, err = store.AdoptFile(ctx, p)
@@ -98,27 +107,28 @@ func Ingest(ctx context.Context, store Adopter, outDir string, key artifacts.Dig
 	return outs, res, nil
 }
 
-// checkOutput checks that path is a regular file of the recorded size and, with hash, digest.
-func checkOutput(ctx context.Context, path string, o artifacts.NamedObject, hash bool) error {
+// checkOutput checks that path is a regular file of the recorded size and, with hash, digest; it
+// returns the stamp of that hash (artifacts.HashStamped), for the adoption (the zero stamp without).
+func checkOutput(ctx context.Context, path string, o artifacts.NamedObject, hash bool) (artifacts.HashedFile, error) {
 	st, err := os.Lstat(path)
 	if err != nil {
-		return fmt.Errorf("%w: output %q: %v", ErrExportMismatch, o.Name, err)
+		return artifacts.HashedFile{}, fmt.Errorf("%w: output %q: %v", ErrExportMismatch, o.Name, err)
 	}
 	if !st.Mode().IsRegular() {
-		return fmt.Errorf("%w: output %q: %s is not a regular file (%s)", ErrExportMismatch, o.Name, path, st.Mode().Type())
+		return artifacts.HashedFile{}, fmt.Errorf("%w: output %q: %s is not a regular file (%s)", ErrExportMismatch, o.Name, path, st.Mode().Type())
 	}
 	if st.Size() != o.Size {
-		return fmt.Errorf("%w: output %q: %s is %d bytes, the record says %d", ErrExportMismatch, o.Name, path, st.Size(), o.Size)
+		return artifacts.HashedFile{}, fmt.Errorf("%w: output %q: %s is %d bytes, the record says %d", ErrExportMismatch, o.Name, path, st.Size(), o.Size)
 	}
 	if !hash {
-		return nil
+		return artifacts.HashedFile{}, nil
 	}
-	obj, err := artifacts.HashPath(ctx, path)
+	h, err := artifacts.HashStamped(ctx, path)
 	if err != nil {
-		return fmt.Errorf("hashing output %q (%s): %w", o.Name, path, err)
+		return artifacts.HashedFile{}, fmt.Errorf("hashing output %q (%s): %w", o.Name, path, err)
 	}
-	if obj.Digest != o.Digest {
-		return fmt.Errorf("%w: output %q: %s hashes to %s, the record says %s", ErrExportMismatch, o.Name, path, obj.Digest, o.Digest)
+	if h.Digest != o.Digest {
+		return artifacts.HashedFile{}, fmt.Errorf("%w: output %q: %s hashes to %s, the record says %s", ErrExportMismatch, o.Name, path, h.Digest, o.Digest)
 	}
-	return nil
+	return h, nil
 }

@@ -99,3 +99,73 @@ func TestIngest(t *testing.T) {
 		})
 	}
 }
+
+// countingAdopter records which adoption each output took.
+type countingAdopter struct {
+	*artifacts.Store
+	hashed map[string]artifacts.Digest // file name -> the stamp's digest
+	plain  []string
+}
+
+func (c *countingAdopter) AdoptFile(ctx context.Context, path string) (artifacts.Object, error) {
+	c.plain = append(c.plain, filepath.Base(path))
+	return c.Store.AdoptFile(ctx, path)
+}
+
+func (c *countingAdopter) AdoptHashed(ctx context.Context, path string, h artifacts.HashedFile) (artifacts.Object, error) {
+	c.hashed[filepath.Base(path)] = h.Digest
+	return c.Store.AdoptHashed(ctx, path, h)
+}
+
+// TestIngestHandsOnStamps: the stamps of Run's hashes (IngestOptions.Hashed), or with Precheck those
+// of the precheck's own hashes, go to AdoptHashed for every output whose stamp names the recorded
+// digest; without either every output is adopted with AdoptFile.
+func TestIngestHandsOnStamps(t *testing.T) {
+	ctx := context.Background()
+	material, m, inDir := node(t, "demo-join", `{}`, map[string]string{"a": "left ", "b": "right"})
+	key, _ := m.Key()
+	for _, tc := range []struct {
+		name      string
+		precheck  bool
+		runStamps bool
+		wantPlain int
+	}{
+		{"run's stamps", false, true, 0},
+		{"precheck's stamps", true, false, 0},
+		{"no stamps", false, false, 2},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			store, err := artifacts.OpenStore(t.TempDir())
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer store.Close()
+			tmp, err := store.TempDir(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			out := filepath.Join(tmp, "out")
+			res, err := nodeexec.Run(ctx, material, inDir, out)
+			if err != nil {
+				t.Fatal(err)
+			}
+			opts := nodeexec.IngestOptions{Precheck: tc.precheck}
+			if tc.runStamps {
+				opts.Hashed = res.Hashed
+			}
+			c := &countingAdopter{Store: store, hashed: map[string]artifacts.Digest{}}
+			outs, _, err := nodeexec.Ingest(ctx, c, out, key, m, opts)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(c.plain) != tc.wantPlain || len(c.hashed) != len(outs)-tc.wantPlain {
+				t.Fatalf("AdoptFile for %v, AdoptHashed for %v", c.plain, c.hashed)
+			}
+			for _, o := range outs {
+				if d, ok := c.hashed[o.Name]; ok && d != o.Digest {
+					t.Errorf("%s adopted with a stamp of %s, recorded %s", o.Name, d, o.Digest)
+				}
+			}
+		})
+	}
+}

@@ -45,7 +45,10 @@
 // after the link. A process killed at any point leaves at most a session dir in tmp/.
 //
 // Reads verify: Open returns a reader that hashes while streaming and fails at EOF (wrapping
-// ErrCorrupt) if the bytes or their count differ from the name. Verify and VerifyAll re-hash. A
+// ErrCorrupt) if the bytes or their count differ from the name. Verify and VerifyAll re-hash,
+// except that Verify (and HashFile of an object file) skips an object this Store adopted in this
+// process while its file keeps the identity it had after the commit (a node output read by the
+// next node moments after it was hashed; see rememberVerified and HashedFile). A
 // corrupt object is moved to quarantine/, logged with slog at warning level with its digest and
 // path, and is missing from then on, so the action records that reference it become misses and
 // their producers re-run.

@@ -31,7 +31,8 @@
 //     earlier in the plan — and its declared memory from a weighted semaphore sized to the budget
 //     (the running nodes' estimates never sum above it), takes the cross-process key lock
 //     (Store.LockKey) and looks again — another process may have built it meanwhile;
-//  4. verifies its input objects (Store.Verify; once per object per pass), runs the stage through
+//  4. verifies its input objects (Store.Verify; once per object per pass; an output this process
+//     adopted and nobody wrote since is not re-hashed, see artifacts.Store.Verify), runs the stage through
 //     the Executor (Local: nodeexec.Run in a Store.TempDir, the code path of `orkpipe node exec`,
 //     outputs adopted into the CAS once they match the result record; Dagger: the same in a container),
 //     checks that its source files did not change while it ran, and only then writes the action

@@ -11,6 +11,7 @@ import (
 	"orkpipe/ork/calib"
 	"orkpipe/ork/model"
 	"orkpipe/ork/pack"
+	"orkpipe/ork/quant"
 )
 
 // HessianOutput returns the calibrate output holding the Hessian GPTQ uses for a block weight or an
@@ -207,10 +208,9 @@ func runCalibrate(ctx context.Context, p CalibrateParams, req Request) error {
 		if sampler, err = calib.NewActSampler(&m.Cfg, win, p.Sequences, p.Ctx, p.ActSample); err != nil {
 			return err
 		}
-		res, err = calib.CaptureUpperSampled(ctx, m, win, src, hw, sampler)
-	} else {
-		res, err = calib.CaptureUpper(ctx, m, win, src, hw)
 	}
+	// The Hessians' last updates are left to their files' encoders (calib.CaptureDeferred).
+	res, err = calib.CaptureDeferred(ctx, m, win, src, hw, sampler)
 	if err != nil {
 		return fmt.Errorf("calibrating layers [%d, %d): %w", p.Start, p.End, err)
 	}
@@ -248,9 +248,12 @@ func runCalibrate(ctx context.Context, p CalibrateParams, req Request) error {
 			}
 		}
 	}
-	// One file at a time: each is encoded, hashed and written on every core (writeHessianFile).
+	// One file at a time: each is encoded (its pending update multiplied on the way), hashed and written
+	// on every core (writeHessianFile), each worker's products on one OpenBLAS thread as in the capture.
+	defer quant.SingleThreadedBLAS()()
 	for _, o := range outs {
-		if err := writeHessianFile(ctx, o.name, o.h); err != nil {
+		newEnc := func() hessianEncoder { return res.Encoder(o.h).Encode }
+		if err := writeHessianFile(ctx, o.name, o.h.K, newEnc); err != nil {
 			return err
 		}
 	}

@@ -16,18 +16,20 @@ import (
 	"orkpipe/ork/calib"
 )
 
-// writeHessianFile writes h to path, a new file, in calib's Hessian file format, with every core:
+// writeHessianFile writes the Hessian file of a K x K Hessian to path, a new file, with every core:
 // the file's bytes before the digest are cut into the store's hash pieces (artifacts.PieceSize, aligned
-// to the file's start), and GOMAXPROCS workers each take the next piece, encode it (calib.EncodeHessian,
-// which checks every value) straight into a shared writable mapping of that piece of the file, hash it
-// as its BLAKE3 subtree (artifacts.SubtreeCV) while it is in cache, and unmap it. The pieces' chaining
-// values then give the digest, written last: the same bytes calib.WriteHessian streams through one
-// writer and one serial hash. The file is allocated whole first (fallocate), so a full disk is an error
-// here, never a fault in a mapping; a fault all the same (an I/O error) is an error naming the piece.
-// Where the file system cannot allocate ahead (EOPNOTSUPP), each piece is encoded into a buffer and
-// written with pwrite instead: the same bytes. On an error (a bad value: the lowest piece's,
-// calib.ErrNotFinite) the file is left partial; the caller's output directory is discarded.
-func writeHessianFile(ctx context.Context, path string, h *calib.Hessian) (err error) {
+// to the file's start), grouped into units of up to unitPieces consecutive pieces, and GOMAXPROCS
+// workers each take the next unit, encode it with their own encoder (newEnc: calib.EncodeHessian's
+// contract — a calib.Encoder, which also computes a pending last update, or EncodeHessian itself)
+// straight into a shared writable mapping of that part of the file, hash each of its pieces as its
+// BLAKE3 subtree (artifacts.SubtreeCV) while it is in cache, and unmap it. The pieces' chaining values
+// then give the digest, written last: the same bytes calib.WriteHessian streams through one writer and
+// one serial hash. The file is allocated whole first (fallocate), so a full disk is an error here,
+// never a fault in a mapping; a fault all the same (an I/O error) is an error naming the range. Where
+// the file system cannot allocate ahead (EOPNOTSUPP), each unit is encoded into a buffer and written
+// with pwrite instead: the same bytes. On an error (a bad value: the lowest unit's, calib.ErrNotFinite)
+// the file is left partial; the caller's output directory is discarded.
+func writeHessianFile(ctx context.Context, path string, k int, newEnc func() hessianEncoder) (err error) {
 	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o644)
 	if err != nil {
 		return err
@@ -40,7 +42,7 @@ func writeHessianFile(ctx context.Context, path string, h *calib.Hessian) (err e
 			err = fmt.Errorf("writing Hessian %s: %w", path, err)
 		}
 	}()
-	size := calib.HessianDataSize(h.K)
+	size := calib.HessianDataSize(k)
 	mapped := mapHessianFiles
 	if mapped {
 		err := unix.Fallocate(int(f.Fd()), 0, 0, size+artifacts.DigestSize)
@@ -52,39 +54,48 @@ func writeHessianFile(ctx context.Context, path string, h *calib.Hessian) (err e
 	}
 	const piece = artifacts.PieceSize
 	n := (size + piece - 1) / piece
+	workers := min(n, int64(runtime.GOMAXPROCS(0)))
+	group := max(1, min(unitPieces, n/(2*workers))) // pieces a unit: at least two units a worker
+	units := (n + group - 1) / group
 	cvs := make([]artifacts.ChainValue, n)
-	errs := make([]error, n)
-	var whole artifacts.Digest // the digest of a file of one piece (no tree to merge)
+	errs := make([]error, units)
+	var whole artifacts.Digest          // the digest of a file of one piece (no tree to merge)
+	hash := func(b []byte, off int64) { // the pieces of a unit starting at off
+		for p := int64(0); p < int64(len(b)); p += piece {
+			hashPiece(b[p:min(p+piece, int64(len(b)))], off+p, n, &cvs[(off+p)/piece], &whole)
+		}
+	}
 	var next atomic.Int64
 	var wg sync.WaitGroup
-	for range min(n, int64(runtime.GOMAXPROCS(0))) {
+	for range min(units, workers) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
+			enc := newEnc()
 			var buf []byte
 			for {
-				p := next.Add(1) - 1
-				if p >= n || ctx.Err() != nil {
+				u := next.Add(1) - 1
+				if u >= units || ctx.Err() != nil {
 					return
 				}
-				off := p * piece
-				ln := int(min(piece, size-off))
+				off := u * group * piece
+				ln := int(min(group*piece, size-off))
 				var err error
 				if mapped {
-					err = encodeMapped(f, h, off, ln, func(b []byte) { hashPiece(b, off, n, &cvs[p], &whole) })
+					err = encodeMapped(f, enc, off, ln, func(b []byte) { hash(b, off) })
 				} else {
 					if buf == nil {
-						buf = make([]byte, min(piece, size))
+						buf = make([]byte, min(group*piece, size))
 					}
 					b := buf[:ln]
-					if err = calib.EncodeHessian(h, b, off); err == nil {
-						hashPiece(b, off, n, &cvs[p], &whole)
+					if err = enc(b, off); err == nil {
+						hash(b, off)
 						_, err = f.WriteAt(b, off)
 					}
 				}
 				if err != nil {
-					errs[p] = err
-					next.Store(n) // the others stop after their current piece
+					errs[u] = err
+					next.Store(units) // the others stop after their current unit
 					return
 				}
 			}
@@ -109,6 +120,21 @@ func writeHessianFile(ctx context.Context, path string, h *calib.Hessian) (err e
 	return err
 }
 
+// hessianEncoder fills dst with bytes [off, off+len(dst)) of a Hessian file (calib.EncodeHessian's
+// contract); one per goroutine.
+type hessianEncoder func(dst []byte, off int64) error
+
+// plainEncoder encodes a complete Hessian (calib.EncodeHessian).
+func plainEncoder(h *calib.Hessian) func() hessianEncoder {
+	return func() hessianEncoder {
+		return func(dst []byte, off int64) error { return calib.EncodeHessian(h, dst, off) }
+	}
+}
+
+// unitPieces is the most hash pieces a worker of writeHessianFile encodes at a time: 32 MiB, so that a
+// calib.Encoder computing a pending update multiplies blocks of hundreds of rows.
+const unitPieces = 8
+
 // mapHessianFiles selects the mapped writer where the file system allows it; tests clear it to cover
 // the pwrite path.
 var mapHessianFiles = true
@@ -125,8 +151,9 @@ func hashPiece(b []byte, off, n int64, cv *artifacts.ChainValue, whole *artifact
 
 // encodeMapped maps bytes [off, off+n) of f (off a multiple of the page size) shared and writable,
 // populates the pages at once (MADV_POPULATE_WRITE: a hint; pages fault one by one without it),
-// encodes h's bytes there, calls done with them and unmaps them. A fault on the mapping is an error.
-func encodeMapped(f *os.File, h *calib.Hessian, off int64, n int, done func([]byte)) (err error) {
+// encodes those bytes there with enc, calls done with them and unmaps them. A fault on the mapping is an
+// error.
+func encodeMapped(f *os.File, enc hessianEncoder, off int64, n int, done func([]byte)) (err error) {
 	m, err := unix.Mmap(int(f.Fd()), off, n, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
 	if err != nil {
 		return fmt.Errorf("mapping bytes [%d, %d): %w", off, off+int64(n), err)
@@ -146,7 +173,7 @@ func encodeMapped(f *os.File, h *calib.Hessian, off int64, n int, done func([]by
 			err = fmt.Errorf("fault on the mapping of bytes [%d, %d): %v", off, off+int64(n), r)
 		}
 	}()
-	if err := calib.EncodeHessian(h, m, off); err != nil {
+	if err := enc(m, off); err != nil {
 		return err
 	}
 	done(m)

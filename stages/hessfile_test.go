@@ -47,7 +47,7 @@ func testWriteHessianFile(t *testing.T) {
 			t.Fatal(err)
 		}
 		path := filepath.Join(dir, fmt.Sprintf("h%d", k))
-		if err := writeHessianFile(ctx, path, h); err != nil {
+		if err := writeHessianFile(ctx, path, h.K, plainEncoder(h)); err != nil {
 			t.Fatal(err)
 		}
 		got, err := os.ReadFile(path)
@@ -78,7 +78,7 @@ func testWriteHessianFile(t *testing.T) {
 	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(0))
 	for _, procs := range []int{1, 2, 3} {
 		runtime.GOMAXPROCS(procs)
-		err := writeHessianFile(ctx, filepath.Join(dir, fmt.Sprintf("bad%d", procs)), h)
+		err := writeHessianFile(ctx, filepath.Join(dir, fmt.Sprintf("bad%d", procs)), h.K, plainEncoder(h))
 		if !errors.Is(err, calib.ErrNotFinite) || !strings.Contains(err.Error(), "(2000,2000) = -1") {
 			t.Fatalf("procs %d: %v, want ErrNotFinite naming (2000,2000)", procs, err)
 		}
@@ -86,7 +86,7 @@ func testWriteHessianFile(t *testing.T) {
 	// A cancelled context: an error, no digest.
 	cctx, cancel := context.WithCancel(ctx)
 	cancel()
-	if err := writeHessianFile(cctx, filepath.Join(dir, "cancelled"), calib.NewHessian(64)); !errors.Is(err, context.Canceled) {
+	if err := writeHessianFile(cctx, filepath.Join(dir, "cancelled"), 64, plainEncoder(calib.NewHessian(64))); !errors.Is(err, context.Canceled) {
 		t.Fatalf("cancelled: %v", err)
 	}
 }
@@ -106,7 +106,7 @@ func TestEncodeMappedFault(t *testing.T) {
 	defer f.Close()
 	n := int(calib.HessianDataSize(k)) &^ 3
 	called := false
-	err = encodeMapped(f, h, 0, n, func([]byte) { called = true }) // the file has 0 bytes
+	err = encodeMapped(f, plainEncoder(h)(), 0, n, func([]byte) { called = true }) // the file has 0 bytes
 	if err == nil || !strings.Contains(err.Error(), "fault on the mapping") || called {
 		t.Fatalf("encodeMapped into an empty file: err %v, done called %v; want a fault error", err, called)
 	}

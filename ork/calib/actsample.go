@@ -149,7 +149,7 @@ func CaptureUpperSampled(ctx context.Context, m *model.Model, w Window, in Hidde
 	if s == nil || s.w != w {
 		return nil, fmt.Errorf("activation sampler for another window than [%d, %d): %w", w.Start, w.End, ErrShape)
 	}
-	res, err := capture(ctx, m, w, in, out, false, s)
+	res, err := capture(ctx, m, w, in, out, finishUpper, s)
 	if err == nil {
 		err = s.Err()
 	}

@@ -47,7 +47,7 @@ func TestActSampler(t *testing.T) {
 		t.Fatal(err)
 	}
 	all := allRows{}
-	if _, err := capture(context.Background(), m, w, openHidden(t, h0), nil, false, both{s, all}); err != nil {
+	if _, err := capture(context.Background(), m, w, openHidden(t, h0), nil, finishUpper, both{s, all}); err != nil {
 		t.Fatal(err)
 	}
 	if s.Err() != nil {

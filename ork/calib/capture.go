@@ -92,6 +92,8 @@ type Result struct {
 	Routing *Routing
 
 	expertSite [][]bool // [l-Start][site]
+	// pending holds the last update of each Hessian CaptureDeferred left pending (Encoder adds it).
+	pending map[*Hessian]*pendingUpdate
 }
 
 // Captured reports whether calibration accumulates a Hessian for site s: every site a packable weight
@@ -187,19 +189,29 @@ func (o *observer) ObserveExpert(layer int, in model.Input, e int, x []float32) 
 // once over the chunk), and each Hessian takes its rows BatchRows at a time (one rank-BatchRows update),
 // so the sums' order depends on the sequence length and count, never on timing.
 func Capture(ctx context.Context, m *model.Model, w Window, in HiddenSource, out *HiddenWriter) (*Result, error) {
-	return capture(ctx, m, w, in, out, true, nil)
+	return capture(ctx, m, w, in, out, finishSymmetric, nil)
 }
 
 // CaptureUpper is Capture without completing the Hessians: only their upper triangles (diagonal
 // included) hold H, the strict lower triangles hold partial sums or zeros until Symmetrize. For a caller
 // that only writes them (WriteHessian stores the upper triangle), it saves a pass over every matrix.
 func CaptureUpper(ctx context.Context, m *model.Model, w Window, in HiddenSource, out *HiddenWriter) (*Result, error) {
-	return capture(ctx, m, w, in, out, false, nil)
+	return capture(ctx, m, w, in, out, finishUpper, nil)
 }
 
-// capture runs Capture (symmetrize) or CaptureUpper; tee, when not nil, also sees every site that is not
-// per expert (CaptureUpperSampled).
-func capture(ctx context.Context, m *model.Model, w Window, in HiddenSource, out *HiddenWriter, symmetrize bool, tee model.Observer) (*Result, error) {
+// finish is what capture leaves in the Hessians: complete matrices (Capture), upper triangles
+// (CaptureUpper), or upper triangles with the last update pending (CaptureDeferred).
+type finish int
+
+const (
+	finishSymmetric finish = iota
+	finishUpper
+	finishDeferred
+)
+
+// capture runs Capture, CaptureUpper or CaptureDeferred (fin); tee, when not nil, also sees every site
+// that is not per expert (CaptureUpperSampled, CaptureDeferred with a sampler).
+func capture(ctx context.Context, m *model.Model, w Window, in HiddenSource, out *HiddenWriter, fin finish, tee model.Observer) (*Result, error) {
 	c := &m.Cfg
 	if err := checkRun(c, w, in, out); err != nil {
 		return nil, err
@@ -241,14 +253,6 @@ func capture(ctx context.Context, m *model.Model, w Window, in HiddenSource, out
 			}
 		}
 	}
-	// The first update of a fresh Hessian would fault its upper triangle in one page at a time inside
-	// BLAS; populate those pages up front instead (not the experts': one no token reaches is never
-	// written, so never resident).
-	for _, a := range all {
-		if !a.expert {
-			prefaultUpper(a.h)
-		}
-	}
 	// The products and updates fan out over Go workers themselves (model.Encoded, syrkTiles), each call
 	// on one OpenBLAS thread: no BLAS thread spins between calls, and the dequantization runs on every core.
 	defer quant.SingleThreadedBLAS()()
@@ -263,8 +267,12 @@ func capture(ctx context.Context, m *model.Model, w Window, in HiddenSource, out
 		res.Routing = &r
 	}
 	for _, a := range all {
+		if fin == finishDeferred {
+			res.deferLast(a)
+			continue
+		}
 		a.flush()
-		if symmetrize {
+		if fin == finishSymmetric {
 			a.h.Symmetrize()
 		}
 	}

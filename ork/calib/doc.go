@@ -24,7 +24,10 @@
 // Propagate hold OpenBLAS to one thread per call (quant.SingleThreadedBLAS) and spread the work over Go
 // workers themselves — the update's tiles, and model.Encoded's row panels, each dequantized and
 // multiplied on one core — so that no OpenBLAS thread waits between calls. The lower triangle is
-// filled once at the end ([Hessian.Symmetrize]), or never when only the file is wanted ([CaptureUpper]).
+// filled once at the end ([Hessian.Symmetrize]), or never when only the file is wanted ([CaptureUpper]);
+// [CaptureDeferred] also leaves each Hessian's last update to the encoder of its file ([Result.Encoder]),
+// which multiplies it block by block as it encodes, so that a Hessian of one update (at most BatchRows
+// tokens) never occupies its K×K float64 memory at all.
 //
 // In a mixture-of-experts block the FFN sites are per expert: expert e's gate/up Hessian sums x·xᵀ over
 // the ffn_norm outputs of the tokens routed to e, its down Hessian over their silu(gate)·up rows

@@ -139,12 +139,34 @@ func rowStart(k, i int) int64 { return int64(i)*int64(k) - int64(i)*int64(i-1)/2
 // (ErrNotFinite) names the first bad value of the range. Ranges are independent, so a file can be
 // encoded in pieces concurrently, and any cut gives the same bytes.
 func EncodeHessian(h *Hessian, dst []byte, off int64) error {
-	if err := h.checkShape(); err != nil {
+	dst, i, j, err := encodeHeader(h, dst, off)
+	if err != nil || len(dst) == 0 {
 		return err
 	}
 	k := h.K
+	for len(dst) > 0 {
+		row := h.Data[i*k+j : (i+1)*k]
+		n := min(len(row), len(dst)/4)
+		if err := encodeValues(i, j, row[:n], dst[:4*n]); err != nil {
+			return err
+		}
+		dst = dst[4*n:]
+		i++
+		j = i
+	}
+	return nil
+}
+
+// encodeHeader checks the range [off, off+len(dst)) as EncodeHessian states, writes the part of the
+// header it holds and returns the rest of dst, which starts at value H[i][j] (nothing left when the
+// range ends in the header).
+func encodeHeader(h *Hessian, dst []byte, off int64) (rest []byte, i, j int, err error) {
+	if err := h.checkShape(); err != nil {
+		return nil, 0, 0, err
+	}
+	k := h.K
 	if off < 0 || off%4 != 0 || len(dst)%4 != 0 || off+int64(len(dst)) > HessianDataSize(k) {
-		return fmt.Errorf("hessian K=%d: bytes [%d, %d) of a file of %d data bytes, in whole 4-byte values: %w",
+		return nil, 0, 0, fmt.Errorf("hessian K=%d: bytes [%d, %d) of a file of %d data bytes, in whole 4-byte values: %w",
 			k, off, off+int64(len(dst)), HessianDataSize(k), ErrShape)
 	}
 	if off < headerSize {
@@ -157,22 +179,11 @@ func EncodeHessian(h *Hessian, dst []byte, off int64) error {
 		dst, off = dst[n:], headerSize
 	}
 	if len(dst) == 0 {
-		return nil
+		return dst, 0, 0, nil
 	}
 	v := (off - headerSize) / 4 // index of the first value in the triangle
-	i := sort.Search(k, func(i int) bool { return rowStart(k, i+1) > v })
-	j := i + int(v-rowStart(k, i))
-	for len(dst) > 0 {
-		row := h.Data[i*k+j : (i+1)*k]
-		n := min(len(row), len(dst)/4)
-		if err := encodeValues(i, j, row[:n], dst[:4*n]); err != nil {
-			return err
-		}
-		dst = dst[4*n:]
-		i++
-		j = i
-	}
-	return nil
+	i = sort.Search(k, func(i int) bool { return rowStart(k, i+1) > v })
+	return dst, i, i + int(v-rowStart(k, i)), nil
 }
 
 // encodeValues writes the values H[i][j0..j0+len(row)) as little-endian float32 into dst, checking

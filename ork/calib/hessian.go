@@ -52,7 +52,7 @@ func batchRows(nSeq, seqLen int) int { return max(1, min(BatchRows, nSeq*seqLen)
 type accumulator struct {
 	h      *Hessian
 	batch  *rowBatch
-	expert bool // an expert's Hessian (capture does not prefault it)
+	expert bool // an expert's Hessian (flush does not prefault it)
 }
 
 func newAccumulator(h *Hessian, b *rowBatch) *accumulator {
@@ -62,8 +62,8 @@ func newAccumulator(h *Hessian, b *rowBatch) *accumulator {
 	return &accumulator{h: h, batch: b}
 }
 
-// add gathers the len(x)/K rows of x, flushing whenever the batch is full. The Hessian is complete only
-// after flush.
+// add gathers the len(x)/K rows of x, flushing a full batch before it takes more rows. The Hessian is
+// complete only after flush.
 func (a *accumulator) add(x []float32) error {
 	k := a.h.K
 	if len(x)%k != 0 {
@@ -80,6 +80,10 @@ func (a *accumulator) add(x []float32) error {
 		}
 	}
 	for len(x) > 0 {
+		if b.rows == b.limit { // a full batch is added when more rows come (or by flush)
+			a.flush()
+			b.owner = a
+		}
 		n := min(len(x)/k, b.limit-b.rows)
 		dst := b.x[b.rows*k : (b.rows+n)*k]
 		for i, v := range x[:n*k] {
@@ -87,10 +91,6 @@ func (a *accumulator) add(x []float32) error {
 		}
 		b.rows += n
 		x = x[n*k:]
-		if b.rows == b.limit {
-			a.flush()
-			b.owner = a
-		}
 	}
 	return nil
 }
@@ -102,6 +102,11 @@ func (a *accumulator) flush() {
 		return
 	}
 	if b.rows > 0 {
+		if a.h.Tokens == 0 && !a.expert {
+			// The first update of a fresh Hessian would fault its upper triangle in one page at a time
+			// inside BLAS; populate those pages first (not an expert's: most experts see few tokens).
+			prefaultUpper(a.h)
+		}
 		syrkUpper(a.h.Data, a.h.K, b.x[:b.rows*a.h.K], b.rows)
 		a.h.Tokens += int64(b.rows)
 	}

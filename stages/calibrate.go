@@ -228,8 +228,8 @@ func runCalibrate(ctx context.Context, p CalibrateParams, req Request) error {
 		}
 	}
 	type output struct {
-		name, path string
-		h          *calib.Hessian
+		name string
+		h    *calib.Hessian
 	}
 	var outs []output
 	for l := p.Start; l < p.End; l++ {
@@ -244,7 +244,7 @@ func runCalibrate(ctx context.Context, p CalibrateParams, req Request) error {
 							"layer", l, "expert", e, "output", name)
 					}
 				}
-				outs = append(outs, output{name, req.Output(name), h})
+				outs = append(outs, output{req.Output(name), h})
 			}
 		}
 	}
@@ -253,11 +253,9 @@ func runCalibrate(ctx context.Context, p CalibrateParams, req Request) error {
 	defer quant.SingleThreadedBLAS()()
 	for _, o := range outs {
 		newEnc := func() hessianEncoder { return res.Encoder(o.h).Encode }
-		d, err := writeHessianFile(ctx, o.path, o.h.K, newEnc)
-		if err != nil {
+		if err := writeHessianFile(ctx, o.name, o.h.K, newEnc); err != nil {
 			return err
 		}
-		req.Written(o.name, d) // hashed as it was written: the node does not read it again
 	}
 	if p.Shape.Experts > 0 {
 		return writeRouting(req.Output(RoutingOutput), res.Routing)

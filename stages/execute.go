@@ -6,7 +6,6 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
-	"slices"
 	"sort"
 	"strings"
 
@@ -50,69 +49,56 @@ func Bind(m KeyMaterial) (Bound, error) {
 // files. It returns the output names in spec order. Both the engine's local executor and
 // `orkpipe node exec` call it; it is the only way a stage runs.
 func Execute(ctx context.Context, m KeyMaterial, inputs, tools map[string]File, outDir string, logger *slog.Logger) ([]string, error) {
-	names, _, err := ExecuteWritten(ctx, m, inputs, tools, outDir, logger)
-	return names, err
-}
-
-// ExecuteWritten is Execute that also returns, by output name, the digests the stage reported for
-// files it hashed as it wrote them (Request.Written).
-func ExecuteWritten(ctx context.Context, m KeyMaterial, inputs, tools map[string]File, outDir string, logger *slog.Logger) ([]string, map[string]artifacts.Digest, error) {
 	b, err := Bind(m)
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
 	for what, pair := range map[string]struct {
 		want map[string]File
 		key  map[string]artifacts.Digest
 	}{"input": {inputs, m.Inputs}, "tool": {tools, m.Tools}} {
 		if len(pair.want) != len(pair.key) {
-			return nil, nil, fmt.Errorf("%w: stage %q: %d %s files for %d %ss in the key material", ErrBadInputs, m.Stage, len(pair.want), what, len(pair.key), what)
+			return nil, fmt.Errorf("%w: stage %q: %d %s files for %d %ss in the key material", ErrBadInputs, m.Stage, len(pair.want), what, len(pair.key), what)
 		}
 		for name, d := range pair.key {
 			f, ok := pair.want[name]
 			if !ok {
-				return nil, nil, fmt.Errorf("%w: stage %q: %s %q missing", ErrBadInputs, m.Stage, what, name)
+				return nil, fmt.Errorf("%w: stage %q: %s %q missing", ErrBadInputs, m.Stage, what, name)
 			}
 			if f.Digest != d {
-				return nil, nil, fmt.Errorf("%w: stage %q: %s %q is %s (%s), key material says %s", ErrBadInputs, m.Stage, what, name, f.Digest, f.Path, d)
+				return nil, fmt.Errorf("%w: stage %q: %s %q is %s (%s), key material says %s", ErrBadInputs, m.Stage, what, name, f.Digest, f.Path, d)
 			}
 		}
 	}
 	if err := ctx.Err(); err != nil {
-		return nil, nil, err
+		return nil, err
 	}
 	if logger == nil {
 		logger = slog.Default()
 	}
-	written := &writtenDigests{m: map[string]artifacts.Digest{}}
-	req := Request{Inputs: inputs, Tools: tools, OutDir: outDir, Logger: logger.With("stage", m.Stage), written: written}
+	req := Request{Inputs: inputs, Tools: tools, OutDir: outDir, Logger: logger.With("stage", m.Stage)}
 	if err := b.Run(ctx, req); err != nil {
-		return nil, nil, fmt.Errorf("stage %q: %w", m.Stage, err)
+		return nil, fmt.Errorf("stage %q: %w", m.Stage, err)
 	}
 	if err := ctx.Err(); err != nil {
-		return nil, nil, err
+		return nil, err
 	}
 	outs := b.Spec().Outputs
 	ents, err := os.ReadDir(outDir)
 	if err != nil {
-		return nil, nil, fmt.Errorf("stage %q: reading its output directory: %w", m.Stage, err)
+		return nil, fmt.Errorf("stage %q: reading its output directory: %w", m.Stage, err)
 	}
 	var got []string
 	for _, e := range ents {
 		if !e.Type().IsRegular() {
-			return nil, nil, fmt.Errorf("%w: stage %q: %s is not a regular file", ErrBadOutputs, m.Stage, filepath.Join(outDir, e.Name()))
+			return nil, fmt.Errorf("%w: stage %q: %s is not a regular file", ErrBadOutputs, m.Stage, filepath.Join(outDir, e.Name()))
 		}
 		got = append(got, e.Name())
 	}
 	if err := sameNames("outputs", got, outs); err != nil {
-		return nil, nil, fmt.Errorf("%w: stage %q: %v", ErrBadOutputs, m.Stage, err)
+		return nil, fmt.Errorf("%w: stage %q: %v", ErrBadOutputs, m.Stage, err)
 	}
-	for name := range written.m {
-		if !slices.Contains(outs, name) {
-			return nil, nil, fmt.Errorf("%w: stage %q: reported the digest of %q, which is no output of the stage", ErrBadOutputs, m.Stage, name)
-		}
-	}
-	return outs, written.m, nil
+	return outs, nil
 }
 
 func keys[V any](m map[string]V) []string {

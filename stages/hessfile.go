@@ -29,10 +29,10 @@ import (
 // the file system cannot allocate ahead (EOPNOTSUPP), each unit is encoded into a buffer and written
 // with pwrite instead: the same bytes. On an error (a bad value: the lowest unit's, calib.ErrNotFinite)
 // the file is left partial; the caller's output directory is discarded.
-func writeHessianFile(ctx context.Context, path string, k int, newEnc func() hessianEncoder) (file artifacts.Digest, err error) {
+func writeHessianFile(ctx context.Context, path string, k int, newEnc func() hessianEncoder) (err error) {
 	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o644)
 	if err != nil {
-		return artifacts.Digest{}, err
+		return err
 	}
 	defer func() {
 		if cerr := f.Close(); err == nil {
@@ -49,7 +49,7 @@ func writeHessianFile(ctx context.Context, path string, k int, newEnc func() hes
 		if errors.Is(err, unix.EOPNOTSUPP) {
 			mapped = false
 		} else if err != nil {
-			return artifacts.Digest{}, fmt.Errorf("allocating %d bytes: %w", size+artifacts.DigestSize, err)
+			return fmt.Errorf("allocating %d bytes: %w", size+artifacts.DigestSize, err)
 		}
 	}
 	const piece = artifacts.PieceSize
@@ -104,48 +104,20 @@ func writeHessianFile(ctx context.Context, path string, k int, newEnc func() hes
 	wg.Wait()
 	for _, err := range errs {
 		if err != nil {
-			return artifacts.Digest{}, err
+			return err
 		}
 	}
 	if err := ctx.Err(); err != nil {
-		return artifacts.Digest{}, err
+		return err
 	}
 	d := whole
 	if n > 1 {
 		if d, err = artifacts.RootDigest(cvs); err != nil {
-			return artifacts.Digest{}, err
+			return err
 		}
 	}
-	if _, err := f.WriteAt(d.Bytes(), size); err != nil {
-		return artifacts.Digest{}, err
-	}
-	return fileDigest(f, cvs, size)
-}
-
-// fileDigest returns the BLAKE3 of the whole Hessian file f — its size bytes before the digest,
-// then the digest — from the chaining values of the full pieces that lie wholly before the
-// digest's piece (cvs, computed as they were written) and the rest of the file, at most a piece
-// and the digest, read back from f and hashed here. The caller reports it (Request.Written) so
-// that the node's output is not read and hashed again.
-func fileDigest(f *os.File, cvs []artifacts.ChainValue, size int64) (artifacts.Digest, error) {
-	const piece = artifacts.PieceSize
-	total := size + artifacts.DigestSize
-	tailStart := size / piece * piece // the piece holding the digest's first byte
-	if tailStart == size && tailStart > 0 {
-		tailStart -= piece // size is a multiple of the piece: re-read the last whole one too
-	}
-	tail := make([]byte, total-tailStart)
-	if _, err := f.ReadAt(tail, tailStart); err != nil {
-		return artifacts.Digest{}, fmt.Errorf("reading back bytes [%d, %d): %w", tailStart, total, err)
-	}
-	if total <= piece {
-		return artifacts.SumBytes(tail), nil
-	}
-	all := append([]artifacts.ChainValue(nil), cvs[:tailStart/piece]...)
-	for off := int64(0); off < int64(len(tail)); off += piece {
-		all = append(all, artifacts.SubtreeCV(tail[off:min(off+piece, int64(len(tail)))], uint64((tailStart+off)/artifacts.ChunkSize)))
-	}
-	return artifacts.RootDigest(all)
+	_, err = f.WriteAt(d.Bytes(), size)
+	return err
 }
 
 // hessianEncoder fills dst with bytes [off, off+len(dst)) of a Hessian file (calib.EncodeHessian's

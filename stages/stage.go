@@ -57,32 +57,10 @@ type Request struct {
 	Tools  map[string]File // by tool name; digest-checked against the key material
 	OutDir string          // empty directory on the store's filesystem; write exactly Spec.Outputs here
 	Logger *slog.Logger
-
-	written *writtenDigests // Execute's; nil in a Request made elsewhere
 }
 
 // Output returns the path Run must write output name to.
 func (r Request) Output(name string) string { return filepath.Join(r.OutDir, name) }
-
-// Written records d as the BLAKE3 of the whole file the stage wrote at output name, computed from
-// the very bytes written (in the mapping or buffer they were encoded into, or read back), after
-// which the stage does not touch the file again. nodeexec.Run then stamps the file
-// (artifacts.StampWritten) instead of reading it to hash it; a digest that is not the file's is
-// caught by the store's adoption or its verify wherever the stamp does not hold. Safe for
-// concurrent use; without Execute (a Request made by hand) it records nothing.
-func (r Request) Written(name string, d artifacts.Digest) {
-	if r.written == nil {
-		return
-	}
-	r.written.mu.Lock()
-	defer r.written.mu.Unlock()
-	r.written.m[name] = d
-}
-
-type writtenDigests struct {
-	mu sync.Mutex
-	m  map[string]artifacts.Digest
-}
 
 // Bound is a stage kind bound to validated parameters.
 type Bound interface {

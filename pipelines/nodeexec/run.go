@@ -71,10 +71,8 @@ func WithLogger(l *slog.Logger) Option {
 // Run executes the node whose canonical key material is material: it decodes it strictly, checks
 // the key (WithKey), resolves every input and tool in inDir by digest (unpacking those in tar
 // form into a scratch directory, removed when Run returns), runs the stage through
-// stages.Execute into outDir/outputs, hashes every output (or, for a file the stage hashed as it
-// wrote it, stamps it with the digest the stage reported: stages.Request.Written) and writes
-// outDir/result.json last. It returns the record it wrote, with the stamps of its hashes
-// (Result.Hashed). On any error no result record exists.
+// stages.Execute into outDir/outputs, hashes every output and writes outDir/result.json last. It
+// returns the record it wrote, with the stamps of its hashes (Result.Hashed). On any error no result record exists.
 func Run(ctx context.Context, material []byte, inDir, outDir string, opts ...Option) (res Result, err error) {
 	cfg := config{logger: slog.Default(), scratch: os.TempDir()}
 	for _, o := range opts {

@@ -343,7 +343,8 @@ func TestRTN32Paths(t *testing.T) {
 // TestGroupSearch32RoundsHalfAway: groups whose scale is exactly 1 (amax 7 for int4, 127 for
 // int8, factor 1) put x itself through the kernel's rounding: halves, their float32 neighbours and
 // integers give the reference's codes and errors (checkGroup32), so a kernel that rounds a
-// near-half up, or a tie to even, fails.
+// near-half up, or a code's tie to even, fails — alone and as the first of several candidates,
+// whose error sums the kernel takes with ties to even.
 func TestGroupSearch32RoundsHalfAway(t *testing.T) {
 	for _, bits := range []int{4, 8} {
 		top := float32(qmax(bits))
@@ -358,6 +359,16 @@ func TestGroupSearch32RoundsHalfAway(t *testing.T) {
 		for start := 0; start < len(x); start += 31 {
 			g := append([]float32{top}, x[start:min(start+31, len(x))]...)
 			checkGroup32(t, "halves int"+strconv.Itoa(bits), g, nil, bits, []float64{1})
+			// The same halves as the first of several candidates: the search's error sums round
+			// them half to even (NEAR32), which must give the reference's bits; weighted too.
+			wd := make([]float32, len(g))
+			for k := range wd {
+				wd[k] = float32(k%7+1) / 8
+			}
+			for _, grid := range [][]float64{{1, 0.9375}, DefaultClipGrid} {
+				checkGroup32(t, "halves, several candidates, int"+strconv.Itoa(bits), g, nil, bits, grid)
+				checkGroup32(t, "halves, several candidates, weighted, int"+strconv.Itoa(bits), g, wd, bits, grid)
+			}
 			r := runGroup32(path32Go, g, nil, bits, []float64{1})
 			for k, v := range g {
 				if want := int8(max(-top, min(top, float32(math.Round(float64(v)))))); r.codes[k] != want {

@@ -60,9 +60,10 @@ func (r *Result) deferLast(a *accumulator) {
 
 // Encoder encodes byte ranges of the Hessian file of one of a Result's Hessians, adding its pending
 // update (CaptureDeferred) as it goes. An Encoder keeps scratch memory between calls (at most
-// encodeBand × encodeCols float64s, 8 MiB: inside the lower half of the 8·K² bytes EstimateMemory counts
-// for the Hessian, which is never resident): one per goroutine; several may encode ranges of one file
-// at once.
+// encodeBand × encodeCols float64s, 8 MiB): one per goroutine; several may encode ranges of one file at
+// once. EstimateMemory does not count the scratch apart: it counts each Hessian's whole 8·K² bytes, of
+// which at most the upper half is ever resident (none when the only update is pending), and the
+// calibrate stage's writers, one file at a time, hold GOMAXPROCS encoders at most.
 type Encoder struct {
 	h       *Hessian
 	p       *pendingUpdate

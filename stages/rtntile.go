@@ -18,8 +18,11 @@ type RTNTileParams struct {
 	Nibbles  string         `json:"nibbles"` // int4 nibble order: low-first | high-first
 }
 
-// RTNTileMemory is the declared peak memory of an rtn-tile node: the RTN finalize's (codes, scales,
-// the workers' rows) plus the tiled codes, at most one byte per code with tile padding.
+// RTNTileMemory is the declared peak memory of an rtn-tile node: FinalizeMemory's RTN figure plus
+// the tiled codes, at most one byte per code with tile padding. It over-counts: rtn-tile's codes go
+// straight into the tiled buffer (quant.RTNStreamTo), so the row-major N·KP codes FinalizeMemory
+// counts are never allocated; kept until a child-process VmHWM measure of rtn-tile backs a tighter
+// figure.
 func RTNTileMemory(p FinalizeParams) int64 {
 	n, kp := int64(p.N), int64(p.KP())
 	return FinalizeMemory(p) + (n+64)*(kp+32)

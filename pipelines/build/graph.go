@@ -231,18 +231,21 @@ func (t *Target) planTail(g *engine.Graph, src *source, ws []*weight, routing *e
 		wp.Residency = true
 		win["residency"] = *moe.residency
 	}
-	pk := g.Add("write-orkpack", "write-orkpack", wp, win).Output("pack")
+	srcBytes, packSize := sourceBytes(src), packBytes(ws)
+	pk := g.Add("write-orkpack", "write-orkpack", wp, win).Cost(cost(costPackPerByte, packSize)).Output("pack")
 	var owned []string // pack.OwnedTensors of the entries: the tensors (an expert tensor whole)
 	for _, w := range ws {
 		owned = append(owned, w.tensor)
 	}
 	slices.Sort(owned)
-	stub := g.Add("emit-stub", "emit-stub", stages.EmitStubParams{Owned: slices.Compact(owned)}, map[string]engine.Input{"model": src.in}).Output("stub.gguf")
+	stub := g.Add("emit-stub", "emit-stub", stages.EmitStubParams{Owned: slices.Compact(owned)}, map[string]engine.Input{"model": src.in}).
+		Cost(cost(costStubPerByte, srcBytes)).Output("stub.gguf")
 	vin := map[string]engine.Input{"model": src.in, "pack": pk, "stub": stub}
 	if boardFile != nil {
 		vin["board"] = *boardFile
 	}
-	ver := g.Add("verify-local", "verify-local", stages.VerifyLocalParams{Board: boardName, MaxEntryBytes: wp.MaxEntryBytes}, vin).Output("verify.json")
+	ver := g.Add("verify-local", "verify-local", stages.VerifyLocalParams{Board: boardName, MaxEntryBytes: wp.MaxEntryBytes}, vin).
+		Cost(cost(costVerifyPerByte, packSize)).Output("verify.json")
 	rin := map[string]engine.Input{"pack": pk, "stub": stub, "verify": ver}
 	deps := []stages.ProvenanceDep{{Name: "source-model", URI: src.uri}}
 	pin := map[string]engine.Input{"dep.source-model": src.in}
@@ -312,9 +315,12 @@ func (t *Target) planTail(g *engine.Graph, src *source, ws []*weight, routing *e
 		return nil, err
 	}
 	// The stub's and the pack's sha256 come from nodes of their own, each started as soon as its
-	// file exists, beside the nodes that read it (verify-local waits for neither).
-	pin["sha256."+out.Stub] = g.Add("sha256:"+out.Stub, "sha256", stages.SHA256Params{}, map[string]engine.Input{"file": stub}).Output("sha256.json")
-	pin["sha256."+out.Pack] = g.Add("sha256:"+out.Pack, "sha256", stages.SHA256Params{}, map[string]engine.Input{"file": pk}).Output("sha256.json")
+	// file exists and a job slot is free, beside the nodes that read it (verify-local waits for
+	// neither). Their costs put emit-stub, with the stub's long sha256 after it, before the weights.
+	pin["sha256."+out.Stub] = g.Add("sha256:"+out.Stub, "sha256", stages.SHA256Params{}, map[string]engine.Input{"file": stub}).
+		Cost(cost(costSHA256PerByte, srcBytes)).Output("sha256.json")
+	pin["sha256."+out.Pack] = g.Add("sha256:"+out.Pack, "sha256", stages.SHA256Params{}, map[string]engine.Input{"file": pk}).
+		Cost(cost(costSHA256PerByte, packSize)).Output("sha256.json")
 	prov := g.Add("provenance", "provenance", stages.ProvenanceParams{Name: r.Name,
 		Subjects: subjects, Deps: deps, Recipe: recipeJSON, Overrides: t.overrides, SHA256: []string{out.Pack, out.Stub}}, pin)
 	g.Export(out.Pack, pk)

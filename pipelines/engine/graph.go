@@ -26,6 +26,7 @@ type Node struct {
 	stage  string
 	params any
 	inputs map[string]Input
+	cost   int64 // estimated CPU time of one run in ns (Cost); 0: not estimated
 }
 
 // Input is what one named input of a node is bound to: a source file by path, or an output of
@@ -57,6 +58,19 @@ func File(path string) Input {
 
 // Output binds an input to output name of n.
 func (n *Node) Output(name string) Input { return Input{node: n, output: name} }
+
+// Cost sets the node's estimated CPU time of one run, in nanoseconds of one core (only how the
+// estimates of one graph compare matters). It orders the nodes waiting for a job slot (a node after
+// which more estimated work must follow, one node after another, goes first) and nothing else: it is
+// not key material, and a node left without one counts 0. A negative cost is a graph error.
+func (n *Node) Cost(ns int64) *Node {
+	if ns < 0 {
+		n.graph.errs = append(n.graph.errs, fmt.Errorf("%w: node %q: cost %d ns, want >= 0", ErrGraph, n.id, ns))
+		return n
+	}
+	n.cost = ns
+	return n
+}
 
 // ID returns the node's id, unique in its graph.
 func (n *Node) ID() string { return n.id }

@@ -98,8 +98,9 @@ func (e *Engine) runPass(ctx context.Context, p *Plan, emit func(Event), memUse,
 	for i := range ps.states {
 		ps.states[i] = &nstate{done: make(chan struct{})}
 	}
+	tail := tails(p.nodes)
 	for i, l := range levels(p.nodes) {
-		ps.ranks[i] = rank{level: l, mem: p.nodes[i].spec.PeakMemory, index: i}
+		ps.ranks[i] = rank{tail: tail[i], level: l, mem: p.nodes[i].spec.PeakMemory, index: i}
 	}
 	var wg sync.WaitGroup
 	for i := range p.nodes {

@@ -6,18 +6,26 @@ import (
 	"sync"
 )
 
-// rank orders nodes waiting for a job slot: the one with the longer chain of nodes after it (level)
-// first, then the one declaring more memory (a proxy for the larger job: started earlier, it leaves
-// the small ones to fill the cores at the end), then the earlier in the plan. A node on the longest
-// chain of a build thus never waits behind one that could run beside the chain's later nodes (the
-// stub of an RTN build runs beside the pack's writing instead of beside the quantization).
+// rank orders nodes waiting for a job slot: the one after which more estimated work must follow
+// (tail: the costliest chain of its dependents, Node.Cost summed along it) first, then the one with
+// the longer chain of nodes after it (level), then the one declaring more memory (a proxy for the
+// larger job: started earlier, it leaves the small ones to fill the cores at the end), then the
+// earlier in the plan. The tail leaves out the node's own cost: what it decides is which node to
+// finish first so that the long work behind it can start, and a node's own work is done whenever
+// it runs. In an RTN build the stub (cheap to write, a long sha256 after it) thus runs beside the
+// first weights, and its sha256 (nothing after it) beside the pack's writing, once the weights are
+// done; with no cost declared, every tail is 0 and the level decides.
 type rank struct {
+	tail  int64
 	level int
 	mem   int64
 	index int
 }
 
 func (a rank) before(b rank) bool {
+	if a.tail != b.tail {
+		return a.tail > b.tail
+	}
 	if a.level != b.level {
 		return a.level > b.level
 	}
@@ -38,6 +46,18 @@ func levels(nodes []*pnode) []int {
 		}
 	}
 	return l
+}
+
+// tails returns, for each node of a plan (in dependency order), the most estimated work that must
+// follow it: the largest cost + tail of its dependents, 0 for a node nothing depends on.
+func tails(nodes []*pnode) []int64 {
+	t := make([]int64, len(nodes))
+	for i := len(nodes) - 1; i >= 0; i-- {
+		for _, d := range nodes[i].dependents {
+			t[i] = max(t[i], nodes[d].node.cost+t[d])
+		}
+	}
+	return t
 }
 
 // slots hands out n job slots; a freed slot goes to the waiting node of the first rank.

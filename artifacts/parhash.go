@@ -35,10 +35,12 @@ func hashParallel(ctx context.Context, f *os.File, size int64, workers int) (Dig
 
 // hashRange is hashParallel of the size bytes of f at base, hashed as an input of their own: its
 // pieces are counted from base. With mmapPieces the range is mapped once, read-only, before the
-// workers start; each group of pieces is populated, hashed and dropped from the mapping again
-// (dropPages), so at most mapGroup pieces per worker are resident. One mapping rather than one
-// per group: mmap and munmap take the address space's lock for writing and waited for the other
-// worker's populate (docs/performance.md, "Hashing, session 8"); populate and dropPages only read it.
+// workers start; each group of pieces a worker takes is populated, hashed and dropped from the
+// mapping again (dropPages), so at most groupPieces(workers) pieces per worker are resident. One
+// mapping rather than one per group: mmap and munmap take the address space's lock for writing and
+// waited for the other worker's populate (docs/performance.md, "Hashing, session 8"); populate and
+// dropPages only read it. The takes shrink towards the end (nextTake), so that the workers finish
+// at most about one piece apart.
 func hashRange(ctx context.Context, f *os.File, base, size int64, workers int) (Digest, error) {
 	n := (size + PieceSize - 1) / PieceSize
 	cvs := make([]ChainValue, n)
@@ -55,13 +57,13 @@ func hashRange(ctx context.Context, f *os.File, base, size int64, workers int) (
 	defer cancel(nil)
 	var next atomic.Int64
 	var wg sync.WaitGroup
-	k := max(1, min(mapGroup, n/int64(workers))) // pieces per take: every worker gets some
-	for range min(int64(workers), (n+k-1)/k) {
+	k := groupPieces(workers)
+	for range min(int64(workers), n) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			for {
-				g := next.Add(k) - k
+				g, to := nextTake(&next, n, k, workers)
 				if g >= n || ctx.Err() != nil {
 					return
 				}
@@ -70,7 +72,7 @@ func hashRange(ctx context.Context, f *os.File, base, size int64, workers int) (
 				case <-ctx.Done():
 					return
 				}
-				err := hashGroup(f, data, base, size, g, min(g+k, n), cvs)
+				err := hashGroup(f, data, base, size, g, to, cvs)
 				<-pieceSlots
 				if err != nil {
 					cancel(err)
@@ -86,11 +88,40 @@ func hashRange(ctx context.Context, f *os.File, base, size int64, workers int) (
 	return Digest{sum: rootOf(cvs)}, nil
 }
 
-// mapGroup is how many pieces a worker takes at once. Pieces with data all through are populated
-// and dropped together: one call of each (and one TLB shootdown on the other CPUs) per 16 MiB
-// instead of per 4 MiB, for at most 16 MiB resident per worker (docs/performance.md, "Hashing,
-// session 6").
-const mapGroup = 4
+// A worker takes up to groupPieces pieces at once; pieces with data all through are populated and
+// dropped together, one call of each per take. Every drop is a TLB shootdown that the other CPUs
+// running the process must answer before it returns (docs/performance.md, "Hashing, session 10"),
+// so a take is as large as the resident budget allows: mapResident bytes of the mapping for all
+// workers together, between minGroup and maxGroup pieces per worker. The pages of one hash's
+// mapping resident at once are therefore at most workers · groupPieces(workers) pieces: 128 MiB
+// up to 8 workers, 16 MiB per worker beyond.
+const (
+	mapResident = 128 << 20
+	minGroup    = 4  // 16 MiB: the take of session 6-9 (docs/performance.md, "Hashing, session 6")
+	maxGroup    = 16 // 64 MiB
+)
+
+// groupPieces is the largest take of each of workers workers.
+func groupPieces(workers int) int64 {
+	return min(maxGroup, max(minGroup, mapResident/PieceSize/int64(max(1, workers))))
+}
+
+// nextTake claims the next pieces [from, to) of n for a worker: k pieces at most, and no more than
+// a (2·workers)-th of the pieces not yet claimed, at least one. The takes shrink towards the end
+// (guided self-scheduling), so that the last ones are single pieces and no worker is left hashing
+// a large group while the others have nothing to do. from >= n: nothing is left.
+func nextTake(next *atomic.Int64, n, k int64, workers int) (from, to int64) {
+	for {
+		cur := next.Load()
+		if cur >= n {
+			return n, n
+		}
+		take := min(k, max(1, (n-cur)/(2*int64(max(1, workers)))))
+		if next.CompareAndSwap(cur, cur+take) {
+			return cur, cur + take
+		}
+	}
+}
 
 // hashGroup stores the chaining values of pieces [from, to) of the size bytes of f at base in cvs.
 // data is that range mapped (mapRange), or nil to read pieces with pread (tests and benchmarks). A

@@ -9,6 +9,7 @@ import (
 	"runtime"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
 
 	"github.com/zeebo/blake3"
@@ -166,18 +167,18 @@ func TestHashSection(t *testing.T) {
 	}
 }
 
-// TestParallelHashGroups: files of several mapping groups (mapGroup pieces) hash like their
+// TestParallelHashGroups: files of several mapping groups (minGroup pieces) hash like their
 // logical bytes for any worker count — all data, a hole inside one group (that group goes piece by
 // piece), a partial last group with a short last piece — and a file shorter than claimed is an
 // error.
 func TestParallelHashGroups(t *testing.T) {
-	const pieces = 3*mapGroup + 2
+	const pieces = 3*minGroup + 2
 	size := int64(pieces)*PieceSize + 777
 	data := pattern("groups", int(size))
 	for _, tc := range []struct {
 		name string
 		hole int64 // index of a piece left as a hole, or -1
-	}{{"all data", -1}, {"hole in the second group", mapGroup + 1}, {"hole in the last group", 3 * mapGroup}} {
+	}{{"all data", -1}, {"hole in the second group", minGroup + 1}, {"hole in the last group", 3 * minGroup}} {
 		t.Run(tc.name, func(t *testing.T) {
 			p := filepath.Join(t.TempDir(), "f")
 			f, err := os.Create(p)
@@ -205,8 +206,8 @@ func TestParallelHashGroups(t *testing.T) {
 					t.Fatalf("%d workers: %v, %v; want %v", workers, got, err, want)
 				}
 			}
-			if _, err := hashParallel(context.Background(), f, size+mapGroup*PieceSize, 2); err == nil {
-				t.Fatalf("%d bytes hashed as %d: no error", size, size+mapGroup*PieceSize)
+			if _, err := hashParallel(context.Background(), f, size+minGroup*PieceSize, 2); err == nil {
+				t.Fatalf("%d bytes hashed as %d: no error", size, size+minGroup*PieceSize)
 			}
 		})
 	}
@@ -217,7 +218,7 @@ func TestParallelHashGroups(t *testing.T) {
 // page cache with two workers peaks far below the file's size. Without dropPages the whole file
 // would end up resident.
 func TestHashPathPeakRSS(t *testing.T) {
-	const size = 256 << 20
+	const size = 448 << 20
 	p := filepath.Join(t.TempDir(), "f")
 	if err := os.WriteFile(p, pattern("rss", size), 0o644); err != nil {
 		t.Fatal(err)
@@ -236,8 +237,8 @@ func TestHashPathPeakRSS(t *testing.T) {
 	if want := SumBytes(pattern("rss", size)).String(); digest != want {
 		t.Fatalf("child hashed %s, want %s", digest, want)
 	}
-	// Two workers with mapGroup pieces each resident, plus the test binary itself.
-	if limit := int64(2*mapGroup*PieceSize + 64<<20); hwm > limit {
+	// Two workers with groupPieces(2) pieces each resident, plus the test binary itself.
+	if limit := 2*groupPieces(2)*PieceSize + 64<<20; hwm > limit {
 		t.Fatalf("peak RSS %d MiB hashing a %d MiB file, want at most %d MiB", hwm>>20, size>>20, limit>>20)
 	}
 	t.Logf("peak RSS %d MiB hashing %d MiB", hwm>>20, size>>20)
@@ -317,5 +318,47 @@ func TestHashSmall(t *testing.T) {
 	runtime.ReadMemStats(&after)
 	if a := after.TotalAlloc - before.TotalAlloc; a > PieceSize/4 {
 		t.Fatalf("hashing a %d-byte file allocated %d bytes", PieceSize, a)
+	}
+}
+
+// TestNextTake: the takes of a hash cover its pieces once, in order, none larger than the group
+// size, no larger than a (2·workers)-th of what is left, and the last ones single pieces; for the
+// workers of this package the group size keeps the resident bound.
+func TestNextTake(t *testing.T) {
+	for _, tc := range []struct {
+		n       int64
+		workers int
+	}{{1, 1}, {2, 2}, {5, 2}, {14, 1}, {14, 3}, {512, 2}, {513, 2}, {7000, 16}, {100, 64}} {
+		k := groupPieces(tc.workers)
+		var next atomic.Int64
+		var takes []int64
+		for want := int64(0); ; {
+			from, to := nextTake(&next, tc.n, k, tc.workers)
+			if from >= tc.n {
+				if want != tc.n {
+					t.Fatalf("n %d, %d workers: done at %d", tc.n, tc.workers, want)
+				}
+				break
+			}
+			if from != want || to <= from || to > tc.n || to-from > k || to-from > max(1, (tc.n-from)/int64(2*tc.workers)) {
+				t.Fatalf("n %d, %d workers, group %d: take [%d, %d) after %d", tc.n, tc.workers, k, from, to, want)
+			}
+			takes = append(takes, to-from)
+			want = to
+		}
+		if last := takes[len(takes)-1]; last != 1 {
+			t.Errorf("n %d, %d workers: last take %d pieces, want 1", tc.n, tc.workers, last)
+		}
+		if tc.n >= 4*k*int64(tc.workers) && takes[0] != k {
+			t.Errorf("n %d, %d workers: first take %d pieces, want %d", tc.n, tc.workers, takes[0], k)
+		}
+	}
+	for workers, want := range map[int]int64{1: maxGroup, 2: maxGroup, 4: 8, 8: minGroup, 64: minGroup} {
+		if got := groupPieces(workers); got != want {
+			t.Errorf("groupPieces(%d) = %d, want %d", workers, got, want)
+		}
+		if bound := max(mapResident, int64(workers)*minGroup*PieceSize); int64(workers)*groupPieces(workers)*PieceSize > bound {
+			t.Errorf("%d workers keep %d pieces each resident: over %d MiB", workers, groupPieces(workers), bound>>20)
+		}
 	}
 }

@@ -154,7 +154,8 @@ func BenchmarkMatMulInt(b *testing.B) {
 
 // BenchmarkQuantizeRows is RTN's per-row work alone (clip search, codes, qerr terms) on 64 rows of
 // 4096 values, group 32, with the default grid and with none ({1}), in the same run: "f32" is
-// quantizeRow32 on the float32 rows (the float32 search, kernel.GroupSearch16 on AVX-512;
+// quantizeRow32 on the float32 rows (the float32 search, kernel.GroupSearch16 on AVX-512, or for
+// {1} kernel.RowOne16x8; "f32groups" without RowOne16x8, group by group;
 // "f32avx2" its AVX2 kernels, what a CPU with AVX2 but no AVX-512 runs; "f32go" its pure-Go
 // reference); "f64"
 // is session 6's path, each row widened to float64 and quantizeRow with every float64 kernel
@@ -178,6 +179,16 @@ func BenchmarkQuantizeRows(b *testing.B) {
 		cs := newClipScratch(len(grid.g))
 		s32 := newSearch32(grid.g, k)
 		b.Run(grid.name+"/f32", func(b *testing.B) {
+			b.SetBytes(int64(n * k * 4))
+			for b.Loop() {
+				for r := 0; r < n; r++ {
+					quantizeRow32(w, r, w.Codes[r*k:(r+1)*k], x32[r*k:(r+1)*k], nil, nil, grid.g, s32)
+				}
+			}
+		})
+		b.Run(grid.name+"/f32groups", func(b *testing.B) {
+			defer func(old bool) { rowOne32 = old }(rowOne32)
+			rowOne32 = false
 			b.SetBytes(int64(n * k * 4))
 			for b.Loop() {
 				for r := 0; r < n; r++ {

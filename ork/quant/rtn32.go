@@ -105,6 +105,9 @@ const prepStride = 32
 type search32 struct {
 	grid8  [clipLanes]float64 // the grid, padded with zeros (never chosen)
 	tab    []float32          // the row's groups prepared by kernel.GroupPrep16
+	errs   []float64          // kernel.RowOne16x8's answers, by group
+	dens   []float64
+	done   []uint8 // kernel.RowOne16x8's per-block bits
 	lanes  int
 	buf    []float64 // a group widened for the float64 search
 	cs     *clipScratch
@@ -135,10 +138,16 @@ func newSearch32(grid []float64, kp int) *search32 {
 	return s
 }
 
+// rowOne32 says whether quantizeRow32 takes kernel.RowOne16x8 where it can (tests compare both).
+var rowOne32 = true
+
 // quantizeRow32 is quantizeRow for the float32 row x (len KP) with weights wd32 (nil: unweighted;
 // wd64 the same values in float64 for the groups the float64 search takes).
 func quantizeRow32(w *Weight, n int, codes []int8, x, wd32 []float32, wd64, grid []float64, s *search32) (num, den float64) {
 	g := effGroup(w.KP, w.Group)
+	if search32Path == path32AVX512 && s.lanes == 1 && wd32 == nil && g%16 == 0 && w.KP/g >= 8 && rowOne32 {
+		return quantizeRowOne32(w, n, codes, x, grid, s)
+	}
 	ng := w.Groups()
 	codes = codes[:w.KP]
 	lo, hi := codeRange(w.Bits)
@@ -184,6 +193,44 @@ func quantizeRow32(w *Weight, n int, codes []int8, x, wd32 []float32, wd64, grid
 		w.Scales[n*ng+gi] = sc
 		num += e
 		den += d
+	}
+	return num, den
+}
+
+// quantizeRowOne32 is quantizeRow32 on the AVX-512 path for a grid of one factor, no weights and
+// groups of a multiple of 16 values: the whole groups eight at a time by kernel.RowOne16x8, and the
+// groups it leaves (and those after the last whole block) as quantizeRow32 takes each group
+// (groupSearch32, then the float64 search for a group outside the float32 range). Codes, scales
+// and sums are quantizeRow32's, bit for bit.
+func quantizeRowOne32(w *Weight, n int, codes []int8, x []float32, grid []float64, s *search32) (num, den float64) {
+	g := effGroup(w.KP, w.Group)
+	ng := w.Groups()
+	codes = codes[:w.KP]
+	lo, hi := codeRange(w.Bits)
+	lohi := [2]float32{float32(lo), float32(hi)}
+	q := qmax(w.Bits)
+	blocks := w.KP / g / 8
+	if cap(s.errs) < ng {
+		s.errs, s.dens, s.done = make([]float64, ng), make([]float64, ng), make([]uint8, ng/8+1)
+	}
+	errs, dens, done := s.errs[:ng], s.dens[:ng], s.done[:blocks]
+	scales := w.Scales[n*ng : (n+1)*ng]
+	kernel.RowOne16x8(&x[0], blocks, g, s.grid8[0], q, &lohi, &codes[0], &scales[0], &errs[0], &dens[0], &done[0])
+	for gi := range ng {
+		if gi >= 8*blocks || done[gi/8]>>(gi%8)&1 == 0 {
+			a, b := gi*g, min((gi+1)*g, w.KP)
+			sc, e, d, best := groupSearch32(codes[a:b], x[a:b], nil, &s.grid8, 1, q, &lohi)
+			if best == bestOutRange {
+				xg := s.buf[:b-a]
+				for k, v := range x[a:b] {
+					xg[k] = float64(v)
+				}
+				sc, e, d = quantizeGroup(codes[a:b], xg, nil, w.Bits, grid, s.cs)
+			}
+			scales[gi], errs[gi], dens[gi] = sc, e, d
+		}
+		num += errs[gi]
+		den += dens[gi]
 	}
 	return num, den
 }

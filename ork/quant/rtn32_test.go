@@ -378,3 +378,126 @@ func TestGroupSearch32RoundsHalfAway(t *testing.T) {
 		}
 	}
 }
+
+// rowOneCase quantizes row x (len kp) with bits and group, a grid of the one factor f, with
+// kernel.RowOne16x8 where quantizeRow32 takes it (rowOne32) and group by group, and reports the first difference in codes,
+// scales (bits) or the row's error sums (bits).
+func rowOneCase(x []float32, bits, group int, f float64) string {
+	kp := len(x)
+	run := func(one bool) ([]int8, []float32, float64, float64) {
+		old := rowOne32
+		defer func() { rowOne32 = old }()
+		rowOne32 = one
+		w := &Weight{N: 1, K: kp, KP: kp, Bits: bits, Group: group}
+		w.Scales = make([]float32, w.Groups())
+		codes := make([]int8, kp)
+		for i := range codes {
+			codes[i] = 99 // a code no path writes
+		}
+		grid := []float64{f}
+		num, den := quantizeRow32(w, 0, codes, x, nil, nil, grid, newSearch32(grid, kp))
+		return codes, w.Scales, num, den
+	}
+	c1, s1, n1, d1 := run(true)
+	c0, s0, n0, d0 := run(false)
+	if i := slices.Compare(c1, c0); i != 0 {
+		return "codes differ"
+	}
+	for i := range s1 {
+		if math.Float32bits(s1[i]) != math.Float32bits(s0[i]) {
+			return "scale " + strconv.Itoa(i) + " differs"
+		}
+	}
+	if math.Float64bits(n1) != math.Float64bits(n0) || math.Float64bits(d1) != math.Float64bits(d0) {
+		return "error sums differ"
+	}
+	return ""
+}
+
+// TestRowOne32: kernel.RowOne16x8 (eight whole groups of a row side by side, for a grid of one
+// factor, no weights and groups of a multiple of 16) and the groups quantizeRowOne32 leaves to
+// the group-by-group path give quantizeRow32's group-by-group codes, scales and error sums bit for
+// bit — on rows of whole blocks and a partial last block or group, groups of zeros, groups outside the float32 range on
+// either side (the float64 search), a factor of 0 (no scale), exact halves, 4 and 8 bits.
+func TestRowOne32(t *testing.T) {
+	if !kernel.Available512 {
+		t.Skip("no AVX-512 on this CPU: kernel.RowOne16x8 never runs")
+	}
+	rng := rand.New(rand.NewPCG(71, 73))
+	for _, tc := range []struct{ kp, group int }{{32, 32}, {80, 32}, {256, 32}, {1064, 32}, {1024, 64}, {4096, 32}, {96, 64}, {100, 16}, {272, 16}, {17, 17}, {5, 32}, {40, 0}, {33, 1}} {
+		for _, bits := range []int{4, 8} {
+			for _, f := range []float64{1, 0.85, 0} {
+				for trial := range 20 {
+					x := make([]float32, tc.kp)
+					for i := range x {
+						x[i] = float32(rng.NormFloat64())
+					}
+					g := tc.group
+					if g == 0 {
+						g = tc.kp
+					}
+					for gi := 0; gi*g < tc.kp; gi++ {
+						a, b := gi*g, min((gi+1)*g, tc.kp)
+						switch (trial + gi) % 6 {
+						case 1:
+							clear(x[a:b])
+						case 2:
+							for i := a; i < b; i++ {
+								x[i] *= 1e20
+							}
+						case 3:
+							for i := a; i < b; i++ {
+								x[i] *= 1e-20
+							}
+						case 4: // scale exactly 1: x's own halves go through the rounding
+							for i := a; i < b; i++ {
+								x[i] = float32(math.Round(rng.Float64()*2*qmax(bits))-qmax(bits)) / 2
+							}
+							x[a] = float32(qmax(bits))
+						}
+					}
+					if d := rowOneCase(x, bits, tc.group, f); d != "" {
+						t.Fatalf("kp %d group %d bits %d factor %v trial %d: %s", tc.kp, tc.group, bits, f, trial, d)
+					}
+				}
+			}
+		}
+	}
+}
+
+// FuzzRowOne32: kernel.RowOne16x8 against quantizeRow32's group-by-group path on arbitrary float32
+// rows (finite: RTN refuses the others before quantizing).
+func FuzzRowOne32(f *testing.F) {
+	if !kernel.Available512 {
+		f.Skip("no AVX-512 on this CPU: kernel.RowOne16x8 never runs")
+	}
+	f.Add([]byte{0, 0, 128, 63, 0, 0, 0, 64, 0, 0, 64, 192}, uint8(32), false)
+	f.Add(make([]byte, 160), uint8(16), true)
+	seed := make([]byte, 4*1040) // eight blocks of eight groups of 16 and a partial group
+	for i := 0; i < len(seed); i += 4 {
+		b := math.Float32bits(float32(math.Sin(float64(i))) * float32(i%97+1))
+		seed[i], seed[i+1], seed[i+2], seed[i+3] = byte(b), byte(b>>8), byte(b>>16), byte(b>>24)
+	}
+	f.Add(seed, uint8(16), false)
+	f.Add(seed, uint8(32), true)
+	f.Fuzz(func(t *testing.T, raw []byte, group uint8, eight bool) {
+		x := make([]float32, 0, len(raw)/4)
+		for i := 0; i+4 <= len(raw); i += 4 {
+			v := math.Float32frombits(uint32(raw[i]) | uint32(raw[i+1])<<8 | uint32(raw[i+2])<<16 | uint32(raw[i+3])<<24)
+			if math.IsNaN(float64(v)) || math.IsInf(float64(v), 0) {
+				v = 0
+			}
+			x = append(x, v)
+		}
+		if len(x) == 0 {
+			return
+		}
+		bits := 4
+		if eight {
+			bits = 8
+		}
+		if d := rowOneCase(x, bits, int(group), 1); d != "" {
+			t.Fatalf("group %d bits %d row %v: %s", group, bits, x, d)
+		}
+	})
+}

@@ -104,6 +104,19 @@ func GroupPrep16(x *float32, n, group int, grid *[8]float64, lanes int, qmax flo
 //go:noescape
 func GroupSearch16(x, wd *float32, n, lanes int, lohi *[2]float32, sc *[32]float32, codes *int8) (s float32, err, den float64, best int)
 
+// RowOne16x8 is GroupPrep16 and GroupSearch16 for a grid of one factor f (lanes 1) and no weights
+// over blocks (positive) of eight whole groups of group values, group a positive multiple of 16,
+// at x (AVX-512): the eight groups of a block side by side (their maxima, divisions and sums
+// reduced together), the same arithmetic bit for bit. For group i it writes its codes (group
+// bytes from codes[i·group]), scales[i] = s, errs[i] = err and dens[i] = den as GroupSearch16
+// returns them, and sets bit i mod 8 of done[i/8]; it leaves the bit clear, and nothing defined
+// for the group (its codes may be partly written), when GroupSearch16 would not take its one-pass
+// path or would not choose the factor: amax 0, NaN or outside [2^-40, 2^40], s = 0, or an error
+// not below +Inf. The caller redoes those groups.
+//
+//go:noescape
+func RowOne16x8(x *float32, blocks, group int, f, qmax float64, lohi *[2]float32, codes *int8, scales *float32, errs, dens *float64, done *uint8)
+
 // ErrSums16x2 is the float32 clip search's sums on AVX2: for chunks (positive) whole chunks of
 // sixteen values at x and their weights at wd (nil: unweighted), it sets errs[j] for j < lanes
 // (1 to 8) to E_j, the sum of d·d ((wd·d)·d) with d = y − clamp(round-half-away(y), lo, hi),

@@ -52,6 +52,10 @@ func GroupSearch16(x, wd *float32, n, lanes int, lohi *[2]float32, sc *[32]float
 	panic("kernel: no GroupSearch16 on this architecture")
 }
 
+func RowOne16x8(x *float32, blocks, group int, f, qmax float64, lohi *[2]float32, codes *int8, scales *float32, errs, dens *float64, done *uint8) {
+	panic("kernel: no RowOne16x8 on this architecture")
+}
+
 func ErrSums16x2(x, wd *float32, chunks int, inv *[8]float32, lanes int, consts *[32]float32, errs *[8]float32) (den float32) {
 	panic("kernel: no ErrSums16x2 on this architecture")
 }

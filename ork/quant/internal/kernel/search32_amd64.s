@@ -516,3 +516,198 @@ outOfRange:
 	MOVQ $-3, best+80(FP)
 	VZEROUPPER
 	RET
+
+// PAIRMAX16 and PAIRMAX8 are PAIR16 and PAIR8 with maxima instead of sums.
+#define PAIRMAX16(A, B) \
+	VSHUFF32X4 $0x44, B, A, Z10; \
+	VSHUFF32X4 $0xEE, B, A, Z11; \
+	VMAXPS Z11, Z10, A
+
+#define PAIRMAX8(A, B) \
+	VSHUFF32X4 $0x88, B, A, Z10; \
+	VSHUFF32X4 $0xDD, B, A, Z11; \
+	VMAXPS Z11, Z10, A
+
+// REDUCE8ADD leaves in A0's low eight lanes reduce16 of each of A0..A7 (GroupSearch16's reduce);
+// REDUCE8MAX their maxima. Z10, Z11 are scratch.
+#define REDUCE8ADD(A0, A1, A2, A3, A4, A5, A6, A7) \
+	PAIR16(A0, A1); \
+	PAIR16(A2, A3); \
+	PAIR16(A4, A5); \
+	PAIR16(A6, A7); \
+	PAIR8(A0, A2); \
+	PAIR8(A4, A6); \
+	VSHUFPS $0x44, A4, A0, Z10; \
+	VSHUFPS $0xEE, A4, A0, Z11; \
+	VADDPS Z11, Z10, A0; \
+	VSHUFPS $0x88, A0, A0, Z10; \
+	VSHUFPS $0xDD, A0, A0, Z11; \
+	VADDPS Z11, Z10, A0; \
+	VMOVDQU eidx32<>(SB), Y10; \
+	VPERMPS A0, Z10, A0
+
+#define REDUCE8MAX(A0, A1, A2, A3, A4, A5, A6, A7) \
+	PAIRMAX16(A0, A1); \
+	PAIRMAX16(A2, A3); \
+	PAIRMAX16(A4, A5); \
+	PAIRMAX16(A6, A7); \
+	PAIRMAX8(A0, A2); \
+	PAIRMAX8(A4, A6); \
+	VSHUFPS $0x44, A4, A0, Z10; \
+	VSHUFPS $0xEE, A4, A0, Z11; \
+	VMAXPS Z11, Z10, A0; \
+	VSHUFPS $0x88, A0, A0, Z10; \
+	VSHUFPS $0xDD, A0, A0, Z11; \
+	VMAXPS Z11, Z10, A0; \
+	VMOVDQU eidx32<>(SB), Y10; \
+	VPERMPS A0, Z10, A0
+
+// AMAXG takes the lane maxima of |x| over the R10 chunks of sixteen at R8 into ACC (R8 advances).
+#define AMAXG(ACC, L) \
+	MOVQ R10, CX; \
+L: \
+	VMOVUPS (R8), Z5; \
+	VPANDD Z5, Z4, Z5; \
+	VMAXPS Z5, ACC, ACC; \
+	ADDQ $64, R8; \
+	DECQ CX; \
+	JNZ L
+
+// ONEG is GroupSearch16's one1Plain over the R10 chunks at R8 (codes at DX; both advance) with
+// inv_J (lane J of Z15): x·x into DEN, d·d into E.
+#define ONEG(J, DEN, E, L) \
+	MOVL $J, AX; \
+	VPBROADCASTD AX, Z12; \
+	VPERMPS Z15, Z12, Z0; \
+	MOVQ R10, CX; \
+L: \
+	VMOVUPS (R8), Z3; \
+	VMULPS Z3, Z3, Z5; \
+	VADDPS Z5, DEN, DEN; \
+	CODE32(Z0); \
+	VCVTTPS2DQ Z11, Z12; \
+	VPMOVSDB Z12, (DX); \
+	VSUBPS Z11, Z10, Z11; \
+	VMULPS Z11, Z11, Z11; \
+	VADDPS Z11, E, E; \
+	ADDQ $64, R8; \
+	ADDQ $16, DX; \
+	DECQ CX; \
+	JNZ L
+
+// func RowOne16x8(x *float32, blocks, group int, f, qmax float64, lohi *[2]float32, codes *int8, scales *float32, errs, dens *float64, done *uint8)
+//
+// GroupPrep16's one-factor arithmetic and GroupSearch16's one-pass path (one1Plain, one1Reduce)
+// for blocks of eight whole groups of group values (a multiple of 16), eight groups side by side:
+// their amax, scales and inverses in the lanes of one register (the same arithmetic per lane),
+// their sums in sixteen registers reduced by GroupSearch16's tree. done gets one byte per block,
+// bit j set for the groups written.
+TEXT ·RowOne16x8(SB), NOSPLIT, $0-88
+	MOVQ x+0(FP), SI
+	MOVQ blocks+8(FP), BX
+	MOVQ group+16(FP), R10
+	SHRQ $4, R10
+	VBROADCASTSD f+24(FP), Z8
+	VBROADCASTSD qmax+32(FP), Z9
+	MOVQ lohi+40(FP), AX
+	VBROADCASTSS (AX), Z6
+	VBROADCASTSS 4(AX), Z7
+	MOVQ codes+48(FP), DX
+	MOVQ scales+56(FP), R13
+	MOVQ errs+64(FP), R14
+	MOVQ dens+72(FP), R15
+	MOVQ done+80(FP), DI
+	VBROADCASTSS abs32<>(SB), Z4
+	VBROADCASTSS sign32<>(SB), Z1
+	VBROADCASTSS half32<>(SB), Z2
+	VBROADCASTSS one32<>(SB), Z13
+
+rowBlock:
+	// The eight groups' amax, side by side.
+	MOVQ SI, R8
+	VPXORD Z16, Z16, Z16
+	VPXORD Z17, Z17, Z17
+	VPXORD Z18, Z18, Z18
+	VPXORD Z19, Z19, Z19
+	VPXORD Z20, Z20, Z20
+	VPXORD Z21, Z21, Z21
+	VPXORD Z22, Z22, Z22
+	VPXORD Z23, Z23, Z23
+	AMAXG(Z16, amax0)
+	AMAXG(Z17, amax1)
+	AMAXG(Z18, amax2)
+	AMAXG(Z19, amax3)
+	AMAXG(Z20, amax4)
+	AMAXG(Z21, amax5)
+	AMAXG(Z22, amax6)
+	AMAXG(Z23, amax7)
+	REDUCE8MAX(Z16, Z17, Z18, Z19, Z20, Z21, Z22, Z23)
+
+	// K1: the groups of amax in [2^-40, 2^40] (not NaN, not 0) and s != 0. s = float32(f·amax/qmax)
+	// in float64 (Y14), inv = 1/s in float32 (Y15, 0 where s = 0).
+	VBROADCASTSS minAmax32<>(SB), Y10
+	VBROADCASTSS maxAmax32<>(SB), Y11
+	VCMPPS $0x1D, Y10, Y16, K1 // GE_OQ
+	VCMPPS $0x12, Y11, Y16, K2 // LE_OQ
+	KANDW K2, K1, K1
+	VCVTPS2PD Y16, Z14
+	VMULPD Z8, Z14, Z14
+	VDIVPD Z9, Z14, Z14
+	VCVTPD2PS Z14, Y14
+	VXORPS Y12, Y12, Y12
+	VCMPPS $4, Y12, Y14, K2 // NEQ_UQ
+	KANDW K2, K1, K1
+	VDIVPS.Z Y14, Y13, K2, Y15
+
+	// Codes, den and E of each group in one pass.
+	MOVQ SI, R8
+	VPXORD Z16, Z16, Z16
+	VPXORD Z17, Z17, Z17
+	VPXORD Z18, Z18, Z18
+	VPXORD Z19, Z19, Z19
+	VPXORD Z20, Z20, Z20
+	VPXORD Z21, Z21, Z21
+	VPXORD Z22, Z22, Z22
+	VPXORD Z23, Z23, Z23
+	VPXORD Z24, Z24, Z24
+	VPXORD Z25, Z25, Z25
+	VPXORD Z26, Z26, Z26
+	VPXORD Z27, Z27, Z27
+	VPXORD Z28, Z28, Z28
+	VPXORD Z29, Z29, Z29
+	VPXORD Z30, Z30, Z30
+	VPXORD Z31, Z31, Z31
+	ONEG(0, Z16, Z24, one0)
+	ONEG(1, Z17, Z25, one1x)
+	ONEG(2, Z18, Z26, one2)
+	ONEG(3, Z19, Z27, one3)
+	ONEG(4, Z20, Z28, one4)
+	ONEG(5, Z21, Z29, one5)
+	ONEG(6, Z22, Z30, one6)
+	ONEG(7, Z23, Z31, one7)
+	MOVQ R8, SI
+	REDUCE8ADD(Z16, Z17, Z18, Z19, Z20, Z21, Z22, Z23)
+	REDUCE8ADD(Z24, Z25, Z26, Z27, Z28, Z29, Z30, Z31)
+
+	// err = (s·s)·E in float64; K1 also needs err below +Inf.
+	VCVTPS2PD Y14, Z12
+	VMULPD Z12, Z12, Z12
+	VCVTPS2PD Y24, Z10
+	VMULPD Z10, Z12, Z12
+	VBROADCASTSD infD32<>(SB), Z10
+	VCMPPD $0x11, Z10, Z12, K3 // LT_OQ
+	KANDW K3, K1, K1
+	VCVTPS2PD Y16, Z11
+	VMOVUPS Y14, (R13)
+	VMOVUPD Z12, (R14)
+	VMOVUPD Z11, (R15)
+	KMOVW K1, AX
+	MOVB AX, (DI)
+	ADDQ $32, R13
+	ADDQ $64, R14
+	ADDQ $64, R15
+	INCQ DI
+	DECQ BX
+	JNZ rowBlock
+	VZEROUPPER
+	RET

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"sort"
 	"strings"
+	"sync"
 )
 
 // Pre-tokenizers: llama.cpp's llm_tokenizer_bpe splits text with a list of regular expressions
@@ -156,7 +157,9 @@ var (
 )
 
 // preSpecs holds every LLAMA_VOCAB_PRE_TYPE_* llama.cpp's llm_tokenizer_bpe knows, by enum name.
-var preSpecs = func() map[string]*preSpec {
+// Built on first use (about 1,700 allocations): only commands that tokenize need it, and a package
+// init would cost every orkpipe command its start-up time.
+var preSpecs = sync.OnceValue(func() map[string]*preSpec {
 	m := map[string]*preSpec{}
 	def := func(stages []preStage, byteEncode bool, names ...string) {
 		for _, n := range names {
@@ -248,7 +251,7 @@ var preSpecs = func() map[string]*preSpec {
 	def([]preStage{collapsed(seq(plus(union(clsPunct, chars("$+<=>^~|"))))), stGPT2, stNumbers, stDigits3}, true,
 		"DEFAULT", "CHATGLM3", "LLAMA4", "PIXTRAL")
 	return m
-}()
+})
 
 // bracket is the class of a regex bracket expression body: code points and lo-hi ranges.
 func bracket(body string) *charClass {
@@ -283,11 +286,12 @@ type preOptions struct {
 	noLowercase bool
 }
 
-// preNames maps every tokenizer.ggml.pre llama.cpp accepts to its options ("" is "default").
-var preNames = func() map[string]preOptions {
+// preNames maps every tokenizer.ggml.pre llama.cpp accepts to its options ("" is "default"); built
+// on first use, as preSpecs.
+var preNames = sync.OnceValue(func() map[string]preOptions {
 	m := map[string]preOptions{}
 	add := func(typ string, o preOptions, names ...string) {
-		o.spec = preSpecs[typ]
+		o.spec = preSpecs()[typ]
 		if o.spec == nil {
 			panic("pretok: no spec for " + typ)
 		}
@@ -353,22 +357,22 @@ var preNames = func() map[string]preOptions {
 	add("SOLAR_OPEN", preOptions{}, "solar-open")
 	add("MELLUM2", preOptions{}, "mellum2")
 	return m
-}()
+})
 
 // preOptionsFor returns the options of tokenizer.ggml.pre, or ErrUnsupported naming it (llama.cpp
 // refuses an unknown pre-tokenizer too).
 func preOptionsFor(pre string) (preOptions, error) {
-	o, ok := preNames[pre]
+	o, ok := preNames()[pre]
 	if !ok {
 		return o, fmt.Errorf("tokenizer.ggml.pre %q: %w (llama.cpp at the reference commit knows %d names, e.g. %s)",
-			pre, ErrUnsupported, len(preNames), strings.Join(knownPreSample(), ", "))
+			pre, ErrUnsupported, len(preNames()), strings.Join(knownPreSample(), ", "))
 	}
 	return o, nil
 }
 
 func knownPreSample() []string {
 	var names []string
-	for n := range preNames {
+	for n := range preNames() {
 		if n != "" {
 			names = append(names, n)
 		}

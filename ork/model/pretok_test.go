@@ -102,9 +102,9 @@ func TestPreTokenizerGolden(t *testing.T) {
 	for labels, splits := range g.Splits {
 		for _, name := range strings.Split(labels, ",") {
 			seen[name] = true
-			spec := preSpecs[name]
+			spec := preSpecs()[name]
 			if spec == nil {
-				t.Errorf("pre-tokenizer type %s (llama.cpp %s): not in preSpecs", name, g.LlamaCpp)
+				t.Errorf("pre-tokenizer type %s (llama.cpp %s): not in preSpecs()", name, g.LlamaCpp)
 				continue
 			}
 			bad := 0
@@ -127,9 +127,9 @@ func TestPreTokenizerGolden(t *testing.T) {
 			}
 		}
 	}
-	for name := range preSpecs {
+	for name := range preSpecs() {
 		if !seen[name] && name != "CHATGLM3" && name != "LLAMA4" && name != "PIXTRAL" { // the default, by llama.cpp's switch
-			t.Errorf("preSpecs has %s, which llama.cpp's regex table does not", name)
+			t.Errorf("preSpecs() has %s, which llama.cpp's regex table does not", name)
 		}
 	}
 	if len(seen) != 54 {
@@ -188,8 +188,8 @@ func FuzzPreTokenize(f *testing.F) {
 			f.Add(s)
 		}
 	}
-	names := make([]string, 0, len(preSpecs))
-	for n := range preSpecs {
+	names := make([]string, 0, len(preSpecs()))
+	for n := range preSpecs() {
 		names = append(names, n)
 	}
 	slices.Sort(names)
@@ -207,7 +207,7 @@ func FuzzPreTokenize(f *testing.F) {
 		for _, name := range names {
 			var b strings.Builder
 			off, c := 0, 0
-			for _, n := range preSpecs[name].split(pt) {
+			for _, n := range preSpecs()[name].split(pt) {
 				if n <= 0 || c+n > len(pt.cpts) {
 					t.Fatalf("%s: piece of %d code points at %d of %d", name, n, c, len(pt.cpts))
 				}

@@ -59,7 +59,7 @@ func BenchmarkPreTokenize(b *testing.B) {
 					if err != nil {
 						b.Fatal(err)
 					}
-					preSpecs[name].split(pt)
+					preSpecs()[name].split(pt)
 				}
 			})
 		}

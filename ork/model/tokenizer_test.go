@@ -186,8 +186,8 @@ func TestLlamaTokenizeCrossCheck(t *testing.T) {
 	}
 	// The GPT-2 vocabulary under every other pre-tokenizer name (and models gemma4, whitespace):
 	// every type's flags (ignore_merges, byte encoding, whitespace escaping, BOS) end to end.
-	names := make([]string, 0, len(preNames))
-	for n := range preNames {
+	names := make([]string, 0, len(preNames()))
+	for n := range preNames() {
 		if n != "" && n != "gpt-2" {
 			names = append(names, n)
 		}

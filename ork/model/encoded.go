@@ -34,7 +34,7 @@ import (
 // turn, each dequantizing into its own, blocks of at most max(4 MiB, 256 rows); under OpenBLAS one
 // dequantizing while the other is multiplied, blocks of at most max(16 MiB, 64 rows); under OpenBLAS
 // held to one thread per call (quant.SingleThreadedBLAS, the calibrate node's scope) one panel of at
-// most max(8 MiB, 64 rows) per worker, GOMAXPROCS workers each dequantizing and multiplying its own
+// most max(16 MiB, 64 rows) per worker, GOMAXPROCS workers each dequantizing and multiplying its own
 // (applyPanels). The buffers come
 // from and return to a shared pool, so a sequence of Applies allocates nothing in the steady state.
 // Encoded is safe for concurrent Applies.
@@ -54,7 +54,7 @@ type Encoded struct {
 const (
 	encodedBlockBytes  = 4 << 20
 	pipelineBlockBytes = 16 << 20
-	panelBytes         = 8 << 20
+	panelBytes         = 16 << 20
 )
 
 // gonumBlock and gonumMinParBlock are gonum's Sgemm tiling (blas/gonum: blockSize, minParBlock): a product
@@ -71,7 +71,7 @@ const (
 // number of tokens and the build: 4·n·k when the weight is always one block (n at most the rows of a
 // 4 MiB block), else two blocks of at most max(4 MiB of rows, 256 rows) in the pure-Go build, two of
 // at most max(16 MiB of rows, 64 rows) under OpenBLAS (pipelineRows), and one panel of at most
-// max(8 MiB of rows, 64 rows) per worker (GOMAXPROCS, at most one per panel) under a single-threaded
+// max(16 MiB of rows, 64 rows) per worker (GOMAXPROCS, at most one per panel) under a single-threaded
 // OpenBLAS (panelRows); the largest of these. On 2 cores the panels hold no more than the two blocks.
 func EncodedScratchBytes(n, k int) int64 {
 	n64, k64 := int64(n), int64(k)

@@ -91,19 +91,28 @@ func hashRange(ctx context.Context, f *os.File, base, size int64, workers int) (
 // A worker takes up to groupPieces pieces at once; pieces with data all through are populated and
 // dropped together, one call of each per take. Every drop is a TLB shootdown that the other CPUs
 // running the process must answer before it returns (docs/performance.md, "Hashing, session 10"),
-// so a take is as large as the resident budget allows: mapResident bytes of the mapping for all
-// workers together, between minGroup and maxGroup pieces per worker. The pages of one hash's
-// mapping resident at once are therefore at most workers · groupPieces(workers) pieces: 128 MiB
-// up to 8 workers, 16 MiB per worker beyond.
+// so larger takes cost less system time but keep more of the file resident. By default a take is
+// minGroup pieces; SetHashResident raises it, up to maxGroup.
 const (
-	mapResident = 128 << 20
-	minGroup    = 4  // 16 MiB: the take of session 6-9 (docs/performance.md, "Hashing, session 6")
-	maxGroup    = 16 // 64 MiB
+	minGroup = 4  // 16 MiB
+	maxGroup = 16 // 64 MiB
 )
+
+// hashResident is the process's budget of mapped file pages its parallel hashes keep resident at
+// once, all workers together (SetHashResident); 0 until set.
+var hashResident atomic.Int64
+
+// SetHashResident lets the parallel hashes of this process keep up to bytes of mapped file pages
+// resident at once, all workers together: takes of bytes/GOMAXPROCS, between minGroup and maxGroup
+// pieces (16-64 MiB) per worker. The resident bound is GOMAXPROCS · groupPieces pieces (pieceSlots
+// admits GOMAXPROCS takes at once in the process): by default 16 MiB per worker, which a build's
+// memory reserve (cmd/orkpipe, goMemoryLimit) absorbs; the hash command, whose only work is
+// hashing, sets 128 MiB. The pages are the file's page cache, mapped; they count in the process's RSS.
+func SetHashResident(bytes int64) { hashResident.Store(max(0, bytes)) }
 
 // groupPieces is the largest take of each of workers workers.
 func groupPieces(workers int) int64 {
-	return min(maxGroup, max(minGroup, mapResident/PieceSize/int64(max(1, workers))))
+	return min(maxGroup, max(minGroup, hashResident.Load()/PieceSize/int64(max(1, workers))))
 }
 
 // nextTake claims the next pieces [from, to) of n for a worker: k pieces at most, and no more than

@@ -223,30 +223,41 @@ func TestHashPathPeakRSS(t *testing.T) {
 	if err := os.WriteFile(p, pattern("rss", size), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	cmd := exec.Command(os.Args[0], "-test.run=^$")
-	cmd.Env = append(os.Environ(), childEnv+"=hash-rss", "FILE="+p, "GOMAXPROCS=2")
-	out, err := cmd.CombinedOutput()
-	if err != nil {
-		t.Fatalf("child: %v\n%s", err, out)
+	want := SumBytes(pattern("rss", size)).String()
+	for _, resident := range []int64{0, 128 << 20} {
+		cmd := exec.Command(os.Args[0], "-test.run=^$")
+		cmd.Env = append(os.Environ(), childEnv+"=hash-rss", "FILE="+p, "GOMAXPROCS=2", fmt.Sprintf("RESIDENT=%d", resident))
+		out, err := cmd.CombinedOutput()
+		if err != nil {
+			t.Fatalf("child: %v\n%s", err, out)
+		}
+		var digest string
+		var hwm int64
+		if _, err := fmt.Sscanf(string(out), "%s %d", &digest, &hwm); err != nil {
+			t.Fatalf("child output %q: %v", out, err)
+		}
+		if digest != want {
+			t.Fatalf("child hashed %s, want %s", digest, want)
+		}
+		// Two workers with their takes resident, plus the test binary itself.
+		SetHashResident(resident)
+		limit := 2*groupPieces(2)*PieceSize + 64<<20
+		SetHashResident(0)
+		if hwm > limit {
+			t.Fatalf("resident budget %d MiB: peak RSS %d MiB hashing a %d MiB file, want at most %d MiB", resident>>20, hwm>>20, size>>20, limit>>20)
+		}
+		t.Logf("resident budget %d MiB: peak RSS %d MiB hashing %d MiB", resident>>20, hwm>>20, size>>20)
 	}
-	var digest string
-	var hwm int64
-	if _, err := fmt.Sscanf(string(out), "%s %d", &digest, &hwm); err != nil {
-		t.Fatalf("child output %q: %v", out, err)
-	}
-	if want := SumBytes(pattern("rss", size)).String(); digest != want {
-		t.Fatalf("child hashed %s, want %s", digest, want)
-	}
-	// Two workers with groupPieces(2) pieces each resident, plus the test binary itself.
-	if limit := 2*groupPieces(2)*PieceSize + 64<<20; hwm > limit {
-		t.Fatalf("peak RSS %d MiB hashing a %d MiB file, want at most %d MiB", hwm>>20, size>>20, limit>>20)
-	}
-	t.Logf("peak RSS %d MiB hashing %d MiB", hwm>>20, size>>20)
 }
 
 // hashPeakRSS is the child of TestHashPathPeakRSS: it hashes path and prints the digest and the
 // process's peak RSS in bytes.
 func hashPeakRSS(ctx context.Context, path string) error {
+	resident, err := strconv.ParseInt(os.Getenv("RESIDENT"), 10, 64)
+	if err != nil {
+		return err
+	}
+	SetHashResident(resident)
 	o, err := HashPath(ctx, path)
 	if err != nil {
 		return err
@@ -353,12 +364,19 @@ func TestNextTake(t *testing.T) {
 			t.Errorf("n %d, %d workers: first take %d pieces, want %d", tc.n, tc.workers, takes[0], k)
 		}
 	}
-	for workers, want := range map[int]int64{1: maxGroup, 2: maxGroup, 4: 8, 8: minGroup, 64: minGroup} {
-		if got := groupPieces(workers); got != want {
-			t.Errorf("groupPieces(%d) = %d, want %d", workers, got, want)
-		}
-		if bound := max(mapResident, int64(workers)*minGroup*PieceSize); int64(workers)*groupPieces(workers)*PieceSize > bound {
-			t.Errorf("%d workers keep %d pieces each resident: over %d MiB", workers, groupPieces(workers), bound>>20)
+	for _, tc := range []struct {
+		resident int64
+		want     map[int]int64 // workers: pieces per take
+	}{
+		{0, map[int]int64{1: minGroup, 2: minGroup, 64: minGroup}},
+		{128 << 20, map[int]int64{1: maxGroup, 2: maxGroup, 4: 8, 8: minGroup, 64: minGroup}},
+	} {
+		SetHashResident(tc.resident)
+		for workers, want := range tc.want {
+			if got := groupPieces(workers); got != want {
+				t.Errorf("resident %d MiB: groupPieces(%d) = %d, want %d", tc.resident>>20, workers, got, want)
+			}
 		}
 	}
+	SetHashResident(0)
 }

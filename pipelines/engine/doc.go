@@ -27,8 +27,9 @@
 //     once; the other is reported cached, SameAs the first);
 //  2. serves it from the action cache if the record's outputs are all present;
 //  3. otherwise takes a job slot (-j) — while every slot is taken, a freed one goes to the waiting
-//     node with the longest chain of nodes after it, then the larger declared memory, then the
-//     earlier in the plan — and its declared memory from a weighted semaphore sized to the budget
+//     node with the most estimated work after it (Node.Cost summed along its costliest chain of
+//     dependents; 0 where no cost is set), then the longest chain of nodes after it, then the
+//     larger declared memory, then the earlier in the plan — and its declared memory from a weighted semaphore sized to the budget
 //     (the running nodes' estimates never sum above it), takes the cross-process key lock
 //     (Store.LockKey) and looks again — another process may have built it meanwhile;
 //  4. verifies its input objects (Store.Verify; once per object per pass; an output this process

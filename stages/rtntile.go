@@ -59,6 +59,9 @@ func runRTNTile(ctx context.Context, p RTNTileParams, req Request) error {
 		}
 		return tc.sink, nil
 	})
+	if tc != nil {
+		defer tc.release()
+	}
 	if err != nil {
 		return err
 	}

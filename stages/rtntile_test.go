@@ -40,41 +40,53 @@ func TestRTNTileMatchesFinalizeThenTile(t *testing.T) {
 		{"fixed act_clip", `"tensor":"blk.0.attn_output.weight","method":"rtn","dtype":"I4_NATIVE","group":32,"rotation":"none","clip_grid":null,"act_clip":0.9,` + fmt.Sprintf(base, 4, 0, 64, 64), "low-first", false},
 		{"MoE expert with imatrix", `"tensor":"blk.0.ffn_up_exps.weight","method":"rtn","dtype":"I4_NATIVE","group":32,"rotation":"none","clip_grid":null,"expert":3,"importance":"imatrix",` + fmt.Sprintf(base, 8, 0, 96, 64), "low-first", true},
 	} {
-		t.Run(tc.name, func(t *testing.T) {
-			in := map[string]string{"model": dense["model.gguf"]}
-			if tc.moe {
-				in = map[string]string{"model": moe["model.gguf"], "imatrix": imatrix}
-			}
-			fin, err := runStage(t, "finalize", "{"+tc.fin+"}", in)
-			if err != nil {
-				t.Fatal(err)
-			}
-			var n, kp int
-			q, err := stages.ReadQWeight(fin["weight"])
-			if err != nil {
-				t.Fatal(err)
-			}
-			n, kp = q.Meta.N, q.Meta.KP
-			tiled, err := runStage(t, "tile", fmt.Sprintf(`{"nibbles":%q,"n":%d,"kp":%d}`, tc.nibbles, n, kp), map[string]string{"weight": fin["weight"]})
-			if err != nil {
-				t.Fatal(err)
-			}
-			fused, err := runStage(t, "rtn-tile", fmt.Sprintf(`{"finalize":{%s},"nibbles":%q}`, tc.fin, tc.nibbles), in)
-			if err != nil {
-				t.Fatal(err)
-			}
-			want, err := os.ReadFile(tiled["entry"])
-			if err != nil {
-				t.Fatal(err)
-			}
-			got, err := os.ReadFile(fused["entry"])
-			if err != nil {
-				t.Fatal(err)
-			}
-			if !bytes.Equal(got, want) {
-				t.Fatalf("rtn-tile wrote %d bytes that differ from finalize + tile's %d", len(got), len(want))
+		t.Run(tc.name, func(t *testing.T) { testRTNTileMatches(t, tc.fin, tc.nibbles, tc.moe, dense, moe, imatrix) })
+		// Twice more with the buffer pool on: first a fresh buffer, then the one the first left.
+		t.Run(tc.name+" pooled", func(t *testing.T) {
+			stages.SetBufferPoolLimit(64 << 20)
+			defer stages.SetBufferPoolLimit(0)
+			for range 2 {
+				testRTNTileMatches(t, tc.fin, tc.nibbles, tc.moe, dense, moe, imatrix)
 			}
 		})
+	}
+}
+
+// testRTNTileMatches runs finalize then tile, and rtn-tile, on the weight finParams describes and compares
+// the entries they write.
+func testRTNTileMatches(t *testing.T, finParams, nibbles string, isMoE bool, dense, moe map[string]string, imatrix string) {
+	in := map[string]string{"model": dense["model.gguf"]}
+	if isMoE {
+		in = map[string]string{"model": moe["model.gguf"], "imatrix": imatrix}
+	}
+	fin, err := runStage(t, "finalize", "{"+finParams+"}", in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var n, kp int
+	q, err := stages.ReadQWeight(fin["weight"])
+	if err != nil {
+		t.Fatal(err)
+	}
+	n, kp = q.Meta.N, q.Meta.KP
+	tiled, err := runStage(t, "tile", fmt.Sprintf(`{"nibbles":%q,"n":%d,"kp":%d}`, nibbles, n, kp), map[string]string{"weight": fin["weight"]})
+	if err != nil {
+		t.Fatal(err)
+	}
+	fused, err := runStage(t, "rtn-tile", fmt.Sprintf(`{"finalize":{%s},"nibbles":%q}`, finParams, nibbles), in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, err := os.ReadFile(tiled["entry"])
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := os.ReadFile(fused["entry"])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(got, want) {
+		t.Fatalf("rtn-tile wrote %d bytes that differ from finalize + tile's %d", len(got), len(want))
 	}
 }
 

@@ -101,8 +101,33 @@ func newTiledCodes(m QWeightMeta, nibbles string) (*tiledCodes, error) {
 	if err != nil {
 		return nil, fmt.Errorf("tiling %s: %w", m.Name, err)
 	}
-	t := &tiledCodes{layout: l, nib: nib, codes: make([]byte, l.Size())}
-	return t, l.ClearPadding(t.codes)
+	// The buffer comes from the process's pool (getBuffer), sized for the whole pack entry (codes and
+	// scales, page-padded) that verify-local will read into it. rtn-tile declares the row-major codes
+	// (N·KP bytes, FinalizeMemory) it never allocates besides the tiled ones (RTNTileMemory): a pooled
+	// buffer of up to twice the entry stays inside that.
+	pm, err := m.PackMeta()
+	if err != nil {
+		return nil, err
+	}
+	// pack.Geometry's Length (the codes, then the scales to a whole page), before the rotation
+	// Geometry checks is known.
+	size := int64(l.Size()) + (4*int64(pm.N)*int64(pm.Groups())+pack.PageSize-1)/pack.PageSize*pack.PageSize
+	codes, err := getBuffer(l.Size(), int(size), int(2*size))
+	if err != nil {
+		return nil, fmt.Errorf("tiling %s: %w", m.Name, err)
+	}
+	t := &tiledCodes{layout: l, nib: nib, codes: codes}
+	if err := l.ClearPadding(t.codes); err != nil {
+		t.release()
+		return nil, err
+	}
+	return t, nil
+}
+
+// release hands the codes buffer on to later nodes (putBuffer); t is not used afterwards.
+func (t *tiledCodes) release() {
+	putBuffer(t.codes)
+	t.codes = nil
 }
 
 // sink tiles rows of codes into place (quant.CodeSink).

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"runtime"
+	"slices"
 
 	"orkpipe/artifacts"
 	"orkpipe/ork/board"
@@ -91,7 +92,24 @@ func runVerifyLocal(ctx context.Context, p VerifyLocalParams, req Request) error
 	defer r.Close()
 	// As many entry workers as CPUs, as far as the declared memory holds them (at least one).
 	workers := min(runtime.GOMAXPROCS(0), int(max(1, (VerifyLocalMemory(p)-verifyBase)/max(1, r.VerifyMemory()))))
-	if err := r.VerifyEntries(ctx, workers); err != nil {
+	// Each worker's buffer from the process's pool (getBuffer: the rtn-tile nodes before leave buffers
+	// sized for their entries), of at most a worker's share of the declared memory.
+	bufs := make([][]byte, workers)
+	share := int((VerifyLocalMemory(p) - verifyBase) / int64(workers))
+	if need := int(r.VerifyMemory()); need <= share {
+		for i := range bufs {
+			if bufs[i], err = getBuffer(need, need, share); err != nil {
+				break
+			}
+		}
+	}
+	if err == nil {
+		err = r.VerifyEntriesInto(ctx, slices.Clone(bufs))
+	}
+	for _, b := range bufs {
+		putBuffer(b)
+	}
+	if err != nil {
 		return fmt.Errorf("pack %s: %w", ppath, err)
 	}
 	if err := board.CheckPlan(r.Board(), r.Entries(), prof); err != nil {

@@ -21,6 +21,7 @@ import (
 	"orkpipe/pipelines/recipe"
 	"orkpipe/pipelines/verify"
 	"orkpipe/registry"
+	"orkpipe/stages"
 )
 
 func newBuildCommand(opts *globalOptions) *cobra.Command {
@@ -98,6 +99,8 @@ func runBuild(ctx context.Context, opts *globalOptions, path string, sets []stri
 		// the Go runtime's accounting.
 		debug.SetMemoryLimit(goMemoryLimit(mem))
 	}
+	// Buffers that nodes hand on to later nodes of this process (stages.SetBufferPoolLimit).
+	stages.SetBufferPoolLimit(min(mem/16, 256<<20))
 	t, err := build.New(r, build.WithMemoryBudget(mem), build.WithOverrides(sets))
 	if err != nil {
 		return err

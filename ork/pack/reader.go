@@ -220,20 +220,29 @@ func (r *Reader) VerifyMemory() int64 {
 // passes loads. It returns nil or the joined failures in index order, one per failing entry, each naming
 // the entry; it stops early only when ctx is done.
 func (r *Reader) VerifyEntries(ctx context.Context, workers int) error {
+	return r.VerifyEntriesInto(ctx, make([][]byte, max(1, workers)))
+}
+
+// VerifyEntriesInto is VerifyEntries on len(bufs) workers (at least one), worker i reading each entry
+// into bufs[i] (its contents overwritten) when it fits the buffer's capacity and otherwise into a
+// larger buffer of its own, which then replaces bufs[i].
+func (r *Reader) VerifyEntriesInto(ctx context.Context, bufs [][]byte) error {
+	if len(bufs) == 0 {
+		bufs = make([][]byte, 1)
+	}
 	errs := make([]error, len(r.entries))
 	var next atomic.Int64
 	var wg sync.WaitGroup
-	for range max(1, min(workers, len(r.entries))) {
+	for w := range max(1, min(len(bufs), len(r.entries))) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			var buf []byte
 			for {
 				i := int(next.Add(1) - 1)
 				if i >= len(r.entries) || ctx.Err() != nil {
 					return
 				}
-				errs[i] = r.verifyEntry(r.entries[i], &buf)
+				errs[i] = r.verifyEntry(r.entries[i], &bufs[w])
 			}
 		}()
 	}

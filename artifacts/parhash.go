@@ -23,8 +23,16 @@ var piecePool = sync.Pool{New: func() any { b := make([]byte, PieceSize); return
 var pieceSlots = make(chan struct{}, runtime.GOMAXPROCS(0))
 
 // mmapPieces selects how hashParallel reads pieces: mapped (the default: the hash reads the page
-// cache in place, no copy) or pread into a buffer (tests and benchmarks compare both).
+// cache in place, no copy) or pread into a buffer (SetHashReads; tests and benchmarks compare both).
 var mmapPieces = true
+
+// SetHashReads makes the parallel hashes of this process read their pieces with pread into reused
+// piece buffers (read true) instead of mapping them (false, the default); call it before any hash
+// starts. Builds read: on a PVM guest (shadow page tables) hashing a mapped file costs more CPU in
+// the hash itself than the copy saves, and the mapping's populate and drop cost page-table changes
+// — a cold [1.0] RTN build's user CPU went from 5.3-6.0 s to 3.5-4.0 s (docs/performance.md, "RTN,
+// session 11: a PVM host"). The hash command keeps mapping (its own measures: "Hashing, session 10").
+func SetHashReads(read bool) { mmapPieces = !read }
 
 // hashParallel hashes f (size bytes, more than one piece) with workers goroutines, each reading
 // whole pieces (mapped, or pread) and computing their subtree chaining values; the values are

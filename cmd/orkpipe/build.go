@@ -14,6 +14,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"orkpipe/artifacts"
 	"orkpipe/internal/units"
 	"orkpipe/pipelines/build"
 	"orkpipe/pipelines/engine"
@@ -99,8 +100,10 @@ func runBuild(ctx context.Context, opts *globalOptions, path string, sets []stri
 		// the Go runtime's accounting.
 		debug.SetMemoryLimit(goMemoryLimit(mem))
 	}
-	// Buffers that nodes hand on to later nodes of this process (stages.SetBufferPoolLimit).
+	// Buffers that nodes hand on to later nodes of this process (stages.SetBufferPoolLimit), and
+	// hashes that read files rather than map them (artifacts.SetHashReads).
 	stages.SetBufferPoolLimit(min(mem/16, 256<<20))
+	artifacts.SetHashReads(true)
 	t, err := build.New(r, build.WithMemoryBudget(mem), build.WithOverrides(sets))
 	if err != nil {
 		return err

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"runtime/debug"
 
@@ -90,6 +91,9 @@ func digHoles(ctx context.Context, f *os.File, size int64) (int64, error) {
 // block and whether it is all zero, in order. A file that shrank meanwhile raises SIGBUS,
 // recovered as an error.
 func zeroBlocks(f *os.File, start, end, blk int64, fn func(off int64, zero bool) error) (err error) {
+	if !mmapPieces {
+		return zeroBlocksRead(f, start, end, blk, fn)
+	}
 	m, err := unix.Mmap(int(f.Fd()), start, int(end-start), unix.PROT_READ, unix.MAP_SHARED)
 	if err != nil {
 		return fmt.Errorf("map %s at %d: %w", f.Name(), start, err)
@@ -105,6 +109,30 @@ func zeroBlocks(f *os.File, start, end, blk int64, fn func(off int64, zero bool)
 	for off := int64(0); off < int64(len(m)); off += blk {
 		b := m[off:min(int64(len(m)), off+blk)]
 		if err := fn(start+off, bytes.Equal(b, zeros()[:len(b)])); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// zeroBlocksRead is zeroBlocks reading [start, end) with pread into a piece buffer (SetHashReads;
+// end-start is at most PieceSize) instead of mapping it.
+func zeroBlocksRead(f *os.File, start, end, blk int64, fn func(off int64, zero bool) error) error {
+	buf := piecePool.Get().(*[]byte)
+	defer piecePool.Put(buf)
+	if end-start > int64(len(*buf)) {
+		return fmt.Errorf("reading %s at %d: %d bytes at once, more than a piece", f.Name(), start, end-start)
+	}
+	b := (*buf)[:end-start]
+	if got, err := f.ReadAt(b, start); int64(got) < end-start {
+		if err == nil || errors.Is(err, io.EOF) {
+			err = fmt.Errorf("file ended before %d bytes (changed while reading?)", end)
+		}
+		return fmt.Errorf("reading %s at %d: %w", f.Name(), start, err)
+	}
+	for off := int64(0); off < int64(len(b)); off += blk {
+		c := b[off:min(int64(len(b)), off+blk)]
+		if err := fn(start+off, bytes.Equal(c, zeros()[:len(c)])); err != nil {
 			return err
 		}
 	}

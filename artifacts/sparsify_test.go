@@ -12,8 +12,19 @@ import (
 )
 
 // TestAdoptDigsHoles: AdoptFile stores every all-zero filesystem block of a fully allocated file
-// as a hole (as an executor's export arrives), keeps the bytes, and leaves data blocks alone.
+// as a hole (as an executor's export arrives), keeps the bytes, and leaves data blocks alone —
+// scanning the file mapped (the default) and read (SetHashReads).
 func TestAdoptDigsHoles(t *testing.T) {
+	for _, read := range []bool{false, true} {
+		t.Run(map[bool]string{false: "mapped", true: "read"}[read], func(t *testing.T) {
+			SetHashReads(read)
+			defer SetHashReads(false)
+			testAdoptDigsHoles(t)
+		})
+	}
+}
+
+func testAdoptDigsHoles(t *testing.T) {
 	blk := int64(os.Getpagesize()) // the test filesystem's block (checked below)
 	data := func(n int64) []byte { return pattern("dig", int(n)) }
 	type region struct {

@@ -1,0 +1,7 @@
+//go:build !linux
+
+package startheap
+
+import "errors"
+
+func init() { status = errors.New("transparent huge pages are advised on Linux only") }

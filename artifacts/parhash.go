@@ -103,7 +103,7 @@ func hashRange(ctx context.Context, f *os.File, base, size int64, workers int) (
 // minGroup pieces; SetHashResident raises it, up to maxGroup.
 const (
 	minGroup = 4  // 16 MiB
-	maxGroup = 16 // 64 MiB
+	maxGroup = 64 // 256 MiB
 )
 
 // hashResident is the process's budget of mapped file pages its parallel hashes keep resident at
@@ -112,10 +112,10 @@ var hashResident atomic.Int64
 
 // SetHashResident lets the parallel hashes of this process keep up to bytes of mapped file pages
 // resident at once, all workers together: takes of bytes/GOMAXPROCS, between minGroup and maxGroup
-// pieces (16-64 MiB) per worker. The resident bound is GOMAXPROCS · groupPieces pieces (pieceSlots
+// pieces (16-256 MiB) per worker. The resident bound is GOMAXPROCS · groupPieces pieces (pieceSlots
 // admits GOMAXPROCS takes at once in the process): by default 16 MiB per worker, which a build's
 // memory reserve (cmd/orkpipe, goMemoryLimit) absorbs; the hash command, whose only work is
-// hashing, sets 128 MiB. The pages are the file's page cache, mapped; they count in the process's RSS.
+// hashing, sets 512 MiB. The pages are the file's page cache, mapped; they count in the process's RSS.
 func SetHashResident(bytes int64) { hashResident.Store(max(0, bytes)) }
 
 // groupPieces is the largest take of each of workers workers.

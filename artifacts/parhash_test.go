@@ -3,6 +3,7 @@ package artifacts
 import (
 	"context"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -214,17 +215,27 @@ func TestParallelHashGroups(t *testing.T) {
 }
 
 // TestHashPathPeakRSS: hashing a file from its mapping keeps only the groups being hashed resident
-// (each is dropped from the mapping after its hash): a child process hashing a 256 MiB file in the
-// page cache with two workers peaks far below the file's size. Without dropPages the whole file
-// would end up resident.
+// (each is dropped from the mapping after its hash): a child process hashing a 1 GiB file in the
+// page cache with two workers peaks below two takes (plus the process itself) for each budget,
+// including the hash command's 512 MiB, whose first takes (256 MiB and 192 MiB) the file is large
+// enough to reach. Without dropPages the whole file would end up resident.
 func TestHashPathPeakRSS(t *testing.T) {
-	const size = 448 << 20
+	const size = 1 << 30
 	p := filepath.Join(t.TempDir(), "f")
-	if err := os.WriteFile(p, pattern("rss", size), 0o644); err != nil {
+	f, err := os.Create(p)
+	if err != nil {
 		t.Fatal(err)
 	}
-	want := SumBytes(pattern("rss", size)).String()
-	for _, resident := range []int64{0, 128 << 20} {
+	h := blake3.New()
+	if _, err := io.Copy(io.MultiWriter(f, h), newPatternReader("rss", size)); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Close(); err != nil {
+		t.Fatal(err)
+	}
+	want := Digest{}
+	copy(want.sum[:], h.Sum(nil))
+	for _, resident := range []int64{0, 128 << 20, 512 << 20} {
 		cmd := exec.Command(os.Args[0], "-test.run=^$")
 		cmd.Env = append(os.Environ(), childEnv+"=hash-rss", "FILE="+p, "GOMAXPROCS=2", fmt.Sprintf("RESIDENT=%d", resident))
 		out, err := cmd.CombinedOutput()
@@ -236,7 +247,7 @@ func TestHashPathPeakRSS(t *testing.T) {
 		if _, err := fmt.Sscanf(string(out), "%s %d", &digest, &hwm); err != nil {
 			t.Fatalf("child output %q: %v", out, err)
 		}
-		if digest != want {
+		if digest != want.String() {
 			t.Fatalf("child hashed %s, want %s", digest, want)
 		}
 		// Two workers with their takes resident, plus the test binary itself.
@@ -369,7 +380,8 @@ func TestNextTake(t *testing.T) {
 		want     map[int]int64 // workers: pieces per take
 	}{
 		{0, map[int]int64{1: minGroup, 2: minGroup, 64: minGroup}},
-		{128 << 20, map[int]int64{1: maxGroup, 2: maxGroup, 4: 8, 8: minGroup, 64: minGroup}},
+		{128 << 20, map[int]int64{1: 32, 2: 16, 4: 8, 8: minGroup, 64: minGroup}},
+		{512 << 20, map[int]int64{1: maxGroup, 2: maxGroup, 4: 32, 8: 16, 64: minGroup}},
 	} {
 		SetHashResident(tc.resident)
 		for workers, want := range tc.want {

@@ -8,6 +8,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"sync"
 )
 
 // Scores are the numbers parsed from llama-perplexity output (llama.cpp tools/perplexity).
@@ -75,10 +76,13 @@ func KLDKeys() []string {
 	return keys
 }
 
+// The parser's regular expressions, compiled on first use: every orkpipe command links this package,
+// and a package-level MustCompile would compile them before main in every run (docs/performance.md,
+// "Start-up and hashing, session 11").
 var (
-	ansiRe     = regexp.MustCompile(`\x1b\[[0-9;]*[A-Za-z]`)
-	chunkRe    = regexp.MustCompile(`\[(\d{1,9})\][^\[\],\s]*,`)
-	kldChunkRe = regexp.MustCompile(`^(\d{1,9}) \S+ ± `)
+	ansiRe     = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`\x1b\[[0-9;]*[A-Za-z]`) })
+	chunkRe    = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`\[(\d{1,9})\][^\[\],\s]*,`) })
+	kldChunkRe = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^(\d{1,9}) \S+ ± `) })
 )
 
 // maxLine bounds the part of a line the parser looks at; llama-perplexity's per-chunk line can
@@ -104,9 +108,9 @@ func (p *Parser) ParseLine(raw string) {
 		raw = raw[:maxLine]
 	}
 	if strings.IndexByte(raw, 0x1b) >= 0 {
-		raw = ansiRe.ReplaceAllString(raw, "") // colored logs (llama.cpp --log-colors)
+		raw = ansiRe().ReplaceAllString(raw, "") // colored logs (llama.cpp --log-colors)
 	}
-	for _, m := range chunkRe.FindAllStringSubmatch(raw, -1) {
+	for _, m := range chunkRe().FindAllStringSubmatch(raw, -1) {
 		if n, err := strconv.Atoi(m[1]); err == nil && n > p.chunks {
 			p.chunks = n
 		}
@@ -117,7 +121,7 @@ func (p *Parser) ParseLine(raw string) {
 		return
 	}
 	if p.kldHeader {
-		if m := kldChunkRe.FindStringSubmatch(line); m != nil {
+		if m := kldChunkRe().FindStringSubmatch(line); m != nil {
 			if n, err := strconv.Atoi(m[1]); err == nil && n > p.chunks {
 				p.chunks = n
 			}

@@ -25,6 +25,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
 
 	"orkpipe/internal/units"
 )
@@ -51,9 +52,11 @@ type box struct {
 
 type window struct{ lo, hi int } // layers [lo, hi)
 
+// windowRE and layerRE are compiled on first use, not in a package init that every orkpipe command
+// would run before main (docs/performance.md, "Start-up and hashing, session 11").
 var (
-	windowRE = regexp.MustCompile(`\[(\d+),(\d+)\)$`)
-	layerRE  = regexp.MustCompile(`(?:^|[:.])blk\.(\d+)\.`)
+	windowRE = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`\[(\d+),(\d+)\)$`) })
+	layerRE  = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`(?:^|[:.])blk\.(\d+)\.`) })
 )
 
 // kindOf is a node id up to its first ":" or "[".
@@ -72,14 +75,14 @@ func layout(nodes []Node, group bool) ([]*box, []window) {
 	seen := map[window]bool{}
 	maxLayer := -1
 	for _, n := range nodes {
-		if m := windowRE.FindStringSubmatch(n.ID); m != nil {
+		if m := windowRE().FindStringSubmatch(n.ID); m != nil {
 			w := window{atoi(m[1]), atoi(m[2])}
 			if !seen[w] && w.hi > w.lo {
 				seen[w] = true
 				wins = append(wins, w)
 			}
 		}
-		if m := layerRE.FindStringSubmatch(n.ID); m != nil {
+		if m := layerRE().FindStringSubmatch(n.ID); m != nil {
 			maxLayer = max(maxLayer, atoi(m[1]))
 		}
 	}
@@ -91,7 +94,7 @@ func layout(nodes []Node, group bool) ([]*box, []window) {
 	}
 	sort.Slice(wins, func(i, j int) bool { return wins[i].lo < wins[j].lo })
 	windowOf := func(id string) int {
-		if m := windowRE.FindStringSubmatch(id); m != nil {
+		if m := windowRE().FindStringSubmatch(id); m != nil {
 			w := window{atoi(m[1]), atoi(m[2])}
 			for i, x := range wins {
 				if x == w {
@@ -99,7 +102,7 @@ func layout(nodes []Node, group bool) ([]*box, []window) {
 				}
 			}
 		}
-		if m := layerRE.FindStringSubmatch(id); m != nil {
+		if m := layerRE().FindStringSubmatch(id); m != nil {
 			l := atoi(m[1])
 			for i, x := range wins {
 				if l >= x.lo && l < x.hi {

@@ -28,10 +28,11 @@ var mmapPieces = true
 
 // SetHashReads makes the parallel hashes of this process, and the store's scan for zero blocks of the
 // files it adopts (digHoles), read their pieces with pread into reused piece buffers (read true)
-// instead of mapping them (false, the default); call it before any hash starts. Builds read: on a PVM guest (shadow page tables) hashing a mapped file costs more CPU in
-// the hash itself than the copy saves, and the mapping's populate and drop cost page-table changes
-// — a cold [1.0] RTN build's user CPU went from 5.3-6.0 s to 3.5-4.0 s (docs/performance.md, "RTN,
-// session 11: a PVM host"). The hash command keeps mapping (its own measures: "Hashing, session 10").
+// instead of mapping them (false, the default); call it before any hash starts. Builds read: on a
+// PVM guest (shadow page tables) hashing a mapped file costs more CPU in the hash itself than the
+// copy saves, and the mapping's populate and drop cost page-table changes — a cold [1.0] RTN build's
+// user CPU went from 5.3-6.0 s to 3.5-4.0 s (docs/performance.md, "RTN, session 11: a PVM host").
+// The hash command keeps mapping (its own measures: "Hashing, session 10").
 func SetHashReads(read bool) { mmapPieces = !read }
 
 // hashParallel hashes f (size bytes, more than one piece) with workers goroutines, each reading

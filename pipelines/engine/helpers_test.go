@@ -129,7 +129,12 @@ func runTestNode(ctx context.Context, p testParams, req stages.Request) error {
 			return err
 		}
 		if m := os.Getenv("ORKPIPE_TEST_MARKER"); m != "" {
-			if err := os.WriteFile(m, []byte(req.OutDir), 0o644); err != nil {
+			// Published by rename: the tests poll for the marker and read it at once, and a
+			// plain WriteFile lets them see it created but still empty.
+			if err := os.WriteFile(m+".tmp", []byte(req.OutDir), 0o644); err != nil {
+				return err
+			}
+			if err := os.Rename(m+".tmp", m); err != nil {
 				return err
 			}
 		}

@@ -2,7 +2,7 @@
 // the table and never back up:
 //
 //	layer               may import (besides itself)
-//	cmd/orkpipe         pipelines, stages, artifacts, registry (and registry/{oci,cacherepo}), ork, internal/{units,buildinfo,blascore,blake3x}
+//	cmd/orkpipe         pipelines, stages, artifacts, registry (and registry/{oci,cacherepo}), ork, internal/{units,buildinfo,blascore,blake3x,startheap}
 //	bench               pipelines, stages, artifacts, registry (and registry/{oci,cacherepo}), ork, internal/{units,buildinfo,blascore,blake3x}
 //	pipelines           stages, artifacts, registry (and registry/{oci,cacherepo}), ork, internal/{units,buildinfo,blascore,blake3x}
 //	stages              artifacts, ork, internal/{units,buildinfo,blascore,blake3x}
@@ -16,6 +16,7 @@
 //	internal/blake3x    nothing of the module (the BLAKE3 kernel under artifacts and ork); third party: blake3, x/sys
 //	internal/buildinfo  artifacts, internal/blake3x
 //	internal/blascore   ork, internal/blake3x
+//	internal/startheap  nothing of the module (the start's huge-page advice: standard library only)
 //	internal/depcheck   nothing of the module
 //	internal/testfiles  nothing of the module (test helper)
 //	internal/fixtures   stages, artifacts, ork, internal/{testfiles,blake3x} (test helper)
@@ -61,7 +62,7 @@ type layer struct {
 var helpers = []string{"internal/testfiles", "internal/fixtures", "pipelines/verify/verifytest", "pipelines/engine/executortest", "registry/regtest"}
 
 var layers = []layer{
-	{name: "cmd/orkpipe", mayImport: []string{"pipelines", "stages", "artifacts", "registry", "registry/oci", "registry/cacherepo", "ork", "internal/units", "internal/buildinfo", "internal/blascore", "internal/blake3x"},
+	{name: "cmd/orkpipe", mayImport: []string{"pipelines", "stages", "artifacts", "registry", "registry/oci", "registry/cacherepo", "ork", "internal/units", "internal/buildinfo", "internal/blascore", "internal/blake3x", "internal/startheap"},
 		testImports: []string{"internal/testfiles", "internal/fixtures", "registry/regtest"}, why: "the CLI: everything below it"},
 	{name: "bench", mayImport: []string{"pipelines", "stages", "artifacts", "registry", "registry/oci", "registry/cacherepo", "ork", "internal/units", "internal/buildinfo", "internal/blascore", "internal/blake3x"},
 		testImports: []string{"internal/testfiles", "internal/fixtures", "registry/regtest"}, useHelpers: true, why: "the benchmark harness: everything below it"},
@@ -86,6 +87,7 @@ var layers = []layer{
 		why: "the BLAKE3 kernel under artifacts and ork: no package of the module"},
 	{name: "internal/buildinfo", mayImport: []string{"artifacts", "internal/blake3x"}, why: "build info: the binary's digest from artifacts"},
 	{name: "internal/blascore", mayImport: []string{"ork", "internal/blake3x"}, why: "BLAS kernel choice: ork/quant"},
+	{name: "internal/startheap", why: "a leaf helper: the start's huge-page advice, standard library only"},
 	{name: "internal/depcheck", why: "a leaf helper"},
 	{name: "internal/testfiles", why: "a test helper"},
 	{name: "internal/fixtures", mayImport: []string{"stages", "artifacts", "ork", "internal/testfiles", "internal/blake3x"}, why: "a test helper at the stages level"},

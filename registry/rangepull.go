@@ -8,6 +8,7 @@ import (
 	"hash"
 	"io"
 	"os"
+	"sync"
 	"sync/atomic"
 
 	"github.com/klauspost/compress/zstd"
@@ -70,11 +71,14 @@ func (h *rangeHash) zerosTo(off int64) {
 		return
 	}
 	for ; n > 0; n -= min(n, fetchBuffer) {
-		h.plain.Write(zeroBlock[:min(n, fetchBuffer)])
+		h.plain.Write(zeroBlock()[:min(n, fetchBuffer)])
 	}
 }
 
-var zeroBlock = make([]byte, fetchBuffer)
+// zeroBlock is fetchBuffer zero bytes (shared, never written), allocated on first use: at package
+// init it was 256 KiB of every command's start-up heap, 30% of what all the binary's inits allocate
+// (GODEBUG=inittrace=1; docs/performance.md, "Start-up and hashing, session 12").
+var zeroBlock = sync.OnceValue(func() []byte { return make([]byte, fetchBuffer) })
 
 // check compares the range's hash with the digest it must have (see rangeDigest).
 func (h *rangeHash) check(f File, k int) error {

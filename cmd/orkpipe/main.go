@@ -4,7 +4,7 @@ package main
 
 import (
 	"orkpipe/internal/blascore"
-	_ "orkpipe/internal/startheap" // huge pages for the heap the inits touch: ~300 fewer page faults at start
+	_ "orkpipe/internal/startheap" // short commands only: huge pages for the heap the inits touch, ~275 fewer page faults at start
 
 	"context"
 	"os"

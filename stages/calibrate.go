@@ -186,7 +186,10 @@ func runCalibrate(ctx context.Context, p CalibrateParams, req Request) error {
 		return err
 	}
 	// Weights stay in their source encoding (CalibrateMemory counts them so); results are the same bits.
-	m.Src.(*model.GGUFSource).KeepEncoded = true
+	// Their bytes are mappings of the model file (GGUFSource.MapEncoded: no fresh memory to fault in);
+	// calib releases each layer when its run ends.
+	gs := m.Src.(*model.GGUFSource)
+	gs.KeepEncoded, gs.MapEncoded = true, true
 	src, done, err := windowSource(m, req, p.Start, p.Sequences, p.Ctx)
 	if err != nil {
 		return err
@@ -214,6 +217,7 @@ func runCalibrate(ctx context.Context, p CalibrateParams, req Request) error {
 	if err != nil {
 		return fmt.Errorf("calibrating layers [%d, %d): %w", p.Start, p.End, err)
 	}
+	defer res.Release() // the pending updates' rows, once every file is written
 	if sampler != nil {
 		if err := writeActSamples(req, p, &m.Cfg, sampler); err != nil {
 			return err
@@ -252,7 +256,10 @@ func runCalibrate(ctx context.Context, p CalibrateParams, req Request) error {
 	// on every core (writeHessianFile), each worker's products on one OpenBLAS thread as in the capture.
 	defer quant.SingleThreadedBLAS()()
 	for _, o := range outs {
-		newEnc := func() hessianEncoder { return res.Encoder(o.h).Encode }
+		newEnc := func() (hessianEncoder, func()) {
+			enc := res.Encoder(o.h)
+			return enc.Encode, enc.Release
+		}
 		if err := writeHessianFile(ctx, o.name, o.h.K, newEnc); err != nil {
 			return err
 		}

@@ -13,6 +13,7 @@ import (
 
 	"orkpipe/artifacts"
 	"orkpipe/ork/calib"
+	"orkpipe/ork/hugebuf"
 )
 
 // writeHessianFile writes the Hessian file of a K x K Hessian to path, a new file, with every core:
@@ -20,13 +21,13 @@ import (
 // to the file's start), grouped into units of up to unitPieces consecutive pieces, and GOMAXPROCS
 // workers each take the next unit, encode it into their own buffer with their own encoder (newEnc:
 // calib.EncodeHessian's contract — a calib.Encoder, which also computes a pending last update, or
-// EncodeHessian itself), hash each of its pieces as its BLAKE3 subtree (artifacts.SubtreeCV) while it is
+// EncodeHessian itself — and what releases it when the worker is done), hash each of its pieces as its BLAKE3 subtree (artifacts.SubtreeCV) while it is
 // in cache, and write it at its offset with pwrite, in calls of at most writeChunk bytes. The pieces'
 // chaining values then give the digest, written last: the same bytes calib.WriteHessian streams through
 // one writer and one serial hash. The file is allocated whole first (fallocate, where the file system
 // can), so that a full disk is an error before any encoding. On an error (a bad value: the lowest
 // unit's, calib.ErrNotFinite) the file is left partial; the caller's output directory is discarded.
-func writeHessianFile(ctx context.Context, path string, k int, newEnc func() hessianEncoder) (err error) {
+func writeHessianFile(ctx context.Context, path string, k int, newEnc func() (hessianEncoder, func())) (err error) {
 	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o644)
 	if err != nil {
 		return err
@@ -57,8 +58,12 @@ func writeHessianFile(ctx context.Context, path string, k int, newEnc func() hes
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			enc := newEnc()
-			buf := make([]byte, min(group*piece, size))
+			enc, release := newEnc()
+			defer release()
+			// Outside the Go heap, in huge pages: a fresh 32 MiB unit buffer of the heap costs 8192 page
+			// faults on every file (docs/performance.md, "Calibration, session 12").
+			buf, free := hugebuf.Make[byte](int(min(group*piece, size)))
+			defer free()
 			for {
 				u := next.Add(1) - 1
 				if u >= units || ctx.Err() != nil {
@@ -120,10 +125,10 @@ func writeChunks(f *os.File, b []byte, off int64) error {
 // contract); one per goroutine.
 type hessianEncoder func(dst []byte, off int64) error
 
-// plainEncoder encodes a complete Hessian (calib.EncodeHessian).
-func plainEncoder(h *calib.Hessian) func() hessianEncoder {
-	return func() hessianEncoder {
-		return func(dst []byte, off int64) error { return calib.EncodeHessian(h, dst, off) }
+// plainEncoder encodes a complete Hessian (calib.EncodeHessian); it holds nothing to release.
+func plainEncoder(h *calib.Hessian) func() (hessianEncoder, func()) {
+	return func() (hessianEncoder, func()) {
+		return func(dst []byte, off int64) error { return calib.EncodeHessian(h, dst, off) }, func() {}
 	}
 }
 

@@ -245,7 +245,14 @@ func capture(ctx context.Context, m *model.Model, w Window, in HiddenSource, out
 			count := max(1, s.Experts)
 			res.expertSite[l][i] = s.Experts > 0
 			for range count {
-				a := newAccumulator(NewHessian(s.Width), b)
+				// With CaptureDeferred, Data is allocated by the first update (flush) or at the end (no
+				// update pending): a Hessian whose only update is left pending never needs one, and a
+				// large slice of recycled heap would be cleared, page by page, for nothing.
+				h := &Hessian{K: s.Width}
+				if fin != finishDeferred {
+					h.alloc()
+				}
+				a := newAccumulator(h, b)
 				a.expert = s.Experts > 0
 				all = append(all, a)
 				obs.acc[l][i] = append(obs.acc[l][i], a)
@@ -256,6 +263,11 @@ func capture(ctx context.Context, m *model.Model, w Window, in HiddenSource, out
 	// The products and updates fan out over Go workers themselves (model.Encoded, syrkTiles), each call
 	// on one OpenBLAS thread: no BLAS thread spins between calls, and the dequantization runs on every core.
 	defer quant.SingleThreadedBLAS()()
+	defer func() {
+		for _, b := range batches {
+			b.release() // what a pending update did not take
+		}
+	}()
 	if err := run(ctx, m, w, in, out, obs); err != nil {
 		return nil, err
 	}
@@ -269,6 +281,9 @@ func capture(ctx context.Context, m *model.Model, w Window, in HiddenSource, out
 	for _, a := range all {
 		if fin == finishDeferred {
 			res.deferLast(a)
+			if res.pending[a.h] == nil {
+				a.h.alloc() // no update pending: the file is encoded from Data (zeros for an empty Hessian)
+			}
 			continue
 		}
 		a.flush()
@@ -276,6 +291,7 @@ func capture(ctx context.Context, m *model.Model, w Window, in HiddenSource, out
 			a.h.Symmetrize()
 		}
 	}
+	res.releaseWithResult()
 	return res, nil
 }
 
@@ -317,6 +333,11 @@ func chunkSeqs(seqLen int) int { return max(1, BatchRows/seqLen) }
 
 func run(ctx context.Context, m *model.Model, w Window, in HiddenSource, out *HiddenWriter, obs *observer) error {
 	layers := make([]*model.Layer, 0, w.End-w.Start)
+	defer func() {
+		for _, ly := range layers {
+			ly.Release() // unmaps the weights of a GGUFSource with MapEncoded
+		}
+	}()
 	for l := w.Start; l < w.End; l++ {
 		ly, err := model.LoadLayer(ctx, &m.Cfg, m.Src, l)
 		if err != nil {

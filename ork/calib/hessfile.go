@@ -139,7 +139,7 @@ func rowStart(k, i int) int64 { return int64(i)*int64(k) - int64(i)*int64(i-1)/2
 // (ErrNotFinite) names the first bad value of the range. Ranges are independent, so a file can be
 // encoded in pieces concurrently, and any cut gives the same bytes.
 func EncodeHessian(h *Hessian, dst []byte, off int64) error {
-	dst, i, j, err := encodeHeader(h, dst, off)
+	dst, i, j, err := encodeHeader(h, dst, off, true)
 	if err != nil || len(dst) == 0 {
 		return err
 	}
@@ -159,10 +159,16 @@ func EncodeHessian(h *Hessian, dst []byte, off int64) error {
 
 // encodeHeader checks the range [off, off+len(dst)) as EncodeHessian states, writes the part of the
 // header it holds and returns the rest of dst, which starts at value H[i][j] (nothing left when the
-// range ends in the header).
-func encodeHeader(h *Hessian, dst []byte, off int64) (rest []byte, i, j int, err error) {
-	if err := h.checkShape(); err != nil {
-		return nil, 0, 0, err
+// range ends in the header). withData: the values come from h.Data, whose shape is checked too; else
+// only K and Tokens are (an Encoder's pending update without earlier ones).
+func encodeHeader(h *Hessian, dst []byte, off int64, withData bool) (rest []byte, i, j int, err error) {
+	switch {
+	case withData:
+		if err := h.checkShape(); err != nil {
+			return nil, 0, 0, err
+		}
+	case h.K <= 0 || h.Tokens < 0:
+		return nil, 0, 0, fmt.Errorf("hessian K=%d, tokens %d: %w", h.K, h.Tokens, ErrShape)
 	}
 	k := h.K
 	if off < 0 || off%4 != 0 || len(dst)%4 != 0 || off+int64(len(dst)) > HessianDataSize(k) {

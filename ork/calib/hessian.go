@@ -11,6 +11,7 @@ import (
 	"gonum.org/v1/gonum/blas/blas64"
 	"gonum.org/v1/gonum/blas/gonum"
 
+	"orkpipe/ork/hugebuf"
 	"orkpipe/ork/quant"
 )
 
@@ -29,6 +30,13 @@ func (h *Hessian) Empty() bool { return h.Tokens == 0 }
 // NewHessian returns an empty K × K Hessian.
 func NewHessian(k int) *Hessian { return &Hessian{K: k, Data: make([]float64, k*k)} }
 
+// alloc gives a Hessian made without its matrix (capture's) its zeroed K × K Data, if it has none yet.
+func (h *Hessian) alloc() {
+	if h.Data == nil {
+		h.Data = make([]float64, h.K*h.K)
+	}
+}
+
 // BatchRows is the number of activation rows an accumulator gathers (as float64) before it adds
 // them to its Hessian in one rank-k update: each update reads and writes the whole upper triangle,
 // so fewer, larger updates move less memory per flop.
@@ -39,9 +47,27 @@ const BatchRows = 512
 // one: adding to a batch that holds another accumulator's rows first flushes those into their Hessian.
 type rowBatch struct {
 	limit int       // rows gathered before an update: BatchRows, or fewer when the corpus has fewer
-	x     []float64 // limit·K values
+	x     []float64 // limit·K values, outside the Go heap when large (hugebuf)
+	free  func()    // releases x, or nil
 	rows  int
 	owner *accumulator
+}
+
+// grow gives the batch a buffer of at least n values: a new one (hugebuf: one fault per 2 MiB of a
+// 17408-wide batch's 71 MB instead of one per 4 KiB) when it holds a smaller one, which it frees.
+func (b *rowBatch) grow(n int) {
+	if len(b.x) < n {
+		b.release()
+		b.x, b.free = hugebuf.Make[float64](n)
+	}
+}
+
+// release frees the batch's buffer (nothing when a pending update took it).
+func (b *rowBatch) release() {
+	if b.free != nil {
+		b.free()
+	}
+	b.x, b.free = nil, nil
 }
 
 // batchRows is the row limit of the batches of a corpus of nSeq sequences of seqLen tokens.
@@ -75,9 +101,7 @@ func (a *accumulator) add(x []float32) error {
 			b.owner.flush()
 		}
 		b.owner = a
-		if len(b.x) < b.limit*k {
-			b.x = make([]float64, b.limit*k)
-		}
+		b.grow(b.limit * k)
 	}
 	for len(x) > 0 {
 		if b.rows == b.limit { // a full batch is added when more rows come (or by flush)
@@ -102,6 +126,7 @@ func (a *accumulator) flush() {
 		return
 	}
 	if b.rows > 0 {
+		a.h.alloc()
 		if a.h.Tokens == 0 && !a.expert {
 			// The first update of a fresh Hessian would fault its upper triangle in one page at a time
 			// inside BLAS; populate those pages first (not an expert's: most experts see few tokens).

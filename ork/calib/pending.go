@@ -3,10 +3,12 @@ package calib
 import (
 	"context"
 	"fmt"
+	"runtime"
 
 	"gonum.org/v1/gonum/blas"
 	"gonum.org/v1/gonum/blas/blas64"
 
+	"orkpipe/ork/hugebuf"
 	"orkpipe/ork/model"
 )
 
@@ -15,6 +17,7 @@ import (
 // to Data.
 type pendingUpdate struct {
 	x     []float64 // rows·K values
+	free  func()    // releases x (the row batch's buffer), or nil
 	rows  int
 	prior bool // Data's upper triangle holds earlier updates; else Data was never written (all zeros)
 }
@@ -23,8 +26,9 @@ type pendingUpdate struct {
 // the Hessians' files: each Hessian's last update (the rows gathered since its last flush, at most
 // BatchRows) is left pending instead of added to Data, and Result.Encoder adds it band by band while it
 // encodes the file. A Hessian whose rows all fit one update (at most BatchRows tokens) is thus never
-// written, nor its memory touched: its values exist only in the encoder's scratch and the file. Data
-// and Tokens of such a Result are not a Hessian's until encoded: read the files, not the matrices. The
+// written, nor even allocated (its Data is nil): its values exist only in the encoder's scratch and the
+// file. Data and Tokens of such a Result are not a Hessian's until encoded: read the files, not the
+// matrices. The
 // bytes the encoders give are EncodeHessian's of CaptureUpper's Hessians, bit for bit
 // (TestCaptureDeferredBytes): the same products summed in the same order.
 func CaptureDeferred(ctx context.Context, m *model.Model, w Window, in HiddenSource, out *HiddenWriter, s *ActSampler) (*Result, error) {
@@ -52,26 +56,67 @@ func (r *Result) deferLast(a *accumulator) {
 		if r.pending == nil {
 			r.pending = map[*Hessian]*pendingUpdate{}
 		}
-		r.pending[a.h] = &pendingUpdate{x: b.x[:b.rows*a.h.K], rows: b.rows, prior: a.h.Tokens > 0}
+		r.pending[a.h] = &pendingUpdate{x: b.x[:b.rows*a.h.K], free: b.free, rows: b.rows, prior: a.h.Tokens > 0}
 		a.h.Tokens += int64(b.rows)
+		b.x, b.free = nil, nil // the buffer now belongs to the pending update
 	}
-	b.x, b.rows, b.owner = nil, 0, nil // the buffer now belongs to the pending update
+	b.release()
+	b.rows, b.owner = 0, nil
+}
+
+// Release frees the buffers of the pending updates (CaptureDeferred's: outside the Go heap when large).
+// Call it once every file is encoded: no Encoder of r may run afterwards. A Result never released
+// frees them when the collector finds it unreachable (its Encoders keep it reachable).
+func (r *Result) Release() {
+	for _, p := range r.pending {
+		if p.free != nil {
+			p.free()
+		}
+	}
+}
+
+// releaseWithResult makes the collector free r's pending buffers once r (and every Encoder of it) is
+// unreachable, for a caller that never calls Release.
+func (r *Result) releaseWithResult() {
+	var frees []func()
+	for _, p := range r.pending {
+		if p.free != nil {
+			frees = append(frees, p.free)
+		}
+	}
+	if len(frees) > 0 {
+		runtime.AddCleanup(r, func(frees []func()) {
+			for _, f := range frees {
+				f()
+			}
+		}, frees)
+	}
 }
 
 // Encoder encodes byte ranges of the Hessian file of one of a Result's Hessians, adding its pending
 // update (CaptureDeferred) as it goes. An Encoder keeps scratch memory between calls (at most
-// encodeBand × encodeCols float64s, 8 MiB): one per goroutine; several may encode ranges of one file at
+// encodeBand × encodeCols float64s, 8 MiB, outside the Go heap: free it with Release): one per goroutine; several may encode ranges of one file at
 // once. EstimateMemory does not count the scratch apart: it counts each Hessian's whole 8·K² bytes, of
 // which at most the upper half is ever resident (none when the only update is pending), and the
 // calibrate stage's writers, one file at a time, hold GOMAXPROCS encoders at most.
 type Encoder struct {
+	r       *Result // keeps the Result, whose cleanup frees the pending rows, reachable
 	h       *Hessian
 	p       *pendingUpdate
 	scratch []float64
+	free    func() // releases scratch (hugebuf), or nil
+}
+
+// Release frees the encoder's scratch; the encoder may still be used (it makes a new one).
+func (e *Encoder) Release() {
+	if e.free != nil {
+		e.free()
+	}
+	e.scratch, e.free = nil, nil
 }
 
 // Encoder returns an encoder of h's file (h one of r's Hessians).
-func (r *Result) Encoder(h *Hessian) *Encoder { return &Encoder{h: h, p: r.pending[h]} }
+func (r *Result) Encoder(h *Hessian) *Encoder { return &Encoder{r: r, h: h, p: r.pending[h]} }
 
 // encodeBand and encodeCols bound the block of values one product of the pending update computes:
 // rows [r0, r0+encodeBand) by columns [c0, c0+encodeCols). OpenBLAS packs both operands of every call,
@@ -92,7 +137,8 @@ func (e *Encoder) Encode(dst []byte, off int64) error {
 	if e.p == nil {
 		return EncodeHessian(e.h, dst, off)
 	}
-	dst, i0, j0, err := encodeHeader(e.h, dst, off)
+	// A Hessian whose only update is pending may have no Data (capture never allocated it).
+	dst, i0, j0, err := encodeHeader(e.h, dst, off, e.p.prior || e.h.Data != nil)
 	if err != nil || len(dst) == 0 {
 		return err
 	}
@@ -144,7 +190,7 @@ func (e *Encoder) block(r0, r1, c0, c1 int) []float64 {
 	k, p := e.h.K, e.p
 	w := c1 - c0
 	if e.scratch == nil {
-		e.scratch = make([]float64, min(encodeBand, k)*min(encodeCols, k))
+		e.scratch, e.free = hugebuf.Make[float64](min(encodeBand, k) * min(encodeCols, k))
 	}
 	c := e.scratch[:(r1-r0)*w]
 	beta := 0.0

@@ -132,6 +132,10 @@ func TestCaptureDeferredBytes(t *testing.T) {
 			for i, hs := range upper.Layers[l] {
 				for e, a := range hs {
 					b := deferred.Layers[l][i][e]
+					p := deferred.pending[b]
+					if onlyPending := p != nil && !p.prior; onlyPending != (b.Data == nil) {
+						t.Fatalf("%d sequences, layer %d site %d: Data allocated %v with the only update pending %v", n, l, i, b.Data != nil, onlyPending)
+					}
 					want := encodeAll(t, a.K, 4096, func(d []byte, off int64) error { return EncodeHessian(a, d, off) })
 					got := encodeAll(t, b.K, 4096, deferred.Encoder(b).Encode)
 					if !bytes.Equal(got, want) {

@@ -3,6 +3,7 @@ package model
 import (
 	"errors"
 	"fmt"
+	"runtime/debug"
 	"sync"
 	"sync/atomic"
 
@@ -46,6 +47,18 @@ type Encoded struct {
 	rb int // bytes per row
 	// blockBytes overrides encodedBlockBytes (tests: many small blocks).
 	blockBytes int
+	// mapped: Raw is a mapping of the source file (GGUFSource.MapEncoded), whose faults dequant turns
+	// into errors; free unmaps it (else nil).
+	mapped bool
+	free   func()
+}
+
+// release unmaps Raw when it is a mapping of the file (GGUFSource.MapEncoded); the weight must not be
+// applied afterwards.
+func (e *Encoded) release() {
+	if e.free != nil {
+		e.free()
+	}
 }
 
 // Row blocks of an Apply: about encodedBlockBytes of float32 each, in multiples of gonumBlock rows;
@@ -184,8 +197,22 @@ func (e *Encoded) Apply(y, x []float32) error {
 	return e.applyWorkers(y, x, t)
 }
 
-// dequant dequantizes rows [r0, r1) of the weight into w.
-func (e *Encoded) dequant(r0, r1 int, w []float32) error {
+// dequant dequantizes rows [r0, r1) of the weight into w. When Raw maps the source file, a fault
+// reading it (the file truncated under the mapping, an I/O error) is an error naming the rows, not a
+// crash.
+func (e *Encoded) dequant(r0, r1 int, w []float32) (err error) {
+	if e.mapped {
+		defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
+		defer func() {
+			if r := recover(); r != nil {
+				f, fault := r.(interface{ Addr() uintptr })
+				if !fault {
+					panic(r) // not a fault on the weight's bytes: a bug
+				}
+				err = fmt.Errorf("encoded %dx%d %s: rows [%d, %d): fault reading the weight's bytes at address %#x: %v: %w", e.N, e.K, e.Type, r0, r1, f.Addr(), r, ErrBadModel)
+			}
+		}()
+	}
 	if err := gguf.Dequantize(e.Type, e.Raw[r0*e.rb:r1*e.rb], w[:(r1-r0)*e.K]); err != nil {
 		return fmt.Errorf("encoded %dx%d %s: rows [%d, %d): %w", e.N, e.K, e.Type, r0, r1, err)
 	}

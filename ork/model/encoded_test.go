@@ -292,6 +292,13 @@ func TestEncodedForwardBitIdentical(t *testing.T) {
 		if i := sameBits(want, got); i >= 0 {
 			t.Errorf("%s, %d tokens: logit %d is %v with KeepEncoded, %v without", name, len(ids), i, got[i], want[i])
 		}
+		m.Src.(*GGUFSource).MapEncoded = true
+		if got, err = m.Forward(ctx, ids); err != nil {
+			t.Fatal(err)
+		}
+		if i := sameBits(want, got); i >= 0 {
+			t.Errorf("%s, %d tokens: logit %d is %v with KeepEncoded and MapEncoded, %v without", name, len(ids), i, got[i], want[i])
+		}
 		if m.Cfg.WeightType == gguf.TypeF32 {
 			t.Errorf("%s: Config.WeightType F32, want the widest block weight type", name)
 		}
@@ -342,5 +349,41 @@ func TestWeightTypeAndBytes(t *testing.T) {
 	}
 	if got := (&Config{}).WeightBytes(3, 5); got != 60 {
 		t.Errorf("F32 3x5: %d bytes", got)
+	}
+}
+
+// TestLayerReleaseFreesEncoded checks that Layer.Release frees every Encoded weight a layer holds,
+// bare and inside the wrappers a GGUFSource puts around one, once each.
+func TestLayerReleaseFreesEncoded(t *testing.T) {
+	freed := map[string]int{}
+	enc := func(name string) *Encoded {
+		e, _ := synthEncoded(t, gguf.TypeQ8_0, 4, 32, 1)
+		e.free = func() { freed[name]++ }
+		return e
+	}
+	l := &Layer{
+		Q:         linearWithBias{Linear: enc("q"), bias: make([]float32, 4)},
+		K:         &ggmlActLinear{Linear: enc("k"), typ: gguf.TypeQ8_0},
+		V:         enc("v"),
+		O:         enc("o"),
+		Gate:      enc("gate"),
+		Up:        enc("up"),
+		Down:      enc("down"),
+		DeltaNet:  &DeltaNetWeights{QKV: enc("qkv"), Gate: enc("z"), Alpha: enc("alpha"), Beta: enc("beta"), Out: enc("out")},
+		ShortConv: &ShortConvWeights{InProj: enc("in"), OutProj: enc("outproj")},
+		Experts:   []Expert{{Gate: enc("e.gate"), Up: enc("e.up"), Down: enc("e.down")}},
+		Shared:    &SharedExpert{Gate: enc("s.gate"), Up: enc("s.up"), Down: enc("s.down")},
+		Router:    enc("router"),
+	}
+	want := len(freed)
+	l.Release()
+	for _, name := range []string{"q", "k", "v", "o", "gate", "up", "down", "qkv", "z", "alpha", "beta", "out", "in", "outproj",
+		"e.gate", "e.up", "e.down", "s.gate", "s.up", "s.down", "router"} {
+		if freed[name] != 1 {
+			t.Errorf("weight %s freed %d times, want 1", name, freed[name])
+		}
+	}
+	if want != 0 {
+		t.Fatalf("%d weights freed before Release", want)
 	}
 }

@@ -3,9 +3,12 @@ package model
 import (
 	"context"
 	"fmt"
+	"runtime"
 	"strings"
+	"sync/atomic"
 
 	"orkpipe/ork/gguf"
+	"orkpipe/ork/hugebuf"
 )
 
 // encoded reads the source bytes of tensor t (or of expert e of a three-dimensional expert tensor
@@ -27,13 +30,9 @@ func (s *GGUFSource) encoded(ctx context.Context, t gguf.TensorInfo, e int, isEx
 	if k%int64(t.Type.BlockSize()) != 0 {
 		return nil, fmt.Errorf("%s: tensor %s: %s rows of %d values are not whole blocks of %d: %w", s.f.Path, t.Name, t.Type, k, t.Type.BlockSize(), ErrBadModel)
 	}
-	raw := make([]byte, n*t.RowBytes())
-	if err := s.f.ReadRaw(ctx, t, first, raw); err != nil {
-		return nil, err
-	}
-	l, err := NewEncoded(t.Type, int(n), int(k), raw)
+	l, err := s.encodedBytes(ctx, t, first, n, k)
 	if err != nil {
-		return nil, fmt.Errorf("%s: tensor %s: %w", s.f.Path, t.Name, err)
+		return nil, err
 	}
 	if s.GGMLActivations && ggmlActivationRounding(t.Type) {
 		return &ggmlActLinear{Linear: l, typ: t.Type}, nil
@@ -85,6 +84,47 @@ func (s *GGUFSource) ggmlExact(ctx context.Context, t gguf.TensorInfo, e int, is
 		return nil, err
 	}
 	l, err := newGGMLMatmul(t.Type, int(n), int(k), raw, isExpert)
+	if err != nil {
+		return nil, fmt.Errorf("%s: tensor %s: %w", s.f.Path, t.Name, err)
+	}
+	return l, nil
+}
+
+// encodedBytes returns rows [first, first+n) of tensor t (n rows of k values) as an Encoded: its bytes
+// mapped from the file (MapEncoded, where files can be mapped), else read into the Go heap.
+func (s *GGUFSource) encodedBytes(ctx context.Context, t gguf.TensorInfo, first, n, k int64) (*Encoded, error) {
+	size := n * t.RowBytes()
+	if s.MapEncoded && canMapTensors {
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
+		start, _ := s.f.DataRange(t)
+		raw, unmap, err := mapTensorBytes(s.f.Path, s.f.Size, start+first*t.RowBytes(), size)
+		if err != nil {
+			return nil, fmt.Errorf("tensor %s: %w", t.Name, err)
+		}
+		l, err := NewEncoded(t.Type, int(n), int(k), raw)
+		if err != nil {
+			unmap()
+			return nil, fmt.Errorf("%s: tensor %s: %w", s.f.Path, t.Name, err)
+		}
+		unreserve := hugebuf.Reserve(size)
+		var done atomic.Bool
+		l.mapped = true
+		l.free = func() {
+			if !done.Swap(true) {
+				unmap()
+				unreserve()
+			}
+		}
+		runtime.AddCleanup(l, func(free func()) { free() }, l.free)
+		return l, nil
+	}
+	raw := make([]byte, size)
+	if err := s.f.ReadRaw(ctx, t, first, raw); err != nil {
+		return nil, err
+	}
+	l, err := NewEncoded(t.Type, int(n), int(k), raw)
 	if err != nil {
 		return nil, fmt.Errorf("%s: tensor %s: %w", s.f.Path, t.Name, err)
 	}

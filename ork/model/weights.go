@@ -87,6 +87,39 @@ func (l linearWithBias) Apply(y, x []float32) error {
 	return nil
 }
 
+// Release unmaps the layer's weights that a GGUFSource with MapEncoded mapped from its file (every other
+// weight is the collector's); the layer must not be run afterwards.
+func (l *Layer) Release() {
+	lins := []Linear{l.Q, l.K, l.V, l.O, l.Gate, l.Up, l.Down, l.Router}
+	if d := l.DeltaNet; d != nil {
+		lins = append(lins, d.QKV, d.Gate, d.Alpha, d.Beta, d.Out)
+	}
+	if c := l.ShortConv; c != nil {
+		lins = append(lins, c.InProj, c.OutProj)
+	}
+	for _, e := range l.Experts {
+		lins = append(lins, e.Gate, e.Up, e.Down)
+	}
+	if s := l.Shared; s != nil {
+		lins = append(lins, s.Gate, s.Up, s.Down)
+	}
+	for _, lin := range lins {
+		releaseLinear(lin)
+	}
+}
+
+// releaseLinear releases an Encoded weight, also inside the wrappers a GGUFSource puts around one.
+func releaseLinear(l Linear) {
+	switch v := l.(type) {
+	case *Encoded:
+		v.release()
+	case *ggmlActLinear:
+		releaseLinear(v.Linear)
+	case linearWithBias:
+		releaseLinear(v.Linear)
+	}
+}
+
 // LoadLayer reads block i from src and checks every shape against cfg.
 func LoadLayer(ctx context.Context, cfg *Config, src WeightSource, i int) (*Layer, error) {
 	if i < 0 || i >= cfg.NLayer {

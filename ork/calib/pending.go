@@ -28,9 +28,9 @@ type pendingUpdate struct {
 // encodes the file. A Hessian whose rows all fit one update (at most BatchRows tokens) is thus never
 // written, nor even allocated (its Data is nil): its values exist only in the encoder's scratch and the
 // file. Data and Tokens of such a Result are not a Hessian's until encoded: read the files, not the
-// matrices. The
-// bytes the encoders give are EncodeHessian's of CaptureUpper's Hessians, bit for bit
-// (TestCaptureDeferredBytes): the same products summed in the same order.
+// matrices. The bytes the encoders give are EncodeHessian's of CaptureUpper's Hessians, bit for bit
+// (TestCaptureDeferredBytes): the same products summed in the same order. The pending rows lie outside
+// the Go heap when large (ork/hugebuf): call Result.Release once every file is written.
 func CaptureDeferred(ctx context.Context, m *model.Model, w Window, in HiddenSource, out *HiddenWriter, s *ActSampler) (*Result, error) {
 	if s == nil {
 		return capture(ctx, m, w, in, out, finishDeferred, nil)
@@ -95,7 +95,8 @@ func (r *Result) releaseWithResult() {
 
 // Encoder encodes byte ranges of the Hessian file of one of a Result's Hessians, adding its pending
 // update (CaptureDeferred) as it goes. An Encoder keeps scratch memory between calls (at most
-// encodeBand × encodeCols float64s, 8 MiB, outside the Go heap: free it with Release): one per goroutine; several may encode ranges of one file at
+// encodeBand × encodeCols float64s, 8 MiB, outside the Go heap: free it with Release, or the collector
+// does once the Encoder is unreachable): one per goroutine; several may encode ranges of one file at
 // once. EstimateMemory does not count the scratch apart: it counts each Hessian's whole 8·K² bytes, of
 // which at most the upper half is ever resident (none when the only update is pending), and the
 // calibrate stage's writers, one file at a time, hold GOMAXPROCS encoders at most.
@@ -191,6 +192,7 @@ func (e *Encoder) block(r0, r1, c0, c1 int) []float64 {
 	w := c1 - c0
 	if e.scratch == nil {
 		e.scratch, e.free = hugebuf.Make[float64](min(encodeBand, k) * min(encodeCols, k))
+		runtime.AddCleanup(e, func(free func()) { free() }, e.free) // an Encoder never released
 	}
 	c := e.scratch[:(r1-r0)*w]
 	beta := 0.0

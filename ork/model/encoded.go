@@ -3,6 +3,7 @@ package model
 import (
 	"errors"
 	"fmt"
+	"runtime"
 	"runtime/debug"
 	"sync"
 	"sync/atomic"
@@ -202,6 +203,7 @@ func (e *Encoded) Apply(y, x []float32) error {
 // crash.
 func (e *Encoded) dequant(r0, r1 int, w []float32) (err error) {
 	if e.mapped {
+		defer runtime.KeepAlive(e) // the mapping is unmapped when e is collected: not while Raw is read
 		defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
 		defer func() {
 			if r := recover(); r != nil {

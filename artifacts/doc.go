@@ -13,7 +13,9 @@
 //	  objects/<h0h1>/<64 hex>      object bytes, mode 0444, named by the BLAKE3 of their logical
 //	                               bytes (file holes hash as zeros); never overwritten, never modified
 //	  access/<h0h1>/<64 hex>       empty marker; its mtime is the object's last use (for LRU GC;
-//	                               atime is not relied upon)
+//	                               atime is not relied upon): set by Stat, Open and MarkUsed, not
+//	                               by Present (the build memo marks its objects at most every 10
+//	                               minutes, pipelines/engine)
 //	  digests/<h0h1>/<64 hex>      the object's sha256 and BLAKE3 piece values (ObjectDigests),
 //	                               remembered the first time Digests is asked, so that a push
 //	                               hashes an object once; checksummed (digests.go); removed with

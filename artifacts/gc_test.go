@@ -176,3 +176,51 @@ func TestPinUnchangedIsNotRewritten(t *testing.T) {
 		prev, prevFile = objs, fi
 	}
 }
+
+// TestPresentDoesNotMarkUse: Present reports an object like Stat (absent: ErrNotFound; not a
+// regular file: an error) but leaves its last-use time alone; MarkUsed and Stat move it to now.
+func TestPresentDoesNotMarkUse(t *testing.T) {
+	s := openTestStore(t)
+	ctx := context.Background()
+	o := mustIngest(t, s, pattern("p", 1000))
+	o2 := mustIngest(t, s, pattern("q", 10))
+	old := time.Now().Add(-72 * time.Hour)
+	lastUse := func(d Digest) time.Time {
+		return s.lastUse(objectEntry{Object: Object{Digest: d}, path: s.objectPath(d)})
+	}
+	for _, d := range []Digest{o.Digest, o2.Digest} {
+		used(t, s, d, old)
+	}
+	if got, err := s.Present(ctx, o.Digest); err != nil || got != o {
+		t.Fatalf("Present = %v, %v; want %v", got, err, o)
+	}
+	if u := lastUse(o.Digest); u.After(old.Add(time.Second)) {
+		t.Errorf("Present marked the object used at %s", u)
+	}
+	if _, err := s.Present(ctx, SumBytes([]byte("absent"))); !errors.Is(err, ErrNotFound) {
+		t.Errorf("Present of an absent object: %v, want ErrNotFound", err)
+	}
+	s.MarkUsed([]Digest{o.Digest, o2.Digest})
+	for _, d := range []Digest{o.Digest, o2.Digest} {
+		if u := lastUse(d); time.Since(u) > time.Minute {
+			t.Errorf("MarkUsed left %s's last use at %s", d, u)
+		}
+	}
+	used(t, s, o.Digest, old)
+	if _, err := s.Stat(ctx, o.Digest); err != nil {
+		t.Fatal(err)
+	}
+	if u := lastUse(o.Digest); time.Since(u) > time.Minute {
+		t.Errorf("Stat left the last use at %s", u)
+	}
+	p := s.objectPath(o2.Digest)
+	if err := os.Remove(p); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Mkdir(p, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Present(ctx, o2.Digest); err == nil || errors.Is(err, ErrNotFound) {
+		t.Errorf("Present of a directory in an object's place: %v, want a not-a-regular-file error", err)
+	}
+}

@@ -15,27 +15,57 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// Stat returns the object's size. It fails with ErrNotFound if the object is absent (never stored,
-// collected or quarantined). It does not re-hash; Open and Verify do.
+// Stat returns the object's size and records its use now (its access marker, for GC). It fails
+// with ErrNotFound if the object is absent (never stored, collected or quarantined). It does not
+// re-hash; Open and Verify do.
 func (s *Store) Stat(ctx context.Context, d Digest) (Object, error) {
+	obj, err := s.Present(ctx, d)
+	if err == nil {
+		s.touch(d)
+	}
+	return obj, err
+}
+
+// Present is Stat without recording the use: one lstat of the object file, which must be a regular
+// file. A caller that checks many objects at once (the build memo) records their use with MarkUsed
+// when it decides to.
+func (s *Store) Present(ctx context.Context, d Digest) (Object, error) {
 	if err := ctx.Err(); err != nil {
 		return Object{}, err
 	}
 	if d.IsZero() {
 		return Object{}, fmt.Errorf("stat: %w: zero digest", ErrInvalidDigest)
 	}
-	fi, err := os.Lstat(s.objectPath(d))
-	if errors.Is(err, fs.ErrNotExist) {
+	p := s.objectPath(d)
+	var st unix.Stat_t
+	err := ignoringEINTR(func() error { return unix.Lstat(p, &st) })
+	if errors.Is(err, unix.ENOENT) {
 		return Object{}, fmt.Errorf("object %s: %w", d, ErrNotFound)
 	}
 	if err != nil {
-		return Object{}, fmt.Errorf("object %s: %w", d, err)
+		return Object{}, fmt.Errorf("object %s: lstat %s: %w", d, p, err)
 	}
-	if !fi.Mode().IsRegular() {
-		return Object{}, fmt.Errorf("object %s: %s is not a regular file", d, s.objectPath(d))
+	if st.Mode&unix.S_IFMT != unix.S_IFREG {
+		return Object{}, fmt.Errorf("object %s: %s is not a regular file", d, p)
 	}
-	s.touch(d)
-	return Object{Digest: d, Size: fi.Size()}, nil
+	return Object{Digest: d, Size: st.Size}, nil
+}
+
+// MarkUsed records the use of every object in ds now, as Stat does for one (GC's least recently
+// used order). Failures only cost GC accuracy.
+func (s *Store) MarkUsed(ds []Digest) {
+	for _, d := range ds {
+		s.touch(d)
+	}
+}
+
+// ignoringEINTR retries fn while it fails with EINTR (as package os does for its stats).
+func ignoringEINTR(fn func() error) error {
+	for {
+		if err := fn(); !errors.Is(err, unix.EINTR) {
+			return err
+		}
+	}
 }
 
 // Path returns the path of the object's read-only file, for random access (pread, mmap). Reads

@@ -79,23 +79,30 @@
 //     the target name, every node's id, stage, params JSON and input wiring, every source file's
 //     digest (stat cache) and the exports;
 //   - every tool the nodes' keys include still has its recorded digest (stat cache);
-//   - every node's recorded outputs are in the store with their recorded sizes (Stat, which also
-//     marks them used for GC);
+//   - every node's recorded outputs are in the store with their recorded sizes (Store.Present: an
+//     lstat each);
 //   - every export passes the check Build's exports pass (re-hashed unless the stat cache vouches
 //     for the object file; a corrupt one is quarantined).
 //
-// Otherwise it is a miss and the build is planned and run as usual (and writes a new memo). The
-// file is binary; integers are unsigned LEB128 varints in their shortest form, strings and byte
-// fields a varint length and the bytes, digests 32 raw bytes:
+// Otherwise it is a miss and the build is planned and run as usual (and writes a new memo). A hit
+// records the use of the build's objects for GC (Store.MarkUsed: their access markers) only when
+// the memo's mtime — when it last did so, or when it was written — is 10 minutes old or more, and
+// then sets that mtime to now: GC sees the objects of a rebuild repeated within 10 minutes used
+// up to 10 minutes early, and a no-op rebuild does not rewrite hundreds of markers. The file is
+// binary; integers are unsigned LEB128 varints in their shortest form, strings and byte fields a
+// varint length and the bytes, digests 32 raw bytes:
 //
-//	"ORKMEMO1"  body length (uint64 little-endian)  body  BLAKE3-256 of the body (32 bytes)
-//	body:    memo key, node count, nodes, export count, exports, tool count, tools
+//	"ORKMEMO2"  body length (uint64 little-endian)  body  BLAKE3-256 of the body (32 bytes)
+//	body:    memo key, node count, nodes, export count, exports, tool count, tools, records
 //	node:    id, stage, node key, same-as node id ("" if none), declared memory,
 //	         dependency count, dependency indices (each below the node's own index),
-//	         output count, outputs (name, digest, size), its build-record entry (RecordedNode JSON)
+//	         output count, outputs (name, digest, size)
 //	export:  name, node index, output name
 //	tool:    path, digest
+//	records: the build record's node list (every node's RecordedNode JSON, outcome cached,
+//	         comma-separated, without brackets), written as it is into the no-op's build record
 //
+// A memo whose magic is "ORKMEMO" and another version (another orkpipe's) is a miss, silently.
 // A memo is verified on read — magic, length, checksum, then every field (counts within the bytes
 // left, indices in range, no zero digest, no trailing bytes); one that fails is a miss, logged as a
 // warning, never trusted. It is written to a temp file and renamed, without fsync: a torn memo

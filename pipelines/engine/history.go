@@ -41,7 +41,7 @@ type RecordedNode struct {
 func HistoryDir(storeDir string) string { return filepath.Join(storeDir, "history") }
 
 func (e *Engine) record(target string, ps *pass, res *Result, start time.Time) error {
-	nodes := make([][]byte, len(ps.states))
+	var nodes []byte
 	for i, st := range ps.states {
 		nr := res.Nodes[i]
 		rn := RecordedNode{ID: nr.ID, Stage: nr.Stage, Outcome: nr.Outcome.String(), SameAs: nr.SameAs, Material: st.material}
@@ -52,14 +52,17 @@ func (e *Engine) record(target string, ps *pass, res *Result, start time.Time) e
 		if err != nil {
 			return err
 		}
-		nodes[i] = b
+		if i > 0 {
+			nodes = append(nodes, ',')
+		}
+		nodes = append(nodes, b...)
 	}
 	return e.writeRecord(target, start, nodes)
 }
 
-// writeRecord writes the BuildRecord of target's build started at start, each node given as its
-// RecordedNode's JSON, and keeps the newest keepRecords records.
-func (e *Engine) writeRecord(target string, start time.Time, nodes [][]byte) error {
+// writeRecord writes the BuildRecord of target's build started at start, its nodes given as their
+// RecordedNodes' JSON separated by commas, and keeps the newest keepRecords records.
+func (e *Engine) writeRecord(target string, start time.Time, nodes []byte) error {
 	head, err := json.Marshal(struct {
 		Target string    `json:"target"`
 		Time   time.Time `json:"time"`
@@ -67,23 +70,10 @@ func (e *Engine) writeRecord(target string, start time.Time, nodes [][]byte) err
 	if err != nil {
 		return err
 	}
-	size := len(head) + len(`,"nodes":[]`) + len(nodes)
-	for _, n := range nodes {
-		size += len(n)
-	}
-	b := make([]byte, 0, size)
-	b = append(b, head[:len(head)-1]...)
-	b = append(b, `,"nodes":[`...)
-	for i, n := range nodes {
-		if i > 0 {
-			b = append(b, ',')
-		}
-		b = append(b, n...)
-	}
-	b = append(b, `]}`...)
+	head = append(head[:len(head)-1], `,"nodes":[`...)
 	dir := filepath.Join(e.cfg.historyDir, url.PathEscape(target))
 	name := fmt.Sprintf("%020d-%d.json", start.UnixNano(), os.Getpid())
-	if err := writeFileAtomic(filepath.Join(dir, name), b); err != nil {
+	if err := writeFileAtomic(filepath.Join(dir, name), head, nodes, []byte(`]}`)); err != nil {
 		return err
 	}
 	names, err := recordNames(dir)

@@ -19,11 +19,20 @@ import (
 )
 
 // objectStater is what the build memo needs beyond Store: whether an object is present, and its
-// size (*artifacts.Store.Stat, which also records the use for the cache's LRU). A store without
-// it gets no memo.
+// size (*artifacts.Store.Present), and recording the use of objects for the cache's LRU
+// (MarkUsed). A store without it gets no memo.
 type objectStater interface {
-	Stat(ctx context.Context, d artifacts.Digest) (artifacts.Object, error)
+	Present(ctx context.Context, d artifacts.Digest) (artifacts.Object, error)
+	MarkUsed(ds []artifacts.Digest)
 }
+
+// memoUseInterval: a memo hit records the use of the build's objects (their access markers, the
+// LRU order of `cache gc`) only when the memo's last recording is older than this; it is kept as
+// the memo file's mtime. A no-op rebuild repeated within the interval so leaves the markers as
+// they are (one utimensat per object saved, ~460 for the bench's 27B-shaped graph): GC then sees
+// those objects used up to this much earlier than they were, against ages it counts in hours or
+// days.
+const memoUseInterval = 10 * time.Minute
 
 // memoFile is where the build memo of target lives: beside its build records.
 func (e *Engine) memoFile(target string) string {
@@ -45,7 +54,7 @@ func (e *Engine) memoKey(ctx context.Context, target string, g *Graph, hash func
 	if err != nil {
 		return artifacts.Digest{}, fmt.Errorf("the orkpipe executable %s: %w", exe, err)
 	}
-	var w memoWriter
+	w, sum := hashWriter()
 	w.str("orkpipe build memo key 1")
 	w.digest(bin.Digest)
 	w.str(target)
@@ -85,7 +94,7 @@ func (e *Engine) memoKey(ctx context.Context, target string, g *Graph, hash func
 		w.uint(uint64(x.From.node.index))
 		w.str(x.From.output)
 	}
-	return artifacts.SumBytes(w.b.Bytes()), nil
+	return sum(), nil
 }
 
 // BuildFromMemo serves a build of g from target's build memo when nothing it depends on changed:
@@ -100,6 +109,9 @@ func (e *Engine) memoKey(ctx context.Context, target string, g *Graph, hash func
 // last logged as a warning); the caller then plans and builds. A memo is never trusted without
 // these checks: a corrupt or truncated memo file fails its checksum and is a miss. An error is
 // returned only for what Build would fail on too (materializing or pinning an export).
+//
+// The use of the build's objects is recorded for GC (Store.MarkUsed) when the memo last recorded
+// it more than memoUseInterval ago; the memo file's mtime is that time.
 func (e *Engine) BuildFromMemo(ctx context.Context, target string, g *Graph, opts BuildOptions) (*Result, error) {
 	start := time.Now()
 	st, ok := e.store.(objectStater)
@@ -107,9 +119,9 @@ func (e *Engine) BuildFromMemo(ctx context.Context, target string, g *Graph, opt
 		return nil, nil
 	}
 	path := e.memoFile(target)
-	m, err := readMemo(path)
+	m, used, err := readMemo(path)
 	if err != nil {
-		if !errors.Is(err, fs.ErrNotExist) {
+		if !errors.Is(err, fs.ErrNotExist) && !errors.Is(err, errMemoVersion) {
 			e.cfg.logger.Warn("build memo unusable; planning the build", "target", target, "path", path, "err", err)
 		}
 		return nil, nil
@@ -140,6 +152,12 @@ func (e *Engine) BuildFromMemo(ctx context.Context, target string, g *Graph, opt
 	}
 	if !m.outputsStored(ctx, st) {
 		return nil, nil // collected, quarantined or replaced: the planned build runs its producer
+	}
+	if now := time.Now(); now.Before(used) || now.Sub(used) >= memoUseInterval {
+		st.MarkUsed(m.objects())
+		if err := os.Chtimes(path, now, now); err != nil {
+			e.cfg.logger.Warn("build memo: recording when its objects were last marked used", "target", target, "path", path, "err", err)
+		}
 	}
 	exports := make([]resolvedExport, len(m.exports))
 	for i, x := range m.exports {
@@ -176,11 +194,7 @@ func (e *Engine) BuildFromMemo(ctx context.Context, target string, g *Graph, opt
 	}
 	err = e.deliver(ctx, target, exports, opts, res)
 	if err == nil {
-		recs := make([][]byte, len(m.nodes))
-		for i, n := range m.nodes {
-			recs[i] = n.record
-		}
-		if herr := e.writeRecord(target, start, recs); herr != nil {
+		if herr := e.writeRecord(target, start, m.records); herr != nil {
 			e.cfg.logger.Warn("recording the build for explain", "target", target, "err", herr)
 		}
 	}
@@ -189,8 +203,19 @@ func (e *Engine) BuildFromMemo(ctx context.Context, target string, g *Graph, opt
 	return res, err
 }
 
+// objects returns the digests of every node's recorded outputs.
+func (m *memo) objects() []artifacts.Digest {
+	var ds []artifacts.Digest
+	for _, n := range m.nodes {
+		for _, o := range n.outputs {
+			ds = append(ds, o.Digest)
+		}
+	}
+	return ds
+}
+
 // outputsStored reports whether every node's recorded outputs are in the store with their
-// recorded sizes; the stats (which also record each object's use for GC) are spread over the CPUs.
+// recorded sizes; the stats are spread over the CPUs.
 func (m *memo) outputsStored(ctx context.Context, st objectStater) bool {
 	var objs []artifacts.NamedObject
 	for _, n := range m.nodes {
@@ -201,7 +226,7 @@ func (m *memo) outputsStored(ctx context.Context, st objectStater) bool {
 	for w := range workers {
 		g.Go(func() error {
 			for i := w; i < len(objs); i += workers {
-				got, err := st.Stat(gctx, objs[i].Digest)
+				got, err := st.Present(gctx, objs[i].Digest)
 				if err != nil {
 					return err
 				}
@@ -247,24 +272,27 @@ func (m *memo) matches(g *Graph) string {
 	return ""
 }
 
-func readMemo(path string) (*memo, error) {
+// readMemo reads and decodes the memo file at path; used is its mtime (when the memo last recorded
+// the use of its objects).
+func readMemo(path string) (m *memo, used time.Time, err error) {
 	f, err := os.Open(path)
 	if err != nil {
-		return nil, err
+		return nil, used, err
 	}
 	defer f.Close()
 	fi, err := f.Stat()
 	if err != nil {
-		return nil, err
+		return nil, used, err
 	}
 	if fi.Size() > memoMaxSize {
-		return nil, fmt.Errorf("%w: %d bytes, more than %d", errMemoFormat, fi.Size(), memoMaxSize)
+		return nil, used, fmt.Errorf("%w: %d bytes, more than %d", errMemoFormat, fi.Size(), memoMaxSize)
 	}
 	b := make([]byte, fi.Size())
 	if _, err := f.ReadAt(b, 0); err != nil {
-		return nil, fmt.Errorf("reading %s: %w", path, err)
+		return nil, used, fmt.Errorf("reading %s: %w", path, err)
 	}
-	return decodeMemo(b)
+	m, err = decodeMemo(b)
+	return m, fi.ModTime(), err
 }
 
 // writeMemo records the outcome of a build in which every node was cached or executed, for
@@ -290,7 +318,11 @@ func (e *Engine) writeMemo(ctx context.Context, target string, ps *pass) error {
 		if err != nil {
 			return err
 		}
-		n := memoNode{id: pn.node.id, stage: pn.node.stage, key: s.key, sameAs: s.sameAs, mem: pn.spec.PeakMemory, deps: pn.deps, record: rec}
+		if i > 0 {
+			m.records = append(m.records, ',')
+		}
+		m.records = append(m.records, rec...)
+		n := memoNode{id: pn.node.id, stage: pn.node.stage, key: s.key, sameAs: s.sameAs, mem: pn.spec.PeakMemory, deps: pn.deps}
 		for _, name := range pn.spec.Outputs {
 			f, ok := s.outputs[name]
 			if !ok {
@@ -313,9 +345,9 @@ func (e *Engine) writeMemo(ctx context.Context, target string, ps *pass) error {
 	return writeFileAtomic(e.memoFile(target), encodeMemo(m))
 }
 
-// writeFileAtomic writes b to path through a temp file in its directory and a rename. It does not
-// fsync: a torn memo or record fails to parse and is a miss.
-func writeFileAtomic(path string, b []byte) error {
+// writeFileAtomic writes the pieces of b, in order, to path through a temp file in its directory
+// and a rename. It does not fsync: a torn memo or record fails to parse and is a miss.
+func writeFileAtomic(path string, b ...[]byte) error {
 	dir := filepath.Dir(path)
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return err
@@ -324,10 +356,12 @@ func writeFileAtomic(path string, b []byte) error {
 	if err != nil {
 		return err
 	}
-	if _, err := tmp.Write(b); err != nil {
-		tmp.Close()
-		os.Remove(tmp.Name())
-		return err
+	for _, p := range b {
+		if _, err := tmp.Write(p); err != nil {
+			tmp.Close()
+			os.Remove(tmp.Name())
+			return fmt.Errorf("writing %s: %w", path, err)
+		}
 	}
 	if err := tmp.Close(); err != nil {
 		os.Remove(tmp.Name())

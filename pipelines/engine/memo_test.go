@@ -176,6 +176,66 @@ func TestBuildFromMemoIsANoopBuild(t *testing.T) {
 	}
 }
 
+// TestBuildFromMemoMarksUseOncePerInterval: a memo hit records the use of the build's objects
+// (their access markers, GC's LRU order) only when the memo's mtime says it last did so
+// MemoUseInterval ago or more (or in the future), and then moves that mtime to now.
+func TestBuildFromMemoMarksUseOncePerInterval(t *testing.T) {
+	f := newMemoFixture(t)
+	g := memoGraph(f.src, f.tool, "x")
+	f.warm(g)
+	x := outputOf(t, f, "x") // an intermediate object, not an export (exports are pinned, and stat-ed by Pin)
+	marker := filepath.Join(f.store.Dir(), "access", x.Hex()[:2], x.Hex())
+	memoPath := filepath.Join(f.historyDir, "memo", "memo")
+	old := time.Now().Add(-48 * time.Hour).Truncate(time.Second)
+	mtime := func(p string) time.Time {
+		t.Helper()
+		fi, err := os.Stat(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return fi.ModTime()
+	}
+	for _, tc := range []struct {
+		name     string
+		memoTime time.Time
+		marked   bool
+	}{
+		{"memo marked a minute ago", time.Now().Add(-time.Minute), false},
+		{"memo marked just over the interval ago", time.Now().Add(-engine.MemoUseInterval - time.Second), true},
+		{"memo time in the future", time.Now().Add(time.Hour), true},
+	} {
+		if err := os.Chtimes(marker, old, old); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Chtimes(memoPath, tc.memoTime, tc.memoTime); err != nil {
+			t.Fatal(err)
+		}
+		before := time.Now()
+		if f.fromMemo(g) == nil {
+			t.Fatalf("%s: no memo hit (warnings: %s)", tc.name, f.log.warnings())
+		}
+		got, memo := mtime(marker), mtime(memoPath)
+		if !tc.marked {
+			if !got.Equal(old) {
+				t.Errorf("%s: access marker moved to %s, want it left at %s", tc.name, got, old)
+			}
+			if !memo.Equal(tc.memoTime) {
+				t.Errorf("%s: memo mtime moved to %s, want it left at %s", tc.name, memo, tc.memoTime)
+			}
+			continue
+		}
+		if got.Before(before.Add(-time.Second)) {
+			t.Errorf("%s: access marker at %s, want it marked used now (%s)", tc.name, got, before)
+		}
+		if memo.Before(before.Add(-time.Second)) || memo.After(time.Now().Add(time.Second)) {
+			t.Errorf("%s: memo mtime %s, want now (%s)", tc.name, memo, before)
+		}
+	}
+	if w := f.log.warnings(); w != "" {
+		t.Errorf("warnings: %s", w)
+	}
+}
+
 // TestBuildFromMemoGuards: each thing a build depends on, changed, makes the memo a miss, and the
 // planned build then runs exactly what the change concerns.
 func TestBuildFromMemoGuards(t *testing.T) {

@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"bufio"
 	"bytes"
 	"encoding/binary"
 	"errors"
@@ -10,14 +11,23 @@ import (
 	"orkpipe/artifacts"
 )
 
-// memoMagic opens a build memo file (format: package doc, "Build memo").
-const memoMagic = "ORKMEMO1"
+// memoMagic opens a build memo file (format: package doc, "Build memo"). Its last byte is the
+// format version; memoMagicPrefix followed by another version is a memo of another orkpipe
+// (errMemoVersion: a miss, like a memo whose key differs, not a damaged file).
+const (
+	memoMagicPrefix = "ORKMEMO"
+	memoMagic       = memoMagicPrefix + "2"
+)
 
 // memoMaxSize bounds a memo file read from disk (a 901-node graph's memo is a few hundred KB).
 const memoMaxSize = 256 << 20
 
 // errMemoFormat is wrapped by every reason a memo file does not parse; such a memo is a miss.
 var errMemoFormat = errors.New("build memo: bad format")
+
+// errMemoVersion: the file is a memo in another format version (written by another orkpipe); the
+// error wraps errMemoFormat too.
+var errMemoVersion = errors.New("build memo: another format version")
 
 // memo is the outcome of a finished build of a target, keyed by memoKey: everything its plan and
 // its node keys depend on. See the package doc.
@@ -26,11 +36,14 @@ type memo struct {
 	nodes   []memoNode
 	exports []pexport // node indices into nodes
 	tools   []memoTool
+	// records is the build record's node list as a no-op rebuild records it (explain): every node's
+	// RecordedNode, outcome cached, as JSON, in node order, separated by commas (without the
+	// brackets), so that the record is written from these bytes as they are.
+	records []byte
 }
 
-// memoNode is one node of a memoized build: what its plan and node_cached events say, its
-// outputs (each checked to be in the store before the memo is used) and its entry of the build
-// record (explain).
+// memoNode is one node of a memoized build: what its plan and node_cached events say and its
+// outputs (each checked to be in the store before the memo is used).
 type memoNode struct {
 	id, stage string
 	key       artifacts.Digest
@@ -38,7 +51,6 @@ type memoNode struct {
 	mem       int64
 	deps      []int // indices of earlier nodes
 	outputs   []artifacts.NamedObject
-	record    []byte // the node's RecordedNode, outcome cached, as JSON
 }
 
 // memoTool is an external tool some node's key depends on, with the digest it had.
@@ -50,7 +62,8 @@ type memoTool struct {
 // encodeMemo returns the file form of m: magic, body length (uint64 little-endian), body, and the
 // BLAKE3 of the body.
 func encodeMemo(m *memo) []byte {
-	var w memoWriter
+	var b bytes.Buffer
+	w := memoWriter{w: &b}
 	w.digest(m.key)
 	w.uint(uint64(len(m.nodes)))
 	for _, n := range m.nodes {
@@ -69,7 +82,6 @@ func encodeMemo(m *memo) []byte {
 			w.digest(o.Digest)
 			w.uint(uint64(o.Size))
 		}
-		w.bytes(n.record)
 	}
 	w.uint(uint64(len(m.exports)))
 	for _, x := range m.exports {
@@ -82,7 +94,8 @@ func encodeMemo(m *memo) []byte {
 		w.str(t.path)
 		w.digest(t.digest)
 	}
-	body := w.b.Bytes()
+	w.bytes(m.records)
+	body := b.Bytes()
 	out := make([]byte, 0, len(memoMagic)+8+len(body)+32)
 	out = append(out, memoMagic...)
 	out = binary.LittleEndian.AppendUint64(out, uint64(len(body)))
@@ -94,6 +107,9 @@ func encodeMemo(m *memo) []byte {
 // field (counts within the bytes left, dependencies and exports naming earlier or existing nodes,
 // no zero digest, no trailing bytes). Any failure wraps errMemoFormat.
 func decodeMemo(b []byte) (*memo, error) {
+	if len(b) >= len(memoMagic) && string(b[:len(memoMagicPrefix)]) == memoMagicPrefix && string(b[:len(memoMagic)]) != memoMagic {
+		return nil, fmt.Errorf("%w: %w: %q, this orkpipe reads %q", errMemoFormat, errMemoVersion, b[:len(memoMagic)], memoMagic)
+	}
 	if len(b) < len(memoMagic)+8+32 || string(b[:len(memoMagic)]) != memoMagic {
 		return nil, fmt.Errorf("%w: no %q header", errMemoFormat, memoMagic)
 	}
@@ -107,7 +123,7 @@ func decodeMemo(b []byte) (*memo, error) {
 	}
 	r := memoReader{b: body}
 	m := &memo{key: r.digest()}
-	m.nodes = make([]memoNode, r.count(1+1+32+1+1+1+1+1))
+	m.nodes = make([]memoNode, r.count(1+1+32+1+1+1+1))
 	for i := range m.nodes {
 		nd := &m.nodes[i]
 		nd.id, nd.stage = r.str(), r.str()
@@ -125,7 +141,6 @@ func decodeMemo(b []byte) (*memo, error) {
 		for j := range nd.outputs {
 			nd.outputs[j] = artifacts.NamedObject{Name: r.str(), Digest: r.digest(), Size: int64(r.uint(math.MaxInt64))}
 		}
-		nd.record = r.bytes()
 		if r.err == nil && (nd.id == "" || nd.stage == "") {
 			r.fail(fmt.Sprintf("node %d: empty id or stage", i))
 		}
@@ -141,6 +156,10 @@ func decodeMemo(b []byte) (*memo, error) {
 	for i := range m.tools {
 		m.tools[i] = memoTool{path: r.str(), digest: r.digest()}
 	}
+	m.records = r.bytes()
+	if r.err == nil && len(m.nodes) > 0 && len(m.records) == 0 {
+		r.fail("no build record of the nodes")
+	}
 	if r.err == nil && len(r.b) != 0 {
 		r.fail(fmt.Sprintf("%d trailing bytes", len(r.b)))
 	}
@@ -155,15 +174,34 @@ func digestOf(b []byte) artifacts.Digest {
 	return d
 }
 
-type memoWriter struct{ b bytes.Buffer }
+// memoWriter writes the fields of a memo body (or of the memo key's input) to w: a bytes.Buffer,
+// or a bufio.Writer in front of a hasher (the key is hashed as it is written, never held whole).
+type memoWriter struct {
+	w interface {
+		Write([]byte) (int, error)
+		WriteString(string) (int, error)
+	}
+	tmp [binary.MaxVarintLen64]byte
+}
 
-func (w *memoWriter) uint(v uint64) { w.b.Write(binary.AppendUvarint(nil, v)) }
+// hashWriter returns a memoWriter whose bytes go to the BLAKE3 hasher h, and the function that
+// flushes them and returns their digest.
+func hashWriter() (*memoWriter, func() artifacts.Digest) {
+	h := artifacts.NewHasher()
+	bw := bufio.NewWriterSize(h, 16<<10)
+	return &memoWriter{w: bw}, func() artifacts.Digest {
+		bw.Flush() // a hasher's Write never fails
+		return artifacts.DigestOf(h)
+	}
+}
+
+func (w *memoWriter) uint(v uint64) { w.w.Write(w.tmp[:binary.PutUvarint(w.tmp[:], v)]) }
 func (w *memoWriter) bytes(p []byte) {
 	w.uint(uint64(len(p)))
-	w.b.Write(p)
+	w.w.Write(p)
 }
-func (w *memoWriter) str(s string)              { w.uint(uint64(len(s))); w.b.WriteString(s) }
-func (w *memoWriter) digest(d artifacts.Digest) { w.b.Write(d.Bytes()) }
+func (w *memoWriter) str(s string)              { w.uint(uint64(len(s))); w.w.WriteString(s) }
+func (w *memoWriter) digest(d artifacts.Digest) { w.w.Write(d.Bytes()) }
 
 // memoReader reads the fields of a memo body; the first error sticks and every later read
 // returns a zero value.

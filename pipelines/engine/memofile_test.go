@@ -14,13 +14,14 @@ func sampleMemo() *memo {
 	return &memo{
 		key: d("key"),
 		nodes: []memoNode{
-			{id: "a", stage: "synth", key: d("a"), mem: 1 << 20, outputs: []artifacts.NamedObject{{Name: "model.gguf", Digest: d("a.out"), Size: 1234}}, record: []byte(`{"node":"a"}`)},
-			{id: "b", stage: "tokenize", key: d("b"), sameAs: "a", deps: []int{0}, record: []byte(`{"node":"b"}`)},
+			{id: "a", stage: "synth", key: d("a"), mem: 1 << 20, outputs: []artifacts.NamedObject{{Name: "model.gguf", Digest: d("a.out"), Size: 1234}}},
+			{id: "b", stage: "tokenize", key: d("b"), sameAs: "a", deps: []int{0}},
 			{id: "c", stage: "report", key: d("c"), mem: 64 << 20, deps: []int{0, 1},
 				outputs: []artifacts.NamedObject{{Name: "x", Digest: d("c.x"), Size: 0}, {Name: "y", Digest: d("c.y"), Size: 1 << 40}}},
 		},
 		exports: []pexport{{name: "pack", node: 2, output: "y"}, {name: "model", node: 0, output: "model.gguf"}},
 		tools:   []memoTool{{path: "/usr/bin/orkpipe", digest: d("exe")}},
+		records: []byte(`{"node":"a"},{"node":"b"},{"node":"c"}`),
 	}
 }
 
@@ -62,6 +63,22 @@ func TestMemoDamaged(t *testing.T) {
 	check("a byte appended", append(bytes.Clone(b), 0))
 }
 
+// TestMemoOtherVersion: a memo of another format version is errMemoVersion (a silent miss), one
+// with a damaged magic only errMemoFormat.
+func TestMemoOtherVersion(t *testing.T) {
+	b := encodeMemo(sampleMemo())
+	old := bytes.Clone(b)
+	copy(old, "ORKMEMO1")
+	if _, err := decodeMemo(old); !errors.Is(err, errMemoVersion) || !errors.Is(err, errMemoFormat) {
+		t.Errorf("version 1 memo: err %v, want errMemoVersion and errMemoFormat", err)
+	}
+	bad := bytes.Clone(b)
+	bad[0] ^= 1
+	if _, err := decodeMemo(bad); errors.Is(err, errMemoVersion) || !errors.Is(err, errMemoFormat) {
+		t.Errorf("damaged magic: err %v, want errMemoFormat only", err)
+	}
+}
+
 // TestMemoStructure: bodies with a valid checksum but an impossible structure are refused.
 func TestMemoStructure(t *testing.T) {
 	for name, mutate := range map[string]func(m *memo){
@@ -71,6 +88,7 @@ func TestMemoStructure(t *testing.T) {
 		"empty node id":              func(m *memo) { m.nodes[1].id = "" },
 		"zero output digest":         func(m *memo) { m.nodes[0].outputs[0].Digest = artifacts.Digest{} },
 		"zero key":                   func(m *memo) { m.key = artifacts.Digest{} },
+		"nodes without records":      func(m *memo) { m.records = nil },
 	} {
 		m := sampleMemo()
 		mutate(m)

@@ -1,0 +1,4 @@
+package engine
+
+// MemoUseInterval exports memoUseInterval to the external tests.
+const MemoUseInterval = memoUseInterval

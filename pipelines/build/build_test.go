@@ -316,3 +316,17 @@ func TestPromotion(t *testing.T) {
 		t.Errorf("promoted %v, want [%s] (base qerr %v)", promoted, worst, qerr)
 	}
 }
+
+// TestBlockOf: a weight's layer is its block number as stages.HessianOutput reads it, else what
+// fmt.Sscanf's "blk.%d." reads, else -1.
+func TestBlockOf(t *testing.T) {
+	for name, want := range map[string]int{
+		"blk.0.attn_q.weight": 0, "blk.63.ffn_down.weight": 63, "blk.7.ffn_up_exps.weight": 7,
+		"blk.3.ssm_conv1d.weight": 3, "token_embd.weight": -1, "output.weight": -1, "blk.x.attn_q.weight": -1,
+		"blk.007.attn_q.weight": 7, "blk.12": -1, "blk..weight": -1,
+	} {
+		if got := build.BlockOf(name); got != want {
+			t.Errorf("BlockOf(%q) = %d, want %d", name, got, want)
+		}
+	}
+}

@@ -43,3 +43,6 @@ func (t *Target) FinalizeParams(ctx context.Context) (map[string]stages.Finalize
 	}
 	return fin, promote, nil
 }
+
+// BlockOf exports blockOf.
+var BlockOf = blockOf

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"strconv"
 	"strings"
 
 	"orkpipe/internal/units"
@@ -294,6 +295,25 @@ func (t *Target) selectWeights(src *source) ([]*weight, error) {
 	return ws, nil
 }
 
+// blockOf returns the block (layer) number of a tensor named "blk.<n>.…", or -1. The number is
+// read as model.Config.SiteOf reads it (decimal, no sign or leading zero), else as fmt.Sscanf's %d
+// does: the layer stages.HessianOutput names for the weights calibration captures, without building
+// the block's sites to find it (a 64-layer graph's planning allocated half a megabyte doing so).
+func blockOf(tensor string) int {
+	if rest, ok := strings.CutPrefix(tensor, "blk."); ok {
+		if idx, _, ok := strings.Cut(rest, "."); ok {
+			if l, err := strconv.Atoi(idx); err == nil && l >= 0 && strconv.Itoa(l) == idx {
+				return l
+			}
+		}
+	}
+	l := -1
+	if _, err := fmt.Sscanf(tensor, "blk.%d.", &l); err != nil {
+		return -1
+	}
+	return l
+}
+
 // planWeight returns the weight of tensor (expert e, or -1 for a 2-D tensor) under scheme s, or
 // the reason it cannot be planned.
 func (t *Target) planWeight(shape stages.ModelShape, s *recipe.Scheme, tensor string, e, nmat, n, k int) (*weight, string) {
@@ -315,11 +335,7 @@ func (t *Target) planWeight(shape stages.ModelShape, s *recipe.Scheme, tensor st
 		return p
 	}
 	w.fin = fin(s)
-	if _, l, ok := stages.HessianOutput(shape, name); ok {
-		w.layer = l
-	} else if _, err := fmt.Sscanf(tensor, "blk.%d.", &w.layer); err != nil {
-		w.layer = -1
-	}
+	w.layer = blockOf(tensor)
 	if w.fin.Method == "gptq" && w.hessianOutput(shape) == "" {
 		if e >= 0 {
 			return nil, fmt.Sprintf("%s: method gptq on an MoE expert slice needs that expert's Hessian, which calibration does not capture for %s; use rtn (optionally with importance: imatrix) for it", name, tensor)

@@ -175,8 +175,16 @@ func (e *Engine) BuildFromMemo(ctx context.Context, target string, g *Graph, opt
 		}
 	}
 
-	res := &Result{Target: target, Cached: len(m.nodes), Passes: 1, Exports: map[string]artifacts.Object{}, Outputs: map[string]string{}, Replaced: map[string]string{}}
-	emit := e.dedupEmitter()
+	res := &Result{Target: target, Cached: len(m.nodes), Passes: 1, Exports: map[string]artifacts.Object{}, Outputs: map[string]string{}, Replaced: map[string]string{},
+		Nodes: make([]NodeResult, 0, len(m.nodes))}
+	// One plan and one node_cached event per node, in one pass: nothing for Build's dedupEmitter
+	// to drop.
+	emit := func(ev Event) {
+		if ev.Time.IsZero() {
+			ev.Time = time.Now()
+		}
+		e.cfg.sink.Emit(ev)
+	}
 	for _, n := range m.nodes {
 		ev := Event{Event: EventPlan, Node: n.id, Stage: n.stage, Time: start, Mem: n.mem}
 		for _, d := range n.deps {

@@ -58,7 +58,18 @@ func (t *Target) Graph(ctx context.Context) (*engine.Graph, error) {
 	if err != nil {
 		return nil, err
 	}
+	// The inputs of a finalize (rtn-tile) node that reads no Hessian and no activations are the same
+	// for every weight (the model, and the imatrix when it weights the weight): one map of each kind,
+	// shared (engine.Graph.Add never modifies it).
+	var shared [2]map[string]engine.Input // [0] the model, [1] the model and the imatrix
 	finalIn := func(p *stages.FinalizeParams, hessian, acts *engine.Input) map[string]engine.Input {
+		perWeight, kind := p.Method == "gptq" || p.GPTQInputs != "", 0
+		if p.Importance == "imatrix" {
+			kind = 1
+		}
+		if !perWeight && shared[kind] != nil {
+			return shared[kind]
+		}
 		in := map[string]engine.Input{"model": src.in}
 		if p.Method == "gptq" {
 			in["hessian"] = *hessian
@@ -68,6 +79,9 @@ func (t *Target) Graph(ctx context.Context) (*engine.Graph, error) {
 		}
 		if p.Importance == "imatrix" {
 			in["imatrix"] = engine.File(t.r.Imatrix)
+		}
+		if !perWeight {
+			shared[kind] = in
 		}
 		return in
 	}

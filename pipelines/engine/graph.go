@@ -87,7 +87,8 @@ func (in Input) String() string {
 }
 
 // Add appends a node running stage with params (a typed struct, or json.RawMessage) and inputs.
-// Problems are recorded and reported by Err.
+// Problems are recorded and reported by Err. The graph keeps inputs and never modifies it, so
+// nodes with the same inputs may share one map (which the caller then leaves alone too).
 func (g *Graph) Add(id, stage string, params any, inputs map[string]Input) *Node {
 	n := &Node{graph: g, index: len(g.nodes), id: id, stage: stage, params: params, inputs: inputs}
 	switch {

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"net/url"
 	"os"
@@ -57,12 +58,13 @@ func (e *Engine) record(target string, ps *pass, res *Result, start time.Time) e
 		}
 		nodes = append(nodes, b...)
 	}
-	return e.writeRecord(target, start, nodes)
+	return e.writeRecord(target, start, func(w io.Writer) error { _, err := w.Write(nodes); return err })
 }
 
-// writeRecord writes the BuildRecord of target's build started at start, its nodes given as their
-// RecordedNodes' JSON separated by commas, and keeps the newest keepRecords records.
-func (e *Engine) writeRecord(target string, start time.Time, nodes []byte) error {
+// writeRecord writes the BuildRecord of target's build started at start, its nodes written by
+// nodes as their RecordedNodes' JSON separated by commas, and keeps the newest keepRecords
+// records. If nodes fails, no record is written.
+func (e *Engine) writeRecord(target string, start time.Time, nodes func(w io.Writer) error) error {
 	head, err := json.Marshal(struct {
 		Target string    `json:"target"`
 		Time   time.Time `json:"time"`
@@ -73,7 +75,17 @@ func (e *Engine) writeRecord(target string, start time.Time, nodes []byte) error
 	head = append(head[:len(head)-1], `,"nodes":[`...)
 	dir := filepath.Join(e.cfg.historyDir, url.PathEscape(target))
 	name := fmt.Sprintf("%020d-%d.json", start.UnixNano(), os.Getpid())
-	if err := writeFileAtomic(filepath.Join(dir, name), head, nodes, []byte(`]}`)); err != nil {
+	err = writeFileAtomicFunc(filepath.Join(dir, name), func(w io.Writer) error {
+		if _, err := w.Write(head); err != nil {
+			return err
+		}
+		if err := nodes(w); err != nil {
+			return err
+		}
+		_, err := w.Write([]byte(`]}`))
+		return err
+	})
+	if err != nil {
 		return err
 	}
 	names, err := recordNames(dir)

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"net/url"
 	"os"
@@ -202,7 +203,13 @@ func (e *Engine) BuildFromMemo(ctx context.Context, target string, g *Graph, opt
 	}
 	err = e.deliver(ctx, target, exports, opts, res)
 	if err == nil {
-		if herr := e.writeRecord(target, start, m.records); herr != nil {
+		nodes := func(w io.Writer) error { return copyRecords(w, path, m) }
+		if herr := e.writeRecord(target, start, nodes); errors.Is(herr, errMemoFormat) {
+			// The records (explain's, never a build decision's) are damaged: no record of this
+			// build, and no memo, so that the next build plans in full and writes a sound one.
+			e.cfg.logger.Warn("build memo records damaged; memo removed, the next build plans in full", "target", target, "path", path, "err", herr)
+			os.Remove(path)
+		} else if herr != nil {
 			e.cfg.logger.Warn("recording the build for explain", "target", target, "err", herr)
 		}
 	}
@@ -280,8 +287,9 @@ func (m *memo) matches(g *Graph) string {
 	return ""
 }
 
-// readMemo reads and decodes the memo file at path; used is its mtime (when the memo last recorded
-// the use of its objects).
+// readMemo reads and decodes the head of the memo file at path (decodeMemoHead: everything but
+// the records, which it checks the file's size holds); used is its mtime (when the memo last
+// recorded the use of its objects).
 func readMemo(path string) (m *memo, used time.Time, err error) {
 	f, err := os.Open(path)
 	if err != nil {
@@ -295,12 +303,48 @@ func readMemo(path string) (m *memo, used time.Time, err error) {
 	if fi.Size() > memoMaxSize {
 		return nil, used, fmt.Errorf("%w: %d bytes, more than %d", errMemoFormat, fi.Size(), memoMaxSize)
 	}
-	b := make([]byte, fi.Size())
-	if _, err := f.ReadAt(b, 0); err != nil {
-		return nil, used, fmt.Errorf("reading %s: %w", path, err)
+	var head [memoHeadSize]byte
+	if _, err := f.ReadAt(head[:], 0); err != nil {
+		return nil, used, fmt.Errorf("%w: reading %s: %w", errMemoFormat, path, err)
 	}
-	m, err = decodeMemo(b)
-	return m, fi.ModTime(), err
+	n, err := memoBodyLen(head[:])
+	if err != nil {
+		return nil, used, err
+	}
+	if n > uint64(fi.Size()) {
+		return nil, used, fmt.Errorf("%w: body length %d in a %d-byte file", errMemoFormat, n, fi.Size())
+	}
+	b := make([]byte, memoHeadSize+int(n)+32)
+	if _, err := f.ReadAt(b, 0); err != nil {
+		return nil, used, fmt.Errorf("%w: reading %s: %w", errMemoFormat, path, err)
+	}
+	if m, err = decodeMemoHead(b); err != nil {
+		return nil, used, err
+	}
+	if fi.Size() != m.recordsOff+m.recordsLen {
+		return nil, used, fmt.Errorf("%w: %d bytes, the memo says %d (truncated or extended)", errMemoFormat, fi.Size(), m.recordsOff+m.recordsLen)
+	}
+	return m, fi.ModTime(), nil
+}
+
+// copyRecords writes the records of m, read from the memo file at path, to w and checks them
+// against their recorded length and BLAKE3 (the file may have been damaged or replaced since
+// readMemo: then the error says so, and the caller discards what was written).
+func copyRecords(w io.Writer, path string, m *memo) error {
+	f, err := os.Open(path)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	h := artifacts.NewHasher()
+	n, err := io.Copy(io.MultiWriter(w, h), io.NewSectionReader(f, m.recordsOff, m.recordsLen))
+	if err != nil {
+		return fmt.Errorf("copying the records of %s: %w", path, err)
+	}
+	if n != m.recordsLen || artifacts.DigestOf(h) != m.recordsDigest {
+		return fmt.Errorf("%w: the records of %s changed since it was read (%d bytes)", errMemoFormat, path, n)
+	}
+	return nil
 }
 
 // writeMemo records the outcome of a build in which every node was cached or executed, for
@@ -356,6 +400,19 @@ func (e *Engine) writeMemo(ctx context.Context, target string, ps *pass) error {
 // writeFileAtomic writes the pieces of b, in order, to path through a temp file in its directory
 // and a rename. It does not fsync: a torn memo or record fails to parse and is a miss.
 func writeFileAtomic(path string, b ...[]byte) error {
+	return writeFileAtomicFunc(path, func(w io.Writer) error {
+		for _, p := range b {
+			if _, err := w.Write(p); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+}
+
+// writeFileAtomicFunc is writeFileAtomic with the content written by fill; if fill fails, nothing
+// is renamed into place.
+func writeFileAtomicFunc(path string, fill func(w io.Writer) error) error {
 	dir := filepath.Dir(path)
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return err
@@ -364,12 +421,10 @@ func writeFileAtomic(path string, b ...[]byte) error {
 	if err != nil {
 		return err
 	}
-	for _, p := range b {
-		if _, err := tmp.Write(p); err != nil {
-			tmp.Close()
-			os.Remove(tmp.Name())
-			return fmt.Errorf("writing %s: %w", path, err)
-		}
+	if err := fill(tmp); err != nil {
+		tmp.Close()
+		os.Remove(tmp.Name())
+		return fmt.Errorf("writing %s: %w", path, err)
 	}
 	if err := tmp.Close(); err != nil {
 		os.Remove(tmp.Name())

@@ -3,6 +3,7 @@ package engine_test
 import (
 	"bytes"
 	"context"
+	"encoding/binary"
 	"encoding/json"
 	"fmt"
 	"log/slog"
@@ -281,7 +282,11 @@ func TestBuildFromMemoGuards(t *testing.T) {
 			return memoGraph(f.src, f.tool, "x")
 		}},
 		{name: "memo byte flipped", want: "", warns: "checksum mismatch", change: func(f *memoFixture) *engine.Graph {
-			rewriteMemo(t, f, func(b []byte) []byte { b[len(b)/2] ^= 1; return b })
+			rewriteMemo(t, f, func(b []byte) []byte { b[16+memoBodyLen(t, b)/2] ^= 1; return b })
+			return memoGraph(f.src, f.tool, "x")
+		}},
+		{name: "memo records truncated", want: "", warns: "truncated or extended", change: func(f *memoFixture) *engine.Graph {
+			rewriteMemo(t, f, func(b []byte) []byte { return b[:len(b)-1] })
 			return memoGraph(f.src, f.tool, "x")
 		}},
 	} {
@@ -319,6 +324,54 @@ func writeFile(t *testing.T, p, s string) {
 	t.Helper()
 	if err := os.WriteFile(p, []byte(s), 0o644); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// memoBodyLen returns the body length in the header of memo file b (package doc, "Build memo").
+func memoBodyLen(t *testing.T, b []byte) int {
+	t.Helper()
+	if len(b) < 16 {
+		t.Fatalf("memo of %d bytes", len(b))
+	}
+	return int(binary.LittleEndian.Uint64(b[8:16]))
+}
+
+// TestBuildFromMemoDamagedRecords: a memo whose records (the no-op's build record for explain;
+// no build decision reads them) are damaged after its checksummed head still serves the build,
+// writes no build record from them, warns, and is removed: the next build plans in full and
+// writes a sound memo.
+func TestBuildFromMemoDamagedRecords(t *testing.T) {
+	f := newMemoFixture(t)
+	g := memoGraph(f.src, f.tool, "x")
+	f.warm(g)
+	before, err := engine.History(context.Background(), f.historyDir, "memo", 20)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rewriteMemo(t, f, func(b []byte) []byte { b[len(b)-3] ^= 1; return b })
+	if f.fromMemo(g) == nil {
+		t.Fatalf("damaged records: a miss (warnings: %s)", f.log.warnings())
+	}
+	if w := f.log.warnings(); !strings.Contains(w, "records damaged") {
+		t.Errorf("warnings %q, want the damaged records named", w)
+	}
+	after, err := engine.History(context.Background(), f.historyDir, "memo", 20)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(after) != len(before) || !after[0].Time.Equal(before[0].Time) {
+		t.Errorf("%d build records, newest %s; want the %d before, newest %s (none written from damaged records)", len(after), after[0].Time, len(before), before[0].Time)
+	}
+	if _, err := os.Stat(filepath.Join(f.historyDir, "memo", "memo")); !os.IsNotExist(err) {
+		t.Errorf("memo with damaged records left in place (stat: %v)", err)
+	}
+	if f.fromMemo(g) != nil {
+		t.Fatal("served from a removed memo")
+	}
+	resetCounts()
+	mustBuild(t, f.e, "memo", g, f.opts)
+	if f.fromMemo(g) == nil || executedTags() != "" {
+		t.Errorf("no memo hit after the planned build (warnings: %s)", f.log.warnings())
 	}
 }
 

@@ -38,8 +38,13 @@ type memo struct {
 	tools   []memoTool
 	// records is the build record's node list as a no-op rebuild records it (explain): every node's
 	// RecordedNode, outcome cached, as JSON, in node order, separated by commas (without the
-	// brackets), so that the record is written from these bytes as they are.
-	records []byte
+	// brackets), so that the record is written from these bytes as they are. They follow the
+	// checksummed head of the file, which holds their length and BLAKE3; readMemo leaves them on
+	// disk (records nil, recordsOff their offset) and a memo hit copies them into its record.
+	records       []byte
+	recordsLen    int64
+	recordsDigest artifacts.Digest
+	recordsOff    int64
 }
 
 // memoNode is one node of a memoized build: what its plan and node_cached events say and its
@@ -59,8 +64,11 @@ type memoTool struct {
 	digest artifacts.Digest
 }
 
-// encodeMemo returns the file form of m: magic, body length (uint64 little-endian), body, and the
-// BLAKE3 of the body.
+// memoHeadSize is the size of a memo file's magic and body length.
+const memoHeadSize = len(memoMagic) + 8
+
+// encodeMemo returns the file form of m: magic, body length (uint64 little-endian), body, the
+// BLAKE3 of the body, and the records (whose length and BLAKE3 the body holds).
 func encodeMemo(m *memo) []byte {
 	var b bytes.Buffer
 	w := memoWriter{w: &b}
@@ -94,31 +102,62 @@ func encodeMemo(m *memo) []byte {
 		w.str(t.path)
 		w.digest(t.digest)
 	}
-	w.bytes(m.records)
+	w.uint(uint64(len(m.records)))
+	w.digest(artifacts.SumBytes(m.records))
 	body := b.Bytes()
-	out := make([]byte, 0, len(memoMagic)+8+len(body)+32)
+	out := make([]byte, 0, memoHeadSize+len(body)+32+len(m.records))
 	out = append(out, memoMagic...)
 	out = binary.LittleEndian.AppendUint64(out, uint64(len(body)))
 	out = append(out, body...)
-	return append(out, artifacts.SumBytes(body).Bytes()...)
+	out = append(out, artifacts.SumBytes(body).Bytes()...)
+	return append(out, m.records...)
 }
 
-// decodeMemo parses and verifies a memo file: the magic, the length, the checksum, then every
-// field (counts within the bytes left, dependencies and exports naming earlier or existing nodes,
-// no zero digest, no trailing bytes). Any failure wraps errMemoFormat.
+// decodeMemo parses and verifies a whole memo file: decodeMemoHead, then the records (their length
+// and BLAKE3 as the head records them, nothing after them). Any failure wraps errMemoFormat.
 func decodeMemo(b []byte) (*memo, error) {
+	m, err := decodeMemoHead(b)
+	if err != nil {
+		return nil, err
+	}
+	rest := b[m.recordsOff:]
+	if int64(len(rest)) != m.recordsLen {
+		return nil, fmt.Errorf("%w: %d bytes of records, the memo says %d (truncated or extended)", errMemoFormat, len(rest), m.recordsLen)
+	}
+	if artifacts.SumBytes(rest) != m.recordsDigest {
+		return nil, fmt.Errorf("%w: records checksum mismatch", errMemoFormat)
+	}
+	m.records = rest
+	return m, nil
+}
+
+// memoBodyLen returns the body length a memo file's first memoHeadSize bytes state (the magic
+// checked; b may be longer).
+func memoBodyLen(b []byte) (uint64, error) {
 	if len(b) >= len(memoMagic) && string(b[:len(memoMagicPrefix)]) == memoMagicPrefix && string(b[:len(memoMagic)]) != memoMagic {
-		return nil, fmt.Errorf("%w: %w: %q, this orkpipe reads %q", errMemoFormat, errMemoVersion, b[:len(memoMagic)], memoMagic)
+		return 0, fmt.Errorf("%w: %w: %q, this orkpipe reads %q", errMemoFormat, errMemoVersion, b[:len(memoMagic)], memoMagic)
 	}
-	if len(b) < len(memoMagic)+8+32 || string(b[:len(memoMagic)]) != memoMagic {
-		return nil, fmt.Errorf("%w: no %q header", errMemoFormat, memoMagic)
+	if len(b) < memoHeadSize || string(b[:len(memoMagic)]) != memoMagic {
+		return 0, fmt.Errorf("%w: no %q header", errMemoFormat, memoMagic)
 	}
-	n := binary.LittleEndian.Uint64(b[len(memoMagic):])
-	body := b[len(memoMagic)+8 : len(b)-32]
-	if n != uint64(len(body)) {
-		return nil, fmt.Errorf("%w: body length %d, the file holds %d (truncated or extended)", errMemoFormat, n, len(body))
+	return binary.LittleEndian.Uint64(b[len(memoMagic):]), nil
+}
+
+// decodeMemoHead parses and verifies the head of a memo file (b holds at least that much): the
+// magic, the body length, the body's checksum, then every field (counts within the bytes left,
+// dependencies and exports naming earlier or existing nodes, no zero digest, records present when
+// there are nodes, no trailing bytes in the body). The records are not read: recordsOff says where
+// they start. Any failure wraps errMemoFormat.
+func decodeMemoHead(b []byte) (*memo, error) {
+	n, err := memoBodyLen(b)
+	if err != nil {
+		return nil, err
 	}
-	if artifacts.SumBytes(body) != digestOf(b[len(b)-32:]) {
+	if n > uint64(len(b)-memoHeadSize) || uint64(len(b)-memoHeadSize)-n < 32 {
+		return nil, fmt.Errorf("%w: body length %d, the file holds %d bytes after the header (truncated?)", errMemoFormat, n, len(b)-memoHeadSize)
+	}
+	body := b[memoHeadSize : memoHeadSize+int(n)]
+	if artifacts.SumBytes(body) != digestOf(b[memoHeadSize+int(n):memoHeadSize+int(n)+32]) {
 		return nil, fmt.Errorf("%w: checksum mismatch", errMemoFormat)
 	}
 	r := memoReader{b: body}
@@ -156,8 +195,10 @@ func decodeMemo(b []byte) (*memo, error) {
 	for i := range m.tools {
 		m.tools[i] = memoTool{path: r.str(), digest: r.digest()}
 	}
-	m.records = r.bytes()
-	if r.err == nil && len(m.nodes) > 0 && len(m.records) == 0 {
+	m.recordsLen = int64(r.uint(math.MaxInt64))
+	m.recordsDigest = r.digest()
+	m.recordsOff = int64(memoHeadSize + int(n) + 32)
+	if r.err == nil && len(m.nodes) > 0 && m.recordsLen == 0 {
 		r.fail("no build record of the nodes")
 	}
 	if r.err == nil && len(r.b) != 0 {

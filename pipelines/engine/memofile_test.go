@@ -32,6 +32,14 @@ func TestMemoRoundTrip(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	if got.recordsLen != int64(len(m.records)) || got.recordsDigest != artifacts.SumBytes(m.records) || got.recordsOff != int64(len(b)-len(m.records)) {
+		t.Errorf("records: %d bytes at %d, %s; want %d at %d, %s", got.recordsLen, got.recordsOff, got.recordsDigest, len(m.records), len(b)-len(m.records), artifacts.SumBytes(m.records))
+	}
+	head, err := decodeMemoHead(b[:got.recordsOff])
+	if err != nil || head.records != nil || head.recordsOff != got.recordsOff {
+		t.Errorf("decodeMemoHead of the head alone: %v, records %q at %d", err, head.records, head.recordsOff)
+	}
+	got.recordsLen, got.recordsDigest, got.recordsOff = 0, artifacts.Digest{}, 0
 	if fmt.Sprintf("%+v", got) != fmt.Sprintf("%+v", m) {
 		t.Errorf("decoded\n%+v\nwant\n%+v", got, m)
 	}

@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"fmt"
 	"slices"
 	"strconv"
 	"unicode/utf8"
@@ -11,11 +12,12 @@ import (
 // rebuild of a 27B graph emits some 900 plan and node_cached events, and a JSON Lines sink
 // encodes every one.
 func (e Event) MarshalJSON() ([]byte, error) {
-	t, err := e.Time.MarshalJSON()
-	if err != nil {
-		return nil, err
-	}
-	b := make([]byte, 0, 160+len(e.Node)+len(e.Key)+len(e.Error)+len(e.Outputs)*96+len(e.Deps)*48)
+	return e.AppendJSON(make([]byte, 0, 160+len(e.Node)+len(e.Key)+len(e.Error)+len(e.Outputs)*96+len(e.Deps)*48))
+}
+
+// AppendJSON appends MarshalJSON's bytes to b (a sink encoding many events reuses one buffer).
+func (e Event) AppendJSON(b []byte) ([]byte, error) {
+	start := len(b)
 	b = append(b, `{"event":`...)
 	b = appendJSONString(b, e.Event)
 	b = append(b, `,"node":`...)
@@ -26,8 +28,12 @@ func (e Event) MarshalJSON() ([]byte, error) {
 		b = append(b, `,"stage":`...)
 		b = appendJSONString(b, e.Stage)
 	}
-	b = append(b, `,"time":`...)
-	b = append(b, t...)
+	b = append(b, `,"time":"`...)
+	b, err := e.Time.AppendText(b) // time.Time's MarshalJSON, unquoted (RFC 3339, strict)
+	if err != nil {
+		return b[:start], fmt.Errorf("Event.MarshalJSON: %w", err)
+	}
+	b = append(b, '"')
 	if e.Mem != 0 {
 		b = append(b, `,"mem":`...)
 		b = strconv.AppendInt(b, e.Mem, 10)

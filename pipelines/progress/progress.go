@@ -44,6 +44,7 @@ type JSON struct {
 	mu    sync.Mutex
 	w     *bufio.Writer
 	enc   *json.Encoder
+	buf   []byte // an event's line (engine.Event.AppendJSON: encoding/json's bytes, no reflection)
 	err   error
 	flush time.Time // last flush
 }
@@ -72,8 +73,9 @@ func (j *JSON) Emit(e engine.Event) {
 	}
 	if e.Summary != nil {
 		j.err = j.enc.Encode(e.Summary)
-	} else {
-		j.err = j.enc.Encode(e)
+	} else if j.buf, j.err = e.AppendJSON(j.buf[:0]); j.err == nil {
+		j.buf = append(j.buf, '\n')
+		_, j.err = j.w.Write(j.buf)
 	}
 	if j.err == nil && (e.Summary != nil || e.Event != engine.EventPlan && e.Event != engine.EventNodeCached || time.Since(j.flush) >= jsonFlushEvery) {
 		j.err = j.w.Flush()

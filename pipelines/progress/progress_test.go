@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+	"time"
 
 	"orkpipe/pipelines/engine"
 	"orkpipe/pipelines/progress"
@@ -79,5 +80,40 @@ func TestJSONBuffersBursts(t *testing.T) {
 	lines := strings.Split(strings.TrimSpace(w.String()), "\n")
 	if len(lines) != 502 || !strings.Contains(lines[501], `"node_cached"`) || !strings.Contains(lines[500], `"node_started"`) {
 		t.Errorf("after Close: %d lines, last two %q", len(lines), lines[len(lines)-2:])
+	}
+}
+
+// TestJSONLinesAreEncodingJSONs: each event's line is what encoding/json writes for the Event
+// struct's fields without HTML escaping (the sink encodes with Event.AppendJSON), the summary's
+// its Summary.
+func TestJSONLinesAreEncodingJSONs(t *testing.T) {
+	type plain engine.Event // the fields and tags, not the methods
+	evs := []engine.Event{
+		{Event: engine.EventPlan, Node: "rtn-tile:blk.0.attn_q.weight", Stage: "rtn-tile", Time: time.Unix(1796200480, 306868363).UTC(), Mem: 81958912, Deps: []string{"a", "b"}},
+		{Event: engine.EventNodeCached, Node: "n<&>\u2028\xff\"", Key: "blake3:00", Stage: "s", Time: time.Now(), SameAs: "m", Outputs: map[string]string{"z": "1", "a": "2"}},
+		{Event: engine.EventNodeFailed, Node: "x", DurationMS: 3, Error: "boom\n"},
+		{Event: engine.EventSummary, Summary: &engine.Summary{Event: engine.EventSummary, Target: "t", Outputs: map[string]string{"pack": "p"}}},
+	}
+	var got, want bytes.Buffer
+	s := progress.NewJSON(&got)
+	enc := json.NewEncoder(&want)
+	enc.SetEscapeHTML(false)
+	for _, e := range evs {
+		s.Emit(e)
+		var err error
+		if e.Summary != nil {
+			err = enc.Encode(e.Summary)
+		} else {
+			err = enc.Encode(plain(e))
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if got.String() != want.String() {
+		t.Errorf("lines:\n%s\nwant:\n%s", got.String(), want.String())
 	}
 }

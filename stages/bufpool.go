@@ -6,7 +6,7 @@ import (
 	"sync"
 	"unsafe"
 
-	"golang.org/x/sys/unix"
+	"orkpipe/ork/hugebuf"
 )
 
 // Buffers that the nodes of one process hand on to the nodes after them (rtn-tile's tiled codes,
@@ -16,7 +16,8 @@ import (
 // here, its pages are already resident. The pool's buffers are anonymous mappings of their own,
 // outside the Go heap (so that the idle ones do not raise the collector's heap goal, and the
 // runtime's scavenger never returns their pages), advised for transparent huge pages (one fault per
-// 2 MiB where the kernel has them to give).
+// 2 MiB where the kernel has them to give): ork/hugebuf's, which also count them against the
+// process's soft memory limit while they are mapped.
 //
 // Memory: --mem bounds the declared peaks of the nodes running at once. A node holding a pooled
 // buffer stays inside its own declaration: each caller bounds the capacity it accepts (getBuffer's
@@ -26,18 +27,21 @@ import (
 // sixteenth of its budget, at most 256 MiB), the same kind of slack as the garbage the Go runtime
 // keeps between collections. With the limit 0 (the default: tests, other commands, child
 // processes) nothing is pooled and getBuffer allocates on the Go heap.
-var pool = bufPool{mapped: map[*byte]int{}}
+var pool = bufPool{mapped: map[*byte]mapping{}}
 
 type bufPool struct {
 	mu     sync.Mutex
-	idle   [][]byte      // idle buffers, capacity ascending
-	bytes  int64         // their capacities summed
-	limit  int64         // the most idle bytes kept
-	mapped map[*byte]int // every mapping getBuffer handed out and not unmapped: its first byte and length
+	idle   [][]byte          // idle buffers, capacity ascending
+	bytes  int64             // their capacities summed
+	limit  int64             // the most idle bytes kept
+	mapped map[*byte]mapping // every mapping getBuffer handed out and not unmapped, by its first byte
 }
 
-// hugePage is the size transparent huge pages come in on x86-64 and (4 KiB base pages) arm64.
-const hugePage = 2 << 20
+// mapping is a buffer of the pool's: its capacity and the function that unmaps it.
+type mapping struct {
+	size int
+	free func()
+}
 
 // SetBufferPoolLimit sets the most idle bytes the process keeps for later nodes (0: none, and
 // getBuffer allocates on the Go heap; idle buffers over a lowered limit are unmapped).
@@ -69,20 +73,20 @@ func getBuffer(n, want, maxCap int) ([]byte, error) {
 		}
 	}
 	size := max(n, min(want, maxCap))
-	if up := (size + hugePage - 1) &^ (hugePage - 1); up <= maxCap {
+	if up := (size + hugebuf.Min - 1) &^ (hugebuf.Min - 1); up <= maxCap { // whole huge pages
 		size = up
 	}
 	if size == 0 {
 		return nil, nil
 	}
-	m, err := unix.Mmap(-1, 0, size, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_PRIVATE|unix.MAP_ANONYMOUS)
+	m, free, err := hugebuf.Alloc[byte](size)
 	if err != nil {
-		return nil, fmt.Errorf("mapping a buffer of %d bytes: %w", size, err)
+		return nil, fmt.Errorf("a pooled buffer of %d bytes: %w", size, err)
 	}
-	if size >= hugePage {
-		_ = unix.Madvise(m, unix.MADV_HUGEPAGE) // a hint: without huge pages the buffer is as good
-	}
-	pool.mapped[unsafe.SliceData(m)] = size
+	m = m[:size:size] // a mapping's capacity is whole huge pages; the pool counts what it asked for
+	if size >= hugebuf.Min {
+		pool.mapped[unsafe.SliceData(m)] = mapping{size, free}
+	} // else heap memory (a buffer under a huge page), left to the collector by putBuffer
 	return m[:n], nil
 }
 
@@ -93,10 +97,11 @@ func putBuffer(b []byte) {
 	pool.mu.Lock()
 	defer pool.mu.Unlock()
 	b = b[:cap(b)]
-	c, ok := pool.mapped[unsafe.SliceData(b)]
-	if !ok || c != len(b) {
+	m, ok := pool.mapped[unsafe.SliceData(b)]
+	if !ok || m.size != len(b) {
 		return
 	}
+	c := m.size
 	pool.trim(int64(c))
 	if pool.bytes+int64(c) > pool.limit {
 		pool.unmap(b)
@@ -117,11 +122,13 @@ func (p *bufPool) trim(room int64) {
 	}
 }
 
-// unmap releases a mapping of getBuffer's (b its whole length or capacity).
+// unmap releases a mapping of getBuffer's.
 func (p *bufPool) unmap(b []byte) {
-	b = b[:cap(b)]
-	delete(p.mapped, unsafe.SliceData(b))
-	if err := unix.Munmap(b); err != nil {
-		panic(fmt.Sprintf("unmapping a pooled buffer of %d bytes: %v", len(b), err)) // the pool's own bookkeeping is wrong
+	k := unsafe.SliceData(b)
+	m, ok := p.mapped[k]
+	if !ok {
+		panic(fmt.Sprintf("unmapping a pooled buffer of %d bytes the pool did not map", cap(b))) // the pool's own bookkeeping is wrong
 	}
+	delete(p.mapped, k)
+	m.free()
 }

@@ -28,18 +28,30 @@ const Min = 2 << 20
 // Make returns a zeroed slice of n values and the function that frees it. After free the slice must not
 // be used; free may be called more than once (the later calls do nothing). A buffer under Min bytes, or
 // any buffer where mappings are not made (not Linux), is allocated on the Go heap and free does nothing.
-// A mapping that fails panics, as the runtime does when the heap cannot grow.
+// A mapping that fails panics, as the runtime does when the heap cannot grow; Alloc returns the error.
 func Make[T Elem](n int) ([]T, func()) {
+	b, free, err := Alloc[T](n)
+	if err != nil {
+		panic(err.Error())
+	}
+	return b, free
+}
+
+// Alloc is Make with the mapping's failure returned (the error names the size) instead of a panic.
+func Alloc[T Elem](n int) ([]T, func(), error) {
 	var zero T
 	size := n * int(unsafe.Sizeof(zero))
 	if n <= 0 || size < Min {
-		return make([]T, n), func() {}
+		return make([]T, n), func() {}, nil
 	}
-	b, free := mapBytes(size)
+	b, free, err := mapBytes(size)
+	if err != nil {
+		return nil, nil, err
+	}
 	if b == nil {
-		return make([]T, n), func() {}
+		return make([]T, n), func() {}, nil
 	}
-	return unsafe.Slice((*T)(unsafe.Pointer(unsafe.SliceData(b))), n), free
+	return unsafe.Slice((*T)(unsafe.Pointer(unsafe.SliceData(b))), n), free, nil
 }
 
 // Reserve counts n bytes the process holds outside the Go heap by other means (a mapping of a file

@@ -20,11 +20,11 @@ var limitMu sync.Mutex
 
 // mapBytes maps size bytes (rounded up to whole huge pages), advised MADV_HUGEPAGE, and lowers the
 // process's memory limit by the mapping's size while it is held.
-func mapBytes(size int) ([]byte, func()) {
+func mapBytes(size int) ([]byte, func(), error) {
 	length := (size + hugePage - 1) &^ (hugePage - 1)
 	m, err := unix.Mmap(-1, 0, length, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_PRIVATE|unix.MAP_ANONYMOUS)
 	if err != nil {
-		panic(fmt.Sprintf("hugebuf: mapping %d bytes: %v", length, err))
+		return nil, nil, fmt.Errorf("hugebuf: mapping %d bytes: %w", length, err)
 	}
 	_ = unix.Madvise(m, unix.MADV_HUGEPAGE) // a hint: without huge pages the mapping still works
 	unreserve := reserve(int64(length))
@@ -37,7 +37,7 @@ func mapBytes(size int) ([]byte, func()) {
 			panic(fmt.Sprintf("hugebuf: unmapping %d bytes: %v", length, err)) // the mapping is ours: a bug
 		}
 		unreserve()
-	}
+	}, nil
 }
 
 // reserve lowers the memory limit by n (when one is set) until the returned function raises it again.

@@ -3,6 +3,7 @@ package model
 import (
 	"context"
 	"fmt"
+	"os"
 	"runtime"
 	"strings"
 	"sync/atomic"
@@ -91,15 +92,16 @@ func (s *GGUFSource) ggmlExact(ctx context.Context, t gguf.TensorInfo, e int, is
 }
 
 // encodedBytes returns rows [first, first+n) of tensor t (n rows of k values) as an Encoded: its bytes
-// mapped from the file (MapEncoded, where files can be mapped), else read into the Go heap.
+// mapped from the file (MapEncoded, where files can be mapped and the model was opened from one: an
+// *os.File under gguf.Open), else read into the Go heap.
 func (s *GGUFSource) encodedBytes(ctx context.Context, t gguf.TensorInfo, first, n, k int64) (*Encoded, error) {
 	size := n * t.RowBytes()
-	if s.MapEncoded && canMapTensors {
+	if osf, isFile := s.f.ReaderAt().(*os.File); s.MapEncoded && canMapTensors && isFile {
 		if err := ctx.Err(); err != nil {
 			return nil, err
 		}
 		start, _ := s.f.DataRange(t)
-		raw, unmap, err := mapTensorBytes(s.f.Path, s.f.Size, start+first*t.RowBytes(), size)
+		raw, unmap, err := mapTensorBytes(osf, s.f.Path, s.f.Size, start+first*t.RowBytes(), size)
 		if err != nil {
 			return nil, fmt.Errorf("tensor %s: %w", t.Name, err)
 		}

@@ -2,8 +2,10 @@
 
 package model
 
+import "os"
+
 // mapTensorBytes is not used where files are not mapped (canMapTensors).
-func mapTensorBytes(path string, size, off, n int64) ([]byte, func(), error) {
+func mapTensorBytes(f *os.File, name string, size, off, n int64) ([]byte, func(), error) {
 	return nil, nil, ErrUnsupported
 }
 

@@ -1,6 +1,7 @@
 package model
 
 import (
+	"bytes"
 	"context"
 	"os"
 	"path/filepath"
@@ -62,5 +63,57 @@ func TestEncodedMappedFault(t *testing.T) {
 	err = l.Apply(y, x)
 	if err == nil || !strings.Contains(err.Error(), "fault reading the weight's bytes") {
 		t.Fatalf("file truncated under the weight: err %v, want a fault error", err)
+	}
+}
+
+// TestEncodedMapNeedsFile: MapEncoded maps through the descriptor the model was opened with; a model
+// parsed from another reader (gguf.Parse: its Path is only a name) reads its weights into memory and
+// gives the same products as the mapped weights of the same bytes.
+func TestEncodedMapNeedsFile(t *testing.T) {
+	ctx := context.Background()
+	path := testfiles.Path(t, "stories260K-Q8_0.gguf")
+	src, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	opened, err := gguf.Open(ctx, path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer opened.Close()
+	parsed, err := gguf.Parse(ctx, bytes.NewReader(src), int64(len(src)), "no-such-dir/m.gguf")
+	if err != nil {
+		t.Fatal(err)
+	}
+	name := "blk.0.ffn_down.weight"
+	var ys [2][]float32
+	for i, f := range []*gguf.File{opened, parsed} {
+		s := NewGGUFSource(f, 0)
+		s.KeepEncoded, s.MapEncoded = true, true
+		l, ok, err := s.Linear(ctx, name)
+		if err != nil || !ok {
+			t.Fatalf("%s of %s: ok %t, err %v", name, f.Path, ok, err)
+		}
+		e, isEnc := l.(*Encoded)
+		if !isEnc {
+			t.Fatalf("%s: %T, want *Encoded", name, l)
+		}
+		if want := i == 0 && canMapTensors; e.mapped != want {
+			t.Errorf("%s of %s: mapped %t, want %t", name, f.Path, e.mapped, want)
+		}
+		n, k := l.Dims()
+		x := make([]float32, k)
+		for j := range x {
+			x[j] = float32(j%5) - 2
+		}
+		ys[i] = make([]float32, n)
+		if err := l.Apply(ys[i], x); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for j := range ys[0] {
+		if ys[0][j] != ys[1][j] {
+			t.Fatalf("output %d: mapped %v, read %v", j, ys[0][j], ys[1][j])
+		}
 	}
 }

@@ -21,8 +21,9 @@ import (
 // to the file's start), grouped into units of up to unitPieces consecutive pieces, and GOMAXPROCS
 // workers each take the next unit, encode it into their own buffer with their own encoder (newEnc:
 // calib.EncodeHessian's contract — a calib.Encoder, which also computes a pending last update, or
-// EncodeHessian itself — and what releases it when the worker is done), hash each of its pieces as its BLAKE3 subtree (artifacts.SubtreeCV) while it is
-// in cache, and write it at its offset with pwrite, in calls of at most writeChunk bytes. The pieces'
+// EncodeHessian itself — and what releases it when the worker is done), hash each of its pieces as
+// its BLAKE3 subtree (artifacts.SubtreeCV) while it is in cache, and write it at its offset with
+// pwrite, in calls of at most writeChunk bytes. The pieces'
 // chaining values then give the digest, written last: the same bytes calib.WriteHessian streams through
 // one writer and one serial hash. The file is allocated whole first (fallocate, where the file system
 // can), so that a full disk is an error before any encoding. On an error (a bad value: the lowest

@@ -3,6 +3,7 @@ package engine
 import (
 	"bytes"
 	"encoding/json"
+	"reflect"
 	"testing"
 	"time"
 )
@@ -63,4 +64,35 @@ func FuzzEventMarshalJSON(f *testing.F) {
 			}
 		}
 	})
+}
+
+// TestEventMarshalJSONEveryField sets every field of Event, found by reflection, to a value that is
+// not its zero value and compares with encoding/json: a field added to Event and not to MarshalJSON
+// fails here, not only when some other test happens to set it.
+func TestEventMarshalJSONEveryField(t *testing.T) {
+	var e Event
+	v := reflect.ValueOf(&e).Elem()
+	for i := range v.NumField() {
+		f, sf := v.Field(i), v.Type().Field(i)
+		switch x := f.Addr().Interface().(type) {
+		case *string:
+			*x = sf.Name + "<value>"
+		case *int64:
+			*x = int64(1000 + i)
+		case *[]string:
+			*x = []string{sf.Name, "b"}
+		case *map[string]string:
+			*x = map[string]string{sf.Name: "v", "a": "w"}
+		case *time.Time:
+			*x = time.Unix(1796200480, int64(i)).UTC()
+		case **Summary:
+			*x = nil // `json:"-"`: Emit writes a summary on its own; MarshalJSON leaves it out
+		default:
+			t.Fatalf("Event.%s is a %s, which this test does not fill: fill it here and encode it in MarshalJSON", sf.Name, sf.Type)
+		}
+	}
+	got, want := encodeBoth(t, e, true)
+	if !bytes.Equal(got, want) {
+		t.Errorf("every field set:\n got %s\nwant %s", got, want)
+	}
 }

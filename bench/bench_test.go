@@ -305,6 +305,42 @@ func TestMergeRowsJoinsMeasures(t *testing.T) {
 	}
 }
 
+// TestMergeScalingRowKeepsItsSizes: a scaling row measured in this run takes no sizes from an
+// earlier run (its fit would mix hosts and loads), and a measure carried over twice names only the
+// run that measured it.
+func TestMergeScalingRowKeepsItsSizes(t *testing.T) {
+	old := &Report{Started: time.Date(2026, 11, 29, 17, 25, 0, 0, time.UTC), Finished: time.Date(2026, 11, 29, 17, 43, 0, 0, time.UTC),
+		Rows: []Row{
+			{ID: "scale-gptq", Title: "scale-gptq", FitUnit: "layer", Measures: []Measure{
+				{Label: "cold gptq build, 4 layer(s)", Role: "subject", Samples: []float64{2736}}}},
+			{ID: "rss", Title: "rss", Measures: []Measure{
+				{Label: "cold GPTQ build --mem 4.00 GiB", Role: "subject", Samples: []float64{1066}, Extra: "from the run of 2026-11-28 10:00 to 10:20"}}},
+		}}
+	path := filepath.Join(t.TempDir(), "old.json")
+	if err := writeJSON(path, old); err != nil {
+		t.Fatal(err)
+	}
+	rep := &Report{Rows: []Row{
+		{ID: "scale-gptq", Title: "scale-gptq", FitUnit: "layer", Measures: []Measure{
+			{Label: "cold gptq build, 1 layer(s)", Role: "subject", Samples: []float64{146}},
+			{Label: "cold gptq build, 2 layer(s)", Role: "subject", Samples: []float64{281}}}},
+		{ID: "rss", Title: "rss", Measures: []Measure{
+			{Label: "cold GPTQ build --mem 8.00 GiB", Role: "subject", Samples: []float64{830}}}},
+	}}
+	if err := mergeRows(rep, path); err != nil {
+		t.Fatal(err)
+	}
+	sg := rep.Rows[0]
+	sg.refit()
+	if len(sg.Measures) != 2 || sg.Fit == nil || math.Abs(sg.Fit.Slope-135) > 1e-9 {
+		t.Errorf("scaling row after the merge: measures %+v, fit %+v", sg.Measures, sg.Fit)
+	}
+	rss := rep.Rows[1].Measures
+	if len(rss) != 2 || rss[1].Extra != "from the run of 2026-11-28 10:00 to 10:20" {
+		t.Errorf("rss measures after the merge %+v", rss)
+	}
+}
+
 // TestMergeKeepsTheMeasuringRun: a row merged before names the run that measured it; merging it
 // again adds no run, and a note naming several runs (older harnesses) keeps the first.
 func TestMergeKeepsTheMeasuringRun(t *testing.T) {

@@ -46,7 +46,8 @@ func renderOnly(path, merge, jsonOut, mdOut string) error {
 // mergeRows replaces the rows rep skipped by the measured rows of the earlier results in path,
 // each noting the run it comes from (time and load average), so a partial re-run keeps the rest.
 // A row both measured keeps this run's measures and gains the earlier run's measures of other
-// labels (an rss budget or a scaling size run separately), each noting its run.
+// labels (an rss budget run separately), each noting the run that measured it. A scaling row (one
+// with a fit) gains none: its fit is over the sizes one run measured, on one host at one load.
 func mergeRows(rep *Report, path string) error {
 	b, err := os.ReadFile(path)
 	if err != nil {
@@ -63,12 +64,14 @@ func mergeRows(rep *Report, path string) error {
 	for _, r := range rep.Rows {
 		if r.Skipped == "" {
 			for _, o := range old.Rows {
-				if o.ID != r.ID || o.Skipped != "" {
+				if o.ID != r.ID || o.Skipped != "" || r.FitUnit != "" {
 					continue
 				}
 				for _, m := range o.Measures {
 					if m.Skipped == "" && !slices.ContainsFunc(r.Measures, func(x Measure) bool { return x.Label == m.Label }) {
-						m.Extra = strings.TrimPrefix(m.Extra+"; "+short, "; ")
+						if !strings.Contains(m.Extra, "from the run of") { // merged before: keeps the run that measured it
+							m.Extra = strings.TrimPrefix(m.Extra+"; "+short, "; ")
+						}
 						r.Measures = append(r.Measures, m)
 					}
 				}

@@ -121,7 +121,9 @@ func runPropagate(ctx context.Context, p PropagateParams, req Request) error {
 	if !ok {
 		return fmt.Errorf("model %s: no GGUF weight source", req.Inputs["model"].Path)
 	}
-	gs.KeepEncoded = true // the weights not finalized stay encoded (PropagateMemory counts them so)
+	// The weights not finalized stay encoded (PropagateMemory counts them so), mapped from the model file
+	// (calib.Propagate releases each layer when its run ends).
+	gs.KeepEncoded, gs.MapEncoded = true, true
 	src := &emulatedSource{GGUFSource: gs, files: map[string]string{}}
 	for _, w := range p.Weights {
 		src.files[w] = req.Inputs["w."+w].Path

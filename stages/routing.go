@@ -119,7 +119,10 @@ func runRoute(ctx context.Context, p RouteParams, req Request) error {
 	if err := p.Shape.checkModel(mpath, m.Cfg); err != nil {
 		return err
 	}
-	m.Src.(*model.GGUFSource).KeepEncoded = true // as calibrate holds them; the same bits
+	// As calibrate holds them, the same bits: encoded, mapped from the model file (CountRouting
+	// releases each layer once it has run).
+	gs := m.Src.(*model.GGUFSource)
+	gs.KeepEncoded, gs.MapEncoded = true, true
 	text, err := os.ReadFile(tpath)
 	if err != nil {
 		return err

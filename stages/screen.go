@@ -122,8 +122,10 @@ func runScreen(ctx context.Context, p ScreenParams, req Request) error {
 	defer gf.Close()
 	// Quantized and 16-bit matmul weights stay in their file encoding, as calibrate holds them: a
 	// quarter to a half of the memory of float32, the same products (model.Encoded: bit for bit in the
-	// pure-Go build, to float32 rounding under OpenBLAS).
-	base.Src.(*model.GGUFSource).KeepEncoded = true
+	// pure-Go build, to float32 rounding under OpenBLAS). They are mappings of the model file, not heap
+	// copies: each chunk loads every layer again (model.Forward releases each after running it).
+	bs := base.Src.(*model.GGUFSource)
+	bs.KeepEncoded, bs.MapEncoded = true, true
 	text, err := os.ReadFile(tpath)
 	if err != nil {
 		return err

@@ -272,10 +272,14 @@ func CountRouting(ctx context.Context, m *model.Model, seqs [][]int32) (Routing,
 		if err != nil {
 			return Routing{}, err
 		}
-		for a := 0; a < len(h); a += chunk {
-			if err := m.RunLayerBatch(ctx, ly, h[a:min(a+chunk, len(h))], t, counter); err != nil {
-				return Routing{}, fmt.Errorf("counting routing, layer %d, sequences from %d: %w", l, a/(t*e), err)
+		for a := 0; a < len(h) && err == nil; a += chunk {
+			if err = m.RunLayerBatch(ctx, ly, h[a:min(a+chunk, len(h))], t, counter); err != nil {
+				err = fmt.Errorf("counting routing, layer %d, sequences from %d: %w", l, a/(t*e), err)
 			}
+		}
+		ly.Release() // unmaps the weights of a GGUFSource with MapEncoded
+		if err != nil {
+			return Routing{}, err
 		}
 		if counter.err != nil {
 			return Routing{}, counter.err

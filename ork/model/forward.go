@@ -116,7 +116,8 @@ func (m *Model) Embed(ctx context.Context, tokens []int32) ([]float32, error) {
 }
 
 // Forward runs tokens (one sequence starting at position 0) through every layer and returns the logits,
-// len(tokens) rows of NVocab values.
+// len(tokens) rows of NVocab values. Each layer is loaded, run and released (Layer.Release: a
+// GGUFSource with MapEncoded unmaps its weights) before the next is loaded.
 func (m *Model) Forward(ctx context.Context, tokens []int32) ([]float32, error) {
 	h, err := m.Embed(ctx, tokens)
 	if err != nil {
@@ -127,7 +128,9 @@ func (m *Model) Forward(ctx context.Context, tokens []int32) ([]float32, error) 
 		if err != nil {
 			return nil, err
 		}
-		if err := m.RunLayer(ctx, l, h, nil); err != nil {
+		err = m.RunLayer(ctx, l, h, nil)
+		l.Release()
+		if err != nil {
 			return nil, err
 		}
 	}
@@ -162,6 +165,7 @@ func (m *Model) Logits(ctx context.Context, h []float32) ([]float32, error) {
 			return nil, fmt.Errorf("tensors output.weight and token_embd.weight: both missing: %w", ErrBadModel)
 		}
 	}
+	defer releaseLinear(out) // a mapping of the file under a GGUFSource with MapEncoded
 	if n, k := out.Dims(); n != m.Cfg.NVocab || k != e {
 		return nil, fmt.Errorf("tensor %s: %d rows of %d, want %d of %d: %w", name, n, k, m.Cfg.NVocab, e, ErrBadModel)
 	}

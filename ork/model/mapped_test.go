@@ -5,6 +5,7 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"runtime/debug"
 	"strings"
 	"testing"
 
@@ -114,6 +115,64 @@ func TestEncodedMapNeedsFile(t *testing.T) {
 	for j := range ys[0] {
 		if ys[0][j] != ys[1][j] {
 			t.Fatalf("output %d: mapped %v, read %v", j, ys[0][j], ys[1][j])
+		}
+	}
+}
+
+// TestForwardReleasesMappings: Forward releases each layer after running it, so a model whose
+// weights are mappings of its file (MapEncoded; a loaded layer adds mappings) holds no more mappings of
+// it once Forward returns than before (the collector is off: nothing is unmapped behind Forward's
+// back), and its logits are those of the same model reading its weights.
+func TestForwardReleasesMappings(t *testing.T) {
+	if !canMapTensors {
+		t.Skip("files are not mapped on this system")
+	}
+	ctx := context.Background()
+	src, err := os.ReadFile(testfiles.Path(t, "stories260K-Q8_0.gguf"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(t.TempDir(), "forward-mapped.gguf")
+	if err := os.WriteFile(path, src, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	mappings := func() int {
+		b, err := os.ReadFile("/proc/self/maps")
+		if err != nil {
+			t.Skipf("no /proc/self/maps: %v", err)
+		}
+		return strings.Count(string(b), path)
+	}
+	defer debug.SetGCPercent(debug.SetGCPercent(-1))
+	tokens := []int32{1, 403, 407, 261, 378, 426, 259, 260, 387, 300}
+	var logits [2][]float32
+	for i, mapped := range []bool{true, false} {
+		m, _, f, err := OpenGGUF(ctx, path, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer f.Close()
+		s := m.Src.(*GGUFSource)
+		s.KeepEncoded, s.MapEncoded = true, mapped
+		before := mappings() // the file's own (gguf.Open's header)
+		l, err := LoadLayer(ctx, &m.Cfg, s, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n := mappings(); (n > before) != mapped {
+			t.Fatalf("mapped %t: %d mappings of the model file with a layer loaded, %d before", mapped, n, before)
+		}
+		l.Release()
+		if logits[i], err = m.Forward(ctx, tokens); err != nil {
+			t.Fatal(err)
+		}
+		if n := mappings(); n != before {
+			t.Errorf("mapped %t: %d mappings of the model file after Forward, want the %d before it", mapped, n, before)
+		}
+	}
+	for j := range logits[0] {
+		if logits[0][j] != logits[1][j] {
+			t.Fatalf("logit %d: mapped %v, read %v", j, logits[0][j], logits[1][j])
 		}
 	}
 }

@@ -17,18 +17,8 @@ import (
 // under it must give an error naming the fault when the rows are dequantized, not a crash; before the
 // truncation the same weight applies without error.
 func TestEncodedMappedFault(t *testing.T) {
-	if !canMapTensors {
-		t.Skip("files are not mapped on this system")
-	}
 	ctx := context.Background()
-	src, err := os.ReadFile(testfiles.Path(t, "stories260K-Q8_0.gguf"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	path := filepath.Join(t.TempDir(), "m.gguf")
-	if err := os.WriteFile(path, src, 0o644); err != nil {
-		t.Fatal(err)
-	}
+	path := mappableModel(t, "m.gguf")
 	f, err := gguf.Open(ctx, path)
 	if err != nil {
 		t.Fatal(err)
@@ -124,18 +114,8 @@ func TestEncodedMapNeedsFile(t *testing.T) {
 // it once Forward returns than before (the collector is off: nothing is unmapped behind Forward's
 // back), and its logits are those of the same model reading its weights.
 func TestForwardReleasesMappings(t *testing.T) {
-	if !canMapTensors {
-		t.Skip("files are not mapped on this system")
-	}
 	ctx := context.Background()
-	src, err := os.ReadFile(testfiles.Path(t, "stories260K-Q8_0.gguf"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	path := filepath.Join(t.TempDir(), "forward-mapped.gguf")
-	if err := os.WriteFile(path, src, 0o644); err != nil {
-		t.Fatal(err)
-	}
+	path := mappableModel(t, "forward-mapped.gguf")
 	mappings := func() int {
 		b, err := os.ReadFile("/proc/self/maps")
 		if err != nil {
@@ -175,4 +155,23 @@ func TestForwardReleasesMappings(t *testing.T) {
 			t.Fatalf("logit %d: mapped %v, read %v", j, logits[0][j], logits[1][j])
 		}
 	}
+}
+
+// mappableModel copies stories260K-Q8_0.gguf (Q8_0 block weights: held encoded, so mappable) to a
+// file named name in a temporary directory of t's and returns its path; t is skipped where files are
+// not mapped.
+func mappableModel(t *testing.T, name string) string {
+	t.Helper()
+	if !canMapTensors {
+		t.Skip("files are not mapped on this system")
+	}
+	src, err := os.ReadFile(testfiles.Path(t, "stories260K-Q8_0.gguf"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(t.TempDir(), name)
+	if err := os.WriteFile(path, src, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return path
 }

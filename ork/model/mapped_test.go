@@ -134,7 +134,7 @@ func TestForwardReleasesMappings(t *testing.T) {
 		defer f.Close()
 		s := m.Src.(*GGUFSource)
 		s.KeepEncoded, s.MapEncoded = true, mapped
-		before := mappings() // the file's own (gguf.Open's header)
+		before := mappings()
 		l, err := LoadLayer(ctx, &m.Cfg, s, 0)
 		if err != nil {
 			t.Fatal(err)

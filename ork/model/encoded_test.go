@@ -267,14 +267,24 @@ func TestNewEncodedErrors(t *testing.T) {
 }
 
 // TestEncodedForwardBitIdentical runs a quantized test model through the whole forward pass with
-// KeepEncoded and without: the logits must be the same bits (so are calibration Hessians).
+// KeepEncoded and without, with float32 inputs (calibrate, screen) and with ggml's input rounding
+// (GGMLActivations: orkpipe eval's default): the logits must be the same bits (so are calibration
+// Hessians and eval's figures).
 func TestEncodedForwardBitIdentical(t *testing.T) {
 	ctx := context.Background()
-	for _, name := range []string{"stories260K-Q8_0.gguf", "stories260K-Q4_K_M.gguf"} {
-		m, tok, f, err := OpenGGUF(ctx, testfiles.Path(t, name), 0)
+	for _, c := range []struct {
+		name    string
+		ggmlAct bool
+	}{{"stories260K-Q8_0.gguf", false}, {"stories260K-Q4_K_M.gguf", false}, {"stories260K-Q8_0.gguf", true}, {"stories260K-Q4_0.gguf", true}} {
+		name := c.name
+		if c.ggmlAct {
+			name += " (GGMLActivations)"
+		}
+		m, tok, f, err := OpenGGUF(ctx, testfiles.Path(t, c.name), 0)
 		if err != nil {
 			t.Fatal(err)
 		}
+		m.Src.(*GGUFSource).GGMLActivations = c.ggmlAct
 		ids, err := tok.Encode("Once upon a time there was a little boat. She sailed to the sea and saw the sun and the moon.", true, false)
 		if err != nil {
 			t.Fatal(err)

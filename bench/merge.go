@@ -57,8 +57,8 @@ func mergeRows(rep *Report, path string) error {
 	if err := json.Unmarshal(b, &old); err != nil {
 		return fmt.Errorf("-merge %s: %w", path, err)
 	}
-	from := fmt.Sprintf("from the run of %s to %s (load average %s at start, %s at end)",
-		old.Started.UTC().Format("2006-01-02 15:04"), old.Finished.UTC().Format("15:04"), old.Machine.LoadStart, old.Machine.LoadEnd)
+	from := fmt.Sprintf("from the run of %s to %s (orkpipe built %s; load average %s at start, %s at end)",
+		old.Started.UTC().Format("2006-01-02 15:04"), old.Finished.UTC().Format("15:04"), buildName(old.BLAS), old.Machine.LoadStart, old.Machine.LoadEnd)
 	var rows []Row
 	short := fmt.Sprintf("from the run of %s to %s", old.Started.UTC().Format("2006-01-02 15:04"), old.Finished.UTC().Format("15:04"))
 	for _, r := range rep.Rows {

@@ -192,12 +192,20 @@ func spliceFile(path, table string) error {
 	return os.WriteFile(path, []byte(out), 0o644)
 }
 
+// buildName says how a run built orkpipe, as the table's header and merged rows' notes print it.
+func buildName(blas bool) string {
+	if blas {
+		return "with `-tags blas`"
+	}
+	return "pure Go"
+}
+
 // Markdown renders the machine facts, the results table and the targets table.
 func Markdown(rep *Report) string {
 	var b bytes.Buffer
 	m := rep.Machine
 	fmt.Fprintf(&b, "Run %s to %s (UTC), profile `%s`, %d runs per measurement (%d for the long rows: RTN build, GPTQ, scaling builds, RSS), interleaved; orkpipe built %s.\n",
-		rep.Started.UTC().Format("2006-01-02 15:04"), rep.Finished.UTC().Format("15:04"), rep.Profile, rep.Runs, rep.LongRuns, map[bool]string{true: "with `-tags blas`", false: "pure Go"}[rep.BLAS])
+		rep.Started.UTC().Format("2006-01-02 15:04"), rep.Finished.UTC().Format("15:04"), rep.Profile, rep.Runs, rep.LongRuns, buildName(rep.BLAS))
 	fmt.Fprintf(&b, "Machine: %s, %d cores, %s RAM, %s, Linux %s, load average %s at start and %s at end.\n\n",
 		m.CPU, m.Cores, formatBytes(m.RAM), m.Go, m.Kernel, m.LoadStart, m.LoadEnd)
 	b.WriteString("| row | measurement | runs | median | min – max (spread) | rate | ratio | notes |\n")

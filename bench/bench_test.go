@@ -1,9 +1,13 @@
 package main
 
 import (
+	"context"
 	"flag"
+	"io"
+	"log/slog"
 	"math"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -487,5 +491,41 @@ func TestGPTQShares(t *testing.T) {
 	gptqShares(&r, shape27B(1))
 	if _, ok := gptqLayerShare(&r); r.Note != "" || ok {
 		t.Errorf("a skipped reference still gave a share: %q", r.Note)
+	}
+}
+
+// TestUsageRecorded: a step with usage records each run's page faults and CPU from the command's
+// rusage (real child processes: every one faults in at least its program's pages), keeps a CPU its
+// run recorded itself, and the notes print both.
+func TestUsageRecorded(t *testing.T) {
+	if _, err := exec.LookPath("dd"); err != nil {
+		t.Skip("dd not on PATH")
+	}
+	e := &env{ctx: context.Background(), log: slog.New(slog.NewTextHandler(io.Discard, nil))}
+	var child, build Measure
+	st := e.cmdStep(&child, nil, "dd", "if=/dev/zero", "of=/dev/null", "bs=64M", "count=1")
+	st.usage = true
+	own := e.cmdStep(&build, nil, "true")
+	run := own.run
+	own.run = func() (time.Duration, int64, error) { // as buildStep: its run records the CPU itself
+		d, rss, err := run()
+		build.CPU = append(build.CPU, 42)
+		return d, rss, err
+	}
+	own.usage = true
+	if err := e.interleave(2, st, own); err != nil {
+		t.Fatal(err)
+	}
+	if len(child.Faults) != 2 || len(child.CPU) != 2 {
+		t.Fatalf("child: faults %v, CPU %v: want one of each per run", child.Faults, child.CPU)
+	}
+	if child.Faults[0] <= 0 || child.Faults[1] <= 0 || build.Faults[0] <= 0 {
+		t.Errorf("page faults %v and %v: a process that ran took none", child.Faults, build.Faults)
+	}
+	if len(build.Faults) != 2 || len(build.CPU) != 2 || build.CPU[0] != 42 || build.CPU[1] != 42 {
+		t.Errorf("a run that records its CPU: faults %v, CPU %v, want its own CPU kept and nothing added", build.Faults, build.CPU)
+	}
+	if n := notes(child); !strings.Contains(n, "page faults (medians)") || !strings.Contains(n, "CPU ") {
+		t.Errorf("notes %q do not show the CPU and page faults", n)
 	}
 }

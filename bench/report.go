@@ -19,7 +19,11 @@ type Measure struct {
 	Role    string    `json:"role"`              // "subject" or "baseline"
 	Command string    `json:"command,omitempty"` // how to reproduce it by hand
 	Samples []float64 `json:"samples_s,omitempty"`
-	CPU     []float64 `json:"cpu_s,omitempty"` // user + system CPU seconds per run, where recorded (scale-gptq)
+	CPU     []float64 `json:"cpu_s,omitempty"` // user + system CPU seconds per run, where recorded (builds, the rtn row's llama-quantize)
+	// Faults are the page faults (minor + major) of each run, where recorded (the rtn row): what a
+	// fault costs differs several-fold between hosts (a PVM guest's shadow page tables), and with it
+	// the time of a tool that faults in all its memory fresh.
+	Faults  []float64 `json:"page_faults,omitempty"`
 	Stats   Stats     `json:"stats"`
 	Bytes   int64     `json:"bytes,omitempty"`      // bytes processed per run (throughput)
 	PeakRSS int64     `json:"peak_rss,omitempty"`   // highest peak RSS of the runs, bytes
@@ -287,6 +291,9 @@ func notes(ms Measure) string {
 	}
 	if ms.Extra != "" {
 		parts = append(parts, ms.Extra)
+	}
+	if len(ms.Faults) > 0 && len(ms.CPU) > 0 {
+		parts = append(parts, fmt.Sprintf("CPU %s, %.1fk page faults (medians)", formatSeconds(Summarize(ms.CPU).Median), Summarize(ms.Faults).Median/1e3))
 	}
 	if ms.VsTime > 0 {
 		s := fmt.Sprintf("%.3gx %s's time", ms.VsTime, ms.Versus)

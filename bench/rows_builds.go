@@ -88,10 +88,12 @@ func rowRTN(e *env, layers int) (Row, error) {
 	} else {
 		st := e.cmdStep(&r.Measures[1], func() error { return os.RemoveAll(lqOut) },
 			e.llamaQuantize, src, lqOut, "Q4_0", fmt.Sprint(runtime.NumCPU()))
-		st.rss = true
+		st.rss, st.usage = true, true
 		steps = append(steps, st)
 	}
-	steps = append(steps, e.buildStep(&r.Measures[2], cache, rec, out, e.mem, true), e.buildStep(&r.Measures[3], cache, rec1, out, e.mem, true))
+	clip, noclip := e.buildStep(&r.Measures[2], cache, rec, out, e.mem, true), e.buildStep(&r.Measures[3], cache, rec1, out, e.mem, true)
+	clip.usage, noclip.usage = true, true
+	steps = append(steps, clip, noclip)
 	return r, e.interleave(e.longRuns, steps...)
 }
 

@@ -30,6 +30,7 @@ type env struct {
 	blasErr  string        // why the blas worker could not be built
 	blas     bool          // orkpipe was built with -tags blas (-blas)
 	lastCPU  time.Duration // user + system CPU of the last command that succeeded (its threads included)
+	lastFlt  int64         // page faults (minor + major) of the last command that succeeded
 	log      *slog.Logger
 	bigFile  string
 	corpus   string // calibration corpus for GPTQ recipes
@@ -91,6 +92,10 @@ type step struct {
 	prepare func() error
 	run     func() (time.Duration, int64, error)
 	rss     bool
+	// usage records each run's page faults in the measure, and its CPU where run did not (a build
+	// step records its own): the command's rusage (env.lastCPU, env.lastFlt), so run must be one
+	// command's.
+	usage bool
 }
 
 // interleave runs every step once per round, in the given order (baselines first, then the
@@ -117,6 +122,12 @@ func (e *env) interleave(runs int, steps ...step) error {
 			s.m.Samples = append(s.m.Samples, d.Seconds())
 			if s.rss {
 				s.m.PeakRSS = max(s.m.PeakRSS, rss)
+			}
+			if s.usage {
+				s.m.Faults = append(s.m.Faults, float64(e.lastFlt))
+				if len(s.m.CPU) < len(s.m.Samples) {
+					s.m.CPU = append(s.m.CPU, e.lastCPU.Seconds())
+				}
 			}
 			e.log.Info("measured", "measure", s.m.Label, "run", round+1, "seconds", fmt.Sprintf("%.3f", d.Seconds()), "peak_rss", rss)
 		}
@@ -173,8 +184,12 @@ func (e *env) commandIn(dir string, stdout io.Writer, argv ...string) (time.Dura
 	}
 	rss := sampled.Load()
 	e.lastCPU = cmd.ProcessState.UserTime() + cmd.ProcessState.SystemTime()
-	if ru, ok := cmd.ProcessState.SysUsage().(*syscall.Rusage); ok && ru.Maxrss*1024 > own {
-		rss = max(rss, ru.Maxrss*1024)
+	e.lastFlt = 0
+	if ru, ok := cmd.ProcessState.SysUsage().(*syscall.Rusage); ok {
+		e.lastFlt = ru.Minflt + ru.Majflt
+		if ru.Maxrss*1024 > own {
+			rss = max(rss, ru.Maxrss*1024)
+		}
 	}
 	return d, rss, nil
 }

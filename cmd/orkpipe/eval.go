@@ -191,9 +191,10 @@ func runEval(ctx context.Context, opts *globalOptions, fl evalFlags) error {
 // hold the quantized and 16-bit matmul weights in their file encoding, mapped from the file (as the
 // screen stage does; --ggml's exact weights take precedence): each chunk runs every layer again, and a
 // model bigger than the float cache (a 27B's layers) is then read from the page cache in place instead
-// of being dequantized into fresh float32 copies, two to four times its bytes, for every chunk. The
-// figures do not change: an Encoded weight's products are the Dense one's, bit for bit in the pure-Go
-// build and to float32 rounding under -tags blas (model.Encoded; TestEncodedForwardBitIdentical).
+// of being dequantized into fresh float32 copies (twice an F16 weight's bytes, about four times a
+// Q8_0's, seven times a Q4_0's) for every chunk. The figures do not change: an Encoded weight's
+// products are the Dense one's, bit for bit in the pure-Go build and to float32 rounding under
+// -tags blas (model.Encoded; TestEncodedForwardBitIdentical).
 func setNumerics(m *model.Model, fl evalFlags) {
 	src := m.Src.(*model.GGUFSource)
 	src.GGMLActivations = !fl.floatActivations

@@ -86,6 +86,13 @@ func runBuild(ctx context.Context, opts *globalOptions, path string, sets []stri
 	if err != nil {
 		return asUsage(err)
 	}
+	check, err := flags.checkStages()
+	if err != nil {
+		return err
+	}
+	if check != nil && planOnly {
+		return usagef("--check runs nodes again; --plan runs nothing")
+	}
 	req, err := boardRequirementOf(r, board, opts)
 	if err != nil {
 		return err
@@ -130,7 +137,7 @@ func runBuild(ctx context.Context, opts *globalOptions, path string, sets []stri
 	if err != nil {
 		return asUsage(err)
 	}
-	bopts := engine.BuildOptions{OutDir: flags.outDir, Force: flags.force}
+	bopts := engine.BuildOptions{OutDir: flags.outDir, Force: flags.force, Check: check}
 	var res *engine.Result
 	if !planOnly {
 		// A build whose executable, budget, graph, sources, tools and stored outputs are what its

@@ -2,27 +2,34 @@ package main
 
 import (
 	"context"
+	"slices"
+	"strings"
 
 	"github.com/spf13/cobra"
 
 	"orkpipe/internal/units"
 	"orkpipe/pipelines/demo"
 	"orkpipe/pipelines/engine"
+	"orkpipe/stages"
 )
 
-// buildFlags are the flags of commands that build a target (demo; build later).
+// buildFlags are the flags of commands that build a target (demo, build).
 type buildFlags struct {
 	outDir    string
 	force     bool
 	keepGoing bool
 	exec      executorFlags // --executor, --orkpipe-binary (executor.go)
 	remote    remoteFlags   // --remote-cache (session.go)
+	check     []string      // --check: stage kinds whose cached nodes run again and are compared
 }
 
 func (f *buildFlags) register(cmd *cobra.Command, defaultOut string) {
 	cmd.Flags().StringVarP(&f.outDir, "output", "o", defaultOut, "directory the results are materialized into (read-only files)")
 	cmd.Flags().BoolVar(&f.force, "force", false, "replace files in the output directory that orkpipe did not write or that changed since")
 	cmd.Flags().BoolVar(&f.keepGoing, "keep-going", false, "after a node fails, keep running the branches that do not depend on it")
+	cmd.Flags().StringSliceVar(&f.check, "check", nil, "run cached nodes again and fail if any output differs from its record: --check (every stage) or\n"+
+		"--check=STAGE[,STAGE] (e.g. --check=finalize,rtn-tile); the record and stored objects stay as they were")
+	cmd.Flags().Lookup("check").NoOptDefVal = "all"
 	f.exec.register(cmd)
 	f.remote.register(cmd)
 	cmd.PreRunE = func(c *cobra.Command, _ []string) error { return f.exec.check() }
@@ -79,6 +86,32 @@ func buildTarget(ctx context.Context, opts *globalOptions, t engine.Target, flag
 	if err != nil {
 		return asUsage(err)
 	}
-	_, err = eng.Build(ctx, t.Name(), plan, engine.BuildOptions{OutDir: flags.outDir, Force: flags.force})
+	check, err := flags.checkStages()
+	if err != nil {
+		return err
+	}
+	_, err = eng.Build(ctx, t.Name(), plan, engine.BuildOptions{OutDir: flags.outDir, Force: flags.force, Check: check})
 	return err
+}
+
+// checkStages turns --check into BuildOptions.Check: nil without the flag, every stage for "all",
+// else the named stage kinds, each of which must be registered.
+func (f *buildFlags) checkStages() (func(string) bool, error) {
+	if len(f.check) == 0 {
+		return nil, nil
+	}
+	if slices.Contains(f.check, "all") {
+		if len(f.check) > 1 {
+			return nil, usagef("--check=%s: \"all\" goes alone", strings.Join(f.check, ","))
+		}
+		return func(string) bool { return true }, nil
+	}
+	set := map[string]bool{}
+	for _, name := range f.check {
+		if _, err := stages.Lookup(name); err != nil {
+			return nil, usagef("--check: %q is not a stage kind (want all, or some of %s)", name, strings.Join(stages.Names(), ", "))
+		}
+		set[name] = true
+	}
+	return func(stage string) bool { return set[stage] }, nil
 }

@@ -166,3 +166,37 @@ func TestPlanOverBudgetNamesTheNode(t *testing.T) {
 		t.Errorf("plan of an unknown target: exit %d, %s", code, stderr)
 	}
 }
+
+// TestDemoCheck: --check runs the cached demo graph again and reports every node reproduced
+// (node_finished with checked, the summary's checked count); a stage name that is not a kind, or
+// --check with --plan, is a usage error.
+func TestDemoCheck(t *testing.T) {
+	cache, out := t.TempDir(), filepath.Join(t.TempDir(), "demo")
+	if _, stderr, code := demoCLI(t, "--cache", cache, "demo", "-o", out); code != 0 {
+		t.Fatalf("demo: exit %d: %s", code, stderr)
+	}
+	stdout, stderr, code := demoCLI(t, "--cache", cache, "--json", "demo", "-o", out, "--check")
+	if code != 0 {
+		t.Fatalf("demo --check: exit %d: %s", code, stderr)
+	}
+	evs, sum := demoEvents(t, stdout)
+	checked := 0
+	for _, ev := range evs {
+		if ev["event"] == "node_finished" && ev["checked"] == true {
+			checked++
+		}
+	}
+	if checked != 5 || sum["checked"] != 5.0 || sum["executed"] != 5.0 || sum["cached"] != 0.0 {
+		t.Errorf("demo --check: %d checked node_finished events, summary %v; want 5 and executed 5 (checked 5), cached 0", checked, sum)
+	}
+	stdout, _, code = demoCLI(t, "--cache", cache, "demo", "-o", out, "--check=demo-join")
+	if code != 0 || !strings.Contains(stdout, "reproduced join") || !strings.Contains(stdout, "executed 1 (1 of them cached and reproduced), cached 4") {
+		t.Errorf("demo --check=demo-join: exit %d, output %q; want join reproduced, the other 4 cached", code, stdout)
+	}
+	for _, args := range [][]string{{"demo", "-o", out, "--check=nosuch"}, {"demo", "-o", out, "--check=all,demo-join"},
+		{"build", filepath.Join("..", "..", "pipelines", "recipes", "demo.yaml"), "--plan", "--check"}} {
+		if _, stderr, code := demoCLI(t, append([]string{"--cache", cache}, args...)...); code != exitUsage || !strings.Contains(stderr, "--check") {
+			t.Errorf("%v: exit %d, stderr %q; want usage error naming --check", args, code, stderr)
+		}
+	}
+}

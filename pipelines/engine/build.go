@@ -19,6 +19,15 @@ type BuildOptions struct {
 	OutDir string
 	// Force replaces files in OutDir that orkpipe did not write or that changed since.
 	Force bool
+	// Check, when set, runs again every node of a stage it accepts that the action cache would
+	// serve, and compares the outputs with the record's (names, digests, sizes): the check that a
+	// stage's output did not change under an unchanged key (DESIGN.md: stage versions). A node
+	// that reproduces its record is reported executed and checked; one that does not is reported
+	// failed with ErrNotReproducible, naming each output's recorded and new digest. Either way
+	// the record and every stored object stay as they were, and the node's dependents run (or are
+	// checked) on the recorded outputs, so one build reports every difference. Nodes not in the
+	// cache run as in any build. A checking build is never served from the build memo.
+	Check func(stage string) bool
 }
 
 // NodeResult is the outcome of one node.
@@ -35,6 +44,7 @@ type NodeResult struct {
 type Result struct {
 	Target                            string
 	Executed, Cached, Failed, Skipped int // by node; they sum to the number of nodes
+	Checked                           int // of Executed: cached nodes run again by BuildOptions.Check that reproduced their record
 	Executions                        int // stage runs, over every pass
 	Passes                            int // >1 when a corrupt object forced its producer to run again
 	Duration                          time.Duration
@@ -67,7 +77,7 @@ func (e *Engine) Build(ctx context.Context, target string, p *Plan, opts BuildOp
 	var ps *pass
 	var err error
 	for res.Passes = 1; ; res.Passes++ {
-		ps = e.runPass(ctx, p, emit, &memUse, &memPeak)
+		ps = e.runPass(ctx, p, emit, opts.Check, &memUse, &memPeak)
 		retry := false
 		for i, st := range ps.states {
 			if st.outcome == OutcomeExecuted {
@@ -98,6 +108,12 @@ func (e *Engine) Build(ctx context.Context, target string, p *Plan, opts BuildOp
 		nr := NodeResult{ID: pn.node.id, Stage: pn.node.stage, Key: st.key, Outcome: st.outcome, SameAs: st.sameAs, Err: st.err}
 		if executed[i] && st.outcome == OutcomeCached {
 			nr.Outcome = OutcomeExecuted
+		}
+		if st.checked {
+			res.Checked++
+		}
+		if st.mismatch != nil {
+			nr.Outcome, nr.Err = OutcomeFailed, st.mismatch
 		}
 		if nr.Outcome == outcomeRetry {
 			nr.Outcome = OutcomeSkipped
@@ -130,7 +146,7 @@ func (e *Engine) Build(ctx context.Context, target string, p *Plan, opts BuildOp
 
 // summarize emits the summary event of a build that ended with err.
 func (e *Engine) summarize(emit func(Event), res *Result, err error) {
-	sum := &Summary{Event: EventSummary, Target: res.Target, Executed: res.Executed, Cached: res.Cached, Failed: res.Failed,
+	sum := &Summary{Event: EventSummary, Target: res.Target, Executed: res.Executed, Checked: res.Checked, Cached: res.Cached, Failed: res.Failed,
 		Skipped: res.Skipped, DurationMS: res.Duration.Milliseconds(), Outputs: map[string]string{}}
 	for name, obj := range res.Exports {
 		sum.Outputs[name] = obj.Digest.String()
@@ -146,7 +162,7 @@ func (e *Engine) summarize(emit func(Event), res *Result, err error) {
 
 func (ps *pass) anyFailed() bool {
 	for _, st := range ps.states {
-		if st.outcome == OutcomeFailed {
+		if st.outcome == OutcomeFailed || st.mismatch != nil {
 			return true
 		}
 	}
@@ -161,6 +177,9 @@ func (ps *pass) err(parent context.Context) error {
 	var errs []error
 	skipped := 0
 	for _, st := range ps.states {
+		if st.mismatch != nil {
+			errs = append(errs, st.mismatch)
+		}
 		switch st.outcome {
 		case OutcomeFailed:
 			errs = append(errs, st.err)

@@ -39,6 +39,11 @@
 //     checks that its source files did not change while it ran, and only then writes the action
 //     record. Outputs become visible to other nodes and builds only through that record.
 //
+// With BuildOptions.Check, a node of a checked stage that step 2 would serve runs anyway (steps 3
+// and 4 without the key lock, and without writing a record): its outputs are compared with the
+// record's, and a difference is ErrNotReproducible — the node's dependents still run on the recorded
+// outputs, so a build reports every difference, and nothing stored changes.
+//
 // A failure skips the node's dependents and, unless WithKeepGoing, cancels the build; errors name
 // the node and its key. Cancelling ctx stops launching nodes and cancels running ones; a canceled
 // node writes no record and its scratch directory is removed. If an input or an export turns out

@@ -17,4 +17,8 @@ var (
 	ErrNoHistory = errors.New("no recorded build")
 	// ErrSourceChanged: a source file changed while a node read it.
 	ErrSourceChanged = errors.New("source file changed during the build")
+	// ErrNotReproducible: a node run again under BuildOptions.Check made outputs other than its
+	// action record's under the same key (a stage whose output changed without a version bump, or
+	// one that is not deterministic).
+	ErrNotReproducible = errors.New("node output differs from its cached record under the same key")
 )

@@ -52,6 +52,9 @@ func (e Event) AppendJSON(b []byte) ([]byte, error) {
 		b = append(b, `,"same_as":`...)
 		b = appendJSONString(b, e.SameAs)
 	}
+	if e.Checked {
+		b = append(b, `,"checked":true`...)
+	}
 	if e.DurationMS != 0 {
 		b = append(b, `,"duration_ms":`...)
 		b = strconv.AppendInt(b, e.DurationMS, 10)

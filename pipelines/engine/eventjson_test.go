@@ -79,6 +79,8 @@ func TestEventMarshalJSONEveryField(t *testing.T) {
 			*x = sf.Name + "<value>"
 		case *int64:
 			*x = int64(1000 + i)
+		case *bool:
+			*x = true
 		case *[]string:
 			*x = []string{sf.Name, "b"}
 		case *map[string]string:

@@ -26,6 +26,7 @@ type Event struct {
 	Mem        int64             `json:"mem,omitempty"`         // plan: declared peak memory in bytes
 	Deps       []string          `json:"deps,omitempty"`        // plan: ids of the nodes it consumes
 	SameAs     string            `json:"same_as,omitempty"`     // node_cached: node with identical key material
+	Checked    bool              `json:"checked,omitempty"`     // node_started, node_finished: a cached node run again by --check
 	DurationMS int64             `json:"duration_ms,omitempty"` // node_finished, node_failed
 	Outputs    map[string]string `json:"outputs,omitempty"`     // node_cached, node_finished: output -> digest
 	Error      string            `json:"error,omitempty"`       // node_failed
@@ -38,6 +39,7 @@ type Summary struct {
 	Event      string            `json:"event"` // always "summary"
 	Target     string            `json:"target"`
 	Executed   int               `json:"executed"`
+	Checked    int               `json:"checked,omitempty"` // of executed: cached nodes run again by --check that reproduced their record
 	Cached     int               `json:"cached"`
 	Failed     int               `json:"failed"`
 	Skipped    int               `json:"skipped"`

@@ -107,7 +107,8 @@ func (e *Engine) memoKey(ctx context.Context, target string, g *Graph, hash func
 // explain, as Build does — without planning, computing node keys or reading action records.
 //
 // It returns (nil, nil) when the memo cannot serve the build (none, stale, or unreadable — the
-// last logged as a warning); the caller then plans and builds. A memo is never trusted without
+// last logged as a warning; or opts.Check is set, which must run nodes); the caller then plans and
+// builds. A memo is never trusted without
 // these checks: a corrupt or truncated memo file fails its checksum and is a miss. An error is
 // returned only for what Build would fail on too (materializing or pinning an export).
 //
@@ -116,7 +117,7 @@ func (e *Engine) memoKey(ctx context.Context, target string, g *Graph, hash func
 func (e *Engine) BuildFromMemo(ctx context.Context, target string, g *Graph, opts BuildOptions) (*Result, error) {
 	start := time.Now()
 	st, ok := e.store.(objectStater)
-	if !ok || g.Err() != nil || len(g.nodes) == 0 || ctx.Err() != nil {
+	if !ok || g.Err() != nil || len(g.nodes) == 0 || ctx.Err() != nil || opts.Check != nil {
 		return nil, nil
 	}
 	path := e.memoFile(target)

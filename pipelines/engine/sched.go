@@ -4,8 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"runtime/pprof"
+	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -53,15 +56,20 @@ type nstate struct {
 	outputs  map[string]stages.File
 	sameAs   string
 	err      error
+	checked  bool  // run again by BuildOptions.Check, and it reproduced its record
+	mismatch error // run again by BuildOptions.Check, and it did not (ErrNotReproducible)
 }
 
 // flight is the result of the single execution of one key within a pass: the node that ran it and
-// its outcome.
+// its outcome; for a node run again by BuildOptions.Check, whether it reproduced its record
+// (checked) or how it did not (mismatch; its outputs are then still the record's).
 type flight struct {
-	owner   string
-	outcome Outcome
-	outputs map[string]stages.File
-	err     error
+	owner    string
+	outcome  Outcome
+	outputs  map[string]stages.File
+	err      error
+	checked  bool
+	mismatch error
 }
 
 // pass runs every node of a plan once, each in its own goroutine waiting for its dependencies.
@@ -71,6 +79,7 @@ type pass struct {
 	ctx     context.Context // canceled on the first failure unless keep-going
 	cancel  context.CancelFunc
 	states  []*nstate
+	check   func(stage string) bool // BuildOptions.Check; nil: none
 	sources *sourceHasher
 	emit    func(Event)
 	jobs    *slots
@@ -83,11 +92,12 @@ type pass struct {
 	verified onceGroup[artifacts.Digest, struct{}] // one Store.Verify per object
 }
 
-func (e *Engine) runPass(ctx context.Context, p *Plan, emit func(Event), memUse, memPeak *atomic.Int64) *pass {
+func (e *Engine) runPass(ctx context.Context, p *Plan, emit func(Event), check func(string) bool, memUse, memPeak *atomic.Int64) *pass {
 	ctx, cancel := context.WithCancel(ctx)
 	ps := &pass{
 		e: e, p: p, ctx: ctx, cancel: cancel,
 		states:  make([]*nstate, len(p.nodes)),
+		check:   check,
 		sources: newSourceHasher(e.store),
 		emit:    emit,
 		jobs:    newSlots(e.cfg.jobs),
@@ -151,8 +161,9 @@ func (ps *pass) runNode(i int) {
 	st.key, st.material = key, &m
 
 	f, ran, err := ps.flights.do(ps.ctx, key, func() (flight, error) {
-		outcome, outputs, err := ps.resolve(pn, key, m, inputs, tools)
-		return flight{owner: pn.node.id, outcome: outcome, outputs: outputs, err: err}, nil
+		fl := ps.resolve(pn, key, m, inputs, tools)
+		fl.owner = pn.node.id
+		return fl, nil
 	})
 	if err != nil { // gave up waiting for the node running the same key
 		st.err = err
@@ -169,7 +180,7 @@ func (ps *pass) runNode(i int) {
 		}
 		return
 	}
-	st.outcome, st.outputs, st.err = f.outcome, f.outputs, f.err
+	st.outcome, st.outputs, st.err, st.checked, st.mismatch = f.outcome, f.outputs, f.err, f.checked, f.mismatch
 	if st.outcome == OutcomeFailed && !ps.e.cfg.keepGoing {
 		ps.cancel()
 	}
@@ -190,40 +201,63 @@ func (ps *pass) fail(st *nstate, pn *pnode, err error) {
 
 // resolve serves key from the action cache or runs the node: take a job slot and the node's
 // memory, lock the key across processes, look again (another process may have built it), verify
-// the input objects, execute, check the sources did not change, store the action record.
-func (ps *pass) resolve(pn *pnode, key artifacts.Digest, m stages.KeyMaterial, inputs, tools map[string]stages.File) (Outcome, map[string]stages.File, error) {
+// the input objects, execute, check the sources did not change, store the action record. A node
+// the cache serves whose stage ps.check accepts runs too (without the key lock: it stores no
+// record), and its outputs are compared with the record's (ps.compare): checked reports a
+// reproduced record, mismatch one that was not, and the outputs returned are the record's.
+func (ps *pass) resolve(pn *pnode, key artifacts.Digest, m stages.KeyMaterial, inputs, tools map[string]stages.File) flight {
 	ctx, id := ps.ctx, pn.node.id
-	if files, ok := ps.lookup(pn, key); ok {
-		return OutcomeCached, files, nil
+	checking := ps.check != nil && ps.check(pn.node.stage)
+	recorded, hit := ps.lookup(pn, key)
+	if hit && !checking {
+		ps.emitCached(pn, key, recorded)
+		return flight{outcome: OutcomeCached, outputs: recorded}
 	}
 	if err := ps.jobs.acquire(ctx, ps.ranks[pn.node.index]); err != nil {
-		return OutcomeSkipped, nil, err
+		return flight{outcome: OutcomeSkipped, err: err}
 	}
 	defer ps.jobs.release()
 	need := pn.spec.PeakMemory
 	if err := ps.mem.Acquire(ctx, need); err != nil {
-		return OutcomeSkipped, nil, err
+		return flight{outcome: OutcomeSkipped, err: err}
 	}
 	use := ps.memUse.Add(need)
 	for peak := ps.memPeak.Load(); use > peak && !ps.memPeak.CompareAndSwap(peak, use); peak = ps.memPeak.Load() {
 	}
 	defer func() { ps.memUse.Add(-need); ps.mem.Release(need) }()
 
-	unlock, err := ps.e.store.LockKey(ctx, key)
-	if err != nil {
-		if ctx.Err() != nil {
-			return OutcomeSkipped, nil, ctx.Err()
+	if !hit {
+		unlock, err := ps.e.store.LockKey(ctx, key)
+		if err != nil {
+			if ctx.Err() != nil {
+				return flight{outcome: OutcomeSkipped, err: ctx.Err()}
+			}
+			return ps.failed(pn, key, time.Now(), fmt.Errorf("locking key: %w", err))
 		}
-		return ps.failed(pn, key, time.Now(), fmt.Errorf("locking key: %w", err))
-	}
-	defer func() {
-		if err := unlock(); err != nil {
-			ps.e.cfg.logger.Warn("unlocking node key", "node", id, "key", key, "err", err)
+		defer func() {
+			if err := unlock(); err != nil {
+				ps.e.cfg.logger.Warn("unlocking node key", "node", id, "key", key, "err", err)
+			}
+		}()
+		if recorded, hit = ps.lookup(pn, key); hit && !checking {
+			ps.emitCached(pn, key, recorded)
+			return flight{outcome: OutcomeCached, outputs: recorded}
 		}
-	}()
-	if files, ok := ps.lookup(pn, key); ok {
-		return OutcomeCached, files, nil
 	}
+	switch {
+	case !hit:
+		recorded = nil
+	case recorded == nil: // a record of no outputs: still a record to check against
+		recorded = map[string]stages.File{}
+	}
+	return ps.execute(pn, key, m, inputs, tools, recorded)
+}
+
+// execute verifies the node's input objects and runs its stage. Without a record (record is nil)
+// it stores the action record and returns the new outputs; with one (a check) it stores nothing
+// and compares the outputs with the record's.
+func (ps *pass) execute(pn *pnode, key artifacts.Digest, m stages.KeyMaterial, inputs, tools, record map[string]stages.File) flight {
+	ctx, id := ps.ctx, pn.node.id
 	for name, in := range pn.node.inputs {
 		if in.node == nil {
 			continue
@@ -238,23 +272,24 @@ func (ps *pass) resolve(pn *pnode, key artifacts.Digest, m stages.KeyMaterial, i
 		if err != nil {
 			if errors.Is(err, artifacts.ErrNotFound) {
 				ps.e.cfg.logger.Warn("input object missing; its producer will run again", "node", id, "input", name, "producer", in.node.id, "err", err)
-				return outcomeRetry, nil, err
+				return flight{outcome: outcomeRetry, err: err}
 			}
 			if isCorrupt(err) {
 				ps.e.cfg.logger.Warn("input object corrupt; quarantined, its producer will run again", "node", id, "input", name, "producer", in.node.id, "err", err)
-				return outcomeRetry, nil, err
+				return flight{outcome: outcomeRetry, err: err}
 			}
 			if ctx.Err() != nil {
-				return OutcomeSkipped, nil, ctx.Err()
+				return flight{outcome: OutcomeSkipped, err: ctx.Err()}
 			}
 			return ps.failed(pn, key, time.Now(), fmt.Errorf("input %q: %w", name, err))
 		}
 	}
 	start := time.Now()
-	ps.emit(Event{Event: EventNodeStarted, Node: id, Key: key.String(), Stage: pn.node.stage, Time: start})
+	ps.emit(Event{Event: EventNodeStarted, Node: id, Key: key.String(), Stage: pn.node.stage, Time: start, Checked: record != nil})
 	req := ExecRequest{Key: key, Material: m, Inputs: inputs, Tools: tools}
 	var outs []artifacts.NamedObject
 	var ran *artifacts.Provenance
+	var err error
 	if px, ok := ps.e.cfg.executor.(ProvenanceExecutor); ok {
 		var p artifacts.Provenance
 		outs, p, err = px.ExecuteProvenance(ctx, req)
@@ -267,6 +302,10 @@ func (ps *pass) resolve(pn *pnode, key artifacts.Digest, m stages.KeyMaterial, i
 	}
 	if err != nil {
 		return ps.failed(pn, key, start, err)
+	}
+	if record != nil {
+		mismatch := ps.compare(pn, key, start, outs, record)
+		return flight{outcome: OutcomeExecuted, outputs: record, checked: mismatch == nil, mismatch: mismatch}
 	}
 	rec := artifacts.ActionRecord{Key: key, Stage: m.Stage, Version: m.Version, Outputs: outs}
 	if err := fillProvenance(&rec.Provenance, start, m.Tools); err != nil {
@@ -284,18 +323,57 @@ func (ps *pass) resolve(pn *pnode, key artifacts.Digest, m stages.KeyMaterial, i
 		return ps.failed(pn, key, start, err)
 	}
 	ps.emit(Event{Event: EventNodeFinished, Node: id, Key: key.String(), Stage: pn.node.stage, Time: time.Now(), DurationMS: time.Since(start).Milliseconds(), Outputs: digests(files)})
-	return OutcomeExecuted, files, nil
+	return flight{outcome: OutcomeExecuted, outputs: files}
+}
+
+// compare checks a checked node's new outputs against its record and reports the result as an
+// event: node_finished (checked) when every output has the recorded name, digest and size,
+// node_failed otherwise; the returned error (ErrNotReproducible) names every difference.
+func (ps *pass) compare(pn *pnode, key artifacts.Digest, start time.Time, outs []artifacts.NamedObject, record map[string]stages.File) error {
+	got := make(map[string]artifacts.Object, len(outs))
+	for _, o := range outs {
+		got[o.Name] = artifacts.Object{Digest: o.Digest, Size: o.Size}
+	}
+	var diffs []string
+	for _, name := range slices.Sorted(maps.Keys(record)) {
+		want := record[name]
+		o, ok := got[name]
+		switch {
+		case !ok:
+			diffs = append(diffs, fmt.Sprintf("output %q recorded as %s (%d bytes), not made by this run", name, want.Digest, want.Size))
+		case o.Digest != want.Digest || o.Size != want.Size:
+			diffs = append(diffs, fmt.Sprintf("output %q recorded as %s (%d bytes), this run made %s (%d bytes)", name, want.Digest, want.Size, o.Digest, o.Size))
+		}
+	}
+	for _, name := range slices.Sorted(maps.Keys(got)) {
+		if _, ok := record[name]; !ok {
+			diffs = append(diffs, fmt.Sprintf("output %q made by this run (%s), not in the record", name, got[name].Digest))
+		}
+	}
+	id := pn.node.id
+	if len(diffs) == 0 {
+		ps.emit(Event{Event: EventNodeFinished, Node: id, Key: key.String(), Stage: pn.node.stage, Time: time.Now(), DurationMS: time.Since(start).Milliseconds(), Outputs: digests(record), Checked: true})
+		return nil
+	}
+	msg := strings.Join(diffs, "; ")
+	ps.emit(Event{Event: EventNodeFailed, Node: id, Key: key.String(), Stage: pn.node.stage, Time: time.Now(), DurationMS: time.Since(start).Milliseconds(), Error: ErrNotReproducible.Error() + ": " + msg})
+	return fmt.Errorf("node %q (stage %q, key %s): %w: %s (bump the stage's version if its output changed on purpose, else it is not deterministic)", id, pn.node.stage, key, ErrNotReproducible, msg)
 }
 
 // failed reports a node's failure; once the build is being canceled, any failure is reported as
 // the cancellation (the node counts as skipped).
-func (ps *pass) failed(pn *pnode, key artifacts.Digest, start time.Time, err error) (Outcome, map[string]stages.File, error) {
+func (ps *pass) failed(pn *pnode, key artifacts.Digest, start time.Time, err error) flight {
 	if cerr := ps.ctx.Err(); cerr != nil {
 		ps.emit(Event{Event: EventNodeFailed, Node: pn.node.id, Key: key.String(), Stage: pn.node.stage, Time: time.Now(), DurationMS: time.Since(start).Milliseconds(), Error: "canceled"})
-		return OutcomeSkipped, nil, cerr
+		return flight{outcome: OutcomeSkipped, err: cerr}
 	}
 	ps.emit(Event{Event: EventNodeFailed, Node: pn.node.id, Key: key.String(), Stage: pn.node.stage, Time: time.Now(), DurationMS: time.Since(start).Milliseconds(), Error: err.Error()})
-	return OutcomeFailed, nil, fmt.Errorf("%w: node %q (stage %q, key %s): %w", ErrNodeFailed, pn.node.id, pn.node.stage, key, err)
+	return flight{outcome: OutcomeFailed, err: fmt.Errorf("%w: node %q (stage %q, key %s): %w", ErrNodeFailed, pn.node.id, pn.node.stage, key, err)}
+}
+
+// emitCached reports a node served from the action cache.
+func (ps *pass) emitCached(pn *pnode, key artifacts.Digest, files map[string]stages.File) {
+	ps.emit(Event{Event: EventNodeCached, Node: pn.node.id, Key: key.String(), Stage: pn.node.stage, Time: time.Now(), Outputs: digests(files)})
 }
 
 // lookup returns the outputs of key's action record if it exists and its objects are present.
@@ -312,7 +390,6 @@ func (ps *pass) lookup(pn *pnode, key artifacts.Digest) (map[string]stages.File,
 		ps.e.cfg.logger.Warn("action record outputs unusable; running the node", "node", pn.node.id, "key", key, "err", err)
 		return nil, false
 	}
-	ps.emit(Event{Event: EventNodeCached, Node: pn.node.id, Key: key.String(), Stage: pn.node.stage, Time: time.Now(), Outputs: digests(files)})
 	return files, true
 }
 

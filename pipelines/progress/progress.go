@@ -135,8 +135,14 @@ func TextLine(e engine.Event) string {
 		}
 		return fmt.Sprintf("cached    %-24s %s", e.Node, short(e.Key))
 	case engine.EventNodeStarted:
+		if e.Checked {
+			return fmt.Sprintf("checking  %-24s %s %s", e.Node, short(e.Key), e.Stage)
+		}
 		return fmt.Sprintf("started   %-24s %s %s", e.Node, short(e.Key), e.Stage)
 	case engine.EventNodeFinished:
+		if e.Checked {
+			return fmt.Sprintf("reproduced %-23s %s in %s", e.Node, short(e.Key), time.Duration(e.DurationMS)*time.Millisecond)
+		}
 		return fmt.Sprintf("finished  %-24s %s in %s", e.Node, short(e.Key), time.Duration(e.DurationMS)*time.Millisecond)
 	case engine.EventNodeFailed:
 		if e.Error == "canceled" {
@@ -145,7 +151,11 @@ func TextLine(e engine.Event) string {
 		return fmt.Sprintf("FAILED    %-24s %s: %s", e.Node, short(e.Key), e.Error)
 	case engine.EventSummary:
 		s := e.Summary
-		line := fmt.Sprintf("%s: executed %d, cached %d, failed %d, skipped %d in %s", s.Target, s.Executed, s.Cached, s.Failed, s.Skipped, time.Duration(s.DurationMS)*time.Millisecond)
+		executed := fmt.Sprint(s.Executed)
+		if s.Checked > 0 {
+			executed += fmt.Sprintf(" (%d of them cached and reproduced)", s.Checked)
+		}
+		line := fmt.Sprintf("%s: executed %s, cached %d, failed %d, skipped %d in %s", s.Target, executed, s.Cached, s.Failed, s.Skipped, time.Duration(s.DurationMS)*time.Millisecond)
 		for name, out := range s.Outputs {
 			line += fmt.Sprintf("\n  %s -> %s", name, out)
 		}

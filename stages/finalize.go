@@ -63,8 +63,12 @@ type FinalizeParams struct {
 	InputClipGrid []float64 `json:"input_clip_grid,omitempty"`
 	InputRows     int       `json:"input_rows,omitempty"`
 	// ScaleRefit (method gptq, no act_order) is the rounds of quant.WithScaleRefit: each row's group
-	// scales refitted to GPTQ's codes against the Hessian (0, omitted: off).
+	// scales refitted to GPTQ's codes against the Hessian (0, omitted: off). RefitSteps is the
+	// refit's conjugate-gradient steps a row, required with ScaleRefit and only with it (the planner
+	// sets quant.DefaultRefitSteps): the steps change the scales of rows of more groups than steps,
+	// so they are key material.
 	ScaleRefit int `json:"scale_refit,omitempty"`
+	RefitSteps int `json:"refit_steps,omitempty"`
 }
 
 // inputTarget returns the quant input target GPTQInputs names.
@@ -218,6 +222,8 @@ func (p FinalizeParams) validate() error {
 		return fmt.Errorf("rotation_seeds %d with method %s, rotation %s: want 2..%d seeds with gptq and hadamard, or 0", p.RotationSeeds, p.Method, p.Rotation, quant.MaxRotationSearch)
 	case p.ScaleRefit != 0 && (p.Method != "gptq" || p.ActOrder || p.ScaleRefit < 0 || p.ScaleRefit > quant.MaxScaleRefit):
 		return fmt.Errorf("scale_refit %d with method %s, act_order %v: want 1..%d rounds with gptq without act_order, or 0", p.ScaleRefit, p.Method, p.ActOrder, quant.MaxScaleRefit)
+	case p.ScaleRefit > 0 && (p.RefitSteps < 1 || p.RefitSteps > quant.MaxRefitSteps) || p.ScaleRefit == 0 && p.RefitSteps != 0:
+		return fmt.Errorf("refit_steps %d with scale_refit %d: want 1..%d steps with scale_refit, 0 without", p.RefitSteps, p.ScaleRefit, quant.MaxRefitSteps)
 	case !(p.ActClip >= 0 && p.ActClip < 1) || d == pack.F16 && p.ActClip != 0:
 		return fmt.Errorf("act_clip %v: want a ratio in (0, 1), or 0 for none (F16: none)", p.ActClip)
 	}
@@ -376,7 +382,7 @@ func finalizeWeight(ctx context.Context, p FinalizeParams, req Request, sinkFor 
 			opts = append(opts, quant.WithRotationSearch(p.RotationSeeds))
 		}
 		if p.ScaleRefit > 0 {
-			opts = append(opts, quant.WithScaleRefit(p.ScaleRefit))
+			opts = append(opts, quant.WithScaleRefit(p.ScaleRefit, p.RefitSteps))
 		}
 		if p.GPTQInputs != "" {
 			o, err := finalizeInputs(ctx, p, req, fs.Entry)

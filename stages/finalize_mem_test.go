@@ -20,6 +20,7 @@ import (
 
 	"orkpipe/internal/fixtures"
 	"orkpipe/ork/calib"
+	"orkpipe/ork/quant"
 	"orkpipe/stages"
 )
 
@@ -107,6 +108,9 @@ func TestFinalizeMemory(t *testing.T) {
 				ActOrder: c.actOrder, Seed: 7, N: c.n, K: c.k, ScaleRefit: c.refit}
 			if c.dtype == "I4_ROT_A8" {
 				p.ActBits = 8
+			}
+			if c.refit > 0 {
+				p.RefitSteps = quant.DefaultRefitSteps
 			}
 			child := memChild{Params: p, Model: model, OutDir: filepath.Join(dir, "out"), Result: filepath.Join(dir, "result.json")}
 			if c.method == "gptq" {

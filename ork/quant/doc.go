@@ -81,7 +81,7 @@
 // (a sample of them, rotated, clipped and quantized per token): the Hessian becomes that of the
 // quantized inputs, H̃ = X̃ᵀX̃ ([InputsQuantized]), and optionally the target becomes the
 // minimizer of ‖W·X − Q·X̃‖ ([InputsAsymmetric]), W* = W − (H̃⁻¹·X̃ᵀ(X̃−X)·Wᵀ)ᵀ, computed through
-// the factor U of H̃⁻¹ that GPTQ builds anyway. With [WithScaleRefit](rounds) each row's group
+// the factor U of H̃⁻¹ that GPTQ builds anyway. With [WithScaleRefit](rounds, steps) each row's group
 // scales are refitted after GPTQ, codes fixed, to the least (w−q)ᵀ·H·(w−q): a least-squares problem
 // in one unknown per group, solved by preconditioned conjugate gradients whose products with H are
 // two triangular solves with U (H = U⁻¹·U⁻ᵀ); more rounds let GPTQ choose codes again with the

@@ -30,6 +30,7 @@ type config struct {
 	minBlock     int
 	rotSearch    int
 	refit        int           // WithScaleRefit rounds; 0: off
+	refitSteps   int           // WithScaleRefit's conjugate-gradient steps a row
 	inputs       *inputsConfig // WithQuantizedInputs; nil: float inputs
 }
 

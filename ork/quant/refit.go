@@ -9,13 +9,16 @@ import (
 	"gonum.org/v1/gonum/blas/blas64"
 )
 
-// MaxScaleRefit bounds WithScaleRefit's rounds; RefitIters bounds the conjugate-gradient steps of one
-// row's refit (a row of at most RefitIters groups is solved exactly, up to rounding, in as many steps as
-// it has groups; with 32 groups, K = 1024, four steps came within 1e-5 of 32, and stories260K's packs
-// are byte-identical with 4 and 16).
+// MaxScaleRefit bounds WithScaleRefit's rounds. DefaultRefitSteps is the conjugate-gradient steps of
+// one row's refit the build uses, MaxRefitSteps their bound: a row of at most that many groups is
+// solved exactly, up to rounding, in as many steps as it has groups; with 32 groups, K = 1024, four
+// steps came within 1e-5 of 32. The steps change the scales of rows of more groups than steps (the
+// w4a4-best pack of stories260K, whose ffn_down rows have 8 groups, differs between 4 and 8 steps), so
+// a stage that refits must hold them in its key.
 const (
-	MaxScaleRefit = 4
-	RefitIters    = 4
+	MaxScaleRefit     = 4
+	DefaultRefitSteps = 4
+	MaxRefitSteps     = 64
 )
 
 // WithScaleRefit makes GPTQ refit every row's group scales after its codes are chosen, codes fixed, to
@@ -27,13 +30,18 @@ const (
 // triangular solves, no second K x K matrix). Each step lowers the row's error, so the refit never
 // does worse than GPTQ's scales on H. rounds > 1 alternates: GPTQ chooses the codes again with the
 // refitted scales fixed, the scales are refitted to those codes, and each row keeps whichever
-// codes and scales have the lower error. 0 (default) is off. Not with act-order (U is permuted).
-func WithScaleRefit(rounds int) Option {
+// codes and scales have the lower error. Each refit takes at most steps conjugate-gradient steps a
+// row (DefaultRefitSteps is the build's). rounds 0 (default) is off, and then steps must be 0 too.
+// Not with act-order (U is permuted).
+func WithScaleRefit(rounds, steps int) Option {
 	return func(c *config) error {
 		if rounds < 0 || rounds > MaxScaleRefit {
 			return fmt.Errorf("scale refit rounds %d: %w (want 0..%d)", rounds, ErrParam, MaxScaleRefit)
 		}
-		c.refit = rounds
+		if rounds > 0 && (steps < 1 || steps > MaxRefitSteps) || rounds == 0 && steps != 0 {
+			return fmt.Errorf("scale refit of %d rounds with %d steps: %w (want 1..%d steps with rounds, 0 without)", rounds, steps, ErrParam, MaxRefitSteps)
+		}
+		c.refit, c.refitSteps = rounds, steps
 		return nil
 	}
 }
@@ -61,8 +69,8 @@ const refitBlock = 32
 // refitScales refits the scales of rows [lo, hi) of w to target (N x KP; its dead columns, dead[k],
 // count as zero, as GPTQ's codes there are), U the upper factor of H⁻¹ = UᵀU in natural column order
 // (row-major), diag = diag(H) for the Jacobi preconditioner c_gᵀ·diag(H)·c_g of each group's scale.
-// A group whose preconditioner is 0 (all its codes zero, or dead) keeps its scale.
-func refitScales(w *Weight, target []float32, U []float64, diag []float64, lo, hi int, dead []bool) {
+// A group whose preconditioner is 0 (all its codes zero, or dead) keeps its scale. At most steps steps a row.
+func refitScales(w *Weight, target []float32, U []float64, diag []float64, lo, hi int, dead []bool, steps int) {
 	kp, ng := w.KP, w.Groups()
 	g := effGroup(kp, w.Group)
 	B := min(refitBlock, hi-lo)
@@ -117,7 +125,7 @@ func refitScales(w *Weight, target []float32, U []float64, diag []float64, lo, h
 			}
 			active[r] = rz[r] > 0
 		}
-		iters := min(ng, RefitIters)
+		iters := min(ng, steps)
 		for it := 0; it < iters; it++ {
 			any := false
 			for r := 0; r < nb; r++ {
@@ -236,7 +244,7 @@ func (st *gptqState) refit(ctx context.Context, rounds int) error {
 	}
 	refitAll := func() error {
 		return forRows(ctx, w.N, st.c.workers, func(lo, hi int) {
-			refitScales(w, st.data, st.U, st.diag, lo, hi, dead)
+			refitScales(w, st.data, st.U, st.diag, lo, hi, dead, st.c.refitSteps)
 		})
 	}
 	if err := refitAll(); err != nil {

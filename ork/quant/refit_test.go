@@ -6,6 +6,7 @@ import (
 	"math"
 	"math/rand/v2"
 	"regexp"
+	"slices"
 	"testing"
 
 	"orkpipe/internal/testfiles"
@@ -60,7 +61,7 @@ func refitFixture(t *testing.T, n, k, g int, seed uint64) (*mat.SymDense, []floa
 	return h, U, w, target
 }
 
-// TestRefitScalesSolvesNormalEquations: the refitted scales of every row of at most RefitIters groups
+// TestRefitScalesSolvesNormalEquations: the refitted scales of every row of at most DefaultRefitSteps groups
 // solve AᵀH·A·s = AᵀH·w (A the row's codes, one column per group) as a dense solve does; a row of more
 // groups gets at least 99% of the decrease of its error the dense solve gets; hProduct equals x·H; a
 // group whose codes are all zero keeps its scale.
@@ -91,7 +92,7 @@ func TestRefitScalesSolvesNormalEquations(t *testing.T) {
 		for i := range diag {
 			diag[i] = h.At(i, i)
 		}
-		refitScales(w, target, U, diag, 0, tc.n, make([]bool, k))
+		refitScales(w, target, U, diag, 0, tc.n, make([]bool, k), DefaultRefitSteps)
 		if w.Scales[0] != keep {
 			t.Fatalf("all-zero group's scale %v changed to %v", keep, w.Scales[0])
 		}
@@ -130,7 +131,7 @@ func TestRefitScalesSolvesNormalEquations(t *testing.T) {
 			if err := s.SolveVec(ms, bs); err != nil {
 				t.Fatal(err)
 			}
-			if len(free) > RefitIters {
+			if len(free) > DefaultRefitSteps {
 				// error up to a constant: sᵀMs − 2bᵀs over the free groups
 				f := func(sc func(gi int) float64) float64 {
 					v := 0.0
@@ -187,7 +188,11 @@ func TestGPTQScaleRefitLowersError(t *testing.T) {
 			var errs [3]float64
 			var q0 *Weight
 			for rounds := 0; rounds <= 2; rounds++ {
-				q, err := GPTQ(ctx, w, h, append(opts, WithScaleRefit(rounds))...)
+				steps := 0
+				if rounds > 0 {
+					steps = DefaultRefitSteps
+				}
+				q, err := GPTQ(ctx, w, h, append(opts, WithScaleRefit(rounds, steps))...)
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -221,12 +226,38 @@ func TestGPTQScaleRefitLowersError(t *testing.T) {
 
 func TestWithScaleRefitRefuses(t *testing.T) {
 	for _, opts := range [][]Option{
-		{WithScaleRefit(-1)},
-		{WithScaleRefit(MaxScaleRefit + 1)},
-		{WithScaleRefit(1), WithActOrder(true), WithStaticGroups(true)},
+		{WithScaleRefit(-1, DefaultRefitSteps)},
+		{WithScaleRefit(MaxScaleRefit+1, DefaultRefitSteps)},
+		{WithScaleRefit(1, 0)},
+		{WithScaleRefit(1, MaxRefitSteps+1)},
+		{WithScaleRefit(0, DefaultRefitSteps)},
+		{WithScaleRefit(1, DefaultRefitSteps), WithActOrder(true), WithStaticGroups(true)},
 	} {
 		if _, err := newConfig(opts); !errors.Is(err, ErrParam) {
 			t.Errorf("%d options: %v, want ErrParam", len(opts), err)
 		}
+	}
+}
+
+// TestRefitStepsChangeScales: the conjugate-gradient steps change the refitted scales of a row of
+// more groups than steps (so a stage that refits holds them in its key: stages.FinalizeParams
+// RefitSteps), and stop mattering once they reach the row's groups (the solve is exact there).
+func TestRefitStepsChangeScales(t *testing.T) {
+	const n, k, g = 6, 512, 32 // 16 groups a row
+	refit := func(steps int) []float32 {
+		h, U, w, target := refitFixture(t, n, k, g, 7)
+		diag := make([]float64, k)
+		for i := range diag {
+			diag[i] = h.At(i, i)
+		}
+		refitScales(w, target, U, diag, 0, n, make([]bool, k), steps)
+		return w.Scales
+	}
+	four, eight := refit(DefaultRefitSteps), refit(2*DefaultRefitSteps)
+	if slices.Equal(four, eight) {
+		t.Fatalf("%d and %d steps gave the same scales for rows of %d groups", DefaultRefitSteps, 2*DefaultRefitSteps, k/g)
+	}
+	if !slices.Equal(refit(k/g), refit(MaxRefitSteps)) {
+		t.Fatalf("%d and %d steps differ for rows of %d groups: want the same (min(groups, steps) steps)", k/g, MaxRefitSteps, k/g)
 	}
 }

@@ -1,13 +1,17 @@
 package build_test
 
 import (
+	"fmt"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"orkpipe/ork/quant"
+	"orkpipe/stages"
 )
 
 // TestScaleRefitBuild: scale_refit reaches the finalize parameters of the weights its scheme matches
-// (and only theirs), the build runs, and the pack differs from the same recipe without it.
+// (and only theirs) with the refit's steps, the build runs, and the pack differs from the same recipe without it.
 func TestScaleRefitBuild(t *testing.T) {
 	r := newRig(t)
 	path := writeRecipe(t, "sequential")
@@ -20,11 +24,12 @@ func TestScaleRefitBuild(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if m := st["finalize:blk.0.ffn_down.weight"].Material; m == nil || !strings.Contains(string(m.Params), `"scale_refit":2`) {
-		t.Fatalf("finalize:blk.0.ffn_down.weight: %v, want scale_refit 2 in its params", m)
+	steps := fmt.Sprintf(`"refit_steps":%d`, quant.DefaultRefitSteps)
+	if m := st["finalize:blk.0.ffn_down.weight"].Material; m == nil || !strings.Contains(string(m.Params), `"scale_refit":2`) || !strings.Contains(string(m.Params), steps) {
+		t.Fatalf("finalize:blk.0.ffn_down.weight: params %s, want scale_refit 2 and %s (the steps are key material)", paramsOf(m), steps)
 	}
-	if m := st["finalize:blk.0.attn_q.weight"].Material; m == nil || strings.Contains(string(m.Params), "scale_refit") {
-		t.Fatalf("finalize:blk.0.attn_q.weight (another scheme): %v, want no scale_refit", m)
+	if m := st["finalize:blk.0.attn_q.weight"].Material; m == nil || strings.Contains(string(m.Params), "scale_refit") || strings.Contains(string(m.Params), "refit_steps") {
+		t.Fatalf("finalize:blk.0.attn_q.weight (another scheme): params %s, want no scale_refit and no refit_steps", paramsOf(m))
 	}
 	if _, _, err := r.build(t, path, outP); err != nil {
 		t.Fatal(err)
@@ -32,4 +37,12 @@ func TestScaleRefitBuild(t *testing.T) {
 	if a, b := readReport(t, outR), readReport(t, outP); a.Pack.Digest == b.Pack.Digest {
 		t.Errorf("scale_refit left the pack as plain GPTQ's (%s)", a.Pack.Digest)
 	}
+}
+
+// paramsOf returns a node's key-material parameters as text ("<no key material>" for nil).
+func paramsOf(m *stages.KeyMaterial) string {
+	if m == nil {
+		return "<no key material>"
+	}
+	return string(m.Params)
 }

@@ -48,7 +48,11 @@ func (e *env) source(s shape) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	m := stages.KeyMaterial{Stage: "synth", Version: kind.Version(), Params: params,
+	numerics, err := e.numerics()
+	if err != nil {
+		return "", err
+	}
+	m := stages.KeyMaterial{Stage: "synth", Version: kind.Version(), Params: params, Numerics: numerics,
 		Inputs: map[string]artifacts.Digest{}, Tools: map[string]artifacts.Digest{}}
 	key, err := m.Key()
 	if err != nil {
@@ -134,4 +138,21 @@ func executed(jsonl []byte) (int, error) {
 		}
 	}
 	return 0, fmt.Errorf("no summary event in the build's output")
+}
+
+// numerics returns the run's orkpipe binary's stages.Numerics (`orkpipe version --json`): key
+// material of every node it runs, which differs from this process's own when the binary is a
+// -tags blas build.
+func (e *env) numerics() (string, error) {
+	var out bytes.Buffer
+	if _, _, err := e.command(&out, e.orkpipe, "version", "--json"); err != nil {
+		return "", err
+	}
+	var v struct {
+		Numerics *string `json:"numerics"`
+	}
+	if err := json.Unmarshal(out.Bytes(), &v); err != nil || v.Numerics == nil {
+		return "", fmt.Errorf("%s version --json: no numerics in %q (%v)", e.orkpipe, out.String(), err)
+	}
+	return *v.Numerics, nil
 }

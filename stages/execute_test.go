@@ -95,3 +95,34 @@ func TestExecuteChecksInputsAndOutputs(t *testing.T) {
 		t.Errorf("canceled context: %v", err)
 	}
 }
+
+// TestExecuteRefusesOtherNumerics: key material names the arithmetic that computed its outputs
+// (stages.Numerics: "" for the pure-Go build, omitted from the canonical JSON); Execute runs only
+// material of this binary's numerics, and the field changes the key.
+func TestExecuteRefusesOtherNumerics(t *testing.T) {
+	own, err := stages.Numerics()
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := stages.KeyMaterial{Stage: "demo-generate", Version: 1, Params: []byte(`{"seed":1,"size":16}`), Numerics: own}
+	canon, err := m.Canonical()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if has := strings.Contains(string(canon), `"numerics"`); has != (own != "") {
+		t.Errorf("canonical material %s: numerics spelled %v, this binary's numerics %q", canon, has, own)
+	}
+	other := m
+	other.Numerics = own + "openblas Haswell blake3:00"
+	k1, _ := m.Key()
+	k2, _ := other.Key()
+	if k1 == k2 {
+		t.Errorf("numerics %q and %q give the same key", m.Numerics, other.Numerics)
+	}
+	if _, err := stages.Execute(context.Background(), other, nil, nil, t.TempDir(), nil); !errors.Is(err, stages.ErrBadKeyMaterial) || !strings.Contains(err.Error(), "numerics") {
+		t.Errorf("material of other numerics: %v, want ErrBadKeyMaterial naming the numerics", err)
+	}
+	if _, err := stages.Execute(context.Background(), m, nil, nil, t.TempDir(), nil); err != nil {
+		t.Errorf("material of this binary's numerics: %v", err)
+	}
+}

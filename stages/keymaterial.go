@@ -14,16 +14,19 @@ import (
 //	{"inputs":{"<input name>":"blake3:<hex>",...},"params":{...},"stage":"<name>",
 //	 "tools":{"<tool name>":"blake3:<hex>",...},"version":<n>}
 //
-// with every object's keys sorted (at every depth, params included), no insignificant whitespace,
+// ("numerics":"<id>" follows "inputs" when the binary's float arithmetic is not the pure-Go
+// kernels' — Numerics: a -tags blas build —, and is absent otherwise) with every object's keys sorted (at every depth, params included), no insignificant whitespace,
 // no HTML escaping and numbers as Go's encoder writes them from typed structs. The node key is the
 // BLAKE3 of those bytes (Key).
 type KeyMaterial struct {
 	// Fields are declared in key order so that the encoder writes them sorted.
-	Inputs  map[string]artifacts.Digest `json:"inputs"`
-	Params  json.RawMessage             `json:"params"`
-	Stage   string                      `json:"stage"`
-	Tools   map[string]artifacts.Digest `json:"tools"`
-	Version int                         `json:"version"`
+	Inputs map[string]artifacts.Digest `json:"inputs"`
+	// Numerics is Numerics() of the binary that computes the key: "" (omitted) for the pure-Go build.
+	Numerics string                      `json:"numerics,omitempty"`
+	Params   json.RawMessage             `json:"params"`
+	Stage    string                      `json:"stage"`
+	Tools    map[string]artifacts.Digest `json:"tools"`
+	Version  int                         `json:"version"`
 }
 
 // Canonical returns the canonical JSON encoding described on KeyMaterial.

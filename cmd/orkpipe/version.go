@@ -8,6 +8,7 @@ import (
 
 	"orkpipe/internal/buildinfo"
 	"orkpipe/ork/quant"
+	"orkpipe/stages"
 )
 
 func newVersionCommand(opts *globalOptions) *cobra.Command {
@@ -30,18 +31,27 @@ func runVersion(opts *globalOptions) error {
 	if core := quant.OpenBLASCore(); core != "" {
 		blasLine = fmt.Sprintf("%s, %s kernels", quant.BLASBackend, core)
 	}
+	numerics, err := stages.Numerics()
+	if err != nil {
+		return err
+	}
 	if opts.json {
 		return json.NewEncoder(opts.stdout).Encode(struct {
 			buildinfo.Info
 			BLAS         string `json:"blas"`
 			OpenBLASCore string `json:"openblas_core,omitempty"`
-		}{info, quant.BLASBackend, quant.OpenBLASCore()})
+			Numerics     string `json:"numerics"`
+		}{info, quant.BLASBackend, quant.OpenBLASCore(), numerics})
+	}
+	numLine := "pure Go (the same bits on every CPU)"
+	if numerics != "" {
+		numLine = numerics + " (in every node key)"
 	}
 	rev := info.Revision
 	if rev == "" {
 		rev = "unknown"
 	}
-	fmt.Fprintf(opts.stdout, "orkpipe %s\nrevision %s (dirty: %t)\nbinary   %s\n         %s\n%s %s\nblas     %s\n",
-		info.Version, rev, info.Dirty, info.Path, info.Digest, info.GoVersion, info.Platform, blasLine)
+	fmt.Fprintf(opts.stdout, "orkpipe %s\nrevision %s (dirty: %t)\nbinary   %s\n         %s\n%s %s\nblas     %s\nnumerics %s\n",
+		info.Version, rev, info.Dirty, info.Path, info.Digest, info.GoVersion, info.Platform, blasLine, numLine)
 	return nil
 }

@@ -11,8 +11,12 @@ package quant
 // The cgo bindings live in ork/quant/lapack (a cgo package may not hold this package's assembly).
 
 import (
+	"bufio"
 	"context"
 	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
 	"sync"
 
 	"orkpipe/ork/quant/lapack"
@@ -34,6 +38,28 @@ func init() {
 // OpenBLASCore returns the name of the kernel set OpenBLAS chose when it was loaded ("Prescott",
 // "SkylakeX", ...; see [OpenBLASCoreAdvice]).
 func OpenBLASCore() string { return lapack.CoreName() }
+
+// BLASLibrary returns the path of the OpenBLAS shared library this process has loaded (the file
+// mapped into it, from /proc/self/maps: Debian's libopenblas.so.0 is a symlink chain to it). Its
+// bytes and the kernel set it chose decide the float results of every BLAS call.
+func BLASLibrary() (string, error) {
+	f, err := os.Open("/proc/self/maps")
+	if err != nil {
+		return "", fmt.Errorf("finding the loaded OpenBLAS library: %w", err)
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		fields := strings.Fields(sc.Text())
+		if len(fields) >= 6 && strings.HasPrefix(filepath.Base(fields[5]), "libopenblas") {
+			return fields[5], nil
+		}
+	}
+	if err := sc.Err(); err != nil {
+		return "", fmt.Errorf("finding the loaded OpenBLAS library: /proc/self/maps: %w", err)
+	}
+	return "", fmt.Errorf("finding the loaded OpenBLAS library: no libopenblas file is mapped into this process (/proc/self/maps)")
+}
 
 // lapackSteps are OpenBLAS's LAPACK routines for invCholUpper. A row-major upper triangle is a
 // column-major lower one with the same leading dimension, hence uplo 'L' throughout.

@@ -9,6 +9,9 @@ const BLASBackend = "gonum"
 // OpenBLASCore returns "" in the pure-Go build (no OpenBLAS is linked).
 func OpenBLASCore() string { return "" }
 
+// BLASLibrary returns "" in the pure-Go build (no BLAS library is loaded).
+func BLASLibrary() (string, error) { return "", nil }
+
 // singleThreadedBLAS does nothing in the pure-Go build (gonum's BLAS runs on the calling goroutine).
 func singleThreadedBLAS() func() { return func() {} }
 

@@ -44,12 +44,17 @@ func New(store Store, opts ...Option) (*Engine, error) {
 // cache. It returns the files to hand to the stage with it.
 func (e *Engine) material(ctx context.Context, pn *pnode, outputs func(node int) map[string]stages.File, src *sourceHasher) (stages.KeyMaterial, map[string]stages.File, map[string]stages.File, error) {
 	n := pn.node
+	numerics, err := stages.Numerics()
+	if err != nil {
+		return stages.KeyMaterial{}, nil, nil, fmt.Errorf("node %q: %w", n.id, err)
+	}
 	m := stages.KeyMaterial{
-		Stage:   n.stage,
-		Version: pn.kind.Version(),
-		Params:  pn.bound.Params(),
-		Inputs:  make(map[string]artifacts.Digest, len(n.inputs)),
-		Tools:   make(map[string]artifacts.Digest, len(pn.spec.Tools)),
+		Numerics: numerics,
+		Stage:    n.stage,
+		Version:  pn.kind.Version(),
+		Params:   pn.bound.Params(),
+		Inputs:   make(map[string]artifacts.Digest, len(n.inputs)),
+		Tools:    make(map[string]artifacts.Digest, len(pn.spec.Tools)),
 	}
 	inputs := make(map[string]stages.File, len(n.inputs))
 	for name, in := range n.inputs {

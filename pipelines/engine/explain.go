@@ -33,8 +33,8 @@ type NodeChanges struct {
 	Changes []Change `json:"changes,omitempty"`
 }
 
-// Change is one difference of key material: Field is "stage", "version", "params.<path>",
-// "inputs.<name>" or "tools.<name>"; Old or New is empty when the field was absent.
+// Change is one difference of key material: Field is "stage", "version", "numerics",
+// "params.<path>", "inputs.<name>" or "tools.<name>"; Old or New is empty when the field was absent.
 type Change struct {
 	Field string `json:"field"`
 	Old   string `json:"old"`
@@ -107,6 +107,9 @@ func DiffMaterial(old, cur stages.KeyMaterial) []Change {
 	}
 	if old.Version != cur.Version {
 		out = append(out, Change{"version", fmt.Sprint(old.Version), fmt.Sprint(cur.Version)})
+	}
+	if old.Numerics != cur.Numerics {
+		out = append(out, Change{"numerics", old.Numerics, cur.Numerics})
 	}
 	out = append(out, diffMaps("params.", flattenJSON(old.Params), flattenJSON(cur.Params))...)
 	ins := func(km stages.KeyMaterial) (map[string]string, map[string]string) {

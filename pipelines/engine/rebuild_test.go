@@ -10,6 +10,7 @@ import (
 
 	"orkpipe/artifacts"
 	"orkpipe/pipelines/engine"
+	"orkpipe/stages"
 )
 
 // sixNodes builds a -> x -> y -> z <- b -> w, with z and w exported. xTag changes x's params.
@@ -254,5 +255,17 @@ func TestToolDigestIsKeyMaterial(t *testing.T) {
 	}
 	if len(x.Nodes) != 1 || len(x.Nodes[0].Changes) != 1 || x.Nodes[0].Changes[0].Field != "tools.bin" {
 		t.Errorf("explain: %+v, want one change of tools.bin", x.Nodes)
+	}
+}
+
+// TestDiffMaterialNamesNumerics: a key that changed only in its numerics (a pure-Go and a -tags
+// blas binary) is explained as such.
+func TestDiffMaterialNamesNumerics(t *testing.T) {
+	old := stages.KeyMaterial{Stage: "calibrate", Version: 3, Params: []byte(`{"a":1}`)}
+	cur := old
+	cur.Numerics = "openblas Haswell blake3:00"
+	got := engine.DiffMaterial(old, cur)
+	if len(got) != 1 || got[0] != (engine.Change{Field: "numerics", Old: "", New: cur.Numerics}) {
+		t.Errorf("DiffMaterial: %+v, want one numerics change", got)
 	}
 }

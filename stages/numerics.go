@@ -12,9 +12,10 @@ import (
 // Numerics identifies the arithmetic of this binary's float kernels when their results depend on
 // more than the stage code: "" for the pure-Go build, whose kernels give the same bits on every
 // CPU (AVX-512, AVX2 or none, any core count; checked with `build --check`, docs/cli.md), and
-// "openblas <kernel set> <BLAKE3 of the loaded library>" for a -tags blas build, whose results
-// change with the OpenBLAS build and with the kernel set it picks for the CPU (OPENBLAS_CORETYPE):
-// the summation orders differ. It is key material of every node (KeyMaterial.Numerics), so a cache
+// "openblas <kernel set> <BLAKE3 of the loaded library> threads <n>" for a -tags blas build, whose
+// results change with the OpenBLAS build, with the kernel set it picks for the CPU
+// (OPENBLAS_CORETYPE) and, for GPTQ's factorisations, with its thread count (OPENBLAS_NUM_THREADS,
+// else one per CPU; quant.BLASThreads): the summation orders differ. It is key material of every node (KeyMaterial.Numerics), so a cache
 // shared by both builds, or by blas builds on different CPUs, never serves one's outputs to the
 // other under the same key; Execute refuses key material of other numerics than its own.
 func Numerics() (string, error) { return numerics() }
@@ -28,5 +29,5 @@ var numerics = sync.OnceValues(func() (string, error) {
 	if err != nil {
 		return "", fmt.Errorf("numerics: hashing the BLAS library %s: %w", lib, err)
 	}
-	return fmt.Sprintf("%s %s %s", quant.BLASBackend, quant.OpenBLASCore(), obj.Digest), nil
+	return fmt.Sprintf("%s %s %s threads %d", quant.BLASBackend, quant.OpenBLASCore(), obj.Digest, quant.BLASThreads()), nil
 })

@@ -33,6 +33,7 @@ func init() {
 	blas64.Use(netlib.Implementation{})
 	blas32.Use(netlib.Implementation{}) // the forward passes' float32 products (ork/model) too
 	steps = lapackSteps
+	BLASThreads() // read before anything changes it
 }
 
 // OpenBLASCore returns the name of the kernel set OpenBLAS chose when it was loaded ("Prescott",
@@ -62,26 +63,52 @@ func BLASLibrary() (string, error) {
 }
 
 // lapackSteps are OpenBLAS's LAPACK routines for invCholUpper. A row-major upper triangle is a
-// column-major lower one with the same leading dimension, hence uplo 'L' throughout.
+// column-major lower one with the same leading dimension, hence uplo 'L' throughout. Each runs on
+// BLASThreads() threads whatever else runs (atBLASThreads): OpenBLAS's factorisations give other
+// bits on another thread count (40% of a 4096-wide factor's values differ between 1 and 2 threads),
+// and a GPTQ row phase in another node makes OpenBLAS single-threaded while it runs.
 var lapackSteps = factorSteps{
 	potrf: func(ctx context.Context, a []float64, n int) (bool, error) {
 		if err := ctx.Err(); err != nil {
 			return false, err
 		}
-		info := lapack.Dpotrf('L', a, n)
+		info := atBLASThreads(func() int { return lapack.Dpotrf('L', a, n) })
 		return info == 0, lapackArg("dpotrf", info)
 	},
 	pocon: func(a []float64, n int, anorm float64) (float64, error) {
-		rc, info := lapack.Dpocon('L', a, n, anorm)
+		var rc float64
+		info := atBLASThreads(func() (info int) { rc, info = lapack.Dpocon('L', a, n, anorm); return info })
 		return rc, lapackArg("dpocon", info)
 	},
 	trtri: func(ctx context.Context, a []float64, n int) (bool, error) {
 		if err := ctx.Err(); err != nil {
 			return false, err
 		}
-		info := lapack.Dtrtri('L', a, n)
+		info := atBLASThreads(func() int { return lapack.Dtrtri('L', a, n) })
 		return info == 0, lapackArg("dtrtri", info)
 	},
+}
+
+// BLASThreads is the number of threads OpenBLAS had when this package first touched it (its
+// OPENBLAS_NUM_THREADS, else one per CPU): the thread count of every factorisation, and part of
+// the build's numerics (stages.Numerics).
+func BLASThreads() int { return configuredThreads() }
+
+var configuredThreads = sync.OnceValue(func() int { return int(lapack.Threads()) })
+
+// atBLASThreads runs call with OpenBLAS on BLASThreads() threads, excluding any change of the thread
+// count meanwhile (a GPTQ row phase starting or ending in another node waits), then puts back the
+// count the open single-threaded scopes want.
+func atBLASThreads(call func() int) int {
+	serialMu.Lock()
+	defer serialMu.Unlock()
+	lapack.SetThreads(BLASThreads())
+	defer func() {
+		if serialBLAS > 0 {
+			lapack.SetThreads(1)
+		}
+	}()
+	return call()
 }
 
 // lapackArg turns a negative LAPACK info (argument -info was illegal: a bug here) into an error;
@@ -94,12 +121,11 @@ func lapackArg(routine string, info int) error {
 }
 
 // serialBLAS counts the GPTQ row phases running (singleThreadedBLAS); OpenBLAS runs one thread
-// per call while it is positive and its own thread count (blasThreads, read at the first entry)
+// per call while it is positive (a factorisation excepted: atBLASThreads) and BLASThreads()
 // otherwise.
 var (
-	serialMu    sync.Mutex
-	serialBLAS  int
-	blasThreads int
+	serialMu   sync.Mutex
+	serialBLAS int
 )
 
 // singleThreadedBLAS makes OpenBLAS single-threaded until the returned function is called. GPTQ's
@@ -112,7 +138,6 @@ func singleThreadedBLAS() func() {
 	serialMu.Lock()
 	defer serialMu.Unlock()
 	if serialBLAS == 0 {
-		blasThreads = int(lapack.Threads())
 		lapack.SetThreads(1)
 	}
 	serialBLAS++
@@ -120,7 +145,7 @@ func singleThreadedBLAS() func() {
 		serialMu.Lock()
 		defer serialMu.Unlock()
 		if serialBLAS--; serialBLAS == 0 {
-			lapack.SetThreads(blasThreads)
+			lapack.SetThreads(BLASThreads())
 		}
 	}
 }

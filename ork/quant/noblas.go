@@ -12,6 +12,9 @@ func OpenBLASCore() string { return "" }
 // BLASLibrary returns "" in the pure-Go build (no BLAS library is loaded).
 func BLASLibrary() (string, error) { return "", nil }
 
+// BLASThreads returns 0 in the pure-Go build (no BLAS threads).
+func BLASThreads() int { return 0 }
+
 // singleThreadedBLAS does nothing in the pure-Go build (gonum's BLAS runs on the calling goroutine).
 func singleThreadedBLAS() func() { return func() {} }
 

@@ -56,7 +56,7 @@ func Execute(ctx context.Context, m KeyMaterial, inputs, tools map[string]File, 
 	if n, err := Numerics(); err != nil {
 		return nil, fmt.Errorf("stage %q: %w", m.Stage, err)
 	} else if n != m.Numerics {
-		return nil, fmt.Errorf("%w: stage %q: numerics %q, this binary computes with %q (a -tags blas build and a pure-Go one, or OpenBLAS on another kernel set, make other float results)", ErrBadKeyMaterial, m.Stage, m.Numerics, n)
+		return nil, fmt.Errorf("%w: stage %q: numerics %q, this binary computes with %q (a -tags blas build and a pure-Go one, or OpenBLAS with another library, kernel set or thread count, make other float results)", ErrBadKeyMaterial, m.Stage, m.Numerics, n)
 	}
 	for what, pair := range map[string]struct {
 		want map[string]File

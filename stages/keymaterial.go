@@ -15,9 +15,10 @@ import (
 //	 "tools":{"<tool name>":"blake3:<hex>",...},"version":<n>}
 //
 // ("numerics":"<id>" follows "inputs" when the binary's float arithmetic is not the pure-Go
-// kernels' — Numerics: a -tags blas build —, and is absent otherwise) with every object's keys sorted (at every depth, params included), no insignificant whitespace,
-// no HTML escaping and numbers as Go's encoder writes them from typed structs. The node key is the
-// BLAKE3 of those bytes (Key).
+// kernels' — Numerics: a -tags blas build —, and is absent otherwise) with every object's keys
+// sorted (at every depth, params included), no insignificant whitespace, no HTML escaping and
+// numbers as Go's encoder writes them from typed structs. The node key is the BLAKE3 of those
+// bytes (Key).
 type KeyMaterial struct {
 	// Fields are declared in key order so that the encoder writes them sorted.
 	Inputs map[string]artifacts.Digest `json:"inputs"`

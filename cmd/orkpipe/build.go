@@ -86,16 +86,16 @@ func runBuild(ctx context.Context, opts *globalOptions, path string, sets []stri
 	if err != nil {
 		return asUsage(err)
 	}
-	check, err := flags.checkStages()
+	req, err := boardRequirementOf(r, board, opts)
+	if err != nil {
+		return err
+	}
+	check, err := flags.checkStages() // after boardRequirementOf, which registers verify-board
 	if err != nil {
 		return err
 	}
 	if check != nil && planOnly {
 		return usagef("--check runs nodes again; --plan runs nothing")
-	}
-	req, err := boardRequirementOf(r, board, opts)
-	if err != nil {
-		return err
 	}
 	mem, err := opts.memBudget()
 	if err != nil {

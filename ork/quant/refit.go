@@ -10,7 +10,7 @@ import (
 )
 
 // MaxScaleRefit bounds WithScaleRefit's rounds. DefaultRefitSteps is the conjugate-gradient steps of
-// one row's refit the build uses, MaxRefitSteps their bound: a row of at most that many groups is
+// one row's refit the build uses, MaxRefitSteps their bound: a row of no more groups than steps is
 // solved exactly, up to rounding, in as many steps as it has groups; with 32 groups, K = 1024, four
 // steps came within 1e-5 of 32. The steps change the scales of rows of more groups than steps (the
 // w4a4-best pack of stories260K, whose ffn_down rows have 8 groups, differs between 4 and 8 steps), so
@@ -69,7 +69,8 @@ const refitBlock = 32
 // refitScales refits the scales of rows [lo, hi) of w to target (N x KP; its dead columns, dead[k],
 // count as zero, as GPTQ's codes there are), U the upper factor of H⁻¹ = UᵀU in natural column order
 // (row-major), diag = diag(H) for the Jacobi preconditioner c_gᵀ·diag(H)·c_g of each group's scale.
-// A group whose preconditioner is 0 (all its codes zero, or dead) keeps its scale. At most steps steps a row.
+// A group whose preconditioner is 0 (all its codes zero, or dead) keeps its scale. Each row takes at
+// most steps conjugate-gradient steps.
 func refitScales(w *Weight, target []float32, U []float64, diag []float64, lo, hi int, dead []bool, steps int) {
 	kp, ng := w.KP, w.Groups()
 	g := effGroup(kp, w.Group)

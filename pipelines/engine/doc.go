@@ -14,10 +14,10 @@
 //
 // A node's key is the BLAKE3 of the canonical JSON of its stages.KeyMaterial: stage name, stage
 // version, canonical params, the digest of every input by name and of every external tool, and the
-// binary's numerics (stages.Numerics: empty for the pure-Go build, the OpenBLAS kernel set and
-// library digest for a -tags blas one). Source
-// files and tools are hashed through the store's stat cache (dev, inode, size, mtime, ctime), so
-// an rsync -a that restores an mtime still changes the key. Keys are computed bottom-up as inputs
+// binary's numerics (stages.Numerics: empty for the pure-Go build; the OpenBLAS library digest,
+// kernel set and thread count for a -tags blas one). Source files and tools are hashed through the
+// store's stat cache (dev, inode, size, mtime, ctime), so an rsync -a that restores an mtime still
+// changes the key. Keys are computed bottom-up as inputs
 // become known: a cached subgraph is resolved from action records without running anything.
 // Engine.Status does that without running anything (plan).
 //

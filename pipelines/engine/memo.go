@@ -108,8 +108,8 @@ func (e *Engine) memoKey(ctx context.Context, target string, g *Graph, hash func
 //
 // It returns (nil, nil) when the memo cannot serve the build (none, stale, or unreadable — the
 // last logged as a warning; or opts.Check is set, which must run nodes); the caller then plans and
-// builds. A memo is never trusted without
-// these checks: a corrupt or truncated memo file fails its checksum and is a miss. An error is
+// builds. A memo is never trusted without these checks: a corrupt or truncated memo file fails its
+// checksum and is a miss. An error is
 // returned only for what Build would fail on too (materializing or pinning an export).
 //
 // The use of the build's objects is recorded for GC (Store.MarkUsed) when the memo last recorded

@@ -66,9 +66,12 @@ type FinalizeParams struct {
 	// scales refitted to GPTQ's codes against the Hessian (0, omitted: off). RefitSteps is the
 	// refit's conjugate-gradient steps a row, required with ScaleRefit and only with it (the planner
 	// sets quant.DefaultRefitSteps): the steps change the scales of rows of more groups than steps,
-	// so they are key material.
-	ScaleRefit int `json:"scale_refit,omitempty"`
-	RefitSteps int `json:"refit_steps,omitempty"`
+	// so they are key material. RefitVersion is the refit's arithmetic, quant.RefitVersion, required
+	// with ScaleRefit and only with it (the planner sets it): another arithmetic may round a scale
+	// the other way, so a node keyed with another version is refused, never run as this one.
+	ScaleRefit   int `json:"scale_refit,omitempty"`
+	RefitSteps   int `json:"refit_steps,omitempty"`
+	RefitVersion int `json:"refit_version,omitempty"`
 }
 
 // inputTarget returns the quant input target GPTQInputs names.
@@ -224,6 +227,8 @@ func (p FinalizeParams) validate() error {
 		return fmt.Errorf("scale_refit %d with method %s, act_order %v: want 1..%d rounds with gptq without act_order, or 0", p.ScaleRefit, p.Method, p.ActOrder, quant.MaxScaleRefit)
 	case p.ScaleRefit > 0 && (p.RefitSteps < 1 || p.RefitSteps > quant.MaxRefitSteps) || p.ScaleRefit == 0 && p.RefitSteps != 0:
 		return fmt.Errorf("refit_steps %d with scale_refit %d: want 1..%d steps with scale_refit, 0 without", p.RefitSteps, p.ScaleRefit, quant.MaxRefitSteps)
+	case p.ScaleRefit > 0 && p.RefitVersion != quant.RefitVersion || p.ScaleRefit == 0 && p.RefitVersion != 0:
+		return fmt.Errorf("refit_version %d with scale_refit %d: this binary refits with version %d (0 without scale_refit)", p.RefitVersion, p.ScaleRefit, quant.RefitVersion)
 	case !(p.ActClip >= 0 && p.ActClip < 1) || d == pack.F16 && p.ActClip != 0:
 		return fmt.Errorf("act_clip %v: want a ratio in (0, 1), or 0 for none (F16: none)", p.ActClip)
 	}

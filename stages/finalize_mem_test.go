@@ -110,7 +110,7 @@ func TestFinalizeMemory(t *testing.T) {
 				p.ActBits = 8
 			}
 			if c.refit > 0 {
-				p.RefitSteps = quant.DefaultRefitSteps
+				p.RefitSteps, p.RefitVersion = quant.DefaultRefitSteps, quant.RefitVersion
 			}
 			child := memChild{Params: p, Model: model, OutDir: filepath.Join(dir, "out"), Result: filepath.Join(dir, "result.json")}
 			if c.method == "gptq" {

@@ -73,6 +73,15 @@ func BenchmarkGPTQ4096ScaleSearch(b *testing.B) {
 	benchGPTQ(b, WithNegativeScales(true), WithScaleSearch(ScaleSearchGPTQ))
 }
 
+// BenchmarkGPTQ4096Refit is GPTQ in groups of 32 with two rounds of scale refit (the w4a4-best
+// recipe's); BenchmarkGPTQ4096Group32 is the same GPTQ without it. Their s/gptq from the same run
+// give the refit's cost (its GFLOP/s count GPTQ's flops only).
+func BenchmarkGPTQ4096Refit(b *testing.B) {
+	benchGPTQ(b, WithGroup(32), WithScaleRefit(2, DefaultRefitSteps))
+}
+
+func BenchmarkGPTQ4096Group32(b *testing.B) { benchGPTQ(b, WithGroup(32)) }
+
 func benchGPTQ(b *testing.B, opts ...Option) {
 	benchSetup(b)
 	ctx := context.Background()

@@ -19,12 +19,15 @@ const conditionTolerance = 1e16
 
 // inverseCholeskyUpper damps the symmetric k x k matrix a (percdamp·mean(diag) on the diagonal)
 // and leaves in a, IN PLACE, the upper Cholesky factor U of (H + damp·I)⁻¹ (row-major,
-// H⁻¹ = UᵀU, strict lower triangle zeroed), computed by invCholUpper. It returns the percdamp that
-// worked. No k x k copy is made: invCholUpper reads and writes only the upper triangle, so the
-// strict lower triangle keeps H, and a failed try restores the upper triangle from it (plus a
-// saved diagonal) before retrying with percdamp raised by the configured step. ctx is checked
-// between the 64-wide blocks of every factorisation; on cancellation a holds garbage.
-func inverseCholeskyUpper(ctx context.Context, a []float64, k int, c *config) (float64, error) {
+// H⁻¹ = UᵀU), computed by invCholUpper. It returns the percdamp that worked. No k x k copy is
+// made: invCholUpper reads and writes only the upper triangle, so the strict lower triangle keeps
+// H, and a failed try restores the upper triangle from it (plus a saved diagonal) before retrying
+// with percdamp raised by the configured step. With damped nil the strict lower triangle is
+// zeroed at the end; otherwise it is left holding H and damped (length k) receives the diagonal
+// of the matrix factored, H + damp·I, so that a and damped together still hold that matrix
+// (hessBuffer). ctx is checked between the 64-wide blocks of every factorisation; on
+// cancellation a holds garbage.
+func inverseCholeskyUpper(ctx context.Context, a []float64, k int, c *config, damped []float64) (float64, error) {
 	diag := make([]float64, k)
 	mean := 0.0
 	for i := range diag {
@@ -49,6 +52,12 @@ func inverseCholeskyUpper(ctx context.Context, a []float64, k int, c *config) (f
 		}
 		err := invCholUpper(ctx, a, k)
 		if err == nil {
+			if damped != nil {
+				for i := range k {
+					damped[i] = diag[i] + damp
+				}
+				return pd, nil
+			}
 			for i := 0; i < k; i++ {
 				clear(a[i*k : i*k+i])
 			}

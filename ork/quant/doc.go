@@ -83,9 +83,9 @@
 // minimizer of ‖W·X − Q·X̃‖ ([InputsAsymmetric]), W* = W − (H̃⁻¹·X̃ᵀ(X̃−X)·Wᵀ)ᵀ, computed through
 // the factor U of H̃⁻¹ that GPTQ builds anyway. With [WithScaleRefit](rounds, steps) each row's group
 // scales are refitted after GPTQ, codes fixed, to the least (w−q)ᵀ·H·(w−q): a least-squares problem
-// in one unknown per group, solved by preconditioned conjugate gradients whose products with H are
-// two triangular solves with U (H = U⁻¹·U⁻ᵀ); more rounds let GPTQ choose codes again with the
-// refitted scales fixed, each row keeping its better round.
+// in one unknown per group, solved by preconditioned conjugate gradients on each row's Gram matrix
+// AᵀHA (formed once from H, which the factorisation leaves below U's diagonal); more rounds let GPTQ
+// choose codes again with the refitted scales fixed, each row keeping its better round.
 //
 // Hessians ([Hessian]) are float64 K x K, Σ x·xᵀ over Tokens activation rows (unnormalised:
 // GPTQ is invariant to their scale).

@@ -98,8 +98,12 @@ func GPTQ(ctx context.Context, m Matrix, h *Hessian, opts ...Option) (*Weight, e
 		permuteSymInPlace(H, kp, perm)
 	}
 	var damp float64
+	var hdiag []float64 // WithScaleRefit: H's damped diagonal; H stays below U's diagonal
+	if c.refit > 0 {
+		hdiag = make([]float64, kp)
+	}
 	err = onCores(ctx, m.Name, func() (err error) {
-		if damp, err = inverseCholeskyUpper(ctx, H, kp, c); err != nil {
+		if damp, err = inverseCholeskyUpper(ctx, H, kp, c, hdiag); err != nil {
 			return fmt.Errorf("%s: %w", m.Name, err)
 		}
 		return nil
@@ -122,7 +126,7 @@ func GPTQ(ctx context.Context, m Matrix, h *Hessian, opts ...Option) (*Weight, e
 			return nil, err
 		}
 	}
-	st := &gptqState{ctx: ctx, w: w, data: data, U: H, perm: perm, diag: diag0, g: g, ng: ng, static: static, c: c,
+	st := &gptqState{ctx: ctx, w: w, data: data, U: H, hdiag: hdiag, perm: perm, diag: diag0, g: g, ng: ng, static: static, c: c,
 		bufs: make(chan []float64, max(1, c.workers)), factors: c.scaleFactors()}
 	rows := func() error {
 		defer singleThreadedBLAS()() // the row chunks run on c.workers goroutines already
@@ -213,7 +217,8 @@ type gptqState struct {
 	w       *Weight
 	data    []float32 // [N][KP] the (rotated) weights, natural column order
 	bufs    chan []float64
-	U       []float64 // upper Cholesky factor of H⁻¹ (permuted), row-major KP x KP
+	U       []float64 // upper Cholesky factor of H⁻¹ (permuted), row-major KP x KP; with hdiag, H below its diagonal
+	hdiag   []float64 // WithScaleRefit: the diagonal of the damped H that was factored (nil without)
 	perm    []int     // permuted column -> natural column
 	diag    []float64 // natural-order diag(H) before damping, for the clip search
 	g, ng   int

@@ -126,7 +126,7 @@ func TestGPTQAsymmetricTargetIsMinimizer(t *testing.T) {
 		xq[i] = float32(v)
 	}
 	U := append([]float64(nil), H...)
-	if _, err := inverseCholeskyUpper(ctx, U, k, &config{percDamp: 1e-6, dampStep: 0.01, dampTries: 4}); err != nil {
+	if _, err := inverseCholeskyUpper(ctx, U, k, &config{percDamp: 1e-6, dampStep: 0.01, dampTries: 4}, nil); err != nil {
 		t.Fatal(err)
 	}
 	wstar, err := st.asymmetricTarget(ctx, f.Data, n, k, U)

@@ -14,9 +14,10 @@ import (
 	"gonum.org/v1/gonum/mat"
 )
 
-// refitFixture returns an SPD H (k x k, correlated), U with UᵀU = H⁻¹ (upper, row-major) and a
+// refitFixture returns an SPD H (k x k, correlated), the buffer GPTQ leaves for the refit (U with
+// UᵀU = H⁻¹ on and above the diagonal, row-major, H below it and its diagonal beside it) and a
 // weight of n rows with random codes and scales in groups of g.
-func refitFixture(t *testing.T, n, k, g int, seed uint64) (*mat.SymDense, []float64, *Weight, []float32) {
+func refitFixture(t *testing.T, n, k, g int, seed uint64) (*mat.SymDense, hessBuffer, *Weight, []float32) {
 	t.Helper()
 	rng := rand.New(rand.NewPCG(seed, 7))
 	x := mat.NewDense(4*k, k, nil)
@@ -42,12 +43,24 @@ func refitFixture(t *testing.T, n, k, g int, seed uint64) (*mat.SymDense, []floa
 	}
 	var u mat.TriDense
 	ci.UTo(&u) // H⁻¹ = UᵀU
-	U := make([]float64, k*k)
+	hb := hessBuffer{a: make([]float64, k*k), diag: make([]float64, k), kp: k}
 	for i := 0; i < k; i++ {
-		for j := i; j < k; j++ {
-			U[i*k+j] = u.At(i, j)
+		for j := 0; j < k; j++ {
+			if j >= i {
+				hb.a[i*k+j] = u.At(i, j)
+			} else {
+				hb.a[i*k+j] = h.At(i, j)
+			}
 		}
+		hb.diag[i] = h.At(i, i)
 	}
+	w, target := randomCodedWeight(rng, n, k, g)
+	return h, hb, w, target
+}
+
+// randomCodedWeight returns a weight of n x k random int4 codes in groups of g with random scales,
+// and a random target of the same shape.
+func randomCodedWeight(rng *rand.Rand, n, k, g int) (*Weight, []float32) {
 	w := &Weight{N: n, K: k, KP: k, Bits: 4, Group: g, Codes: make([]int8, n*k)}
 	w.Scales = make([]float32, n*w.Groups())
 	target := make([]float32, n*k)
@@ -58,52 +71,89 @@ func refitFixture(t *testing.T, n, k, g int, seed uint64) (*mat.SymDense, []floa
 	for i := range w.Scales {
 		w.Scales[i] = float32(0.05 + 0.1*rng.Float64())
 	}
-	return h, U, w, target
+	return w, target
+}
+
+// denseGram returns a row's Gram matrix AᵀHA and H·A, computed densely: A is the K x ng matrix of the
+// row's codes, one column per group of g.
+func denseGram(h *mat.SymDense, codes []int8, ng, g int) (m, ha *mat.Dense) {
+	a := mat.NewDense(len(codes), ng, nil)
+	for j, c := range codes {
+		a.Set(j, j/g, float64(c))
+	}
+	m, ha = new(mat.Dense), new(mat.Dense)
+	ha.Mul(h, a)
+	m.Mul(a.T(), ha)
+	return m, ha
+}
+
+// TestGramProducts: gramProducts' x·H and AᵀHA equal the explicit products, for groups that divide K
+// and a last group shorter than the others.
+func TestGramProducts(t *testing.T) {
+	for _, tc := range []struct{ n, k, g int }{{3, 64, 32}, {refitBlock, 96, 32}, {5, 100, 32}, {2, 64, 0}} {
+		h, hb, w, _ := refitFixture(t, tc.n, tc.k, tc.g, uint64(tc.k))
+		k, ng, g := tc.k, w.Groups(), effGroup(tc.k, tc.g)
+		sc := newRefitScratch(k, ng, g)
+		for r := 0; r < tc.n; r++ {
+			for j := 0; j < k; j++ {
+				sc.x[r*k+j] = math.Sin(float64(r*k + j))
+				sc.ct[j*refitBlock+r] = float64(w.Codes[r*k+j])
+			}
+		}
+		gramProducts(hb, sc, tc.n, ng, g)
+		for r := 0; r < tc.n; r++ {
+			for j := 0; j < k; j++ {
+				want := 0.0
+				for i := 0; i < k; i++ {
+					want += sc.x[r*k+i] * h.At(i, j)
+				}
+				if got := sc.hx[r*k+j]; math.Abs(got-want) > 1e-9*(1+math.Abs(want)) {
+					t.Fatalf("k %d g %d: row %d: (x·H)[%d] = %g, want %g", k, g, r, j, got, want)
+				}
+			}
+			m, _ := denseGram(h, w.Codes[r*k:(r+1)*k], ng, g)
+			for gi := 0; gi < ng; gi++ {
+				for gj := 0; gj < ng; gj++ {
+					i, j := min(gi, gj), max(gi, gj)
+					got, want := sc.gram[r*symPacked(ng)+j*(j+1)/2+i], m.At(gi, gj)
+					if math.Abs(got-want) > 1e-9*(1+math.Abs(want)) {
+						t.Fatalf("k %d g %d: row %d: Gram (%d,%d) = %g, want %g", k, g, r, gi, gj, got, want)
+					}
+				}
+			}
+		}
+	}
 }
 
 // TestRefitScalesSolvesNormalEquations: the refitted scales of every row of at most DefaultRefitSteps groups
 // solve AᵀH·A·s = AᵀH·w (A the row's codes, one column per group) as a dense solve does; a row of more
-// groups gets at least 99% of the decrease of its error the dense solve gets; hProduct equals x·H; a
-// group whose codes are all zero keeps its scale.
+// groups gets at least 99% of the decrease of its error the dense solve gets; the error refitScales
+// reports is the row's (t−q)ᵀH(t−q) with its stored scales; a group whose codes are all zero keeps
+// its scale.
 func TestRefitScalesSolvesNormalEquations(t *testing.T) {
-	for _, tc := range []struct{ n, k, g int }{{5, 64, 32}, {40, 96, 32}, {3, 128, 32}, {4, 64, 0}, {7, 256, 64}, {6, 512, 32}, {3, 640, 32}} {
-		h, U, w, target := refitFixture(t, tc.n, tc.k, tc.g, uint64(tc.k+tc.n))
+	for _, tc := range []struct{ n, k, g int }{{5, 64, 32}, {40, 96, 32}, {3, 128, 32}, {4, 64, 0}, {7, 256, 64}, {6, 512, 32}, {3, 640, 32}, {4, 100, 32}} {
+		h, hb, w, target := refitFixture(t, tc.n, tc.k, tc.g, uint64(tc.k+tc.n))
 		k, ng, g := tc.k, w.Groups(), effGroup(tc.k, tc.g)
-		// hProduct against the explicit product
-		x := make([]float64, k)
-		for i := range x {
-			x[i] = math.Sin(float64(i))
-		}
-		hx := make([]float64, k)
-		hProduct(U, k, x, hx, 1)
-		for j := 0; j < k; j++ {
-			want := 0.0
-			for i := 0; i < k; i++ {
-				want += x[i] * h.At(i, j)
-			}
-			if math.Abs(hx[j]-want) > 1e-8*(1+math.Abs(want)) {
-				t.Fatalf("k %d: (x·H)[%d] = %g, want %g", k, j, hx[j], want)
-			}
-		}
 		clear(w.Codes[:g]) // row 0's first group: all-zero codes
 		keep := w.Scales[0]
 		init := append([]float32(nil), w.Scales...)
-		diag := make([]float64, k)
-		for i := range diag {
-			diag[i] = h.At(i, i)
-		}
-		refitScales(w, target, U, diag, 0, tc.n, make([]bool, k), DefaultRefitSteps)
+		errs := make([]float64, tc.n)
+		refitScales(w, target, hb, hb.diag, 0, tc.n, make([]bool, k), DefaultRefitSteps, errs, newRefitScratch(k, ng, g))
 		if w.Scales[0] != keep {
 			t.Fatalf("all-zero group's scale %v changed to %v", keep, w.Scales[0])
 		}
 		for r := 0; r < tc.n; r++ {
-			a := mat.NewDense(k, ng, nil)
+			d := mat.NewVecDense(k, nil)
 			for j := 0; j < k; j++ {
-				a.Set(j, j/g, float64(w.Codes[r*k+j]))
+				d.SetVec(j, float64(target[r*k+j])-float64(w.Scales[r*ng+j/g])*float64(w.Codes[r*k+j]))
 			}
-			var ha, m mat.Dense
-			ha.Mul(h, a)
-			m.Mul(a.T(), &ha)
+			want := mat.Inner(d, h, d)
+			if math.Abs(errs[r]-want) > 1e-9*want {
+				t.Fatalf("n %d k %d g %d: row %d: reported error %.12g, (t−q)ᵀH(t−q) = %.12g", tc.n, tc.k, tc.g, r, errs[r], want)
+			}
+		}
+		for r := 0; r < tc.n; r++ {
+			m, ha := denseGram(h, w.Codes[r*k:(r+1)*k], ng, g)
 			tv := make([]float64, k)
 			for j := range tv {
 				tv[j] = float64(target[r*k+j])
@@ -245,12 +295,8 @@ func TestWithScaleRefitRefuses(t *testing.T) {
 func TestRefitStepsChangeScales(t *testing.T) {
 	const n, k, g = 6, 512, 32 // 16 groups a row
 	refit := func(steps int) []float32 {
-		h, U, w, target := refitFixture(t, n, k, g, 7)
-		diag := make([]float64, k)
-		for i := range diag {
-			diag[i] = h.At(i, i)
-		}
-		refitScales(w, target, U, diag, 0, n, make([]bool, k), steps)
+		_, hb, w, target := refitFixture(t, n, k, g, 7)
+		refitScales(w, target, hb, hb.diag, 0, n, make([]bool, k), steps, make([]float64, n), newRefitScratch(k, w.Groups(), g))
 		return w.Scales
 	}
 	four, eight := refit(DefaultRefitSteps), refit(2*DefaultRefitSteps)
@@ -260,4 +306,27 @@ func TestRefitStepsChangeScales(t *testing.T) {
 	if !slices.Equal(refit(k/g), refit(MaxRefitSteps)) {
 		t.Fatalf("%d and %d steps differ for rows of %d groups: want the same (min(groups, steps) steps)", k/g, MaxRefitSteps, k/g)
 	}
+}
+
+// BenchmarkRefitScales: one refit of refitBlock·4 rows of a K = 2048 weight in groups of 32 (its Gram
+// products, conjugate gradients and errors), on one goroutine.
+func BenchmarkRefitScales(b *testing.B) {
+	const n, k, g = 4 * refitBlock, 2048, 32
+	rng := rand.New(rand.NewPCG(1, 2))
+	hb := hessBuffer{a: make([]float64, k*k), diag: make([]float64, k), kp: k}
+	for i := 0; i < k; i++ {
+		for j := 0; j < i; j++ {
+			hb.a[i*k+j] = 0.01 * rng.NormFloat64()
+		}
+		hb.diag[i] = float64(k)
+	}
+	w, target := randomCodedWeight(rng, n, k, g)
+	scales := append([]float32(nil), w.Scales...)
+	sc, errs, dead := newRefitScratch(k, w.Groups(), g), make([]float64, n), make([]bool, k)
+	b.ResetTimer()
+	for range b.N {
+		copy(w.Scales, scales)
+		refitScales(w, target, hb, hb.diag, 0, n, dead, DefaultRefitSteps, errs, sc)
+	}
+	b.ReportMetric(3*float64(n)*k*k*float64(b.N)/b.Elapsed().Seconds()/1e9, "GFLOP/s")
 }

@@ -111,7 +111,7 @@ func finalizeParams(s *recipe.Scheme, name, seedName string, n, k int) stages.Fi
 	if s.Method == "gptq" {
 		p.Damp, p.ActOrder, p.ScaleSearch, p.ScaleRefit = s.Damp, s.ActOrder, s.ScaleSearch, s.ScaleRefit
 		if p.ScaleRefit > 0 {
-			p.RefitSteps = quant.DefaultRefitSteps
+			p.RefitSteps, p.RefitVersion = quant.DefaultRefitSteps, quant.RefitVersion
 		}
 		if p.GPTQInputs = s.GPTQInputs; p.GPTQInputs != "" && s.Searches() {
 			p.InputClipGrid = s.ActClipGrid

@@ -11,7 +11,8 @@ import (
 )
 
 // TestScaleRefitBuild: scale_refit reaches the finalize parameters of the weights its scheme matches
-// (and only theirs) with the refit's steps, the build runs, and the pack differs from the same recipe without it.
+// (and only theirs) with the refit's steps and arithmetic version, the build runs, and the pack
+// differs from the same recipe without it.
 func TestScaleRefitBuild(t *testing.T) {
 	r := newRig(t)
 	path := writeRecipe(t, "sequential")
@@ -25,11 +26,13 @@ func TestScaleRefitBuild(t *testing.T) {
 		t.Fatal(err)
 	}
 	steps := fmt.Sprintf(`"refit_steps":%d`, quant.DefaultRefitSteps)
-	if m := st["finalize:blk.0.ffn_down.weight"].Material; m == nil || !strings.Contains(string(m.Params), `"scale_refit":2`) || !strings.Contains(string(m.Params), steps) {
-		t.Fatalf("finalize:blk.0.ffn_down.weight: params %s, want scale_refit 2 and %s (the steps are key material)", paramsOf(m), steps)
+	version := fmt.Sprintf(`"refit_version":%d`, quant.RefitVersion)
+	if m := st["finalize:blk.0.ffn_down.weight"].Material; m == nil || !strings.Contains(string(m.Params), `"scale_refit":2`) ||
+		!strings.Contains(string(m.Params), steps) || !strings.Contains(string(m.Params), version) {
+		t.Fatalf("finalize:blk.0.ffn_down.weight: params %s, want scale_refit 2, %s and %s (key material)", paramsOf(m), steps, version)
 	}
-	if m := st["finalize:blk.0.attn_q.weight"].Material; m == nil || strings.Contains(string(m.Params), "scale_refit") || strings.Contains(string(m.Params), "refit_steps") {
-		t.Fatalf("finalize:blk.0.attn_q.weight (another scheme): params %s, want no scale_refit and no refit_steps", paramsOf(m))
+	if m := st["finalize:blk.0.attn_q.weight"].Material; m == nil || strings.Contains(string(m.Params), "refit") {
+		t.Fatalf("finalize:blk.0.attn_q.weight (another scheme): params %s, want no scale_refit, refit_steps or refit_version", paramsOf(m))
 	}
 	if _, _, err := r.build(t, path, outP); err != nil {
 		t.Fatal(err)

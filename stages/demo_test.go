@@ -37,7 +37,7 @@ func TestFingerprints(t *testing.T) {
 	}
 	got := map[string]fingerprint{}
 	for _, tc := range cases {
-		tc.m.Inputs = map[string]artifacts.Digest{}
+		tc.m.Inputs, tc.m.Numerics = map[string]artifacts.Digest{}, ownNumerics(t)
 		for n, f := range tc.inputs {
 			tc.m.Inputs[n] = f.Digest
 		}

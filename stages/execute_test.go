@@ -55,7 +55,8 @@ func writeInput(t *testing.T, s string) stages.File {
 func TestExecuteChecksInputsAndOutputs(t *testing.T) {
 	ctx := context.Background()
 	in := writeInput(t, "hello")
-	m := stages.KeyMaterial{Stage: "demo-xor", Version: 1, Params: []byte(`{"key":1}`), Inputs: map[string]artifacts.Digest{"in": in.Digest}}
+	m := stages.KeyMaterial{Stage: "demo-xor", Version: 1, Params: []byte(`{"key":1}`), Inputs: map[string]artifacts.Digest{"in": in.Digest},
+		Numerics: ownNumerics(t)}
 
 	out := t.TempDir()
 	names, err := stages.Execute(ctx, m, map[string]stages.File{"in": in}, nil, out, nil)

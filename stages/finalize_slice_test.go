@@ -18,6 +18,17 @@ import (
 
 // runStage executes one stage kind with params on inputs (name -> path) into a fresh folder and
 // returns its outputs (name -> path).
+// ownNumerics is this build's stages.Numerics, which key material must name for Execute to run it
+// ("" for the pure-Go build, the OpenBLAS configuration for a -tags blas one).
+func ownNumerics(t testing.TB) string {
+	t.Helper()
+	n, err := stages.Numerics()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
 func runStage(t *testing.T, stage, params string, inputs map[string]string) (map[string]string, error) {
 	t.Helper()
 	k, err := stages.Lookup(stage)
@@ -28,7 +39,8 @@ func runStage(t *testing.T, stage, params string, inputs map[string]string) (map
 	if err != nil {
 		return nil, err
 	}
-	m := stages.KeyMaterial{Stage: stage, Version: k.Version(), Params: b.Params(), Inputs: map[string]artifacts.Digest{}, Tools: map[string]artifacts.Digest{}}
+	m := stages.KeyMaterial{Stage: stage, Version: k.Version(), Params: b.Params(), Inputs: map[string]artifacts.Digest{}, Tools: map[string]artifacts.Digest{},
+		Numerics: ownNumerics(t)}
 	in := map[string]stages.File{}
 	for n, p := range inputs {
 		f, err := os.Open(p)

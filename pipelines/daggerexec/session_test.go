@@ -105,7 +105,8 @@ func TestExecFailureReportsStderrTail(t *testing.T) {
 		t.Fatal(err)
 	}
 	in.Digest, in.Size = obj.Digest, obj.Size
-	m := stages.KeyMaterial{Stage: "demo-rotate", Version: 1, Params: []byte(`{"bits":9}`), Inputs: map[string]artifacts.Digest{"in": in.Digest}}
+	m := stages.KeyMaterial{Stage: "demo-rotate", Version: 1, Params: []byte(`{"bits":9}`), Inputs: map[string]artifacts.Digest{"in": in.Digest},
+		Numerics: executortest.Numerics(t)}
 	key, _ := m.Key()
 	_, err = x.Execute(ctx, engine.ExecRequest{Key: key, Material: m, Inputs: map[string]stages.File{"in": in}})
 	if err == nil {

@@ -127,7 +127,7 @@ func TestDaggerSparseInput(t *testing.T) {
 	}
 	inputs := map[string]stages.File{"model": stub, "corpus": {Path: corpusPath, Digest: corpus.Digest, Size: corpus.Size}}
 	m := stages.KeyMaterial{Stage: "tokenize", Version: 2, Params: []byte(`{"corpus_name":"tinystories_sample.txt","ctx":64,"sequences":4}`),
-		Inputs: map[string]artifacts.Digest{"model": stub.Digest, "corpus": corpus.Digest}}
+		Inputs: map[string]artifacts.Digest{"model": stub.Digest, "corpus": corpus.Digest}, Numerics: executortest.Numerics(t)}
 	key, err := m.Key()
 	if err != nil {
 		t.Fatal(err)

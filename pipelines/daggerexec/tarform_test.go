@@ -65,7 +65,8 @@ func TestSparseInputInTarForm(t *testing.T) {
 	data := bytes.Repeat([]byte("stub data "), 1000) // 10000 bytes: three 4 KiB blocks each
 	stub := writeSparse(t, filepath.Join(dir, "stub.gguf"), 8<<20, data, 0, 3<<20, 8<<20-int64(len(data)))
 	text := writeSparse(t, filepath.Join(dir, "text"), 3<<20, bytes.Repeat([]byte("x"), 3<<20), 0)
-	m := stages.KeyMaterial{Stage: "demo-join", Version: 1, Params: []byte(`{}`), Inputs: map[string]artifacts.Digest{"a": stub.Digest, "b": text.Digest}}
+	m := stages.KeyMaterial{Stage: "demo-join", Version: 1, Params: []byte(`{}`), Inputs: map[string]artifacts.Digest{"a": stub.Digest, "b": text.Digest},
+		Numerics: executortest.Numerics(t)}
 	key, _ := m.Key()
 	if _, err := x.Execute(ctx, engine.ExecRequest{Key: key, Material: m, Inputs: map[string]stages.File{"a": stub, "b": text}}); err == nil {
 		t.Fatal("the fake session's exec failure was reported as a success")

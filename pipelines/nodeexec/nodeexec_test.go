@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"orkpipe/artifacts"
+	"orkpipe/pipelines/engine/executortest"
 	"orkpipe/pipelines/nodeexec"
 	"orkpipe/stages"
 )
@@ -20,7 +21,7 @@ import (
 func node(t *testing.T, stage, params string, inputs map[string]string) (material []byte, m stages.KeyMaterial, inDir string) {
 	t.Helper()
 	inDir = t.TempDir()
-	m = stages.KeyMaterial{Stage: stage, Version: 1, Params: []byte(params), Inputs: map[string]artifacts.Digest{}}
+	m = stages.KeyMaterial{Stage: stage, Version: 1, Params: []byte(params), Inputs: map[string]artifacts.Digest{}, Numerics: executortest.Numerics(t)}
 	for name, s := range inputs {
 		d := artifacts.SumBytes([]byte(s))
 		m.Inputs[name] = d

@@ -10,6 +10,7 @@ import (
 
 	"orkpipe/artifacts"
 	"orkpipe/artifacts/sparse"
+	"orkpipe/pipelines/engine/executortest"
 	"orkpipe/pipelines/nodeexec"
 	"orkpipe/stages"
 )
@@ -59,7 +60,8 @@ func TestRunTarInputs(t *testing.T) {
 	ctx := context.Background()
 	content := sparseContent()
 	d := artifacts.SumBytes(content)
-	m := stages.KeyMaterial{Stage: "demo-join", Version: 1, Params: []byte(`{}`), Inputs: map[string]artifacts.Digest{"a": d, "b": d}}
+	m := stages.KeyMaterial{Stage: "demo-join", Version: 1, Params: []byte(`{}`), Inputs: map[string]artifacts.Digest{"a": d, "b": d},
+		Numerics: executortest.Numerics(t)}
 	material, err := m.Canonical()
 	if err != nil {
 		t.Fatal(err)

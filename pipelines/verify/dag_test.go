@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"orkpipe/artifacts"
+	"orkpipe/pipelines/engine/executortest"
 	"orkpipe/pipelines/verify"
 	"orkpipe/stages"
 )
@@ -67,7 +68,7 @@ func TestVerifyBoardRunRefuses(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	m := stages.KeyMaterial{Stage: "verify-board", Version: 1, Params: canon, Tools: map[string]artifacts.Digest{},
+	m := stages.KeyMaterial{Stage: "verify-board", Version: 1, Params: canon, Tools: map[string]artifacts.Digest{}, Numerics: executortest.Numerics(t),
 		Inputs: map[string]artifacts.Digest{"pack": files["pack"].Digest, "stub": files["stub"].Digest, "text": files["text"].Digest}}
 	out := filepath.Join(dir, "out")
 	os.Mkdir(out, 0o755)

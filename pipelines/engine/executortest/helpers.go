@@ -18,10 +18,21 @@ func Request(t testing.TB, stage, params string, inputs map[string]stages.File) 
 	return request(t, stage, params, inputs)
 }
 
+// Numerics is this build's stages.Numerics, which key material must name for an executor to run it
+// ("" for the pure-Go build, the OpenBLAS configuration for a -tags blas one).
+func Numerics(t testing.TB) string {
+	t.Helper()
+	n, err := stages.Numerics()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
 // request builds the ExecRequest of stage with canonical params over inputs.
 func request(t testing.TB, stage, params string, inputs map[string]stages.File) engine.ExecRequest {
 	t.Helper()
-	m := stages.KeyMaterial{Stage: stage, Version: 1, Params: []byte(params), Inputs: map[string]artifacts.Digest{}}
+	m := stages.KeyMaterial{Stage: stage, Version: 1, Params: []byte(params), Inputs: map[string]artifacts.Digest{}, Numerics: Numerics(t)}
 	for name, f := range inputs {
 		m.Inputs[name] = f.Digest
 	}

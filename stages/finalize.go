@@ -51,8 +51,11 @@ type FinalizeParams struct {
 	RotationBlock int `json:"rotation_block,omitempty"`
 	// RotationSeeds (gptq with hadamard only) is the number of rotation sign seeds scored by their RTN
 	// weights' output error before the one GPTQ run, the plan's Seed first (quant.WithRotationSearch);
-	// 0, omitted: the seed alone.
+	// 0, omitted: the seed alone. SearchVersion is the scores' arithmetic, quant.SearchVersion,
+	// required with RotationSeeds and only with it (the planner sets it): another arithmetic may
+	// order two seeds the other way, so a node keyed with another version is refused, never run.
 	RotationSeeds int `json:"rotation_seeds,omitempty"`
+	SearchVersion int `json:"search_version,omitempty"`
 	// GPTQInputs "quantized" or "asymmetric" (method gptq) binds input "acts", the activation sample
 	// of the weight's input site from calibrate, and makes GPTQ see those inputs quantized to ActBits
 	// (quant.WithQuantizedInputs): the clip is ActClip when set, else the ratio of InputClipGrid
@@ -106,14 +109,25 @@ func (p FinalizeParams) inputClipGrid() []float64 {
 
 // KP returns the stored row length of the finalized weight: K, or K padded by its rotation.
 func (p FinalizeParams) KP() int {
+	if r, ok := p.rotation(); ok {
+		return r.Padded
+	}
+	return p.K
+}
+
+// rotationBlock returns the Hadamard block of the rotation (0 when none).
+func (p FinalizeParams) rotationBlock() int {
+	r, _ := p.rotation()
+	return r.Block
+}
+
+// rotation returns the weight's rotation up to its signs, false when it has none.
+func (p FinalizeParams) rotation() (quant.Rotation, bool) {
 	if p.Rotation != "hadamard" {
-		return p.K
+		return quant.Rotation{}, false
 	}
 	r, err := quant.NewRotationMinBlock(p.K, true, 0, max(p.RotationBlock, quant.MinBlock))
-	if err != nil {
-		return p.K
-	}
-	return r.Padded
+	return r, err == nil
 }
 
 // dtype returns the pack dtype the parameters name, spelled as pack.DType.String spells it (a node key
@@ -150,7 +164,8 @@ func PaddedK(k int, rotation string) int {
 //     calib.ReadHessianFile and handed over with quant.WithConsumeHessian to become GPTQ's
 //     factorization buffer; the rotated copy; codes; scales; working rows; BLAS), plus the Hessian
 //     as read when rotation pads K (then both exist at once); with a rotation search, one seed's RTN
-//     trial at a time (its rotated Hessian, codes and scales, and HessianError's buffers); with
+//     trial at a time (its rotated rows, codes and scales, one Hadamard block of H, and
+//     HessianError's buffers); with
 //     gptq_inputs, the activation sample as read and quant.InputsMemory.
 //   - rtn: the codes, the scales, and per worker a few rows (float32 as read and rotated, float64)
 //     and the buffers of the source reader and hash.
@@ -175,8 +190,9 @@ func FinalizeMemory(p FinalizeParams) int64 {
 		if kp != k {
 			mem += k * k * 8
 		}
-		if p.RotationSeeds > 1 { // a seed's RTN trial: rotated Hessian and rows, codes and scales; HessianError's N x K rows
-			mem += kp*kp*8 + n*kp*4 + encode + n*k*(4+4+8+8)
+		if p.RotationSeeds > 1 { // a seed's RTN trial: rotated rows, codes and scales, the rotated diag(H) and its block buffer; HessianError's N x K rows and panel
+			b := int64(p.rotationBlock())
+			mem += n*kp*4 + encode + kp*8 + b*b*8 + n*k*(4+4+8) + k*256*8
 		}
 		mem += quant.RefitMemory(p.N, int(kp), p.Group, p.ScaleRefit)
 		if p.GPTQInputs != "" { // the activation sample as read, and what GPTQ adds for it
@@ -223,6 +239,8 @@ func (p FinalizeParams) validate() error {
 		return fmt.Errorf("rotation_block %d with rotation %s: want a power of two above %d with hadamard, or 0", p.RotationBlock, p.Rotation, quant.MinBlock)
 	case p.RotationSeeds != 0 && (p.Method != "gptq" || p.Rotation != "hadamard" || p.RotationSeeds < 2 || p.RotationSeeds > quant.MaxRotationSearch):
 		return fmt.Errorf("rotation_seeds %d with method %s, rotation %s: want 2..%d seeds with gptq and hadamard, or 0", p.RotationSeeds, p.Method, p.Rotation, quant.MaxRotationSearch)
+	case p.RotationSeeds > 1 && p.SearchVersion != quant.SearchVersion || p.RotationSeeds == 0 && p.SearchVersion != 0:
+		return fmt.Errorf("search_version %d with rotation_seeds %d: this binary scores seeds with version %d (0 without rotation_seeds)", p.SearchVersion, p.RotationSeeds, quant.SearchVersion)
 	case p.ScaleRefit != 0 && (p.Method != "gptq" || p.ActOrder || p.ScaleRefit < 0 || p.ScaleRefit > quant.MaxScaleRefit):
 		return fmt.Errorf("scale_refit %d with method %s, act_order %v: want 1..%d rounds with gptq without act_order, or 0", p.ScaleRefit, p.Method, p.ActOrder, quant.MaxScaleRefit)
 	case p.ScaleRefit > 0 && (p.RefitSteps < 1 || p.RefitSteps > quant.MaxRefitSteps) || p.ScaleRefit == 0 && p.RefitSteps != 0:

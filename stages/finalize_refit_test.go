@@ -33,3 +33,25 @@ func TestFinalizeRefitKeyMaterial(t *testing.T) {
 		}
 	}
 }
+
+// TestFinalizeSearchKeyMaterial: a finalize with a rotation search binds only with this binary's
+// scoring arithmetic (quant.SearchVersion), and one without the search only without it.
+func TestFinalizeSearchKeyMaterial(t *testing.T) {
+	const base = `"tensor":"blk.0.attn_q.weight","method":"gptq","dtype":"I4_ROT_A8","group":32,"rotation":"hadamard","act_bits":8,"clip_grid":null,"damp":0.01,"act_order":false,"seed":5,"n":64,"k":96`
+	k, err := stages.Lookup("finalize")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := k.Bind([]byte(`{` + base + fmt.Sprintf(`,"rotation_seeds":8,"search_version":%d`, quant.SearchVersion) + `}`)); err != nil {
+		t.Fatalf("this binary's search: %v", err)
+	}
+	for _, extra := range []string{
+		`,"rotation_seeds":8`,
+		fmt.Sprintf(`,"rotation_seeds":8,"search_version":%d`, quant.SearchVersion-1),
+		fmt.Sprintf(`,"search_version":%d`, quant.SearchVersion),
+	} {
+		if _, err := k.Bind([]byte(`{` + base + extra + `}`)); !errors.Is(err, stages.ErrBadParams) || !strings.Contains(err.Error(), "search_version") {
+			t.Errorf("Bind(...%s) = %v, want ErrBadParams naming search_version", extra, err)
+		}
+	}
+}

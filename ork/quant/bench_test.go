@@ -82,6 +82,15 @@ func BenchmarkGPTQ4096Refit(b *testing.B) {
 
 func BenchmarkGPTQ4096Group32(b *testing.B) { benchGPTQ(b, WithGroup(32)) }
 
+// BenchmarkGPTQ4096RotSearch is rotated GPTQ in groups of 32 after scoring eight rotation seeds
+// (w4a8-best's rotation_search: 8); BenchmarkGPTQ4096Rot is the same GPTQ with its one seed. Their
+// s/gptq from the same run give the search's cost (its GFLOP/s count GPTQ's flops only).
+func BenchmarkGPTQ4096RotSearch(b *testing.B) {
+	benchGPTQ(b, WithGroup(32), WithRotation(true, 1), WithRotationSearch(8))
+}
+
+func BenchmarkGPTQ4096Rot(b *testing.B) { benchGPTQ(b, WithGroup(32), WithRotation(true, 1)) }
+
 func benchGPTQ(b *testing.B, opts ...Option) {
 	benchSetup(b)
 	ctx := context.Background()

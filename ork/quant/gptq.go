@@ -53,15 +53,16 @@ func GPTQ(ctx context.Context, m Matrix, h *Hessian, opts ...Option) (*Weight, e
 	if c.rotSearch > 1 {
 		return gptqRotationSearch(ctx, m, h, c, opts)
 	}
-	w, data, hsrc, err := prepare(m, h, c)
+	w, data, err := prepare(m, c)
 	if err != nil {
 		return nil, err
 	}
+	hsrc := rotatedHessian(w, h, c.consumeH)
 	kp := w.KP
 	H := hsrc
 	if w.Rotation.IsZero() && !c.consumeH {
 		H = append([]float64(nil), hsrc...) // the one KP x KP buffer; never modify the caller's Hessian
-	} // else hsrc is prepare's fresh rotated copy, or the caller's data it handed over (WithConsumeHessian)
+	} // else hsrc is rotatedHessian's fresh copy, or the caller's data it handed over (WithConsumeHessian)
 	var in *inputsState
 	if c.inputs != nil {
 		if c.actOrder {

@@ -148,6 +148,13 @@ func SearchSeed(seed uint64, i int) uint64 {
 	return seed ^ uint64(i)*0x9E3779B97F4A7C15
 }
 
+// SearchVersion names the arithmetic of WithRotationSearch's scores, for keys
+// (stages.FinalizeParams): 1 formed E·H, a general product (2·N·K² flops a seed), with the whole
+// Hessian rotated for each trial's clip weights; 2 (this one) sums H∘EᵀE over panels of EᵀE's lower
+// part (N·K²) and takes the rotated diag(H) from H's diagonal blocks (bit for bit the same weights).
+// The scores are the same up to rounding, which could still order two seeds the other way.
+const SearchVersion = 2
+
 // WithRotationSearch makes GPTQ of a signed rotation (WithRotation(true, seed)) try n sign seeds,
 // SearchSeed(seed, 0..n-1): each is scored by the calibrated output error tr((W-Q)·H·(W-Q)ᵀ)
 // (HessianError) of the weight RTN gives with it (clip search weighted by diag(H)), and GPTQ runs

@@ -155,24 +155,134 @@ func (r Rotation) rotate64(x, d []float64) {
 
 // fwhtBlocks applies the normalised fast Walsh-Hadamard transform to each consecutive block of
 // b values of x (b a power of two). The normalised transform is symmetric and its own inverse.
+//
+// The butterflies of stages h and 2h run in one pass (radix 4), and the normalisation joins the
+// last pass; every value still sees the radix-2 transform's additions, on the same operands in the
+// same order, and then the one multiplication, so the results are the radix-2 loop's bit for bit
+// (TestFWHTBlocksRadix2).
 func fwhtBlocks(x []float64, b int) {
 	norm := 1 / math.Sqrt(float64(b))
 	for off := 0; off < len(x); off += b {
-		v := x[off : off+b]
-		for h := 1; h < b; h <<= 1 {
-			for i := 0; i < b; i += h << 1 {
-				a := v[i : i+h]
-				c := v[i+h : i+2*h]
-				for j := range a {
-					x0, x1 := a[j], c[j]
-					a[j], c[j] = x0+x1, x0-x1
+		v := x[off : off+b : off+b]
+		h := 1
+		for ; 4*h <= b; h <<= 2 {
+			scale := 4*h == b
+			for i := 0; i < b; i += 4 * h {
+				p0, p1, p2, p3 := v[i:i+h], v[i+h:i+2*h], v[i+2*h:i+3*h], v[i+3*h:i+4*h]
+				for j := range p0 {
+					x0, x1, x2, x3 := p0[j], p1[j], p2[j], p3[j]
+					s01, d01, s23, d23 := x0+x1, x0-x1, x2+x3, x2-x3
+					y0, y1, y2, y3 := s01+s23, d01+d23, s01-s23, d01-d23
+					if scale {
+						y0, y1, y2, y3 = y0*norm, y1*norm, y2*norm, y3*norm
+					}
+					p0[j], p1[j], p2[j], p3[j] = y0, y1, y2, y3
 				}
 			}
 		}
-		for j := range v {
-			v[j] *= norm
+		switch {
+		case h < b: // one radix-2 stage left (b an odd power of two), normalising
+			a, c := v[:h], v[h:]
+			for j := range a {
+				x0, x1 := a[j], c[j]
+				a[j], c[j] = (x0+x1)*norm, (x0-x1)*norm
+			}
+		case b == 1:
+			v[0] *= norm
 		}
 	}
+}
+
+// hessianDiag returns the diagonal of R·H·Rᵀ for a K x K Hessian h (float64, row-major), r.Padded
+// values, bit for bit the diagonal rotateHessian computes. R is block diagonal, so a block's
+// rotated diagonal needs only that diagonal block of H: each block's rows are rotated as
+// rotateHessian rotates them (the block's part of R·h_i), then each of its columns, keeping the
+// one value on the diagonal. That costs 2·Padded·Block·log2(Block) flops and one Block x Block
+// buffer, where rotating the whole H costs 2·Padded²·log2(Block) and Padded x Padded.
+func (r Rotation) hessianDiag(h []float64) []float64 {
+	k, p, b := r.K, r.Padded, r.Block
+	d := r.signVector()
+	out := make([]float64, p)
+	m := make([]float64, b*b) // m[i][j] = (R·h_(b0+i))_(b0+j): the block's rows rotated
+	for b0 := 0; b0 < p; b0 += b {
+		var db []float64
+		if d != nil {
+			db = d[b0 : b0+b]
+		}
+		for i := 0; i < b; i++ {
+			row := m[i*b : (i+1)*b]
+			clear(row) // padded rows stay zero, as rotateHessian leaves them; padded columns too
+			gi := b0 + i
+			if gi >= k {
+				continue
+			}
+			if b0 < k {
+				copy(row, h[gi*k+b0:gi*k+min(b0+b, k)])
+			}
+			rotateBlock(row, db, b)
+		}
+		rotateColumns(m, db, b)
+		norm := 1 / math.Sqrt(float64(b))
+		for c := 0; c < b; c++ {
+			out[b0+c] = m[c*b+c] * norm
+		}
+	}
+	return out
+}
+
+// rotateColumns applies rotateBlock to every column of the b x b row-major matrix m except for
+// the final normalisation, which the caller applies to the values it keeps: the signs d scale row
+// i, then the butterflies of stages h and 2h combine four rows value by value, a chunk of
+// columns at a time (a chunk's rows stay in cache). Per value these are fwhtBlocks' additions on
+// the same operands in the same order.
+func rotateColumns(m, d []float64, b int) {
+	const chunk = 32
+	for c0 := 0; c0 < b; c0 += chunk {
+		c1 := min(c0+chunk, b)
+		row := func(i int) []float64 { return m[i*b+c0 : i*b+c1] }
+		if d != nil {
+			for i := 0; i < b; i++ {
+				x := row(i)
+				for j := range x {
+					x[j] *= d[i]
+				}
+			}
+		}
+		h := 1
+		for ; 4*h <= b; h <<= 2 {
+			for i := 0; i < b; i += 4 * h {
+				for r := i; r < i+h; r++ {
+					p0, p1, p2, p3 := row(r), row(r+h), row(r+2*h), row(r+3*h)
+					p1, p2, p3 = p1[:len(p0)], p2[:len(p0)], p3[:len(p0)]
+					for j := range p0 {
+						x0, x1, x2, x3 := p0[j], p1[j], p2[j], p3[j]
+						s01, d01, s23, d23 := x0+x1, x0-x1, x2+x3, x2-x3
+						p0[j], p1[j], p2[j], p3[j] = s01+s23, d01+d23, s01-s23, d01-d23
+					}
+				}
+			}
+		}
+		if h < b { // one radix-2 stage left
+			for r := 0; r < h; r++ {
+				x, y := row(r), row(r+h)
+				y = y[:len(x)]
+				for j := range x {
+					x[j], y[j] = x[j]+y[j], x[j]-y[j]
+				}
+			}
+		}
+	}
+}
+
+// rotateBlock is rotate64 on one block of b values x with its signs d (nil: none): the same
+// arithmetic, value for value, as rotating the whole row the block belongs to.
+func rotateBlock(x, d []float64, b int) {
+	if d != nil {
+		for j := range x {
+			x[j] *= d[j]
+		}
+	}
+	fwhtBlocks(x, b)
 }
 
 // rotateHessian returns R·H·Rᵀ for a K x K Hessian (float64, row-major): the Hessian of the

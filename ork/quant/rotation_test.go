@@ -149,6 +149,40 @@ func TestRotateHessianMatchesRotatedActivations(t *testing.T) {
 	}
 }
 
+// TestHessianDiagMatchesRotateHessian: the diagonal from H's diagonal blocks is bit for bit the
+// diagonal of the whole rotated Hessian, padded or not, signed or not, for every block size.
+func TestHessianDiagMatchesRotateHessian(t *testing.T) {
+	for _, tc := range []struct {
+		k, minBlock int
+		signs       bool
+	}{
+		{64, 32, true}, {96, 32, false}, {172, 32, true}, {172, 256, true}, {300, 32, true}, {320, 32, false}, {512, 32, true},
+	} {
+		r, err := NewRotationMinBlock(tc.k, tc.signs, uint64(tc.k), tc.minBlock)
+		if err != nil {
+			t.Fatal(err)
+		}
+		x, err := SpikedActivations(3*tc.k, tc.k, 4)
+		if err != nil {
+			t.Fatal(err)
+		}
+		h := NewHessian(tc.k)
+		if err := h.Add(x.Data, x.Rows); err != nil {
+			t.Fatal(err)
+		}
+		full := r.rotateHessian(h.Data)
+		got := r.hessianDiag(h.Data)
+		if len(got) != r.Padded {
+			t.Fatalf("%+v: %d values, want %d", r, len(got), r.Padded)
+		}
+		for j, v := range got {
+			if want := full[j*r.Padded+j]; math.Float64bits(v) != math.Float64bits(want) {
+				t.Fatalf("%+v: diag[%d] = %v, rotateHessian's %v", r, j, v, want)
+			}
+		}
+	}
+}
+
 // TestRotationMinBlock: a minimum block pads K further only when its own blocks would be smaller; the
 // padded rotation is still orthogonal (rows round-trip), and RTN and GPTQ store the padded length.
 func TestRotationMinBlock(t *testing.T) {
@@ -272,5 +306,80 @@ func TestGPTQRotationSearch(t *testing.T) {
 	}
 	if _, err := GPTQ(ctx, w, h, WithRotation(false, 0), WithRotationSearch(3)); !errors.Is(err, ErrParam) {
 		t.Errorf("search with an unsigned rotation: %v, want ErrParam", err)
+	}
+}
+
+// BenchmarkRotationApply rotates 256 rows of 5120 values (the 27B width: blocks of 1024).
+func BenchmarkRotationApply(b *testing.B) {
+	const rows, k = 256, 5120
+	r, err := NewRotation(k, true, 3)
+	if err != nil {
+		b.Fatal(err)
+	}
+	src := randMatrix("x", rows, k, 2).Data
+	dst := make([]float32, rows*r.Padded)
+	b.SetBytes(int64(len(src) * 4))
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		if err := r.Apply(dst, src, rows); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// fwhtBlocksRadix2 is the plain radix-2 transform fwhtBlocks must equal bit for bit.
+func fwhtBlocksRadix2(x []float64, b int) {
+	norm := 1 / math.Sqrt(float64(b))
+	for off := 0; off < len(x); off += b {
+		v := x[off : off+b]
+		for h := 1; h < b; h <<= 1 {
+			for i := 0; i < b; i += h << 1 {
+				for j := i; j < i+h; j++ {
+					v[j], v[j+h] = v[j]+v[j+h], v[j]-v[j+h]
+				}
+			}
+		}
+		for j := range v {
+			v[j] *= norm
+		}
+	}
+}
+
+// TestFWHTBlocksRadix2: the radix-4 transform gives the radix-2 one's values bit for bit, for even
+// and odd powers of two, one block or several.
+func TestFWHTBlocksRadix2(t *testing.T) {
+	for _, b := range []int{1, 2, 4, 8, 32, 64, 128, 256, 1024, 2048} {
+		for _, blocks := range []int{1, 3} {
+			x := randMatrix("x", 1, b*blocks, uint64(b+blocks)).Data
+			got, want := make([]float64, len(x)), make([]float64, len(x))
+			for i, v := range x {
+				got[i], want[i] = float64(v)*1e3, float64(v)*1e3
+			}
+			fwhtBlocks(got, b)
+			fwhtBlocksRadix2(want, b)
+			for i := range got {
+				if math.Float64bits(got[i]) != math.Float64bits(want[i]) {
+					t.Fatalf("b=%d blocks=%d: value %d is %v, radix-2 %v", b, blocks, i, got[i], want[i])
+				}
+			}
+		}
+	}
+}
+
+// BenchmarkHessianDiag is the rotated diag(H) of a 4096 x 4096 Hessian with one 4096 block (the
+// worst case: K a power of two).
+func BenchmarkHessianDiag(b *testing.B) {
+	const k = 4096
+	r, err := NewRotation(k, true, 3)
+	if err != nil {
+		b.Fatal(err)
+	}
+	h := make([]float64, k*k)
+	for i, v := range randMatrix("h", k, k, 2).Data {
+		h[i] = float64(v)
+	}
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		r.hessianDiag(h)
 	}
 }

@@ -29,16 +29,20 @@ func RTN(ctx context.Context, m Matrix, h *Hessian, opts ...Option) (*Weight, er
 			return nil, fmt.Errorf("%s: Hessian is %dx%d, weight has K=%d: %w", m.Name, h.K, h.K, m.Cols, ErrShape)
 		}
 	}
-	w, data, hdata, err := prepare(m, h, c)
+	w, data, err := prepare(m, c)
 	if err != nil {
 		return nil, err
 	}
-	var diag []float64
-	if hdata != nil {
+	var diag []float64 // the clip search's weights: diag(H), rotated as the weight is
+	switch {
+	case h == nil:
+	case w.Rotation.IsZero():
 		diag = make([]float64, w.KP)
 		for k := range diag {
-			diag[k] = hdata[k*w.KP+k]
+			diag[k] = h.Data[k*w.KP+k]
 		}
+	default:
+		diag = w.Rotation.hessianDiag(h.Data)
 	}
 	if err := rtnRows(ctx, w, matrixRows(data, w.KP), diag, c, nil); err != nil {
 		return nil, fmt.Errorf("%s: %w", m.Name, err)
@@ -154,35 +158,39 @@ func rtnRows(ctx context.Context, w *Weight, rows rowsFunc, diag []float64, c *c
 }
 
 // prepare validates the shapes, builds the Weight shell and returns the (rotated, padded) weight
-// data [N][KP] and Hessian data [KP][KP] (nil without h).
-func prepare(m Matrix, h *Hessian, c *config) (*Weight, []float32, []float64, error) {
+// data [N][KP].
+func prepare(m Matrix, c *config) (*Weight, []float32, error) {
 	w := &Weight{N: m.Rows, K: m.Cols, KP: m.Cols, Bits: c.bits, Group: c.group}
 	data := m.Data
-	var hdata []float64
-	if h != nil {
-		hdata = h.Data
-	}
 	if c.rotate {
 		r, err := NewRotationMinBlock(m.Cols, c.signs, c.seed, c.minBlock)
 		if err != nil {
-			return nil, nil, nil, fmt.Errorf("%s: %w", m.Name, err)
+			return nil, nil, fmt.Errorf("%s: %w", m.Name, err)
 		}
 		w.Rotation, w.KP = r, r.Padded
 		data = make([]float32, w.N*w.KP)
 		if err := r.Apply(data, m.Data, m.Rows); err != nil {
-			return nil, nil, nil, fmt.Errorf("%s: %w", m.Name, err)
-		}
-		if h != nil {
-			if c.consumeH && r.Padded == r.K {
-				hdata = r.rotateHessianInto(h.Data, h.Data)
-			} else {
-				hdata = r.rotateHessian(h.Data)
-			}
+			return nil, nil, fmt.Errorf("%s: %w", m.Name, err)
 		}
 	}
 	w.Codes = make([]int8, w.N*w.KP)
 	w.Scales = make([]float32, w.N*w.Groups())
-	return w, data, hdata, nil
+	return w, data, nil
+}
+
+// rotatedHessian returns h's data rotated as w is, [KP][KP]: h.Data itself when w is not rotated;
+// rotated in place when consume (WithConsumeHessian) and the rotation does not pad; else a new
+// matrix.
+func rotatedHessian(w *Weight, h *Hessian, consume bool) []float64 {
+	r := w.Rotation
+	switch {
+	case r.IsZero():
+		return h.Data
+	case consume && r.Padded == r.K:
+		return r.rotateHessianInto(h.Data, h.Data)
+	default:
+		return r.rotateHessian(h.Data)
+	}
 }
 
 // quantizeRow quantizes row n of w from its float64 values x (len KP) into codes (len KP) and w's

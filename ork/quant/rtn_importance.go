@@ -28,7 +28,7 @@ func RTNImportance(ctx context.Context, m Matrix, importance []float64, opts ...
 	if err := checkImportance(m.Name, importance, m.Cols); err != nil {
 		return nil, err
 	}
-	w, data, _, err := prepare(m, nil, c)
+	w, data, err := prepare(m, c)
 	if err != nil {
 		return nil, err
 	}

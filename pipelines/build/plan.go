@@ -129,7 +129,7 @@ func finalizeParams(s *recipe.Scheme, name, seedName string, n, k int) stages.Fi
 			p.RotationBlock = s.RotationBlock
 		}
 		if s.Method == "gptq" && s.RotationSearch > 1 {
-			p.RotationSeeds = s.RotationSearch
+			p.RotationSeeds, p.SearchVersion = s.RotationSearch, quant.SearchVersion
 		}
 	}
 	if s.Importance == "imatrix" && s.Method == "rtn" {

@@ -49,3 +49,25 @@ func paramsOf(m *stages.KeyMaterial) string {
 	}
 	return string(m.Params)
 }
+
+// TestRotationSearchBuild: rotation_search reaches the finalize parameters of its scheme's weights
+// (and only theirs) with the scores' arithmetic version, and the build runs.
+func TestRotationSearchBuild(t *testing.T) {
+	r := newRig(t)
+	path := writeRecipe(t, "oneshot")
+	sets := []string{"schemes.1.rotation_search=4"}
+	if _, _, err := r.build(t, path, filepath.Join(t.TempDir(), "s"), sets...); err != nil {
+		t.Fatal(err)
+	}
+	st, err := planStatus(t, r, path, sets...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	version := fmt.Sprintf(`"search_version":%d`, quant.SearchVersion)
+	if m := st["finalize:blk.1.attn_q.weight"].Material; m == nil || !strings.Contains(string(m.Params), `"rotation_seeds":4`) || !strings.Contains(string(m.Params), version) {
+		t.Fatalf("finalize:blk.1.attn_q.weight: params %s, want rotation_seeds 4 and %s (key material)", paramsOf(m), version)
+	}
+	if m := st["finalize:blk.1.ffn_down.weight"].Material; m == nil || strings.Contains(string(m.Params), "rotation_seeds") || strings.Contains(string(m.Params), "search_version") {
+		t.Fatalf("finalize:blk.1.ffn_down.weight (another scheme): params %s, want no rotation_seeds or search_version", paramsOf(m))
+	}
+}

@@ -59,8 +59,9 @@
 //
 // # Events
 //
-// Build reports to a Sink: plan (one per node), node_cached, node_started, node_finished,
-// node_failed, and a final summary. docs/cli.md documents the JSON Lines form.
+// Build reports to a Sink: plan (one per node), node_cached, node_verifying (input verification
+// outlasting WithVerifyNotice), node_started, node_finished, node_failed, and a final summary.
+// docs/cli.md documents the JSON Lines form.
 //
 // # Build history (explain)
 //

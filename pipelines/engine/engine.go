@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"path/filepath"
+	"time"
 
 	"orkpipe/artifacts"
 	"orkpipe/stages"
@@ -21,7 +22,7 @@ func New(store Store, opts ...Option) (*Engine, error) {
 	if store == nil {
 		return nil, fmt.Errorf("engine: nil store")
 	}
-	cfg := config{jobs: 1, sink: Discard, logger: slog.Default(), maxPasses: 3}
+	cfg := config{jobs: 1, sink: Discard, logger: slog.Default(), maxPasses: 3, verifyNotice: time.Second}
 	for _, o := range opts {
 		if err := o(&cfg); err != nil {
 			return nil, err

@@ -55,6 +55,10 @@ func (e Event) AppendJSON(b []byte) ([]byte, error) {
 	if e.Checked {
 		b = append(b, `,"checked":true`...)
 	}
+	if e.Bytes != 0 {
+		b = append(b, `,"bytes":`...)
+		b = strconv.AppendInt(b, e.Bytes, 10)
+	}
 	if e.DurationMS != 0 {
 		b = append(b, `,"duration_ms":`...)
 		b = strconv.AppendInt(b, e.DurationMS, 10)

@@ -7,12 +7,13 @@ import (
 
 // Event kinds. They are part of the CLI's JSON Lines contract (docs/cli.md).
 const (
-	EventPlan         = "plan"          // one per node before the build starts
-	EventNodeCached   = "node_cached"   // the node's outputs came from the action cache
-	EventNodeStarted  = "node_started"  // the node's stage started
-	EventNodeFinished = "node_finished" // the node's stage finished and its outputs are stored
-	EventNodeFailed   = "node_failed"   // the node's stage (or storing its outputs) failed
-	EventSummary      = "summary"       // the last event of a build
+	EventPlan          = "plan"           // one per node before the build starts
+	EventNodeCached    = "node_cached"    // the node's outputs came from the action cache
+	EventNodeVerifying = "node_verifying" // the node is still verifying its input objects (WithVerifyNotice)
+	EventNodeStarted   = "node_started"   // the node's stage started
+	EventNodeFinished  = "node_finished"  // the node's stage finished and its outputs are stored
+	EventNodeFailed    = "node_failed"    // the node's stage (or storing its outputs) failed
+	EventSummary       = "summary"        // the last event of a build
 )
 
 // Event is one build event. Node events carry Node and Key (Key is empty in plan events of nodes
@@ -27,6 +28,7 @@ type Event struct {
 	Deps       []string          `json:"deps,omitempty"`        // plan: ids of the nodes it consumes
 	SameAs     string            `json:"same_as,omitempty"`     // node_cached: node with identical key material
 	Checked    bool              `json:"checked,omitempty"`     // node_started, node_finished: a cached node run again by --check
+	Bytes      int64             `json:"bytes,omitempty"`       // node_verifying: the input objects' total size
 	DurationMS int64             `json:"duration_ms,omitempty"` // node_finished, node_failed
 	Outputs    map[string]string `json:"outputs,omitempty"`     // node_cached, node_finished: output -> digest
 	Error      string            `json:"error,omitempty"`       // node_failed

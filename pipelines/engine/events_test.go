@@ -2,6 +2,7 @@ package engine_test
 
 import (
 	"testing"
+	"time"
 
 	"orkpipe/pipelines/engine"
 )
@@ -56,5 +57,43 @@ func TestEvents(t *testing.T) {
 		if res.Executed != round.executed {
 			t.Errorf("%s build executed %d, want %d", round.name, res.Executed, round.executed)
 		}
+	}
+}
+
+// TestVerifyingEvent: with a verify notice of 0 every executed node that reads other nodes' outputs
+// gets node_verifying, naming its input objects' total size, before its node_started, and a node
+// without such inputs gets none; a negative notice is refused.
+func TestVerifyingEvent(t *testing.T) {
+	if _, err := engine.New(openStore(t, t.TempDir()), engine.WithMemoryBudget(1<<30), engine.WithVerifyNotice(-time.Second)); err == nil {
+		t.Error("WithVerifyNotice(-1s) accepted")
+	}
+	rec := &engine.Recorder{}
+	e := newEngine(t, openStore(t, t.TempDir()), engine.WithSink(rec), engine.WithVerifyNotice(0))
+	if _, err := build(t, t.Context(), e, "verifying", sixNodes("v"), engine.BuildOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	verifying := map[string]int64{}
+	for _, ev := range rec.Events() {
+		switch ev.Event {
+		case engine.EventNodeVerifying:
+			verifying[ev.Node] = ev.Bytes
+		case engine.EventNodeStarted:
+			if _, ok := verifying[ev.Node]; !ok && ev.Node != "a" && ev.Node != "b" {
+				t.Errorf("node %s started without node_verifying before it", ev.Node)
+			}
+		}
+	}
+	// a and b read no node's output; x reads a's output and w b's (the same size: at least the 4096
+	// bytes their params ask for); z reads b's and y's
+	for _, n := range []string{"a", "b"} {
+		if b, ok := verifying[n]; ok {
+			t.Errorf("node %s (no inputs from nodes): node_verifying of %d bytes", n, b)
+		}
+	}
+	if verifying["x"] < 4096 || verifying["w"] != verifying["x"] || verifying["z"] <= verifying["w"] {
+		t.Errorf("node_verifying bytes x %d, w %d, z %d: want x = w >= 4096 and z > w", verifying["x"], verifying["w"], verifying["z"])
+	}
+	if verifying["y"] <= 0 {
+		t.Errorf("node y: node_verifying of %d bytes, want > 0", verifying["y"])
 	}
 }

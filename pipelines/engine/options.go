@@ -3,6 +3,7 @@ package engine
 import (
 	"fmt"
 	"log/slog"
+	"time"
 )
 
 // Option configures an Engine. Options validate their argument and New reports the first error.
@@ -17,6 +18,8 @@ type config struct {
 	executor   Executor
 	historyDir string
 	maxPasses  int
+	// verifyNotice: how long a node's input verification runs before node_verifying is emitted
+	verifyNotice time.Duration
 }
 
 // WithJobs sets how many nodes run at once (default 1).
@@ -89,6 +92,19 @@ func WithHistoryDir(dir string) Option {
 			return fmt.Errorf("engine: empty history dir")
 		}
 		c.historyDir = dir
+		return nil
+	}
+}
+
+// WithVerifyNotice sets how long verifying a node's input objects (re-hashing those an earlier
+// process stored) may run before the engine emits node_verifying for it (default one second; 0:
+// for every executed node with inputs from other nodes, before it verifies them).
+func WithVerifyNotice(d time.Duration) Option {
+	return func(c *config) error {
+		if d < 0 {
+			return fmt.Errorf("engine: verify notice %v, want >= 0", d)
+		}
+		c.verifyNotice = d
 		return nil
 	}
 }

@@ -258,6 +258,8 @@ func (ps *pass) resolve(pn *pnode, key artifacts.Digest, m stages.KeyMaterial, i
 // and compares the outputs with the record's.
 func (ps *pass) execute(pn *pnode, key artifacts.Digest, m stages.KeyMaterial, inputs, tools, record map[string]stages.File) flight {
 	ctx, id := ps.ctx, pn.node.id
+	verified := ps.noticeVerify(pn, key, inputs)
+	defer verified() // before node_started below, and on every early return
 	for name, in := range pn.node.inputs {
 		if in.node == nil {
 			continue
@@ -284,6 +286,7 @@ func (ps *pass) execute(pn *pnode, key artifacts.Digest, m stages.KeyMaterial, i
 			return ps.failed(pn, key, time.Now(), fmt.Errorf("input %q: %w", name, err))
 		}
 	}
+	verified()
 	start := time.Now()
 	ps.emit(Event{Event: EventNodeStarted, Node: id, Key: key.String(), Stage: pn.node.stage, Time: start, Checked: record != nil})
 	req := ExecRequest{Key: key, Material: m, Inputs: inputs, Tools: tools}
@@ -394,6 +397,43 @@ func (ps *pass) lookup(pn *pnode, key artifacts.Digest) (map[string]stages.File,
 }
 
 // verify re-hashes a stored object once per pass before a stage reads it.
+// noticeVerify arranges for node_verifying to be emitted for pn if verifying its input objects
+// (from other nodes; re-hashing those an earlier process stored, at 27B many GiB) takes longer than
+// the engine's verify notice, so that a watcher is not left without an event while it lasts. The
+// function it returns ends the wait: once it has returned, no node_verifying of this call follows.
+func (ps *pass) noticeVerify(pn *pnode, key artifacts.Digest, inputs map[string]stages.File) func() {
+	ev := Event{Event: EventNodeVerifying, Node: pn.node.id, Key: key.String(), Stage: pn.node.stage}
+	for name, in := range pn.node.inputs {
+		if in.node != nil {
+			ev.Bytes += inputs[name].Size
+		}
+	}
+	if ev.Bytes == 0 {
+		return func() {}
+	}
+	if ps.e.cfg.verifyNotice == 0 {
+		ev.Time = time.Now()
+		ps.emit(ev)
+		return func() {}
+	}
+	var mu sync.Mutex
+	done := false
+	t := time.AfterFunc(ps.e.cfg.verifyNotice, func() {
+		mu.Lock()
+		defer mu.Unlock()
+		if !done {
+			ev.Time = time.Now()
+			ps.emit(ev)
+		}
+	})
+	return func() {
+		t.Stop()
+		mu.Lock()
+		done = true
+		mu.Unlock()
+	}
+}
+
 func (ps *pass) verify(ctx context.Context, d artifacts.Digest) error {
 	_, _, err := ps.verified.do(ctx, d, func() (struct{}, error) { return struct{}{}, ps.e.store.Verify(ctx, d) })
 	return err

@@ -8,6 +8,7 @@ import (
 	"github.com/vbauerster/mpb/v8"
 	"github.com/vbauerster/mpb/v8/decor"
 
+	"orkpipe/internal/units"
 	"orkpipe/pipelines/engine"
 )
 
@@ -45,9 +46,16 @@ func (b *Bars) Emit(e engine.Event) {
 				mpb.AppendDecorators(decor.Elapsed(decor.ET_STYLE_GO)))
 		}
 		b.total.SetTotal(int64(b.nodes), false)
-	case engine.EventNodeStarted:
+	case engine.EventNodeVerifying, engine.EventNodeStarted:
+		if bar := b.running[e.Node]; bar != nil { // verifying, then started (or verifying again after a retry)
+			bar.Abort(true)
+		}
+		name := fmt.Sprintf("%-24s %s", e.Node, e.Stage)
+		if e.Event == engine.EventNodeVerifying {
+			name = fmt.Sprintf("%-24s verifying inputs (%s)", e.Node, units.FormatSize(e.Bytes))
+		}
 		b.running[e.Node] = b.p.AddSpinner(0, mpb.BarRemoveOnComplete(),
-			mpb.PrependDecorators(decor.Name(fmt.Sprintf("%-24s %s", e.Node, e.Stage))),
+			mpb.PrependDecorators(decor.Name(name)),
 			mpb.AppendDecorators(decor.Elapsed(decor.ET_STYLE_GO)))
 	case engine.EventNodeFinished, engine.EventNodeFailed, engine.EventNodeCached:
 		if bar := b.running[e.Node]; bar != nil {

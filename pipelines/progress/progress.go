@@ -13,6 +13,7 @@ import (
 
 	"golang.org/x/term"
 
+	"orkpipe/internal/units"
 	"orkpipe/pipelines/engine"
 )
 
@@ -134,6 +135,8 @@ func TextLine(e engine.Event) string {
 			return fmt.Sprintf("cached    %-24s %s (same key as %s)", e.Node, short(e.Key), e.SameAs)
 		}
 		return fmt.Sprintf("cached    %-24s %s", e.Node, short(e.Key))
+	case engine.EventNodeVerifying:
+		return fmt.Sprintf("verifying %-24s %s inputs (%s)", e.Node, short(e.Key), units.FormatSize(e.Bytes))
 	case engine.EventNodeStarted:
 		if e.Checked {
 			return fmt.Sprintf("checking  %-24s %s %s", e.Node, short(e.Key), e.Stage)

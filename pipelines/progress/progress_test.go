@@ -40,9 +40,11 @@ func TestTextLines(t *testing.T) {
 	var buf bytes.Buffer
 	s := progress.Choose(&buf, false) // a buffer is not a terminal: plain lines
 	s.Emit(engine.Event{Event: engine.EventPlan, Node: "a"})
+	s.Emit(engine.Event{Event: engine.EventNodeVerifying, Node: "a", Key: "blake3:0123456789abcdef", Bytes: 3 << 30})
 	s.Emit(engine.Event{Event: engine.EventNodeFailed, Node: "a", Key: "blake3:0123456789abcdef", Error: "boom"})
 	s.Close()
-	if got := buf.String(); !strings.Contains(got, "FAILED") || !strings.Contains(got, "boom") || strings.Count(got, "\n") != 1 {
+	if got := buf.String(); !strings.Contains(got, "verifying a") || !strings.Contains(got, "(3.00 GiB)") || !strings.Contains(got, "FAILED") ||
+		!strings.Contains(got, "boom") || strings.Count(got, "\n") != 2 {
 		t.Errorf("text output %q", got)
 	}
 }

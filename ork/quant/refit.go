@@ -24,9 +24,12 @@ const (
 
 // RefitVersion names the arithmetic of WithScaleRefit, for keys (stages.FinalizeParams): 1 took
 // each conjugate-gradient step's product with H as two triangular solves with GPTQ's factor; 2
-// (this one) forms every row's Gram matrix AᵀHA from H once and steps with it. The method and its
-// results are the same up to rounding, which can still round a float32 scale the other way.
-const RefitVersion = 2
+// formed every row's Gram matrix AᵀHA from H once and stepped with it, and each refit took the
+// residual's product (t − A·s)·H; 3 (this one) takes t·H once for all the rounds, in blocks of
+// targetBlock rows, and the residual's terms from it and the Gram matrix (AᵀH·x = AᵀH·t − AᵀHA·s):
+// a third of the flops of a refit. The method and its results are the same up to rounding, which
+// can still round a float32 scale the other way.
+const RefitVersion = 3
 
 // WithScaleRefit makes GPTQ refit every row's group scales after its codes are chosen, codes fixed, to
 // minimise the calibrated output error (w − q)ᵀ·H·(w − q) of the row (H the damped Hessian GPTQ
@@ -56,22 +59,30 @@ func WithScaleRefit(rounds, steps int) Option {
 }
 
 // RefitMemory is what WithScaleRefit(rounds) adds to GPTQMemory for an n x kp weight with group size
-// group (refitScratch per worker); with more than one round, a copy of the codes and scales and two
-// errors per row.
+// group: the target's products with H (targetProducts: n x kp float64 and one value a row), and per
+// worker a refitScratch and the targetBlock rows targetTimesH copies; with more than one round, a
+// copy of the codes and scales and two errors per row.
 func RefitMemory(n, kp, group, rounds int) int64 {
 	if rounds <= 0 {
 		return 0
 	}
 	ng := int64(numGroups(kp, group))
-	b := int64(runtime.GOMAXPROCS(0)) * refitScratchBytes(int64(kp), ng, int64(effGroup(kp, group)))
+	perWorker := refitScratchBytes(int64(kp), ng, int64(effGroup(kp, group))) + 8*targetBlock*int64(kp)
+	b := int64(runtime.GOMAXPROCS(0))*perWorker + 8*int64(n)*(int64(kp)+1)
 	if rounds > 1 {
 		b += int64(n)*int64(kp) + int64(n)*ng*4 + 2*int64(n)*8
 	}
 	return b
 }
 
-// refitBlock is the number of rows whose products with H are taken together.
-const refitBlock = 32
+// refitBlock is the number of rows whose Gram matrices are formed together; targetBlock the number of
+// rows of the target whose product with H is taken together (targetTimesH: two triangular products
+// with H's lower triangle, which one OpenBLAS thread runs at 32 GFLOP/s for 32 rows of 8192 and 48
+// for 128).
+const (
+	refitBlock  = 32
+	targetBlock = 128
+)
 
 // hessBuffer is GPTQ's KP x KP buffer as inverseCholeskyUpper leaves it when asked to keep H: the
 // factor U of H⁻¹ on and above the diagonal (row-major), H strictly below it, and H's diagonal (the
@@ -84,68 +95,110 @@ type hessBuffer struct {
 
 // refitScratch is one worker's buffers for refitScales on a block of at most refitBlock rows.
 type refitScratch struct {
-	x, hx []float64 // the rows' residuals t − A·s (rows x kp) and their products with H
-	ct, p []float64 // the codes transposed (kp x refitBlock); H's column blocks times them, then a row block
+	ct, p []float64 // the codes transposed (kp x refitBlock); H's column blocks times them
 	d     []float64 // one g x g diagonal block of H
 	gram  []float64 // each row's Gram matrix AᵀHA, symmetric, packed (symPacked)
-	vec   []float64 // seven per-group vectors a row
-	acc   []float64
+	vec   []float64 // eight per-group vectors a row
 }
 
 // refitScratchBytes is the size of a refitScratch for rows of kp values in ng groups of g.
 func refitScratchBytes(kp, ng, g int64) int64 {
-	return 8 * (4*refitBlock*kp + g*g + refitBlock*int64(symPacked(int(ng))) + 7*refitBlock*ng + refitBlock)
+	return 8 * (2*refitBlock*kp + g*g + refitBlock*int64(symPacked(int(ng))) + 8*refitBlock*ng)
 }
 
 func newRefitScratch(kp, ng, g int) *refitScratch {
 	return &refitScratch{
-		x: make([]float64, refitBlock*kp), hx: make([]float64, refitBlock*kp),
 		ct: make([]float64, kp*refitBlock), p: make([]float64, kp*refitBlock),
 		d: make([]float64, g*g), gram: make([]float64, refitBlock*symPacked(ng)),
-		vec: make([]float64, 7*refitBlock*ng), acc: make([]float64, refitBlock),
+		vec: make([]float64, 8*refitBlock*ng),
 	}
 }
 
-// refitScales refits the scales of rows [lo, hi) of w to target (N x KP; its dead columns, dead[k],
-// count as zero, as GPTQ's codes there are), H from hb, diag = diag(H) for the Jacobi preconditioner
-// c_gᵀ·diag(H)·c_g of each group's scale. A group whose preconditioner is 0 (all its codes zero, or
-// dead) keeps its scale. Each row takes at most steps conjugate-gradient steps. errs[r] (r in
-// [lo, hi)) receives the row's error (t − q)ᵀ·H·(t − q) with its refitted float32 scales.
+// targetProducts holds, for an n x kp target t (its dead columns counted as zero), t·H (n x kp,
+// row-major) and tᵀHt a row: what every refit of the rows reads in place of its residual's product
+// with H, taken once for all the rounds.
+type targetProducts struct {
+	th  []float64
+	tht []float64
+}
+
+// targetTimesH sets tp for the n x kp target (dead columns as zero) and H from hb, rows in blocks of
+// targetBlock on workers goroutines: t·H = t·(L+I) + t·(L+I)ᵀ − 2t + t·diag(H), L the strict lower
+// triangle of the buffer (two triangular products with a unit diagonal, so U's diagonal in the
+// buffer is never read).
+func targetTimesH(ctx context.Context, target []float32, hb hessBuffer, dead []bool, n, workers int) (targetProducts, error) {
+	kp := hb.kp
+	tp := targetProducts{th: make([]float64, n*kp), tht: make([]float64, n)}
+	tmp := sync.Pool{New: func() any { return make([]float64, targetBlock*kp) }}
+	l := blas64.Triangular{Uplo: blas.Lower, Diag: blas.Unit, N: kp, Stride: kp, Data: hb.a}
+	err := forRows(ctx, n, workers, func(lo, hi int) {
+		t := tmp.Get().([]float64)
+		defer tmp.Put(t)
+		for r0 := lo; r0 < hi; r0 += targetBlock {
+			nb := min(targetBlock, hi-r0)
+			th, tt := tp.th[r0*kp:(r0+nb)*kp], t[:nb*kp]
+			for i, v := range target[r0*kp : (r0+nb)*kp] {
+				if dead[i%kp] {
+					v = 0
+				}
+				th[i] = float64(v)
+			}
+			copy(tt, th)
+			m := blas64.General{Rows: nb, Cols: kp, Stride: kp}
+			m.Data = th
+			blas64.Trmm(blas.Right, blas.NoTrans, 1, l, m)
+			m.Data = tt
+			blas64.Trmm(blas.Right, blas.Trans, 1, l, m)
+			for r := 0; r < nb; r++ {
+				hr, tr, xr := th[r*kp:(r+1)*kp], tt[r*kp:(r+1)*kp], target[(r0+r)*kp:(r0+r+1)*kp]
+				e := 0.0
+				for k, xv := range xr {
+					v := float64(xv)
+					if dead[k] {
+						v = 0
+					}
+					hr[k] += tr[k] - 2*v + v*hb.diag[k]
+					e += v * hr[k]
+				}
+				tp.tht[r0+r] = e
+			}
+		}
+	})
+	return tp, err
+}
+
+// refitScales refits the scales of rows [lo, hi) of w to the target whose products with H tp holds
+// (targetTimesH; the target's dead columns count as zero, as GPTQ's codes there are), H from hb,
+// diag = diag(H) for the Jacobi preconditioner c_gᵀ·diag(H)·c_g of each group's scale. A group
+// whose preconditioner is 0 (all its codes zero, or dead) keeps its scale. Each row takes at most
+// steps conjugate-gradient steps. errs[r] (r in [lo, hi)) receives the row's error
+// (t − q)ᵀ·H·(t − q) with its refitted float32 scales.
 //
-// Per block of rows it forms the residuals x = t − A·s₀, their products x·H (two triangular
-// products with H's lower triangle) and the rows' Gram matrices AᵀHA (column block by column
-// block of H, general matrix products one group wide): about 3·K² flops a row in all. Then it
-// runs the conjugate gradients on the Gram matrices (ng² a step) and takes the error from the
-// same quantities:
-// (x − A·δ)ᵀH(x − A·δ) = xᵀHx − 2δ·AᵀHx + δᵀ(AᵀHA)δ, δ the scales' change.
-func refitScales(w *Weight, target []float32, hb hessBuffer, diag []float64, lo, hi int, dead []bool, steps int, errs []float64, sc *refitScratch) {
+// Per block of rows it forms the rows' Gram matrices AᵀHA (column block by column block of H,
+// general matrix products one group wide): K² flops a row. The residual x = t − A·s₀ enters
+// through AᵀH·x = AᵀH·t − AᵀHA·s₀ and xᵀHx = tᵀHt − 2s₀·AᵀHt + s₀ᵀAᵀHA·s₀. Then it runs the
+// conjugate gradients on the Gram matrices (ng² a step) and takes the error from the same
+// quantities: (x − A·δ)ᵀH(x − A·δ) = xᵀHx − 2δ·AᵀHx + δᵀ(AᵀHA)δ, δ the scales' change.
+func refitScales(w *Weight, tp targetProducts, hb hessBuffer, diag []float64, lo, hi int, steps int, errs []float64, sc *refitScratch) {
 	kp, ng := w.KP, w.Groups()
 	g := effGroup(kp, w.Group)
 	const R = refitBlock
 	v := sc.vec
-	s, rho, z, p, pre, mp, g0 := v[:R*ng], v[R*ng:2*R*ng], v[2*R*ng:3*R*ng], v[3*R*ng:4*R*ng], v[4*R*ng:5*R*ng], v[5*R*ng:6*R*ng], v[6*R*ng:7*R*ng]
+	s, rho, z, p, pre, mp, g0, u := v[:R*ng], v[R*ng:2*R*ng], v[2*R*ng:3*R*ng], v[3*R*ng:4*R*ng], v[4*R*ng:5*R*ng], v[5*R*ng:6*R*ng], v[6*R*ng:7*R*ng], v[7*R*ng:8*R*ng]
 	var rz, e0 [R]float64
 	var active [R]bool
 	for r0 := lo; r0 < hi; r0 += R {
 		nb := min(R, hi-r0)
-		// residual vectors x = t − A·s, the codes transposed, the preconditioner c_gᵀ·diag(H)·c_g
+		// the scales, the codes transposed, the preconditioner c_gᵀ·diag(H)·c_g
 		for r := 0; r < nb; r++ {
 			row := r0 + r
 			codes := w.Codes[row*kp : (row+1)*kp]
-			tr := target[row*kp : (row+1)*kp]
-			xr := sc.x[r*kp : (r+1)*kp]
 			for gi := 0; gi < ng; gi++ {
-				scl := float64(w.Scales[row*ng+gi])
-				s[r*ng+gi] = scl
+				s[r*ng+gi] = float64(w.Scales[row*ng+gi])
 				a, b := gi*g, min((gi+1)*g, kp)
 				d := 0.0
 				for k := a; k < b; k++ {
 					c := float64(codes[k])
-					t := float64(tr[k])
-					if dead[k] {
-						t = 0
-					}
-					xr[k] = t - scl*c
 					sc.ct[k*R+r] = c
 					d += c * c * diag[k]
 				}
@@ -154,12 +207,15 @@ func refitScales(w *Weight, target []float32, hb hessBuffer, diag []float64, lo,
 		}
 		gramProducts(hb, sc, nb, ng, g)
 		for r := 0; r < nb; r++ {
-			codes := w.Codes[(r0+r)*kp : (r0+r+1)*kp]
-			hxr := sc.hx[r*kp : (r+1)*kp]
-			codeGroupDots(rho[r*ng:(r+1)*ng], codes, hxr, g)
-			e := 0.0
-			for k, xv := range sc.x[r*kp : (r+1)*kp] {
-				e += xv * hxr[k]
+			row := r0 + r
+			G := sc.gram[r*symPacked(ng) : (r+1)*symPacked(ng)]
+			ur, rr, sr := u[r*ng:(r+1)*ng], rho[r*ng:(r+1)*ng], s[r*ng:(r+1)*ng]
+			codeGroupDots(ur, w.Codes[row*kp:(row+1)*kp], tp.th[row*kp:(row+1)*kp], g)
+			symMulPacked(rr, G, sr)
+			e := tp.tht[row]
+			for gi, uv := range ur {
+				rr[gi] = uv - rr[gi] // AᵀH·x = AᵀH·t − AᵀHA·s
+				e -= sr[gi] * (uv + rr[gi])
 			}
 			e0[r] = e
 			rz[r] = 0
@@ -230,11 +286,9 @@ func refitScales(w *Weight, target []float32, hb hessBuffer, diag []float64, lo,
 	}
 }
 
-// gramProducts sets, for the nb rows of sc.x (residuals) and sc.ct (their codes, transposed), each
-// row's Gram matrix AᵀHA (sc.gram, packed) and sc.hx = x·H, H read from hb: the Gram matrices
-// column block by column block (group h's columns: H[:h, h] is the transpose of group h's rows
-// below the diagonal, H[h, h] is assembled into sc.d), x·H from the strict lower triangle L as
-// x·(L+I) + x·(L+I)ᵀ − 2x + x·diag(H).
+// gramProducts sets, for the nb rows whose codes sc.ct holds (transposed), each row's Gram matrix
+// AᵀHA (sc.gram, packed), H read from hb column block by column block (group h's columns: H[:h, h]
+// is the transpose of group h's rows below the diagonal, H[h, h] is assembled into sc.d).
 func gramProducts(hb hessBuffer, sc *refitScratch, nb, ng, g int) {
 	const R = refitBlock
 	kp, a := hb.kp, hb.a
@@ -266,32 +320,37 @@ func gramProducts(hb hessBuffer, sc *refitScratch, nb, ng, g int) {
 		blas64.Gemm(blas.NoTrans, blas.NoTrans, 1, d, ch, 0, gen(gh, nb, R, sc.p[a0*R:]))
 		// Gram entries (h', h), h' <= h: Σ over the columns k of group h' of c_k·P[k]
 		for hp := 0; hp <= h; hp++ {
-			acc := sc.acc[:nb]
-			clear(acc)
-			for k := hp * g; k < min((hp+1)*g, kp); k++ {
-				ct, pk := sc.ct[k*R:k*R+nb], sc.p[k*R:k*R+nb]
-				for r, c := range ct {
-					acc[r] += c * pk[r]
-				}
-			}
-			for r, v := range acc {
-				sc.gram[r*symPacked(ng)+h*(h+1)/2+hp] = v
-			}
+			gramEntries(sc, hp*g, min((hp+1)*g, kp), nb, symPacked(ng), h*(h+1)/2+hp)
 		}
 	}
-	// x·H = x·(L+I) + x·(L+I)ᵀ − 2x + x·diag(H), L the strict lower triangle: two triangular
-	// products with a unit diagonal, so U's diagonal in the buffer is never read
-	x, hx, t := sc.x[:nb*kp], sc.hx[:nb*kp], sc.p[:nb*kp]
-	copy(hx, x)
-	copy(t, x)
-	l := blas64.Triangular{Uplo: blas.Lower, Diag: blas.Unit, N: kp, Stride: kp, Data: a}
-	blas64.Trmm(blas.Right, blas.NoTrans, 1, l, gen(nb, kp, kp, hx))
-	blas64.Trmm(blas.Right, blas.Trans, 1, l, gen(nb, kp, kp, t))
-	for r := 0; r < nb; r++ {
-		xr, hr, tr := x[r*kp:(r+1)*kp], hx[r*kp:(r+1)*kp], t[r*kp:(r+1)*kp]
-		for k, v := range xr {
-			hr[k] += tr[k] - 2*v + v*hb.diag[k]
+}
+
+// gramEntries sets sc.gram[r·stride + at] to Σ_{k in [k0, k1)} ct[k][r]·p[k][r] for the nb rows r,
+// summed in the order of k: four rows at a time in registers (each row's sum is the same).
+func gramEntries(sc *refitScratch, k0, k1, nb, stride, at int) {
+	const R = refitBlock
+	ct, p := sc.ct[k0*R:k1*R], sc.p[k0*R:k1*R]
+	r := 0
+	for ; r+4 <= nb; r += 4 {
+		var a0, a1, a2, a3 float64
+		for i := r; i+3 < len(ct); i += R {
+			c, q := ct[i:i+4:i+4], p[i:i+4:i+4]
+			a0 += c[0] * q[0]
+			a1 += c[1] * q[1]
+			a2 += c[2] * q[2]
+			a3 += c[3] * q[3]
 		}
+		sc.gram[r*stride+at] = a0
+		sc.gram[(r+1)*stride+at] = a1
+		sc.gram[(r+2)*stride+at] = a2
+		sc.gram[(r+3)*stride+at] = a3
+	}
+	for ; r < nb; r++ {
+		a := 0.0
+		for i := r; i < len(ct); i += R {
+			a += ct[i] * p[i]
+		}
+		sc.gram[r*stride+at] = a
 	}
 }
 
@@ -334,12 +393,16 @@ func (st *gptqState) refit(ctx context.Context, rounds int) error {
 	}
 	hb := hessBuffer{a: st.U, diag: st.hdiag, kp: kp}
 	ng, g := w.Groups(), effGroup(kp, w.Group)
+	tp, err := targetTimesH(ctx, st.data, hb, dead, w.N, st.c.workers)
+	if err != nil {
+		return err
+	}
 	scratch := sync.Pool{New: func() any { return newRefitScratch(kp, ng, g) }}
 	refitAll := func(errs []float64) error {
 		return forRows(ctx, w.N, st.c.workers, func(lo, hi int) {
 			sc := scratch.Get().(*refitScratch)
 			defer scratch.Put(sc)
-			refitScales(w, st.data, hb, st.diag, lo, hi, dead, st.c.refitSteps, errs, sc)
+			refitScales(w, tp, hb, st.diag, lo, hi, st.c.refitSteps, errs, sc)
 		})
 	}
 	prevErr := make([]float64, w.N)

@@ -87,8 +87,8 @@ func denseGram(h *mat.SymDense, codes []int8, ng, g int) (m, ha *mat.Dense) {
 	return m, ha
 }
 
-// TestGramProducts: gramProducts' x·H and AᵀHA equal the explicit products, for groups that divide K
-// and a last group shorter than the others.
+// TestGramProducts: gramProducts' AᵀHA equal the explicit products, for groups that divide K and a
+// last group shorter than the others.
 func TestGramProducts(t *testing.T) {
 	for _, tc := range []struct{ n, k, g int }{{3, 64, 32}, {refitBlock, 96, 32}, {5, 100, 32}, {2, 64, 0}} {
 		h, hb, w, _ := refitFixture(t, tc.n, tc.k, tc.g, uint64(tc.k))
@@ -96,21 +96,11 @@ func TestGramProducts(t *testing.T) {
 		sc := newRefitScratch(k, ng, g)
 		for r := 0; r < tc.n; r++ {
 			for j := 0; j < k; j++ {
-				sc.x[r*k+j] = math.Sin(float64(r*k + j))
 				sc.ct[j*refitBlock+r] = float64(w.Codes[r*k+j])
 			}
 		}
 		gramProducts(hb, sc, tc.n, ng, g)
 		for r := 0; r < tc.n; r++ {
-			for j := 0; j < k; j++ {
-				want := 0.0
-				for i := 0; i < k; i++ {
-					want += sc.x[r*k+i] * h.At(i, j)
-				}
-				if got := sc.hx[r*k+j]; math.Abs(got-want) > 1e-9*(1+math.Abs(want)) {
-					t.Fatalf("k %d g %d: row %d: (x·H)[%d] = %g, want %g", k, g, r, j, got, want)
-				}
-			}
 			m, _ := denseGram(h, w.Codes[r*k:(r+1)*k], ng, g)
 			for gi := 0; gi < ng; gi++ {
 				for gj := 0; gj < ng; gj++ {
@@ -123,6 +113,60 @@ func TestGramProducts(t *testing.T) {
 			}
 		}
 	}
+}
+
+// TestTargetTimesH: targetTimesH's t·H and tᵀHt equal the explicit products with the dead columns'
+// values as zero, for row counts around targetBlock and one or two workers.
+func TestTargetTimesH(t *testing.T) {
+	for _, tc := range []struct{ n, k, workers int }{{3, 64, 1}, {targetBlock + 5, 96, 2}, {2*targetBlock + 1, 100, 1}, {40, 64, 2}} {
+		h, hb, _, target := refitFixture(t, tc.n, tc.k, 32, uint64(tc.k+tc.n))
+		k := tc.k
+		dead := make([]bool, k)
+		dead[1], dead[k-1] = true, true
+		tp, err := targetTimesH(context.Background(), target, hb, dead, tc.n, tc.workers)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for r := 0; r < tc.n; r++ {
+			tv := make([]float64, k)
+			for j := range tv {
+				if !dead[j] {
+					tv[j] = float64(target[r*k+j])
+				}
+			}
+			wantT := 0.0
+			for j := 0; j < k; j++ {
+				want := 0.0
+				for i := 0; i < k; i++ {
+					want += tv[i] * h.At(i, j)
+				}
+				wantT += tv[j] * want
+				if got := tp.th[r*k+j]; math.Abs(got-want) > 1e-9*(1+math.Abs(want)) {
+					t.Fatalf("n %d k %d: row %d: (t·H)[%d] = %g, want %g", tc.n, k, r, j, got, want)
+				}
+			}
+			if got := tp.tht[r]; math.Abs(got-wantT) > 1e-9*(1+math.Abs(wantT)) {
+				t.Fatalf("n %d k %d: row %d: tᵀHt = %g, want %g", tc.n, k, r, got, wantT)
+			}
+		}
+	}
+	_, hb, _, target := refitFixture(t, 4, 64, 32, 1)
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if _, err := targetTimesH(ctx, target, hb, make([]bool, 64), 4, 1); !errors.Is(err, context.Canceled) {
+		t.Fatalf("canceled: %v, want context.Canceled", err)
+	}
+}
+
+// refitRows runs refitScales on rows [0, n) of w as the refit does: the target's products with H
+// first.
+func refitRows(t testing.TB, w *Weight, target []float32, hb hessBuffer, steps int, errs []float64) {
+	t.Helper()
+	tp, err := targetTimesH(context.Background(), target, hb, make([]bool, w.KP), w.N, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	refitScales(w, tp, hb, hb.diag, 0, w.N, steps, errs, newRefitScratch(w.KP, w.Groups(), effGroup(w.KP, w.Group)))
 }
 
 // TestRefitScalesSolvesNormalEquations: the refitted scales of every row of at most DefaultRefitSteps groups
@@ -138,7 +182,7 @@ func TestRefitScalesSolvesNormalEquations(t *testing.T) {
 		keep := w.Scales[0]
 		init := append([]float32(nil), w.Scales...)
 		errs := make([]float64, tc.n)
-		refitScales(w, target, hb, hb.diag, 0, tc.n, make([]bool, k), DefaultRefitSteps, errs, newRefitScratch(k, ng, g))
+		refitRows(t, w, target, hb, DefaultRefitSteps, errs)
 		if w.Scales[0] != keep {
 			t.Fatalf("all-zero group's scale %v changed to %v", keep, w.Scales[0])
 		}
@@ -296,7 +340,7 @@ func TestRefitStepsChangeScales(t *testing.T) {
 	const n, k, g = 6, 512, 32 // 16 groups a row
 	refit := func(steps int) []float32 {
 		_, hb, w, target := refitFixture(t, n, k, g, 7)
-		refitScales(w, target, hb, hb.diag, 0, n, make([]bool, k), steps, make([]float64, n), newRefitScratch(k, w.Groups(), g))
+		refitRows(t, w, target, hb, steps, make([]float64, n))
 		return w.Scales
 	}
 	four, eight := refit(DefaultRefitSteps), refit(2*DefaultRefitSteps)
@@ -309,9 +353,43 @@ func TestRefitStepsChangeScales(t *testing.T) {
 }
 
 // BenchmarkRefitScales: one refit of refitBlock·4 rows of a K = 2048 weight in groups of 32 (its Gram
-// products, conjugate gradients and errors), on one goroutine.
+// products, conjugate gradients and errors; the target's products with H taken before), on one
+// goroutine. The flops counted are the Gram products' K² a row.
 func BenchmarkRefitScales(b *testing.B) {
 	const n, k, g = 4 * refitBlock, 2048, 32
+	hb, w, target := refitBenchFixture(n, k, g)
+	scales := append([]float32(nil), w.Scales...)
+	tp, err := targetTimesH(context.Background(), target, hb, make([]bool, k), n, 1)
+	if err != nil {
+		b.Fatal(err)
+	}
+	sc, errs := newRefitScratch(k, w.Groups(), g), make([]float64, n)
+	b.ResetTimer()
+	for range b.N {
+		copy(w.Scales, scales)
+		refitScales(w, tp, hb, hb.diag, 0, n, DefaultRefitSteps, errs, sc)
+	}
+	b.ReportMetric(float64(n)*k*k*float64(b.N)/b.Elapsed().Seconds()/1e9, "GFLOP/s")
+}
+
+// BenchmarkTargetTimesH: the target's products with H (targetTimesH) for two blocks of targetBlock
+// rows of a K = 2048 weight, on one goroutine: 2·K² flops a row.
+func BenchmarkTargetTimesH(b *testing.B) {
+	const n, k = 2 * targetBlock, 2048
+	hb, _, target := refitBenchFixture(n, k, 32)
+	dead := make([]bool, k)
+	b.ResetTimer()
+	for range b.N {
+		if _, err := targetTimesH(context.Background(), target, hb, dead, n, 1); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportMetric(2*float64(n)*k*k*float64(b.N)/b.Elapsed().Seconds()/1e9, "GFLOP/s")
+}
+
+// refitBenchFixture is a diagonally dominant H's buffer (no factor above the diagonal) and a random
+// coded weight of n x k in groups of g with its target.
+func refitBenchFixture(n, k, g int) (hessBuffer, *Weight, []float32) {
 	rng := rand.New(rand.NewPCG(1, 2))
 	hb := hessBuffer{a: make([]float64, k*k), diag: make([]float64, k), kp: k}
 	for i := 0; i < k; i++ {
@@ -321,12 +399,5 @@ func BenchmarkRefitScales(b *testing.B) {
 		hb.diag[i] = float64(k)
 	}
 	w, target := randomCodedWeight(rng, n, k, g)
-	scales := append([]float32(nil), w.Scales...)
-	sc, errs, dead := newRefitScratch(k, w.Groups(), g), make([]float64, n), make([]bool, k)
-	b.ResetTimer()
-	for range b.N {
-		copy(w.Scales, scales)
-		refitScales(w, target, hb, hb.diag, 0, n, dead, DefaultRefitSteps, errs, sc)
-	}
-	b.ReportMetric(3*float64(n)*k*k*float64(b.N)/b.Elapsed().Seconds()/1e9, "GFLOP/s")
+	return hb, w, target
 }

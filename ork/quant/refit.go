@@ -26,9 +26,10 @@ const (
 // each conjugate-gradient step's product with H as two triangular solves with GPTQ's factor; 2
 // formed every row's Gram matrix AᵀHA from H once and stepped with it, and each refit took the
 // residual's product (t − A·s)·H; 3 (this one) takes t·H once for all the rounds, in blocks of
-// targetBlock rows, and the residual's terms from it and the Gram matrix (AᵀH·x = AᵀH·t − AᵀHA·s):
-// a third of the flops of a refit. The method and its results are the same up to rounding, which
-// can still round a float32 scale the other way.
+// targetBlock rows, and the residual's terms from it and the Gram matrix (AᵀH·x = AᵀH·t − AᵀHA·s),
+// a third of a refit's flops, and forms the Gram matrices on H's rows (the same matrices bit for
+// bit). The method and its results are the same up to rounding, which can still round a float32
+// scale the other way.
 const RefitVersion = 3
 
 // WithScaleRefit makes GPTQ refit every row's group scales after its codes are chosen, codes fixed, to
@@ -67,7 +68,7 @@ func RefitMemory(n, kp, group, rounds int) int64 {
 		return 0
 	}
 	ng := int64(numGroups(kp, group))
-	perWorker := refitScratchBytes(int64(kp), ng, int64(effGroup(kp, group))) + 8*targetBlock*int64(kp)
+	perWorker := refitScratchBytes(int64(kp), ng, int64(effGroup(kp, group)), int64(refitBlockRows(int(ng)))) + 8*targetBlock*int64(kp)
 	b := int64(runtime.GOMAXPROCS(0))*perWorker + 8*int64(n)*(int64(kp)+1)
 	if rounds > 1 {
 		b += int64(n)*int64(kp) + int64(n)*ng*4 + 2*int64(n)*8
@@ -75,14 +76,27 @@ func RefitMemory(n, kp, group, rounds int) int64 {
 	return b
 }
 
-// refitBlock is the number of rows whose Gram matrices are formed together; targetBlock the number of
-// rows of the target whose product with H is taken together (targetTimesH: two triangular products
-// with H's lower triangle, which one OpenBLAS thread runs at 32 GFLOP/s for 32 rows of 8192 and 48
-// for 128).
+// refitBlock is the number of rows whose Gram matrices are formed together (refitBlockRows), unless
+// their Gram matrices would pass refitGramBytes, then refitBlock/2; targetBlock the number of rows of
+// the target whose product with H is taken together (targetTimesH: two triangular products with H's
+// lower triangle, which one OpenBLAS thread runs at 32 GFLOP/s for 32 rows of 8192 and 48 for 128).
+// Each H element the Gram products read is used once per row of the block: one OpenBLAS thread
+// formed the Gram matrices of K = 5120 at 18 GFLOP/s for 32 rows and 24 for 64. Every row's result is
+// the same for any block (TestRefitBlockRows).
 const (
-	refitBlock  = 32
-	targetBlock = 128
+	refitBlock     = 64
+	refitGramBytes = 96 << 20
+	targetBlock    = 128
 )
+
+// refitBlockRows is the rows of a refit block for rows of ng groups: refitBlock while their packed
+// Gram matrices stay within refitGramBytes (ng <= 626: K up to 20032 in groups of 32), else half.
+func refitBlockRows(ng int) int {
+	if refitBlock*8*symPacked(ng) > refitGramBytes {
+		return refitBlock / 2
+	}
+	return refitBlock
+}
 
 // hessBuffer is GPTQ's KP x KP buffer as inverseCholeskyUpper leaves it when asked to keep H: the
 // factor U of H⁻¹ on and above the diagonal (row-major), H strictly below it, and H's diagonal (the
@@ -93,24 +107,27 @@ type hessBuffer struct {
 	kp   int
 }
 
-// refitScratch is one worker's buffers for refitScales on a block of at most refitBlock rows.
+// refitScratch is one worker's buffers for refitScales on a block of at most nb rows.
 type refitScratch struct {
-	ct, p []float64 // the codes transposed (kp x refitBlock); H's column blocks times them
-	d     []float64 // one g x g diagonal block of H
-	gram  []float64 // each row's Gram matrix AᵀHA, symmetric, packed (symPacked)
-	vec   []float64 // eight per-group vectors a row
+	nb   int
+	c, p []float64 // the rows' codes (nb x kp); the codes of one group times H's row block
+	d    []float64 // one g x g diagonal block of H
+	gram []float64 // each row's Gram matrix AᵀHA, symmetric, packed (symPacked)
+	vec  []float64 // eight per-group vectors a row
 }
 
-// refitScratchBytes is the size of a refitScratch for rows of kp values in ng groups of g.
-func refitScratchBytes(kp, ng, g int64) int64 {
-	return 8 * (2*refitBlock*kp + g*g + refitBlock*int64(symPacked(int(ng))) + 8*refitBlock*ng)
+// refitScratchBytes is the size of a refitScratch for blocks of nb rows of kp values in ng groups of g.
+func refitScratchBytes(kp, ng, g, nb int64) int64 {
+	return 8 * (2*nb*kp + g*g + nb*int64(symPacked(int(ng))) + 8*nb*ng)
 }
 
-func newRefitScratch(kp, ng, g int) *refitScratch {
+// newRefitScratch returns a refitScratch for blocks of nb rows (at most refitBlock).
+func newRefitScratch(kp, ng, g, nb int) *refitScratch {
 	return &refitScratch{
-		ct: make([]float64, kp*refitBlock), p: make([]float64, kp*refitBlock),
-		d: make([]float64, g*g), gram: make([]float64, refitBlock*symPacked(ng)),
-		vec: make([]float64, 8*refitBlock*ng),
+		nb: nb,
+		c:  make([]float64, nb*kp), p: make([]float64, nb*kp),
+		d: make([]float64, g*g), gram: make([]float64, nb*symPacked(ng)),
+		vec: make([]float64, 8*nb*ng),
 	}
 }
 
@@ -131,9 +148,11 @@ func targetTimesH(ctx context.Context, target []float32, hb hessBuffer, dead []b
 	tp := targetProducts{th: make([]float64, n*kp), tht: make([]float64, n)}
 	tmp := sync.Pool{New: func() any { return make([]float64, targetBlock*kp) }}
 	l := blas64.Triangular{Uplo: blas.Lower, Diag: blas.Unit, N: kp, Stride: kp, Data: hb.a}
-	err := forRows(ctx, n, workers, func(lo, hi int) {
+	// whole blocks to each worker, whatever the number of workers
+	err := forRows(ctx, (n+targetBlock-1)/targetBlock, workers, func(blo, bhi int) {
 		t := tmp.Get().([]float64)
 		defer tmp.Put(t)
+		lo, hi := blo*targetBlock, min(bhi*targetBlock, n)
 		for r0 := lo; r0 < hi; r0 += targetBlock {
 			nb := min(targetBlock, hi-r0)
 			th, tt := tp.th[r0*kp:(r0+nb)*kp], t[:nb*kp]
@@ -174,22 +193,22 @@ func targetTimesH(ctx context.Context, target []float32, hb hessBuffer, dead []b
 // steps conjugate-gradient steps. errs[r] (r in [lo, hi)) receives the row's error
 // (t − q)ᵀ·H·(t − q) with its refitted float32 scales.
 //
-// Per block of rows it forms the rows' Gram matrices AᵀHA (column block by column block of H,
-// general matrix products one group wide): K² flops a row. The residual x = t − A·s₀ enters
+// Per block of rows it forms the rows' Gram matrices AᵀHA (gramProducts: row block by row block of
+// H, general matrix products one group wide): K² flops a row. The residual x = t − A·s₀ enters
 // through AᵀH·x = AᵀH·t − AᵀHA·s₀ and xᵀHx = tᵀHt − 2s₀·AᵀHt + s₀ᵀAᵀHA·s₀. Then it runs the
 // conjugate gradients on the Gram matrices (ng² a step) and takes the error from the same
 // quantities: (x − A·δ)ᵀH(x − A·δ) = xᵀHx − 2δ·AᵀHx + δᵀ(AᵀHA)δ, δ the scales' change.
 func refitScales(w *Weight, tp targetProducts, hb hessBuffer, diag []float64, lo, hi int, steps int, errs []float64, sc *refitScratch) {
 	kp, ng := w.KP, w.Groups()
 	g := effGroup(kp, w.Group)
-	const R = refitBlock
+	R := sc.nb
 	v := sc.vec
 	s, rho, z, p, pre, mp, g0, u := v[:R*ng], v[R*ng:2*R*ng], v[2*R*ng:3*R*ng], v[3*R*ng:4*R*ng], v[4*R*ng:5*R*ng], v[5*R*ng:6*R*ng], v[6*R*ng:7*R*ng], v[7*R*ng:8*R*ng]
-	var rz, e0 [R]float64
-	var active [R]bool
+	var rz, e0 [refitBlock]float64
+	var active [refitBlock]bool
 	for r0 := lo; r0 < hi; r0 += R {
 		nb := min(R, hi-r0)
-		// the scales, the codes transposed, the preconditioner c_gᵀ·diag(H)·c_g
+		// the scales, the codes, the preconditioner c_gᵀ·diag(H)·c_g
 		for r := 0; r < nb; r++ {
 			row := r0 + r
 			codes := w.Codes[row*kp : (row+1)*kp]
@@ -199,7 +218,7 @@ func refitScales(w *Weight, tp targetProducts, hb hessBuffer, diag []float64, lo
 				d := 0.0
 				for k := a; k < b; k++ {
 					c := float64(codes[k])
-					sc.ct[k*R+r] = c
+					sc.c[r*kp+k] = c
 					d += c * c * diag[k]
 				}
 				pre[r*ng+gi] = d
@@ -286,15 +305,17 @@ func refitScales(w *Weight, tp targetProducts, hb hessBuffer, diag []float64, lo
 	}
 }
 
-// gramProducts sets, for the nb rows whose codes sc.ct holds (transposed), each row's Gram matrix
-// AᵀHA (sc.gram, packed), H read from hb column block by column block (group h's columns: H[:h, h]
-// is the transpose of group h's rows below the diagonal, H[h, h] is assembled into sc.d).
+// gramProducts sets, for the nb rows whose codes sc.c holds, each row's Gram matrix AᵀHA (sc.gram,
+// packed), H read from hb row block by row block: for group h, Pᵀ = C_hᵀ·H[h, :h+1] (the rows'
+// codes of group h times H's rows of group h up to its diagonal block: H[h, :h] is group h's rows
+// below the diagonal, H[h, h] is assembled into sc.d), then entry (h', h), h' <= h, of row r is
+// Σ over the columns k of group h' of c_r[k]·Pᵀ[r, k].
 func gramProducts(hb hessBuffer, sc *refitScratch, nb, ng, g int) {
-	const R = refitBlock
 	kp, a := hb.kp, hb.a
 	gen := func(rows, cols, stride int, data []float64) blas64.General {
 		return blas64.General{Rows: rows, Cols: cols, Stride: stride, Data: data}
 	}
+	sp := symPacked(ng)
 	for h := 0; h < ng; h++ {
 		a0, a1 := h*g, min((h+1)*g, kp)
 		gh := a1 - a0
@@ -310,48 +331,30 @@ func gramProducts(hb hessBuffer, sc *refitScratch, nb, ng, g int) {
 				}
 			}
 		}
-		d := gen(gh, gh, gh, sc.d)
-		ch := gen(gh, nb, R, sc.ct[a0*R:])  // the rows' codes of group h
-		below := gen(gh, a0, kp, a[a0*kp:]) // H[h, :h] = H[:h, h]ᵀ
-		// P = H[:h+1, h]·C_h: the column block of H times the codes of group h
+		ch := gen(nb, gh, kp, sc.c[a0:]) // the rows' codes of group h
 		if a0 > 0 {
-			blas64.Gemm(blas.Trans, blas.NoTrans, 1, below, ch, 0, gen(a0, nb, R, sc.p))
+			blas64.Gemm(blas.NoTrans, blas.NoTrans, 1, ch, gen(gh, a0, kp, a[a0*kp:]), 0, gen(nb, a0, kp, sc.p))
 		}
-		blas64.Gemm(blas.NoTrans, blas.NoTrans, 1, d, ch, 0, gen(gh, nb, R, sc.p[a0*R:]))
-		// Gram entries (h', h), h' <= h: Σ over the columns k of group h' of c_k·P[k]
-		for hp := 0; hp <= h; hp++ {
-			gramEntries(sc, hp*g, min((hp+1)*g, kp), nb, symPacked(ng), h*(h+1)/2+hp)
+		blas64.Gemm(blas.NoTrans, blas.NoTrans, 1, ch, gen(gh, gh, gh, sc.d), 0, gen(nb, gh, kp, sc.p[a0:]))
+		at := h * (h + 1) / 2
+		for r := 0; r < nb; r++ {
+			cr, pr := sc.c[r*kp:r*kp+a1], sc.p[r*kp:r*kp+a1]
+			out := sc.gram[r*sp+at : r*sp+at+h+1]
+			for hp := range out {
+				out[hp] = dotRange(cr, pr, hp*g, min((hp+1)*g, kp))
+			}
 		}
 	}
 }
 
-// gramEntries sets sc.gram[r·stride + at] to Σ_{k in [k0, k1)} ct[k][r]·p[k][r] for the nb rows r,
-// summed in the order of k: four rows at a time in registers (each row's sum is the same).
-func gramEntries(sc *refitScratch, k0, k1, nb, stride, at int) {
-	const R = refitBlock
-	ct, p := sc.ct[k0*R:k1*R], sc.p[k0*R:k1*R]
-	r := 0
-	for ; r+4 <= nb; r += 4 {
-		var a0, a1, a2, a3 float64
-		for i := r; i+3 < len(ct); i += R {
-			c, q := ct[i:i+4:i+4], p[i:i+4:i+4]
-			a0 += c[0] * q[0]
-			a1 += c[1] * q[1]
-			a2 += c[2] * q[2]
-			a3 += c[3] * q[3]
-		}
-		sc.gram[r*stride+at] = a0
-		sc.gram[(r+1)*stride+at] = a1
-		sc.gram[(r+2)*stride+at] = a2
-		sc.gram[(r+3)*stride+at] = a3
+// dotRange is Σ_{k in [k0, k1)} x[k]·y[k], summed in the order of k.
+func dotRange(x, y []float64, k0, k1 int) float64 {
+	x, y = x[k0:k1], y[k0:k1:k1]
+	s := 0.0
+	for k, v := range x {
+		s += v * y[k]
 	}
-	for ; r < nb; r++ {
-		a := 0.0
-		for i := r; i < len(ct); i += R {
-			a += ct[i] * p[i]
-		}
-		sc.gram[r*stride+at] = a
-	}
+	return s
 }
 
 // symPacked is the length of a symmetric n x n matrix packed by columns of its upper triangle:
@@ -397,12 +400,14 @@ func (st *gptqState) refit(ctx context.Context, rounds int) error {
 	if err != nil {
 		return err
 	}
-	scratch := sync.Pool{New: func() any { return newRefitScratch(kp, ng, g) }}
+	nb := refitBlockRows(ng)
+	scratch := sync.Pool{New: func() any { return newRefitScratch(kp, ng, g, nb) }}
 	refitAll := func(errs []float64) error {
-		return forRows(ctx, w.N, st.c.workers, func(lo, hi int) {
+		// whole blocks to each worker, whatever the number of workers
+		return forRows(ctx, (w.N+nb-1)/nb, st.c.workers, func(lo, hi int) {
 			sc := scratch.Get().(*refitScratch)
 			defer scratch.Put(sc)
-			refitScales(w, tp, hb, st.diag, lo, hi, st.c.refitSteps, errs, sc)
+			refitScales(w, tp, hb, st.diag, lo*nb, min(hi*nb, w.N), st.c.refitSteps, errs, sc)
 		})
 	}
 	prevErr := make([]float64, w.N)

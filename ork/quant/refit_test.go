@@ -93,10 +93,10 @@ func TestGramProducts(t *testing.T) {
 	for _, tc := range []struct{ n, k, g int }{{3, 64, 32}, {refitBlock, 96, 32}, {5, 100, 32}, {2, 64, 0}} {
 		h, hb, w, _ := refitFixture(t, tc.n, tc.k, tc.g, uint64(tc.k))
 		k, ng, g := tc.k, w.Groups(), effGroup(tc.k, tc.g)
-		sc := newRefitScratch(k, ng, g)
+		sc := newRefitScratch(k, ng, g, refitBlock)
 		for r := 0; r < tc.n; r++ {
 			for j := 0; j < k; j++ {
-				sc.ct[j*refitBlock+r] = float64(w.Codes[r*k+j])
+				sc.c[r*k+j] = float64(w.Codes[r*k+j])
 			}
 		}
 		gramProducts(hb, sc, tc.n, ng, g)
@@ -159,14 +159,47 @@ func TestTargetTimesH(t *testing.T) {
 }
 
 // refitRows runs refitScales on rows [0, n) of w as the refit does: the target's products with H
-// first.
+// first, then blocks of refitBlockRows.
 func refitRows(t testing.TB, w *Weight, target []float32, hb hessBuffer, steps int, errs []float64) {
+	t.Helper()
+	refitRowsIn(t, w, target, hb, steps, errs, refitBlockRows(w.Groups()))
+}
+
+func refitRowsIn(t testing.TB, w *Weight, target []float32, hb hessBuffer, steps int, errs []float64, nb int) {
 	t.Helper()
 	tp, err := targetTimesH(context.Background(), target, hb, make([]bool, w.KP), w.N, 1)
 	if err != nil {
 		t.Fatal(err)
 	}
-	refitScales(w, tp, hb, hb.diag, 0, w.N, steps, errs, newRefitScratch(w.KP, w.Groups(), effGroup(w.KP, w.Group)))
+	refitScales(w, tp, hb, hb.diag, 0, w.N, steps, errs, newRefitScratch(w.KP, w.Groups(), effGroup(w.KP, w.Group), nb))
+}
+
+// TestRefitBlockRows: a row's refitted scales and error are the same bits whatever block it is
+// refitted in (blocks of 1, 5, 32 and 64 rows; the last block short), and refitBlockRows halves
+// the block only where a block's Gram matrices would pass refitGramBytes.
+func TestRefitBlockRows(t *testing.T) {
+	const n, k, g = 70, 256, 32
+	_, hb, w0, target := refitFixture(t, n, k, g, 11)
+	var wantScales []float32
+	var wantErrs []float64
+	for _, nb := range []int{refitBlock, 32, 5, 1} {
+		w := *w0
+		w.Scales = append([]float32(nil), w0.Scales...)
+		errs := make([]float64, n)
+		refitRowsIn(t, &w, target, hb, DefaultRefitSteps, errs, nb)
+		if wantScales == nil {
+			wantScales, wantErrs = w.Scales, errs
+			continue
+		}
+		if !slices.Equal(w.Scales, wantScales) || !slices.Equal(errs, wantErrs) {
+			t.Fatalf("blocks of %d rows: other scales or errors than blocks of %d", nb, refitBlock)
+		}
+	}
+	for _, tc := range []struct{ ng, want int }{{8, refitBlock}, {544, refitBlock}, {626, refitBlock}, {627, refitBlock / 2}, {2048, refitBlock / 2}} {
+		if got := refitBlockRows(tc.ng); got != tc.want {
+			t.Errorf("refitBlockRows(%d) = %d, want %d", tc.ng, got, tc.want)
+		}
+	}
 }
 
 // TestRefitScalesSolvesNormalEquations: the refitted scales of every row of at most DefaultRefitSteps groups
@@ -363,7 +396,7 @@ func BenchmarkRefitScales(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	sc, errs := newRefitScratch(k, w.Groups(), g), make([]float64, n)
+	sc, errs := newRefitScratch(k, w.Groups(), g, refitBlock), make([]float64, n)
 	b.ResetTimer()
 	for range b.N {
 		copy(w.Scales, scales)

@@ -165,8 +165,9 @@ func PaddedK(k int, rotation string) int {
 //     factorization buffer; the rotated copy; codes; scales; working rows; BLAS), plus the Hessian
 //     as read when rotation pads K (then both exist at once); with a rotation search, one seed's RTN
 //     trial at a time (its rotated rows, codes and scales, one Hadamard block of H, and
-//     HessianError's buffers); with
-//     gptq_inputs, the activation sample as read and quant.InputsMemory.
+//     HessianError's buffers); with scale_refit, quant.RefitMemory (the target's product with H,
+//     N x KP float64, and per worker a block of rows' Gram matrices); with gptq_inputs, the
+//     activation sample as read and quant.InputsMemory.
 //   - rtn: the codes, the scales, and per worker a few rows (float32 as read and rotated, float64)
 //     and the buffers of the source reader and hash.
 //   - F16 (method none): the N·K·2 values and their encoding copy.

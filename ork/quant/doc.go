@@ -78,15 +78,17 @@
 // i < n: the one whose RTN weights have the least [HessianError] tr((W-Q)·H·(W-Q)ᵀ) (the signs decide
 // how the rotation spreads each row over its groups, and the error they leave varies); GPTQ then
 // runs once with it. A trial's clip weights, the rotated diag(H), come from H's diagonal Hadamard
-// blocks, and its error from panels of the lower half of EᵀE (N·K² flops, [SearchVersion] 2). With [WithQuantizedInputs] GPTQ sees the inputs as the board quantizes them
-// (a sample of them, rotated, clipped and quantized per token): the Hessian becomes that of the
-// quantized inputs, H̃ = X̃ᵀX̃ ([InputsQuantized]), and optionally the target becomes the
+// blocks, and its error from panels of the lower half of EᵀE (N·K² flops, [SearchVersion] 2).
+// With [WithQuantizedInputs] GPTQ sees the inputs as the board quantizes them (a sample of them,
+// rotated, clipped and quantized per token): the Hessian becomes that of the quantized inputs,
+// H̃ = X̃ᵀX̃ ([InputsQuantized]), and optionally the target becomes the
 // minimizer of ‖W·X − Q·X̃‖ ([InputsAsymmetric]), W* = W − (H̃⁻¹·X̃ᵀ(X̃−X)·Wᵀ)ᵀ, computed through
 // the factor U of H̃⁻¹ that GPTQ builds anyway. With [WithScaleRefit](rounds, steps) each row's group
 // scales are refitted after GPTQ, codes fixed, to the least (w−q)ᵀ·H·(w−q): a least-squares problem
 // in one unknown per group, solved by preconditioned conjugate gradients on each row's Gram matrix
-// AᵀHA (formed once from H, which the factorisation leaves below U's diagonal); more rounds let GPTQ
-// choose codes again with the refitted scales fixed, each row keeping its better round.
+// AᵀHA (formed from H, which the factorisation leaves below U's diagonal), the residual's terms
+// from the target's product with H, taken once for all rounds ([RefitVersion] 3); more rounds let
+// GPTQ choose codes again with the refitted scales fixed, each row keeping its better round.
 //
 // Hessians ([Hessian]) are float64 K x K, Σ x·xᵀ over Tokens activation rows (unnormalised:
 // GPTQ is invariant to their scale).

@@ -396,7 +396,6 @@ func (ps *pass) lookup(pn *pnode, key artifacts.Digest) (map[string]stages.File,
 	return files, true
 }
 
-// verify re-hashes a stored object once per pass before a stage reads it.
 // noticeVerify arranges for node_verifying to be emitted for pn if verifying its input objects
 // (from other nodes; re-hashing those an earlier process stored, at 27B many GiB) takes longer than
 // the engine's verify notice, so that a watcher is not left without an event while it lasts. The
@@ -434,6 +433,7 @@ func (ps *pass) noticeVerify(pn *pnode, key artifacts.Digest, inputs map[string]
 	}
 }
 
+// verify re-hashes a stored object once per pass before a stage reads it.
 func (ps *pass) verify(ctx context.Context, d artifacts.Digest) error {
 	_, _, err := ps.verified.do(ctx, d, func() (struct{}, error) { return struct{}{}, ps.e.store.Verify(ctx, d) })
 	return err

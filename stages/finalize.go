@@ -163,9 +163,9 @@ func PaddedK(k int, rotation string) int {
 //   - gptq: quant.GPTQMemory (the K x K float64 Hessian, read once into an exact K²·8 allocation by
 //     calib.ReadHessianFile and handed over with quant.WithConsumeHessian to become GPTQ's
 //     factorization buffer; the rotated copy; codes; scales; working rows; BLAS), plus the Hessian
-//     as read when rotation pads K (then both exist at once); with a rotation search, one seed's RTN
-//     trial at a time (its rotated rows, codes and scales, one Hadamard block of H, and
-//     HessianError's buffers); with scale_refit, quant.RefitMemory (the target's product with H,
+//     as read when rotation pads K (then both exist at once); with a rotation search,
+//     quant.RotationSearchMemory (one seed's RTN trial at a time and the scorer's float32 Eᵀ and
+//     panel); with scale_refit, quant.RefitMemory (the target's product with H,
 //     N x KP float64, and per worker a block of rows' Gram matrices); with gptq_inputs, the
 //     activation sample as read and quant.InputsMemory.
 //   - rtn: the codes, the scales, and per worker a few rows (float32 as read and rotated, float64)
@@ -191,9 +191,8 @@ func FinalizeMemory(p FinalizeParams) int64 {
 		if kp != k {
 			mem += k * k * 8
 		}
-		if p.RotationSeeds > 1 { // a seed's RTN trial: rotated rows, codes and scales, the rotated diag(H) and its block buffer; HessianError's N x K rows and panel
-			b := int64(p.rotationBlock())
-			mem += n*kp*4 + encode + kp*8 + b*b*8 + n*k*(4+4+8) + k*256*8
+		if p.RotationSeeds > 1 {
+			mem += quant.RotationSearchMemory(p.N, p.K, int(kp), p.Group, p.rotationBlock())
 		}
 		mem += quant.RefitMemory(p.N, int(kp), p.Group, p.ScaleRefit)
 		if p.GPTQInputs != "" { // the activation sample as read, and what GPTQ adds for it

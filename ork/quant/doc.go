@@ -78,7 +78,7 @@
 // i < n: the one whose RTN weights have the least [HessianError] tr((W-Q)·H·(W-Q)ᵀ) (the signs decide
 // how the rotation spreads each row over its groups, and the error they leave varies); GPTQ then
 // runs once with it. A trial's clip weights, the rotated diag(H), come from H's diagonal Hadamard
-// blocks, and its error from panels of the lower half of EᵀE (N·K² flops, [SearchVersion] 2).
+// blocks, and its error from float32 panels of the lower half of EᵀE (N·K² flops, [SearchVersion] 3).
 // With [WithQuantizedInputs] GPTQ sees the inputs as the board quantizes them (a sample of them,
 // rotated, clipped and quantized per token): the Hessian becomes that of the quantized inputs,
 // H̃ = X̃ᵀX̃ ([InputsQuantized]), and optionally the target becomes the

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
-	"math"
 	"runtime"
 	"sort"
 
@@ -41,8 +40,10 @@ func GPTQ(ctx context.Context, m Matrix, h *Hessian, opts ...Option) (*Weight, e
 	if h == nil {
 		return nil, fmt.Errorf("%s: GPTQ needs a Hessian: %w", m.Name, ErrParam)
 	}
-	if err := h.Validate(); err != nil {
-		return nil, fmt.Errorf("%s: %w", m.Name, err)
+	if !c.hChecked {
+		if err := h.Validate(); err != nil {
+			return nil, fmt.Errorf("%s: %w", m.Name, err)
+		}
 	}
 	if h.K != m.Cols {
 		return nil, fmt.Errorf("%s: Hessian is %dx%d, weight has K=%d: %w", m.Name, h.K, h.K, m.Cols, ErrShape)
@@ -158,33 +159,6 @@ func GPTQ(ctx context.Context, m Matrix, h *Hessian, opts ...Option) (*Weight, e
 	}
 	w.QErr = weightedRelErr(w, orig, diag0)
 	return w, nil
-}
-
-// gptqRotationSearch scores each seed of WithRotationSearch by the HessianError against h of the
-// weight RTN gives with it (the clip search weighted by diag(H), h never modified), then runs GPTQ
-// once, with the best seed (ties keep the earlier) and the caller's options on h.
-func gptqRotationSearch(ctx context.Context, m Matrix, h *Hessian, c *config, opts []Option) (*Weight, error) {
-	if !c.rotate || !c.signs {
-		return nil, fmt.Errorf("%s: a rotation search of %d seeds needs a signed rotation: %w", m.Name, c.rotSearch, ErrParam)
-	}
-	best, bestErr := c.seed, math.Inf(1)
-	for i := 0; i < c.rotSearch; i++ {
-		seed := SearchSeed(c.seed, i)
-		o := append(append([]Option(nil), opts...), WithRotation(true, seed), WithRotationSearch(1),
-			WithScaleSearch(ScaleSearchWeighted), keepHessian())
-		w, err := RTN(ctx, m, h, o...)
-		if err != nil {
-			return nil, err
-		}
-		e, err := HessianError(m, w, h)
-		if err != nil {
-			return nil, err
-		}
-		if e < bestErr {
-			best, bestErr = seed, e
-		}
-	}
-	return GPTQ(ctx, m, h, append(append([]Option(nil), opts...), WithRotation(true, best), WithRotationSearch(1))...)
 }
 
 // GPTQMemory is the peak memory in bytes that GPTQ allocates for an n x k weight whose rows are

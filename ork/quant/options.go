@@ -25,6 +25,7 @@ type config struct {
 	actOrder     bool
 	staticGroups bool
 	consumeH     bool
+	hChecked     bool // hessianChecked: the caller validated the Hessian
 	scaleSearch  ScaleSearch
 	negScales    bool
 	minBlock     int
@@ -150,10 +151,11 @@ func SearchSeed(seed uint64, i int) uint64 {
 
 // SearchVersion names the arithmetic of WithRotationSearch's scores, for keys
 // (stages.FinalizeParams): 1 formed E·H, a general product (2·N·K² flops a seed), with the whole
-// Hessian rotated for each trial's clip weights; 2 (this one) sums H∘EᵀE over panels of EᵀE's lower
-// part (N·K²) and takes the rotated diag(H) from H's diagonal blocks (bit for bit the same weights).
-// The scores are the same up to rounding, which could still order two seeds the other way.
-const SearchVersion = 2
+// Hessian rotated for each trial's clip weights; 2 sums H∘EᵀE over panels of EᵀE's lower part
+// (N·K²) and takes the rotated diag(H) from H's diagonal blocks (bit for bit the same weights);
+// 3 (this one) forms those panels in float32 (seedScorer: half the time, half the memory). The
+// scores are the same up to rounding, which could still order two nearly equal seeds the other way.
+const SearchVersion = 3
 
 // WithRotationSearch makes GPTQ of a signed rotation (WithRotation(true, seed)) try n sign seeds,
 // SearchSeed(seed, 0..n-1): each is scored by the calibrated output error tr((W-Q)·H·(W-Q)ᵀ)
@@ -213,6 +215,12 @@ func WithActOrder(on bool) Option {
 // keepHessian undoes WithConsumeHessian: the caller's Hessian is read, never modified.
 func keepHessian() Option {
 	return func(c *config) error { c.consumeH = false; return nil }
+}
+
+// hessianChecked tells RTN and GPTQ that the caller has validated the Hessian (Hessian.Validate,
+// K² reads) and it has not changed since: a rotation search's trials and its final GPTQ skip it.
+func hessianChecked() Option {
+	return func(c *config) error { c.hChecked = true; return nil }
 }
 
 // WithConsumeHessian lets GPTQ factorize (and, for a rotated weight, rotate) the caller's Hessian

@@ -1,8 +1,10 @@
 package quant
 
 import (
+	"errors"
 	"fmt"
 	"math"
+	"sync"
 )
 
 // Rotation is the orthogonal transform R = B·D along K described in the package doc. The zero
@@ -112,6 +114,27 @@ func (r Rotation) Apply(dst, src []float32, rows int) error {
 		}
 	}
 	return nil
+}
+
+// applyRows is Apply on up to workers goroutines, each rotating a contiguous share of the rows
+// (rows are independent: the same values as Apply).
+func (r Rotation) applyRows(dst, src []float32, rows, workers int) error {
+	workers = min(max(workers, 1), rows/64+1) // a share of at least 64 rows
+	if workers == 1 || r.IsZero() || len(src) != rows*r.K || len(dst) != rows*r.Padded {
+		return r.Apply(dst, src, rows) // one call, or Apply's error for the whole
+	}
+	errs := make([]error, workers)
+	var wg sync.WaitGroup
+	for i := range workers {
+		lo, hi := rows*i/workers, rows*(i+1)/workers
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			errs[i] = r.Apply(dst[lo*r.Padded:hi*r.Padded], src[lo*r.K:hi*r.K], hi-lo)
+		}()
+	}
+	wg.Wait()
+	return errors.Join(errs...)
 }
 
 // Inverse maps rotated rows (r.Padded values) back to the original space (r.K values, the

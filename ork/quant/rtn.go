@@ -22,8 +22,10 @@ func RTN(ctx context.Context, m Matrix, h *Hessian, opts ...Option) (*Weight, er
 		return nil, err
 	}
 	if h != nil {
-		if err := h.Validate(); err != nil {
-			return nil, fmt.Errorf("%s: %w", m.Name, err)
+		if !c.hChecked {
+			if err := h.Validate(); err != nil {
+				return nil, fmt.Errorf("%s: %w", m.Name, err)
+			}
 		}
 		if h.K != m.Cols {
 			return nil, fmt.Errorf("%s: Hessian is %dx%d, weight has K=%d: %w", m.Name, h.K, h.K, m.Cols, ErrShape)
@@ -169,7 +171,7 @@ func prepare(m Matrix, c *config) (*Weight, []float32, error) {
 		}
 		w.Rotation, w.KP = r, r.Padded
 		data = make([]float32, w.N*w.KP)
-		if err := r.Apply(data, m.Data, m.Rows); err != nil {
+		if err := r.applyRows(data, m.Data, m.Rows, c.workers); err != nil {
 			return nil, nil, fmt.Errorf("%s: %w", m.Name, err)
 		}
 	}

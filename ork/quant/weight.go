@@ -118,13 +118,16 @@ func (w *Weight) Dequantize() []float32 {
 	return out
 }
 
-func (w *Weight) dequantizeInto(out []float32) {
+func (w *Weight) dequantizeInto(out []float32) { w.dequantizeRows(out, 0, w.N) }
+
+// dequantizeRows writes rows [lo, hi) of code·scale into out ([hi-lo][KP]).
+func (w *Weight) dequantizeRows(out []float32, lo, hi int) {
 	g := effGroup(w.KP, w.Group)
 	ng := w.Groups()
-	for n := 0; n < w.N; n++ {
+	for n := lo; n < hi; n++ {
 		row := w.Codes[n*w.KP : (n+1)*w.KP]
 		sc := w.Scales[n*ng : (n+1)*ng]
-		o := out[n*w.KP : (n+1)*w.KP]
+		o := out[(n-lo)*w.KP : (n-lo+1)*w.KP]
 		for k, c := range row {
 			o[k] = float32(c) * sc[k/g]
 		}

@@ -49,7 +49,7 @@ var buildSteps = []buildStep{
 	// Eight rotation seeds scored before the one GPTQ run (quant.WithRotationSearch), each scored by its
 	// RTN weight's error against the Hessian: a change of the scores' arithmetic that picks another
 	// seed shows here.
-	{"finalize-search", "finalize", `{"tensor":"blk.0.ffn_down.weight","method":"gptq","dtype":"I4_ROT_A8","group":32,"rotation":"hadamard","act_bits":8,"clip_grid":null,"damp":0.01,"act_order":false,"seed":5,"n":64,"k":96,"rotation_seeds":8,"search_version":2}`,
+	{"finalize-search", "finalize", `{"tensor":"blk.0.ffn_down.weight","method":"gptq","dtype":"I4_ROT_A8","group":32,"rotation":"hadamard","act_bits":8,"clip_grid":null,"damp":0.01,"act_order":false,"seed":5,"n":64,"k":96,"rotation_seeds":8,"search_version":3}`,
 		map[string]string{"model": "synth.model.gguf", "hessian": "calibrate.h.0.ffn_down"}, nil},
 	{"finalize-rtn-sign", "finalize", `{"tensor":"blk.0.attn_q.weight","method":"rtn","dtype":"I4_NATIVE","group":32,"rotation":"none","act_bits":4,"clip_grid":null,"damp":0,"act_order":false,"seed":0,"n":64,"k":64,"scale_sign":"search"}`,
 		map[string]string{"model": "synth.model.gguf"}, nil},

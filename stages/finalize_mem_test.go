@@ -69,7 +69,7 @@ func TestFinalizeMemory(t *testing.T) {
 		actOrder                    bool
 		n, k                        int
 		long                        bool
-		refit                       int
+		refit, search               int
 	}
 	// Pure-Go GPTQ at K = 4096 takes minutes on a loaded 2-core machine (the K³ factorizations do
 	// not shrink with N), so the default cases keep GPTQ at K = 2048; the K = 4096, 5120 and 17408
@@ -79,6 +79,8 @@ func TestFinalizeMemory(t *testing.T) {
 		{name: "gptq-rot-g32-K2048", embd: 512, ff: 2048, tensor: "blk.0.ffn_down.weight", method: "gptq", dtype: "I4_ROT_A8", rota: "hadamard", group: 32, n: 512, k: 2048},
 		{name: "rtn-rot-g32-K4096", embd: 512, ff: 4096, tensor: "blk.0.ffn_down.weight", method: "rtn", dtype: "I4_ROT_A8", rota: "hadamard", group: 32, n: 512, k: 4096},
 		{name: "f16-K4096", embd: 512, ff: 4096, tensor: "blk.0.ffn_down.weight", method: "none", dtype: "F16", rota: "none", n: 512, k: 4096},
+		// A rotation search of eight seeds (quant.RotationSearchMemory): a trial, Eᵀ, the panel.
+		{name: "gptq-rot-g32-search8-K2048", embd: 512, ff: 2048, tensor: "blk.0.ffn_down.weight", method: "gptq", dtype: "I4_ROT_A8", rota: "hadamard", group: 32, n: 512, k: 2048, search: 8},
 		// A ffn_down of K = 4096: the Hessian (128 MiB) dominates, as at 27B scale.
 		{name: "gptq-rot-g32-K4096", embd: 512, ff: 4096, tensor: "blk.0.ffn_down.weight", method: "gptq", dtype: "I4_ROT_A8", rota: "hadamard", group: 32, n: 512, k: 4096, long: true},
 		{name: "gptq-actorder-g128-K4096", embd: 512, ff: 4096, tensor: "blk.0.ffn_down.weight", method: "gptq", dtype: "I4", rota: "none", group: 128, actOrder: true, n: 512, k: 4096, long: true},
@@ -111,6 +113,9 @@ func TestFinalizeMemory(t *testing.T) {
 			}
 			if c.refit > 0 {
 				p.RefitSteps, p.RefitVersion = quant.DefaultRefitSteps, quant.RefitVersion
+			}
+			if c.search > 0 {
+				p.RotationSeeds, p.SearchVersion = c.search, quant.SearchVersion
 			}
 			child := memChild{Params: p, Model: model, OutDir: filepath.Join(dir, "out"), Result: filepath.Join(dir, "result.json")}
 			if c.method == "gptq" {

@@ -213,7 +213,7 @@ func (s *gptqState) rows(lo, hi int) {
 	case buf = <-s.bufs:
 	default:
 	}
-	if need := nr*(kp+bs) + s.g; cap(buf) < need {
+	if need := nr*(kp+bs) + 8*s.g; cap(buf) < need {
 		buf = make([]float64, need)
 	}
 	defer func() {
@@ -225,7 +225,7 @@ func (s *gptqState) rows(lo, hi int) {
 	Wc := buf[:nr*kp]
 	err1 := buf[nr*kp : nr*(kp+bs)]
 	clear(err1)
-	sbuf := buf[nr*(kp+bs) : nr*(kp+bs)+s.g] // chooseScaleGPTQ's scratch
+	sbuf := buf[nr*(kp+bs) : nr*(kp+bs)+8*s.g] // chooseScaleGPTQ's scratch (eight candidates at a time)
 	s.loadRows(Wc, lo, hi)
 	lov, hiv := codeRange(w.Bits)
 	for i1 := 0; i1 < kp; i1 += bs {

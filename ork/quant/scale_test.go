@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"orkpipe/internal/testfiles"
+	"orkpipe/ork/quant/internal/kernel"
 )
 
 // TestNegativeScalesNeverWorse: with negative scales the candidates are a superset of the positive
@@ -148,6 +149,10 @@ func chooseScaleGPTQRef(x, U []float64, kp, c0, bits int, grid []float64) float3
 func TestChooseScaleGPTQMatchesReference(t *testing.T) {
 	rng := rand.New(rand.NewPCG(11, 13))
 	const kp = 96
+	signed := append(append([]float64(nil), DefaultClipGrid...), DefaultClipGrid...) // scale_sign search's grid
+	for j := len(DefaultClipGrid); j < len(signed); j++ {
+		signed[j] = -signed[j]
+	}
 	for i := 0; i < 3000; i++ {
 		U := make([]float64, kp*kp)
 		for a := 0; a < kp; a++ {
@@ -159,12 +164,19 @@ func TestChooseScaleGPTQMatchesReference(t *testing.T) {
 		n := []int{32, 5, 64, 1}[i%4]
 		c0 := rng.IntN(kp - n + 1)
 		x := clipCase(rng, n)
-		grid := [][]float64{DefaultClipGrid, {1, -1}, {1, 0.875, -1, -0.875, 0.5, -0.5}}[i%3]
+		grid := [][]float64{DefaultClipGrid, {1, -1}, {1, 0.875, -1, -0.875, 0.5, -0.5}, signed,
+			{1, 0, 0.95, 0.9, 0.85, -1, 0.8, 0.75, 0.7, -0.9, 0.65}}[i%5]
 		bits := []int{4, 8}[i%2]
 		want := chooseScaleGPTQRef(x, U, kp, c0, bits, grid)
-		got := chooseScaleGPTQ(x, U, kp, c0, bits, grid, make([]float64, n))
+		got := chooseScaleGPTQ(x, U, kp, c0, bits, grid, make([]float64, n)) // the scalar loop
 		if math.Float32bits(got) != math.Float32bits(want) {
 			t.Fatalf("case %d (n %d, c0 %d, bits %d, grid %v): scale %v, reference %v", i, n, c0, bits, grid, got, want)
+		}
+		if kernel.Available512 { // the candidates eight at a time
+			got := chooseScaleGPTQ(x, U, kp, c0, bits, grid, make([]float64, 8*n))
+			if math.Float32bits(got) != math.Float32bits(want) {
+				t.Fatalf("case %d (n %d, c0 %d, bits %d, grid %v): GPTQScales8's scale %v, reference %v", i, n, c0, bits, grid, got, want)
+			}
 		}
 	}
 }
@@ -279,4 +291,40 @@ func TestSignedFactorsMatchReference(t *testing.T) {
 			}
 		}
 	}
+}
+
+// FuzzChooseScaleGPTQ: for a group drawn from the fuzzed seeds (clipCase's values: ties, zeros, signed
+// zeros, tiny and huge magnitudes; U with a positive diagonal), the scalar loop and, where AVX-512
+// runs, kernel.GPTQScales8 choose the reference's scale bit for bit, with the signed grid.
+func FuzzChooseScaleGPTQ(f *testing.F) {
+	f.Add(uint64(1), uint64(2), uint8(32), uint8(0))
+	f.Add(uint64(7), uint64(9), uint8(1), uint8(1))
+	f.Add(uint64(3), uint64(5), uint8(64), uint8(2))
+	f.Fuzz(func(t *testing.T, s1, s2 uint64, n8, g uint8) {
+		rng := rand.New(rand.NewPCG(s1, s2))
+		n := 1 + int(n8)%96
+		const kp = 96
+		U := make([]float64, kp*kp)
+		for a := 0; a < kp; a++ {
+			U[a*kp+a] = 0.05 + rng.ExpFloat64()
+			for b := a + 1; b < kp; b++ {
+				U[a*kp+b] = rng.NormFloat64() * math.Pow(10, float64(rng.IntN(5)-3))
+			}
+		}
+		c0 := rng.IntN(kp - n + 1)
+		x := clipCase(rng, n)
+		grid := append([]float64(nil), DefaultClipGrid...)
+		if g%2 == 1 {
+			for _, v := range DefaultClipGrid {
+				grid = append(grid, -v)
+			}
+		}
+		bits := []int{4, 8}[int(g/2)%2]
+		want := chooseScaleGPTQRef(x, U, kp, c0, bits, grid)
+		for _, buf := range [][]float64{make([]float64, n), make([]float64, 8*n)} {
+			if got := chooseScaleGPTQ(x, U, kp, c0, bits, grid, buf); math.Float32bits(got) != math.Float32bits(want) {
+				t.Fatalf("n %d c0 %d bits %d grid %v, scratch %d: scale %v, reference %v", n, c0, bits, grid, len(buf), got, want)
+			}
+		}
+	})
 }

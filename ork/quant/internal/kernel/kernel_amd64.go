@@ -132,3 +132,13 @@ func ErrSums16x2(x, wd *float32, chunks int, inv *[8]float32, lanes int, consts 
 //
 //go:noescape
 func Codes16x2(x *float32, chunks int, inv float32, consts *[32]float32, codes *int8)
+
+// GPTQScales8 is GPTQ's loss over one group of n values at x for eight candidate scales at once
+// (AVX-512), ork/quant's chooseScaleGPTQ loop with a candidate in each lane: for lane j it sets
+// errs_j = Σ_a r_a², r_a = (y_a − quantCode(y_a, inv_j)·s_j)/u[a·kp+a], where y starts as x and
+// y_b −= r_a·u[a·kp+b] for b > a after each a (u: the group's block of GPTQ's factor, row stride
+// kp). Every lane runs all n columns (the scalar loop stops a candidate once its loss passes the
+// best; such a candidate cannot win either way). buf is scratch for 8·n values; n must be positive.
+//
+//go:noescape
+func GPTQScales8(x *float64, n int, u *float64, kp int, s, inv *[8]float64, lohi *[2]float64, buf *float64, errs *[8]float64)

@@ -63,3 +63,7 @@ func ErrSums16x2(x, wd *float32, chunks int, inv *[8]float32, lanes int, consts 
 func Codes16x2(x *float32, chunks int, inv float32, consts *[32]float32, codes *int8) {
 	panic("kernel: no Codes16x2 on this architecture")
 }
+
+func GPTQScales8(x *float64, n int, u *float64, kp int, s, inv *[8]float64, lohi *[2]float64, buf *float64, errs *[8]float64) {
+	panic("kernel: no GPTQScales8 on this architecture")
+}

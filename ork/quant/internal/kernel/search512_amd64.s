@@ -209,3 +209,73 @@ q8loop:
 	JNZ q8loop
 	VZEROUPPER
 	RET
+
+// func GPTQScales8(x *float64, n int, u *float64, kp int, s, inv *[8]float64, lohi *[2]float64, buf *float64, errs *[8]float64)
+// — GPTQ's loss over one group for eight candidate scales, one in each lane: buf[b] (lanes) starts
+// as x[b]; for a = 0..n-1, r = (buf[a] − code·s)/u[a·kp+a] with code = CODEZ(buf[a], inv), the loss
+// gains r·r, and buf[b] −= r·u[a·kp+b] for b > a (each product rounded before its sum, no FMA, as
+// the scalar loop does). n must be positive; buf holds 8·n values.
+TEXT ·GPTQScales8(SB), NOSPLIT, $0-72
+	MOVQ x+0(FP), SI
+	MOVQ n+8(FP), CX
+	MOVQ u+16(FP), DX
+	MOVQ kp+24(FP), R8
+	SHLQ $3, R8
+	MOVQ s+32(FP), AX
+	VMOVUPD 0(AX), Z5
+	MOVQ inv+40(FP), AX
+	VMOVUPD 0(AX), Z4
+	MOVQ lohi+48(FP), AX
+	VBROADCASTSD 0(AX), Z6
+	VBROADCASTSD 8(AX), Z7
+	CODECONST
+	MOVQ buf+56(FP), DI
+	VXORPD Z0, Z0, Z0
+
+	XORQ BX, BX
+	MOVQ DI, R10
+gsfill:
+	VBROADCASTSD (SI)(BX*8), Z1
+	VMOVUPD Z1, 0(R10)
+	ADDQ $64, R10
+	INCQ BX
+	CMPQ BX, CX
+	JLT gsfill
+
+	XORQ BX, BX
+	MOVQ DI, R10
+	MOVQ DX, R11
+gscol:
+	VMOVUPD 0(R10), Z11
+	CODEZ
+	VMULPD Z5, Z13, Z13
+	VSUBPD Z13, Z11, Z15
+	VBROADCASTSD (R11)(BX*8), Z16
+	VDIVPD Z16, Z15, Z15
+	VMULPD Z15, Z15, Z17
+	VADDPD Z17, Z0, Z0
+	LEAQ 1(BX), R12
+	CMPQ R12, CX
+	JGE gsnext
+	LEAQ 64(R10), R13
+gsrow:
+	VBROADCASTSD (R11)(R12*8), Z18
+	VMULPD Z18, Z15, Z18
+	VMOVUPD 0(R13), Z19
+	VSUBPD Z18, Z19, Z19
+	VMOVUPD Z19, 0(R13)
+	ADDQ $64, R13
+	INCQ R12
+	CMPQ R12, CX
+	JLT gsrow
+gsnext:
+	ADDQ $64, R10
+	ADDQ R8, R11
+	INCQ BX
+	CMPQ BX, CX
+	JLT gscol
+
+	MOVQ errs+64(FP), AX
+	VMOVUPD Z0, 0(AX)
+	VZEROUPPER
+	RET

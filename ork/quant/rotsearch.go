@@ -150,7 +150,9 @@ func (s *seedScorer) errors(ctx context.Context, q *Weight) error {
 			if !q.Rotation.IsZero() {
 				if err := q.Rotation.Inverse(e[:rows*k], deq[:rows*kp], rows); err != nil {
 					mu.Lock()
-					first = err
+					if first == nil {
+						first = err
+					}
 					mu.Unlock()
 					return
 				}

@@ -12,8 +12,9 @@ import (
 // of the group (x_b −= e_a·U[a][b]) as GPTQ's row phase does, and the loss Σ e_a². U is the upper
 // factor of H⁻¹, row-major kp x kp. Ties keep the earlier factor; a factor whose float32 scale is 0
 // is skipped; an all-zero group has scale 0. buf holds at least len(x) values; with 8·len(x) the
-// candidates run eight at a time in kernel.GPTQScales8 where AVX-512 is available (the same scale). Arithmetic is float64
-// in a fixed order without fused multiply-add, so the choice is the same on every machine.
+// candidates run eight at a time in kernel.GPTQScales8 where AVX-512 is available (the same scale).
+// Arithmetic is float64 in a fixed order without fused multiply-add, so the choice is the same on
+// every machine.
 func chooseScaleGPTQ(x, U []float64, kp, c0, bits int, grid, buf []float64) float32 {
 	amax := groupAmax(x)
 	if amax == 0 {
@@ -50,7 +51,8 @@ func chooseScaleGPTQ(x, U []float64, kp, c0, bits int, grid, buf []float64) floa
 	return best
 }
 
-// gptqScales512 says whether chooseScaleGPTQ may run kernel.GPTQScales8 (tests turn it off to compare).
+// gptqScales512 says whether chooseScaleGPTQ may run kernel.GPTQScales8 (given a scratch of fewer
+// than 8·len(x) values it runs the scalar loop, which is how the tests compare the two).
 var gptqScales512 = kernel.Available512
 
 // chooseScaleGPTQ8 is chooseScaleGPTQ's choice for a group whose amax is not 0, with the candidates

@@ -98,7 +98,7 @@ func (s *seedScorer) score(ctx context.Context, q *Weight) (float64, error) {
 			return 0, err
 		}
 	}
-	if err := s.errors(ctx, q); err != nil {
+	if err := s.transposedErrors(ctx, q); err != nil {
 		return 0, err
 	}
 	tr := 0.0
@@ -129,8 +129,8 @@ func (s *seedScorer) score(ctx context.Context, q *Weight) (float64, error) {
 	return tr, nil
 }
 
-// errors writes Eᵀ for the trial q into s.et, errorRows rows of E at a time on s.workers goroutines.
-func (s *seedScorer) errors(ctx context.Context, q *Weight) error {
+// transposedErrors writes Eᵀ for the trial q into s.et, errorRows rows of E at a time on s.workers goroutines.
+func (s *seedScorer) transposedErrors(ctx context.Context, q *Weight) error {
 	n, k, kp := s.m.Rows, s.m.Cols, q.KP
 	var (
 		mu    sync.Mutex

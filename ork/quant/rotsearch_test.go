@@ -22,14 +22,7 @@ func TestSeedScoreMatchesHessianError(t *testing.T) {
 		for r := 0; r < tc.n; r++ {
 			w.Data[r*tc.k+3] *= 9
 		}
-		x, err := CorrelatedActivations(2*tc.k, tc.k, 5)
-		if err != nil {
-			t.Fatal(err)
-		}
-		h := NewHessian(tc.k)
-		if err := h.Add(x.Data, x.Rows); err != nil {
-			t.Fatal(err)
-		}
+		h := correlatedHessian(t, map[int]*Hessian{}, tc.k)
 		for _, workers := range []int{1, 3} {
 			t.Run(fmt.Sprintf("n%d-k%d-b%d-w%d", tc.n, tc.k, tc.block, workers), func(t *testing.T) {
 				sc := newSeedScorer(w, h.Data, workers)

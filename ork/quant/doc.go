@@ -87,7 +87,7 @@
 // scales are refitted after GPTQ, codes fixed, to the least (w−q)ᵀ·H·(w−q): a least-squares problem
 // in one unknown per group, solved by preconditioned conjugate gradients on each row's Gram matrix
 // AᵀHA (formed from H, which the factorisation leaves below U's diagonal), the residual's terms
-// from the target's product with H, taken once for all rounds ([RefitVersion] 3); more rounds let
+// from the target's product with H, taken once for all rounds ([RefitVersion] 4); more rounds let
 // GPTQ choose codes again with the refitted scales fixed, each row keeping its better round.
 //
 // Hessians ([Hessian]) are float64 K x K, Σ x·xᵀ over Tokens activation rows (unnormalised:

@@ -25,12 +25,13 @@ const (
 // RefitVersion names the arithmetic of WithScaleRefit, for keys (stages.FinalizeParams): 1 took
 // each conjugate-gradient step's product with H as two triangular solves with GPTQ's factor; 2
 // formed every row's Gram matrix AᵀHA from H once and stepped with it, and each refit took the
-// residual's product (t − A·s)·H; 3 (this one) takes t·H once for all the rounds, in blocks of
-// targetBlock rows, and the residual's terms from it and the Gram matrix (AᵀH·x = AᵀH·t − AᵀHA·s),
-// a third of a refit's flops, and forms the Gram matrices on H's rows (the same matrices bit for
-// bit). The method and its results are the same up to rounding, which can still round a float32
-// scale the other way.
-const RefitVersion = 3
+// residual's product (t − A·s)·H; 3 takes t·H once for all the rounds, in blocks of targetBlock
+// rows, and the residual's terms from it and the Gram matrix (AᵀH·x = AᵀH·t − AᵀHA·s), a third of
+// a refit's flops; 4 (this one) forms each Gram entry from H's g x g block in one pass of fused
+// multiply-adds in a fixed order (gramTile: the same bits on every CPU and in both builds, where 3
+// took OpenBLAS's or gonum's products, whose rounding differed). The method and its results are the
+// same up to rounding, which can still round a float32 scale the other way.
+const RefitVersion = 4
 
 // WithScaleRefit makes GPTQ refit every row's group scales after its codes are chosen, codes fixed, to
 // minimise the calibrated output error (w − q)ᵀ·H·(w − q) of the row (H the damped Hessian GPTQ
@@ -80,9 +81,9 @@ func RefitMemory(n, kp, group, rounds int) int64 {
 // their Gram matrices would pass refitGramBytes, then refitBlock/2; targetBlock the number of rows of
 // the target whose product with H is taken together (targetTimesH: two triangular products with H's
 // lower triangle, which one OpenBLAS thread runs at 32 GFLOP/s for 32 rows of 8192 and 48 for 128).
-// Each H element the Gram products read is used once per row of the block: one OpenBLAS thread
-// formed the Gram matrices of K = 5120 at 18 GFLOP/s for 32 rows and 24 for 64. Every row's result is
-// the same for any block (TestRefitBlockRows).
+// Each H element the Gram products read is used once per row of the block (gramProducts; its AVX-512
+// kernel ran at 33-35 GFLOP/s on one core for 64 rows of K = 17408, 41 with everything in the L1
+// cache). Every row's result is the same for any block (TestRefitBlockRows).
 const (
 	refitBlock     = 64
 	refitGramBytes = 96 << 20
@@ -110,24 +111,27 @@ type hessBuffer struct {
 // refitScratch is one worker's buffers for refitScales on a block of at most nb rows.
 type refitScratch struct {
 	nb   int
-	c, p []float64 // the rows' codes (nb x kp); the codes of one group times H's row block
-	d    []float64 // one g x g diagonal block of H
+	cs   int       // the rows a column of c holds: nb rounded up to gramTileRows
+	c    []float64 // the rows' codes by columns: code k of row r at c[k·cs + r], ng·g columns (zero past kp)
+	d    []float64 // one g x g diagonal block of H (zero past the last group's end)
+	out  []float64 // one block pair's Gram entries, cs rows
 	gram []float64 // each row's Gram matrix AᵀHA, symmetric, packed (symPacked)
 	vec  []float64 // eight per-group vectors a row
 }
 
 // refitScratchBytes is the size of a refitScratch for blocks of nb rows of kp values in ng groups of g.
 func refitScratchBytes(kp, ng, g, nb int64) int64 {
-	return 8 * (2*nb*kp + g*g + nb*int64(symPacked(int(ng))) + 8*nb*ng)
+	cs := int64(gramRows(int(nb)))
+	return 8 * (ng*g*cs + g*g + cs + nb*int64(symPacked(int(ng))) + 8*nb*ng)
 }
 
 // newRefitScratch returns a refitScratch for blocks of nb rows (at most refitBlock).
 func newRefitScratch(kp, ng, g, nb int) *refitScratch {
+	cs := gramRows(nb)
 	return &refitScratch{
-		nb: nb,
-		c:  make([]float64, nb*kp), p: make([]float64, nb*kp),
-		d: make([]float64, g*g), gram: make([]float64, nb*symPacked(ng)),
-		vec: make([]float64, 8*nb*ng),
+		nb: nb, cs: cs,
+		c: make([]float64, ng*g*cs), d: make([]float64, g*g), out: make([]float64, cs),
+		gram: make([]float64, nb*symPacked(ng)), vec: make([]float64, 8*nb*ng),
 	}
 }
 
@@ -193,8 +197,8 @@ func targetTimesH(ctx context.Context, target []float32, hb hessBuffer, dead []b
 // steps conjugate-gradient steps. errs[r] (r in [lo, hi)) receives the row's error
 // (t − q)ᵀ·H·(t − q) with its refitted float32 scales.
 //
-// Per block of rows it forms the rows' Gram matrices AᵀHA (gramProducts: row block by row block of
-// H, general matrix products one group wide): K² flops a row. The residual x = t − A·s₀ enters
+// Per block of rows it forms the rows' Gram matrices AᵀHA (gramProducts: block pair by block pair
+// of H, all the rows' entries of a pair at once): K² flops a row. The residual x = t − A·s₀ enters
 // through AᵀH·x = AᵀH·t − AᵀHA·s₀ and xᵀHx = tᵀHt − 2s₀·AᵀHt + s₀ᵀAᵀHA·s₀. Then it runs the
 // conjugate gradients on the Gram matrices (ng² a step) and takes the error from the same
 // quantities: (x − A·δ)ᵀH(x − A·δ) = xᵀHx − 2δ·AᵀHx + δᵀ(AᵀHA)δ, δ the scales' change.
@@ -218,7 +222,7 @@ func refitScales(w *Weight, tp targetProducts, hb hessBuffer, diag []float64, lo
 				d := 0.0
 				for k := a; k < b; k++ {
 					c := float64(codes[k])
-					sc.c[r*kp+k] = c
+					sc.c[k*sc.cs+r] = c
 					d += c * c * diag[k]
 				}
 				pre[r*ng+gi] = d
@@ -303,58 +307,6 @@ func refitScales(w *Weight, tp targetProducts, hb hessBuffer, diag []float64, lo
 			errs[row] = e
 		}
 	}
-}
-
-// gramProducts sets, for the nb rows whose codes sc.c holds, each row's Gram matrix AᵀHA (sc.gram,
-// packed), H read from hb row block by row block: for group h, Pᵀ = C_hᵀ·H[h, :h+1] (the rows'
-// codes of group h times H's rows of group h up to its diagonal block: H[h, :h] is group h's rows
-// below the diagonal, H[h, h] is assembled into sc.d), then entry (h', h), h' <= h, of row r is
-// Σ over the columns k of group h' of c_r[k]·Pᵀ[r, k].
-func gramProducts(hb hessBuffer, sc *refitScratch, nb, ng, g int) {
-	kp, a := hb.kp, hb.a
-	gen := func(rows, cols, stride int, data []float64) blas64.General {
-		return blas64.General{Rows: rows, Cols: cols, Stride: stride, Data: data}
-	}
-	sp := symPacked(ng)
-	for h := 0; h < ng; h++ {
-		a0, a1 := h*g, min((h+1)*g, kp)
-		gh := a1 - a0
-		for i := 0; i < gh; i++ { // H[h, h]
-			for j := 0; j < gh; j++ {
-				switch {
-				case i == j:
-					sc.d[i*gh+j] = hb.diag[a0+i]
-				case i > j:
-					sc.d[i*gh+j] = a[(a0+i)*kp+a0+j]
-				default:
-					sc.d[i*gh+j] = a[(a0+j)*kp+a0+i]
-				}
-			}
-		}
-		ch := gen(nb, gh, kp, sc.c[a0:]) // the rows' codes of group h
-		if a0 > 0 {
-			blas64.Gemm(blas.NoTrans, blas.NoTrans, 1, ch, gen(gh, a0, kp, a[a0*kp:]), 0, gen(nb, a0, kp, sc.p))
-		}
-		blas64.Gemm(blas.NoTrans, blas.NoTrans, 1, ch, gen(gh, gh, gh, sc.d), 0, gen(nb, gh, kp, sc.p[a0:]))
-		at := h * (h + 1) / 2
-		for r := 0; r < nb; r++ {
-			cr, pr := sc.c[r*kp:r*kp+a1], sc.p[r*kp:r*kp+a1]
-			out := sc.gram[r*sp+at : r*sp+at+h+1]
-			for hp := range out {
-				out[hp] = dotRange(cr, pr, hp*g, min((hp+1)*g, kp))
-			}
-		}
-	}
-}
-
-// dotRange is Σ_{k in [k0, k1)} x[k]·y[k], summed in the order of k.
-func dotRange(x, y []float64, k0, k1 int) float64 {
-	x, y = x[k0:k1], y[k0:k1:k1]
-	s := 0.0
-	for k, v := range x {
-		s += v * y[k]
-	}
-	return s
 }
 
 // symPacked is the length of a symmetric n x n matrix packed by columns of its upper triangle:

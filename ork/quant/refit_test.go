@@ -88,27 +88,34 @@ func denseGram(h *mat.SymDense, codes []int8, ng, g int) (m, ha *mat.Dense) {
 }
 
 // TestGramProducts: gramProducts' AᵀHA equal the explicit products, for groups that divide K and a
-// last group shorter than the others.
+// last group shorter than the others, on each of gramTile's paths.
 func TestGramProducts(t *testing.T) {
-	for _, tc := range []struct{ n, k, g int }{{3, 64, 32}, {refitBlock, 96, 32}, {5, 100, 32}, {2, 64, 0}} {
-		h, hb, w, _ := refitFixture(t, tc.n, tc.k, tc.g, uint64(tc.k))
-		k, ng, g := tc.k, w.Groups(), effGroup(tc.k, tc.g)
-		sc := newRefitScratch(k, ng, g, refitBlock)
-		for r := 0; r < tc.n; r++ {
-			for j := 0; j < k; j++ {
-				sc.c[r*k+j] = float64(w.Codes[r*k+j])
-			}
+	for _, tc := range []struct{ n, k, g int }{{3, 64, 32}, {refitBlock, 96, 32}, {5, 100, 32}, {2, 64, 0}, {17, 72, 8}} {
+		for _, path := range gramPaths() {
+			testGramProducts(t, tc.n, tc.k, tc.g, path)
 		}
-		gramProducts(hb, sc, tc.n, ng, g)
-		for r := 0; r < tc.n; r++ {
-			m, _ := denseGram(h, w.Codes[r*k:(r+1)*k], ng, g)
-			for gi := 0; gi < ng; gi++ {
-				for gj := 0; gj < ng; gj++ {
-					i, j := min(gi, gj), max(gi, gj)
-					got, want := sc.gram[r*symPacked(ng)+j*(j+1)/2+i], m.At(gi, gj)
-					if math.Abs(got-want) > 1e-9*(1+math.Abs(want)) {
-						t.Fatalf("k %d g %d: row %d: Gram (%d,%d) = %g, want %g", k, g, r, gi, gj, got, want)
-					}
+	}
+}
+
+func testGramProducts(t *testing.T, n, k, group int, path string) {
+	t.Helper()
+	h, hb, w, _ := refitFixture(t, n, k, group, uint64(k))
+	ng, g := w.Groups(), effGroup(k, group)
+	sc := newRefitScratch(k, ng, g, refitBlock)
+	for r := 0; r < n; r++ {
+		for j := 0; j < k; j++ {
+			sc.c[j*sc.cs+r] = float64(w.Codes[r*k+j])
+		}
+	}
+	withGramPath(path, func() { gramProducts(hb, sc, n, ng, g) })
+	for r := 0; r < n; r++ {
+		m, _ := denseGram(h, w.Codes[r*k:(r+1)*k], ng, g)
+		for gi := 0; gi < ng; gi++ {
+			for gj := 0; gj < ng; gj++ {
+				i, j := min(gi, gj), max(gi, gj)
+				got, want := sc.gram[r*symPacked(ng)+j*(j+1)/2+i], m.At(gi, gj)
+				if math.Abs(got-want) > 1e-9*(1+math.Abs(want)) {
+					t.Fatalf("k %d g %d, %s: row %d: Gram (%d,%d) = %g, want %g", k, g, path, r, gi, gj, got, want)
 				}
 			}
 		}
@@ -433,4 +440,23 @@ func refitBenchFixture(n, k, g int) (hessBuffer, *Weight, []float32) {
 	}
 	w, target := randomCodedWeight(rng, n, k, g)
 	return hb, w, target
+}
+
+// BenchmarkRefitScalesWide: one refit of one block of refitBlock rows at the 27B ffn_down's width
+// (K = 17408, 544 groups of 32), where a group's products with H's rows pass the L2 cache.
+func BenchmarkRefitScalesWide(b *testing.B) {
+	const n, k, g = refitBlock, 17408, 32
+	hb, w, target := refitBenchFixture(n, k, g)
+	scales := append([]float32(nil), w.Scales...)
+	tp, err := targetTimesH(context.Background(), target, hb, make([]bool, k), n, 1)
+	if err != nil {
+		b.Fatal(err)
+	}
+	sc, errs := newRefitScratch(k, w.Groups(), g, refitBlockRows(w.Groups())), make([]float64, n)
+	b.ResetTimer()
+	for range b.N {
+		copy(w.Scales, scales)
+		refitScales(w, tp, hb, hb.diag, 0, n, DefaultRefitSteps, errs, sc)
+	}
+	b.ReportMetric(float64(n)*k*k*float64(b.N)/b.Elapsed().Seconds()/1e9, "GFLOP/s")
 }

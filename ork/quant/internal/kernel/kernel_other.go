@@ -67,3 +67,14 @@ func Codes16x2(x *float32, chunks int, inv float32, consts *[32]float32, codes *
 func GPTQScales8(x *float64, n int, u *float64, kp int, s, inv *[8]float64, lohi *[2]float64, buf *float64, errs *[8]float64) {
 	panic("kernel: no GPTQScales8 on this architecture")
 }
+
+// AvailableFMA is false: GramTile8 and GramTile16 are never called.
+const AvailableFMA = false
+
+func GramTile16(h *float64, hs, gi, gw int, ci, cj *float64, cs int, out *float64) {
+	panic("kernel: no GramTile16 on this architecture")
+}
+
+func GramTile8(h *float64, hs, gi, gw int, ci, cj *float64, cs int, out *float64) {
+	panic("kernel: no GramTile8 on this architecture")
+}

@@ -28,8 +28,8 @@ var (
 // holds H; assembled into sc.d, zero-padded to g x g, for h' = h). gramTile forms a block pair's
 // entries for all the rows with the block in the L1 cache: K² flops a row, no intermediate product
 // written to memory. The row groups go gramRowGroups at a time, each column group's codes serving
-// all of them while in the cache: H is read once, the codes (as many bytes as H's rows for the block)
-// once per gramRowGroups row groups.
+// all of them while in the cache: per block of rows H is read once, and each column group's codes
+// once per gramRowGroups row groups instead of once per row group.
 func gramProducts(hb hessBuffer, sc *refitScratch, nb, ng, g int) {
 	kp, a, cs := hb.kp, hb.a, sc.cs
 	rows := gramRows(nb)

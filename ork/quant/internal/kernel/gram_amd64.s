@@ -8,7 +8,8 @@
 //
 // Registers: DI the chunk's first column of h, R8 hs in bytes, R9 gi, R10 chunks left, SI ci,
 // R13 the next column of cj, R11 cs in bytes, BX out; AX and CX walk h and ci down the rows of the
-// chunk, R12 counts them.
+// chunk, R12 counts them. R14 is gw in bytes: each row of the chunk prefetches the same columns of
+// the next block to the right, the block gramProducts asks for next for these rows.
 
 #define STEP512(off, b, acc0, acc1) \
 	VBROADCASTSD off(AX), b; \

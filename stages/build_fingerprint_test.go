@@ -44,7 +44,7 @@ var buildSteps = []buildStep{
 	// The scales refitted to GPTQ's codes, two rounds (quant.WithScaleRefit), on rows of 8 groups (K = 96
 	// stored as one 256 block): more groups than the refit's steps, so a change of what the steps do shows
 	// here (with 3 groups a row, 4 and 8 steps gave the same bytes and a changed stage went unseen).
-	{"finalize-refit", "finalize", `{"tensor":"blk.0.ffn_down.weight","method":"gptq","dtype":"I4_ROT_A8","group":32,"rotation":"hadamard","act_bits":8,"clip_grid":null,"damp":0.01,"act_order":false,"seed":5,"n":64,"k":96,"scale_search":"gptq","scale_sign":"search","rotation_block":256,"scale_refit":2,"refit_steps":4,"refit_version":4}`,
+	{"finalize-refit", "finalize", `{"tensor":"blk.0.ffn_down.weight","method":"gptq","dtype":"I4_ROT_A8","group":32,"rotation":"hadamard","act_bits":8,"clip_grid":null,"damp":0.01,"act_order":false,"seed":5,"n":64,"k":96,"scale_search":"gptq","scale_sign":"search","rotation_block":256,"scale_refit":2,"refit_steps":4,"refit_version":5}`,
 		map[string]string{"model": "synth.model.gguf", "hessian": "calibrate.h.0.ffn_down"}, nil},
 	// Eight rotation seeds scored before the one GPTQ run (quant.WithRotationSearch), each scored by its
 	// RTN weight's error against the Hessian: a change of the scores' arithmetic that picks another

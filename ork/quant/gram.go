@@ -119,3 +119,101 @@ func gramTileGo(h []float64, hs, gi, g int, ci, cj []float64, cs, rows int, out 
 		out[r] = s
 	}
 }
+
+// mulTile adds, for r < rows (a multiple of gramTileRows) and j < g, Σ_{i < gi} ci[i·cs + r]·h[i·hs + j]
+// to y[j·cs + r]: one block's product with each row, with mulTileGo's arithmetic (on AVX-512 or AVX2
+// with FMA3 in kernel.MulTile16 / MulTile8, the same bits).
+func mulTile(h []float64, hs, gi, g int, ci, y []float64, cs, rows int) {
+	_, _, _ = h[(gi-1)*hs+g-1], ci[(gi-1)*cs+rows-1], y[(g-1)*cs+rows-1]
+	switch {
+	case gram512 && g%8 == 0:
+		for r := 0; r < rows; r += 16 {
+			kernel.MulTile16(&h[0], hs, gi, g, &ci[r], &y[r], cs)
+		}
+	case gram256 && g%4 == 0:
+		for r := 0; r < rows; r += 8 {
+			kernel.MulTile8(&h[0], hs, gi, g, &ci[r], &y[r], cs)
+		}
+	default:
+		mulTileGo(h, hs, gi, g, ci, y, cs, rows)
+	}
+}
+
+// mulTileGo is mulTile's reference: each output continues from the value y holds as a chain of fused
+// multiply-adds over i in order. Rows never meet, so the kernels match it bit for bit.
+func mulTileGo(h []float64, hs, gi, g int, ci, y []float64, cs, rows int) {
+	for r := 0; r < rows; r++ {
+		for j := 0; j < g; j++ {
+			acc := y[j*cs+r]
+			for i := 0; i < gi; i++ {
+				acc = math.FMA(ci[i*cs+r], h[i*hs+j], acc)
+			}
+			y[j*cs+r] = acc
+		}
+	}
+}
+
+// symTile is the width of the blocks symProducts takes H in, symRowGroups the row groups of blocks
+// it takes together.
+const (
+	symTile      = 32
+	symRowGroups = 8
+)
+
+// symScratch is one worker's buffers for symProducts on blocks of at most cs rows of kp values.
+type symScratch struct {
+	cs    int
+	t, y  []float64 // the rows' values and products by columns (value k of row r at [k·cs + r]), zero past kp
+	bt, d []float64 // one transposed block of H, one diagonal block
+}
+
+func newSymScratch(kp, cs int) *symScratch {
+	kpp := (kp + symTile - 1) / symTile * symTile
+	return &symScratch{cs: cs, t: make([]float64, kpp*cs), y: make([]float64, kpp*cs),
+		bt: make([]float64, symTile*symTile), d: make([]float64, symTile*symTile)}
+}
+
+// symScratchBytes is the size of a symScratch.
+func symScratchBytes(kp, cs int64) int64 {
+	kpp := (kp + symTile - 1) / symTile * symTile
+	return 8 * (2*kpp*cs + 2*symTile*symTile)
+}
+
+// symProducts adds H·t_r to sc.y for the rows r < rows (a multiple of gramTileRows) whose values
+// sc.t holds, H the symmetric matrix hb keeps (its strict lower triangle below the buffer's diagonal,
+// its diagonal in hb.diag), by 32 x 32 blocks: each block B = H[I, J] below the diagonal serves both
+// halves, y_J += Bᵀ·t_I and y_I += B·t_J (B transposed into sc.bt), the diagonal blocks assembled;
+// 2·K² flops a row. The row groups go gramRowGroups at a time, as in gramProducts. Every output's sum
+// runs in this loop order, whichever path mulTile takes.
+func symProducts(hb hessBuffer, sc *symScratch, rows int) {
+	kp, a, cs := hb.kp, hb.a, sc.cs
+	ng := (kp + symTile - 1) / symTile
+	const T = symTile
+	for i0 := 0; i0 < ng; i0 += symRowGroups {
+		i1 := min(i0+symRowGroups, ng)
+		for J := 0; J < i1; J++ {
+			tJ, yJ := sc.t[J*T*cs:], sc.y[J*T*cs:]
+			for I := max(i0, J); I < i1; I++ {
+				a0 := I * T
+				gi := min(T, kp-a0)
+				tI, yI := sc.t[a0*cs:], sc.y[a0*cs:]
+				if I == J {
+					diagBlock(hb, sc.d, a0, gi, T)
+					mulTile(sc.d, T, gi, T, tI, yI, cs, rows)
+					continue
+				}
+				blk := a[a0*kp+J*T:]
+				mulTile(blk, kp, gi, T, tI, yJ, cs, rows)
+				if gi < T {
+					clear(sc.bt)
+				}
+				for i := 0; i < gi; i++ {
+					for j, v := range blk[i*kp : i*kp+T] {
+						sc.bt[j*T+i] = v
+					}
+				}
+				mulTile(sc.bt, T, T, T, tJ, yI, cs, rows)
+			}
+		}
+	}
+}

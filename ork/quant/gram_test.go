@@ -1,6 +1,7 @@
 package quant
 
 import (
+	"context"
 	"math"
 	"math/rand/v2"
 	"testing"
@@ -142,5 +143,103 @@ func BenchmarkGramTile(b *testing.B) {
 			})
 			b.ReportMetric(2*g*g*rows*float64(b.N)/b.Elapsed().Seconds()/1e9, "GFLOP/s")
 		})
+	}
+}
+
+// TestMulTileMatchesReference: the product kernels give mulTileGo's outputs bit for bit, continuing
+// from what y holds, for the widths, short blocks, strides and tiles of TestGramTileMatchesReference;
+// and the reference is y + Σ c_i·h_ij.
+func TestMulTileMatchesReference(t *testing.T) {
+	rng := rand.New(rand.NewPCG(22, 5))
+	for n := 0; n < 600; n++ {
+		g := []int{32, 8, 16, 64, 40, 4, 12, 3}[n%8]
+		gi := []int{g, 1, 1 + rng.IntN(g)}[n%3]
+		hs := g + []int{0, 5, 64}[n%3]
+		rows := []int{16, 48, 64}[(n/3)%3]
+		cs := rows + []int{0, 16}[n%2]
+		h, ci, y0 := gramTileCase(rng, gi, g, hs, cs, rows, n%5 == 4)
+		want := append([]float64(nil), y0...)
+		mulTileGo(h, hs, gi, g, ci, want, cs, rows)
+		for r := 0; r < rows; r++ {
+			for j := 0; j < g; j++ {
+				exact, scale := y0[j*cs+r], math.Abs(y0[j*cs+r])
+				for i := 0; i < gi; i++ {
+					exact += ci[i*cs+r] * h[i*hs+j]
+					scale += math.Abs(ci[i*cs+r] * h[i*hs+j])
+				}
+				if got := want[j*cs+r]; math.Abs(got-exact) > 1e-12*scale {
+					t.Fatalf("case %d (g %d, gi %d): row %d column %d: reference %g, the sum %g", n, g, gi, r, j, got, exact)
+				}
+			}
+		}
+		for _, path := range gramPaths() {
+			got := append([]float64(nil), y0...)
+			withGramPath(path, func() { mulTile(h, hs, gi, g, ci, got, cs, rows) })
+			for k := range got {
+				if math.Float64bits(got[k]) != math.Float64bits(want[k]) {
+					t.Fatalf("case %d (g %d, gi %d, hs %d, cs %d, rows %d), %s: y[%d] %v, reference %v", n, g, gi, hs, cs, rows, path, k, got[k], want[k])
+				}
+			}
+		}
+	}
+}
+
+// FuzzMulTile: the product kernels and mulTileGo agree bit for bit on random blocks.
+func FuzzMulTile(f *testing.F) {
+	f.Add(uint64(1), uint64(2), uint8(32), uint8(32), uint8(4), false)
+	f.Add(uint64(5), uint64(6), uint8(1), uint8(8), uint8(1), true)
+	f.Fuzz(func(t *testing.T, s1, s2 uint64, gi8, g8, tiles uint8, wide bool) {
+		rng := rand.New(rand.NewPCG(s1, s2))
+		g := 4 * (1 + int(g8)%32)
+		gi := 1 + int(gi8)%g
+		rows := 16 * (1 + int(tiles)%4)
+		hs, cs := g+rng.IntN(9), rows+rng.IntN(17)
+		h, ci, y0 := gramTileCase(rng, gi, g, hs, cs, rows, wide)
+		want := append([]float64(nil), y0...)
+		mulTileGo(h, hs, gi, g, ci, want, cs, rows)
+		for _, path := range gramPaths() {
+			got := append([]float64(nil), y0...)
+			withGramPath(path, func() { mulTile(h, hs, gi, g, ci, got, cs, rows) })
+			for k := range got {
+				if math.Float64bits(got[k]) != math.Float64bits(want[k]) {
+					t.Fatalf("g %d gi %d hs %d cs %d rows %d, %s: y[%d] %v, reference %v", g, gi, hs, cs, rows, path, k, got[k], want[k])
+				}
+			}
+		}
+	})
+}
+
+// TestTargetTimesHPaths: targetTimesH gives the same bits on every path of mulTile (the loop order
+// fixes each sum), for K a multiple of the block width and not.
+func TestTargetTimesHPaths(t *testing.T) {
+	for _, k := range []int{96, 100} {
+		_, hb, _, target := refitFixture(t, 40, k, 32, uint64(k))
+		dead := make([]bool, k)
+		dead[3] = true
+		var want targetProducts
+		withGramPath("go", func() {
+			var err error
+			if want, err = targetTimesH(context.Background(), target, hb, dead, 40, 2); err != nil {
+				t.Fatal(err)
+			}
+		})
+		for _, path := range gramPaths() {
+			withGramPath(path, func() {
+				got, err := targetTimesH(context.Background(), target, hb, dead, 40, 1)
+				if err != nil {
+					t.Fatal(err)
+				}
+				for i := range got.th {
+					if math.Float64bits(got.th[i]) != math.Float64bits(want.th[i]) {
+						t.Fatalf("k %d, %s: t·H[%d] %v, reference path %v", k, path, i, got.th[i], want.th[i])
+					}
+				}
+				for i := range got.tht {
+					if math.Float64bits(got.tht[i]) != math.Float64bits(want.tht[i]) {
+						t.Fatalf("k %d, %s: tᵀHt[%d] %v, reference path %v", k, path, i, got.tht[i], want.tht[i])
+					}
+				}
+			})
+		}
 	}
 }

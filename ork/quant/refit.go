@@ -5,9 +5,6 @@ import (
 	"fmt"
 	"runtime"
 	"sync"
-
-	"gonum.org/v1/gonum/blas"
-	"gonum.org/v1/gonum/blas/blas64"
 )
 
 // MaxScaleRefit bounds WithScaleRefit's rounds. DefaultRefitSteps is the conjugate-gradient steps of
@@ -27,11 +24,13 @@ const (
 // formed every row's Gram matrix AᵀHA from H once and stepped with it, and each refit took the
 // residual's product (t − A·s)·H; 3 takes t·H once for all the rounds, in blocks of targetBlock
 // rows, and the residual's terms from it and the Gram matrix (AᵀH·x = AᵀH·t − AᵀHA·s), a third of
-// a refit's flops; 4 (this one) forms each Gram entry from H's g x g block in one pass of fused
-// multiply-adds in a fixed order (gramTile: the same bits on every CPU and in both builds, where 3
-// took OpenBLAS's or gonum's products, whose rounding differed). The method and its results are the
-// same up to rounding, which can still round a float32 scale the other way.
-const RefitVersion = 4
+// a refit's flops; 4 forms each Gram entry from H's g x g block in one pass of fused multiply-adds
+// in a fixed order (gramTile, where 3 took OpenBLAS's or gonum's products, whose rounding differed);
+// 5 (this one) takes t·H the same way (symProducts, by 32 x 32 blocks, where 4 took two triangular
+// products from OpenBLAS or gonum), so the refit's arithmetic is the same on every CPU and in both
+// builds. The method and its results are the same up to rounding, which can still round a float32
+// scale the other way.
+const RefitVersion = 5
 
 // WithScaleRefit makes GPTQ refit every row's group scales after its codes are chosen, codes fixed, to
 // minimise the calibrated output error (w − q)ᵀ·H·(w − q) of the row (H the damped Hessian GPTQ
@@ -62,14 +61,14 @@ func WithScaleRefit(rounds, steps int) Option {
 
 // RefitMemory is what WithScaleRefit(rounds) adds to GPTQMemory for an n x kp weight with group size
 // group: the target's products with H (targetProducts: n x kp float64 and one value a row), and per
-// worker a refitScratch and the targetBlock rows targetTimesH copies; with more than one round, a
-// copy of the codes and scales and two errors per row.
+// worker a refitScratch and targetTimesH's symScratch (targetBlock rows' values and products, by
+// columns); with more than one round, a copy of the codes and scales and two errors per row.
 func RefitMemory(n, kp, group, rounds int) int64 {
 	if rounds <= 0 {
 		return 0
 	}
 	ng := int64(numGroups(kp, group))
-	perWorker := refitScratchBytes(int64(kp), ng, int64(effGroup(kp, group)), int64(refitBlockRows(int(ng)))) + 8*targetBlock*int64(kp)
+	perWorker := refitScratchBytes(int64(kp), ng, int64(effGroup(kp, group)), int64(refitBlockRows(int(ng)))) + symScratchBytes(int64(kp), targetBlock)
 	b := int64(runtime.GOMAXPROCS(0))*perWorker + 8*int64(n)*(int64(kp)+1)
 	if rounds > 1 {
 		b += int64(n)*int64(kp) + int64(n)*ng*4 + 2*int64(n)*8
@@ -79,8 +78,8 @@ func RefitMemory(n, kp, group, rounds int) int64 {
 
 // refitBlock is the number of rows whose Gram matrices are formed together (refitBlockRows), unless
 // their Gram matrices would pass refitGramBytes, then refitBlock/2; targetBlock the number of rows of
-// the target whose product with H is taken together (targetTimesH: two triangular products with H's
-// lower triangle, which one OpenBLAS thread runs at 32 GFLOP/s for 32 rows of 8192 and 48 for 128).
+// the target whose product with H is taken together (targetTimesH: each of H's 32 x 32 blocks used
+// for all of them while in the cache).
 // Each H element the Gram products read is used once per row of the block (gramProducts; its AVX-512
 // kernel ran at 33-35 GFLOP/s on one core for 64 rows of K = 17408, 41 with everything in the L1
 // cache). Every row's result is the same for any block (TestRefitBlockRows).
@@ -144,44 +143,34 @@ type targetProducts struct {
 }
 
 // targetTimesH sets tp for the n x kp target (dead columns as zero) and H from hb, rows in blocks of
-// targetBlock on workers goroutines: t·H = t·(L+I) + t·(L+I)ᵀ − 2t + t·diag(H), L the strict lower
-// triangle of the buffer (two triangular products with a unit diagonal, so U's diagonal in the
-// buffer is never read).
+// targetBlock on workers goroutines (symProducts, by 32 x 32 blocks of H's lower triangle).
 func targetTimesH(ctx context.Context, target []float32, hb hessBuffer, dead []bool, n, workers int) (targetProducts, error) {
 	kp := hb.kp
 	tp := targetProducts{th: make([]float64, n*kp), tht: make([]float64, n)}
-	tmp := sync.Pool{New: func() any { return make([]float64, targetBlock*kp) }}
-	l := blas64.Triangular{Uplo: blas.Lower, Diag: blas.Unit, N: kp, Stride: kp, Data: hb.a}
+	pool := sync.Pool{New: func() any { return newSymScratch(kp, targetBlock) }}
 	// whole blocks to each worker, whatever the number of workers
 	err := forRows(ctx, (n+targetBlock-1)/targetBlock, workers, func(blo, bhi int) {
-		t := tmp.Get().([]float64)
-		defer tmp.Put(t)
-		lo, hi := blo*targetBlock, min(bhi*targetBlock, n)
-		for r0 := lo; r0 < hi; r0 += targetBlock {
-			nb := min(targetBlock, hi-r0)
-			th, tt := tp.th[r0*kp:(r0+nb)*kp], t[:nb*kp]
-			for i, v := range target[r0*kp : (r0+nb)*kp] {
-				if dead[i%kp] {
-					v = 0
-				}
-				th[i] = float64(v)
-			}
-			copy(tt, th)
-			m := blas64.General{Rows: nb, Cols: kp, Stride: kp}
-			m.Data = th
-			blas64.Trmm(blas.Right, blas.NoTrans, 1, l, m)
-			m.Data = tt
-			blas64.Trmm(blas.Right, blas.Trans, 1, l, m)
+		sc := pool.Get().(*symScratch)
+		defer pool.Put(sc)
+		cs := sc.cs
+		for r0 := blo * targetBlock; r0 < min(bhi*targetBlock, n); r0 += targetBlock {
+			nb := min(targetBlock, n-r0)
+			clear(sc.t)
+			clear(sc.y)
 			for r := 0; r < nb; r++ {
-				hr, tr, xr := th[r*kp:(r+1)*kp], tt[r*kp:(r+1)*kp], target[(r0+r)*kp:(r0+r+1)*kp]
-				e := 0.0
-				for k, xv := range xr {
-					v := float64(xv)
-					if dead[k] {
-						v = 0
+				for k, v := range target[(r0+r)*kp : (r0+r+1)*kp] {
+					if !dead[k] {
+						sc.t[k*cs+r] = float64(v)
 					}
-					hr[k] += tr[k] - 2*v + v*hb.diag[k]
-					e += v * hr[k]
+				}
+			}
+			symProducts(hb, sc, gramRows(nb))
+			for r := 0; r < nb; r++ {
+				hr := tp.th[(r0+r)*kp : (r0+r+1)*kp]
+				e := 0.0
+				for k := range hr {
+					hr[k] = sc.y[k*cs+r]
+					e += sc.t[k*cs+r] * hr[k]
 				}
 				tp.tht[r0+r] = e
 			}

@@ -168,3 +168,133 @@ row8:
 	VMOVUPD Y15, 32(BX)
 	VZEROUPPER
 	RET
+
+// The product kernels: GramTile's accumulators without the dot, each chunk's eight (four) columns of
+// y loaded into them first and stored back after the block's rows. BX keeps the chunk's first column
+// of y for the stores; R13 walks the columns for the loads, ending at the next chunk's.
+
+#define LOAD512(acc0, acc1) \
+	VMOVUPD (R13), acc0; \
+	VMOVUPD 64(R13), acc1; \
+	ADDQ R11, R13
+
+#define STORE512(acc0, acc1) \
+	VMOVUPD acc0, (BX); \
+	VMOVUPD acc1, 64(BX); \
+	ADDQ R11, BX
+
+// func MulTile16(h *float64, hs, gi, gw int, ci, y *float64, cs int)
+TEXT ·MulTile16(SB), NOSPLIT, $0-56
+	MOVQ h+0(FP), DI
+	MOVQ hs+8(FP), R8
+	SHLQ $3, R8
+	MOVQ gi+16(FP), R9
+	MOVQ gw+24(FP), R10
+	LEAQ (R10*8), R14
+	SHRQ $3, R10
+	MOVQ ci+32(FP), SI
+	MOVQ y+40(FP), R13
+	MOVQ cs+48(FP), R11
+	SHLQ $3, R11
+
+mchunk16:
+	MOVQ R13, BX
+	LOAD512(Z0, Z1)
+	LOAD512(Z2, Z3)
+	LOAD512(Z4, Z5)
+	LOAD512(Z6, Z7)
+	LOAD512(Z8, Z9)
+	LOAD512(Z10, Z11)
+	LOAD512(Z12, Z13)
+	LOAD512(Z14, Z15)
+	MOVQ DI, AX
+	MOVQ SI, CX
+	MOVQ R9, R12
+
+mrow16:
+	PREFETCHT0 (AX)(R14*1)
+	VMOVUPD (CX), Z16
+	VMOVUPD 64(CX), Z17
+	STEP512(0, Z22, Z0, Z1)
+	STEP512(8, Z23, Z2, Z3)
+	STEP512(16, Z24, Z4, Z5)
+	STEP512(24, Z25, Z6, Z7)
+	STEP512(32, Z26, Z8, Z9)
+	STEP512(40, Z27, Z10, Z11)
+	STEP512(48, Z28, Z12, Z13)
+	STEP512(56, Z29, Z14, Z15)
+	ADDQ R8, AX
+	ADDQ R11, CX
+	DECQ R12
+	JNZ mrow16
+
+	STORE512(Z0, Z1)
+	STORE512(Z2, Z3)
+	STORE512(Z4, Z5)
+	STORE512(Z6, Z7)
+	STORE512(Z8, Z9)
+	STORE512(Z10, Z11)
+	STORE512(Z12, Z13)
+	STORE512(Z14, Z15)
+	ADDQ $64, DI
+	DECQ R10
+	JNZ mchunk16
+	VZEROUPPER
+	RET
+
+#define LOAD256(acc0, acc1) \
+	VMOVUPD (R13), acc0; \
+	VMOVUPD 32(R13), acc1; \
+	ADDQ R11, R13
+
+#define STORE256(acc0, acc1) \
+	VMOVUPD acc0, (BX); \
+	VMOVUPD acc1, 32(BX); \
+	ADDQ R11, BX
+
+// func MulTile8(h *float64, hs, gi, gw int, ci, y *float64, cs int)
+TEXT ·MulTile8(SB), NOSPLIT, $0-56
+	MOVQ h+0(FP), DI
+	MOVQ hs+8(FP), R8
+	SHLQ $3, R8
+	MOVQ gi+16(FP), R9
+	MOVQ gw+24(FP), R10
+	LEAQ (R10*8), R14
+	SHRQ $2, R10
+	MOVQ ci+32(FP), SI
+	MOVQ y+40(FP), R13
+	MOVQ cs+48(FP), R11
+	SHLQ $3, R11
+
+mchunk8:
+	MOVQ R13, BX
+	LOAD256(Y0, Y1)
+	LOAD256(Y2, Y3)
+	LOAD256(Y4, Y5)
+	LOAD256(Y6, Y7)
+	MOVQ DI, AX
+	MOVQ SI, CX
+	MOVQ R9, R12
+
+mrow8:
+	PREFETCHT0 (AX)(R14*1)
+	VMOVUPD (CX), Y8
+	VMOVUPD 32(CX), Y9
+	STEP256(0, Y10, Y0, Y1)
+	STEP256(8, Y11, Y2, Y3)
+	STEP256(16, Y10, Y4, Y5)
+	STEP256(24, Y11, Y6, Y7)
+	ADDQ R8, AX
+	ADDQ R11, CX
+	DECQ R12
+	JNZ mrow8
+
+	STORE256(Y0, Y1)
+	STORE256(Y2, Y3)
+	STORE256(Y4, Y5)
+	STORE256(Y6, Y7)
+	ADDQ $32, DI
+	DECQ R10
+	JNZ mchunk8
+	VZEROUPPER
+	RET

@@ -68,7 +68,7 @@ func GPTQScales8(x *float64, n int, u *float64, kp int, s, inv *[8]float64, lohi
 	panic("kernel: no GPTQScales8 on this architecture")
 }
 
-// AvailableFMA is false: GramTile8 and GramTile16 are never called.
+// AvailableFMA is false: the Gram and product tiles are never called.
 const AvailableFMA = false
 
 func GramTile16(h *float64, hs, gi, gw int, ci, cj *float64, cs int, out *float64) {
@@ -77,4 +77,12 @@ func GramTile16(h *float64, hs, gi, gw int, ci, cj *float64, cs int, out *float6
 
 func GramTile8(h *float64, hs, gi, gw int, ci, cj *float64, cs int, out *float64) {
 	panic("kernel: no GramTile8 on this architecture")
+}
+
+func MulTile16(h *float64, hs, gi, gw int, ci, y *float64, cs int) {
+	panic("kernel: no MulTile16 on this architecture")
+}
+
+func MulTile8(h *float64, hs, gi, gw int, ci, y *float64, cs int) {
+	panic("kernel: no MulTile8 on this architecture")
 }

@@ -57,17 +57,32 @@ func gramTileCase(rng *rand.Rand, gi, g, hs, cs, rows int, wide bool) (h, ci, cj
 	return h, ci, cj
 }
 
+// tileShape is case n's block and layout for the tile tests: widths the kernels take and those they
+// leave to the reference, full and short blocks, strides past the block, one to four row tiles.
+func tileShape(rng *rand.Rand, n int) (g, gi, hs, rows, cs int) {
+	g = []int{32, 8, 16, 64, 40, 4, 12, 3}[n%8]
+	gi = []int{g, 1, 1 + rng.IntN(g)}[n%3]
+	hs = g + []int{0, 5, 64}[n%3]
+	rows = []int{16, 48, 64}[(n/3)%3]
+	cs = rows + []int{0, 16}[n%2]
+	return g, gi, hs, rows, cs
+}
+
+// fuzzTileShape is a fuzz case's block and layout: a width a multiple of 4 up to 128.
+func fuzzTileShape(rng *rand.Rand, gi8, g8, tiles uint8) (g, gi, hs, rows, cs int) {
+	g = 4 * (1 + int(g8)%32)
+	gi = 1 + int(gi8)%g
+	rows = 16 * (1 + int(tiles)%4)
+	return g, gi, g + rng.IntN(9), rows, rows + rng.IntN(17)
+}
+
 // TestGramTileMatchesReference: the Gram kernels give gramTileGo's entries bit for bit, for group
 // widths the kernels take and those they leave to the reference, short blocks (the last group's
 // rows), strides past the block and several row tiles; and the reference is the entry c_iᵀ·H·c_j.
 func TestGramTileMatchesReference(t *testing.T) {
 	rng := rand.New(rand.NewPCG(21, 3))
 	for n := 0; n < 600; n++ {
-		g := []int{32, 8, 16, 64, 40, 4, 12, 3}[n%8]
-		gi := []int{g, 1, 1 + rng.IntN(g)}[n%3]
-		hs := g + []int{0, 5, 64}[n%3]
-		rows := []int{16, 48, 64}[(n/3)%3]
-		cs := rows + []int{0, 16}[n%2]
+		g, gi, hs, rows, cs := tileShape(rng, n)
 		h, ci, cj := gramTileCase(rng, gi, g, hs, cs, rows, n%5 == 4)
 		want := make([]float64, rows)
 		gramTileGo(h, hs, gi, g, ci, cj, cs, rows, want)
@@ -108,10 +123,7 @@ func FuzzGramTile(f *testing.F) {
 	f.Add(uint64(9), uint64(4), uint8(7), uint8(64), uint8(2), false)
 	f.Fuzz(func(t *testing.T, s1, s2 uint64, gi8, g8, tiles uint8, wide bool) {
 		rng := rand.New(rand.NewPCG(s1, s2))
-		g := 4 * (1 + int(g8)%32)
-		gi := 1 + int(gi8)%g
-		rows := 16 * (1 + int(tiles)%4)
-		hs, cs := g+rng.IntN(9), rows+rng.IntN(17)
+		g, gi, hs, rows, cs := fuzzTileShape(rng, gi8, g8, tiles)
 		h, ci, cj := gramTileCase(rng, gi, g, hs, cs, rows, wide)
 		want := make([]float64, rows)
 		gramTileGo(h, hs, gi, g, ci, cj, cs, rows, want)
@@ -152,11 +164,7 @@ func BenchmarkGramTile(b *testing.B) {
 func TestMulTileMatchesReference(t *testing.T) {
 	rng := rand.New(rand.NewPCG(22, 5))
 	for n := 0; n < 600; n++ {
-		g := []int{32, 8, 16, 64, 40, 4, 12, 3}[n%8]
-		gi := []int{g, 1, 1 + rng.IntN(g)}[n%3]
-		hs := g + []int{0, 5, 64}[n%3]
-		rows := []int{16, 48, 64}[(n/3)%3]
-		cs := rows + []int{0, 16}[n%2]
+		g, gi, hs, rows, cs := tileShape(rng, n)
 		h, ci, y0 := gramTileCase(rng, gi, g, hs, cs, rows, n%5 == 4)
 		want := append([]float64(nil), y0...)
 		mulTileGo(h, hs, gi, g, ci, want, cs, rows)
@@ -190,10 +198,7 @@ func FuzzMulTile(f *testing.F) {
 	f.Add(uint64(5), uint64(6), uint8(1), uint8(8), uint8(1), true)
 	f.Fuzz(func(t *testing.T, s1, s2 uint64, gi8, g8, tiles uint8, wide bool) {
 		rng := rand.New(rand.NewPCG(s1, s2))
-		g := 4 * (1 + int(g8)%32)
-		gi := 1 + int(gi8)%g
-		rows := 16 * (1 + int(tiles)%4)
-		hs, cs := g+rng.IntN(9), rows+rng.IntN(17)
+		g, gi, hs, rows, cs := fuzzTileShape(rng, gi8, g8, tiles)
 		h, ci, y0 := gramTileCase(rng, gi, g, hs, cs, rows, wide)
 		want := append([]float64(nil), y0...)
 		mulTileGo(h, hs, gi, g, ci, want, cs, rows)

@@ -183,7 +183,7 @@ func symScratchBytes(kp, cs int64) int64 {
 // sc.t holds, H the symmetric matrix hb keeps (its strict lower triangle below the buffer's diagonal,
 // its diagonal in hb.diag), by 32 x 32 blocks: each block B = H[I, J] below the diagonal serves both
 // halves, y_J += Bᵀ·t_I and y_I += B·t_J (B transposed into sc.bt), the diagonal blocks assembled;
-// 2·K² flops a row. The row groups go gramRowGroups at a time, as in gramProducts. Every output's sum
+// 2·K² flops a row. The row groups go symRowGroups at a time, as gramProducts' go gramRowGroups. Every output's sum
 // runs in this loop order, whichever path mulTile takes.
 func symProducts(hb hessBuffer, sc *symScratch, rows int) {
 	kp, a, cs := hb.kp, hb.a, sc.cs

@@ -155,7 +155,8 @@ func targetTimesH(ctx context.Context, target []float32, hb hessBuffer, dead []b
 		cs := sc.cs
 		for r0 := blo * targetBlock; r0 < min(bhi*targetBlock, n); r0 += targetBlock {
 			nb := min(targetBlock, n-r0)
-			clear(sc.t)
+			// sc.t's dead columns and those past kp are never written, so stay zero; its rows past nb
+			// (a last short block) keep an earlier block's values, whose products are never read
 			clear(sc.y)
 			for r := 0; r < nb; r++ {
 				for k, v := range target[(r0+r)*kp : (r0+r+1)*kp] {

@@ -1,6 +1,6 @@
 #include "textflag.h"
 
-// The Gram tile kernels (gram_amd64.go). Each lane is one row of codes, so a lane's arithmetic does
+// The Gram tile kernels (gram_amd64.go; the product kernels, below, share their loop). Each lane is one row of codes, so a lane's arithmetic does
 // not depend on the register width: per column j of a chunk, acc_j = fma(ci_i, h_ij, acc_j) over
 // i (the row's codes of group h times the block's column j, from +0), then after the chunk's rows
 // g = fma(acc_j, cj_j, g) over its columns in order. The chunk's accumulators stay in registers

@@ -3,6 +3,7 @@ package build_test
 import (
 	"context"
 	"errors"
+	"hash/fnv"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -197,6 +198,44 @@ func TestRotationSiteAndBlock(t *testing.T) {
 	}
 	if rep := readReport(t, out); rep.Screen == nil || !(rep.Screen.KLDMean > 0) || rep.Screen.KLDMean > 1 {
 		t.Errorf("screen of the padded pack: %+v", rep.Screen)
+	}
+}
+
+// TestRotationSalt: rotation_salt is written before the name every rotated weight's sign seed derives
+// from (FNV-1a), its own name or, under rotation_seed: site, its site's, so a salt is another sign set
+// for every weight of its scheme, and the pack records those seeds.
+func TestRotationSalt(t *testing.T) {
+	r := newRig(t)
+	path := writeRecipe(t, "oneshot")
+	out := filepath.Join(t.TempDir(), "out")
+	if _, _, err := r.build(t, path, out, "schemes.0.rotation_salt=s1-", "schemes.1.rotation_seed=site", "schemes.1.rotation_salt=s1-"); err != nil {
+		t.Fatal(err)
+	}
+	p, err := pack.Open(context.Background(), filepath.Join(out, "tiny.orkpack"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	fnv1a := func(s string) uint64 {
+		h := fnv.New64a()
+		h.Write([]byte(s))
+		return h.Sum64()
+	}
+	for _, l := range []string{"0", "1"} {
+		b := "blk." + l + "."
+		for name, seedName := range map[string]string{
+			b + "ffn_down.weight": b + "ffn_down.weight",
+			b + "attn_q.weight":   b + "attn_qkv", b + "attn_k.weight": b + "attn_qkv", b + "attn_v.weight": b + "attn_qkv",
+			b + "ffn_gate.weight": b + "ffn_gate_up", b + "ffn_up.weight": b + "ffn_gate_up",
+		} {
+			e, err := p.Entry(name)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if want := fnv1a("s1-" + seedName); e.Rotation.Seed != want || e.Rotation.Seed == fnv1a(seedName) {
+				t.Errorf("%s: seed %d, want %d (FNV-1a of %q; unsalted %d)", name, e.Rotation.Seed, want, "s1-"+seedName, fnv1a(seedName))
+			}
+		}
 	}
 }
 

@@ -100,7 +100,8 @@ func siteSeedName(shape stages.ModelShape, name string) string {
 
 // finalizeParams turns a scheme into the finalize parameters of one weight, keeping only the fields
 // that change the result (damping and act-order mean nothing to RTN; F16 is not quantized). The rotation
-// seed derives from seedName (the weight's name, or its site's under rotation_seed: site).
+// seed derives from seedName (the weight's name, or its site's under rotation_seed: site, after the
+// scheme's rotation_salt).
 func finalizeParams(s *recipe.Scheme, name, seedName string, n, k int) stages.FinalizeParams {
 	p := stages.FinalizeParams{Tensor: name, Method: s.Method, DType: s.DType, Group: s.Group, Rotation: s.Rotation,
 		ActBits: s.ActBits, ClipGrid: s.ClipGrid, N: n, K: k}
@@ -330,6 +331,7 @@ func (t *Target) planWeight(shape stages.ModelShape, s *recipe.Scheme, tensor st
 		if s.RotationSeed == "site" {
 			seedName = siteSeedName(shape, name)
 		}
+		seedName = s.RotationSalt + seedName
 		p := finalizeParams(s, name, seedName, n, k)
 		p.Tensor = tensor
 		if e >= 0 {

@@ -73,7 +73,10 @@ func TestRotationKeyErrors(t *testing.T) {
 		want string
 	}{
 		{[]string{"schemes.0.rotation_seed=layer"}, `rotation_seed: want weight or site, got "layer"`},
-		{[]string{"schemes.1.rotation_seed=site"}, "rotation_seed, rotation_block: set, but rotation is none"},
+		{[]string{"schemes.1.rotation_seed=site"}, "rotation_seed, rotation_block, rotation_salt: set, but rotation is none"},
+		{[]string{"schemes.1.rotation_salt=s1"}, "rotation_seed, rotation_block, rotation_salt: set, but rotation is none"},
+		{[]string{"schemes.0.rotation_salt=a b"}, `rotation_salt: want at most 64 letters, digits, '.', '_' or '-', got "a b"`},
+		{[]string{"schemes.0.rotation_salt=" + strings.Repeat("s", 65)}, "rotation_salt: want at most 64"},
 		{[]string{"schemes.0.rotation_block=96"}, "rotation_block: want a power of two from 32 to 65536, got 96"},
 		{[]string{"schemes.0.rotation_search=65"}, "rotation_search: want 0..64 seeds, got 65"},
 		{[]string{"schemes.0.rotation_search=-1"}, "rotation_search: want 0..64 seeds, got -1"},
@@ -87,6 +90,9 @@ func TestRotationKeyErrors(t *testing.T) {
 	if r, err := Parse([]byte(good), "/r/demo.yaml", "schemes.0.rotation_seed=site", "schemes.0.rotation_block=256"); err != nil ||
 		r.Schemes[0].RotationSeed != "site" || r.Schemes[0].RotationBlock != 256 {
 		t.Errorf("site seed and block 256: %v", err)
+	}
+	if r, err := Parse([]byte(good), "/r/demo.yaml", "schemes.0.rotation_salt=s1-A.b_2"); err != nil || r.Schemes[0].RotationSalt != "s1-A.b_2" {
+		t.Errorf("rotation_salt s1-A.b_2: %v", err)
 	}
 	if r, err := Parse([]byte(good), "/r/demo.yaml", "schemes.0.rotation_search=8"); err != nil || r.Schemes[0].RotationSearch != 8 {
 		t.Errorf("rotation_search 8: %v", err)

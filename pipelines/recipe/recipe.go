@@ -163,6 +163,10 @@ type Scheme struct {
 	// RotationSeed says what a rotated weight's sign seed derives from: weight (default: its own name) or
 	// site (its input site's: the weights reading one activation row share one rotation).
 	RotationSeed string `yaml:"rotation_seed" json:"rotation_seed,omitempty"`
+	// RotationSalt, when set, is written before the name a rotated weight's sign seed derives from: another
+	// salt is another sign set for every weight of the scheme (the rotation's signs are noise of their own,
+	// docs/recipes.md "Rotation levers"). Letters, digits, '.', '_' and '-', at most 64.
+	RotationSalt string `yaml:"rotation_salt" json:"rotation_salt,omitempty"`
 	// RotationBlock is the smallest Hadamard block of a rotated weight (a power of two >= 32, default 32):
 	// K is zero-padded further when its largest power-of-two block is smaller (quant.NewRotationMinBlock).
 	RotationBlock int `yaml:"rotation_block" json:"rotation_block,omitempty"`

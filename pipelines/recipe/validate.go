@@ -315,8 +315,10 @@ func (s *Scheme) validate() error {
 		errs = append(errs, errors.New("act_clip with dtype F16: F16 activations are not quantized, there is nothing to clip"))
 	case s.RotationSeed != "" && s.RotationSeed != "weight" && s.RotationSeed != "site":
 		errs = append(errs, fmt.Errorf("rotation_seed: want weight or site, got %q", s.RotationSeed))
-	case (s.RotationSeed != "" || s.RotationBlock != 0) && s.Rotation != "hadamard":
-		errs = append(errs, fmt.Errorf("rotation_seed, rotation_block: set, but rotation is %s", s.Rotation))
+	case (s.RotationSeed != "" || s.RotationBlock != 0 || s.RotationSalt != "") && s.Rotation != "hadamard":
+		errs = append(errs, fmt.Errorf("rotation_seed, rotation_block, rotation_salt: set, but rotation is %s", s.Rotation))
+	case !validSalt(s.RotationSalt):
+		errs = append(errs, fmt.Errorf("rotation_salt: want at most 64 letters, digits, '.', '_' or '-', got %q", s.RotationSalt))
 	case s.RotationBlock != 0 && (s.RotationBlock < 32 || s.RotationBlock&(s.RotationBlock-1) != 0 || s.RotationBlock > 1<<16):
 		errs = append(errs, fmt.Errorf("rotation_block: want a power of two from 32 to 65536, got %d", s.RotationBlock))
 	case s.RotationSearch < 0 || s.RotationSearch > 64:
@@ -399,4 +401,18 @@ func (s *Scheme) validateGPTQInputs() []error {
 		return []error{fmt.Errorf("gptq_inputs %s with act_order: not supported (the act-order permutation would have to follow the input target); drop one of them", s.GPTQInputs)}
 	}
 	return nil
+}
+
+// validSalt reports whether salt can be a rotation_salt: empty (none), or 1 to 64 characters of
+// [A-Za-z0-9._-], so that a salt reads the same in a recipe, a --set and a report.
+func validSalt(salt string) bool {
+	if len(salt) > 64 {
+		return false
+	}
+	for _, c := range salt {
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '.' || c == '_' || c == '-') {
+			return false
+		}
+	}
+	return true
 }

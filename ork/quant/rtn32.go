@@ -256,7 +256,7 @@ func groupSearch32(codes []int8, x, wd []float32, grid *[clipLanes]float64, lane
 // groupSearch32AVX2 is groupSearch32Go with its sums and codes by the AVX2 kernels (the group
 // padded with zeros to whole chunks of sixteen in p when its length is not a multiple of 16).
 func groupSearch32AVX2(codes []int8, x, wd []float32, grid *[clipLanes]float64, lanes int, qmax float64, consts *[4 * clipLanes]float32, p *avx2Scratch) (s float32, err, den float64, best int) {
-	amax, sj, inv := prep32(x, grid, lanes, qmax)
+	amax, sj, inv := prep32AVX2(x, grid, lanes, qmax)
 	if amax == 0 {
 		clear(codes)
 		return 0, 0, 0, -1
@@ -396,8 +396,9 @@ func noChoice32(codes []int8, best int, den float64) (s float32, err, d float64,
 	return 0, math.Inf(1), den, -2
 }
 
-// prep32 is the start of a group's search: amax = max |x_k|, the first lanes candidates' scales
-// s_j = float32(grid_j·float64(amax)/qmax) and their inverses 1/s_j in float32 (0 where s_j = 0).
+// prep32 is the start of a group's search: amax = max |x_k| (NaN if any x_k is), the first lanes
+// candidates' scales s_j = float32(grid_j·float64(amax)/qmax) and their inverses 1/s_j in float32 (0
+// where s_j = 0).
 func prep32(x []float32, grid *[clipLanes]float64, lanes int, qmax float64) (amax float32, sj, inv [clipLanes]float32) {
 	for _, v := range x {
 		amax = max(amax, float32(math.Abs(float64(v))))
@@ -431,4 +432,31 @@ func choose32(sj, e *[clipLanes]float32, lanes int) (best int, bestErr float64) 
 		return -2, bestErr
 	}
 	return best, bestErr
+}
+
+// prep32AVX2 is prep32 in the AVX2 kernels (the same bits): amax eight values at a time, the eight
+// candidates' scales and inverses in two vectors of divisions; those past lanes are cleared, as
+// prep32 leaves them.
+func prep32AVX2(x []float32, grid *[clipLanes]float64, lanes int, qmax float64) (amax float32, sj, inv [clipLanes]float32) {
+	amax = absMax32(x)
+	kernel.PrepScales8(amax, grid, qmax, &sj, &inv)
+	clear(sj[lanes:])
+	clear(inv[lanes:])
+	return amax, sj, inv
+}
+
+// absMax32 returns max |x_k|, NaN if any x_k is NaN, 0 for no values. It takes the largest bit pattern
+// of |x_k| (the sign bit cleared): for non-negative floats the patterns order as the values do, and a
+// NaN's lie above +Inf's. Eight values at a time in an AVX2 kernel where there is one.
+func absMax32(x []float32) float32 {
+	var m uint32
+	n := 0
+	if kernel.Available && len(x) >= 8 {
+		n = len(x) &^ 7
+		m = kernel.AbsMaxBits8(&x[0], n)
+	}
+	for _, v := range x[n:] {
+		m = max(m, math.Float32bits(v)&^(1<<31))
+	}
+	return math.Float32frombits(m)
 }

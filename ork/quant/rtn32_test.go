@@ -2,6 +2,7 @@ package quant
 
 import (
 	"context"
+	"encoding/binary"
 	"math"
 	"math/rand/v2"
 	"slices"
@@ -499,5 +500,63 @@ func FuzzRowOne32(f *testing.F) {
 		if d := rowOneCase(x, bits, int(group), 1); d != "" {
 			t.Fatalf("group %d bits %d row %v: %s", group, bits, x, d)
 		}
+	})
+}
+
+// absMax32Ref is absMax32's contract in floats: the running max of |x_k| (Go's max: NaN wins).
+func absMax32Ref(x []float32) float32 {
+	var m float32
+	for _, v := range x {
+		m = max(m, float32(math.Abs(float64(v))))
+	}
+	return m
+}
+
+func checkAbsMax32(t *testing.T, x []float32) {
+	t.Helper()
+	got, want := absMax32(x), absMax32Ref(x)
+	if math.Float32bits(got) != math.Float32bits(want) && !(math.IsNaN(float64(got)) && math.IsNaN(float64(want))) {
+		t.Fatalf("absMax32 of %d values = %v (%#x), want %v (%#x)", len(x), got, math.Float32bits(got), want, math.Float32bits(want))
+	}
+}
+
+// TestAbsMax32: the kernel's integer maxima of the sign-cleared patterns give max |x_k| for every
+// length (whole blocks of 8 and 16, and tails), with the largest value anywhere, and NaN for a NaN
+// anywhere; infinities, -0, subnormals and the float32 extremes included.
+func TestAbsMax32(t *testing.T) {
+	rng := rand.New(rand.NewPCG(67, 71))
+	nan := float32(math.NaN())
+	specials := []float32{float32(math.Inf(1)), float32(math.Inf(-1)), float32(math.Copysign(0, -1)),
+		math.SmallestNonzeroFloat32, -math.SmallestNonzeroFloat32, math.MaxFloat32, -math.MaxFloat32}
+	for n := 0; n <= 70; n++ {
+		x := make([]float32, n)
+		for i := range x {
+			x[i] = float32(rng.NormFloat64())
+		}
+		checkAbsMax32(t, x)
+		for at := 0; at < n; at++ {
+			y := slices.Clone(x)
+			y[at] = -1e3
+			checkAbsMax32(t, y)
+			y[at] = nan
+			checkAbsMax32(t, y)
+			y[at] = -nan
+			checkAbsMax32(t, y)
+			y[at] = specials[at%len(specials)]
+			checkAbsMax32(t, y)
+		}
+	}
+}
+
+// FuzzAbsMax32: absMax32 agrees with the float reference on arbitrary float32 bit patterns.
+func FuzzAbsMax32(f *testing.F) {
+	f.Add([]byte{0, 0, 0x80, 0x7f, 0, 0, 0xc0, 0xff, 1, 0, 0, 0x80})
+	f.Add(make([]byte, 4*37))
+	f.Fuzz(func(t *testing.T, raw []byte) {
+		x := make([]float32, len(raw)/4)
+		for i := range x {
+			x[i] = math.Float32frombits(binary.LittleEndian.Uint32(raw[4*i:]))
+		}
+		checkAbsMax32(t, x)
 	})
 }

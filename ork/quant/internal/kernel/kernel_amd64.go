@@ -117,6 +117,20 @@ func GroupSearch16(x, wd *float32, n, lanes int, lohi *[2]float32, sc *[32]float
 //go:noescape
 func RowOne16x8(x *float32, blocks, group int, f, qmax float64, lohi *[2]float32, codes *int8, scales *float32, errs, dens *float64, done *uint8)
 
+// AbsMaxBits8 returns the largest bit pattern of |x_k| over the n float32 values at x, n a positive
+// multiple of 8 (AVX2): math.Float32frombits of it is max |x_k| when every value is finite; a NaN's
+// pattern lies above +Inf's, so a NaN among them gives a NaN.
+//
+//go:noescape
+func AbsMaxBits8(x *float32, n int) uint32
+
+// PrepScales8 writes the float32 clip search's eight candidate scales of a group whose max |x_k| is
+// amax (AVX2): sj[j] = float32(grid[j]·float64(amax)/qmax) and inv[j] = 1/sj[j] in float32, 0 where
+// sj[j] = 0 — the IEEE operations of ork/quant's prep32, lane by lane, so the same bits.
+//
+//go:noescape
+func PrepScales8(amax float32, grid *[8]float64, qmax float64, sj, inv *[8]float32)
+
 // ErrSums16x2 is the float32 clip search's sums on AVX2: for chunks (positive) whole chunks of
 // sixteen values at x and their weights at wd (nil: unweighted), it sets errs[j] for j < lanes
 // (1 to 8) to E_j, the sum of d·d ((wd·d)·d) with d = y − clamp(round-half-away(y), lo, hi),

@@ -56,6 +56,12 @@ func RowOne16x8(x *float32, blocks, group int, f, qmax float64, lohi *[2]float32
 	panic("kernel: no RowOne16x8 on this architecture")
 }
 
+func AbsMaxBits8(x *float32, n int) uint32 { panic("kernel: no AbsMaxBits8 on this architecture") }
+
+func PrepScales8(amax float32, grid *[8]float64, qmax float64, sj, inv *[8]float32) {
+	panic("kernel: no PrepScales8 on this architecture")
+}
+
 func ErrSums16x2(x, wd *float32, chunks int, inv *[8]float32, lanes int, consts *[32]float32, errs *[8]float32) (den float32) {
 	panic("kernel: no ErrSums16x2 on this architecture")
 }

@@ -189,3 +189,75 @@ codes:
 	JNZ codes
 	VZEROUPPER
 	RET
+
+DATA absBits32<>+0(SB)/4, $0x7FFFFFFF
+GLOBL absBits32<>(SB), RODATA|NOPTR, $4
+
+// func AbsMaxBits8(x *float32, n int) uint32 — the largest bit pattern of |x_k| over n values, n a
+// positive multiple of 8, by unsigned integer maxima (so a NaN, whose patterns lie above +Inf's, wins).
+TEXT ·AbsMaxBits8(SB), NOSPLIT, $0-20
+	MOVQ x+0(FP), SI
+	MOVQ n+8(FP), CX
+	VPBROADCASTD absBits32<>(SB), Y3
+	VPXOR Y0, Y0, Y0
+	VPXOR Y1, Y1, Y1
+	CMPQ CX, $16
+	JLT absTail8
+
+absLoop16:
+	VPAND 0(SI), Y3, Y2
+	VPMAXUD Y2, Y0, Y0
+	VPAND 32(SI), Y3, Y2
+	VPMAXUD Y2, Y1, Y1
+	ADDQ $64, SI
+	SUBQ $16, CX
+	CMPQ CX, $16
+	JGE absLoop16
+
+absTail8:
+	TESTQ CX, CX
+	JZ absReduce
+	VPAND 0(SI), Y3, Y2
+	VPMAXUD Y2, Y0, Y0
+
+absReduce:
+	VPMAXUD Y1, Y0, Y0
+	VEXTRACTI128 $1, Y0, X1
+	VPMAXUD X1, X0, X0
+	VPSHUFD $0x4E, X0, X1
+	VPMAXUD X1, X0, X0
+	VPSHUFD $0xB1, X0, X1
+	VPMAXUD X1, X0, X0
+	VMOVD X0, AX
+	MOVL AX, ret+16(FP)
+	VZEROUPPER
+	RET
+
+DATA oneBits32<>+0(SB)/4, $0x3F800000
+GLOBL oneBits32<>(SB), RODATA|NOPTR, $4
+
+// func PrepScales8(amax float32, grid *[8]float64, qmax float64, sj, inv *[8]float32)
+TEXT ·PrepScales8(SB), NOSPLIT, $0-40
+	VMOVSS amax+0(FP), X0
+	MOVQ grid+8(FP), SI
+	MOVQ sj+24(FP), DI
+	MOVQ inv+32(FP), DX
+	VCVTSS2SD X0, X0, X0
+	VBROADCASTSD X0, Y0
+	VBROADCASTSD qmax+16(FP), Y1
+	VMULPD 0(SI), Y0, Y2
+	VDIVPD Y1, Y2, Y2
+	VMULPD 32(SI), Y0, Y3
+	VDIVPD Y1, Y3, Y3
+	VCVTPD2PSY Y2, X2
+	VCVTPD2PSY Y3, X3
+	VINSERTF128 $1, X3, Y2, Y2
+	VMOVUPS Y2, 0(DI)
+	VBROADCASTSS oneBits32<>(SB), Y4
+	VDIVPS Y2, Y4, Y5
+	VXORPS Y6, Y6, Y6
+	VCMPPS $0, Y6, Y2, Y7
+	VANDNPS Y5, Y7, Y5
+	VMOVUPS Y5, 0(DX)
+	VZEROUPPER
+	RET

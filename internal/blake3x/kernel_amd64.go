@@ -16,18 +16,47 @@ import (
 //go:noescape
 func hash16AVX512(out *[16][8]uint32, in *byte, key *[8]uint32, counter uint64, stride uint64, nblocks uint64, cstep uint32, flags uint32, fstart uint32, fend uint32)
 
-// wideKernel says whether chunks16 and parents16 run the AVX-512 code (x/sys/cpu also checks that
-// the OS saves the ZMM registers). Without it, SubtreeCV uses guts.CompressBuffer (AVX2 or Go).
-var wideKernel = cpu.X86.HasAVX512F
+// chunks8AVX2 stores in cvs[i] the chaining value of chunk i of buf, whose index in its input is
+// counter + i, eight chunks at once in the lanes of the AVX2 registers (chunks8_amd64.s: guts'
+// compressChunksAVX2 with plain loads instead of gathers).
+//
+//go:noescape
+func chunks8AVX2(cvs *[8][8]uint32, buf *[8 * ChunkSize]byte, key *[8]uint32, counter uint64, flags uint32)
+
+// parents8AVX2 stores in parents[i] the chaining value of the parent node of cvs[2i] and
+// cvs[2i+1], eight at once (chunks8_amd64.s: guts' compressParentsAVX2 with plain loads). parents
+// may alias the start of cvs: every input is read before anything is written.
+//
+//go:noescape
+func parents8AVX2(parents *[8][8]uint32, cvs *[16][8]uint32, key *[8]uint32, flags uint32)
+
+// wide512 says whether chunks16 and parents16 run the AVX-512 code (x/sys/cpu also checks that the
+// OS saves the ZMM registers); without it, with AVX2, chunks16 and parents16 run chunks8AVX2 and
+// parents8AVX2 twice each.
+var wide512 = cpu.X86.HasAVX512F
+
+// wideKernel says whether the tree is hashed 16 chunks at a time with chunks16 and parents16 (AVX-512
+// or AVX2). Without it, SubtreeCV uses guts.CompressBuffer (Go).
+var wideKernel = wide512 || cpu.X86.HasAVX2
 
 // chunks16 stores in out the chaining values of the 16 whole chunks in, the first of which has
 // index counter in its input.
 func chunks16(out *[16]ChainValue, in *[groupLen]byte, counter uint64) {
+	if !wide512 {
+		chunks8AVX2((*[8][8]uint32)(out[:8]), (*[8 * ChunkSize]byte)(in[:8*ChunkSize]), &guts.IV, counter, 0)
+		chunks8AVX2((*[8][8]uint32)(out[8:]), (*[8 * ChunkSize]byte)(in[8*ChunkSize:]), &guts.IV, counter+8, 0)
+		return
+	}
 	hash16AVX512(out, &in[0], &guts.IV, counter, ChunkSize, ChunkSize/guts.BlockSize, 1, 0, guts.FlagChunkStart, guts.FlagChunkEnd)
 }
 
 // parents16 stores in out[i] the chaining value of the parent node of in[2i] and in[2i+1]. out
 // may alias the start of in.
 func parents16(out *[16]ChainValue, in *[32]ChainValue) {
+	if !wide512 {
+		parents8AVX2((*[8][8]uint32)(out[:8]), (*[16][8]uint32)(in[:16]), &guts.IV, 0)
+		parents8AVX2((*[8][8]uint32)(out[8:]), (*[16][8]uint32)(in[16:]), &guts.IV, 0)
+		return
+	}
 	hash16AVX512(out, (*byte)(unsafe.Pointer(in)), &guts.IV, 0, 2*32, 1, 0, guts.FlagParent, 0, 0)
 }

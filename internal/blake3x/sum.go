@@ -6,12 +6,12 @@ import (
 )
 
 // Sum256 returns the standard BLAKE3-256 digest of data (zeebo/blake3's Sum256, bit for bit):
-// with the wide kernel above one chunk — up to one piece, every chunk's chaining value and the
+// with the AVX-512 kernel above one chunk — up to one piece, every chunk's chaining value and the
 // tree above them 16 at a time; above one piece, piece by piece (SubtreeCV) and Root — else with
 // zeebo/blake3.
 func Sum256(data []byte) [32]byte {
 	switch {
-	case !wideKernel || len(data) <= ChunkSize:
+	case !wide512 || len(data) <= ChunkSize:
 		return blake3.Sum256(data)
 	case len(data) > PieceSize:
 		cvs := make([]ChainValue, 0, (len(data)+PieceSize-1)/PieceSize)
@@ -36,8 +36,8 @@ func rootOfTwo(top []ChainValue) [32]byte {
 
 // Hasher is a streaming BLAKE3-256 with Sum256's kernels: whole 16-chunk groups are hashed straight
 // from the caller's buffers (PieceHasher), so a long input is read once and copied only where a
-// write ends inside a group. Without the wide kernel it is zeebo/blake3's hasher. The zero value is
-// not usable: New. Not safe for concurrent use.
+// write ends inside a group. Without AVX-512 it is zeebo/blake3's hasher (faster there than the
+// AVX2 tree). The zero value is not usable: New. Not safe for concurrent use.
 type Hasher struct {
 	n     int64
 	p     *PieceHasher
@@ -46,7 +46,7 @@ type Hasher struct {
 
 // New returns a Hasher with nothing written.
 func New() *Hasher {
-	if !wideKernel {
+	if !wide512 {
 		return &Hasher{zeebo: blake3.New()}
 	}
 	p, _ := NewPieceHasher(0)

@@ -5,8 +5,8 @@
 //
 // It sits below both artifacts (the store's hashes: digests, the parallel file hash, pieces) and
 // ork (pack entry digests), which may not import each other; it imports nothing of the module.
-// With AVX2 only, the tree uses an 8-lane AVX2 chunk kernel (guts' without its gathers) and the
-// portable parents; off amd64, lukechampine.com/blake3/guts. Without AVX-512 the one-shot and
+// With AVX2 only, the tree uses an 8-lane AVX2 kernel (guts' without its gathers) for chunks and
+// parents; off amd64, lukechampine.com/blake3/guts. Without AVX-512 the one-shot and
 // streaming digests use zeebo/blake3. The assembly is checked against the portable reference
 // (TestChunks16, TestParents16, FuzzWideKernels) and every digest against zeebo/blake3.
 package blake3x

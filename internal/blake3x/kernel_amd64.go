@@ -16,23 +16,18 @@ import (
 //go:noescape
 func hash16AVX512(out *[16][8]uint32, in *byte, key *[8]uint32, counter uint64, stride uint64, nblocks uint64, cstep uint32, flags uint32, fstart uint32, fend uint32)
 
-// chunks8AVX2 stores in cvs[i] the chaining value of chunk i of buf, whose index in its input is
-// counter + i, eight chunks at once in the lanes of the AVX2 registers (chunks8_amd64.s: guts'
-// compressChunksAVX2 with plain loads instead of gathers).
+// hash8AVX2 is hash16AVX512 for eight lanes in AVX2 (hash8_amd64.s: guts' compressChunksAVX2 with
+// its parameters and plain loads instead of gathers): lane i reads nblocks 64-byte blocks at
+// in + i*stride, with counter counter + i*cstep, flags on every block, fstart added on the first
+// block and fend on the last, and stores its chaining value in out[i]. nblocks is 1..16. Input is
+// read completely before out is written, so out may overlap in.
 //
 //go:noescape
-func chunks8AVX2(cvs *[8][8]uint32, buf *[8 * ChunkSize]byte, key *[8]uint32, counter uint64, flags uint32)
-
-// parents8AVX2 stores in parents[i] the chaining value of the parent node of cvs[2i] and
-// cvs[2i+1], eight at once (chunks8_amd64.s: guts' compressParentsAVX2 with plain loads). parents
-// may alias the start of cvs: every input is read before anything is written.
-//
-//go:noescape
-func parents8AVX2(parents *[8][8]uint32, cvs *[16][8]uint32, key *[8]uint32, flags uint32)
+func hash8AVX2(out *[8][8]uint32, in *byte, key *[8]uint32, counter uint64, stride uint64, nblocks uint64, cstep uint32, flags uint32, fstart uint32, fend uint32)
 
 // wide512 says whether chunks16 and parents16 run the AVX-512 code (x/sys/cpu also checks that the
-// OS saves the ZMM registers); without it, with AVX2, chunks16 and parents16 run chunks8AVX2 and
-// parents8AVX2 twice each.
+// OS saves the ZMM registers); without it, with AVX2, chunks16 and parents16 run hash8AVX2 twice
+// each.
 var wide512 = cpu.X86.HasAVX512F
 
 // wideKernel says whether the tree is hashed 16 chunks at a time with chunks16 and parents16 (AVX-512
@@ -43,8 +38,9 @@ var wideKernel = wide512 || cpu.X86.HasAVX2
 // index counter in its input.
 func chunks16(out *[16]ChainValue, in *[groupLen]byte, counter uint64) {
 	if !wide512 {
-		chunks8AVX2((*[8][8]uint32)(out[:8]), (*[8 * ChunkSize]byte)(in[:8*ChunkSize]), &guts.IV, counter, 0)
-		chunks8AVX2((*[8][8]uint32)(out[8:]), (*[8 * ChunkSize]byte)(in[8*ChunkSize:]), &guts.IV, counter+8, 0)
+		for h := range 2 {
+			hash8AVX2((*[8][8]uint32)(out[8*h:]), &in[8*h*ChunkSize], &guts.IV, counter+uint64(8*h), ChunkSize, ChunkSize/guts.BlockSize, 1, 0, guts.FlagChunkStart, guts.FlagChunkEnd)
+		}
 		return
 	}
 	hash16AVX512(out, &in[0], &guts.IV, counter, ChunkSize, ChunkSize/guts.BlockSize, 1, 0, guts.FlagChunkStart, guts.FlagChunkEnd)
@@ -54,8 +50,9 @@ func chunks16(out *[16]ChainValue, in *[groupLen]byte, counter uint64) {
 // may alias the start of in.
 func parents16(out *[16]ChainValue, in *[32]ChainValue) {
 	if !wide512 {
-		parents8AVX2((*[8][8]uint32)(out[:8]), (*[16][8]uint32)(in[:16]), &guts.IV, 0)
-		parents8AVX2((*[8][8]uint32)(out[8:]), (*[16][8]uint32)(in[16:]), &guts.IV, 0)
+		for h := range 2 { // the first writes out[:8], which only the first reads when out aliases in
+			hash8AVX2((*[8][8]uint32)(out[8*h:]), (*byte)(unsafe.Pointer(&in[16*h])), &guts.IV, 0, 2*32, 1, 0, guts.FlagParent, 0, 0)
+		}
 		return
 	}
 	hash16AVX512(out, (*byte)(unsafe.Pointer(in)), &guts.IV, 0, 2*32, 1, 0, guts.FlagParent, 0, 0)

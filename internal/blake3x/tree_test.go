@@ -43,8 +43,9 @@ func TestTreeMatchesSerial(t *testing.T) {
 }
 
 // BenchmarkPieceCV reports the single-core throughput of the piece hash on one 4 MiB piece in
-// memory, in the same run: zeebo/blake3 (AVX2), guts.CompressBuffer (AVX-512 with gathers, its
-// own 8-lane tree merge) and, where the CPU has AVX-512, this package's wide kernel (wide.go).
+// memory, in the same run: zeebo/blake3 (AVX2), guts.CompressBuffer (AVX-512 or AVX2 with gathers,
+// its own tree merge) and this package's wide tree (wide.go: hash16AVX512, or hash8AVX2 without
+// AVX-512).
 //
 //	go test ./artifacts -run '^$' -bench PieceCV
 func BenchmarkPieceCV(b *testing.B) {
@@ -66,7 +67,7 @@ func BenchmarkPieceCV(b *testing.B) {
 	})
 	b.Run("wide", func(b *testing.B) {
 		if !wideKernel {
-			b.Skip("no AVX-512 on this CPU: SubtreeCV uses guts")
+			b.Skip("neither AVX-512 nor AVX2 on this CPU: SubtreeCV uses guts")
 		}
 		b.SetBytes(PieceSize)
 		for b.Loop() {

@@ -94,7 +94,7 @@ func TestSubtreeWideMatchesGuts(t *testing.T) {
 func skipWithoutWide(t *testing.T) {
 	t.Helper()
 	if !wideKernel {
-		t.Skip("no AVX-512 on this CPU: the wide kernel is not used")
+		t.Skip("neither AVX-512 nor AVX2 on this CPU: the wide kernels are not used")
 	}
 }
 

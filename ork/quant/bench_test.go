@@ -205,8 +205,8 @@ func BenchmarkQuantizeRows(b *testing.B) {
 			}
 		})
 		b.Run(grid.name+"/f32groups", func(b *testing.B) {
-			defer func(old bool) { rowOne32 = old }(rowOne32)
-			rowOne32 = false
+			defer func(old bool) { rowKernels32 = old }(rowKernels32)
+			rowKernels32 = false
 			b.SetBytes(int64(n * k * 4))
 			for b.Loop() {
 				for r := 0; r < n; r++ {

@@ -2,6 +2,7 @@ package quant
 
 import (
 	"math"
+	"slices"
 
 	"orkpipe/ork/quant/internal/kernel"
 )
@@ -11,8 +12,9 @@ import (
 // scale search, chooseScale, stays float64). The arithmetic is fixed so that the pure-Go
 // reference here (groupSearch32Go), the AVX-512 kernels (kernel.GroupPrep16 and
 // kernel.GroupSearch16, sixteen values in the lanes of one register) and the AVX2 ones
-// (kernel.ErrSums16x2, kernel.Codes16x2: the sixteen lanes in two registers) give bit-identical
-// results, so a pack does not depend on the machine that built it:
+// (kernel.ErrSums16x2, kernel.Codes16x2: the sixteen lanes in two registers; kernel.RowSearch16x2
+// and kernel.RowOne16x8AVX2 for a row's whole groups at once) give bit-identical results, so a pack
+// does not depend on the machine that built it:
 //
 //   - amax = max |x_k|; s_j = float32(f_j·float64(amax)/qmax) for the grid factors f_j (as the
 //     float64 search), inv_j = 1/s_j in float32 (0 where s_j = 0);
@@ -43,8 +45,10 @@ const (
 )
 
 // The float32 search's paths, the same results bit for bit: the AVX-512 kernels
-// (kernel.GroupPrep16, kernel.GroupSearch16), the AVX2 ones (kernel.ErrSums16x2 and
-// kernel.Codes16x2 around prep32 and choose32) and the pure-Go reference.
+// (kernel.GroupPrep16, kernel.GroupSearch16; kernel.RowOne16x8 for a grid of one factor), the AVX2
+// ones (kernel.ErrSums16x2 and kernel.Codes16x2 around prep32 and choose32 for weighted groups;
+// kernel.RowSearch16x2 and kernel.RowOne16x8AVX2 for a row's unweighted groups) and the pure-Go
+// reference.
 const (
 	path32Go = iota
 	path32AVX2
@@ -105,10 +109,11 @@ const prepStride = 32
 type search32 struct {
 	grid8  [clipLanes]float64 // the grid, padded with zeros (never chosen)
 	tab    []float32          // the row's groups prepared by kernel.GroupPrep16
-	errs   []float64          // kernel.RowOne16x8's answers, by group
+	errs   []float64          // a row kernel's answers, by group (quantizeRowKernel32)
 	dens   []float64
-	done   []uint8 // kernel.RowOne16x8's per-block bits
+	done   []uint8 // a row kernel's per-block bits (RowOne16x8, RowOne16x8AVX2) or per-group bytes (RowSearch16x2)
 	lanes  int
+	nonNeg bool      // no factor is negative (kernel.RowSearch16x2's condition; WithClipGrid's factors are positive)
 	buf    []float64 // a group widened for the float64 search
 	cs     *clipScratch
 	avx2   avx2Scratch
@@ -135,18 +140,25 @@ func setConsts32(c *[4 * clipLanes]float32, lohi *[2]float32) {
 func newSearch32(grid []float64, kp int) *search32 {
 	s := &search32{lanes: len(grid), buf: make([]float64, kp), cs: newClipScratch(len(grid))}
 	copy(s.grid8[:], grid)
+	s.nonNeg = !slices.ContainsFunc(grid, func(f float64) bool { return f < 0 })
 	return s
 }
 
-// rowOne32 says whether quantizeRow32 takes kernel.RowOne16x8 where it can (tests compare both).
-var rowOne32 = true
+// rowKernels32 says whether quantizeRow32 takes quantizeRowKernel32 where it can (tests compare
+// both).
+var rowKernels32 = true
 
 // quantizeRow32 is quantizeRow for the float32 row x (len KP) with weights wd32 (nil: unweighted;
 // wd64 the same values in float64 for the groups the float64 search takes).
 func quantizeRow32(w *Weight, n int, codes []int8, x, wd32 []float32, wd64, grid []float64, s *search32) (num, den float64) {
 	g := effGroup(w.KP, w.Group)
-	if search32Path == path32AVX512 && s.lanes == 1 && wd32 == nil && g%16 == 0 && w.KP/g >= 8 && rowOne32 {
-		return quantizeRowOne32(w, n, codes, x, grid, s)
+	if rowKernels32 && wd32 == nil && g%16 == 0 {
+		if s.lanes == 1 && search32Path != path32Go && w.KP/g >= 8 {
+			return quantizeRowKernel32(w, n, codes, x, grid, s, true)
+		}
+		if search32Path == path32AVX2 && w.KP >= g && s.nonNeg {
+			return quantizeRowKernel32(w, n, codes, x, grid, s, false)
+		}
 	}
 	ng := w.Groups()
 	codes = codes[:w.KP]
@@ -197,29 +209,45 @@ func quantizeRow32(w *Weight, n int, codes []int8, x, wd32 []float32, wd64, grid
 	return num, den
 }
 
-// quantizeRowOne32 is quantizeRow32 on the AVX-512 path for a grid of one factor, no weights and
-// groups of a multiple of 16 values: the whole groups eight at a time by kernel.RowOne16x8, and the
-// groups it leaves (and those after the last whole block) as quantizeRow32 takes each group
-// (groupSearch32, then the float64 search for a group outside the float32 range). Codes, scales
-// and sums are quantizeRow32's, bit for bit.
-func quantizeRowOne32(w *Weight, n int, codes []int8, x []float32, grid []float64, s *search32) (num, den float64) {
+// quantizeRowKernel32 is quantizeRow32 without weights, for groups of a multiple of 16 values, by
+// a kernel that takes a row's whole groups at once: with one (a grid of one factor, on the AVX-512
+// and AVX2 paths) eight groups side by side by kernel.RowOne16x8 (kernel.RowOne16x8AVX2), else (the
+// AVX2 path) group after group by kernel.RowSearch16x2. The groups a kernel leaves (and those after
+// its last whole block or group) go as quantizeRow32 takes each group: groupSearch32, then the
+// float64 search for a group outside the float32 range. Codes, scales and sums are quantizeRow32's,
+// bit for bit.
+func quantizeRowKernel32(w *Weight, n int, codes []int8, x []float32, grid []float64, s *search32, one bool) (num, den float64) {
 	g := effGroup(w.KP, w.Group)
 	ng := w.Groups()
 	codes = codes[:w.KP]
 	lo, hi := codeRange(w.Bits)
 	lohi := [2]float32{float32(lo), float32(hi)}
 	q := qmax(w.Bits)
-	blocks := w.KP / g / 8
 	if cap(s.errs) < ng {
-		s.errs, s.dens, s.done = make([]float64, ng), make([]float64, ng), make([]uint8, ng/8+1)
+		s.errs, s.dens, s.done = make([]float64, ng), make([]float64, ng), make([]uint8, ng)
 	}
-	errs, dens, done := s.errs[:ng], s.dens[:ng], s.done[:blocks]
+	errs, dens, done := s.errs[:ng], s.dens[:ng], s.done[:ng]
 	scales := w.Scales[n*ng : (n+1)*ng]
-	kernel.RowOne16x8(&x[0], blocks, g, s.grid8[0], q, &lohi, &codes[0], &scales[0], &errs[0], &dens[0], &done[0])
+	setConsts32(&s.consts, &lohi)
+	whole := w.KP / g
+	switch {
+	case one && search32Path == path32AVX512:
+		kernel.RowOne16x8(&x[0], whole/8, g, s.grid8[0], q, &lohi, &codes[0], &scales[0], &errs[0], &dens[0], &done[0])
+	case one:
+		kernel.RowOne16x8AVX2(&x[0], whole/8, g, s.grid8[0], q, &s.consts, &codes[0], &scales[0], &errs[0], &dens[0], &done[0])
+	default:
+		kernel.RowSearch16x2(&x[0], whole, g, &s.grid8, s.lanes, q, &s.consts, &codes[0], &scales[0], &errs[0], &dens[0], &done[0])
+	}
 	for gi := range ng {
-		if gi >= 8*blocks || done[gi/8]>>(gi%8)&1 == 0 {
+		var taken bool
+		if one { // a bit per group, in the blocks of eight
+			taken = gi < whole/8*8 && done[gi/8]>>(gi%8)&1 != 0
+		} else { // a byte per group
+			taken = gi < whole && done[gi] != 0
+		}
+		if !taken {
 			a, b := gi*g, min((gi+1)*g, w.KP)
-			sc, e, d, best := groupSearch32(codes[a:b], x[a:b], nil, &s.grid8, 1, q, &lohi)
+			sc, e, d, best := groupSearch32(codes[a:b], x[a:b], nil, &s.grid8, s.lanes, q, &lohi)
 			if best == bestOutRange {
 				xg := s.buf[:b-a]
 				for k, v := range x[a:b] {

@@ -380,22 +380,34 @@ func TestGroupSearch32RoundsHalfAway(t *testing.T) {
 	}
 }
 
-// rowOneCase quantizes row x (len kp) with bits and group, a grid of the one factor f, with
-// kernel.RowOne16x8 where quantizeRow32 takes it (rowOne32) and group by group, and reports the first difference in codes,
-// scales (bits) or the row's error sums (bits).
-func rowOneCase(x []float32, bits, group int, f float64) string {
+// rowOnePaths are the kernel paths on which quantizeRow32 takes quantizeRowKernel32
+// (kernel.RowOne16x8, kernel.RowOne16x8AVX2, kernel.RowSearch16x2) that this CPU can run.
+func rowOnePaths() []int {
+	var p []int
+	for _, path := range paths32() {
+		if path != path32Go {
+			p = append(p, path)
+		}
+	}
+	return p
+}
+
+// rowCase quantizes row x (len kp) with bits, group and grid on the float32 search's path
+// (path32AVX2 or path32AVX512) with its row kernel where quantizeRow32 takes one (rowKernels32) and
+// group by group, and reports the first difference in codes, scales (bits) or the row's error sums
+// (bits).
+func rowCase(path int, x []float32, bits, group int, grid []float64) string {
 	kp := len(x)
-	run := func(one bool) ([]int8, []float32, float64, float64) {
-		old := rowOne32
-		defer func() { rowOne32 = old }()
-		rowOne32 = one
+	run := func(kernels bool) ([]int8, []float32, float64, float64) {
+		old, oldPath := rowKernels32, search32Path
+		defer func() { rowKernels32, search32Path = old, oldPath }()
+		rowKernels32, search32Path = kernels, path
 		w := &Weight{N: 1, K: kp, KP: kp, Bits: bits, Group: group}
 		w.Scales = make([]float32, w.Groups())
 		codes := make([]int8, kp)
 		for i := range codes {
 			codes[i] = 99 // a code no path writes
 		}
-		grid := []float64{f}
 		num, den := quantizeRow32(w, 0, codes, x, nil, nil, grid, newSearch32(grid, kp))
 		return codes, w.Scales, num, den
 	}
@@ -415,19 +427,23 @@ func rowOneCase(x []float32, bits, group int, f float64) string {
 	return ""
 }
 
-// TestRowOne32: kernel.RowOne16x8 (eight whole groups of a row side by side, for a grid of one
-// factor, no weights and groups of a multiple of 16) and the groups quantizeRowOne32 leaves to
-// the group-by-group path give quantizeRow32's group-by-group codes, scales and error sums bit for
-// bit — on rows of whole blocks and a partial last block or group, groups of zeros, groups outside the float32 range on
-// either side (the float64 search), a factor of 0 (no scale), exact halves, 4 and 8 bits.
-func TestRowOne32(t *testing.T) {
-	if !kernel.Available512 {
-		t.Skip("no AVX-512 on this CPU: kernel.RowOne16x8 never runs")
+// TestRowKernels32: the row kernels (kernel.RowOne16x8 and kernel.RowOne16x8AVX2 for a grid of one
+// factor, eight whole groups side by side; kernel.RowSearch16x2 for any grid on the AVX2 path; each
+// where the CPU has it) and the groups quantizeRowKernel32 leaves to the group-by-group path give
+// quantizeRow32's group-by-group codes, scales and error sums bit for bit — on rows of whole blocks
+// and a partial last block or group, groups of zeros, groups outside the float32 range on either
+// side (the float64 search), factors of 0 (no scale), equal factors (the first wins), exact halves,
+// 4 and 8 bits.
+func TestRowKernels32(t *testing.T) {
+	if len(rowOnePaths()) == 0 {
+		t.Skip("no AVX2 on this CPU: quantizeRowKernel32 never runs")
 	}
+	grids := [][]float64{{1}, {0.85}, {0}, DefaultClipGrid, {1, 0.5}, {0.9, 1, 0.8}, {1, 1, 1, 1, 1},
+		{0, 1, 0.9375, 0, 0.875}, {1, 0.97, 0.94, 0.91, 0.88, 0.85, 0.82}, {0.5, 0.6, 0.7, 0.8, 0.9, 1, 1.1, 1.2}}
 	rng := rand.New(rand.NewPCG(71, 73))
 	for _, tc := range []struct{ kp, group int }{{32, 32}, {80, 32}, {256, 32}, {1064, 32}, {1024, 64}, {4096, 32}, {96, 64}, {100, 16}, {272, 16}, {17, 17}, {5, 32}, {40, 0}, {33, 1}} {
 		for _, bits := range []int{4, 8} {
-			for _, f := range []float64{1, 0.85, 0} {
+			for _, grid := range grids {
 				for trial := range 20 {
 					x := make([]float32, tc.kp)
 					for i := range x {
@@ -457,8 +473,10 @@ func TestRowOne32(t *testing.T) {
 							x[a] = float32(qmax(bits))
 						}
 					}
-					if d := rowOneCase(x, bits, tc.group, f); d != "" {
-						t.Fatalf("kp %d group %d bits %d factor %v trial %d: %s", tc.kp, tc.group, bits, f, trial, d)
+					for _, path := range rowOnePaths() {
+						if d := rowCase(path, x, bits, tc.group, grid); d != "" {
+							t.Fatalf("path %d kp %d group %d bits %d grid %v trial %d: %s", path, tc.kp, tc.group, bits, grid, trial, d)
+						}
 					}
 				}
 			}
@@ -466,11 +484,93 @@ func TestRowOne32(t *testing.T) {
 	}
 }
 
-// FuzzRowOne32: kernel.RowOne16x8 against quantizeRow32's group-by-group path on arbitrary float32
-// rows (finite: RTN refuses the others before quantizing).
-func FuzzRowOne32(f *testing.F) {
-	if !kernel.Available512 {
-		f.Skip("no AVX-512 on this CPU: kernel.RowOne16x8 never runs")
+// TestRowKernelsDone: the row kernels take ordinary groups themselves (their done bits or bytes
+// set) and give back a group of zeros and groups past the float32 range on either side: a kernel
+// that gave back every group would pass the bit-for-bit tests above while every group took the
+// slow path.
+func TestRowKernelsDone(t *testing.T) {
+	if len(rowOnePaths()) == 0 {
+		t.Skip("no AVX2 on this CPU: quantizeRowKernel32 never runs")
+	}
+	const group = 32
+	rng := rand.New(rand.NewPCG(79, 83))
+	x := make([]float32, 16*group) // two blocks
+	for i := range x {
+		x[i] = float32(rng.NormFloat64())
+	}
+	clear(x[2*group : 3*group])
+	for i := 5 * group; i < 6*group; i++ {
+		x[i] *= 1e20
+	}
+	for i := 12 * group; i < 13*group; i++ {
+		x[i] *= 1e-20
+	}
+	given := map[int]bool{2: true, 5: true, 12: true}
+	lohi := [2]float32{-8, 7}
+	var consts [4 * clipLanes]float32
+	setConsts32(&consts, &lohi)
+	grid := [clipLanes]float64{1, 0.9, 0.8}
+	for _, kern := range []string{"RowOne16x8", "RowOne16x8AVX2", "RowSearch16x2"} {
+		if kern == "RowOne16x8" && !kernel.Available512 {
+			continue
+		}
+		codes := make([]int8, len(x))
+		scales := make([]float32, 16)
+		errs, dens := make([]float64, 16), make([]float64, 16)
+		done := make([]uint8, 16)
+		taken := func(gi int) bool { return done[gi/8]>>(gi%8)&1 != 0 }
+		switch kern {
+		case "RowOne16x8":
+			kernel.RowOne16x8(&x[0], 2, group, 1, qmax(4), &lohi, &codes[0], &scales[0], &errs[0], &dens[0], &done[0])
+		case "RowOne16x8AVX2":
+			kernel.RowOne16x8AVX2(&x[0], 2, group, 1, qmax(4), &consts, &codes[0], &scales[0], &errs[0], &dens[0], &done[0])
+		default:
+			kernel.RowSearch16x2(&x[0], 16, group, &grid, 3, qmax(4), &consts, &codes[0], &scales[0], &errs[0], &dens[0], &done[0])
+			taken = func(gi int) bool { return done[gi] == 1 }
+		}
+		for gi := range 16 {
+			if taken(gi) == given[gi] {
+				t.Errorf("%s: group %d taken %v, want %v", kern, gi, taken(gi), !given[gi])
+			}
+		}
+	}
+}
+
+// TestRowSearch32Lanes: kernel.RowSearch16x2 searches the first lanes factors of its grid only: a
+// better factor past them is never chosen.
+func TestRowSearch32Lanes(t *testing.T) {
+	if !kernel.Available {
+		t.Skip("no AVX2 on this CPU: kernel.RowSearch16x2 never runs")
+	}
+	const group, groups = 32, 8
+	rng := rand.New(rand.NewPCG(89, 97))
+	x := make([]float32, groups*group)
+	for i := range x {
+		x[i] = float32(rng.NormFloat64())
+	}
+	lohi := [2]float32{-8, 7}
+	var consts [4 * clipLanes]float32
+	setConsts32(&consts, &lohi)
+	grid := [clipLanes]float64{1.25, 0.9, 0.9, 0.9, 0.9, 0.9, 0.9, 0.9}
+	codes := make([]int8, len(x))
+	scales := make([]float32, groups)
+	errs, dens := make([]float64, groups), make([]float64, groups)
+	done := make([]uint8, groups)
+	kernel.RowSearch16x2(&x[0], groups, group, &grid, 1, qmax(4), &consts, &codes[0], &scales[0], &errs[0], &dens[0], &done[0])
+	for gi := range groups {
+		want := runGroup32(path32Go, x[gi*group:(gi+1)*group], nil, 4, grid[:1])
+		if done[gi] != 1 || math.Float32bits(scales[gi]) != math.Float32bits(want.s) || !slices.Equal(codes[gi*group:(gi+1)*group], want.codes) {
+			t.Fatalf("group %d: done %d, scale %v, want %v (factor 1.25 alone)", gi, done[gi], scales[gi], want.s)
+		}
+	}
+}
+
+// FuzzRowKernels32: the row kernels against quantizeRow32's group-by-group path on arbitrary
+// float32 rows (finite: RTN refuses the others before quantizing), with a grid of one factor and
+// the default grid.
+func FuzzRowKernels32(f *testing.F) {
+	if len(rowOnePaths()) == 0 {
+		f.Skip("no AVX2 on this CPU: quantizeRowKernel32 never runs")
 	}
 	f.Add([]byte{0, 0, 128, 63, 0, 0, 0, 64, 0, 0, 64, 192}, uint8(32), false)
 	f.Add(make([]byte, 160), uint8(16), true)
@@ -497,8 +597,12 @@ func FuzzRowOne32(f *testing.F) {
 		if eight {
 			bits = 8
 		}
-		if d := rowOneCase(x, bits, int(group), 1); d != "" {
-			t.Fatalf("group %d bits %d row %v: %s", group, bits, x, d)
+		for _, path := range rowOnePaths() {
+			for _, grid := range [][]float64{{1}, DefaultClipGrid} {
+				if d := rowCase(path, x, bits, int(group), grid); d != "" {
+					t.Fatalf("path %d group %d bits %d grid %v row %v: %s", path, group, bits, grid, x, d)
+				}
+			}
 		}
 	})
 }

@@ -56,6 +56,14 @@ func RowOne16x8(x *float32, blocks, group int, f, qmax float64, lohi *[2]float32
 	panic("kernel: no RowOne16x8 on this architecture")
 }
 
+func RowOne16x8AVX2(x *float32, blocks, group int, f, qmax float64, consts *[32]float32, codes *int8, scales *float32, errs, dens *float64, done *uint8) {
+	panic("kernel: no RowOne16x8AVX2 on this architecture")
+}
+
+func RowSearch16x2(x *float32, groups, group int, grid *[8]float64, lanes int, qmax float64, consts *[32]float32, codes *int8, scales *float32, errs, dens *float64, done *uint8) {
+	panic("kernel: no RowSearch16x2 on this architecture")
+}
+
 func AbsMaxBits8(x *float32, n int) uint32 { panic("kernel: no AbsMaxBits8 on this architecture") }
 
 func PrepScales8(amax float32, grid *[8]float64, qmax float64, sj, inv *[8]float32) {

@@ -173,7 +173,9 @@ func BenchmarkMatMulInt(b *testing.B) {
 // BenchmarkQuantizeRows is RTN's per-row work alone (clip search, codes, qerr terms) on 64 rows of
 // 4096 values, group 32, with the default grid and with none ({1}), in the same run: "f32" is
 // quantizeRow32 on the float32 rows (the float32 search, kernel.GroupSearch16 on AVX-512, or for
-// {1} kernel.RowOne16x8; "f32groups" without RowOne16x8, group by group;
+// {1} kernel.RowOne16x8; on AVX2 kernel.RowSearch16x2 or kernel.RowOne16x8AVX2); "f32groups"
+// without the row kernels, group by group; "f32w" and "f32wgroups" the same weighted by an
+// importance (the row kernel on AVX2; group by group);
 // "f32avx2" its AVX2 kernels, what a CPU with AVX2 but no AVX-512 runs; "f32go" its pure-Go
 // reference); "f64"
 // is session 6's path, each row widened to float64 and quantizeRow with every float64 kernel
@@ -189,6 +191,11 @@ func BenchmarkQuantizeRows(b *testing.B) {
 		x32[i] = float32(rng.NormFloat64() * 0.02)
 		x[i] = float64(x32[i])
 	}
+	imp := make([]float64, k) // an importance, as an imatrix gives it
+	for i := range imp {
+		imp[i] = rng.ExpFloat64()
+	}
+	wd32, wd64 := weights32(imp)
 	for _, grid := range []struct {
 		name string
 		g    []float64
@@ -214,6 +221,22 @@ func BenchmarkQuantizeRows(b *testing.B) {
 				}
 			}
 		})
+		for _, kernels := range []bool{true, false} {
+			name := grid.name + "/f32w"
+			if !kernels {
+				name += "groups"
+			}
+			b.Run(name, func(b *testing.B) {
+				defer func(old bool) { rowKernels32 = old }(rowKernels32)
+				rowKernels32 = kernels
+				b.SetBytes(int64(n * k * 4))
+				for b.Loop() {
+					for r := 0; r < n; r++ {
+						quantizeRow32(w, r, w.Codes[r*k:(r+1)*k], x32[r*k:(r+1)*k], wd32, wd64, grid.g, s32)
+					}
+				}
+			})
+		}
 		b.Run(grid.name+"/f32avx2", func(b *testing.B) {
 			defer func(old int) { search32Path = old }(search32Path)
 			search32Path = path32AVX2

@@ -152,12 +152,12 @@ var rowKernels32 = true
 // wd64 the same values in float64 for the groups the float64 search takes).
 func quantizeRow32(w *Weight, n int, codes []int8, x, wd32 []float32, wd64, grid []float64, s *search32) (num, den float64) {
 	g := effGroup(w.KP, w.Group)
-	if rowKernels32 && wd32 == nil && g%16 == 0 {
-		if s.lanes == 1 && search32Path != path32Go && w.KP/g >= 8 {
-			return quantizeRowKernel32(w, n, codes, x, grid, s, true)
+	if rowKernels32 && g%16 == 0 {
+		if wd32 == nil && s.lanes == 1 && search32Path != path32Go && w.KP/g >= 8 {
+			return quantizeRowKernel32(w, n, codes, x, nil, nil, grid, s, true)
 		}
 		if search32Path == path32AVX2 && w.KP >= g && s.nonNeg {
-			return quantizeRowKernel32(w, n, codes, x, grid, s, false)
+			return quantizeRowKernel32(w, n, codes, x, wd32, wd64, grid, s, false)
 		}
 	}
 	ng := w.Groups()
@@ -209,14 +209,14 @@ func quantizeRow32(w *Weight, n int, codes []int8, x, wd32 []float32, wd64, grid
 	return num, den
 }
 
-// quantizeRowKernel32 is quantizeRow32 without weights, for groups of a multiple of 16 values, by
-// a kernel that takes a row's whole groups at once: with one (a grid of one factor, on the AVX-512
-// and AVX2 paths) eight groups side by side by kernel.RowOne16x8 (kernel.RowOne16x8AVX2), else (the
-// AVX2 path) group after group by kernel.RowSearch16x2. The groups a kernel leaves (and those after
+// quantizeRowKernel32 is quantizeRow32 for groups of a multiple of 16 values by a kernel that
+// takes a row's whole groups at once: with one (a grid of one factor, no weights, on the AVX-512 and
+// AVX2 paths) eight groups side by side by kernel.RowOne16x8 (kernel.RowOne16x8AVX2), else (the
+// AVX2 path, weighted or not) group after group by kernel.RowSearch16x2. The groups a kernel leaves (and those after
 // its last whole block or group) go as quantizeRow32 takes each group: groupSearch32, then the
 // float64 search for a group outside the float32 range. Codes, scales and sums are quantizeRow32's,
 // bit for bit.
-func quantizeRowKernel32(w *Weight, n int, codes []int8, x []float32, grid []float64, s *search32, one bool) (num, den float64) {
+func quantizeRowKernel32(w *Weight, n int, codes []int8, x, wd32 []float32, wd64, grid []float64, s *search32, one bool) (num, den float64) {
 	g := effGroup(w.KP, w.Group)
 	ng := w.Groups()
 	codes = codes[:w.KP]
@@ -236,7 +236,11 @@ func quantizeRowKernel32(w *Weight, n int, codes []int8, x []float32, grid []flo
 	case one:
 		kernel.RowOne16x8AVX2(&x[0], whole/8, g, s.grid8[0], q, &s.consts, &codes[0], &scales[0], &errs[0], &dens[0], &done[0])
 	default:
-		kernel.RowSearch16x2(&x[0], whole, g, &s.grid8, s.lanes, q, &s.consts, &codes[0], &scales[0], &errs[0], &dens[0], &done[0])
+		var pw *float32
+		if wd32 != nil {
+			pw = &wd32[0]
+		}
+		kernel.RowSearch16x2(&x[0], pw, whole, g, &s.grid8, s.lanes, q, &s.consts, &codes[0], &scales[0], &errs[0], &dens[0], &done[0])
 	}
 	for gi := range ng {
 		var taken bool
@@ -247,13 +251,18 @@ func quantizeRowKernel32(w *Weight, n int, codes []int8, x []float32, grid []flo
 		}
 		if !taken {
 			a, b := gi*g, min((gi+1)*g, w.KP)
-			sc, e, d, best := groupSearch32(codes[a:b], x[a:b], nil, &s.grid8, s.lanes, q, &lohi)
+			var wd []float32
+			var wg []float64
+			if wd32 != nil {
+				wd, wg = wd32[a:b], wd64[a:b]
+			}
+			sc, e, d, best := groupSearch32(codes[a:b], x[a:b], wd, &s.grid8, s.lanes, q, &lohi)
 			if best == bestOutRange {
 				xg := s.buf[:b-a]
 				for k, v := range x[a:b] {
 					xg[k] = float64(v)
 				}
-				sc, e, d = quantizeGroup(codes[a:b], xg, nil, w.Bits, grid, s.cs)
+				sc, e, d = quantizeGroup(codes[a:b], xg, wg, w.Bits, grid, s.cs)
 			}
 			scales[gi], errs[gi], dens[gi] = sc, e, d
 		}

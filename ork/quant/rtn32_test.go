@@ -392,11 +392,12 @@ func rowOnePaths() []int {
 	return p
 }
 
-// rowCase quantizes row x (len kp) with bits, group and grid on the float32 search's path
-// (path32AVX2 or path32AVX512) with its row kernel where quantizeRow32 takes one (rowKernels32) and
-// group by group, and reports the first difference in codes, scales (bits) or the row's error sums
-// (bits).
-func rowCase(path int, x []float32, bits, group int, grid []float64) string {
+// rowCase quantizes row x (len kp), weighted by wd (nil: unweighted; as weights32 gives them), with
+// bits, group and grid on the float32 search's path (path32AVX2 or path32AVX512) with its row
+// kernel where quantizeRow32 takes one (rowKernels32) and group by group, and reports the first
+// difference in codes, scales (bits) or the row's error sums (bits).
+func rowCase(path int, x []float32, wd []float64, bits, group int, grid []float64) string {
+	wd32, wd64 := weights32(wd)
 	kp := len(x)
 	run := func(kernels bool) ([]int8, []float32, float64, float64) {
 		old, oldPath := rowKernels32, search32Path
@@ -408,7 +409,7 @@ func rowCase(path int, x []float32, bits, group int, grid []float64) string {
 		for i := range codes {
 			codes[i] = 99 // a code no path writes
 		}
-		num, den := quantizeRow32(w, 0, codes, x, nil, nil, grid, newSearch32(grid, kp))
+		num, den := quantizeRow32(w, 0, codes, x, wd32, wd64, grid, newSearch32(grid, kp))
 		return codes, w.Scales, num, den
 	}
 	c1, s1, n1, d1 := run(true)
@@ -433,7 +434,7 @@ func rowCase(path int, x []float32, bits, group int, grid []float64) string {
 // quantizeRow32's group-by-group codes, scales and error sums bit for bit — on rows of whole blocks
 // and a partial last block or group, groups of zeros, groups outside the float32 range on either
 // side (the float64 search), factors of 0 (no scale), equal factors (the first wins), exact halves,
-// 4 and 8 bits.
+// weighted rows (kernel.RowSearch16x2; weights of 0 among them), 4 and 8 bits.
 func TestRowKernels32(t *testing.T) {
 	if len(rowOnePaths()) == 0 {
 		t.Skip("no AVX2 on this CPU: quantizeRowKernel32 never runs")
@@ -473,9 +474,18 @@ func TestRowKernels32(t *testing.T) {
 							x[a] = float32(qmax(bits))
 						}
 					}
+					var wd []float64 // weighted in every third trial: some weights 0, the others spread
+					if trial%3 == 2 {
+						wd = make([]float64, tc.kp)
+						for i := range wd {
+							if i%7 != 3 {
+								wd[i] = rng.ExpFloat64() * 1e6
+							}
+						}
+					}
 					for _, path := range rowOnePaths() {
-						if d := rowCase(path, x, bits, tc.group, grid); d != "" {
-							t.Fatalf("path %d kp %d group %d bits %d grid %v trial %d: %s", path, tc.kp, tc.group, bits, grid, trial, d)
+						if d := rowCase(path, x, wd, bits, tc.group, grid); d != "" {
+							t.Fatalf("path %d kp %d group %d bits %d grid %v trial %d weighted %v: %s", path, tc.kp, tc.group, bits, grid, trial, wd != nil, d)
 						}
 					}
 				}
@@ -525,7 +535,7 @@ func TestRowKernelsDone(t *testing.T) {
 		case "RowOne16x8AVX2":
 			kernel.RowOne16x8AVX2(&x[0], 2, group, 1, qmax(4), &consts, &codes[0], &scales[0], &errs[0], &dens[0], &done[0])
 		default:
-			kernel.RowSearch16x2(&x[0], 16, group, &grid, 3, qmax(4), &consts, &codes[0], &scales[0], &errs[0], &dens[0], &done[0])
+			kernel.RowSearch16x2(&x[0], nil, 16, group, &grid, 3, qmax(4), &consts, &codes[0], &scales[0], &errs[0], &dens[0], &done[0])
 			taken = func(gi int) bool { return done[gi] == 1 }
 		}
 		for gi := range 16 {
@@ -556,7 +566,7 @@ func TestRowSearch32Lanes(t *testing.T) {
 	scales := make([]float32, groups)
 	errs, dens := make([]float64, groups), make([]float64, groups)
 	done := make([]uint8, groups)
-	kernel.RowSearch16x2(&x[0], groups, group, &grid, 1, qmax(4), &consts, &codes[0], &scales[0], &errs[0], &dens[0], &done[0])
+	kernel.RowSearch16x2(&x[0], nil, groups, group, &grid, 1, qmax(4), &consts, &codes[0], &scales[0], &errs[0], &dens[0], &done[0])
 	for gi := range groups {
 		want := runGroup32(path32Go, x[gi*group:(gi+1)*group], nil, 4, grid[:1])
 		if done[gi] != 1 || math.Float32bits(scales[gi]) != math.Float32bits(want.s) || !slices.Equal(codes[gi*group:(gi+1)*group], want.codes) {
@@ -567,7 +577,7 @@ func TestRowSearch32Lanes(t *testing.T) {
 
 // FuzzRowKernels32: the row kernels against quantizeRow32's group-by-group path on arbitrary
 // float32 rows (finite: RTN refuses the others before quantizing), with a grid of one factor and
-// the default grid.
+// the default grid, and weighted with the default grid.
 func FuzzRowKernels32(f *testing.F) {
 	if len(rowOnePaths()) == 0 {
 		f.Skip("no AVX2 on this CPU: quantizeRowKernel32 never runs")
@@ -599,9 +609,19 @@ func FuzzRowKernels32(f *testing.F) {
 		}
 		for _, path := range rowOnePaths() {
 			for _, grid := range [][]float64{{1}, DefaultClipGrid} {
-				if d := rowCase(path, x, bits, int(group), grid); d != "" {
+				if d := rowCase(path, x, nil, bits, int(group), grid); d != "" {
 					t.Fatalf("path %d group %d bits %d grid %v row %v: %s", path, group, bits, grid, x, d)
 				}
+			}
+			// Weighted by the values' own magnitudes, every fifth weight 0.
+			wd := make([]float64, len(x))
+			for i, v := range x {
+				if i%5 != 0 {
+					wd[i] = math.Abs(float64(v)) + 1
+				}
+			}
+			if d := rowCase(path, x, wd, bits, int(group), DefaultClipGrid); d != "" {
+				t.Fatalf("path %d group %d bits %d weighted row %v: %s", path, group, bits, x, d)
 			}
 		}
 	})

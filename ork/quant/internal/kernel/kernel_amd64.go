@@ -150,7 +150,8 @@ func ErrSums16x2(x, wd *float32, chunks int, inv *[8]float32, lanes int, consts 
 func RowOne16x8AVX2(x *float32, blocks, group int, f, qmax float64, consts *[32]float32, codes *int8, scales *float32, errs, dens *float64, done *uint8)
 
 // RowSearch16x2 is the float32 clip search of groups (positive) whole groups of group values (a
-// positive multiple of 16) at x, unweighted, on AVX2: for each group AbsMaxBits8's amax,
+// positive multiple of 16) at x with their weights at wd (nil: unweighted) on AVX2: for each group
+// AbsMaxBits8's amax,
 // PrepScales8's candidates over the first lanes (1 to 8) factors of grid (none negative), ErrSums16x2's sums,
 // ork/quant's choose32 and Codes16x2's codes, bit for bit. For group i it writes its codes (group
 // bytes from codes[i·group]), scales[i] = s_best, errs[i] = the chosen error and dens[i] = den, and
@@ -159,7 +160,7 @@ func RowOne16x8AVX2(x *float32, blocks, group int, f, qmax float64, consts *[32]
 // chosen (choose32's best < 0). The caller redoes those groups. consts as for ErrSums16x2.
 //
 //go:noescape
-func RowSearch16x2(x *float32, groups, group int, grid *[8]float64, lanes int, qmax float64, consts *[32]float32, codes *int8, scales *float32, errs, dens *float64, done *uint8)
+func RowSearch16x2(x, wd *float32, groups, group int, grid *[8]float64, lanes int, qmax float64, consts *[32]float32, codes *int8, scales *float32, errs, dens *float64, done *uint8)
 
 // Codes16x2 writes the codes clamp(round-half-away(x·inv), lo, hi) of chunks (positive) whole
 // chunks of sixteen values at x (AVX2; consts as for ErrSums16x2).

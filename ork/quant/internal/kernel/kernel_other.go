@@ -60,7 +60,7 @@ func RowOne16x8AVX2(x *float32, blocks, group int, f, qmax float64, consts *[32]
 	panic("kernel: no RowOne16x8AVX2 on this architecture")
 }
 
-func RowSearch16x2(x *float32, groups, group int, grid *[8]float64, lanes int, qmax float64, consts *[32]float32, codes *int8, scales *float32, errs, dens *float64, done *uint8) {
+func RowSearch16x2(x, wd *float32, groups, group int, grid *[8]float64, lanes int, qmax float64, consts *[32]float32, codes *int8, scales *float32, errs, dens *float64, done *uint8) {
 	panic("kernel: no RowSearch16x2 on this architecture")
 }
 

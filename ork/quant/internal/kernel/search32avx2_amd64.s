@@ -522,7 +522,8 @@ GLOBL seq32<>(SB), RODATA|NOPTR, $32
 // ERRH adds to ACC the lane sums d·d of the eight values in X with the inverse in Y10, d = y − q,
 // y = x·inv, q = clamp(trunc(y + h), lo, hi) — CODE8's q — with h = copysign(0.49999997, x) in H
 // (x's sign is y's: RowSearch16x2's inverses are not negative), lo in Y15; Y12 and Y13 scratch.
-#define ERRH(X, H, ACC) \
+// WOFF is unused (ERRHW's).
+#define ERRH(X, H, ACC, WOFF) \
 	VMULPS Y10, X, Y12; \
 	VADDPS H, Y12, Y13; \
 	VROUNDPS $3, Y13, Y13; \
@@ -532,11 +533,25 @@ GLOBL seq32<>(SB), RODATA|NOPTR, $32
 	VMULPS Y12, Y12, Y12; \
 	VADDPS Y12, ACC, ACC
 
-// CANDS4(FIRST, L, NEXT) adds to Y0-Y7 the lane sums d·d of the candidates FIRST to FIRST+3 (the
-// inverses at 32(R12); those left in R9: at most four are summed) over the R10 chunks at SI: each
-// chunk's values in Y8/Y9 and their h in Y11/Y14 for all four.
-#define CANDS4(FIRST, L, NEXT) \
+// ERRHW is ERRH with weights: (wd·d)·d, the eight weights at WOFF(R9).
+#define ERRHW(X, H, ACC, WOFF) \
+	VMULPS Y10, X, Y12; \
+	VADDPS H, Y12, Y13; \
+	VROUNDPS $3, Y13, Y13; \
+	VMAXPS Y15, Y13, Y13; \
+	VMINPS HI, Y13, Y13; \
+	VSUBPS Y13, Y12, Y12; \
+	VMULPS WOFF(R9), Y12, Y13; \
+	VMULPS Y12, Y13, Y13; \
+	VADDPS Y13, ACC, ACC
+
+// CANDS4(FIRST, L, NEXT, ERR) adds to Y0-Y7 the lane sums of the candidates FIRST to FIRST+3 (the
+// inverses at 32(R12); those left at 72(SP): at most four are summed) by ERR (ERRH, or ERRHW with
+// the group's weights from 64(SP), walked in R9) over the R10 chunks at SI: each chunk's values in
+// Y8/Y9 and their h in Y11/Y14 for all four.
+#define CANDS4(FIRST, L, NEXT, ERR) \
 	MOVQ SI, AX; \
+	MOVQ 64(SP), R9; \
 	MOVQ R10, CX; \
 L: \
 	VMOVUPS 0(SI), Y8; \
@@ -546,52 +561,116 @@ L: \
 	VANDPS SIGN, Y9, Y14; \
 	VORPS HALF, Y14, Y14; \
 	VBROADCASTSS 32+4*FIRST(R12), Y10; \
-	ERRH(Y8, Y11, Y0); \
-	ERRH(Y9, Y14, Y1); \
-	CMPQ R9, $1; \
+	ERR(Y8, Y11, Y0, 0); \
+	ERR(Y9, Y14, Y1, 32); \
+	CMPQ 72(SP), $1; \
 	JLE NEXT; \
 	VBROADCASTSS 36+4*FIRST(R12), Y10; \
-	ERRH(Y8, Y11, Y2); \
-	ERRH(Y9, Y14, Y3); \
-	CMPQ R9, $2; \
+	ERR(Y8, Y11, Y2, 0); \
+	ERR(Y9, Y14, Y3, 32); \
+	CMPQ 72(SP), $2; \
 	JLE NEXT; \
 	VBROADCASTSS 40+4*FIRST(R12), Y10; \
-	ERRH(Y8, Y11, Y4); \
-	ERRH(Y9, Y14, Y5); \
-	CMPQ R9, $3; \
+	ERR(Y8, Y11, Y4, 0); \
+	ERR(Y9, Y14, Y5, 32); \
+	CMPQ 72(SP), $3; \
 	JLE NEXT; \
 	VBROADCASTSS 44+4*FIRST(R12), Y10; \
-	ERRH(Y8, Y11, Y6); \
-	ERRH(Y9, Y14, Y7); \
+	ERR(Y8, Y11, Y6, 0); \
+	ERR(Y9, Y14, Y7, 32); \
 NEXT: \
 	ADDQ $64, SI; \
+	ADDQ $64, R9; \
 	DECQ CX; \
 	JNZ L; \
 	MOVQ AX, SI
 
-// func RowSearch16x2(x *float32, groups, group int, grid *[8]float64, lanes int, qmax float64, consts *[32]float32, codes *int8, scales *float32, errs, dens *float64, done *uint8)
+// ZERO8 clears Y0-Y7.
+#define ZERO8 \
+	VXORPS Y0, Y0, Y0; \
+	VXORPS Y1, Y1, Y1; \
+	VXORPS Y2, Y2, Y2; \
+	VXORPS Y3, Y3, Y3; \
+	VXORPS Y4, Y4, Y4; \
+	VXORPS Y5, Y5, Y5; \
+	VXORPS Y6, Y6, Y6; \
+	VXORPS Y7, Y7, Y7
+
+// DENX adds x·x of the eight values at OFF(AX) to ACC; DENW (wd·x)·x, the weights at OFF(R9).
+// Y12 and Y13 scratch.
+#define DENX(OFF, ACC) \
+	VMOVUPS OFF(AX), Y12; \
+	VMULPS Y12, Y12, Y12; \
+	VADDPS Y12, ACC, ACC
+
+#define DENW(OFF, ACC) \
+	VMOVUPS OFF(AX), Y12; \
+	VMULPS OFF(R9), Y12, Y13; \
+	VMULPS Y12, Y13, Y13; \
+	VADDPS Y13, ACC, ACC
+
+// GROUPSUMS stores in the group's table entry (R12) its den (by DEN) and its sums E_j (by ERR) over
+// the R10 chunks at SI, the weights (if any) at 64(SP); then SI, 64(SP) and R12 move to the next
+// group and the batch's counter at 48(SP) counts down (the flags are DECQ's).
+#define GROUPSUMS(DEN, ERR, DL, P0, P0N, P1, P1N, NEXT) \
+	VXORPS Y8, Y8, Y8; \
+	VXORPS Y9, Y9, Y9; \
+	MOVQ SI, AX; \
+	MOVQ 64(SP), R9; \
+	MOVQ R10, CX; \
+DL: \
+	DEN(0, Y8); \
+	DEN(32, Y9); \
+	ADDQ $64, AX; \
+	ADDQ $64, R9; \
+	DECQ CX; \
+	JNZ DL; \
+	REDUCE2(Y8, Y9, X8, 96(R12)); \
+	MOVQ lanes+40(FP), AX; \
+	MOVQ AX, 72(SP); \
+	ZERO8; \
+	CANDS4(0, P0, P0N, ERR); \
+	REDUCE4(64(R12)); \
+	SUBQ $4, 72(SP); \
+	JLE NEXT; \
+	ZERO8; \
+	CANDS4(4, P1, P1N, ERR); \
+	REDUCE4(80(R12)); \
+NEXT: \
+	MOVQ R10, AX; \
+	SHLQ $6, AX; \
+	ADDQ AX, SI; \
+	ADDQ AX, 64(SP); \
+	ADDQ $128, R12; \
+	DECQ 48(SP)
+
+// func RowSearch16x2(x, wd *float32, groups, group int, grid *[8]float64, lanes int, qmax float64, consts *[32]float32, codes *int8, scales *float32, errs, dens *float64, done *uint8)
 //
 // The whole float32 clip search of groups whole groups, eight groups (a batch) at a time, in three
 // passes over the batch so that no group waits on the one before it: (1) each group's amax
 // (AbsMaxBits8's maxima) and candidates (PrepScales8's operations); (2) its sums (ErrSums16x2's,
-// unweighted); (3) choose32's choice, in float64 vectors, and Codes16x2's codes. The factors must
+// weighted or not); (3) choose32's choice, in float64 vectors, and Codes16x2's codes. The factors must
 // not be negative (the sums take the sign of x·inv from x). A group outside the float32 range gets
 // scales and inverses of 0, so no candidate may be chosen and it is left to the caller. The frame:
 // the lane mask (j < lanes) at 0, the batch's group count at 32 and first value at 40, a counter
-// at 48; the table at 64, 128 bytes a group: its scales, inverses, sums E_j and den.
-TEXT ·RowSearch16x2(SB), $1088-96
+// at 48, the batch's first weight at 56 (0: unweighted), the group's at 64, the candidates left at
+// 72; the table at 128, 128 bytes a group: its scales, inverses, sums E_j and den.
+TEXT ·RowSearch16x2(SB), $1152-104
 	MOVQ x+0(FP), SI
-	MOVQ groups+8(FP), BX
-	MOVQ group+16(FP), R10
+	MOVQ wd+8(FP), AX
+	MOVQ AX, 56(SP)
+	MOVQ AX, 64(SP)
+	MOVQ groups+16(FP), BX
+	MOVQ group+24(FP), R10
 	SHRQ $4, R10
-	MOVQ grid+24(FP), R11
-	MOVQ consts+48(FP), R8
-	MOVQ codes+56(FP), DX
-	MOVQ scales+64(FP), R13
-	MOVQ errs+72(FP), R14
-	MOVQ dens+80(FP), R15
-	MOVQ done+88(FP), DI
-	MOVQ lanes+32(FP), AX
+	MOVQ grid+32(FP), R11
+	MOVQ consts+56(FP), R8
+	MOVQ codes+64(FP), DX
+	MOVQ scales+72(FP), R13
+	MOVQ errs+80(FP), R14
+	MOVQ dens+88(FP), R15
+	MOVQ done+96(FP), DI
+	MOVQ lanes+40(FP), AX
 	VMOVQ AX, X0
 	VPBROADCASTD X0, Y0
 	VMOVDQU seq32<>(SB), Y1
@@ -606,7 +685,7 @@ batch:
 	MOVQ SI, 40(SP)
 	SUBQ R9, BX
 	MOVQ SI, AX
-	LEAQ 64(SP), R12
+	LEAQ 128(SP), R12
 
 prep:
 	// amax by bit patterns, then sj = float32(grid_j·amax/qmax) and inv = 1/sj (0 where sj = 0),
@@ -633,7 +712,7 @@ amax:
 	VANDPS 0(SP), Y5, Y5
 	VCVTSS2SD X0, X0, X0
 	VBROADCASTSD X0, Y0
-	VBROADCASTSD qmax+40(FP), Y1
+	VBROADCASTSD qmax+48(FP), Y1
 	SCALES8(R11)
 	VANDPS Y5, Y2, Y2
 	VMOVUPS Y2, 0(R12)
@@ -645,62 +724,33 @@ amax:
 
 	// The sums of each group: x·x into Y8/Y9, then four candidates a pass.
 	MOVQ 40(SP), SI
-	LEAQ 64(SP), R12
+	LEAQ 128(SP), R12
 	MOVQ 32(SP), AX
 	MOVQ AX, 48(SP)
 	VMOVUPS LO, Y15
+	MOVQ 56(SP), AX
+	TESTQ AX, AX
+	JNZ sumsW
 
 sums:
-	VXORPS Y8, Y8, Y8
-	VXORPS Y9, Y9, Y9
-	MOVQ SI, AX
-	MOVQ R10, CX
-den:
-	VMOVUPS 0(AX), Y12
-	VMULPS Y12, Y12, Y12
-	VADDPS Y12, Y8, Y8
-	VMOVUPS 32(AX), Y12
-	VMULPS Y12, Y12, Y12
-	VADDPS Y12, Y9, Y9
-	ADDQ $64, AX
-	DECQ CX
-	JNZ den
-	REDUCE2(Y8, Y9, X8, 96(R12))
-	MOVQ lanes+32(FP), R9
-	VXORPS Y0, Y0, Y0
-	VXORPS Y1, Y1, Y1
-	VXORPS Y2, Y2, Y2
-	VXORPS Y3, Y3, Y3
-	VXORPS Y4, Y4, Y4
-	VXORPS Y5, Y5, Y5
-	VXORPS Y6, Y6, Y6
-	VXORPS Y7, Y7, Y7
-	CANDS4(0, pass0, pass0Next)
-	REDUCE4(64(R12))
-	SUBQ $4, R9
-	JLE sumsNext
-	VXORPS Y0, Y0, Y0
-	VXORPS Y1, Y1, Y1
-	VXORPS Y2, Y2, Y2
-	VXORPS Y3, Y3, Y3
-	VXORPS Y4, Y4, Y4
-	VXORPS Y5, Y5, Y5
-	VXORPS Y6, Y6, Y6
-	VXORPS Y7, Y7, Y7
-	CANDS4(4, pass1, pass1Next)
-	REDUCE4(80(R12))
-sumsNext:
-	MOVQ R10, AX
-	SHLQ $6, AX
-	ADDQ AX, SI
-	ADDQ $128, R12
-	DECQ 48(SP)
+	GROUPSUMS(DENX, ERRH, den, pass0, pass0Next, pass1, pass1Next, sumsNext)
 	JNZ sums
+	JMP chooseBatch
 
+sumsW:
+	// The same with weights: (wd·x)·x and (wd·d)·d.
+	MOVQ AX, 64(SP)
+sumsWLoop:
+	GROUPSUMS(DENW, ERRHW, denW, wpass0, wpass0Next, wpass1, wpass1Next, sumsWNext)
+	JNZ sumsWLoop
+	MOVQ 64(SP), AX
+	MOVQ AX, 56(SP)
+
+chooseBatch:
 	// Each group's choice and codes: v_j = (s_j·s_j)·E_j in float64; the candidates with s_j != 0
 	// and v_j < +Inf (the others +Inf here); the first least v_j wins. None: undone.
 	MOVQ 40(SP), SI
-	LEAQ 64(SP), R12
+	LEAQ 128(SP), R12
 	MOVQ 32(SP), AX
 	MOVQ AX, 48(SP)
 

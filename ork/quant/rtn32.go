@@ -46,9 +46,9 @@ const (
 
 // The float32 search's paths, the same results bit for bit: the AVX-512 kernels
 // (kernel.GroupPrep16, kernel.GroupSearch16; kernel.RowOne16x8 for a grid of one factor), the AVX2
-// ones (kernel.ErrSums16x2 and kernel.Codes16x2 around prep32 and choose32 for weighted groups;
-// kernel.RowSearch16x2 and kernel.RowOne16x8AVX2 for a row's unweighted groups) and the pure-Go
-// reference.
+// ones (kernel.RowSearch16x2, and kernel.RowOne16x8AVX2 for a grid of one factor, over a row's
+// whole groups; kernel.ErrSums16x2 and kernel.Codes16x2 around prep32 and choose32 for the groups
+// they leave) and the pure-Go reference.
 const (
 	path32Go = iota
 	path32AVX2
@@ -111,9 +111,9 @@ type search32 struct {
 	tab    []float32          // the row's groups prepared by kernel.GroupPrep16
 	errs   []float64          // a row kernel's answers, by group (quantizeRowKernel32)
 	dens   []float64
-	done   []uint8 // a row kernel's per-block bits (RowOne16x8, RowOne16x8AVX2) or per-group bytes (RowSearch16x2)
+	done   []uint8 // bits per block (RowOne16x8, RowOne16x8AVX2), bytes per group (RowSearch16x2)
 	lanes  int
-	nonNeg bool      // no factor is negative (kernel.RowSearch16x2's condition; WithClipGrid's factors are positive)
+	nonNeg bool      // no factor is negative (RowSearch16x2's condition; WithClipGrid's are positive)
 	buf    []float64 // a group widened for the float64 search
 	cs     *clipScratch
 	avx2   avx2Scratch
@@ -210,12 +210,12 @@ func quantizeRow32(w *Weight, n int, codes []int8, x, wd32 []float32, wd64, grid
 }
 
 // quantizeRowKernel32 is quantizeRow32 for groups of a multiple of 16 values by a kernel that
-// takes a row's whole groups at once: with one (a grid of one factor, no weights, on the AVX-512 and
-// AVX2 paths) eight groups side by side by kernel.RowOne16x8 (kernel.RowOne16x8AVX2), else (the
-// AVX2 path, weighted or not) group after group by kernel.RowSearch16x2. The groups a kernel leaves (and those after
-// its last whole block or group) go as quantizeRow32 takes each group: groupSearch32, then the
-// float64 search for a group outside the float32 range. Codes, scales and sums are quantizeRow32's,
-// bit for bit.
+// takes a row's whole groups at once: with one (a grid of one factor, no weights, on the AVX-512
+// and AVX2 paths) eight groups side by side by kernel.RowOne16x8 (kernel.RowOne16x8AVX2), else
+// (the AVX2 path, weighted or not) a batch of eight groups at a time by kernel.RowSearch16x2. The
+// groups a kernel leaves (and those after its last whole block or group) go as quantizeRow32
+// takes each group: groupSearch32, then the float64 search for a group outside the float32 range.
+// Codes, scales and sums are quantizeRow32's, bit for bit.
 func quantizeRowKernel32(w *Weight, n int, codes []int8, x, wd32 []float32, wd64, grid []float64, s *search32, one bool) (num, den float64) {
 	g := effGroup(w.KP, w.Group)
 	ng := w.Groups()

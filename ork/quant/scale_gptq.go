@@ -12,7 +12,8 @@ import (
 // of the group (x_b −= e_a·U[a][b]) as GPTQ's row phase does, and the loss Σ e_a². U is the upper
 // factor of H⁻¹, row-major kp x kp. Ties keep the earlier factor; a factor whose float32 scale is 0
 // is skipped; an all-zero group has scale 0. buf holds at least len(x) values; with 8·len(x) the
-// candidates run eight at a time in kernel.GPTQScales8 where AVX-512 is available (the same scale).
+// candidates run eight at a time in kernel.GPTQScales8 (AVX-512) or kernel.GPTQScales8AVX2 (the
+// same scale).
 // Arithmetic is float64 in a fixed order without fused multiply-add, so the choice is the same on
 // every machine.
 func chooseScaleGPTQ(x, U []float64, kp, c0, bits int, grid, buf []float64) float32 {
@@ -20,7 +21,7 @@ func chooseScaleGPTQ(x, U []float64, kp, c0, bits int, grid, buf []float64) floa
 	if amax == 0 {
 		return 0
 	}
-	if gptqScales512 && len(buf) >= 8*len(x) {
+	if gptqScales8 != gptqScalesGo && len(buf) >= 8*len(x) {
 		return chooseScaleGPTQ8(x, U, kp, c0, bits, grid, amax, buf)
 	}
 	lo, hi := codeRange(bits)
@@ -51,12 +52,28 @@ func chooseScaleGPTQ(x, U []float64, kp, c0, bits int, grid, buf []float64) floa
 	return best
 }
 
-// gptqScales512 says whether chooseScaleGPTQ may run kernel.GPTQScales8 (given a scratch of fewer
+// gptqScales8 says which kernel chooseScaleGPTQ runs eight candidates at a time with:
+// kernel.GPTQScales8 (AVX-512), kernel.GPTQScales8AVX2, or none (given a scratch of fewer
 // than 8·len(x) values it runs the scalar loop, which is how the tests compare the two).
-var gptqScales512 = kernel.Available512
+var gptqScales8 = func() int {
+	switch {
+	case kernel.Available512:
+		return gptqScalesAVX512
+	case kernel.Available:
+		return gptqScalesAVX2
+	}
+	return gptqScalesGo
+}()
+
+// The kernels of gptqScales8.
+const (
+	gptqScalesGo = iota
+	gptqScalesAVX2
+	gptqScalesAVX512
+)
 
 // chooseScaleGPTQ8 is chooseScaleGPTQ's choice for a group whose amax is not 0, with the candidates
-// eight at a time in the lanes of kernel.GPTQScales8 (its lanes past the grid, and those whose
+// eight at a time in the lanes of kernel.GPTQScales8 or kernel.GPTQScales8AVX2 (gptqScales8; its lanes past the grid, and those whose
 // float32 scale is 0, get scale and inverse 0 and are not chosen). Each lane's loss is the scalar
 // loop's to the bit, so the choice is too. buf holds at least 8·len(x) values.
 func chooseScaleGPTQ8(x, U []float64, kp, c0, bits int, grid []float64, amax float64, buf []float64) float32 {
@@ -75,7 +92,11 @@ func chooseScaleGPTQ8(x, U []float64, kp, c0, bits int, grid []float64, amax flo
 				}
 			}
 		}
-		kernel.GPTQScales8(&x[0], len(x), &U[c0*kp+c0], kp, &s, &inv, &lohi, &buf[0], &errs)
+		if gptqScales8 == gptqScalesAVX512 {
+			kernel.GPTQScales8(&x[0], len(x), &U[c0*kp+c0], kp, &s, &inv, &lohi, &buf[0], &errs)
+		} else {
+			kernel.GPTQScales8AVX2(&x[0], len(x), &U[c0*kp+c0], kp, &s, &inv, &lohi, &buf[0], &errs)
+		}
 		for j := range lanes {
 			if sc[j] != 0 && errs[j] < bestErr {
 				best, bestErr = sc[j], errs[j]

@@ -172,10 +172,10 @@ func TestChooseScaleGPTQMatchesReference(t *testing.T) {
 		if math.Float32bits(got) != math.Float32bits(want) {
 			t.Fatalf("case %d (n %d, c0 %d, bits %d, grid %v): scale %v, reference %v", i, n, c0, bits, grid, got, want)
 		}
-		if kernel.Available512 { // the candidates eight at a time
-			got := chooseScaleGPTQ(x, U, kp, c0, bits, grid, make([]float64, 8*n))
+		for _, path := range gptqScalesPaths() { // the candidates eight at a time
+			got := withGPTQScales(path, func() float32 { return chooseScaleGPTQ(x, U, kp, c0, bits, grid, make([]float64, 8*n)) })
 			if math.Float32bits(got) != math.Float32bits(want) {
-				t.Fatalf("case %d (n %d, c0 %d, bits %d, grid %v): GPTQScales8's scale %v, reference %v", i, n, c0, bits, grid, got, want)
+				t.Fatalf("case %d (n %d, c0 %d, bits %d, grid %v): kernel %d's scale %v, reference %v", i, n, c0, bits, grid, path, got, want)
 			}
 		}
 	}
@@ -293,9 +293,29 @@ func TestSignedFactorsMatchReference(t *testing.T) {
 	}
 }
 
+// gptqScalesPaths are the eight-candidate kernels this CPU runs (gptqScales8's values).
+func gptqScalesPaths() []int {
+	var p []int
+	if kernel.Available {
+		p = append(p, gptqScalesAVX2)
+	}
+	if kernel.Available512 {
+		p = append(p, gptqScalesAVX512)
+	}
+	return p
+}
+
+// withGPTQScales returns f's result with chooseScaleGPTQ's kernel set to path.
+func withGPTQScales(path int, f func() float32) float32 {
+	defer func(old int) { gptqScales8 = old }(gptqScales8)
+	gptqScales8 = path
+	return f()
+}
+
 // FuzzChooseScaleGPTQ: for a group drawn from the fuzzed seeds (clipCase's values: ties, zeros, signed
-// zeros, tiny and huge magnitudes; U with a positive diagonal), the scalar loop and, where AVX-512
-// runs, kernel.GPTQScales8 choose the reference's scale bit for bit, with the signed grid.
+// zeros, tiny and huge magnitudes; U with a positive diagonal), the scalar loop and each
+// eight-candidate kernel the CPU has (kernel.GPTQScales8, kernel.GPTQScales8AVX2) choose the
+// reference's scale bit for bit, with the signed grid.
 func FuzzChooseScaleGPTQ(f *testing.F) {
 	f.Add(uint64(1), uint64(2), uint8(32), uint8(0))
 	f.Add(uint64(7), uint64(9), uint8(1), uint8(1))
@@ -321,9 +341,13 @@ func FuzzChooseScaleGPTQ(f *testing.F) {
 		}
 		bits := []int{4, 8}[int(g/2)%2]
 		want := chooseScaleGPTQRef(x, U, kp, c0, bits, grid)
-		for _, buf := range [][]float64{make([]float64, n), make([]float64, 8*n)} {
-			if got := chooseScaleGPTQ(x, U, kp, c0, bits, grid, buf); math.Float32bits(got) != math.Float32bits(want) {
-				t.Fatalf("n %d c0 %d bits %d grid %v, scratch %d: scale %v, reference %v", n, c0, bits, grid, len(buf), got, want)
+		if got := chooseScaleGPTQ(x, U, kp, c0, bits, grid, make([]float64, n)); math.Float32bits(got) != math.Float32bits(want) {
+			t.Fatalf("n %d c0 %d bits %d grid %v, the scalar loop: scale %v, reference %v", n, c0, bits, grid, got, want)
+		}
+		for _, path := range gptqScalesPaths() {
+			got := withGPTQScales(path, func() float32 { return chooseScaleGPTQ(x, U, kp, c0, bits, grid, make([]float64, 8*n)) })
+			if math.Float32bits(got) != math.Float32bits(want) {
+				t.Fatalf("n %d c0 %d bits %d grid %v, kernel %d: scale %v, reference %v", n, c0, bits, grid, path, got, want)
 			}
 		}
 	})

@@ -177,3 +177,9 @@ func Codes16x2(x *float32, chunks int, inv float32, consts *[32]float32, codes *
 //
 //go:noescape
 func GPTQScales8(x *float64, n int, u *float64, kp int, s, inv *[8]float64, lohi *[2]float64, buf *float64, errs *[8]float64)
+
+// GPTQScales8AVX2 is GPTQScales8 on AVX2 (the eight lanes in two registers of four): the same
+// losses bit for bit.
+//
+//go:noescape
+func GPTQScales8AVX2(x *float64, n int, u *float64, kp int, s, inv *[8]float64, lohi *[2]float64, buf *float64, errs *[8]float64)

@@ -64,6 +64,10 @@ func RowSearch16x2(x, wd *float32, groups, group int, grid *[8]float64, lanes in
 	panic("kernel: no RowSearch16x2 on this architecture")
 }
 
+func GPTQScales8AVX2(x *float64, n int, u *float64, kp int, s, inv *[8]float64, lohi *[2]float64, buf *float64, errs *[8]float64) {
+	panic("kernel: no GPTQScales8AVX2 on this architecture")
+}
+
 func AbsMaxBits8(x *float32, n int) uint32 { panic("kernel: no AbsMaxBits8 on this architecture") }
 
 func PrepScales8(amax float32, grid *[8]float64, qmax float64, sj, inv *[8]float32) {

@@ -18,10 +18,10 @@ func hash16AVX512(out *[16][8]uint32, in *byte, key *[8]uint32, counter uint64, 
 
 // hash8AVX2 is hash16AVX512 for eight lanes in AVX2 (hash8_amd64.s: guts' compressChunksAVX2 with
 // its parameters, plain loads instead of gathers, and the rounds gen_rounds.go writes — go generate
-// after changing it): lane i reads nblocks 64-byte blocks at
-// in + i*stride, with counter counter + i*cstep, flags on every block, fstart added on the first
-// block and fend on the last, and stores its chaining value in out[i]. nblocks is 1..16. Input is
-// read completely before out is written, so out may overlap in.
+// after changing it): lane i reads nblocks 64-byte blocks at in + i*stride, with counter
+// counter + i*cstep, flags on every block, fstart added on the first block and fend on the last,
+// and stores its chaining value in out[i]. nblocks is 1..16. Input is read completely before out
+// is written, so out may overlap in.
 //
 //go:generate go run gen_rounds.go
 //go:noescape

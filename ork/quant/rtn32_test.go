@@ -380,9 +380,9 @@ func TestGroupSearch32RoundsHalfAway(t *testing.T) {
 	}
 }
 
-// rowOnePaths are the kernel paths on which quantizeRow32 takes quantizeRowKernel32
+// rowKernelPaths are the kernel paths on which quantizeRow32 takes quantizeRowKernel32
 // (kernel.RowOne16x8, kernel.RowOne16x8AVX2, kernel.RowSearch16x2) that this CPU can run.
-func rowOnePaths() []int {
+func rowKernelPaths() []int {
 	var p []int
 	for _, path := range paths32() {
 		if path != path32Go {
@@ -436,7 +436,7 @@ func rowCase(path int, x []float32, wd []float64, bits, group int, grid []float6
 // side (the float64 search), factors of 0 (no scale), equal factors (the first wins), exact halves,
 // weighted rows (kernel.RowSearch16x2; weights of 0 among them), 4 and 8 bits.
 func TestRowKernels32(t *testing.T) {
-	if len(rowOnePaths()) == 0 {
+	if len(rowKernelPaths()) == 0 {
 		t.Skip("no AVX2 on this CPU: quantizeRowKernel32 never runs")
 	}
 	grids := [][]float64{{1}, {0.85}, {0}, DefaultClipGrid, {1, 0.5}, {0.9, 1, 0.8}, {1, 1, 1, 1, 1},
@@ -483,7 +483,7 @@ func TestRowKernels32(t *testing.T) {
 							}
 						}
 					}
-					for _, path := range rowOnePaths() {
+					for _, path := range rowKernelPaths() {
 						if d := rowCase(path, x, wd, bits, tc.group, grid); d != "" {
 							t.Fatalf("path %d kp %d group %d bits %d grid %v trial %d weighted %v: %s", path, tc.kp, tc.group, bits, grid, trial, wd != nil, d)
 						}
@@ -499,7 +499,7 @@ func TestRowKernels32(t *testing.T) {
 // that gave back every group would pass the bit-for-bit tests above while every group took the
 // slow path.
 func TestRowKernelsDone(t *testing.T) {
-	if len(rowOnePaths()) == 0 {
+	if len(rowKernelPaths()) == 0 {
 		t.Skip("no AVX2 on this CPU: quantizeRowKernel32 never runs")
 	}
 	const group = 32
@@ -579,7 +579,7 @@ func TestRowSearch32Lanes(t *testing.T) {
 // float32 rows (finite: RTN refuses the others before quantizing), with a grid of one factor and
 // the default grid, and weighted with the default grid.
 func FuzzRowKernels32(f *testing.F) {
-	if len(rowOnePaths()) == 0 {
+	if len(rowKernelPaths()) == 0 {
 		f.Skip("no AVX2 on this CPU: quantizeRowKernel32 never runs")
 	}
 	f.Add([]byte{0, 0, 128, 63, 0, 0, 0, 64, 0, 0, 64, 192}, uint8(32), false)
@@ -607,7 +607,7 @@ func FuzzRowKernels32(f *testing.F) {
 		if eight {
 			bits = 8
 		}
-		for _, path := range rowOnePaths() {
+		for _, path := range rowKernelPaths() {
 			for _, grid := range [][]float64{{1}, DefaultClipGrid} {
 				if d := rowCase(path, x, nil, bits, int(group), grid); d != "" {
 					t.Fatalf("path %d group %d bits %d grid %v row %v: %s", path, group, bits, grid, x, d)

@@ -73,8 +73,9 @@ const (
 )
 
 // chooseScaleGPTQ8 is chooseScaleGPTQ's choice for a group whose amax is not 0, with the candidates
-// eight at a time in the lanes of kernel.GPTQScales8 or kernel.GPTQScales8AVX2 (gptqScales8; its lanes past the grid, and those whose
-// float32 scale is 0, get scale and inverse 0 and are not chosen). Each lane's loss is the scalar
+// eight at a time in the lanes of kernel.GPTQScales8 or kernel.GPTQScales8AVX2 (gptqScales8; their
+// lanes past the grid, and those whose float32 scale is 0, get scale and inverse 0 and are not
+// chosen). Each lane's loss is the scalar
 // loop's to the bit, so the choice is too. buf holds at least 8·len(x) values.
 func chooseScaleGPTQ8(x, U []float64, kp, c0, bits int, grid []float64, amax float64, buf []float64) float32 {
 	lo, hi := codeRange(bits)

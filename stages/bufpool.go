@@ -6,7 +6,7 @@ import (
 	"sync"
 	"unsafe"
 
-	"orkpipe/ork/hugebuf"
+	"orkpipe/internal/hugebuf"
 )
 
 // Buffers that the nodes of one process hand on to the nodes after them (rtn-tile's tiled codes,
@@ -16,7 +16,7 @@ import (
 // here, its pages are already resident. The pool's buffers are anonymous mappings of their own,
 // outside the Go heap (so that the idle ones do not raise the collector's heap goal, and the
 // runtime's scavenger never returns their pages), advised for transparent huge pages (one fault per
-// 2 MiB where the kernel has them to give): ork/hugebuf's, which also count them against the
+// 2 MiB where the kernel has them to give): internal/hugebuf's, which also count them against the
 // process's soft memory limit while they are mapped.
 //
 // Memory: --mem bounds the declared peaks of the nodes running at once. A node holding a pooled

@@ -12,8 +12,8 @@ import (
 	"golang.org/x/sys/unix"
 
 	"orkpipe/artifacts"
+	"orkpipe/internal/hugebuf"
 	"orkpipe/ork/calib"
-	"orkpipe/ork/hugebuf"
 )
 
 // writeHessianFile writes the Hessian file of a K x K Hessian to path, a new file, with every core:

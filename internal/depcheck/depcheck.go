@@ -2,24 +2,25 @@
 // the table and never back up:
 //
 //	layer               may import (besides itself)
-//	cmd/orkpipe         pipelines, stages, artifacts, registry (and registry/{oci,cacherepo}), ork, internal/{units,buildinfo,blascore,blake3x,startheap}
-//	bench               pipelines, stages, artifacts, registry (and registry/{oci,cacherepo}), ork, internal/{units,buildinfo,blascore,blake3x}
-//	pipelines           stages, artifacts, registry (and registry/{oci,cacherepo}), ork, internal/{units,buildinfo,blascore,blake3x}
-//	stages              artifacts, ork, internal/{units,buildinfo,blascore,blake3x}
-//	registry            registry/oci, artifacts, ork, internal/{units,buildinfo,blake3x}
-//	registry/cacherepo  registry/oci, artifacts, internal/blake3x (the remote build cache store)
+//	cmd/orkpipe         pipelines, stages, artifacts, registry (and registry/{oci,cacherepo}), ork, internal/{units,buildinfo,blascore,blake3x,hugebuf,startheap}
+//	bench               pipelines, stages, artifacts, registry (and registry/{oci,cacherepo}), ork, internal/{units,buildinfo,blascore,blake3x,hugebuf}
+//	pipelines           stages, artifacts, registry (and registry/{oci,cacherepo}), ork, internal/{units,buildinfo,blascore,blake3x,hugebuf}
+//	stages              artifacts, ork, internal/{units,buildinfo,blascore,blake3x,hugebuf}
+//	registry            registry/oci, artifacts, ork, internal/{units,buildinfo,blake3x,hugebuf}
+//	registry/cacherepo  registry/oci, artifacts, internal/{blake3x,hugebuf} (the remote build cache store)
 //	registry/oci        nothing of the module (the OCI client)
 //	registry/regtest    nothing of the module (test helper: a real registry)
-//	artifacts           internal/{units,blake3x}; third party: x/sys, blake3, zstd (klauspost/compress), cpuid
-//	ork/...             ork siblings and internal/blake3x; third party: blake3, gonum, x/sys, x/sync, x/exp, cpuid
+//	artifacts           internal/{units,blake3x,hugebuf}; third party: x/sys, blake3, zstd (klauspost/compress), cpuid
+//	ork/...             ork siblings and internal/{blake3x,hugebuf}; third party: blake3, gonum, x/sys, x/sync, x/exp, cpuid
 //	internal/units      nothing of the module
 //	internal/blake3x    nothing of the module (the BLAKE3 kernel under artifacts and ork); third party: blake3, x/sys
-//	internal/buildinfo  artifacts, internal/blake3x
-//	internal/blascore   ork, internal/blake3x
+//	internal/hugebuf    nothing of the module (buffers in huge pages outside the Go heap); third party: x/sys
+//	internal/buildinfo  artifacts, internal/{blake3x,hugebuf}
+//	internal/blascore   ork, internal/{blake3x,hugebuf}
 //	internal/startheap  nothing of the module (the start's huge-page advice: standard library only)
 //	internal/depcheck   nothing of the module
 //	internal/testfiles  nothing of the module (test helper)
-//	internal/fixtures   stages, artifacts, ork, internal/{testfiles,blake3x} (test helper)
+//	internal/fixtures   stages, artifacts, ork, internal/{testfiles,blake3x,hugebuf} (test helper)
 //
 // Test code (a package's _test.go files, both the package's own and its _test package) and test
 // helpers may import what their layer may, and internal/testfiles; those of stages, pipelines, bench
@@ -62,35 +63,37 @@ type layer struct {
 var helpers = []string{"internal/testfiles", "internal/fixtures", "pipelines/verify/verifytest", "pipelines/engine/executortest", "registry/regtest"}
 
 var layers = []layer{
-	{name: "cmd/orkpipe", mayImport: []string{"pipelines", "stages", "artifacts", "registry", "registry/oci", "registry/cacherepo", "ork", "internal/units", "internal/buildinfo", "internal/blascore", "internal/blake3x", "internal/startheap"},
+	{name: "cmd/orkpipe", mayImport: []string{"pipelines", "stages", "artifacts", "registry", "registry/oci", "registry/cacherepo", "ork", "internal/units", "internal/buildinfo", "internal/blascore", "internal/blake3x", "internal/hugebuf", "internal/startheap"},
 		testImports: []string{"internal/testfiles", "internal/fixtures", "registry/regtest"}, why: "the CLI: everything below it"},
-	{name: "bench", mayImport: []string{"pipelines", "stages", "artifacts", "registry", "registry/oci", "registry/cacherepo", "ork", "internal/units", "internal/buildinfo", "internal/blascore", "internal/blake3x"},
+	{name: "bench", mayImport: []string{"pipelines", "stages", "artifacts", "registry", "registry/oci", "registry/cacherepo", "ork", "internal/units", "internal/buildinfo", "internal/blascore", "internal/blake3x", "internal/hugebuf"},
 		testImports: []string{"internal/testfiles", "internal/fixtures", "registry/regtest"}, useHelpers: true, why: "the benchmark harness: everything below it"},
-	{name: "pipelines", mayImport: []string{"stages", "artifacts", "registry", "registry/oci", "registry/cacherepo", "ork", "internal/units", "internal/buildinfo", "internal/blascore", "internal/blake3x"},
+	{name: "pipelines", mayImport: []string{"stages", "artifacts", "registry", "registry/oci", "registry/cacherepo", "ork", "internal/units", "internal/buildinfo", "internal/blascore", "internal/blake3x", "internal/hugebuf"},
 		testImports: []string{"internal/testfiles", "internal/fixtures", "registry/regtest"}, why: "pipelines: stages, artifacts, registry, ork"},
-	{name: "stages", mayImport: []string{"artifacts", "ork", "internal/units", "internal/buildinfo", "internal/blascore", "internal/blake3x"},
+	{name: "stages", mayImport: []string{"artifacts", "ork", "internal/units", "internal/buildinfo", "internal/blascore", "internal/blake3x", "internal/hugebuf"},
 		testImports: []string{"internal/testfiles", "internal/fixtures"}, why: "stages: artifacts and ork"},
-	{name: "registry", mayImport: []string{"registry/oci", "artifacts", "ork", "internal/units", "internal/buildinfo", "internal/blake3x"},
+	{name: "registry", mayImport: []string{"registry/oci", "artifacts", "ork", "internal/units", "internal/buildinfo", "internal/blake3x", "internal/hugebuf"},
 		testImports: []string{"internal/testfiles", "registry/regtest"}, why: "registry: artifacts and ork"},
-	{name: "registry/cacherepo", mayImport: []string{"registry/oci", "artifacts", "internal/blake3x"},
+	{name: "registry/cacherepo", mayImport: []string{"registry/oci", "artifacts", "internal/blake3x", "internal/hugebuf"},
 		testImports: []string{"internal/testfiles", "registry/regtest"}, why: "the remote build cache store: registry/oci and artifacts"},
 	{name: "registry/oci", testImports: []string{"registry/regtest"}, why: "the OCI client: no package of the module"},
 	{name: "registry/regtest", why: "a test helper: a real registry"},
-	{name: "artifacts", mayImport: []string{"internal/units", "internal/blake3x"}, testImports: []string{"internal/testfiles"},
+	{name: "artifacts", mayImport: []string{"internal/units", "internal/blake3x", "internal/hugebuf"}, testImports: []string{"internal/testfiles"},
 		thirdParty: []string{"github.com/zeebo/blake3", "lukechampine.com/blake3", "github.com/klauspost/cpuid", "github.com/klauspost/compress", "golang.org/x/sys"},
 		why:        "artifacts: the standard library, x/sys, blake3 and zstd only"},
-	{name: "ork", mayImport: []string{"internal/blake3x"}, testImports: []string{"internal/testfiles"},
+	{name: "ork", mayImport: []string{"internal/blake3x", "internal/hugebuf"}, testImports: []string{"internal/testfiles"},
 		thirdParty: []string{"github.com/zeebo/blake3", "github.com/klauspost/cpuid", "gonum.org/v1/", "golang.org/x/sys", "golang.org/x/sync", "golang.org/x/exp"},
 		why:        "ork is the domain library: only ork siblings and the shared BLAKE3 kernel"},
 	{name: "internal/units", why: "a leaf helper"},
 	{name: "internal/blake3x", thirdParty: []string{"github.com/zeebo/blake3", "lukechampine.com/blake3", "golang.org/x/sys"},
 		why: "the BLAKE3 kernel under artifacts and ork: no package of the module"},
-	{name: "internal/buildinfo", mayImport: []string{"artifacts", "internal/blake3x"}, why: "build info: the binary's digest from artifacts"},
-	{name: "internal/blascore", mayImport: []string{"ork", "internal/blake3x"}, why: "BLAS kernel choice: ork/quant"},
+	{name: "internal/hugebuf", thirdParty: []string{"golang.org/x/sys"},
+		why: "large buffers in huge pages outside the Go heap: no package of the module"},
+	{name: "internal/buildinfo", mayImport: []string{"artifacts", "internal/blake3x", "internal/hugebuf"}, why: "build info: the binary's digest from artifacts"},
+	{name: "internal/blascore", mayImport: []string{"ork", "internal/blake3x", "internal/hugebuf"}, why: "BLAS kernel choice: ork/quant"},
 	{name: "internal/startheap", why: "a leaf helper: the start's huge-page advice, standard library only"},
 	{name: "internal/depcheck", why: "a leaf helper"},
 	{name: "internal/testfiles", why: "a test helper"},
-	{name: "internal/fixtures", mayImport: []string{"stages", "artifacts", "ork", "internal/testfiles", "internal/blake3x"}, why: "a test helper at the stages level"},
+	{name: "internal/fixtures", mayImport: []string{"stages", "artifacts", "ork", "internal/testfiles", "internal/blake3x", "internal/hugebuf"}, why: "a test helper at the stages level"},
 }
 
 // folders are the top-level folders that hold no package of the module.

@@ -11,7 +11,7 @@ import (
 	"gonum.org/v1/gonum/blas/blas64"
 	"gonum.org/v1/gonum/blas/gonum"
 
-	"orkpipe/ork/hugebuf"
+	"orkpipe/internal/hugebuf"
 	"orkpipe/ork/quant"
 )
 

@@ -8,7 +8,7 @@ import (
 	"gonum.org/v1/gonum/blas"
 	"gonum.org/v1/gonum/blas/blas64"
 
-	"orkpipe/ork/hugebuf"
+	"orkpipe/internal/hugebuf"
 	"orkpipe/ork/model"
 )
 
@@ -30,7 +30,7 @@ type pendingUpdate struct {
 // file. Data and Tokens of such a Result are not a Hessian's until encoded: read the files, not the
 // matrices. The bytes the encoders give are EncodeHessian's of CaptureUpper's Hessians, bit for bit
 // (TestCaptureDeferredBytes): the same products summed in the same order. The pending rows lie outside
-// the Go heap when large (ork/hugebuf): call Result.Release once every file is written.
+// the Go heap when large (internal/hugebuf): call Result.Release once every file is written.
 func CaptureDeferred(ctx context.Context, m *model.Model, w Window, in HiddenSource, out *HiddenWriter, s *ActSampler) (*Result, error) {
 	if s == nil {
 		return capture(ctx, m, w, in, out, finishDeferred, nil)

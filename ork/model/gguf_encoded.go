@@ -8,8 +8,8 @@ import (
 	"strings"
 	"sync/atomic"
 
+	"orkpipe/internal/hugebuf"
 	"orkpipe/ork/gguf"
-	"orkpipe/ork/hugebuf"
 )
 
 // encoded reads the source bytes of tensor t (or of expert e of a three-dimensional expert tensor

@@ -109,12 +109,12 @@ func hashDigests(ctx context.Context, f *os.File, size int64) (ObjectDigests, er
 	// also handed to a BLAKE3 worker (at most GOMAXPROCS at once across every hash in the process:
 	// pieceSlots). A piece's buffer goes back to the pool when the later of the two is done.
 	type piece struct {
-		buf  *[]byte // nil for a hole (zeros)
+		buf  *pieceBuf // nil for a hole (zeros)
 		refs atomic.Int32
 	}
 	release := func(p *piece) {
 		if p.buf != nil && p.refs.Add(-1) == 0 {
-			piecePool.Put(p.buf)
+			putPiece(p.buf)
 		}
 	}
 	var wg sync.WaitGroup
@@ -129,22 +129,22 @@ func hashDigests(ctx context.Context, f *os.File, size int64) (ObjectDigests, er
 		p.refs.Store(2)
 		data := zeros()[:want]
 		if hole, herr := pieceIsHole(f, off, want); herr != nil || !hole {
-			p.buf = piecePool.Get().(*[]byte)
-			got, err := f.ReadAt((*p.buf)[:want], off)
+			p.buf = getPiece()
+			got, err := f.ReadAt(p.buf.b[:want], off)
 			if int64(got) < want {
-				piecePool.Put(p.buf)
+				putPiece(p.buf)
 				if err == nil || errors.Is(err, io.EOF) {
 					err = fmt.Errorf("file ended at %d, expected %d bytes (changed while reading?)", off+int64(got), size)
 				}
 				return od, fmt.Errorf("reading at %d: %w", off, err)
 			}
-			data = (*p.buf)[:want]
+			data = p.buf.b[:want]
 		}
 		select {
 		case pieceSlots <- struct{}{}:
 		case <-ctx.Done():
 			if p.buf != nil {
-				piecePool.Put(p.buf)
+				putPiece(p.buf)
 			}
 			return od, ctx.Err()
 		}

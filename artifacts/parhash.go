@@ -10,30 +10,162 @@ import (
 	"runtime/debug"
 	"sync"
 	"sync/atomic"
+	"time"
 	"unsafe"
 
 	"golang.org/x/sys/unix"
+
+	"orkpipe/internal/hugebuf"
 )
 
-var piecePool = sync.Pool{New: func() any { b := make([]byte, PieceSize); return &b }}
+// pieceBuf is a buffer of PieceSize bytes that pieces are read into, outside the Go heap
+// (hugebuf: huge pages, so that a fresh buffer costs two page faults instead of a thousand — 14
+// µs each on a PVM guest, where a 4 MiB buffer from the heap cost ~14 ms of faults to fill).
+type pieceBuf struct {
+	b    []byte
+	free func()
+}
+
+// idlePieces holds up to GOMAXPROCS idle piece buffers for the next reads; getPiece maps a new
+// one when it is empty, and putPiece unmaps one it has no room for.
+var idlePieces = make(chan *pieceBuf, runtime.GOMAXPROCS(0))
+
+// getPiece returns an idle piece buffer or a new one; putPiece gives it back.
+func getPiece() *pieceBuf {
+	select {
+	case p := <-idlePieces:
+		return p
+	default:
+	}
+	b, free := hugebuf.Make[byte](PieceSize)
+	return &pieceBuf{b: b, free: free}
+}
+
+// putPiece keeps p for the next getPiece, or unmaps it when GOMAXPROCS buffers are already idle.
+func putPiece(p *pieceBuf) {
+	select {
+	case idlePieces <- p:
+	default:
+		p.free()
+	}
+}
 
 // pieceSlots bounds the pieces being hashed at once across all concurrent hashParallel calls (one
 // per CPU), so that hashing many big files at once (VerifyAll, `orkpipe hash a b c`) neither
 // oversubscribes the CPUs nor holds more than GOMAXPROCS piece buffers.
 var pieceSlots = make(chan struct{}, runtime.GOMAXPROCS(0))
 
-// mmapPieces selects how hashParallel reads pieces: mapped (the default: the hash reads the page
-// cache in place, no copy) or pread into a buffer (SetHashReads; tests and benchmarks compare both).
-var mmapPieces = true
+// How the parallel hashes read pieces: mapped (the page cache hashed in place, no copy), read
+// with pread into reused piece buffers, or chosen per hash by a probe of both (probePieces, the
+// default). Tests and benchmarks set hashMode to compare them.
+type pieceMode int
+
+const (
+	probePieces pieceMode = iota
+	readPieces
+	mapPieces
+)
+
+var hashMode = probePieces
+
+func (m pieceMode) String() string {
+	switch m {
+	case readPieces:
+		return "read"
+	case mapPieces:
+		return "mapped"
+	}
+	return "probe"
+}
 
 // SetHashReads makes the parallel hashes of this process, and the store's scan for zero blocks of the
 // files it adopts (digHoles), read their pieces with pread into reused piece buffers (read true)
-// instead of mapping them (false, the default); call it before any hash starts. Builds read: on a
+// instead of choosing by probe (false, the default; the scan for zero blocks maps). Builds read: on a
 // PVM guest (shadow page tables) hashing a mapped file costs more CPU in the hash itself than the
 // copy saves, and the mapping's populate and drop cost page-table changes — a cold [1.0] RTN build's
 // user CPU went from 5.3-6.0 s to 3.5-4.0 s (docs/performance.md, "RTN, session 11: a PVM host").
-// The hash command keeps mapping (its own measures: "Hashing, session 10").
-func SetHashReads(read bool) { mmapPieces = !read }
+// The hash command and the store's verification probe (modeProbe).
+func SetHashReads(read bool) {
+	hashMode = probePieces
+	if read {
+		hashMode = readPieces
+	}
+}
+
+// modeProbe chooses between mapped and read pieces for one hash: which is faster depends on how
+// the file's pages came into the page cache, not on the file or the host alone. On a PVM guest
+// (docs/performance.md, "Hashing, session 24: mapped or read, by probe") a 2 GiB file written in
+// writes of 1 MiB (as cp and most downloads write), whose page cache is small folios, hashed in
+// 0.55 s mapped and 0.22 s read; written in 4 MiB writes, or read back from disk (readahead's large
+// folios), in 0.17 s mapped and 0.22 s read. The cost of the small folios is in the hash, not in
+// populating the mapping: each first touch of a 4 KiB page traps to the hypervisor. So the first
+// takes are probes, probeTakes of each way, each timed (bytes read from the file per second of the
+// take's wall time), and every later take reads when reading's best rate beats mapping's by
+// readMargin, else maps. The best and not the first: a first take of either way pays one-time
+// costs (a fresh piece buffer's pages; the mapping's first touches) that would count against it.
+// Takes without data (holes) measure nothing. Takes that start while both ways' probes run are
+// mapped.
+type modeProbe struct {
+	mu   sync.Mutex
+	rate [2]float64 // best bytes per second read (0) and mapped (1)
+	n    [2]int     // probes measured
+	busy [2]bool    // a probe of that way is running
+	done bool       // chosen: mapd says which
+	mapd bool
+}
+
+// readMargin is how much faster than mapping reading must probe to be chosen. The probes favour
+// reading: they run side by side, so a read probe's copies meet less memory traffic than a whole
+// hash of reads does, and one slow mapped take moves the mapped figure more than a read take moves
+// the read one. Measured (the best probes, PVM guest, session 24): where a whole 2 GiB hash mapped
+// takes 0.77-0.85x the time of one read, reading probed at 0.83-1.53x mapping's rate; where mapped
+// takes 2.5-2.8x the time, at 2.3-3.9x. Between the two, nearer the lower: a wrong choice costs
+// up to 1.3x where the folios are large and 2.5x where they are small.
+const readMargin = 1.8
+
+// probeTakes is how many takes of each way the probe times; probeGroup is the most pieces a mapped
+// probe hashes (16 MiB: its populate and drop amortized as in a longer take); a read probe hashes
+// one piece (reading has no per-take cost to amortize), so probing costs at most
+// probeTakes·(probeGroup+1) pieces of the file hashed in the way not chosen.
+const (
+	probeTakes = 2
+	probeGroup = minGroup
+)
+
+// pick returns how the next take reads its pieces and whether it is a probe (time it and record).
+func (p *modeProbe) pick() (mapped, probe bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.done {
+		return p.mapd, false
+	}
+	for _, m := range []int{1, 0} {
+		if p.n[m] < probeTakes && !p.busy[m] {
+			p.busy[m] = true
+			return m == 1, true
+		}
+	}
+	return true, false
+}
+
+// record reports a probe: bytes read from the file in d. A probe that read nothing measures
+// nothing; the way is probed again.
+func (p *modeProbe) record(mapped bool, bytes int64, d time.Duration) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	m := 0
+	if mapped {
+		m = 1
+	}
+	p.busy[m] = false
+	if bytes > 0 && d > 0 {
+		p.rate[m] = max(p.rate[m], float64(bytes)/d.Seconds())
+		p.n[m]++
+	}
+	if p.n[0] >= probeTakes && p.n[1] >= probeTakes {
+		p.done, p.mapd = true, p.rate[0] < readMargin*p.rate[1]
+	}
+}
 
 // hashParallel hashes f (size bytes, more than one piece) with workers goroutines, each reading
 // whole pieces (mapped, or pread) and computing their subtree chaining values; the values are
@@ -43,24 +175,29 @@ func hashParallel(ctx context.Context, f *os.File, size int64, workers int) (Dig
 }
 
 // hashRange is hashParallel of the size bytes of f at base, hashed as an input of their own: its
-// pieces are counted from base. With mmapPieces the range is mapped once, read-only, before the
-// workers start; each group of pieces a worker takes is populated, hashed and dropped from the
-// mapping again (dropPages), so at most groupPieces(workers) pieces per worker are resident. One
-// mapping rather than one per group: mmap and munmap take the address space's lock for writing and
-// waited for the other worker's populate (docs/performance.md, "Hashing, session 8"); populate and
-// dropPages only read it. The takes shrink towards the end (nextTake), so that the workers finish
-// at most about one piece apart.
+// pieces are counted from base. Unless the pieces are read (hashMode), the range is mapped once,
+// read-only, before the workers start; each group of pieces a worker takes mapped is populated,
+// hashed and dropped from the mapping again (dropPages), so at most groupPieces(workers) pieces per
+// worker are resident. One mapping rather than one per group: mmap and munmap take the address
+// space's lock for writing and waited for the other worker's populate (docs/performance.md,
+// "Hashing, session 8"); populate and dropPages only read it. The takes shrink towards the end
+// (nextTake), so that the workers finish at most about one piece apart. With probePieces each take
+// is mapped or read as modeProbe says.
 func hashRange(ctx context.Context, f *os.File, base, size int64, workers int) (Digest, error) {
 	n := (size + PieceSize - 1) / PieceSize
 	cvs := make([]ChainValue, n)
 	var data *mapping // the range mapped, or nil: pieces are read
-	if mmapPieces {
+	if hashMode != readPieces {
 		m, err := mapRange(f, base, size)
 		if err != nil {
 			return Digest{}, err
 		}
 		defer unmap(m.m)
 		data = &m
+	}
+	var probe *modeProbe
+	if hashMode == probePieces {
+		probe = &modeProbe{}
 	}
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
@@ -72,7 +209,16 @@ func hashRange(ctx context.Context, f *os.File, base, size int64, workers int) (
 		go func() {
 			defer wg.Done()
 			for {
-				g, to := nextTake(&next, n, k, workers)
+				take, mapped, timed := k, data != nil, false
+				if probe != nil {
+					if mapped, timed = probe.pick(); timed {
+						take = min(k, probeGroup)
+						if !mapped {
+							take = 1
+						}
+					}
+				}
+				g, to := nextTake(&next, n, take, workers)
 				if g >= n || ctx.Err() != nil {
 					return
 				}
@@ -81,7 +227,15 @@ func hashRange(ctx context.Context, f *os.File, base, size int64, workers int) (
 				case <-ctx.Done():
 					return
 				}
-				err := hashGroup(f, data, base, size, g, to, cvs)
+				src := data
+				if !mapped {
+					src = nil
+				}
+				start := time.Now()
+				read, err := hashGroup(f, src, base, size, g, to, cvs)
+				if timed {
+					probe.record(mapped, read, time.Since(start))
+				}
 				<-pieceSlots
 				if err != nil {
 					cancel(err)
@@ -141,33 +295,36 @@ func nextTake(next *atomic.Int64, n, k int64, workers int) (from, to int64) {
 	}
 }
 
-// hashGroup stores the chaining values of pieces [from, to) of the size bytes of f at base in cvs.
-// data is that range mapped (mapRange), or nil to read pieces with pread (tests and benchmarks). A
+// hashGroup stores the chaining values of pieces [from, to) of the size bytes of f at base in cvs
+// and returns how many bytes it read from the file (the pieces not in holes). data is that range
+// mapped (mapRange), or nil to read pieces with pread. A
 // group without holes (SEEK_HOLE finds none before its end) is hashed from the mapping in one go;
 // otherwise each piece on its own: a piece entirely in a hole is hashed as zeros from memory (a
 // stub's pack-owned tensors: faulting in page-cache pages of zeros would cost memory and time),
 // the others from the mapping (or read).
-func hashGroup(f *os.File, data *mapping, base, size, from, to int64, cvs []ChainValue) error {
+func hashGroup(f *os.File, data *mapping, base, size, from, to int64, cvs []ChainValue) (read int64, err error) {
 	if data != nil && to-from > 1 && noHoles(f, base+from*PieceSize, min(to*PieceSize, size)-from*PieceSize) {
-		return hashMapped(f, data, base, size, from, to, cvs[from:to])
+		return min(to*PieceSize, size) - from*PieceSize, hashMapped(f, data, base, size, from, to, cvs[from:to])
 	}
 	for i := from; i < to; i++ {
 		n := min(PieceSize, size-i*PieceSize)
-		var err error
 		if hole, herr := pieceIsHole(f, base+i*PieceSize, n); herr == nil && hole {
 			cvs[i] = zeroPieceCV(i*PieceSize, n)
-		} else if data != nil {
+			continue
+		}
+		if data != nil {
 			err = hashMapped(f, data, base, size, i, i+1, cvs[i:i+1])
 		} else {
-			buf := piecePool.Get().(*[]byte)
-			err = hashPiece(f, base, size, i, *buf, &cvs[i])
-			piecePool.Put(buf)
+			buf := getPiece()
+			err = hashPiece(f, base, size, i, buf.b, &cvs[i])
+			putPiece(buf)
 		}
 		if err != nil {
-			return err
+			return read, err
 		}
+		read += n
 	}
-	return nil
+	return read, nil
 }
 
 // noHoles reports whether [off, off+n) of f lies inside the file and has no hole (SEEK_HOLE

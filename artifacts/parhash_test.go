@@ -12,6 +12,7 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/zeebo/blake3"
 )
@@ -130,12 +131,12 @@ func TestHashSection(t *testing.T) {
 				continue
 			}
 			want := SumBytes(data[off : off+n])
-			for _, mapped := range []bool{true, false} {
-				mmapPieces = mapped
+			for _, mode := range pieceModes {
+				hashMode = mode
 				got, err := HashSection(ctx, f, off, n)
-				mmapPieces = true
+				hashMode = probePieces
 				if err != nil || got != want {
-					t.Fatalf("section [%d, +%d) mapped %v: %v, %v; want %v", off, n, mapped, got, err, want)
+					t.Fatalf("section [%d, +%d) %v: %v, %v; want %v", off, n, mode, got, err, want)
 				}
 			}
 		}
@@ -391,4 +392,47 @@ func TestNextTake(t *testing.T) {
 		}
 	}
 	SetHashResident(0)
+}
+
+// pieceModes are the ways hashRange reads pieces; tests hash with each.
+var pieceModes = []pieceMode{probePieces, readPieces, mapPieces}
+
+// TestModeProbe: the probe times probeTakes takes of each way (mapped first), maps the takes that
+// come while both ways' probes run, does not count a probe that read nothing (holes), keeps each
+// way's best rate (a worker's first read take also faults in its buffer), and then maps unless
+// reading probed readMargin times faster.
+func TestModeProbe(t *testing.T) {
+	for _, tc := range []struct {
+		readRate, mapRate int64 // bytes per second, the best probe of each
+		want              bool  // mapped
+	}{{200, 100, false}, {100, 200, true}, {100, 100, true}, {170, 100, true}, {181, 100, false}} {
+		var p modeProbe
+		for i := range probeTakes {
+			if m, probe := p.pick(); !m || !probe {
+				t.Fatalf("pick %d: mapped %v, probe %v; want a probe of mapped", 2*i, m, probe)
+			}
+			if m, probe := p.pick(); m || !probe {
+				t.Fatalf("pick %d: mapped %v, probe %v; want a probe of read", 2*i+1, m, probe)
+			}
+			if m, probe := p.pick(); !m || probe {
+				t.Fatalf("pick while both probes run: mapped %v, probe %v; want mapped, untimed", m, probe)
+			}
+			p.record(false, 0, time.Second) // a probe of read that met only holes
+			if m, probe := p.pick(); m || !probe {
+				t.Fatalf("pick after an empty probe: mapped %v, probe %v; want read probed again", m, probe)
+			}
+			if i == 0 { // the first takes: slower than the best, read the slowest of all
+				p.record(true, tc.mapRate/2, time.Second)
+				p.record(false, 1, time.Second)
+				continue
+			}
+			p.record(true, tc.mapRate, time.Second)
+			p.record(false, tc.readRate, time.Second)
+		}
+		for range 3 {
+			if m, probe := p.pick(); m != tc.want || probe {
+				t.Fatalf("read %d B/s, mapped %d B/s: pick mapped %v, probe %v; want mapped %v", tc.readRate, tc.mapRate, m, probe, tc.want)
+			}
+		}
+	}
 }

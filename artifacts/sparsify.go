@@ -91,7 +91,7 @@ func digHoles(ctx context.Context, f *os.File, size int64) (int64, error) {
 // block and whether it is all zero, in order. A file that shrank meanwhile raises SIGBUS,
 // recovered as an error.
 func zeroBlocks(f *os.File, start, end, blk int64, fn func(off int64, zero bool) error) (err error) {
-	if !mmapPieces {
+	if hashMode == readPieces {
 		return zeroBlocksRead(f, start, end, blk, fn)
 	}
 	m, err := unix.Mmap(int(f.Fd()), start, int(end-start), unix.PROT_READ, unix.MAP_SHARED)
@@ -118,12 +118,12 @@ func zeroBlocks(f *os.File, start, end, blk int64, fn func(off int64, zero bool)
 // zeroBlocksRead is zeroBlocks reading [start, end) with pread into a piece buffer (SetHashReads;
 // end-start is at most PieceSize) instead of mapping it.
 func zeroBlocksRead(f *os.File, start, end, blk int64, fn func(off int64, zero bool) error) error {
-	buf := piecePool.Get().(*[]byte)
-	defer piecePool.Put(buf)
-	if end-start > int64(len(*buf)) {
+	buf := getPiece()
+	defer putPiece(buf)
+	if end-start > int64(len(buf.b)) {
 		return fmt.Errorf("reading %s at %d: %d bytes at once, more than a piece", f.Name(), start, end-start)
 	}
-	b := (*buf)[:end-start]
+	b := buf.b[:end-start]
 	if got, err := f.ReadAt(b, start); int64(got) < end-start {
 		if err == nil || errors.Is(err, io.EOF) {
 			err = fmt.Errorf("file ended before %d bytes (changed while reading?)", end)

@@ -34,25 +34,25 @@ func TestHashParallelFile(t *testing.T) {
 		}
 		f.WriteAt(want[:size/3], 0)
 		f.WriteAt(want[size-size/4:], size-size/4) // the middle stays a hole
-		for _, mapped := range []bool{true, false} {
-			mmapPieces = mapped
+		for _, mode := range pieceModes {
+			hashMode = mode
 			for _, workers := range []int{1, 2, 5} {
 				d, err := hashParallel(context.Background(), f, size, workers)
 				if err != nil {
 					t.Fatal(err)
 				}
 				if d != SumBytes(want) {
-					t.Errorf("%d bytes, mapped %v, %d workers: %s, want %s", size, mapped, workers, d, SumBytes(want))
+					t.Errorf("%d bytes, %v, %d workers: %s, want %s", size, mode, workers, d, SumBytes(want))
 				}
 			}
 			// A file shorter than claimed (truncated meanwhile) is an error, not a digest or a crash.
 			if _, err := hashParallel(context.Background(), f, size+2*PieceSize+5, 2); err == nil {
-				t.Errorf("%d bytes hashed as %d (mapped %v): no error", size, size+2*PieceSize+5, mapped)
+				t.Errorf("%d bytes hashed as %d (%v): no error", size, size+2*PieceSize+5, mode)
 			} else {
-				t.Logf("mapped %v: %v", mapped, err)
+				t.Logf("%v: %v", mode, err)
 			}
 		}
-		mmapPieces = true
+		hashMode = probePieces
 		f.Close()
 	}
 }

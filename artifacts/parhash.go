@@ -132,6 +132,10 @@ const (
 	probeGroup = minGroup
 )
 
+// newProbe returns the probe of a new hash (a variable: tests start hashes with a probe that has
+// already chosen, and keep the probe to see that it chose).
+var newProbe = func() *modeProbe { return &modeProbe{} }
+
 // pick returns how the next take reads its pieces and whether it is a probe (time it and record).
 func (p *modeProbe) pick() (mapped, probe bool) {
 	p.mu.Lock()
@@ -197,7 +201,7 @@ func hashRange(ctx context.Context, f *os.File, base, size int64, workers int) (
 	}
 	var probe *modeProbe
 	if hashMode == probePieces {
-		probe = &modeProbe{}
+		probe = newProbe()
 	}
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)

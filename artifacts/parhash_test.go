@@ -436,3 +436,42 @@ func TestModeProbe(t *testing.T) {
 		}
 	}
 }
+
+// TestHashRangeProbe: a hash long enough for its probe to choose does choose, and a hash continued
+// either way after the choice (a probe that chose reading, one that chose mapping) gives the serial
+// digest, with a hole in the middle of the file and 1, 2 and 3 workers.
+func TestHashRangeProbe(t *testing.T) {
+	const size = 24*PieceSize + 5000
+	data := pattern("probe", size)
+	clear(data[9*PieceSize : 13*PieceSize])
+	p := filepath.Join(t.TempDir(), "f")
+	f, err := os.Create(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if _, err := f.WriteAt(data[:9*PieceSize], 0); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.WriteAt(data[13*PieceSize:], 13*PieceSize); err != nil { // [9, 13) pieces stay a hole
+		t.Fatal(err)
+	}
+	want := SumBytes(data)
+	defer func(old func() *modeProbe) { newProbe = old }(newProbe)
+	for _, start := range []struct {
+		name       string
+		done, mapd bool
+	}{{"fresh", false, false}, {"chose read", true, false}, {"chose mapped", true, true}} {
+		for _, workers := range []int{1, 2, 3} {
+			var last *modeProbe
+			newProbe = func() *modeProbe { last = &modeProbe{done: start.done, mapd: start.mapd}; return last }
+			got, err := hashParallel(context.Background(), f, size, workers)
+			if err != nil || got != want {
+				t.Fatalf("probe %s, %d workers: %v, %v; want %v", start.name, workers, got, err, want)
+			}
+			if !last.done {
+				t.Errorf("probe %s, %d workers: %d pieces hashed and the probe never chose (rates %v, probes %v)", start.name, workers, size/PieceSize, last.rate, last.n)
+			}
+		}
+	}
+}

@@ -78,9 +78,9 @@ func (m pieceMode) String() string {
 	return "probe"
 }
 
-// SetHashReads makes the parallel hashes of this process, and the store's scan for zero blocks of the
-// files it adopts (digHoles), read their pieces with pread into reused piece buffers (read true)
-// instead of choosing by probe (false, the default; the scan for zero blocks maps). Builds read: on a
+// SetHashReads makes the parallel hashes of this process read their pieces with pread into reused
+// piece buffers (read true) instead of choosing by probe (false, the default). The store's scan for
+// zero blocks of the files it adopts (digHoles) reads either way (zeroBlocks). Builds read: on a
 // PVM guest (shadow page tables) hashing a mapped file costs more CPU in the hash itself than the
 // copy saves, and the mapping's populate and drop cost page-table changes — a cold [1.0] RTN build's
 // user CPU went from 5.3-6.0 s to 3.5-4.0 s (docs/performance.md, "RTN, session 11: a PVM host").

@@ -87,11 +87,17 @@ func digHoles(ctx context.Context, f *os.File, size int64) (int64, error) {
 	return punched, nil
 }
 
-// zeroBlocks maps [start, end) of f (start page-aligned) and calls fn with the offset of each blk
-// block and whether it is all zero, in order. A file that shrank meanwhile raises SIGBUS,
-// recovered as an error.
+// zeroBlocks calls fn with the offset of each blk block of [start, end) of f (start page-aligned)
+// and whether it is all zero, in order: read (zeroBlocksRead) unless the hashes map (hashMode
+// mapPieces, tests), else mapped; a file that shrank meanwhile raises SIGBUS there, recovered as an
+// error. Read by default because the files adopted were just written, and on a PVM guest a file just
+// written in small writes sits in the page cache in small folios, whose every first touch of a 4
+// KiB page through a mapping traps to the hypervisor; the scan touches each block once, most of them
+// only at their first bytes (a data block differs from zeros at once). digHoles of 2 GiB of data
+// written in 1 MiB writes: 0.71-0.74 s mapped, 0.082-0.089 s read; written in 4 MiB writes: 0.070-0.074 s
+// mapped, 0.088-0.091 s read (session 24, "Hashing, session 24").
 func zeroBlocks(f *os.File, start, end, blk int64, fn func(off int64, zero bool) error) (err error) {
-	if hashMode == readPieces {
+	if hashMode != mapPieces {
 		return zeroBlocksRead(f, start, end, blk, fn)
 	}
 	m, err := unix.Mmap(int(f.Fd()), start, int(end-start), unix.PROT_READ, unix.MAP_SHARED)
@@ -115,8 +121,8 @@ func zeroBlocks(f *os.File, start, end, blk int64, fn func(off int64, zero bool)
 	return nil
 }
 
-// zeroBlocksRead is zeroBlocks reading [start, end) with pread into a piece buffer (SetHashReads;
-// end-start is at most PieceSize) instead of mapping it.
+// zeroBlocksRead is zeroBlocks reading [start, end) with pread into a piece buffer (end-start is at
+// most PieceSize) instead of mapping it.
 func zeroBlocksRead(f *os.File, start, end, blk int64, fn func(off int64, zero bool) error) error {
 	buf := getPiece()
 	defer putPiece(buf)

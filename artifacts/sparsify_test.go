@@ -13,12 +13,12 @@ import (
 
 // TestAdoptDigsHoles: AdoptFile stores every all-zero filesystem block of a fully allocated file
 // as a hole (as an executor's export arrives), keeps the bytes, and leaves data blocks alone —
-// scanning the file mapped (the default) and read (SetHashReads).
+// scanning the file read (the default, and a build's) and mapped (hashMode mapPieces).
 func TestAdoptDigsHoles(t *testing.T) {
-	for _, read := range []bool{false, true} {
-		t.Run(map[bool]string{false: "mapped", true: "read"}[read], func(t *testing.T) {
-			SetHashReads(read)
-			defer SetHashReads(false)
+	for _, mode := range pieceModes {
+		t.Run(mode.String(), func(t *testing.T) {
+			hashMode = mode
+			defer func() { hashMode = probePieces }()
 			testAdoptDigsHoles(t)
 		})
 	}

@@ -88,9 +88,9 @@ func digHoles(ctx context.Context, f *os.File, size int64) (int64, error) {
 }
 
 // zeroBlocks calls fn with the offset of each blk block of [start, end) of f (start page-aligned)
-// and whether it is all zero, in order: read (zeroBlocksRead) unless the hashes map (hashMode
-// mapPieces, tests), else mapped; a file that shrank meanwhile raises SIGBUS there, recovered as an
-// error. Read by default because the files adopted were just written, and on a PVM guest a file just
+// and whether it is all zero, in order: read (zeroBlocksRead), or mapped when the hashes are made
+// to map (hashMode mapPieces: tests), where a file that shrank meanwhile raises SIGBUS, recovered as
+// an error. Read because the files adopted were just written, and on a PVM guest a file just
 // written in small writes sits in the page cache in small folios, whose every first touch of a 4
 // KiB page through a mapping traps to the hypervisor; the scan touches each block once, most of them
 // only at their first bytes (a data block differs from zeros at once). digHoles of 2 GiB of data

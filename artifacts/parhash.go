@@ -80,7 +80,8 @@ func (m pieceMode) String() string {
 
 // SetHashReads makes the parallel hashes of this process read their pieces with pread into reused
 // piece buffers (read true) instead of choosing by probe (false, the default). The store's scan for
-// zero blocks of the files it adopts (digHoles) reads either way (zeroBlocks). Builds read: on a
+// zero blocks of the files it adopts (digHoles) reads either way (zeroBlocks). Call it before any
+// hash starts. Builds read: on a
 // PVM guest (shadow page tables) hashing a mapped file costs more CPU in the hash itself than the
 // copy saves, and the mapping's populate and drop cost page-table changes — a cold [1.0] RTN build's
 // user CPU went from 5.3-6.0 s to 3.5-4.0 s (docs/performance.md, "RTN, session 11: a PVM host").
@@ -96,8 +97,8 @@ func SetHashReads(read bool) {
 // the file's pages came into the page cache, not on the file or the host alone. On a PVM guest
 // (docs/performance.md, "Hashing, session 24: mapped or read, by probe") a 2 GiB file written in
 // writes of 1 MiB (as cp and most downloads write), whose page cache is small folios, hashed in
-// 0.55 s mapped and 0.22 s read; written in 4 MiB writes, or read back from disk (readahead's large
-// folios), in 0.17 s mapped and 0.22 s read. The cost of the small folios is in the hash, not in
+// 0.56-0.63 s mapped and 0.21-0.22 s read; written in 4 MiB writes, or read back from disk
+// (readahead's large folios), in 0.17-0.18 s mapped and 0.21-0.22 s read. The cost of the small folios is in the hash, not in
 // populating the mapping: each first touch of a 4 KiB page traps to the hypervisor. So the first
 // takes are probes, probeTakes of each way, each timed (bytes read from the file per second of the
 // take's wall time), and every later take reads when reading's best rate beats mapping's by
@@ -118,7 +119,7 @@ type modeProbe struct {
 // reading: they run side by side, so a read probe's copies meet less memory traffic than a whole
 // hash of reads does, and one slow mapped take moves the mapped figure more than a read take moves
 // the read one. Measured (the best probes, PVM guest, session 24): where a whole 2 GiB hash mapped
-// takes 0.77-0.85x the time of one read, reading probed at 0.83-1.53x mapping's rate; where mapped
+// takes 0.77-0.85x the time of one read, reading probed at 0.80-1.53x mapping's rate; where mapped
 // takes 2.5-2.8x the time, at 2.3-3.9x. Between the two, nearer the lower: a wrong choice costs
 // up to 1.3x where the folios are large and 2.5x where they are small.
 const readMargin = 1.8

@@ -20,14 +20,18 @@ import (
 // other under the same key; Execute refuses key material of other numerics than its own.
 func Numerics() (string, error) { return numerics() }
 
-var numerics = sync.OnceValues(func() (string, error) {
+var numerics = sync.OnceValues(func() (string, error) { return NumericsVia(context.Background(), artifacts.HashPath) })
+
+// NumericsVia returns what Numerics returns, with the BLAS library hashed by hash: a caller that
+// checks the numerics on every run (the build memo) passes its store's stat cache.
+func NumericsVia(ctx context.Context, hash func(context.Context, string) (artifacts.Object, error)) (string, error) {
 	lib, err := quant.BLASLibrary()
 	if err != nil || lib == "" {
 		return "", err
 	}
-	obj, err := artifacts.HashPath(context.Background(), lib)
+	obj, err := hash(ctx, lib)
 	if err != nil {
 		return "", fmt.Errorf("numerics: hashing the BLAS library %s: %w", lib, err)
 	}
 	return fmt.Sprintf("%s %s %s threads %d", quant.BLASBackend, quant.OpenBLASCore(), obj.Digest, quant.BLASThreads()), nil
-})
+}

@@ -83,7 +83,8 @@
 // records, only when all of these hold:
 //
 //   - the memo key matches: the BLAKE3 of the running executable's digest (stages.ExecutablePath,
-//     through the stat cache: stage kinds, versions and planning are its code), the memory budget,
+//     through the stat cache: stage kinds, versions and planning are its code), its numerics
+//     (stages.Numerics; the OpenBLAS library hashed through the stat cache), the memory budget,
 //     the target name, every node's id, stage, params JSON and input wiring, every source file's
 //     digest (stat cache) and the exports;
 //   - every tool the nodes' keys include still has its recorded digest (stat cache);

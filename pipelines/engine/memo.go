@@ -35,6 +35,9 @@ type objectStater interface {
 // days.
 const memoUseInterval = 10 * time.Minute
 
+// numericsVia is stages.NumericsVia; the tests replace it to stand for another OpenBLAS setup.
+var numericsVia = stages.NumericsVia
+
 // memoFile is where the build memo of target lives: beside its build records.
 func (e *Engine) memoFile(target string) string {
 	return filepath.Join(e.cfg.historyDir, url.PathEscape(target), "memo")
@@ -42,10 +45,12 @@ func (e *Engine) memoFile(target string) string {
 
 // memoKey is the BLAKE3 of everything a build of g under target depends on before any node runs:
 // the running orkpipe executable (stage kinds, their versions, params binding and planning are
-// its code), the memory budget (planning refuses nodes above it), the target name, every node's
-// id, stage, params and input wiring, the content digest of every source file (through hash: the
-// store's stat cache) and the exports. Nodes' keys are a function of these and of their tools'
-// digests, which the memo lists and checks separately.
+// its code), its numerics (stages.Numerics: in a -tags blas build the OpenBLAS library, kernel set
+// and thread count, which are every node's key material but not the executable's code), the
+// memory budget (planning refuses nodes above it), the target name, every node's id, stage,
+// params and input wiring, the content digest of every source file (through hash: the store's
+// stat cache) and the exports. Nodes' keys are a function of these and of their tools' digests,
+// which the memo lists and checks separately.
 func (e *Engine) memoKey(ctx context.Context, target string, g *Graph, hash func(context.Context, string) (artifacts.Object, error)) (artifacts.Digest, error) {
 	exe, err := stages.ExecutablePath()
 	if err != nil {
@@ -55,9 +60,14 @@ func (e *Engine) memoKey(ctx context.Context, target string, g *Graph, hash func
 	if err != nil {
 		return artifacts.Digest{}, fmt.Errorf("the orkpipe executable %s: %w", exe, err)
 	}
+	numerics, err := numericsVia(ctx, hash)
+	if err != nil {
+		return artifacts.Digest{}, err
+	}
 	w, sum := hashWriter()
-	w.str("orkpipe build memo key 1")
+	w.str("orkpipe build memo key 2")
 	w.digest(bin.Digest)
+	w.str(numerics)
 	w.str(target)
 	w.uint(uint64(e.cfg.mem))
 	w.uint(uint64(len(g.nodes)))

@@ -336,6 +336,28 @@ func memoBodyLen(t *testing.T, b []byte) int {
 	return int(binary.LittleEndian.Uint64(b[8:16]))
 }
 
+// TestBuildFromMemoNumerics: a build memo is not served to a binary computing with other numerics
+// (a -tags blas build after OpenBLAS was upgraded, or run with another OPENBLAS_NUM_THREADS or
+// OPENBLAS_CORETYPE): every node's key names the numerics, so the outputs the memo lists are not
+// this build's. Back on the memo's numerics, it serves again.
+func TestBuildFromMemoNumerics(t *testing.T) {
+	f := newMemoFixture(t)
+	g := memoGraph(f.src, f.tool, "x")
+	f.warm(g)
+	if f.fromMemo(g) == nil {
+		t.Fatalf("no memo hit before the change (warnings: %s)", f.log.warnings())
+	}
+	t.Run("other numerics", func(t *testing.T) {
+		engine.SetNumerics(t, "openblas HASWELL 0123 threads 1")
+		if res := f.fromMemo(g); res != nil {
+			t.Fatalf("BuildFromMemo served a build made with other numerics: executed %d cached %d", res.Executed, res.Cached)
+		}
+	})
+	if f.fromMemo(g) == nil {
+		t.Errorf("no memo hit with the memo's own numerics again (warnings: %s)", f.log.warnings())
+	}
+}
+
 // TestBuildFromMemoDamagedRecords: a memo whose records (the no-op's build record for explain;
 // no build decision reads them) are damaged after its checksummed head still serves the build,
 // writes no build record from them, warns, and is removed: the next build plans in full and

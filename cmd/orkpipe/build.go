@@ -133,16 +133,21 @@ func runBuild(ctx context.Context, opts *globalOptions, path string, sets []stri
 		}
 	}()
 	eng := s.engine
+	// A build whose executable, budget, graph, sources, tools and stored outputs are what its last
+	// build saw is served from that build's memo (engine package doc, "Build memo"); the memo is
+	// read, and its outputs looked up in the store, while the graph is planned.
+	var ahead *engine.MemoAhead
+	if !planOnly && check == nil {
+		ahead = eng.ReadMemoAhead(ctx, t.Name())
+	}
 	g, err := t.Graph(ctx)
 	if err != nil {
 		return asUsage(err)
 	}
 	bopts := engine.BuildOptions{OutDir: flags.outDir, Force: flags.force, Check: check}
 	var res *engine.Result
-	if !planOnly {
-		// A build whose executable, budget, graph, sources, tools and stored outputs are what its
-		// last build saw is served from that build's memo (engine package doc, "Build memo").
-		res, err = eng.BuildFromMemo(ctx, t.Name(), g, bopts)
+	if ahead != nil {
+		res, err = ahead.Build(ctx, g, bopts)
 	}
 	if res == nil && err == nil {
 		plan, perr := eng.Plan(g)

@@ -78,9 +78,10 @@
 //
 // A build in which every node was cached or executed also leaves, beside its target's records,
 // history/<url.PathEscape(target)>/memo: what a no-op rebuild of the same graph reports, keyed by
-// everything that outcome depends on before any node runs. Engine.BuildFromMemo (the CLI's build
-// tries it first) serves a build from it without planning, computing node keys or reading action
-// records, only when all of these hold:
+// everything that outcome depends on before any node runs. Engine.BuildFromMemo serves a build
+// from it without planning, computing node keys or reading action records (the CLI's build tries
+// it first, as Engine.ReadMemoAhead and MemoAhead.Build: the memo is read and its outputs looked
+// up in the store while the graph is planned), only when all of these hold:
 //
 //   - the memo key matches: the BLAKE3 of the running executable's digest (stages.ExecutablePath,
 //     through the stat cache: stage kinds, versions and planning are its code), its numerics

@@ -125,13 +125,76 @@ func (e *Engine) memoKey(ctx context.Context, target string, g *Graph, hash func
 // The use of the build's objects is recorded for GC (Store.MarkUsed) when the memo last recorded
 // it more than memoUseInterval ago; the memo file's mtime is that time.
 func (e *Engine) BuildFromMemo(ctx context.Context, target string, g *Graph, opts BuildOptions) (*Result, error) {
-	start := time.Now()
 	st, ok := e.store.(objectStater)
-	if !ok || g.Err() != nil || len(g.nodes) == 0 || ctx.Err() != nil || opts.Check != nil {
+	if !ok {
+		return nil, nil
+	}
+	return e.buildFromMemo(ctx, target, g, opts, st, func() (*memo, time.Time, func() bool, error) {
+		m, used, err := readMemo(e.memoFile(target))
+		return m, used, func() bool { return m.outputsStored(ctx, st) }, err
+	})
+}
+
+// MemoAhead is a target's build memo read ahead of planning: Engine.ReadMemoAhead starts reading it
+// and checking that the outputs it lists are in the store while the caller plans the graph, and
+// Build then decides as BuildFromMemo does. What is decided is the same either way; only when the
+// file is read and the outputs are stat'ed moves (before the memo key is known to match: on a miss
+// those stats are wasted, a few milliseconds on another core).
+type MemoAhead struct {
+	e      *Engine
+	target string
+	st     objectStater
+	done   chan struct{}
+	m      *memo
+	used   time.Time
+	err    error
+	stored bool
+	taken  bool
+}
+
+// ReadMemoAhead starts reading target's build memo, and checking its outputs, in the background.
+// Call Build on the result once, with the graph planned in the meantime; a MemoAhead never built
+// from is abandoned harmlessly (it only reads).
+func (e *Engine) ReadMemoAhead(ctx context.Context, target string) *MemoAhead {
+	a := &MemoAhead{e: e, target: target, done: make(chan struct{})}
+	st, ok := e.store.(objectStater)
+	if !ok {
+		close(a.done)
+		return a
+	}
+	a.st = st
+	go func() {
+		defer close(a.done)
+		if a.m, a.used, a.err = readMemo(e.memoFile(target)); a.err == nil {
+			a.stored = a.m.outputsStored(ctx, st)
+		}
+	}()
+	return a
+}
+
+// Build is BuildFromMemo of the target ReadMemoAhead was given, from what it read. It may be called
+// once: a second call returns (nil, nil), a miss, since the store may have changed since the read.
+func (a *MemoAhead) Build(ctx context.Context, g *Graph, opts BuildOptions) (*Result, error) {
+	<-a.done
+	if a.st == nil || a.taken {
+		return nil, nil
+	}
+	a.taken = true
+	return a.e.buildFromMemo(ctx, a.target, g, opts, a.st, func() (*memo, time.Time, func() bool, error) {
+		return a.m, a.used, func() bool { return a.stored }, a.err
+	})
+}
+
+// buildFromMemo is BuildFromMemo with the memo from load: the memo, its mtime, whether the
+// outputs it lists are in the store (asked only once the key matched), or the error reading it.
+func (e *Engine) buildFromMemo(ctx context.Context, target string, g *Graph, opts BuildOptions, st objectStater,
+	load func() (*memo, time.Time, func() bool, error)) (*Result, error) {
+	start := time.Now()
+	if g.Err() != nil || len(g.nodes) == 0 || ctx.Err() != nil || opts.Check != nil {
 		return nil, nil
 	}
 	path := e.memoFile(target)
-	m, used, err := readMemo(path)
+	m, used, stored, err := load()
 	if err != nil {
 		if !errors.Is(err, fs.ErrNotExist) && !errors.Is(err, errMemoVersion) {
 			e.cfg.logger.Warn("build memo unusable; planning the build", "target", target, "path", path, "err", err)
@@ -162,7 +225,7 @@ func (e *Engine) BuildFromMemo(ctx context.Context, target string, g *Graph, opt
 			return nil, nil
 		}
 	}
-	if !m.outputsStored(ctx, st) {
+	if !stored() {
 		return nil, nil // collected, quarantined or replaced: the planned build runs its producer
 	}
 	if now := time.Now(); now.Before(used) || now.Sub(used) >= memoUseInterval {

@@ -92,6 +92,7 @@ type memoFixture struct {
 	src, tool  string
 	opts       engine.BuildOptions
 	historyDir string
+	ahead      bool // fromMemo reads the memo ahead (Engine.ReadMemoAhead, MemoAhead.Build)
 }
 
 func newMemoFixture(t *testing.T) *memoFixture {
@@ -116,11 +117,25 @@ func (f *memoFixture) engine(mem int64) *engine.Engine {
 // fromMemo tries the memo; it fails the test on an error.
 func (f *memoFixture) fromMemo(g *engine.Graph) *engine.Result {
 	f.t.Helper()
-	res, err := f.e.BuildFromMemo(context.Background(), "memo", g, f.opts)
+	ctx := context.Background()
+	var res *engine.Result
+	var err error
+	if f.ahead {
+		res, err = f.e.ReadMemoAhead(ctx, "memo").Build(ctx, g, f.opts)
+	} else {
+		res, err = f.e.BuildFromMemo(ctx, "memo", g, f.opts)
+	}
 	if err != nil {
-		f.t.Fatalf("BuildFromMemo: %v", err)
+		f.t.Fatalf("BuildFromMemo (ahead %v): %v", f.ahead, err)
 	}
 	return res
+}
+
+// memoWays runs test both ways a build memo is read: by BuildFromMemo, and ahead of planning.
+func memoWays(t *testing.T, test func(t *testing.T, ahead bool)) {
+	for _, ahead := range []bool{false, true} {
+		t.Run(map[bool]string{false: "BuildFromMemo", true: "ReadMemoAhead"}[ahead], func(t *testing.T) { test(t, ahead) })
+	}
 }
 
 // warm builds g in full twice (the second lets the stat cache vouch for the exports, past its
@@ -135,9 +150,12 @@ func (f *memoFixture) warm(g *engine.Graph) {
 
 // TestBuildFromMemoIsANoopBuild: once a build has run, BuildFromMemo serves the same graph with
 // exactly the events, result, outputs and build record a no-op Build gives, running nothing.
-func TestBuildFromMemoIsANoopBuild(t *testing.T) {
+func TestBuildFromMemoIsANoopBuild(t *testing.T) { memoWays(t, testBuildFromMemoIsANoopBuild) }
+
+func testBuildFromMemoIsANoopBuild(t *testing.T, ahead bool) {
 	resetCounts()
 	f := newMemoFixture(t)
+	f.ahead = ahead
 	g := memoGraph(f.src, f.tool, "x")
 	if res := f.fromMemo(g); res != nil {
 		t.Fatalf("BuildFromMemo before any build served %+v", res)
@@ -261,7 +279,7 @@ func TestBuildFromMemoGuards(t *testing.T) {
 		}},
 		{name: "executable", want: "", change: func(f *memoFixture) *engine.Graph {
 			exe := filepath.Join(t.TempDir(), "orkpipe")
-			writeFile(t, exe, "another orkpipe")
+			writeFile(t, exe, "another orkpipe than "+f.src) // f's own: the cleanup comes after both ways
 			old := stages.ExecutablePath
 			stages.ExecutablePath = func() (string, error) { return exe, nil }
 			t.Cleanup(func() { stages.ExecutablePath = old })
@@ -291,32 +309,51 @@ func TestBuildFromMemoGuards(t *testing.T) {
 		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			resetCounts()
-			f := newMemoFixture(t)
-			f.warm(memoGraph(f.src, f.tool, "x"))
-			if f.fromMemo(memoGraph(f.src, f.tool, "x")) == nil {
-				t.Fatalf("no memo hit before the change (warnings: %s)", f.log.warnings())
-			}
-			f.log.warnings()
-			time.Sleep(20 * time.Millisecond) // a rewritten file gets another mtime
-			g := tc.change(f)
-			if res := f.fromMemo(g); res != nil {
-				t.Fatalf("BuildFromMemo served the build after the change: executed %d cached %d", res.Executed, res.Cached)
-			}
-			if w := f.log.warnings(); tc.warns == "" && w != "" || !strings.Contains(w, tc.warns) {
-				t.Errorf("warnings %q, want them to mention %q", w, tc.warns)
-			}
-			resetCounts()
-			mustBuild(t, f.e, "memo", g, f.opts)
-			if got := executedTags(); got != tc.want {
-				t.Errorf("the planned build after the change executed %q, want %q", got, tc.want)
-			}
-			// That build wrote a new memo: the next one is served from it, running nothing.
-			resetCounts()
-			if f.fromMemo(g) == nil || executedTags() != "" {
-				t.Errorf("no memo hit after the planned build (warnings: %s)", f.log.warnings())
-			}
+			memoWays(t, func(t *testing.T, ahead bool) {
+				resetCounts()
+				f := newMemoFixture(t)
+				f.ahead = ahead
+				f.warm(memoGraph(f.src, f.tool, "x"))
+				if f.fromMemo(memoGraph(f.src, f.tool, "x")) == nil {
+					t.Fatalf("no memo hit before the change (warnings: %s)", f.log.warnings())
+				}
+				f.log.warnings()
+				time.Sleep(20 * time.Millisecond) // a rewritten file gets another mtime
+				g := tc.change(f)
+				if res := f.fromMemo(g); res != nil {
+					t.Fatalf("BuildFromMemo served the build after the change: executed %d cached %d", res.Executed, res.Cached)
+				}
+				if w := f.log.warnings(); tc.warns == "" && w != "" || !strings.Contains(w, tc.warns) {
+					t.Errorf("warnings %q, want them to mention %q", w, tc.warns)
+				}
+				resetCounts()
+				mustBuild(t, f.e, "memo", g, f.opts)
+				if got := executedTags(); got != tc.want {
+					t.Errorf("the planned build after the change executed %q, want %q", got, tc.want)
+				}
+				// That build wrote a new memo: the next one is served from it, running nothing.
+				resetCounts()
+				if f.fromMemo(g) == nil || executedTags() != "" {
+					t.Errorf("no memo hit after the planned build (warnings: %s)", f.log.warnings())
+				}
+			})
 		})
+	}
+}
+
+// TestMemoAheadBuildsOnce: a memo read ahead serves one build; a second Build of it is a miss,
+// since what it read (the outputs' presence above all) may be stale by then.
+func TestMemoAheadBuildsOnce(t *testing.T) {
+	f := newMemoFixture(t)
+	g := memoGraph(f.src, f.tool, "x")
+	f.warm(g)
+	ctx := context.Background()
+	a := f.e.ReadMemoAhead(ctx, "memo")
+	if res, err := a.Build(ctx, g, f.opts); err != nil || res == nil {
+		t.Fatalf("first Build: %v, %v (warnings: %s)", res, err, f.log.warnings())
+	}
+	if res, err := a.Build(ctx, g, f.opts); err != nil || res != nil {
+		t.Fatalf("second Build of one MemoAhead: %+v, %v; want a miss", res, err)
 	}
 }
 

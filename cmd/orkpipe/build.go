@@ -134,30 +134,40 @@ func runBuild(ctx context.Context, opts *globalOptions, path string, sets []stri
 	}()
 	eng := s.engine
 	// A build whose executable, budget, graph, sources, tools and stored outputs are what its last
-	// build saw is served from that build's memo (engine package doc, "Build memo"); the memo is
-	// read, and its outputs looked up in the store, while the graph is planned.
+	// build saw is served from that build's memo (engine package doc, "Build memo"): without
+	// planning the graph when the memo was written under this recipe's plan key
+	// (build.Target.PlanKey), else with the graph planned while the memo is read ahead.
+	planKey, err := t.PlanKey()
+	if err != nil {
+		return err
+	}
+	bopts := engine.BuildOptions{OutDir: flags.outDir, Force: flags.force, Check: check, Plan: planKey}
 	var ahead *engine.MemoAhead
+	var res *engine.Result
 	if !planOnly && check == nil {
 		ahead = eng.ReadMemoAhead(ctx, t.Name())
-	}
-	g, err := t.Graph(ctx)
-	if err != nil {
-		return asUsage(err)
-	}
-	bopts := engine.BuildOptions{OutDir: flags.outDir, Force: flags.force, Check: check}
-	var res *engine.Result
-	if ahead != nil {
-		res, err = ahead.Build(ctx, g, bopts)
+		if res, err = ahead.BuildUnplanned(ctx, planKey, bopts); res != nil {
+			opts.logger.Info("build served from its memo without planning the graph", "target", t.Name())
+		}
 	}
 	if res == nil && err == nil {
-		plan, perr := eng.Plan(g)
-		if perr != nil {
-			return asUsage(perr)
+		g, gerr := t.Graph(ctx) // the memo, if read ahead, is checked meanwhile
+		if gerr != nil {
+			return asUsage(gerr)
 		}
-		if planOnly {
-			return printBuildPlan(ctx, opts, eng, plan, t.Name(), mem)
+		if ahead != nil {
+			res, err = ahead.Build(ctx, g, bopts)
 		}
-		res, err = eng.Build(ctx, t.Name(), plan, bopts)
+		if res == nil && err == nil {
+			plan, perr := eng.Plan(g)
+			if perr != nil {
+				return asUsage(perr)
+			}
+			if planOnly {
+				return printBuildPlan(ctx, opts, eng, plan, t.Name(), mem)
+			}
+			res, err = eng.Build(ctx, t.Name(), plan, bopts)
+		}
 	}
 	// The timeline of this run, beside the outputs (also when it failed): not a DAG output, since
 	// timings differ on every run (reporthtml.TimelineFile).

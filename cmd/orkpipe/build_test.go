@@ -7,16 +7,25 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"orkpipe/stages/reporthtml"
 )
 
 // TestBuildCommand builds a tiny synthetic recipe through the CLI with --json: the summary line
-// names the outputs by role, the files exist read-only, a second run executes nothing and
-// --plan reports every node cached; a bad recipe is a usage error (exit 2).
+// names the outputs by role, the files exist read-only, a second run executes nothing (served
+// from the build memo without planning) and --plan reports every node cached; a changed source
+// file or --set runs what depends on it; a bad recipe is a usage error (exit 2).
 func TestBuildCommand(t *testing.T) {
 	dir := t.TempDir()
-	corpus, _ := filepath.Abs("../../pipelines/recipes/demo-corpus.txt")
+	corpusText, err := os.ReadFile("../../pipelines/recipes/demo-corpus.txt")
+	if err != nil {
+		t.Fatal(err)
+	}
+	corpus := filepath.Join(dir, "corpus.txt")
+	if err := os.WriteFile(corpus, corpusText, 0o644); err != nil {
+		t.Fatal(err)
+	}
 	eval, _ := filepath.Abs("../../pipelines/recipes/demo-eval.txt")
 	recipe := filepath.Join(dir, "r.yaml")
 	os.WriteFile(recipe, []byte(`name: clitiny
@@ -55,9 +64,12 @@ screen: {text: `+eval+`, ctx: 32}
 	if err != nil {
 		t.Fatalf("no build memo after the first run: %v", err)
 	}
-	stdout, _, code = demoCLI(t, args...)
+	stdout, stderr, code = demoCLI(t, append([]string{"-v"}, args...)...)
 	if _, sum := demoEvents(t, stdout); code != 0 || sum["executed"].(float64) != 0 {
 		t.Errorf("second run: exit %d, summary %v", code, sum)
+	}
+	if !strings.Contains(stderr, "without planning") {
+		t.Errorf("second run was not served from the memo without planning:\n%s", stderr)
 	}
 	// The second run was answered from the memo (a planned build would have written a new one).
 	if fi, err := os.Stat(memo); err != nil || !os.SameFile(fi, memoBefore) {
@@ -80,6 +92,16 @@ screen: {text: `+eval+`, ctx: 32}
 	}
 	if total == 0 || cached != total {
 		t.Errorf("--plan: %d of %d nodes cached:\n%s", cached, total, stdout)
+	}
+	// A source file is not part of the plan key but checked against the memo's digest: the
+	// corpus rewritten, the nodes that read it run again.
+	time.Sleep(20 * time.Millisecond) // another mtime
+	if err := os.WriteFile(corpus, append(corpusText, "\nOne more line of corpus.\n"...), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	stdout, stderr, code = demoCLI(t, append([]string{"-v"}, args...)...)
+	if _, sum := demoEvents(t, stdout); code != 0 || sum["executed"].(float64) == 0 || strings.Contains(stderr, "without planning") {
+		t.Errorf("run after the corpus changed: exit %d, summary %v: %s", code, sum, stderr)
 	}
 	// A --set is part of what the memo is keyed by: the screen it changes runs again.
 	stdout, stderr, code = demoCLI(t, append(args, "--set", "screen.ctx=16")...)

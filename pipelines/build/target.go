@@ -76,9 +76,12 @@
 package build
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
+	"runtime"
 
+	"orkpipe/artifacts"
 	"orkpipe/pipelines/recipe"
 )
 
@@ -136,6 +139,31 @@ func (t *Target) Name() string { return t.r.Name }
 
 // Recipe returns the recipe.
 func (t *Target) Recipe() *recipe.Recipe { return t.r }
+
+// PlanKey returns the digest of what Graph plans from, besides this binary's code and the files the
+// graph reads (its source inputs, whose digests the build memo checks itself: the model, whose
+// header Graph reads, the recipe file, the corpus, the texts, a board profile): the recipe with its
+// overrides applied, the recipe file's path, the override assignments, the memory budget and
+// GOMAXPROCS (stages' memory estimates count workers). It is engine.BuildOptions.Plan: a build
+// memo written under it serves a later build with the same key without planning the graph.
+//
+// The contract that makes that sound: Graph reads no file that is not a source input of the graph
+// it returns, and nothing of the environment but GOMAXPROCS (the numerics, which read the
+// OpenBLAS variables, are the engine's part of the key). Planning that comes to read more must add
+// it here.
+func (t *Target) PlanKey() (artifacts.Digest, error) {
+	b, err := json.Marshal(struct {
+		Recipe     *recipe.Recipe `json:"recipe"`
+		Path       string         `json:"path"`
+		Overrides  []string       `json:"overrides"`
+		Mem        int64          `json:"mem"`
+		GOMAXPROCS int            `json:"gomaxprocs"`
+	}{t.r, t.r.Path, t.overrides, t.mem, runtime.GOMAXPROCS(0)})
+	if err != nil {
+		return artifacts.Digest{}, fmt.Errorf("build: the plan key of recipe %q: %w", t.r.Name, err)
+	}
+	return artifacts.SumBytes(append([]byte("orkpipe build plan key 1\n"), b...)), nil
+}
 
 // Outputs names the files a build materializes.
 type Outputs struct {

@@ -28,6 +28,12 @@ type BuildOptions struct {
 	// checked) on the recorded outputs, so one build reports every difference. Nodes not in the
 	// cache run as in any build. A checking build is never served from the build memo.
 	Check func(stage string) bool
+	// Plan, when not zero, is the caller's digest of everything the graph was planned from besides
+	// this executable, its numerics, the budget, the target name and the files the graph reads
+	// (build.Target.PlanKey). Build records it in the build memo, so that MemoAhead.BuildUnplanned
+	// given the same digest can serve the next build without the graph. The caller vouches that the
+	// graph is a function of these and of its source files' contents; BuildFromMemo ignores it.
+	Plan artifacts.Digest
 }
 
 // NodeResult is the outcome of one node.
@@ -135,7 +141,7 @@ func (e *Engine) Build(ctx context.Context, target string, p *Plan, opts BuildOp
 		e.cfg.logger.Warn("recording the build for explain", "target", target, "err", herr)
 	}
 	if err == nil && res.Failed == 0 && res.Skipped == 0 {
-		if merr := e.writeMemo(ctx, target, ps); merr != nil {
+		if merr := e.writeMemo(ctx, target, ps, opts.Plan); merr != nil {
 			e.cfg.logger.Warn("writing the build memo; the next build plans in full", "target", target, "err", merr)
 		}
 	}

@@ -94,6 +94,15 @@
 //   - every export passes the check Build's exports pass (re-hashed unless the stat cache vouches
 //     for the object file; a corrupt one is quarantined).
 //
+// MemoAhead.BuildUnplanned serves a build without even a graph: when the build that wrote the memo
+// was given BuildOptions.Plan — the caller's digest of everything the graph is planned from but the
+// files it reads (build.Target.PlanKey: the recipe, its overrides and path, GOMAXPROCS) — the memo
+// also holds the plan key (the BLAKE3 of the executable's digest, its numerics, the budget, the
+// target and that digest) and every source file of the graph with its digest. The memo key's check
+// is then replaced by two: the plan key matches the one computed from the caller's digest now, and
+// every source file still has its digest (stat cache); the other checks are the same. The graph is
+// a function of the planner's code and of these, which is the caller's contract (build.Target.PlanKey).
+//
 // Otherwise it is a miss and the build is planned and run as usual (and writes a new memo). A hit
 // records the use of the build's objects for GC (Store.MarkUsed: their access markers) only when
 // the memo's mtime — when it last did so, or when it was written — is 10 minutes old or more, and
@@ -102,14 +111,15 @@
 // binary; integers are unsigned LEB128 varints in their shortest form, strings and byte fields a
 // varint length and the bytes, digests 32 raw bytes:
 //
-//	"ORKMEMO2"  body length (uint64 little-endian)  body  BLAKE3-256 of the body (32 bytes)  records
-//	body:    memo key, node count, nodes, export count, exports, tool count, tools,
-//	         records length, records BLAKE3
+//	"ORKMEMO3"  body length (uint64 little-endian)  body  BLAKE3-256 of the body (32 bytes)  records
+//	body:    memo key, plan flag (0 or 1) [plan key], node count, nodes, export count, exports,
+//	         tool count, tools, source count, sources, records length, records BLAKE3
 //	node:    id, stage, node key, same-as node id ("" if none), declared memory,
 //	         dependency count, dependency indices (each below the node's own index),
 //	         output count, outputs (name, digest, size)
 //	export:  name, node index, output name
 //	tool:    path, digest
+//	source:  path, digest
 //	records: the build record's node list (every node's RecordedNode JSON, outcome cached,
 //	         comma-separated, without brackets): five sixths of the file for the bench's 27B graph
 //

@@ -11,6 +11,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"sync"
 	"time"
 
 	"golang.org/x/sync/errgroup"
@@ -35,6 +36,38 @@ type objectStater interface {
 // days.
 const memoUseInterval = 10 * time.Minute
 
+// binaryKey returns the digest of the running orkpipe executable and its numerics, both through hash.
+func binaryKey(ctx context.Context, hash func(context.Context, string) (artifacts.Object, error)) (artifacts.Digest, string, error) {
+	exe, err := stages.ExecutablePath()
+	if err != nil {
+		return artifacts.Digest{}, "", fmt.Errorf("locating the orkpipe executable: %w", err)
+	}
+	bin, err := hash(ctx, exe)
+	if err != nil {
+		return artifacts.Digest{}, "", fmt.Errorf("the orkpipe executable %s: %w", exe, err)
+	}
+	numerics, err := numericsVia(ctx, hash)
+	return bin.Digest, numerics, err
+}
+
+// planKey is the BLAKE3 of what a graph planned from plan (BuildOptions.Plan) depends on besides
+// its source files: the running executable (the planner is its code), its numerics, the memory
+// budget, the target name and plan.
+func (e *Engine) planKey(ctx context.Context, target string, plan artifacts.Digest, hash func(context.Context, string) (artifacts.Object, error)) (artifacts.Digest, error) {
+	bin, numerics, err := binaryKey(ctx, hash)
+	if err != nil {
+		return artifacts.Digest{}, err
+	}
+	w, sum := hashWriter()
+	w.str("orkpipe plan memo key 1")
+	w.digest(bin)
+	w.str(numerics)
+	w.uint(uint64(e.cfg.mem))
+	w.str(target)
+	w.digest(plan)
+	return sum(), nil
+}
+
 // numericsVia is stages.NumericsVia; the tests replace it to stand for another OpenBLAS setup.
 var numericsVia = stages.NumericsVia
 
@@ -52,21 +85,13 @@ func (e *Engine) memoFile(target string) string {
 // stat cache) and the exports. Nodes' keys are a function of these and of their tools' digests,
 // which the memo lists and checks separately.
 func (e *Engine) memoKey(ctx context.Context, target string, g *Graph, hash func(context.Context, string) (artifacts.Object, error)) (artifacts.Digest, error) {
-	exe, err := stages.ExecutablePath()
-	if err != nil {
-		return artifacts.Digest{}, fmt.Errorf("locating the orkpipe executable: %w", err)
-	}
-	bin, err := hash(ctx, exe)
-	if err != nil {
-		return artifacts.Digest{}, fmt.Errorf("the orkpipe executable %s: %w", exe, err)
-	}
-	numerics, err := numericsVia(ctx, hash)
+	bin, numerics, err := binaryKey(ctx, hash)
 	if err != nil {
 		return artifacts.Digest{}, err
 	}
 	w, sum := hashWriter()
 	w.str("orkpipe build memo key 2")
-	w.digest(bin.Digest)
+	w.digest(bin)
 	w.str(numerics)
 	w.str(target)
 	w.uint(uint64(e.cfg.mem))
@@ -131,8 +156,17 @@ func (e *Engine) BuildFromMemo(ctx context.Context, target string, g *Graph, opt
 	}
 	return e.buildFromMemo(ctx, target, g, opts, st, func() (*memo, time.Time, func() bool, error) {
 		m, used, err := readMemo(e.memoFile(target))
+		e.memoUnusable(target, err)
 		return m, used, func() bool { return m.outputsStored(ctx, st) }, err
 	})
+}
+
+// memoUnusable logs why target's memo could not be read, unless it does not exist or is another
+// orkpipe's (err nil: nothing).
+func (e *Engine) memoUnusable(target string, err error) {
+	if err != nil && !errors.Is(err, fs.ErrNotExist) && !errors.Is(err, errMemoVersion) {
+		e.cfg.logger.Warn("build memo unusable; planning the build", "target", target, "path", e.memoFile(target), "err", err)
+	}
 }
 
 // MemoAhead is a target's build memo read ahead of planning: Engine.ReadMemoAhead starts reading it
@@ -150,6 +184,8 @@ type MemoAhead struct {
 	err    error
 	stored bool
 	taken  bool
+
+	reported sync.Once // memoUnusable, once for both Build and BuildUnplanned
 }
 
 // ReadMemoAhead starts reading target's build memo, and checking its outputs, in the background.
@@ -179,6 +215,7 @@ func (a *MemoAhead) Build(ctx context.Context, g *Graph, opts BuildOptions) (*Re
 	if a.st == nil || a.taken {
 		return nil, nil
 	}
+	a.reported.Do(func() { a.e.memoUnusable(a.target, a.err) })
 	a.taken = true
 	return a.e.buildFromMemo(ctx, a.target, g, opts, a.st, func() (*memo, time.Time, func() bool, error) {
 		return a.m, a.used, func() bool { return a.stored }, a.err
@@ -196,22 +233,9 @@ func (e *Engine) buildFromMemo(ctx context.Context, target string, g *Graph, opt
 	path := e.memoFile(target)
 	m, used, stored, err := load()
 	if err != nil {
-		if !errors.Is(err, fs.ErrNotExist) && !errors.Is(err, errMemoVersion) {
-			e.cfg.logger.Warn("build memo unusable; planning the build", "target", target, "path", path, "err", err)
-		}
-		return nil, nil
+		return nil, nil // load reported it
 	}
-	hashed := map[string]artifacts.Object{}
-	hash := func(ctx context.Context, p string) (artifacts.Object, error) {
-		if obj, ok := hashed[p]; ok {
-			return obj, nil
-		}
-		obj, err := e.store.HashFile(ctx, p)
-		if err == nil {
-			hashed[p] = obj
-		}
-		return obj, err
-	}
+	hash := newSourceHasher(e.store).hash
 	key, err := e.memoKey(ctx, target, g, hash)
 	if err != nil || key != m.key {
 		return nil, nil // a changed input (or one that cannot be read: the planned build says why)
@@ -220,6 +244,44 @@ func (e *Engine) buildFromMemo(ctx context.Context, target string, g *Graph, opt
 		e.cfg.logger.Warn("build memo does not match its graph; planning the build", "target", target, "path", path, "why", why)
 		return nil, nil
 	}
+	return e.serveMemo(ctx, target, start, m, used, stored, opts, st, hash)
+}
+
+// BuildUnplanned is Build without a graph: it serves the build from the memo when the memo was
+// written by a build given BuildOptions.Plan equal to plan (and this executable, numerics, budget
+// and target: planKey), every source file of that build's graph still has the digest it had, and
+// everything Build checks holds. It returns (nil, nil) on a miss and leaves the MemoAhead to Build
+// then, with the graph planned.
+func (a *MemoAhead) BuildUnplanned(ctx context.Context, plan artifacts.Digest, opts BuildOptions) (*Result, error) {
+	start := time.Now()
+	<-a.done
+	if a.st == nil || a.taken {
+		return nil, nil
+	}
+	a.reported.Do(func() { a.e.memoUnusable(a.target, a.err) })
+	if a.err != nil || plan.IsZero() || a.m.plan.IsZero() || ctx.Err() != nil || opts.Check != nil {
+		return nil, nil
+	}
+	hash := newSourceHasher(a.e.store).hash
+	key, err := a.e.planKey(ctx, a.target, plan, hash)
+	if err != nil || key != a.m.plan {
+		return nil, nil
+	}
+	for _, f := range a.m.sources {
+		if obj, err := hash(ctx, f.path); err != nil || obj.Digest != f.digest {
+			return nil, nil // the planned build reads it again (and says what is wrong with it)
+		}
+	}
+	a.taken = true
+	return a.e.serveMemo(ctx, a.target, start, a.m, a.used, func() bool { return a.stored }, opts, a.st, hash)
+}
+
+// serveMemo serves a build from memo m, whose key matched: when every tool still has its digest,
+// stored says the outputs are in the store and every export verifies, it emits the events of a
+// no-op build, delivers the exports and records the build; else it returns (nil, nil).
+func (e *Engine) serveMemo(ctx context.Context, target string, start time.Time, m *memo, used time.Time, stored func() bool, opts BuildOptions,
+	st objectStater, hash func(context.Context, string) (artifacts.Object, error)) (*Result, error) {
+	path := e.memoFile(target)
 	for _, t := range m.tools {
 		if obj, err := hash(ctx, t.path); err != nil || obj.Digest != t.digest {
 			return nil, nil
@@ -275,7 +337,7 @@ func (e *Engine) buildFromMemo(ctx context.Context, target string, g *Graph, opt
 		emit(Event{Event: EventNodeCached, Node: n.id, Key: n.key.String(), Stage: n.stage, Time: time.Now(), SameAs: n.sameAs, Outputs: outs})
 		res.Nodes = append(res.Nodes, NodeResult{ID: n.id, Stage: n.stage, Key: n.key, Outcome: OutcomeCached, SameAs: n.sameAs})
 	}
-	err = e.deliver(ctx, target, exports, opts, res)
+	err := e.deliver(ctx, target, exports, opts, res)
 	if err == nil {
 		nodes := func(w io.Writer) error { return copyRecords(w, path, m) }
 		if herr := e.writeRecord(target, start, nodes); errors.Is(herr, errMemoFormat) {
@@ -425,7 +487,7 @@ func copyRecords(w io.Writer, path string, m *memo) error {
 // BuildFromMemo. Its key is computed with the digests the pass used (ps.sources), so a source
 // that changed meanwhile makes the next build a miss. Failing only costs the next build its
 // shortcut, so errors are logged by the caller.
-func (e *Engine) writeMemo(ctx context.Context, target string, ps *pass) error {
+func (e *Engine) writeMemo(ctx context.Context, target string, ps *pass, plan artifacts.Digest) error {
 	if _, ok := e.store.(objectStater); !ok {
 		return nil
 	}
@@ -434,6 +496,26 @@ func (e *Engine) writeMemo(ctx context.Context, target string, ps *pass) error {
 		return err
 	}
 	m := &memo{key: key, nodes: make([]memoNode, len(ps.states)), exports: ps.p.exports}
+	if !plan.IsZero() {
+		if m.plan, err = e.planKey(ctx, target, plan, ps.sources.hash); err != nil {
+			return err
+		}
+	}
+	sources := map[string]bool{}
+	for _, n := range ps.p.graph.nodes {
+		for _, name := range n.inputNames() {
+			in := n.inputs[name]
+			if in.node != nil || sources[in.path] {
+				continue
+			}
+			sources[in.path] = true
+			obj, err := ps.sources.hash(ctx, in.path)
+			if err != nil {
+				return err
+			}
+			m.sources = append(m.sources, memoTool{path: in.path, digest: obj.Digest})
+		}
+	}
 	tools := map[string]bool{}
 	for i, s := range ps.states {
 		pn := ps.p.nodes[i]

@@ -32,6 +32,7 @@ func memoGraph(src, tool, xTag string) *engine.Graph {
 	z := node(g, "z", testParams{}, map[string]engine.Input{"l": x.Output("out"), "r": b2.Output("out"), "t": tl.Output("out")})
 	g.Export("z.bin", z.Output("out"))
 	g.Export("b.bin", g.Node("b").Output("out"))
+	planKeys.Store(g, artifacts.SumBytes([]byte(src+"\x00"+tool+"\x00"+xTag)))
 	return g
 }
 
@@ -92,7 +93,34 @@ type memoFixture struct {
 	src, tool  string
 	opts       engine.BuildOptions
 	historyDir string
-	ahead      bool // fromMemo reads the memo ahead (Engine.ReadMemoAhead, MemoAhead.Build)
+	way        memoWay
+}
+
+// memoWay is how a test reads the build memo.
+type memoWay int
+
+const (
+	fromMemo  memoWay = iota // Engine.BuildFromMemo
+	ahead                    // Engine.ReadMemoAhead, then MemoAhead.Build with the graph
+	unplanned                // builds record a plan key (BuildOptions.Plan); MemoAhead.BuildUnplanned
+)
+
+func (w memoWay) String() string {
+	return [...]string{"BuildFromMemo", "ReadMemoAhead", "BuildUnplanned"}[w]
+}
+
+// planKeys stands for build.Target.PlanKey in these tests: memoGraph records, for each graph, the
+// digest of what it was made from.
+var planKeys sync.Map // *engine.Graph -> artifacts.Digest
+
+// optsFor returns the fixture's build options for g: with g's plan key when the way is unplanned.
+func (f *memoFixture) optsFor(g *engine.Graph) engine.BuildOptions {
+	o := f.opts
+	if f.way == unplanned {
+		p, _ := planKeys.Load(g)
+		o.Plan = p.(artifacts.Digest)
+	}
+	return o
 }
 
 func newMemoFixture(t *testing.T) *memoFixture {
@@ -120,21 +148,25 @@ func (f *memoFixture) fromMemo(g *engine.Graph) *engine.Result {
 	ctx := context.Background()
 	var res *engine.Result
 	var err error
-	if f.ahead {
+	switch f.way {
+	case ahead:
 		res, err = f.e.ReadMemoAhead(ctx, "memo").Build(ctx, g, f.opts)
-	} else {
+	case unplanned:
+		o := f.optsFor(g)
+		res, err = f.e.ReadMemoAhead(ctx, "memo").BuildUnplanned(ctx, o.Plan, o)
+	default:
 		res, err = f.e.BuildFromMemo(ctx, "memo", g, f.opts)
 	}
 	if err != nil {
-		f.t.Fatalf("BuildFromMemo (ahead %v): %v", f.ahead, err)
+		f.t.Fatalf("%v: %v", f.way, err)
 	}
 	return res
 }
 
-// memoWays runs test both ways a build memo is read: by BuildFromMemo, and ahead of planning.
-func memoWays(t *testing.T, test func(t *testing.T, ahead bool)) {
-	for _, ahead := range []bool{false, true} {
-		t.Run(map[bool]string{false: "BuildFromMemo", true: "ReadMemoAhead"}[ahead], func(t *testing.T) { test(t, ahead) })
+// memoWays runs test for every way a build memo is read.
+func memoWays(t *testing.T, test func(t *testing.T, way memoWay)) {
+	for _, way := range []memoWay{fromMemo, ahead, unplanned} {
+		t.Run(way.String(), func(t *testing.T) { test(t, way) })
 	}
 }
 
@@ -142,9 +174,9 @@ func memoWays(t *testing.T, test func(t *testing.T, ahead bool)) {
 // racy window) and forgets the events.
 func (f *memoFixture) warm(g *engine.Graph) {
 	f.t.Helper()
-	mustBuild(f.t, f.e, "memo", g, f.opts)
+	mustBuild(f.t, f.e, "memo", g, f.optsFor(g))
 	time.Sleep(250 * time.Millisecond)
-	mustBuild(f.t, f.e, "memo", g, f.opts)
+	mustBuild(f.t, f.e, "memo", g, f.optsFor(g))
 	f.log.take()
 }
 
@@ -152,16 +184,16 @@ func (f *memoFixture) warm(g *engine.Graph) {
 // exactly the events, result, outputs and build record a no-op Build gives, running nothing.
 func TestBuildFromMemoIsANoopBuild(t *testing.T) { memoWays(t, testBuildFromMemoIsANoopBuild) }
 
-func testBuildFromMemoIsANoopBuild(t *testing.T, ahead bool) {
+func testBuildFromMemoIsANoopBuild(t *testing.T, way memoWay) {
 	resetCounts()
 	f := newMemoFixture(t)
-	f.ahead = ahead
+	f.way = way
 	g := memoGraph(f.src, f.tool, "x")
 	if res := f.fromMemo(g); res != nil {
 		t.Fatalf("BuildFromMemo before any build served %+v", res)
 	}
 	f.warm(g)
-	noop := mustBuild(t, f.e, "memo", g, f.opts)
+	noop := mustBuild(t, f.e, "memo", g, f.optsFor(g))
 	want := f.log.take()
 	resetCounts()
 	res := f.fromMemo(g)
@@ -309,10 +341,10 @@ func TestBuildFromMemoGuards(t *testing.T) {
 		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			memoWays(t, func(t *testing.T, ahead bool) {
+			memoWays(t, func(t *testing.T, way memoWay) {
 				resetCounts()
 				f := newMemoFixture(t)
-				f.ahead = ahead
+				f.way = way
 				f.warm(memoGraph(f.src, f.tool, "x"))
 				if f.fromMemo(memoGraph(f.src, f.tool, "x")) == nil {
 					t.Fatalf("no memo hit before the change (warnings: %s)", f.log.warnings())
@@ -327,7 +359,7 @@ func TestBuildFromMemoGuards(t *testing.T) {
 					t.Errorf("warnings %q, want them to mention %q", w, tc.warns)
 				}
 				resetCounts()
-				mustBuild(t, f.e, "memo", g, f.opts)
+				mustBuild(t, f.e, "memo", g, f.optsFor(g))
 				if got := executedTags(); got != tc.want {
 					t.Errorf("the planned build after the change executed %q, want %q", got, tc.want)
 				}
@@ -338,6 +370,35 @@ func TestBuildFromMemoGuards(t *testing.T) {
 				}
 			})
 		})
+	}
+}
+
+// TestBuildUnplannedNeedsAPlanKey: a memo written by a build given no plan key (BuildOptions.Plan
+// zero) never serves BuildUnplanned, and one written under another plan key does not either; the
+// same MemoAhead then serves Build with the planned graph.
+func TestBuildUnplannedNeedsAPlanKey(t *testing.T) {
+	f := newMemoFixture(t)
+	g := memoGraph(f.src, f.tool, "x")
+	f.warm(g) // way fromMemo: no plan key recorded
+	ctx := context.Background()
+	p, _ := planKeys.Load(g)
+	for _, plan := range []artifacts.Digest{p.(artifacts.Digest), {}} {
+		a := f.e.ReadMemoAhead(ctx, "memo")
+		if res, err := a.BuildUnplanned(ctx, plan, f.opts); err != nil || res != nil {
+			t.Fatalf("BuildUnplanned(%v) of a memo without a plan key: %+v, %v; want a miss", plan, res, err)
+		}
+		if res, err := a.Build(ctx, g, f.opts); err != nil || res == nil {
+			t.Fatalf("Build after the unplanned miss: %v, %v (warnings: %s)", res, err, f.log.warnings())
+		}
+	}
+	f.way = unplanned
+	f.warm(g)
+	a := f.e.ReadMemoAhead(ctx, "memo")
+	if res, err := a.BuildUnplanned(ctx, artifacts.SumBytes([]byte("another recipe")), f.opts); err != nil || res != nil {
+		t.Fatalf("BuildUnplanned under another plan key: %+v, %v; want a miss", res, err)
+	}
+	if f.fromMemo(g) == nil {
+		t.Errorf("no BuildUnplanned hit under the memo's plan key (warnings: %s)", f.log.warnings())
 	}
 }
 
@@ -377,8 +438,11 @@ func memoBodyLen(t *testing.T, b []byte) int {
 // (a -tags blas build after OpenBLAS was upgraded, or run with another OPENBLAS_NUM_THREADS or
 // OPENBLAS_CORETYPE): every node's key names the numerics, so the outputs the memo lists are not
 // this build's. Back on the memo's numerics, it serves again.
-func TestBuildFromMemoNumerics(t *testing.T) {
+func TestBuildFromMemoNumerics(t *testing.T) { memoWays(t, testBuildFromMemoNumerics) }
+
+func testBuildFromMemoNumerics(t *testing.T, way memoWay) {
 	f := newMemoFixture(t)
+	f.way = way
 	g := memoGraph(f.src, f.tool, "x")
 	f.warm(g)
 	if f.fromMemo(g) == nil {

@@ -16,7 +16,7 @@ import (
 // (errMemoVersion: a miss, like a memo whose key differs, not a damaged file).
 const (
 	memoMagicPrefix = "ORKMEMO"
-	memoMagic       = memoMagicPrefix + "2"
+	memoMagic       = memoMagicPrefix + "3"
 )
 
 // memoMaxSize bounds a memo file read from disk (a 901-node graph's memo is a few hundred KB).
@@ -33,9 +33,11 @@ var errMemoVersion = errors.New("build memo: another format version")
 // its node keys depend on. See the package doc.
 type memo struct {
 	key     artifacts.Digest
+	plan    artifacts.Digest // planKey of the build's BuildOptions.Plan; zero: none given
 	nodes   []memoNode
 	exports []pexport // node indices into nodes
 	tools   []memoTool
+	sources []memoTool // every source file of the graph, with the digest the build used
 	// records is the build record's node list as a no-op rebuild records it (explain): every node's
 	// RecordedNode, outcome cached, as JSON, in node order, separated by commas (without the
 	// brackets), so that the record is written from these bytes as they are. They follow the
@@ -58,7 +60,8 @@ type memoNode struct {
 	outputs   []artifacts.NamedObject
 }
 
-// memoTool is an external tool some node's key depends on, with the digest it had.
+// memoTool is a file with the digest it had: an external tool some node's key depends on, or a
+// source file of the graph.
 type memoTool struct {
 	path   string
 	digest artifacts.Digest
@@ -73,6 +76,12 @@ func encodeMemo(m *memo) []byte {
 	var b bytes.Buffer
 	w := memoWriter{w: &b}
 	w.digest(m.key)
+	if m.plan.IsZero() {
+		w.uint(0)
+	} else {
+		w.uint(1)
+		w.digest(m.plan)
+	}
 	w.uint(uint64(len(m.nodes)))
 	for _, n := range m.nodes {
 		w.str(n.id)
@@ -97,10 +106,12 @@ func encodeMemo(m *memo) []byte {
 		w.uint(uint64(x.node))
 		w.str(x.output)
 	}
-	w.uint(uint64(len(m.tools)))
-	for _, t := range m.tools {
-		w.str(t.path)
-		w.digest(t.digest)
+	for _, list := range [][]memoTool{m.tools, m.sources} {
+		w.uint(uint64(len(list)))
+		for _, t := range list {
+			w.str(t.path)
+			w.digest(t.digest)
+		}
 	}
 	w.uint(uint64(len(m.records)))
 	w.digest(artifacts.SumBytes(m.records))
@@ -162,6 +173,9 @@ func decodeMemoHead(b []byte) (*memo, error) {
 	}
 	r := memoReader{b: body}
 	m := &memo{key: r.digest()}
+	if r.uint(1) == 1 {
+		m.plan = r.digest()
+	}
 	m.nodes = make([]memoNode, r.count(1+1+32+1+1+1+1))
 	for i := range m.nodes {
 		nd := &m.nodes[i]
@@ -191,9 +205,11 @@ func decodeMemoHead(b []byte) (*memo, error) {
 			r.fail("an export without nodes")
 		}
 	}
-	m.tools = make([]memoTool, r.count(1+32))
-	for i := range m.tools {
-		m.tools[i] = memoTool{path: r.str(), digest: r.digest()}
+	for _, list := range []*[]memoTool{&m.tools, &m.sources} {
+		*list = make([]memoTool, r.count(1+32))
+		for i := range *list {
+			(*list)[i] = memoTool{path: r.str(), digest: r.digest()}
+		}
 	}
 	m.recordsLen = int64(r.uint(math.MaxInt64))
 	m.recordsDigest = r.digest()

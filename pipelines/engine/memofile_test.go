@@ -12,7 +12,8 @@ import (
 func sampleMemo() *memo {
 	d := func(s string) artifacts.Digest { return artifacts.SumBytes([]byte(s)) }
 	return &memo{
-		key: d("key"),
+		key:  d("key"),
+		plan: d("plan"),
 		nodes: []memoNode{
 			{id: "a", stage: "synth", key: d("a"), mem: 1 << 20, outputs: []artifacts.NamedObject{{Name: "model.gguf", Digest: d("a.out"), Size: 1234}}},
 			{id: "b", stage: "tokenize", key: d("b"), sameAs: "a", deps: []int{0}},
@@ -21,12 +22,20 @@ func sampleMemo() *memo {
 		},
 		exports: []pexport{{name: "pack", node: 2, output: "y"}, {name: "model", node: 0, output: "model.gguf"}},
 		tools:   []memoTool{{path: "/usr/bin/orkpipe", digest: d("exe")}},
+		sources: []memoTool{{path: "model.gguf", digest: d("model")}, {path: "/srv/corpus.txt", digest: d("corpus")}},
 		records: []byte(`{"node":"a"},{"node":"b"},{"node":"c"}`),
 	}
 }
 
 func TestMemoRoundTrip(t *testing.T) {
-	m := sampleMemo()
+	noPlan := sampleMemo()
+	noPlan.plan, noPlan.sources = artifacts.Digest{}, nil
+	for _, m := range []*memo{sampleMemo(), noPlan} {
+		testMemoRoundTrip(t, m)
+	}
+}
+
+func testMemoRoundTrip(t *testing.T, m *memo) {
 	b := encodeMemo(m)
 	got, err := decodeMemo(b)
 	if err != nil {

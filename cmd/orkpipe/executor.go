@@ -4,15 +4,19 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"sync"
 
 	"github.com/spf13/cobra"
 
 	"orkpipe/artifacts"
-	"orkpipe/pipelines/daggerexec"
+	"orkpipe/internal/buildinfo"
+	"orkpipe/pipelines/daggerenv"
 	"orkpipe/pipelines/engine"
+	"orkpipe/pipelines/procexec"
 )
 
 // executorFlags select where a build's nodes run: --executor and --orkpipe-binary.
@@ -39,11 +43,11 @@ func (f executorFlags) check() error {
 	default:
 		return usagef("--executor: want local or dagger, got %q", f.kind)
 	}
-	if err := daggerexec.CheckEnvironment(); err != nil {
+	if err := daggerenv.CheckEnvironment(); err != nil {
 		return fmt.Errorf("--executor dagger: %w", err)
 	}
 	if f.binary != "" {
-		if err := daggerexec.CheckBinary(f.binary); err != nil {
+		if err := daggerenv.CheckBinary(f.binary); err != nil {
 			return usagef("--orkpipe-binary: %v", err)
 		}
 	}
@@ -51,8 +55,10 @@ func (f executorFlags) check() error {
 }
 
 // executor returns the executor for store (nil: the engine's local default) and a function that
-// releases it. The Dagger executor connects on its first node, time-boxed, so a fully cached
-// build needs no engine; a connection failure fails that node with how to point orkpipe at one.
+// releases it. The Dagger executor is a process of its own (cmd/orkpipe-dagger, which links the
+// Dagger SDK so that orkpipe does not; package procexec) started on the first node that must run,
+// so a fully cached build needs neither it nor an engine; it connects time-boxed, and a failure
+// fails that node with how to point orkpipe at an engine.
 func (f executorFlags) executor(opts *globalOptions, store *artifacts.Store) (engine.Executor, func() error, error) {
 	if f.kind != "dagger" {
 		return nil, func() error { return nil }, nil
@@ -64,34 +70,104 @@ func (f executorFlags) executor(opts *globalOptions, store *artifacts.Store) (en
 	return l, l.close, nil
 }
 
-// lazyDagger connects a daggerexec.Executor on first use.
+// lazyDagger starts the orkpipe-dagger process on first use.
 type lazyDagger struct {
 	flags executorFlags
 	opts  *globalOptions
 	store *artifacts.Store
 
 	mu     sync.Mutex
-	x      *daggerexec.Executor
+	x      *procexec.Client
 	err    error
-	tmpDir string // holds a binary built for the containers
+	tmpDir string // holds the programs built from the module, when they were
 }
 
 var _ engine.ProvenanceExecutor = (*lazyDagger)(nil)
 
-func (l *lazyDagger) get(ctx context.Context) (*daggerexec.Executor, error) {
+func (l *lazyDagger) get(ctx context.Context) (*procexec.Client, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.x != nil || l.err != nil {
 		return l.x, l.err
 	}
 	bin, err := l.binary(ctx)
+	var prog string
 	if err == nil {
-		l.x, err = daggerexec.New(ctx, l.store, daggerexec.WithBinary(bin), daggerexec.WithLogger(l.opts.logger))
+		prog, err = l.program(ctx)
+	}
+	if err == nil {
+		l.x, err = startDaggerExecutor(ctx, prog, l.store.Dir(), bin, l.opts)
 	}
 	if err != nil && ctx.Err() == nil {
 		l.err = err // a canceled connect may be retried; a failed one is not
 	}
 	return l.x, err
+}
+
+// startDaggerExecutor starts prog (orkpipe-dagger) on store with the containers' binary bin, its log
+// on this process's stderr at this process's level. A program built from another revision than
+// this orkpipe is refused: both are built from one tree.
+func startDaggerExecutor(ctx context.Context, prog, store, bin string, opts *globalOptions) (*procexec.Client, error) {
+	level := "warn"
+	for _, lv := range []slog.Level{slog.LevelDebug, slog.LevelInfo} {
+		if opts.logger.Enabled(ctx, lv) {
+			level = lv.String()
+			break
+		}
+	}
+	cmd := exec.Command(prog, "--store", store, "--binary", bin, "--log-level", level)
+	cmd.Stderr = opts.stderr
+	c, err := procexec.Start(ctx, cmd)
+	if err != nil {
+		return nil, fmt.Errorf("--executor dagger: %w", err)
+	}
+	h := c.Hello()
+	if self, err := buildinfo.Get(); err == nil && self.Revision != "" && h.Orkpipe.Revision != "" && self.Revision != h.Orkpipe.Revision {
+		c.Close()
+		return nil, fmt.Errorf("--executor dagger: %w: %s was built from revision %s, this orkpipe from %s: install both from one tree (go install ./cmd/orkpipe ./cmd/orkpipe-dagger)",
+			procexec.ErrChild, prog, h.Orkpipe.Revision, self.Revision)
+	}
+	opts.logger.Info("dagger executor process started", "program", prog, "version", h.Orkpipe.Version, "revision", h.Orkpipe.Revision, "binary", h.Orkpipe.Binary)
+	return c, nil
+}
+
+// program finds orkpipe-dagger (daggerenv.FindExecutor), else builds it from the orkpipe module in
+// the working directory (as `go run ./cmd/orkpipe` from a checkout needs).
+func (l *lazyDagger) program(ctx context.Context) (string, error) {
+	p, err := daggerenv.FindExecutor()
+	if err == nil || !errors.Is(err, daggerenv.ErrNoExecutor) || os.Getenv(daggerenv.EnvExecutor) != "" {
+		return p, err
+	}
+	wd, werr := os.Getwd()
+	if werr != nil {
+		return "", err
+	}
+	root, rerr := daggerenv.ModuleRoot(ctx, wd)
+	if rerr != nil {
+		return "", fmt.Errorf("--executor dagger: %w (and %v, so it cannot be built here)", err, rerr)
+	}
+	dir, err := l.scratch()
+	if err != nil {
+		return "", err
+	}
+	out := filepath.Join(dir, daggerenv.ExecutorName)
+	l.opts.logger.Info("building "+daggerenv.ExecutorName, "module", root, "output", out)
+	if err := daggerenv.BuildExecutor(ctx, root, out); err != nil {
+		return "", err
+	}
+	return out, nil
+}
+
+// scratch returns the directory for programs built from the module (removed by close).
+func (l *lazyDagger) scratch() (string, error) {
+	if l.tmpDir == "" {
+		d, err := os.MkdirTemp("", "orkpipe-dagger-")
+		if err != nil {
+			return "", err
+		}
+		l.tmpDir = d
+	}
+	return l.tmpDir, nil
 }
 
 // binary resolves --orkpipe-binary, this executable, or a fresh build from the module in the
@@ -100,25 +176,26 @@ func (l *lazyDagger) binary(ctx context.Context) (string, error) {
 	if l.flags.binary != "" {
 		return l.flags.binary, nil
 	}
-	if p, err := daggerexec.SelfBinary(); err == nil {
+	if p, err := daggerenv.SelfBinary(); err == nil {
 		return p, nil
-	} else if !errors.Is(err, daggerexec.ErrBadBinary) {
+	} else if !errors.Is(err, daggerenv.ErrBadBinary) {
 		return "", err
 	}
 	wd, err := os.Getwd()
 	if err != nil {
 		return "", err
 	}
-	root, err := daggerexec.ModuleRoot(ctx, wd)
+	root, err := daggerenv.ModuleRoot(ctx, wd)
 	if err != nil {
 		return "", fmt.Errorf("--executor dagger: this orkpipe is not a static linux/amd64 binary and %v: pass --orkpipe-binary", err)
 	}
-	if l.tmpDir, err = os.MkdirTemp("", "orkpipe-dagger-"); err != nil {
+	dir, err := l.scratch()
+	if err != nil {
 		return "", err
 	}
-	out := filepath.Join(l.tmpDir, "orkpipe-linux-amd64")
+	out := filepath.Join(dir, "orkpipe-linux-amd64")
 	l.opts.logger.Info("building the static linux/amd64 orkpipe for the Dagger containers", "module", root, "output", out)
-	if err := daggerexec.BuildBinary(ctx, root, out); err != nil {
+	if err := daggerenv.BuildBinary(ctx, root, out); err != nil {
 		return "", err
 	}
 	return out, nil

@@ -1,9 +1,12 @@
 package main
 
 import (
+	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"io"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -13,12 +16,12 @@ import (
 	"sync"
 	"testing"
 
-	"orkpipe/pipelines/daggerexec"
+	"orkpipe/pipelines/daggerenv"
 )
 
 // clearDaggerEnv removes every way the Dagger SDK environment could name an engine.
 func clearDaggerEnv(t *testing.T) {
-	for _, v := range []string{daggerexec.EnvCLIBin, daggerexec.EnvRunnerHost, "DAGGER_SESSION_PORT", "DAGGER_SESSION_TOKEN"} {
+	for _, v := range []string{daggerenv.EnvCLIBin, daggerenv.EnvRunnerHost, "DAGGER_SESSION_PORT", "DAGGER_SESSION_TOKEN"} {
 		t.Setenv(v, "")
 		os.Unsetenv(v)
 	}
@@ -42,10 +45,10 @@ func TestExecutorDaggerWithoutEngine(t *testing.T) {
 				t.Fatalf("%s --executor dagger without an engine succeeded:\n%s", args[0], stdout)
 			}
 			var ue usageError
-			if !errors.Is(err, daggerexec.ErrNoEngine) || errors.As(err, &ue) {
+			if !errors.Is(err, daggerenv.ErrNoEngine) || errors.As(err, &ue) {
 				t.Errorf("err %v: want ErrNoEngine, exit status 1", err)
 			}
-			for _, want := range []string{"--executor dagger", daggerexec.EnvRunnerHost, daggerexec.EnvCLIBin, "docs/dagger.md"} {
+			for _, want := range []string{"--executor dagger", daggerenv.EnvRunnerHost, daggerenv.EnvCLIBin, "docs/dagger.md"} {
 				if !strings.Contains(err.Error(), want) {
 					t.Errorf("the message does not say %q: %v", want, err)
 				}
@@ -106,7 +109,7 @@ func fakeDaggerSession(t *testing.T) func() int {
 		case strings.Contains(req.Query, "host"):
 			json.NewEncoder(w).Encode(map[string]any{"data": map[string]any{"host": map[string]any{"file": map[string]any{"id": "FILE"}}}})
 		default:
-			json.NewEncoder(w).Encode(map[string]any{"data": map[string]any{"version": daggerexec.EngineVersion}})
+			json.NewEncoder(w).Encode(map[string]any{"data": map[string]any{"version": daggerenv.EngineVersion}})
 		}
 	}))
 	t.Cleanup(srv.Close)
@@ -121,13 +124,40 @@ var executorTestArgs = map[string][]string{
 	"build": {filepath.Join("..", "..", "pipelines", "recipes", "demo.yaml")},
 }
 
+var (
+	daggerProgOnce sync.Once
+	daggerProg     string
+	daggerProgErr  error
+)
+
+// daggerExecutorProgram builds cmd/orkpipe-dagger once per test process and points
+// ORKPIPE_DAGGER_EXECUTOR at it for the test.
+func daggerExecutorProgram(t *testing.T) string {
+	daggerProgOnce.Do(func() {
+		dir, err := os.MkdirTemp("", "orkpipe-dagger-test-")
+		if err != nil {
+			daggerProgErr = err
+			return
+		}
+		daggerProg = filepath.Join(dir, daggerenv.ExecutorName)
+		daggerProgErr = daggerenv.BuildExecutor(context.Background(), filepath.Join("..", ".."), daggerProg)
+	})
+	if daggerProgErr != nil {
+		t.Fatal(daggerProgErr)
+	}
+	t.Setenv(daggerenv.EnvExecutor, daggerProg)
+	return daggerProg
+}
+
 // TestExecutorDaggerRoutesNodes: every command that takes --executor sends its nodes to the engine
-// (the build fails with the fake engine's stderr, so no node ran locally) — never a silent local
-// build. Every command goes through openEngine, which is the one place the executor is attached.
+// through the orkpipe-dagger process (the build fails with the fake engine's stderr, so no node ran
+// locally) — never a silent local build. Every command goes through openEngine, which is the one
+// place the executor is attached.
 func TestExecutorDaggerRoutesNodes(t *testing.T) {
 	execs := fakeDaggerSession(t)
+	daggerExecutorProgram(t)
 	goBin := filepath.Join(runtime.GOROOT(), "bin", "go") // a static linux/amd64 binary
-	if err := daggerexec.CheckBinary(goBin); err != nil {
+	if err := daggerenv.CheckBinary(goBin); err != nil {
 		t.Skipf("no static linux/amd64 binary to upload: %v", err)
 	}
 	root := newRootCommand(newGlobalOptions(io.Discard, io.Discard))
@@ -154,5 +184,79 @@ func TestExecutorDaggerRoutesNodes(t *testing.T) {
 				t.Errorf("action records were written although every exec failed: %d", len(ents))
 			}
 		})
+	}
+}
+
+// TestDaggerExecutorProgram: without orkpipe-dagger beside orkpipe, on PATH or in
+// ORKPIPE_DAGGER_EXECUTOR, a build in the orkpipe module builds it; ORKPIPE_DAGGER_EXECUTOR naming
+// nothing is an error saying so, and outside the module the error says how to install it.
+func TestDaggerExecutorProgram(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds cmd/orkpipe-dagger")
+	}
+	t.Setenv("PATH", filepath.Dir(filepath.Join(runtime.GOROOT(), "bin", "go")))
+	t.Setenv(daggerenv.EnvExecutor, "")
+	os.Unsetenv(daggerenv.EnvExecutor)
+	opts := newGlobalOptions(io.Discard, io.Discard)
+	opts.logger = slog.New(slog.DiscardHandler)
+	l := &lazyDagger{opts: opts}
+	defer l.close()
+	p, err := l.program(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st, err := os.Stat(p); err != nil || st.Mode()&0o111 == 0 || filepath.Base(p) != daggerenv.ExecutorName {
+		t.Errorf("built %s: %v", p, err)
+	}
+	t.Setenv(daggerenv.EnvExecutor, filepath.Join(t.TempDir(), "nothing"))
+	if _, err := (&lazyDagger{opts: opts}).program(context.Background()); !errors.Is(err, daggerenv.ErrNoExecutor) || !strings.Contains(err.Error(), daggerenv.EnvExecutor) {
+		t.Errorf("%s naming nothing: %v", daggerenv.EnvExecutor, err)
+	}
+	os.Unsetenv(daggerenv.EnvExecutor)
+	t.Chdir(t.TempDir())
+	if _, err := (&lazyDagger{opts: opts}).program(context.Background()); !errors.Is(err, daggerenv.ErrNoExecutor) || !strings.Contains(err.Error(), "go install ./cmd/orkpipe ./cmd/orkpipe-dagger") {
+		t.Errorf("outside the module: %v", err)
+	}
+}
+
+// TestExecutorDaggerEngine runs the demo through a real Dagger engine (ORKPIPE_DAGGER_ENGINE and
+// _EXPERIMENTAL_DAGGER_CLI_BIN, docs/dagger.md "Testing against an engine"; skipped without them):
+// orkpipe starts orkpipe-dagger, which runs every node in a container; the outputs are the bytes a
+// local run makes, and a rebuild runs nothing and starts no executor process.
+func TestExecutorDaggerEngine(t *testing.T) {
+	host := os.Getenv("ORKPIPE_DAGGER_ENGINE")
+	if host == "" || os.Getenv(daggerenv.EnvCLIBin) == "" {
+		t.Skip("ORKPIPE_DAGGER_ENGINE and " + daggerenv.EnvCLIBin + " are not set: this test needs a running Dagger engine " +
+			daggerenv.EngineVersion + " (docs/dagger.md, \"Testing against an engine\")")
+	}
+	t.Setenv(daggerenv.EnvRunnerHost, host)
+	daggerExecutorProgram(t)
+	bin := filepath.Join(t.TempDir(), "orkpipe-linux-amd64")
+	if err := daggerenv.BuildBinary(context.Background(), filepath.Join("..", ".."), bin); err != nil {
+		t.Fatal(err)
+	}
+	run := func(name, cache string, extra ...string) string {
+		t.Helper()
+		out := filepath.Join(t.TempDir(), "out")
+		args := append([]string{"--cache", cache, "--mem", "1GiB", "demo", "--size", "64KiB", "-o", out}, extra...)
+		if stdout, err := runCLI(t, args...); err != nil {
+			t.Fatalf("%s demo: %v\n%s", name, err, stdout)
+		}
+		return out
+	}
+	cache := t.TempDir()
+	local, dagger := run("local", t.TempDir()), run("dagger", cache, "--executor", "dagger", "--orkpipe-binary", bin)
+	t.Setenv(daggerenv.EnvExecutor, filepath.Join(t.TempDir(), "no-such-program"))
+	run("dagger, all cached", cache, "--executor", "dagger", "--orkpipe-binary", bin)
+	ents, err := os.ReadDir(local)
+	if err != nil || len(ents) == 0 {
+		t.Fatalf("local outputs: %v", err)
+	}
+	for _, e := range ents {
+		a, _ := os.ReadFile(filepath.Join(local, e.Name()))
+		b, err := os.ReadFile(filepath.Join(dagger, e.Name()))
+		if err != nil || !bytes.Equal(a, b) && e.Name() != "timeline.html" {
+			t.Errorf("%s: the Dagger run's differs from the local run's (%v)", e.Name(), err)
+		}
 	}
 }

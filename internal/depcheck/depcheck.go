@@ -2,7 +2,10 @@
 // the table and never back up:
 //
 //	layer               may import (besides itself)
-//	cmd/orkpipe         pipelines, stages, artifacts, registry (and registry/{oci,cacherepo}), ork, internal/{units,buildinfo,blascore,blake3x,hugebuf,startheap}
+//	cmd/orkpipe         pipelines, stages, artifacts, registry (and registry/{oci,cacherepo}), ork, internal/{units,buildinfo,blascore,blake3x,hugebuf,startheap};
+//	                    never links the Dagger SDK, grpc or OpenTelemetry, not even through another package
+//	cmd/orkpipe-dagger  pipelines, stages, artifacts, registry (and registry/{oci,cacherepo}), ork, internal/{units,buildinfo,blascore,blake3x,hugebuf}
+//	                    (the Dagger executor's process: the one command that links the Dagger SDK)
 //	bench               pipelines, stages, artifacts, registry (and registry/{oci,cacherepo}), ork, internal/{units,buildinfo,blascore,blake3x,hugebuf}
 //	pipelines           stages, artifacts, registry (and registry/{oci,cacherepo}), ork, internal/{units,buildinfo,blascore,blake3x,hugebuf}
 //	stages              artifacts, ork, internal/{units,buildinfo,blascore,blake3x,hugebuf}
@@ -34,6 +37,8 @@
 //
 // The rules are checked on direct imports; since every row's list is closed under the rows it names,
 // that bounds the transitive graph too. Third-party limits apply to the code that ships, not to tests.
+// A row's unlinked prefixes are checked through the module's packages it reaches (non-test imports):
+// none of them may import such a path. They keep what a binary pays for at every start out of it.
 package depcheck
 
 import (
@@ -57,6 +62,7 @@ type layer struct {
 	testImports []string // more rows its test code may import
 	thirdParty  []string // module path prefixes its non-test code may import; nil means any
 	useHelpers  bool     // its non-test code may import test helpers (the bench harness, never shipped)
+	unlinked    []string // module path prefixes no package it reaches may import (the binary must not link them)
 	why         string
 }
 
@@ -64,7 +70,11 @@ var helpers = []string{"internal/testfiles", "internal/fixtures", "pipelines/ver
 
 var layers = []layer{
 	{name: "cmd/orkpipe", mayImport: []string{"pipelines", "stages", "artifacts", "registry", "registry/oci", "registry/cacherepo", "ork", "internal/units", "internal/buildinfo", "internal/blascore", "internal/blake3x", "internal/hugebuf", "internal/startheap"},
-		testImports: []string{"internal/testfiles", "internal/fixtures", "registry/regtest"}, why: "the CLI: everything below it"},
+		testImports: []string{"internal/testfiles", "internal/fixtures", "registry/regtest"},
+		unlinked:    []string{"dagger.io/", "google.golang.org/grpc", "go.opentelemetry.io/"},
+		why:         "the CLI: everything below it; the Dagger SDK only through cmd/orkpipe-dagger (its ~200 packages cost every command's start)"},
+	{name: "cmd/orkpipe-dagger", mayImport: []string{"pipelines", "stages", "artifacts", "registry", "registry/oci", "registry/cacherepo", "ork", "internal/units", "internal/buildinfo", "internal/blascore", "internal/blake3x", "internal/hugebuf"},
+		why: "the Dagger executor's process: everything below it"},
 	{name: "bench", mayImport: []string{"pipelines", "stages", "artifacts", "registry", "registry/oci", "registry/cacherepo", "ork", "internal/units", "internal/buildinfo", "internal/blascore", "internal/blake3x", "internal/hugebuf"},
 		testImports: []string{"internal/testfiles", "internal/fixtures", "registry/regtest"}, useHelpers: true, why: "the benchmark harness: everything below it"},
 	{name: "pipelines", mayImport: []string{"stages", "artifacts", "registry", "registry/oci", "registry/cacherepo", "ork", "internal/units", "internal/buildinfo", "internal/blascore", "internal/blake3x", "internal/hugebuf"},
@@ -189,8 +199,42 @@ func Check(module string, pkgs []Package, topLevel []string) []string {
 			}
 		}
 	}
+	imports := map[string][]string{}
+	for _, p := range pkgs {
+		imports[p.Path] = append(imports[p.Path], p.Imports...)
+	}
+	for _, p := range pkgs {
+		r, _ := rel(p.Path)
+		if l := layerOf(r); l != nil && len(l.unlinked) > 0 {
+			for imp, via := range reached(p.Path, imports, module) {
+				if hasPrefix(imp, l.unlinked) {
+					bad("%s links %s (imported by %s): %s", p.Path, imp, via, l.why)
+				}
+			}
+		}
+	}
 	sort.Strings(out)
 	return slices.Compact(out)
+}
+
+// reached returns every import (of any module) made by a package of module that from reaches
+// through non-test imports, from included, as a map from that import to a package importing it.
+func reached(from string, imports map[string][]string, module string) map[string]string {
+	out := map[string]string{}
+	seen := map[string]bool{from: true}
+	for queue := []string{from}; len(queue) > 0; queue = queue[1:] {
+		p := queue[0]
+		for _, imp := range imports[p] {
+			if _, ok := out[imp]; !ok {
+				out[imp] = p
+			}
+			if (imp == module || strings.HasPrefix(imp, module+"/")) && !seen[imp] {
+				seen[imp] = true
+				queue = append(queue, imp)
+			}
+		}
+	}
+	return out
 }
 
 func hasPrefix(s string, prefixes []string) bool {

@@ -117,6 +117,8 @@ func TestCheckCatches(t *testing.T) {
 		{Path: module + "/ork/pack", Imports: append(m("ork/tile", "ork/internal/durable"), "github.com/zeebo/blake3"), TestImports: m("ork/board", "internal/testfiles")},
 		{Path: module + "/internal/fixtures", Imports: m("stages", "ork/pack", "internal/testfiles")},
 		{Path: module + "/internal/buildinfo", Imports: m("artifacts")},
+		{Path: module + "/cmd/orkpipe-dagger", Imports: append(m("pipelines/daggerexec", "internal/buildinfo"), "flag")},
+		{Path: module + "/pipelines/daggerexec", Imports: append(m("artifacts"), "dagger.io/dagger")},
 	}
 	top := []string{".ci", ".dagger", ".git", "artifacts", "bench", "cmd", "docs", "internal", "ork", "pipelines", "registry", "stages"}
 	if v := Check(module, good, top); v != nil {
@@ -148,6 +150,10 @@ func TestCheckCatches(t *testing.T) {
 		{name: "an import of an unknown package", pkg: Package{Path: module + "/stages", Imports: m("tools/gen")}, want: "orkpipe/stages imports orkpipe/tools/gen, which is in no row"},
 		{name: "a package in docs", pkg: Package{Path: module + "/docs/examples"}, want: "orkpipe/docs/examples is in no row"},
 		{name: "an unknown top-level folder", top: "tools", want: "top-level folder tools/ is in no row of the layout table"},
+		{name: "the CLI links the Dagger SDK", pkg: Package{Path: module + "/pipelines/build", Imports: []string{"dagger.io/dagger"}},
+			want: "orkpipe/cmd/orkpipe links dagger.io/dagger (imported by orkpipe/pipelines/build)"},
+		{name: "the CLI links grpc", pkg: Package{Path: module + "/cmd/orkpipe", Imports: []string{"google.golang.org/grpc/codes"}},
+			want: "orkpipe/cmd/orkpipe links google.golang.org/grpc/codes (imported by orkpipe/cmd/orkpipe)"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

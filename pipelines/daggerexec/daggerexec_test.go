@@ -2,6 +2,7 @@ package daggerexec_test
 
 import (
 	"context"
+	"dagger.io/dagger/engineconn"
 	"errors"
 	"os"
 	"os/exec"
@@ -11,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"orkpipe/pipelines/daggerenv"
 	"orkpipe/pipelines/daggerexec"
 	"orkpipe/pipelines/engine/executortest"
 )
@@ -126,6 +128,9 @@ func TestVersionMatchesModule(t *testing.T) {
 	}
 	if v := strings.TrimSpace(string(out)); v != daggerexec.EngineVersion {
 		t.Errorf("go.mod requires dagger.io/dagger %s, EngineVersion says %s", v, daggerexec.EngineVersion)
+	}
+	if engineconn.CLIVersion != daggerenv.CLIVersion {
+		t.Errorf("the SDK speaks to CLI %s, daggerenv.CLIVersion says %s", engineconn.CLIVersion, daggerenv.CLIVersion)
 	}
 }
 

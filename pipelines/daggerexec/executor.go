@@ -17,6 +17,7 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"orkpipe/artifacts"
+	"orkpipe/pipelines/daggerenv"
 	"orkpipe/pipelines/engine"
 	"orkpipe/pipelines/nodeexec"
 	"orkpipe/stages"
@@ -254,7 +255,7 @@ func (x *Executor) ExecuteProvenance(ctx context.Context, req engine.ExecRequest
 		var ee *dagger.ExecError
 		if errors.As(err, &ee) {
 			return nil, prov, fmt.Errorf("stage %q, key %s: orkpipe node exec failed in the Dagger container (exit %d); its stderr ends:\n%s",
-				req.Material.Stage, req.Key, ee.ExitCode, tail(ee.Stderr, 20))
+				req.Material.Stage, req.Key, ee.ExitCode, daggerenv.Tail(ee.Stderr, 20))
 		}
 		return nil, prov, fmt.Errorf("stage %q, key %s: Dagger: %w", req.Material.Stage, req.Key, err)
 	}

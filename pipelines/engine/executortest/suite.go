@@ -62,6 +62,17 @@ func Run(t *testing.T, newX Factory) {
 	t.Run("CorruptExport", func(t *testing.T) { testCorruptExport(t, newX) })
 }
 
+// RunForwarding runs the suite but its damaged-export cases, for an executor that forwards nodes
+// to one in another process (package procexec): the damage is injected by a callback, which cannot
+// cross a process boundary; the executor on the other side must pass Run itself. newX is always
+// called with a nil beforeIngest.
+func RunForwarding(t *testing.T, newX Factory) {
+	t.Run("Outputs", func(t *testing.T) { Outputs(t, newX) })
+	t.Run("FailingNode", func(t *testing.T) { testFailingNode(t, newX) })
+	t.Run("MissingInput", func(t *testing.T) { testMissingInput(t, newX) })
+	t.Run("Cancel", func(t *testing.T) { testCancel(t, newX) })
+}
+
 // OpenStore opens a fresh store in a test directory, closed at cleanup.
 func OpenStore(t *testing.T) *artifacts.Store {
 	t.Helper()

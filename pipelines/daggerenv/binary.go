@@ -1,4 +1,4 @@
-package daggerexec
+package daggerenv
 
 import (
 	"bytes"
@@ -80,16 +80,58 @@ func BuildBinary(ctx context.Context, root, out string) error {
 	cmd.Dir = root
 	cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "GOOS=linux", "GOARCH=amd64")
 	if b, err := cmd.CombinedOutput(); err != nil {
-		return fmt.Errorf("building the container's orkpipe binary in %s: %w\n%s", root, err, tail(string(b), 20))
+		return fmt.Errorf("building the container's orkpipe binary in %s: %w\n%s", root, err, Tail(string(b), 20))
 	}
 	return CheckBinary(out)
 }
 
-// tail returns the last n lines of s.
-func tail(s string, n int) string {
+// Tail returns the last n lines of s.
+func Tail(s string, n int) string {
 	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
 	if len(lines) > n {
 		lines = lines[len(lines)-n:]
 	}
 	return strings.Join(lines, "\n")
+}
+
+// ExecutorName is the program that runs nodes on a Dagger engine for orkpipe (cmd/orkpipe-dagger):
+// the one that links the Dagger SDK.
+const ExecutorName = "orkpipe-dagger"
+
+// EnvExecutor names the orkpipe-dagger program to run, overriding FindExecutor's search.
+const EnvExecutor = "ORKPIPE_DAGGER_EXECUTOR"
+
+// FindExecutor returns the orkpipe-dagger program: $ORKPIPE_DAGGER_EXECUTOR when set, else the one
+// beside the running executable (where `go install ./cmd/...` puts both), else the one on PATH. It
+// returns an error wrapping ErrNoExecutor when there is none (or the variable names no program).
+func FindExecutor() (string, error) {
+	if p := os.Getenv(EnvExecutor); p != "" {
+		abs, err := exec.LookPath(p)
+		if err != nil {
+			return "", fmt.Errorf("%w: %s=%q: %v", ErrNoExecutor, EnvExecutor, p, err)
+		}
+		return abs, nil
+	}
+	if self, err := os.Executable(); err == nil {
+		p := filepath.Join(filepath.Dir(self), ExecutorName)
+		if st, err := os.Stat(p); err == nil && st.Mode().IsRegular() && st.Mode()&0o111 != 0 {
+			return p, nil
+		}
+	}
+	if p, err := exec.LookPath(ExecutorName); err == nil {
+		return p, nil
+	}
+	return "", fmt.Errorf("%w: none beside this orkpipe, none on PATH and %s is not set; install it with "+
+		"`go install ./cmd/orkpipe ./cmd/orkpipe-dagger` (docs/dagger.md)", ErrNoExecutor, EnvExecutor)
+}
+
+// BuildExecutor builds orkpipe-dagger (go build ./cmd/orkpipe-dagger) from the module at root
+// into out.
+func BuildExecutor(ctx context.Context, root, out string) error {
+	cmd := exec.CommandContext(ctx, "go", "build", "-o", out, "./cmd/"+ExecutorName)
+	cmd.Dir = root
+	if b, err := cmd.CombinedOutput(); err != nil {
+		return fmt.Errorf("building %s in %s: %w\n%s", ExecutorName, root, err, Tail(string(b), 20))
+	}
+	return nil
 }

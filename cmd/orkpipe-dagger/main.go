@@ -22,7 +22,6 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
-	"syscall"
 
 	"orkpipe/artifacts"
 	"orkpipe/internal/buildinfo"
@@ -45,9 +44,9 @@ func run() int {
 		return 2
 	}
 	logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: lv}))
-	// The parent ends the session by closing stdin; a signal to the process group (Ctrl-C) must not
-	// cut the session short before the parent has told the nodes to stop.
-	signal.Ignore(os.Interrupt, syscall.SIGTERM)
+	// The parent ends the session by closing stdin; Ctrl-C, which the terminal sends to the whole
+	// process group, must not cut the session short before the parent has told the nodes to stop.
+	signal.Ignore(os.Interrupt)
 	ctx := context.Background()
 	store, err := artifacts.OpenStore(*storeDir)
 	if err != nil {

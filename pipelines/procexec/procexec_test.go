@@ -189,3 +189,33 @@ func TestServeRejectsBadRequests(t *testing.T) {
 		}
 	}
 }
+
+// TestCloseCancelsRunningNodes: closing the session while a node runs cancels it in the child,
+// which then exits; the node's call returns an error and Close returns promptly.
+func TestCloseCancelsRunningNodes(t *testing.T) {
+	store := executortest.OpenStore(t)
+	c, err := procexec.Start(context.Background(), child(t, "serve", store.Dir()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req := executortest.Request(t, "demo-generate", `{"seed":7,"size":4294967296}`, nil) // 4 GiB: minutes
+	done := make(chan error, 1)
+	go func() {
+		_, err := c.Execute(context.Background(), req)
+		done <- err
+	}()
+	time.Sleep(300 * time.Millisecond)
+	closed := make(chan error, 1)
+	go func() { closed <- c.Close() }()
+	select {
+	case err := <-closed:
+		if err != nil {
+			t.Errorf("Close: %v", err)
+		}
+	case <-time.After(time.Minute):
+		t.Fatal("Close did not return within a minute")
+	}
+	if err := <-done; err == nil {
+		t.Error("the node running when the session closed succeeded")
+	}
+}

@@ -27,13 +27,15 @@ func Serve(ctx context.Context, r io.Reader, w io.Writer, hello Hello, x engine.
 		return fmt.Errorf("%w: sending hello: %w", ErrChild, err)
 	}
 	ctx, cancelAll := context.WithCancel(ctx)
-	defer cancelAll()
 	var (
 		wg      sync.WaitGroup
 		mu      sync.Mutex
 		running = map[uint64]context.CancelFunc{}
 	)
-	defer wg.Wait() // after cancelAll (deferred calls run last first)
+	defer func() {
+		cancelAll() // what is still running when the requests end is abandoned
+		wg.Wait()
+	}()
 	lines := bufio.NewScanner(r)
 	lines.Buffer(make([]byte, 0, 64<<10), maxLine)
 	for lines.Scan() {
@@ -79,7 +81,7 @@ func Serve(ctx context.Context, r io.Reader, w io.Writer, hello Hello, x engine.
 	if err := lines.Err(); err != nil {
 		return fmt.Errorf("%w: reading requests: %w", ErrChild, err)
 	}
-	return ctx.Err()
+	return ctx.Err() // nil unless the caller's ctx ended
 }
 
 // Refuse is what a child sends instead of hello when its executor cannot start: err, with the

@@ -315,9 +315,9 @@ func needsBLASWorker(sel []string) bool {
 	return false
 }
 
-// buildBinaries builds orkpipe (with -tags blas if asked) and, for the GPTQ rows, this harness
-// twice: pure Go and with -tags blas (a failed blas build skips only the blas measures, saying why), for
-// the GPTQ and calib rows' workers.
+// buildBinaries builds orkpipe as README.md installs it — static (CGO_ENABLED=0), or with -tags
+// blas (cgo) if asked — and, for the GPTQ rows, this harness twice: pure Go and with -tags blas (a
+// failed blas build skips only the blas measures, saying why), for the GPTQ and calib rows' workers.
 func (e *env) buildBinaries(blas, gptq bool) error {
 	bin := filepath.Join(e.dir, "bin")
 	if err := os.MkdirAll(bin, 0o755); err != nil {
@@ -328,7 +328,11 @@ func (e *env) buildBinaries(blas, gptq bool) error {
 	if blas {
 		args = append(args, "-tags", "blas")
 	}
-	if out, err := exec.CommandContext(e.ctx, "go", append(args, "./cmd/orkpipe")...).CombinedOutput(); err != nil {
+	cmd := exec.CommandContext(e.ctx, "go", append(args, "./cmd/orkpipe")...)
+	if !blas {
+		cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+	}
+	if out, err := cmd.CombinedOutput(); err != nil {
 		return fmt.Errorf("go %s ./cmd/orkpipe: %w\n%s", strings.Join(args, " "), err, out)
 	}
 	if !gptq {

@@ -122,13 +122,23 @@ func startDaggerExecutor(ctx context.Context, prog, store, bin string, opts *glo
 		return nil, fmt.Errorf("--executor dagger: %w", err)
 	}
 	h := c.Hello()
-	if self, err := buildinfo.Get(); err == nil && self.Revision != "" && h.Orkpipe.Revision != "" && self.Revision != h.Orkpipe.Revision {
-		c.Close()
-		return nil, fmt.Errorf("--executor dagger: %w: %s was built from revision %s, this orkpipe from %s: install both from one tree (go install ./cmd/orkpipe ./cmd/orkpipe-dagger)",
-			procexec.ErrChild, prog, h.Orkpipe.Revision, self.Revision)
+	if self, err := buildinfo.Get(); err == nil {
+		if err := sameTree(prog, self.Revision, h.Orkpipe.Revision); err != nil {
+			c.Close()
+			return nil, err
+		}
 	}
 	opts.logger.Info("dagger executor process started", "program", prog, "version", h.Orkpipe.Version, "revision", h.Orkpipe.Revision, "binary", h.Orkpipe.Binary)
 	return c, nil
+}
+
+// sameTree refuses an orkpipe-dagger (prog) whose VCS revision is known and not this orkpipe's.
+func sameTree(prog, self, child string) error {
+	if self == "" || child == "" || self == child {
+		return nil
+	}
+	return fmt.Errorf("--executor dagger: %w: %s was built from revision %s, this orkpipe from %s: install both from one tree (CGO_ENABLED=0 go install ./cmd/orkpipe ./cmd/orkpipe-dagger)",
+		procexec.ErrChild, prog, child, self)
 }
 
 // program finds orkpipe-dagger (daggerenv.FindExecutor), else builds it from the orkpipe module in

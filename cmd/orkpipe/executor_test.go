@@ -17,6 +17,7 @@ import (
 	"testing"
 
 	"orkpipe/pipelines/daggerenv"
+	"orkpipe/pipelines/procexec"
 )
 
 // clearDaggerEnv removes every way the Dagger SDK environment could name an engine.
@@ -257,6 +258,20 @@ func TestExecutorDaggerEngine(t *testing.T) {
 		b, err := os.ReadFile(filepath.Join(dagger, e.Name()))
 		if err != nil || !bytes.Equal(a, b) && e.Name() != "timeline.html" {
 			t.Errorf("%s: the Dagger run's differs from the local run's (%v)", e.Name(), err)
+		}
+	}
+}
+
+// TestSameTree: an orkpipe-dagger built from another known revision than orkpipe is refused; an
+// unknown revision on either side (a build outside a checkout) is not.
+func TestSameTree(t *testing.T) {
+	for _, tc := range []struct {
+		self, child string
+		refused     bool
+	}{{"abc", "abc", false}, {"abc", "", false}, {"", "def", false}, {"abc", "def", true}} {
+		err := sameTree("/bin/orkpipe-dagger", tc.self, tc.child)
+		if (err != nil) != tc.refused || tc.refused && (!errors.Is(err, procexec.ErrChild) || !strings.Contains(err.Error(), "revision def, this orkpipe from abc")) {
+			t.Errorf("self %q, child %q: %v", tc.self, tc.child, err)
 		}
 	}
 }

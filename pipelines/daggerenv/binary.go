@@ -122,7 +122,7 @@ func FindExecutor() (string, error) {
 		return p, nil
 	}
 	return "", fmt.Errorf("%w: none beside this orkpipe, none on PATH and %s is not set; install it with "+
-		"`go install ./cmd/orkpipe ./cmd/orkpipe-dagger` (docs/dagger.md)", ErrNoExecutor, EnvExecutor)
+		"`CGO_ENABLED=0 go install ./cmd/orkpipe ./cmd/orkpipe-dagger` (docs/dagger.md)", ErrNoExecutor, EnvExecutor)
 }
 
 // BuildExecutor builds orkpipe-dagger (go build ./cmd/orkpipe-dagger) from the module at root

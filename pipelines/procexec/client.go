@@ -37,8 +37,7 @@ var _ engine.ProvenanceExecutor = (*Client)(nil)
 // Start starts cmd (its Stdin and Stdout must be unset: they are the protocol's pipes; its Stderr
 // is the child's log) and waits for its hello. A child that refuses to start, speaks another
 // protocol version or says nothing before ctx ends is killed and reaped, and the error wraps
-// ErrChild (and the sentinels of a refusal, e.g. the Dagger executor's ErrNoEngine is not one: its
-// message is kept whole).
+// ErrChild; a refusal's keeps the child's message whole and wraps the sentinels it names.
 func Start(ctx context.Context, cmd *exec.Cmd) (*Client, error) {
 	if cmd.Stdin != nil || cmd.Stdout != nil {
 		return nil, fmt.Errorf("%w: %s: Stdin and Stdout must be unset", ErrChild, cmd.Path)

@@ -50,18 +50,28 @@ func binaryKey(ctx context.Context, hash func(context.Context, string) (artifact
 	return bin.Digest, numerics, err
 }
 
+// binaryKeyWriter returns a hashWriter that has written kind, the executable's digest and its
+// numerics (binaryKey): the start of the memo key and of the plan key.
+func binaryKeyWriter(ctx context.Context, kind string, hash func(context.Context, string) (artifacts.Object, error)) (*memoWriter, func() artifacts.Digest, error) {
+	bin, numerics, err := binaryKey(ctx, hash)
+	if err != nil {
+		return nil, nil, err
+	}
+	w, sum := hashWriter()
+	w.str(kind)
+	w.digest(bin)
+	w.str(numerics)
+	return w, sum, nil
+}
+
 // planKey is the BLAKE3 of what a graph planned from plan (BuildOptions.Plan) depends on besides
 // its source files: the running executable (the planner is its code), its numerics, the memory
 // budget, the target name and plan.
 func (e *Engine) planKey(ctx context.Context, target string, plan artifacts.Digest, hash func(context.Context, string) (artifacts.Object, error)) (artifacts.Digest, error) {
-	bin, numerics, err := binaryKey(ctx, hash)
+	w, sum, err := binaryKeyWriter(ctx, "orkpipe plan memo key 1", hash)
 	if err != nil {
 		return artifacts.Digest{}, err
 	}
-	w, sum := hashWriter()
-	w.str("orkpipe plan memo key 1")
-	w.digest(bin)
-	w.str(numerics)
 	w.uint(uint64(e.cfg.mem))
 	w.str(target)
 	w.digest(plan)
@@ -85,14 +95,10 @@ func (e *Engine) memoFile(target string) string {
 // stat cache) and the exports. Nodes' keys are a function of these and of their tools' digests,
 // which the memo lists and checks separately.
 func (e *Engine) memoKey(ctx context.Context, target string, g *Graph, hash func(context.Context, string) (artifacts.Object, error)) (artifacts.Digest, error) {
-	bin, numerics, err := binaryKey(ctx, hash)
+	w, sum, err := binaryKeyWriter(ctx, "orkpipe build memo key 2", hash)
 	if err != nil {
 		return artifacts.Digest{}, err
 	}
-	w, sum := hashWriter()
-	w.str("orkpipe build memo key 2")
-	w.digest(bin)
-	w.str(numerics)
 	w.str(target)
 	w.uint(uint64(e.cfg.mem))
 	w.uint(uint64(len(g.nodes)))

@@ -21,8 +21,8 @@
 // Pack (pack.go) runs the real pack stages — tokenize, calibrate, finalize, tile, write-orkpack,
 // emit-stub, screen, verify-local, report, provenance — on a real model: the built-in W4A8 recipe
 // on stories260K from the shared test data, once in process and once through the executor, and
-// requires every node's outputs byte-identical in both stores and every output object to occupy
-// the same disk blocks (a stub exported by another executor must be as sparse as a local one).
+// requires every node's outputs byte-identical in both stores and every output object to have the
+// same data extents (a stub exported by another executor must be as sparse as a local one).
 package executortest
 
 import (

@@ -195,8 +195,9 @@ type MemoAhead struct {
 }
 
 // ReadMemoAhead starts reading target's build memo, and checking its outputs, in the background.
-// Call Build on the result once, with the graph planned in the meantime; a MemoAhead never built
-// from is abandoned harmlessly (it only reads).
+// Then call BuildUnplanned, and on its miss Build with the graph planned in the meantime (or only
+// Build); a MemoAhead serves at most one build, from one goroutine, and one never built from is
+// abandoned harmlessly (it only reads).
 func (e *Engine) ReadMemoAhead(ctx context.Context, target string) *MemoAhead {
 	a := &MemoAhead{e: e, target: target, done: make(chan struct{})}
 	st, ok := e.store.(objectStater)

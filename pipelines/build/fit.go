@@ -11,7 +11,7 @@ import (
 
 // profile returns the recipe's board profile: the built-in of that name, or the JSON profile file.
 func (t *Target) profile() (board.Profile, error) {
-	p, err := board.Load(t.r.Board)
+	p, err := loadBoard(t.r.Board)
 	if err != nil {
 		return board.Profile{}, fmt.Errorf("%w: board: %w", ErrPlan, err)
 	}

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"os"
 	"strconv"
 	"strings"
 
@@ -64,7 +63,7 @@ func (t *Target) planSource(ctx context.Context, g *engine.Graph) (*source, erro
 		pj, _ := json.Marshal(sp)
 		return &source{in: n.Output("model.gguf"), uri: "orkpipe:synth?" + string(pj), tensors: sp.Tensors(), shape: stages.ShapeOf(sp.Config())}, nil
 	}
-	f, err := gguf.Open(ctx, r.Source.Model)
+	f, err := openModel(ctx, r.Source.Model)
 	if err != nil {
 		return nil, fmt.Errorf("%w: source.model: %w", ErrPlan, err)
 	}
@@ -473,7 +472,7 @@ func (t *Target) checkWeightMemory(ws []*weight) error {
 }
 
 func checkFile(field, path string) error {
-	st, err := os.Stat(path)
+	st, err := statFile(path)
 	if err != nil {
 		return fmt.Errorf("%w: %s: %w", ErrPlan, field, err)
 	}

@@ -2,7 +2,6 @@ package build
 
 import (
 	"fmt"
-	"os"
 	"path/filepath"
 
 	"orkpipe/pipelines/engine"
@@ -69,7 +68,7 @@ func (t *Target) planResidency(g *engine.Graph, src *source, ws []*weight, routi
 	if err := checkFile("screen.text", s.Text); err != nil {
 		return m, err
 	}
-	st, err := os.Stat(s.Text)
+	st, err := statFile(s.Text)
 	if err != nil {
 		return m, fmt.Errorf("%w: screen.text: %w", ErrPlan, err)
 	}

@@ -123,6 +123,22 @@ func (g *Graph) Export(name string, from Input) {
 // Nodes returns the nodes in insertion (topological) order.
 func (g *Graph) Nodes() []*Node { return g.nodes }
 
+// SourceFiles returns the path of every file that is an input of a node (not another node's
+// output), each once, in the order the nodes first name them (by node, then input name).
+func (g *Graph) SourceFiles() []string {
+	var out []string
+	seen := map[string]bool{}
+	for _, n := range g.nodes {
+		for _, name := range n.inputNames() {
+			if in := n.inputs[name]; in.node == nil && !seen[in.path] {
+				seen[in.path] = true
+				out = append(out, in.path)
+			}
+		}
+	}
+	return out
+}
+
 // Exports returns the declared results.
 func (g *Graph) Exports() []Export { return g.exports }
 

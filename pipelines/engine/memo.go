@@ -508,20 +508,12 @@ func (e *Engine) writeMemo(ctx context.Context, target string, ps *pass, plan ar
 			return err
 		}
 	}
-	sources := map[string]bool{}
-	for _, n := range ps.p.graph.nodes {
-		for _, name := range n.inputNames() {
-			in := n.inputs[name]
-			if in.node != nil || sources[in.path] {
-				continue
-			}
-			sources[in.path] = true
-			obj, err := ps.sources.hash(ctx, in.path)
-			if err != nil {
-				return err
-			}
-			m.sources = append(m.sources, memoTool{path: in.path, digest: obj.Digest})
+	for _, p := range ps.p.graph.SourceFiles() {
+		obj, err := ps.sources.hash(ctx, p)
+		if err != nil {
+			return err
 		}
+		m.sources = append(m.sources, memoTool{path: p, digest: obj.Digest})
 	}
 	tools := map[string]bool{}
 	for i, s := range ps.states {

@@ -26,7 +26,7 @@ type executorFlags struct {
 }
 
 func (f *executorFlags) register(cmd *cobra.Command) {
-	cmd.Flags().StringVar(&f.kind, "executor", "local", "where nodes run: local (this process) or dagger (containers on a Dagger engine, see docs/dagger.md)")
+	cmd.Flags().StringVar(&f.kind, "executor", "local", "where nodes run: local (this process) or dagger (containers on a Dagger engine, through the orkpipe-dagger program; see docs/dagger.md)")
 	cmd.Flags().StringVar(&f.binary, "orkpipe-binary", "", "with --executor dagger: the static linux/amd64 orkpipe run in the containers\n(default: this binary if it is one, else one built from the orkpipe module in the current directory)")
 }
 

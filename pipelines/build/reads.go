@@ -12,7 +12,8 @@ import (
 // contract of Target.PlanKey, under which a build memo serves a build without planning it.
 // TestPlanReadsOnlySources records the reads of real plans and checks each against the graph's
 // source files; TestPlanReadsThroughSeams fails on any other file or environment read in this
-// package.
+// package; TestPlanSyscallReads traces the file system calls of the same plans in a child process
+// (strace), so that a read anywhere else — ork, stages, a library — is caught too.
 var (
 	openModel = gguf.Open  // the source model's header and tensor index
 	statFile  = os.Stat    // a file's existence, type and size (checkFile, screen.text's size)

@@ -21,9 +21,8 @@ import (
 // TestPlanReadsOnlySources checks Target.PlanKey's contract on real plans: every file planning
 // reads (through reads.go, the only way this package reads: TestPlanReadsThroughSeams) is a source
 // input of the graph it returns, so that the build memo's check of the source files' digests
-// covers everything a plan depends on besides the plan key. The plans: the demo recipe; the
-// built-in W4A8 recipe on stories260K with the shared test data; the demo with its board profile
-// as a file; an MoE recipe with residency and a screen text (whose size sizes route-held-out).
+// covers everything a plan depends on besides the plan key. The plans are planCases'.
+// TestPlanSyscallReads checks the same plans for reads by any code, not only this package's.
 func TestPlanReadsOnlySources(t *testing.T) {
 	var reads []string
 	oldOpen, oldStat, oldBoard := openModel, statFile, loadBoard
@@ -43,48 +42,9 @@ func TestPlanReadsOnlySources(t *testing.T) {
 		return oldBoard(nameOrPath)
 	}
 
-	profile, err := json.Marshal(board.RK3588())
-	if err != nil {
-		t.Fatal(err)
-	}
-	profilePath := filepath.Join(t.TempDir(), "rk3588.json")
-	if err := os.WriteFile(profilePath, profile, 0o644); err != nil {
-		t.Fatal(err)
-	}
-	moe := filepath.Join(t.TempDir(), "moe.yaml")
-	if err := os.WriteFile(moe, []byte(`name: moe
-source:
-  synth: {layers: 2, n_embd: 64, n_ff: 96, n_head: 4, n_head_kv: 2, vocab: 360, ctx: 64, type: F32, seed: 23, n_expert: 16, n_expert_used: 2, router_skew: 1}
-calibration: {corpus: `+testfiles.Path(t, "stories-calib.txt")+`, sequences: 16, ctx: 64, mode: oneshot, window: 1}
-schemes:
-  - {match: 'blk\.\d+\.ffn_\w+_exps\.weight', method: rtn, dtype: I8}
-  - {match: 'blk\.\d+\.attn_\w+\.weight', method: rtn, dtype: I4_NATIVE}
-screen: {text: `+testfiles.Path(t, "tinystories_sample.txt")+`, ctx: 64}
-residency: {budget: "25%"}
-`), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	recipes := filepath.Join("..", "recipes")
-	for _, tc := range []struct {
-		name, path string
-		sets       []string
-	}{
-		{"demo", filepath.Join(recipes, "demo.yaml"), nil},
-		{"w4a8 on stories260K", filepath.Join(recipes, "w4a8-gptq-g32-rot.yaml"), []string{
-			"source.model=" + testfiles.Path(t, "stories260K.gguf"), "calibration.corpus=" + testfiles.Path(t, "stories-calib.txt"),
-			"calibration.sequences=23", "screen.text=" + testfiles.Path(t, "tinystories_sample.txt")}},
-		{"demo, board profile file", filepath.Join(recipes, "demo.yaml"), []string{"board=" + profilePath}},
-		{"moe with residency", moe, nil},
-	} {
+	for _, tc := range planCases(t) {
 		t.Run(tc.name, func(t *testing.T) {
-			r, err := recipe.Load(tc.path, tc.sets...)
-			if err != nil {
-				t.Fatal(err)
-			}
-			tg, err := New(r, WithMemoryBudget(4<<30), WithOverrides(tc.sets))
-			if err != nil {
-				t.Fatal(err)
-			}
+			tg := tc.target(t)
 			reads = nil
 			g, err := tg.Graph(context.Background())
 			if err != nil {
@@ -135,5 +95,61 @@ func TestPlanReadsThroughSeams(t *testing.T) {
 			}
 			return true
 		})
+	}
+}
+
+// planCase is a recipe to plan: its file and its --set overrides.
+type planCase struct {
+	name, path string
+	sets       []string
+}
+
+// target loads the recipe with its overrides and returns its target at a 4 GiB budget.
+func (tc planCase) target(t *testing.T) *Target {
+	r, err := recipe.Load(tc.path, tc.sets...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tg, err := New(r, WithMemoryBudget(4<<30), WithOverrides(tc.sets))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tg
+}
+
+// planCases returns the plans the read tests check: the demo recipe; the built-in W4A8 recipe on
+// stories260K with the shared test data; the demo with its board profile as a file; an MoE recipe
+// with residency and a screen text (whose size sizes route-held-out). Files they need are written
+// under t.TempDir().
+func planCases(t *testing.T) []planCase {
+	profile, err := json.Marshal(board.RK3588())
+	if err != nil {
+		t.Fatal(err)
+	}
+	profilePath := filepath.Join(t.TempDir(), "rk3588.json")
+	if err := os.WriteFile(profilePath, profile, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	moe := filepath.Join(t.TempDir(), "moe.yaml")
+	if err := os.WriteFile(moe, []byte(`name: moe
+source:
+  synth: {layers: 2, n_embd: 64, n_ff: 96, n_head: 4, n_head_kv: 2, vocab: 360, ctx: 64, type: F32, seed: 23, n_expert: 16, n_expert_used: 2, router_skew: 1}
+calibration: {corpus: `+testfiles.Path(t, "stories-calib.txt")+`, sequences: 16, ctx: 64, mode: oneshot, window: 1}
+schemes:
+  - {match: 'blk\.\d+\.ffn_\w+_exps\.weight', method: rtn, dtype: I8}
+  - {match: 'blk\.\d+\.attn_\w+\.weight', method: rtn, dtype: I4_NATIVE}
+screen: {text: `+testfiles.Path(t, "tinystories_sample.txt")+`, ctx: 64}
+residency: {budget: "25%"}
+`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	recipes := filepath.Join("..", "recipes")
+	return []planCase{
+		{"demo", filepath.Join(recipes, "demo.yaml"), nil},
+		{"w4a8 on stories260K", filepath.Join(recipes, "w4a8-gptq-g32-rot.yaml"), []string{
+			"source.model=" + testfiles.Path(t, "stories260K.gguf"), "calibration.corpus=" + testfiles.Path(t, "stories-calib.txt"),
+			"calibration.sequences=23", "screen.text=" + testfiles.Path(t, "tinystories_sample.txt")}},
+		{"demo, board profile file", filepath.Join(recipes, "demo.yaml"), []string{"board=" + profilePath}},
+		{"moe with residency", moe, nil},
 	}
 }

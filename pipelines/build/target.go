@@ -150,8 +150,9 @@ func (t *Target) Recipe() *recipe.Recipe { return t.r }
 // The contract that makes that sound: Graph reads no file that is not a source input of the graph
 // it returns, and nothing of the environment but GOMAXPROCS (the numerics, which read the
 // OpenBLAS variables, are the engine's part of the key). Planning reads only through reads.go's
-// seams; the tests check both halves (TestPlanReadsThroughSeams, TestPlanReadsOnlySources).
-// Planning that comes to read more must add it here.
+// seams; the tests check both halves (TestPlanReadsThroughSeams, TestPlanReadsOnlySources), and
+// TestPlanSyscallReads traces every file system call of real plans, whoever makes it (ork, stages,
+// the standard library, a dependency). Planning that comes to read more must add it here.
 func (t *Target) PlanKey() (artifacts.Digest, error) {
 	b, err := json.Marshal(struct {
 		Recipe     *recipe.Recipe `json:"recipe"`

@@ -6,7 +6,9 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"reflect"
 	"runtime"
+	"sync"
 
 	"github.com/spf13/cobra"
 
@@ -29,8 +31,39 @@ type globalOptions struct {
 	logger *slog.Logger
 }
 
+// newGlobalOptions returns the options of a command writing to stdout and stderr. A build writes
+// them from several goroutines at once: the progress sink, the logger, and os/exec's copy of a child
+// process's stderr (orkpipe-dagger's log) when stderr is not a file. Writes to an *os.File are safe
+// that way and it is kept as it is (the child then writes the descriptor itself, and terminals are
+// still recognized); any other writer (a test's buffer) is wrapped so that every write to it takes
+// one lock, shared when stdout and stderr are the same writer.
 func newGlobalOptions(stdout, stderr io.Writer) *globalOptions {
-	return &globalOptions{stdout: stdout, stderr: stderr, jobs: runtime.NumCPU()}
+	out := lockWriter(stdout)
+	errOut := lockWriter(stderr)
+	if t := reflect.TypeOf(stdout); t != nil && t.Comparable() && stdout == stderr {
+		errOut = out
+	}
+	return &globalOptions{stdout: out, stderr: errOut, jobs: runtime.NumCPU()}
+}
+
+// lockedWriter serializes the writes to w.
+type lockedWriter struct {
+	mu sync.Mutex
+	w  io.Writer
+}
+
+func (l *lockedWriter) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.Write(p)
+}
+
+// lockWriter returns w itself when it is an *os.File, else w behind a lock.
+func lockWriter(w io.Writer) io.Writer {
+	if _, ok := w.(*os.File); ok {
+		return w
+	}
+	return &lockedWriter{w: w}
 }
 
 // cache returns the cache directory after applying the flag, the environment and the default.

@@ -1,6 +1,7 @@
 package calib
 
 import (
+	"runtime"
 	"unsafe"
 
 	"golang.org/x/sys/unix"
@@ -18,8 +19,12 @@ func prefaultUpper(h *Hessian) {
 	k := h.K
 	parallelFor(k, func(i int) {
 		row := h.Data[i*k+i : (i+1)*k]
-		base := unsafe.Pointer(&row[0])
-		back := int(uintptr(base) % page) // from the start of the page holding H[i][i]
-		_ = unix.Madvise(unsafe.Slice((*byte)(unsafe.Add(base, -back)), back+8*len(row)), unix.MADV_POPULATE_WRITE)
+		start := uintptr(unsafe.Pointer(&row[0]))
+		from := start &^ (page - 1) // the page holding H[i][i]
+		// A raw call on addresses: the range starts before the row (in its strict lower part, or
+		// before h.Data for row 0), where no unsafe.Pointer may point (checkptr refuses it). The
+		// page is mapped (it holds H[i][i]) and populating it changes no byte of it.
+		_, _, _ = unix.Syscall(unix.SYS_MADVISE, from, start-from+uintptr(8*len(row)), unix.MADV_POPULATE_WRITE)
+		runtime.KeepAlive(row)
 	})
 }

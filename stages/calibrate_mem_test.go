@@ -53,9 +53,7 @@ func TestCalibrateMemory(t *testing.T) {
 	if testing.Short() {
 		t.Skip("synthesizes models and calibrates them in child processes")
 	}
-	if _, err := os.Stat("/proc/self/status"); err != nil {
-		t.Skipf("needs /proc/self/status for VmHWM: %v", err)
-	}
+	requireMemoryMeasure(t)
 	cases := []struct {
 		name                string
 		embd, ff, heads, kv int

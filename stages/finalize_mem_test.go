@@ -58,9 +58,7 @@ func TestFinalizeMemory(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs finalize (GPTQ at K = 4096) in child processes")
 	}
-	if _, err := os.Stat("/proc/self/status"); err != nil {
-		t.Skipf("needs /proc/self/status for VmHWM: %v", err)
-	}
+	requireMemoryMeasure(t)
 	type tc struct {
 		name                        string
 		embd, ff                    int

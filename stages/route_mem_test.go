@@ -24,9 +24,7 @@ func TestRouteMemory(t *testing.T) {
 	if testing.Short() {
 		t.Skip("synthesizes a model and routes a text in a child process")
 	}
-	if _, err := os.Stat("/proc/self/status"); err != nil {
-		t.Skipf("needs /proc/self/status for VmHWM: %v", err)
-	}
+	requireMemoryMeasure(t)
 	sp := stages.SynthParams{Layers: 2, Embd: 512, FF: 704, Heads: 8, HeadsKV: 2, Vocab: 512, Ctx: 256, Type: "Q8_0", Seed: 3, Experts: 8, ExpertsUsed: 2}
 	synth, _ := json.Marshal(sp)
 	modelPath := mustExec(t, "synth", string(synth), nil)["model.gguf"]

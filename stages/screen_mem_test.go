@@ -26,9 +26,7 @@ func TestScreenMemory(t *testing.T) {
 	if testing.Short() {
 		t.Skip("synthesizes models, packs them and screens them in child processes")
 	}
-	if _, err := os.Stat("/proc/self/status"); err != nil {
-		t.Skipf("needs /proc/self/status for VmHWM: %v", err)
-	}
+	requireMemoryMeasure(t)
 	text := testfiles.Path(t, "tinystories_sample.txt")
 	for _, c := range []struct {
 		name   string

@@ -88,3 +88,15 @@ func runStageMemChildIfAsked(t *testing.T) bool {
 }
 
 func jsonInt(n int64) string { b, _ := json.Marshal(n); return string(b) }
+
+// requireMemoryMeasure skips a memory test where its measure means nothing: without
+// /proc/self/status (VmHWM), or in a -race build, whose shadow memory inflates VmHWM.
+func requireMemoryMeasure(t *testing.T) {
+	t.Helper()
+	if raceEnabled {
+		t.Skip("a -race build: the race detector's shadow memory inflates VmHWM; memory bounds are checked without -race")
+	}
+	if _, err := os.Stat("/proc/self/status"); err != nil {
+		t.Skipf("needs /proc/self/status for VmHWM: %v", err)
+	}
+}

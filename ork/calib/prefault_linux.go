@@ -21,9 +21,10 @@ func prefaultUpper(h *Hessian) {
 		row := h.Data[i*k+i : (i+1)*k]
 		start := uintptr(unsafe.Pointer(&row[0]))
 		from := start &^ (page - 1) // the page holding H[i][i]
-		// A raw call on addresses: the range starts before the row (in its strict lower part, or
-		// before h.Data for row 0), where no unsafe.Pointer may point (checkptr refuses it). The
-		// page is mapped (it holds H[i][i]) and populating it changes no byte of it.
+		// A raw call on addresses: the range starts at or before H[i][i], in the row's strict
+		// lower part, in an earlier row when the page begins there, or before h.Data for row 0,
+		// where no unsafe.Pointer may point (checkptr refuses it). The page is mapped (it holds
+		// H[i][i]) and populating it changes no byte of it.
 		_, _, _ = unix.Syscall(unix.SYS_MADVISE, from, start-from+uintptr(8*len(row)), unix.MADV_POPULATE_WRITE)
 		runtime.KeepAlive(row)
 	})

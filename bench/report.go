@@ -137,16 +137,6 @@ func (r *Row) refit() {
 	}
 }
 
-// subject returns the row's first subject measure (nil if none).
-func (r *Row) subject() *Measure {
-	for i := range r.Measures {
-		if r.Measures[i].Role == "subject" {
-			return &r.Measures[i]
-		}
-	}
-	return nil
-}
-
 // measure returns the measure labelled label (nil if none).
 func (r *Row) measure(label string) *Measure {
 	for i := range r.Measures {

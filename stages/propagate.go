@@ -3,7 +3,6 @@ package stages
 import (
 	"context"
 	"fmt"
-	"sync"
 
 	"orkpipe/ork/calib"
 	"orkpipe/ork/model"
@@ -82,7 +81,6 @@ func windowWeightLayer(s ModelShape, w string) (int, bool) {
 type emulatedSource struct {
 	*model.GGUFSource
 	files map[string]string
-	mu    sync.Mutex
 }
 
 func (s *emulatedSource) Linear(ctx context.Context, name string) (model.Linear, bool, error) {

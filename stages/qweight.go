@@ -190,22 +190,6 @@ func writeFloat32s(w io.Writer, v []float32) error {
 	return nil
 }
 
-// readQWeightMeta reads only the header and meta of a finalized-weight file (no digest check: use
-// ReadQWeight before trusting the payload).
-func readQWeightMeta(path string) (QWeightMeta, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return QWeightMeta{}, err
-	}
-	defer f.Close()
-	st, err := f.Stat()
-	if err != nil {
-		return QWeightMeta{}, err
-	}
-	m, _, err := decodeQWeightHeader(f, st.Size(), path)
-	return m, err
-}
-
 func decodeQWeightHeader(r io.ReaderAt, size int64, path string) (QWeightMeta, int64, error) {
 	var hdr [16]byte
 	if _, err := r.ReadAt(hdr[:], 0); err != nil || !bytes.Equal(hdr[:8], qweightMagic[:]) {

@@ -10,8 +10,8 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"os/exec"
 	"path/filepath"
-	"runtime"
 	"strings"
 	"sync"
 	"testing"
@@ -150,6 +150,17 @@ func daggerExecutorProgram(t *testing.T) string {
 	return daggerProg
 }
 
+// goCommand returns the path of the go command on PATH (the one running these tests, and the one
+// daggerenv.BuildExecutor builds with).
+func goCommand(t *testing.T) string {
+	t.Helper()
+	p, err := exec.LookPath("go")
+	if err != nil {
+		t.Fatalf("no go command on PATH: %v", err)
+	}
+	return p
+}
+
 // TestExecutorDaggerRoutesNodes: every command that takes --executor sends its nodes to the engine
 // through the orkpipe-dagger process (the build fails with the fake engine's stderr, so no node ran
 // locally) — never a silent local build. Every command goes through openEngine, which is the one
@@ -157,7 +168,7 @@ func daggerExecutorProgram(t *testing.T) string {
 func TestExecutorDaggerRoutesNodes(t *testing.T) {
 	execs := fakeDaggerSession(t)
 	daggerExecutorProgram(t)
-	goBin := filepath.Join(runtime.GOROOT(), "bin", "go") // a static linux/amd64 binary
+	goBin := goCommand(t) // a static linux/amd64 binary
 	if err := daggerenv.CheckBinary(goBin); err != nil {
 		t.Skipf("no static linux/amd64 binary to upload: %v", err)
 	}
@@ -195,7 +206,7 @@ func TestDaggerExecutorProgram(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds cmd/orkpipe-dagger")
 	}
-	t.Setenv("PATH", filepath.Dir(filepath.Join(runtime.GOROOT(), "bin", "go")))
+	t.Setenv("PATH", filepath.Dir(goCommand(t)))
 	t.Setenv(daggerenv.EnvExecutor, "")
 	os.Unsetenv(daggerenv.EnvExecutor)
 	opts := newGlobalOptions(io.Discard, io.Discard)

@@ -221,8 +221,6 @@ func mustBuild(t testing.TB, e *engine.Engine, target string, g *engine.Graph, o
 	return res
 }
 
-func in(names ...string) []string { return names }
-
 func node(g *engine.Graph, id string, p testParams, inputs map[string]engine.Input) *engine.Node {
 	if p.Tag == "" {
 		p.Tag = id

@@ -87,8 +87,8 @@ func TestRebuildExecutesOnlyWhatChanged(t *testing.T) {
 	z := node(g, "z", testParams{}, map[string]engine.Input{"l": y.Output("out"), "r": b.Output("out")})
 	g.Export("z.bin", z.Output("out"))
 	res = step("x's output corrupted, y changed", g, "x,y2,z", 3, 2)
-	if quarantined(t, s) != 2 {
-		t.Errorf("%d quarantined objects, want 2", quarantined(t, s))
+	if res.Passes != 2 || quarantined(t, s) != 2 {
+		t.Errorf("corrupt input of a changed node: %d passes, %d quarantined objects; want 2 and 2", res.Passes, quarantined(t, s))
 	}
 	rep, err := s.VerifyAll(ctx)
 	if err != nil {

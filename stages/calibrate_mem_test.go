@@ -62,17 +62,24 @@ func TestCalibrateMemory(t *testing.T) {
 		long                bool
 		qwen35              bool // a qwen35 model of 4 blocks (3 Gated DeltaNet, 1 gated attention), all in the window
 	}{
+		// 4 x 128 tokens are one batch of rows (calib.BatchRows): each Hessian's only update stays
+		// pending and its file is encoded from the rows, so no K x K matrix is ever allocated.
 		{name: "q8_0-1024x2816", embd: 1024, ff: 2816, heads: 8, kv: 2, typ: "Q8_0", seqs: 4, ctx: 128},
 		{name: "f16-1024x2816", embd: 1024, ff: 2816, heads: 8, kv: 2, typ: "F16", seqs: 4, ctx: 128},
 		{name: "qwen35-q8_0-1024x2816-4-layers", embd: 1024, ff: 2816, heads: 8, kv: 2, typ: "Q8_0", seqs: 4, ctx: 128, qwen35: true},
-		// One layer of the 27B shape, as a --mem 4GiB build calibrates it (4 sequences of 128 tokens).
+		// 8 x 128 tokens are two batches: every Hessian is allocated and updated, the declared peak's
+		// main term (the built-in recipes calibrate on 32 x 512 tokens).
+		{name: "q8_0-1024x2816-dense", embd: 1024, ff: 2816, heads: 8, kv: 2, typ: "Q8_0", seqs: 8, ctx: 128},
+		{name: "qwen35-q8_0-1024x2816-4-layers-dense", embd: 1024, ff: 2816, heads: 8, kv: 2, typ: "Q8_0", seqs: 8, ctx: 128, qwen35: true},
+		// One layer of the 27B shape, as a --mem 4GiB build calibrates it, on one batch and on two.
 		{name: "q8_0-27B-one-layer", embd: 5120, ff: 17408, heads: 40, kv: 8, typ: "Q8_0", seqs: 4, ctx: 128, long: true},
+		{name: "q8_0-27B-one-layer-dense", embd: 5120, ff: 17408, heads: 40, kv: 8, typ: "Q8_0", seqs: 8, ctx: 128, long: true},
 	}
 	corpus := testfiles.Path(t, "stories-calib.txt")
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			if c.long && os.Getenv("ORKPIPE_LONG_TESTS") == "" {
-				t.Skip("the 27B one-layer calibration takes minutes and about 3.3 GiB: set ORKPIPE_LONG_TESTS=1 to run it")
+				t.Skip("the 27B one-layer calibration takes up to minutes and about 3.3 GiB: set ORKPIPE_LONG_TESTS=1 to run it")
 			}
 			sp := stages.SynthParams{Layers: 1, Embd: c.embd, FF: c.ff, Heads: c.heads, HeadsKV: c.kv, Vocab: 512, Ctx: 256, Type: c.typ, Seed: 3}
 			if c.qwen35 {

@@ -137,6 +137,7 @@ func sampleReport() *Report {
 				{Label: "sgemm, -tags blas", Role: "reference", Samples: []float64{0.2}, GFLOPS: 85.9},
 				{Label: "dgemm, -tags blas", Role: "reference", Samples: []float64{0.4}, GFLOPS: 42.9},
 				{Label: "calibrate, -tags blas", Role: "subject", Samples: []float64{12.5}, GFLOPS: 43.0, Share: 0.52, Extra: "52% of the sgemm/dgemm rate"},
+				{Label: "calibrate, -tags blas, 8 x 128 (dense Hessians)", Role: "subject", Samples: []float64{24.0}, GFLOPS: 44.8, Share: 0.61, Extra: "61% of the sgemm/dgemm rate"},
 				{Label: "sgemm, pure Go", Role: "reference", Skipped: "skipped: -calib-pure-go=false"},
 			}},
 			{ID: "scale-rtn", Title: "scaling", FitUnit: "layer", Fit: &Fit{Slope: 95, Intercept: 12, R2: 0.9987, N: 4}, Measures: []Measure{
@@ -444,6 +445,46 @@ func TestCalibFlops(t *testing.T) {
 	if s := calibShare(1e11, 1e11, 0, 50, 6); s != 0 {
 		t.Errorf("share without an sgemm rate %v, want 0", s)
 	}
+}
+
+// TestCalibTarget: the calibrate target is judged on every -tags blas shape the row measured, and
+// not at all without the 4 x 128.
+func TestCalibTarget(t *testing.T) {
+	subject := func(label string, share float64) Measure { return Measure{Label: label, Role: "subject", Share: share} }
+	for _, tc := range []struct {
+		name     string
+		measures []Measure
+		met      *bool
+		value    string
+	}{
+		{"issue's shape only", []Measure{subject(calibBLASLabel, 0.62)}, ptr(true), "62% of the rate at 4 x 128 tokens"},
+		{"both met", []Measure{subject(calibBLASLabel, 0.62), subject(calibBLASDenseLabel, 0.55)}, ptr(true),
+			"62% of the rate at 4 x 128 tokens, 55% of the rate at 8 x 128"},
+		{"dense missed", []Measure{subject(calibBLASLabel, 0.62), subject(calibBLASDenseLabel, 0.41)}, ptr(false),
+			"62% of the rate at 4 x 128 tokens, 41% of the rate at 8 x 128"},
+		{"dense skipped", []Measure{subject(calibBLASLabel, 0.49), {Label: calibBLASDenseLabel, Skipped: "skipped: no blas"}}, ptr(false),
+			"49% of the rate at 4 x 128 tokens"},
+		{"issue's shape not measured", []Measure{subject(calibBLASDenseLabel, 0.7)}, nil, "not measured in this run"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got := calibTarget(&Row{ID: "calib", Measures: tc.measures})
+			if got.Value != tc.value || (got.Met == nil) != (tc.met == nil) || (got.Met != nil && *got.Met != *tc.met) {
+				t.Errorf("calibTarget = %q met %v, want %q met %v", got.Value, deref(got.Met), tc.value, deref(tc.met))
+			}
+		})
+	}
+	if got := calibTarget(nil); got.Met != nil {
+		t.Errorf("no calib row judged: %+v", got)
+	}
+}
+
+func ptr[T any](v T) *T { return &v }
+
+func deref(b *bool) any {
+	if b == nil {
+		return nil
+	}
+	return *b
 }
 
 // TestGPTQShares: the scale-gptq row counts 4/3·K³ + 2·N·K² for the seven weights of a 27B-shaped

@@ -201,44 +201,62 @@ func calibShare(fwd, hess, sgemm, dgemm, seconds float64) float64 {
 	return (fwd/(sgemm*1e9) + hess/(dgemm*1e9)) / seconds
 }
 
-// rowCalib: one calibrate node of a 27B-shaped layer (4 sequences of 128 tokens) in the -tags blas build
-// and (unless -calib-pure-go=false) the pure-Go build, each in a worker process that also measures that
-// build's sgemm and dgemm rates; the subject's share is of those rates, from the same process.
+// calibCase is one worker configuration of the calib row: a build and a calibration shape.
+type calibCase struct {
+	build, bin, skip string
+	seqs, ctx        int
+	suffix           string // appended to the measures' labels ("" for the issue's 4 x 128 shape)
+}
+
+// Labels of the calib row's -tags blas subjects, which the targets judge.
+const (
+	calibBLASLabel      = "calibrate, -tags blas"
+	calibBLASDenseLabel = "calibrate, -tags blas, 8 x 128 (dense Hessians)"
+)
+
+// rowCalib: one calibrate node of a 27B-shaped layer in worker processes, each of which also measures
+// its build's sgemm and dgemm rates; the subject's share is of those rates, from the same process.
+// The issue's shape, 4 sequences of 128 tokens, is one batch of calib.BatchRows rows: every Hessian's
+// only update is multiplied while its file is encoded, and no K x K matrix is allocated (the deferred
+// path). Real recipes calibrate on more tokens (32 x 512), where every Hessian is allocated and updated
+// batch by batch: the row also runs 8 x 128 tokens (two batches) in the -tags blas build, the dense
+// path the recipes take. The pure-Go build runs the issue's shape unless -calib-pure-go=false.
 func rowCalib(e *env) (Row, error) {
-	const embd, ff, seqs, ctxLen = 5120, 17408, 4, 128
-	fwd, hess := calibFlops(embd, embd, embd/5, ff, seqs, ctxLen)
-	r := Row{ID: "calib", Title: fmt.Sprintf("calibrate one 27B-shaped layer (n_embd %d, n_ff %d, Q8_0), %d x %d tokens", embd, ff, seqs, ctxLen),
-		Note: fmt.Sprintf("stage calibrate [0, 1) with hidden states, in a worker process (`go run ./bench -worker calib`); flops = forward %.3g (2·T·N·K per weight + attention) + Hessians %.3g (T·K·(K+1) per input site); share = (forward flops at the sgemm rate + Hessian flops at the dgemm rate) / measured time; sgemm and dgemm: gonum blas32/blas64 %d³ (what the stage calls) in the same process",
-			fwd, hess, matmulDim)}
-	builds := []struct {
-		name, bin, skip string
-	}{{"-tags blas", e.blasSelf, e.blasErr}, {"pure Go", e.self, ""}}
-	if !e.calibPureGo {
-		builds[1].skip = "-calib-pure-go=false"
+	const embd, ff = 5120, 17408
+	cases := []calibCase{
+		{build: "-tags blas", bin: e.blasSelf, skip: e.blasErr, seqs: 4, ctx: 128},
+		{build: "-tags blas", bin: e.blasSelf, skip: e.blasErr, seqs: 8, ctx: 128, suffix: ", 8 x 128 (dense Hessians)"},
+		{build: "pure Go", bin: e.self, seqs: 4, ctx: 128},
 	}
+	if !e.calibPureGo {
+		cases[2].skip = "-calib-pure-go=false"
+	}
+	fwd, hess := calibFlops(embd, embd, embd/5, ff, 4, 128)
+	r := Row{ID: "calib", Title: fmt.Sprintf("calibrate one 27B-shaped layer (n_embd %d, n_ff %d, Q8_0), 4 x 128 tokens (and 8 x 128)", embd, ff),
+		Note: fmt.Sprintf("stage calibrate [0, 1) with hidden states, in a worker process (`go run ./bench -worker calib`); flops at 4 x 128 = forward %.3g (2·T·N·K per weight + attention) + Hessians %.3g (T·K·(K+1) per input site), twice that at 8 x 128; 4 x 128 tokens are one batch of rows (each Hessian's update multiplied while its file is encoded), 8 x 128 two (every Hessian allocated and updated: the path of recipes' 32 x 512); share = (forward flops at the sgemm rate + Hessian flops at the dgemm rate) / measured time; sgemm and dgemm: gonum blas32/blas64 %d³ (what the stage calls) in the same process",
+			fwd, hess, matmulDim)}
 	var steps []step
-	cpu := make([][]float64, len(builds))      // per build: CPU seconds of the calibrate node, per run
-	cpuIdeal := make([][]float64, len(builds)) // per build and run: its flops at the gemms' rates per CPU-second
-	for _, b := range builds {
-		sg := Measure{Label: "sgemm, " + b.name, Role: "reference"}
-		dg := Measure{Label: "dgemm, " + b.name, Role: "reference"}
-		cm := Measure{Label: "calibrate, " + b.name, Role: "subject", Command: fmt.Sprintf("bench -worker calib -k %d -n %d -seqs %d -ctx %d", embd, ff, seqs, ctxLen)}
-		if b.bin == "" || b.skip != "" {
-			cm.Skipped = "skipped: " + b.skip
+	cpu := make([][]float64, len(cases))      // per case: CPU seconds of the calibrate node, per run
+	cpuIdeal := make([][]float64, len(cases)) // per case and run: its flops at the gemms' rates per CPU-second
+	for _, c := range cases {
+		sg := Measure{Label: "sgemm, " + c.build + c.suffix, Role: "reference"}
+		dg := Measure{Label: "dgemm, " + c.build + c.suffix, Role: "reference"}
+		cm := Measure{Label: "calibrate, " + c.build + c.suffix, Role: "subject", Command: fmt.Sprintf("bench -worker calib -k %d -n %d -seqs %d -ctx %d", embd, ff, c.seqs, c.ctx)}
+		if c.bin == "" || c.skip != "" {
+			cm.Skipped = "skipped: " + c.skip
 			sg.Skipped, dg.Skipped = cm.Skipped, cm.Skipped
 		}
 		r.Measures = append(r.Measures, sg, dg, cm)
 	}
-	for i, b := range builds {
+	for i, c := range cases {
 		sg, dg, cm := &r.Measures[3*i], &r.Measures[3*i+1], &r.Measures[3*i+2]
 		if cm.Skipped != "" {
 			continue
 		}
-		bin, i := b.bin, i
 		steps = append(steps, step{m: cm, rss: true, run: func() (time.Duration, int64, error) {
 			var out bytes.Buffer
-			_, rss, err := e.command(&out, bin, "-worker", "calib", "-k", fmt.Sprint(embd), "-n", fmt.Sprint(ff),
-				"-seqs", fmt.Sprint(seqs), "-ctx", fmt.Sprint(ctxLen), "-corpus", e.corpus)
+			_, rss, err := e.command(&out, c.bin, "-worker", "calib", "-k", fmt.Sprint(embd), "-n", fmt.Sprint(ff),
+				"-seqs", fmt.Sprint(c.seqs), "-ctx", fmt.Sprint(c.ctx), "-corpus", e.corpus)
 			if err != nil {
 				return 0, 0, err
 			}
@@ -257,21 +275,28 @@ func rowCalib(e *env) (Row, error) {
 		}})
 	}
 	err := e.interleave(e.longRuns, steps...)
-	for i := range builds {
-		sg, dg, cm := &r.Measures[3*i], &r.Measures[3*i+1], &r.Measures[3*i+2]
-		flops := 2 * float64(matmulDim) * matmulDim * matmulDim
-		s, d, c := Summarize(sg.Samples).Median, Summarize(dg.Samples).Median, Summarize(cm.Samples).Median
-		if s <= 0 || d <= 0 || c <= 0 {
-			continue
-		}
-		sg.GFLOPS, dg.GFLOPS, cm.GFLOPS = flops/s/1e9, flops/d/1e9, (fwd+hess)/c/1e9
-		cm.Share = calibShare(fwd, hess, sg.GFLOPS, dg.GFLOPS, c)
-		cm.Extra = fmt.Sprintf("%.0f%% of the sgemm/dgemm rate", 100*cm.Share)
-		cs := Summarize(cpu[i]).Median
-		cm.Extra += fmt.Sprintf("; CPU %.1f s (median)", cs)
-		if len(cpuIdeal[i]) > 0 && cs > 0 {
-			cm.Extra += fmt.Sprintf(", %.0f%% of the sgemm/dgemm rate per CPU-second", 100*Summarize(cpuIdeal[i]).Median/cs)
-		}
+	for i, c := range cases {
+		f, h := calibFlops(embd, embd, embd/5, ff, c.seqs, c.ctx)
+		calibFinish(&r.Measures[3*i], &r.Measures[3*i+1], &r.Measures[3*i+2], f, h, cpu[i], cpuIdeal[i])
 	}
 	return r, err
+}
+
+// calibFinish sets one case's rates and share from its samples: sg and dg are the worker's sgemm and
+// dgemm references, cm the calibrate node of fwd + hess flops; cpu holds the node's CPU seconds per run
+// and cpuIdeal its flops at the references' rates per CPU-second.
+func calibFinish(sg, dg, cm *Measure, fwd, hess float64, cpu, cpuIdeal []float64) {
+	flops := 2 * float64(matmulDim) * matmulDim * matmulDim
+	s, d, c := Summarize(sg.Samples).Median, Summarize(dg.Samples).Median, Summarize(cm.Samples).Median
+	if s <= 0 || d <= 0 || c <= 0 {
+		return
+	}
+	sg.GFLOPS, dg.GFLOPS, cm.GFLOPS = flops/s/1e9, flops/d/1e9, (fwd+hess)/c/1e9
+	cm.Share = calibShare(fwd, hess, sg.GFLOPS, dg.GFLOPS, c)
+	cm.Extra = fmt.Sprintf("%.0f%% of the sgemm/dgemm rate", 100*cm.Share)
+	cs := Summarize(cpu).Median
+	cm.Extra += fmt.Sprintf("; CPU %.1f s (median)", cs)
+	if len(cpuIdeal) > 0 && cs > 0 {
+		cm.Extra += fmt.Sprintf(", %.0f%% of the sgemm/dgemm rate per CPU-second", 100*Summarize(cpuIdeal).Median/cs)
+	}
 }

@@ -1,6 +1,9 @@
 package main
 
-import "fmt"
+import (
+	"fmt"
+	"strings"
+)
 
 // targets checks the acceptance targets against the figures of rep.
 func targets(rep *Report) []Target {
@@ -62,16 +65,8 @@ func targets(rep *Report) []Target {
 			ts = append(ts, check(c.goal, ok, met, value))
 		}
 	}
-	c := find("calib")
-	var share float64
-	if c != nil {
-		if m := c.measure("calibrate, -tags blas"); m != nil {
-			share = m.Share
-		}
-	}
-	ts = append(ts, check("calibrate of a 27B-shaped layer (-tags blas) >= 50% of the sgemm/dgemm rate", share > 0, share >= 0.5,
-		fmt.Sprintf("%.0f%% of the rate", 100*share)))
-	share, ok = gptqLayerShare(find("scale-gptq"))
+	ts = append(ts, calibTarget(find("calib")))
+	share, ok := gptqLayerShare(find("scale-gptq"))
 	ts = append(ts, check("GPTQ >= 80% of the dgemm rate over a whole 27B-shaped layer (scale-gptq)", ok, share >= 0.8,
 		fmt.Sprintf("%.0f%% of the dgemm rate, in CPU time", 100*share)))
 	// Peak RSS: every build measured with a --mem budget in this run.
@@ -94,4 +89,29 @@ func targets(rep *Report) []Target {
 		ts[len(ts)-1].Why = "the 27B-shaped GPTQ rows (rss) did not run"
 	}
 	return ts
+}
+
+// calibTarget judges the calib row's -tags blas subjects: the 4 x 128 tokens and, when the row
+// measured it, 8 x 128 (the dense-Hessian path of real recipes); the goal is met only if every measured
+// shape reaches half the sgemm/dgemm rate.
+func calibTarget(c *Row) Target {
+	t := Target{Goal: "calibrate of a 27B-shaped layer (-tags blas) >= 50% of the sgemm/dgemm rate", Value: "not measured in this run"}
+	if c == nil {
+		return t
+	}
+	var parts []string
+	met := true
+	for _, s := range []struct{ label, shape string }{{calibBLASLabel, "4 x 128 tokens"}, {calibBLASDenseLabel, "8 x 128"}} {
+		m := c.measure(s.label)
+		if m == nil || m.Share <= 0 {
+			if s.label == calibBLASLabel {
+				return t // the shape is the target; without it nothing is judged
+			}
+			continue
+		}
+		parts = append(parts, fmt.Sprintf("%.0f%% of the rate at %s", 100*m.Share, s.shape))
+		met = met && m.Share >= 0.5
+	}
+	t.Value, t.Met = strings.Join(parts, ", "), &met
+	return t
 }

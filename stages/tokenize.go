@@ -71,8 +71,8 @@ func runTokenize(ctx context.Context, p TokenizeParams, req Request) error {
 	}
 	need := p.Sequences * p.Ctx
 	if len(ids) < need {
-		return fmt.Errorf("calibration corpus %s is too short: %d tokens, calibration needs sequences x ctx = %d x %d = %d",
-			label, len(ids), p.Sequences, p.Ctx, need)
+		return fmt.Errorf("calibration corpus %s is too short: %d tokens, calibration needs sequences x ctx = %d x %d = %d; it holds %d sequences of %d (lower the sequences or the ctx, or give a longer corpus)",
+			label, len(ids), p.Sequences, p.Ctx, need, len(ids)/p.Ctx, p.Ctx)
 	}
 	bos := model.NoToken
 	if v := tok.Vocab(); v.AddBOS {

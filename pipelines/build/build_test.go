@@ -219,7 +219,7 @@ func TestBadInputs(t *testing.T) {
 		{"bad synth shape", []string{"source.synth.layers=0"}, []string{"source.synth.layers"}},
 		{"missing model file", []string{"source.synth=null", "source.model=/nonexistent/m.gguf"}, []string{"source.model", "/nonexistent/m.gguf", "no such file"}},
 		{"pattern matches nothing", []string{"schemes.0.match=blk\\.\\d+\\.ffn_dwn\\.weight"}, []string{"schemes[0]", "ffn_dwn", "matches no weight"}},
-		{"short corpus", []string{"calibration.corpus=" + short}, []string{"short.txt", "too short", "4 x 32 = 128"}},
+		{"short corpus", []string{"calibration.corpus=" + short}, []string{"short.txt", "too short", "4 x 32 = 128", "sequences of 32 (lower the sequences or the ctx"}},
 		{"failing gate", []string{"screen.gates.max_kld_mean=0.0000001"}, []string{"max_kld_mean", "exceeds the threshold 1e-07"}},
 		{"missing screen text", []string{"screen.text=/nonexistent/eval.txt"}, []string{"screen.text", "/nonexistent/eval.txt"}},
 	}

@@ -55,12 +55,14 @@ type options struct {
 	model     ModelInfo
 	created   time.Time
 	force     bool
-	only      []string // Pull: the files to fetch (nil: all)
+	only      []string    // Pull: the files to fetch (nil: all)
+	compress  Compression // Push: whether a layer may be tar+zstd
 }
 
 func makeOptions(opts []Option) (*options, error) {
 	o := &options{
 		rangeSize: DefaultRangeSize,
+		compress:  CompressAuto,
 		jobs:      4,
 		progress:  nopProgress{},
 		digests:   hashFiles{},
@@ -86,6 +88,38 @@ func WithRangeSize(n int64) Option {
 			return fmt.Errorf("range size %d: must be a power of two of at least %d bytes", n, MinRangeSize)
 		}
 		o.rangeSize = n
+		return nil
+	}
+}
+
+// Compression says whether Push may compress a file's layer.
+type Compression string
+
+const (
+	// CompressAuto compresses a file (a tar+zstd layer) when a sample of its data compresses below
+	// 90% and that saves at least 1 MiB: the default.
+	CompressAuto Compression = "auto"
+	// CompressNever lays every file out raw, or as a plain tar where a sparse file's holes are left
+	// out: the two forms every ModelPack client reads (modctl extracts no tar+zstd layer).
+	CompressNever Compression = "never"
+)
+
+// ParseCompression returns the Compression named s ("auto" or "never").
+func ParseCompression(s string) (Compression, error) {
+	switch c := Compression(s); c {
+	case CompressAuto, CompressNever:
+		return c, nil
+	}
+	return "", fmt.Errorf("compression %q: want %q or %q", s, CompressAuto, CompressNever)
+}
+
+// WithCompression sets whether Push may compress layers (default CompressAuto).
+func WithCompression(c Compression) Option {
+	return func(o *options) error {
+		if _, err := ParseCompression(string(c)); err != nil {
+			return err
+		}
+		o.compress = c
 		return nil
 	}
 }

@@ -126,7 +126,7 @@ func prepareFile(ctx context.Context, path string, o *options, slots chan struct
 	name := filepath.Base(path)
 	lf := &localFile{path: path, st: st, File: File{Name: name, Class: classOf(name), Extents: exts, Extra: map[string]string{},
 		Digests: FileDigests{Size: size, SHA256: od.SHA256String(), BLAKE3: od.Digest}}}
-	if lf.Form, err = chooseForm(f, size, exts); err != nil {
+	if lf.Form, err = chooseForm(f, size, exts, o.compress != CompressNever); err != nil {
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}
 	if o.annotator != nil {
@@ -170,18 +170,20 @@ func prepareFile(ctx context.Context, path string, o *options, slots chan struct
 }
 
 // chooseForm decides how a file of size bytes with data exts travels (see sparseMinHoles and
-// compressWhenBelow).
-func chooseForm(f io.ReaderAt, size int64, exts []Extent) (Form, error) {
+// compressWhenBelow); without compress it is never tar+zstd, and its data is not sampled.
+func chooseForm(f io.ReaderAt, size int64, exts []Extent, compress bool) (Form, error) {
 	data := sparse.Len(exts)
 	holes := size - data
-	ratio, err := sampleRatio(f, exts)
-	if err != nil {
-		return "", fmt.Errorf("sample for compression: %w", err)
+	if compress {
+		ratio, err := sampleRatio(f, exts)
+		if err != nil {
+			return "", fmt.Errorf("sample for compression: %w", err)
+		}
+		if ratio < compressWhenBelow && (1-ratio)*float64(data) >= compressMinSaving {
+			return FormTarZstd, nil
+		}
 	}
-	switch {
-	case ratio < compressWhenBelow && (1-ratio)*float64(data) >= compressMinSaving:
-		return FormTarZstd, nil
-	case holes >= sparseMinHoles && holes*sparseMinShare >= size:
+	if holes >= sparseMinHoles && holes*sparseMinShare >= size {
 		return FormTar, nil
 	}
 	return FormRaw, nil

@@ -44,6 +44,7 @@ type pushFlags struct {
 	transportFlags
 	rangeSize string
 	sign      string
+	compress  string
 }
 
 func newPushCommand(opts *globalOptions) *cobra.Command {
@@ -53,7 +54,8 @@ func newPushCommand(opts *globalOptions) *cobra.Command {
 		Short: "Push a build output directory (pack, stub, report, provenance) to an OCI registry",
 		Long: `push publishes every file at the top of DIR as one ModelPack OCI artifact at REF, one layer per
 file (see docs/oci.md): raw, or a tar archive where leaving a sparse file's holes out or
-compressing (zstd) pays, so that oras and ModelPack clients get the files back. Each file is cut
+compressing (zstd) pays, so that oras and ModelPack clients get the files back. Clients that
+extract no tar+zstd layer (modctl) need --compress never: raw and plain tar only. Each file is cut
 into verification ranges (--range-size) that pull fetches in parallel and checks one by one.
 Digests come from the cache (--cache): a build output is not hashed again. Files upload in
 parallel (-j), large ones in resumable chunks. With --sign KEY the build's provenance.json is
@@ -66,6 +68,7 @@ attached as a signed in-toto/SLSA attestation. The manifest digest is printed as
 	f.register(cmd)
 	cmd.Flags().StringVar(&f.rangeSize, "range-size", "64MiB", "bytes per verification range (a power of two, at least 4MiB); part of the manifest")
 	cmd.Flags().StringVar(&f.sign, "sign", "", "ed25519 private key file (from 'orkpipe key generate') to sign the provenance with")
+	cmd.Flags().StringVar(&f.compress, "compress", string(registry.CompressAuto), "auto: a file whose data compresses below 90% and saves at least 1 MiB travels as tar+zstd; never: raw and plain tar layers only (for modctl and other clients that extract no tar+zstd)")
 	return cmd
 }
 
@@ -84,13 +87,17 @@ func runPush(ctx context.Context, opts *globalOptions, f *pushFlags, dir, ref st
 	if !registry.ValidRangeSize(rs) {
 		return usagef("--range-size: %s is not a power of two of at least %s", f.rangeSize, units.FormatSize(registry.MinRangeSize))
 	}
+	comp, err := registry.ParseCompression(f.compress)
+	if err != nil {
+		return usagef("--compress: %v", err)
+	}
 	store, err := openCacheStore(opts)
 	if err != nil {
 		return err
 	}
 	defer store.Close()
 	ropts = append(ropts, registry.WithJobs(opts.jobs), registry.WithLogger(opts.logger), registry.WithRangeSize(rs),
-		registry.WithAnnotator(registry.PackAnnotator), registry.WithDigests(store))
+		registry.WithAnnotator(registry.PackAnnotator), registry.WithDigests(store), registry.WithCompression(comp))
 	if f.sign != "" {
 		key, err := registry.LoadPrivateKey(f.sign)
 		if err != nil {
@@ -112,8 +119,15 @@ func runPush(ctx context.Context, opts *globalOptions, f *pushFlags, dir, ref st
 		}
 		return json.NewEncoder(opts.stdout).Encode(out)
 	}
+	var zstdFiles int
 	for _, file := range res.Artifact.Files {
 		fmt.Fprintf(opts.stdout, "%-28s %10s  %-8s %10s stored  %s\n", file.Name, units.FormatSize(file.Digests.Size), file.Form, units.FormatSize(file.StoredSize()), file.Digests.SHA256)
+		if file.Form == registry.FormTarZstd {
+			zstdFiles++
+		}
+	}
+	if zstdFiles > 0 {
+		fmt.Fprintf(opts.stderr, "note: %d file(s) travel as tar+zstd layers (ModelPack media types); clients that extract no tar+zstd layer (modctl) cannot pull this artifact: push with --compress never for them\n", zstdFiles)
 	}
 	fmt.Fprintf(opts.stdout, "uploaded %s, already present %s\n", units.FormatSize(res.Uploaded), units.FormatSize(res.Reused))
 	if res.Attestation != nil {

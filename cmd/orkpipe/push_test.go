@@ -119,3 +119,46 @@ func TestPushPullDescribeCLI(t *testing.T) {
 		t.Fatalf("pull without --plain-http: exit %d: %s", code, errOut)
 	}
 }
+
+// TestPushCompressCLI: by default a file that compresses travels as tar+zstd and push says which
+// clients cannot read it; --compress never pushes it raw, without the note; any other value is a
+// usage error naming the flag.
+func TestPushCompressCLI(t *testing.T) {
+	reg := regtest.Start(t, nil)
+	src := t.TempDir()
+	text, err := os.ReadFile(testfiles.Path(t, "stories-generated.txt"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(src, "corpus.txt"), bytes.Repeat(text, 64), 0o644); err != nil { // ~2.8 MB of text
+		t.Fatal(err)
+	}
+	os.WriteFile(filepath.Join(src, "provenance.json"), []byte(testProvenance), 0o644)
+	cache := t.TempDir()
+	formOf := func(stdout string) string {
+		for _, l := range strings.Split(stdout, "\n") {
+			if f := strings.Fields(l); len(f) > 3 && f[0] == "corpus.txt" {
+				return f[3]
+			}
+		}
+		return ""
+	}
+	const note = "clients that extract no tar+zstd layer (modctl) cannot pull this artifact"
+	stdout, errOut, code := runRegistryCLI(t, "--cache", cache, "push", src, reg.Ref("packs/z", "auto"), "--plain-http")
+	if code != 0 {
+		t.Fatalf("push: exit %d: %s", code, errOut)
+	}
+	if formOf(stdout) != "tar+zstd" || !strings.Contains(errOut, "note: 1 file(s) travel as tar+zstd layers") || !strings.Contains(errOut, note) {
+		t.Errorf("default push: corpus.txt as %q; stderr:\n%s", formOf(stdout), errOut)
+	}
+	stdout, errOut, code = runRegistryCLI(t, "--cache", cache, "push", src, reg.Ref("packs/z", "never"), "--plain-http", "--compress", "never")
+	if code != 0 {
+		t.Fatalf("push --compress never: exit %d: %s", code, errOut)
+	}
+	if formOf(stdout) != "raw" || strings.Contains(errOut, note) {
+		t.Errorf("push --compress never: corpus.txt as %q; stderr:\n%s", formOf(stdout), errOut)
+	}
+	if _, errOut, code := runRegistryCLI(t, "push", src, reg.Ref("packs/z", "bad"), "--plain-http", "--compress", "gzip"); code != 2 || !strings.Contains(errOut, `--compress: compression "gzip": want "auto" or "never"`) {
+		t.Errorf("push --compress gzip: exit %d: %s", code, errOut)
+	}
+}

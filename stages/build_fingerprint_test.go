@@ -83,14 +83,14 @@ var buildSteps = []buildStep{
 	{"report", "report", `{"name":"fp","screen":true,"board":"rk3588","promote_from":{"blk.0.attn_q.weight":"I4"},"deps":[{"name":"corpus","uri":"file:///corpus.txt"}],"overrides":["a=b"]}`,
 		map[string]string{"pack": "write-orkpack.pack", "stub": "emit-stub.stub.gguf", "verify": "verify-local.verify.json", "screen": "screen.screen.json", "dep.corpus": "file:text"},
 		map[string]string{"orkpipe": "file:tool"}},
-	{"provenance", "provenance", `{"name":"fp","subjects":["fp.orkpack","report.json"],"deps":[{"name":"corpus","uri":"file:///corpus.txt"}],"recipe":{"name":"fp"},"overrides":["a=b"]}`,
-		map[string]string{"subject.fp.orkpack": "write-orkpack.pack", "subject.report.json": "report.report.json", "dep.corpus": "file:text"},
+	{"provenance", "provenance", `{"name":"fp","subjects":["fp.orkpack","report.json"],"deps":[{"name":"corpus","uri":"file:///corpus.txt"},{"name":"recipe","uri":"file:///fp.yaml"}],"recipe":{"name":"fp"},"overrides":["a=b"],"model":` + fpModel + `}`,
+		map[string]string{"subject.fp.orkpack": "write-orkpack.pack", "subject.report.json": "report.report.json", "dep.corpus": "file:text", "dep.recipe": "file:text"},
 		map[string]string{"orkpipe": "file:tool"}},
 	// The pack's sha256 from its own node: the same statement (checked below); the stub's too.
 	{"sha256", "sha256", `{}`, map[string]string{"file": "write-orkpack.pack"}, nil},
 	{"sha256-stub", "sha256", `{}`, map[string]string{"file": "emit-stub.stub.gguf"}, nil},
-	{"provenance-sha256", "provenance", `{"name":"fp","subjects":["fp.orkpack","report.json"],"deps":[{"name":"corpus","uri":"file:///corpus.txt"}],"recipe":{"name":"fp"},"overrides":["a=b"],"sha256":["fp.orkpack"]}`,
-		map[string]string{"subject.fp.orkpack": "write-orkpack.pack", "sha256.fp.orkpack": "sha256.sha256.json", "subject.report.json": "report.report.json", "dep.corpus": "file:text"},
+	{"provenance-sha256", "provenance", `{"name":"fp","subjects":["fp.orkpack","report.json"],"deps":[{"name":"corpus","uri":"file:///corpus.txt"},{"name":"recipe","uri":"file:///fp.yaml"}],"recipe":{"name":"fp"},"overrides":["a=b"],"sha256":["fp.orkpack"],"model":` + fpModel + `}`,
+		map[string]string{"subject.fp.orkpack": "write-orkpack.pack", "sha256.fp.orkpack": "sha256.sha256.json", "subject.report.json": "report.report.json", "dep.corpus": "file:text", "dep.recipe": "file:text"},
 		map[string]string{"orkpipe": "file:tool"}},
 	// Mixture of experts: a synthetic MoE model, per-expert Hessians, and expert slices finalized by
 	// GPTQ and by RTN weighted with an imatrix (the fixture fpImatrix writes).
@@ -139,6 +139,9 @@ func fpImatrix(t *testing.T) string {
 	}
 	return b.String()
 }
+
+// fpModel is the provenance stage's model description in the table.
+const fpModel = `{"name":"fp","architecture":"llama","paramSize":"1.2M","precision":"int4","quantization":"gptq","boardProfile":"rk3588"}`
 
 const fpShape = `{"layers":2,"n_embd":64,"n_ff":96,"n_head":4,"n_head_kv":2,"head_dim":16,"vocab":360}`
 

@@ -35,6 +35,24 @@ type ProvenanceParams struct {
 	// "sha256.<subject>", checked to describe that subject (its BLAKE3 and size), never recomputed.
 	// The others are hashed here.
 	SHA256 []string `json:"sha256,omitempty"`
+	// Model describes the packed model; written as externalParameters.model (see ProvenanceModel).
+	Model *ProvenanceModel `json:"model,omitempty"`
+}
+
+// ProvenanceModel describes the model a build packed, for the artifact's readers: provenance.json
+// carries it as predicate.buildDefinition.externalParameters.model, from which push fills the
+// ModelPack config (descriptor name; architecture, paramSize, precision, quantization) and the
+// board and recipe annotations (registry.ModelInfo reads the same JSON names). The planner fills
+// it from the source's header and the recipe; the stage adds Recipe, the BLAKE3 of the recipe file
+// bound as dependency "recipe" (a build without a recipe file has none).
+type ProvenanceModel struct {
+	Name         string `json:"name,omitempty"`
+	Architecture string `json:"architecture,omitempty"`
+	ParamSize    string `json:"paramSize,omitempty"`
+	Precision    string `json:"precision,omitempty"`
+	Quantization string `json:"quantization,omitempty"`
+	BoardProfile string `json:"boardProfile,omitempty"`
+	Recipe       string `json:"recipe,omitempty"`
 }
 
 // ProvenanceDep is one resolved dependency.
@@ -50,9 +68,12 @@ const BuildType = "https://orkpipe.dev/slsa/recipe-build/v1"
 var ExecutablePath = os.Executable
 
 func init() {
-	Register(Define("provenance", 1, func(p ProvenanceParams) (Spec, error) {
+	Register(Define("provenance", 2, func(p ProvenanceParams) (Spec, error) {
 		if p.Name == "" || len(p.Subjects) == 0 {
 			return Spec{}, fmt.Errorf("name and subjects are required")
+		}
+		if p.Model != nil && p.Model.Recipe != "" {
+			return Spec{}, fmt.Errorf("model.recipe %q: the stage records the recipe file's digest itself (dependency \"recipe\"); leave it empty", p.Model.Recipe)
 		}
 		tool, err := orkpipeTool()
 		if err != nil {
@@ -160,6 +181,14 @@ func runProvenance(ctx context.Context, p ProvenanceParams, req Request) error {
 	if overrides == nil {
 		overrides = []string{}
 	}
+	params := map[string]any{"recipe": p.Recipe, "overrides": overrides, "name": p.Name}
+	if p.Model != nil {
+		m := *p.Model
+		if f, ok := req.Inputs["dep.recipe"]; ok {
+			m.Recipe = f.Digest.String()
+		}
+		params["model"] = m
+	}
 	stmt := map[string]any{
 		"_type":         "https://in-toto.io/Statement/v1",
 		"subject":       subjects,
@@ -167,7 +196,7 @@ func runProvenance(ctx context.Context, p ProvenanceParams, req Request) error {
 		"predicate": map[string]any{
 			"buildDefinition": map[string]any{
 				"buildType":            BuildType,
-				"externalParameters":   map[string]any{"recipe": p.Recipe, "overrides": overrides, "name": p.Name},
+				"externalParameters":   params,
 				"resolvedDependencies": deps,
 			},
 			"runDetails": map[string]any{

@@ -5,6 +5,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"encoding/json"
 	"os"
 	"path/filepath"
 	"strings"
@@ -92,5 +93,73 @@ func TestReadSHA256(t *testing.T) {
 		if _, err := readSHA256(tc.rec, tc.f); err == nil || !strings.Contains(err.Error(), tc.rec) {
 			t.Errorf("readSHA256(%s, %s/%d) = %v, want an error naming the record", tc.rec, tc.f.Digest, tc.f.Size, err)
 		}
+	}
+}
+
+// TestProvenanceModelParams: the model description is written as externalParameters.model with the
+// recipe file's BLAKE3 (dependency "recipe") added; without that dependency it has no recipe; a
+// recipe given as a parameter is refused (the stage records the file's digest itself).
+func TestProvenanceModelParams(t *testing.T) {
+	dir := t.TempDir()
+	subject, recipe := filepath.Join(dir, "x.orkpack"), filepath.Join(dir, "r.yaml")
+	os.WriteFile(subject, []byte("pack bytes"), 0o444)
+	os.WriteFile(recipe, []byte("name: r\n"), 0o444)
+	file := func(p string) File {
+		b, _ := os.ReadFile(p)
+		return File{Path: p, Digest: artifacts.SumBytes(b), Size: int64(len(b))}
+	}
+	model := &ProvenanceModel{Name: "m", Architecture: "qwen35", ParamSize: "27B", Precision: "int4", Quantization: "gptq", BoardProfile: "rk3588"}
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	tools := map[string]File{"orkpipe": {Path: exe, Digest: artifacts.SumBytes([]byte("binary")), Size: 6}} // recorded, not checked here
+	for _, tc := range []struct {
+		name       string
+		deps       []ProvenanceDep
+		inputs     map[string]File
+		wantRecipe string
+	}{
+		{"with the recipe file", []ProvenanceDep{{Name: "recipe", URI: "file://" + recipe}}, map[string]File{"dep.recipe": file(recipe)}, file(recipe).Digest.String()},
+		{"without", nil, map[string]File{}, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			in := map[string]File{"subject.x.orkpack": file(subject)}
+			for k, v := range tc.inputs {
+				in[k] = v
+			}
+			out := t.TempDir()
+			p := ProvenanceParams{Name: "r", Subjects: []string{"x.orkpack"}, Deps: tc.deps, Recipe: []byte(`{}`), Model: model}
+			if err := runProvenance(context.Background(), p, Request{Inputs: in, OutDir: out, Tools: tools}); err != nil {
+				t.Fatal(err)
+			}
+			b, err := os.ReadFile(filepath.Join(out, "provenance.json"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			var st struct {
+				Predicate struct {
+					BuildDefinition struct {
+						ExternalParameters struct{ Model ProvenanceModel } `json:"externalParameters"`
+					} `json:"buildDefinition"`
+				} `json:"predicate"`
+			}
+			if err := json.Unmarshal(b, &st); err != nil {
+				t.Fatal(err)
+			}
+			want := *model
+			want.Recipe = tc.wantRecipe
+			if got := st.Predicate.BuildDefinition.ExternalParameters.Model; got != want {
+				t.Errorf("externalParameters.model = %+v, want %+v", got, want)
+			}
+		})
+	}
+	k, err := Lookup("provenance")
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw, _ := json.Marshal(ProvenanceParams{Name: "r", Subjects: []string{"x"}, Model: &ProvenanceModel{Recipe: "blake3:00"}})
+	if _, err := k.Bind(raw); err == nil || !strings.Contains(err.Error(), "model.recipe") {
+		t.Errorf("a recipe digest given as a parameter: %v, want an error naming model.recipe", err)
 	}
 }

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"encoding/json"
 	"os"
 	"path/filepath"
 	"strings"
@@ -38,6 +39,30 @@ func TestBuildPushPullVerify(t *testing.T) {
 	again, err := runCLI(t, "--cache", cache, "push", out, ref, "--plain-http", "--sign", key)
 	if err != nil || strings.TrimSpace(lastLine(first)) != strings.TrimSpace(lastLine(again)) || !strings.HasPrefix(strings.TrimSpace(lastLine(first)), "sha256:") {
 		t.Fatalf("second push: %v: digests %q and %q", err, lastLine(first), lastLine(again))
+	}
+	// The ModelPack config and annotations describe the model from the build's provenance: what
+	// modctl inspect and describe show. The name is the header's general.name, which
+	// llama2.c's conversion of stories260K sets to "llama".
+	dj, err := runCLI(t, "--json", "describe", ref, "--plain-http")
+	if err != nil {
+		t.Fatalf("describe: %v\n%s", err, dj)
+	}
+	var desc struct {
+		Annotations map[string]string `json:"annotations"`
+		Config      struct {
+			Descriptor struct{ Name string } `json:"descriptor"`
+			Config     struct {
+				Architecture, ParamSize, Precision, Quantization string
+			} `json:"config"`
+		} `json:"config"`
+	}
+	if err := json.Unmarshal([]byte(dj), &desc); err != nil {
+		t.Fatalf("describe --json: %v\n%s", err, dj)
+	}
+	c := desc.Config.Config
+	if desc.Config.Descriptor.Name != "llama" || c.Architecture != "llama" || c.ParamSize != "292.8K" || c.Precision != "int4" || c.Quantization != "gptq" ||
+		desc.Annotations["dev.orkpipe.board-profile"] != "rk3588" || !strings.HasPrefix(desc.Annotations["dev.orkpipe.recipe.digest"], "blake3:") {
+		t.Errorf("pushed artifact's model description: name %q, config %+v, annotations %v", desc.Config.Descriptor.Name, c, desc.Annotations)
 	}
 	if o, err := runCLI(t, "pull", ref, "-o", dst, "--plain-http", "--trust", key+".pub"); err != nil {
 		t.Fatalf("pull: %v\n%s", err, o)

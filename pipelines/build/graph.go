@@ -336,7 +336,8 @@ func (t *Target) planTail(g *engine.Graph, src *source, ws []*weight, routing *e
 	pin["sha256."+out.Pack] = g.Add("sha256:"+out.Pack, "sha256", stages.SHA256Params{}, map[string]engine.Input{"file": pk}).
 		Cost(cost(costSHA256PerByte, packSize)).Output("sha256.json")
 	prov := g.Add("provenance", "provenance", stages.ProvenanceParams{Name: r.Name,
-		Subjects: subjects, Deps: deps, Recipe: recipeJSON, Overrides: t.overrides, SHA256: []string{out.Pack, out.Stub}}, pin)
+		Subjects: subjects, Deps: deps, Recipe: recipeJSON, Overrides: t.overrides, SHA256: []string{out.Pack, out.Stub},
+		Model: provenanceModel(src.meta, ws, boardName)}, pin)
 	g.Export(out.Pack, pk)
 	g.Export(out.Stub, stub)
 	g.Export(out.Report, rep.Output("report.json"))

@@ -25,6 +25,7 @@ type source struct {
 	uri     string
 	tensors []gguf.TensorInfo
 	shape   stages.ModelShape
+	meta    sourceMeta
 }
 
 // weight is one packed matmul weight (a 2-D tensor, or one expert slice of an MoE expert tensor)
@@ -61,7 +62,13 @@ func (t *Target) planSource(ctx context.Context, g *engine.Graph) (*source, erro
 		}
 		n := g.Add("synth", "synth", sp, nil)
 		pj, _ := json.Marshal(sp)
-		return &source{in: n.Output("model.gguf"), uri: "orkpipe:synth?" + string(pj), tensors: sp.Tensors(), shape: stages.ShapeOf(sp.Config())}, nil
+		ts := sp.Tensors()
+		arch := sp.Arch
+		if arch == "" {
+			arch = "llama"
+		}
+		meta := sourceMeta{name: "orkpipe-synth", arch: arch, params: tensorParams(ts)}
+		return &source{in: n.Output("model.gguf"), uri: "orkpipe:synth?" + string(pj), tensors: ts, shape: stages.ShapeOf(sp.Config()), meta: meta}, nil
 	}
 	f, err := openModel(ctx, r.Source.Model)
 	if err != nil {
@@ -72,7 +79,11 @@ func (t *Target) planSource(ctx context.Context, g *engine.Graph) (*source, erro
 	if err != nil {
 		return nil, fmt.Errorf("%w: source.model %s: %w", ErrPlan, r.Source.Model, err)
 	}
-	return &source{in: engine.File(r.Source.Model), uri: "file://" + r.Source.Model, tensors: f.Tensors, shape: stages.ShapeOf(cfg)}, nil
+	meta, err := readSourceMeta(f, cfg.Arch)
+	if err != nil {
+		return nil, fmt.Errorf("%w: source.model: %w", ErrPlan, err)
+	}
+	return &source{in: engine.File(r.Source.Model), uri: "file://" + r.Source.Model, tensors: f.Tensors, shape: stages.ShapeOf(cfg), meta: meta}, nil
 }
 
 // rotationSeed derives a weight's rotation sign seed from its name (FNV-1a), so that every build of

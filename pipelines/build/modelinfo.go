@@ -1,0 +1,115 @@
+package build
+
+import (
+	"fmt"
+	"path/filepath"
+	"slices"
+	"strings"
+
+	"orkpipe/ork/gguf"
+	"orkpipe/stages"
+)
+
+// sourceMeta is what the provenance says of the source model (stages.ProvenanceModel): its
+// general.name (else the file's name), general.architecture, general.size_label (else the
+// parameter count, formatted) and the parameter count.
+type sourceMeta struct {
+	name, arch, sizeLabel string
+	params                int64
+}
+
+// readSourceMeta reads the source's description from its header. The name and size label are
+// optional keys; one that is present but not a string is an error naming it.
+func readSourceMeta(f *gguf.File, arch string) (sourceMeta, error) {
+	m := sourceMeta{arch: arch, params: tensorParams(f.Tensors)}
+	for _, k := range []struct {
+		key string
+		dst *string
+	}{{"general.name", &m.name}, {"general.size_label", &m.sizeLabel}} {
+		v, ok := f.Lookup(k.key)
+		if !ok {
+			continue
+		}
+		s, err := v.Str()
+		if err != nil {
+			return m, fmt.Errorf("%s: key %q: %w", f.Path, k.key, err)
+		}
+		*k.dst = strings.TrimSpace(s)
+	}
+	if m.name == "" {
+		m.name = strings.TrimSuffix(filepath.Base(f.Path), filepath.Ext(f.Path))
+	}
+	return m, nil
+}
+
+func tensorParams(ts []gguf.TensorInfo) int64 {
+	var n int64
+	for _, t := range ts {
+		n += t.Elements()
+	}
+	return n
+}
+
+// formatParams writes a parameter count as model cards do: 292.8K, 8.3B, 27B.
+func formatParams(n int64) string {
+	for _, u := range []struct {
+		div    float64
+		suffix string
+	}{{1e12, "T"}, {1e9, "B"}, {1e6, "M"}, {1e3, "K"}} {
+		if float64(n) >= u.div {
+			return strings.TrimSuffix(strings.TrimSuffix(fmt.Sprintf("%.1f", float64(n)/u.div), "0"), ".") + u.suffix
+		}
+	}
+	return fmt.Sprint(n)
+}
+
+// provenanceModel describes the packed model for the provenance: the source's metadata, the
+// precisions of the pack's entries (int4, int8, fp16; joined with "+" in that order when mixed,
+// promoted twins included), the quantization methods (gptq, rtn; sorted, "+"-joined) and the board.
+func provenanceModel(m sourceMeta, ws []*weight, board string) *stages.ProvenanceModel {
+	prec, meth := map[string]bool{}, map[string]bool{}
+	add := func(f *stages.FinalizeParams) {
+		switch {
+		case strings.HasPrefix(f.DType, "I4"):
+			prec["int4"] = true
+		case strings.HasPrefix(f.DType, "I8"):
+			prec["int8"] = true
+		case f.DType == "F16":
+			prec["fp16"] = true
+		default:
+			prec[strings.ToLower(f.DType)] = true
+		}
+		if f.Method != "" && f.Method != "none" {
+			meth[f.Method] = true
+		}
+	}
+	for _, w := range ws {
+		add(&w.fin)
+		if w.promote != nil {
+			add(w.promote)
+		}
+	}
+	var precs, other []string
+	for _, p := range []string{"int4", "int8", "fp16"} {
+		if prec[p] {
+			precs = append(precs, p)
+			delete(prec, p)
+		}
+	}
+	for p := range prec {
+		other = append(other, p)
+	}
+	slices.Sort(other)
+	precs = append(precs, other...)
+	var meths []string
+	for x := range meth {
+		meths = append(meths, x)
+	}
+	slices.Sort(meths)
+	size := m.sizeLabel
+	if size == "" && m.params > 0 {
+		size = formatParams(m.params)
+	}
+	return &stages.ProvenanceModel{Name: m.name, Architecture: m.arch, ParamSize: size, Precision: strings.Join(precs, "+"),
+		Quantization: strings.Join(meths, "+"), BoardProfile: board}
+}

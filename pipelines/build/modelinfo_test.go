@@ -1,0 +1,109 @@
+package build
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"orkpipe/internal/testfiles"
+	"orkpipe/ork/gguf"
+	"orkpipe/stages"
+)
+
+func TestFormatParams(t *testing.T) {
+	for _, tc := range []struct {
+		n    int64
+		want string
+	}{{0, "0"}, {999, "999"}, {1000, "1K"}, {292800, "292.8K"}, {571000, "571K"}, {8_300_000_000, "8.3B"},
+		{27_000_000_000, "27B"}, {26_960_000_000, "27B"}, {1_250_000_000_000, "1.2T"}} {
+		if got := formatParams(tc.n); got != tc.want {
+			t.Errorf("formatParams(%d) = %q, want %q", tc.n, got, tc.want)
+		}
+	}
+}
+
+// TestProvenanceModel: precisions in the order int4, int8, fp16 (promoted twins counted), methods
+// sorted, F16 entries adding no method, the size label preferred to the count.
+func TestProvenanceModel(t *testing.T) {
+	w := func(dtype, method string, promote *stages.FinalizeParams) *weight {
+		return &weight{fin: stages.FinalizeParams{DType: dtype, Method: method}, promote: promote}
+	}
+	meta := sourceMeta{name: "m", arch: "qwen35", params: 27_000_000_000}
+	for _, tc := range []struct {
+		name       string
+		ws         []*weight
+		label      string
+		prec, meth string
+		size       string
+	}{
+		{"gptq int4", []*weight{w("I4_ROT_A8", "gptq", nil), w("I4", "gptq", nil)}, "", "int4", "gptq", "27B"},
+		{"mixed", []*weight{w("I8_ROT", "rtn", nil), w("I4_ROT_A8", "gptq", &stages.FinalizeParams{DType: "I8_ROT", Method: "rtn"}), w("F16", "none", nil)}, "",
+			"int4+int8+fp16", "gptq+rtn", "27B"},
+		{"size label", []*weight{w("I4_NATIVE", "rtn", nil)}, "8x7B", "int4", "rtn", "8x7B"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			m := meta
+			m.sizeLabel = tc.label
+			got := provenanceModel(m, tc.ws, "rk3588")
+			want := stages.ProvenanceModel{Name: "m", Architecture: "qwen35", ParamSize: tc.size, Precision: tc.prec, Quantization: tc.meth, BoardProfile: "rk3588"}
+			if *got != want {
+				t.Errorf("got %+v, want %+v", *got, want)
+			}
+		})
+	}
+}
+
+// TestReadSourceMeta: general.name and the parameter count from a real header; a file without
+// general.name is named after the file; a name that is not a string is an error naming the key.
+func TestReadSourceMeta(t *testing.T) {
+	f, err := gguf.Open(t.Context(), testfiles.Path(t, "stories260K.gguf"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	m, err := readSourceMeta(f, "llama")
+	if err != nil || m.name != "llama" || m.arch != "llama" || m.params != 292800 {
+		t.Fatalf("stories260K: %+v, %v", m, err)
+	}
+	for _, tc := range []struct {
+		name    string
+		kv      []gguf.KV
+		want    string
+		wantErr bool
+	}{
+		{"no-name.gguf", nil, "no-name", false},
+		{"bad-name.gguf", []gguf.KV{{Key: "general.name", Value: gguf.Uint32(7)}}, "", true},
+	} {
+		path := filepath.Join(t.TempDir(), tc.name)
+		writeHeaderOnly(t, path, tc.kv)
+		g, err := gguf.Open(t.Context(), path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		m, err := readSourceMeta(g, "llama")
+		g.Close()
+		if tc.wantErr {
+			if err == nil || !strings.Contains(err.Error(), "general.name") {
+				t.Errorf("%s: %+v, %v: want an error naming general.name", tc.name, m, err)
+			}
+			continue
+		}
+		if err != nil || m.name != tc.want {
+			t.Errorf("%s: %+v, %v: want name %q", tc.name, m, err, tc.want)
+		}
+	}
+}
+
+// writeHeaderOnly writes a GGUF file of kv and no tensors.
+func writeHeaderOnly(t *testing.T, path string, kv []gguf.KV) {
+	t.Helper()
+	f, err := os.Create(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if _, err := gguf.Write(t.Context(), f, gguf.Header{KV: append([]gguf.KV{{Key: "general.architecture", Value: gguf.String("llama")}}, kv...)}, nil); err != nil {
+		t.Fatal(err)
+	}
+}

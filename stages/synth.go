@@ -323,12 +323,20 @@ func runSynth(ctx context.Context, p SynthParams, req Request) error {
 	return nil
 }
 
+// ModelName is the general.name the generated model's header carries.
+func (p SynthParams) ModelName() string {
+	if p.Arch == "qwen35" {
+		return fmt.Sprintf("orkpipe-synth-qwen35-%dx%d-seed%d", p.Layers, p.Embd, p.Seed)
+	}
+	return fmt.Sprintf("orkpipe-synth-%dx%d-seed%d", p.Layers, p.Embd, p.Seed)
+}
+
 func synthKV(p SynthParams) []gguf.KV {
 	tokens, scores, types := synthVocab(p.Vocab)
 	hd := uint32(p.Embd / p.Heads)
 	kv := []gguf.KV{
 		{Key: "general.architecture", Value: gguf.String("llama")},
-		{Key: "general.name", Value: gguf.String(fmt.Sprintf("orkpipe-synth-%dx%d-seed%d", p.Layers, p.Embd, p.Seed))},
+		{Key: "general.name", Value: gguf.String(p.ModelName())},
 		{Key: "llama.context_length", Value: gguf.Uint32(uint32(p.Ctx))},
 		{Key: "llama.embedding_length", Value: gguf.Uint32(uint32(p.Embd))},
 		{Key: "llama.feed_forward_length", Value: gguf.Uint32(uint32(p.FF))},
@@ -360,7 +368,7 @@ func synthKVQwen35(p SynthParams) []gguf.KV {
 	a := func(k string) string { return "qwen35." + k }
 	return []gguf.KV{
 		{Key: "general.architecture", Value: gguf.String("qwen35")},
-		{Key: "general.name", Value: gguf.String(fmt.Sprintf("orkpipe-synth-qwen35-%dx%d-seed%d", p.Layers, p.Embd, p.Seed))},
+		{Key: "general.name", Value: gguf.String(p.ModelName())},
 		{Key: a("vocab_size"), Value: gguf.Uint32(uint32(p.Vocab))},
 		{Key: a("context_length"), Value: gguf.Uint32(uint32(p.Ctx))},
 		{Key: a("embedding_length"), Value: gguf.Uint32(uint32(p.Embd))},

@@ -67,7 +67,7 @@ func (t *Target) planSource(ctx context.Context, g *engine.Graph) (*source, erro
 		if arch == "" {
 			arch = "llama"
 		}
-		meta := sourceMeta{name: "orkpipe-synth", arch: arch, params: tensorParams(ts)}
+		meta := sourceMeta{name: sp.ModelName(), arch: arch, params: tensorParams(ts)}
 		return &source{in: n.Output("model.gguf"), uri: "orkpipe:synth?" + string(pj), tensors: ts, shape: stages.ShapeOf(sp.Config()), meta: meta}, nil
 	}
 	f, err := openModel(ctx, r.Source.Model)

@@ -279,7 +279,8 @@ func TestCompressionOption(t *testing.T) {
 }
 
 // TestModctlPull: modctl, the ModelPack project's own client (when on PATH), pulls and extracts an
-// artifact pushed with CompressNever, every file byte-identical, the sparse stub included. modctl
+// artifact pushed with CompressNever, every file byte-identical, the sparse stub included, and its
+// inspect shows the model description push took from provenance.json. modctl
 // extracts only raw and tar layers: an artifact with a tar+zstd layer (the default when a file
 // compresses) fails there with "unsupported codec type" after minutes of retries, so that case is in
 // docs/oci.md, not here. modctl is not served by the Go module proxy; build it from its repository:
@@ -309,4 +310,18 @@ func TestModctlPull(t *testing.T) {
 		}
 	}
 	t.Logf("modctl extracted %d files of an artifact pushed with CompressNever", len(res.Artifact.Files))
+
+	// modctl reads the model description from the config that push filled from provenance.json.
+	out, err := exec.Command(modctl, "--storage-dir", store, "--log-dir", filepath.Join(store, "logs"), "--no-progress",
+		"inspect", "--remote", "--plain-http", ref).CombinedOutput()
+	if err != nil {
+		t.Fatalf("modctl inspect: %v\n%s", err, out)
+	}
+	var in struct{ Name, Architecture, ParamSize, Precision, Quantization, Format string }
+	if err := json.Unmarshal(out, &in); err != nil {
+		t.Fatalf("modctl inspect: %v\n%s", err, out)
+	}
+	if in.Name != "stories260K" || in.Architecture != "llama" || in.ParamSize != "292800" || in.Precision != "int4" || in.Quantization != "rtn-g32" || in.Format != "orkpack" {
+		t.Errorf("modctl inspect: %+v, want the provenance's model description", in)
+	}
 }

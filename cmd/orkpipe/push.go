@@ -113,7 +113,18 @@ func runPush(ctx context.Context, opts *globalOptions, f *pushFlags, dir, ref st
 		return err
 	}
 	if opts.json {
-		out := map[string]any{"digest": res.Digest.String(), "ref": ref, "uploaded": res.Uploaded, "reused": res.Reused}
+		type file struct {
+			Name   string `json:"name"`
+			Form   string `json:"form"` // raw, tar or tar+zstd (docs/oci.md)
+			Size   int64  `json:"size"`
+			Stored int64  `json:"stored"`
+			SHA256 string `json:"sha256"`
+		}
+		files := []file{}
+		for _, f := range res.Artifact.Files {
+			files = append(files, file{Name: f.Name, Form: string(f.Form), Size: f.Digests.Size, Stored: f.StoredSize(), SHA256: f.Digests.SHA256})
+		}
+		out := map[string]any{"digest": res.Digest.String(), "ref": ref, "uploaded": res.Uploaded, "reused": res.Reused, "files": files}
 		if res.Attestation != nil {
 			out["attestation"] = res.Attestation.String()
 		}

@@ -158,6 +158,16 @@ func TestPushCompressCLI(t *testing.T) {
 	if formOf(stdout) != "raw" || strings.Contains(errOut, note) {
 		t.Errorf("push --compress never: corpus.txt as %q; stderr:\n%s", formOf(stdout), errOut)
 	}
+	stdout, errOut, code = runRegistryCLI(t, "--cache", cache, "--json", "push", src, reg.Ref("packs/z", "json"), "--plain-http")
+	if code != 0 {
+		t.Fatalf("push --json: exit %d: %s", code, errOut)
+	}
+	var pj struct {
+		Files []struct{ Name, Form string }
+	}
+	if err := json.Unmarshal([]byte(stdout), &pj); err != nil || len(pj.Files) != 2 || pj.Files[0].Name != "corpus.txt" || pj.Files[0].Form != "tar+zstd" || pj.Files[1].Form != "raw" {
+		t.Errorf("push --json files: %+v (%v)\n%s", pj.Files, err, stdout)
+	}
 	if _, errOut, code := runRegistryCLI(t, "push", src, reg.Ref("packs/z", "bad"), "--plain-http", "--compress", "gzip"); code != 2 || !strings.Contains(errOut, `--compress: compression "gzip": want "auto" or "never"`) {
 		t.Errorf("push --compress gzip: exit %d: %s", code, errOut)
 	}

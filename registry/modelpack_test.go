@@ -325,3 +325,46 @@ func TestModctlPull(t *testing.T) {
 		t.Errorf("modctl inspect: %+v, want the provenance's model description", in)
 	}
 }
+
+// TestOrasCopyKeepsTrust: a pack mirrored with `oras cp -r` (referrers included) pulls with --trust
+// from the mirror; mirrored without -r it is refused, and the error says how a mirror loses the
+// signature (oras 1.3.6, when on PATH).
+func TestOrasCopyKeepsTrust(t *testing.T) {
+	oras, err := exec.LookPath("oras")
+	if err != nil {
+		t.Skip("oras not on PATH (go install oras.land/oras/cmd/oras@v1.3.6)")
+	}
+	reg := regtest.Start(t, nil)
+	src := buildDir(t)
+	kdir := t.TempDir()
+	if _, err := GenerateKeyFiles(filepath.Join(kdir, "k")); err != nil {
+		t.Fatal(err)
+	}
+	priv, _ := LoadPrivateKey(filepath.Join(kdir, "k"))
+	pub, _ := LoadPublicKey(filepath.Join(kdir, "k.pub"))
+	ref := reg.Ref("packs/origin", "v1")
+	if _, err := Push(ctxT(t), src, ref, plain(reg), testRange, WithSigner(priv)); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		repo string
+		args []string
+		want string // "" for a trusted pull
+	}{
+		{"mirror/with-referrers", []string{"-r"}, ""},
+		{"mirror/without", nil, "oras cp -r copies them"},
+	} {
+		dstRef := reg.Ref(tc.repo, "v1")
+		args := append([]string{"cp", "--from-plain-http", "--to-plain-http"}, tc.args...)
+		if out, err := exec.Command(oras, append(args, ref, dstRef)...).CombinedOutput(); err != nil {
+			t.Fatalf("oras cp %v: %v\n%s", tc.args, err, out)
+		}
+		_, err := Pull(ctxT(t), dstRef, filepath.Join(t.TempDir(), "out"), plain(reg), WithTrust(pub))
+		switch {
+		case tc.want == "" && err != nil:
+			t.Errorf("%s: %v", tc.repo, err)
+		case tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want)):
+			t.Errorf("%s: %v, want an error saying %q", tc.repo, err, tc.want)
+		}
+	}
+}

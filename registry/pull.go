@@ -188,7 +188,7 @@ func trusted(ctx context.Context, r *oci.Repo, o *options, art *Artifact) ([]Att
 	}
 	if len(ok) == 0 {
 		if len(atts) == 0 {
-			why = append(why, errors.New("no attestations attached"))
+			why = append(why, errors.New("no attestations attached (pushed without --sign, or copied without its referrers: oras cp -r copies them)"))
 		}
 		return nil, fmt.Errorf("%s (%s): %w: %w", r.Ref(), art.Digest, ErrUntrusted, errors.Join(why...))
 	}

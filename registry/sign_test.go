@@ -106,7 +106,7 @@ func TestSignedPull(t *testing.T) {
 		repo, want string
 	}{
 		{"packs/signed", ""},
-		{"packs/unsigned", "no attestations attached"},
+		{"packs/unsigned", "no attestations attached (pushed without --sign, or copied without its referrers"},
 		{"packs/otherkey", "do not verify with the trusted keys"},
 		{"packs/altered", "do not verify with the trusted keys"},
 	} {

@@ -16,6 +16,7 @@ import (
 	"testing"
 
 	"github.com/klauspost/compress/zstd"
+	modelspec "github.com/modelpack/model-spec/schema"
 
 	"orkpipe/registry/regtest"
 )
@@ -366,5 +367,37 @@ func TestOrasCopyKeepsTrust(t *testing.T) {
 		case tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want)):
 			t.Errorf("%s: %v, want an error saying %q", tc.repo, err, tc.want)
 		}
+	}
+}
+
+// TestConfigValidatesAgainstModelSpec: the config blob of a pushed build passes the ModelPack
+// project's own validator (github.com/modelpack/model-spec/schema: its JSON schema, which allows no
+// fields but its own, and its Go types), with the model description from provenance.json and
+// without one.
+func TestConfigValidatesAgainstModelSpec(t *testing.T) {
+	reg := regtest.Start(t, nil)
+	withModel := buildDir(t)
+	bare := t.TempDir()
+	copyFile(t, filepath.Join(withModel, "model.orkpack"), filepath.Join(bare, "model.orkpack"))
+	for _, tc := range []struct{ name, dir string }{{"provenance", withModel}, {"bare", bare}} {
+		t.Run(tc.name, func(t *testing.T) {
+			res, err := Push(ctxT(t), tc.dir, reg.Ref("packs/schema-"+tc.name, "v1"), plain(reg), testRange)
+			if err != nil {
+				t.Fatal(err)
+			}
+			c := modelPackClient{base: "http://" + reg.Host + "/v2/packs/schema-" + tc.name}
+			cfg := c.blob(t, res.Artifact.Manifest.Config.Digest.String(), filepath.Join(t.TempDir(), "config"))
+			if err := modelspec.ValidatorMediaTypeModelConfig.Validate(bytes.NewReader(cfg)); err != nil {
+				t.Errorf("model-spec validator: %v\n%s", err, cfg)
+			}
+			// The validator's teeth: the same config with a field the schema does not have fails.
+			bad := bytes.Replace(cfg, []byte(`"format":"orkpack"`), []byte(`"format":"orkpack","board":"rk3588"`), 1)
+			if bytes.Equal(bad, cfg) {
+				t.Fatalf("config has no \"format\":\"orkpack\": %s", cfg)
+			}
+			if err := modelspec.ValidatorMediaTypeModelConfig.Validate(bytes.NewReader(bad)); err == nil {
+				t.Errorf("model-spec validator accepted a config with an unknown field: %s", bad)
+			}
+		})
 	}
 }

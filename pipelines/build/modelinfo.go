@@ -2,8 +2,10 @@ package build
 
 import (
 	"fmt"
+	"math"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 
 	"orkpipe/ork/gguf"
@@ -42,6 +44,7 @@ func readSourceMeta(f *gguf.File, arch string) (sourceMeta, error) {
 	return m, nil
 }
 
+// tensorParams is the number of values in the tensors ts.
 func tensorParams(ts []gguf.TensorInfo) int64 {
 	var n int64
 	for _, t := range ts {
@@ -50,17 +53,26 @@ func tensorParams(ts []gguf.TensorInfo) int64 {
 	return n
 }
 
-// formatParams writes a parameter count as model cards do: 292.8K, 8.3B, 27B.
+// formatParams writes a parameter count as model cards do, to one decimal in the largest unit it
+// reaches: 292.8K, 8.3B, 27B; a count that rounds up to 1000 of a unit is written in the next one
+// (999,950 is 1M, not 1000K).
 func formatParams(n int64) string {
-	for _, u := range []struct {
+	units := []struct {
 		div    float64
 		suffix string
-	}{{1e12, "T"}, {1e9, "B"}, {1e6, "M"}, {1e3, "K"}} {
-		if float64(n) >= u.div {
-			return strings.TrimSuffix(strings.TrimSuffix(fmt.Sprintf("%.1f", float64(n)/u.div), "0"), ".") + u.suffix
+	}{{1e3, "K"}, {1e6, "M"}, {1e9, "B"}, {1e12, "T"}}
+	for i := len(units) - 1; i >= 0; i-- {
+		if float64(n) < units[i].div {
+			continue
 		}
+		v := math.Round(float64(n)/units[i].div*10) / 10
+		if v >= 1000 && i+1 < len(units) {
+			i++
+			v = math.Round(float64(n)/units[i].div*10) / 10
+		}
+		return strconv.FormatFloat(v, 'f', -1, 64) + units[i].suffix
 	}
-	return fmt.Sprint(n)
+	return strconv.FormatInt(n, 10)
 }
 
 // provenanceModel describes the packed model for the provenance: the source's metadata, the

@@ -284,13 +284,15 @@ func TestCompressionOption(t *testing.T) {
 // inspect shows the model description push took from provenance.json. modctl
 // extracts only raw and tar layers: an artifact with a tar+zstd layer (the default when a file
 // compresses) fails there with "unsupported codec type" after minutes of retries, so that case is in
-// docs/oci.md, not here. modctl is not served by the Go module proxy; build it from its repository:
-// git clone https://github.com/modelpack/modctl && cd modctl && go build -o modctl . (session 29:
-// commit c8e484d).
+// docs/oci.md, not here. `go install github.com/modelpack/modctl@v0.2.2` fails on the module proxy
+// here (its version list is refused); build the release from the module cache instead:
+// go mod download github.com/modelpack/modctl@v0.2.2 && cd "$(go env
+// GOMODCACHE)/github.com/modelpack/modctl@v0.2.2" && go build -o /usr/local/bin/modctl . (session
+// 29: v0.2.2 and commit c8e484d both pass).
 func TestModctlPull(t *testing.T) {
 	modctl, err := exec.LookPath("modctl")
 	if err != nil {
-		t.Skip("modctl not on PATH (git clone https://github.com/modelpack/modctl && go build -o modctl .)")
+		t.Skip("modctl not on PATH (go mod download github.com/modelpack/modctl@v0.2.2 && cd \"$(go env GOMODCACHE)/github.com/modelpack/modctl@v0.2.2\" && go build -o /usr/local/bin/modctl .)")
 	}
 	reg := regtest.Start(t, nil)
 	src := buildDir(t)

@@ -98,11 +98,17 @@ func makeSparseStub(t testing.TB, src, dst string, headerLen, size int64) int64 
 // writeProvenance writes a SLSA v1 provenance statement into dir.
 func writeProvenance(t testing.TB, dir string) {
 	t.Helper()
+	writeProvenanceModel(t, dir, ModelInfo{Name: "stories260K", Version: "1", Architecture: "llama", ParamSize: "292800", Precision: "int4", Quantization: "rtn-g32", BoardProfile: "rk3588-16dom"})
+}
+
+// writeProvenanceModel is writeProvenance with model as externalParameters.model.
+func writeProvenanceModel(t testing.TB, dir string, model ModelInfo) {
+	t.Helper()
 	pred := map[string]any{
 		"buildDefinition": map[string]any{
 			"buildType": "https://orkpipe.dev/build/v1",
 			"externalParameters": map[string]any{
-				"model": ModelInfo{Name: "stories260K", Version: "1", Architecture: "llama", ParamSize: "292800", Precision: "int4", Quantization: "rtn-g32", BoardProfile: "rk3588-16dom"},
+				"model": model,
 			},
 		},
 		"runDetails": map[string]any{

@@ -23,6 +23,13 @@ type ModelInfo struct {
 	Name         string `json:"name,omitempty"`
 	Version      string `json:"version,omitempty"`
 	Revision     string `json:"revision,omitempty"`
+	Family       string `json:"family,omitempty"`
+	Author       string `json:"author,omitempty"` // the config's authors (one entry)
+	Vendor       string `json:"vendor,omitempty"`
+	License      string `json:"license,omitempty"` // the config's licenses (one SPDX expression)
+	Description  string `json:"description,omitempty"`
+	DocURL       string `json:"docURL,omitempty"`
+	SourceURL    string `json:"sourceURL,omitempty"`
 	Architecture string `json:"architecture,omitempty"`
 	ParamSize    string `json:"paramSize,omitempty"`
 	Precision    string `json:"precision,omitempty"`
@@ -36,10 +43,17 @@ type ModelInfo struct {
 // no additional properties).
 type ModelConfig struct {
 	Descriptor struct {
-		CreatedAt *time.Time `json:"createdAt,omitempty"`
-		Name      string     `json:"name,omitempty"`
-		Version   string     `json:"version,omitempty"`
-		Revision  string     `json:"revision,omitempty"`
+		CreatedAt   *time.Time `json:"createdAt,omitempty"`
+		Authors     []string   `json:"authors,omitempty"`
+		Family      string     `json:"family,omitempty"`
+		Name        string     `json:"name,omitempty"`
+		DocURL      string     `json:"docURL,omitempty"`
+		SourceURL   string     `json:"sourceURL,omitempty"`
+		Version     string     `json:"version,omitempty"`
+		Revision    string     `json:"revision,omitempty"`
+		Vendor      string     `json:"vendor,omitempty"`
+		Licenses    []string   `json:"licenses,omitempty"`
+		Description string     `json:"description,omitempty"`
 	} `json:"descriptor"`
 	Config struct {
 		Architecture string `json:"architecture,omitempty"`

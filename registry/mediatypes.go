@@ -37,6 +37,14 @@ const (
 	AnnotationCreated      = "org.opencontainers.image.created"  // manifest: build time from provenance
 	AnnotationVersion      = "org.opencontainers.image.version"  // manifest: model version
 	AnnotationRevision     = "org.opencontainers.image.revision" // manifest: model revision
+	// The model's description from its GGUF header (provenance.json's model), for registries'
+	// pages and `oras manifest fetch`: the OCI image-spec's pre-defined annotation keys.
+	AnnotationAuthors       = "org.opencontainers.image.authors"       // manifest: general.author
+	AnnotationVendor        = "org.opencontainers.image.vendor"        // manifest: general.organization
+	AnnotationLicenses      = "org.opencontainers.image.licenses"      // manifest: the SPDX license expression
+	AnnotationDescription   = "org.opencontainers.image.description"   // manifest: general.description
+	AnnotationDocumentation = "org.opencontainers.image.documentation" // manifest: general.url
+	AnnotationSource        = "org.opencontainers.image.source"        // manifest: general.repo_url
 
 	AnnotationFormat       = "dev.orkpipe.format"         // manifest: layout version of this artifact ("2")
 	AnnotationBoardProfile = "dev.orkpipe.board-profile"  // manifest: board profile the pack targets

@@ -12,11 +12,13 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
 	"github.com/klauspost/compress/zstd"
 	modelspec "github.com/modelpack/model-spec/schema"
+	modelspecv1 "github.com/modelpack/model-spec/specs-go/v1"
 
 	"orkpipe/registry/regtest"
 )
@@ -281,7 +283,7 @@ func TestCompressionOption(t *testing.T) {
 
 // TestModctlPull: modctl, the ModelPack project's own client (when on PATH), pulls and extracts an
 // artifact pushed with CompressNever, every file byte-identical, the sparse stub included, and its
-// inspect shows the model description push took from provenance.json. modctl
+// inspect shows the model description push took from provenance.json (the family too). modctl
 // extracts only raw and tar layers: an artifact with a tar+zstd layer (the default when a file
 // compresses) fails there with "unsupported codec type" after minutes of retries, so that case is in
 // docs/oci.md, not here. `go install github.com/modelpack/modctl@v0.2.2` fails on the module proxy
@@ -296,6 +298,9 @@ func TestModctlPull(t *testing.T) {
 	}
 	reg := regtest.Start(t, nil)
 	src := buildDir(t)
+	model := ModelInfo{Name: "stories260K", Family: "tinyllamas", License: "MIT", Version: "1", Architecture: "llama", ParamSize: "292800",
+		Precision: "int4", Quantization: "rtn-g32", BoardProfile: "rk3588-16dom"}
+	writeProvenanceModel(t, src, model)
 	ref := reg.Ref("packs/modctl", "v1")
 	res, err := Push(ctxT(t), src, ref, plain(reg), testRange, WithAnnotator(PackAnnotator), WithCompression(CompressNever))
 	if err != nil {
@@ -320,11 +325,11 @@ func TestModctlPull(t *testing.T) {
 	if err != nil {
 		t.Fatalf("modctl inspect: %v\n%s", err, out)
 	}
-	var in struct{ Name, Architecture, ParamSize, Precision, Quantization, Format string }
+	var in struct{ Name, Family, Architecture, ParamSize, Precision, Quantization, Format string }
 	if err := json.Unmarshal(out, &in); err != nil {
 		t.Fatalf("modctl inspect: %v\n%s", err, out)
 	}
-	if in.Name != "stories260K" || in.Architecture != "llama" || in.ParamSize != "292800" || in.Precision != "int4" || in.Quantization != "rtn-g32" || in.Format != "orkpack" {
+	if in.Name != model.Name || in.Family != model.Family || in.Architecture != "llama" || in.ParamSize != "292800" || in.Precision != "int4" || in.Quantization != "rtn-g32" || in.Format != "orkpack" {
 		t.Errorf("modctl inspect: %+v, want the provenance's model description", in)
 	}
 }
@@ -381,7 +386,14 @@ func TestConfigValidatesAgainstModelSpec(t *testing.T) {
 	withModel := buildDir(t)
 	bare := t.TempDir()
 	copyFile(t, filepath.Join(withModel, "model.orkpack"), filepath.Join(bare, "model.orkpack"))
-	for _, tc := range []struct{ name, dir string }{{"provenance", withModel}, {"bare", bare}} {
+	// Every descriptor field a GGUF header can fill (docs/oci.md).
+	described := t.TempDir()
+	copyFile(t, filepath.Join(withModel, "model.orkpack"), filepath.Join(described, "model.orkpack"))
+	full := ModelInfo{Name: "Qwen3.6-27B", Family: "Qwen3.6", Author: "Qwen Team", Vendor: "Qwen", License: "apache-2.0",
+		Description: "a hybrid\nmodel", DocURL: "https://example.com/qwen", SourceURL: "https://example.com/qwen.git",
+		Architecture: "qwen35", ParamSize: "27B", Precision: "int4+int8", Quantization: "gptq+rtn", BoardProfile: "rk3588"}
+	writeProvenanceModel(t, described, full)
+	for _, tc := range []struct{ name, dir string }{{"provenance", withModel}, {"bare", bare}, {"described", described}} {
 		t.Run(tc.name, func(t *testing.T) {
 			res, err := Push(ctxT(t), tc.dir, reg.Ref("packs/schema-"+tc.name, "v1"), plain(reg), testRange)
 			if err != nil {
@@ -391,6 +403,25 @@ func TestConfigValidatesAgainstModelSpec(t *testing.T) {
 			cfg := c.blob(t, res.Artifact.Manifest.Config.Digest.String(), filepath.Join(t.TempDir(), "config"))
 			if err := modelspec.ValidatorMediaTypeModelConfig.Validate(bytes.NewReader(cfg)); err != nil {
 				t.Errorf("model-spec validator: %v\n%s", err, cfg)
+			}
+			if tc.name == "described" {
+				// model-spec's own Go types read the descriptor back as pushed.
+				var m modelspecv1.Model
+				if err := json.Unmarshal(cfg, &m); err != nil {
+					t.Fatal(err)
+				}
+				d := m.Descriptor
+				if d.Name != full.Name || d.Family != full.Family || !slices.Equal(d.Authors, []string{full.Author}) || d.Vendor != full.Vendor ||
+					!slices.Equal(d.Licenses, []string{full.License}) || d.Description != full.Description || d.DocURL != full.DocURL || d.SourceURL != full.SourceURL {
+					t.Errorf("descriptor %+v, want the fields of %+v", d, full)
+				}
+				ann := res.Artifact.Manifest.Annotations
+				for k, v := range map[string]string{AnnotationAuthors: full.Author, AnnotationVendor: full.Vendor, AnnotationLicenses: full.License,
+					AnnotationDescription: full.Description, AnnotationDocumentation: full.DocURL, AnnotationSource: full.SourceURL} {
+					if ann[k] != v {
+						t.Errorf("manifest annotation %s = %q, want %q", k, ann[k], v)
+					}
+				}
 			}
 			// The validator's teeth: the same config with a field the schema does not have fails.
 			bad := bytes.Replace(cfg, []byte(`"format":"orkpack"`), []byte(`"format":"orkpack","board":"rk3588"`), 1)

@@ -221,6 +221,14 @@ func configFor(m ModelInfo, created time.Time, files []*localFile) ([]byte, erro
 		c.Descriptor.CreatedAt = &created
 	}
 	c.Descriptor.Name, c.Descriptor.Version, c.Descriptor.Revision = m.Name, m.Version, m.Revision
+	c.Descriptor.Family, c.Descriptor.Vendor, c.Descriptor.Description = m.Family, m.Vendor, m.Description
+	c.Descriptor.DocURL, c.Descriptor.SourceURL = m.DocURL, m.SourceURL
+	if m.Author != "" {
+		c.Descriptor.Authors = []string{m.Author}
+	}
+	if m.License != "" {
+		c.Descriptor.Licenses = []string{m.License}
+	}
 	c.Config.Architecture, c.Config.Format = m.Architecture, "orkpack"
 	c.Config.ParamSize, c.Config.Precision, c.Config.Quantization = m.ParamSize, m.Precision, m.Quantization
 	c.ModelFS.Type = "layers"
@@ -246,6 +254,12 @@ func manifestFor(cfg v1.Descriptor, m ModelInfo, created time.Time, files []*loc
 	set(AnnotationTitle, m.Name)
 	set(AnnotationVersion, m.Version)
 	set(AnnotationRevision, m.Revision)
+	set(AnnotationAuthors, m.Author)
+	set(AnnotationVendor, m.Vendor)
+	set(AnnotationLicenses, m.License)
+	set(AnnotationDescription, m.Description)
+	set(AnnotationDocumentation, m.DocURL)
+	set(AnnotationSource, m.SourceURL)
 	set(AnnotationBoardProfile, m.BoardProfile)
 	set(AnnotationRecipe, m.Recipe)
 	man := v1.Manifest{

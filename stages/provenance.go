@@ -41,12 +41,21 @@ type ProvenanceParams struct {
 
 // ProvenanceModel describes the model a build packed, for the artifact's readers: provenance.json
 // carries it as predicate.buildDefinition.externalParameters.model, from which push fills the
-// ModelPack config (descriptor name; architecture, paramSize, precision, quantization) and the
-// board and recipe annotations (registry.ModelInfo reads the same JSON names). The planner fills
-// it from the source's header and the recipe; the stage adds Recipe, the BLAKE3 of the recipe file
-// bound as dependency "recipe" (a build without a recipe file has none).
+// ModelPack config (descriptor name, family, authors, vendor, licenses, description, docURL,
+// sourceURL; architecture, paramSize, precision, quantization) and the manifest's annotations
+// (registry.ModelInfo reads the same JSON names). The planner fills it from the source's header
+// (the general.* keys; docs/oci.md lists which key feeds which field) and the recipe; the stage
+// adds Recipe, the BLAKE3 of the recipe file bound as dependency "recipe" (a build without a
+// recipe file has none). Every field is optional: a header without the key leaves it empty.
 type ProvenanceModel struct {
 	Name         string `json:"name,omitempty"`
+	Family       string `json:"family,omitempty"`      // general.basename
+	Author       string `json:"author,omitempty"`      // general.author
+	Vendor       string `json:"vendor,omitempty"`      // general.organization
+	License      string `json:"license,omitempty"`     // general.license, as an SPDX expression
+	Description  string `json:"description,omitempty"` // general.description
+	DocURL       string `json:"docURL,omitempty"`      // general.url
+	SourceURL    string `json:"sourceURL,omitempty"`   // general.repo_url
 	Architecture string `json:"architecture,omitempty"`
 	ParamSize    string `json:"paramSize,omitempty"`
 	Precision    string `json:"precision,omitempty"`

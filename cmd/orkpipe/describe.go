@@ -108,6 +108,9 @@ func runDescribe(ctx context.Context, opts *globalOptions, f *describeFlags, ref
 	if line := modelLine(c.Descriptor.Name, c.Descriptor.Version, c.Config.Architecture, c.Config.ParamSize, c.Config.Precision, c.Config.Quantization); line != "" {
 		fmt.Fprintf(w, "model    %s\n", line)
 	}
+	for _, l := range descriptorLines(c) {
+		fmt.Fprintf(w, "%-8s %s\n", l[0], l[1])
+	}
 	for _, k := range []string{registry.AnnotationBoardProfile, registry.AnnotationRecipe} {
 		if v := d.Artifact.Annotations[k]; v != "" {
 			fmt.Fprintf(w, "%s %s\n", k, v)
@@ -159,6 +162,27 @@ func modelLine(name, version, arch, params, precision, quant string) string {
 		line = strings.TrimSpace(line + " (" + strings.Join(details, ", ") + ")")
 	}
 	return line
+}
+
+// descriptorLines returns the config descriptor's description of the model that modelLine does
+// not show, as label and value, in a fixed order; fields left empty are left out.
+func descriptorLines(c registry.ModelConfig) [][2]string {
+	d := c.Descriptor
+	var out [][2]string
+	for _, l := range [][2]string{
+		{"family", d.Family},
+		{"authors", strings.Join(d.Authors, ", ")},
+		{"vendor", d.Vendor},
+		{"license", strings.Join(d.Licenses, ", ")},
+		{"about", strings.Join(strings.Fields(d.Description), " ")},
+		{"docs", d.DocURL},
+		{"source", d.SourceURL},
+	} {
+		if l[1] != "" {
+			out = append(out, l)
+		}
+	}
+	return out
 }
 
 // residencyLine describes a pack layer's residency annotation ("" without one, or an unreadable one

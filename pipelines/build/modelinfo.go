@@ -14,20 +14,36 @@ import (
 
 // sourceMeta is what the provenance says of the source model (stages.ProvenanceModel): its
 // general.name (else the file's name), general.architecture, general.size_label (else the
-// parameter count, formatted) and the parameter count.
+// parameter count, formatted), the parameter count, and the header's description of the model
+// (desc: family, author, vendor, license, description, URLs), empty where the header says nothing.
 type sourceMeta struct {
 	name, arch, sizeLabel string
 	params                int64
+	desc                  stages.ProvenanceModel
 }
 
-// readSourceMeta reads the source's description from its header. The name and size label are
-// optional keys; one that is present but not a string is an error naming it.
+// readSourceMeta reads the source's description from its header. Every key is optional; one that
+// is present but not a string is an error naming it. The license is general.license as written,
+// except Hugging Face's "other" with a general.license.name, which becomes the SPDX reference
+// LicenseRef-<name> (model-spec's licenses are SPDX expressions; "other" says nothing).
 func readSourceMeta(f *gguf.File, arch string) (sourceMeta, error) {
 	m := sourceMeta{arch: arch, params: tensorParams(f.Tensors)}
+	var licName string
 	for _, k := range []struct {
 		key string
 		dst *string
-	}{{"general.name", &m.name}, {"general.size_label", &m.sizeLabel}} {
+	}{
+		{"general.name", &m.name},
+		{"general.size_label", &m.sizeLabel},
+		{"general.basename", &m.desc.Family},
+		{"general.author", &m.desc.Author},
+		{"general.organization", &m.desc.Vendor},
+		{"general.license", &m.desc.License},
+		{"general.license.name", &licName},
+		{"general.description", &m.desc.Description},
+		{"general.url", &m.desc.DocURL},
+		{"general.repo_url", &m.desc.SourceURL},
+	} {
 		v, ok := f.Lookup(k.key)
 		if !ok {
 			continue
@@ -41,7 +57,21 @@ func readSourceMeta(f *gguf.File, arch string) (sourceMeta, error) {
 	if m.name == "" {
 		m.name = strings.TrimSuffix(filepath.Base(f.Path), filepath.Ext(f.Path))
 	}
+	if strings.EqualFold(m.desc.License, "other") && licName != "" {
+		m.desc.License = "LicenseRef-" + spdxIDString(licName)
+	}
 	return m, nil
+}
+
+// spdxIDString makes s an SPDX idstring (letters, digits, "." and "-"): every other character
+// becomes "-".
+func spdxIDString(s string) string {
+	return strings.Map(func(r rune) rune {
+		if r < 0x80 && (r == '.' || r == '-' || r >= '0' && r <= '9' || r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z') {
+			return r
+		}
+		return '-'
+	}, s)
 }
 
 // tensorParams is the number of values in the tensors ts.
@@ -122,6 +152,8 @@ func provenanceModel(m sourceMeta, ws []*weight, board string) *stages.Provenanc
 	if size == "" && m.params > 0 {
 		size = formatParams(m.params)
 	}
-	return &stages.ProvenanceModel{Name: m.name, Architecture: m.arch, ParamSize: size, Precision: strings.Join(precs, "+"),
-		Quantization: strings.Join(meths, "+"), BoardProfile: board}
+	pm := m.desc
+	pm.Name, pm.Architecture, pm.ParamSize, pm.Precision = m.name, m.arch, size, strings.Join(precs, "+")
+	pm.Quantization, pm.BoardProfile = strings.Join(meths, "+"), board
+	return &pm
 }

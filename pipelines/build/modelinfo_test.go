@@ -107,3 +107,68 @@ func writeHeaderOnly(t *testing.T, path string, kv []gguf.KV) {
 		t.Fatal(err)
 	}
 }
+
+// TestReadSourceDescription: the general.* keys that describe a model reach the provenance's model
+// (and so the pushed ModelPack descriptor); "other" with a license name becomes an SPDX
+// LicenseRef; a key of the wrong type is an error naming it; the seeds' fixtures carry a
+// description.
+func TestReadSourceDescription(t *testing.T) {
+	str := func(k, v string) gguf.KV { return gguf.KV{Key: k, Value: gguf.String(v)} }
+	full := []gguf.KV{str("general.name", "Qwen3.6-27B"), str("general.basename", "Qwen3.6"), str("general.author", "Qwen Team"),
+		str("general.organization", "Qwen"), str("general.license", "apache-2.0"), str("general.description", " A hybrid model. "),
+		str("general.url", "https://example.com/q"), str("general.repo_url", "https://example.com/q.git"), str("general.size_label", "27B")}
+	for _, tc := range []struct {
+		name    string
+		kv      []gguf.KV
+		want    stages.ProvenanceModel
+		wantErr string
+	}{
+		{"full", full, stages.ProvenanceModel{Name: "Qwen3.6-27B", Family: "Qwen3.6", Author: "Qwen Team", Vendor: "Qwen", License: "apache-2.0",
+			Description: "A hybrid model.", DocURL: "https://example.com/q", SourceURL: "https://example.com/q.git"}, ""},
+		{"other license", []gguf.KV{str("general.license", "other"), str("general.license.name", "lfm1.0")},
+			stages.ProvenanceModel{Name: "other license", License: "LicenseRef-lfm1.0"}, ""},
+		{"other license, odd name", []gguf.KV{str("general.license", "other"), str("general.license.name", "LFM Open License v1")},
+			stages.ProvenanceModel{Name: "other license, odd name", License: "LicenseRef-LFM-Open-License-v1"}, ""},
+		{"other, unnamed", []gguf.KV{str("general.license", "other")}, stages.ProvenanceModel{Name: "other, unnamed", License: "other"}, ""},
+		{"bad license", []gguf.KV{{Key: "general.license", Value: gguf.Uint32(2)}}, stages.ProvenanceModel{}, "general.license"},
+		{"bad url", []gguf.KV{{Key: "general.repo_url", Value: gguf.Uint32(2)}}, stages.ProvenanceModel{}, "general.repo_url"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			path := filepath.Join(t.TempDir(), tc.name+".gguf")
+			writeHeaderOnly(t, path, tc.kv)
+			g, err := gguf.Open(t.Context(), path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer g.Close()
+			m, err := readSourceMeta(g, "llama")
+			if tc.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.wantErr) || !strings.Contains(err.Error(), path) {
+					t.Fatalf("%+v, %v: want an error naming %s and the file", m, err, tc.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			got := *provenanceModel(m, nil, "")
+			want := tc.want
+			want.Architecture = "llama"
+			want.ParamSize = m.sizeLabel // no tensors: no count to write without a label
+			if got != want {
+				t.Errorf("got  %+v\nwant %+v", got, want)
+			}
+		})
+	}
+	for _, f := range []string{"tiny-qwen35.gguf", "tiny-lfm2moe.gguf"} {
+		g, err := gguf.Open(t.Context(), testfiles.Path(t, f))
+		if err != nil {
+			t.Fatal(err)
+		}
+		m, err := readSourceMeta(g, "x")
+		g.Close()
+		if err != nil || !strings.HasPrefix(m.desc.Description, "random-weight ") {
+			t.Errorf("%s: description %q, %v: want the header's general.description", f, m.desc.Description, err)
+		}
+	}
+}

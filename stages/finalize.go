@@ -386,9 +386,11 @@ func finalizeWeight(ctx context.Context, p FinalizeParams, req Request, sinkFor 
 			return nil, err
 		}
 		if ch.K != p.K {
+			//lint:ignore ST1005 Hessian is a name (the GPTQ papers' H), capitalized in every message
 			return nil, fmt.Errorf("Hessian %s is %dx%d, weight %s has K = %d", req.Inputs["hessian"].Path, ch.K, ch.K, fs.Entry, p.K)
 		}
 		if ch.Tokens == 0 {
+			//lint:ignore ST1005 Hessian is a name (the GPTQ papers' H), capitalized in every message
 			return nil, fmt.Errorf("Hessian %s: %s received no calibration tokens (Tokens = 0): GPTQ needs a Hessian; use method rtn for it or calibrate on more sequences",
 				req.Inputs["hessian"].Path, fs.Entry)
 		}

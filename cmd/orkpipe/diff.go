@@ -43,10 +43,12 @@ func newDiffCommand(opts *globalOptions) *cobra.Command {
 func runDiffHTML(ctx context.Context, opts *globalOptions, f *pageFlags, a, b string) error {
 	ra, fromA, err := readReportJSON(ctx, opts, f, a)
 	if err != nil {
+		//lint:ignore ST1005 A names the first report, as the usage does
 		return fmt.Errorf("A: %w", err)
 	}
 	rb, fromB, err := readReportJSON(ctx, opts, f, b)
 	if err != nil {
+		//lint:ignore ST1005 B names the second report, as the usage does
 		return fmt.Errorf("B: %w", err)
 	}
 	page, err := reporthtml.RenderDiff(ra, rb, fromA, fromB)

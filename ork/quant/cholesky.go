@@ -112,6 +112,7 @@ func invCholUpper(ctx context.Context, a []float64, k int) error {
 	if ok, err := steps.potrf(ctx, a, k); err != nil {
 		return err
 	} else if !ok {
+		//lint:ignore ST1005 H is the Hessian, as the GPTQ papers write it
 		return fmt.Errorf("H + damp·I is not positive definite")
 	}
 	if err := ctx.Err(); err != nil {
@@ -120,6 +121,7 @@ func invCholUpper(ctx context.Context, a []float64, k int) error {
 	if rc, err := steps.pocon(a, k, anorm); err != nil {
 		return err
 	} else if 1/rc > conditionTolerance {
+		//lint:ignore ST1005 H is the Hessian, as the GPTQ papers write it
 		return fmt.Errorf("H + damp·I is ill-conditioned (condition ~%.3g)", 1/rc)
 	}
 	if ok, err := steps.trtri(ctx, a, k); err != nil {

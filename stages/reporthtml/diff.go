@@ -35,10 +35,12 @@ type diffPage struct {
 func RenderDiff(a, b []byte, labelA, labelB string) ([]byte, error) {
 	ra, err := parseReport(a)
 	if err != nil {
+		//lint:ignore ST1005 A names the first report, as the caller's usage does
 		return nil, fmt.Errorf("A (%s): %w", labelA, err)
 	}
 	rb, err := parseReport(b)
 	if err != nil {
+		//lint:ignore ST1005 B names the second report, as the caller's usage does
 		return nil, fmt.Errorf("B (%s): %w", labelB, err)
 	}
 	p := &diffPage{Title: ra.Name + " vs " + rb.Name + " — orkpipe", LabelA: labelA, LabelB: labelB, Style: template.CSS(style), A: ra, B: rb}

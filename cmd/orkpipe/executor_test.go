@@ -236,17 +236,7 @@ func TestDaggerExecutorProgram(t *testing.T) {
 // orkpipe starts orkpipe-dagger, which runs every node in a container; the outputs are the bytes a
 // local run makes, and a rebuild runs nothing and starts no executor process.
 func TestExecutorDaggerEngine(t *testing.T) {
-	host := os.Getenv("ORKPIPE_DAGGER_ENGINE")
-	if host == "" || os.Getenv(daggerenv.EnvCLIBin) == "" {
-		t.Skip("ORKPIPE_DAGGER_ENGINE and " + daggerenv.EnvCLIBin + " are not set: this test needs a running Dagger engine " +
-			daggerenv.EngineVersion + " (docs/dagger.md, \"Testing against an engine\")")
-	}
-	t.Setenv(daggerenv.EnvRunnerHost, host)
-	daggerExecutorProgram(t)
-	bin := filepath.Join(t.TempDir(), "orkpipe-linux-amd64")
-	if err := daggerenv.BuildBinary(context.Background(), filepath.Join("..", ".."), bin); err != nil {
-		t.Fatal(err)
-	}
+	bin := daggerEngine(t)
 	run := func(name, cache string, extra ...string) string {
 		t.Helper()
 		out := filepath.Join(t.TempDir(), "out")
@@ -271,6 +261,25 @@ func TestExecutorDaggerEngine(t *testing.T) {
 			t.Errorf("%s: the Dagger run's differs from the local run's (%v)", e.Name(), err)
 		}
 	}
+}
+
+// daggerEngine points this test's builds at the Dagger engine named by ORKPIPE_DAGGER_ENGINE (with
+// _EXPERIMENTAL_DAGGER_CLI_BIN; docs/dagger.md "Testing against an engine"), or skips the test
+// without one, and returns the static orkpipe binary for its containers.
+func daggerEngine(t *testing.T) string {
+	t.Helper()
+	host := os.Getenv("ORKPIPE_DAGGER_ENGINE")
+	if host == "" || os.Getenv(daggerenv.EnvCLIBin) == "" {
+		t.Skip("ORKPIPE_DAGGER_ENGINE and " + daggerenv.EnvCLIBin + " are not set: this test needs a running Dagger engine " +
+			daggerenv.EngineVersion + " (docs/dagger.md, \"Testing against an engine\")")
+	}
+	t.Setenv(daggerenv.EnvRunnerHost, host)
+	daggerExecutorProgram(t)
+	bin := filepath.Join(t.TempDir(), "orkpipe-linux-amd64")
+	if err := daggerenv.BuildBinary(context.Background(), filepath.Join("..", ".."), bin); err != nil {
+		t.Fatal(err)
+	}
+	return bin
 }
 
 // TestSameTree: an orkpipe-dagger built from another known revision than orkpipe is refused; an

@@ -89,16 +89,14 @@ type boardRequirement struct {
 }
 
 // wrap returns next (nil: the local executor on store) behind a verify.Executor that serves
-// verify-board nodes from signed attestations at the reference and runs nothing for them.
-func (b *boardRequirement) wrap(next engine.Executor, store engine.Store, opts *globalOptions) (engine.Executor, error) {
-	if _, ok := next.(engine.ProvenanceExecutor); ok {
-		return nil, usagef("board_verify: not supported with --executor dagger yet (the nodes' remote provenance would be lost); build with --executor local")
-	}
+// verify-board nodes from signed attestations at the reference and runs nothing for them. With
+// --executor dagger the other nodes still run in containers and keep their provenance.
+func (b *boardRequirement) wrap(next engine.Executor, store engine.Store, opts *globalOptions) engine.Executor {
 	if next == nil {
 		next = engine.Local{Store: store, Logger: opts.logger}
 	}
 	verify.RegisterKind()
-	return &verify.Executor{Next: next, Store: store, Ref: b.ref, Options: b.options, Trusted: true, Logger: opts.logger}, nil
+	return (&verify.Executor{Next: next, Store: store, Ref: b.ref, Options: b.options, Trusted: true, Logger: opts.logger}).Engine()
 }
 
 // openEngine opens the cache and an engine configured from the global flags and setup. The caller
@@ -147,9 +145,7 @@ func openEngine(ctx context.Context, opts *globalOptions, setup engineSetup) (_ 
 		s.closers = append(s.closers, closeX)
 	}
 	if setup.board != nil {
-		if ex, err = setup.board.wrap(ex, es, opts); err != nil {
-			return nil, err
-		}
+		ex = setup.board.wrap(ex, es, opts)
 	}
 	if ex != nil {
 		engOpts = append(engOpts, engine.WithExecutor(ex))

@@ -33,6 +33,9 @@ type Executor interface {
 // ProvenanceExecutor is implemented by executors that run nodes outside this process (Dagger):
 // with the outputs they return the provenance of the run (host, times, the binary that ran it,
 // from the node's result record), which the engine records instead of its own host and binary.
+// A Provenance without a Host says the node ran in this process after all (a wrapper that serves
+// some nodes itself, such as verify.Executor's verify-board nodes): the engine records this
+// process, as it does for an Executor's nodes.
 type ProvenanceExecutor interface {
 	Executor
 	ExecuteProvenance(ctx context.Context, req ExecRequest) ([]artifacts.NamedObject, artifacts.Provenance, error)

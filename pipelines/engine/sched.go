@@ -314,7 +314,7 @@ func (ps *pass) execute(pn *pnode, key artifacts.Digest, m stages.KeyMaterial, i
 	if err := fillProvenance(&rec.Provenance, start, m.Tools); err != nil {
 		return ps.failed(pn, key, start, err)
 	}
-	if ran != nil { // the node ran elsewhere: record that host and binary, not ours
+	if ran != nil && ran.Host != "" { // the node ran elsewhere: record that host and binary, not ours
 		rec.Provenance.Host, rec.Provenance.Orkpipe = ran.Host, ran.Orkpipe
 		rec.Provenance.Start, rec.Provenance.End = ran.Start, ran.End
 	}

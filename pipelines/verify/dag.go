@@ -78,6 +78,32 @@ type Executor struct {
 	Logger  *slog.Logger
 }
 
+// Engine returns x as the engine's executor: x itself, or, when Next runs nodes elsewhere
+// (engine.ProvenanceExecutor: --executor dagger), an executor that is one too, so that every other
+// node keeps the provenance of the host and binary that ran it. A verify-board node is served in
+// this process either way and reports no remote provenance (the engine records this process).
+func (x *Executor) Engine() engine.Executor {
+	if next, ok := x.Next.(engine.ProvenanceExecutor); ok {
+		return &provenanceExecutor{Executor: x, next: next}
+	}
+	return x
+}
+
+// provenanceExecutor is an Executor whose Next is an engine.ProvenanceExecutor.
+type provenanceExecutor struct {
+	*Executor
+	next engine.ProvenanceExecutor
+}
+
+// ExecuteProvenance implements engine.ProvenanceExecutor.
+func (x *provenanceExecutor) ExecuteProvenance(ctx context.Context, req engine.ExecRequest) ([]artifacts.NamedObject, artifacts.Provenance, error) {
+	if req.Material.Stage != stages.VerifyBoard.Name() {
+		return x.next.ExecuteProvenance(ctx, req)
+	}
+	outs, err := x.Executor.Execute(ctx, req)
+	return outs, artifacts.Provenance{}, err
+}
+
 // Execute implements engine.Executor.
 func (x *Executor) Execute(ctx context.Context, req engine.ExecRequest) ([]artifacts.NamedObject, error) {
 	if req.Material.Stage != stages.VerifyBoard.Name() {

@@ -31,6 +31,25 @@ func (c *countingExecutor) Execute(ctx context.Context, req engine.ExecRequest) 
 	return c.next.Execute(ctx, req)
 }
 
+// elsewhereExecutor stands in for an executor that runs nodes outside this process (Dagger): it
+// runs them locally and reports them as run on host.
+type elsewhereExecutor struct {
+	next engine.Executor
+	host string
+	n    atomic.Int32
+}
+
+func (e *elsewhereExecutor) Execute(ctx context.Context, req engine.ExecRequest) ([]artifacts.NamedObject, error) {
+	outs, _, err := e.ExecuteProvenance(ctx, req)
+	return outs, err
+}
+
+func (e *elsewhereExecutor) ExecuteProvenance(ctx context.Context, req engine.ExecRequest) ([]artifacts.NamedObject, artifacts.Provenance, error) {
+	e.n.Add(1)
+	outs, err := e.next.Execute(ctx, req)
+	return outs, artifacts.Provenance{Host: e.host}, err
+}
+
 // Acceptance 5: push a build to a real registry (distribution/v3 in-process), pull and verify it with a
 // run, attest the report; describe lists the verification with its board host and binaries; a graph
 // requiring that board verification finds the attestation and runs nothing, twice (the second time
@@ -128,7 +147,8 @@ func TestVerifyAttestDescribeAndDAG(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	graph := func(p stages.VerifyBoardParams) *engine.Plan {
+	// boardGraph is the graph of one verify-board node on the pushed build's pack and stub.
+	boardGraph := func(p stages.VerifyBoardParams) *engine.Graph {
 		g := engine.NewGraph()
 		n := g.Add("verify-board", "verify-board", p, map[string]engine.Input{
 			"pack": engine.File(filepath.Join(build, verifytest.Name+".orkpack")),
@@ -136,7 +156,10 @@ func TestVerifyAttestDescribeAndDAG(t *testing.T) {
 			"text": engine.File(text),
 		})
 		g.Export(stages.VerifyBoardOutput, n.Output(stages.VerifyBoardOutput))
-		pl, err := eng.Plan(g)
+		return g
+	}
+	graph := func(p stages.VerifyBoardParams) *engine.Plan {
+		pl, err := eng.Plan(boardGraph(p))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -155,6 +178,53 @@ func TestVerifyAttestDescribeAndDAG(t *testing.T) {
 		t.Errorf("%d nodes reached the local executor: the board verification was run, not found", n)
 	}
 
+	// Under an executor that runs nodes elsewhere (engine.ProvenanceExecutor: --executor dagger), the
+	// board verification is still found here, and the other nodes keep where they ran.
+	store3, err := artifacts.OpenStore(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer store3.Close()
+	remote := &elsewhereExecutor{next: engine.Local{Store: store3}, host: "container-7"}
+	exec3 := &verify.Executor{Next: remote, Store: store3, Ref: ref, Options: []registry.Option{plain, registry.WithTrust(pub)}, Trusted: true}
+	if _, ok := exec3.Engine().(engine.ProvenanceExecutor); !ok {
+		t.Fatal("Engine() over a ProvenanceExecutor is not one")
+	}
+	if _, ok := exec.Engine().(engine.ProvenanceExecutor); ok {
+		t.Fatal("Engine() over a local executor claims remote provenance")
+	}
+	eng3, err := engine.New(store3, engine.WithMemoryBudget(1<<30), engine.WithExecutor(exec3.Engine()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	g3 := boardGraph(params)
+	gen := g3.Add("gen", "demo-generate", stages.DemoGenerateParams{Seed: 3, Size: 4096}, nil)
+	g3.Export("data", gen.Output("data"))
+	pl3, err := eng3.Plan(g3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r3, err := eng3.Build(ctx, "stories-board-elsewhere", pl3, engine.BuildOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r3.Executed != 2 || remote.n.Load() != 1 {
+		t.Fatalf("executed %d, %d on the remote executor: want both nodes run, only gen remotely", r3.Executed, remote.n.Load())
+	}
+	for _, nr := range r3.Nodes {
+		rec, err := store3.GetAction(ctx, nr.Key)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := host
+		if nr.Stage == "demo-generate" {
+			want = remote.host
+		}
+		if rec.Provenance.Host != want {
+			t.Errorf("node %s: recorded host %q, want %q", nr.ID, rec.Provenance.Host, want)
+		}
+	}
+
 	// With only another key trusted, the attestation does not count (fresh store: no cached record).
 	pub2, err := registry.GenerateKeyFiles(filepath.Join(t.TempDir(), "other.key"))
 	if err != nil {
@@ -170,14 +240,7 @@ func TestVerifyAttestDescribeAndDAG(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	g2 := engine.NewGraph()
-	n2 := g2.Add("verify-board", "verify-board", params, map[string]engine.Input{
-		"pack": engine.File(filepath.Join(build, verifytest.Name+".orkpack")),
-		"stub": engine.File(filepath.Join(build, verifytest.Name+".orkpack.gguf")),
-		"text": engine.File(text),
-	})
-	g2.Export(stages.VerifyBoardOutput, n2.Output(stages.VerifyBoardOutput))
-	pl2, err := eng2.Plan(g2)
+	pl2, err := eng2.Plan(boardGraph(params))
 	if err != nil {
 		t.Fatal(err)
 	}

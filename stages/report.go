@@ -30,6 +30,9 @@ type ReportParams struct {
 	Routing   bool   `json:"routing,omitempty"`
 	Residency bool   `json:"residency,omitempty"`
 	HeldOut   string `json:"held_out,omitempty"`
+	// Model describes the packed model, as the provenance does (ProvenanceModel; the recipe digest is
+	// the provenance's alone): written to report.json's "model" and the summary's second line.
+	Model *ProvenanceModel `json:"model,omitempty"`
 }
 
 // Report is the "report.json" output; report.html draws it (package stages/reporthtml, which reads
@@ -52,6 +55,8 @@ type Report struct {
 	Routing      []ReportRoutingLayer `json:"routing,omitempty"`
 	RoutingStats *ReportRouting       `json:"routing_stats,omitempty"`
 	Residency    *ReportResidency     `json:"residency,omitempty"`
+	// Model is what the source's header says of the model and what the pack made of it (ReportParams).
+	Model *ProvenanceModel `json:"model,omitempty"`
 }
 
 // ReportProvenance is provenance at a glance (provenance.json is the signed statement).
@@ -170,7 +175,7 @@ func runReport(ctx context.Context, p ReportParams, req Request) error {
 	}
 	rep := Report{Name: p.Name, Pack: ReportFile{pf.Digest.String(), pf.Size}, Stub: ReportFile{sf.Digest.String(), sf.Size},
 		Board: r.Board().Name, DomainCapacity: prof.Capacity(), Totals: ReportTotals{ByDType: map[string]int{}},
-		Provenance: ReportProvenance{Deps: resolvedDeps(p.Deps, req), Overrides: overrides}}
+		Provenance: ReportProvenance{Deps: resolvedDeps(p.Deps, req), Overrides: overrides}, Model: p.Model}
 	if err := readJSONFile(req.Inputs["verify"].Path, &rep.Verify); err != nil {
 		return err
 	}
@@ -241,6 +246,13 @@ func summaryText(r *Report) string {
 	var b bytes.Buffer
 	fmt.Fprintf(&b, "%s: %d weights, %s on disk, %s resident on %s in %d of %d IOMMU domains\n", r.Name, r.Totals.Weights,
 		mib(r.Totals.Bytes), mib(r.Totals.Resident), r.Board, len(r.Domains), r.Verify.MaxDomains)
+	if m := r.Model; m != nil {
+		line := reporthtml.ModelLine(m.Name, "", m.Architecture, m.ParamSize, m.Precision, m.Quantization)
+		if m.License != "" {
+			line += ", license " + m.License
+		}
+		fmt.Fprintf(&b, "model: %s\n", line)
+	}
 	var dts []string
 	for dt := range r.Totals.ByDType {
 		dts = append(dts, dt)

@@ -11,6 +11,7 @@ import (
 	"orkpipe/internal/units"
 	"orkpipe/pipelines/verify"
 	"orkpipe/registry"
+	"orkpipe/stages/reporthtml"
 )
 
 type describeFlags struct {
@@ -105,7 +106,7 @@ func runDescribe(ctx context.Context, opts *globalOptions, f *describeFlags, ref
 	if c.Descriptor.CreatedAt != nil {
 		fmt.Fprintf(w, "created  %s\n", c.Descriptor.CreatedAt.Format("2006-01-02T15:04:05Z07:00"))
 	}
-	if line := modelLine(c.Descriptor.Name, c.Descriptor.Version, c.Config.Architecture, c.Config.ParamSize, c.Config.Precision, c.Config.Quantization); line != "" {
+	if line := reporthtml.ModelLine(c.Descriptor.Name, c.Descriptor.Version, c.Config.Architecture, c.Config.ParamSize, c.Config.Precision, c.Config.Quantization); line != "" {
 		fmt.Fprintf(w, "model    %s\n", line)
 	}
 	for _, l := range descriptorLines(c) {
@@ -145,26 +146,7 @@ func runDescribe(ctx context.Context, opts *globalOptions, f *describeFlags, ref
 	return nil
 }
 
-// modelLine describes the model from what the config records, leaving out what it does not: "name
-// version (architecture, N params, precision, quantization)", or "" when it records none of them.
-func modelLine(name, version, arch, params, precision, quant string) string {
-	var details []string
-	if params != "" {
-		params += " params"
-	}
-	for _, d := range []string{arch, params, precision, quant} {
-		if d != "" {
-			details = append(details, d)
-		}
-	}
-	line := strings.TrimSpace(name + " " + version)
-	if len(details) > 0 {
-		line = strings.TrimSpace(line + " (" + strings.Join(details, ", ") + ")")
-	}
-	return line
-}
-
-// descriptorLines returns the config descriptor's description of the model that modelLine does
+// descriptorLines returns the config descriptor's description of the model that reporthtml.ModelLine does
 // not show, as label and value, in a fixed order; fields left empty are left out.
 func descriptorLines(c registry.ModelConfig) [][2]string {
 	d := c.Descriptor

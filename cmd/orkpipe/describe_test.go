@@ -7,26 +7,6 @@ import (
 	"orkpipe/registry"
 )
 
-// TestModelLine: describe prints what the config records about the model and nothing for what it
-// does not (a build that recorded no model metadata prints no model line at all).
-func TestModelLine(t *testing.T) {
-	tests := []struct {
-		name, version, arch, params, precision, quant string
-		want                                          string
-	}{
-		{"stories260K", "1", "llama", "292800", "int4", "rtn-g32", "stories260K 1 (llama, 292800 params, int4, rtn-g32)"},
-		{"", "", "", "", "", "", ""},
-		{"demo", "", "", "", "", "", "demo"},
-		{"", "", "llama", "", "", "gptq-g32", "(llama, gptq-g32)"},
-		{"m", "v2", "", "7B", "", "", "m v2 (7B params)"},
-	}
-	for _, tc := range tests {
-		if got := modelLine(tc.name, tc.version, tc.arch, tc.params, tc.precision, tc.quant); got != tc.want {
-			t.Errorf("modelLine(%q, %q, %q, %q, %q, %q) = %q, want %q", tc.name, tc.version, tc.arch, tc.params, tc.precision, tc.quant, got, tc.want)
-		}
-	}
-}
-
 // TestDescriptorLines: the descriptor's family, authors, vendor, licenses, description (on one
 // line) and URLs, in that order, the empty ones left out.
 func TestDescriptorLines(t *testing.T) {

@@ -64,6 +64,14 @@ func TestBuildPushPullVerify(t *testing.T) {
 		desc.Annotations["dev.orkpipe.board-profile"] != "rk3588" || !strings.HasPrefix(desc.Annotations["dev.orkpipe.recipe.digest"], "blake3:") {
 		t.Errorf("pushed artifact's model description: name %q, config %+v, annotations %v", desc.Config.Descriptor.Name, c, desc.Annotations)
 	}
+	// The build's summary and report page say which model was packed, as describe does.
+	const line = "llama (llama, 292.8K params, int4, gptq)"
+	if b, err := os.ReadFile(filepath.Join(out, "summary.txt")); err != nil || !strings.Contains(string(b), "\nmodel: "+line+"\n") {
+		t.Errorf("summary.txt (%v) lacks the model line %q:\n%s", err, line, b)
+	}
+	if b, err := os.ReadFile(filepath.Join(out, "report.html")); err != nil || !strings.Contains(string(b), "orkpack build report of "+line+" for board rk3588") {
+		t.Errorf("report.html (%v) does not name the model %q in its lead", err, line)
+	}
 	if o, err := runCLI(t, "pull", ref, "-o", dst, "--plain-http", "--trust", key+".pub"); err != nil {
 		t.Fatalf("pull: %v\n%s", err, o)
 	}

@@ -293,7 +293,8 @@ func (t *Target) planTail(g *engine.Graph, src *source, ws []*weight, routing *e
 		deps = append(deps, stages.ProvenanceDep{Name: "board-profile", URI: "file://" + r.Board})
 		pin["dep.board-profile"] = *boardFile
 	}
-	rp := stages.ReportParams{Name: r.Name, Screen: r.Screen != nil, Board: boardName, Deps: deps, Overrides: t.overrides}
+	model := provenanceModel(src.meta, ws, boardName)
+	rp := stages.ReportParams{Name: r.Name, Screen: r.Screen != nil, Board: boardName, Deps: deps, Overrides: t.overrides, Model: model}
 	if boardFile != nil {
 		rin["board"] = *boardFile
 	}
@@ -337,7 +338,7 @@ func (t *Target) planTail(g *engine.Graph, src *source, ws []*weight, routing *e
 		Cost(cost(costSHA256PerByte, packSize)).Output("sha256.json")
 	prov := g.Add("provenance", "provenance", stages.ProvenanceParams{Name: r.Name,
 		Subjects: subjects, Deps: deps, Recipe: recipeJSON, Overrides: t.overrides, SHA256: []string{out.Pack, out.Stub},
-		Model: provenanceModel(src.meta, ws, boardName)}, pin)
+		Model: model}, pin)
 	g.Export(out.Pack, pk)
 	g.Export(out.Stub, stub)
 	g.Export(out.Report, rep.Output("report.json"))

@@ -25,6 +25,9 @@
 //   - screen.kld_percentiles: the per-token KL divergence at 0, 1, ..., 100 % (the CDF is drawn from it).
 //   - provenance: the resolved dependencies (source model, recipe, corpus, ... and the orkpipe
 //     binary, with their BLAKE3 digests) and the --set overrides.
+//   - model: what the source's header says of the model (name, architecture, parameter count, the
+//     pack's precisions and methods, license, ...: stages.ProvenanceModel); drawn as the page's
+//     lead (ModelLine) and a license fact.
 //   - routing: MoE routing counts, [{"layer": L, "counts": [tokens routed to expert 0, 1, ...]}];
 //     when present the expert grid is coloured by each expert's share of its layer's routing.
 //

@@ -75,6 +75,7 @@ type provRow struct{ What, Where, Digest, Details string }
 
 type reportPage struct {
 	Title        string
+	Model        string // ModelLine of report.json's model, "" without one
 	Style        template.CSS
 	R            *report
 	Facts        []fact
@@ -100,14 +101,21 @@ func Render(reportJSON []byte) ([]byte, error) {
 		return nil, err
 	}
 	p := &reportPage{Title: r.Name + " — orkpipe build report", Style: template.CSS(style), R: r, TimelineFile: TimelineFile}
-	p.Facts = []fact{
+	p.Facts = []fact{}
+	if m := r.Model; m != nil {
+		p.Model = ModelLine(m.Name, "", m.Architecture, m.ParamSize, m.Precision, m.Quantization)
+		if m.License != "" {
+			p.Facts = append(p.Facts, fact{"model license", m.License})
+		}
+	}
+	p.Facts = append(p.Facts, []fact{
 		{"weights in the pack", fmt.Sprint(r.Totals.Weights)},
 		{"pack on disk", sizeText(r.Pack.Size)},
 		{"resident on " + r.Board, sizeText(r.Totals.Resident)},
 		{"IOMMU domains used", fmt.Sprintf("%d of %d", len(r.Domains), r.Verify.MaxDomains)},
 		{"mean qerr", fmt.Sprintf("%.5f", r.Totals.MeanQErr)},
 		{"max qerr", fmt.Sprintf("%.5f", r.Totals.MaxQErr)},
-	}
+	}...)
 	if s := r.Screen; s != nil {
 		p.Facts = append(p.Facts, fact{"PPL pack / float", fmt.Sprintf("%.4f", s.PPLRatio)}, fact{"mean KL divergence", fmt.Sprintf("%.6f", s.KLDMean)})
 		p.Screen = screenOf(s)

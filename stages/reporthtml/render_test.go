@@ -86,6 +86,22 @@ func sampleReport(t testing.TB, name string, shift float64, experts int) []byte 
 	return append(b, '\n')
 }
 
+// withModel adds a model description (stages.ProvenanceModel) to a report.json.
+func withModel(t *testing.T, b []byte) []byte {
+	t.Helper()
+	var rep stages.Report
+	if err := json.Unmarshal(b, &rep); err != nil {
+		t.Fatal(err)
+	}
+	rep.Model = &stages.ProvenanceModel{Name: "Qwen3.6-27B", Family: "Qwen3.6", License: "apache-2.0", Architecture: "qwen35", ParamSize: "27B",
+		Precision: "int4+int8", Quantization: "gptq+rtn", BoardProfile: "rk3588"}
+	out, err := json.Marshal(rep)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
 // withRouting adds MoE routing counts (the field the report does not write yet) to a report.json.
 func withRouting(t *testing.T, b []byte, layers, experts int) []byte {
 	t.Helper()
@@ -120,7 +136,9 @@ func TestRender(t *testing.T) {
 			"<h1>dense</h1>", "blk.3.ffn_down.weight", "promoted from I4_NATIVE", "Outlined", "output&lt;&amp;&#34;&gt;.weight",
 			"3.78 GiB", "file:///models/stories260K.gguf", "vcs.revision 2a70c3a", "calibration.sequences=23", "KL divergence per scored token",
 			"gate: 1.5 × float", "7.9970 ± 0.8500", "78.57%", `aria-label="IOMMU domain plan"`},
-			[]string{"Experts per layer", "<script", "output<&"}},
+			[]string{"Experts per layer", "<script", "output<&", "model license", "report of"}},
+		{"described", withModel(t, sampleReport(t, "dense", 0, 0)), []string{
+			"orkpack build report of Qwen3.6-27B (qwen35, 27B params, int4&#43;int8, gptq&#43;rtn) for board rk3588", "<b>apache-2.0</b><span>model license</span>"}, nil},
 		{"moe", sampleReport(t, "moe", 0, 8), []string{"Experts per layer", "96 expert slices of 12 MoE tensors", "This report.json has no routing counts",
 			"qerr (mean over a cell&#39;s expert slices)", "blk.0.ffn_gate_exps.weight: 8 expert slices"}, nil},
 		{"moe routed", withRouting(t, sampleReport(t, "moe", 0, 8), 4, 8), []string{"share of the layer", "routed 800 tokens (22.22% of the layer&#39;s)"}, nil},

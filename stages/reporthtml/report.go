@@ -27,6 +27,39 @@ type report struct {
 	Verify         verify      `json:"verify"`
 	Provenance     *provenance `json:"provenance"`
 	Routing        []routing   `json:"routing"`
+	Model          *model      `json:"model"`
+}
+
+// model is report.json's description of the packed model (stages.ProvenanceModel's JSON names).
+type model struct {
+	Name         string `json:"name"`
+	Family       string `json:"family"`
+	Author       string `json:"author"`
+	License      string `json:"license"`
+	Architecture string `json:"architecture"`
+	ParamSize    string `json:"paramSize"`
+	Precision    string `json:"precision"`
+	Quantization string `json:"quantization"`
+}
+
+// ModelLine describes a model in one line for people, from what is known of it (empty strings are
+// left out): "tiny-qwen35-random 1 (qwen35, 571K params, int4, gptq)"; "" when nothing is. Used by
+// report.html, the build's summary.txt and `orkpipe describe`.
+func ModelLine(name, version, arch, params, precision, quant string) string {
+	var details []string
+	if params != "" {
+		params += " params"
+	}
+	for _, d := range []string{arch, params, precision, quant} {
+		if d != "" {
+			details = append(details, d)
+		}
+	}
+	line := strings.TrimSpace(name + " " + version)
+	if len(details) > 0 {
+		line = strings.TrimSpace(line + " (" + strings.Join(details, ", ") + ")")
+	}
+	return line
 }
 
 type file struct {

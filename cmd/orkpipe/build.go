@@ -8,9 +8,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"runtime/debug"
-	"strings"
 	"syscall"
-	"text/tabwriter"
 
 	"github.com/spf13/cobra"
 
@@ -233,29 +231,10 @@ func printBuildPlan(ctx context.Context, opts *globalOptions, eng *engine.Engine
 	if opts.json {
 		return json.NewEncoder(opts.stdout).Encode(planOutput{Target: name, Budget: budget, Nodes: nodes})
 	}
-	tw := tabwriter.NewWriter(opts.stdout, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "NODE\tSTAGE\tKEY\tCACHED\tMEM")
-	cached := 0
-	for _, n := range nodes {
-		key, c := "pending", "no"
-		if n.Key != "" {
-			key = strings.TrimPrefix(n.Key, "blake3:")[:12]
-		}
-		if n.Cached {
-			c = "yes"
-			cached++
-		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", n.ID, n.Stage, key, c, units.FormatSize(n.Mem))
-	}
-	if err := tw.Flush(); err != nil {
+	if err := writeNodeTable(opts.stdout, nodes, name, budget); err != nil {
 		return err
 	}
-	fmt.Fprintf(opts.stdout, "%s: %d nodes, %d cached, memory budget %s\n", name, len(nodes), cached, units.FormatSize(budget))
-	for _, n := range nodes {
-		if n.SameAs != "" {
-			fmt.Fprintf(opts.stdout, "warning: %s has key material identical to %s\n", n.ID, n.SameAs)
-		}
-	}
+	writeSameAs(opts.stdout, nodes)
 	return nil
 }
 

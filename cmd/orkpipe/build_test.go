@@ -93,6 +93,10 @@ screen: {text: `+eval+`, ctx: 32}
 	if total == 0 || cached != total {
 		t.Errorf("--plan: %d of %d nodes cached:\n%s", cached, total, stdout)
 	}
+	// build --plan prints what plan prints (the same table, DEPS included, and totals).
+	if planOut, _, code := demoCLI(t, "--cache", cache, "--mem", "2GiB", "plan", recipe); code != 0 || planOut != stdout || !strings.Contains(stdout, "DEPS") {
+		t.Errorf("build --plan and plan differ (plan exit %d):\n%s\n---\n%s", code, stdout, planOut)
+	}
 	// A source file is not part of the plan key but checked against the memo's digest: the
 	// corpus rewritten, the nodes that read it run again.
 	time.Sleep(20 * time.Millisecond) // another mtime

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"strings"
 	"text/tabwriter"
 
@@ -135,7 +136,31 @@ func runPlan(ctx context.Context, opts *globalOptions, arg string, sets []string
 	if opts.json {
 		return json.NewEncoder(opts.stdout).Encode(planOutput{Target: t.Name(), Budget: budget, Nodes: nodes, Residency: res})
 	}
-	tw := tabwriter.NewWriter(opts.stdout, 0, 4, 2, ' ', 0)
+	if err := writeNodeTable(opts.stdout, nodes, t.Name(), budget); err != nil {
+		return err
+	}
+	writePlanResidency(opts.stdout, res, how)
+	writeSameAs(opts.stdout, nodes)
+	if opts.verbose > 0 {
+		for _, n := range nodes {
+			if n.Material == nil {
+				continue
+			}
+			b, err := n.Material.Canonical()
+			if err != nil {
+				return err
+			}
+			fmt.Fprintf(opts.stdout, "%s %s\n", n.ID, b)
+		}
+	}
+	return nil
+}
+
+// writeNodeTable prints the plan's nodes for people, as `orkpipe plan` and `orkpipe build --plan`
+// do: each node's ID, stage, key (short; "pending" while it depends on outputs not built yet),
+// whether it is cached, its declared memory and its dependencies; then a line of totals.
+func writeNodeTable(w io.Writer, nodes []engine.NodeStatus, name string, budget int64) error {
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "NODE\tSTAGE\tKEY\tCACHED\tMEM\tDEPS")
 	cached := 0
 	for _, n := range nodes {
@@ -152,24 +177,15 @@ func runPlan(ctx context.Context, opts *globalOptions, arg string, sets []string
 	if err := tw.Flush(); err != nil {
 		return err
 	}
-	fmt.Fprintf(opts.stdout, "%s: %d nodes, %d cached, memory budget %s\n", t.Name(), len(nodes), cached, units.FormatSize(budget))
-	writePlanResidency(opts.stdout, res, how)
+	_, err := fmt.Fprintf(w, "%s: %d nodes, %d cached, memory budget %s\n", name, len(nodes), cached, units.FormatSize(budget))
+	return err
+}
+
+// writeSameAs warns of the nodes whose key material is identical to another's.
+func writeSameAs(w io.Writer, nodes []engine.NodeStatus) {
 	for _, n := range nodes {
 		if n.SameAs != "" {
-			fmt.Fprintf(opts.stdout, "warning: %s has key material identical to %s: they run once and share outputs; if they are meant to differ, their parameters or inputs are not reaching the key\n", n.ID, n.SameAs)
+			fmt.Fprintf(w, "warning: %s has key material identical to %s: they run once and share outputs; if they are meant to differ, their parameters or inputs are not reaching the key\n", n.ID, n.SameAs)
 		}
 	}
-	if opts.verbose > 0 {
-		for _, n := range nodes {
-			if n.Material == nil {
-				continue
-			}
-			b, err := n.Material.Canonical()
-			if err != nil {
-				return err
-			}
-			fmt.Fprintf(opts.stdout, "%s %s\n", n.ID, b)
-		}
-	}
-	return nil
 }

@@ -82,8 +82,8 @@ func TestBuildRequiresBoardVerification(t *testing.T) {
 
 // TestBuildRequiresBoardVerificationDagger: with --executor dagger (a real engine; skipped without
 // one), a build requiring the board verification runs every other node in containers and serves
-// verify-board from the attestation on the build host: the outputs are the local build's bytes, the
-// board command never runs, and the action records say where each node ran (verify-board here,
+// verify-board from the attestation on the build host: pack and stub are the local build's bytes
+// (the report too, but for its record of the --set overrides), the board command never runs, and the action records say where each node ran (verify-board here,
 // the others in the engine's containers).
 func TestBuildRequiresBoardVerificationDagger(t *testing.T) {
 	bin := daggerEngine(t)

@@ -30,11 +30,10 @@ type report struct {
 	Model          *model      `json:"model"`
 }
 
-// model is report.json's description of the packed model (stages.ProvenanceModel's JSON names).
+// model is the part of report.json's description of the packed model the page draws
+// (stages.ProvenanceModel's JSON names).
 type model struct {
 	Name         string `json:"name"`
-	Family       string `json:"family"`
-	Author       string `json:"author"`
 	License      string `json:"license"`
 	Architecture string `json:"architecture"`
 	ParamSize    string `json:"paramSize"`

@@ -53,6 +53,17 @@ type SynthParams struct {
 	SSMHeadDim       int    `json:"ssm_state_size,omitempty"`
 	SSMKHeads        int    `json:"ssm_group_count,omitempty"`
 	SSMVHeads        int    `json:"ssm_time_step_rank,omitempty"`
+	// Arch "lfm2moe" writes llama.cpp's Liquid LFM2 mixture-of-experts hybrid (synth_lfm2.go): the
+	// blocks listed in AttnLayers are attention (Heads query heads of n_embd/n_head, HeadsKV key/value
+	// heads, q/k norms, neox RoPE over the head), the others short convolution blocks of ShortConvL
+	// taps (default 3); the first DenseLead blocks have a dense FFN of FF, the rest Experts routed
+	// experts of FFExp (ExpertsUsed per token, sigmoid gating with a selection bias). At
+	// LFM2-8B-A1B's widths ([SynthLFM2MoE]): n_embd 2048, n_ff 7168, n_ff_exp 1792, 32 experts (top
+	// 4), 2 dense blocks, 32 heads with 8 KV heads, attention at blocks 2, 6, 10, 14, 18 and 21 of 24.
+	FFExp      int   `json:"n_ff_exp,omitempty"`
+	DenseLead  int   `json:"leading_dense_block_count,omitempty"`
+	AttnLayers []int `json:"attention_layers,omitempty"`
+	ShortConvL int   `json:"shortconv_l_cache,omitempty"`
 }
 
 // SynthQwen35 returns the synth parameters of a Qwen3.6-27B-shaped qwen35 model of layers blocks
@@ -68,6 +79,9 @@ func (p SynthParams) Config() model.Config {
 	wt, _ := gguf.ParseType(p.Type)
 	if !model.KeepsEncoded(wt) {
 		wt = gguf.TypeF32
+	}
+	if l, ok := p.lfm2moe(); ok {
+		return l.lfm2moeConfig(wt)
 	}
 	q, ok := p.qwen35()
 	if !ok {
@@ -132,11 +146,17 @@ func (p SynthParams) Validate() error {
 	if err := p.validateSkew(); err != nil {
 		return err
 	}
+	if p.Arch != "lfm2moe" && (p.FFExp != 0 || p.DenseLead != 0 || p.AttnLayers != nil || p.ShortConvL != 0) {
+		return fmt.Errorf("n_ff_exp, leading_dense_block_count, attention_layers and shortconv_l_cache: lfm2moe parameters, set without arch: lfm2moe")
+	}
+	if l, ok := p.lfm2moe(); ok {
+		return l.validateLFM2MoE()
+	}
 	if q, ok := p.qwen35(); ok {
 		return q.validateQwen35()
 	}
 	if p.Arch != "" {
-		return fmt.Errorf("arch %q: want empty (llama) or qwen35", p.Arch)
+		return fmt.Errorf("arch %q: want empty (llama), qwen35 or lfm2moe", p.Arch)
 	}
 	if p.HeadDim != 0 || p.FullAttnInterval != 0 || p.SSMConv != 0 || p.SSMHeadDim != 0 || p.SSMKHeads != 0 || p.SSMVHeads != 0 {
 		return fmt.Errorf("head_dim, full_attention_interval and ssm_*: qwen35 parameters, set without arch: qwen35")
@@ -203,6 +223,9 @@ func (p SynthParams) validateQwen35() error {
 // Tensors returns the tensor infos (name, type, shape) of the model synth writes, in file order.
 // The planner uses it to plan a synthetic source without generating it.
 func (p SynthParams) Tensors() []gguf.TensorInfo {
+	if l, ok := p.lfm2moe(); ok {
+		return l.lfm2moeTensors()
+	}
 	if q, ok := p.qwen35(); ok {
 		return q.qwen35Tensors()
 	}
@@ -302,6 +325,9 @@ func runSynth(ctx context.Context, p SynthParams, req Request) error {
 	if q, ok := p.qwen35(); ok {
 		p, kv = q, synthKVQwen35(q)
 	}
+	if l, ok := p.lfm2moe(); ok {
+		p, kv = l, synthKVLFM2MoE(l)
+	}
 	hdr := gguf.Header{KV: kv, Tensors: p.Tensors()}
 	f, err := os.OpenFile(req.Output("model.gguf"), os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
 	if err != nil {
@@ -325,8 +351,11 @@ func runSynth(ctx context.Context, p SynthParams, req Request) error {
 
 // ModelName is the general.name the generated model's header carries.
 func (p SynthParams) ModelName() string {
-	if p.Arch == "qwen35" {
+	switch p.Arch {
+	case "qwen35":
 		return fmt.Sprintf("orkpipe-synth-qwen35-%dx%d-seed%d", p.Layers, p.Embd, p.Seed)
+	case "lfm2moe":
+		return fmt.Sprintf("orkpipe-synth-lfm2moe-%dx%d-moe%dx%d-seed%d", p.Layers, p.Embd, p.Experts, p.ExpertsUsed, p.Seed)
 	}
 	return fmt.Sprintf("orkpipe-synth-%dx%d-seed%d", p.Layers, p.Embd, p.Seed)
 }
@@ -469,10 +498,13 @@ func synthRNG(seed uint64, name string) *rand.Rand {
 }
 
 // synthVector draws one value of a one-dimensional tensor: 1 + 0.1·N(0,1) for norms (2 + 0.2·N(0,1)
-// for the q/k norms of attention heads, which sharpen attention as trained models do), and for
-// qwen35's DeltaNet the decay rates ssm_a = -exp(U(ln 0.1, ln 2)) and the time-step bias U(-2, 0).
+// for the q/k norms of attention heads, which sharpen attention as trained models do), for
+// qwen35's DeltaNet the decay rates ssm_a = -exp(U(ln 0.1, ln 2)) and the time-step bias U(-2, 0),
+// and for lfm2moe's expert selection bias 0.1·N(0,1).
 func synthVector(name string, rng *rand.Rand) float32 {
 	switch {
+	case strings.HasSuffix(name, ".exp_probs_b.bias"):
+		return float32(0.1 * rng.NormFloat64())
 	case strings.HasSuffix(name, ".ssm_a"):
 		return -float32(math.Exp(math.Log(0.1) + rng.Float64()*math.Log(20)))
 	case strings.HasSuffix(name, ".ssm_dt.bias"):
@@ -501,10 +533,15 @@ func synthTensor(ctx context.Context, p SynthParams, t gguf.TensorInfo, w io.Wri
 		}
 		return writeRow(t.Type, rowF, enc, w)
 	}
-	if strings.HasSuffix(t.Name, ".ssm_conv1d.weight") { // taps of the causal convolution: U(-0.5, 0.5)
+	if conv, short := strings.HasSuffix(t.Name, ".ssm_conv1d.weight"), strings.HasSuffix(t.Name, ".shortconv.conv.weight"); conv || short {
+		// taps of the causal convolution: U(-0.5, 0.5) (DeltaNet), U(-1/√taps, 1/√taps) (LFM2)
+		width := 1.0
+		if short {
+			width = 2 / math.Sqrt(float64(k))
+		}
 		for r := int64(0); r < t.Rows(); r++ {
 			for i := range rowF {
-				rowF[i] = float32(rng.Float64() - 0.5)
+				rowF[i] = float32((rng.Float64() - 0.5) * width)
 			}
 			if err := writeRow(t.Type, rowF, enc, w); err != nil {
 				return err
@@ -525,6 +562,9 @@ func synthTensor(ctx context.Context, p SynthParams, t gguf.TensorInfo, w io.Wri
 		outRows[rng.Int64N(n)] = true
 	}
 	std := 1 / math.Sqrt(float64(k))
+	if p.Arch == "lfm2moe" && strings.HasSuffix(t.Name, ".ffn_gate_inp.weight") {
+		std *= lfm2RouterGain
+	}
 	skew := newRouterSkew(p, t)
 	for r := int64(0); r < n; r++ {
 		if r%256 == 0 {

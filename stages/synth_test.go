@@ -107,7 +107,8 @@ func TestSynthQwen35Validate(t *testing.T) {
 }
 
 // TestSynthConfig: SynthParams.Config is what model.ConfigFromGGUF reads from the file synth writes
-// (llama, llama MoE, qwen35; F32, F16 and Q8_0), so a build plans a synthetic source exactly.
+// (llama, llama MoE, qwen35, lfm2moe with and without attention blocks; F32, F16 and Q8_0), so a build
+// plans a synthetic source exactly.
 func TestSynthConfig(t *testing.T) {
 	q := stages.SynthParams{Arch: "qwen35", Layers: 5, Embd: 64, FF: 96, Heads: 4, HeadsKV: 2, HeadDim: 32, Vocab: 400, Ctx: 64, Type: "Q8_0", Seed: 2,
 		SSMHeadDim: 16, SSMKHeads: 2, SSMVHeads: 4}
@@ -115,6 +116,10 @@ func TestSynthConfig(t *testing.T) {
 		{Layers: 2, Embd: 64, FF: 96, Heads: 4, HeadsKV: 2, Vocab: 360, Ctx: 64, Type: "F16", Seed: 1},
 		{Layers: 2, Embd: 64, FF: 96, Heads: 4, HeadsKV: 2, Vocab: 360, Ctx: 64, Type: "F32", Seed: 1, Experts: 4, ExpertsUsed: 2},
 		q,
+		{Arch: "lfm2moe", Layers: 4, Embd: 64, FF: 96, FFExp: 64, Experts: 4, ExpertsUsed: 2, DenseLead: 1, Heads: 4, HeadsKV: 2,
+			AttnLayers: []int{1, 3}, Vocab: 400, Ctx: 64, Type: "Q8_0", Seed: 2},
+		{Arch: "lfm2moe", Layers: 2, Embd: 64, FF: 96, FFExp: 32, Experts: 2, ExpertsUsed: 1, Heads: 2, HeadsKV: 1, ShortConvL: 4,
+			Vocab: 360, Ctx: 64, Type: "F16", Seed: 3},
 	} {
 		raw, _ := json.Marshal(p)
 		t.Run(string(raw), func(t *testing.T) {

@@ -56,7 +56,8 @@ func (t *Target) planSource(ctx context.Context, g *engine.Graph) (*source, erro
 	if s := r.Source.Synth; s != nil {
 		sp := stages.SynthParams{Layers: s.Layers, Embd: s.Embd, FF: s.FF, Heads: s.Heads, HeadsKV: s.HeadsKV, Vocab: s.Vocab,
 			Ctx: s.Ctx, Type: s.Type, Seed: s.Seed, Experts: s.Experts, ExpertsUsed: s.ExpertsUsed, RouterSkew: s.RouterSkew, Arch: s.Arch, HeadDim: s.HeadDim,
-			FullAttnInterval: s.FullAttnInterval, SSMConv: s.SSMConv, SSMHeadDim: s.SSMHeadDim, SSMKHeads: s.SSMKHeads, SSMVHeads: s.SSMVHeads}
+			FullAttnInterval: s.FullAttnInterval, SSMConv: s.SSMConv, SSMHeadDim: s.SSMHeadDim, SSMKHeads: s.SSMKHeads, SSMVHeads: s.SSMVHeads,
+			FFExp: s.FFExp, DenseLead: s.DenseLead, AttnLayers: s.AttnLayers, ShortConvL: s.ShortConvL}
 		if err := sp.Validate(); err != nil {
 			return nil, fmt.Errorf("%w: source.synth: %w", ErrPlan, err)
 		}

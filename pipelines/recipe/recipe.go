@@ -53,8 +53,9 @@ type Source struct {
 	Synth *Synth `yaml:"synth" json:"synth,omitempty"`
 }
 
-// Synth is the shape and seed of a deterministic synthetic model: llama-family, or with arch: qwen35
-// the Qwen3.5 dense hybrid (stages.SynthParams says what each field means).
+// Synth is the shape and seed of a deterministic synthetic model: llama-family, with arch: qwen35
+// the Qwen3.5 dense hybrid, with arch: lfm2moe the LFM2 MoE hybrid (stages.SynthParams says what each
+// field means).
 type Synth struct {
 	Layers  int    `yaml:"layers" json:"layers"`
 	Embd    int    `yaml:"n_embd" json:"n_embd"`
@@ -82,6 +83,13 @@ type Synth struct {
 	SSMHeadDim       int    `yaml:"ssm_state_size" json:"ssm_state_size,omitempty"`
 	SSMKHeads        int    `yaml:"ssm_group_count" json:"ssm_group_count,omitempty"`
 	SSMVHeads        int    `yaml:"ssm_time_step_rank" json:"ssm_time_step_rank,omitempty"`
+	// Arch lfm2moe: the blocks in attention_layers attention, the others short convolutions of
+	// shortconv_l_cache taps (default 3); the first leading_dense_block_count blocks a dense FFN of
+	// n_ff, the others n_expert routed experts of n_ff_exp.
+	FFExp      int   `yaml:"n_ff_exp" json:"n_ff_exp,omitempty"`
+	DenseLead  int   `yaml:"leading_dense_block_count" json:"leading_dense_block_count,omitempty"`
+	AttnLayers []int `yaml:"attention_layers" json:"attention_layers,omitempty"`
+	ShortConvL int   `yaml:"shortconv_l_cache" json:"shortconv_l_cache,omitempty"`
 }
 
 // Calibration says how Hessians are collected for GPTQ.

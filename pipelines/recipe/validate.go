@@ -210,8 +210,28 @@ func (s *Synth) validate() error {
 		pos("ssm_state_size", s.SSMHeadDim)
 		pos("ssm_group_count", s.SSMKHeads)
 		pos("ssm_time_step_rank", s.SSMVHeads)
+	case "lfm2moe":
+		pos("n_ff_exp", s.FFExp)
+		if s.Experts == 0 {
+			errs = append(errs, errors.New("source.synth.n_expert: an lfm2moe model has routed experts: want at least 2"))
+		}
+		if s.DenseLead < 0 || s.DenseLead > s.Layers {
+			errs = append(errs, fmt.Errorf("source.synth.leading_dense_block_count: want 0..%d (layers), got %d", s.Layers, s.DenseLead))
+		}
+		for i, l := range s.AttnLayers {
+			if l < 0 || l >= s.Layers || i > 0 && l <= s.AttnLayers[i-1] {
+				errs = append(errs, fmt.Errorf("source.synth.attention_layers: %v: want increasing block indices below layers (%d)", s.AttnLayers, s.Layers))
+				break
+			}
+		}
+		if s.ShortConvL < 0 {
+			errs = append(errs, fmt.Errorf("source.synth.shortconv_l_cache: want positive (default 3), got %d", s.ShortConvL))
+		}
 	default:
-		errs = append(errs, fmt.Errorf("source.synth.arch: %q: want qwen35, or none for a llama model", s.Arch))
+		errs = append(errs, fmt.Errorf("source.synth.arch: %q: want qwen35, lfm2moe, or none for a llama model", s.Arch))
+	}
+	if s.Arch != "lfm2moe" && (s.FFExp != 0 || s.DenseLead != 0 || s.AttnLayers != nil || s.ShortConvL != 0) {
+		errs = append(errs, errors.New("source.synth: n_ff_exp, leading_dense_block_count, attention_layers and shortconv_l_cache are set only with arch: lfm2moe"))
 	}
 	if s.Type == "" {
 		s.Type = "F32"

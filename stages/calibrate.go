@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"slices"
 	"strconv"
 
 	"orkpipe/ork/calib"
@@ -61,16 +62,79 @@ type CalibrateParams struct {
 	// ActSample of its activation rows, "a.<l>.<site>" (ActSampleOutput; calib.ActSampler), for act-clip
 	// and for finalize with gptq_inputs.
 	ActSample int `json:"act_sample,omitempty"`
+	// Skip names captured sites of the window, "h.<l>.<site>" (HessianSites), whose Hessians are
+	// neither accumulated nor written (calib.Window.Skip): no weight of the build reads them, as when
+	// an MoE model's experts are packed by round-to-nearest and calibration runs for the routing
+	// statistics and the other sites. An expert site is skipped whole (none of its "h.<l>.<site>.<e>").
+	// Sorted; empty (the default) captures every site.
+	Skip []string `json:"skip,omitempty"`
 }
 
 // CalibrateMemory is the declared peak memory of a calibrate node: calib.EstimateMemory (the weights
 // counted as the stage holds them: in their source encoding, s.WeightType), plus 1/64 of it (1.6 %) as
 // a margin for what it does not count (the Go runtime's own overhead, garbage not yet collected), plus
 // the process's fixed overhead (48 MiB). TestCalibrateMemory measures a node's peak RSS against it.
-func CalibrateMemory(s ModelShape, start, end, nSeq, ctxLen int) int64 {
+// skip are the sites the node does not capture (CalibrateParams.Skip); a name that is not a captured
+// site of the window counts nothing.
+func CalibrateMemory(s ModelShape, start, end, nSeq, ctxLen int, skip ...string) int64 {
 	c := s.Config()
-	est := calib.EstimateMemory(&c, calib.Window{Start: start, End: end}, nSeq, ctxLen)
+	refs, _ := skipRefs(&c, start, end, skip)
+	est := calib.EstimateMemory(&c, calib.Window{Start: start, End: end, Skip: refs}, nSeq, ctxLen)
 	return est + est/64 + 48<<20
+}
+
+// HessianSites returns the names of the captured sites of blocks [start, end), "h.<l>.<site>" in
+// block and site order: what CalibrateParams.Skip may name. s must be valid.
+func HessianSites(s ModelShape, start, end int) []string {
+	c := s.Config()
+	var out []string
+	for l := start; l < end; l++ {
+		for _, site := range c.Sites(l) {
+			if calib.Captured(site) {
+				out = append(out, siteOutput(l, site))
+			}
+		}
+	}
+	return out
+}
+
+// HessianSite returns the name of the captured site ("h.<l>.<site>", HessianSites) whose Hessian a
+// finalize of tensor (an expert slice "<name>#<e>" included) reads, or false when calibration captures
+// none for it.
+func HessianSite(s ModelShape, tensor string) (string, bool) {
+	c := s.Config()
+	l, in, _, ok := c.SiteOf(tensor)
+	if !ok || !calib.Captured(c.Sites(l)[in]) {
+		return "", false
+	}
+	return siteOutput(l, c.Sites(l)[in]), true
+}
+
+// skipRefs resolves skip (site names of HessianSites) to the window's calib.SiteRefs, or an error naming
+// the first name that is not a captured site of blocks [start, end).
+func skipRefs(c *model.Config, start, end int, skip []string) ([]calib.SiteRef, error) {
+	if len(skip) == 0 {
+		return nil, nil
+	}
+	want := map[string]bool{}
+	for _, n := range skip {
+		want[n] = true
+	}
+	var refs []calib.SiteRef
+	for l := start; l < end; l++ {
+		for i, site := range c.Sites(l) {
+			if n := siteOutput(l, site); want[n] && calib.Captured(site) {
+				refs = append(refs, calib.SiteRef{Layer: l, Input: model.Input(i)})
+				delete(want, n)
+			}
+		}
+	}
+	for _, n := range skip {
+		if want[n] {
+			return nil, fmt.Errorf("skip %q: not a captured site of blocks [%d, %d) (want one of HessianSites' h.<l>.<site>)", n, start, end)
+		}
+	}
+	return refs, nil
 }
 
 func init() {
@@ -81,9 +145,16 @@ func init() {
 		if p.Start < 0 || p.End <= p.Start || p.End > p.Shape.Layers || p.Sequences < 1 || p.Ctx < 2 {
 			return Spec{}, fmt.Errorf("window [%d, %d) of %d layers, %d sequences of %d: invalid", p.Start, p.End, p.Shape.Layers, p.Sequences, p.Ctx)
 		}
-		s := Spec{Inputs: []string{"model", windowInput(p.Start)}, PeakMemory: CalibrateMemory(p.Shape, p.Start, p.End, p.Sequences, p.Ctx)}
+		c := p.Shape.Config()
+		if !slices.IsSorted(p.Skip) || len(slices.Compact(slices.Clone(p.Skip))) != len(p.Skip) {
+			return Spec{}, fmt.Errorf("skip %v: want sorted site names, each once", p.Skip)
+		}
+		if _, err := skipRefs(&c, p.Start, p.End, p.Skip); err != nil {
+			return Spec{}, err
+		}
+		s := Spec{Inputs: []string{"model", windowInput(p.Start)}, PeakMemory: CalibrateMemory(p.Shape, p.Start, p.End, p.Sequences, p.Ctx, p.Skip...)}
 		for l := p.Start; l < p.End; l++ {
-			s.Outputs = append(s.Outputs, calibrateOutputs(p.Shape, l)...)
+			s.Outputs = append(s.Outputs, calibrateOutputs(p.Shape, l, p.Skip)...)
 		}
 		if p.ActSample < 0 {
 			return Spec{}, fmt.Errorf("act_sample %d: want 0 (none) or a number of rows", p.ActSample)
@@ -105,13 +176,13 @@ func init() {
 }
 
 // calibrateOutputs lists the Hessian outputs of block l: one per captured site, one per expert of an
-// expert site (HessianOutput names them).
-func calibrateOutputs(s ModelShape, l int) []string {
+// expert site (HessianOutput names them), none for a site in skip.
+func calibrateOutputs(s ModelShape, l int, skip []string) []string {
 	var out []string
 	c := s.Config()
 	for _, site := range c.Sites(l) {
 		switch {
-		case !calib.Captured(site):
+		case !calib.Captured(site), slices.Contains(skip, siteOutput(l, site)):
 		case site.Experts == 0:
 			out = append(out, siteOutput(l, site))
 		default:
@@ -204,7 +275,11 @@ func runCalibrate(ctx context.Context, p CalibrateParams, req Request) error {
 		}
 		defer hf.Close()
 	}
-	win := calib.Window{Start: p.Start, End: p.End}
+	skip, err := skipRefs(&m.Cfg, p.Start, p.End, p.Skip)
+	if err != nil {
+		return err
+	}
+	win := calib.Window{Start: p.Start, End: p.End, Skip: skip}
 	var sampler *calib.ActSampler
 	var res *calib.Result
 	if p.ActSample > 0 {

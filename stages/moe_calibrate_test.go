@@ -338,3 +338,59 @@ func TestScreenMoEPack(t *testing.T) {
 		t.Fatalf("screen of an int8 expert pack: %+v", res)
 	}
 }
+
+// TestCalibrateSkip: CalibrateParams.Skip leaves the named sites' Hessians out of the node's outputs
+// and its declared memory, writes the other outputs (Hessians, routing, hidden states) byte for byte as
+// the node without Skip, and refuses a name that is not a captured site of the window or a list that is
+// not sorted.
+func TestCalibrateSkip(t *testing.T) {
+	modelPath, tokens := moeCalibration(t)
+	var shape stages.ModelShape
+	if err := json.Unmarshal([]byte(moeCalShape), &shape); err != nil {
+		t.Fatal(err)
+	}
+	sites := stages.HessianSites(shape, 0, 1)
+	if want := []string{"h.0.attn_qkv", "h.0.attn_output", "h.0.ffn_gate_up_exps", "h.0.ffn_down_exps"}; !slices.Equal(sites, want) {
+		t.Fatalf("HessianSites %v, want %v", sites, want)
+	}
+	for tensor, want := range map[string]string{"blk.0.ffn_up_exps.weight#3": "h.0.ffn_gate_up_exps", "blk.0.attn_v.weight": "h.0.attn_qkv", "blk.0.ffn_gate_inp.weight": ""} {
+		if got, ok := stages.HessianSite(shape, tensor); got != want || ok != (want != "") {
+			t.Errorf("HessianSite(%s) = %q, %v; want %q", tensor, got, ok, want)
+		}
+	}
+	params := func(skip string) string {
+		return `{"shape":` + moeCalShape + `,"start":0,"end":1,"sequences":3,"ctx":16,"hidden":true` + skip + `}`
+	}
+	in := map[string]string{"model": modelPath, "tokens": tokens}
+	all := mustExec(t, "calibrate", params(""), in)
+	part := mustExec(t, "calibrate", params(`,"skip":["h.0.ffn_down_exps","h.0.ffn_gate_up_exps"]`), in)
+	var names []string
+	for n := range part {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	if want := []string{"h.0.attn_output", "h.0.attn_qkv", "hidden", "routing"}; !slices.Equal(names, want) {
+		t.Fatalf("outputs with the expert sites skipped: %v, want %v", names, want)
+	}
+	for _, n := range names {
+		a, err := os.ReadFile(all[n])
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, err := os.ReadFile(part[n])
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !slices.Equal(a, b) {
+			t.Errorf("output %s differs with Skip", n)
+		}
+	}
+	if a, b := stages.CalibrateMemory(shape, 0, 1, 3, 16), stages.CalibrateMemory(shape, 0, 1, 3, 16, "h.0.ffn_down_exps", "h.0.ffn_gate_up_exps"); b >= a {
+		t.Errorf("declared memory %d with the expert sites skipped, %d without: want less", b, a)
+	}
+	for _, bad := range []string{`,"skip":["h.1.attn_qkv"]`, `,"skip":["h.0.ffn_gate_inp"]`, `,"skip":["h.0.ffn_gate_up_exps.0"]`, `,"skip":["h.0.ffn_down_exps","h.0.attn_qkv"]`} {
+		if _, err := runStage(t, "calibrate", params(bad), in); err == nil {
+			t.Errorf("skip %s: accepted", bad)
+		}
+	}
+}

@@ -146,7 +146,7 @@ func (s *ActSampler) Observe(layer int, in model.Input, x []float32) {
 // CaptureUpperSampled is CaptureUpper that also feeds s (an ActSampler of window w) every site that is
 // not per expert, in the same pass; check s.Err afterwards.
 func CaptureUpperSampled(ctx context.Context, m *model.Model, w Window, in HiddenSource, out *HiddenWriter, s *ActSampler) (*Result, error) {
-	if s == nil || s.w != w {
+	if s == nil || !s.w.sameBlocks(w) {
 		return nil, fmt.Errorf("activation sampler for another window than [%d, %d): %w", w.Start, w.End, ErrShape)
 	}
 	res, err := capture(ctx, m, w, in, out, finishUpper, s)

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 
 	"orkpipe/ork/model"
 	"orkpipe/ork/quant"
@@ -70,11 +71,39 @@ func (e *EmbeddingSource) Next(ctx context.Context) ([]float32, error) {
 }
 
 // Window is the half-open layer range [Start, End).
-type Window struct{ Start, End int }
+//
+// Skip, when not empty, lists sites of the window whose Hessians are not accumulated because no weight
+// that reads them is quantized with one (a build that packs an MoE model's experts by round-to-nearest
+// still calibrates for the routing statistics and the other sites' GPTQ): a skipped site costs its
+// forward pass only, no Hessian memory, updates or file. Every [Captured] site not in Skip is captured.
+type Window struct {
+	Start, End int
+	Skip       []SiteRef
+}
+
+// SiteRef names site Input of block Layer: model.Config.Sites(Layer)[Input].
+type SiteRef struct {
+	Layer int
+	Input model.Input
+}
+
+// Captures reports whether the window accumulates a Hessian for site in (s) of block l: s is
+// [Captured] and not in w.Skip.
+func (w Window) Captures(l int, in model.Input, s model.Site) bool {
+	return Captured(s) && !slices.Contains(w.Skip, SiteRef{Layer: l, Input: in})
+}
+
+// sameBlocks reports whether w and v run the same blocks (whatever their Skip).
+func (w Window) sameBlocks(v Window) bool { return w.Start == v.Start && w.End == v.End }
 
 func (w Window) check(c *model.Config) error {
 	if w.Start < 0 || w.End <= w.Start || w.End > c.NLayer {
 		return fmt.Errorf("window [%d, %d): want 0 <= start < end <= %d layers: %w", w.Start, w.End, c.NLayer, ErrShape)
+	}
+	for _, r := range w.Skip {
+		if r.Layer < w.Start || r.Layer >= w.End || r.Input < 0 || int(r.Input) >= len(c.Sites(r.Layer)) || !Captured(c.Sites(r.Layer)[r.Input]) {
+			return fmt.Errorf("window [%d, %d): skipped site %d of block %d: not a captured site of the window: %w", w.Start, w.End, r.Input, r.Layer, ErrShape)
+		}
 	}
 	return nil
 }
@@ -83,7 +112,7 @@ func (w Window) check(c *model.Config) error {
 // Hessians of site i of block l — one for a site the block's weights share, one per expert for an expert
 // site (over the tokens routed to that expert, rows not weighted by the routing probability; an expert
 // no token reached has Tokens = 0 and an all-zero matrix, see Hessian.Empty) — or nil for a site not
-// captured ([Captured]).
+// captured ([Window.Captures]).
 type Result struct {
 	Window Window
 	Layers [][][]*Hessian
@@ -173,6 +202,7 @@ func (o *observer) ObserveExpert(layer int, in model.Input, e int, x []float32) 
 	switch {
 	case err != nil:
 		o.err = err
+	case expert && len(as) == 0: // a skipped site (Window.Skip)
 	case !expert || e < 0 || e >= len(as):
 		o.err = fmt.Errorf("layer %d: site %d, expert %d: no such expert input in this window: %w", layer, in, e, ErrShape)
 	default:
@@ -233,7 +263,8 @@ func capture(ctx context.Context, m *model.Model, w Window, in HiddenSource, out
 		obs.acc[l] = make([][]*accumulator, len(sites))
 		res.expertSite[l] = make([]bool, len(sites))
 		for i, s := range sites {
-			if !Captured(s) {
+			res.expertSite[l][i] = s.Experts > 0
+			if !w.Captures(w.Start+l, model.Input(i), s) {
 				continue
 			}
 			key := [2]int{i, min(s.Experts, 1)}
@@ -243,7 +274,6 @@ func capture(ctx context.Context, m *model.Model, w Window, in HiddenSource, out
 				batches[key] = b
 			}
 			count := max(1, s.Experts)
-			res.expertSite[l][i] = s.Experts > 0
 			for range count {
 				// With CaptureDeferred, Data is allocated by the first update (flush) or at the end (no
 				// update pending): a Hessian whose only update is left pending never needs one, and a

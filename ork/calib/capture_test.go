@@ -97,9 +97,9 @@ func TestWindowsChain(t *testing.T) {
 		}
 		return s
 	}
-	whole := captureToFile(t, m, Window{0, 5}, src(), filepath.Join(dir, "whole.5"))
-	first := captureToFile(t, m, Window{0, 2}, src(), filepath.Join(dir, "a.2"))
-	second := captureToFile(t, m, Window{2, 5}, openHidden(t, filepath.Join(dir, "a.2")), filepath.Join(dir, "b.5"))
+	whole := captureToFile(t, m, Window{Start: 0, End: 5}, src(), filepath.Join(dir, "whole.5"))
+	first := captureToFile(t, m, Window{Start: 0, End: 2}, src(), filepath.Join(dir, "a.2"))
+	second := captureToFile(t, m, Window{Start: 2, End: 5}, openHidden(t, filepath.Join(dir, "a.2")), filepath.Join(dir, "b.5"))
 	for l := 0; l < 5; l++ {
 		part := first
 		if l >= 2 {
@@ -252,7 +252,7 @@ func TestCaptureUpper(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		r, err := f(context.Background(), m, Window{0, 2}, src, nil)
+		r, err := f(context.Background(), m, Window{Start: 0, End: 2}, src, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -365,7 +365,7 @@ func checkMemoryEstimate(t *testing.T, what string, cfg model.Config) {
 			}
 		}
 	}()
-	res, err := Capture(context.Background(), m, Window{0, 1}, in, out)
+	res, err := Capture(context.Background(), m, Window{Start: 0, End: 1}, in, out)
 	close(stop)
 	wg.Wait()
 	if err != nil {
@@ -373,7 +373,7 @@ func checkMemoryEstimate(t *testing.T, what string, cfg model.Config) {
 	}
 	runtime.KeepAlive(res)
 	measured := int64(peak.Load()) - int64(base.HeapAlloc)
-	est := EstimateMemory(&cfg, Window{0, 1}, len(seqs), seqLen)
+	est := EstimateMemory(&cfg, Window{Start: 0, End: 1}, len(seqs), seqLen)
 	ratio := float64(est) / float64(measured)
 	t.Logf("%s: estimate %d MiB, measured peak %d MiB (ratio %.3f)", what, est>>20, measured>>20, ratio)
 	if ratio < 0.8 || ratio > 1.2 {

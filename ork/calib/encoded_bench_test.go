@@ -52,7 +52,7 @@ func BenchmarkCaptureEncoded(b *testing.B) {
 			b.Fatal(err)
 		}
 		start := time.Now()
-		if _, err := Capture(ctx, a.m, Window{0, a.m.Cfg.NLayer}, src, nil); err != nil {
+		if _, err := Capture(ctx, a.m, Window{Start: 0, End: a.m.Cfg.NLayer}, src, nil); err != nil {
 			b.Fatal(err)
 		}
 		a.elapsed += time.Since(start)

@@ -186,7 +186,7 @@ func TestImatrixRoundTrip(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	res, err := Capture(context.Background(), m, Window{0, 1}, src, nil)
+	res, err := Capture(context.Background(), m, Window{Start: 0, End: 1}, src, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

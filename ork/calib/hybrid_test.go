@@ -65,13 +65,13 @@ func TestHybridWindowsChain(t *testing.T) {
 				}
 				return s
 			}
-			whole := captureToFile(t, m, Window{0, n}, emb(), filepath.Join(dir, "whole"))
+			whole := captureToFile(t, m, Window{Start: 0, End: n}, emb(), filepath.Join(dir, "whole"))
 			var chained []*Result
 			var worstState, worstHessian float64
 			var in HiddenSource = emb()
 			for l := 0; l < n; l++ {
 				path := filepath.Join(dir, fmt.Sprintf("chain.%d", l+1))
-				chained = append(chained, captureToFile(t, m, Window{l, l + 1}, in, path))
+				chained = append(chained, captureToFile(t, m, Window{Start: l, End: l + 1}, in, path))
 				in = openHidden(t, path)
 				// The boundary states at l+1 in one pass: the float window [0, l+1).
 				one := filepath.Join(dir, fmt.Sprintf("one.%d", l+1))
@@ -85,7 +85,7 @@ func TestHybridWindowsChain(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				if err := Propagate(ctx, m, Window{0, l + 1}, emb(), hw); err != nil {
+				if err := Propagate(ctx, m, Window{Start: 0, End: l + 1}, emb(), hw); err != nil {
 					t.Fatal(err)
 				}
 				f.Close()

@@ -21,16 +21,21 @@ import (
 func EstimateMemory(c *model.Config, w Window, nSeq, seqLen int) int64 {
 	var b int64
 	for l := w.Start; l < w.End; l++ {
-		b += LayerHessianBytes(c, l) + LayerWeightBytes(c, l)
+		b += windowHessianBytes(c, w, l) + LayerWeightBytes(c, l)
 	}
 	return b + ActivationMemory(c, nSeq, seqLen) + RowBatchBytes(c, w, nSeq, seqLen)
 }
 
 // LayerHessianBytes is the memory of the Hessians Capture accumulates for block l.
 func LayerHessianBytes(c *model.Config, l int) int64 {
+	return windowHessianBytes(c, Window{Start: l, End: l + 1}, l)
+}
+
+// windowHessianBytes is the memory of the Hessians window w accumulates for its block l.
+func windowHessianBytes(c *model.Config, w Window, l int) int64 {
 	var b int64
-	for _, s := range c.Sites(l) {
-		if Captured(s) {
+	for i, s := range c.Sites(l) {
+		if w.Captures(l, model.Input(i), s) {
 			b += 8 * int64(s.Width) * int64(s.Width) * int64(max(1, s.Experts))
 		}
 	}
@@ -94,7 +99,7 @@ func RowBatchBytes(c *model.Config, w Window, nSeq, seqLen int) int64 {
 	widest := map[[2]int]int64{}
 	for l := w.Start; l < w.End; l++ {
 		for i, s := range c.Sites(l) {
-			if Captured(s) {
+			if w.Captures(l, model.Input(i), s) {
 				k := [2]int{i, min(s.Experts, 1)}
 				widest[k] = max(widest[k], int64(s.Width))
 			}

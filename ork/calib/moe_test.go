@@ -1,10 +1,14 @@
 package calib
 
 import (
+	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"math"
 	"path/filepath"
+	"reflect"
+	"slices"
 	"testing"
 
 	"orkpipe/ork/model"
@@ -94,7 +98,7 @@ func TestCaptureMoE(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	res, err := Capture(context.Background(), m, Window{0, 2}, src, nil)
+	res, err := Capture(context.Background(), m, Window{Start: 0, End: 2}, src, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -166,7 +170,7 @@ func TestCaptureMoE(t *testing.T) {
 func TestCaptureMoEUnroutedExperts(t *testing.T) {
 	m, seqs := moeModel(t, 1)
 	src, _ := NewEmbeddingSource(m, seqs)
-	res, err := Capture(context.Background(), m, Window{0, 2}, src, nil)
+	res, err := Capture(context.Background(), m, Window{Start: 0, End: 2}, src, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -207,9 +211,9 @@ func TestMoEWindowsChain(t *testing.T) {
 		}
 		return s
 	}
-	whole := captureToFile(t, m, Window{0, 2}, src(), filepath.Join(dir, "whole.2"))
-	captureToFile(t, m, Window{0, 1}, src(), filepath.Join(dir, "a.1"))
-	second := captureToFile(t, m, Window{1, 2}, openHidden(t, filepath.Join(dir, "a.1")), filepath.Join(dir, "b.2"))
+	whole := captureToFile(t, m, Window{Start: 0, End: 2}, src(), filepath.Join(dir, "whole.2"))
+	captureToFile(t, m, Window{Start: 0, End: 1}, src(), filepath.Join(dir, "a.1"))
+	second := captureToFile(t, m, Window{Start: 1, End: 2}, openHidden(t, filepath.Join(dir, "a.1")), filepath.Join(dir, "b.2"))
 	for e := 0; e < m.Cfg.NExpert; e++ {
 		for _, in := range []model.Input{model.InputGateUp, model.InputDown} {
 			a, b := whole.ExpertHessian(1, e, in), second.ExpertHessian(1, e, in)
@@ -254,8 +258,8 @@ func TestExpertHessianChoice(t *testing.T) {
 		layer  int
 		window Window
 	}{
-		{"synthetic llama MoE, 4 experts top-2", synth, seqs, 0, Window{0, 1}},
-		{"tiny-lfm2moe block 2, 8 experts top-2", lfm, lseqs, 2, Window{0, 3}},
+		{"synthetic llama MoE, 4 experts top-2", synth, seqs, 0, Window{Start: 0, End: 1}},
+		{"tiny-lfm2moe block 2, 8 experts top-2", lfm, lseqs, 2, Window{Start: 0, End: 3}},
 	} {
 		t.Run(c.name, func(t *testing.T) { expertHessianChoice(t, c.m, c.seqs, c.window, c.layer) })
 	}
@@ -321,5 +325,94 @@ func expertHessianChoice(t *testing.T, m *model.Model, seqs [][]int32, w Window,
 	t.Logf("mean over experts: own %.4f, shared %.4f (shared/own %.3fx)", sumOwn/float64(c.NExpert), sumShared/float64(c.NExpert), sumShared/sumOwn)
 	if sumOwn > sumShared {
 		t.Errorf("per-expert Hessians give a larger routed-token error (%.4f) than one shared Hessian (%.4f)", sumOwn, sumShared)
+	}
+}
+
+// TestCaptureSkip: a window that skips sites (Window.Skip: tiny-lfm2moe's expert sites of block 2 and
+// the shared FFN site of dense block 1) leaves their Hessians nil and gives every other site's Hessian
+// and the routing statistics bit for bit as the capture without Skip, in all three forms (symmetric,
+// upper, deferred with its encoded file); a Skip naming a site outside the window, or one calibration
+// never captures (the router's input), is refused.
+func TestCaptureSkip(t *testing.T) {
+	m, seqs := hybridModel(t, "tiny-lfm2moe.gguf")
+	c := &m.Cfg
+	ctx := context.Background()
+	var skip []SiteRef
+	var router SiteRef
+	for l := 1; l < 3; l++ {
+		for i, s := range c.Sites(l) {
+			switch {
+			case !Captured(s):
+				router = SiteRef{Layer: l, Input: model.Input(i)}
+			case s.Experts > 0, l == 1 && i == int(model.InputGateUp):
+				skip = append(skip, SiteRef{Layer: l, Input: model.Input(i)})
+			}
+		}
+	}
+	if len(skip) != 3 || router.Layer != 2 {
+		t.Fatalf("premise: skipped sites %v (want block 1's gate/up and block 2's two expert sites), router %v", skip, router)
+	}
+	src := func() HiddenSource {
+		s, err := NewEmbeddingSource(m, seqs)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s
+	}
+	all, err := Capture(ctx, m, Window{Start: 0, End: 3}, src(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	part, err := Capture(ctx, m, Window{Start: 0, End: 3, Skip: skip}, src(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	allDeferred, err := CaptureDeferred(ctx, m, Window{Start: 0, End: 3}, src(), nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer allDeferred.Release()
+	deferred, err := CaptureDeferred(ctx, m, Window{Start: 0, End: 3, Skip: skip}, src(), nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer deferred.Release()
+	kept := 0
+	for l := 0; l < 3; l++ {
+		for i := range c.Sites(l) {
+			ref := SiteRef{Layer: l, Input: model.Input(i)}
+			a, p, d := all.Layers[l][i], part.Layers[l][i], deferred.Layers[l][i]
+			if slices.Contains(skip, ref) {
+				if p != nil || d != nil {
+					t.Errorf("skipped site %v: %d and %d Hessians captured, want none", ref, len(p), len(d))
+				}
+				continue
+			}
+			if len(a) != len(p) || len(a) != len(d) {
+				t.Fatalf("site %v: %d Hessians with Skip (%d deferred), %d without", ref, len(p), len(d), len(a))
+			}
+			for e := range a {
+				if a[e].Tokens != p[e].Tokens || !slices.Equal(a[e].Data, p[e].Data) {
+					t.Errorf("site %v (%d): the Hessian differs with Skip", ref, e)
+				}
+				want := encodeAll(t, a[e].K, 4096, allDeferred.Encoder(allDeferred.Layers[l][i][e]).Encode)
+				got := encodeAll(t, d[e].K, 4096, deferred.Encoder(d[e]).Encode)
+				if !bytes.Equal(want, got) {
+					t.Errorf("site %v (%d): the deferred file differs with Skip", ref, e)
+				}
+				kept++
+			}
+		}
+	}
+	if kept == 0 || !reflect.DeepEqual(all.Routing, part.Routing) || !reflect.DeepEqual(all.Routing, deferred.Routing) {
+		t.Errorf("%d Hessians compared; routing with Skip %+v, without %+v", kept, part.Routing, all.Routing)
+	}
+	if EstimateMemory(c, Window{Start: 0, End: 3, Skip: skip}, len(seqs), len(seqs[0])) >= EstimateMemory(c, Window{Start: 0, End: 3}, len(seqs), len(seqs[0])) {
+		t.Error("the memory estimate does not shrink with Skip")
+	}
+	for _, bad := range [][]SiteRef{{{Layer: 3, Input: 0}}, {router}} {
+		if _, err := Capture(ctx, m, Window{Start: 0, End: 3, Skip: bad}, src(), nil); !errors.Is(err, ErrShape) {
+			t.Errorf("Skip %v: %v, want ErrShape", bad, err)
+		}
 	}
 }

@@ -35,7 +35,7 @@ func CaptureDeferred(ctx context.Context, m *model.Model, w Window, in HiddenSou
 	if s == nil {
 		return capture(ctx, m, w, in, out, finishDeferred, nil)
 	}
-	if s.w != w {
+	if !s.w.sameBlocks(w) {
 		return nil, fmt.Errorf("activation sampler for another window than [%d, %d): %w", w.Start, w.End, ErrShape)
 	}
 	res, err := capture(ctx, m, w, in, out, finishDeferred, s)

@@ -120,10 +120,10 @@ func TestCaptureDeferredBytes(t *testing.T) {
 			return r
 		}
 		upper := run(func(ctx context.Context, in HiddenSource) (*Result, error) {
-			return CaptureUpper(ctx, m, Window{0, 2}, in, nil)
+			return CaptureUpper(ctx, m, Window{Start: 0, End: 2}, in, nil)
 		})
 		deferred := run(func(ctx context.Context, in HiddenSource) (*Result, error) {
-			return CaptureDeferred(ctx, m, Window{0, 2}, in, nil, nil)
+			return CaptureDeferred(ctx, m, Window{Start: 0, End: 2}, in, nil, nil)
 		})
 		if len(deferred.pending) == 0 {
 			t.Fatalf("%d sequences: no update left pending", n)

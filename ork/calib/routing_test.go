@@ -71,7 +71,7 @@ func TestRoutingCounts(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	res, err := Capture(ctx, m, Window{0, 2}, src, nil)
+	res, err := Capture(ctx, m, Window{Start: 0, End: 2}, src, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -115,12 +115,12 @@ func TestRoutingCounts(t *testing.T) {
 	}
 
 	dir := t.TempDir()
-	captureToFile(t, m, Window{0, 1}, src2(t, m, seqs), filepath.Join(dir, "a.1"))
-	a, err := Capture(ctx, m, Window{0, 1}, src2(t, m, seqs), nil)
+	captureToFile(t, m, Window{Start: 0, End: 1}, src2(t, m, seqs), filepath.Join(dir, "a.1"))
+	a, err := Capture(ctx, m, Window{Start: 0, End: 1}, src2(t, m, seqs), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	b, err := Capture(ctx, m, Window{1, 2}, openHidden(t, filepath.Join(dir, "a.1")), nil)
+	b, err := Capture(ctx, m, Window{Start: 1, End: 2}, openHidden(t, filepath.Join(dir, "a.1")), nil)
 	if err != nil {
 		t.Fatal(err)
 	}

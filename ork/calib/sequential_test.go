@@ -84,7 +84,7 @@ func TestSequentialMode(t *testing.T) {
 	hdr := src.Header()
 	hdr.Layer = 2
 	out, _ := NewHiddenWriter(&buf, hdr)
-	if err := Propagate(ctx, qm, Window{0, 2}, src, out); err != nil {
+	if err := Propagate(ctx, qm, Window{Start: 0, End: 2}, src, out); err != nil {
 		t.Fatal(err)
 	}
 	in, err := NewHiddenReader(bytes.NewReader(buf.Bytes()), "quantized.2")
@@ -120,7 +120,7 @@ func TestSequentialMode(t *testing.T) {
 	}
 	t.Logf("sequential mode: hidden states at layer 2 differ from the float ones by up to %.4g", diffFloat)
 	in2, _ := NewHiddenReader(bytes.NewReader(buf.Bytes()), "quantized.2")
-	res, err := Capture(ctx, m, Window{2, 5}, in2, nil)
+	res, err := Capture(ctx, m, Window{Start: 2, End: 5}, in2, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -148,7 +148,8 @@ func (t *Target) planCalibration(g *engine.Graph, src *source, ws []*weight, add
 	if err := checkFile("calibration.corpus", c.Corpus); err != nil {
 		return nil, err
 	}
-	wins, err := t.windows(src.shape)
+	skip := unreadHessians(src.shape, ws)
+	wins, err := t.windows(src.shape, skip)
 	if err != nil {
 		return nil, err
 	}
@@ -167,7 +168,7 @@ func (t *Target) planCalibration(g *engine.Graph, src *source, ws []*weight, add
 			in["hidden"] = prev
 		}
 		cal := g.Add("calibrate"+id, "calibrate", stages.CalibrateParams{Shape: src.shape, Start: a, End: b, Sequences: c.Sequences,
-			Ctx: c.Ctx, Hidden: oneshot && b < src.shape.Layers, ActSample: c.ActSample}, in)
+			Ctx: c.Ctx, Hidden: oneshot && b < src.shape.Layers, ActSample: c.ActSample, Skip: skip(a, b)}, in)
 		if src.shape.Experts > 0 {
 			routes = append(routes, cal.Output(stages.RoutingOutput))
 		}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -420,11 +421,42 @@ func (t *Target) checkImatrix(ctx context.Context, ws []*weight) error {
 	return nil
 }
 
-// windows returns the calibration windows [a, b) covering every layer.
-func (t *Target) windows(shape stages.ModelShape) ([][2]int, error) {
+// unreadHessians returns, for blocks [a, b), the captured sites (stages.HessianSites) whose Hessians no
+// weight of ws reads: only GPTQ finalizes read one, so a site all of whose weights (every expert of an
+// expert site) are packed by round-to-nearest is skipped (stages.CalibrateParams.Skip). nil when every
+// site is read, so a recipe that GPTQs every weight plans the calibrate nodes it always did.
+func unreadHessians(shape stages.ModelShape, ws []*weight) func(a, b int) []string {
+	read := map[string]bool{}
+	for _, w := range ws {
+		if w.fin.Method == "gptq" {
+			if site, ok := stages.HessianSite(shape, w.name); ok {
+				read[site] = true
+			}
+		}
+	}
+	return func(a, b int) []string {
+		var skip []string
+		for _, site := range stages.HessianSites(shape, a, b) {
+			if !read[site] {
+				skip = append(skip, site)
+			}
+		}
+		slices.Sort(skip)
+		return skip
+	}
+}
+
+// windows returns the calibration windows [a, b) covering every layer. A fixed window.layers gives
+// windows of that many layers (the last one shorter). window: auto sizes the first window as the
+// most layers from block 0 whose nodes fit --mem, and every later window the same unless its own
+// blocks need more (a hybrid model's blocks differ: lfm2moe's leading dense blocks weigh far less than
+// its MoE ones, whose per-expert Hessians dominate): such a window is shortened until it fits. So
+// a model whose blocks are alike gets windows of one size, and no window is ever refused while one
+// layer of it fits.
+func (t *Target) windows(shape stages.ModelShape, skip func(a, b int) []string) ([][2]int, error) {
 	c := t.r.Calibration
 	mem := func(a, b int) int64 {
-		cal := stages.CalibrateMemory(shape, a, b, c.Sequences, c.Ctx)
+		cal := stages.CalibrateMemory(shape, a, b, c.Sequences, c.Ctx, skip(a, b)...)
 		if c.ActSample > 0 { // some scheme searches its activation clip: every window keeps samples
 			cal += stages.ActSampleMemory(shape, a, b, c.Sequences, c.Ctx, c.ActSample)
 		}
@@ -432,23 +464,27 @@ func (t *Target) windows(shape stages.ModelShape) ([][2]int, error) {
 	}
 	size := c.Window.Layers
 	if c.Window.Auto {
-		size = 0
-		for w := 1; w <= shape.Layers && mem(0, w) <= t.mem; w++ {
-			size = w
-		}
-		if size == 0 {
-			return nil, fmt.Errorf("%w: calibration window [0, 1) (one layer, %d sequences of %d) needs %s, more than --mem %s",
-				ErrPlan, c.Sequences, c.Ctx, units.FormatSize(mem(0, 1)), units.FormatSize(t.mem))
+		size = 1
+		for size < shape.Layers && mem(0, size+1) <= t.mem {
+			size++
 		}
 	}
 	var ws [][2]int
-	for a := 0; a < shape.Layers; a += size {
+	for a := 0; a < shape.Layers; {
 		b := min(a+size, shape.Layers)
+		for c.Window.Auto && b > a+1 && mem(a, b) > t.mem {
+			b--
+		}
 		if m := mem(a, b); m > t.mem {
+			if c.Window.Auto {
+				return nil, fmt.Errorf("%w: calibration window [%d, %d) (one layer, %d sequences of %d) needs %s, more than --mem %s",
+					ErrPlan, a, b, c.Sequences, c.Ctx, units.FormatSize(m), units.FormatSize(t.mem))
+			}
 			return nil, fmt.Errorf("%w: calibration window [%d, %d) needs %s, more than --mem %s (use a smaller calibration.window or window: auto)",
 				ErrPlan, a, b, units.FormatSize(m), units.FormatSize(t.mem))
 		}
 		ws = append(ws, [2]int{a, b})
+		a = b
 	}
 	return ws, nil
 }

@@ -360,8 +360,22 @@ func (p SynthParams) ModelName() string {
 	return fmt.Sprintf("orkpipe-synth-%dx%d-seed%d", p.Layers, p.Embd, p.Seed)
 }
 
+// synthTokenizerKV is the tokenizer of every synth model: synthVocab's n tokens as a SentencePiece
+// ("llama") vocabulary with <unk>, <s> and </s> as ids 0, 1 and 2.
+func synthTokenizerKV(n int) []gguf.KV {
+	tokens, scores, types := synthVocab(n)
+	return []gguf.KV{
+		{Key: "tokenizer.ggml.model", Value: gguf.String("llama")},
+		{Key: "tokenizer.ggml.tokens", Value: gguf.Strings(tokens)},
+		{Key: "tokenizer.ggml.scores", Value: gguf.Float32s(scores)},
+		{Key: "tokenizer.ggml.token_type", Value: gguf.Int32s(types)},
+		{Key: "tokenizer.ggml.unknown_token_id", Value: gguf.Uint32(0)},
+		{Key: "tokenizer.ggml.bos_token_id", Value: gguf.Uint32(1)},
+		{Key: "tokenizer.ggml.eos_token_id", Value: gguf.Uint32(2)},
+	}
+}
+
 func synthKV(p SynthParams) []gguf.KV {
-	tokens, scores, types := synthVocab(p.Vocab)
 	hd := uint32(p.Embd / p.Heads)
 	kv := []gguf.KV{
 		{Key: "general.architecture", Value: gguf.String("llama")},
@@ -374,28 +388,20 @@ func synthKV(p SynthParams) []gguf.KV {
 		{Key: "llama.attention.head_count_kv", Value: gguf.Uint32(uint32(p.HeadsKV))},
 		{Key: "llama.rope.dimension_count", Value: gguf.Uint32(hd)},
 		{Key: "llama.attention.layer_norm_rms_epsilon", Value: gguf.Float32(1e-5)},
-		{Key: "tokenizer.ggml.model", Value: gguf.String("llama")},
-		{Key: "tokenizer.ggml.tokens", Value: gguf.Strings(tokens)},
-		{Key: "tokenizer.ggml.scores", Value: gguf.Float32s(scores)},
-		{Key: "tokenizer.ggml.token_type", Value: gguf.Int32s(types)},
-		{Key: "tokenizer.ggml.unknown_token_id", Value: gguf.Uint32(0)},
-		{Key: "tokenizer.ggml.bos_token_id", Value: gguf.Uint32(1)},
-		{Key: "tokenizer.ggml.eos_token_id", Value: gguf.Uint32(2)},
 	}
 	if p.Experts > 0 {
-		kv = append(kv[:10:10], append([]gguf.KV{{Key: "llama.expert_count", Value: gguf.Uint32(uint32(p.Experts))},
-			{Key: "llama.expert_used_count", Value: gguf.Uint32(uint32(p.ExpertsUsed))}}, kv[10:]...)...)
+		kv = append(kv, gguf.KV{Key: "llama.expert_count", Value: gguf.Uint32(uint32(p.Experts))},
+			gguf.KV{Key: "llama.expert_used_count", Value: gguf.Uint32(uint32(p.ExpertsUsed))})
 		kv[1].Value = gguf.String(fmt.Sprintf("orkpipe-synth-%dx%d-moe%dx%d-seed%d", p.Layers, p.Embd, p.Experts, p.ExpertsUsed, p.Seed))
 	}
-	return kv
+	return append(kv, synthTokenizerKV(p.Vocab)...)
 }
 
 // synthKVQwen35 is synthKV of a qwen35 model: llama.cpp's qwen35 keys (REFERENCE.md of the hybrid
 // fixtures) and the same tokenizer.
 func synthKVQwen35(p SynthParams) []gguf.KV {
-	tokens, scores, types := synthVocab(p.Vocab)
 	a := func(k string) string { return "qwen35." + k }
-	return []gguf.KV{
+	return append([]gguf.KV{
 		{Key: "general.architecture", Value: gguf.String("qwen35")},
 		{Key: "general.name", Value: gguf.String(p.ModelName())},
 		{Key: a("vocab_size"), Value: gguf.Uint32(uint32(p.Vocab))},
@@ -417,14 +423,7 @@ func synthKVQwen35(p SynthParams) []gguf.KV {
 		{Key: a("ssm.time_step_rank"), Value: gguf.Uint32(uint32(p.SSMVHeads))},
 		{Key: a("ssm.inner_size"), Value: gguf.Uint32(uint32(p.SSMVHeads * p.SSMHeadDim))},
 		{Key: a("full_attention_interval"), Value: gguf.Uint32(uint32(p.FullAttnInterval))},
-		{Key: "tokenizer.ggml.model", Value: gguf.String("llama")},
-		{Key: "tokenizer.ggml.tokens", Value: gguf.Strings(tokens)},
-		{Key: "tokenizer.ggml.scores", Value: gguf.Float32s(scores)},
-		{Key: "tokenizer.ggml.token_type", Value: gguf.Int32s(types)},
-		{Key: "tokenizer.ggml.unknown_token_id", Value: gguf.Uint32(0)},
-		{Key: "tokenizer.ggml.bos_token_id", Value: gguf.Uint32(1)},
-		{Key: "tokenizer.ggml.eos_token_id", Value: gguf.Uint32(2)},
-	}
+	}, synthTokenizerKV(p.Vocab)...)
 }
 
 // synthWords are the pieces (after the single characters) the synthetic SentencePiece vocabulary

@@ -162,7 +162,6 @@ func (p SynthParams) lfm2moeTensors() []gguf.TensorInfo {
 // synthKVLFM2MoE is synthKV of an lfm2moe model: llama.cpp's lfm2moe keys (those of the fixture) and
 // the same tokenizer. attention.head_count_kv holds one value per block, 0 for a convolution block.
 func synthKVLFM2MoE(p SynthParams) []gguf.KV {
-	tokens, scores, types := synthVocab(p.Vocab)
 	a := func(k string) string { return "lfm2moe." + k }
 	kv := make([]int32, p.Layers)
 	for l := range kv {
@@ -170,7 +169,7 @@ func synthKVLFM2MoE(p SynthParams) []gguf.KV {
 			kv[l] = int32(p.HeadsKV)
 		}
 	}
-	return []gguf.KV{
+	return append([]gguf.KV{
 		{Key: "general.architecture", Value: gguf.String("lfm2moe")},
 		{Key: "general.name", Value: gguf.String(p.ModelName())},
 		{Key: a("vocab_size"), Value: gguf.Uint32(uint32(p.Vocab))},
@@ -190,12 +189,5 @@ func synthKVLFM2MoE(p SynthParams) []gguf.KV {
 		{Key: a("rope.dimension_count"), Value: gguf.Uint32(uint32(p.Embd / p.Heads))},
 		{Key: a("rope.freq_base"), Value: gguf.Float32(1e6)},
 		{Key: a("shortconv.l_cache"), Value: gguf.Uint32(uint32(p.ShortConvL))},
-		{Key: "tokenizer.ggml.model", Value: gguf.String("llama")},
-		{Key: "tokenizer.ggml.tokens", Value: gguf.Strings(tokens)},
-		{Key: "tokenizer.ggml.scores", Value: gguf.Float32s(scores)},
-		{Key: "tokenizer.ggml.token_type", Value: gguf.Int32s(types)},
-		{Key: "tokenizer.ggml.unknown_token_id", Value: gguf.Uint32(0)},
-		{Key: "tokenizer.ggml.bos_token_id", Value: gguf.Uint32(1)},
-		{Key: "tokenizer.ggml.eos_token_id", Value: gguf.Uint32(2)},
-	}
+	}, synthTokenizerKV(p.Vocab)...)
 }

@@ -1,15 +1,10 @@
 package stages_test
 
 import (
-	"context"
-	"encoding/json"
-	"fmt"
 	"slices"
 	"strings"
 	"testing"
 
-	"orkpipe/internal/testfiles"
-	"orkpipe/ork/gguf"
 	"orkpipe/stages"
 )
 
@@ -19,49 +14,8 @@ import (
 // fixture's F16 variant keeps F32; the LFM2-8B-A1B-shaped parameters validate and plan the shapes
 // ork/board's TestLFM2_8B_A1BOnPaper counts (704 experts in 22 MoE blocks, 6 attention blocks).
 func TestSynthLFM2MoELayout(t *testing.T) {
-	ctx := context.Background()
-	ref, err := gguf.Open(ctx, testfiles.Path(t, "tiny-lfm2moe.gguf"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ref.Close()
-	ref16, err := gguf.Open(ctx, testfiles.Path(t, "tiny-lfm2moe-f16.gguf"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ref16.Close()
-	p := stages.SynthParams{Arch: "lfm2moe", Layers: 6, Embd: 64, FF: 160, FFExp: 96, Experts: 8, ExpertsUsed: 2, DenseLead: 2,
-		Heads: 4, HeadsKV: 2, AttnLayers: []int{2, 5}, Vocab: 512, Ctx: 4096, Type: "F16", Seed: 1}
-	raw, _ := json.Marshal(p)
-	path := mustExec(t, "synth", string(raw), nil)["model.gguf"]
-	got, err := gguf.Open(ctx, path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer got.Close()
-	if len(got.Tensors) != len(ref.Tensors) {
-		t.Fatalf("%d tensors, the fixture has %d", len(got.Tensors), len(ref.Tensors))
-	}
-	for i, g := range got.Tensors {
-		r, r16 := ref.Tensors[i], ref16.Tensors[i]
-		if g.Name != r.Name || !slices.Equal(g.Shape, r.Shape) || g.Type != r16.Type {
-			t.Errorf("tensor %d: %s %v %s, the fixture's %s %v (F16 variant: %s)", i, g.Name, g.Shape, g.Type, r.Name, r.Shape, r16.Type)
-		}
-	}
-	for _, kv := range ref.KV {
-		if !strings.HasPrefix(kv.Key, "lfm2moe.") && kv.Key != "general.architecture" {
-			continue
-		}
-		v, ok := got.Lookup(kv.Key)
-		if !ok {
-			t.Errorf("key %s missing", kv.Key)
-			continue
-		}
-		if a, b := fmt.Sprint(v), fmt.Sprint(kv.Value); a != b {
-			t.Errorf("key %s = %s, the fixture's %s", kv.Key, a, b)
-		}
-	}
-
+	checkSynthLayout(t, "tiny-lfm2moe", "lfm2moe.", stages.SynthParams{Arch: "lfm2moe", Layers: 6, Embd: 64, FF: 160, FFExp: 96, Experts: 8,
+		ExpertsUsed: 2, DenseLead: 2, Heads: 4, HeadsKV: 2, AttnLayers: []int{2, 5}, Vocab: 512, Ctx: 4096, Type: "F16", Seed: 1})
 	big := stages.SynthLFM2MoE(24, "Q8_0", 1)
 	if err := big.Validate(); err != nil {
 		t.Fatal(err)

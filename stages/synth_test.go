@@ -20,48 +20,8 @@ import (
 // the same shapes, every qwen35.* key of the fixture with the same value, and F32 exactly where the
 // fixture's F16 variant keeps F32; the 27B-shaped parameters validate and plan the Qwen3.6-27B shapes.
 func TestSynthQwen35Layout(t *testing.T) {
-	ctx := context.Background()
-	ref, err := gguf.Open(ctx, testfiles.Path(t, "tiny-qwen35.gguf"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ref.Close()
-	ref16, err := gguf.Open(ctx, testfiles.Path(t, "tiny-qwen35-f16.gguf"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ref16.Close()
-	p := stages.SynthParams{Arch: "qwen35", Layers: 8, Embd: 64, FF: 192, Heads: 4, HeadsKV: 2, HeadDim: 32, Vocab: 512, Ctx: 4096, Type: "F16", Seed: 1,
-		FullAttnInterval: 4, SSMConv: 4, SSMHeadDim: 16, SSMKHeads: 2, SSMVHeads: 6}
-	raw, _ := json.Marshal(p)
-	path := mustExec(t, "synth", string(raw), nil)["model.gguf"]
-	got, err := gguf.Open(ctx, path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer got.Close()
-	if len(got.Tensors) != len(ref.Tensors) {
-		t.Fatalf("%d tensors, the fixture has %d", len(got.Tensors), len(ref.Tensors))
-	}
-	for i, g := range got.Tensors {
-		r, r16 := ref.Tensors[i], ref16.Tensors[i]
-		if g.Name != r.Name || !slices.Equal(g.Shape, r.Shape) || g.Type != r16.Type {
-			t.Errorf("tensor %d: %s %v %s, the fixture's %s %v (F16 variant: %s)", i, g.Name, g.Shape, g.Type, r.Name, r.Shape, r16.Type)
-		}
-	}
-	for _, kv := range ref.KV {
-		if !strings.HasPrefix(kv.Key, "qwen35.") && kv.Key != "general.architecture" {
-			continue
-		}
-		v, ok := got.Lookup(kv.Key)
-		if !ok {
-			t.Errorf("key %s missing", kv.Key)
-			continue
-		}
-		if a, b := fmt.Sprint(v), fmt.Sprint(kv.Value); a != b {
-			t.Errorf("key %s = %s, the fixture's %s", kv.Key, a, b)
-		}
-	}
+	checkSynthLayout(t, "tiny-qwen35", "qwen35.", stages.SynthParams{Arch: "qwen35", Layers: 8, Embd: 64, FF: 192, Heads: 4, HeadsKV: 2,
+		HeadDim: 32, Vocab: 512, Ctx: 4096, Type: "F16", Seed: 1, FullAttnInterval: 4, SSMConv: 4, SSMHeadDim: 16, SSMKHeads: 2, SSMVHeads: 6})
 	big := stages.SynthQwen35(4, "Q8_0", 1)
 	if err := big.Validate(); err != nil {
 		t.Fatal(err)
@@ -137,5 +97,51 @@ func TestSynthConfig(t *testing.T) {
 				t.Errorf("ConfigFromGGUF of the file:\n%+v\nSynthParams.Config:\n%+v", got, want)
 			}
 		})
+	}
+}
+
+// checkSynthLayout synthesizes p (type F16) and checks it against ../shared/testdata/<fixture>.gguf and
+// its F16 variant <fixture>-f16.gguf: the same tensors in the same order with the same shapes, F32 exactly
+// where the F16 variant keeps F32, and every key of the fixture that starts with prefix (and
+// general.architecture) with the same value.
+func checkSynthLayout(t *testing.T, fixture, prefix string, p stages.SynthParams) {
+	t.Helper()
+	ctx := context.Background()
+	open := func(name string) *gguf.File {
+		f, err := gguf.Open(ctx, testfiles.Path(t, name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { f.Close() })
+		return f
+	}
+	ref, ref16 := open(fixture+".gguf"), open(fixture+"-f16.gguf")
+	raw, _ := json.Marshal(p)
+	got, err := gguf.Open(ctx, mustExec(t, "synth", string(raw), nil)["model.gguf"])
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer got.Close()
+	if len(got.Tensors) != len(ref.Tensors) {
+		t.Fatalf("%d tensors, %s has %d", len(got.Tensors), fixture, len(ref.Tensors))
+	}
+	for i, g := range got.Tensors {
+		r, r16 := ref.Tensors[i], ref16.Tensors[i]
+		if g.Name != r.Name || !slices.Equal(g.Shape, r.Shape) || g.Type != r16.Type {
+			t.Errorf("tensor %d: %s %v %s, %s's %s %v (F16 variant: %s)", i, g.Name, g.Shape, g.Type, fixture, r.Name, r.Shape, r16.Type)
+		}
+	}
+	for _, kv := range ref.KV {
+		if !strings.HasPrefix(kv.Key, prefix) && kv.Key != "general.architecture" {
+			continue
+		}
+		v, ok := got.Lookup(kv.Key)
+		if !ok {
+			t.Errorf("key %s missing", kv.Key)
+			continue
+		}
+		if a, b := fmt.Sprint(v), fmt.Sprint(kv.Value); a != b {
+			t.Errorf("key %s = %s, %s's %s", kv.Key, a, fixture, b)
+		}
 	}
 }

@@ -46,7 +46,7 @@ func expertOutput(l int, s model.Site, e int) string { return siteOutput(l, s) +
 // sequences of Ctx tokens. Window 0 reads "tokens"; later windows read "hidden" (the states at
 // Start). With Hidden, the float hidden states at End are written too (one-shot mode; sequential
 // mode gets them from "propagate" through the quantized window instead). The outputs are the Hessians
-// of every captured site of each block l (calibrateOutputs, HessianOutput): "h.<l>.<site>", e.g.
+// of every captured site of each block l not in Skip (calibrateOutputs, HessianOutput): "h.<l>.<site>", e.g.
 // "h.<l>.attn_qkv", "h.<l>.attn_output", "h.<l>.ffn_gate_up", "h.<l>.ffn_down" for a llama block, and
 // "h.<l>.<site>.<e>" per expert e of an expert site ("h.<l>.ffn_gate_up_exps.<e>"), written even when
 // no token reached the expert (Tokens = 0). An MoE model's window also writes

@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"slices"
+	"strconv"
 	"strings"
 	"text/tabwriter"
 
@@ -172,13 +174,66 @@ func writeNodeTable(w io.Writer, nodes []engine.NodeStatus, name string, budget 
 			c = "yes"
 			cached++
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", n.ID, n.Stage, key, c, units.FormatSize(n.Mem), strings.Join(n.Deps, ","))
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", n.ID, n.Stage, key, c, units.FormatSize(n.Mem), depsCell(n.Deps))
 	}
 	if err := tw.Flush(); err != nil {
 		return err
 	}
 	_, err := fmt.Fprintf(w, "%s: %d nodes, %d cached, memory budget %s\n", name, len(nodes), cached, units.FormatSize(budget))
 	return err
+}
+
+// maxDepsShown is how many dependencies (after grouping expert slices) a node's DEPS cell lists.
+const maxDepsShown = 8
+
+// depsCell writes a node's dependencies for the plan table. The nodes of one MoE tensor's expert
+// slices ("<id>#<e>") are one item, "<id>#0-31" for a contiguous run of experts, else "<id>#{k
+// experts}"; after maxDepsShown items the cell says how many more there are (`--json` lists every
+// dependency). An LFM2-8B-A1B window's propagate node depends on over a thousand finalize nodes.
+func depsCell(deps []string) string {
+	type group struct {
+		id      string
+		experts []int
+	}
+	var items []*group
+	byID := map[string]*group{}
+	for _, d := range deps {
+		id, e := d, -1
+		if i := strings.LastIndexByte(d, '#'); i >= 0 {
+			if n, err := strconv.Atoi(d[i+1:]); err == nil && n >= 0 {
+				id, e = d[:i], n
+			}
+		}
+		g := byID[id]
+		if g == nil || e < 0 {
+			g = &group{id: id}
+			items = append(items, g)
+			if e >= 0 {
+				byID[id] = g
+			}
+		}
+		if e >= 0 {
+			g.experts = append(g.experts, e)
+		}
+	}
+	var out []string
+	for _, g := range items[:min(len(items), maxDepsShown)] {
+		slices.Sort(g.experts)
+		switch n := len(g.experts); {
+		case n == 0:
+			out = append(out, g.id)
+		case n == 1:
+			out = append(out, fmt.Sprintf("%s#%d", g.id, g.experts[0]))
+		case g.experts[n-1]-g.experts[0] == n-1:
+			out = append(out, fmt.Sprintf("%s#%d-%d", g.id, g.experts[0], g.experts[n-1]))
+		default:
+			out = append(out, fmt.Sprintf("%s#{%d experts}", g.id, n))
+		}
+	}
+	if more := len(items) - maxDepsShown; more > 0 {
+		out = append(out, fmt.Sprintf("+%d more", more))
+	}
+	return strings.Join(out, ",")
 }
 
 // writeSameAs warns of the nodes whose key material is identical to another's.

@@ -74,8 +74,9 @@ type CalibrateParams struct {
 // counted as the stage holds them: in their source encoding, s.WeightType), plus 1/64 of it (1.6 %) as
 // a margin for what it does not count (the Go runtime's own overhead, garbage not yet collected), plus
 // the process's fixed overhead (48 MiB). TestCalibrateMemory measures a node's peak RSS against it.
-// skip are the sites the node does not capture (CalibrateParams.Skip); a name that is not a captured
-// site of the window counts nothing.
+// skip are the sites the node does not capture (CalibrateParams.Skip). When one of them is not a
+// captured site of the window the estimate skips none (an over-declaration; the stage refuses such a
+// node before it runs).
 func CalibrateMemory(s ModelShape, start, end, nSeq, ctxLen int, skip ...string) int64 {
 	c := s.Config()
 	refs, _ := skipRefs(&c, start, end, skip)

@@ -24,18 +24,25 @@ const (
 var probe *[64]byte
 
 func init() {
-	if godebug, _ := syscall.Getenv("GODEBUG"); hasSetting(godebug, "disablethp=1") {
-		status = errors.New("GODEBUG=disablethp=1")
-		return
-	}
 	args, err := cmdline()
 	if err != nil {
-		status = err
+		status, imageStatus = err, err
 		return
 	}
 	if !IsShort(args) {
 		status = &notShortError{Command(args)}
+		imageStatus = status
 		return
+	}
+	status = adviseHeap()
+	imageStatus = mapImage() // after the advice: the advice's collapse wants the heap as the runtime left it
+}
+
+// adviseHeap gives the heap arena the huge-page advice and collapses the chunk the heap allocates
+// from; it returns why it did not, or nil.
+func adviseHeap() error {
+	if godebug, _ := syscall.Getenv("GODEBUG"); hasSetting(godebug, "disablethp=1") {
+		return errors.New("GODEBUG=disablethp=1")
 	}
 	probe = new([64]byte)
 	p := uintptr(unsafe.Pointer(probe))
@@ -43,8 +50,7 @@ func init() {
 	// The arena is reserved whole (PROT_NONE where not yet mapped), so the call sees no hole; the
 	// reserved parts lose the advice when the runtime maps them (a new mapping over them).
 	if _, _, e := syscall.Syscall(syscall.SYS_MADVISE, arena, heapArena, madvHugepage); e != 0 {
-		status = &adviceError{arena, e}
-		return
+		return &adviceError{arena, e}
 	}
 	// One 2 MiB range per call: a range the heap has not touched yet fails (EINVAL, nothing to
 	// collapse) and would end a longer call early; it gets its huge page at its first fault anyway.
@@ -52,6 +58,7 @@ func init() {
 	for r := chunk; r < chunk+heapChunk; r += pmdHugeTLB {
 		syscall.Syscall(syscall.SYS_MADVISE, r, pmdHugeTLB, madvCollapse)
 	}
+	return nil
 }
 
 // cmdline returns the process's arguments after the program's name, from /proc/self/cmdline (os.Args

@@ -25,7 +25,12 @@ func TestMain(m *testing.M) {
 			fmt.Println("error", err)
 			os.Exit(1)
 		}
-		fmt.Printf("status=%v hg=%v\n", Status(), flag)
+		mapped, err := imageResident()
+		if err != nil {
+			fmt.Println("error", err)
+			os.Exit(1)
+		}
+		fmt.Printf("status=%v hg=%v\nimage=%v resident=%v\n", Status(), flag, ImageStatus(), mapped)
 		os.Exit(0)
 	}
 	os.Exit(m.Run())
@@ -64,6 +69,45 @@ func heapFlag() (bool, error) {
 	return false, fmt.Errorf("no mapping of %#x in /proc/self/smaps", p)
 }
 
+// imageResident reports whether every page of the executable's read-only mappings (text, rodata) is
+// in the process's page table: their smaps Rss equals their Size.
+func imageResident() (bool, error) {
+	exe, err := os.Readlink("/proc/self/exe")
+	if err != nil {
+		return false, err
+	}
+	f, err := os.Open("/proc/self/smaps")
+	if err != nil {
+		return false, err
+	}
+	defer f.Close()
+	seen, all := 0, true
+	var size string
+	in := false
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		fields := strings.Fields(sc.Text())
+		switch {
+		case len(fields) >= 6 && strings.Contains(fields[0], "-") && !strings.HasSuffix(fields[0], ":"):
+			in = fields[5] == exe && !strings.Contains(fields[1], "w")
+			if in {
+				seen++
+			}
+		case in && len(fields) >= 2 && fields[0] == "Size:":
+			size = fields[1]
+		case in && len(fields) >= 2 && fields[0] == "Rss:":
+			all = all && fields[1] == size
+		}
+	}
+	if err := sc.Err(); err != nil {
+		return false, err
+	}
+	if seen < 2 {
+		return false, fmt.Errorf("%d read-only mappings of %s in /proc/self/smaps, want text and rodata", seen, exe)
+	}
+	return all, nil
+}
+
 // TestAdviceByCommand re-runs the test binary with orkpipe command lines: a short command's heap gets
 // the advice, a build's, a node's and any command's under GODEBUG=disablethp=1 do not.
 func TestAdviceByCommand(t *testing.T) {
@@ -88,7 +132,8 @@ func TestAdviceByCommand(t *testing.T) {
 		if err != nil {
 			t.Fatalf("%s: %v\n%s", name, err, out)
 		}
-		got := strings.TrimSpace(string(out))
+		got, image, _ := strings.Cut(strings.TrimSpace(string(out)), "\n")
+		checkImage(t, name, IsShort(c.args), image)
 		switch {
 		case c.advised && thpOff:
 			if !strings.Contains(got, "hg=false") {
@@ -103,6 +148,26 @@ func TestAdviceByCommand(t *testing.T) {
 				t.Errorf("%s: %s, want no advice (%s, hg=false)", name, got, c.status)
 			}
 		}
+	}
+}
+
+// checkImage checks the helper's image line: a short command's read-only segments all mapped (unless
+// the kernel lacks cachestat or MADV_POPULATE_READ, or the test binary is not all in the page cache:
+// then the status says so), any other command's left alone.
+func checkImage(t *testing.T, name string, short bool, line string) {
+	t.Helper()
+	switch {
+	case !short:
+		if !strings.HasPrefix(line, "image=no advice: ") {
+			t.Errorf("%s: %s, want the image left to fault in (not a short command)", name, line)
+		}
+	case line == "image=<nil> resident=true":
+	case strings.HasPrefix(line, "image=<nil>"):
+		t.Errorf("%s: %s: init says it mapped the image, but smaps shows pages missing", name, line)
+	case strings.Contains(line, "function not implemented") || strings.Contains(line, "left to fault in"):
+		t.Logf("%s: %s (an older kernel, or the test binary not all in the page cache)", name, line)
+	default:
+		t.Errorf("%s: %s, want the image mapped", name, line)
 	}
 }
 

@@ -138,10 +138,6 @@ func runScreen(ctx context.Context, p ScreenParams, req Request) error {
 	if tok.Vocab().AddBOS {
 		eo.BOS = tok.Vocab().BOS
 	}
-	br, err := model.Evaluate(ctx, base, ids, eo)
-	if err != nil {
-		return fmt.Errorf("screen text %s (%d tokens) at ctx %d, float model: %w", label, len(ids), p.Ctx, err)
-	}
 	r, err := pack.Open(ctx, req.Inputs["pack"].Path)
 	if err != nil {
 		return err
@@ -159,13 +155,15 @@ func runScreen(ctx context.Context, p ScreenParams, req Request) error {
 	if err != nil {
 		return err
 	}
+	// One pass over the chunks runs both models: the float model's perplexity comes from the same
+	// forward passes its KL divergence reads (EvalResult.BasePPL), not from a second evaluation.
 	eo.Base = base
 	pr, err := model.Evaluate(ctx, target, ids, eo)
 	if err != nil {
-		return fmt.Errorf("screen text %s at ctx %d, pack: %w", label, p.Ctx, err)
+		return fmt.Errorf("screen text %s (%d tokens) at ctx %d: %w", label, len(ids), p.Ctx, err)
 	}
 	res := ScreenResult{Ctx: p.Ctx, Chunks: pr.Chunks, Tokens: pr.Tokens, Scored: pr.Scored, PPL: pr.PPL, PPLErr: pr.PPLErr,
-		BasePPL: br.PPL, BasePPLErr: br.PPLErr, PPLRatio: pr.PPL / br.PPL, KLD: pr.KLD, KLDPercentiles: pr.KLDPercentiles,
+		BasePPL: pr.BasePPL, BasePPLErr: pr.BasePPLErr, PPLRatio: pr.PPL / pr.BasePPL, KLD: pr.KLD, KLDPercentiles: pr.KLDPercentiles,
 		Gates: ScreenGates{MaxPPLRatio: p.MaxPPLRatio, MaxKLDMean: p.MaxKLDMean}}
 	if pr.KLD != nil {
 		res.KLDMean = pr.KLD.Mean

@@ -39,6 +39,11 @@ type EvalResult struct {
 	// Tokens is the number of tokens of the text (BOS included); Scored those whose probability counted.
 	Tokens int `json:"tokens"`
 	Scored int `json:"scored"`
+	// BasePPL and BasePPLErr are the base model's perplexity and its error over the same scored tokens,
+	// from the same forward passes the KL divergence reads (set only with a base model): what Evaluate of
+	// the base model alone gives, bit for bit, without running it again.
+	BasePPL    float64 `json:"base_ppl,omitempty"`
+	BasePPLErr float64 `json:"base_ppl_err,omitempty"`
 	// KLD and SameTop are set only with a base model.
 	KLD        *KLDStats `json:"kld,omitempty"`
 	SameTop    *float64  `json:"same_top,omitempty"`
@@ -54,7 +59,8 @@ type EvalResult struct {
 // token is replaced by BOS, the chunk is run from position 0, and the tokens at positions
 // Ctx/2+1 .. Ctx-1 are scored by the logits of the position before. PPL = exp(mean NLL) and its error
 // exp(mean)·sqrt((mean(NLL²) − mean²)/(n−1)). With opts.Base, each scored position also contributes
-// KL(p_base || p) and whether both argmaxes agree (llama-perplexity's --kl-divergence).
+// KL(p_base || p) and whether both argmaxes agree (llama-perplexity's --kl-divergence), and the base
+// model's own NLL (BasePPL).
 func Evaluate(ctx context.Context, m *Model, tokens []int32, opts EvalOptions) (EvalResult, error) {
 	var res EvalResult
 	n := opts.Ctx
@@ -73,7 +79,7 @@ func Evaluate(ctx context.Context, m *Model, tokens []int32, opts EvalOptions) (
 	}
 	first := n / 2
 	nv := m.Cfg.NVocab
-	var nll, nll2, kldSum, kld2Sum float64
+	var nll, nll2, baseNLL, baseNLL2, kldSum, kld2Sum float64
 	var klds []float64
 	sameTop, count := 0, 0
 	batch := make([]int32, n)
@@ -109,6 +115,9 @@ func Evaluate(ctx context.Context, m *Model, tokens []int32, opts EvalOptions) (
 			count++
 			if base != nil {
 				btop := logSoftmax(lpBase, base[j*nv:(j+1)*nv])
+				bv := -lpBase[target]
+				baseNLL += bv
+				baseNLL2 += bv * bv
 				var kl float64
 				for i, b := range lpBase {
 					if pb := math.Exp(b); pb > 0 {
@@ -128,12 +137,9 @@ func Evaluate(ctx context.Context, m *Model, tokens []int32, opts EvalOptions) (
 		}
 	}
 	res.Chunks, res.Tokens, res.Scored = chunks, len(tokens), count
-	mean := nll / float64(count)
-	res.PPL = math.Exp(mean)
-	if v := nll2/float64(count) - mean*mean; v > 0 && count > 1 {
-		res.PPLErr = math.Sqrt(v/float64(count-1)) * res.PPL
-	}
+	res.PPL, res.PPLErr = perplexity(nll, nll2, count)
 	if opts.Base != nil {
+		res.BasePPL, res.BasePPLErr = perplexity(baseNLL, baseNLL2, count)
 		k := &KLDStats{Mean: kldSum / float64(count)}
 		if v := kld2Sum/float64(count) - k.Mean*k.Mean; v > 0 && count > 1 {
 			k.MeanErr = math.Sqrt(v / float64(count-1))
@@ -155,6 +161,17 @@ func Evaluate(ctx context.Context, m *Model, tokens []int32, opts EvalOptions) (
 		res.SameTop, res.SameTopErr = &st, &se
 	}
 	return res, nil
+}
+
+// perplexity returns exp(mean NLL) and its error exp(mean)·sqrt((mean(NLL²) − mean²)/(n−1)) from the
+// sums of count tokens' NLL and NLL².
+func perplexity(nll, nll2 float64, count int) (ppl, pplErr float64) {
+	mean := nll / float64(count)
+	ppl = math.Exp(mean)
+	if v := nll2/float64(count) - mean*mean; v > 0 && count > 1 {
+		pplErr = math.Sqrt(v/float64(count-1)) * ppl
+	}
+	return ppl, pplErr
 }
 
 // perplexityUbatch is the number of tokens of each sequence in each ubatch when llama-perplexity (with

@@ -113,3 +113,21 @@ func TestExpf(t *testing.T) {
 		t.Errorf("expf(-100) = %v, expf(0) = %v", expf(-100), expf(0))
 	}
 }
+
+// TestEvaluateBasePPL: with a base model, Evaluate's BasePPL and BasePPLErr are, bit for bit, what an
+// evaluation of the base model alone gives (the screen stage reports them instead of running the base
+// model a second time), and they are absent without one.
+func TestEvaluateBasePPL(t *testing.T) {
+	with := evalFile(t, "stories260K-Q4_0.gguf", "stories260K.gguf", 6, false)
+	alone := evalFile(t, "stories260K.gguf", "", 6, false)
+	if with.BasePPL != alone.PPL || with.BasePPLErr != alone.PPLErr || with.Scored != alone.Scored {
+		t.Errorf("base PPL %v +/- %v over %d tokens with the Q4_0 model, %v +/- %v over %d evaluated alone: want the same bits",
+			with.BasePPL, with.BasePPLErr, with.Scored, alone.PPL, alone.PPLErr, alone.Scored)
+	}
+	if with.BasePPL == with.PPL {
+		t.Errorf("base PPL %v equals the Q4_0 model's: the base's NLL was not read from the base's logits", with.BasePPL)
+	}
+	if alone.BasePPL != 0 || alone.BasePPLErr != 0 {
+		t.Errorf("without a base model: base PPL %v +/- %v, want 0", alone.BasePPL, alone.BasePPLErr)
+	}
+}

@@ -102,19 +102,20 @@ var buildSteps = []buildStep{
 	{"finalize-expert-imatrix", "finalize", `{"tensor":"blk.0.ffn_up_exps.weight","method":"rtn","dtype":"I4_NATIVE","group":32,"rotation":"none","act_bits":8,"clip_grid":null,"damp":0,"act_order":false,"seed":0,"n":96,"k":64,"expert":3,"importance":"imatrix"}`,
 		map[string]string{"model": "synth-moe.model.gguf", "imatrix": "file:imatrix"}, nil},
 	{"tile-expert", "tile", `{"nibbles":"low-first","n":64,"kp":96}`, map[string]string{"weight": "finalize-expert.weight"}, nil},
-	// Routing statistics and an expert residency plan: the window's routing merged, a held-out text's
-	// routing, the plan of a pack of one expert slice, that pack with its residency section, and a report
-	// of them (its stub and verify inputs are the dense pack's: the report does not cross-check them).
+	// Routing statistics and an expert residency plan: the window's routing merged, the plan of a pack of
+	// one expert slice, that pack with its residency section, its screen with the held-out text's
+	// routing, and a report of them (its stub and verify inputs are the dense pack's: the report does not
+	// cross-check them).
 	{"routing", "routing", `{"windows":1}`, map[string]string{"w.0": "calibrate-moe.routing"}, nil},
-	{"route", "route", `{"shape":` + fpShapeMoE + `,"ctx":16,"chunks":4,"max_chunks":8,"text_name":"eval.txt"}`,
-		map[string]string{"model": "synth-moe.model.gguf", "text": "file:text"}, nil},
 	{"residency", "residency", `{"board":"rk3588","budget":"auto","domains":1,"entries":[{"name":"blk.0.ffn_down_exps.weight#1","dtype":"I4","k":96,"n":64}]}`,
 		map[string]string{"routing": "routing.routing.json"}, nil},
 	{"write-orkpack-resident", "write-orkpack", `{"board":"rk3588","entries":["blk.0.ffn_down_exps.weight#1"],"max_entry_bytes":1048576,"residency":true}`,
 		map[string]string{"e.blk.0.ffn_down_exps.weight#1": "tile-expert.entry", "residency": "residency.residency.json"}, nil},
+	{"screen-moe", "screen", `{"shape":` + fpShapeMoE + `,"ctx":16,"chunks":4,"text_name":"eval.txt","routing":true}`,
+		map[string]string{"model": "synth-moe.model.gguf", "pack": "write-orkpack-resident.pack", "text": "file:text"}, nil},
 	{"report-moe", "report", `{"name":"fp-moe","screen":false,"board":"rk3588","routing":true,"residency":true,"held_out":"eval.txt"}`,
 		map[string]string{"pack": "write-orkpack-resident.pack", "stub": "emit-stub.stub.gguf", "verify": "verify-local.verify.json",
-			"routing": "routing.routing.json", "residency": "residency.residency.json", "held-out": "route.routing.json"},
+			"routing": "routing.routing.json", "residency": "residency.residency.json", "held-out": "screen-moe.routing.json"},
 		map[string]string{"orkpipe": "file:tool"}},
 }
 

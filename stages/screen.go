@@ -23,6 +23,10 @@ type ScreenParams struct {
 	MaxKLDMean  float64    `json:"max_kld_mean,omitempty"`  // 0 = no gate
 	// TextName labels the evaluation text in messages (the file's base name; the stage sees a store path).
 	TextName string `json:"text_name"`
+	// Routing (an MoE model only) adds the output "routing.json": how the float model's MoE blocks
+	// routed the text's chunks in the screen's own forward passes — the held-out routing a residency
+	// plan is scored against, at no extra forward pass (calib.Routing in its routing.json form).
+	Routing bool `json:"routing,omitempty"`
 }
 
 // ScreenResult is the "screen.json" output. KLDPercentiles is the distribution of the per-token KL
@@ -105,7 +109,14 @@ func init() {
 		if p.Ctx < 4 || p.Chunks < 0 || p.MaxPPLRatio < 0 || p.MaxKLDMean < 0 {
 			return Spec{}, fmt.Errorf("ctx %d (>= 4), chunks %d (>= 0), gates (>= 0): invalid", p.Ctx, p.Chunks)
 		}
-		return Spec{Inputs: []string{"model", "pack", "text"}, Outputs: []string{"screen.json"}, PeakMemory: ScreenMemory(p.Shape, p.Ctx)}, nil
+		out := []string{"screen.json"}
+		if p.Routing {
+			if p.Shape.Experts < 1 {
+				return Spec{}, fmt.Errorf("shape: n_expert %d: routing counts the routing of an MoE model", p.Shape.Experts)
+			}
+			out = append(out, "routing.json")
+		}
+		return Spec{Inputs: []string{"model", "pack", "text"}, Outputs: out, PeakMemory: ScreenMemory(p.Shape, p.Ctx)}, nil
 	}, runScreen))
 }
 
@@ -158,6 +169,11 @@ func runScreen(ctx context.Context, p ScreenParams, req Request) error {
 	// One pass over the chunks runs both models: the float model's perplexity comes from the same
 	// forward passes its KL divergence reads (EvalResult.BasePPL), not from a second evaluation.
 	eo.Base = base
+	var routes *calib.RouteCounter
+	if p.Routing {
+		routes = calib.NewRouteCounter(base.Cfg.NExpert, base.Cfg.NExpertUsed)
+		eo.BaseObserver = routes
+	}
 	pr, err := model.Evaluate(ctx, target, ids, eo)
 	if err != nil {
 		return fmt.Errorf("screen text %s (%d tokens) at ctx %d: %w", label, len(ids), p.Ctx, err)
@@ -182,6 +198,15 @@ func runScreen(ctx context.Context, p ScreenParams, req Request) error {
 	}
 	if err := errors.Join(gateErrs...); err != nil {
 		return err
+	}
+	if routes != nil {
+		r, err := routes.Routing()
+		if err != nil {
+			return fmt.Errorf("routing of the screen text %s: %w", label, err)
+		}
+		if err := writeRouting(req.Output("routing.json"), &r); err != nil {
+			return err
+		}
 	}
 	b, err := json.MarshalIndent(res, "", "  ")
 	if err != nil {

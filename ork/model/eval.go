@@ -18,6 +18,9 @@ type EvalOptions struct {
 	BOS int32
 	// Base, when set, is the reference model for KL divergence and same-top-token rate (the float model).
 	Base *Model
+	// BaseObserver, when set with Base, sees the base model's forward passes (ForwardObserved): the
+	// screen stage counts the float model's routing of the text with it.
+	BaseObserver Observer
 	// Progress, when set, is called after each chunk.
 	Progress func(done, total int)
 }
@@ -101,7 +104,7 @@ func Evaluate(ctx context.Context, m *Model, tokens []int32, opts EvalOptions) (
 		}
 		var base []float32
 		if opts.Base != nil {
-			if base, err = opts.Base.Forward(ctx, batch); err != nil {
+			if base, err = opts.Base.ForwardObserved(ctx, batch, opts.BaseObserver); err != nil {
 				return res, fmt.Errorf("chunk %d (base model): %w", c, err)
 			}
 		}

@@ -119,6 +119,12 @@ func (m *Model) Embed(ctx context.Context, tokens []int32) ([]float32, error) {
 // len(tokens) rows of NVocab values. Each layer is loaded, run and released (Layer.Release: a
 // GGUFSource with MapEncoded unmaps its weights) before the next is loaded.
 func (m *Model) Forward(ctx context.Context, tokens []int32) ([]float32, error) {
+	return m.ForwardObserved(ctx, tokens, nil)
+}
+
+// ForwardObserved is Forward with obs (nil: none) seeing every block's linear inputs and, as a
+// [RouteObserver], every MoE block's routing, as RunLayer shows them.
+func (m *Model) ForwardObserved(ctx context.Context, tokens []int32, obs Observer) ([]float32, error) {
 	h, err := m.Embed(ctx, tokens)
 	if err != nil {
 		return nil, err
@@ -128,7 +134,7 @@ func (m *Model) Forward(ctx context.Context, tokens []int32) ([]float32, error) 
 		if err != nil {
 			return nil, err
 		}
-		err = m.RunLayer(ctx, l, h, nil)
+		err = m.RunLayer(ctx, l, h, obs)
 		l.Release()
 		if err != nil {
 			return nil, err

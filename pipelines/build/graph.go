@@ -238,7 +238,7 @@ func (t *Target) planTail(g *engine.Graph, src *source, ws []*weight, routing *e
 	if len(cands) > 0 {
 		wp.Promote = &stages.PromoteParams{Candidates: cands, BudgetBytes: int64(r.Promote.BudgetMiB * (1 << 20))}
 	}
-	moe, err := t.planResidency(g, src, ws, routing, boardName, boardFile)
+	moe, err := t.planResidency(g, ws, routing, boardName, boardFile)
 	if err != nil {
 		return nil, err
 	}
@@ -272,9 +272,11 @@ func (t *Target) planTail(g *engine.Graph, src *source, ws []*weight, routing *e
 		if err := checkFile("screen.text", s.Text); err != nil {
 			return nil, err
 		}
-		sc := g.Add("screen", "screen", stages.ScreenParams{Shape: src.shape, Ctx: s.Ctx, Chunks: s.Chunks,
-			MaxPPLRatio: s.Gates.MaxPPLRatio, MaxKLDMean: s.Gates.MaxKLDMean, TextName: filepath.Base(s.Text)},
-			map[string]engine.Input{"model": src.in, "pack": pk, "text": engine.File(s.Text)})
+		sp := stages.ScreenParams{Shape: src.shape, Ctx: s.Ctx, Chunks: s.Chunks,
+			MaxPPLRatio: s.Gates.MaxPPLRatio, MaxKLDMean: s.Gates.MaxKLDMean, TextName: filepath.Base(s.Text)}
+		moe.heldOutFromScreen(&sp, s.Text)
+		sc := g.Add("screen", "screen", sp, map[string]engine.Input{"model": src.in, "pack": pk, "text": engine.File(s.Text)})
+		moe.screenNode(sc)
 		rin["screen"] = sc.Output("screen.json")
 		deps = append(deps, stages.ProvenanceDep{Name: "screen-text", URI: "file://" + s.Text})
 		pin["dep.screen-text"] = engine.File(s.Text)

@@ -119,7 +119,7 @@ func (tc planCase) target(t *testing.T) *Target {
 
 // planCases returns the plans the read tests check: the demo recipe; the built-in W4A8 recipe on
 // stories260K with the shared test data; the demo with its board profile as a file; an MoE recipe
-// with residency and a screen text (whose size sizes route-held-out). Files they need are written
+// with residency and a screen text (the screen also counts the held-out routing). Files they need are written
 // under t.TempDir().
 func planCases(t *testing.T) []planCase {
 	profile, err := json.Marshal(board.RK3588())

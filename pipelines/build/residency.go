@@ -36,9 +36,10 @@ func planRouting(g *engine.Graph, routes []engine.Input) *engine.Input {
 }
 
 // planResidency adds, for a recipe with a residency section, the residency node (the plan from the
-// routing statistics and the entries as planned) and, with a screen text, the route node counting that
-// held-out text's routing. Only these, write-orkpack and what follows it depend on the budget.
-func (t *Target) planResidency(g *engine.Graph, src *source, ws []*weight, routing *engine.Input, boardName string, boardFile *engine.Input) (moePlan, error) {
+// routing statistics and the entries as planned). Only it, write-orkpack and what follows it depend on
+// the budget. The held-out routing the plan is scored against (with a screen text) comes from the
+// screen node (heldOutFromScreen).
+func (t *Target) planResidency(g *engine.Graph, ws []*weight, routing *engine.Input, boardName string, boardFile *engine.Input) (moePlan, error) {
 	m := moePlan{routing: routing}
 	res := t.r.Residency
 	if res == nil {
@@ -61,25 +62,26 @@ func (t *Target) planResidency(g *engine.Graph, src *source, ws []*weight, routi
 	}
 	o := g.Add("residency", "residency", p, in).Output("residency.json")
 	m.residency = &o
-	s := t.r.Screen
-	if s == nil {
-		return m, nil
-	}
-	if err := checkFile("screen.text", s.Text); err != nil {
-		return m, err
-	}
-	st, err := statFile(s.Text)
-	if err != nil {
-		return m, fmt.Errorf("%w: screen.text: %w", ErrPlan, err)
-	}
-	maxChunks := s.Chunks // a token is at least one byte of the text, plus BOS and EOS
-	if maxChunks == 0 {
-		maxChunks = max(1, int((st.Size()+2)/int64(s.Ctx)))
-	}
-	rp := stages.RouteParams{Shape: src.shape, Ctx: s.Ctx, Chunks: s.Chunks, MaxChunks: maxChunks, TextName: filepath.Base(s.Text)}
-	h := g.Add("route-held-out", "route", rp, map[string]engine.Input{"model": src.in, "text": engine.File(s.Text)}).Output("routing.json")
-	m.heldOut, m.heldOutText = &h, rp.TextName
 	return m, nil
+}
+
+// heldOutFromScreen makes the screen node sc (params sp, text the screen text) also count the float
+// model's routing of its text, when the build plans residency: the held-out routing the report scores
+// the plan against, from the forward passes the screen runs anyway (no separate pass over the text).
+func (m *moePlan) heldOutFromScreen(sp *stages.ScreenParams, text string) {
+	if m.residency == nil {
+		return
+	}
+	sp.Routing = true
+	m.heldOutText = filepath.Base(text)
+}
+
+// screenNode records the screen node whose routing.json is the held-out routing (after heldOutFromScreen).
+func (m *moePlan) screenNode(sc *engine.Node) {
+	if m.heldOutText != "" {
+		h := sc.Output("routing.json")
+		m.heldOut = &h
+	}
 }
 
 // bind gives the report what the MoE build has.

@@ -12,7 +12,6 @@
 //	                            tensor has one node per expert, finalize:<name>#<e>
 //	routing                     MoE: the calibrate windows' routing statistics merged into routing.json
 //	residency                   with residency: the hot experts under the budget (residency.json)
-//	route-held-out              with residency and screen: the screen text's routing (out-of-sample hit rate)
 //	tile:<weight>               per weight: the dtype's native bytes
 //	rtn-tile:<weight>           instead of finalize and tile, for an RTN weight whose finalized form
 //	                            nothing else reads (no act-clip search, no propagate): both in one node,
@@ -22,7 +21,8 @@
 //	write-orkpack               every tile + the board profile -> <name>.orkpack (promotion chosen here by qerr)
 //	emit-stub                   model + the owned tensor names -> <name>.orkpack.gguf (no wait for
 //	                            the pack)
-//	screen                      model + pack + text -> PPL / KLD, gates
+//	screen                      model + pack + text -> PPL / KLD, gates; with residency also the float
+//	                            model's routing of the text (the out-of-sample hit rate's, no extra pass)
 //	verify-local                pack VerifyAll, stub vs pack, plan vs board
 //	report                      report.json + summary.txt + report.html (stages/reporthtml)
 //	sha256:<pack>, sha256:<stub> the pack's and the stub's sha256, for provenance, beside verify-local
@@ -65,8 +65,9 @@
 // RTN schemes), checks before anything runs that the dense weights and the budget's experts fit the
 // residency domains (checkBoardFit: board.ResidencyWindow, a *board.ResidencyError naming experts, bytes
 // and window otherwise), and adds the residency node (residency.json, stored by write-orkpack in the pack)
-// and, with a screen, route-held-out; changing only the budget re-runs residency, write-orkpack and what
-// follows it.
+// and, with a screen, has the screen count the float model's routing of its text (the held-out routing
+// the report scores the plan against); changing only the budget re-runs residency, write-orkpack and
+// what follows it.
 //
 // # Memory
 //

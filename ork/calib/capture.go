@@ -116,8 +116,8 @@ func (w Window) check(c *model.Config) error {
 type Result struct {
 	Window Window
 	Layers [][][]*Hessian
-	// Routing is how the window's MoE blocks routed the calibration tokens (CountRouting's counts; nil for
-	// a model without MoE blocks).
+	// Routing is how the window's MoE blocks routed the calibration tokens (a RouteCounter's counts; nil
+	// for a model without MoE blocks).
 	Routing *Routing
 
 	expertSite [][]bool // [l-Start][site]

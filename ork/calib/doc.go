@@ -86,8 +86,8 @@
 //
 // Capture also records, for every MoE block of the window, how the router spread the calibration tokens
 // over the experts ([Result.Routing], counted through model.RouteObserver, so every MoE architecture's
-// gating is counted as the block applies it); [CountRouting] does the same for any token sequences (a
-// held-out text). The file is the JSON form of [Routing]:
+// gating is counted as the block applies it); a [RouteCounter] passed to a forward pass counts any other
+// text the same way (the screen stage's held-out text). The file is the JSON form of [Routing]:
 //
 //	{"n_expert": X, "n_expert_used": k,
 //	 "layers": [{"layer": l, "tokens": T, "counts": [X lookups], "mass": [X weight sums]}, ...]}

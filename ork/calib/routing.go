@@ -3,7 +3,6 @@ package calib
 import (
 	"bytes"
 	"cmp"
-	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -238,63 +237,4 @@ func (o *observer) ObserveRoute(layer, k int, sel []int, w []float32) {
 	if o.routes != nil {
 		o.routes.ObserveRoute(layer, k, sel, w)
 	}
-}
-
-// CountRouting runs the token sequences (all of one length) through every block of the MoE model m, one
-// block at a time over all sequences, and returns how the blocks routed them: for the same sequences the
-// same counts and masses, bit for bit, as calibration records in one-shot mode (the same chunks of
-// sequences go through each block). It holds the hidden states of every sequence and one block's weights
-// (CountRoutingMemory).
-func CountRouting(ctx context.Context, m *model.Model, seqs [][]int32) (Routing, error) {
-	c := &m.Cfg
-	if !c.MoE() {
-		return Routing{}, fmt.Errorf("%w: counting routing: the model has no mixture-of-experts blocks", ErrShape)
-	}
-	if len(seqs) == 0 || len(seqs[0]) == 0 {
-		return Routing{}, fmt.Errorf("%w: counting routing: no tokens", ErrShape)
-	}
-	t, e := len(seqs[0]), c.NEmbd
-	h := make([]float32, len(seqs)*t*e)
-	for i, s := range seqs {
-		if len(s) != t {
-			return Routing{}, fmt.Errorf("%w: counting routing: sequence %d has %d tokens, sequence 0 has %d", ErrShape, i, len(s), t)
-		}
-		x, err := m.Embed(ctx, s)
-		if err != nil {
-			return Routing{}, err
-		}
-		copy(h[i*t*e:], x)
-	}
-	counter := NewRouteCounter(c.NExpert, c.NExpertUsed)
-	chunk := min(chunkSeqs(t), len(seqs)) * t * e
-	for l := 0; l < c.NLayer; l++ {
-		ly, err := model.LoadLayer(ctx, c, m.Src, l)
-		if err != nil {
-			return Routing{}, err
-		}
-		for a := 0; a < len(h) && err == nil; a += chunk {
-			if err = m.RunLayerBatch(ctx, ly, h[a:min(a+chunk, len(h))], t, counter); err != nil {
-				err = fmt.Errorf("counting routing, layer %d, sequences from %d: %w", l, a/(t*e), err)
-			}
-		}
-		ly.Release() // unmaps the weights of a GGUFSource with MapEncoded
-		if err != nil {
-			return Routing{}, err
-		}
-		if counter.err != nil {
-			return Routing{}, counter.err
-		}
-	}
-	return counter.Routing()
-}
-
-// CountRoutingMemory predicts the peak memory of CountRouting for nSeq sequences of seqLen tokens of a
-// model shaped c (weights held as c.WeightType says): the hidden states of every sequence, one block's
-// weights (the largest block's) and the activations of one chunk, as EstimateMemory counts them.
-func CountRoutingMemory(c *model.Config, nSeq, seqLen int) int64 {
-	var weights int64
-	for l := 0; l < c.NLayer; l++ {
-		weights = max(weights, LayerWeightBytes(c, l))
-	}
-	return 4*int64(nSeq)*int64(seqLen)*int64(c.NEmbd) + weights + ActivationMemory(c, nSeq, seqLen)
 }

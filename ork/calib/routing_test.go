@@ -61,7 +61,7 @@ func (d *directRouting) ObserveExpert(layer int, in model.Input, e int, x []floa
 }
 
 // TestRoutingCounts: the routing Capture records equals a direct count from the forward pass (lookups per
-// expert from the rows each expert sees, masses from recomputing the routing weights), CountRouting
+// expert from the rows each expert sees, masses from recomputing the routing weights), countRouting
 // gives the same bits, and two chained windows merge to the one-window routing.
 func TestRoutingCounts(t *testing.T) {
 	ctx := context.Background()
@@ -106,12 +106,12 @@ func TestRoutingCounts(t *testing.T) {
 		t.Errorf("Lookups %d, want %d", got.Lookups(), total*int64(c.NExpertUsed)*int64(c.NLayer))
 	}
 
-	counted, err := CountRouting(ctx, m, seqs)
+	counted, err := countRouting(ctx, m, seqs)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if !reflect.DeepEqual(counted, got) {
-		t.Errorf("CountRouting %+v\nCapture %+v", counted, got)
+		t.Errorf("countRouting %+v\nCapture %+v", counted, got)
 	}
 
 	dir := t.TempDir()
@@ -149,7 +149,7 @@ func src2(t *testing.T, m *model.Model, seqs [][]int32) HiddenSource {
 // TestRoutingZeroRouter: with an all-zero router every token goes to experts 0 and 1 with weight 1/2 each.
 func TestRoutingZeroRouter(t *testing.T) {
 	m, seqs := moeModel(t, 1)
-	r, err := CountRouting(context.Background(), m, seqs)
+	r, err := countRouting(context.Background(), m, seqs)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -328,7 +328,7 @@ func (r *rowCounter) ObserveExpert(layer int, in model.Input, e int, x []float32
 }
 
 // TestRoutingLFM2MoE: on llama.cpp's lfm2moe layout (sigmoid router with an expert bias, two leading
-// dense blocks) CountRouting reports exactly the MoE blocks, with the lookups each expert's rows show.
+// dense blocks) countRouting reports exactly the MoE blocks, with the lookups each expert's rows show.
 func TestRoutingLFM2MoE(t *testing.T) {
 	ctx := context.Background()
 	m, tok, gf, err := model.OpenGGUF(ctx, testfiles.Path(t, "tiny-lfm2moe.gguf"), 64<<20)
@@ -348,7 +348,7 @@ func TestRoutingLFM2MoE(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r, err := CountRouting(ctx, m, seqs)
+	r, err := countRouting(ctx, m, seqs)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -65,8 +65,8 @@ func (t *Target) planResidency(g *engine.Graph, ws []*weight, routing *engine.In
 	return m, nil
 }
 
-// heldOutFromScreen makes the screen node sc (params sp, text the screen text) also count the float
-// model's routing of its text, when the build plans residency: the held-out routing the report scores
+// heldOutFromScreen sets sp, the screen node's params (text its text), to also count the float
+// model's routing of the text when the build plans residency: the held-out routing the report scores
 // the plan against, from the forward passes the screen runs anyway (no separate pass over the text).
 func (m *moePlan) heldOutFromScreen(sp *stages.ScreenParams, text string) {
 	if m.residency == nil {

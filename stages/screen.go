@@ -200,11 +200,11 @@ func runScreen(ctx context.Context, p ScreenParams, req Request) error {
 		return err
 	}
 	if routes != nil {
-		r, err := routes.Routing()
+		held, err := routes.Routing()
 		if err != nil {
 			return fmt.Errorf("routing of the screen text %s: %w", label, err)
 		}
-		if err := writeRouting(req.Output("routing.json"), &r); err != nil {
+		if err := writeRouting(req.Output("routing.json"), &held); err != nil {
 			return err
 		}
 	}

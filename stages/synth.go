@@ -401,14 +401,7 @@ func synthKV(p SynthParams) []gguf.KV {
 // fixtures) and the same tokenizer.
 func synthKVQwen35(p SynthParams) []gguf.KV {
 	a := func(k string) string { return "qwen35." + k }
-	return append([]gguf.KV{
-		{Key: "general.architecture", Value: gguf.String("qwen35")},
-		{Key: "general.name", Value: gguf.String(p.ModelName())},
-		{Key: a("vocab_size"), Value: gguf.Uint32(uint32(p.Vocab))},
-		{Key: a("context_length"), Value: gguf.Uint32(uint32(p.Ctx))},
-		{Key: a("embedding_length"), Value: gguf.Uint32(uint32(p.Embd))},
-		{Key: a("block_count"), Value: gguf.Uint32(uint32(p.Layers))},
-		{Key: a("feed_forward_length"), Value: gguf.Uint32(uint32(p.FF))},
+	return append(append(hybridHeadKV("qwen35", p), []gguf.KV{
 		{Key: a("attention.head_count"), Value: gguf.Uint32(uint32(p.Heads))},
 		{Key: a("attention.head_count_kv"), Value: gguf.Uint32(uint32(p.HeadsKV))},
 		{Key: a("attention.key_length"), Value: gguf.Uint32(uint32(p.HeadDim))},
@@ -423,7 +416,22 @@ func synthKVQwen35(p SynthParams) []gguf.KV {
 		{Key: a("ssm.time_step_rank"), Value: gguf.Uint32(uint32(p.SSMVHeads))},
 		{Key: a("ssm.inner_size"), Value: gguf.Uint32(uint32(p.SSMVHeads * p.SSMHeadDim))},
 		{Key: a("full_attention_interval"), Value: gguf.Uint32(uint32(p.FullAttnInterval))},
-	}, synthTokenizerKV(p.Vocab)...)
+	}...), synthTokenizerKV(p.Vocab)...)
+}
+
+// hybridHeadKV is the head of a hybrid architecture's synthetic KV list (qwen35, lfm2moe: the
+// architecture, the name and the <arch>.* widths in llama.cpp's order), which its own keys follow.
+func hybridHeadKV(arch string, p SynthParams) []gguf.KV {
+	a := func(k string) string { return arch + "." + k }
+	return []gguf.KV{
+		{Key: "general.architecture", Value: gguf.String(arch)},
+		{Key: "general.name", Value: gguf.String(p.ModelName())},
+		{Key: a("vocab_size"), Value: gguf.Uint32(uint32(p.Vocab))},
+		{Key: a("context_length"), Value: gguf.Uint32(uint32(p.Ctx))},
+		{Key: a("embedding_length"), Value: gguf.Uint32(uint32(p.Embd))},
+		{Key: a("block_count"), Value: gguf.Uint32(uint32(p.Layers))},
+		{Key: a("feed_forward_length"), Value: gguf.Uint32(uint32(p.FF))},
+	}
 }
 
 // synthWords are the pieces (after the single characters) the synthetic SentencePiece vocabulary

@@ -169,14 +169,7 @@ func synthKVLFM2MoE(p SynthParams) []gguf.KV {
 			kv[l] = int32(p.HeadsKV)
 		}
 	}
-	return append([]gguf.KV{
-		{Key: "general.architecture", Value: gguf.String("lfm2moe")},
-		{Key: "general.name", Value: gguf.String(p.ModelName())},
-		{Key: a("vocab_size"), Value: gguf.Uint32(uint32(p.Vocab))},
-		{Key: a("context_length"), Value: gguf.Uint32(uint32(p.Ctx))},
-		{Key: a("embedding_length"), Value: gguf.Uint32(uint32(p.Embd))},
-		{Key: a("block_count"), Value: gguf.Uint32(uint32(p.Layers))},
-		{Key: a("feed_forward_length"), Value: gguf.Uint32(uint32(p.FF))},
+	return append(append(hybridHeadKV("lfm2moe", p), []gguf.KV{
 		{Key: a("expert_feed_forward_length"), Value: gguf.Uint32(uint32(p.FFExp))},
 		{Key: a("expert_count"), Value: gguf.Uint32(uint32(p.Experts))},
 		{Key: a("expert_used_count"), Value: gguf.Uint32(uint32(p.ExpertsUsed))},
@@ -189,5 +182,5 @@ func synthKVLFM2MoE(p SynthParams) []gguf.KV {
 		{Key: a("rope.dimension_count"), Value: gguf.Uint32(uint32(p.Embd / p.Heads))},
 		{Key: a("rope.freq_base"), Value: gguf.Float32(1e6)},
 		{Key: a("shortconv.l_cache"), Value: gguf.Uint32(uint32(p.ShortConvL))},
-	}, synthTokenizerKV(p.Vocab)...)
+	}...), synthTokenizerKV(p.Vocab)...)
 }

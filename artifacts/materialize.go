@@ -38,10 +38,12 @@ type journalEntry struct {
 // store's filesystem, else a copy of the data segments only (sparse stays sparse). The write goes
 // through a temp name in dst's directory and a rename, so dst is never half-written.
 //
-// An existing dst is replaced only if the journal says orkpipe wrote it and it has not changed
-// since: same (dev, inode, size, mtime, ctime), or, when only timestamps moved (hard links share
-// the object's inode), the same content. Anything else fails with ErrClobber naming dst, and the
-// file is left untouched, unless opts.Force: then Replaced describes what was overwritten.
+// An existing dst is replaced only if nothing in it would be lost: the journal says orkpipe wrote
+// it and it has not changed since (same (dev, inode, size, mtime, ctime), or, when only timestamps
+// moved (hard links share the object's inode), the same content), or it already holds exactly the
+// object's bytes (hashed when its size is the object's: a file another store, a copy or an older
+// build put there). Anything else fails with ErrClobber naming dst, and the file is left untouched,
+// unless opts.Force: then Replaced describes what was overwritten.
 //
 // A hard-linked destination shares the object's inode: it is read-only, and a user who makes it
 // writable and edits it corrupts the object, which the next Open or Verify detects and quarantines.
@@ -52,7 +54,8 @@ func (s *Store) Materialize(ctx context.Context, d Digest, dst string, opts Mate
 	}
 	res := MaterializeResult{Path: abs}
 	src := s.objectPath(d)
-	if _, err := s.Stat(ctx, d); err != nil {
+	obj, err := s.Stat(ctx, d)
+	if err != nil {
 		return res, fmt.Errorf("materialize %s: %w", abs, err)
 	}
 	var srcSt unix.Stat_t
@@ -80,7 +83,7 @@ func (s *Store) Materialize(ctx context.Context, d Digest, dst string, opts Mate
 			}
 			return res, s.writeJournal(jpath, abs, d)
 		}
-		why, err := s.clobberCheck(ctx, jpath, abs, &dstSt)
+		why, err := s.clobberCheck(ctx, jpath, abs, &dstSt, obj)
 		if err != nil {
 			return res, err
 		}
@@ -122,28 +125,33 @@ func (s *Store) Materialize(ctx context.Context, d Digest, dst string, opts Mate
 	return res, s.writeJournal(jpath, abs, d)
 }
 
-// clobberCheck returns "" if the existing dst may be replaced, else why not.
-func (s *Store) clobberCheck(ctx context.Context, jpath, abs string, st *unix.Stat_t) (string, error) {
+// clobberCheck returns "" if the existing dst (st) may be replaced by obj, else why not.
+func (s *Store) clobberCheck(ctx context.Context, jpath, abs string, st *unix.Stat_t, obj Object) (string, error) {
 	if st.Mode&unix.S_IFMT != unix.S_IFREG {
 		return fmt.Sprintf("it exists and is not a regular file (mode %o)", st.Mode), nil
 	}
-	e, ok := s.readJournal(jpath, abs)
-	if !ok {
-		return fmt.Sprintf("it exists (%d bytes) and orkpipe did not write it", st.Size), nil
-	}
+	e, written := s.readJournal(jpath, abs)
 	now := idOf(st)
-	if now == e.ID {
+	if written && now == e.ID {
 		return "", nil
 	}
-	if now.Size == e.ID.Size && now.Dev == e.ID.Dev {
-		// Timestamps or inode moved (hard links to the object share its ctime): compare content.
+	// Compare content when it can decide: the file orkpipe wrote with only its timestamps or inode
+	// moved (hard links to the object share its ctime), or a file that is already obj's bytes.
+	if (written && now.Size == e.ID.Size && now.Dev == e.ID.Dev) || st.Size == obj.Size {
 		got, err := HashPath(ctx, abs)
 		if err != nil {
 			return "", fmt.Errorf("materialize: %w", err)
 		}
-		if got.Digest == e.Digest {
+		if written && got.Digest == e.Digest {
 			return "", nil
 		}
+		if got.Digest == obj.Digest {
+			s.log.Debug("materialize: the existing file already holds the object's bytes", "path", abs, "digest", obj.Digest.String())
+			return "", nil
+		}
+	}
+	if !written {
+		return fmt.Sprintf("it exists (%d bytes) and orkpipe did not write it", st.Size), nil
 	}
 	return fmt.Sprintf("orkpipe wrote it as %s (%d bytes) at %s, but it changed since (now %d bytes, mtime %s)",
 		e.Digest, e.ID.Size, e.Written.Format(time.RFC3339), now.Size, time.Unix(0, now.MtimeNs).Format(time.RFC3339Nano)), nil

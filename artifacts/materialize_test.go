@@ -206,3 +206,44 @@ func checkFile(t *testing.T, p string, want []byte, mode os.FileMode) {
 		t.Fatalf("%s: mode %v, want %v", p, fi.Mode().Perm(), mode)
 	}
 }
+
+func TestMaterializeSameBytes(t *testing.T) {
+	// A file orkpipe's journal does not know may be replaced when it already holds the object's bytes:
+	// another store's output, or a copy. Anything else of the same size is still refused.
+	ctx := context.Background()
+	pack := pattern("pack", 200000)
+	a, b := openTestStore(t), openTestStore(t)
+	oa, ob := mustIngest(t, a, pack), mustIngest(t, b, pack)
+	out := t.TempDir()
+	dst := filepath.Join(out, "model.orkpack")
+	if _, err := a.Materialize(ctx, oa.Digest, dst, MaterializeOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	res, err := b.Materialize(ctx, ob.Digest, dst, MaterializeOptions{})
+	if err != nil || res.Replaced != "" {
+		t.Fatalf("another store's file with the same bytes: %+v, %v", res, err)
+	}
+	checkFile(t, dst, pack, 0o444)
+
+	copied := filepath.Join(out, "copied.orkpack")
+	if err := os.WriteFile(copied, pack, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if res, err := b.Materialize(ctx, ob.Digest, copied, MaterializeOptions{}); err != nil || res.Replaced != "" {
+		t.Fatalf("a copy with the same bytes: %+v, %v", res, err)
+	}
+	checkFile(t, copied, pack, 0o444)
+
+	other := filepath.Join(out, "other.orkpack")
+	edited := append([]byte{}, pack...)
+	edited[len(edited)-1] ^= 1
+	if err := os.WriteFile(other, edited, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	_, err = b.Materialize(ctx, ob.Digest, other, MaterializeOptions{})
+	wantErrIs(t, err, ErrClobber)
+	if !strings.Contains(err.Error(), "did not write") {
+		t.Fatalf("error %q", err)
+	}
+	checkFile(t, other, edited, 0o644)
+}

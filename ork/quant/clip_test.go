@@ -88,7 +88,7 @@ func TestClipSearchMatchesReference(t *testing.T) {
 		bits := []int{4, 8}[i%2]
 		grid := grids[i%len(grids)]
 		want := chooseScaleRef(x, wd, bits, grid)
-		if got := chooseScale(x, wd, bits, grid); math.Float32bits(got) != math.Float32bits(want) {
+		if got := chooseScale(x, wd, bits, grid, newClipScratch(len(grid))); math.Float32bits(got) != math.Float32bits(want) {
 			t.Fatalf("case %d (n %d, bits %d, grid %v, weighted %v): scale %v, reference %v; x = %v", i, n, bits, grid, wd != nil, got, want, x)
 		}
 	}

@@ -226,7 +226,8 @@ func (s *gptqState) rows(lo, hi int) {
 	err1 := buf[nr*kp : nr*(kp+bs)]
 	clear(err1)
 	sbuf := buf[nr*(kp+bs) : nr*(kp+bs)+8*s.g] // chooseScaleGPTQ's scratch (eight candidates at a time)
-	s.loadRows(Wc, lo, hi)
+	cs := newClipScratch(len(s.factors))       // chooseScale's, for every group of the chunk
+	s.loadRows(Wc, lo, hi, cs)
 	lov, hiv := codeRange(w.Bits)
 	for i1 := 0; i1 < kp; i1 += bs {
 		if s.ctx.Err() != nil {
@@ -251,7 +252,7 @@ func (s *gptqState) rows(lo, hi int) {
 					if s.c.scaleSearch == ScaleSearchGPTQ {
 						w.Scales[(lo+r)*s.ng+gi] = chooseScaleGPTQ(row[i:end], s.U, kp, i, w.Bits, s.factors, sbuf)
 					} else {
-						w.Scales[(lo+r)*s.ng+gi] = chooseScale(row[i:end], s.diag[i:end], w.Bits, s.factors)
+						w.Scales[(lo+r)*s.ng+gi] = chooseScale(row[i:end], s.diag[i:end], w.Bits, s.factors, cs)
 					}
 				}
 			}
@@ -280,7 +281,7 @@ func (s *gptqState) rows(lo, hi int) {
 // loadRows fills Wc with rows [lo, hi) of the weights as float64, dead columns (diag(H) = 0)
 // zeroed, sets their static scales (from these values, before any update) and permutes their
 // columns into act order.
-func (s *gptqState) loadRows(Wc []float64, lo, hi int) {
+func (s *gptqState) loadRows(Wc []float64, lo, hi int, cs *clipScratch) {
 	w, kp := s.w, s.w.KP
 	var tmp []float64
 	if s.c.actOrder {
@@ -297,7 +298,7 @@ func (s *gptqState) loadRows(Wc []float64, lo, hi int) {
 		if s.static && !s.fixedScales {
 			for gi := 0; gi < s.ng; gi++ {
 				a, b := gi*s.g, min((gi+1)*s.g, kp)
-				w.Scales[(lo+r)*s.ng+gi] = chooseScale(row[a:b], s.diag[a:b], w.Bits, s.factors)
+				w.Scales[(lo+r)*s.ng+gi] = chooseScale(row[a:b], s.diag[a:b], w.Bits, s.factors, cs)
 			}
 		}
 		if tmp != nil {

@@ -216,16 +216,10 @@ func quantizeRow(w *Weight, n int, codes []int8, x, diag []float64, grid []float
 	return num, den
 }
 
-// chooseScale is chooseScaleErr's scale, with scratch on the stack for grids of up to
-// 2·clipLanes factors.
-func chooseScale(x, wd []float64, bits int, grid []float64) float32 {
-	var buf [3 * 2 * clipLanes]float64
-	cs := &clipScratch{}
-	if p := (len(grid) + clipLanes - 1) / clipLanes * clipLanes; p <= 2*clipLanes {
-		cs.s, cs.inv, cs.errs = buf[:p], buf[p:2*p], buf[2*p:3*p]
-	} else {
-		cs = newClipScratch(len(grid))
-	}
+// chooseScale is chooseScaleErr's scale. cs must come from newClipScratch(len(grid)); the caller
+// keeps it for all its groups (a scratch per call was 0.4 KiB of garbage a group: 1.1 GB for one
+// 27B ffn_down, the Go heap's churn during GPTQ).
+func chooseScale(x, wd []float64, bits int, grid []float64, cs *clipScratch) float32 {
 	s, _ := chooseScaleErr(x, wd, bits, grid, cs)
 	return s
 }

@@ -11,6 +11,8 @@
 // The Go runtime does not count these buffers, so while one is held the process's soft memory limit
 // (debug.SetMemoryLimit), when one is set, is lowered by its size and raised again when it is freed:
 // the heap and the buffers together stay under the limit the process was given (a build's --mem).
+// Before a large buffer is made, the collector runs when the heap's garbage would otherwise share
+// the limit with it (MakeRoom).
 package hugebuf
 
 import "unsafe"
@@ -44,6 +46,7 @@ func Alloc[T Elem](n int) ([]T, func(), error) {
 	if n <= 0 || size < Min {
 		return make([]T, n), func() {}, nil
 	}
+	MakeRoom(int64(size))
 	b, free, err := mapBytes(size)
 	if err != nil {
 		return nil, nil, err

@@ -17,6 +17,7 @@ import (
 
 	"orkpipe/artifacts"
 	"orkpipe/internal/buildinfo"
+	"orkpipe/internal/hugebuf"
 	"orkpipe/stages"
 )
 
@@ -225,6 +226,10 @@ func (ps *pass) resolve(pn *pnode, key artifacts.Digest, m stages.KeyMaterial, i
 	for peak := ps.memPeak.Load(); use > peak && !ps.memPeak.CompareAndSwap(peak, use); peak = ps.memPeak.Load() {
 	}
 	defer func() { ps.memUse.Add(-need); ps.mem.Release(need) }()
+	// The garbage of nodes that finished still counts against the process's memory limit until the
+	// collector runs, which it does only after an allocation passes its goal: collect first when
+	// this node's memory would not fit beside it.
+	hugebuf.MakeRoom(need)
 
 	if !hit {
 		unlock, err := ps.e.store.LockKey(ctx, key)

@@ -23,8 +23,9 @@ type globalOptions struct {
 	json     bool   // --json
 	verbose  int    // -v (repeatable)
 	cpuProf  string // --cpuprofile
+	memProf  string // --memprofile
 
-	stopProfile func() error // set when --cpuprofile started a profile
+	stopProfile func() error // set when --cpuprofile or --memprofile started a profile
 
 	stdout io.Writer
 	stderr io.Writer
@@ -133,6 +134,7 @@ func newRootCommand(opts *globalOptions) *cobra.Command {
 	pf.BoolVar(&opts.json, "json", false, "machine-readable output (JSON, or JSON Lines for build events)")
 	pf.CountVarP(&opts.verbose, "verbose", "v", "log more (-v info, -vv debug)")
 	pf.StringVar(&opts.cpuProf, "cpuprofile", "", "write a CPU profile of the whole command (pprof format; a build labels samples by node and stage) to this file")
+	pf.StringVar(&opts.memProf, "memprofile", "", "write an allocation profile of the whole command (pprof format: every sampled allocation, and what was live at the end) to this file")
 
 	for _, newCmd := range commands {
 		root.AddCommand(newCmd(opts))

@@ -58,7 +58,7 @@ var shortCommands = [...]string{
 // lists against the root command's flag set, so that a new global flag cannot make Command misread
 // its value as the command.
 var (
-	valueFlags      = [...]string{"cache", "cpuprofile", "jobs", "mem"}
+	valueFlags      = [...]string{"cache", "cpuprofile", "jobs", "mem", "memprofile"}
 	boolFlags       = [...]string{"help", "json", "verbose"}
 	valueShorthands = "j"
 	boolShorthands  = "hv"

@@ -31,8 +31,9 @@ func TestCommand(t *testing.T) {
 		{"-vv --json hash x", "hash", true},
 		{"--json=false --verbose=2 hash x", "hash", true},
 		{"--jobs 2 --mem 1GiB --cpuprofile p build r.yaml", "build", false},
-		{"--cache hash hash x", "hash", true}, // the first "hash" is --cache's value
-		{"--mem build hash", "hash", true},    // "build" is --mem's value (cobra then fails on it)
+		{"--memprofile hash hash x", "hash", true}, // the first "hash" is --memprofile's value
+		{"--cache hash hash x", "hash", true},      // the first "hash" is --cache's value
+		{"--mem build hash", "hash", true},         // "build" is --mem's value (cobra then fails on it)
 		{"-h", "", false},
 		{"--no-cache hash x", "", false}, // not a global flag: unknown here
 		{"-x hash", "", false},

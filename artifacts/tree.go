@@ -62,8 +62,13 @@ type pieceHasher struct {
 }
 
 // NewStreamHasher returns a BLAKE3-256 hasher for long streams (many MiB): the same digest as
-// NewHasher, faster on CPUs with AVX-512, but it holds a 4 MiB buffer. Use NewHasher for small data.
-func NewStreamHasher() hash.Hash { return &pieceHasher{buf: make([]byte, 0, PieceSize)} }
+// NewHasher, faster on CPUs with AVX-512, but it holds a buffer of up to 4 MiB. Its buffer grows
+// with the stream up to smallStream and then takes its full size at once, so a stream that turns
+// out short (a build node's small output) costs about its own size, not 4 MiB.
+func NewStreamHasher() hash.Hash { return &pieceHasher{} }
+
+// smallStream is how far a pieceHasher's buffer grows by doubling before it takes PieceSize.
+const smallStream = 256 << 10
 
 func (h *pieceHasher) Write(p []byte) (int, error) {
 	n := len(p)
@@ -73,6 +78,13 @@ func (h *pieceHasher) Write(p []byte) (int, error) {
 			h.buf = h.buf[:0]
 		}
 		k := min(len(p), PieceSize-len(h.buf))
+		if need := len(h.buf) + k; need > cap(h.buf) {
+			c := PieceSize
+			if need <= smallStream {
+				c = min(max(need, 2*cap(h.buf), 4<<10), smallStream)
+			}
+			h.buf = append(make([]byte, 0, c), h.buf...)
+		}
 		h.buf = append(h.buf, p[:k]...)
 		p = p[k:]
 	}

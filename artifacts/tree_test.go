@@ -86,4 +86,20 @@ func TestStreamHasher(t *testing.T) {
 			t.Errorf("after Reset: %x, want %x", got, want)
 		}
 	}
+	// Small writes through the buffer's growth: doubling up to smallStream, then the whole piece.
+	for _, n := range []int{1000, smallStream - 1, smallStream, smallStream + 1, 300 << 10, PieceSize + 5} {
+		h := NewStreamHasher()
+		for off := 0; off < n; {
+			k := min(n-off, 1+rng.IntN(9000))
+			h.Write(data[off : off+k])
+			off += k
+		}
+		want := blake3.Sum256(data[:n])
+		if got := h.Sum(nil); string(got) != string(want[:]) {
+			t.Errorf("%d bytes in small writes: %x, want %x", n, got, want)
+		}
+		if c := cap(h.(*pieceHasher).buf); n <= smallStream && c > max(2*n, 4<<10) {
+			t.Errorf("%d bytes: a buffer of %d bytes, want at most twice the stream", n, c)
+		}
+	}
 }

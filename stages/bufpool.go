@@ -29,6 +29,11 @@ import (
 // processes) nothing is pooled and getBuffer allocates on the Go heap.
 var pool = bufPool{mapped: map[*byte]mapping{}}
 
+// writeBufSize is the size of a bufio.Writer for about n bytes of output: n, at least 4 KiB and at
+// most 1 MiB (a small node output does not take a 1 MiB buffer of garbage; a large one is written
+// in 1 MiB pieces).
+func writeBufSize(n int64) int { return int(min(max(n, 4<<10), 1<<20)) }
+
 type bufPool struct {
 	mu     sync.Mutex
 	idle   [][]byte          // idle buffers, capacity ascending

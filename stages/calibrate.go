@@ -239,8 +239,9 @@ func createHidden(path string, nEmbd, ctxLen, nSeq, layer int) (*os.File, *bufio
 	if err != nil {
 		return nil, nil, nil, err
 	}
-	bw := bufio.NewWriterSize(f, 1<<20)
-	hw, err := calib.NewHiddenWriter(bw, calib.HiddenHeader{NEmbd: nEmbd, SeqLen: ctxLen, NSeq: nSeq, Layer: layer})
+	hh := calib.HiddenHeader{NEmbd: nEmbd, SeqLen: ctxLen, NSeq: nSeq, Layer: layer}
+	bw := bufio.NewWriterSize(f, writeBufSize(hh.FileBytes()))
+	hw, err := calib.NewHiddenWriter(bw, hh)
 	if err != nil {
 		f.Close()
 		return nil, nil, nil, err

@@ -121,7 +121,7 @@ func WriteQWeight(path string, q *QWeight) error {
 		return err
 	}
 	h := artifacts.NewStreamHasher()
-	bw := bufio.NewWriterSize(io.MultiWriter(f, h), 1<<20)
+	bw := bufio.NewWriterSize(io.MultiWriter(f, h), writeBufSize(int64(16+len(meta))+q.Meta.payloadBytes()))
 	var hdr [16]byte
 	copy(hdr[:8], qweightMagic[:])
 	binary.LittleEndian.PutUint64(hdr[8:], uint64(len(meta)))

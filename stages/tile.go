@@ -174,7 +174,7 @@ func writeEntryFile(path string, q *QWeight, nib tile.NibbleOrder, codes []byte)
 	if err != nil {
 		return err
 	}
-	bw := bufio.NewWriterSize(f, 1<<20)
+	bw := bufio.NewWriterSize(f, writeBufSize(int64(len(meta)+len(q.Scales)*4+64))) // the codes go past it
 	put := func(v uint64) {
 		var b [8]byte
 		binary.LittleEndian.PutUint64(b[:], v)

@@ -51,8 +51,21 @@ func TestProfiles(t *testing.T) {
 		}
 	}
 
-	_, errOut, code := orkpipeExit(t, "--memprofile", filepath.Join(dir, "missing", "mem.pprof"), "hash", hello)
+	// An unwritable --memprofile fails before the command, and stops the CPU profile it started: a
+	// second CPU profile can start.
+	bad := filepath.Join(dir, "missing", "mem.pprof")
+	_, errOut, code := orkpipeExit(t, "--cpuprofile", cpuP, "--memprofile", bad, "hash", hello)
 	if code != exitUsage || !strings.Contains(errOut, "--memprofile") {
 		t.Errorf("unwritable --memprofile: exit %d, %q", code, errOut)
+	}
+	opts = newGlobalOptions(&out, &errb)
+	root = newRootCommand(opts)
+	root.SetArgs([]string{"--cache", filepath.Join(dir, "cache"), "--cpuprofile", cpuP, "hash", hello})
+	err := root.ExecuteContext(context.Background())
+	if ferr := opts.finishProfile(); err == nil {
+		err = ferr
+	}
+	if err != nil {
+		t.Errorf("a CPU profile after the failed start: %v", err)
 	}
 }

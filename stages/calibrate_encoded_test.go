@@ -150,7 +150,7 @@ func TestCalibrateWeightType(t *testing.T) {
 	if c16, c32, c8 := stages.CalibrateMemory(shape, 0, 1, 2, 16), stages.CalibrateMemory(f32, 0, 1, 2, 16), stages.CalibrateMemory(q8, 0, 1, 2, 16); !(c8 < c16 && c16 < c32) {
 		t.Errorf("CalibrateMemory Q8_0 %d, F16 %d, F32 %d: want increasing", c8, c16, c32)
 	}
-	if p16, p32 := stages.PropagateMemory(shape, 0, 1, 2, 16), stages.PropagateMemory(f32, 0, 1, 2, 16); !(p16 < p32) {
+	if p16, p32 := stages.PropagateMemory(shape, 0, 1, 2, 16, nil), stages.PropagateMemory(f32, 0, 1, 2, 16, nil); !(p16 < p32) {
 		t.Errorf("PropagateMemory F16 %d, F32 %d: want F16 below", p16, p32)
 	}
 }

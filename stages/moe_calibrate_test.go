@@ -184,13 +184,21 @@ func TestCalibrateMoEShapeMismatch(t *testing.T) {
 
 // TestPropagateMoEExpertSlice: sequential mode binds a finalized expert slice ("<tensor>#<e>") to
 // propagate, which runs it emulated: the hidden states differ from the float ones; an expert beyond the
-// shape's count is refused when the node is bound.
+// shape's count is refused when the node is bound, and a weight file whose dtype or geometry is not the
+// one the node declared (its memory estimate rests on it) when it is read.
 func TestPropagateMoEExpertSlice(t *testing.T) {
 	modelPath, tokens := moeCalibration(t)
 	fin := map[string]string{"weight": writeExpertQWeight(t, modelPath, "blk.0.ffn_up_exps.weight#1")}
+	q, err := stages.ReadQWeight(fin["weight"])
+	if err != nil {
+		t.Fatal(err)
+	}
+	weights := func(name, dtype string, group int) string {
+		return fmt.Sprintf(`[{"name":%q,"dtype":%q,"kp":%d,"group":%d}]`, name, dtype, q.Meta.KP, group)
+	}
 	cal := mustExec(t, "calibrate", `{"shape":`+moeCalShape+`,"start":0,"end":1,"sequences":3,"ctx":16,"hidden":true}`,
 		map[string]string{"model": modelPath, "tokens": tokens})
-	prop := mustExec(t, "propagate", `{"shape":`+moeCalShape+`,"start":0,"end":1,"sequences":3,"ctx":16,"weights":["blk.0.ffn_up_exps.weight#1"]}`,
+	prop := mustExec(t, "propagate", `{"shape":`+moeCalShape+`,"start":0,"end":1,"sequences":3,"ctx":16,"weights":`+weights("blk.0.ffn_up_exps.weight#1", "I4", 32)+`}`,
 		map[string]string{"model": modelPath, "tokens": tokens, "w.blk.0.ffn_up_exps.weight#1": fin["weight"]})
 	a, b := readHidden(t, cal["hidden"]), readHidden(t, prop["hidden"])
 	var diff, scale float64
@@ -203,10 +211,23 @@ func TestPropagateMoEExpertSlice(t *testing.T) {
 		t.Fatalf("max difference %g (scale %g): want the small nonzero effect of one quantized expert slice", diff, scale)
 	}
 	for _, w := range []string{"blk.0.ffn_up_exps.weight#4", "blk.0.ffn_up_exps.weight#x", "blk.1.ffn_up_exps.weight#0"} {
-		_, err := runStage(t, "propagate", `{"shape":`+moeCalShape+`,"start":0,"end":1,"sequences":3,"ctx":16,"weights":["`+w+`"]}`,
+		_, err := runStage(t, "propagate", `{"shape":`+moeCalShape+`,"start":0,"end":1,"sequences":3,"ctx":16,"weights":`+weights(w, "I4", 32)+`}`,
 			map[string]string{"model": modelPath, "tokens": tokens, "w." + w: fin["weight"]})
 		if err == nil || !strings.Contains(err.Error(), "not a block weight") {
 			t.Errorf("propagate with weight %q: %v", w, err)
+		}
+	}
+	for _, c := range []struct {
+		dtype string
+		group int
+		want  string
+	}{
+		{"I8", 32, "the node declared I8"}, {"I4", 0, "the node declared I4"}, {"i4", 32, `write it I4`}, {"F16", 32, "want 0 (F16)"},
+	} {
+		_, err := runStage(t, "propagate", `{"shape":`+moeCalShape+`,"start":0,"end":1,"sequences":3,"ctx":16,"weights":`+weights("blk.0.ffn_up_exps.weight#1", c.dtype, c.group)+`}`,
+			map[string]string{"model": modelPath, "tokens": tokens, "w.blk.0.ffn_up_exps.weight#1": fin["weight"]})
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("propagate of an I4 g32 weight declared %s group %d: %v, want %q", c.dtype, c.group, err, c.want)
 		}
 	}
 }

@@ -3,9 +3,11 @@ package stages
 import (
 	"context"
 	"fmt"
+	"strconv"
 
 	"orkpipe/ork/calib"
 	"orkpipe/ork/model"
+	"orkpipe/ork/pack"
 )
 
 // PropagateParams are the parameters of "propagate" (sequential calibration): run the window
@@ -13,44 +15,97 @@ import (
 // hidden states at End for the next window. Weights lists the finalized weights of the window; each
 // is bound as input "w.<name>". Block weights not listed stay float.
 type PropagateParams struct {
-	Shape     ModelShape `json:"shape"`
-	Start     int        `json:"start"`
-	End       int        `json:"end"`
-	Sequences int        `json:"sequences"`
-	Ctx       int        `json:"ctx"`
-	Weights   []string   `json:"weights"`
+	Shape     ModelShape     `json:"shape"`
+	Start     int            `json:"start"`
+	End       int            `json:"end"`
+	Sequences int            `json:"sequences"`
+	Ctx       int            `json:"ctx"`
+	Weights   []WindowWeight `json:"weights"`
 }
 
-// PropagateMemory is the declared peak memory of a propagate node: the window's source weights as held
-// (model.Config.WeightBytes: encoded, or float32; with an MoE router as float32 and every expert slice),
-// their emulated codes, the norms, the hidden states in flight (calib.EstimateMemory's without the
-// Hessians' row batches: no Hessian is accumulated), and the dequantization scratch of one Apply of an
-// encoded weight.
-func PropagateMemory(s ModelShape, start, end, nSeq, ctxLen int) int64 {
-	c := s.Config()
-	var b int64
-	for l := start; l < end; l++ {
-		b += calib.LayerWeightBytes(&c, l) + 5*packableValues(&c, l)
+// WindowWeight is a finalized weight a propagate node emulates, with the geometry that says what it
+// holds in memory (PropagateMemory): its pack dtype name, its stored row length (K, or K padded by its
+// rotation) and its group (0: one scale a row). The node checks them against the weight file's meta,
+// so a declaration never rests on a geometry the file does not have.
+type WindowWeight struct {
+	Name  string `json:"name"`
+	DType string `json:"dtype"`
+	KP    int    `json:"kp"`
+	Group int    `json:"group"`
+}
+
+// heldBytes is what the emulation of the weight holds, n rows of k inputs: an F16 weight's values as
+// float32; a weight of codes its file as read (the codes alias it: a byte a code, KP a row, and the
+// float32 scales) and its decoded scales.
+func (w WindowWeight) heldBytes(n, k int) int64 {
+	if w.DType == "F16" {
+		return 4 * int64(n) * int64(k)
 	}
-	return b + calib.ActivationMemory(&c, nSeq, ctxLen) + 48<<20
+	groups := int64(1)
+	if w.Group > 0 {
+		groups = (int64(w.KP) + int64(w.Group) - 1) / int64(w.Group)
+	}
+	return int64(n)*int64(w.KP) + 2*4*int64(n)*groups + 4<<10 // and the file's meta and digest
 }
 
-// packableValues is the number of values of block l's weights a pack may hold (every site weight but
-// the MoE router's, every expert slice): their emulated codes take up to 5 bytes a value.
-func packableValues(c *model.Config, l int) int64 {
-	var n int64
-	for _, s := range c.Sites(l) {
-		if calib.Captured(s) {
-			for _, m := range s.Weights {
-				n += int64(m.N) * int64(s.Width) * int64(max(1, s.Experts))
+// PropagateMemory is the declared peak memory of a propagate node: each weight of the window's blocks
+// as held — a finalized weight of ws as its emulation holds it (WindowWeight.heldBytes; reading an F16
+// one also holds its file and binary16 values until it is converted, one weight at a time), any other
+// as the source holds it (model.Config.WeightBytes: encoded, or float32; an MoE router as float32) —,
+// the blocks' vectors, the hidden states in flight (calib.ActivationMemory: no Hessian is accumulated)
+// and 48 MiB for the emulation's per-Apply scratch and the process.
+func PropagateMemory(s ModelShape, start, end, nSeq, ctxLen int, ws []WindowWeight) int64 {
+	c := s.Config()
+	fin := make(map[string]WindowWeight, len(ws))
+	for _, w := range ws {
+		fin[w.Name] = w
+	}
+	var b, convert int64
+	for l := start; l < end; l++ {
+		b += calib.LayerVectorBytes(&c, l)
+		for _, site := range c.Sites(l) {
+			for _, m := range site.Weights {
+				for e := range max(1, site.Experts) {
+					name := site.Tensor(l, m)
+					if site.Experts > 0 {
+						name += "#" + strconv.Itoa(e)
+					}
+					switch w, ok := fin[name]; {
+					case ok:
+						b += w.heldBytes(m.N, site.Width)
+						if w.DType == "F16" {
+							convert = max(convert, 4*int64(m.N)*int64(site.Width))
+						}
+					case !calib.Captured(site): // the MoE router, float32
+						b += 4 * int64(m.N) * int64(site.Width)
+					default:
+						b += c.WeightBytes(m.N, site.Width)
+					}
+				}
 			}
 		}
 	}
-	return n
+	return b + convert + calib.ActivationMemory(&c, nSeq, ctxLen) + 48<<20
+}
+
+// validate checks the weight's dtype (spelled as pack.DType.String spells it), row length and group.
+func (w WindowWeight) validate() error {
+	d, err := pack.ParseDType(w.DType)
+	switch {
+	case err != nil:
+		return err
+	case d.String() != w.DType:
+		return fmt.Errorf("dtype %q: write it %s", w.DType, d)
+	case w.KP < 1:
+		return fmt.Errorf("kp %d: want a stored row length of at least 1", w.KP)
+	case w.Group < 0 || d == pack.F16 && w.Group != 0:
+		return fmt.Errorf("group %d of a %s weight: want 0 (F16) or a group size", w.Group, d)
+	}
+	return nil
 }
 
 func init() {
-	Register(Define("propagate", 3, func(p PropagateParams) (Spec, error) {
+	Register(Define("propagate", 4, func(p PropagateParams) (Spec, error) {
 		if err := p.Shape.validate(); err != nil {
 			return Spec{}, err
 		}
@@ -58,12 +113,20 @@ func init() {
 			return Spec{}, fmt.Errorf("window [%d, %d) of %d layers: invalid", p.Start, p.End, p.Shape.Layers)
 		}
 		s := Spec{Inputs: []string{"model", windowInput(p.Start)}, Outputs: []string{"hidden"},
-			PeakMemory: PropagateMemory(p.Shape, p.Start, p.End, p.Sequences, p.Ctx)}
+			PeakMemory: PropagateMemory(p.Shape, p.Start, p.End, p.Sequences, p.Ctx, p.Weights)}
+		seen := make(map[string]bool, len(p.Weights))
 		for _, w := range p.Weights {
-			if l, ok := windowWeightLayer(p.Shape, w); !ok || l < p.Start || l >= p.End {
-				return Spec{}, fmt.Errorf("weight %q is not a block weight (or expert slice <tensor>#<e> of an MoE block) of window [%d, %d)", w, p.Start, p.End)
+			if l, ok := windowWeightLayer(p.Shape, w.Name); !ok || l < p.Start || l >= p.End {
+				return Spec{}, fmt.Errorf("weight %q is not a block weight (or expert slice <tensor>#<e> of an MoE block) of window [%d, %d)", w.Name, p.Start, p.End)
 			}
-			s.Inputs = append(s.Inputs, "w."+w)
+			if seen[w.Name] {
+				return Spec{}, fmt.Errorf("weight %q is listed twice", w.Name)
+			}
+			seen[w.Name] = true
+			if err := w.validate(); err != nil {
+				return Spec{}, fmt.Errorf("weight %q: %w", w.Name, err)
+			}
+			s.Inputs = append(s.Inputs, "w."+w.Name)
 		}
 		return s, nil
 	}, runPropagate))
@@ -80,7 +143,8 @@ func windowWeightLayer(s ModelShape, w string) (int, bool) {
 // arithmetic, and everything else from the float model.
 type emulatedSource struct {
 	*model.GGUFSource
-	files map[string]string
+	files    map[string]string
+	declared map[string]WindowWeight
 }
 
 func (s *emulatedSource) Linear(ctx context.Context, name string) (model.Linear, bool, error) {
@@ -94,6 +158,10 @@ func (s *emulatedSource) Linear(ctx context.Context, name string) (model.Linear,
 	}
 	if q.Meta.Name != name {
 		return nil, false, fmt.Errorf("weight file %s holds %q, bound as %q", path, q.Meta.Name, name)
+	}
+	if d := s.declared[name]; q.Meta.DType != d.DType || q.Meta.KP != d.KP || q.Meta.Group != d.Group {
+		return nil, false, fmt.Errorf("%w: %s: weight %s is %s, %d values a row, group %d; the node declared %s, %d, group %d (its memory estimate rests on them)",
+			ErrWeightFile, path, name, q.Meta.DType, q.Meta.KP, q.Meta.Group, d.DType, d.KP, d.Group)
 	}
 	pw, err := q.PackWeight()
 	if err != nil {
@@ -122,9 +190,10 @@ func runPropagate(ctx context.Context, p PropagateParams, req Request) error {
 	// The weights not finalized stay encoded (PropagateMemory counts them so), mapped from the model file
 	// (calib.Propagate releases each layer when its run ends).
 	gs.KeepEncoded, gs.MapEncoded = true, true
-	src := &emulatedSource{GGUFSource: gs, files: map[string]string{}}
+	src := &emulatedSource{GGUFSource: gs, files: map[string]string{}, declared: map[string]WindowWeight{}}
 	for _, w := range p.Weights {
-		src.files[w] = req.Inputs["w."+w].Path
+		src.files[w.Name] = req.Inputs["w."+w.Name].Path
+		src.declared[w.Name] = w
 	}
 	m, err := model.NewModel(fm.Cfg, src)
 	if err != nil {

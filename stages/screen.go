@@ -101,6 +101,20 @@ func ScreenMemory(s ModelShape, ctxLen int) int64 {
 	return 96<<20 + screenCached(s) + 2*layer + 4*t*v*4 + 2*c.ScratchBytes(ctxLen) + c.BlockScratchBytes() + 8*t*e
 }
 
+// packableValues is the number of values of block l's weights a pack may hold (every site weight but
+// the MoE router's, every expert slice): their emulated codes take up to 5 bytes a value.
+func packableValues(c *model.Config, l int) int64 {
+	var n int64
+	for _, s := range c.Sites(l) {
+		if calib.Captured(s) {
+			for _, m := range s.Weights {
+				n += int64(m.N) * int64(s.Width) * int64(max(1, s.Experts))
+			}
+		}
+	}
+	return n
+}
+
 func init() {
 	Register(Define("screen", 6, func(p ScreenParams) (Spec, error) {
 		if err := p.Shape.validate(); err != nil {

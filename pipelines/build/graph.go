@@ -149,7 +149,7 @@ func (t *Target) planCalibration(g *engine.Graph, src *source, ws []*weight, add
 		return nil, err
 	}
 	skip := unreadHessians(src.shape, ws)
-	wins, err := t.windows(src.shape, skip)
+	wins, err := t.windows(src.shape, skip, windowWeights(ws))
 	if err != nil {
 		return nil, err
 	}
@@ -205,7 +205,7 @@ func (t *Target) planCalibration(g *engine.Graph, src *source, ws []*weight, add
 			pin[k] = v
 		}
 		for _, w := range window {
-			pp.Weights = append(pp.Weights, w.name)
+			pp.Weights = append(pp.Weights, w.windowWeight())
 			pin["w."+w.name] = w.final
 		}
 		prev = g.Add("propagate"+id, "propagate", pp, pin).Output("hidden")

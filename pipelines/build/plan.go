@@ -446,6 +446,24 @@ func unreadHessians(shape stages.ModelShape, ws []*weight) func(a, b int) []stri
 	}
 }
 
+// windowWeight is the weight as a propagate node emulates it: its finalized form's dtype and geometry.
+func (w *weight) windowWeight() stages.WindowWeight {
+	return stages.WindowWeight{Name: w.name, DType: w.fin.DType, KP: w.fin.KP(), Group: w.fin.Group}
+}
+
+// windowWeights returns, for blocks [a, b), the weights of ws a propagate node of that window emulates.
+func windowWeights(ws []*weight) func(a, b int) []stages.WindowWeight {
+	return func(a, b int) []stages.WindowWeight {
+		var out []stages.WindowWeight
+		for _, w := range ws {
+			if w.layer >= a && w.layer < b {
+				out = append(out, w.windowWeight())
+			}
+		}
+		return out
+	}
+}
+
 // windows returns the calibration windows [a, b) covering every layer. A fixed window.layers gives
 // windows of that many layers (the last one shorter). window: auto sizes the first window as the
 // most layers from block 0 whose nodes fit --mem, and every later window the same unless its own
@@ -453,14 +471,14 @@ func unreadHessians(shape stages.ModelShape, ws []*weight) func(a, b int) []stri
 // its MoE ones, whose per-expert Hessians dominate): such a window is shortened until it fits. So
 // a model whose blocks are alike gets windows of one size, and no window is ever refused while one
 // layer of it fits.
-func (t *Target) windows(shape stages.ModelShape, skip func(a, b int) []string) ([][2]int, error) {
+func (t *Target) windows(shape stages.ModelShape, skip func(a, b int) []string, held func(a, b int) []stages.WindowWeight) ([][2]int, error) {
 	c := t.r.Calibration
 	mem := func(a, b int) int64 {
 		cal := stages.CalibrateMemory(shape, a, b, c.Sequences, c.Ctx, skip(a, b)...)
 		if c.ActSample > 0 { // some scheme searches its activation clip: every window keeps samples
 			cal += stages.ActSampleMemory(shape, a, b, c.Sequences, c.Ctx, c.ActSample)
 		}
-		return max(cal, stages.PropagateMemory(shape, a, b, c.Sequences, c.Ctx))
+		return max(cal, stages.PropagateMemory(shape, a, b, c.Sequences, c.Ctx, held(a, b)))
 	}
 	size := c.Window.Layers
 	if c.Window.Auto {

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"testing"
 
+	"orkpipe/ork/calib"
 	"orkpipe/pipelines/build"
 	"orkpipe/pipelines/recipe"
 	"orkpipe/stages"
@@ -26,7 +27,7 @@ func TestAutoWindowsFitHybridBlocks(t *testing.T) {
 		Heads: 4, HeadsKV: 2, AttnLayers: []int{2, 6}, Vocab: 512, Ctx: 4096, Type: "F32", Seed: 1}
 	shape := stages.ShapeOf(sp.Config())
 	mem := func(a, b int) int64 {
-		return max(stages.CalibrateMemory(shape, a, b, seqs, ctxLen), stages.PropagateMemory(shape, a, b, seqs, ctxLen))
+		return max(stages.CalibrateMemory(shape, a, b, seqs, ctxLen), stages.PropagateMemory(shape, a, b, seqs, ctxLen, packed(shape, a, b)))
 	}
 	budget := mem(0, 4) // two dense and two MoE blocks
 	if mem(4, 8) <= budget || mem(0, 5) <= budget {
@@ -78,6 +79,30 @@ schemes:
 		t.Errorf("windows of %v layers covering blocks [0,%d), want a first window of 4 and shorter ones after it covering all %d", sizes, next, sp.Layers)
 	}
 	t.Logf("window sizes %v at a budget of %.1f MiB", sizes, float64(budget)/(1<<20))
+}
+
+// packed returns every matmul weight of blocks [a, b) (every expert slice; not the MoE router) as the
+// recipe above packs it: I4_ROT_A8, 32-wide groups, rotated.
+func packed(shape stages.ModelShape, a, b int) []stages.WindowWeight {
+	c := shape.Config()
+	var ws []stages.WindowWeight
+	for l := a; l < b; l++ {
+		for _, s := range c.Sites(l) {
+			if !calib.Captured(s) {
+				continue
+			}
+			for _, m := range s.Weights {
+				for e := range max(1, s.Experts) {
+					name := s.Tensor(l, m)
+					if s.Experts > 0 {
+						name += "#" + strconv.Itoa(e)
+					}
+					ws = append(ws, stages.WindowWeight{Name: name, DType: "I4_ROT_A8", KP: stages.PaddedK(s.Width, "hadamard"), Group: 32})
+				}
+			}
+		}
+	}
+	return ws
 }
 
 // TestCalibrationSkipsUnreadHessians: a recipe that packs an MoE model's experts by round-to-nearest

@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"orkpipe/internal/testfiles"
+	"orkpipe/ork/board"
 	"orkpipe/ork/calib"
 	"orkpipe/ork/gguf"
 	"orkpipe/ork/model"
@@ -143,4 +144,64 @@ func TestHybridRefusesNonMatmul(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestLFM2MoERecipeBuild builds the seed MoE model's recipe (pipelines/recipes/lfm2moe.yaml) on the
+// lfm2moe fixture in sequential one-layer windows: every routed expert slice is packed I8 by RTN with
+// a scale a row and every other matmul weight I4_ROT_A8 in 32-wide groups; calibration keeps no
+// Hessian for the experts (TestCalibrationSkipsUnreadHessians) and each propagate node emulates the
+// window's mixed dtypes; the pack carries a residency plan the board profile accepts.
+func TestLFM2MoERecipeBuild(t *testing.T) {
+	path := testfiles.Path(t, "tiny-lfm2moe.gguf")
+	want, cfg := hybridWeights(t, path)
+	r := newRig(t)
+	out := filepath.Join(t.TempDir(), "out")
+	ran, res, err := r.build(t, "../recipes/lfm2moe.yaml", out, "source.model="+path,
+		"calibration.corpus="+abs(t, "../recipes/demo-stories-calib.txt"), "calibration.sequences=4", "calibration.ctx=64",
+		"calibration.window=1", "screen.text="+testfiles.Path(t, "tinystories_sample.txt"), "screen.ctx=64")
+	if err != nil {
+		t.Fatal(err)
+	}
+	rep := readReport(t, out)
+	var got []string
+	for _, w := range rep.Weights {
+		got = append(got, w.Name)
+		if _, _, expert := pack.SplitExpert(w.Name); expert {
+			if w.DType != "I8" || w.Group != 0 {
+				t.Errorf("expert slice %s: %s group %d, want I8 with a scale a row", w.Name, w.DType, w.Group)
+			}
+		} else if w.DType != "I4_ROT_A8" || w.Group != 32 {
+			t.Errorf("%s: %s group %d, want I4_ROT_A8 in 32-wide groups", w.Name, w.DType, w.Group)
+		}
+	}
+	slices.Sort(got)
+	if !slices.Equal(got, want) {
+		t.Errorf("packed %d entries %v,\nwant every matmul weight (%d) %v", len(got), got, len(want), want)
+	}
+	propagate := 0
+	for _, id := range ran {
+		if strings.HasPrefix(id, "propagate[") {
+			propagate++
+		}
+	}
+	if propagate != cfg.NLayer-1 || res.Failed != 0 {
+		t.Errorf("ran %d propagate nodes (%d nodes failed), want %d", propagate, res.Failed, cfg.NLayer-1)
+	}
+	if rep.Residency == nil || rep.Residency.Hot < 1 || rep.Screen == nil {
+		t.Fatalf("residency %+v, screen %+v: want a plan with hot experts and a screen", rep.Residency, rep.Screen)
+	}
+	pk, err := pack.Open(context.Background(), filepath.Join(out, "lfm2moe.orkpack"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pk.Close()
+	plan, ok := pk.Residency()
+	if !ok {
+		t.Fatal("the pack has no residency section")
+	}
+	if err := board.CheckResidency(plan, pk.Entries(), board.RK3588()); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("%d entries; residency %d of %d experts hot, hit rate %.4f; screen PPL ratio %.4f, mean KLD %.4f (a random-weight fixture)",
+		len(got), rep.Residency.Hot, rep.Residency.Experts, rep.Residency.HitRate, rep.Screen.PPLRatio, rep.Screen.KLDMean)
 }

@@ -119,10 +119,10 @@ func TestBuiltinRecipesMatchHybrids(t *testing.T) {
 			calibrate, matrix bool
 		}{{"w4a4-rtn", false, false}, {"int8", false, false}, {"w4a4-gptq-g32-rot", true, false}, {"w4a8-gptq-g32-rot", true, false},
 			{"mixed-i8rot", true, false}, {"w4a8-rtn-imatrix", false, true}, {"qwen35", true, false},
-			{"w4a8-best", true, false}, {"w4a4-best", true, false}} {
+			{"w4a8-best", true, false}, {"w4a4-best", true, false}, {"lfm2moe", true, false}} {
 			name := rc.name
-			if name == "qwen35" && cfg.Arch != "qwen35" {
-				continue
+			if (name == "qwen35" || name == "lfm2moe") && cfg.Arch != name {
+				continue // the seed models' own recipes
 			}
 			t.Run(fixture+"/"+name, func(t *testing.T) {
 				sets := []string{"source.model=" + path, "screen.text=" + text}

@@ -71,8 +71,29 @@ func TestReportPages(t *testing.T) {
 			t.Errorf("%s (%s): %v", name, p, err)
 		}
 	}
-	if _, stderr, code := demoCLI(t, "--cache", cache, "diff", "--html", demoOut, w4Out, "-o", diffPage); code != 1 || !strings.Contains(stderr, "--force") {
-		t.Errorf("diff -o over an existing file: exit %d: %s", code, stderr)
+	// -o over a file that already holds the page leaves it as it is; over another file, only --force.
+	st0, _ := os.Stat(diffPage)
+	if _, stderr, code := demoCLI(t, "--cache", cache, "diff", "--html", demoOut, w4Out, "-o", diffPage); code != 0 {
+		t.Errorf("diff -o over the same page: exit %d: %s", code, stderr)
+	}
+	if st1, _ := os.Stat(diffPage); !os.SameFile(st0, st1) {
+		t.Error("diff -o rewrote a file that already held the page")
+	}
+	other := filepath.Join(dir, "other.html")
+	if err := os.WriteFile(other, []byte("mine"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, stderr, code := demoCLI(t, "--cache", cache, "diff", "--html", demoOut, w4Out, "-o", other); code != 1 || !strings.Contains(stderr, "--force") {
+		t.Errorf("diff -o over another file: exit %d: %s", code, stderr)
+	}
+	if b, _ := os.ReadFile(other); string(b) != "mine" {
+		t.Errorf("a refused diff -o changed the file: %.40q", b)
+	}
+	if _, stderr, code := demoCLI(t, "--cache", cache, "diff", "--html", demoOut, w4Out, "-o", other, "--force"); code != 0 {
+		t.Errorf("diff -o --force: exit %d: %s", code, stderr)
+	}
+	if b, _ := os.ReadFile(other); reporthtml.Check(b) != nil {
+		t.Error("diff -o --force did not write the page")
 	}
 
 	// The page of a pushed artifact, from its report.json alone, is the build's.

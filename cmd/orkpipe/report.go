@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -42,7 +43,7 @@ in a build directory DIR (a pulled one too), the file REPORT.json itself, the di
 *.orkpack file, or the artifact REF in a registry (only its report.json is pulled, verified like
 every pull; with --trust the artifact must carry provenance signed by that key). With the same
 orkpipe binary the page is byte-identical to the build's report.html. It goes to standard output,
-or to -o FILE (an existing FILE only with --force).`,
+or to -o FILE (an existing FILE only with --force, unless it already holds exactly this page).`,
 		Args: func(cmd *cobra.Command, args []string) error { return asUsage(cobra.ExactArgs(1)(cmd, args)) },
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return runReport(cmd.Context(), opts, &f, args[0])
@@ -113,26 +114,47 @@ func readReportJSON(ctx context.Context, opts *globalOptions, f *pageFlags, targ
 	return b, fmt.Sprintf("%s (%s) %s", target, res.Digest, verify.ReportFile), err
 }
 
-// writePage writes page to -o FILE (refusing an existing one without --force) or to standard output.
+// writePage writes page to -o FILE or to standard output. An existing FILE that already holds exactly
+// the page is left as it is; any other is replaced only with --force. FILE is written whole or not at
+// all: a temp file in its directory, renamed (or, without --force, linked) into place.
 func writePage(opts *globalOptions, f *pageFlags, page []byte) error {
 	if f.out == "" {
 		_, err := opts.stdout.Write(page)
 		return err
 	}
-	flag := os.O_WRONLY | os.O_CREATE | os.O_EXCL
-	if f.force {
-		flag = os.O_WRONLY | os.O_CREATE | os.O_TRUNC
+	if st, err := os.Lstat(f.out); err == nil {
+		if st.Mode().IsRegular() && st.Size() == int64(len(page)) {
+			if old, err := os.ReadFile(f.out); err == nil && bytes.Equal(old, page) {
+				return nil
+			}
+		}
+		if !f.force {
+			return fmt.Errorf("-o %s: %w: it exists and holds other bytes", f.out, artifacts.ErrClobber)
+		}
 	}
-	file, err := os.OpenFile(f.out, flag, 0o644)
-	if errors.Is(err, fs.ErrExist) {
-		return fmt.Errorf("-o %s: %w: it exists", f.out, artifacts.ErrClobber)
-	}
+	tmp, err := os.CreateTemp(filepath.Dir(f.out), "."+filepath.Base(f.out)+".tmp-*")
 	if err != nil {
-		return err
+		return fmt.Errorf("-o %s: %w", f.out, err)
 	}
-	if _, err := file.Write(page); err != nil {
-		file.Close()
+	defer os.Remove(tmp.Name())
+	if _, err := tmp.Write(page); err != nil {
+		tmp.Close()
 		return fmt.Errorf("writing %s: %w", f.out, err)
 	}
-	return file.Close()
+	if err := tmp.Chmod(0o644); err != nil {
+		tmp.Close()
+		return err
+	}
+	if err := tmp.Close(); err != nil {
+		return fmt.Errorf("writing %s: %w", f.out, err)
+	}
+	if f.force {
+		return os.Rename(tmp.Name(), f.out)
+	}
+	if err := os.Link(tmp.Name(), f.out); errors.Is(err, fs.ErrExist) {
+		return fmt.Errorf("-o %s: %w: it exists (created meanwhile)", f.out, artifacts.ErrClobber)
+	} else if err != nil {
+		return fmt.Errorf("-o %s: %w", f.out, err)
+	}
+	return nil
 }

@@ -29,7 +29,7 @@ func newStubCommand(opts *globalOptions) *cobra.Command {
 		Short: "Emit a stub GGUF: the source's header and non-owned tensors, owned tensors left as holes",
 		Long: "stub writes a copy of SOURCE.gguf whose header, KV and tensor infos are byte-identical, whose\n" +
 			"tensors the pack owns (--pack, or --own) are left as file holes (the pack supplies them), at the source's full length.\n" +
-			"An existing output is never overwritten without --force.",
+			"An existing output is never overwritten without --force (one that already holds exactly this stub is left as it is).",
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return runStub(cmd.Context(), opts, args[0], fl)
@@ -103,11 +103,15 @@ func runStub(ctx context.Context, opts *globalOptions, source string, fl stubFla
 	if opts.json {
 		return json.NewEncoder(opts.stdout).Encode(map[string]any{
 			"stub": res.Path, "source": source, "size": res.Size, "owned": res.Owned,
-			"owned_bytes": res.OwnedBytes, "copied_bytes": res.CopiedBytes, "header_digest": hd,
+			"owned_bytes": res.OwnedBytes, "copied_bytes": res.CopiedBytes, "header_digest": hd, "unchanged": res.Unchanged,
 		})
 	}
-	fmt.Fprintf(opts.stdout, "wrote %s: %d bytes, %d owned tensors (%d bytes) left as holes, %d bytes copied\nheader digest %s\n",
-		res.Path, res.Size, len(res.Owned), res.OwnedBytes, res.CopiedBytes, hd)
+	verb := "wrote"
+	if res.Unchanged {
+		verb = "unchanged (it already held this stub)"
+	}
+	fmt.Fprintf(opts.stdout, "%s %s: %d bytes, %d owned tensors (%d bytes) left as holes, %d bytes copied\nheader digest %s\n",
+		verb, res.Path, res.Size, len(res.Owned), res.OwnedBytes, res.CopiedBytes, hd)
 	return nil
 }
 

@@ -58,6 +58,12 @@ func TestStubCommand(t *testing.T) {
 	if err == nil || !strings.Contains(out, `"ok":false`) || !strings.Contains(out, `"tensor":"blk.0.attn_q.weight"`) {
 		t.Errorf("json verify: %v\n%s", err, out)
 	}
+	// The same stub again: the existing file already holds it and is left as it is (same inode).
+	st0, _ := os.Stat(stub)
+	out, err = runCLI(t, "stub", src, "--own", matmulOwn, "-o", stub)
+	if st1, _ := os.Stat(stub); err != nil || !strings.Contains(out, "unchanged (it already held this stub)") || !os.SameFile(st0, st1) {
+		t.Errorf("the same stub again: %v, same file %v\n%s", err, os.SameFile(st0, st1), out)
+	}
 	// Existing output untouched without --force, replaced with it.
 	before, _ := os.ReadFile(stub)
 	if _, err = runCLI(t, "stub", src, "--own", "ffn_down", "-o", stub); !errors.Is(err, os.ErrExist) {

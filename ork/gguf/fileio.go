@@ -1,6 +1,8 @@
 package gguf
 
 import (
+	"bytes"
+	"context"
 	"fmt"
 	"io"
 	"os"
@@ -55,4 +57,34 @@ func commitFile(tmp *os.File, dst string, replace bool) error {
 		return err
 	}
 	return durable.SyncDir(filepath.Dir(dst))
+}
+
+// sameBytes reports whether the file at path holds exactly the first n bytes of f (and no more),
+// reading both in 1 MiB chunks.
+func sameBytes(ctx context.Context, f *os.File, path string, n int64) (bool, error) {
+	g, err := os.Open(path)
+	if err != nil {
+		return false, err
+	}
+	defer g.Close()
+	if st, err := g.Stat(); err != nil || st.Size() != n {
+		return false, err
+	}
+	a, b := make([]byte, 1<<20), make([]byte, 1<<20)
+	for off := int64(0); off < n; off += int64(len(a)) {
+		if err := ctx.Err(); err != nil {
+			return false, err
+		}
+		m := int(min(int64(len(a)), n-off))
+		if _, err := f.ReadAt(a[:m], off); err != nil {
+			return false, err
+		}
+		if _, err := g.ReadAt(b[:m], off); err != nil {
+			return false, err
+		}
+		if !bytes.Equal(a[:m], b[:m]) {
+			return false, nil
+		}
+	}
+	return true, nil
 }

@@ -29,6 +29,9 @@ type StubResult struct {
 	OwnedBytes   int64    // sum of the owned tensors' data sizes
 	CopiedBytes  int64    // header plus copied tensor data, padding included
 	HeaderDigest [32]byte // BLAKE3 of bytes [0, DataOffset), identical to the source's
+	// Unchanged: dst already held exactly these bytes (a stub emitted before from the same source and
+	// owned set), so it was left as it was.
+	Unchanged bool
 }
 
 // EmitStub writes a stub of src at dst: the header region (header, KV, tensor infos, padding)
@@ -38,6 +41,10 @@ type StubResult struct {
 // It streams (kernel copy_file_range where available, bounded buffers otherwise) and writes
 // atomically: a temp file in dst's directory, verified (header digest, length, parse),
 // fsynced and renamed into place. Every name in owned must be a tensor of src.
+//
+// An existing dst is replaced only WithReplace; without it, a dst that already holds exactly the stub's
+// bytes (compared after the stub is written and verified) is left as it is and the result says
+// Unchanged, and any other existing dst is refused with os.ErrExist, untouched.
 func EmitStub(ctx context.Context, src *File, owned NameSet, dst string, opts ...StubOption) (StubResult, error) {
 	var cfg stubConfig
 	for _, o := range opts {
@@ -54,9 +61,13 @@ func EmitStub(ctx context.Context, src *File, owned NameSet, dst string, opts ..
 			return StubResult{}, fmt.Errorf("%w: owned tensor %q is not in the source %s", ErrTensorNotFound, name, src.Path)
 		}
 	}
+	existing := false // dst is a regular file of the stub's length: it may hold this stub already
 	if !cfg.replace {
-		if _, err := os.Lstat(dst); err == nil {
-			return StubResult{}, fmt.Errorf("gguf: stub %s: %w (refusing to overwrite)", dst, os.ErrExist)
+		if st, err := os.Lstat(dst); err == nil {
+			if !st.Mode().IsRegular() || st.Size() != src.Size {
+				return StubResult{}, fmt.Errorf("gguf: stub %s: %w (%d bytes, not this stub's %d; refusing to overwrite)", dst, os.ErrExist, st.Size(), src.Size)
+			}
+			existing = true
 		}
 	}
 	srcDigest, err := src.HeaderDigest(ctx)
@@ -126,6 +137,17 @@ func EmitStub(ctx context.Context, src *File, owned NameSet, dst string, opts ..
 	}
 	if d != srcDigest || back.DataOffset != src.DataOffset {
 		return StubResult{}, fmt.Errorf("%w: %s: header region differs from the source %s after writing", ErrStub, dst, src.Path)
+	}
+	if existing {
+		same, err := sameBytes(ctx, tmp, dst, src.Size)
+		if err != nil {
+			return StubResult{}, fmt.Errorf("gguf: stub %s: comparing with the existing file: %w", dst, err)
+		}
+		if !same {
+			return StubResult{}, fmt.Errorf("gguf: stub %s: %w (it holds other bytes; refusing to overwrite)", dst, os.ErrExist)
+		}
+		res.Unchanged = true
+		return res, nil // the temp file is removed
 	}
 	if err := commitFile(tmp, dst, cfg.replace); err != nil {
 		if errors.Is(err, os.ErrExist) {

@@ -25,13 +25,13 @@ func newCacheCommand(opts *globalOptions) *cobra.Command {
 	cmd.AddCommand(&cobra.Command{
 		Use:   "dir",
 		Short: "Print the cache directory",
-		Args:  cobra.NoArgs,
+		Args:  noArgs,
 		RunE:  func(cmd *cobra.Command, _ []string) error { return runCacheDir(cmd.Context(), opts) },
 	})
 	cmd.AddCommand(&cobra.Command{
 		Use:   "verify",
 		Short: "Re-hash every object; quarantine and report corrupt ones (exit 1 if any)",
-		Args:  cobra.NoArgs,
+		Args:  noArgs,
 		RunE:  func(cmd *cobra.Command, _ []string) error { return runCacheVerify(cmd.Context(), opts) },
 	})
 	var maxSize, maxAge string
@@ -42,7 +42,7 @@ func newCacheCommand(opts *globalOptions) *cobra.Command {
 			"target): first those unused for longer than --max-age, then the least recently used until the\n" +
 			"objects total at most --max-size. Action records whose outputs are removed are dropped. gc needs\n" +
 			"the cache to itself and fails if another orkpipe process has it open.",
-		Args: cobra.NoArgs,
+		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			var o artifacts.GCOptions
 			var err error

@@ -44,7 +44,7 @@ func newDemoCommand(opts *globalOptions) *cobra.Command {
 		Short: "Build the built-in demo graph (generated data, two dependent transforms, a join) and materialize it",
 		Long: "demo builds a small built-in graph on generated data and materializes demo.bin and demo.json into\n" +
 			"the output directory. A second run executes nothing. `orkpipe plan demo` and `orkpipe explain demo` work on it.",
-		Args: cobra.NoArgs,
+		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			n, err := units.ParseSize(size)
 			if err != nil || n < 1 {

@@ -45,7 +45,7 @@ func newEvalCommand(opts *globalOptions) *cobra.Command {
 			"Gated DeltaNet and MoE kernels, and llama-perplexity's batching of chunks), so that the figures equal\n" +
 			"llama-perplexity's default ones (Q8_0, F16 and F32 weights; the AVX2/FMA build of the reference\n" +
 			"llama.cpp). It is slower than the default float32 pass.",
-		Args: func(cmd *cobra.Command, args []string) error { return asUsage(cobra.NoArgs(cmd, args)) },
+		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			fl.ctxSet = cmd.Flags().Changed("ctx")
 			return runEval(cmd.Context(), opts, fl)

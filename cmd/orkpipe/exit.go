@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"io"
 
+	"github.com/spf13/cobra"
+
 	"orkpipe/artifacts"
 )
 
@@ -25,6 +27,37 @@ func (e usageError) Unwrap() error { return e.err }
 
 // usagef returns a usage error (exit status 2).
 func usagef(format string, a ...any) error { return usageError{fmt.Errorf(format, a...)} }
+
+// noArgs is the Args of a command that takes no positional arguments and has no subcommands: an
+// argument is named as such (cobra.NoArgs would call it an unknown command).
+func noArgs(cmd *cobra.Command, args []string) error {
+	if len(args) > 0 {
+		return fmt.Errorf("%s takes no arguments, got %q (see --help)", cmd.CommandPath(), args)
+	}
+	return nil
+}
+
+// usageArgs makes every argument error of cmd and its subcommands a usage error (exit status 2): a
+// command's own Args, and an unknown subcommand of a command with subcommands ("orkpipe pack nosuch",
+// which cobra answers with the help and status 0 when the command has no Run of its own). Such a
+// command given no arguments prints its help, as before.
+func usageArgs(cmd *cobra.Command) {
+	check := cmd.Args
+	if cmd.HasSubCommands() {
+		if check == nil {
+			check = cobra.NoArgs // an argument is an unknown command
+		}
+		if !cmd.Runnable() {
+			cmd.RunE = func(c *cobra.Command, _ []string) error { return c.Help() }
+		}
+	}
+	if check != nil {
+		cmd.Args = func(c *cobra.Command, args []string) error { return asUsage(check(c, args)) }
+	}
+	for _, sub := range cmd.Commands() {
+		usageArgs(sub)
+	}
+}
 
 // asUsage marks err as a usage error (exit status 2); nil stays nil.
 func asUsage(err error) error {

@@ -16,21 +16,27 @@ func newKeyCommand(opts *globalOptions) *cobra.Command {
 	}
 	var out string
 	gen := &cobra.Command{
-		Use:   "generate -o KEYFILE",
+		Use:   "generate KEYFILE | generate -o KEYFILE",
 		Short: "Create KEYFILE (private, mode 0600) and KEYFILE.pub; never overwrites",
-		Args:  cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
+		Args:  cobra.MaximumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			switch {
+			case len(args) == 1 && out != "":
+				return usagef("key generate: give KEYFILE once, as an argument or with -o (got %q and -o %q)", args[0], out)
+			case len(args) == 1:
+				out = args[0]
+			}
 			return runKeyGenerate(opts, out)
 		},
 	}
-	gen.Flags().StringVarP(&out, "output", "o", "", "private key file to create (required)")
+	gen.Flags().StringVarP(&out, "output", "o", "", "private key file to create (or give it as the argument)")
 	cmd.AddCommand(gen)
 	return cmd
 }
 
 func runKeyGenerate(opts *globalOptions, out string) error {
 	if out == "" {
-		return usagef("-o KEYFILE is required")
+		return usagef("key generate: name the private key file to create: orkpipe key generate KEYFILE")
 	}
 	pub, err := registry.GenerateKeyFiles(out)
 	if err != nil {

@@ -40,7 +40,7 @@ func newNodeCommand(opts *globalOptions) *cobra.Command {
 			"OUTPUT/result.json, last. An input may also come as DIR/<hex>/<hex>.tar, its tar form (only its data,\n" +
 			"as the Dagger executor sends a file with holes): it is unpacked, holes kept, under --scratch and\n" +
 			"removed when the node ends. The local executor runs nodes through the same code.",
-		Args: cobra.NoArgs,
+		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return runNodeExec(cmd.Context(), opts, f)
 		},

@@ -139,6 +139,7 @@ func newRootCommand(opts *globalOptions) *cobra.Command {
 	for _, newCmd := range commands {
 		root.AddCommand(newCmd(opts))
 	}
+	usageArgs(root)
 	return root
 }
 

@@ -51,3 +51,58 @@ func TestGlobalOptionsWriters(t *testing.T) {
 		next[g]++
 	}
 }
+
+// TestArgumentErrorsAreUsage: every wrong argument list is a usage error (exit status 2) that says what
+// is wrong — an unknown subcommand at any level (cobra answers one of a command without a Run of its
+// own with the help and status 0), too many or too few arguments, an argument to a command that takes
+// none — and a command with subcommands given none still prints its help.
+func TestArgumentErrorsAreUsage(t *testing.T) {
+	for _, c := range []struct {
+		args []string
+		code int
+		want string // in stderr (code 2) or stdout (code 0)
+	}{
+		{[]string{"nosuch"}, exitUsage, `unknown command "nosuch" for "orkpipe"`},
+		{[]string{"pack", "nosuch"}, exitUsage, `unknown command "nosuch" for "orkpipe pack"`},
+		{[]string{"key", "nosuch"}, exitUsage, `unknown command "nosuch" for "orkpipe key"`},
+		{[]string{"cache", "nosuch"}, exitUsage, `unknown command "nosuch" for "orkpipe cache"`},
+		{[]string{"version", "x"}, exitUsage, `orkpipe version takes no arguments, got ["x"]`},
+		{[]string{"cache", "dir", "x"}, exitUsage, `orkpipe cache dir takes no arguments`},
+		{[]string{"inspect"}, exitUsage, "accepts 1 arg(s), received 0"},
+		{[]string{"push", "a"}, exitUsage, "accepts 2 arg(s), received 1"},
+		{[]string{"key", "generate"}, exitUsage, "orkpipe key generate KEYFILE"},
+		{[]string{"key", "generate", "a", "b"}, exitUsage, "accepts at most 1 arg(s), received 2"},
+		{[]string{"key", "generate", "a", "-o", "b"}, exitUsage, `give KEYFILE once`},
+		{[]string{"pack"}, exitOK, "orkpipe pack [command]"},
+		{[]string{"key"}, exitOK, "orkpipe key [command]"},
+		{nil, exitOK, "orkpipe [command]"},
+	} {
+		stdout, stderr, code := orkpipeExit(t, c.args...)
+		got := stderr
+		if c.code == exitOK {
+			got = stdout
+		}
+		if code != c.code || !strings.Contains(got, c.want) {
+			t.Errorf("orkpipe %q: exit %d, stdout %.200q, stderr %q; want exit %d and %q", c.args, code, stdout, stderr, c.code, c.want)
+		}
+	}
+}
+
+// TestKeyGenerateArgument: the key file is given as the argument or with -o, the same files either way.
+func TestKeyGenerateArgument(t *testing.T) {
+	dir := t.TempDir()
+	for _, args := range [][]string{{"key", "generate", dir + "/a.key"}, {"key", "generate", "-o", dir + "/b.key"}} {
+		if _, stderr, code := orkpipeExit(t, args...); code != exitOK {
+			t.Fatalf("orkpipe %q: exit %d: %s", args, code, stderr)
+		}
+	}
+	for _, name := range []string{"a.key", "a.key.pub", "b.key", "b.key.pub"} {
+		st, err := os.Stat(dir + "/" + name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !strings.HasSuffix(name, ".pub") && st.Mode().Perm() != 0o600 {
+			t.Errorf("private key %s: mode %v, want 0600", name, st.Mode().Perm())
+		}
+	}
+}

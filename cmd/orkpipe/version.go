@@ -15,7 +15,7 @@ func newVersionCommand(opts *globalOptions) *cobra.Command {
 	return &cobra.Command{
 		Use:   "version",
 		Short: "Print orkpipe's version, VCS revision, dirty flag, the digest of this binary and its BLAS",
-		Args:  cobra.NoArgs,
+		Args:  noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return runVersion(opts)
 		},

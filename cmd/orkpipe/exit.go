@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"strings"
 
 	"github.com/spf13/cobra"
 
@@ -44,9 +45,7 @@ func noArgs(cmd *cobra.Command, args []string) error {
 func usageArgs(cmd *cobra.Command) {
 	check := cmd.Args
 	if cmd.HasSubCommands() {
-		if check == nil {
-			check = cobra.NoArgs // an argument is an unknown command
-		}
+		check = unknownSubcommand // its arguments can only be subcommands
 		if !cmd.Runnable() {
 			cmd.RunE = func(c *cobra.Command, _ []string) error { return c.Help() }
 		}
@@ -57,6 +56,22 @@ func usageArgs(cmd *cobra.Command) {
 	for _, sub := range cmd.Commands() {
 		usageArgs(sub)
 	}
+}
+
+// unknownSubcommand is the Args of a command with subcommands: an argument is a subcommand it does not
+// have, named with the ones it may have meant.
+func unknownSubcommand(cmd *cobra.Command, args []string) error {
+	if len(args) == 0 {
+		return nil
+	}
+	msg := fmt.Sprintf("unknown command %q for %q", args[0], cmd.CommandPath())
+	if cmd.SuggestionsMinimumDistance <= 0 {
+		cmd.SuggestionsMinimumDistance = 2 // cobra's default for its own suggestions
+	}
+	if s := cmd.SuggestionsFor(args[0]); len(s) > 0 {
+		msg += "; did you mean " + strings.Join(s, " or ") + "?"
+	}
+	return errors.New(msg)
 }
 
 // asUsage marks err as a usage error (exit status 2); nil stays nil.

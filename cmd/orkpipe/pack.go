@@ -16,7 +16,6 @@ func newPackCommand(opts *globalOptions) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "pack",
 		Short: "Work with orkpacks (the NPU weight packs)",
-		Args:  cobra.NoArgs,
 	}
 	cmd.AddCommand(newPackVerifyCommand(opts))
 	return cmd

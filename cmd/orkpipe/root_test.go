@@ -66,6 +66,8 @@ func TestArgumentErrorsAreUsage(t *testing.T) {
 		{[]string{"pack", "nosuch"}, exitUsage, `unknown command "nosuch" for "orkpipe pack"`},
 		{[]string{"key", "nosuch"}, exitUsage, `unknown command "nosuch" for "orkpipe key"`},
 		{[]string{"cache", "nosuch"}, exitUsage, `unknown command "nosuch" for "orkpipe cache"`},
+		{[]string{"biuld"}, exitUsage, `unknown command "biuld" for "orkpipe"; did you mean build?`},
+		{[]string{"cache", "vrify"}, exitUsage, `did you mean verify?`},
 		{[]string{"version", "x"}, exitUsage, `orkpipe version takes no arguments, got ["x"]`},
 		{[]string{"cache", "dir", "x"}, exitUsage, `orkpipe cache dir takes no arguments`},
 		{[]string{"inspect"}, exitUsage, "accepts 1 arg(s), received 0"},

@@ -39,13 +39,15 @@ func noArgs(cmd *cobra.Command, args []string) error {
 }
 
 // usageArgs makes every argument error of cmd and its subcommands a usage error (exit status 2): a
-// command's own Args, and an unknown subcommand of a command with subcommands ("orkpipe pack nosuch",
+// command's own Args, and an unknown subcommand of a command with subcommands and no Args ("orkpipe pack nosuch",
 // which cobra answers with the help and status 0 when the command has no Run of its own). Such a
 // command given no arguments prints its help, as before.
 func usageArgs(cmd *cobra.Command) {
 	check := cmd.Args
 	if cmd.HasSubCommands() {
-		check = unknownSubcommand // its arguments can only be subcommands
+		if check == nil { // its arguments can only be subcommands (stub, say, takes SOURCE besides stub verify)
+			check = unknownSubcommand
+		}
 		if !cmd.Runnable() {
 			cmd.RunE = func(c *cobra.Command, _ []string) error { return c.Help() }
 		}

@@ -128,7 +128,10 @@ func writePage(opts *globalOptions, f *pageFlags, page []byte) error {
 				return nil
 			}
 		}
-		if !f.force {
+		switch {
+		case !st.Mode().IsRegular():
+			return fmt.Errorf("-o %s: it exists and is not a regular file", f.out)
+		case !f.force:
 			return fmt.Errorf("-o %s: %w: it exists and holds other bytes", f.out, artifacts.ErrClobber)
 		}
 	}

@@ -99,9 +99,25 @@ func TestEmitStub(t *testing.T) {
 	if rep.DataBytesRead >= src.Size-src.DataOffset-ownedBytes/2 {
 		t.Errorf("verify read %d data bytes: holes were read", rep.DataBytesRead)
 	}
-	// The destination now exists: a second emit refuses and leaves it alone.
-	if _, err := EmitStub(context.Background(), src, owned, dst); !errors.Is(err, os.ErrExist) {
-		t.Errorf("second emit: %v, want ErrExist", err)
+	// The destination now exists. The same stub again finds it already there and leaves it as it is;
+	// another stub of the same length (another owned set) is refused and leaves it alone; neither
+	// leaves a temp file behind.
+	st0, _ := os.Stat(dst)
+	if res, err := EmitStub(context.Background(), src, owned, dst); err != nil || !res.Unchanged {
+		t.Errorf("the same stub again: %+v, %v; want Unchanged", res, err)
+	}
+	if st1, _ := os.Stat(dst); !os.SameFile(st0, st1) || st1.ModTime() != st0.ModTime() {
+		t.Error("the same stub again rewrote the file")
+	}
+	before, _ := os.ReadFile(dst)
+	if _, err := EmitStub(context.Background(), src, NewNameSet("blk.0.ffn_down.weight"), dst); !errors.Is(err, os.ErrExist) {
+		t.Errorf("another stub over it: %v, want ErrExist", err)
+	}
+	if after, _ := os.ReadFile(dst); !bytes.Equal(before, after) {
+		t.Error("a refused emit changed the existing stub")
+	}
+	if left, _ := filepath.Glob(filepath.Join(filepath.Dir(dst), ".*tmp*")); len(left) > 0 {
+		t.Errorf("temp files left behind: %v", left)
 	}
 	if _, err := EmitStub(context.Background(), src, NewNameSet("no.such.weight"), dst+".2"); !errors.Is(err, ErrTensorNotFound) {
 		t.Errorf("unknown owned name: %v", err)

@@ -16,6 +16,7 @@ import (
 	"orkpipe/ork/model"
 	"orkpipe/ork/pack"
 	"orkpipe/pipelines/build"
+	"orkpipe/pipelines/engine"
 	"orkpipe/pipelines/recipe"
 )
 
@@ -53,6 +54,20 @@ func hybridWeights(t *testing.T, path string) ([]string, model.Config) {
 	return names, cfg
 }
 
+// buildSmall builds the recipe on the model at path into out, calibrated on 4 x 64 tokens of the demo's
+// corpus in one-layer windows and screened at ctx 64 on tinystories_sample.txt, and returns the nodes
+// it ran and the result.
+func buildSmall(t *testing.T, r *rig, recipe, path, out string) ([]string, *engine.Result) {
+	t.Helper()
+	ran, res, err := r.build(t, recipe, out, "source.model="+path,
+		"calibration.corpus="+abs(t, "../recipes/demo-stories-calib.txt"), "calibration.sequences=4", "calibration.ctx=64",
+		"calibration.window=1", "screen.text="+testfiles.Path(t, "tinystories_sample.txt"), "screen.ctx=64")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ran, res
+}
+
 // TestHybridBuild builds the built-in W4A8 windowed-GPTQ recipe (sequential calibration, one layer per
 // window) on each hybrid fixture: every matmul weight is packed I4_ROT_A8 (lfm2moe's routed experts as
 // <name>#<e> entries, each GPTQ'd against its own expert's Hessian), the screen and verify-local nodes
@@ -64,12 +79,7 @@ func TestHybridBuild(t *testing.T) {
 			want, cfg := hybridWeights(t, path)
 			r := newRig(t)
 			out := filepath.Join(t.TempDir(), "out")
-			ran, _, err := r.build(t, "../recipes/w4a8-gptq-g32-rot.yaml", out, "source.model="+path,
-				"calibration.corpus="+abs(t, "../recipes/demo-stories-calib.txt"), "calibration.sequences=4", "calibration.ctx=64",
-				"calibration.window=1", "screen.text="+testfiles.Path(t, "tinystories_sample.txt"), "screen.ctx=64")
-			if err != nil {
-				t.Fatal(err)
-			}
+			ran, _ := buildSmall(t, r, "../recipes/w4a8-gptq-g32-rot.yaml", path, out)
 			rep := readReport(t, out)
 			var got []string
 			for _, w := range rep.Weights {
@@ -156,12 +166,7 @@ func TestLFM2MoERecipeBuild(t *testing.T) {
 	want, cfg := hybridWeights(t, path)
 	r := newRig(t)
 	out := filepath.Join(t.TempDir(), "out")
-	ran, res, err := r.build(t, "../recipes/lfm2moe.yaml", out, "source.model="+path,
-		"calibration.corpus="+abs(t, "../recipes/demo-stories-calib.txt"), "calibration.sequences=4", "calibration.ctx=64",
-		"calibration.window=1", "screen.text="+testfiles.Path(t, "tinystories_sample.txt"), "screen.ctx=64")
-	if err != nil {
-		t.Fatal(err)
-	}
+	ran, res := buildSmall(t, r, "../recipes/lfm2moe.yaml", path, out)
 	rep := readReport(t, out)
 	var got []string
 	for _, w := range rep.Weights {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -209,4 +210,30 @@ func TestLFM2MoERecipeBuild(t *testing.T) {
 	}
 	t.Logf("%d entries; residency %d of %d experts hot, hit rate %.4f; screen PPL ratio %.4f, mean KLD %.4f (a random-weight fixture)",
 		len(got), rep.Residency.Hot, rep.Residency.Experts, rep.Residency.HitRate, rep.Screen.PPLRatio, rep.Screen.KLDMean)
+}
+
+// TestWeightsOverMemory: a --mem too small for the weight nodes is a plan error that names the largest
+// needs (three of them, not every weight: a 27B model short of memory has hundreds), counts the rest and
+// says the least --mem that plans them.
+func TestWeightsOverMemory(t *testing.T) {
+	path := testfiles.Path(t, "tiny-lfm2moe.gguf")
+	r, err := recipe.Load("../recipes/lfm2moe.yaml", "source.model="+path, "calibration.corpus="+abs(t, "../recipes/demo-stories-calib.txt"),
+		"calibration.sequences=4", "calibration.ctx=64", "screen.text="+testfiles.Path(t, "tinystories_sample.txt"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	tg, err := build.New(r, build.WithMemoryBudget(100<<20))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = tg.Graph(context.Background())
+	// 22 GPTQ weights (the dense and attention ones), each over 100 MiB; the 96 RTN expert slices fit.
+	if !errors.Is(err, build.ErrPlan) || !strings.Contains(err.Error(), "22 weight nodes need more than --mem 100.00 MiB: weight blk.0.ffn_down.weight") ||
+		strings.Count(err.Error(), "to finalize") != 3 || !strings.Contains(err.Error(), "and 19 more") {
+		t.Fatalf("plan at --mem 100 MiB: %v", err)
+	}
+	largest := regexp.MustCompile(`needs (\S+ \S+) to finalize`).FindStringSubmatch(err.Error())
+	if largest == nil || !strings.HasSuffix(err.Error(), "the plan needs --mem "+largest[1]+" at least") {
+		t.Errorf("plan at --mem 100 MiB: %v; want it to end with the largest need as the --mem that plans", err)
+	}
 }

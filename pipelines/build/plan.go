@@ -1,6 +1,7 @@
 package build
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -507,14 +508,21 @@ func (t *Target) windows(shape stages.ModelShape, skip func(a, b int) []string, 
 	return ws, nil
 }
 
+// checkWeightMemory refuses a plan with a weight node that alone needs more than --mem, naming the
+// largest needs (at most overWeightsShown of them: a 27B model short of memory has hundreds), how many
+// weights are over, and the --mem that would plan.
 func (t *Target) checkWeightMemory(ws []*weight) error {
-	var errs []string
+	type over struct {
+		need int64
+		what string
+	}
+	var errs []over
 	for _, w := range ws {
 		for _, p := range []*stages.ActClipParams{w.clip, w.pclip} {
 			if p != nil {
 				if m := stages.ActClipMemory(*p); m > t.mem {
-					errs = append(errs, fmt.Sprintf("weight %s needs %s for its activation clip search (%d sample rows, %d channels), more than --mem %s",
-						w.name, units.FormatSize(m), p.Rows, p.Channels, units.FormatSize(t.mem)))
+					errs = append(errs, over{m, fmt.Sprintf("weight %s needs %s for its activation clip search (%d sample rows, %d channels)",
+						w.name, units.FormatSize(m), p.Rows, p.Channels)})
 				}
 			}
 		}
@@ -525,17 +533,29 @@ func (t *Target) checkWeightMemory(ws []*weight) error {
 					m = stages.RTNTileMemory(*p)
 				}
 				if m > t.mem {
-					errs = append(errs, fmt.Sprintf("weight %s (%s %s, %dx%d) needs %s to finalize, more than --mem %s",
-						w.name, p.Method, p.DType, p.N, p.K, units.FormatSize(m), units.FormatSize(t.mem)))
+					errs = append(errs, over{m, fmt.Sprintf("weight %s (%s %s, %dx%d) needs %s to finalize",
+						w.name, p.Method, p.DType, p.N, p.K, units.FormatSize(m))})
 				}
 			}
 		}
 	}
-	if len(errs) > 0 {
-		return fmt.Errorf("%w: %s", ErrPlan, strings.Join(errs, "; "))
+	if len(errs) == 0 {
+		return nil
 	}
-	return nil
+	slices.SortStableFunc(errs, func(a, b over) int { return cmp.Compare(b.need, a.need) })
+	var msgs []string
+	for _, e := range errs[:min(len(errs), overWeightsShown)] {
+		msgs = append(msgs, e.what)
+	}
+	if n := len(errs) - overWeightsShown; n > 0 {
+		msgs = append(msgs, fmt.Sprintf("and %d more (the least of them %s)", n, units.FormatSize(errs[len(errs)-1].need)))
+	}
+	return fmt.Errorf("%w: %d weight nodes need more than --mem %s: %s; the plan needs --mem %s at least",
+		ErrPlan, len(errs), units.FormatSize(t.mem), strings.Join(msgs, "; "), units.FormatSize(errs[0].need))
 }
+
+// overWeightsShown is how many of the weights over --mem a plan error names.
+const overWeightsShown = 3
 
 func checkFile(field, path string) error {
 	st, err := statFile(path)

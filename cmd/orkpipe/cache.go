@@ -17,9 +17,6 @@ func newCacheCommand(opts *globalOptions) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "cache",
 		Short: "Inspect and maintain the content-addressed cache (dir, verify, gc)",
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			return usagef("cache: want a subcommand: dir, verify or gc")
-		},
 	}
 	cmd.AddCommand(&cobra.Command{
 		Use:   "dir",

@@ -77,6 +77,7 @@ func TestArgumentErrorsAreUsage(t *testing.T) {
 		{[]string{"key", "generate", "a", "-o", "b"}, exitUsage, `give KEYFILE once`},
 		{[]string{"pack"}, exitOK, "orkpipe pack [command]"},
 		{[]string{"key"}, exitOK, "orkpipe key [command]"},
+		{[]string{"cache"}, exitOK, "orkpipe cache [command]"},
 		{nil, exitOK, "orkpipe [command]"},
 	} {
 		stdout, stderr, code := orkpipeExit(t, c.args...)

@@ -14,7 +14,6 @@ import (
 	"time"
 
 	"gonum.org/v1/gonum/blas"
-	"gonum.org/v1/gonum/blas/blas32"
 	"gonum.org/v1/gonum/blas/blas64"
 
 	"orkpipe/ork/gguf"
@@ -57,8 +56,9 @@ func calibFlops(e, q, kv, f, nSeq, t int) (fwd, hess float64) {
 	return fwd, hess
 }
 
-// gemmRates times one 2048³ float32 and one float64 matrix product through gonum's blas32/blas64,
-// which is what the calibrate stage's products call in this build, and returns their GFLOP/s, per
+// gemmRates times one 2048³ float32 matrix product through model.MatMulNT and one float64 product
+// through gonum's blas64, which is what the calibrate stage's products call in this build (the pure-Go
+// sgemm kernels or OpenBLAS; gonum's or OpenBLAS's dgemm), and returns their GFLOP/s, per
 // second of wall time and per CPU-second, each the best of 2.
 func gemmRates() (sgemm, dgemm, sgemmCPU, dgemmCPU float64) {
 	const d = matmulDim
@@ -68,8 +68,6 @@ func gemmRates() (sgemm, dgemm, sgemmCPU, dgemmCPU float64) {
 		a32[i] = float32((i*31)%101)/101 - 0.5
 		a64[i] = float64(a32[i])
 	}
-	m32 := blas32.General{Rows: d, Cols: d, Stride: d, Data: a32}
-	o32 := blas32.General{Rows: d, Cols: d, Stride: d, Data: c32}
 	m64 := blas64.General{Rows: d, Cols: d, Stride: d, Data: a64}
 	o64 := blas64.General{Rows: d, Cols: d, Stride: d, Data: c64}
 	flops := 2 * float64(d) * d * d
@@ -88,7 +86,7 @@ func gemmRates() (sgemm, dgemm, sgemmCPU, dgemmCPU float64) {
 		}
 		return flops / b.Seconds() / 1e9, flops / c.Seconds() / 1e9
 	}
-	sgemm, sgemmCPU = best(func() { blas32.Gemm(blas.NoTrans, blas.Trans, 1, m32, m32, 0, o32) })
+	sgemm, sgemmCPU = best(func() { model.MatMulNT(c32, a32, a32, d, d, d) })
 	dgemm, dgemmCPU = best(func() { blas64.Gemm(blas.Trans, blas.NoTrans, 1, m64, m64, 0, o64) })
 	return sgemm, dgemm, sgemmCPU, dgemmCPU
 }
@@ -233,7 +231,7 @@ func rowCalib(e *env) (Row, error) {
 	}
 	fwd, hess := calibFlops(embd, embd, embd/5, ff, 4, 128)
 	r := Row{ID: "calib", Title: fmt.Sprintf("calibrate one 27B-shaped layer (n_embd %d, n_ff %d, Q8_0), 4 x 128 tokens (and 8 x 128)", embd, ff),
-		Note: fmt.Sprintf("stage calibrate [0, 1) with hidden states, in a worker process (`go run ./bench -worker calib`); flops at 4 x 128 = forward %.3g (2·T·N·K per weight + attention) + Hessians %.3g (T·K·(K+1) per input site), twice that at 8 x 128; 4 x 128 tokens are one batch of rows (each Hessian's update multiplied while its file is encoded), 8 x 128 two (every Hessian allocated and updated: the path of recipes' 32 x 512); share = (forward flops at the sgemm rate + Hessian flops at the dgemm rate) / measured time; sgemm and dgemm: gonum blas32/blas64 %d³ (what the stage calls) in the same process",
+		Note: fmt.Sprintf("stage calibrate [0, 1) with hidden states, in a worker process (`go run ./bench -worker calib`); flops at 4 x 128 = forward %.3g (2·T·N·K per weight + attention) + Hessians %.3g (T·K·(K+1) per input site), twice that at 8 x 128; 4 x 128 tokens are one batch of rows (each Hessian's update multiplied while its file is encoded), 8 x 128 two (every Hessian allocated and updated: the path of recipes' 32 x 512); share = (forward flops at the sgemm rate + Hessian flops at the dgemm rate) / measured time; sgemm and dgemm: model.MatMulNT and gonum blas64 %d³ (what the stage calls) in the same process",
 			fwd, hess, matmulDim)}
 	var steps []step
 	cpu := make([][]float64, len(cases))      // per case: CPU seconds of the calibrate node, per run

@@ -8,7 +8,6 @@ import (
 	"sync"
 	"sync/atomic"
 
-	"gonum.org/v1/gonum/blas"
 	"gonum.org/v1/gonum/blas/blas32"
 	"gonum.org/v1/gonum/blas/gonum"
 
@@ -235,7 +234,7 @@ func (e *Encoded) applyWorkers(y, x []float32, t int) error {
 		if !par || gemmParallel(t, r) {
 			xm := blas32.General{Rows: t, Cols: k, Stride: k, Data: x}
 			wm := blas32.General{Rows: r, Cols: k, Stride: k, Data: w}
-			blas32.Gemm(blas.NoTrans, blas.Trans, 1, xm, wm, 0, ym)
+			gemmNT(xm, wm, 0, ym)
 			return
 		}
 		for k0 := 0; k0 < k; k0 += gonumBlock {
@@ -246,7 +245,7 @@ func (e *Encoded) applyWorkers(y, x []float32, t int) error {
 			if k0 == 0 {
 				beta = 0
 			}
-			blas32.Gemm(blas.NoTrans, blas.Trans, 1, xm, wm, beta, ym)
+			gemmNT(xm, wm, beta, ym)
 		}
 	}
 	rows := e.blockRows(t)
@@ -305,7 +304,7 @@ func (e *Encoded) applyPipelined(y, x []float32, t int) error {
 		ym := blas32.General{Rows: t, Cols: r1 - r0, Stride: n, Data: y[r0:]}
 		xm := blas32.General{Rows: t, Cols: k, Stride: k, Data: x}
 		wm := blas32.General{Rows: r1 - r0, Cols: k, Stride: k, Data: w}
-		blas32.Gemm(blas.NoTrans, blas.Trans, 1, xm, wm, 0, ym)
+		gemmNT(xm, wm, 0, ym)
 	}
 	if rows == n {
 		a := getScratch(n * k)
@@ -380,7 +379,7 @@ func (e *Encoded) applyPanels(y, x []float32, t int) error {
 			ym := blas32.General{Rows: t, Cols: r1 - r0, Stride: n, Data: y[r0:]}
 			xm := blas32.General{Rows: t, Cols: k, Stride: k, Data: x}
 			wm := blas32.General{Rows: r1 - r0, Cols: k, Stride: k, Data: w}
-			blas32.Gemm(blas.NoTrans, blas.Trans, 1, xm, wm, 0, ym)
+			gemmNT(xm, wm, 0, ym)
 			return nil
 		}, func() { scratchPool.Put(buf) }
 	})

@@ -8,6 +8,7 @@ import (
 	"gonum.org/v1/gonum/blas"
 	"gonum.org/v1/gonum/blas/blas32"
 
+	"orkpipe/ork/model/internal/sgemm"
 	"orkpipe/ork/quant"
 )
 
@@ -59,7 +60,7 @@ func (d *Dense) Apply(y, x []float32) error {
 		xm := blas32.General{Rows: t, Cols: k, Stride: k, Data: x}
 		wm := blas32.General{Rows: r1 - r0, Cols: k, Stride: k, Data: d.W[r0*k:]}
 		ym := blas32.General{Rows: t, Cols: r1 - r0, Stride: n, Data: y[r0:]}
-		blas32.Gemm(blas.NoTrans, blas.Trans, 1, xm, wm, 0, ym)
+		gemmNT(xm, wm, 0, ym)
 		return nil
 	}
 	if !gonumSgemm() && quant.BLASSingleThreaded() {
@@ -77,6 +78,25 @@ func (d *Dense) Apply(y, x []float32) error {
 		}
 	}
 	return nil
+}
+
+// gemmNT sets y = x·wᵀ (beta 0) or adds it to y (beta 1). The pure-Go build multiplies with sgemm.NT,
+// whose AVX2 kernels sum every output exactly as gonum's Sgemm does (the order Encoded reproduces and
+// every pure-Go result has had); a -tags blas build with blas32, that is OpenBLAS.
+func gemmNT(x, w blas32.General, beta float32, y blas32.General) {
+	if gonumSgemm() {
+		sgemm.NT(x.Rows, w.Rows, x.Cols, x.Data, x.Stride, w.Data, w.Stride, beta, y.Data, y.Stride)
+		return
+	}
+	blas32.Gemm(blas.NoTrans, blas.Trans, 1, x, w, beta, y)
+}
+
+// MatMulNT sets y = x·wᵀ for t rows of x (k values each) and n rows of w, all row-major, with the
+// float32 product every Linear of this package runs (sgemm.NT in the pure-Go build, OpenBLAS's sgemm
+// under -tags blas): the reference rate benchmarks compare the stages with.
+func MatMulNT(y, x, w []float32, t, n, k int) {
+	gemmNT(blas32.General{Rows: t, Cols: k, Stride: k, Data: x}, blas32.General{Rows: n, Cols: k, Stride: k, Data: w},
+		0, blas32.General{Rows: t, Cols: n, Stride: n, Data: y})
 }
 
 func checkApply(y, x []float32, n, k int) error {

@@ -1,0 +1,14 @@
+//go:build !amd64
+
+package sgemm
+
+// available is false: NT sums every output with dot.
+const available = false
+
+func kernel2x4(a *float32, lda int, b *float32, ldb int, c *float32, ldc int, k, slice int) {
+	panic("sgemm: no kernel2x4 on this architecture")
+}
+
+func kernel1x4(a *float32, b *float32, ldb int, c *float32, k, slice int) {
+	panic("sgemm: no kernel1x4 on this architecture")
+}

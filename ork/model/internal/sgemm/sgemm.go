@@ -1,0 +1,191 @@
+// Package sgemm computes the float32 matrix products of ork/model's pure-Go build, C = A·Bᵀ (+ C),
+// with AVX2 kernels that give exactly the bits gonum's Sgemm(NoTrans, Trans, 1, A, B, beta, C)
+// gives on amd64 — the arithmetic the pure-Go build's outputs (calibration statistics, hidden states,
+// screen and eval figures, node outputs under their keys) have always had — several times faster.
+//
+// # The order of the sums
+//
+// gonum sums each output as c += DotUnitary(a_i[k0:k1], b_j[k0:k1]) over slices of K in order: the
+// whole K in one slice when the product has fewer than 4 tiles of 64×64 outputs, else slices of 64.
+// Its amd64 DotUnitary (internal/asm/f32, SSE) first adds the products x·y of the values before b's
+// slice reaches a 16-byte boundary into lane 0; then, for each whole 16 values, adds them into two
+// four-lane sums (values 0-3 and 8-11 into s, 4-7 and 12-15 into p), which is eight lanes each
+// summing every eighth product in order; adds p into s (when a whole 16 was seen); adds the whole
+// fours left into s, the last values into lane 0; and returns (s0+s1)+(s2+s3). Every product is
+// rounded before it is added (no fused multiply-add). [NT] keeps all of that — the slices, the
+// lanes, the alignment of b — and only runs it for 2×4 outputs at a time in registers, so the
+// outputs are the same float32 values, signed zeros included, on every CPU: the kernels on amd64
+// with AVX2, gonum's own loops on amd64 for the shapes the kernels do not take (K not whole sixteens,
+// B off a 16-byte boundary) and without AVX2, and [dot] (the same sums in Go) on other architectures.
+package sgemm
+
+import (
+	"fmt"
+	"runtime"
+	"sync"
+	"unsafe"
+
+	"gonum.org/v1/gonum/blas"
+	"gonum.org/v1/gonum/blas/gonum"
+)
+
+// Slice is the K slice of gonum's parallel Sgemm (blas/gonum blockSize) and tiles its minimum
+// (minParBlock): a product of at least tiles slices of Slice×Slice outputs sums over K in slices.
+const (
+	Slice = 64
+	tiles = 4
+)
+
+// NT sets C = A·Bᵀ (beta 0) or C += A·Bᵀ (beta 1): C is m×n (row stride ldc), A m×k (lda), B n×k
+// (ldb), all row-major. It panics on other betas and on shapes the slices do not hold, as gonum's
+// Sgemm does. It runs the rows of B on GOMAXPROCS goroutines when the product is large enough.
+func NT(m, n, k int, a []float32, lda int, b []float32, ldb int, beta float32, c []float32, ldc int) {
+	if beta != 0 && beta != 1 {
+		panic(fmt.Sprintf("sgemm: beta %v: want 0 or 1", beta))
+	}
+	if m < 0 || n < 0 || k < 0 || lda < max(1, k) || ldb < max(1, k) || ldc < max(1, n) {
+		panic(fmt.Sprintf("sgemm: m %d n %d k %d lda %d ldb %d ldc %d", m, n, k, lda, ldb, ldc))
+	}
+	if m == 0 || n == 0 {
+		return
+	}
+	if len(a) < (m-1)*lda+k || len(b) < (n-1)*ldb+k || len(c) < (m-1)*ldc+n {
+		panic(fmt.Sprintf("sgemm: %d x %d x %d: A has %d values, B %d, C %d", m, n, k, len(a), len(b), len(c)))
+	}
+	if beta == 0 {
+		for i := range m {
+			clear(c[i*ldc : i*ldc+n])
+		}
+	}
+	if k == 0 {
+		return
+	}
+	slice := k
+	if ceilDiv(m, Slice)*ceilDiv(n, Slice) >= tiles {
+		slice = Slice
+	}
+	p := product{m: m, k: k, a: a, lda: lda, b: b, ldb: ldb, c: c, ldc: ldc, slice: slice}
+	if !p.kernelShape() && runtime.GOARCH == "amd64" {
+		// gonum's own SSE loops sum in this order, faster than dot (C is zeroed already: beta 1).
+		gonum.Implementation{}.Sgemm(blas.NoTrans, blas.Trans, m, n, k, 1, a, lda, b, ldb, 1, c, ldc)
+		return
+	}
+	workers := runtime.GOMAXPROCS(0)
+	if m*n*k < 1<<18 || workers == 1 || n < 8 {
+		p.cols(0, n)
+		return
+	}
+	// Column ranges of whole fours, one a worker: every output is summed the same way whoever sums it.
+	step := (ceilDiv(n, workers) + 3) &^ 3
+	var wg sync.WaitGroup
+	for j0 := 0; j0 < n; j0 += step {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			p.cols(j0, min(j0+step, n))
+		}()
+	}
+	wg.Wait()
+}
+
+func ceilDiv(a, b int) int { return (a + b - 1) / b }
+
+// product is one NT call's operands.
+type product struct {
+	m, k       int
+	a, b, c    []float32
+	lda, ldb   int
+	ldc, slice int
+}
+
+// panelBytes bounds the rows of B one pass over A's rows reuses (about half of a core's L2 cache).
+const panelBytes = 256 << 10
+
+// cols computes the outputs of columns [j0, j1) (rows j0..j1-1 of B): with the kernels, panels of
+// B's rows that stay in cache while A's rows pass, 2×4 outputs at a time (1×4 for a last row of A),
+// the last 1-3 columns with dot; every output with dot where the kernels do not take the product
+// (no AVX2 or not amd64, or B not aligned the kernels' way and not on amd64, where gonum takes it).
+func (p *product) cols(j0, j1 int) {
+	if !p.kernelShape() {
+		p.dots(0, p.m, j0, j1)
+		return
+	}
+	panel := max(4, panelBytes/(4*p.k)&^3)
+	j4 := j0 + (j1-j0)&^3
+	for q0 := j0; q0 < j4; q0 += panel {
+		q1 := min(q0+panel, j4)
+		i := 0
+		for ; i+2 <= p.m; i += 2 {
+			for j := q0; j < q1; j += 4 {
+				kernel2x4(&p.a[i*p.lda], p.lda, &p.b[j*p.ldb], p.ldb, &p.c[i*p.ldc+j], p.ldc, p.k, p.slice)
+			}
+		}
+		if i < p.m {
+			for j := q0; j < q1; j += 4 {
+				kernel1x4(&p.a[i*p.lda], &p.b[j*p.ldb], p.ldb, &p.c[i*p.ldc+j], p.k, p.slice)
+			}
+		}
+	}
+	p.dots(0, p.m, j4, j1)
+}
+
+// kernelShape reports whether the kernels compute this product: AVX2, every slice whole sixteens
+// (k a multiple of 16) and every row of B starting on a 16-byte boundary (so no value of a slice is
+// summed before its sixteens).
+func (p *product) kernelShape() bool {
+	return available && p.k%16 == 0 && p.ldb%4 == 0 && uintptr(unsafe.Pointer(&p.b[0]))%16 == 0
+}
+
+// dots computes outputs [i0, i1) × [j0, j1) one at a time with dot.
+func (p *product) dots(i0, i1, j0, j1 int) {
+	for i := i0; i < i1; i++ {
+		ai := p.a[i*p.lda : i*p.lda+p.k]
+		ci := p.c[i*p.ldc:]
+		for j := j0; j < j1; j++ {
+			bj := p.b[j*p.ldb : j*p.ldb+p.k]
+			for k0 := 0; k0 < p.k; k0 += p.slice {
+				k1 := min(k0+p.slice, p.k)
+				ci[j] += dot(ai[k0:k1], bj[k0:k1])
+			}
+		}
+	}
+}
+
+// dot is gonum's amd64 DotUnitary(x, y) in Go, bit for bit: the products before y reaches a 16-byte
+// boundary into lane 0, whole sixteens into eight lanes (lane l: every product at l mod 8), the
+// lanes folded to four (when a sixteen was seen), whole fours into the four, the rest into lane 0,
+// and (s0+s1)+(s2+s3). Every product is rounded to float32 before it is added.
+func dot(x, y []float32) float32 {
+	n := min(len(x), len(y))
+	var s [8]float32
+	i := 0
+	if off := uintptr(unsafe.Pointer(unsafe.SliceData(y))) % 16; off != 0 && n > 0 {
+		for t := (16 - off) / 4; t > 0 && n > 0; t-- {
+			s[0] += float32(x[i] * y[i])
+			i++
+			n--
+		}
+	}
+	if n >= 16 {
+		for ; n >= 16; n -= 16 {
+			for l := range 16 {
+				s[l%8] += float32(x[i+l] * y[i+l])
+			}
+			i += 16
+		}
+		for l := range 4 {
+			s[l] += s[l+4]
+		}
+	}
+	for ; n >= 4; n -= 4 {
+		for l := range 4 {
+			s[l] += float32(x[i+l] * y[i+l])
+		}
+		i += 4
+	}
+	for ; n > 0; n-- {
+		s[0] += float32(x[i] * y[i])
+		i++
+	}
+	return (s[0] + s[1]) + (s[2] + s[3])
+}

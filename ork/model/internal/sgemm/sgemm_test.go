@@ -1,0 +1,184 @@
+package sgemm
+
+import (
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"runtime"
+	"testing"
+
+	"gonum.org/v1/gonum/blas"
+	"gonum.org/v1/gonum/blas/gonum"
+)
+
+// values returns n float32 values of mixed signs and magnitudes (so that the order of the sums shows in
+// the last bits), with some zeros and negative zeros.
+func values(r *rand.Rand, n int) []float32 {
+	v := make([]float32, n)
+	for i := range v {
+		switch r.IntN(40) {
+		case 0:
+			v[i] = 0
+		case 1:
+			v[i] = float32(math.Copysign(0, -1))
+		default:
+			v[i] = float32(r.NormFloat64() * math.Exp2(float64(r.IntN(12)-6)))
+		}
+	}
+	return v
+}
+
+// gonumNT is the reference: gonum's own Sgemm, whatever blas32 is registered to.
+func gonumNT(m, n, k int, a []float32, lda int, b []float32, ldb int, beta float32, c []float32, ldc int) {
+	gonum.Implementation{}.Sgemm(blas.NoTrans, blas.Trans, m, n, k, 1, a, lda, b, ldb, beta, c, ldc)
+}
+
+// TestNTMatchesGonum checks NT against gonum's Sgemm bit for bit (signed zeros included) on amd64, where
+// gonum sums with its SSE DotUnitary, over shapes on both of gonum's paths (whole K; slices of 64), odd
+// and even rows, columns beyond whole fours, K of whole sixteens and not, B on and off 16-byte
+// boundaries, strides wider than the rows, beta 0 and 1, and one and several goroutines.
+func TestNTMatchesGonum(t *testing.T) {
+	if runtime.GOARCH != "amd64" {
+		t.Skip("gonum's Sgemm sums in this order only on amd64 (elsewhere its DotUnitary is a plain loop); TestDotMatchesKernels covers NT there")
+	}
+	r := rand.New(rand.NewPCG(1, 2))
+	shapes := [][3]int{
+		{1, 1, 1}, {1, 4, 16}, {2, 4, 16}, {3, 7, 33}, {5, 9, 64}, {16, 260, 1024}, {15, 260, 512},
+		{128, 256, 1024}, {64, 64, 64}, {130, 70, 200}, {7, 300, 48}, {2, 8, 3}, {65, 129, 1040}, {1, 512, 64},
+		{200, 4, 80}, {3, 12, 16}, {1, 1, 2000}, {8, 12, 17},
+	}
+	for _, s := range shapes {
+		for _, off := range []int{0, 1, 2, 3, 4} { // B's first value off values past a 16-byte boundary
+			for _, pad := range []int{0, 5} {
+				for _, beta := range []float32{0, 1} {
+					for _, procs := range []int{1, 2, 3} {
+						m, n, k := s[0], s[1], s[2]
+						lda, ldb, ldc := k+pad, k+pad*4, n+pad
+						a := values(r, (m-1)*lda+k)
+						b := values(r, off+(n-1)*ldb+k+16)[off:]
+						c0 := values(r, (m-1)*ldc+n)
+						want, got := append([]float32(nil), c0...), append([]float32(nil), c0...)
+						gonumNT(m, n, k, a, lda, b, ldb, beta, want, ldc)
+						prev := runtime.GOMAXPROCS(procs)
+						NT(m, n, k, a, lda, b, ldb, beta, got, ldc)
+						runtime.GOMAXPROCS(prev)
+						for i := range want {
+							if math.Float32bits(got[i]) != math.Float32bits(want[i]) {
+								t.Fatalf("m %d n %d k %d off %d pad %d beta %v procs %d: c[%d] = %v (%#x), gonum %v (%#x)",
+									m, n, k, off, pad, beta, procs, i, got[i], math.Float32bits(got[i]), want[i], math.Float32bits(want[i]))
+							}
+						}
+					}
+				}
+			}
+		}
+	}
+}
+
+// TestDotMatchesKernels checks the kernels against dot, the order NT keeps without them, bit for bit:
+// whole K and slices of 64, one and two rows of A, K of one and of many slices.
+func TestDotMatchesKernels(t *testing.T) {
+	if !available {
+		t.Skip("no AVX2: NT sums every output with dot")
+	}
+	r := rand.New(rand.NewPCG(3, 4))
+	for _, k := range []int{16, 48, 64, 80, 128, 1024, 1040, 2048} {
+		for _, slice := range []int{Slice, k} {
+			b := values(r, 4*k+16)
+			off := (16 - int(uintptr(ptr(b))%16)) % 16 / 4
+			b = b[off : off+4*k]
+			a := values(r, 2*k)
+			c0 := values(r, 8)
+			got := append([]float32(nil), c0...)
+			kernel2x4(&a[0], k, &b[0], k, &got[0], 4, k, slice)
+			got1 := append([]float32(nil), c0[:4]...)
+			kernel1x4(&a[0], &b[0], k, &got1[0], k, slice)
+			p := product{m: 2, k: k, a: a, lda: k, b: b, ldb: k, c: append([]float32(nil), c0...), ldc: 4, slice: slice}
+			p.dots(0, 2, 0, 4)
+			for i, w := range p.c {
+				if math.Float32bits(got[i]) != math.Float32bits(w) {
+					t.Fatalf("k %d slice %d: kernel2x4 c[%d] = %v, dot %v", k, slice, i, got[i], w)
+				}
+				if i < 4 && math.Float32bits(got1[i]) != math.Float32bits(w) {
+					t.Fatalf("k %d slice %d: kernel1x4 c[%d] = %v, dot %v", k, slice, i, got1[i], w)
+				}
+			}
+		}
+	}
+}
+
+// TestDotMatchesGonum checks dot, the order NT keeps on other architectures, against gonum's amd64
+// DotUnitary (a 1×1 Sgemm sums the whole K in one call) bit for bit: every K up to 100 and some longer,
+// the second operand 0-3 values past a 16-byte boundary (the values before it go to lane 0 first).
+func TestDotMatchesGonum(t *testing.T) {
+	if runtime.GOARCH != "amd64" {
+		t.Skip("gonum's DotUnitary sums in this order only on amd64")
+	}
+	r := rand.New(rand.NewPCG(7, 8))
+	ks := []int{1000, 1023, 2048, 2051}
+	for k := range 101 {
+		ks = append(ks, k)
+	}
+	for _, k := range ks {
+		for off := range 4 {
+			x := values(r, k)
+			y := values(r, k+8)
+			y = y[(16-int(uintptr(ptr(y))%16))%16/4+off:][:k]
+			want := []float32{0}
+			gonumNT(1, 1, k, x, max(1, k), y, max(1, k), 0, want, 1)
+			if got := 0 + dot(x, y); math.Float32bits(got) != math.Float32bits(want[0]) {
+				t.Fatalf("k %d off %d: dot %v, gonum %v", k, off, got, want[0])
+			}
+		}
+	}
+}
+
+func TestNTPanics(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		f    func()
+	}{
+		{"beta 0.5", func() { NT(1, 1, 1, []float32{1}, 1, []float32{1}, 1, 0.5, []float32{0}, 1) }},
+		{"short A", func() { NT(2, 1, 2, []float32{1, 2}, 2, []float32{1, 2}, 2, 0, []float32{0, 0}, 1) }},
+		{"lda below k", func() { NT(1, 1, 2, []float32{1, 2}, 1, []float32{1, 2}, 2, 0, []float32{0}, 1) }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			defer func() {
+				if recover() == nil {
+					t.Fatal("no panic")
+				}
+			}()
+			tc.f()
+		})
+	}
+}
+
+// BenchmarkNT multiplies the shapes of an 8B MoE's screen (128 tokens through a 2048-wide weight; 16
+// tokens routed to an expert of 1792 rows) and a 27B layer's FFN by NT and by gonum's Sgemm,
+// interleaved in every iteration, and reports both rates and their ratio.
+func BenchmarkNT(b *testing.B) {
+	for _, s := range [][3]int{{128, 2048, 2048}, {16, 1792, 2048}, {16, 2048, 1792}, {128, 17408, 5120}, {1, 2048, 2048}} {
+		m, n, k := s[0], s[1], s[2]
+		b.Run(fmt.Sprintf("%dx%dx%d", m, n, k), func(bb *testing.B) {
+			r := rand.New(rand.NewPCG(5, 6))
+			a, w, c := values(r, m*k), values(r, n*k), make([]float32, m*n)
+			var el [2]float64
+			fs := [2]func(){
+				func() { gonumNT(m, n, k, a, k, w, k, 0, c, n) },
+				func() { NT(m, n, k, a, k, w, k, 0, c, n) },
+			}
+			it := 0
+			for bb.Loop() {
+				for j := range 2 {
+					i := (it + j) % 2
+					el[i] += timeIt(fs[i])
+				}
+				it++
+			}
+			flop := 2 * float64(m) * float64(n) * float64(k) * float64(it)
+			bb.ReportMetric(flop/el[0]/1e9, "gonum-GFLOP/s")
+			bb.ReportMetric(flop/el[1]/1e9, "NT-GFLOP/s")
+			bb.ReportMetric(el[0]/el[1], "x-gonum")
+		})
+	}
+}

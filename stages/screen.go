@@ -90,7 +90,8 @@ func screenCached(s ModelShape) int64 {
 // two blocks' weights — the one running and the next one loading (model.Model.Forward) — each as held
 // (source weights encoded or float32, calib.LayerWeightBytes) plus their emulated codes and scales (up
 // to 5 bytes a packable value), the logits of the pack and of the float model, the forward pass's
-// scratch, the dequantization scratch of one Apply of an encoded weight, and the hidden states.
+// scratch, the dequantization scratch of one Apply of an encoded weight, and the hidden states of both
+// models for the chunks run through each block at once (model.EvalGroupChunks).
 func ScreenMemory(s ModelShape, ctxLen int) int64 {
 	c := s.Config()
 	e, v, t := int64(c.NEmbd), int64(c.NVocab), int64(ctxLen)
@@ -98,7 +99,7 @@ func ScreenMemory(s ModelShape, ctxLen int) int64 {
 	for l := range c.NLayer {
 		layer = max(layer, calib.LayerWeightBytes(&c, l)+5*packableValues(&c, l))
 	}
-	return 96<<20 + screenCached(s) + 2*layer + 4*t*v*4 + 2*c.ScratchBytes(ctxLen) + c.BlockScratchBytes() + 8*t*e
+	return 96<<20 + screenCached(s) + 2*layer + 4*t*v*4 + 2*c.ScratchBytes(ctxLen) + c.BlockScratchBytes() + int64(model.EvalGroupChunks(c.NEmbd, ctxLen, 2))*8*t*e
 }
 
 // packableValues is the number of values of block l's weights a pack may hold (every site weight but
@@ -148,7 +149,8 @@ func runScreen(ctx context.Context, p ScreenParams, req Request) error {
 	// Quantized and 16-bit matmul weights stay in their file encoding, as calibrate holds them: a
 	// quarter to a half of the memory of float32, the same products (model.Encoded: bit for bit in the
 	// pure-Go build, to float32 rounding under OpenBLAS). They are mappings of the model file, not heap
-	// copies: each chunk loads every layer again (model.Forward releases each after running it).
+	// copies: each group of chunks (model.EvalGroupChunks) loads every layer again, and each layer is
+	// released after the group ran through it.
 	bs := base.Src.(*model.GGUFSource)
 	bs.KeepEncoded, bs.MapEncoded = true, true
 	text, err := os.ReadFile(tpath)

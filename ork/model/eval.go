@@ -85,28 +85,23 @@ func Evaluate(ctx context.Context, m *Model, tokens []int32, opts EvalOptions) (
 	var nll, nll2, baseNLL, baseNLL2, kldSum, kld2Sum float64
 	var klds []float64
 	sameTop, count := 0, 0
-	batch := make([]int32, n)
 	lp := make([]float64, nv)
 	lpBase := make([]float64, nv)
-	for c := 0; c < chunks; c++ {
-		copy(batch, tokens[c*n:(c+1)*n])
+	models := []evalModel{{m: m}}
+	if opts.Base != nil {
+		models = append(models, evalModel{m: opts.Base, obs: opts.BaseObserver})
+	}
+	setTokens := func(c int, dst []int32) {
+		copy(dst, tokens[c*n:(c+1)*n])
 		if opts.BOS != NoToken {
-			batch[0] = opts.BOS
+			dst[0] = opts.BOS
 		}
-		for _, mm := range []*Model{m, opts.Base} {
-			if mm != nil && mm.GGMLExact {
-				mm.GGMLUbatch = perplexityUbatch(n, c, chunks)
-			}
-		}
-		logits, err := m.Forward(ctx, batch)
-		if err != nil {
-			return res, fmt.Errorf("chunk %d: %w", c, err)
-		}
+	}
+	err := forEachChunk(ctx, models, chunks, n, setTokens, func(c int, out [][]float32) error {
+		logits := out[0]
 		var base []float32
 		if opts.Base != nil {
-			if base, err = opts.Base.ForwardObserved(ctx, batch, opts.BaseObserver); err != nil {
-				return res, fmt.Errorf("chunk %d (base model): %w", c, err)
-			}
+			base = out[1]
 		}
 		for j := first; j < n-1; j++ {
 			target := tokens[c*n+j+1]
@@ -138,6 +133,10 @@ func Evaluate(ctx context.Context, m *Model, tokens []int32, opts EvalOptions) (
 		if opts.Progress != nil {
 			opts.Progress(c+1, chunks)
 		}
+		return nil
+	})
+	if err != nil {
+		return res, err
 	}
 	res.Chunks, res.Tokens, res.Scored = chunks, len(tokens), count
 	res.PPL, res.PPLErr = perplexity(nll, nll2, count)

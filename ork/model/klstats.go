@@ -91,24 +91,19 @@ func EvaluateKLBase(ctx context.Context, m *Model, base *KLBase, text []int32, b
 	n, nv, first := base.Ctx, m.Cfg.NVocab, base.Ctx/2
 	rows := make([]KLRow, base.Rows())
 	buf := make([]byte, base.Rows()*base.RowValues()*2)
-	batch := make([]int32, n)
 	var s klSums
 	var klds, pdiffs []float32
-	for c := 0; c < chunks; c++ {
-		if err := base.ReadChunk(c, rows, buf); err != nil {
-			return nil, err
-		}
-		copy(batch, base.Tokens[c*n:(c+1)*n])
+	setTokens := func(c int, dst []int32) {
+		copy(dst, base.Tokens[c*n:(c+1)*n])
 		if bos != NoToken {
-			batch[0] = bos
+			dst[0] = bos
 		}
-		if m.GGMLExact {
-			m.GGMLUbatch = perplexityUbatch(n, c, chunks)
+	}
+	err := forEachChunk(ctx, []evalModel{{m: m}}, chunks, n, setTokens, func(c int, out [][]float32) error {
+		if err := base.ReadChunk(c, rows, buf); err != nil {
+			return err
 		}
-		logits, err := m.Forward(ctx, batch)
-		if err != nil {
-			return nil, fmt.Errorf("chunk %d: %w", c, err)
-		}
+		logits := out[0]
 		for j := first; j < n-1; j++ {
 			kl, pd := s.add(logits[j*nv:(j+1)*nv], &rows[j-first], int(base.Tokens[c*n+j+1]))
 			klds, pdiffs = append(klds, kl), append(pdiffs, pd)
@@ -116,6 +111,10 @@ func EvaluateKLBase(ctx context.Context, m *Model, base *KLBase, text []int32, b
 		if progress != nil {
 			progress(c+1, chunks)
 		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
 	}
 	return s.report(chunks, n, klds, pdiffs), nil
 }

@@ -89,8 +89,8 @@ func screenCached(s ModelShape) int64 {
 // ScreenMemory is the declared peak memory of a screen node: the cached float tensors (screenCached),
 // two blocks' weights — the one running and the next one loading (model.Model.Forward) — each as held
 // (source weights encoded or float32, calib.LayerWeightBytes) plus their emulated codes and scales (up
-// to 5 bytes a packable value), the logits of the pack and of the float model, the forward pass's
-// scratch, the dequantization scratch of one Apply of an encoded weight, and the hidden states of both
+// to 5 bytes a packable value), the logits of the pack and of the float model, the forward passes'
+// scratch (model.Config.EvalScratchBytes), the dequantization scratch of one Apply of an encoded weight, and the hidden states of both
 // models for the chunks run through each block at once (model.EvalGroupChunks).
 func ScreenMemory(s ModelShape, ctxLen int) int64 {
 	c := s.Config()
@@ -99,7 +99,7 @@ func ScreenMemory(s ModelShape, ctxLen int) int64 {
 	for l := range c.NLayer {
 		layer = max(layer, calib.LayerWeightBytes(&c, l)+5*packableValues(&c, l))
 	}
-	return 96<<20 + screenCached(s) + 2*layer + 4*t*v*4 + 2*c.ScratchBytes(ctxLen) + c.BlockScratchBytes() + int64(model.EvalGroupChunks(c.NEmbd, ctxLen, 2))*8*t*e
+	return 96<<20 + screenCached(s) + 2*layer + 4*t*v*4 + 2*c.EvalScratchBytes(ctxLen, 2) + c.BlockScratchBytes() + int64(model.EvalGroupChunks(c.NEmbd, ctxLen, 2))*8*t*e
 }
 
 // packableValues is the number of values of block l's weights a pack may hold (every site weight but

@@ -3,6 +3,8 @@ package model
 import (
 	"context"
 	"fmt"
+
+	"orkpipe/ork/model/internal/sgemm"
 )
 
 // evalGroupBytes bounds the hidden states an evaluation holds for the group of chunks it runs through
@@ -73,30 +75,44 @@ func forEachChunkIn(ctx context.Context, models []evalModel, chunks, n, group in
 	return nil
 }
 
-// forwardSeqs runs each sequence (from position 0) through every block, each block loaded once and run
-// on the sequences one after another (RunLayer), and returns their hidden states after the last block:
-// for each sequence what ForwardObserved computes before the logits, bit for bit. ubatch, when not nil,
-// gives GGMLUbatch for sequence s.
+// forwardSeqs runs each sequence (from position 0; all of one length) through every block, each block
+// loaded once and run on the sequences one after another (RunLayer; an MoE block's routed experts on all
+// of their tokens at once where that gives the same bits, runMoESeqs), and returns their hidden states
+// after the last block: for each sequence what ForwardObserved computes before the logits, bit for bit.
+// ubatch, when not nil, gives GGMLUbatch for sequence s.
 func (m *Model) forwardSeqs(ctx context.Context, seqs [][]int32, obs Observer, ubatch func(s int) int) ([][]float32, error) {
-	hs := make([][]float32, len(seqs))
-	for s, toks := range seqs {
-		h, err := m.Embed(ctx, toks)
-		if err != nil {
-			return nil, err
+	n := len(seqs[0])
+	all := make([]int32, 0, len(seqs)*n)
+	for _, toks := range seqs {
+		if len(toks) != n {
+			return nil, fmt.Errorf("sequences of %d and %d tokens: %w", n, len(toks), ErrBadModel)
 		}
-		hs[s] = h
+		all = append(all, toks...)
+	}
+	h, err := m.Embed(ctx, all)
+	if err != nil {
+		return nil, err
+	}
+	per := n * m.Cfg.NEmbd
+	hs := make([][]float32, len(seqs))
+	for s := range hs {
+		hs[s] = h[s*per : (s+1)*per : (s+1)*per]
 	}
 	for i := 0; i < m.Cfg.NLayer; i++ {
 		l, err := LoadLayer(ctx, &m.Cfg, m.Src, i)
 		if err != nil {
 			return nil, err
 		}
-		for s, h := range hs {
-			if ubatch != nil {
-				m.GGMLUbatch = ubatch(s)
-			}
-			if err = m.RunLayer(ctx, l, h, obs); err != nil {
-				break
+		if ubatch == nil && m.moeTogether(l, len(hs), obs) {
+			err = m.runMoESeqs(ctx, l, h, n, obs)
+		} else {
+			for s, hh := range hs {
+				if ubatch != nil {
+					m.GGMLUbatch = ubatch(s)
+				}
+				if err = m.RunLayer(ctx, l, hh, obs); err != nil {
+					break
+				}
 			}
 		}
 		l.Release()
@@ -105,4 +121,128 @@ func (m *Model) forwardSeqs(ctx context.Context, seqs [][]int32, obs Observer, u
 		}
 	}
 	return hs, nil
+}
+
+// rowIndependent is implemented by Linears that can say whether each output row they compute depends only on
+// its input row: not on the other rows of the call nor on their number.
+type rowIndependent interface {
+	rowIndependent() bool
+}
+
+// rowIndependent: in the pure-Go build a product of N >= 193 rows is summed in slices of K for any number of
+// tokens (sgemm.Sliced); under OpenBLAS the blocking depends on the shape.
+func (d *Dense) rowIndependent() bool { return gonumSgemm() && sgemm.Sliced(d.N) }
+
+// rowIndependent: as Dense (Apply reproduces the path of the whole product in every block).
+func (e *Encoded) rowIndependent() bool { return gonumSgemm() && sgemm.Sliced(e.N) }
+
+// rowIndependent: each token is quantized and multiplied on its own (integer dot products, exact).
+func (e *Emulated) rowIndependent() bool { return true }
+
+func (l linearWithBias) rowIndependent() bool { return isRowIndependent(l.Linear) }
+
+func isRowIndependent(l Linear) bool {
+	r, ok := l.(rowIndependent)
+	return ok && r.rowIndependent()
+}
+
+// moeGroupBytes bounds the scratch of the routed experts applied to the tokens of several sequences at
+// once (runMoESeqs).
+const moeGroupBytes = 256 << 20
+
+// moeTogether reports whether block l's routed experts may run on the tokens of nSeq sequences at once,
+// each sequence still getting RunLayer's bits: an MoE block whose every expert weight is row-independent, and
+// obs (nil or not) not an ExpertObserver, which sees each expert's rows per call.
+func (m *Model) moeTogether(l *Layer, nSeq int, obs Observer) bool {
+	if nSeq < 2 || l.Kind.FFN != FFNMoE {
+		return false
+	}
+	if _, ok := obs.(ExpertObserver); ok {
+		return false
+	}
+	for _, ex := range l.Experts {
+		if !isRowIndependent(ex.Gate) || !isRowIndependent(ex.Up) || !isRowIndependent(ex.Down) {
+			return false
+		}
+	}
+	return true
+}
+
+// moeKind is the kind whose scratch (Config.need) is only what runMoESeqs holds for all the
+// sequences' rows: their FFN inputs (sX) and the MoE buffers.
+var moeKind = LayerKind{Mixer: -1, FFN: FFNMoE}
+
+// moeSeqs is the number of sequences of seqLen rows runMoESeqs takes at once: as many as moeGroupBytes
+// of scratch hold (Config.moeSeqs), or testMoESeqs.
+func (m *Model) moeSeqs(seqLen int) int {
+	if m.testMoESeqs > 0 {
+		return m.testMoESeqs
+	}
+	return m.Cfg.moeSeqs(seqLen)
+}
+
+// moeSeqs is the number of sequences of seqLen rows whose MoE scratch (moeScratch) fits moeGroupBytes,
+// at least one.
+func (c *Config) moeSeqs(seqLen int) int {
+	return max(1, moeGroupBytes/max(1, int(c.moeScratch(1, seqLen))))
+}
+
+// moeScratch is the scratch runMoESeqs holds for nSeq sequences of seqLen rows.
+func (c *Config) moeScratch(nSeq, seqLen int) int64 {
+	n := c.need(moeKind, nSeq*seqLen, seqLen)
+	var b int64
+	for _, v := range n.f {
+		b += 4 * int64(v)
+	}
+	return b + 8*int64(n.ints)
+}
+
+// EvalScratchBytes is the scratch memory a Model keeps after [Evaluate] or [EvaluateKLBase] ran chunks
+// of ctx tokens through it beside models-1 other models: a chunk's (ScratchBytes), and for an MoE model
+// the routed experts' scratch of the sequences runMoESeqs takes at once (at most 256 MiB).
+func (c *Config) EvalScratchBytes(ctx, models int) int64 {
+	b := c.ScratchBytes(ctx)
+	if c.MoE() {
+		b += c.moeScratch(min(c.moeSeqs(ctx), EvalGroupChunks(c.NEmbd, ctx, models)), ctx)
+	}
+	return b
+}
+
+// runMoESeqs applies MoE block l to the hidden states h of len(h)/(seqLen·NEmbd) sequences in place,
+// each sequence bit for bit as RunLayer on it alone (moeTogether must hold): the mixer half, the
+// router, the routing's observation and the shared expert one sequence at a time, the routed experts
+// once for the tokens of up to moeSeqs sequences. obs sees each site's sequences in order (the order
+// across a block's sites differs from RunLayer's).
+func (m *Model) runMoESeqs(ctx context.Context, l *Layer, h []float32, seqLen int, obs Observer) error {
+	c := &m.Cfg
+	e := c.NEmbd
+	per := seqLen * e
+	step := m.moeSeqs(seqLen) * per
+	for h0 := 0; h0 < len(h); h0 += step {
+		hg := h[h0:min(h0+step, len(h))]
+		rows := len(hg) / e
+		g := m.group.get(c, moeKind, rows, seqLen)
+		xg := g.buf(sX, rows*e)
+		for s0 := 0; s0 < len(hg); s0 += per {
+			if err := ctx.Err(); err != nil {
+				return err
+			}
+			x, err := m.mixerHalf(l, hg[s0:s0+per], seqLen, m.buf.get(c, l.Kind, seqLen, seqLen), obs)
+			if err != nil {
+				return err
+			}
+			if obs != nil {
+				obs.Observe(l.Index, InputRouter, x)
+			}
+			copy(xg[s0:], x)
+		}
+		out := g.buf(sMoEOut, rows*e)
+		if err := m.runMoE(l, xg, out, g, obs, seqLen); err != nil {
+			return err
+		}
+		for i, v := range out {
+			hg[i] += v
+		}
+	}
+	return nil
 }

@@ -6,9 +6,11 @@ import (
 	"math"
 	"os"
 	"slices"
+	"strconv"
 	"testing"
 
 	"orkpipe/internal/testfiles"
+	"orkpipe/ork/pack"
 )
 
 // routeLog records every routing a model shows, per layer in the order seen.
@@ -97,6 +99,135 @@ func TestForEachChunkMatchesForward(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestMoESeqsMatchForward checks runMoESeqs, the routed experts of several sequences applied at once,
+// against Forward of each sequence alone, bit for bit, in groups of 2 and 5 chunks and with the MoE
+// scratch bounded to one, two and five sequences at a time, and that a RouteObserver sees each layer's
+// routings in the same order: a generated llama MoE (8 experts, top-2) whose float expert weights are
+// wide enough to be row-independent (the pure-Go build), and a small MoE model whose experts are the
+// emulated entries of a W8A8 pack (any build).
+func TestMoESeqsMatchForward(t *testing.T) {
+	ctx := context.Background()
+	t.Run("float", func(t *testing.T) {
+		if !gonumSgemm() {
+			t.Skip("-tags blas: OpenBLAS's float products are not row-independent, so runMoESeqs takes only emulated experts (the pack case)")
+		}
+		cfg := Config{Arch: "llama", NEmbd: 256, NFF: 256, NLayer: 2, NHead: 4, NHeadKV: 2, HeadDim: 64, NVocab: 97,
+			RopeDim: 64, RopeBase: 10000, RopeFreqScale: 1, NormEps: 1e-5, NExpert: 8, NExpertUsed: 2}
+		src, err := NewSyntheticSource(cfg, 3)
+		if err != nil {
+			t.Fatal(err)
+		}
+		checkMoESeqs(t, cfg, src)
+	})
+	t.Run("pack", func(t *testing.T) {
+		c := moeConfig()
+		path, _ := writeMoEModel(t, c, 21, 1)
+		_, src := openMoE(t, path)
+		schemes := map[string]scheme{}
+		for l := 0; l < c.NLayer; l++ {
+			for _, w := range []string{"ffn_gate_exps", "ffn_up_exps", "ffn_down_exps"} {
+				for e := 0; e < c.NExpert; e++ {
+					schemes["blk."+strconv.Itoa(l)+"."+w+".weight#"+strconv.Itoa(e)] = scheme{dtype: pack.I8Rot, group: 32, rotate: true}
+				}
+			}
+		}
+		p, err := pack.Open(ctx, writeTestPack(t, src, schemes))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer p.Close()
+		ps, err := NewPackSource(src, p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		checkMoESeqs(t, c, ps)
+	})
+}
+
+func checkMoESeqs(t *testing.T, cfg Config, src WeightSource) {
+	ctx := context.Background()
+	m, err := NewModel(cfg, src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, err := LoadLayer(ctx, &cfg, src, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !m.moeTogether(l, 2, routeLog{}) {
+		t.Fatal("the MoE block's experts are not row-independent: the test would not run runMoESeqs")
+	}
+	l.Release()
+	const n, chunks = 40, 5
+	tokens := func(c int, dst []int32) {
+		for i := range dst {
+			dst[i] = int32((c*131 + i*17 + i*i) % cfg.NVocab)
+		}
+	}
+	want := make([][]float32, chunks)
+	wantRoutes := routeLog{}
+	for c := range chunks {
+		batch := make([]int32, n)
+		tokens(c, batch)
+		if want[c], err = m.ForwardObserved(ctx, batch, wantRoutes); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, group := range []int{2, chunks} {
+		for _, moeSeqs := range []int{1, 2, chunks} {
+			routes := routeLog{}
+			mm, _ := NewModel(cfg, src)
+			mm.testMoESeqs = moeSeqs
+			err := forEachChunkIn(ctx, []evalModel{{m: mm, obs: routes}}, chunks, n, group, tokens, func(c int, logits [][]float32) error {
+				for i, v := range logits[0] {
+					if math.Float32bits(v) != math.Float32bits(want[c][i]) {
+						return fmt.Errorf("chunk %d logit %d = %v, Forward %v", c, i, v, want[c][i])
+					}
+				}
+				return nil
+			})
+			if err != nil {
+				t.Fatalf("group %d, %d sequences at once: %v", group, moeSeqs, err)
+			}
+			for l, w := range wantRoutes {
+				if !slices.Equal(routes[l], w) {
+					t.Fatalf("group %d, %d sequences at once: layer %d routings differ from Forward's", group, moeSeqs, l)
+				}
+			}
+		}
+	}
+}
+
+// TestEvalScratchBytes checks the scratch an evaluation declares: a chunk's for a dense model, and for an
+// MoE model also the routed experts' scratch of the sequences runMoESeqs takes at once, within 256 MiB
+// and what the Model really allocates for them.
+func TestEvalScratchBytes(t *testing.T) {
+	dense := Config{Arch: "llama", NEmbd: 256, NFF: 512, NLayer: 2, NHead: 4, NHeadKV: 2, HeadDim: 64, NVocab: 97,
+		RopeDim: 64, RopeBase: 10000, RopeFreqScale: 1, NormEps: 1e-5}
+	if got, want := dense.EvalScratchBytes(128, 2), dense.ScratchBytes(128); got != want {
+		t.Errorf("dense: EvalScratchBytes = %d, want ScratchBytes %d", got, want)
+	}
+	for _, ctx := range []int{128, 512} {
+		moe := dense
+		moe.NEmbd, moe.NFF, moe.NExpert, moe.NExpertUsed = 2048, 1792, 32, 4
+		extra := moe.EvalScratchBytes(ctx, 2) - moe.ScratchBytes(ctx)
+		seqs := min(moe.moeSeqs(ctx), EvalGroupChunks(moe.NEmbd, ctx, 2))
+		if extra <= 0 || extra > moeGroupBytes || seqs < 2 {
+			t.Errorf("MoE ctx %d: %d bytes beside a chunk's scratch for %d sequences at once: want (0, %d] and at least 2", ctx, extra, seqs, moeGroupBytes)
+		}
+		var s scratch
+		s.get(&moe, moeKind, seqs*ctx, ctx)
+		var held int64
+		for _, f := range s.f {
+			held += 4 * int64(len(f))
+		}
+		held += 8 * int64(len(s.sel)+cap(s.routed))
+		if held != extra {
+			t.Errorf("MoE ctx %d: runMoESeqs' scratch holds %d bytes, EvalScratchBytes counts %d", ctx, held, extra)
+		}
 	}
 }
 

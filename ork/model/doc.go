@@ -85,7 +85,11 @@
 // negative log-likelihood of the second half of each chunk summed. The reported error is llama.cpp's
 // (standard error of the mean NLL, propagated through exp). With a base model, the KL divergence of the
 // base distribution to the evaluated one per scored token, and the rate of agreeing top tokens, are
-// reported as llama-perplexity's --kl-divergence mode does. With [GGUFSource.GGMLActivations] the inputs of
+// reported as llama-perplexity's --kl-divergence mode does. The chunks run a group at a time
+// ([EvalGroupChunks]: 256 MiB of hidden states): each block is loaded once for the group and run on
+// its chunks one after another, an MoE block's routed experts on all of the group's tokens at once
+// where their products give each token the same bits (the pure-Go build's sliced products, the emulated
+// pack entries), so every chunk scores what it scores alone. With [GGUFSource.GGMLActivations] the inputs of
 // Q4_0/Q4_1/Q5_0/Q5_1/Q8_0/F16/BF16 matrices are rounded as ggml's CPU backend rounds them (Q8_0 blocks,
 // binary16, bfloat16), which is what makes quantized GGUF files score as llama.cpp scores them.
 // [Model.KVF16] rounds attention keys and values to binary16 as llama.cpp's default F16 K/V cache does.

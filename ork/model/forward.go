@@ -89,8 +89,11 @@ type Model struct {
 	// (flashAttentionGGML). Evaluate sets it per chunk as llama-perplexity batches (perplexityUbatch).
 	GGMLUbatch int
 
-	buf  scratch    // reused between RunLayer calls
-	rope *ropeTable // the RoPE table of the last sequence length, reused while it does not change
+	buf   scratch // reused between RunLayer calls
+	group scratch // runMoESeqs' buffers for the rows of several sequences
+	// testMoESeqs, when positive, replaces moeSeqs (tests: the sequences runMoESeqs takes at once).
+	testMoESeqs int
+	rope        *ropeTable // the RoPE table of the last sequence length, reused while it does not change
 }
 
 // NewModel validates cfg and returns a model reading its weights from src.
@@ -220,7 +223,40 @@ func (m *Model) RunLayerBatch(ctx context.Context, l *Layer, h []float32, seqLen
 	}
 	rows := len(h) / e
 	s := m.buf.get(c, l.Kind, rows, seqLen)
-	x := s.buf(sX, rows*e)
+	x, err := m.mixerHalf(l, h, seqLen, s, obs)
+	if err != nil {
+		return err
+	}
+	switch l.Kind.FFN {
+	case FFNDense:
+		if obs != nil {
+			obs.Observe(l.Index, InputGateUp, x)
+		}
+		err = swiGLU(l.Index, denseFFN, l.Gate, l.Up, l.Down, x, x, s.buf(sGate, rows*c.NFF), s.buf(sUp, rows*c.NFF), obs, InputDown, m.GGMLExact)
+	case FFNMoE:
+		if obs != nil {
+			obs.Observe(l.Index, InputRouter, x)
+		}
+		out := s.buf(sMoEOut, rows*e)
+		if err = m.runMoE(l, x, out, s, obs, 0); err == nil {
+			copy(x, out)
+		}
+	}
+	if err != nil {
+		return err
+	}
+	for i := range h {
+		h[i] += x[i]
+	}
+	return nil
+}
+
+// mixerHalf runs the first half of block l on the hidden states h (sequences of seqLen rows) in place,
+// h += mixer(rms(h)·attn_norm), and returns the FFN's input rms(h)·ffn_norm (scratch sX of s, which
+// holds rows = len(h)/NEmbd rows of block l's kind).
+func (m *Model) mixerHalf(l *Layer, h []float32, seqLen int, s *scratch, obs Observer) ([]float32, error) {
+	e := m.Cfg.NEmbd
+	x := s.buf(sX, len(h))
 	m.norm(x, h, l.AttnNorm, e)
 	if obs != nil {
 		obs.Observe(l.Index, InputQKV, x)
@@ -239,34 +275,13 @@ func (m *Model) RunLayerBatch(ctx context.Context, l *Layer, h []float32, seqLen
 		err = fmt.Errorf("layer %d: mixer %s: %w", l.Index, l.Kind.Mixer, ErrUnsupported)
 	}
 	if err != nil {
-		return err
+		return nil, err
 	}
 	for i := range h {
 		h[i] += x[i]
 	}
 	m.norm(x, h, l.FFNorm, e)
-	switch l.Kind.FFN {
-	case FFNDense:
-		if obs != nil {
-			obs.Observe(l.Index, InputGateUp, x)
-		}
-		err = swiGLU(l.Index, denseFFN, l.Gate, l.Up, l.Down, x, x, s.buf(sGate, rows*c.NFF), s.buf(sUp, rows*c.NFF), obs, InputDown, m.GGMLExact)
-	case FFNMoE:
-		if obs != nil {
-			obs.Observe(l.Index, InputRouter, x)
-		}
-		out := s.buf(sMoEOut, rows*e)
-		if err = m.runMoE(l, x, out, s, obs); err == nil {
-			copy(x, out)
-		}
-	}
-	if err != nil {
-		return err
-	}
-	for i := range h {
-		h[i] += x[i]
-	}
-	return nil
+	return x, nil
 }
 
 // The names of the weights of a dense FFN and of a shared expert, for errors.

@@ -112,17 +112,25 @@ func taken(sel []int, i int) bool {
 // runMoE computes the MoE FFN of block l for the T = len(x)/NEmbd rows of x (the ffn_norm output) into
 // out: each token's output is Σ_j w_j · down_e(silu(gate_e x)·up_e x) over its selected experts e = sel_j,
 // each term rounded to float32 and summed in slot order j = 0, 1, ... as ggml adds the expert views; with
-// a shared expert, plus sigmoid(ffn_gate_inp_shexp·x) · down_s(silu(gate_s x)·up_s x).
-func (m *Model) runMoE(l *Layer, x, out []float32, s *scratch, obs Observer) error {
+// a shared expert, plus sigmoid(ffn_gate_inp_shexp·x) · down_s(silu(gate_s x)·up_s x). seqLen 0 applies
+// every weight to all T rows at once; seqLen > 0 (T a multiple of it) applies the router and the shared
+// expert, and shows the routing to obs, one sequence of seqLen rows at a time — what RunLayer does for
+// each sequence alone — and only the routed experts to every row at once (runMoESeqs).
+func (m *Model) runMoE(l *Layer, x, out []float32, s *scratch, obs Observer, seqLen int) error {
 	c := &m.Cfg
 	e, f, k, nx := c.NEmbd, c.ExpertFF(), c.NExpertUsed, c.NExpert
 	if !c.MoE() || len(l.Experts) != nx {
 		return fmt.Errorf("blk.%d: %d experts loaded, the model config says %d: %w", l.Index, len(l.Experts), nx, ErrBadModel)
 	}
 	t := len(x) / e
+	if seqLen <= 0 {
+		seqLen = t
+	}
 	logits := s.buf(sLogits, t*nx)
-	if err := l.Router.Apply(logits, x); err != nil {
-		return fmt.Errorf("blk.%d.ffn_gate_inp: %w", l.Index, err)
+	for r0 := 0; r0 < t; r0 += seqLen {
+		if err := l.Router.Apply(logits[r0*nx:(r0+seqLen)*nx], x[r0*e:(r0+seqLen)*e]); err != nil {
+			return fmt.Errorf("blk.%d.ffn_gate_inp: %w", l.Index, err)
+		}
 	}
 	sel, w := s.sel[:t*k], s.buf(sSelW, t*k)
 	probs := s.f[sProbs]
@@ -130,7 +138,9 @@ func (m *Model) runMoE(l *Layer, x, out []float32, s *scratch, obs Observer) err
 		route(c.Gating, logits[tt*nx:(tt+1)*nx], l.ExpProbsBias, probs, sel[tt*k:(tt+1)*k], w[tt*k:(tt+1)*k], m.GGMLExact)
 	}
 	if ro, ok := obs.(RouteObserver); ok {
-		ro.ObserveRoute(l.Index, k, sel, w)
+		for r0 := 0; r0 < t; r0 += seqLen {
+			ro.ObserveRoute(l.Index, k, sel[r0*k:(r0+seqLen)*k], w[r0*k:(r0+seqLen)*k])
+		}
 	}
 	eo, _ := obs.(ExpertObserver)
 	slots := s.buf(sSlots, t*k*e)
@@ -201,8 +211,11 @@ func (m *Model) runMoE(l *Layer, x, out []float32, s *scratch, obs Observer) err
 	}
 	sh, fs := l.Shared, c.NFFShared
 	ys := s.buf(sYE, t*e)
-	if err := swiGLU(l.Index, sharedFFN, sh.Gate, sh.Up, sh.Down, ys, x, s.buf(sGate, t*fs), s.buf(sUp, t*fs), obs, InputSharedDown, m.GGMLExact); err != nil {
-		return err
+	for r0 := 0; r0 < t; r0 += seqLen {
+		xr, yr := x[r0*e:(r0+seqLen)*e], ys[r0*e:(r0+seqLen)*e]
+		if err := swiGLU(l.Index, sharedFFN, sh.Gate, sh.Up, sh.Down, yr, xr, s.buf(sGate, seqLen*fs), s.buf(sUp, seqLen*fs), obs, InputSharedDown, m.GGMLExact); err != nil {
+			return err
+		}
 	}
 	for tt := 0; tt < t; tt++ {
 		gd := dot(sh.GateInp, x[tt*e:(tt+1)*e])

@@ -88,6 +88,11 @@ func NT(m, n, k int, a []float32, lda int, b []float32, ldb int, beta float32, c
 	wg.Wait()
 }
 
+// Sliced reports whether NT sums a product with n columns (rows of B) over slices of K whatever its
+// number of rows m: then each row of C is the same float32 values however many rows a call has, and
+// rows of several products can be multiplied in one call.
+func Sliced(n int) bool { return ceilDiv(n, Slice) >= tiles }
+
 func ceilDiv(a, b int) int { return (a + b - 1) / b }
 
 // product is one NT call's operands.

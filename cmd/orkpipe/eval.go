@@ -155,7 +155,7 @@ func runEval(ctx context.Context, opts *globalOptions, fl evalFlags) error {
 		eo.Base = b
 	}
 	eo.Progress = func(done, total int) {
-		opts.logger.Info("eval", "chunk", done, "of", total)
+		opts.logger.Info("eval", "step", done, "of", total)
 	}
 	what := fl.model
 	if fl.pack != "" {

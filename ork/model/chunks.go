@@ -33,12 +33,30 @@ type evalModel struct {
 // Forward on each chunk alone, bit for bit, and an Observer sees each block's chunks in chunk order —
 // instead of every block being loaded again for every chunk. With GGMLExact a model's GGMLUbatch is set
 // for each chunk as llama-perplexity batches it (perplexityUbatch).
-func forEachChunk(ctx context.Context, models []evalModel, chunks, n int, tokens func(c int, dst []int32), score func(c int, logits [][]float32) error) error {
-	return forEachChunkIn(ctx, models, chunks, n, EvalGroupChunks(models[0].m.Cfg.NEmbd, n, len(models)), tokens, score)
+// progress, when not nil, is called after each step: a block of a model run on a group, or a chunk
+// scored (evalSteps of them).
+func forEachChunk(ctx context.Context, models []evalModel, chunks, n int, tokens func(c int, dst []int32), score func(c int, logits [][]float32) error, progress func(done, total int)) error {
+	return forEachChunkIn(ctx, models, chunks, n, EvalGroupChunks(models[0].m.Cfg.NEmbd, n, len(models)), tokens, score, progress)
+}
+
+// evalSteps is the number of steps of forEachChunk: every block of every model once per group of
+// group chunks, and every chunk.
+func evalSteps(models []evalModel, chunks, group int) int {
+	blocks := 0
+	for _, em := range models {
+		blocks += em.m.Cfg.NLayer
+	}
+	return (chunks+group-1)/group*blocks + chunks
 }
 
 // forEachChunkIn is forEachChunk in groups of group chunks.
-func forEachChunkIn(ctx context.Context, models []evalModel, chunks, n, group int, tokens func(c int, dst []int32), score func(c int, logits [][]float32) error) error {
+func forEachChunkIn(ctx context.Context, models []evalModel, chunks, n, group int, tokens func(c int, dst []int32), score func(c int, logits [][]float32) error, progress func(done, total int)) error {
+	total, done := evalSteps(models, chunks, group), 0
+	step := func() {
+		if done++; progress != nil {
+			progress(done, total)
+		}
+	}
 	for c0 := 0; c0 < chunks; c0 += group {
 		c1 := min(c0+group, chunks)
 		seqs := make([][]int32, c1-c0)
@@ -52,7 +70,7 @@ func forEachChunkIn(ctx context.Context, models []evalModel, chunks, n, group in
 			if em.m.GGMLExact {
 				ubatch = func(s int) int { return perplexityUbatch(n, c0+s, chunks) }
 			}
-			h, err := em.m.forwardSeqs(ctx, seqs, em.obs, ubatch)
+			h, err := em.m.forwardSeqs(ctx, seqs, em.obs, ubatch, step)
 			if err != nil {
 				return fmt.Errorf("chunks %d-%d: %w", c0, c1-1, err)
 			}
@@ -70,6 +88,7 @@ func forEachChunkIn(ctx context.Context, models []evalModel, chunks, n, group in
 			if err := score(c0+s, logits); err != nil {
 				return err
 			}
+			step()
 		}
 	}
 	return nil
@@ -79,8 +98,8 @@ func forEachChunkIn(ctx context.Context, models []evalModel, chunks, n, group in
 // loaded once and run on the sequences one after another (RunLayer; an MoE block's routed experts on all
 // of their tokens at once where that gives the same bits, runMoESeqs), and returns their hidden states
 // after the last block: for each sequence what ForwardObserved computes before the logits, bit for bit.
-// ubatch, when not nil, gives GGMLUbatch for sequence s.
-func (m *Model) forwardSeqs(ctx context.Context, seqs [][]int32, obs Observer, ubatch func(s int) int) ([][]float32, error) {
+// ubatch, when not nil, gives GGMLUbatch for sequence s; block, when not nil, is called after each block.
+func (m *Model) forwardSeqs(ctx context.Context, seqs [][]int32, obs Observer, ubatch func(s int) int, block func()) ([][]float32, error) {
 	n := len(seqs[0])
 	all := make([]int32, 0, len(seqs)*n)
 	for _, toks := range seqs {
@@ -118,6 +137,9 @@ func (m *Model) forwardSeqs(ctx context.Context, seqs [][]int32, obs Observer, u
 		l.Release()
 		if err != nil {
 			return nil, err
+		}
+		if block != nil {
+			block()
 		}
 	}
 	return hs, nil

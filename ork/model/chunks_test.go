@@ -71,6 +71,7 @@ func TestForEachChunkMatchesForward(t *testing.T) {
 			for _, group := range []int{1, 2, chunks} {
 				routes := routeLog{}
 				next := 0
+				var steps [][2]int
 				err := forEachChunkIn(ctx, []evalModel{{m: m, obs: routes}}, chunks, n, group, tokens, func(c int, logits [][]float32) error {
 					if c != next {
 						return fmt.Errorf("chunk %d scored, want %d", c, next)
@@ -82,12 +83,24 @@ func TestForEachChunkMatchesForward(t *testing.T) {
 						}
 					}
 					return nil
+				}, func(done, total int) {
+					steps = append(steps, [2]int{done, total})
 				})
 				if err != nil {
 					t.Fatalf("group %d: %v", group, err)
 				}
 				if next != chunks {
 					t.Fatalf("group %d: %d chunks scored, want %d", group, next, chunks)
+				}
+				// Steps: each block of the model once per group, and each chunk.
+				total := (chunks+group-1)/group*m.Cfg.NLayer + chunks
+				if len(steps) != total {
+					t.Fatalf("group %d: %d progress calls, want %d", group, len(steps), total)
+				}
+				for i, st := range steps {
+					if st != [2]int{i + 1, total} {
+						t.Fatalf("group %d: progress call %d was %v, want [%d %d]", group, i, st, i+1, total)
+					}
 				}
 				for l, w := range wantRoutes {
 					if !slices.Equal(routes[l], w) {
@@ -188,7 +201,7 @@ func checkMoESeqs(t *testing.T, cfg Config, src WeightSource) {
 					}
 				}
 				return nil
-			})
+			}, nil)
 			if err != nil {
 				t.Fatalf("group %d, %d sequences at once: %v", group, moeSeqs, err)
 			}

@@ -21,7 +21,8 @@ type EvalOptions struct {
 	// BaseObserver, when set with Base, sees the base model's forward passes (ForwardObserved): the
 	// screen stage counts the float model's routing of the text with it.
 	BaseObserver Observer
-	// Progress, when set, is called after each chunk.
+	// Progress, when set, is called after each step of the evaluation, done of total: a block of a
+	// model run on a group of chunks (EvalGroupChunks), or a chunk scored.
 	Progress func(done, total int)
 }
 
@@ -130,11 +131,8 @@ func Evaluate(ctx context.Context, m *Model, tokens []int32, opts EvalOptions) (
 				}
 			}
 		}
-		if opts.Progress != nil {
-			opts.Progress(c+1, chunks)
-		}
 		return nil
-	})
+	}, opts.Progress)
 	if err != nil {
 		return res, err
 	}

@@ -69,7 +69,7 @@ type klSums struct {
 // made from another text or tokenizer is refused); each chunk runs from position 0 with its first
 // token replaced by bos (unless NoToken), and every scored position contributes the KL divergence
 // of the base distribution to m's, Δp of the next token and whether the argmaxes agree. maxChunks > 0
-// limits the chunks. progress, when not nil, is called after each chunk.
+// limits the chunks. progress, when not nil, is called after each step, as EvalOptions.Progress.
 func EvaluateKLBase(ctx context.Context, m *Model, base *KLBase, text []int32, bos int32, maxChunks int, progress func(done, total int)) (*KLReport, error) {
 	if base.NVocab != m.Cfg.NVocab {
 		return nil, fmt.Errorf("KL-divergence base %s: n_vocab %d, the model has %d: %w", base.Path, base.NVocab, m.Cfg.NVocab, ErrBadKLBase)
@@ -108,11 +108,8 @@ func EvaluateKLBase(ctx context.Context, m *Model, base *KLBase, text []int32, b
 			kl, pd := s.add(logits[j*nv:(j+1)*nv], &rows[j-first], int(base.Tokens[c*n+j+1]))
 			klds, pdiffs = append(klds, kl), append(pdiffs, pd)
 		}
-		if progress != nil {
-			progress(c+1, chunks)
-		}
 		return nil
-	})
+	}, progress)
 	if err != nil {
 		return nil, err
 	}

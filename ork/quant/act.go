@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math"
+	"runtime"
 
 	"orkpipe/ork/quant/internal/kernel"
 )
@@ -34,7 +35,6 @@ func QuantizeActivations(x []float32, m, k, bits int, clip float64) (*Activation
 		return nil, fmt.Errorf("activations: %d values for %d x %d: %w", len(x), m, k, ErrShape)
 	}
 	a := &Activations{M: m, K: k, Bits: bits, Codes: make([]int8, m*k), Scales: make([]float32, m)}
-	lo, hi := codeRange(bits)
 	for t := 0; t < m; t++ {
 		row := x[t*k : (t+1)*k]
 		amax := 0.0
@@ -43,19 +43,29 @@ func QuantizeActivations(x []float32, m, k, bits int, clip float64) (*Activation
 			if math.IsNaN(f) || math.IsInf(f, 0) {
 				return nil, fmt.Errorf("activation row %d col %d is %v: %w", t, j, v, ErrNotFinite)
 			}
-			amax = math.Max(amax, math.Abs(f))
+			amax = max(amax, math.Abs(f)) // finite: the same as math.Max
 		}
-		s := float32(clip * amax / qmax(bits))
-		a.Scales[t] = s
-		if s == 0 {
-			continue
-		}
-		inv := 1 / float64(s)
-		codes := a.Codes[t*k : (t+1)*k]
-		for j, v := range row {
-			codes[j] = int8(quantCode(float64(v), inv, float64(lo), float64(hi)))
-		}
+		a.Scales[t] = float32(clip * amax / qmax(bits))
 	}
+	// The codes, rows on every core (each row's codes depend on that row only), by quantCodes' kernels.
+	lo, hi := codeRange(bits)
+	workers := 1
+	if m*k >= 1<<16 {
+		workers = runtime.GOMAXPROCS(0)
+	}
+	forRows(context.Background(), m, workers, func(r0, r1 int) {
+		buf := make([]float64, k)
+		for t := r0; t < r1; t++ {
+			s := a.Scales[t]
+			if s == 0 {
+				continue
+			}
+			for j, v := range x[t*k : (t+1)*k] {
+				buf[j] = float64(v)
+			}
+			quantCodes(a.Codes[t*k:(t+1)*k], buf, 1/float64(s), float64(lo), float64(hi))
+		}
+	})
 	return a, nil
 }
 

@@ -101,6 +101,54 @@ func TestQuantizeActivations(t *testing.T) {
 	}
 }
 
+// TestQuantizeActivationsKernels checks QuantizeActivations (codes by quantCodes' AVX-512/AVX2 kernels,
+// rows on every core for large inputs) against the scalar definition, code for code: int4 and int8,
+// clips, row lengths on and off the kernels' multiples of 8 and 4, values on the rounding ties, zero
+// rows, and enough rows to run in parallel.
+func TestQuantizeActivationsKernels(t *testing.T) {
+	for _, tc := range []struct{ m, k int }{{3, 7}, {5, 64}, {9, 133}, {300, 256}, {70, 1030}} {
+		x := randMatrix("x", tc.m, tc.k, 3).Data
+		for i := range x {
+			switch i % 11 {
+			case 3:
+				x[i] = float32(int(x[i]*8)) / 8 // ties of the int8 scale of a row whose amax is near 1
+			case 7:
+				x[i] = 0
+			}
+		}
+		clear(x[tc.k : 2*tc.k]) // a zero row: scale 0, codes 0
+		for _, bits := range []int{4, 8} {
+			for _, clip := range []float64{1, 0.73} {
+				a, err := QuantizeActivations(x, tc.m, tc.k, bits, clip)
+				if err != nil {
+					t.Fatal(err)
+				}
+				lo, hi := codeRange(bits)
+				for r := range tc.m {
+					row := x[r*tc.k : (r+1)*tc.k]
+					amax := 0.0
+					for _, v := range row {
+						amax = math.Max(amax, math.Abs(float64(v)))
+					}
+					s := float32(clip * amax / qmax(bits))
+					if a.Scales[r] != s {
+						t.Fatalf("%dx%d int%d clip %v row %d: scale %v, want %v", tc.m, tc.k, bits, clip, r, a.Scales[r], s)
+					}
+					for j, v := range row {
+						want := int8(0)
+						if s != 0 {
+							want = int8(quantCode(float64(v), 1/float64(s), float64(lo), float64(hi)))
+						}
+						if got := a.Codes[r*tc.k+j]; got != want {
+							t.Fatalf("%dx%d int%d clip %v row %d col %d (%v): code %d, want %d", tc.m, tc.k, bits, clip, r, j, v, got, want)
+						}
+					}
+				}
+			}
+		}
+	}
+}
+
 // TestWeightMatMul: the emulated W8A8 path (rotated and not, K=172 padded) stays close to the
 // float product, and HessianError equals Σ_t ||(W-Q)·x_t||² for H = Σ x·xᵀ.
 func TestWeightMatMul(t *testing.T) {

@@ -6,7 +6,6 @@ import (
 	"math"
 	"os"
 	"slices"
-	"strconv"
 	"testing"
 
 	"orkpipe/internal/testfiles"
@@ -122,7 +121,6 @@ func TestForEachChunkMatchesForward(t *testing.T) {
 // wide enough to be row-independent (the pure-Go build), and a small MoE model whose experts are the
 // emulated entries of a W8A8 pack (any build).
 func TestMoESeqsMatchForward(t *testing.T) {
-	ctx := context.Background()
 	t.Run("float", func(t *testing.T) {
 		if !gonumSgemm() {
 			t.Skip("-tags blas: OpenBLAS's float products are not row-independent, so runMoESeqs takes only emulated experts (the pack case)")
@@ -139,23 +137,7 @@ func TestMoESeqsMatchForward(t *testing.T) {
 		c := moeConfig()
 		path, _ := writeMoEModel(t, c, 21, 1)
 		_, src := openMoE(t, path)
-		schemes := map[string]scheme{}
-		for l := 0; l < c.NLayer; l++ {
-			for _, w := range []string{"ffn_gate_exps", "ffn_up_exps", "ffn_down_exps"} {
-				for e := 0; e < c.NExpert; e++ {
-					schemes["blk."+strconv.Itoa(l)+"."+w+".weight#"+strconv.Itoa(e)] = scheme{dtype: pack.I8Rot, group: 32, rotate: true}
-				}
-			}
-		}
-		p, err := pack.Open(ctx, writeTestPack(t, src, schemes))
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer p.Close()
-		ps, err := NewPackSource(src, p)
-		if err != nil {
-			t.Fatal(err)
-		}
+		ps, _ := testPackSource(t, src, expertSchemes(c, scheme{dtype: pack.I8Rot, group: 32, rotate: true}))
 		checkMoESeqs(t, c, ps)
 	})
 }

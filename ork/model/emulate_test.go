@@ -75,6 +75,22 @@ func packWeight(t testing.TB, src *GGUFSource, name string, s scheme) pack.Weigh
 	return pw
 }
 
+// testPackSource writes a pack of src's weights by schemes (writeTestPack), opens it (closed when the
+// test ends) and returns the PackSource over src and the pack.
+func testPackSource(t testing.TB, src *GGUFSource, schemes map[string]scheme) (*PackSource, *pack.Reader) {
+	t.Helper()
+	p, err := pack.Open(context.Background(), writeTestPack(t, src, schemes))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { p.Close() })
+	ps, err := NewPackSource(src, p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ps, p
+}
+
 // writeTestPack quantizes the named weights of stories260K and writes them as an orkpack.
 func writeTestPack(t testing.TB, src *GGUFSource, schemes map[string]scheme) string {
 	t.Helper()
@@ -189,15 +205,7 @@ func TestEmulatedMatchesIntegerReference(t *testing.T) {
 		"blk.0.attn_output.weight": {dtype: pack.I4Native, group: 32, rotate: true, actBits: 4, clip: 0.775},
 		"blk.0.attn_v.weight":      {dtype: pack.F16},
 	}
-	p, err := pack.Open(context.Background(), writeTestPack(t, src, schemes))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer p.Close()
-	ps, err := NewPackSource(src, p)
-	if err != nil {
-		t.Fatal(err)
-	}
+	ps, p := testPackSource(t, src, schemes)
 	r := rand.New(rand.NewPCG(1, 2))
 	for _, name := range sortedKeys(schemes) {
 		s := schemes[name]
@@ -308,15 +316,7 @@ func TestEvaluatePack(t *testing.T) {
 			schemes[fmt.Sprintf("blk.%d.%s.weight", l, w)] = scheme{dtype: pack.I8Rot, group: 32, rotate: true}
 		}
 	}
-	p, err := pack.Open(context.Background(), writeTestPack(t, src, schemes))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer p.Close()
-	ps, err := NewPackSource(src, p)
-	if err != nil {
-		t.Fatal(err)
-	}
+	ps, _ := testPackSource(t, src, schemes)
 	cfg, err := ConfigFromGGUF(src.File())
 	if err != nil {
 		t.Fatal(err)

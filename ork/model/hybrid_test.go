@@ -121,15 +121,7 @@ func TestHybridPackEmulation(t *testing.T) {
 					}
 				}
 			}
-			p, err := pack.Open(ctx, writeTestPack(t, src, schemes))
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer p.Close()
-			ps, err := NewPackSource(src, p)
-			if err != nil {
-				t.Fatal(err)
-			}
+			ps, _ := testPackSource(t, src, schemes)
 			pm, err := NewModel(fm.Cfg, ps)
 			if err != nil {
 				t.Fatal(err)

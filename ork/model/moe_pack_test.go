@@ -46,6 +46,19 @@ func TestGGUFSourceExpertSlices(t *testing.T) {
 	}
 }
 
+// expertSchemes packs every expert slice of an MoE model of shape c by sc.
+func expertSchemes(c Config, sc scheme) map[string]scheme {
+	schemes := map[string]scheme{}
+	for l := 0; l < c.NLayer; l++ {
+		for _, w := range []string{"ffn_gate_exps", "ffn_up_exps", "ffn_down_exps"} {
+			for e := 0; e < c.NExpert; e++ {
+				schemes["blk."+strconv.Itoa(l)+"."+w+".weight#"+strconv.Itoa(e)] = sc
+			}
+		}
+	}
+	return schemes
+}
+
 // TestMoEPackEmulation quantizes every expert slice of the MoE model into a pack (entries
 // "<tensor>#<e>", int8 rotated, W8A8) and runs the model with the pack: the expert Linears are the
 // pack's emulated entries, the router stays float, and the logits stay close to the float model's.
@@ -53,25 +66,9 @@ func TestMoEPackEmulation(t *testing.T) {
 	c := moeConfig()
 	path, _ := writeMoEModel(t, c, 21, 1)
 	fm, src := openMoE(t, path)
-	schemes := map[string]scheme{}
-	for l := 0; l < c.NLayer; l++ {
-		for _, w := range []string{"ffn_gate_exps", "ffn_up_exps", "ffn_down_exps"} {
-			for e := 0; e < c.NExpert; e++ {
-				schemes["blk."+strconv.Itoa(l)+"."+w+".weight#"+strconv.Itoa(e)] = scheme{dtype: pack.I8Rot, group: 32, rotate: true}
-			}
-		}
-	}
-	p, err := pack.Open(context.Background(), writeTestPack(t, src, schemes))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer p.Close()
+	ps, p := testPackSource(t, src, expertSchemes(c, scheme{dtype: pack.I8Rot, group: 32, rotate: true}))
 	if len(p.Entries()) != 24 {
 		t.Fatalf("pack has %d entries, want 2 layers x 3 tensors x 4 experts", len(p.Entries()))
-	}
-	ps, err := NewPackSource(src, p)
-	if err != nil {
-		t.Fatal(err)
 	}
 	pm, err := NewModel(fm.Cfg, ps)
 	if err != nil {

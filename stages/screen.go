@@ -90,8 +90,9 @@ func screenCached(s ModelShape) int64 {
 // two blocks' weights — the one running and the next one loading (model.Model.Forward) — each as held
 // (source weights encoded or float32, calib.LayerWeightBytes) plus their emulated codes and scales (up
 // to 5 bytes a packable value), the logits of the pack and of the float model, the forward passes'
-// scratch (model.Config.EvalScratchBytes), the dequantization scratch of one Apply of an encoded weight, and the hidden states of both
-// models for the chunks run through each block at once (model.EvalGroupChunks).
+// scratch (model.Config.EvalScratchBytes), the dequantization scratch of one Apply of an encoded
+// weight, and the hidden states of both models for the chunks run through each block at once
+// (model.EvalGroupChunks).
 func ScreenMemory(s ModelShape, ctxLen int) int64 {
 	c := s.Config()
 	e, v, t := int64(c.NEmbd), int64(c.NVocab), int64(ctxLen)

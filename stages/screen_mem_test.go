@@ -16,9 +16,11 @@ import (
 
 // TestScreenMemory measures a screen node's peak RSS in a fresh process (as TestCalibrateMemory does
 // for calibrate) against what it declares (stages.ScreenMemory: the source's weights as held, Q8_0 kept
-// encoded, two blocks of them with their emulated codes): Q8_0 models — a qwen35 of 4 blocks (3 Gated
-// DeltaNet, 1 gated attention) and a llama of 2 — every matmul weight packed by RTN (I4, 32-wide groups),
-// screened on one chunk of tinystories_sample.txt at ctx 128 (the memory does not grow with chunks).
+// encoded, two blocks of them with their emulated codes, the hidden states of a group of chunks, the MoE
+// experts' scratch for several chunks at once): Q8_0 models — a qwen35 of 4 blocks (3 Gated DeltaNet, 1
+// gated attention) and a llama of 2, every matmul weight packed by RTN (I4, 32-wide groups), screened on
+// one chunk of tinystories_sample.txt at ctx 128; an lfm2moe of 3 blocks (16 experts of 512 rows, top-4;
+// the experts left float, so both models run them on every chunk's tokens at once) on all 19 chunks.
 func TestScreenMemory(t *testing.T) {
 	if runStageMemChildIfAsked(t) {
 		return
@@ -36,6 +38,8 @@ func TestScreenMemory(t *testing.T) {
 		{"qwen35-q8_0-1024x2816-4-layers", stages.SynthParams{Arch: "qwen35", Layers: 4, Embd: 1024, FF: 2816, Heads: 8, HeadsKV: 2, HeadDim: 128, Vocab: 512, Ctx: 256,
 			Type: "Q8_0", Seed: 3, SSMHeadDim: 128, SSMKHeads: 4, SSMVHeads: 8}, 1},
 		{"llama-q8_0-1024x2816-2-layers", stages.SynthParams{Layers: 2, Embd: 1024, FF: 2816, Heads: 8, HeadsKV: 2, Vocab: 512, Ctx: 256, Type: "Q8_0", Seed: 3}, 1},
+		{"lfm2moe-q8_0-1024-16x512-3-layers-all-chunks", stages.SynthParams{Arch: "lfm2moe", Layers: 3, Embd: 1024, FF: 2816, FFExp: 512, Experts: 16, ExpertsUsed: 4,
+			DenseLead: 1, AttnLayers: []int{1}, Heads: 8, HeadsKV: 2, Vocab: 512, Ctx: 256, Type: "Q8_0", Seed: 3}, 0},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			synth, _ := json.Marshal(c.synth)
@@ -46,7 +50,7 @@ func TestScreenMemory(t *testing.T) {
 			entries := map[string]string{}
 			for l := range cfg.NLayer {
 				for _, s := range cfg.Sites(l) {
-					if !calib.Captured(s) {
+					if !calib.Captured(s) || s.Experts > 0 {
 						continue
 					}
 					for _, w := range s.Weights {

@@ -164,11 +164,15 @@ const serialTile = 1024
 // (quant.BLASSingleThreaded: the calibrate node's scope), tiles of serialTile taken by GOMAXPROCS
 // workers, largest first. Every value's sum runs in the same order either way. With gonum's kernels,
 // stripes of rows [r0, r1) × columns [r0, k) are each one Dgemm (gonum's Dgemm is blocked and runs its
-// blocks in parallel).
+// blocks in parallel), or on amd64 with AVX2 gramStripe, the same sums on gramTile4x8.
 func syrkUpper(c []float64, k int, x []float64, t int) {
 	if pureGoBLAS() {
 		for r0 := 0; r0 < k; r0 += stripe {
 			r1 := min(r0+stripe, k)
+			if hasGramKernel {
+				gramStripe(c, k, x, t, r0, r1) // gonum's sums, on the AVX2 kernel
+				continue
+			}
 			av := blas64.General{Rows: t, Cols: r1 - r0, Stride: k, Data: x[r0:]}
 			bv := blas64.General{Rows: t, Cols: k - r0, Stride: k, Data: x[r0:]}
 			cv := blas64.General{Rows: r1 - r0, Cols: k - r0, Stride: k, Data: c[r0*k+r0:]}

@@ -1,0 +1,10 @@
+//go:build !amd64
+
+package calib
+
+// hasGramKernel is false off amd64: the pure-Go Hessian update stays gonum's Dgemm.
+const hasGramKernel = false
+
+func gramTile4x8(a, b *float64, ldx, t int, c *float64, ldc int) {
+	panic("calib: no gramTile4x8 on this architecture")
+}

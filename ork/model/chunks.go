@@ -101,21 +101,19 @@ func forEachChunkIn(ctx context.Context, models []evalModel, chunks, n, group in
 // ubatch, when not nil, gives GGMLUbatch for sequence s; block, when not nil, is called after each block.
 func (m *Model) forwardSeqs(ctx context.Context, seqs [][]int32, obs Observer, ubatch func(s int) int, block func()) ([][]float32, error) {
 	n := len(seqs[0])
-	all := make([]int32, 0, len(seqs)*n)
-	for _, toks := range seqs {
+	per := n * m.Cfg.NEmbd
+	h := make([]float32, len(seqs)*per) // one slice: runMoESeqs takes the sequences' rows at once
+	hs := make([][]float32, len(seqs))
+	for s, toks := range seqs {
 		if len(toks) != n {
 			return nil, fmt.Errorf("sequences of %d and %d tokens: %w", n, len(toks), ErrBadModel)
 		}
-		all = append(all, toks...)
-	}
-	h, err := m.Embed(ctx, all)
-	if err != nil {
-		return nil, err
-	}
-	per := n * m.Cfg.NEmbd
-	hs := make([][]float32, len(seqs))
-	for s := range hs {
+		e, err := m.Embed(ctx, toks) // positions in errors count from the sequence's start
+		if err != nil {
+			return nil, fmt.Errorf("sequence %d: %w", s, err)
+		}
 		hs[s] = h[s*per : (s+1)*per : (s+1)*per]
+		copy(hs[s], e)
 	}
 	for i := 0; i < m.Cfg.NLayer; i++ {
 		l, err := LoadLayer(ctx, &m.Cfg, m.Src, i)

@@ -16,6 +16,7 @@ import (
 	"gonum.org/v1/gonum/blas"
 	"gonum.org/v1/gonum/blas/blas64"
 
+	"orkpipe/ork/calib"
 	"orkpipe/ork/gguf"
 	"orkpipe/ork/model"
 	"orkpipe/ork/quant"
@@ -56,10 +57,12 @@ func calibFlops(e, q, kv, f, nSeq, t int) (fwd, hess float64) {
 	return fwd, hess
 }
 
-// gemmRates times one 2048³ float32 matrix product through model.MatMulNT and one float64 product
-// through gonum's blas64, which is what the calibrate stage's products call in this build (the pure-Go
-// sgemm kernels or OpenBLAS; gonum's or OpenBLAS's dgemm), and returns their GFLOP/s, per
-// second of wall time and per CPU-second, each the best of 2.
+// gemmRates times one 2048³ float32 matrix product through model.MatMulNT, which is what the calibrate
+// stage's forward products call in this build (the pure-Go sgemm kernels or OpenBLAS), and the float64
+// rate of its Hessians: under -tags blas one 2048³ product through blas64 (OpenBLAS's dgemm: the
+// Hessian tiles are its dsyrk and dgemm calls), in the pure-Go build the Hessian update itself
+// (calib.AddGram of 2048 tokens into a 2048-wide triangle, counted as T·K·(K+1) flops as the row counts
+// the stage's). It returns their GFLOP/s, per second of wall time and per CPU-second, each the best of 2.
 func gemmRates() (sgemm, dgemm, sgemmCPU, dgemmCPU float64) {
 	const d = matmulDim
 	a32, c32 := make([]float32, d*d), make([]float32, d*d)
@@ -70,8 +73,7 @@ func gemmRates() (sgemm, dgemm, sgemmCPU, dgemmCPU float64) {
 	}
 	m64 := blas64.General{Rows: d, Cols: d, Stride: d, Data: a64}
 	o64 := blas64.General{Rows: d, Cols: d, Stride: d, Data: c64}
-	flops := 2 * float64(d) * d * d
-	best := func(f func()) (wall, cpu float64) {
+	best := func(flops float64, f func()) (wall, cpu float64) {
 		var b, c time.Duration
 		for i := 0; i < 2; i++ {
 			c0, start := processCPU(), time.Now()
@@ -86,8 +88,12 @@ func gemmRates() (sgemm, dgemm, sgemmCPU, dgemmCPU float64) {
 		}
 		return flops / b.Seconds() / 1e9, flops / c.Seconds() / 1e9
 	}
-	sgemm, sgemmCPU = best(func() { model.MatMulNT(c32, a32, a32, d, d, d) })
-	dgemm, dgemmCPU = best(func() { blas64.Gemm(blas.Trans, blas.NoTrans, 1, m64, m64, 0, o64) })
+	sgemm, sgemmCPU = best(2*float64(d)*d*d, func() { model.MatMulNT(c32, a32, a32, d, d, d) })
+	if quant.BLASBackend == "gonum" {
+		dgemm, dgemmCPU = best(float64(d)*d*(d+1), func() { calib.AddGram(c64, d, a64, d) })
+	} else {
+		dgemm, dgemmCPU = best(2*float64(d)*d*d, func() { blas64.Gemm(blas.Trans, blas.NoTrans, 1, m64, m64, 0, o64) })
+	}
 	return sgemm, dgemm, sgemmCPU, dgemmCPU
 }
 
@@ -231,7 +237,7 @@ func rowCalib(e *env) (Row, error) {
 	}
 	fwd, hess := calibFlops(embd, embd, embd/5, ff, 4, 128)
 	r := Row{ID: "calib", Title: fmt.Sprintf("calibrate one 27B-shaped layer (n_embd %d, n_ff %d, Q8_0), 4 x 128 tokens (and 8 x 128)", embd, ff),
-		Note: fmt.Sprintf("stage calibrate [0, 1) with hidden states, in a worker process (`go run ./bench -worker calib`); flops at 4 x 128 = forward %.3g (2·T·N·K per weight + attention) + Hessians %.3g (T·K·(K+1) per input site), twice that at 8 x 128; 4 x 128 tokens are one batch of rows (each Hessian's update multiplied while its file is encoded), 8 x 128 two (every Hessian allocated and updated: the path of recipes' 32 x 512); share = (forward flops at the sgemm rate + Hessian flops at the dgemm rate) / measured time; sgemm and dgemm: model.MatMulNT and gonum blas64 %d³ (what the stage calls) in the same process",
+		Note: fmt.Sprintf("stage calibrate [0, 1) with hidden states, in a worker process (`go run ./bench -worker calib`); flops at 4 x 128 = forward %.3g (2·T·N·K per weight + attention) + Hessians %.3g (T·K·(K+1) per input site), twice that at 8 x 128; 4 x 128 tokens are one batch of rows (each Hessian's update multiplied while its file is encoded), 8 x 128 two (every Hessian allocated and updated: the path of recipes' 32 x 512); share = (forward flops at the sgemm rate + Hessian flops at the dgemm rate) / measured time; sgemm: model.MatMulNT %d³; dgemm: OpenBLAS's dgemm 2048³ under -tags blas, the Hessian update itself in the pure-Go build (calib.AddGram, 2048 tokens into a 2048-wide triangle; gonum's dgemm only where it has no AVX2 kernel); both in the same process (what the stage calls)",
 			fwd, hess, matmulDim)}
 	var steps []step
 	cpu := make([][]float64, len(cases))      // per case: CPU seconds of the calibrate node, per run

@@ -158,6 +158,11 @@ const blasTile = 4096
 // thread: small enough that a 5120-wide triangle's 15 tiles keep two workers busy to the end.
 const serialTile = 1024
 
+// AddGram adds xᵀx (x: t rows of k) to the upper triangle of the k × k row-major c as a Hessian's
+// update does in this build (syrkUpper: OpenBLAS's tiles, or the pure-Go build's stripes): what the
+// benchmark harness times as the Hessians' float64 rate.
+func AddGram(c []float64, k int, x []float64, t int) { syrkUpper(c, k, x, t) }
+
 // syrkUpper adds xᵀx (x: t rows of k) to the upper triangle of the k × k row-major c. With OpenBLAS,
 // tiles of the triangle: a dsyrk for each diagonal tile, a dgemm for each tile right of it — tiles of
 // blasTile one after another on OpenBLAS's threads, or, while OpenBLAS runs each call on one thread

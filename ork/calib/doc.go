@@ -20,8 +20,7 @@
 // chunk (model.Model.RunLayerBatch), and each Hessian is updated BatchRows rows at a time in float64 with
 // one rank-k update of its upper triangle (under -tags blas, OpenBLAS's dsyrk for each diagonal tile of
 // 1024 and dgemm for each tile right of it, the tiles on every core; in the pure-Go build, stripes of 256
-// rows each summed as gonum's Dgemm sums them, on an AVX2 kernel of 4×8 values over blocks of 128 tokens
-// and 64 columns (gramStripe; gonum's Dgemm itself without AVX2). Under -tags blas Capture and
+// rows, each one Dgemm: gonum's sums on ork/internal/dgemm's AVX-512 and AVX2 kernels). Under -tags blas Capture and
 // Propagate hold OpenBLAS to one thread per call (quant.SingleThreadedBLAS) and spread the work over Go
 // workers themselves — the update's tiles, and model.Encoded's row panels, each dequantized and
 // multiplied on one core — so that no OpenBLAS thread waits between calls. The lower triangle is

@@ -9,7 +9,6 @@ import (
 
 	"gonum.org/v1/gonum/blas"
 	"gonum.org/v1/gonum/blas/blas64"
-	"gonum.org/v1/gonum/blas/gonum"
 
 	"orkpipe/internal/hugebuf"
 	"orkpipe/ork/quant"
@@ -142,12 +141,9 @@ func (a *accumulator) flush() {
 // computed whole, so a stripe wastes stripe²/2 multiply-adds per token.
 const stripe = 256
 
-// pureGoBLAS reports whether blas64 runs gonum's own kernels (the build without -tags blas), whose Dsyrk
-// is neither blocked nor parallel.
-func pureGoBLAS() bool {
-	_, ok := blas64.Implementation().(gonum.Implementation)
-	return ok
-}
+// pureGoBLAS reports whether blas64 runs the pure-Go build's kernels (gonum's, with ork/internal/dgemm's
+// Dgemm: the build without -tags blas), whose Dsyrk is neither blocked nor parallel.
+func pureGoBLAS() bool { return quant.BLASBackend == "gonum" }
 
 // blasTile is the side of the tiles of the upper triangle the OpenBLAS update works on: one dsyrk per
 // diagonal tile, one dgemm per tile right of it. One dsyrk of a 17408-wide triangle (the 27B ffn_down
@@ -167,17 +163,13 @@ func AddGram(c []float64, k int, x []float64, t int) { syrkUpper(c, k, x, t) }
 // tiles of the triangle: a dsyrk for each diagonal tile, a dgemm for each tile right of it — tiles of
 // blasTile one after another on OpenBLAS's threads, or, while OpenBLAS runs each call on one thread
 // (quant.BLASSingleThreaded: the calibrate node's scope), tiles of serialTile taken by GOMAXPROCS
-// workers, largest first. Every value's sum runs in the same order either way. With gonum's kernels,
-// stripes of rows [r0, r1) × columns [r0, k) are each one Dgemm (gonum's Dgemm is blocked and runs its
-// blocks in parallel), or on amd64 with AVX2 gramStripe, the same sums on gramTile4x8.
+// workers, largest first. Every value's sum runs in the same order either way. In the pure-Go build,
+// stripes of rows [r0, r1) × columns [r0, k) are each one Dgemm (gonum's sums, on dgemm's kernels,
+// blocked and parallel).
 func syrkUpper(c []float64, k int, x []float64, t int) {
 	if pureGoBLAS() {
 		for r0 := 0; r0 < k; r0 += stripe {
 			r1 := min(r0+stripe, k)
-			if hasGramKernel {
-				gramStripe(c, k, x, t, r0, r1) // gonum's sums, on the AVX2 kernel
-				continue
-			}
 			av := blas64.General{Rows: t, Cols: r1 - r0, Stride: k, Data: x[r0:]}
 			bv := blas64.General{Rows: t, Cols: k - r0, Stride: k, Data: x[r0:]}
 			cv := blas64.General{Rows: r1 - r0, Cols: k - r0, Stride: k, Data: c[r0*k+r0:]}

@@ -186,8 +186,7 @@ func (e *Encoder) Encode(dst []byte, off int64) error {
 // block computes rows [r0, r1) × columns [c0, c1) of the Hessian with its pending update into the
 // encoder's scratch (row-major, c1-c0 wide): one product, onto Data's values when it holds earlier
 // updates, onto zeros otherwise. syrkUpper's tiles and these blocks run the same kernels over the same
-// rows (OpenBLAS's, or in the pure-Go build gonum's sums: gramRect where gramStripe runs, gonum's Dgemm
-// where it does not), so each value is the same sum in the same order.
+// rows (OpenBLAS's, or the pure-Go build's Dgemm), so each value is the same sum in the same order.
 func (e *Encoder) block(r0, r1, c0, c1 int) []float64 {
 	k, p := e.h.K, e.p
 	w := c1 - c0
@@ -202,13 +201,6 @@ func (e *Encoder) block(r0, r1, c0, c1 int) []float64 {
 			copy(c[(i-r0)*w:(i-r0+1)*w], e.h.Data[i*k+c0:i*k+c1])
 		}
 		beta = 1
-	}
-	if hasGramKernel && pureGoBLAS() {
-		if !p.prior {
-			clear(c) // gonum's Dgemm with beta 0: zeros, then the products added
-		}
-		gramRect(c, w, p.x, k, p.rows, r0, r1, c0, c1) // gonum's sums, on the AVX2 kernel
-		return c
 	}
 	xr := blas64.General{Rows: p.rows, Cols: r1 - r0, Stride: k, Data: p.x[r0:]}
 	xc := blas64.General{Rows: p.rows, Cols: w, Stride: k, Data: p.x[c0:]}

@@ -2,6 +2,16 @@
 
 package quant
 
+import (
+	"gonum.org/v1/gonum/blas/blas64"
+
+	"orkpipe/ork/internal/dgemm"
+)
+
+// The pure-Go build's float64 BLAS is gonum's with dgemm's Dgemm: the same bits as gonum's own (GPTQ's
+// block updates, the Cholesky panels, calibration's Hessians), on AVX-512/AVX2 kernels.
+func init() { blas64.Use(dgemm.Implementation{}) }
+
 // BLASBackend names the BLAS implementation this build uses: gonum's pure-Go kernels unless
 // built with -tags blas (see blas.go).
 const BLASBackend = "gonum"

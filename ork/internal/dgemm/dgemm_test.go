@@ -1,0 +1,159 @@
+package dgemm
+
+import (
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"runtime"
+	"testing"
+	"time"
+
+	"gonum.org/v1/gonum/blas"
+	"gonum.org/v1/gonum/blas/gonum"
+)
+
+// fill returns n values: normal ones over several magnitudes, with zeros, negative zeros and (when
+// inf) a few infinities among them.
+func fill(r *rand.Rand, n int, inf bool) []float64 {
+	x := make([]float64, n)
+	for i := range x {
+		switch v := r.IntN(40); {
+		case v < 4:
+			x[i] = 0
+		case v < 7:
+			x[i] = math.Copysign(0, -1)
+		case v == 7 && inf:
+			x[i] = math.Inf(1 - 2*r.IntN(2))
+		default:
+			x[i] = r.NormFloat64() * math.Exp2(float64(r.IntN(12)-6))
+		}
+	}
+	return x
+}
+
+// TestDgemmMatchesGonum compares Implementation.Dgemm with gonum's Dgemm bit for bit (signed zeros,
+// infinities and NaNs included) for A and Aᵀ, over shapes on both of gonum's paths (serial, and
+// parallel in K blocks of 64), shapes of whole tiles and not, strides wider than the matrices,
+// alpha 1, -1, 0 and another, beta 0, 1 and another, one and several goroutines, on every path
+// the CPU can take.
+func TestDgemmMatchesGonum(t *testing.T) {
+	r := rand.New(rand.NewPCG(1, 2))
+	shapes := []struct{ m, n, k, pad int }{
+		{1, 1, 1, 0}, {3, 5, 7, 2}, {8, 16, 3, 0}, {17, 33, 129, 1}, {130, 70, 200, 3}, {64, 300, 64, 0}, {300, 20, 9, 5},
+	}
+	for _, sh := range shapes {
+		for _, tA := range []blas.Transpose{blas.NoTrans, blas.Trans} {
+			lda := sh.k + sh.pad
+			aLen := (sh.m-1)*lda + sh.k
+			if tA == blas.Trans {
+				lda = sh.m + sh.pad
+				aLen = (sh.k-1)*lda + sh.m
+			}
+			ldb, ldc := sh.n+sh.pad, sh.n+2*sh.pad
+			a := fill(r, aLen, sh.m%2 == 1)
+			b := fill(r, (sh.k-1)*ldb+sh.n, sh.n%2 == 1)
+			c0 := fill(r, (sh.m-1)*ldc+sh.n, false)
+			for _, alpha := range []float64{1, -1, 0, 0.7} {
+				for _, beta := range []float64{0, 1, -0.5} {
+					want := append([]float64(nil), c0...)
+					gonum.Implementation{}.Dgemm(tA, blas.NoTrans, sh.m, sh.n, sh.k, alpha, a, lda, b, ldb, beta, want, ldc)
+					forPaths(t, func(path string) {
+						for _, procs := range []int{1, 3} {
+							got := append([]float64(nil), c0...)
+							prev := runtime.GOMAXPROCS(procs)
+							Implementation{}.Dgemm(tA, blas.NoTrans, sh.m, sh.n, sh.k, alpha, a, lda, b, ldb, beta, got, ldc)
+							runtime.GOMAXPROCS(prev)
+							for i := range want {
+								if math.Float64bits(got[i]) != math.Float64bits(want[i]) {
+									t.Fatalf("%+v %v alpha %v beta %v, %s, %d procs: c[%d] = %v, gonum %v", sh, tA, alpha, beta, path, procs, i, got[i], want[i])
+								}
+							}
+						}
+					})
+				}
+			}
+		}
+	}
+}
+
+// TestDgemmRejectsAsGonum: arguments gonum's Dgemm rejects panic with its message; B transposed
+// gives gonum's result.
+func TestDgemmRejectsAsGonum(t *testing.T) {
+	msg := func(f func()) (s string) {
+		defer func() { s = fmt.Sprint(recover()) }()
+		f()
+		return ""
+	}
+	a, b, c := make([]float64, 12), make([]float64, 12), make([]float64, 12)
+	for _, tc := range []struct {
+		name                   string
+		m, n, k, lda, ldb, ldc int
+	}{{"lda", 3, 4, 3, 2, 4, 4}, {"short C", 4, 4, 3, 3, 4, 4}, {"ldc", 3, 4, 3, 3, 4, 3}} {
+		want := msg(func() {
+			gonum.Implementation{}.Dgemm(blas.NoTrans, blas.NoTrans, tc.m, tc.n, tc.k, 1, a, tc.lda, b, tc.ldb, 0, c, tc.ldc)
+		})
+		got := msg(func() {
+			Implementation{}.Dgemm(blas.NoTrans, blas.NoTrans, tc.m, tc.n, tc.k, 1, a, tc.lda, b, tc.ldb, 0, c, tc.ldc)
+		})
+		if want == "" || got != want {
+			t.Errorf("%s: panic %q, gonum %q", tc.name, got, want)
+		}
+	}
+	r := rand.New(rand.NewPCG(3, 4))
+	x, y := fill(r, 40*30, false), fill(r, 50*30, false)
+	want, got := make([]float64, 40*50), make([]float64, 40*50)
+	gonum.Implementation{}.Dgemm(blas.NoTrans, blas.Trans, 40, 50, 30, 1, x, 30, y, 30, 0, want, 50)
+	Implementation{}.Dgemm(blas.NoTrans, blas.Trans, 40, 50, 30, 1, x, 30, y, 30, 0, got, 50)
+	for i := range want {
+		if math.Float64bits(got[i]) != math.Float64bits(want[i]) {
+			t.Fatalf("B transposed: c[%d] = %v, gonum %v", i, got[i], want[i])
+		}
+	}
+}
+
+// BenchmarkDgemm runs GPTQ's block update (5120 × 2048 -= 5120×128 · 128×2048, A·B) and a Hessian
+// stripe's form (Aᵀ·B: 256 × 2048 of 512 tokens) by gonum's Dgemm and by Implementation on each path,
+// interleaved in every iteration, and reports each time and its ratio to gonum's.
+func BenchmarkDgemm(b *testing.B) {
+	r := rand.New(rand.NewPCG(5, 6))
+	for _, bc := range []struct {
+		name    string
+		tA      blas.Transpose
+		m, n, k int
+	}{{"NN-gptq", blas.NoTrans, 5120, 2048, 128}, {"TN-gram", blas.Trans, 256, 2048, 512}} {
+		b.Run(bc.name, func(b *testing.B) {
+			lda := bc.k
+			if bc.tA == blas.Trans {
+				lda = bc.m
+			}
+			a, x := fill(r, bc.m*bc.k, false), fill(r, bc.k*bc.n, false)
+			c := make([]float64, bc.m*bc.n)
+			var paths []string
+			forPaths(b, func(p string) { paths = append(paths, p) })
+			el := make([]time.Duration, len(paths)+1)
+			it := 0
+			for b.Loop() {
+				for j := range el {
+					i := (it + j) % len(el)
+					start := time.Now()
+					if i == 0 {
+						gonum.Implementation{}.Dgemm(bc.tA, blas.NoTrans, bc.m, bc.n, bc.k, -1, a, lda, x, bc.n, 1, c, bc.n)
+					} else {
+						forPaths(b, func(p string) {
+							if p == paths[i-1] {
+								Implementation{}.Dgemm(bc.tA, blas.NoTrans, bc.m, bc.n, bc.k, -1, a, lda, x, bc.n, 1, c, bc.n)
+							}
+						})
+					}
+					el[i] += time.Since(start)
+				}
+				it++
+			}
+			b.ReportMetric(el[0].Seconds()*1e3/float64(it), "gonum-ms")
+			for i, p := range paths {
+				b.ReportMetric(el[i+1].Seconds()*1e3/float64(it), p+"-ms")
+				b.ReportMetric(el[0].Seconds()/el[i+1].Seconds(), p+"-x-gonum")
+			}
+		})
+	}
+}

@@ -1,0 +1,21 @@
+package dgemm
+
+import "golang.org/x/sys/cpu"
+
+// has4x8 and has8x16 say which kernels may run: tile4x8 on AVX2, tile8x16 on AVX-512 (x/sys/cpu also
+// checks that the OS saves the registers). Variables so that tests run every path the CPU has.
+var (
+	has4x8  = cpu.X86.HasAVX2
+	has8x16 = cpu.X86.HasAVX2 && cpu.X86.HasAVX512F
+)
+
+// tile4x8 adds to the 4×8 values at c (rows ldc apart), for l = 0..t-1 in order, tmp·b[l·ldb+j] where
+// tmp = alpha·a[i·ai+l·al] is not zero: gonum's Dgemm sums (see kernel_amd64.s).
+//
+//go:noescape
+func tile4x8(a *float64, ai, al int, b *float64, ldb, t int, c *float64, ldc int, alpha float64)
+
+// tile8x16 is tile4x8 for 8×16 values, on AVX-512.
+//
+//go:noescape
+func tile8x16(a *float64, ai, al int, b *float64, ldb, t int, c *float64, ldc int, alpha float64)

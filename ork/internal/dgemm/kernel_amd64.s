@@ -1,0 +1,242 @@
+#include "textflag.h"
+
+// The kernels add, for l = 0..t-1 in order, tmp·b_l[j] to each value c[i][j] of their tile, where
+// tmp = alpha·a(i, l) (or a(i, l) itself when alpha is 1) and a zero tmp is skipped: gonum's
+// dgemmSerial loops with AxpyUnitary (y[j] = x[j]·tmp + y[j]: b's value first in the product, the
+// product first in the sum, each rounded: no fused multiply-add). a(i, l) is at a + i·ai + l·al
+// (elements), b_l at b + l·ldb, row i of the tile at c + i·ldc. The skip: a compare per row and
+// token (NEQ_UQ: a NaN is not zero) into a mask that leaves C's values as they were.
+
+// ROW16 adds tmp·b (b's 16 values in Z16, Z17) to one row of the 8×16 tile (lo, hi) for the a value
+// at addr; ROW16A first multiplies it by alpha (Z30).
+#define ROW16(addr, lo, hi) \
+	VBROADCASTSD addr, Z18; \
+	VCMPPD $4, Z31, Z18, K1; \
+	VMULPD Z18, Z16, Z19; \
+	VADDPD lo, Z19, K1, lo; \
+	VMULPD Z18, Z17, Z20; \
+	VADDPD hi, Z20, K1, hi
+
+#define ROW16A(addr, lo, hi) \
+	VBROADCASTSD addr, Z18; \
+	VMULPD Z18, Z30, Z18; \
+	VCMPPD $4, Z31, Z18, K1; \
+	VMULPD Z18, Z16, Z19; \
+	VADDPD lo, Z19, K1, lo; \
+	VMULPD Z18, Z17, Z20; \
+	VADDPD hi, Z20, K1, hi
+
+// TILE16(R) is one token of the 8×16 tile: b's 16 values, then the eight rows with row macro R
+// (rows at SI, SI+ai, SI+2ai, R11 = SI+3ai, SI+4ai, R11+2ai, R12 = SI+6ai, R12+ai; R10 = ai bytes).
+#define TILE16(R) \
+	VMOVUPD (DI), Z16; \
+	VMOVUPD 64(DI), Z17; \
+	R((SI), Z0, Z1); \
+	R((SI)(R10*1), Z2, Z3); \
+	R((SI)(R10*2), Z4, Z5); \
+	R((R11), Z6, Z7); \
+	R((SI)(R10*4), Z8, Z9); \
+	R((R11)(R10*2), Z10, Z11); \
+	R((R12), Z12, Z13); \
+	R((R12)(R10*1), Z14, Z15); \
+	ADDQ R13, SI; \
+	ADDQ R13, R11; \
+	ADDQ R13, R12; \
+	ADDQ BX, DI
+
+// func tile8x16(a *float64, ai, al int, b *float64, ldb, t int, c *float64, ldc int, alpha float64)
+TEXT ·tile8x16(SB), NOSPLIT, $0-72
+	MOVQ a+0(FP), SI
+	MOVQ ai+8(FP), R10
+	SHLQ $3, R10
+	MOVQ al+16(FP), R13
+	SHLQ $3, R13
+	MOVQ b+24(FP), DI
+	MOVQ ldb+32(FP), BX
+	SHLQ $3, BX
+	MOVQ t+40(FP), CX
+	MOVQ c+48(FP), DX
+	MOVQ ldc+56(FP), R8
+	SHLQ $3, R8
+	LEAQ (SI)(R10*2), R11
+	ADDQ R10, R11
+	LEAQ (R11)(R10*2), R12
+	ADDQ R10, R12
+	MOVQ DX, R9
+	VMOVUPD (R9), Z0
+	VMOVUPD 64(R9), Z1
+	ADDQ R8, R9
+	VMOVUPD (R9), Z2
+	VMOVUPD 64(R9), Z3
+	ADDQ R8, R9
+	VMOVUPD (R9), Z4
+	VMOVUPD 64(R9), Z5
+	ADDQ R8, R9
+	VMOVUPD (R9), Z6
+	VMOVUPD 64(R9), Z7
+	ADDQ R8, R9
+	VMOVUPD (R9), Z8
+	VMOVUPD 64(R9), Z9
+	ADDQ R8, R9
+	VMOVUPD (R9), Z10
+	VMOVUPD 64(R9), Z11
+	ADDQ R8, R9
+	VMOVUPD (R9), Z12
+	VMOVUPD 64(R9), Z13
+	ADDQ R8, R9
+	VMOVUPD (R9), Z14
+	VMOVUPD 64(R9), Z15
+	VPXORQ Z31, Z31, Z31
+	VBROADCASTSD alpha+64(FP), Z30
+	TESTQ CX, CX
+	JZ store16
+	MOVQ alpha+64(FP), AX
+	MOVQ $0x3FF0000000000000, R9
+	CMPQ AX, R9
+	JNE loop16a             // alpha is not 1 (its bits are not 1.0's)
+
+loop16:
+	TILE16(ROW16)
+	DECQ CX
+	JNZ loop16
+	JMP store16
+
+loop16a:
+	TILE16(ROW16A)
+	DECQ CX
+	JNZ loop16a
+
+store16:
+	MOVQ DX, R9
+	VMOVUPD Z0, (R9)
+	VMOVUPD Z1, 64(R9)
+	ADDQ R8, R9
+	VMOVUPD Z2, (R9)
+	VMOVUPD Z3, 64(R9)
+	ADDQ R8, R9
+	VMOVUPD Z4, (R9)
+	VMOVUPD Z5, 64(R9)
+	ADDQ R8, R9
+	VMOVUPD Z6, (R9)
+	VMOVUPD Z7, 64(R9)
+	ADDQ R8, R9
+	VMOVUPD Z8, (R9)
+	VMOVUPD Z9, 64(R9)
+	ADDQ R8, R9
+	VMOVUPD Z10, (R9)
+	VMOVUPD Z11, 64(R9)
+	ADDQ R8, R9
+	VMOVUPD Z12, (R9)
+	VMOVUPD Z13, 64(R9)
+	ADDQ R8, R9
+	VMOVUPD Z14, (R9)
+	VMOVUPD Z15, 64(R9)
+	VZEROUPPER
+	RET
+
+// ROW8 adds tmp·b (b's 8 values in Y8, Y9) to one row of the 4×8 tile (lo, hi) for the a value at
+// addr, skipping a zero tmp by a branch (AVX2 has no mask registers); ROW8A first multiplies it by
+// alpha (Y14).
+#define ROW8(addr, lo, hi, skip) \
+	VBROADCASTSD addr, Y12; \
+	VUCOMISD X15, X12; \
+	JP 2(PC); \
+	JE skip; \
+	VMULPD Y12, Y8, Y13; \
+	VADDPD lo, Y13, lo; \
+	VMULPD Y12, Y9, Y13; \
+	VADDPD hi, Y13, hi; \
+skip:
+
+#define ROW8A(addr, lo, hi, skip) \
+	VBROADCASTSD addr, Y12; \
+	VMULPD Y12, Y14, Y12; \
+	VUCOMISD X15, X12; \
+	JP 2(PC); \
+	JE skip; \
+	VMULPD Y12, Y8, Y13; \
+	VADDPD lo, Y13, lo; \
+	VMULPD Y12, Y9, Y13; \
+	VADDPD hi, Y13, hi; \
+skip:
+
+// func tile4x8(a *float64, ai, al int, b *float64, ldb, t int, c *float64, ldc int, alpha float64)
+// Rows of a at SI, SI+ai, SI+2ai, R11 = SI+3ai.
+TEXT ·tile4x8(SB), NOSPLIT, $0-72
+	MOVQ a+0(FP), SI
+	MOVQ ai+8(FP), R10
+	SHLQ $3, R10
+	MOVQ al+16(FP), R13
+	SHLQ $3, R13
+	MOVQ b+24(FP), DI
+	MOVQ ldb+32(FP), BX
+	SHLQ $3, BX
+	MOVQ t+40(FP), CX
+	MOVQ c+48(FP), DX
+	MOVQ ldc+56(FP), R8
+	SHLQ $3, R8
+	LEAQ (SI)(R10*2), R11
+	ADDQ R10, R11
+	MOVQ DX, R9
+	VMOVUPD (R9), Y0
+	VMOVUPD 32(R9), Y1
+	ADDQ R8, R9
+	VMOVUPD (R9), Y2
+	VMOVUPD 32(R9), Y3
+	ADDQ R8, R9
+	VMOVUPD (R9), Y4
+	VMOVUPD 32(R9), Y5
+	ADDQ R8, R9
+	VMOVUPD (R9), Y6
+	VMOVUPD 32(R9), Y7
+	VXORPD X15, X15, X15
+	VBROADCASTSD alpha+64(FP), Y14
+	TESTQ CX, CX
+	JZ store8
+	MOVQ alpha+64(FP), AX
+	MOVQ $0x3FF0000000000000, R9
+	CMPQ AX, R9
+	JNE loop8a
+
+loop8:
+	VMOVUPD (DI), Y8
+	VMOVUPD 32(DI), Y9
+	ROW8((SI), Y0, Y1, s0)
+	ROW8((SI)(R10*1), Y2, Y3, s1)
+	ROW8((SI)(R10*2), Y4, Y5, s2)
+	ROW8((R11), Y6, Y7, s3)
+	ADDQ R13, SI
+	ADDQ R13, R11
+	ADDQ BX, DI
+	DECQ CX
+	JNZ loop8
+	JMP store8
+
+loop8a:
+	VMOVUPD (DI), Y8
+	VMOVUPD 32(DI), Y9
+	ROW8A((SI), Y0, Y1, a0)
+	ROW8A((SI)(R10*1), Y2, Y3, a1)
+	ROW8A((SI)(R10*2), Y4, Y5, a2)
+	ROW8A((R11), Y6, Y7, a3)
+	ADDQ R13, SI
+	ADDQ R13, R11
+	ADDQ BX, DI
+	DECQ CX
+	JNZ loop8a
+
+store8:
+	MOVQ DX, R9
+	VMOVUPD Y0, (R9)
+	VMOVUPD Y1, 32(R9)
+	ADDQ R8, R9
+	VMOVUPD Y2, (R9)
+	VMOVUPD Y3, 32(R9)
+	ADDQ R8, R9
+	VMOVUPD Y4, (R9)
+	VMOVUPD Y5, 32(R9)
+	ADDQ R8, R9
+	VMOVUPD Y6, (R9)
+	VMOVUPD Y7, 32(R9)
+	VZEROUPPER
+	RET

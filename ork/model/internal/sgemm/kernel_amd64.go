@@ -18,3 +18,12 @@ func kernel2x4(a *float32, lda int, b *float32, ldb int, c *float32, ldc int, k,
 //
 //go:noescape
 func kernel1x4(a *float32, b *float32, ldb int, c *float32, k, slice int)
+
+// available512 says whether kernel4x4z may run: AVX-512 F, DQ (the eight-value broadcasts and
+// inserts) and VL (the EVEX forms of the 128-bit registers X16-X31).
+var available512 = available && cpu.X86.HasAVX512F && cpu.X86.HasAVX512DQ && cpu.X86.HasAVX512VL
+
+// kernel4x4z is kernel2x4 for four rows of A, on AVX-512: the same sums for every output.
+//
+//go:noescape
+func kernel4x4z(a *float32, lda int, b *float32, ldb int, c *float32, ldc int, k, slice int)

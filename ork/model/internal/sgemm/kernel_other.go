@@ -2,8 +2,11 @@
 
 package sgemm
 
-// available is false: NT sums every output with dot.
-const available = false
+// available and available512 are false: NT sums every output with dot.
+const (
+	available    = false
+	available512 = false
+)
 
 func kernel2x4(a *float32, lda int, b *float32, ldb int, c *float32, ldc int, k, slice int) {
 	panic("sgemm: no kernel2x4 on this architecture")
@@ -11,4 +14,8 @@ func kernel2x4(a *float32, lda int, b *float32, ldb int, c *float32, ldc int, k,
 
 func kernel1x4(a *float32, b *float32, ldb int, c *float32, k, slice int) {
 	panic("sgemm: no kernel1x4 on this architecture")
+}
+
+func kernel4x4z(a *float32, lda int, b *float32, ldb int, c *float32, ldc int, k, slice int) {
+	panic("sgemm: no kernel4x4z on this architecture")
 }

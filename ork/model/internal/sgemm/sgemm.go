@@ -1,5 +1,5 @@
 // Package sgemm computes the float32 matrix products of ork/model's pure-Go build, C = A·Bᵀ (+ C),
-// with AVX2 kernels that give exactly the bits gonum's Sgemm(NoTrans, Trans, 1, A, B, beta, C)
+// with AVX2 and AVX-512 kernels that give exactly the bits gonum's Sgemm(NoTrans, Trans, 1, A, B, beta, C)
 // gives on amd64 — the arithmetic the pure-Go build's outputs (calibration statistics, hidden states,
 // screen and eval figures, node outputs under their keys) have always had — several times faster.
 //
@@ -13,7 +13,8 @@
 // summing every eighth product in order; adds p into s (when a whole 16 was seen); adds the whole
 // fours left into s, the last values into lane 0; and returns (s0+s1)+(s2+s3). Every product is
 // rounded before it is added (no fused multiply-add). [NT] keeps all of that — the slices, the
-// lanes, the alignment of b — and only runs it for 2×4 outputs at a time in registers, so the
+// lanes, the alignment of b — and only runs it for 2×4 outputs at a time in AVX2 registers (4×4 in
+// AVX-512 ones: two outputs' eight lanes a register, folded by shuffles in FOLD4's order), so the
 // outputs are the same float32 values, signed zeros included, on every CPU: the kernels on amd64
 // with AVX2, gonum's own loops on amd64 for the shapes the kernels do not take (K not whole sixteens,
 // B off a 16-byte boundary) and without AVX2, and [dot] (the same sums in Go) on other architectures.
@@ -107,7 +108,8 @@ type product struct {
 const panelBytes = 256 << 10
 
 // cols computes the outputs of columns [j0, j1) (rows j0..j1-1 of B): with the kernels, panels of
-// B's rows that stay in cache while A's rows pass, 2×4 outputs at a time (1×4 for a last row of A),
+// B's rows that stay in cache while A's rows pass, 4×4 outputs at a time on AVX-512, 2×4 on AVX2 (1×4
+// for a last row of A),
 // the last 1-3 columns with dot; every output with dot where the kernels do not take the product
 // (no AVX2 or not amd64, or B not aligned the kernels' way and not on amd64, where gonum takes it).
 func (p *product) cols(j0, j1 int) {
@@ -120,6 +122,13 @@ func (p *product) cols(j0, j1 int) {
 	for q0 := j0; q0 < j4; q0 += panel {
 		q1 := min(q0+panel, j4)
 		i := 0
+		if available512 {
+			for ; i+4 <= p.m; i += 4 {
+				for j := q0; j < q1; j += 4 {
+					kernel4x4z(&p.a[i*p.lda], p.lda, &p.b[j*p.ldb], p.ldb, &p.c[i*p.ldc+j], p.ldc, p.k, p.slice)
+				}
+			}
+		}
 		for ; i+2 <= p.m; i += 2 {
 			for j := q0; j < q1; j += 4 {
 				kernel2x4(&p.a[i*p.lda], p.lda, &p.b[j*p.ldb], p.ldb, &p.c[i*p.ldc+j], p.ldc, p.k, p.slice)

@@ -36,7 +36,8 @@ func gonumNT(m, n, k int, a []float32, lda int, b []float32, ldb int, beta float
 // TestNTMatchesGonum checks NT against gonum's Sgemm bit for bit (signed zeros included) on amd64, where
 // gonum sums with its SSE DotUnitary, over shapes on both of gonum's paths (whole K; slices of 64), odd
 // and even rows, columns beyond whole fours, K of whole sixteens and not, B on and off 16-byte
-// boundaries, strides wider than the rows, beta 0 and 1, and one and several goroutines.
+// boundaries, strides wider than the rows, beta 0 and 1, one and several goroutines, and every set of
+// kernels this CPU can run.
 func TestNTMatchesGonum(t *testing.T) {
 	if runtime.GOARCH != "amd64" {
 		t.Skip("gonum's Sgemm sums in this order only on amd64 (elsewhere its DotUnitary is a plain loop); TestDotMatchesKernels covers NT there")
@@ -57,17 +58,20 @@ func TestNTMatchesGonum(t *testing.T) {
 						a := values(r, (m-1)*lda+k)
 						b := values(r, off+(n-1)*ldb+k+16)[off:]
 						c0 := values(r, (m-1)*ldc+n)
-						want, got := append([]float32(nil), c0...), append([]float32(nil), c0...)
+						want := append([]float32(nil), c0...)
 						gonumNT(m, n, k, a, lda, b, ldb, beta, want, ldc)
-						prev := runtime.GOMAXPROCS(procs)
-						NT(m, n, k, a, lda, b, ldb, beta, got, ldc)
-						runtime.GOMAXPROCS(prev)
-						for i := range want {
-							if math.Float32bits(got[i]) != math.Float32bits(want[i]) {
-								t.Fatalf("m %d n %d k %d off %d pad %d beta %v procs %d: c[%d] = %v (%#x), gonum %v (%#x)",
-									m, n, k, off, pad, beta, procs, i, got[i], math.Float32bits(got[i]), want[i], math.Float32bits(want[i]))
+						forKernels(t, func(kernels string) {
+							got := append([]float32(nil), c0...)
+							prev := runtime.GOMAXPROCS(procs)
+							NT(m, n, k, a, lda, b, ldb, beta, got, ldc)
+							runtime.GOMAXPROCS(prev)
+							for i := range want {
+								if math.Float32bits(got[i]) != math.Float32bits(want[i]) {
+									t.Fatalf("m %d n %d k %d off %d pad %d beta %v procs %d, %s: c[%d] = %v (%#x), gonum %v (%#x)",
+										m, n, k, off, pad, beta, procs, kernels, i, got[i], math.Float32bits(got[i]), want[i], math.Float32bits(want[i]))
+								}
 							}
-						}
+						})
 					}
 				}
 			}
@@ -76,7 +80,7 @@ func TestNTMatchesGonum(t *testing.T) {
 }
 
 // TestDotMatchesKernels checks the kernels against dot, the order NT keeps without them, bit for bit:
-// whole K and slices of 64, one and two rows of A, K of one and of many slices.
+// whole K and slices of 64, one, two and (AVX-512) four rows of A, K of one and of many slices.
 func TestDotMatchesKernels(t *testing.T) {
 	if !available {
 		t.Skip("no AVX2: NT sums every output with dot")
@@ -87,20 +91,28 @@ func TestDotMatchesKernels(t *testing.T) {
 			b := values(r, 4*k+16)
 			off := (16 - int(uintptr(ptr(b))%16)) % 16 / 4
 			b = b[off : off+4*k]
-			a := values(r, 2*k)
-			c0 := values(r, 8)
+			a := values(r, 4*k)
+			c0 := values(r, 16)
 			got := append([]float32(nil), c0...)
 			kernel2x4(&a[0], k, &b[0], k, &got[0], 4, k, slice)
 			got1 := append([]float32(nil), c0[:4]...)
 			kernel1x4(&a[0], &b[0], k, &got1[0], k, slice)
-			p := product{m: 2, k: k, a: a, lda: k, b: b, ldb: k, c: append([]float32(nil), c0...), ldc: 4, slice: slice}
-			p.dots(0, 2, 0, 4)
+			var got4 []float32
+			if available512 {
+				got4 = append([]float32(nil), c0...)
+				kernel4x4z(&a[0], k, &b[0], k, &got4[0], 4, k, slice)
+			}
+			p := product{m: 4, k: k, a: a, lda: k, b: b, ldb: k, c: append([]float32(nil), c0...), ldc: 4, slice: slice}
+			p.dots(0, 4, 0, 4)
 			for i, w := range p.c {
-				if math.Float32bits(got[i]) != math.Float32bits(w) {
+				if i < 8 && math.Float32bits(got[i]) != math.Float32bits(w) {
 					t.Fatalf("k %d slice %d: kernel2x4 c[%d] = %v, dot %v", k, slice, i, got[i], w)
 				}
 				if i < 4 && math.Float32bits(got1[i]) != math.Float32bits(w) {
 					t.Fatalf("k %d slice %d: kernel1x4 c[%d] = %v, dot %v", k, slice, i, got1[i], w)
+				}
+				if got4 != nil && math.Float32bits(got4[i]) != math.Float32bits(w) {
+					t.Fatalf("k %d slice %d: kernel4x4z c[%d] = %v, dot %v", k, slice, i, got4[i], w)
 				}
 			}
 		}
@@ -154,31 +166,40 @@ func TestNTPanics(t *testing.T) {
 }
 
 // BenchmarkNT multiplies the shapes of an 8B MoE's screen (128 tokens through a 2048-wide weight; 16
-// tokens routed to an expert of 1792 rows) and a 27B layer's FFN by NT and by gonum's Sgemm,
-// interleaved in every iteration, and reports both rates and their ratio.
+// tokens routed to an expert of 1792 rows) and a 27B layer's FFN by gonum's Sgemm and by NT with each
+// set of kernels this CPU can run, interleaved in every iteration, and reports each rate and its ratio
+// to gonum's.
 func BenchmarkNT(b *testing.B) {
 	for _, s := range [][3]int{{128, 2048, 2048}, {16, 1792, 2048}, {16, 2048, 1792}, {128, 17408, 5120}, {1, 2048, 2048}} {
 		m, n, k := s[0], s[1], s[2]
 		b.Run(fmt.Sprintf("%dx%dx%d", m, n, k), func(bb *testing.B) {
 			r := rand.New(rand.NewPCG(5, 6))
 			a, w, c := values(r, m*k), values(r, n*k), make([]float32, m*n)
-			var el [2]float64
-			fs := [2]func(){
-				func() { gonumNT(m, n, k, a, k, w, k, 0, c, n) },
-				func() { NT(m, n, k, a, k, w, k, 0, c, n) },
-			}
+			var sets []string
+			forKernels(bb, func(name string) { sets = append(sets, name) })
+			el := make([]float64, len(sets)+1)
 			it := 0
 			for bb.Loop() {
-				for j := range 2 {
-					i := (it + j) % 2
-					el[i] += timeIt(fs[i])
+				for j := range el {
+					i := (it + j) % len(el)
+					if i == 0 {
+						el[0] += timeIt(func() { gonumNT(m, n, k, a, k, w, k, 0, c, n) })
+						continue
+					}
+					forKernels(bb, func(name string) {
+						if name == sets[i-1] {
+							el[i] += timeIt(func() { NT(m, n, k, a, k, w, k, 0, c, n) })
+						}
+					})
 				}
 				it++
 			}
 			flop := 2 * float64(m) * float64(n) * float64(k) * float64(it)
 			bb.ReportMetric(flop/el[0]/1e9, "gonum-GFLOP/s")
-			bb.ReportMetric(flop/el[1]/1e9, "NT-GFLOP/s")
-			bb.ReportMetric(el[0]/el[1], "x-gonum")
+			for i, name := range sets {
+				bb.ReportMetric(flop/el[i+1]/1e9, name+"-GFLOP/s")
+				bb.ReportMetric(el[0]/el[i+1], name+"-x-gonum")
+			}
 		})
 	}
 }

@@ -112,11 +112,15 @@ func (p *product) run() {
 		rowStep = max(minRows, ((p.m+chunks-1)/chunks+7)&^7)
 	}
 	rows := (p.m + rowStep - 1) / rowStep
-	items := rows * cols
+	each(workers, rows*cols, func(it int) { p.item(it, cols, rowStep) })
+}
+
+// each runs f(0), ..., f(items-1) on up to workers goroutines, each taking the next item in turn.
+func each(workers, items int, f func(int)) {
 	workers = min(workers, items)
 	if workers <= 1 {
 		for it := range items {
-			p.item(it, cols, rowStep)
+			f(it)
 		}
 		return
 	}
@@ -131,7 +135,7 @@ func (p *product) run() {
 				if it >= items {
 					return
 				}
-				p.item(it, cols, rowStep)
+				f(it)
 			}
 		}()
 	}

@@ -2,8 +2,6 @@ package dgemm
 
 import (
 	"runtime"
-	"sync"
-	"sync/atomic"
 
 	"gonum.org/v1/gonum/blas"
 )
@@ -47,28 +45,15 @@ func (impl Implementation) Dsyrk(ul blas.Uplo, tA blas.Transpose, n, k int, alph
 	if n*n*k < 1<<17 {
 		workers = 1
 	}
-	var next atomic.Int64
-	var wg sync.WaitGroup
-	for range workers {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for {
-				b := int(next.Add(1) - 1)
-				if b >= blocks {
-					return
-				}
-				i0 := b * syrkRows
-				i1 := min(i0+syrkRows, n)
-				for l0 := 0; l0 < k; l0 += blockK {
-					l1 := min(l0+blockK, k)
-					for r := i0; r < i1; r++ {
-						p.sums(l0, l1, r, r+1, r, i1)
-					}
-					p.block(l0, l1, i0, i1, i1, n)
-				}
+	each(workers, blocks, func(b int) {
+		i0 := b * syrkRows
+		i1 := min(i0+syrkRows, n)
+		for l0 := 0; l0 < k; l0 += blockK {
+			l1 := min(l0+blockK, k)
+			for r := i0; r < i1; r++ {
+				p.sums(l0, l1, r, r+1, r, i1)
 			}
-		}()
-	}
-	wg.Wait()
+			p.block(l0, l1, i0, i1, i1, n)
+		}
+	})
 }

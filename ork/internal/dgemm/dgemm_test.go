@@ -111,16 +111,18 @@ func TestDgemmRejectsAsGonum(t *testing.T) {
 	}
 }
 
-// BenchmarkDgemm runs GPTQ's block update (5120 × 2048 -= 5120×128 · 128×2048, A·B) and a Hessian
-// stripe's form (Aᵀ·B: 256 × 2048 of 512 tokens) by gonum's Dgemm and by Implementation on each path,
-// interleaved in every iteration, and reports each time and its ratio to gonum's.
+// BenchmarkDgemm runs GPTQ's block update (5120 × 2048 -= 5120×128 · 128×2048, A·B, alpha -1) and a
+// Hessian stripe's form (Aᵀ·B: 256 × 2048 of 512 tokens, alpha 1) by gonum's Dgemm and by
+// Implementation on each path, interleaved in every iteration, and reports each time and its ratio to
+// gonum's.
 func BenchmarkDgemm(b *testing.B) {
 	r := rand.New(rand.NewPCG(5, 6))
 	for _, bc := range []struct {
 		name    string
 		tA      blas.Transpose
 		m, n, k int
-	}{{"NN-gptq", blas.NoTrans, 5120, 2048, 128}, {"TN-gram", blas.Trans, 256, 2048, 512}} {
+		alpha   float64
+	}{{"NN-gptq", blas.NoTrans, 5120, 2048, 128, -1}, {"TN-gram", blas.Trans, 256, 2048, 512, 1}} {
 		b.Run(bc.name, func(b *testing.B) {
 			lda := bc.k
 			if bc.tA == blas.Trans {
@@ -137,11 +139,11 @@ func BenchmarkDgemm(b *testing.B) {
 					i := (it + j) % len(el)
 					start := time.Now()
 					if i == 0 {
-						gonum.Implementation{}.Dgemm(bc.tA, blas.NoTrans, bc.m, bc.n, bc.k, -1, a, lda, x, bc.n, 1, c, bc.n)
+						gonum.Implementation{}.Dgemm(bc.tA, blas.NoTrans, bc.m, bc.n, bc.k, bc.alpha, a, lda, x, bc.n, 1, c, bc.n)
 					} else {
 						forPaths(b, func(p string) {
 							if p == paths[i-1] {
-								Implementation{}.Dgemm(bc.tA, blas.NoTrans, bc.m, bc.n, bc.k, -1, a, lda, x, bc.n, 1, c, bc.n)
+								Implementation{}.Dgemm(bc.tA, blas.NoTrans, bc.m, bc.n, bc.k, bc.alpha, a, lda, x, bc.n, 1, c, bc.n)
 							}
 						})
 					}

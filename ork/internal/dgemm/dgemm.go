@@ -1,7 +1,8 @@
-// Package dgemm is gonum's BLAS with a faster Dgemm for the two forms the pure-Go build's float64
-// work multiplies — C = alpha·A·B + beta·C and C = alpha·Aᵀ·B + beta·C — that gives exactly gonum's
-// bits: calibration's Hessian updates (Aᵀ·A), GPTQ's block updates (A·B) and the Cholesky
-// factorization's panel updates (Aᵀ·B).
+// Package dgemm is gonum's BLAS with faster forms of the products the pure-Go build's float64 work
+// runs, each giving exactly gonum's bits: Dgemm's C = alpha·A·B + beta·C and C = alpha·Aᵀ·B + beta·C
+// (calibration's Hessian updates, GPTQ's block updates, the Cholesky factorization's panel updates),
+// Dtrmm's B = A·B for an upper triangular A (the triangular inverse's blocks, trmm.go) and Dsyrk's
+// upper C = alpha·Aᵀ·A + beta·C (the Cholesky's diagonal blocks, syrk.go).
 //
 // # The order of the sums
 //
@@ -27,7 +28,8 @@ import (
 	"gonum.org/v1/gonum/blas/gonum"
 )
 
-// Implementation is gonum's BLAS (blas.Float64) with its Dgemm replaced as the package doc says.
+// Implementation is gonum's BLAS (blas.Float64) with its Dgemm, Dtrmm and Dsyrk replaced as the
+// package doc says.
 // Installed with blas64.Use, every blas64 product of the pure-Go build keeps its bits and runs on
 // the kernels.
 type Implementation struct{ gonum.Implementation }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"orkpipe/ork/model"
+	"orkpipe/ork/quant"
 )
 
 // countRouting is the tests' independent count of routing: it runs the token sequences (all of one
@@ -31,6 +32,7 @@ func countRouting(ctx context.Context, m *model.Model, seqs [][]int32) (Routing,
 		}
 		copy(h[i*t*e:], x)
 	}
+	defer quant.SingleThreadedBLAS()() // as calibration: under -tags blas its products run in per-core panels
 	counter := NewRouteCounter(c.NExpert, c.NExpertUsed)
 	chunk := min(chunkSeqs(t), len(seqs)) * t * e
 	for l := 0; l < c.NLayer; l++ {

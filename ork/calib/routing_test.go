@@ -12,6 +12,7 @@ import (
 
 	"orkpipe/internal/testfiles"
 	"orkpipe/ork/model"
+	"orkpipe/ork/quant"
 )
 
 // directRouting counts routing from what every model.Observer sees, without the RouteObserver hook: the
@@ -379,6 +380,7 @@ func runAllLayers(t *testing.T, m *model.Model, seqs [][]int32, obs model.Observ
 	if len(seqs) > chunkSeqs(len(seqs[0])) {
 		t.Fatalf("%d sequences of %d do not fit one chunk", len(seqs), len(seqs[0]))
 	}
+	defer quant.SingleThreadedBLAS()() // as Capture: under -tags blas its products run in per-core panels
 	var h []float32
 	for _, s := range seqs {
 		x, err := m.Embed(ctx, s)

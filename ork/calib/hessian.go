@@ -141,8 +141,9 @@ func (a *accumulator) flush() {
 // computed whole, so a stripe wastes stripe²/2 multiply-adds per token.
 const stripe = 256
 
-// pureGoBLAS reports whether blas64 runs the pure-Go build's kernels (gonum's, with ork/internal/dgemm's
-// Dgemm: the build without -tags blas), whose Dsyrk is neither blocked nor parallel.
+// pureGoBLAS reports whether blas64 runs the pure-Go build's kernels (the build without -tags blas:
+// gonum's BLAS with ork/internal/dgemm's products). syrkUpper then runs stripes of Dgemm, as it did
+// when gonum's own Dsyrk was neither blocked nor parallel: the same sums.
 func pureGoBLAS() bool { return quant.BLASBackend == "gonum" }
 
 // blasTile is the side of the tiles of the upper triangle the OpenBLAS update works on: one dsyrk per

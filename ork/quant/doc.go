@@ -97,19 +97,19 @@
 //
 // Linear algebra goes through gonum (blas64, gonum's LAPACK). GPTQ's factorisation (the upper
 // Cholesky factor of H⁻¹, from one Cholesky and one triangular inverse of H reflected across its
-// anti-diagonal, 2/3·K³ flops) runs in place in one KP x KP buffer (peak memory: [GPTQMemory]):
-// in the pure-Go build as gonum's blocked dpotrf/dtrtri, re-implemented block by block in
-// cholesky.go so that ctx is checked between blocks. The pure-Go build's blas64 is gonum's with
+// anti-diagonal, 2/3·K³ flops) runs in place in one KP x KP buffer (peak memory: [GPTQMemory]): in
+// the pure-Go build as gonum's blocked dpotrf/dtrtri, re-implemented block by block in cholesky.go
+// so that ctx is checked between blocks. The pure-Go build's blas64 is gonum's with
 // ork/internal/dgemm's Dgemm, Dtrmm and Dsyrk (noblas.go installs it): gonum's bits, on AVX-512 and
-// AVX2 kernels — GPTQ's block updates and the factorisations' panels several times faster. Built with -tags blas (cgo; Debian's
-// libopenblas-dev installed), blas.go routes every gonum BLAS call to OpenBLAS via
-// gonum.org/v1/netlib and runs the factorisations as OpenBLAS's own dpotrf/dpocon/dtrtri (ctx
-// checked between them); results equal the pure-Go build's to float tolerance
-// (TestBLASMatchesPureGo compares with a golden file the pure-Go build records:
-// go test -run BLASMatchesPureGo ./ork/quant -args -update). OpenBLAS picks its kernels by CPU
-// model when it loads; on a model it does not know it falls back to generic SSE3 kernels at a
-// fifth of the speed — [OpenBLASCoreAdvice] detects that and internal/blascore re-executes the
-// binary with OPENBLAS_CORETYPE set.
+// AVX2 kernels — GPTQ's block updates and the factorisations' panels several times faster. Built
+// with -tags blas (cgo; Debian's libopenblas-dev installed), blas.go routes every gonum BLAS call
+// to OpenBLAS via gonum.org/v1/netlib and runs the factorisations as OpenBLAS's own
+// dpotrf/dpocon/dtrtri (ctx checked between them); results equal the pure-Go build's to float
+// tolerance (TestBLASMatchesPureGo compares with a golden file the pure-Go build records: go test
+// -run BLASMatchesPureGo ./ork/quant -args -update). OpenBLAS picks its kernels by CPU model when
+// it loads; on a model it does not know it falls back to generic SSE3 kernels at a fifth of the
+// speed — [OpenBLASCoreAdvice] detects that and internal/blascore re-executes the binary with
+// OPENBLAS_CORETYPE set.
 //
 // # Error evaluation
 //

@@ -8,8 +8,9 @@ import (
 	"orkpipe/ork/internal/dgemm"
 )
 
-// The pure-Go build's float64 BLAS is gonum's with dgemm's Dgemm: the same bits as gonum's own (GPTQ's
-// block updates, the Cholesky panels, calibration's Hessians), on AVX-512/AVX2 kernels.
+// The pure-Go build's float64 BLAS is gonum's with ork/internal/dgemm's Dgemm, Dtrmm and Dsyrk: the same
+// bits as gonum's own (GPTQ's block updates, the Cholesky and inverse panels, calibration's Hessians),
+// on AVX-512/AVX2 kernels.
 func init() { blas64.Use(dgemm.Implementation{}) }
 
 // BLASBackend names the BLAS implementation this build uses: gonum's pure-Go kernels unless

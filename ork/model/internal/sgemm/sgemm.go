@@ -1,7 +1,8 @@
 // Package sgemm computes the float32 matrix products of ork/model's pure-Go build, C = A·Bᵀ (+ C),
-// with AVX2 and AVX-512 kernels that give exactly the bits gonum's Sgemm(NoTrans, Trans, 1, A, B, beta, C)
-// gives on amd64 — the arithmetic the pure-Go build's outputs (calibration statistics, hidden states,
-// screen and eval figures, node outputs under their keys) have always had — several times faster.
+// with AVX2 and AVX-512 kernels that give exactly the bits gonum's
+// Sgemm(NoTrans, Trans, 1, A, B, beta, C) gives on amd64 — the arithmetic the pure-Go build's outputs
+// (calibration statistics, hidden states, screen and eval figures, node outputs under their keys) have
+// always had — several times faster.
 //
 // # The order of the sums
 //
@@ -108,10 +109,10 @@ type product struct {
 const panelBytes = 256 << 10
 
 // cols computes the outputs of columns [j0, j1) (rows j0..j1-1 of B): with the kernels, panels of
-// B's rows that stay in cache while A's rows pass, 4×4 outputs at a time on AVX-512, 2×4 on AVX2 (1×4
-// for a last row of A),
-// the last 1-3 columns with dot; every output with dot where the kernels do not take the product
-// (no AVX2 or not amd64, or B not aligned the kernels' way and not on amd64, where gonum takes it).
+// B's rows that stay in cache while A's rows pass, 4×4 outputs at a time on AVX-512, 2×4 on AVX2
+// (1×4 for a last row of A), the last 1-3 columns with dot; every output with dot where the kernels do
+// not take the product (no AVX2 or not amd64, or B not aligned the kernels' way and not on amd64,
+// where gonum takes it).
 func (p *product) cols(j0, j1 int) {
 	if !p.kernelShape() {
 		p.dots(0, p.m, j0, j1)

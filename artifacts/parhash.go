@@ -84,7 +84,7 @@ func (m pieceMode) String() string {
 // hash starts. Builds read: on a
 // PVM guest (shadow page tables) hashing a mapped file costs more CPU in the hash itself than the
 // copy saves, and the mapping's populate and drop cost page-table changes — a cold [1.0] RTN build's
-// user CPU went from 5.3-6.0 s to 3.5-4.0 s (docs/performance.md, "RTN, session 11: a PVM host").
+// user CPU went from 5.3-6.0 s to 3.5-4.0 s (docs/performance-log.md, "RTN, session 11: a PVM host").
 // The hash command and the store's verification probe (modeProbe).
 func SetHashReads(read bool) {
 	hashMode = probePieces
@@ -95,7 +95,7 @@ func SetHashReads(read bool) {
 
 // modeProbe chooses between mapped and read pieces for one hash: which is faster depends on how
 // the file's pages came into the page cache, not on the file or the host alone. On a PVM guest
-// (docs/performance.md, "Hashing, session 24: mapped or read, by probe") a 2 GiB file written in
+// (docs/performance-log.md, "Hashing, session 24: mapped or read, by probe") a 2 GiB file written in
 // writes of 1 MiB (as cp and most downloads write), whose page cache is small folios, hashed in
 // 0.56-0.63 s mapped and 0.21-0.22 s read; written in 4 MiB writes, or read back from disk
 // (readahead's large folios), in 0.17-0.18 s mapped and 0.21-0.22 s read. The cost of the small folios is in the hash, not in
@@ -184,7 +184,7 @@ func hashParallel(ctx context.Context, f *os.File, size int64, workers int) (Dig
 // read-only, before the workers start; each group of pieces a worker takes mapped is populated,
 // hashed and dropped from the mapping again (dropPages), so at most groupPieces(workers) pieces per
 // worker are resident. One mapping rather than one per group: mmap and munmap take the address
-// space's lock for writing and waited for the other worker's populate (docs/performance.md,
+// space's lock for writing and waited for the other worker's populate (docs/performance-log.md,
 // "Hashing, session 8"); populate and dropPages only read it. The takes shrink towards the end
 // (nextTake), so that the workers finish at most about one piece apart. With probePieces each take
 // is mapped or read as modeProbe says.
@@ -258,7 +258,7 @@ func hashRange(ctx context.Context, f *os.File, base, size int64, workers int) (
 
 // A worker takes up to groupPieces pieces at once; pieces with data all through are populated and
 // dropped together, one call of each per take. Every drop is a TLB shootdown that the other CPUs
-// running the process must answer before it returns (docs/performance.md, "Hashing, session 10"),
+// running the process must answer before it returns (docs/performance-log.md, "Hashing, session 10"),
 // so larger takes cost less system time but keep more of the file resident. By default a take is
 // minGroup pieces; SetHashResident raises it, up to maxGroup.
 const (
@@ -467,7 +467,7 @@ func pieceIsHole(f *os.File, off, n int64) (bool, error) {
 // mapReadOnly maps n bytes of fd at off read-only and shared. The slow system calls on the mapping —
 // populating it, dropping its pages, unmapping it — are made without telling the Go scheduler
 // (RawSyscall): a worker that entered a syscall state for each of them (~0.2-0.5 ms per 4 MiB) had
-// the runtime hand its P over and wake threads every time (docs/performance.md, "Hashing, session
+// the runtime hand its P over and wake threads every time (docs/performance-log.md, "Hashing, session
 // 6"). They block nothing else: only the hash workers make them.
 func mapReadOnly(fd int, off int64, n int) ([]byte, error) {
 	p, err := unix.MmapPtr(fd, off, nil, uintptr(n), unix.PROT_READ, unix.MAP_SHARED)

@@ -171,7 +171,7 @@ func writeRandomFileChunks(b *testing.B, path string, size int64, chunk int) {
 // mapped_x_read and hash_x_best (the probe's time over the faster way's). The file is written in
 // writes of 4 MiB (written4MiB) and of 1 MiB (written1MiB, as cp and most downloads write): on some
 // kernels the page cache holds the second in small folios, which cost a mapped hash far more page
-// table work (docs/performance.md, "Hashing, session 24"). Missing tools are skipped with a message
+// table work (docs/performance-log.md, "Hashing, session 24"). Missing tools are skipped with a message
 // naming their Debian package.
 //
 //	go test ./artifacts -run '^$' -bench Hash2GiB -benchtime 5x

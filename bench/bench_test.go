@@ -488,7 +488,7 @@ func deref(b *bool) any {
 }
 
 // TestGPTQShares: the scale-gptq row counts 4/3·K³ + 2·N·K² for the seven weights of a 27B-shaped
-// layer (1.37e13, docs/performance.md) and reports each build's and the fitted layer's share of the
+// layer (1.37e13, docs/performance-log.md) and reports each build's and the fitted layer's share of the
 // reference dgemm rate, in wall time and in CPU time; the target takes the CPU figure.
 func TestGPTQShares(t *testing.T) {
 	per := layerGPTQFlops(shape27B(1))

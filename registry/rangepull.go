@@ -28,7 +28,7 @@ import (
 // hashed, byte for byte, in place.
 
 // fetchBuffer is the read size of a range download: each block is decoded, hashed and written
-// while it is still in the CPU cache (measurements in docs/performance.md).
+// while it is still in the CPU cache (a size chosen, not measured).
 const fetchBuffer = 256 << 10
 
 // writebackEvery is how many freshly written bytes of a range accumulate before their writeback is
@@ -77,7 +77,7 @@ func (h *rangeHash) zerosTo(off int64) {
 
 // zeroBlock is fetchBuffer zero bytes (shared, never written), allocated on first use: at package
 // init it was 256 KiB of every command's start-up heap, 30% of what all the binary's inits allocate
-// (GODEBUG=inittrace=1; docs/performance.md, "Start-up and hashing, session 12").
+// (GODEBUG=inittrace=1; docs/performance-log.md, "Start-up and hashing, session 12").
 var zeroBlock = sync.OnceValue(func() []byte { return make([]byte, fetchBuffer) })
 
 // check compares the range's hash with the digest it must have (see rangeDigest).

@@ -62,7 +62,7 @@ func writeHessianFile(ctx context.Context, path string, k int, newEnc func() (he
 			enc, release := newEnc()
 			defer release()
 			// Outside the Go heap, in huge pages: a fresh 32 MiB unit buffer of the heap costs 8192 page
-			// faults on every file (docs/performance.md, "Calibration, session 12").
+			// faults on every file (docs/performance-log.md, "Calibration, session 12").
 			buf, free := hugebuf.Make[byte](int(min(group*piece, size)))
 			defer free()
 			for {
@@ -109,7 +109,7 @@ func writeHessianFile(ctx context.Context, path string, k int, newEnc func() (he
 // writeChunk is the most bytes writeChunks passes to one pwrite. The page cache takes folios no larger
 // than a write, and on a virtual machine whose free memory the hypervisor reclaims (free page
 // reporting) the first touch of a large folio costs several times that of small ones
-// (docs/performance.md, "Calibration, session 10"); at 64 KiB the calls themselves cost little.
+// (docs/performance-log.md, "Calibration, session 10"); at 64 KiB the calls themselves cost little.
 const writeChunk = 64 << 10
 
 // writeChunks writes b at off in f in calls of at most writeChunk bytes.

@@ -18,7 +18,7 @@ import (
 // hashResident is the hash command's budget of mapped file pages resident at once: hashing is its
 // only work, so it takes 256 MiB per worker on 2 CPUs instead of a build's 16 MiB: 8 drops of a 2 GiB
 // file instead of 32 at session 10's 64 MiB (128 at 16 MiB), each a TLB shootdown
-// (docs/performance.md, "Hashing, session 10" and "Start-up and hashing, session 11"). The pages are
+// (docs/performance-log.md, "Hashing, session 10" and "Start-up and hashing, session 11"). The pages are
 // page cache that exists anyway; the process's peak RSS is this much more than its start
 // (TestHashPathPeakRSS).
 const hashResident = 512 << 20

@@ -4,7 +4,7 @@
 // The Go heap backs a large object with 4 KiB pages, each faulted in on its first touch. On a virtual
 // machine with shadow page tables (a PVM guest) a fault costs 30-40 µs, and memory the process frees
 // goes back to the hypervisor, so a node that fills a few hundred MiB of fresh buffers spends seconds of
-// CPU in faults; in a mapping advised MADV_HUGEPAGE one fault backs 2 MiB (docs/performance.md,
+// CPU in faults; in a mapping advised MADV_HUGEPAGE one fault backs 2 MiB (docs/performance-log.md,
 // "Calibration, session 12"). Where the kernel has no huge page to give, the mapping is as good as the
 // heap's pages.
 //

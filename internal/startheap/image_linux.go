@@ -41,7 +41,7 @@ const headerBytes = 4096
 // package inits that follow find them mapped instead of faulting them in 64 KiB (fault-around) at a
 // time. On a PVM guest a fault costs ~20 µs: `orkpipe hash` of a 5-byte file went from ~430 to ~325
 // faults (text 104 -> 17, rodata 75 -> 52: what faults before this init runs) and its start from 23.1
-// to 18.6 ms, `orkpipe version` from 38.7 to 30.3 ms (docs/performance.md, "Start-up, session 32").
+// to 18.6 ms, `orkpipe version` from 38.7 to 30.3 ms (docs/performance-log.md, "Start-up, session 32").
 //
 // Only when the segments are already in the page cache (cachestat, Linux 6.5): populating reads what
 // is missing, synchronously, and a cold start (a board host's first run from eMMC) would read all of

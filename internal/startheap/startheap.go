@@ -11,7 +11,7 @@
 // as much as ten. The runtime and the ~230 package inits of this binary (the Dagger SDK, grpc,
 // x/net/html's entity table, regexps) touch 1.5-2 MiB of heap in ~300 such faults before main runs,
 // a fifth of the start-up of a command as short as `orkpipe hash` of a small file
-// (docs/performance.md, "Start-up and hashing, session 11" and "session 12").
+// (docs/performance-log.md, "Start-up and hashing, session 11" and "session 12").
 //
 // What: init marks the heap arena the runtime has mapped so far MADV_HUGEPAGE (the runtime does not,
 // and the hosts' THP setting is usually "madvise"), then collapses (MADV_COLLAPSE) the 4 MiB heap

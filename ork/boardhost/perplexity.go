@@ -77,7 +77,7 @@ func KLDKeys() []string {
 }
 
 // The parser's regular expressions, compiled on first use: every orkpipe command links this package,
-// and a package-level MustCompile would compile them before main in every run (docs/performance.md,
+// and a package-level MustCompile would compile them before main in every run (docs/performance-log.md,
 // "Start-up and hashing, session 11").
 var (
 	ansiRe     = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`\x1b\[[0-9;]*[A-Za-z]`) })

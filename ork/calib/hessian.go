@@ -148,7 +148,7 @@ func pureGoBLAS() bool { return quant.BLASBackend == "gonum" }
 
 // blasTile is the side of the tiles of the upper triangle the OpenBLAS update works on: one dsyrk per
 // diagonal tile, one dgemm per tile right of it. One dsyrk of a 17408-wide triangle (the 27B ffn_down
-// input) ran at 0.79x the time of these tiles' calls (docs/performance.md, "Calibration").
+// input) ran at 0.79x the time of these tiles' calls (docs/performance-log.md, "Calibration: profile and fix").
 const blasTile = 4096
 
 // serialTile is the side of the tiles syrkUpper hands to its workers, each one call on one OpenBLAS

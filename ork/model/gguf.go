@@ -33,7 +33,7 @@ type GGUFSource struct {
 	// own pages, no copy, through the descriptor gguf.Open opened; a File from gguf.Parse reads) where
 	// files can be mapped, instead of copies on the Go heap: a layer of a few hundred MiB then costs no
 	// fresh memory, which on a host with expensive page faults (a PVM guest: ~35 µs a 4 KiB page) was
-	// most of a 27B layer's load (docs/performance.md, "Calibration, session 12"). The mapped bytes count against the process's memory limit as the heap copy did
+	// most of a 27B layer's load (docs/performance-log.md, "Calibration, session 12"). The mapped bytes count against the process's memory limit as the heap copy did
 	// (hugebuf.Reserve). A file truncated under a mapping makes the weight's Apply fail with an error
 	// naming the fault, not crash. The caller releases each layer with Layer.Release once it is done
 	// with it; a weight never released is unmapped when the collector finds it unreachable.

@@ -325,7 +325,7 @@ func scaleBytes(e Entry, scales []float32) ([]byte, error) {
 // than a write, and on a virtual machine whose free memory the hypervisor reclaims (free page
 // reporting) the first touch of large folios costs several times that of small ones: writing 8 fresh
 // files of 42.5 MiB took 0.70-0.85 s of system time in one write each, 0.26-0.36 s in 1 MiB writes and
-// 0.09-0.14 s in 64 KiB writes (docs/performance.md, "RTN, session 11: a PVM host").
+// 0.09-0.14 s in 64 KiB writes (docs/performance-log.md, "RTN, session 11: a PVM host").
 const writeChunk = 64 << 10
 
 // writeBytes writes an entry's codes and page-padded scales at the end of the pack, in writeChunk

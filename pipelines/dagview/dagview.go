@@ -53,7 +53,7 @@ type box struct {
 type window struct{ lo, hi int } // layers [lo, hi)
 
 // windowRE and layerRE are compiled on first use, not in a package init that every orkpipe command
-// would run before main (docs/performance.md, "Start-up and hashing, session 11").
+// would run before main (docs/performance-log.md, "Start-up and hashing, session 11").
 var (
 	windowRE = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`\[(\d+),(\d+)\)$`) })
 	layerRE  = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`(?:^|[:.])blk\.(\d+)\.`) })

@@ -53,35 +53,57 @@ type trmm struct {
 	h, w int
 }
 
-// cols computes columns [c0, c1) of B, rows from the top: tiles of h rows (their triangle in Go, the
-// rows below them on the kernel, w columns at a time — c1-c0 whole w's, or Go when it is not), the
-// last rows in Go.
+// cols computes columns [c0, c1) of B, rows from the top, in groups of trmmGroup rows: each tile of
+// h rows of a group takes its triangle in Go and the rows below it within the group on the kernel
+// (w columns at a time — c1-c0 whole w's, or Go when it is not); then the group's tiles take the
+// rows below the group, blockK rows of B at a time, so those rows are read from cache by every tile
+// of the group (one pass per tile, as before, read all of B's lower rows from memory for h rows of
+// output: half the kernel's rate on the triangular inverse's narrow panels). Every value still
+// takes its products in order k, and every row read is one not yet changed: the rows below a tile
+// are rewritten only when their own tile's turn comes. The last rows are done in Go.
 func (t *trmm) cols(c0, c1 int) {
 	if c0 >= c1 {
 		return
 	}
-	kernel := (c1-c0)%t.w == 0
 	mh := 0
-	if kernel {
+	if (c1-c0)%t.w == 0 {
 		mh = t.m - t.m%t.h
 	}
-	for i := 0; i < mh; i += t.h {
-		for r := i; r < i+t.h; r++ {
-			t.row(r, i+t.h, c0, c1)
+	for g := 0; g < mh; g += trmmGroup {
+		ge := min(g+trmmGroup, mh)
+		for i := g; i < ge; i += t.h {
+			for r := i; r < i+t.h; r++ {
+				t.row(r, i+t.h, c0, c1)
+			}
+			t.kernel(i, i+t.h, ge, c0, c1)
 		}
-		if below := t.m - (i + t.h); below > 0 {
-			for j := c0; j < c1; j += t.w {
-				a, b, c := &t.a[i*t.lda+i+t.h], &t.b[(i+t.h)*t.ldb+j], &t.b[i*t.ldb+j]
-				if t.h == 8 {
-					tile8x16(a, t.lda, 1, b, t.ldb, below, c, t.ldb, 1)
-				} else {
-					tile4x8(a, t.lda, 1, b, t.ldb, below, c, t.ldb, 1)
-				}
+		for k0 := ge; k0 < t.m; k0 += blockK {
+			for i := g; i < ge; i += t.h {
+				t.kernel(i, k0, min(k0+blockK, t.m), c0, c1)
 			}
 		}
 	}
 	for r := mh; r < t.m; r++ {
 		t.row(r, t.m, c0, c1)
+	}
+}
+
+// trmmGroup is the rows of B a pass of cols takes together: a multiple of both kernels' heights.
+const trmmGroup = 64
+
+// kernel adds to rows [i, i+h) of B, columns [c0, c1) (whole tiles), the products of rows [k0, k1)
+// in order.
+func (t *trmm) kernel(i, k0, k1, c0, c1 int) {
+	if k1 <= k0 {
+		return
+	}
+	for j := c0; j < c1; j += t.w {
+		a, b, c := &t.a[i*t.lda+k0], &t.b[k0*t.ldb+j], &t.b[i*t.ldb+j]
+		if t.h == 8 {
+			tile8x16(a, t.lda, 1, b, t.ldb, k1-k0, c, t.ldb, 1)
+		} else {
+			tile4x8(a, t.lda, 1, b, t.ldb, k1-k0, c, t.ldb, 1)
+		}
 	}
 }
 

@@ -5,6 +5,7 @@ import (
 	"math/rand/v2"
 	"runtime"
 	"testing"
+	"time"
 
 	"gonum.org/v1/gonum/blas"
 	"gonum.org/v1/gonum/blas/gonum"
@@ -16,7 +17,7 @@ import (
 // one and several goroutines, every path of the CPU — and for a form that goes to gonum (alpha 2).
 func TestDtrmmMatchesGonum(t *testing.T) {
 	r := rand.New(rand.NewPCG(7, 8))
-	for _, sh := range []struct{ m, n, pad int }{{1, 1, 0}, {5, 3, 1}, {8, 16, 0}, {37, 64, 2}, {130, 40, 0}, {64, 7, 3}, {200, 96, 1}} {
+	for _, sh := range []struct{ m, n, pad int }{{1, 1, 0}, {5, 3, 1}, {8, 16, 0}, {37, 64, 2}, {130, 40, 0}, {64, 7, 3}, {200, 96, 1}, {333, 48, 2}} {
 		lda, ldb := sh.m+sh.pad, sh.n+sh.pad
 		a := fill(r, (sh.m-1)*lda+sh.m, false)
 		for i := range sh.m {
@@ -77,5 +78,48 @@ func TestDsyrkMatchesGonum(t *testing.T) {
 				}
 			}
 		}
+	}
+}
+
+// BenchmarkDtrmm times the triangular inverse's panel update as Dtrtri calls it at a 27B ffn_down's
+// scale: the upper triangle of rows [0, m) of an (m+64)-wide row-major matrix times the 64 columns
+// right of it (B's rows 8 KiB·(m/1024+1/16) apart, as in the factor being inverted; the shape of
+// the inverse's middle steps at K = 17408 with m = 8192), gonum and every kernel path of the CPU,
+// interleaved; metrics: ms per call and GFLOP/s (m²·n flops).
+func BenchmarkDtrmm(b *testing.B) {
+	r := rand.New(rand.NewPCG(11, 12))
+	const m, n = 8192, 64
+	const ld = m + n
+	a0 := fill(r, m*ld, false)
+	for i := range m {
+		a0[i*ld+i] = 1 // a unit diagonal keeps repeated products finite
+	}
+	a := make([]float64, len(a0))
+	var paths []string
+	forPaths(b, func(p string) { paths = append(paths, p) })
+	el := make([]time.Duration, len(paths)+1)
+	it := 0
+	for b.Loop() {
+		for j := range el {
+			i := (it + j) % len(el)
+			copy(a, a0)
+			start := time.Now()
+			if i == 0 {
+				gonum.Implementation{}.Dtrmm(blas.Left, blas.Upper, blas.NoTrans, blas.NonUnit, m, n, 1, a, ld, a[m:], ld)
+			} else {
+				forPaths(b, func(p string) {
+					if p == paths[i-1] {
+						Implementation{}.Dtrmm(blas.Left, blas.Upper, blas.NoTrans, blas.NonUnit, m, n, 1, a, ld, a[m:], ld)
+					}
+				})
+			}
+			el[i] += time.Since(start)
+		}
+		it++
+	}
+	flops := float64(m) * m * n
+	for i, name := range append([]string{"gonum"}, paths...) {
+		b.ReportMetric(el[i].Seconds()*1e3/float64(it), name+"-ms")
+		b.ReportMetric(flops*float64(it)/el[i].Seconds()/1e9, name+"-GFLOP/s")
 	}
 }

@@ -130,32 +130,51 @@ func BenchmarkDgemm(b *testing.B) {
 			}
 			a, x := fill(r, bc.m*bc.k, false), fill(r, bc.k*bc.n, false)
 			c := make([]float64, bc.m*bc.n)
-			var paths []string
-			forPaths(b, func(p string) { paths = append(paths, p) })
-			el := make([]time.Duration, len(paths)+1)
-			it := 0
-			for b.Loop() {
-				for j := range el {
-					i := (it + j) % len(el)
-					start := time.Now()
-					if i == 0 {
-						gonum.Implementation{}.Dgemm(bc.tA, blas.NoTrans, bc.m, bc.n, bc.k, bc.alpha, a, lda, x, bc.n, 1, c, bc.n)
-					} else {
-						forPaths(b, func(p string) {
-							if p == paths[i-1] {
-								Implementation{}.Dgemm(bc.tA, blas.NoTrans, bc.m, bc.n, bc.k, bc.alpha, a, lda, x, bc.n, 1, c, bc.n)
-							}
-						})
-					}
-					el[i] += time.Since(start)
-				}
-				it++
-			}
+			names, el, it := timePaths(b, nil,
+				func() {
+					gonum.Implementation{}.Dgemm(bc.tA, blas.NoTrans, bc.m, bc.n, bc.k, bc.alpha, a, lda, x, bc.n, 1, c, bc.n)
+				},
+				func() {
+					Implementation{}.Dgemm(bc.tA, blas.NoTrans, bc.m, bc.n, bc.k, bc.alpha, a, lda, x, bc.n, 1, c, bc.n)
+				})
 			b.ReportMetric(el[0].Seconds()*1e3/float64(it), "gonum-ms")
-			for i, p := range paths {
+			for i, p := range names[1:] {
 				b.ReportMetric(el[i+1].Seconds()*1e3/float64(it), p+"-ms")
 				b.ReportMetric(el[0].Seconds()/el[i+1].Seconds(), p+"-x-gonum")
 			}
 		})
 	}
+}
+
+// timePaths runs, at every iteration of b's loop, gonumCall and call on every kernel path of the CPU,
+// in an order that rotates from one iteration to the next, each after prep (when not nil; untimed).
+// It returns the names ("gonum", then the paths), the time each took in all, and the iterations.
+func timePaths(b *testing.B, prep func(), gonumCall, call func()) ([]string, []time.Duration, int) {
+	names := []string{"gonum"}
+	forPaths(b, func(p string) { names = append(names, p) })
+	el := make([]time.Duration, len(names))
+	it := 0
+	for b.Loop() {
+		for j := range el {
+			i := (it + j) % len(el)
+			if prep != nil {
+				prep()
+			}
+			if i == 0 {
+				start := time.Now()
+				gonumCall()
+				el[i] += time.Since(start)
+				continue
+			}
+			forPaths(b, func(p string) {
+				if p == names[i] {
+					start := time.Now()
+					call()
+					el[i] += time.Since(start)
+				}
+			})
+		}
+		it++
+	}
+	return names, el, it
 }

@@ -5,7 +5,6 @@ import (
 	"math/rand/v2"
 	"runtime"
 	"testing"
-	"time"
 
 	"gonum.org/v1/gonum/blas"
 	"gonum.org/v1/gonum/blas/gonum"
@@ -95,30 +94,15 @@ func BenchmarkDtrmm(b *testing.B) {
 		a0[i*ld+i] = 1 // a unit diagonal keeps repeated products finite
 	}
 	a := make([]float64, len(a0))
-	var paths []string
-	forPaths(b, func(p string) { paths = append(paths, p) })
-	el := make([]time.Duration, len(paths)+1)
-	it := 0
-	for b.Loop() {
-		for j := range el {
-			i := (it + j) % len(el)
-			copy(a, a0)
-			start := time.Now()
-			if i == 0 {
-				gonum.Implementation{}.Dtrmm(blas.Left, blas.Upper, blas.NoTrans, blas.NonUnit, m, n, 1, a, ld, a[m:], ld)
-			} else {
-				forPaths(b, func(p string) {
-					if p == paths[i-1] {
-						Implementation{}.Dtrmm(blas.Left, blas.Upper, blas.NoTrans, blas.NonUnit, m, n, 1, a, ld, a[m:], ld)
-					}
-				})
-			}
-			el[i] += time.Since(start)
-		}
-		it++
-	}
+	names, el, it := timePaths(b, func() { copy(a, a0) },
+		func() {
+			gonum.Implementation{}.Dtrmm(blas.Left, blas.Upper, blas.NoTrans, blas.NonUnit, m, n, 1, a, ld, a[m:], ld)
+		},
+		func() {
+			Implementation{}.Dtrmm(blas.Left, blas.Upper, blas.NoTrans, blas.NonUnit, m, n, 1, a, ld, a[m:], ld)
+		})
 	flops := float64(m) * m * n
-	for i, name := range append([]string{"gonum"}, paths...) {
+	for i, name := range names {
 		b.ReportMetric(el[i].Seconds()*1e3/float64(it), name+"-ms")
 		b.ReportMetric(flops*float64(it)/el[i].Seconds()/1e9, name+"-GFLOP/s")
 	}

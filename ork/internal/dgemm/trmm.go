@@ -14,8 +14,9 @@ import (
 // gonum computes that form row by row from the top, in place: b_i = b_i·a_ii, then for k = i+1..m-1 in
 // order, where a_ik is not zero, b_i[j] = b_k[j]·a_ik + b_i[j] (AxpyUnitary) — each row reading only the
 // rows below it, not yet changed. Here a tile of rows takes the products of its own rows (the triangle)
-// in Go, then one kernel call adds those of every row below the tile, each value's products still in
-// order k; goroutines take ranges of columns, each running its rows from the top.
+// in Go, then kernel calls add those of the rows below the tile (cols says in which order), each
+// value's products still in order k; goroutines take ranges of columns, each running its rows from
+// the top.
 func (impl Implementation) Dtrmm(s blas.Side, ul blas.Uplo, tA blas.Transpose, d blas.Diag, m, n int, alpha float64, a []float64, lda int, b []float64, ldb int) {
 	if !has4x8 || s != blas.Left || ul != blas.Upper || tA != blas.NoTrans || d != blas.NonUnit || alpha != 1 ||
 		m <= 0 || n <= 0 || lda < max(1, m) || ldb < max(1, n) || len(a) < lda*(m-1)+m || len(b) < ldb*(m-1)+n {
@@ -56,11 +57,12 @@ type trmm struct {
 // cols computes columns [c0, c1) of B, rows from the top, in groups of trmmGroup rows: each tile of
 // h rows of a group takes its triangle in Go and the rows below it within the group on the kernel
 // (w columns at a time — c1-c0 whole w's, or Go when it is not); then the group's tiles take the
-// rows below the group, blockK rows of B at a time, so those rows are read from cache by every tile
-// of the group (one pass per tile, as before, read all of B's lower rows from memory for h rows of
-// output: half the kernel's rate on the triangular inverse's narrow panels). Every value still
-// takes its products in order k, and every row read is one not yet changed: the rows below a tile
-// are rewritten only when their own tile's turn comes. The last rows are done in Go.
+// rows below the group, blockK rows of B at a time, so that every tile of the group reads them from
+// cache (a pass over all of them per tile read B's lower rows from memory for every h rows of output:
+// half the kernel's rate on the triangular inverse's panels, whose rows are a whole factor's row
+// apart). Every value still takes its products in order k, and every row read is one not yet
+// changed: the rows below a tile are rewritten only when their own tile's turn comes. The last rows
+// are done in Go.
 func (t *trmm) cols(c0, c1 int) {
 	if c0 >= c1 {
 		return

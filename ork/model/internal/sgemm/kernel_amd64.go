@@ -27,3 +27,16 @@ var available512 = available && cpu.X86.HasAVX512F && cpu.X86.HasAVX512DQ && cpu
 //
 //go:noescape
 func kernel4x4z(a *float32, lda int, b *float32, ldb int, c *float32, ldc int, k, slice int)
+
+// kernel4x8p is kernel4x4z for 4×8 outputs, from eight rows of B packed by pack: for each eight values
+// of the rows, rows 0 and 1's, 2 and 3's, 4 and 5's, 6 and 7's, each pair as two runs of eight (256
+// bytes an eight). Its outputs are 4×8 values of C (rows ldc apart), summed as kernel4x4z sums them.
+//
+//go:noescape
+func kernel4x8p(a *float32, lda int, pb *float32, c *float32, ldc int, k, slice int)
+
+// pack8 writes the first k values (a positive multiple of eight) of the eight rows of B at b (ldb
+// apart) to dst as kernel4x8p reads them: 8·k values, the rows' eights in turn.
+//
+//go:noescape
+func pack8(dst *float32, b *float32, ldb int, k int)

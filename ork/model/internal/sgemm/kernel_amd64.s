@@ -149,12 +149,11 @@ eight1:
 	VZEROUPPER
 	RET
 
-// kernel4x4z keeps kernel2x4's sums for 4×4 outputs in AVX-512 registers: each zmm holds the eight-lane
-// sums of two outputs of a row (Z0/Z1 row 0's outputs 0-1 and 2-3, Z2/Z3 row 1's, ...), B's rows paired
-// the same way (Z16: rows 0 and 1, Z17: rows 2 and 3), a row of A broadcast to both halves. At the end
-// of a slice the lanes are folded as FOLD4 folds them — lanes 4-7 into 0-3 (VSHUFF32X4, VADDPS), then
-// (s0+s1)+(s2+s3) by even/odd shuffles for two rows at once — gathered into the rows' four outputs
-// (VPERMPS by permidx) and added to C's values, kept in X28-X31 from one slice to the next.
+// The AVX-512 kernels keep kernel2x4's sums in zmm registers: each holds the eight-lane sums of two
+// outputs of a row (for kernel4x4z Z0/Z1 row 0's outputs 0-1 and 2-3, Z2/Z3 row 1's, ...), B's rows
+// paired the same way (the eight values of row 0 in the low half, of row 1 in the high half), a row of
+// A broadcast to both halves. At the end of a slice FOLD folds four rows' sums as FOLD4 folds them and
+// adds them to C's values, kept a row a 128-bit block in one register from one slice to the next.
 
 DATA permidx<>+0(SB)/4, $0
 DATA permidx<>+4(SB)/4, $4
@@ -174,27 +173,60 @@ DATA permidx<>+56(SB)/4, $11
 DATA permidx<>+60(SB)/4, $15
 GLOBL permidx<>(SB), RODATA|NOPTR, $64
 
-// HALVES adds lanes 4-7 of each output's eight into lanes 0-3 (blocks 1 and 3 into 0 and 2).
-#define HALVES(z) \
-	VSHUFF32X4 $0xF5, z, z, Z24; \
-	VADDPS Z24, z, z
+// HALF leaves in lo the sums s[l]+s[l+4], l = 0-3, of a row's four outputs (lo: the eight-lane sums of
+// outputs 0-1, hi: of 2-3), output o in block o: the low blocks of each output gathered into Z24, the
+// high ones into Z25, added.
+#define HALF(lo, hi) \
+	VSHUFF32X4 $0x88, hi, lo, Z24; \
+	VSHUFF32X4 $0xDD, hi, lo, Z25; \
+	VADDPS Z25, Z24, lo
 
-// PAIR folds rows w (outputs in Z24: blocks 0-3 are outputs 0-3, four lanes each) and v (Z25) to
-// their four outputs each and adds them to cw and cv.
-#define PAIR(w, v, cw, cv) \
-	VSHUFPS $0x88, v, w, Z16; \
-	VSHUFPS $0xDD, v, w, Z17; \
+// FOLD adds to cz (row r's four outputs in block r) the slice sums of rows 0-3 (row r's eight-lane sums
+// in ar, outputs 0-1, and br, 2-3): HALF each row; then in every block (an output) (s0+s1) and
+// (s2+s3) of two rows by even/odd shuffles, Z16 rows 0-1 and Z18 rows 2-3; then their sums, the four
+// rows' slice sums of each output in Z17; transposed by VPERMPS (idx: permidx) to rows of outputs.
+// Z16-Z18, Z20, Z24 and Z25 are overwritten.
+#define FOLD(a0, b0, a1, b1, a2, b2, a3, b3, idx, cz) \
+	HALF(a0, b0); \
+	HALF(a1, b1); \
+	HALF(a2, b2); \
+	HALF(a3, b3); \
+	VSHUFPS $0x88, a1, a0, Z16; \
+	VSHUFPS $0xDD, a1, a0, Z17; \
 	VADDPS Z17, Z16, Z16; \
-	VSHUFPS $0x88, Z16, Z16, Z17; \
-	VSHUFPS $0xDD, Z16, Z16, Z18; \
-	VADDPS Z18, Z17, Z17; \
-	VPERMPS Z17, Z19, Z18; \
-	VADDPS X18, cw, cw; \
-	VEXTRACTF32X4 $1, Z18, X17; \
-	VADDPS X17, cv, cv
+	VSHUFPS $0x88, a3, a2, Z18; \
+	VSHUFPS $0xDD, a3, a2, Z17; \
+	VADDPS Z17, Z18, Z18; \
+	VSHUFPS $0x88, Z18, Z16, Z17; \
+	VSHUFPS $0xDD, Z18, Z16, Z20; \
+	VADDPS Z20, Z17, Z17; \
+	VPERMPS Z17, idx, Z18; \
+	VADDPS Z18, cz, cz
 
-// ROWZ multiplies a row of A (its eight values broadcast into za) with the B pairs and adds the
-// products to the row's accumulators lo (outputs 0-1) and hi (2-3).
+// LOADC and STOREC move four rows of four outputs at off(DX) (rows BX bytes apart) into and out of
+// the blocks of cz; R14 is overwritten.
+#define LOADC(off, cz, xz) \
+	MOVQ DX, R14; \
+	VMOVUPS off(R14), xz; \
+	ADDQ BX, R14; \
+	VINSERTF32X4 $1, off(R14), cz, cz; \
+	ADDQ BX, R14; \
+	VINSERTF32X4 $2, off(R14), cz, cz; \
+	ADDQ BX, R14; \
+	VINSERTF32X4 $3, off(R14), cz, cz
+
+#define STOREC(off, cz, xz) \
+	MOVQ DX, R14; \
+	VMOVUPS xz, off(R14); \
+	ADDQ BX, R14; \
+	VEXTRACTF32X4 $1, cz, off(R14); \
+	ADDQ BX, R14; \
+	VEXTRACTF32X4 $2, cz, off(R14); \
+	ADDQ BX, R14; \
+	VEXTRACTF32X4 $3, cz, off(R14)
+
+// ROWZ multiplies a row of A (its eight values broadcast into za) with the B pairs in Z16 and Z17 and
+// adds the products to the row's accumulators lo and hi.
 #define ROWZ(ptr, za, lo, hi) \
 	VBROADCASTF32X8 (ptr)(AX*1), za; \
 	VMULPS Z16, za, Z24; \
@@ -218,16 +250,9 @@ TEXT ·kernel4x4z(SB), NOSPLIT, $0-64
 	LEAQ (R12)(BX*1), R13
 	MOVQ c+32(FP), DX
 	MOVQ ldc+40(FP), BX
-	SHLQ $2, BX
-	MOVQ DX, R14
-	VMOVUPS (R14), X28
-	ADDQ BX, R14
-	VMOVUPS (R14), X29
-	ADDQ BX, R14
-	VMOVUPS (R14), X30
-	ADDQ BX, R14
-	VMOVUPS (R14), X31
-	VMOVDQU32 permidx<>(SB), Z19
+	SHLQ $2, BX                 // BX: C's row stride in bytes, then the slice
+	LOADC(0, Z28, X28)
+	VMOVDQU32 permidx<>(SB), Z30
 	MOVQ k+48(FP), CX           // CX: values left
 	MOVQ slice+56(FP), BX       // BX: the slice
 	XORQ AX, AX                 // AX: byte offset into the rows
@@ -260,31 +285,137 @@ eight4:
 	DECQ R14
 	JNZ eight4
 
-	HALVES(Z0)
-	HALVES(Z1)
-	HALVES(Z2)
-	HALVES(Z3)
-	HALVES(Z4)
-	HALVES(Z5)
-	HALVES(Z6)
-	HALVES(Z7)
-	VSHUFF32X4 $0x88, Z1, Z0, Z24
-	VSHUFF32X4 $0x88, Z3, Z2, Z25
-	PAIR(Z24, Z25, X28, X29)
-	VSHUFF32X4 $0x88, Z5, Z4, Z24
-	VSHUFF32X4 $0x88, Z7, Z6, Z25
-	PAIR(Z24, Z25, X30, X31)
+	FOLD(Z0, Z1, Z2, Z3, Z4, Z5, Z6, Z7, Z30, Z28)
 	TESTQ CX, CX
 	JNZ slice4
 
 	MOVQ ldc+40(FP), BX
 	SHLQ $2, BX
-	VMOVUPS X28, (DX)
-	ADDQ BX, DX
-	VMOVUPS X29, (DX)
-	ADDQ BX, DX
-	VMOVUPS X30, (DX)
-	ADDQ BX, DX
-	VMOVUPS X31, (DX)
+	STOREC(0, Z28, X28)
+	VZEROUPPER
+	RET
+
+// ROW8 multiplies a row of A (broadcast into Z20) with the four B pairs in Z16-Z19 (rows 0-7) and adds
+// the products to the row's accumulators of outputs 0-1, 2-3, 4-5 and 6-7.
+#define ROW8(ptr, o01, o23, o45, o67) \
+	VBROADCASTF32X8 (ptr)(AX*1), Z20; \
+	VMULPS Z16, Z20, Z24; \
+	VADDPS Z24, o01, o01; \
+	VMULPS Z17, Z20, Z25; \
+	VADDPS Z25, o23, o23; \
+	VMULPS Z18, Z20, Z26; \
+	VADDPS Z26, o45, o45; \
+	VMULPS Z19, Z20, Z27; \
+	VADDPS Z27, o67, o67
+
+// kernel4x8p is kernel4x4z for 4×8 outputs from packed rows of B: Z0-Z3 row 0's outputs 0-1, 2-3,
+// 4-5 and 6-7, Z4-Z7 row 1's, ... ; C's outputs 0-3 of the four rows in Z28, 4-7 in Z29.
+//
+// func kernel4x8p(a *float32, lda int, pb *float32, c *float32, ldc int, k, slice int)
+TEXT ·kernel4x8p(SB), NOSPLIT, $0-56
+	MOVQ a+0(FP), SI
+	MOVQ lda+8(FP), BX
+	SHLQ $2, BX
+	LEAQ (SI)(BX*1), R8         // R8-R10: rows 1-3 of A
+	LEAQ (R8)(BX*1), R9
+	LEAQ (R9)(BX*1), R10
+	MOVQ pb+16(FP), DI          // DI: the packed eights of B's eight rows, 256 bytes each
+	MOVQ c+24(FP), DX
+	MOVQ ldc+32(FP), BX
+	SHLQ $2, BX                 // BX: C's row stride in bytes, then the slice
+	LOADC(0, Z28, X28)
+	LOADC(16, Z29, X29)
+	VMOVDQU32 permidx<>(SB), Z30
+	MOVQ k+40(FP), CX           // CX: values left
+	MOVQ slice+48(FP), BX       // BX: the slice
+	XORQ AX, AX                 // AX: byte offset into A's rows
+
+slice8:
+	MOVQ BX, R14
+	CMPQ CX, R14
+	CMOVQLT CX, R14             // R14: this slice's values
+	SUBQ R14, CX
+	SHRQ $3, R14                // eights
+	VPXORD Z0, Z0, Z0
+	VPXORD Z1, Z1, Z1
+	VPXORD Z2, Z2, Z2
+	VPXORD Z3, Z3, Z3
+	VPXORD Z4, Z4, Z4
+	VPXORD Z5, Z5, Z5
+	VPXORD Z6, Z6, Z6
+	VPXORD Z7, Z7, Z7
+	VPXORD Z8, Z8, Z8
+	VPXORD Z9, Z9, Z9
+	VPXORD Z10, Z10, Z10
+	VPXORD Z11, Z11, Z11
+	VPXORD Z12, Z12, Z12
+	VPXORD Z13, Z13, Z13
+	VPXORD Z14, Z14, Z14
+	VPXORD Z15, Z15, Z15
+
+eight8:
+	VMOVUPS (DI), Z16
+	VMOVUPS 64(DI), Z17
+	VMOVUPS 128(DI), Z18
+	VMOVUPS 192(DI), Z19
+	ROW8(SI, Z0, Z1, Z2, Z3)
+	ROW8(R8, Z4, Z5, Z6, Z7)
+	ROW8(R9, Z8, Z9, Z10, Z11)
+	ROW8(R10, Z12, Z13, Z14, Z15)
+	ADDQ $32, AX
+	ADDQ $256, DI
+	DECQ R14
+	JNZ eight8
+
+	FOLD(Z0, Z1, Z4, Z5, Z8, Z9, Z12, Z13, Z30, Z28)
+	FOLD(Z2, Z3, Z6, Z7, Z10, Z11, Z14, Z15, Z30, Z29)
+	TESTQ CX, CX
+	JNZ slice8
+
+	MOVQ ldc+32(FP), BX
+	SHLQ $2, BX
+	STOREC(0, Z28, X28)
+	STOREC(16, Z29, X29)
+	VZEROUPPER
+	RET
+
+// func pack8(dst *float32, b *float32, ldb int, k int)
+TEXT ·pack8(SB), NOSPLIT, $0-32
+	MOVQ dst+0(FP), DI
+	MOVQ b+8(FP), SI
+	MOVQ ldb+16(FP), BX
+	SHLQ $2, BX
+	LEAQ (SI)(BX*1), R8         // R8-R13, DX: rows 1-7 of B
+	LEAQ (R8)(BX*1), R9
+	LEAQ (R9)(BX*1), R10
+	LEAQ (R10)(BX*1), R11
+	LEAQ (R11)(BX*1), R12
+	LEAQ (R12)(BX*1), R13
+	LEAQ (R13)(BX*1), DX
+	MOVQ k+24(FP), CX
+	SHRQ $3, CX                 // eights
+	XORQ AX, AX                 // AX: byte offset into the rows
+
+pack8loop:
+	VMOVUPS (SI)(AX*1), Y0
+	VMOVUPS (R8)(AX*1), Y1
+	VMOVUPS (R9)(AX*1), Y2
+	VMOVUPS (R10)(AX*1), Y3
+	VMOVUPS (R11)(AX*1), Y4
+	VMOVUPS (R12)(AX*1), Y5
+	VMOVUPS (R13)(AX*1), Y6
+	VMOVUPS (DX)(AX*1), Y7
+	VMOVUPS Y0, (DI)
+	VMOVUPS Y1, 32(DI)
+	VMOVUPS Y2, 64(DI)
+	VMOVUPS Y3, 96(DI)
+	VMOVUPS Y4, 128(DI)
+	VMOVUPS Y5, 160(DI)
+	VMOVUPS Y6, 192(DI)
+	VMOVUPS Y7, 224(DI)
+	ADDQ $32, AX
+	ADDQ $256, DI
+	DECQ CX
+	JNZ pack8loop
 	VZEROUPPER
 	RET

@@ -19,3 +19,11 @@ func kernel1x4(a *float32, b *float32, ldb int, c *float32, k, slice int) {
 func kernel4x4z(a *float32, lda int, b *float32, ldb int, c *float32, ldc int, k, slice int) {
 	panic("sgemm: no kernel4x4z on this architecture")
 }
+
+func kernel4x8p(a *float32, lda int, pb *float32, c *float32, ldc int, k, slice int) {
+	panic("sgemm: no kernel4x8p on this architecture")
+}
+
+func pack8(dst *float32, b *float32, ldb int, k int) {
+	panic("sgemm: no pack8 on this architecture")
+}

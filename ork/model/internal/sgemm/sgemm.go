@@ -14,11 +14,13 @@
 // summing every eighth product in order; adds p into s (when a whole 16 was seen); adds the whole
 // fours left into s, the last values into lane 0; and returns (s0+s1)+(s2+s3). Every product is
 // rounded before it is added (no fused multiply-add). [NT] keeps all of that — the slices, the
-// lanes, the alignment of b — and only runs it for 2×4 outputs at a time in AVX2 registers (4×4 in
-// AVX-512 ones: two outputs' eight lanes a register, folded by shuffles in FOLD4's order), so the
-// outputs are the same float32 values, signed zeros included, on every CPU: the kernels on amd64
-// with AVX2, gonum's own loops on amd64 for the shapes the kernels do not take (K not whole sixteens,
-// B off a 16-byte boundary) and without AVX2, and [dot] (the same sums in Go) on other architectures.
+// lanes, the alignment of b — and only runs it for 2×4 outputs at a time in AVX2 registers (4×4 or,
+// from rows of B packed eight at a time, 4×8 in AVX-512 ones: two outputs' eight lanes a register,
+// folded by shuffles in FOLD4's order; a product's K cut into blocks of whole slices, each slice's sum
+// still added to C in order), so the outputs are the same float32 values, signed zeros included, on
+// every CPU: the kernels on amd64 with AVX2, gonum's own loops on amd64 for the shapes the kernels do
+// not take (K not whole sixteens, B off a 16-byte boundary) and without AVX2, and [dot] (the same sums
+// in Go) on other architectures.
 package sgemm
 
 import (
@@ -105,23 +107,43 @@ type product struct {
 	ldc, slice int
 }
 
-// panelBytes bounds the rows of B one pass over A's rows reuses (about half of a core's L2 cache).
+// panelBytes bounds the rows of B one pass over A's rows reuses (about half of a core's L2 cache;
+// packed, a block of blockK values of each).
 const panelBytes = 256 << 10
 
+// Packing: on AVX-512, a product of at least packRows rows of A packs the rows of B eight at a time
+// (pack8) and runs kernel4x8p over them, blockK values of K at a time when it sums in slices (a
+// multiple of Slice, so that no slice straddles two blocks; four rows of A over it take 8 KiB of L1).
+const (
+	packRows = 16
+	blockK   = 512
+)
+
 // cols computes the outputs of columns [j0, j1) (rows j0..j1-1 of B): with the kernels, panels of
-// B's rows that stay in cache while A's rows pass, 4×4 outputs at a time on AVX-512, 2×4 on AVX2
-// (1×4 for a last row of A), the last 1-3 columns with dot; every output with dot where the kernels do
-// not take the product (no AVX2 or not amd64, or B not aligned the kernels' way and not on amd64,
-// where gonum takes it).
+// B's rows that stay in cache while A's rows pass — on AVX-512 4×8 outputs at a time from packed
+// rows of B (when A has packRows rows or more), else 4×4 outputs; on AVX2 2×4; 1×4 for a last row of A
+// — the last 1-3 columns with dot; every output with dot where the kernels do not take the product
+// (no AVX2 or not amd64, or B not aligned the kernels' way and not on amd64, where gonum takes it).
 func (p *product) cols(j0, j1 int) {
 	if !p.kernelShape() {
 		p.dots(0, p.m, j0, j1)
 		return
 	}
-	panel := max(4, panelBytes/(4*p.k)&^3)
 	j4 := j0 + (j1-j0)&^3
-	for q0 := j0; q0 < j4; q0 += panel {
-		q1 := min(q0+panel, j4)
+	j := j0
+	if available512 && p.m >= packRows {
+		j = j0 + (j1-j0)&^7
+		p.packed(j0, j)
+	}
+	p.panels(j, j4)
+	p.dots(0, p.m, j4, j1)
+}
+
+// panels computes the outputs of columns [j0, j1), a multiple of four, from B's rows as they are.
+func (p *product) panels(j0, j1 int) {
+	panel := max(4, panelBytes/(4*p.k)&^3)
+	for q0 := j0; q0 < j1; q0 += panel {
+		q1 := min(q0+panel, j1)
 		i := 0
 		if available512 {
 			for ; i+4 <= p.m; i += 4 {
@@ -130,18 +152,65 @@ func (p *product) cols(j0, j1 int) {
 				}
 			}
 		}
-		for ; i+2 <= p.m; i += 2 {
-			for j := q0; j < q1; j += 4 {
-				kernel2x4(&p.a[i*p.lda], p.lda, &p.b[j*p.ldb], p.ldb, &p.c[i*p.ldc+j], p.ldc, p.k, p.slice)
-			}
-		}
-		if i < p.m {
-			for j := q0; j < q1; j += 4 {
-				kernel1x4(&p.a[i*p.lda], &p.b[j*p.ldb], p.ldb, &p.c[i*p.ldc+j], p.k, p.slice)
-			}
+		p.lastRows(i, q0, q1)
+	}
+}
+
+// lastRows computes the outputs of rows [i, m) of A (the rows the four-row kernels leave) in
+// columns [j0, j1), a multiple of four, from B's rows as they are: two rows at a time, then one.
+func (p *product) lastRows(i, j0, j1 int) {
+	for ; i+2 <= p.m; i += 2 {
+		for j := j0; j < j1; j += 4 {
+			kernel2x4(&p.a[i*p.lda], p.lda, &p.b[j*p.ldb], p.ldb, &p.c[i*p.ldc+j], p.ldc, p.k, p.slice)
 		}
 	}
-	p.dots(0, p.m, j4, j1)
+	if i < p.m {
+		for j := j0; j < j1; j += 4 {
+			kernel1x4(&p.a[i*p.lda], &p.b[j*p.ldb], p.ldb, &p.c[i*p.ldc+j], p.k, p.slice)
+		}
+	}
+}
+
+// packBufs holds the packed panels' buffers between calls, one a goroutine while it packs.
+var packBufs sync.Pool
+
+// packed computes the outputs of columns [j0, j1), a multiple of eight, with kernel4x8p: for each
+// panel of B's rows and each block of K, the panel's rows packed once and every four rows of A
+// passed over them (each output's slices still added to C in order, block after block); the rows of A
+// past the last four with lastRows.
+func (p *product) packed(j0, j1 int) {
+	if j0 == j1 {
+		return
+	}
+	kb := p.k
+	if p.slice < p.k {
+		kb = min(p.k, blockK)
+	}
+	panel := max(8, panelBytes/(4*kb)&^7)
+	size := min(panel, j1-j0) * kb
+	buf, _ := packBufs.Get().(*[]float32)
+	if buf == nil || cap(*buf) < size {
+		b := make([]float32, size)
+		buf = &b
+	}
+	defer packBufs.Put(buf)
+	pb := (*buf)[:size]
+	m4 := p.m &^ 3
+	for q0 := j0; q0 < j1; q0 += panel {
+		q1 := min(q0+panel, j1)
+		for k0 := 0; k0 < p.k; k0 += kb {
+			kn := min(kb, p.k-k0)
+			for g := q0; g < q1; g += 8 {
+				pack8(&pb[(g-q0)*kn], &p.b[g*p.ldb+k0], p.ldb, kn)
+			}
+			for i := 0; i < m4; i += 4 {
+				for j := q0; j < q1; j += 8 {
+					kernel4x8p(&p.a[i*p.lda+k0], p.lda, &pb[(j-q0)*kn], &p.c[i*p.ldc+j], p.ldc, kn, p.slice)
+				}
+			}
+		}
+		p.lastRows(m4, q0, q1)
+	}
 }
 
 // kernelShape reports whether the kernels compute this product: AVX2, every slice whole sixteens

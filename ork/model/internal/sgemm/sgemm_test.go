@@ -36,8 +36,9 @@ func gonumNT(m, n, k int, a []float32, lda int, b []float32, ldb int, beta float
 // TestNTMatchesGonum checks NT against gonum's Sgemm bit for bit (signed zeros included) on amd64, where
 // gonum sums with its SSE DotUnitary, over shapes on both of gonum's paths (whole K; slices of 64), odd
 // and even rows, columns beyond whole fours, K of whole sixteens and not, B on and off 16-byte
-// boundaries, strides wider than the rows, beta 0 and 1, one and several goroutines, and every set of
-// kernels this CPU can run.
+// boundaries, strides wider than the rows, beta 0 and 1, one and several goroutines, packed rows of B
+// (on AVX-512, A of packRows rows or more: K in blocks of blockK or whole, columns beyond whole
+// eights) and not, and every set of kernels this CPU can run.
 func TestNTMatchesGonum(t *testing.T) {
 	if runtime.GOARCH != "amd64" {
 		t.Skip("gonum's Sgemm sums in this order only on amd64 (elsewhere its DotUnitary is a plain loop); TestDotMatchesKernels covers NT there")
@@ -46,7 +47,7 @@ func TestNTMatchesGonum(t *testing.T) {
 	shapes := [][3]int{
 		{1, 1, 1}, {1, 4, 16}, {2, 4, 16}, {3, 7, 33}, {5, 9, 64}, {16, 260, 1024}, {15, 260, 512},
 		{128, 256, 1024}, {64, 64, 64}, {130, 70, 200}, {7, 300, 48}, {2, 8, 3}, {65, 129, 1040}, {1, 512, 64},
-		{200, 4, 80}, {3, 12, 16}, {1, 1, 2000}, {8, 12, 17},
+		{200, 4, 80}, {3, 12, 16}, {1, 1, 2000}, {8, 12, 17}, {20, 24, 1024}, {64, 260, 1552},
 	}
 	for _, s := range shapes {
 		for _, off := range []int{0, 1, 2, 3, 4} { // B's first value off values past a 16-byte boundary
@@ -80,7 +81,8 @@ func TestNTMatchesGonum(t *testing.T) {
 }
 
 // TestDotMatchesKernels checks the kernels against dot, the order NT keeps without them, bit for bit:
-// whole K and slices of 64, one, two and (AVX-512) four rows of A, K of one and of many slices.
+// whole K and slices of 64, one, two and (AVX-512) four rows of A, from B's rows as they are and (4×8)
+// packed by pack8, K of one and of many slices.
 func TestDotMatchesKernels(t *testing.T) {
 	if !available {
 		t.Skip("no AVX2: NT sums every output with dot")
@@ -88,31 +90,38 @@ func TestDotMatchesKernels(t *testing.T) {
 	r := rand.New(rand.NewPCG(3, 4))
 	for _, k := range []int{16, 48, 64, 80, 128, 1024, 1040, 2048} {
 		for _, slice := range []int{Slice, k} {
-			b := values(r, 4*k+16)
+			b := values(r, 8*k+16)
 			off := (16 - int(uintptr(ptr(b))%16)) % 16 / 4
-			b = b[off : off+4*k]
+			b = b[off : off+8*k]
 			a := values(r, 4*k)
-			c0 := values(r, 16)
+			c0 := values(r, 32)
 			got := append([]float32(nil), c0...)
-			kernel2x4(&a[0], k, &b[0], k, &got[0], 4, k, slice)
+			kernel2x4(&a[0], k, &b[0], k, &got[0], 8, k, slice)
 			got1 := append([]float32(nil), c0[:4]...)
 			kernel1x4(&a[0], &b[0], k, &got1[0], k, slice)
-			var got4 []float32
+			var got4, got8 []float32
 			if available512 {
 				got4 = append([]float32(nil), c0...)
-				kernel4x4z(&a[0], k, &b[0], k, &got4[0], 4, k, slice)
+				kernel4x4z(&a[0], k, &b[0], k, &got4[0], 8, k, slice)
+				pb := make([]float32, 8*k)
+				pack8(&pb[0], &b[0], k, k)
+				got8 = append([]float32(nil), c0...)
+				kernel4x8p(&a[0], k, &pb[0], &got8[0], 8, k, slice)
 			}
-			p := product{m: 4, k: k, a: a, lda: k, b: b, ldb: k, c: append([]float32(nil), c0...), ldc: 4, slice: slice}
-			p.dots(0, 4, 0, 4)
+			p := product{m: 4, k: k, a: a, lda: k, b: b, ldb: k, c: append([]float32(nil), c0...), ldc: 8, slice: slice}
+			p.dots(0, 4, 0, 8)
 			for i, w := range p.c {
-				if i < 8 && math.Float32bits(got[i]) != math.Float32bits(w) {
+				if i%8 < 4 && i < 16 && math.Float32bits(got[i]) != math.Float32bits(w) {
 					t.Fatalf("k %d slice %d: kernel2x4 c[%d] = %v, dot %v", k, slice, i, got[i], w)
 				}
 				if i < 4 && math.Float32bits(got1[i]) != math.Float32bits(w) {
 					t.Fatalf("k %d slice %d: kernel1x4 c[%d] = %v, dot %v", k, slice, i, got1[i], w)
 				}
-				if got4 != nil && math.Float32bits(got4[i]) != math.Float32bits(w) {
+				if got4 != nil && i%8 < 4 && math.Float32bits(got4[i]) != math.Float32bits(w) {
 					t.Fatalf("k %d slice %d: kernel4x4z c[%d] = %v, dot %v", k, slice, i, got4[i], w)
+				}
+				if got8 != nil && math.Float32bits(got8[i]) != math.Float32bits(w) {
+					t.Fatalf("k %d slice %d: kernel4x8p c[%d] = %v, dot %v", k, slice, i, got8[i], w)
 				}
 			}
 		}

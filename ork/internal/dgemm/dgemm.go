@@ -12,11 +12,19 @@
 // b[l][j]·tmp and then adds it to c[i][j]: no fused multiply-add. Its parallel path cuts K into blocks
 // of 64 and runs each block of C's values over them in order, so every value is the same sum as on
 // its serial path. [Implementation.Dgemm] keeps that order for every value and only computes many
-// values at once: 8×16 values in AVX-512 registers (tile8x16; the skip is a mask per row and token)
+// values at once: 8×16 values in AVX-512 registers (tile8x16; the skip is a mask per row and token,
+// or, for alpha ±1, none at all where nonzero8 finds no zero among a tile's 8 rows of A over a block)
 // or 4×8 in AVX2 registers (tile4x8; a branch), the values beyond whole tiles in Go, C cut into
 // blocks of columns (and of rows) for GOMAXPROCS goroutines, K into blocks of 128 tokens in order.
 // The other forms (B transposed), every product off amd64 or without AVX2, and arguments gonum
 // rejects go to gonum itself.
+//
+// For alpha −1 (the Cholesky factorization's and GPTQ's updates) the kernels subtract b·a from c
+// instead of adding b·tmp: the same value, since b·(−a) is −(b·a) and c − p is c + (−p) in IEEE
+// arithmetic, signed zeros included. One difference remains: when c and the product are both NaN,
+// c's NaN survives where gonum keeps the product's. Arithmetic makes only the one default NaN, so the
+// bits differ only for NaN inputs with other payloads; GPTQ's and calibration's inputs are checked
+// finite.
 package dgemm
 
 import (
@@ -159,8 +167,13 @@ func (p *product) block(l0, l1, r0, r1, c0, c1 int) {
 	if has8x16 {
 		i8, j16 := r0+(r1-r0)&^7, c0+(c1-c0)&^15
 		for i := r0; i < i8; i += 8 {
+			a := &p.a[i*p.ai+l0*p.al]
+			zeros := true
+			if j16 > c0 && (p.alpha == 1 || p.alpha == -1) && (p.ai == 1 || p.al == 1) {
+				zeros = !nonzero8(a, p.ai, p.al, l1-l0)
+			}
 			for j := c0; j < j16; j += 16 {
-				tile8x16(&p.a[i*p.ai+l0*p.al], p.ai, p.al, &p.b[l0*p.ldb+j], p.ldb, l1-l0, &p.c[i*p.ldc+j], p.ldc, p.alpha)
+				tile8x16(a, p.ai, p.al, &p.b[l0*p.ldb+j], p.ldb, l1-l0, &p.c[i*p.ldc+j], p.ldc, p.alpha, zeros)
 			}
 		}
 		p.block4(l0, l1, r0, i8, j16, c1)

@@ -34,8 +34,9 @@ func fill(r *rand.Rand, n int, inf bool) []float64 {
 // TestDgemmMatchesGonum compares Implementation.Dgemm with gonum's Dgemm bit for bit (signed zeros,
 // infinities and NaNs included) for A and Aᵀ, over shapes on both of gonum's paths (serial, and
 // parallel in K blocks of 64), shapes of whole tiles and not, strides wider than the matrices,
-// alpha 1, -1, 0 and another, beta 0, 1 and another, one and several goroutines, on every path
-// the CPU can take.
+// alpha 1, -1, 0 and another, beta 0, 1 and another, A with zeros throughout, with none (the
+// kernels' tiles without the skip) and with one, one and several goroutines, on every path the CPU
+// can take.
 func TestDgemmMatchesGonum(t *testing.T) {
 	r := rand.New(rand.NewPCG(1, 2))
 	shapes := []struct{ m, n, k, pad int }{
@@ -50,26 +51,86 @@ func TestDgemmMatchesGonum(t *testing.T) {
 				aLen = (sh.k-1)*lda + sh.m
 			}
 			ldb, ldc := sh.n+sh.pad, sh.n+2*sh.pad
-			a := fill(r, aLen, sh.m%2 == 1)
+			zs := fill(r, aLen, sh.m%2 == 1)
 			b := fill(r, (sh.k-1)*ldb+sh.n, sh.n%2 == 1)
 			c0 := fill(r, (sh.m-1)*ldc+sh.n, false)
-			for _, alpha := range []float64{1, -1, 0, 0.7} {
-				for _, beta := range []float64{0, 1, -0.5} {
-					want := append([]float64(nil), c0...)
-					gonum.Implementation{}.Dgemm(tA, blas.NoTrans, sh.m, sh.n, sh.k, alpha, a, lda, b, ldb, beta, want, ldc)
-					forPaths(t, func(path string) {
-						for _, procs := range []int{1, 3} {
-							got := append([]float64(nil), c0...)
-							prev := runtime.GOMAXPROCS(procs)
-							Implementation{}.Dgemm(tA, blas.NoTrans, sh.m, sh.n, sh.k, alpha, a, lda, b, ldb, beta, got, ldc)
-							runtime.GOMAXPROCS(prev)
-							for i := range want {
-								if math.Float64bits(got[i]) != math.Float64bits(want[i]) {
-									t.Fatalf("%+v %v alpha %v beta %v, %s, %d procs: c[%d] = %v, gonum %v", sh, tA, alpha, beta, path, procs, i, got[i], want[i])
+			for az, a := range [][]float64{zs, noZeros(zs, -1), noZeros(zs, aLen/2)} {
+				for _, alpha := range []float64{1, -1, 0, 0.7} {
+					for _, beta := range []float64{0, 1, -0.5} {
+						want := append([]float64(nil), c0...)
+						gonum.Implementation{}.Dgemm(tA, blas.NoTrans, sh.m, sh.n, sh.k, alpha, a, lda, b, ldb, beta, want, ldc)
+						forPaths(t, func(path string) {
+							for _, procs := range []int{1, 3} {
+								got := append([]float64(nil), c0...)
+								prev := runtime.GOMAXPROCS(procs)
+								Implementation{}.Dgemm(tA, blas.NoTrans, sh.m, sh.n, sh.k, alpha, a, lda, b, ldb, beta, got, ldc)
+								runtime.GOMAXPROCS(prev)
+								for i := range want {
+									if math.Float64bits(got[i]) != math.Float64bits(want[i]) {
+										t.Fatalf("%+v %v A %d alpha %v beta %v, %s, %d procs: c[%d] = %v, gonum %v", sh, tA, az, alpha, beta, path, procs, i, got[i], want[i])
+									}
 								}
 							}
+						})
+					}
+				}
+			}
+		}
+	}
+}
+
+// noZeros returns a copy of x with every zero (±0) made 0.5, then x[at] made −0 when at >= 0.
+func noZeros(x []float64, at int) []float64 {
+	y := append([]float64(nil), x...)
+	for i, v := range y {
+		if v == 0 {
+			y[i] = 0.5
+		}
+	}
+	if at >= 0 {
+		y[at] = math.Copysign(0, -1)
+	}
+	return y
+}
+
+// TestNonzero8 checks nonzero8 against a loop over both layouts (a token's 8 values consecutive, or
+// 8 rows of consecutive tokens), token counts with and without a tail beyond whole eights, with no
+// zero, and with a +0, a −0 or a NaN at every position.
+func TestNonzero8(t *testing.T) {
+	if !has8x16 {
+		t.Skip("nonzero8 needs AVX-512")
+	}
+	for _, tl := range []int{1, 7, 8, 9, 16, 130} {
+		for _, lay := range []struct{ ai, al int }{{1, 11}, {tl + 3, 1}} {
+			n := 7*lay.ai + (tl-1)*lay.al + 1
+			x := make([]float64, n+8)
+			for i := range x {
+				x[i] = 1 + float64(i)
+			}
+			check := func(what string) {
+				t.Helper()
+				want := true
+				for r := range 8 {
+					for l := range tl {
+						if x[r*lay.ai+l*lay.al] == 0 {
+							want = false
 						}
-					})
+					}
+				}
+				if got := nonzero8(&x[0], lay.ai, lay.al, tl); got != want {
+					t.Fatalf("t %d ai %d al %d, %s: nonzero8 = %v, want %v", tl, lay.ai, lay.al, what, got, want)
+				}
+			}
+			check("no zero")
+			for r := range 8 {
+				for l := range tl {
+					i := r*lay.ai + l*lay.al
+					for _, v := range []float64{0, math.Copysign(0, -1), math.NaN()} {
+						old := x[i]
+						x[i] = v
+						check(fmt.Sprintf("%v at row %d token %d", v, r, l))
+						x[i] = old
+					}
 				}
 			}
 		}

@@ -15,7 +15,15 @@ var (
 //go:noescape
 func tile4x8(a *float64, ai, al int, b *float64, ldb, t int, c *float64, ldc int, alpha float64)
 
-// tile8x16 is tile4x8 for 8×16 values, on AVX-512.
+// tile8x16 is tile4x8 for 8×16 values, on AVX-512. With zeros false the caller promises that none of
+// the tile's a values is zero (nonzero8), and for alpha 1 and -1 (where tmp is zero only for a zero a)
+// the kernel skips no product, without the per-row compare and mask.
 //
 //go:noescape
-func tile8x16(a *float64, ai, al int, b *float64, ldb, t int, c *float64, ldc int, alpha float64)
+func tile8x16(a *float64, ai, al int, b *float64, ldb, t int, c *float64, ldc int, alpha float64, zeros bool)
+
+// nonzero8 reports whether the 8×t values a[r·ai + l·al] (r < 8, l < t; ai or al is 1) are all
+// nonzero: neither +0 nor −0 (a NaN is nonzero, as the kernels' compare has it). AVX-512.
+//
+//go:noescape
+func nonzero8(a *float64, ai, al, t int) bool

@@ -5,7 +5,8 @@
 // dgemmSerial loops with AxpyUnitary (y[j] = x[j]·tmp + y[j]: b's value first in the product, the
 // product first in the sum, each rounded: no fused multiply-add). a(i, l) is at a + i·ai + l·al
 // (elements), b_l at b + l·ldb, row i of the tile at c + i·ldc. The skip: a compare per row and
-// token (NEQ_UQ: a NaN is not zero) into a mask that leaves C's values as they were.
+// token (NEQ_UQ: a NaN is not zero) into a mask that leaves C's values as they were. For alpha −1
+// they subtract b·a (see the package doc); for other alphas than ±1 they multiply a by alpha first.
 
 // ROW16 adds tmp·b (b's 16 values in Z16, Z17) to one row of the 8×16 tile (lo, hi) for the a value
 // at addr; ROW16A first multiplies it by alpha (Z30).
@@ -16,6 +17,32 @@
 	VADDPD lo, Z19, K1, lo; \
 	VMULPD Z18, Z17, Z20; \
 	VADDPD hi, Z20, K1, hi
+
+// ROW16S is ROW16 for alpha -1: it subtracts b·a from the row (b·(−a) + c, bit for bit: see the
+// package doc).
+#define ROW16S(addr, lo, hi) \
+	VBROADCASTSD addr, Z18; \
+	VCMPPD $4, Z31, Z18, K1; \
+	VMULPD Z18, Z16, Z19; \
+	VSUBPD Z19, lo, K1, lo; \
+	VMULPD Z18, Z17, Z20; \
+	VSUBPD Z20, hi, K1, hi
+
+// ROW16N and ROW16NS are ROW16 and ROW16S for a tile whose a values are all nonzero: no compare, no
+// mask.
+#define ROW16N(addr, lo, hi) \
+	VBROADCASTSD addr, Z18; \
+	VMULPD Z18, Z16, Z19; \
+	VADDPD lo, Z19, lo; \
+	VMULPD Z18, Z17, Z20; \
+	VADDPD hi, Z20, hi
+
+#define ROW16NS(addr, lo, hi) \
+	VBROADCASTSD addr, Z18; \
+	VMULPD Z18, Z16, Z19; \
+	VSUBPD Z19, lo, lo; \
+	VMULPD Z18, Z17, Z20; \
+	VSUBPD Z20, hi, hi
 
 #define ROW16A(addr, lo, hi) \
 	VBROADCASTSD addr, Z18; \
@@ -44,8 +71,8 @@
 	ADDQ R13, R12; \
 	ADDQ BX, DI
 
-// func tile8x16(a *float64, ai, al int, b *float64, ldb, t int, c *float64, ldc int, alpha float64)
-TEXT ·tile8x16(SB), NOSPLIT, $0-72
+// func tile8x16(a *float64, ai, al int, b *float64, ldb, t int, c *float64, ldc int, alpha float64, zeros bool)
+TEXT ·tile8x16(SB), NOSPLIT, $0-73
 	MOVQ a+0(FP), SI
 	MOVQ ai+8(FP), R10
 	SHLQ $3, R10
@@ -91,14 +118,44 @@ TEXT ·tile8x16(SB), NOSPLIT, $0-72
 	TESTQ CX, CX
 	JZ store16
 	MOVQ alpha+64(FP), AX
+	MOVBQZX zeros+72(FP), R14
 	MOVQ $0x3FF0000000000000, R9
 	CMPQ AX, R9
-	JNE loop16a             // alpha is not 1 (its bits are not 1.0's)
+	JNE notone
+	TESTQ R14, R14
+	JZ loop16n
+	JMP loop16
+
+notone:
+	MOVQ $0xBFF0000000000000, R9
+	CMPQ AX, R9
+	JNE loop16a             // alpha's bits are neither 1.0's nor -1.0's
+	TESTQ R14, R14
+	JZ loop16ns
+	JMP loop16s
+
+loop16n:
+	TILE16(ROW16N)
+	DECQ CX
+	JNZ loop16n
+	JMP store16
+
+loop16ns:
+	TILE16(ROW16NS)
+	DECQ CX
+	JNZ loop16ns
+	JMP store16
 
 loop16:
 	TILE16(ROW16)
 	DECQ CX
 	JNZ loop16
+	JMP store16
+
+loop16s:
+	TILE16(ROW16S)
+	DECQ CX
+	JNZ loop16s
 	JMP store16
 
 loop16a:
@@ -146,6 +203,18 @@ store16:
 	VADDPD lo, Y13, lo; \
 	VMULPD Y12, Y9, Y13; \
 	VADDPD hi, Y13, hi; \
+skip:
+
+// ROW8S is ROW8 for alpha -1: it subtracts b·a from the row.
+#define ROW8S(addr, lo, hi, skip) \
+	VBROADCASTSD addr, Y12; \
+	VUCOMISD X15, X12; \
+	JP 2(PC); \
+	JE skip; \
+	VMULPD Y12, Y8, Y13; \
+	VSUBPD Y13, lo, lo; \
+	VMULPD Y12, Y9, Y13; \
+	VSUBPD Y13, hi, hi; \
 skip:
 
 #define ROW8A(addr, lo, hi, skip) \
@@ -196,7 +265,11 @@ TEXT ·tile4x8(SB), NOSPLIT, $0-72
 	MOVQ alpha+64(FP), AX
 	MOVQ $0x3FF0000000000000, R9
 	CMPQ AX, R9
-	JNE loop8a
+	JEQ loop8
+	MOVQ $0xBFF0000000000000, R9
+	CMPQ AX, R9
+	JEQ loop8s
+	JMP loop8a              // alpha's bits are neither 1.0's nor -1.0's
 
 loop8:
 	VMOVUPD (DI), Y8
@@ -210,6 +283,20 @@ loop8:
 	ADDQ BX, DI
 	DECQ CX
 	JNZ loop8
+	JMP store8
+
+loop8s:
+	VMOVUPD (DI), Y8
+	VMOVUPD 32(DI), Y9
+	ROW8S((SI), Y0, Y1, n0)
+	ROW8S((SI)(R10*1), Y2, Y3, n1)
+	ROW8S((SI)(R10*2), Y4, Y5, n2)
+	ROW8S((R11), Y6, Y7, n3)
+	ADDQ R13, SI
+	ADDQ R13, R11
+	ADDQ BX, DI
+	DECQ CX
+	JNZ loop8s
 	JMP store8
 
 loop8a:
@@ -238,5 +325,73 @@ store8:
 	ADDQ R8, R9
 	VMOVUPD Y6, (R9)
 	VMOVUPD Y7, 32(R9)
+	VZEROUPPER
+	RET
+
+// func nonzero8(a *float64, ai, al, t int) bool
+TEXT ·nonzero8(SB), NOSPLIT, $0-33
+	MOVQ a+0(FP), SI
+	MOVQ ai+8(FP), R10
+	MOVQ al+16(FP), R13
+	MOVQ t+24(FP), CX
+	MOVQ $0x7FFFFFFFFFFFFFFF, AX  // every bit but the sign: zero for ±0 only
+	VPBROADCASTQ AX, Z31
+	TESTQ CX, CX
+	JZ yes
+	CMPQ R10, $1
+	JNE rows
+	SHLQ $3, R13
+
+tokens:                         // ai 1: a token's 8 values are consecutive, tokens al apart
+	VPTESTMQ (SI), Z31, K1
+	KMOVW K1, R9
+	CMPQ R9, $0xFF
+	JNE zero
+	ADDQ R13, SI
+	DECQ CX
+	JNZ tokens
+	JMP yes
+
+rows:                           // al 1: 8 rows of t consecutive values, ai apart
+	SHLQ $3, R10
+	MOVQ $8, R8
+
+row:
+	MOVQ SI, DI
+	MOVQ CX, DX
+
+eights:
+	CMPQ DX, $8
+	JLT tail
+	VPTESTMQ (DI), Z31, K1
+	KMOVW K1, R9
+	CMPQ R9, $0xFF
+	JNE zero
+	ADDQ $64, DI
+	SUBQ $8, DX
+	JMP eights
+
+tail:
+	TESTQ DX, DX
+	JZ nextrow
+	MOVQ (DI), R9
+	TESTQ AX, R9
+	JZ zero
+	ADDQ $8, DI
+	DECQ DX
+	JMP tail
+
+nextrow:
+	ADDQ R10, SI
+	DECQ R8
+	JNZ row
+
+yes:
+	MOVB $1, ret+32(FP)
+	VZEROUPPER
+	RET
+
+zero:
+	MOVB $0, ret+32(FP)
 	VZEROUPPER
 	RET

@@ -12,6 +12,10 @@ func tile4x8(a *float64, ai, al int, b *float64, ldb, t int, c *float64, ldc int
 	panic("dgemm: no kernels on this architecture")
 }
 
-func tile8x16(a *float64, ai, al int, b *float64, ldb, t int, c *float64, ldc int, alpha float64) {
+func tile8x16(a *float64, ai, al int, b *float64, ldb, t int, c *float64, ldc int, alpha float64, zeros bool) {
+	panic("dgemm: no kernels on this architecture")
+}
+
+func nonzero8(a *float64, ai, al, t int) bool {
 	panic("dgemm: no kernels on this architecture")
 }

@@ -96,13 +96,14 @@ const trmmGroup = 64
 // kernel adds to rows [i, i+h) of B, columns [c0, c1) (whole tiles), the products of rows [k0, k1)
 // in order.
 func (t *trmm) kernel(i, k0, k1, c0, c1 int) {
-	if k1 <= k0 {
+	if k1 <= k0 || c0 >= c1 {
 		return
 	}
+	zeros := t.h != 8 || !nonzero8(&t.a[i*t.lda+k0], t.lda, 1, k1-k0)
 	for j := c0; j < c1; j += t.w {
 		a, b, c := &t.a[i*t.lda+k0], &t.b[k0*t.ldb+j], &t.b[i*t.ldb+j]
 		if t.h == 8 {
-			tile8x16(a, t.lda, 1, b, t.ldb, k1-k0, c, t.ldb, 1)
+			tile8x16(a, t.lda, 1, b, t.ldb, k1-k0, c, t.ldb, 1, zeros)
 		} else {
 			tile4x8(a, t.lda, 1, b, t.ldb, k1-k0, c, t.ldb, 1)
 		}

@@ -229,6 +229,19 @@ skip:
 	VADDPD hi, Y13, hi; \
 skip:
 
+// TILE8(R, l0, l1, l2, l3) is one token of the 4×8 tile: b's 8 values, then the four rows with row
+// macro R (rows at SI, SI+ai, SI+2ai, R11 = SI+3ai; l0-l3 their skip labels).
+#define TILE8(R, l0, l1, l2, l3) \
+	VMOVUPD (DI), Y8; \
+	VMOVUPD 32(DI), Y9; \
+	R((SI), Y0, Y1, l0); \
+	R((SI)(R10*1), Y2, Y3, l1); \
+	R((SI)(R10*2), Y4, Y5, l2); \
+	R((R11), Y6, Y7, l3); \
+	ADDQ R13, SI; \
+	ADDQ R13, R11; \
+	ADDQ BX, DI
+
 // func tile4x8(a *float64, ai, al int, b *float64, ldb, t int, c *float64, ldc int, alpha float64)
 // Rows of a at SI, SI+ai, SI+2ai, R11 = SI+3ai.
 TEXT ·tile4x8(SB), NOSPLIT, $0-72
@@ -272,43 +285,19 @@ TEXT ·tile4x8(SB), NOSPLIT, $0-72
 	JMP loop8a              // alpha's bits are neither 1.0's nor -1.0's
 
 loop8:
-	VMOVUPD (DI), Y8
-	VMOVUPD 32(DI), Y9
-	ROW8((SI), Y0, Y1, s0)
-	ROW8((SI)(R10*1), Y2, Y3, s1)
-	ROW8((SI)(R10*2), Y4, Y5, s2)
-	ROW8((R11), Y6, Y7, s3)
-	ADDQ R13, SI
-	ADDQ R13, R11
-	ADDQ BX, DI
+	TILE8(ROW8, s0, s1, s2, s3)
 	DECQ CX
 	JNZ loop8
 	JMP store8
 
 loop8s:
-	VMOVUPD (DI), Y8
-	VMOVUPD 32(DI), Y9
-	ROW8S((SI), Y0, Y1, n0)
-	ROW8S((SI)(R10*1), Y2, Y3, n1)
-	ROW8S((SI)(R10*2), Y4, Y5, n2)
-	ROW8S((R11), Y6, Y7, n3)
-	ADDQ R13, SI
-	ADDQ R13, R11
-	ADDQ BX, DI
+	TILE8(ROW8S, n0, n1, n2, n3)
 	DECQ CX
 	JNZ loop8s
 	JMP store8
 
 loop8a:
-	VMOVUPD (DI), Y8
-	VMOVUPD 32(DI), Y9
-	ROW8A((SI), Y0, Y1, a0)
-	ROW8A((SI)(R10*1), Y2, Y3, a1)
-	ROW8A((SI)(R10*2), Y4, Y5, a2)
-	ROW8A((R11), Y6, Y7, a3)
-	ADDQ R13, SI
-	ADDQ R13, R11
-	ADDQ BX, DI
+	TILE8(ROW8A, a0, a1, a2, a3)
 	DECQ CX
 	JNZ loop8a
 

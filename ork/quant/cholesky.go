@@ -82,11 +82,10 @@ type factorSteps struct {
 	trtri func(ctx context.Context, a []float64, n int) (bool, error)
 }
 
-// gonumSteps are gonum's blocked LAPACK algorithms re-implemented with a ctx check per block.
+// gonumSteps are gonum's blocked LAPACK algorithms re-implemented with a ctx check per block, and
+// gonum's condition estimate with its solves reading the factor by rows (pocon.go).
 var gonumSteps = factorSteps{potrf: potrfUpper, trtri: trtriUpper,
-	pocon: func(a []float64, n int, anorm float64) (float64, error) {
-		return gonum.Implementation{}.Dpocon(blas.Upper, n, a, n, anorm, make([]float64, 3*n), make([]int, n)), nil
-	}}
+	pocon: func(a []float64, n int, anorm float64) (float64, error) { return poconUpper(a, n, n, anorm), nil }}
 
 // steps is the factorisation backend of this build.
 var steps = gonumSteps

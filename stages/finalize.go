@@ -161,7 +161,7 @@ func PaddedK(k int, rotation string) int {
 // weight's rows and holds only its codes and scales whole.
 //
 //   - gptq: quant.GPTQMemory (the K x K float64 Hessian, read once into an exact K²·8 allocation by
-//     calib.ReadHessianFile and handed over with quant.WithConsumeHessian to become GPTQ's
+//     calib.ReadHessianFileHuge (outside the Go heap, counted against its limit) and handed over with quant.WithConsumeHessian to become GPTQ's
 //     factorization buffer; the rotated copy; codes; scales; working rows; BLAS), plus the Hessian
 //     as read when rotation pads K (then both exist at once); with a rotation search,
 //     quant.RotationSearchMemory (one seed's RTN trial at a time and the scorer's float32 Eᵀ and
@@ -381,10 +381,11 @@ func finalizeWeight(ctx context.Context, p FinalizeParams, req Request, sinkFor 
 	opts = append(opts, scaleOpts...)
 	var w *quant.Weight
 	if p.Method == "gptq" {
-		ch, err := calib.ReadHessianFile(ctx, req.Inputs["hessian"].Path)
+		ch, free, err := calib.ReadHessianFileHuge(ctx, req.Inputs["hessian"].Path)
 		if err != nil {
 			return nil, err
 		}
+		defer free() // GPTQ's factorization buffer (WithConsumeHessian) until it returns
 		if ch.K != p.K {
 			//lint:ignore ST1005 Hessian is a name (the GPTQ papers' H), capitalized in every message
 			return nil, fmt.Errorf("Hessian %s is %dx%d, weight %s has K = %d", req.Inputs["hessian"].Path, ch.K, ch.K, fs.Entry, p.K)

@@ -12,6 +12,8 @@ import (
 	"sort"
 
 	"github.com/zeebo/blake3"
+
+	"orkpipe/internal/hugebuf"
 )
 
 var hessianMagic = [8]byte{'O', 'R', 'K', 'H', 'E', 'S', 0, 1}
@@ -221,6 +223,31 @@ func HessianFileSize(k int) int64 { return headerSize + triangle(k)*4 + digestSi
 
 // ReadHessianFile opens path and reads it with ReadHessian.
 func ReadHessianFile(ctx context.Context, path string) (*Hessian, error) {
+	return readHessianFile(ctx, path, func(n int) []float64 { return make([]float64, n) })
+}
+
+// ReadHessianFileHuge is ReadHessianFile with the matrix outside the Go heap (internal/hugebuf), for
+// a caller that holds it to the end and can say when it is done: free releases it, after which
+// h.Data must not be used (free may be called more than once; on error there is nothing to free).
+// A mapping advised for huge pages takes one fault per 2 MiB where the heap takes one per 4 KiB:
+// the 27B ffn_down's 2.4 GB matrix took 9.0-9.5 s to read on a PVM guest (~600,000 faults, 6-7 s
+// of them in the kernel), 1.7-6.1 s this way (docs/performance-log.md, "Session 39").
+func ReadHessianFileHuge(ctx context.Context, path string) (h *Hessian, free func(), err error) {
+	release := func() {}
+	h, err = readHessianFile(ctx, path, func(n int) []float64 {
+		b, f := hugebuf.Make[float64](n)
+		release = f
+		return b
+	})
+	if err != nil {
+		release()
+		return nil, nil, err
+	}
+	return h, release, nil
+}
+
+// readHessianFile is ReadHessianFile with the K x K matrix from alloc (n zeroed values).
+func readHessianFile(ctx context.Context, path string, alloc func(n int) []float64) (*Hessian, error) {
 	f, err := os.Open(path)
 	if err != nil {
 		return nil, fmt.Errorf("hessian: %w", err)
@@ -230,7 +257,7 @@ func ReadHessianFile(ctx context.Context, path string) (*Hessian, error) {
 	if err != nil {
 		return nil, fmt.Errorf("hessian: %w", err)
 	}
-	return ReadHessian(ctx, f, st.Size(), path)
+	return readHessian(ctx, f, st.Size(), path, alloc)
 }
 
 // ReadHessian reads a Hessian file of size bytes from r whole (the matrix is needed whole),
@@ -242,6 +269,12 @@ func ReadHessianFile(ctx context.Context, path string) (*Hessian, error) {
 // once (K²·8 bytes) and filled in place through a 1 MiB buffer — no growth, no copy. ctx is
 // checked between chunks.
 func ReadHessian(ctx context.Context, r io.ReaderAt, size int64, name string) (*Hessian, error) {
+	return readHessian(ctx, r, size, name, func(n int) []float64 { return make([]float64, n) })
+}
+
+// readHessian is ReadHessian with the K x K matrix from alloc (n zeroed values), called once the
+// header has been checked against size.
+func readHessian(ctx context.Context, r io.ReaderAt, size int64, name string, alloc func(n int) []float64) (*Hessian, error) {
 	hash := blake3.New()
 	var b [headerSize]byte
 	if _, err := r.ReadAt(b[:], 0); err != nil {
@@ -266,7 +299,7 @@ func ReadHessian(ctx context.Context, r io.ReaderAt, size int64, name string) (*
 		return nil, fmt.Errorf("%s: file is %d bytes, header field K = %d needs exactly %d (32-byte header, K·(K+1)/2·4 values, 32-byte digest): %w",
 			name, size, k, want, ErrFormat)
 	}
-	h := &Hessian{K: k, Tokens: int64(tokens), Data: make([]float64, k*k)}
+	h := &Hessian{K: k, Tokens: int64(tokens), Data: alloc(k * k)}
 	sr := io.NewSectionReader(r, headerSize, triangle(k)*4)
 	buf := make([]byte, hessianChunk)
 	i, j := 0, 0 // the next value is H[i][j], j >= i

@@ -11,10 +11,13 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"runtime/debug"
 	"strings"
 	"testing"
 
 	"github.com/zeebo/blake3"
+
+	"orkpipe/internal/hugebuf"
 )
 
 // hessianFileBytes returns a valid Hessian file of a K x K Hessian with k+1 tokens of distinct
@@ -115,6 +118,57 @@ func TestReadHessianFile(t *testing.T) {
 	}
 	if _, err := ReadHessianFile(context.Background(), filepath.Join(t.TempDir(), "missing.hessian")); !errors.Is(err, os.ErrNotExist) || !strings.Contains(err.Error(), "missing.hessian") {
 		t.Errorf("missing file: %v, want ErrNotExist naming it", err)
+	}
+}
+
+// TestReadHessianFileHuge reads what ReadHessianFile reads with the matrix off the Go heap, held
+// against the process's memory limit until freed — on an error too, where the caller gets nothing to
+// free.
+func TestReadHessianFileHuge(t *testing.T) {
+	const k = 600 // 2.9 MB of float64: above hugebuf.Min, so a mapping where the OS makes them
+	b := hessianFileBytes(t, k)
+	dir := t.TempDir()
+	path, bad := filepath.Join(dir, "blk.0.ffn_down.hessian"), filepath.Join(dir, "bad.hessian")
+	corrupt := bytes.Clone(b)
+	corrupt[headerSize+4*k] ^= 1 // a value the digest covers
+	if err := errors.Join(os.WriteFile(path, b, 0o444), os.WriteFile(bad, corrupt, 0o444)); err != nil {
+		t.Fatal(err)
+	}
+	want, err := ReadHessianFile(context.Background(), path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const limit = 1 << 40
+	prev := debug.SetMemoryLimit(limit)
+	defer debug.SetMemoryLimit(prev)
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	got, free, err := ReadHessianFileHuge(context.Background(), path)
+	runtime.ReadMemStats(&after)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.K != k || got.Tokens != want.Tokens || !equalF64(got.Data, want.Data) {
+		t.Fatalf("read K=%d tokens=%d, want K=%d tokens=%d and ReadHessianFile's values", got.K, got.Tokens, k, want.Tokens)
+	}
+	mapped := runtime.GOOS == "linux"
+	if grew := after.TotalAlloc - before.TotalAlloc; mapped && grew > 2<<20 {
+		t.Errorf("the Go heap grew by %d bytes: the %d-byte matrix belongs outside it", grew, k*k*8)
+	}
+	if held := limit - debug.SetMemoryLimit(-1); mapped && (held < k*k*8 || held >= k*k*8+hugebuf.Min) {
+		t.Errorf("memory limit lowered by %d bytes while the matrix is held, want its %d rounded up to whole huge pages", held, k*k*8)
+	}
+	free()
+	free() // a second call does nothing
+	if l := debug.SetMemoryLimit(-1); l != limit {
+		t.Errorf("memory limit %d after free, want %d", l, limit)
+	}
+	h, free2, err := ReadHessianFileHuge(context.Background(), bad)
+	if !errors.Is(err, ErrCorrupt) || !strings.Contains(err.Error(), bad) || h != nil || free2 != nil {
+		t.Errorf("corrupt file: %v, %v, free %v; want ErrCorrupt naming %s and nothing to free", h, err, free2 != nil, bad)
+	}
+	if l := debug.SetMemoryLimit(-1); l != limit {
+		t.Errorf("memory limit %d after a failed read, want %d (the matrix freed)", l, limit)
 	}
 }
 

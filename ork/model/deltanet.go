@@ -3,6 +3,8 @@ package model
 import (
 	"fmt"
 	"math"
+
+	"orkpipe/ork/model/internal/deltanet"
 )
 
 // deltaNet is qwen35's Gated DeltaNet mixer (llama.cpp qwen35.cpp build_layer_attn_linear and the fused
@@ -91,7 +93,9 @@ func (m *Model) deltaNet(l *Layer, x []float32, seqLen int, s *scratch, obs Obse
 // token the VHeads outputs of HeadDim values. Value heads run in parallel, each with HeadDim² + HeadDim
 // values of work (state and delta) from work. The state is kept transposed (row j is column j of S), as
 // ggml does, so every product is a contiguous dot product. ggml rounds as ggml's gated_delta_net kernel: the
-// dot products are ggml_vec_dot_f32 (dotVecF32), the state update fused multiply-adds.
+// dot products are ggml_vec_dot_f32 (dotVecF32), the state update fused multiply-adds. Otherwise, on
+// AVX-512 with HeadDim a multiple of 16, each token's step is ork/model/internal/deltanet's kernel, the
+// state held by columns there: the same arithmetic, 16 rows at a time (TestGatedDeltaRuleKernel).
 func gatedDeltaRule(o, u, g, beta []float32, sh SSMShape, work []float32, ggml bool) {
 	cd, kd, vd, vh, hd := sh.ConvDim(), sh.KeyDim(), sh.ValueDim(), sh.VHeads, sh.HeadDim
 	t := len(g) / vh
@@ -100,6 +104,7 @@ func gatedDeltaRule(o, u, g, beta []float32, sh SSMShape, work []float32, ggml b
 	if ggml {
 		dt = dotVecF32
 	}
+	kernel := !ggml && deltanet.Available && hd%16 == 0
 	parallelJobs(vh, func(w, j int) {
 		st := work[w*(hd*hd+hd) : (w+1)*(hd*hd+hd)]
 		state, delta := st[:hd*hd], st[hd*hd:]
@@ -109,6 +114,10 @@ func gatedDeltaRule(o, u, g, beta []float32, sh SSMShape, work []float32, ggml b
 			row := u[tt*cd:]
 			q, k, v := row[kh*hd:(kh+1)*hd], row[kd+kh*hd:kd+(kh+1)*hd], row[2*kd+j*hd:2*kd+(j+1)*hd]
 			decay := float32(math.Exp(float64(g[tt*vh+j])))
+			if kernel {
+				deltanet.Step(state, hd, k, q, v, decay, beta[tt*vh+j], scale, o[tt*vd+j*hd:tt*vd+(j+1)*hd])
+				continue
+			}
 			for i := range state {
 				state[i] *= decay
 			}

@@ -1,6 +1,7 @@
 // Package deltanet is one token's step of the gated delta rule (Gated DeltaNet's recurrence) for one
-// value head, on AVX-512, with the state held by columns: st[i·hd + j] is S[j][i], row j of the
-// head's hd × hd state S. The step, for a key k, query q, value v, decay and beta:
+// value head, on AVX-512, with the state held by columns: st[i·hd + j] is S[j][i], where S is the
+// head's hd × hd state as ork/model's Go loops hold it (row j one contiguous run there, so here the
+// transpose of their array). The step, for a key k, query q, value v, decay and beta:
 //
 //	S ← S·decay;  d_j = (v_j − S_j·k)·beta;  S_j ← S_j + k·d_j;  out_j = (S_j·q)·scale
 //

@@ -15,9 +15,10 @@
 // values at once: 8×16 values in AVX-512 registers (tile8x16; the skip is a mask per row and token,
 // or, for alpha ±1, none at all where nonzero8 finds no zero among a tile's 8 rows of A over a block)
 // or 4×8 in AVX2 registers (tile4x8; a branch), the values beyond whole tiles in Go, C cut into
-// blocks of columns (and of rows) for GOMAXPROCS goroutines, K into blocks of 128 tokens in order.
-// The other forms (B transposed), every product off amd64 or without AVX2, and arguments gonum
-// rejects go to gonum itself.
+// blocks of columns (and of rows) for GOMAXPROCS goroutines, K into blocks of tokens in order. On
+// AVX-512 the kernel reads copies of A and B laid out for it (pack.go), 512 tokens a pass; on AVX2
+// the matrices in place, 128 tokens a pass. The other forms (B transposed), every product off amd64
+// or without AVX2, and arguments gonum rejects go to gonum itself.
 //
 // For alpha −1 (the Cholesky factorization's and GPTQ's updates) the kernels subtract b·a from c
 // instead of adding b·tmp: the same value, since b·(−a) is −(b·a) and c − p is c + (−p) in IEEE
@@ -115,6 +116,10 @@ func (p *product) run() {
 	workers := runtime.GOMAXPROCS(0)
 	if p.m*p.n*p.k < 1<<16 {
 		workers = 1
+	}
+	if has8x16 && p.m >= 8 && p.n >= 16 {
+		p.runPacked(workers)
+		return
 	}
 	rowStep := p.m
 	if workers > 1 && cols < 4*workers {

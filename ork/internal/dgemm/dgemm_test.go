@@ -33,7 +33,8 @@ func fill(r *rand.Rand, n int, inf bool) []float64 {
 
 // TestDgemmMatchesGonum compares Implementation.Dgemm with gonum's Dgemm bit for bit (signed zeros,
 // infinities and NaNs included) for A and Aᵀ, over shapes on both of gonum's paths (serial, and
-// parallel in K blocks of 64), shapes of whole tiles and not, strides wider than the matrices,
+// parallel in K blocks of 64), shapes of whole tiles and not, strides wider than the matrices, more
+// tokens than a packed pass (pack.go), A packed whole and in chunks of rows,
 // alpha 1, -1, 0 and another, beta 0, 1 and another, A with zeros throughout, with none (the
 // kernels' tiles without the skip) and with one, one and several goroutines, on every path the CPU
 // can take.
@@ -41,7 +42,11 @@ func TestDgemmMatchesGonum(t *testing.T) {
 	r := rand.New(rand.NewPCG(1, 2))
 	shapes := []struct{ m, n, k, pad int }{
 		{1, 1, 1, 0}, {3, 5, 7, 2}, {8, 16, 3, 0}, {17, 33, 129, 1}, {130, 70, 200, 3}, {64, 300, 64, 0}, {300, 20, 9, 5},
+		{45, 40, 1100, 1},
 	}
+	// The AVX-512 path's packing as it ships, in passes of 40 tokens (a zero in one pass and not in
+	// the next), and with A packed 8 to 80 rows at a time.
+	packings := []struct{ k, aMax int }{{packK, packAMax}, {40, packAMax}, {40, 640}}
 	for _, sh := range shapes {
 		for _, tA := range []blas.Transpose{blas.NoTrans, blas.Trans} {
 			lda := sh.k + sh.pad
@@ -61,13 +66,17 @@ func TestDgemmMatchesGonum(t *testing.T) {
 						gonum.Implementation{}.Dgemm(tA, blas.NoTrans, sh.m, sh.n, sh.k, alpha, a, lda, b, ldb, beta, want, ldc)
 						forPaths(t, func(path string) {
 							for _, procs := range []int{1, 3} {
-								got := append([]float64(nil), c0...)
-								prev := runtime.GOMAXPROCS(procs)
-								Implementation{}.Dgemm(tA, blas.NoTrans, sh.m, sh.n, sh.k, alpha, a, lda, b, ldb, beta, got, ldc)
-								runtime.GOMAXPROCS(prev)
-								for i := range want {
-									if math.Float64bits(got[i]) != math.Float64bits(want[i]) {
-										t.Fatalf("%+v %v A %d alpha %v beta %v, %s, %d procs: c[%d] = %v, gonum %v", sh, tA, az, alpha, beta, path, procs, i, got[i], want[i])
+								for _, pc := range packings {
+									got := append([]float64(nil), c0...)
+									prev := runtime.GOMAXPROCS(procs)
+									packK, packAMax = pc.k, pc.aMax
+									Implementation{}.Dgemm(tA, blas.NoTrans, sh.m, sh.n, sh.k, alpha, a, lda, b, ldb, beta, got, ldc)
+									packK, packAMax = packings[0].k, packings[0].aMax
+									runtime.GOMAXPROCS(prev)
+									for i := range want {
+										if math.Float64bits(got[i]) != math.Float64bits(want[i]) {
+											t.Fatalf("%+v %v A %d alpha %v beta %v, %s, %d procs, packing %+v: c[%d] = %v, gonum %v", sh, tA, az, alpha, beta, path, procs, pc, i, got[i], want[i])
+										}
 									}
 								}
 							}
@@ -173,9 +182,11 @@ func TestDgemmRejectsAsGonum(t *testing.T) {
 }
 
 // BenchmarkDgemm runs GPTQ's block update (5120 × 2048 -= 5120×128 · 128×2048, A·B, alpha -1) and a
-// Hessian stripe's form (Aᵀ·B: 256 × 2048 of 512 tokens, alpha 1) by gonum's Dgemm and by
-// Implementation on each path, interleaved in every iteration, and reports each time and its ratio to
-// gonum's.
+// Hessian stripe's form (Aᵀ·B: 256 × 2048 of 512 tokens, alpha 1), dense, and the same forms at the
+// 27B ffn_down's width: B's and C's rows 17408 values apart (a multiple of 4 KiB), GPTQ's update of
+// a 640-row chunk's 12000 columns and a stripe of the 17408-wide Hessian (A the same rows as B). It
+// runs them by gonum's Dgemm and by Implementation on each path, interleaved in every iteration,
+// and reports each time and its ratio to gonum's.
 func BenchmarkDgemm(b *testing.B) {
 	r := rand.New(rand.NewPCG(5, 6))
 	for _, bc := range []struct {
@@ -183,20 +194,27 @@ func BenchmarkDgemm(b *testing.B) {
 		tA      blas.Transpose
 		m, n, k int
 		alpha   float64
-	}{{"NN-gptq", blas.NoTrans, 5120, 2048, 128, -1}, {"TN-gram", blas.Trans, 256, 2048, 512, 1}} {
+		ld      int // B's and C's row stride (and Aᵀ's: A is then B), or 0 for dense matrices
+	}{
+		{"NN-gptq", blas.NoTrans, 5120, 2048, 128, -1, 0}, {"TN-gram", blas.Trans, 256, 2048, 512, 1, 0},
+		{"NN-gptq-27B", blas.NoTrans, 640, 12000, 128, -1, 17408}, {"TN-gram-27B", blas.Trans, 256, 17408, 512, 1, 17408},
+	} {
 		b.Run(bc.name, func(b *testing.B) {
-			lda := bc.k
+			lda, ld := bc.k, max(bc.n, bc.ld)
 			if bc.tA == blas.Trans {
 				lda = bc.m
 			}
-			a, x := fill(r, bc.m*bc.k, false), fill(r, bc.k*bc.n, false)
-			c := make([]float64, bc.m*bc.n)
+			a, x := fill(r, bc.m*bc.k, false), fill(r, (bc.k-1)*ld+bc.n, false)
+			if bc.ld != 0 && bc.tA == blas.Trans {
+				a, lda = x, ld
+			}
+			c := make([]float64, (bc.m-1)*ld+bc.n)
 			names, el, it := timePaths(b, nil,
 				func() {
-					gonum.Implementation{}.Dgemm(bc.tA, blas.NoTrans, bc.m, bc.n, bc.k, bc.alpha, a, lda, x, bc.n, 1, c, bc.n)
+					gonum.Implementation{}.Dgemm(bc.tA, blas.NoTrans, bc.m, bc.n, bc.k, bc.alpha, a, lda, x, ld, 1, c, ld)
 				},
 				func() {
-					Implementation{}.Dgemm(bc.tA, blas.NoTrans, bc.m, bc.n, bc.k, bc.alpha, a, lda, x, bc.n, 1, c, bc.n)
+					Implementation{}.Dgemm(bc.tA, blas.NoTrans, bc.m, bc.n, bc.k, bc.alpha, a, lda, x, ld, 1, c, ld)
 				})
 			b.ReportMetric(el[0].Seconds()*1e3/float64(it), "gonum-ms")
 			for i, p := range names[1:] {

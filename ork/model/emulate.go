@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"runtime"
 
 	"orkpipe/ork/pack"
 	"orkpipe/ork/quant"
@@ -24,6 +25,8 @@ type Emulated struct {
 	// every entry of a version-1 pack).
 	ActBits int
 	ActClip float64
+	// Workers bounds the goroutines one Apply runs on (0: GOMAXPROCS). The outputs do not depend on
+	// it: every value is computed whole by one goroutine.
 	Workers int
 }
 
@@ -88,10 +91,14 @@ func (e *Emulated) Apply(y, x []float32) error {
 		e.applyF16(y, x, t)
 		return nil
 	}
+	workers := e.Workers
+	if workers <= 0 {
+		workers = runtime.GOMAXPROCS(0)
+	}
 	xr := x
 	if !e.W.Rotation.IsZero() {
 		xr = make([]float32, t*e.W.KP)
-		if err := e.W.Rotation.Apply(xr, x, t); err != nil {
+		if err := e.W.Rotation.ApplyRows(xr, x, t, workers); err != nil {
 			return fmt.Errorf("%s: rotate activations: %w", e.Name, err)
 		}
 	}
@@ -99,7 +106,7 @@ func (e *Emulated) Apply(y, x []float32) error {
 	if err != nil {
 		return fmt.Errorf("%s: %w", e.Name, err)
 	}
-	if err := quant.MatMulInt(context.Background(), a, e.W, y, e.Workers); err != nil {
+	if err := quant.MatMulInt(context.Background(), a, e.W, y, workers); err != nil {
 		return fmt.Errorf("%s: %w", e.Name, err)
 	}
 	return nil

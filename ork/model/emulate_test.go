@@ -7,6 +7,7 @@ import (
 	"math"
 	"math/rand/v2"
 	"path/filepath"
+	"runtime"
 	"testing"
 
 	"github.com/zeebo/blake3"
@@ -229,7 +230,7 @@ func TestEmulatedMatchesIntegerReference(t *testing.T) {
 			t.Fatalf("%s: clip %v in the pack, %v emulated; want %v", name, w.ActClip, em.ActClip, wantClip)
 		}
 		n, k := em.Dims()
-		const tokens = 9
+		const tokens = 200 // rotated and multiplied on up to 3 goroutines, a share each
 		x := make([]float32, tokens*k)
 		for i := range x {
 			x[i] = float32(r.NormFloat64())
@@ -237,14 +238,20 @@ func TestEmulatedMatchesIntegerReference(t *testing.T) {
 				x[i] *= 20 // activation outliers
 			}
 		}
-		y := make([]float32, tokens*n)
-		if err := em.Apply(y, x); err != nil {
-			t.Fatal(err)
-		}
 		want := referenceInt(w, em.W.Rotation, x, k, em.ActBits)
-		for i := range y {
-			if math.Float32bits(y[i]) != math.Float32bits(want[i]) {
-				t.Fatalf("%s (%s): output %d = %v, integer reference %v", name, s.dtype, i, y[i], want[i])
+		y := make([]float32, tokens*n)
+		for _, workers := range []int{1, 3, 0} { // 0 last: y is the default's below
+			em.Workers = workers
+			prev := runtime.GOMAXPROCS(3)
+			err := em.Apply(y, x)
+			runtime.GOMAXPROCS(prev)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for i := range y {
+				if math.Float32bits(y[i]) != math.Float32bits(want[i]) {
+					t.Fatalf("%s (%s), %d workers: output %d = %v, integer reference %v", name, s.dtype, workers, i, y[i], want[i])
+				}
 			}
 		}
 		// And the emulation stays close to the float product (quantization error only).

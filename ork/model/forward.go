@@ -300,16 +300,18 @@ func swiGLU(layer int, names [3]string, gate, up, down Linear, y, x, g, u []floa
 	if err := up.Apply(u, x); err != nil {
 		return fmt.Errorf("blk.%d.%s: %w", layer, names[1], err)
 	}
-	if ggml {
-		f, _ := gate.Dims()
-		for r := 0; r < len(g); r += f {
-			swigluRow(g[r:r+f], g[r:r+f], u[r:r+f])
+	f, _ := gate.Dims()
+	parallelRows(len(g)/f, 8*len(g), 0, func(r0, r1 int) { // each value alone: the same on any goroutine
+		if ggml {
+			for r := r0 * f; r < r1*f; r += f {
+				swigluRow(g[r:r+f], g[r:r+f], u[r:r+f])
+			}
+			return
 		}
-	} else {
-		for i, gv := range g {
-			g[i] = gv / (1 + float32(math.Exp(float64(-gv)))) * u[i]
+		for i := r0 * f; i < r1*f; i++ {
+			g[i] = g[i] / (1 + float32(math.Exp(float64(-g[i])))) * u[i]
 		}
-	}
+	})
 	if obs != nil {
 		obs.Observe(layer, in, g)
 	}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"runtime"
+	"sync"
 
 	"orkpipe/ork/quant/internal/kernel"
 )
@@ -35,37 +36,43 @@ func QuantizeActivations(x []float32, m, k, bits int, clip float64) (*Activation
 		return nil, fmt.Errorf("activations: %d values for %d x %d: %w", len(x), m, k, ErrShape)
 	}
 	a := &Activations{M: m, K: k, Bits: bits, Codes: make([]int8, m*k), Scales: make([]float32, m)}
-	for t := 0; t < m; t++ {
-		row := x[t*k : (t+1)*k]
-		amax := 0.0
-		for j, v := range row {
-			f := float64(v)
-			if math.IsNaN(f) || math.IsInf(f, 0) {
-				return nil, fmt.Errorf("activation row %d col %d is %v: %w", t, j, v, ErrNotFinite)
-			}
-			amax = max(amax, math.Abs(f)) // finite: the same as math.Max
-		}
-		a.Scales[t] = float32(clip * amax / qmax(bits))
-	}
-	// The codes, rows on every core (each row's codes depend on that row only), by quantCodes' kernels.
+	// Rows on every core (each row's scale and codes depend on that row only), the codes by
+	// quantCodes' kernels. A worker stops at its first row with a value not finite; the error is the
+	// first such row's (and its first such value's), as a loop over the rows in order would report it.
 	lo, hi := codeRange(bits)
 	workers := 1
 	if m*k >= 1<<16 {
 		workers = runtime.GOMAXPROCS(0)
 	}
+	var mu sync.Mutex
+	bad, badCol := m, 0
 	forRows(context.Background(), m, workers, func(r0, r1 int) {
 		buf := make([]float64, k)
 		for t := r0; t < r1; t++ {
-			s := a.Scales[t]
-			if s == 0 {
-				continue
-			}
+			amax := 0.0
 			for j, v := range x[t*k : (t+1)*k] {
-				buf[j] = float64(v)
+				f := float64(v)
+				if math.IsNaN(f) || math.IsInf(f, 0) {
+					mu.Lock()
+					if t < bad {
+						bad, badCol = t, j
+					}
+					mu.Unlock()
+					return
+				}
+				amax = max(amax, math.Abs(f)) // finite: the same as math.Max
+				buf[j] = f
 			}
-			quantCodes(a.Codes[t*k:(t+1)*k], buf, 1/float64(s), float64(lo), float64(hi))
+			s := float32(clip * amax / qmax(bits))
+			a.Scales[t] = s
+			if s != 0 {
+				quantCodes(a.Codes[t*k:(t+1)*k], buf, 1/float64(s), float64(lo), float64(hi))
+			}
 		}
 	})
+	if bad < m {
+		return nil, fmt.Errorf("activation row %d col %d is %v: %w", bad, badCol, x[bad*k+badCol], ErrNotFinite)
+	}
 	return a, nil
 }
 

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"runtime"
+	"strings"
 	"testing"
 )
 
@@ -98,6 +100,31 @@ func TestQuantizeActivations(t *testing.T) {
 	}
 	if _, err := QuantizeActivations([]float32{float32(math.Inf(1)), 0}, 1, 2, 8, 1); !errors.Is(err, ErrNotFinite) {
 		t.Errorf("inf: %v", err)
+	}
+	// Rows on three goroutines: the error names the first row not finite, and its first such value,
+	// whichever goroutine finds which.
+	prev := runtime.GOMAXPROCS(3)
+	defer runtime.GOMAXPROCS(prev)
+	const m, k = 300, 256
+	for _, bad := range [][][2]int{{{250, 7}}, {{250, 9}, {250, 7}, {260, 0}}, {{10, 200}, {200, 1}, {299, 255}}, {{299, 255}}} {
+		big := make([]float32, m*k)
+		for i := range big {
+			big[i] = float32(i%7) - 3
+		}
+		for _, b := range bad {
+			big[b[0]*k+b[1]] = float32(math.NaN())
+		}
+		big[bad[len(bad)-1][0]*k+bad[len(bad)-1][1]] = float32(math.Inf(-1))
+		first := bad[0]
+		for _, b := range bad {
+			if b[0] < first[0] || (b[0] == first[0] && b[1] < first[1]) {
+				first = b
+			}
+		}
+		_, err := QuantizeActivations(big, m, k, 8, 1)
+		if want := fmt.Sprintf("activation row %d col %d is ", first[0], first[1]); !errors.Is(err, ErrNotFinite) || !strings.HasPrefix(err.Error(), want) {
+			t.Errorf("not finite at %v: %v, want %q...", bad, err, want)
+		}
 	}
 }
 

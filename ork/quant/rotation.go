@@ -116,9 +116,9 @@ func (r Rotation) Apply(dst, src []float32, rows int) error {
 	return nil
 }
 
-// applyRows is Apply on up to workers goroutines, each rotating a contiguous share of the rows
-// (rows are independent: the same values as Apply).
-func (r Rotation) applyRows(dst, src []float32, rows, workers int) error {
+// ApplyRows is Apply on up to workers goroutines, each rotating a contiguous share of at least 64
+// of the rows (rows are independent: the same values as Apply).
+func (r Rotation) ApplyRows(dst, src []float32, rows, workers int) error {
 	workers = min(max(workers, 1), rows/64+1) // a share of at least 64 rows
 	if workers == 1 || r.IsZero() || len(src) != rows*r.K || len(dst) != rows*r.Padded {
 		return r.Apply(dst, src, rows) // one call, or Apply's error for the whole

@@ -75,7 +75,7 @@ func TestSeedScoreMatchesHessianError(t *testing.T) {
 	}
 }
 
-// TestRotationApplyRows: applyRows gives Apply's values bit for bit on any number of workers, and
+// TestRotationApplyRows: ApplyRows gives Apply's values bit for bit on any number of workers, and
 // Apply's error for a bad shape.
 func TestRotationApplyRows(t *testing.T) {
 	r, err := NewRotationMinBlock(200, true, 7, 64)
@@ -90,12 +90,12 @@ func TestRotationApplyRows(t *testing.T) {
 		}
 		for _, workers := range []int{1, 2, 3, 8} {
 			got := make([]float32, rows*r.Padded)
-			if err := r.applyRows(got, src, rows, workers); err != nil || !slices.Equal(got, want) {
-				t.Errorf("rows %d workers %d: applyRows differs from Apply (%v)", rows, workers, err)
+			if err := r.ApplyRows(got, src, rows, workers); err != nil || !slices.Equal(got, want) {
+				t.Errorf("rows %d workers %d: ApplyRows differs from Apply (%v)", rows, workers, err)
 			}
 		}
 	}
-	if err := r.applyRows(make([]float32, 10), make([]float32, 200*300), 300, 4); !errors.Is(err, ErrShape) {
+	if err := r.ApplyRows(make([]float32, 10), make([]float32, 200*300), 300, 4); !errors.Is(err, ErrShape) {
 		t.Errorf("bad shape: %v, want ErrShape", err)
 	}
 }

@@ -171,7 +171,7 @@ func prepare(m Matrix, c *config) (*Weight, []float32, error) {
 		}
 		w.Rotation, w.KP = r, r.Padded
 		data = make([]float32, w.N*w.KP)
-		if err := r.applyRows(data, m.Data, m.Rows, c.workers); err != nil {
+		if err := r.ApplyRows(data, m.Data, m.Rows, c.workers); err != nil {
 			return nil, nil, fmt.Errorf("%s: %w", m.Name, err)
 		}
 	}

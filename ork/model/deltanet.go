@@ -52,33 +52,35 @@ func (m *Model) deltaNet(l *Layer, x []float32, seqLen int, s *scratch, obs Obse
 	for r0 := 0; r0 < rows; r0 += seqLen {
 		u := qkv[r0*cd : (r0+seqLen)*cd]
 		causalConv(u, d.Conv, cd, sh.ConvKernel, !m.GGMLExact, m.GGMLExact)
-		if m.GGMLExact {
-			for t := 0; t < seqLen; t++ {
-				siluRow(u[t*cd:(t+1)*cd], u[t*cd:(t+1)*cd])
+		parallelRows(seqLen, 8*seqLen*cd, 0, func(t0, t1 int) { // tokens alone: the same on any goroutine
+			for t := t0; t < t1; t++ {
+				if m.GGMLExact {
+					siluRow(u[t*cd:(t+1)*cd], u[t*cd:(t+1)*cd])
+				}
+				l2Norm(u[t*cd:t*cd+kd], hd, c.NormEps)
+				l2Norm(u[t*cd+kd:t*cd+2*kd], hd, c.NormEps)
 			}
-		}
-		for t := 0; t < seqLen; t++ {
-			l2Norm(u[t*cd:t*cd+kd], hd, c.NormEps)
-			l2Norm(u[t*cd+kd:t*cd+2*kd], hd, c.NormEps)
-		}
+		})
 		gatedDeltaRule(out[r0*vd:(r0+seqLen)*vd], u, g[r0*vh:(r0+seqLen)*vh], beta[r0*vh:(r0+seqLen)*vh], sh, s.f[sState], m.GGMLExact)
 	}
-	for r := 0; r < rows; r++ {
-		for j := 0; j < vh; j++ {
-			o, zz := out[r*vd+j*hd:r*vd+(j+1)*hd], z[r*vd+j*hd:r*vd+(j+1)*hd]
-			m.norm(o, o, d.Norm, hd)
-			if m.GGMLExact {
-				siluRow(zz, zz)
-				for i, v := range zz {
-					o[i] *= v
+	parallelRows(rows, 8*rows*vd, 0, func(r0, r1 int) { // rows alone: the same on any goroutine
+		for r := r0; r < r1; r++ {
+			for j := 0; j < vh; j++ {
+				o, zz := out[r*vd+j*hd:r*vd+(j+1)*hd], z[r*vd+j*hd:r*vd+(j+1)*hd]
+				m.norm(o, o, d.Norm, hd)
+				if m.GGMLExact {
+					siluRow(zz, zz)
+					for i, v := range zz {
+						o[i] *= v
+					}
+					continue
 				}
-				continue
-			}
-			for i, v := range zz {
-				o[i] *= v / (1 + float32(math.Exp(float64(-v))))
+				for i, v := range zz {
+					o[i] *= v / (1 + float32(math.Exp(float64(-v))))
+				}
 			}
 		}
-	}
+	})
 	if obs != nil {
 		obs.Observe(l.Index, InputAttnO, out)
 	}
@@ -149,13 +151,20 @@ func gatedDeltaRule(o, u, g, beta []float32, sh SSMShape, work []float32, ggml b
 // time, as ggml_ssm_conv with a zero initial state: row t, channel c becomes
 // Σ_{i<K} w[c·K+i]·u[t−K+1+i][c] (float32, summed in tap order; rows before 0 are zero), then silu when
 // asked. ggml sums the taps as the reference build does (sumTail). It runs from the last row back, so
-// it works in place.
+// it works in place; channels run on GOMAXPROCS goroutines, each alone.
 func causalConv(u, w []float32, ch, k int, silu, ggml bool) {
 	t := len(u) / ch
+	parallelRows(ch, 8*t*ch, 0, func(c0, c1 int) { // channels alone: the same on any goroutine
+		causalConvChannels(u, w, ch, k, t, c0, c1, silu, ggml)
+	})
+}
+
+// causalConvChannels is causalConv for channels [c0, c1).
+func causalConvChannels(u, w []float32, ch, k, t, c0, c1 int, silu, ggml bool) {
 	taps := make([]float32, k)
 	for r := t - 1; r >= 0; r-- {
 		first := max(0, k-1-r) // taps reading rows before 0 contribute nothing
-		for c := 0; c < ch; c++ {
+		for c := c0; c < c1; c++ {
 			var sum float32
 			if ggml {
 				clear(taps)

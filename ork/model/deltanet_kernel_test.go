@@ -3,6 +3,7 @@ package model
 import (
 	"math"
 	"math/rand/v2"
+	"runtime"
 	"testing"
 
 	"orkpipe/ork/model/internal/deltanet"
@@ -41,6 +42,36 @@ func TestGatedDeltaRuleKernel(t *testing.T) {
 		for i := range want {
 			if math.Float32bits(got[i]) != math.Float32bits(want[i]) {
 				t.Fatalf("%+v: o[%d] = %v with the kernel, %v without", sh, i, got[i], want[i])
+			}
+		}
+	}
+}
+
+// TestCausalConvParallel: causalConv on three goroutines (channels shared out) gives, bit for bit,
+// the values of one pass over every channel, with and without silu, on ggml's path and not.
+func TestCausalConvParallel(t *testing.T) {
+	r := rand.New(rand.NewPCG(3, 4))
+	const ch, k, rows = 300, 4, 64 // 8·rows·ch values of work: enough to be shared out
+	w := make([]float32, ch*k)
+	for i := range w {
+		w[i] = float32(r.NormFloat64())
+	}
+	u0 := make([]float32, rows*ch)
+	for i := range u0 {
+		u0[i] = float32(r.NormFloat64())
+	}
+	prev := runtime.GOMAXPROCS(3)
+	defer runtime.GOMAXPROCS(prev)
+	for _, silu := range []bool{false, true} {
+		for _, ggml := range []bool{false, true} {
+			want := append([]float32(nil), u0...)
+			causalConvChannels(want, w, ch, k, rows, 0, ch, silu, ggml)
+			got := append([]float32(nil), u0...)
+			causalConv(got, w, ch, k, silu, ggml)
+			for i := range want {
+				if math.Float32bits(got[i]) != math.Float32bits(want[i]) {
+					t.Fatalf("silu %v ggml %v: value %d = %v, one pass %v", silu, ggml, i, got[i], want[i])
+				}
 			}
 		}
 	}

@@ -71,10 +71,10 @@ func BenchmarkUpdateTiles(b *testing.B) {
 				x[i] = float64(i%97)*0.01 - 0.5
 			}
 			c := make([]float64, k*k)
-			syrkUpper(c, k, x, t)
+			syrkUpper(c, k, x, t, nil)
 			paths := [2]func(){
-				func() { syrkUpper(c, k, x, t) },
-				func() { defer quant.SingleThreadedBLAS()(); syrkUpper(c, k, x, t) },
+				func() { syrkUpper(c, k, x, t, nil) },
+				func() { defer quant.SingleThreadedBLAS()(); syrkUpper(c, k, x, t, nil) },
 			}
 			var el, cpu [2]time.Duration
 			it := 0

@@ -126,8 +126,8 @@ func TestSingleThreadedUpdate(t *testing.T) {
 						defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(procs))
 						defer quant.SingleThreadedBLAS()()
 					}
-					syrkUpper(c[i], k, x, rows)
-					syrkUpper(c[i], k, x, rows) // onto a triangle already holding a batch
+					syrkUpper(c[i], k, x, rows, nil)
+					syrkUpper(c[i], k, x, rows, nil) // onto a triangle already holding a batch
 				}()
 			}
 			for r := range k {

@@ -19,8 +19,9 @@
 // Sequences run in chunks of about [BatchRows] tokens: every block applies each weight once to the whole
 // chunk (model.Model.RunLayerBatch), and each Hessian is updated BatchRows rows at a time in float64 with
 // one rank-k update of its upper triangle (under -tags blas, OpenBLAS's dsyrk for each diagonal tile of
-// 1024 and dgemm for each tile right of it, the tiles on every core; in the pure-Go build, stripes of 256
-// rows, each one Dgemm: gonum's sums on ork/internal/dgemm's AVX-512 and AVX2 kernels). Under -tags blas
+// 1024 and dgemm for each tile right of it, the tiles on every core; in the pure-Go build,
+// ork/internal/dgemm's GramUpper: gonum's sums on its AVX-512 kernel over the batch packed once a
+// pass, or on AVX2 stripes of 256 rows). Under -tags blas
 // Capture and Propagate hold OpenBLAS to one thread per call (quant.SingleThreadedBLAS) and spread the
 // work over Go workers themselves — the update's tiles, and model.Encoded's row panels, each dequantized
 // and multiplied on one core — so that no OpenBLAS thread waits between calls. The lower triangle is

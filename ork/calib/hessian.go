@@ -11,6 +11,7 @@ import (
 	"gonum.org/v1/gonum/blas/blas64"
 
 	"orkpipe/internal/hugebuf"
+	"orkpipe/ork/internal/dgemm"
 	"orkpipe/ork/quant"
 )
 
@@ -47,17 +48,20 @@ const BatchRows = 512
 type rowBatch struct {
 	limit int       // rows gathered before an update: BatchRows, or fewer when the corpus has fewer
 	x     []float64 // limit·K values, outside the Go heap when large (hugebuf)
-	free  func()    // releases x, or nil
+	pack  []float64 // the pure-Go update's packed rows (gramScratch), in x's buffer after x; else empty
+	free  func()    // releases x and pack, or nil
 	rows  int
 	owner *accumulator
 }
 
-// grow gives the batch a buffer of at least n values: a new one (hugebuf: one fault per 2 MiB of a
+// grow gives the batch a buffer for rows of k values: a new one (hugebuf: one fault per 2 MiB of a
 // 17408-wide batch's 71 MB instead of one per 4 KiB) when it holds a smaller one, which it frees.
-func (b *rowBatch) grow(n int) {
-	if len(b.x) < n {
+func (b *rowBatch) grow(k int) {
+	n, p := b.limit*k, gramScratch(k, b.limit)
+	if len(b.x) < n || len(b.pack) < p {
 		b.release()
-		b.x, b.free = hugebuf.Make[float64](n)
+		buf, free := hugebuf.Make[float64](n + p)
+		b.x, b.pack, b.free = buf[:n:n], buf[n:], free
 	}
 }
 
@@ -66,7 +70,16 @@ func (b *rowBatch) release() {
 	if b.free != nil {
 		b.free()
 	}
-	b.x, b.free = nil, nil
+	b.x, b.pack, b.free = nil, nil, nil
+}
+
+// gramScratch is the number of values the update of a batch of rows of k values packs them into:
+// dgemm.GramScratch in the pure-Go build (GramUpper), none with OpenBLAS.
+func gramScratch(k, rows int) int {
+	if pureGoBLAS() {
+		return dgemm.GramScratch(k, rows)
+	}
+	return 0
 }
 
 // batchRows is the row limit of the batches of a corpus of nSeq sequences of seqLen tokens.
@@ -100,7 +113,7 @@ func (a *accumulator) add(x []float32) error {
 			b.owner.flush()
 		}
 		b.owner = a
-		b.grow(b.limit * k)
+		b.grow(k)
 	}
 	for len(x) > 0 {
 		if b.rows == b.limit { // a full batch is added when more rows come (or by flush)
@@ -131,19 +144,15 @@ func (a *accumulator) flush() {
 			// inside BLAS; populate those pages first (not an expert's: most experts see few tokens).
 			prefaultUpper(a.h)
 		}
-		syrkUpper(a.h.Data, a.h.K, b.x[:b.rows*a.h.K], b.rows)
+		syrkUpper(a.h.Data, a.h.K, b.x[:b.rows*a.h.K], b.rows, b.pack)
 		a.h.Tokens += int64(b.rows)
 	}
 	b.rows, b.owner = 0, nil
 }
 
-// stripe is the number of H rows one Gemm call of the pure-Go update touches; the diagonal block is
-// computed whole, so a stripe wastes stripe²/2 multiply-adds per token.
-const stripe = 256
-
 // pureGoBLAS reports whether blas64 runs the pure-Go build's kernels (the build without -tags blas:
-// gonum's BLAS with ork/internal/dgemm's products). syrkUpper then runs stripes of Dgemm, as it did
-// when gonum's own Dsyrk was neither blocked nor parallel: the same sums.
+// gonum's BLAS with ork/internal/dgemm's products). syrkUpper then runs dgemm.GramUpper: the sums of
+// gonum's Dgemm and Dsyrk, as the stripes of Dgemm it ran before gave them.
 func pureGoBLAS() bool { return quant.BLASBackend == "gonum" }
 
 // blasTile is the side of the tiles of the upper triangle the OpenBLAS update works on: one dsyrk per
@@ -156,26 +165,20 @@ const blasTile = 4096
 const serialTile = 1024
 
 // AddGram adds xᵀx (x: t rows of k) to the upper triangle of the k × k row-major c as a Hessian's
-// update does in this build (syrkUpper: OpenBLAS's tiles, or the pure-Go build's stripes): what the
+// update does in this build (syrkUpper: OpenBLAS's tiles, or the pure-Go build's GramUpper): what the
 // benchmark harness times as the Hessians' float64 rate.
-func AddGram(c []float64, k int, x []float64, t int) { syrkUpper(c, k, x, t) }
+func AddGram(c []float64, k int, x []float64, t int) { syrkUpper(c, k, x, t, nil) }
 
 // syrkUpper adds xᵀx (x: t rows of k) to the upper triangle of the k × k row-major c. With OpenBLAS,
 // tiles of the triangle: a dsyrk for each diagonal tile, a dgemm for each tile right of it — tiles of
 // blasTile one after another on OpenBLAS's threads, or, while OpenBLAS runs each call on one thread
 // (quant.BLASSingleThreaded: the calibrate node's scope), tiles of serialTile taken by GOMAXPROCS
 // workers, largest first. Every value's sum runs in the same order either way. In the pure-Go build,
-// stripes of rows [r0, r1) × columns [r0, k) are each one Dgemm (gonum's sums, on dgemm's kernels,
-// blocked and parallel).
-func syrkUpper(c []float64, k int, x []float64, t int) {
+// dgemm.GramUpper (gonum's sums on dgemm's kernels, x packed once a pass into pack, which may be
+// short or nil: GramUpper then takes a pooled buffer); the strict lower triangle is not written.
+func syrkUpper(c []float64, k int, x []float64, t int, pack []float64) {
 	if pureGoBLAS() {
-		for r0 := 0; r0 < k; r0 += stripe {
-			r1 := min(r0+stripe, k)
-			av := blas64.General{Rows: t, Cols: r1 - r0, Stride: k, Data: x[r0:]}
-			bv := blas64.General{Rows: t, Cols: k - r0, Stride: k, Data: x[r0:]}
-			cv := blas64.General{Rows: r1 - r0, Cols: k - r0, Stride: k, Data: c[r0*k+r0:]}
-			blas64.Gemm(blas.Trans, blas.NoTrans, 1, av, bv, 1, cv)
-		}
+		dgemm.GramUpper(k, t, x, k, c, k, pack)
 		return
 	}
 	side, workers := blasTile, 1

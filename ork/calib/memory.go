@@ -94,7 +94,8 @@ func ActivationMemory(c *model.Config, nSeq, seqLen int) int64 {
 
 // RowBatchBytes is the memory of Capture's float64 row batches for window w: one per site position (and
 // kind, shared or per expert), as wide as the widest such site of the window, 8·R bytes per value, R =
-// min(BatchRows, nSeq·seqLen) rows.
+// min(BatchRows, nSeq·seqLen) rows, and in the pure-Go build the update's packed copy of the rows in the
+// same buffer (gramScratch: about as many values again).
 func RowBatchBytes(c *model.Config, w Window, nSeq, seqLen int) int64 {
 	widest := map[[2]int]int64{}
 	for l := w.Start; l < w.End; l++ {
@@ -105,9 +106,10 @@ func RowBatchBytes(c *model.Config, w Window, nSeq, seqLen int) int64 {
 			}
 		}
 	}
+	r := batchRows(nSeq, seqLen)
 	var values int64
 	for _, k := range widest {
-		values += k
+		values += int64(r)*k + int64(gramScratch(int(k), r))
 	}
-	return 8 * int64(batchRows(nSeq, seqLen)) * values
+	return 8 * values
 }

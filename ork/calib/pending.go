@@ -58,7 +58,7 @@ func (r *Result) deferLast(a *accumulator) {
 		}
 		r.pending[a.h] = &pendingUpdate{x: b.x[:b.rows*a.h.K], free: b.free, rows: b.rows, prior: a.h.Tokens > 0}
 		a.h.Tokens += int64(b.rows)
-		b.x, b.free = nil, nil // the buffer now belongs to the pending update
+		b.x, b.pack, b.free = nil, nil, nil // the buffer now belongs to the pending update
 	}
 	b.release()
 	b.rows, b.owner = 0, nil

@@ -1,8 +1,10 @@
 // Package dgemm is gonum's BLAS with faster forms of the products the pure-Go build's float64 work
 // runs, each giving exactly gonum's bits: Dgemm's C = alpha·A·B + beta·C and C = alpha·Aᵀ·B + beta·C
-// (calibration's Hessian updates, GPTQ's block updates, the Cholesky factorization's panel updates),
-// Dtrmm's B = A·B for an upper triangular A (the triangular inverse's blocks, trmm.go) and Dsyrk's
-// upper C = alpha·Aᵀ·A + beta·C (the Cholesky's diagonal blocks, syrk.go).
+// (GPTQ's block updates, the Cholesky factorization's panel updates, the last update of a Hessian
+// encoded block by block), Dtrmm's B = A·B for an upper triangular A (the triangular inverse's
+// blocks, trmm.go), Dsyrk's upper C = alpha·Aᵀ·A + beta·C (the Cholesky's diagonal blocks, syrk.go),
+// and GramUpper, the upper triangle of C += XᵀX with Dsyrk's and Dgemm's sums (calibration's Hessian
+// updates, gram.go).
 //
 // # The order of the sums
 //
@@ -178,7 +180,7 @@ func (p *product) block(l0, l1, r0, r1, c0, c1 int) {
 				zeros = !nonzero8(a, p.ai, p.al, l1-l0)
 			}
 			for j := c0; j < j16; j += 16 {
-				tile8x16(a, p.ai, p.al, &p.b[l0*p.ldb+j], p.ldb, l1-l0, &p.c[i*p.ldc+j], p.ldc, p.alpha, zeros)
+				tile8x16(a, p.ai, p.al, &p.b[l0*p.ldb+j], p.ldb, 8, l1-l0, &p.c[i*p.ldc+j], p.ldc, p.alpha, zeros)
 			}
 		}
 		p.block4(l0, l1, r0, i8, j16, c1)

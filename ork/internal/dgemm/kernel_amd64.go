@@ -15,12 +15,13 @@ var (
 //go:noescape
 func tile4x8(a *float64, ai, al int, b *float64, ldb, t int, c *float64, ldc int, alpha float64)
 
-// tile8x16 is tile4x8 for 8×16 values, on AVX-512. With zeros false the caller promises that none of
+// tile8x16 is tile4x8 for 8×16 values, on AVX-512, b's values 8-15 of token l at b[l·ldb+bhi+j]
+// (bhi 8 where a token's 16 values are consecutive). With zeros false the caller promises that none of
 // the tile's a values is zero (nonzero8), and for alpha 1 and -1 (where tmp is zero only for a zero a)
 // the kernel skips no product, without the per-row compare and mask.
 //
 //go:noescape
-func tile8x16(a *float64, ai, al int, b *float64, ldb, t int, c *float64, ldc int, alpha float64, zeros bool)
+func tile8x16(a *float64, ai, al int, b *float64, ldb, bhi, t int, c *float64, ldc int, alpha float64, zeros bool)
 
 // nonzero8 reports whether the 8×t values a[r·ai + l·al] (r < 8, l < t; ai or al is 1) are all
 // nonzero: neither +0 nor −0 (a NaN is nonzero, as the kernels' compare has it). AVX-512.

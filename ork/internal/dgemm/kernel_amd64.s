@@ -53,11 +53,12 @@
 	VMULPD Z18, Z17, Z20; \
 	VADDPD hi, Z20, K1, hi
 
-// TILE16(R) is one token of the 8×16 tile: b's 16 values, then the eight rows with row macro R
-// (rows at SI, SI+ai, SI+2ai, R11 = SI+3ai, SI+4ai, R11+2ai, R12 = SI+6ai, R12+ai; R10 = ai bytes).
+// TILE16(R) is one token of the 8×16 tile: b's 16 values (8 at DI, 8 at DI+R15), then the eight
+// rows with row macro R (rows at SI, SI+ai, SI+2ai, R11 = SI+3ai, SI+4ai, R11+2ai, R12 = SI+6ai,
+// R12+ai; R10 = ai bytes).
 #define TILE16(R) \
 	VMOVUPD (DI), Z16; \
-	VMOVUPD 64(DI), Z17; \
+	VMOVUPD (DI)(R15*1), Z17; \
 	R((SI), Z0, Z1); \
 	R((SI)(R10*1), Z2, Z3); \
 	R((SI)(R10*2), Z4, Z5); \
@@ -71,8 +72,8 @@
 	ADDQ R13, R12; \
 	ADDQ BX, DI
 
-// func tile8x16(a *float64, ai, al int, b *float64, ldb, t int, c *float64, ldc int, alpha float64, zeros bool)
-TEXT ·tile8x16(SB), NOSPLIT, $0-73
+// func tile8x16(a *float64, ai, al int, b *float64, ldb, bhi, t int, c *float64, ldc int, alpha float64, zeros bool)
+TEXT ·tile8x16(SB), NOSPLIT, $0-81
 	MOVQ a+0(FP), SI
 	MOVQ ai+8(FP), R10
 	SHLQ $3, R10
@@ -81,9 +82,11 @@ TEXT ·tile8x16(SB), NOSPLIT, $0-73
 	MOVQ b+24(FP), DI
 	MOVQ ldb+32(FP), BX
 	SHLQ $3, BX
-	MOVQ t+40(FP), CX
-	MOVQ c+48(FP), DX
-	MOVQ ldc+56(FP), R8
+	MOVQ bhi+40(FP), R15
+	SHLQ $3, R15
+	MOVQ t+48(FP), CX
+	MOVQ c+56(FP), DX
+	MOVQ ldc+64(FP), R8
 	SHLQ $3, R8
 	LEAQ (SI)(R10*2), R11
 	ADDQ R10, R11
@@ -114,11 +117,11 @@ TEXT ·tile8x16(SB), NOSPLIT, $0-73
 	VMOVUPD (R9), Z14
 	VMOVUPD 64(R9), Z15
 	VPXORQ Z31, Z31, Z31
-	VBROADCASTSD alpha+64(FP), Z30
+	VBROADCASTSD alpha+72(FP), Z30
 	TESTQ CX, CX
 	JZ store16
-	MOVQ alpha+64(FP), AX
-	MOVBQZX zeros+72(FP), R14
+	MOVQ alpha+72(FP), AX
+	MOVBQZX zeros+80(FP), R14
 	MOVQ $0x3FF0000000000000, R9
 	CMPQ AX, R9
 	JNE notone

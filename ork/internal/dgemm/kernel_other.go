@@ -12,7 +12,7 @@ func tile4x8(a *float64, ai, al int, b *float64, ldb, t int, c *float64, ldc int
 	panic("dgemm: no kernels on this architecture")
 }
 
-func tile8x16(a *float64, ai, al int, b *float64, ldb, t int, c *float64, ldc int, alpha float64, zeros bool) {
+func tile8x16(a *float64, ai, al int, b *float64, ldb, bhi, t int, c *float64, ldc int, alpha float64, zeros bool) {
 	panic("dgemm: no kernels on this architecture")
 }
 

@@ -151,7 +151,7 @@ func (p *product) itemPacked(pk packed, r0, r1, c0, c1 int) {
 				a := &pa[i*k+l0*8]
 				zeros := pk.zeros[i/8*passes+q]
 				for j := 0; j < w; j += 16 {
-					tile8x16(a, 1, 8, &bp[j], w, l1-l0, &p.c[i*p.ldc+c0+j], p.ldc, p.alpha, zeros)
+					tile8x16(a, 1, 8, &bp[j], w, 8, l1-l0, &p.c[i*p.ldc+c0+j], p.ldc, p.alpha, zeros)
 				}
 			}
 		}

@@ -106,7 +106,7 @@ func (t *trmm) kernel(i, k0, k1, nw int) {
 	for j := 0; j < nw; j += t.w {
 		a, b, c := &t.a[i*t.lda+k0], &t.old[k0*t.n+j], &t.b[i*t.ldb+j]
 		if t.h == 8 {
-			tile8x16(a, t.lda, 1, b, t.n, k1-k0, c, t.ldb, 1, zeros)
+			tile8x16(a, t.lda, 1, b, t.n, 8, k1-k0, c, t.ldb, 1, zeros)
 		} else {
 			tile4x8(a, t.lda, 1, b, t.n, k1-k0, c, t.ldb, 1)
 		}

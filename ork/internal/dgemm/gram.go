@@ -1,0 +1,158 @@
+package dgemm
+
+import (
+	"fmt"
+	"runtime"
+
+	"gonum.org/v1/gonum/blas"
+)
+
+// The Gram update C += XᵀX of calibration's Hessians (X: a batch of activation rows). As stripes of
+// Dgemm calls it packed its operands once per stripe: A's rows, and every work item's block of B,
+// copied from X again for each stripe right of it (a 17408-wide batch's B blocks 68 times over).
+// GramUpper packs each pass of X once, in A's layout — tiles of 8 columns, a tile's values token
+// after token — and reads B's 16 columns of a kernel call from two such tiles (tile8x16's bhi), so
+// that one copy of the batch serves both operands of every product over the triangle.
+
+// Work items of GramUpper: gramRows rows of C (whole row tiles, so that a band's packed A stays in
+// L2/L3 while its column blocks pass) by blockCols columns.
+const gramRows = 256
+
+// GramScratch is the number of values GramUpper packs a pass of t tokens of an n-wide X into: the
+// columns of X's whole 16-column tiles, min(t, packK) tokens each.
+func GramScratch(n, t int) int { return (n &^ 15) * min(t, packK) }
+
+// GramUpper adds XᵀX to the upper triangle of C: for every i <= j, c[i·ldc+j] += x[l·ldx+i]·x[l·ldx+j]
+// for l = 0..t-1 in order, skipping the product where x[l·ldx+i] is zero — the values, bit for bit,
+// that gonum's Dgemm(Trans, NoTrans, 1, X, X, 1, C) and Dsyrk(Upper, Trans, 1, X, 1, C) give (the
+// package doc's order of the sums). X is t rows of n values (row stride ldx), C n × n (row stride
+// ldc); C's strict lower triangle is neither read nor written. scratch holds the packed passes
+// (GramScratch(n, t) values; a shorter one is replaced by a pooled buffer); its values are
+// overwritten. It runs on GOMAXPROCS goroutines.
+//
+// On AVX-512 the triangle's whole 16-column tiles run on tile8x16 over X packed a pass of packK
+// tokens at a time; the tiles the diagonal crosses on a copy of C's tile, of which only the values on
+// and above the diagonal are written back; the columns beyond the last whole tile on block4's
+// kernels and in Go. Without AVX-512 it runs stripes of gramRows rows: Dsyrk on each diagonal block,
+// Dgemm right of it.
+func GramUpper(n, t int, x []float64, ldx int, c []float64, ldc int, scratch []float64) {
+	if n < 0 || t < 0 || ldx < max(1, n) || ldc < max(1, n) {
+		panic(fmt.Sprintf("dgemm: GramUpper n %d t %d ldx %d ldc %d", n, t, ldx, ldc))
+	}
+	if n == 0 || t == 0 {
+		return
+	}
+	if len(x) < (t-1)*ldx+n || len(c) < (n-1)*ldc+n {
+		panic(fmt.Sprintf("dgemm: GramUpper %d x %d: X has %d values, C %d", t, n, len(x), len(c)))
+	}
+	j16 := n &^ 15
+	if !has8x16 || j16 == 0 {
+		gramStripes(n, t, x, ldx, c, ldc)
+		return
+	}
+	if need := GramScratch(n, t); len(scratch) < need {
+		buf := getBuf(need)
+		defer bufs.Put(buf)
+		scratch = *buf
+	}
+	p := product{m: n, n: n, k: t, alpha: 1, a: x, ai: 1, al: ldx, b: x, ldb: ldx, c: c, ldc: ldc}
+	workers := runtime.GOMAXPROCS(0)
+	g := gram{p: &p, j16: j16, pa: scratch}
+	for l0 := 0; l0 < t; l0 += packK {
+		g.pass(workers, l0, min(l0+packK, t))
+	}
+	if j16 < n {
+		// Rows [0, j16) × columns [j16, n): all above the diagonal, in place; then the triangle of
+		// rows [j16, n), a row at a time.
+		bands := (j16 + gramRows - 1) / gramRows
+		each(workers, bands, func(b int) {
+			p.block4(0, t, b*gramRows, min((b+1)*gramRows, j16), j16, n)
+		})
+		for r := j16; r < n; r++ {
+			p.sums(0, t, r, r+1, r, n)
+		}
+	}
+}
+
+// gram is one GramUpper on the AVX-512 kernel: its product (X as both operands), the columns its
+// whole 16-column tiles cover, and the packed pass (pa) with each 8-column tile's zero flag.
+type gram struct {
+	p     *product
+	j16   int
+	pa    []float64
+	zeros []bool
+}
+
+// pass adds tokens [l0, l1) to the triangle's whole tiles: X's columns [0, j16) packed (tile after
+// tile, a tile's 8 values token after token), then every work item's tiles over them.
+func (g *gram) pass(workers, l0, l1 int) {
+	p, tk := g.p, l1-l0
+	tiles := g.j16 / 8
+	if cap(g.zeros) < tiles {
+		g.zeros = make([]bool, tiles)
+	}
+	g.zeros = g.zeros[:tiles]
+	each(min(workers, max(1, g.j16*tk>>16)), tiles, func(tl int) {
+		dst := g.pa[tl*8*tk : (tl+1)*8*tk : (tl+1)*8*tk]
+		for l := range tk {
+			s := p.a[tl*8+(l0+l)*p.al : tl*8+(l0+l)*p.al+8 : tl*8+(l0+l)*p.al+8]
+			d := dst[l*8 : l*8+8 : l*8+8]
+			d[0], d[1], d[2], d[3], d[4], d[5], d[6], d[7] = s[0], s[1], s[2], s[3], s[4], s[5], s[6], s[7]
+		}
+		g.zeros[tl] = !nonzero8(&dst[0], 1, 8, tk)
+	})
+	// Items band after band, each band's column blocks from the one holding its first row.
+	type item struct{ r0, c0 int }
+	var items []item
+	for r0 := 0; r0 < g.j16; r0 += gramRows {
+		for c0 := r0 &^ (blockCols - 1); c0 < g.j16; c0 += blockCols {
+			items = append(items, item{r0, c0})
+		}
+	}
+	each(workers, len(items), func(it int) {
+		r0, c0 := items[it].r0, items[it].c0
+		g.item(tk, r0, min(r0+gramRows, g.j16), c0, min(c0+blockCols, g.j16))
+	})
+}
+
+// item runs rows [r0, r1) × columns [c0, c1) of the pass (whole tiles; tk tokens): every 8×16 tile
+// with a value on or above the diagonal, those the diagonal crosses on a copy.
+func (g *gram) item(tk, r0, r1, c0, c1 int) {
+	p := g.p
+	var tmp [8 * 16]float64
+	for i := r0; i < r1; i += 8 {
+		a := &g.pa[i*tk]
+		zeros := g.zeros[i/8]
+		for j := max(c0, i&^15); j < c1; j += 16 {
+			b := &g.pa[j*tk]
+			ct := p.c[i*p.ldc+j:]
+			if j > i { // every value right of the diagonal
+				tile8x16(a, 1, 8, b, 8, 8*tk, tk, &ct[0], p.ldc, 1, zeros)
+				continue
+			}
+			for r := range 8 {
+				lo := max(0, i+r-j) // the row's first column on or above the diagonal
+				clear(tmp[r*16 : r*16+lo])
+				copy(tmp[r*16+lo:r*16+16], ct[r*p.ldc+lo:r*p.ldc+16])
+			}
+			tile8x16(a, 1, 8, b, 8, 8*tk, tk, &tmp[0], 16, 1, zeros)
+			for r := range 8 {
+				lo := max(0, i+r-j)
+				copy(ct[r*p.ldc+lo:r*p.ldc+16], tmp[r*16+lo:r*16+16])
+			}
+		}
+	}
+}
+
+// gramStripes is GramUpper without the AVX-512 kernel: stripes of gramRows rows, Dsyrk on the
+// diagonal block (its upper triangle) and Dgemm on the columns right of it.
+func gramStripes(n, t int, x []float64, ldx int, c []float64, ldc int) {
+	impl := Implementation{}
+	for r0 := 0; r0 < n; r0 += gramRows {
+		r1 := min(r0+gramRows, n)
+		impl.Dsyrk(blas.Upper, blas.Trans, r1-r0, t, 1, x[r0:], ldx, 1, c[r0*ldc+r0:], ldc)
+		if r1 < n {
+			impl.Dgemm(blas.Trans, blas.NoTrans, r1-r0, n-r1, t, 1, x[r0:], ldx, x[r1:], ldx, 1, c[r0*ldc+r1:], ldc)
+		}
+	}
+}

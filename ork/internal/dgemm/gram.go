@@ -93,12 +93,8 @@ func (g *gram) pass(workers, l0, l1 int) {
 	}
 	g.zeros = g.zeros[:tiles]
 	each(min(workers, max(1, g.j16*tk>>16)), tiles, func(tl int) {
-		dst := g.pa[tl*8*tk : (tl+1)*8*tk : (tl+1)*8*tk]
-		for l := range tk {
-			s := p.a[tl*8+(l0+l)*p.al : tl*8+(l0+l)*p.al+8 : tl*8+(l0+l)*p.al+8]
-			d := dst[l*8 : l*8+8 : l*8+8]
-			d[0], d[1], d[2], d[3], d[4], d[5], d[6], d[7] = s[0], s[1], s[2], s[3], s[4], s[5], s[6], s[7]
-		}
+		dst := g.pa[tl*8*tk : (tl+1)*8*tk]
+		packTokens8(dst, p.a[tl*8+l0*p.al:], p.al, tk)
 		g.zeros[tl] = !nonzero8(&dst[0], 1, 8, tk)
 	})
 	// Items band after band, each band's column blocks from the one holding its first row.

@@ -58,11 +58,7 @@ func (p *product) packA(m8, workers int) packed {
 		dst := pa[t*8*k : (t+1)*8*k]
 		i := t * 8
 		if p.ai == 1 { // a token's 8 values are consecutive
-			for l := range k {
-				s := p.a[i+l*p.al : i+l*p.al+8 : i+l*p.al+8]
-				d := dst[l*8 : l*8+8 : l*8+8]
-				d[0], d[1], d[2], d[3], d[4], d[5], d[6], d[7] = s[0], s[1], s[2], s[3], s[4], s[5], s[6], s[7]
-			}
+			packTokens8(dst, p.a[i:], p.al, k)
 		} else { // a row's tokens are consecutive
 			for r := range 8 {
 				s := p.a[(i+r)*p.ai : (i+r)*p.ai+k]
@@ -77,6 +73,16 @@ func (p *product) packA(m8, workers int) packed {
 		}
 	})
 	return pk
+}
+
+// packTokens8 copies n tokens of 8 consecutive values, a[l·al : l·al+8] for l < n, to dst token after
+// token (8·n values): a tile of A in the kernel's layout, from rows whose tokens are al apart.
+func packTokens8(dst, a []float64, al, n int) {
+	for l := range n {
+		s := a[l*al : l*al+8 : l*al+8]
+		d := dst[l*8 : l*8+8 : l*8+8]
+		d[0], d[1], d[2], d[3], d[4], d[5], d[6], d[7] = s[0], s[1], s[2], s[3], s[4], s[5], s[6], s[7]
+	}
 }
 
 // release returns the packed values to bufs.

@@ -3,6 +3,7 @@ package quant
 import (
 	"context"
 	"errors"
+	"fmt"
 	"math"
 	"math/rand/v2"
 	"slices"
@@ -11,6 +12,8 @@ import (
 	"time"
 
 	"golang.org/x/sync/errgroup"
+	"gonum.org/v1/gonum/blas"
+	gonumlapack "gonum.org/v1/gonum/lapack/gonum"
 	"gonum.org/v1/gonum/mat"
 )
 
@@ -241,6 +244,65 @@ func TestGPTQTakesTurnsOnTheCores(t *testing.T) {
 	for i, q := range both {
 		if !slices.Equal(q.Codes, alone.Codes) || !slices.Equal(q.Scales, alone.Scales) {
 			t.Errorf("concurrent GPTQ %d differs from the one run alone", i)
+		}
+	}
+}
+
+// TestPotrfTrtriMatchGonum: potrfUpper (which takes fusedPanels blocks' updates from the rows above
+// together) and trtriUpper give gonum's Dpotrf(Upper) and Dtrtri(Upper, NonUnit) bit for bit over
+// the whole matrix (the strict lower triangle, NaN-boxed, untouched), on sizes below, at and around
+// one block, one super panel and several (odd ones too), for a dense matrix and a banded one (whose
+// factor holds exact zeros: the kernels' skips). gonum's routines run on this build's BLAS, which in
+// the pure-Go build gives gonum's own bits (ork/internal/dgemm's tests); under -tags blas OpenBLAS
+// sums in another order and these steps are not used (lapackSteps), so the test skips there.
+func TestPotrfTrtriMatchGonum(t *testing.T) {
+	if BLASBackend != "gonum" {
+		t.Skipf("BLAS backend %s: potrfUpper and trtriUpper are the pure-Go build's steps", BLASBackend)
+	}
+	box := math.Float64frombits(0x7ff8_dead_beef_0001) // a NaN payload arithmetic never makes
+	same := func(t *testing.T, what string, got, want []float64, n int) {
+		t.Helper()
+		for i := range got {
+			if math.Float64bits(got[i]) != math.Float64bits(want[i]) {
+				t.Fatalf("%s: (%d,%d) = %v (%#x), gonum %v (%#x)", what, i/n, i%n, got[i], math.Float64bits(got[i]), want[i], math.Float64bits(want[i]))
+			}
+		}
+	}
+	sizes := []int{1, 63, 64, 65, 200, 256, 257, 300, 4*64*2 + 1, 1000, 4*64*3 + 64 + 7}
+	if testing.Short() {
+		sizes = []int{65, 257, 1000}
+	}
+	for _, band := range []int{0, 90} {
+		for _, n := range sizes {
+			t.Run(fmt.Sprintf("n%d/band%d", n, band), func(t *testing.T) {
+				h := randSPD(n, uint64(n))
+				for i := range n {
+					for j := range n {
+						if j < i {
+							h[i*n+j] = box
+						} else if band > 0 && j-i > band {
+							h[i*n+j] = 0
+						}
+					}
+				}
+				got, want := slices.Clone(h), slices.Clone(h)
+				ok, err := potrfUpper(context.Background(), got, n)
+				if err != nil || !ok {
+					t.Fatalf("potrfUpper: %v, %v", ok, err)
+				}
+				if !(gonumlapack.Implementation{}).Dpotrf(blas.Upper, n, want, n) {
+					t.Fatal("gonum's Dpotrf: not positive definite")
+				}
+				same(t, "potrf", got, want, n)
+				ok, err = trtriUpper(context.Background(), got, n)
+				if err != nil || !ok {
+					t.Fatalf("trtriUpper: %v, %v", ok, err)
+				}
+				if !(gonumlapack.Implementation{}).Dtrtri(blas.Upper, blas.NonUnit, n, want, n) {
+					t.Fatal("gonum's Dtrtri: singular")
+				}
+				same(t, "trtri", got, want, n)
+			})
 		}
 	}
 }

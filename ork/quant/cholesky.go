@@ -4,8 +4,6 @@ import (
 	"context"
 	"fmt"
 	"runtime"
-	"sync"
-	"sync/atomic"
 
 	"gonum.org/v1/gonum/blas"
 	"gonum.org/v1/gonum/blas/blas64"
@@ -144,44 +142,28 @@ func invCholUpper(ctx context.Context, a []float64, k int) error {
 
 // reflectUpper reflects the upper triangle of the row-major n x n a across the anti-diagonal, in
 // place: a[i][j] and a[n-1-j][n-1-i] (both in the upper triangle when i <= j) trade places; the
-// strict lower triangle is not touched. It swaps in 64 x 64 tiles (each tile's partner is one
-// tile) on up to GOMAXPROCS goroutines, rows of tiles handed out in turn.
+// strict lower triangle is not touched. It swaps in 16 x 16 tiles (each tile's partner is one
+// tile) on up to GOMAXPROCS goroutines, rows of tiles handed out in turn. (A tile's partner's rows
+// are n values apart: at n = 17408, a multiple of 4 KiB, 64 of them shared one L1 set and every
+// access missed, 0.52 s a reflection on two Zen 5 cores against 0.20 s with 16.)
 func reflectUpper(a []float64, n int) {
-	const bs = 64
+	const bs = 16
 	nb := (n + bs - 1) / bs
-	var next atomic.Int64
-	work := func() {
-		for {
-			b := int(next.Add(1)) - 1
-			if b >= nb {
-				return
-			}
-			i0, i1 := b*bs, min(b*bs+bs, n)
-			// Each pair is swapped once, from its element with i + j < n-1 (the anti-diagonal
-			// itself stays), so no two goroutines touch the same element.
-			for j0 := i0; j0 < n-1-i0; j0 += bs {
-				j1 := min(j0+bs, n)
-				for i := i0; i < i1; i++ {
-					jlo, jhi := max(j0, i), min(j1, n-1-i)
-					row := a[i*n : (i+1)*n]
-					for j, p := jlo, (n-1-jlo)*n+n-1-i; j < jhi; j, p = j+1, p-n {
-						row[j], a[p] = a[p], row[j]
-					}
+	forTurns(nb, min(runtime.GOMAXPROCS(0), nb/4), func(b int) {
+		i0, i1 := b*bs, min(b*bs+bs, n)
+		// Each pair is swapped once, from its element with i + j < n-1 (the anti-diagonal
+		// itself stays), so no two goroutines touch the same element.
+		for j0 := i0; j0 < n-1-i0; j0 += bs {
+			j1 := min(j0+bs, n)
+			for i := i0; i < i1; i++ {
+				jlo, jhi := max(j0, i), min(j1, n-1-i)
+				row := a[i*n : (i+1)*n]
+				for j, p := jlo, (n-1-jlo)*n+n-1-i; j < jhi; j, p = j+1, p-n {
+					row[j], a[p] = a[p], row[j]
 				}
 			}
 		}
-	}
-	workers := min(runtime.GOMAXPROCS(0), nb/4)
-	var wg sync.WaitGroup
-	for w := 1; w < workers; w++ {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			work()
-		}()
-	}
-	work()
-	wg.Wait()
+	})
 }
 
 // fusedPanels is how many of gonum's 64-wide blocks potrfUpper takes together for the update each

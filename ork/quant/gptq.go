@@ -58,7 +58,7 @@ func GPTQ(ctx context.Context, m Matrix, h *Hessian, opts ...Option) (*Weight, e
 	if err != nil {
 		return nil, err
 	}
-	hsrc := rotatedHessian(w, h, c.consumeH)
+	hsrc := rotatedHessian(w, h, c.consumeH, c.workers)
 	kp := w.KP
 	H := hsrc
 	if w.Rotation.IsZero() && !c.consumeH {

@@ -141,7 +141,7 @@ func TestRotateHessianMatchesRotatedActivations(t *testing.T) {
 	if err := hr.Add(xr, tokens); err != nil {
 		t.Fatal(err)
 	}
-	got := r.rotateHessian(h.Data)
+	got := r.rotateHessian(h.Data, 2)
 	for i, v := range hr.Data {
 		if math.Abs(got[i]-v) > 1e-3*(1+math.Abs(v)) {
 			t.Fatalf("R H Rᵀ[%d,%d] = %v, Hessian of rotated activations %v", i/r.Padded, i%r.Padded, got[i], v)
@@ -170,7 +170,7 @@ func TestHessianDiagMatchesRotateHessian(t *testing.T) {
 		if err := h.Add(x.Data, x.Rows); err != nil {
 			t.Fatal(err)
 		}
-		full := r.rotateHessian(h.Data)
+		full := r.rotateHessian(h.Data, 1)
 		got := r.hessianDiag(h.Data)
 		if len(got) != r.Padded {
 			t.Fatalf("%+v: %d values, want %d", r, len(got), r.Padded)
@@ -381,5 +381,72 @@ func BenchmarkHessianDiag(b *testing.B) {
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
 		r.hessianDiag(h)
+	}
+}
+
+// rotateHessianPlain is rotateHessianInto as one loop over the whole matrix at a time (rows, the
+// transpose, rows, the symmetrization): the oracle for the tiled, parallel form.
+func rotateHessianPlain(r Rotation, out, h []float64) []float64 {
+	k, p := r.K, r.Padded
+	d := r.signVector()
+	for i := 0; i < k; i++ {
+		row := out[i*p : (i+1)*p]
+		copy(row, h[i*k:(i+1)*k])
+		r.rotate64(row, d)
+	}
+	for i := 0; i < p; i++ {
+		for j := i + 1; j < p; j++ {
+			out[i*p+j], out[j*p+i] = out[j*p+i], out[i*p+j]
+		}
+	}
+	for j := 0; j < p; j++ {
+		r.rotate64(out[j*p:(j+1)*p], d)
+	}
+	for i := 0; i < p; i++ {
+		for j := i + 1; j < p; j++ {
+			v := 0.5 * (out[i*p+j] + out[j*p+i])
+			out[i*p+j], out[j*p+i] = v, v
+		}
+	}
+	return out
+}
+
+// TestRotateHessianTiles: the tiled, parallel rotation of a Hessian gives the plain loops' bits, into
+// a new padded matrix and in place, on 1 and 3 goroutines, for sizes below, at and across the 64-wide
+// tiles.
+func TestRotateHessianTiles(t *testing.T) {
+	for _, tc := range []struct {
+		k, minBlock int
+		signs       bool
+	}{
+		{32, 32, true}, {64, 32, false}, {172, 32, true}, {300, 32, true}, {320, 64, false}, {1000, 32, true},
+	} {
+		r, err := NewRotationMinBlock(tc.k, tc.signs, uint64(tc.k), tc.minBlock)
+		if err != nil {
+			t.Fatal(err)
+		}
+		x, err := SpikedActivations(2*tc.k, tc.k, 4)
+		if err != nil {
+			t.Fatal(err)
+		}
+		h := NewHessian(tc.k)
+		if err := h.Add(x.Data, x.Rows); err != nil {
+			t.Fatal(err)
+		}
+		want := rotateHessianPlain(r, make([]float64, r.Padded*r.Padded), h.Data)
+		for _, workers := range []int{1, 3} {
+			outs := map[string][]float64{"new matrix": r.rotateHessian(h.Data, workers)}
+			if r.Padded == r.K {
+				inPlace := slices.Clone(h.Data)
+				outs["in place"] = r.rotateHessianInto(inPlace, inPlace, workers)
+			}
+			for how, got := range outs {
+				for i := range want {
+					if math.Float64bits(got[i]) != math.Float64bits(want[i]) {
+						t.Fatalf("K %d (padded %d), %s, %d workers: [%d,%d] = %v, plain loops %v", tc.k, r.Padded, how, workers, i/r.Padded, i%r.Padded, got[i], want[i])
+					}
+				}
+			}
+		}
 	}
 }

@@ -180,18 +180,18 @@ func prepare(m Matrix, c *config) (*Weight, []float32, error) {
 	return w, data, nil
 }
 
-// rotatedHessian returns h's data rotated as w is, [KP][KP]: h.Data itself when w is not rotated;
-// rotated in place when consume (WithConsumeHessian) and the rotation does not pad; else a new
-// matrix.
-func rotatedHessian(w *Weight, h *Hessian, consume bool) []float64 {
+// rotatedHessian returns h's data rotated as w is, [KP][KP], on up to workers goroutines: h.Data
+// itself when w is not rotated; rotated in place when consume (WithConsumeHessian) and the rotation
+// does not pad; else a new matrix.
+func rotatedHessian(w *Weight, h *Hessian, consume bool, workers int) []float64 {
 	r := w.Rotation
 	switch {
 	case r.IsZero():
 		return h.Data
 	case consume && r.Padded == r.K:
-		return r.rotateHessianInto(h.Data, h.Data)
+		return r.rotateHessianInto(h.Data, h.Data, workers)
 	default:
-		return r.rotateHessian(h.Data)
+		return r.rotateHessian(h.Data, workers)
 	}
 }
 

@@ -99,7 +99,8 @@
 // Cholesky factor of H⁻¹, from one Cholesky and one triangular inverse of H reflected across its
 // anti-diagonal, 2/3·K³ flops) runs in place in one KP x KP buffer (peak memory: [GPTQMemory]): in
 // the pure-Go build as gonum's blocked dpotrf/dtrtri, re-implemented block by block in cholesky.go
-// so that ctx is checked between blocks, and gonum's dpocon with its triangular solves reading the
+// so that ctx is checked between blocks (the Cholesky's blocks taking their update from the rows
+// above four at a time: gonum's bits, a quarter of the reads), and gonum's dpocon with its triangular solves reading the
 // factor by rows (pocon.go: gonum's estimate bit for bit, several times faster). The pure-Go build's blas64 is gonum's with
 // ork/internal/dgemm's Dgemm, Dtrmm and Dsyrk (noblas.go installs it): gonum's bits, on AVX-512 and
 // AVX2 kernels — GPTQ's block updates and the factorisations' panels several times faster. Built

@@ -190,7 +190,10 @@ func reflectUpper(a []float64, n int) {
 const fusedPanels = 4
 
 // potrfUpper is gonum's Dpotrf(Upper) with a ctx check per block, its blocks' updates from the rows
-// above taken fusedPanels blocks at a time (same bits; see fusedPanels).
+// above taken fusedPanels blocks at a time (same bits; see fusedPanels). When a block is not
+// positive definite it returns false as gonum does, but the later blocks of its super panel already
+// hold the part of their update from the rows above it (gonum leaves them as they were): either way
+// the upper triangle is garbage, and inverseCholeskyUpper restores it before trying again.
 func potrfUpper(ctx context.Context, a []float64, n int) (bool, error) {
 	impl := gonum.Implementation{}
 	lda := n

@@ -412,8 +412,9 @@ func rotateHessianPlain(r Rotation, out, h []float64) []float64 {
 }
 
 // TestRotateHessianTiles: the tiled, parallel rotation of a Hessian gives the plain loops' bits, into
-// a new padded matrix and in place, on 1 and 3 goroutines, for sizes below, at and across the 64-wide
-// tiles.
+// a new padded matrix and in place, on 1 and 3 goroutines, for widths of 2 to 64 tiles of 16 (a
+// padded width is a multiple of the rotation's block, so of 16; reflectUpper's test covers tiles cut
+// short).
 func TestRotateHessianTiles(t *testing.T) {
 	for _, tc := range []struct {
 		k, minBlock int

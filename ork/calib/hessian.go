@@ -235,7 +235,7 @@ const tile = 64
 // symmetrizeTile is the side of Symmetrize's blocks. It writes the column-strided values, whose rows
 // are K values apart (a multiple of 4 KiB at 27B widths): 64 of them share one L1 set, and in tiles
 // of 64 every write missed. A 17408-wide matrix on two Zen 5 cores: 0.61-0.64 s in tiles of 64,
-// 0.27-0.31 s in tiles of 16. (The checks, which only read, are faster in tiles of 64: 0.38 s against
+// 0.26-0.32 s in tiles of 16. (The checks, which only read, are faster in tiles of 64: 0.38 s against
 // 0.91-0.96 s.)
 const symmetrizeTile = 16
 

@@ -28,15 +28,24 @@ var available512 = available && cpu.X86.HasAVX512F && cpu.X86.HasAVX512DQ && cpu
 //go:noescape
 func kernel4x4z(a *float32, lda int, b *float32, ldb int, c *float32, ldc int, k, slice int)
 
-// kernel4x8p is kernel4x4z for 4×8 outputs, from eight rows of B packed by pack: for each eight values
-// of the rows, rows 0 and 1's, 2 and 3's, 4 and 5's, 6 and 7's, each pair as two runs of eight (256
-// bytes an eight). Its outputs are 4×8 values of C (rows ldc apart), summed as kernel4x4z sums them.
+// kernel3x16 is kernel4x4z for 3×16 outputs, from sixteen rows of B packed by pack16: each output's
+// eight lanes in four registers, two lanes a register, eight outputs a register (the file's doc).
+// Its outputs are 3×16 values of C (rows ldc apart), summed as kernel4x4z sums them, and with
+// gonum's operands first where two NaNs meet (TestPackedNaNPayloads). When next is not nil, the
+// three rows of A there (lda apart; k values each) are prefetched as it runs.
 //
 //go:noescape
-func kernel4x8p(a *float32, lda int, pb *float32, c *float32, ldc int, k, slice int)
+func kernel3x16(a *float32, lda int, pb *float32, c *float32, ldc int, k, slice int, next *float32)
 
-// pack8 writes the first k values (a positive multiple of eight) of the eight rows of B at b (ldb
-// apart) to dst as kernel4x8p reads them: 8·k values, the rows' eights in turn.
+// kernel1x16 is kernel3x16 for one row of A.
 //
 //go:noescape
-func pack8(dst *float32, b *float32, ldb int, k int)
+func kernel1x16(a *float32, pb *float32, c *float32, k, slice int)
+
+// pack16 writes the first k values (a positive multiple of eight) of the sixteen rows of B at b (ldb
+// apart) to dst as kernel3x16 reads them, 16·k values: for each pair of positions (2q, 2q+1), the
+// pairs of rows 0, 1, 4, 5, 8, 9, 12 and 13 in that order (group 0), then of rows 2, 3, 6, 7, 10, 11,
+// 14 and 15 (group 1).
+//
+//go:noescape
+func pack16(dst *float32, b *float32, ldb int, k int)

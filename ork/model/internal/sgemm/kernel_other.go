@@ -20,10 +20,14 @@ func kernel4x4z(a *float32, lda int, b *float32, ldb int, c *float32, ldc int, k
 	panic("sgemm: no kernel4x4z on this architecture")
 }
 
-func kernel4x8p(a *float32, lda int, pb *float32, c *float32, ldc int, k, slice int) {
-	panic("sgemm: no kernel4x8p on this architecture")
+func kernel3x16(a *float32, lda int, pb *float32, c *float32, ldc int, k, slice int, next *float32) {
+	panic("sgemm: no kernel3x16 on this architecture")
 }
 
-func pack8(dst *float32, b *float32, ldb int, k int) {
-	panic("sgemm: no pack8 on this architecture")
+func kernel1x16(a *float32, pb *float32, c *float32, k, slice int) {
+	panic("sgemm: no kernel1x16 on this architecture")
+}
+
+func pack16(dst *float32, b *float32, ldb int, k int) {
+	panic("sgemm: no pack16 on this architecture")
 }

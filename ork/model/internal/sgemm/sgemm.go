@@ -14,10 +14,11 @@
 // summing every eighth product in order; adds p into s (when a whole 16 was seen); adds the whole
 // fours left into s, the last values into lane 0; and returns (s0+s1)+(s2+s3). Every product is
 // rounded before it is added (no fused multiply-add). [NT] keeps all of that — the slices, the
-// lanes, the alignment of b — and only runs it for 2×4 outputs at a time in AVX2 registers (4×4 or,
-// from rows of B packed eight at a time, 4×8 in AVX-512 ones: two outputs' eight lanes a register,
-// folded by shuffles in FOLD4's order; a product's K cut into blocks of whole slices, each slice's sum
-// still added to C in order), so the outputs are the same float32 values, signed zeros included, on
+// lanes, the alignment of b — and only runs it for 2×4 outputs at a time in AVX2 registers (4×4 in
+// AVX-512 ones: two outputs' eight lanes a register, folded by shuffles in FOLD4's order; or, from
+// rows of B packed sixteen at a time, 3×16: an output's eight lanes in four registers, two lanes
+// each, sixteen outputs a register, folded mostly lane by lane; a product's K cut into blocks of
+// whole slices, each slice's sum still added to C in order), so the outputs are the same float32 values, signed zeros included, on
 // every CPU: the kernels on amd64 with AVX2, gonum's own loops on amd64 for the shapes the kernels do
 // not take (K not whole sixteens, B off a 16-byte boundary) and without AVX2, and [dot] (the same sums
 // in Go) on other architectures.
@@ -79,8 +80,13 @@ func NT(m, n, k int, a []float32, lda int, b []float32, ldb int, beta float32, c
 		p.cols(0, n)
 		return
 	}
-	// Column ranges of whole fours, one a worker: every output is summed the same way whoever sums it.
-	step := (ceilDiv(n, workers) + 3) &^ 3
+	// Column ranges of whole fours (sixteens where packed runs), one a worker: every output is summed
+	// the same way whoever sums it.
+	whole := 4
+	if available512 && m >= packRows {
+		whole = 16
+	}
+	step := (ceilDiv(n, workers) + whole - 1) &^ (whole - 1)
 	var wg sync.WaitGroup
 	for j0 := 0; j0 < n; j0 += step {
 		wg.Add(1)
@@ -111,18 +117,22 @@ type product struct {
 // packed, a block of blockK values of each).
 const panelBytes = 256 << 10
 
-// Packing: on AVX-512, a product of at least packRows rows of A packs the rows of B eight at a time
-// (pack8) and runs kernel4x8p over them, blockK values of K at a time when it sums in slices (a
-// multiple of Slice, so that no slice straddles two blocks; four rows of A over it take 8 KiB of L1).
+// Packing: on AVX-512, a product of at least packRows rows of A packs the rows of B sixteen at a time
+// (pack16) and runs kernel3x16 over them, blockK values of K at a time when it sums in slices (a
+// multiple of Slice, so that no slice straddles two blocks; a group of sixteen packed rows of B takes
+// 32 KiB of L1, three rows of A 6 KiB), the rows of A in blocks of rowBlockBytes (96 rows at
+// blockK: 1.15x the rate of passing every group over three rows at a time for 512 tokens through a
+// 5120 x 17408 Q8_0 weight, 1.07x for 17408 x 5120; docs/performance-log.md, "Session 43").
 const (
-	packRows = 16
-	blockK   = 512
+	packRows      = 16
+	blockK        = 512
+	rowBlockBytes = 192 << 10
 )
 
 // cols computes the outputs of columns [j0, j1) (rows j0..j1-1 of B): with the kernels, panels of
-// B's rows that stay in cache while A's rows pass — on AVX-512 4×8 outputs at a time from packed
-// rows of B (when A has packRows rows or more), else 4×4 outputs; on AVX2 2×4; 1×4 for a last row of A
-// — the last 1-3 columns with dot; every output with dot where the kernels do not take the product
+// B's rows that stay in cache while A's rows pass — on AVX-512 3×16 outputs at a time from packed
+// rows of B (when A has packRows rows or more; the columns past the last sixteen as if it had not),
+// else 4×4 outputs; on AVX2 2×4; 1×4 for a last row of A — the last 1-3 columns with dot; every output with dot where the kernels do not take the product
 // (no AVX2 or not amd64, or B not aligned the kernels' way and not on amd64, where gonum takes it).
 func (p *product) cols(j0, j1 int) {
 	if !p.kernelShape() {
@@ -132,7 +142,7 @@ func (p *product) cols(j0, j1 int) {
 	j4 := j0 + (j1-j0)&^3
 	j := j0
 	if available512 && p.m >= packRows {
-		j = j0 + (j1-j0)&^7
+		j = j0 + (j1-j0)&^15
 		p.packed(j0, j)
 	}
 	p.panels(j, j4)
@@ -174,10 +184,13 @@ func (p *product) lastRows(i, j0, j1 int) {
 // packBufs holds the packed panels' buffers between calls, one a goroutine while it packs.
 var packBufs sync.Pool
 
-// packed computes the outputs of columns [j0, j1), a multiple of eight, with kernel4x8p: for each
-// panel of B's rows and each block of K, the panel's rows packed once and every four rows of A
-// passed over them (each output's slices still added to C in order, block after block); the rows of A
-// past the last four with lastRows.
+// packed computes the outputs of columns [j0, j1), a multiple of sixteen, with kernel3x16: for each
+// panel of B's rows and each block of K, the panel's rows packed once (pack16), then for each block
+// of A's rows (rowBlockBytes of the block of K), each group of sixteen packed rows over the block's
+// rows three at a time (each output's slices still added to C in order, block after block); the last
+// one or two rows with kernel1x16. A group (32 KiB at blockK) stays in L1 while the rows pass, the
+// rows' block in L2 while the groups pass; the first group's calls bring the rows from memory
+// (calibration's 512 rows of a 17408-wide input are 35 MB), each prefetching the next three rows.
 func (p *product) packed(j0, j1 int) {
 	if j0 == j1 {
 		return
@@ -186,7 +199,7 @@ func (p *product) packed(j0, j1 int) {
 	if p.slice < p.k {
 		kb = min(p.k, blockK)
 	}
-	panel := max(8, panelBytes/(4*kb)&^7)
+	panel := max(16, panelBytes/(4*kb)&^15)
 	size := min(panel, j1-j0) * kb
 	buf, _ := packBufs.Get().(*[]float32)
 	if buf == nil || cap(*buf) < size {
@@ -195,21 +208,33 @@ func (p *product) packed(j0, j1 int) {
 	}
 	defer packBufs.Put(buf)
 	pb := (*buf)[:size]
-	m4 := p.m &^ 3
+	m3 := p.m - p.m%3
+	rows := max(3, rowBlockBytes/(4*kb)/3*3)
 	for q0 := j0; q0 < j1; q0 += panel {
 		q1 := min(q0+panel, j1)
 		for k0 := 0; k0 < p.k; k0 += kb {
 			kn := min(kb, p.k-k0)
-			for g := q0; g < q1; g += 8 {
-				pack8(&pb[(g-q0)*kn], &p.b[g*p.ldb+k0], p.ldb, kn)
+			for g := q0; g < q1; g += 16 {
+				pack16(&pb[(g-q0)*kn], &p.b[g*p.ldb+k0], p.ldb, kn)
 			}
-			for i := 0; i < m4; i += 4 {
-				for j := q0; j < q1; j += 8 {
-					kernel4x8p(&p.a[i*p.lda+k0], p.lda, &pb[(j-q0)*kn], &p.c[i*p.ldc+j], p.ldc, kn, p.slice)
+			for i0 := 0; i0 < m3; i0 += rows {
+				i1 := min(i0+rows, m3)
+				for j := q0; j < q1; j += 16 {
+					for i := i0; i < i1; i += 3 {
+						var next *float32
+						if j == q0 && i+3 < p.m {
+							next = &p.a[(i+3)*p.lda+k0]
+						}
+						kernel3x16(&p.a[i*p.lda+k0], p.lda, &pb[(j-q0)*kn], &p.c[i*p.ldc+j], p.ldc, kn, p.slice, next)
+					}
+				}
+			}
+			for i := m3; i < p.m; i++ {
+				for j := q0; j < q1; j += 16 {
+					kernel1x16(&p.a[i*p.lda+k0], &pb[(j-q0)*kn], &p.c[i*p.ldc+j], kn, p.slice)
 				}
 			}
 		}
-		p.lastRows(m4, q0, q1)
 	}
 }
 

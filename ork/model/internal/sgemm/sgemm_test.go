@@ -37,8 +37,9 @@ func gonumNT(m, n, k int, a []float32, lda int, b []float32, ldb int, beta float
 // gonum sums with its SSE DotUnitary, over shapes on both of gonum's paths (whole K; slices of 64), odd
 // and even rows, columns beyond whole fours, K of whole sixteens and not, B on and off 16-byte
 // boundaries, strides wider than the rows, beta 0 and 1, one and several goroutines, packed rows of B
-// (on AVX-512, A of packRows rows or more: K in blocks of blockK or whole, columns beyond whole
-// eights) and not, and every set of kernels this CPU can run.
+// (on AVX-512, A of packRows rows or more: K in blocks of blockK or whole, rows of A in threes and
+// one or two past them, columns beyond whole sixteens) and not, and every set of kernels this CPU can
+// run.
 func TestNTMatchesGonum(t *testing.T) {
 	if runtime.GOARCH != "amd64" {
 		t.Skip("gonum's Sgemm sums in this order only on amd64 (elsewhere its DotUnitary is a plain loop); TestDotMatchesKernels covers NT there")
@@ -81,8 +82,9 @@ func TestNTMatchesGonum(t *testing.T) {
 }
 
 // TestDotMatchesKernels checks the kernels against dot, the order NT keeps without them, bit for bit:
-// whole K and slices of 64, one, two and (AVX-512) four rows of A, from B's rows as they are and (4×8)
-// packed by pack8, K of one and of many slices.
+// whole K and slices of 64; one, two and (AVX-512) four rows of A over B's rows as they are; (AVX-512)
+// three rows and one over sixteen rows packed by pack16, prefetching the next rows or not; K of one
+// and of many slices.
 func TestDotMatchesKernels(t *testing.T) {
 	if !available {
 		t.Skip("no AVX2: NT sums every output with dot")
@@ -90,38 +92,104 @@ func TestDotMatchesKernels(t *testing.T) {
 	r := rand.New(rand.NewPCG(3, 4))
 	for _, k := range []int{16, 48, 64, 80, 128, 1024, 1040, 2048} {
 		for _, slice := range []int{Slice, k} {
-			b := values(r, 8*k+16)
+			b := values(r, 16*k+16)
 			off := (16 - int(uintptr(ptr(b))%16)) % 16 / 4
-			b = b[off : off+8*k]
+			b = b[off : off+16*k]
 			a := values(r, 4*k)
-			c0 := values(r, 32)
-			got := append([]float32(nil), c0...)
-			kernel2x4(&a[0], k, &b[0], k, &got[0], 8, k, slice)
-			got1 := append([]float32(nil), c0[:4]...)
-			kernel1x4(&a[0], &b[0], k, &got1[0], k, slice)
-			var got4, got8 []float32
-			if available512 {
-				got4 = append([]float32(nil), c0...)
-				kernel4x4z(&a[0], k, &b[0], k, &got4[0], 8, k, slice)
-				pb := make([]float32, 8*k)
-				pack8(&pb[0], &b[0], k, k)
-				got8 = append([]float32(nil), c0...)
-				kernel4x8p(&a[0], k, &pb[0], &got8[0], 8, k, slice)
+			c0 := values(r, 4*16)
+			p := product{m: 4, k: k, a: a, lda: k, b: b, ldb: k, c: append([]float32(nil), c0...), ldc: 16, slice: slice}
+			p.dots(0, 4, 0, 16)
+			check := func(name string, got []float32, rows, cols int) {
+				t.Helper()
+				for i := range rows {
+					for j := range cols {
+						if g, w := got[i*16+j], p.c[i*16+j]; math.Float32bits(g) != math.Float32bits(w) {
+							t.Fatalf("k %d slice %d: %s c[%d][%d] = %v, dot %v", k, slice, name, i, j, g, w)
+						}
+					}
+				}
 			}
-			p := product{m: 4, k: k, a: a, lda: k, b: b, ldb: k, c: append([]float32(nil), c0...), ldc: 8, slice: slice}
-			p.dots(0, 4, 0, 8)
-			for i, w := range p.c {
-				if i%8 < 4 && i < 16 && math.Float32bits(got[i]) != math.Float32bits(w) {
-					t.Fatalf("k %d slice %d: kernel2x4 c[%d] = %v, dot %v", k, slice, i, got[i], w)
-				}
-				if i < 4 && math.Float32bits(got1[i]) != math.Float32bits(w) {
-					t.Fatalf("k %d slice %d: kernel1x4 c[%d] = %v, dot %v", k, slice, i, got1[i], w)
-				}
-				if got4 != nil && i%8 < 4 && math.Float32bits(got4[i]) != math.Float32bits(w) {
-					t.Fatalf("k %d slice %d: kernel4x4z c[%d] = %v, dot %v", k, slice, i, got4[i], w)
-				}
-				if got8 != nil && math.Float32bits(got8[i]) != math.Float32bits(w) {
-					t.Fatalf("k %d slice %d: kernel4x8p c[%d] = %v, dot %v", k, slice, i, got8[i], w)
+			got := append([]float32(nil), c0...)
+			kernel2x4(&a[0], k, &b[0], k, &got[0], 16, k, slice)
+			check("kernel2x4", got, 2, 4)
+			got = append([]float32(nil), c0...)
+			kernel1x4(&a[0], &b[0], k, &got[0], k, slice)
+			check("kernel1x4", got, 1, 4)
+			if !available512 {
+				continue
+			}
+			got = append([]float32(nil), c0...)
+			kernel4x4z(&a[0], k, &b[0], k, &got[0], 16, k, slice)
+			check("kernel4x4z", got, 4, 4)
+			pb := make([]float32, 16*k)
+			pack16(&pb[0], &b[0], k, k)
+			for _, next := range []*float32{nil, &a[k]} {
+				got = append([]float32(nil), c0...)
+				kernel3x16(&a[0], k, &pb[0], &got[0], 16, k, slice, next)
+				kernel1x16(&a[3*k], &pb[0], &got[3*16], k, slice)
+				check(fmt.Sprintf("kernel3x16 (next %v) and kernel1x16", next != nil), got, 4, 16)
+			}
+		}
+	}
+}
+
+// TestPackedNaNPayloads checks the packed path against gonum's Sgemm bit for bit with NaNs of
+// different payloads in A, B and C: where two NaNs meet (a product, a sum, a slice sum and C), the
+// operand gonum puts first gives its payload, and the packed kernels keep that order. (The 4×4 and
+// AVX2 kernels add C first and are not held to it.)
+func TestPackedNaNPayloads(t *testing.T) {
+	if runtime.GOARCH != "amd64" || !available512 {
+		t.Skip("the packed kernels run only on amd64 with AVX-512")
+	}
+	r := rand.New(rand.NewPCG(11, 12))
+	nan := func(v []float32) []float32 {
+		for i := range v {
+			if r.IntN(50) == 0 {
+				v[i] = math.Float32frombits(0x7fc00000 | uint32(r.IntN(1<<22)) | uint32(r.IntN(2))<<31)
+			}
+		}
+		return v
+	}
+	for _, s := range [][3]int{{16, 16, 64}, {20, 48, 512}, {130, 256, 1024}} {
+		m, n, k := s[0], s[1], s[2]
+		a, b, c0 := nan(values(r, m*k)), nan(values(r, n*k+16)), nan(values(r, m*n))
+		off := (16 - int(uintptr(ptr(b))%16)) % 16 / 4
+		b = b[off : off+n*k]
+		want := append([]float32(nil), c0...)
+		gonumNT(m, n, k, a, k, b, k, 1, want, n)
+		got := append([]float32(nil), c0...)
+		NT(m, n, k, a, k, b, k, 1, got, n)
+		for i := range want {
+			if math.Float32bits(got[i]) != math.Float32bits(want[i]) {
+				t.Fatalf("m %d n %d k %d: c[%d] = %#x, gonum %#x", m, n, k, i, math.Float32bits(got[i]), math.Float32bits(want[i]))
+			}
+		}
+	}
+}
+
+// TestPack16 checks pack16's layout: for each pair of positions, group 0's rows' pairs (rows 0, 1, 4,
+// 5, 8, 9, 12, 13), then group 1's (2, 3, 6, 7, 10, 11, 14, 15), from rows ldb apart.
+func TestPack16(t *testing.T) {
+	if !available512 {
+		t.Skip("no AVX-512: pack16 does not run")
+	}
+	rows := [2][8]int{{0, 1, 4, 5, 8, 9, 12, 13}, {2, 3, 6, 7, 10, 11, 14, 15}}
+	r := rand.New(rand.NewPCG(9, 10))
+	for _, k := range []int{8, 16, 24, 512} {
+		ldb := k + 3
+		b := values(r, 15*ldb+k)
+		pb := make([]float32, 16*k)
+		pack16(&pb[0], &b[0], ldb, k)
+		at := 0
+		for q := 0; q < k; q += 2 {
+			for g := range 2 {
+				for _, row := range rows[g] {
+					for v := range 2 {
+						if w := b[row*ldb+q+v]; math.Float32bits(pb[at]) != math.Float32bits(w) {
+							t.Fatalf("k %d: packed value %d = %v, want row %d's value %d, %v", k, at, pb[at], row, q+v, w)
+						}
+						at++
+					}
 				}
 			}
 		}

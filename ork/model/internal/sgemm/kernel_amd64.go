@@ -30,9 +30,8 @@ func kernel4x4z(a *float32, lda int, b *float32, ldb int, c *float32, ldc int, k
 
 // kernel3x16 is kernel4x4z for 3×16 outputs, from sixteen rows of B packed by pack16: each output's
 // eight lanes in four registers, two lanes a register, eight outputs a register (the file's doc).
-// Its outputs are 3×16 values of C (rows ldc apart), summed as kernel4x4z sums them, and with
-// gonum's operands first where two NaNs meet (TestPackedNaNPayloads). When next is not nil, the
-// three rows of A there (lda apart; k values each) are prefetched as it runs.
+// Its outputs are 3×16 values of C (rows ldc apart), summed as kernel4x4z sums them. When next is
+// not nil, the three rows of A there (lda apart; k values each) are prefetched as it runs.
 //
 //go:noescape
 func kernel3x16(a *float32, lda int, pb *float32, c *float32, ldc int, k, slice int, next *float32)

@@ -6,8 +6,9 @@
 // then VADDPS: no fused multiply-add). At the end of a slice each sum is folded as gonum's DotUnitary
 // folds it — lanes 4-7 added into 0-3, then (s0+s1)+(s2+s3) by two horizontal adds, four outputs at
 // once — and added to that row's four outputs, kept in X14 (first row) and X15 (second) from one
-// slice to the next. Operands keep DotUnitary's order: x·y with A's value first, sum + product,
-// output + slice sum.
+// slice to the next. Operands keep gonum's order, which decides which of two NaNs' payloads a sum
+// keeps: x·y with A's value first, sum + product, and slice sum + output (its compiled
+// c += alpha·sum; TestNaNPayloads).
 
 // FOLD4 leaves in X8 the four slice sums of the eight-lane sums ya, yb, yc, yd (outputs 0-3 of a row;
 // xa-xd are their low halves).
@@ -89,9 +90,9 @@ eight2:
 	JNZ eight2
 
 	FOLD4(Y0, X0, Y1, X1, Y2, X2, Y3, X3)
-	VADDPS X8, X14, X14
+	VADDPS X14, X8, X14
 	FOLD4(Y4, X4, Y5, X5, Y6, X6, Y7, X7)
-	VADDPS X8, X15, X15
+	VADDPS X15, X8, X15
 	TESTQ CX, CX
 	JNZ slice2
 
@@ -141,7 +142,7 @@ eight1:
 	JNZ eight1
 
 	FOLD4(Y0, X0, Y1, X1, Y2, X2, Y3, X3)
-	VADDPS X8, X14, X14
+	VADDPS X14, X8, X14
 	TESTQ CX, CX
 	JNZ slice1
 
@@ -201,7 +202,7 @@ GLOBL permidx<>(SB), RODATA|NOPTR, $64
 	VSHUFPS $0xDD, Z18, Z16, Z20; \
 	VADDPS Z20, Z17, Z17; \
 	VPERMPS Z17, idx, Z18; \
-	VADDPS Z18, cz, cz
+	VADDPS cz, Z18, cz
 
 // LOADC and STOREC move four rows of four outputs at off(DX) (rows BX bytes apart) into and out of
 // the blocks of cz; R14 is overwritten.

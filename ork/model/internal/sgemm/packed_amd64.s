@@ -12,7 +12,7 @@
 // sums of a register's adjacent lanes, gathered from both groups by even/odd shuffles (whence the
 // groups' rows: the sums land in the order of C's sixteen values); then (s0+s1)+(s2+s3), and the
 // slice sums + C's values (the order of gonum's compiled c += alpha·sum, which decides which of two
-// NaNs' payloads a sum keeps: TestPackedNaNPayloads).
+// NaNs' payloads a sum keeps: TestNaNPayloads).
 
 // PAIR multiplies the pairs of the three rows at aoff with the two groups' pairs at boff and adds
 // the products to the rows' registers: g0r0, g1r0 (row 0, groups 0 and 1), g0r1, g1r1, g0r2, g1r2.

@@ -245,7 +245,10 @@ func (p *product) kernelShape() bool {
 	return available && p.k%16 == 0 && p.ldb%4 == 0 && uintptr(unsafe.Pointer(&p.b[0]))%16 == 0
 }
 
-// dots computes outputs [i0, i1) × [j0, j1) one at a time with dot.
+// dots computes outputs [i0, i1) × [j0, j1) one at a time: on amd64 with gonum's own DotUnitary
+// (through Sdot), whose operand order also decides which of two NaNs' payloads a sum keeps (dot,
+// compiled Go, gives the same values and not always the same NaN: TestNaNPayloads); elsewhere with
+// dot.
 func (p *product) dots(i0, i1, j0, j1 int) {
 	for i := i0; i < i1; i++ {
 		ai := p.a[i*p.lda : i*p.lda+p.k]
@@ -254,7 +257,11 @@ func (p *product) dots(i0, i1, j0, j1 int) {
 			bj := p.b[j*p.ldb : j*p.ldb+p.k]
 			for k0 := 0; k0 < p.k; k0 += p.slice {
 				k1 := min(k0+p.slice, p.k)
-				ci[j] += dot(ai[k0:k1], bj[k0:k1])
+				if runtime.GOARCH == "amd64" {
+					ci[j] += gonum.Implementation{}.Sdot(k1-k0, ai[k0:k1], 1, bj[k0:k1], 1)
+				} else {
+					ci[j] += dot(ai[k0:k1], bj[k0:k1])
+				}
 			}
 		}
 	}

@@ -133,13 +133,14 @@ func TestDotMatchesKernels(t *testing.T) {
 	}
 }
 
-// TestPackedNaNPayloads checks the packed path against gonum's Sgemm bit for bit with NaNs of
-// different payloads in A, B and C: where two NaNs meet (a product, a sum, a slice sum and C), the
-// operand gonum puts first gives its payload, and the packed kernels keep that order. (The 4×4 and
-// AVX2 kernels add C first and are not held to it.)
-func TestPackedNaNPayloads(t *testing.T) {
-	if runtime.GOARCH != "amd64" || !available512 {
-		t.Skip("the packed kernels run only on amd64 with AVX-512")
+// TestNaNPayloads checks NT against gonum's Sgemm bit for bit with NaNs of different payloads in A,
+// B and C: where two NaNs meet (a product, a sum, a slice sum and C), the operand gonum puts first
+// gives its payload, and the kernels keep that order — every set of kernels this CPU can run, packed
+// rows of B and not, one to four rows of A past the kernels' tiles, columns past whole fours, whole
+// K and slices.
+func TestNaNPayloads(t *testing.T) {
+	if runtime.GOARCH != "amd64" {
+		t.Skip("gonum's Sgemm sums in this order only on amd64")
 	}
 	r := rand.New(rand.NewPCG(11, 12))
 	nan := func(v []float32) []float32 {
@@ -150,20 +151,22 @@ func TestPackedNaNPayloads(t *testing.T) {
 		}
 		return v
 	}
-	for _, s := range [][3]int{{16, 16, 64}, {20, 48, 512}, {130, 256, 1024}} {
+	for _, s := range [][3]int{{1, 8, 64}, {2, 8, 48}, {3, 12, 64}, {5, 10, 64}, {7, 16, 1024}, {16, 16, 64}, {20, 50, 512}, {130, 256, 1024}} {
 		m, n, k := s[0], s[1], s[2]
 		a, b, c0 := nan(values(r, m*k)), nan(values(r, n*k+16)), nan(values(r, m*n))
 		off := (16 - int(uintptr(ptr(b))%16)) % 16 / 4
 		b = b[off : off+n*k]
 		want := append([]float32(nil), c0...)
 		gonumNT(m, n, k, a, k, b, k, 1, want, n)
-		got := append([]float32(nil), c0...)
-		NT(m, n, k, a, k, b, k, 1, got, n)
-		for i := range want {
-			if math.Float32bits(got[i]) != math.Float32bits(want[i]) {
-				t.Fatalf("m %d n %d k %d: c[%d] = %#x, gonum %#x", m, n, k, i, math.Float32bits(got[i]), math.Float32bits(want[i]))
+		forKernels(t, func(kernels string) {
+			got := append([]float32(nil), c0...)
+			NT(m, n, k, a, k, b, k, 1, got, n)
+			for i := range want {
+				if math.Float32bits(got[i]) != math.Float32bits(want[i]) {
+					t.Fatalf("m %d n %d k %d, %s: c[%d] = %#x, gonum %#x", m, n, k, kernels, i, math.Float32bits(got[i]), math.Float32bits(want[i]))
+				}
 			}
-		}
+		})
 	}
 }
 

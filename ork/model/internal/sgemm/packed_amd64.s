@@ -7,12 +7,12 @@
 // at 2q is broadcast to all eight pairs of a register (VBROADCASTSD, a load with no shuffle) and
 // multiplied with a group's (VMULPS, then VADDPS: no fused multiply-add; A's value first, sum +
 // product) into register q of the row and group: its lanes 2r and 2r+1 sum the products at 2q and
-// 2q+1 mod 8 with the group's r-th row of B. At the end of a slice the registers fold as DotUnitary folds its
-// lanes: l + (l+4) is register q + register q+2 (q = 0, 1), lane by lane; s0+s1 and s2+s3 are the
-// sums of a register's adjacent lanes, gathered from both groups by even/odd shuffles (whence the
-// groups' rows: the sums land in the order of C's sixteen values); then (s0+s1)+(s2+s3), and the
-// slice sums + C's values (the order of gonum's compiled c += alpha·sum, which decides which of two
-// NaNs' payloads a sum keeps: TestNaNPayloads).
+// 2q+1 mod 8 with the group's r-th row of B. At the end of a slice the registers fold as
+// DotUnitary folds its lanes: l + (l+4) is register q + register q+2 (q = 0, 1), lane by lane;
+// s0+s1 and s2+s3 are the sums of a register's adjacent lanes, gathered from both groups by
+// even/odd shuffles (whence the groups' rows: the sums land in the order of C's sixteen values);
+// then (s0+s1)+(s2+s3), and the slice sums + C's values (the order of gonum's compiled
+// c += alpha·sum, which decides which of two NaNs' payloads a sum keeps: TestNaNPayloads).
 
 // PAIR multiplies the pairs of the three rows at aoff with the two groups' pairs at boff and adds
 // the products to the rows' registers: g0r0, g1r0 (row 0, groups 0 and 1), g0r1, g1r1, g0r2, g1r2.
@@ -134,7 +134,6 @@ prefetch3:
 	JNZ prefetch3
 
 fold3:
-
 	FOLD16(Z0, Z1, Z2, Z3, Z4, Z5, Z6, Z7, DX)
 	FOLD16(Z8, Z9, Z10, Z11, Z12, Z13, Z14, Z15, R10)
 	FOLD16(Z16, Z17, Z18, Z19, Z20, Z21, Z22, Z23, R11)

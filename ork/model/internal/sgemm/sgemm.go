@@ -17,11 +17,13 @@
 // lanes, the alignment of b — and only runs it for 2×4 outputs at a time in AVX2 registers (4×4 in
 // AVX-512 ones: two outputs' eight lanes a register, folded by shuffles in FOLD4's order; or, from
 // rows of B packed sixteen at a time, 3×16: an output's eight lanes in four registers, two lanes
-// each, sixteen outputs a register, folded mostly lane by lane; a product's K cut into blocks of
-// whole slices, each slice's sum still added to C in order), so the outputs are the same float32 values, signed zeros included, on
-// every CPU: the kernels on amd64 with AVX2, gonum's own loops on amd64 for the shapes the kernels do
-// not take (K not whole sixteens, B off a 16-byte boundary) and without AVX2, and [dot] (the same sums
-// in Go) on other architectures.
+// each, eight outputs a register, folded mostly lane by lane; a product's K cut into blocks of
+// whole slices, each slice's sum still added to C in order), so the outputs are the same float32
+// values, signed zeros included, on every CPU: the kernels on amd64 with AVX2 (and gonum's
+// DotUnitary for the last 1-3 columns), gonum's own loops on amd64 for the shapes the kernels do
+// not take (K not whole sixteens, B off a 16-byte boundary) and without AVX2, and [dot] (the same
+// sums in Go) on other architectures. On amd64 they keep gonum's operand order too, and with it the
+// payload an output keeps where two NaNs meet.
 package sgemm
 
 import (
@@ -131,9 +133,10 @@ const (
 
 // cols computes the outputs of columns [j0, j1) (rows j0..j1-1 of B): with the kernels, panels of
 // B's rows that stay in cache while A's rows pass — on AVX-512 3×16 outputs at a time from packed
-// rows of B (when A has packRows rows or more; the columns past the last sixteen as if it had not),
-// else 4×4 outputs; on AVX2 2×4; 1×4 for a last row of A — the last 1-3 columns with dot; every output with dot where the kernels do not take the product
-// (no AVX2 or not amd64, or B not aligned the kernels' way and not on amd64, where gonum takes it).
+// rows of B (when A has packRows rows or more; the columns past the last sixteen as if it had
+// not), else 4×4 outputs; on AVX2 2×4; 1×4 for a last row of A — the last 1-3 columns with dots;
+// every output with dots where the kernels do not take the product (no AVX2 or not amd64, or B not
+// aligned the kernels' way and not on amd64, where gonum takes it).
 func (p *product) cols(j0, j1 int) {
 	if !p.kernelShape() {
 		p.dots(0, p.m, j0, j1)

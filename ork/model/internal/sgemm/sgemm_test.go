@@ -81,10 +81,10 @@ func TestNTMatchesGonum(t *testing.T) {
 	}
 }
 
-// TestDotMatchesKernels checks the kernels against dot, the order NT keeps without them, bit for bit:
-// whole K and slices of 64; one, two and (AVX-512) four rows of A over B's rows as they are; (AVX-512)
-// three rows and one over sixteen rows packed by pack16, prefetching the next rows or not; K of one
-// and of many slices.
+// TestDotMatchesKernels checks the kernels against dots (gonum's DotUnitary on amd64, where the
+// kernels run), the order NT keeps without them, bit for bit: whole K and slices of 64; one, two and
+// (AVX-512) four rows of A over B's rows as they are; (AVX-512) three rows and one over sixteen rows
+// packed by pack16, prefetching the next rows or not; K of one and of many slices.
 func TestDotMatchesKernels(t *testing.T) {
 	if !available {
 		t.Skip("no AVX2: NT sums every output with dot")

@@ -112,7 +112,11 @@ func (g *gram) pass(workers, l0, l1 int) {
 }
 
 // item runs rows [r0, r1) × columns [c0, c1) of the pass (whole tiles; tk tokens): every 8×16 tile
-// with a value on or above the diagonal, those the diagonal crosses on a copy.
+// with a value on or above the diagonal, those the diagonal crosses on a copy. Each tile's kernel
+// starts from C's values, which come from memory (a 17408-wide triangle is 1.2 GB) in rows 139 KB
+// apart that no hardware prefetcher follows: before each tile, the next tile's C is prefetched, so
+// that it arrives while this one runs (the update of a 17408-wide triangle by 512 tokens on two
+// cores: 146.7 -> 164.0 GFLOP/s, ten alternating rounds; docs/performance-log.md, "Session 43").
 func (g *gram) item(tk, r0, r1, c0, c1 int) {
 	p := g.p
 	var tmp [8 * 16]float64
@@ -120,6 +124,9 @@ func (g *gram) item(tk, r0, r1, c0, c1 int) {
 		a := &g.pa[i*tk]
 		zeros := g.zeros[i/8]
 		for j := max(c0, i&^15); j < c1; j += 16 {
+			if ni, nj := nextTile(i, j, r1, c0, c1); ni < r1 {
+				prefetch8x16(&p.c[ni*p.ldc+nj], p.ldc)
+			}
 			b := &g.pa[j*tk]
 			ct := p.c[i*p.ldc+j:]
 			if j > i { // every value right of the diagonal
@@ -138,6 +145,19 @@ func (g *gram) item(tk, r0, r1, c0, c1 int) {
 			}
 		}
 	}
+}
+
+// nextTile returns the tile item runs after tile (i, j) of rows [.., r1) × columns [c0, c1): the
+// next 16 columns of its rows, else the next rows' first tile on or above the diagonal; ni = r1 when
+// there is none (rows whose first such tile is past c1 have none, nor have the rows below them).
+func nextTile(i, j, r1, c0, c1 int) (ni, nj int) {
+	if j+16 < c1 {
+		return i, j + 16
+	}
+	if ni, nj = i+8, max(c0, (i+8)&^15); ni < r1 && nj < c1 {
+		return ni, nj
+	}
+	return r1, 0
 }
 
 // gramStripes is GramUpper without the AVX-512 kernel: stripes of gramRows rows, Dsyrk on the

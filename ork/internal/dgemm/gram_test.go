@@ -140,3 +140,28 @@ func BenchmarkGramUpper(b *testing.B) {
 		})
 	}
 }
+
+// TestNextTile checks that nextTile names, for each tile item runs, the tile it runs next (and none
+// after the last): items left of, across and right of the diagonal, partial bands and blocks.
+func TestNextTile(t *testing.T) {
+	for _, it := range [][4]int{{0, 256, 0, 128}, {0, 256, 128, 256}, {256, 512, 256, 384}, {256, 512, 384, 512},
+		{0, 64, 0, 32}, {8, 40, 16, 48}, {512, 768, 512, 528}, {0, 16, 0, 16}} {
+		r0, r1, c0, c1 := it[0], it[1], it[2], it[3]
+		var tiles [][2]int
+		for i := r0; i < r1; i += 8 {
+			for j := max(c0, i&^15); j < c1; j += 16 {
+				tiles = append(tiles, [2]int{i, j})
+			}
+		}
+		for n, tl := range tiles {
+			ni, nj := nextTile(tl[0], tl[1], r1, c0, c1)
+			want := [2]int{r1, 0}
+			if n+1 < len(tiles) {
+				want = tiles[n+1]
+			}
+			if ni != want[0] || (ni < r1 && nj != want[1]) {
+				t.Fatalf("item %v: after tile %v nextTile gives (%d, %d), want %v", it, tl, ni, nj, want)
+			}
+		}
+	}
+}

@@ -28,3 +28,9 @@ func tile8x16(a *float64, ai, al int, b *float64, ldb, bhi, t int, c *float64, l
 //
 //go:noescape
 func nonzero8(a *float64, ai, al, t int) bool
+
+// prefetch8x16 asks for the 8×16 values at c (rows ldc apart, each row's 16 values two cache lines
+// from c's alignment on) to be brought to L1: a hint, which never faults and changes no value.
+//
+//go:noescape
+func prefetch8x16(c *float64, ldc int)

@@ -19,3 +19,7 @@ func tile8x16(a *float64, ai, al int, b *float64, ldb, bhi, t int, c *float64, l
 func nonzero8(a *float64, ai, al, t int) bool {
 	panic("dgemm: no kernels on this architecture")
 }
+
+func prefetch8x16(c *float64, ldc int) {
+	panic("dgemm: no kernels on this architecture")
+}

@@ -157,6 +157,15 @@ func (p *product) itemPacked(pk packed, r0, r1, c0, c1 int) {
 				a := &pa[i*k+l0*8]
 				zeros := pk.zeros[i/8*passes+q]
 				for j := 0; j < w; j += 16 {
+					// The next tile's C, as GramUpper's items prefetch it (gram.item).
+					switch {
+					case j+16 < w:
+						prefetch8x16(&p.c[i*p.ldc+c0+j+16], p.ldc)
+					case i+8 < r1:
+						prefetch8x16(&p.c[(i+8)*p.ldc+c0], p.ldc)
+					case q+1 < passes:
+						prefetch8x16(&p.c[r0*p.ldc+c0], p.ldc)
+					}
 					tile8x16(a, 1, 8, &bp[j], w, 8, l1-l0, &p.c[i*p.ldc+c0+j], p.ldc, p.alpha, zeros)
 				}
 			}

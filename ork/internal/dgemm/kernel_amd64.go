@@ -29,8 +29,9 @@ func tile8x16(a *float64, ai, al int, b *float64, ldb, bhi, t int, c *float64, l
 //go:noescape
 func nonzero8(a *float64, ai, al, t int) bool
 
-// prefetch8x16 asks for the 8×16 values at c (rows ldc apart, each row's 16 values two cache lines
-// from c's alignment on) to be brought to L1: a hint, which never faults and changes no value.
+// prefetch8x16 asks for the 8×16 values at c (rows ldc apart) to be brought to L1: in each row the
+// cache lines holding its first value and the value 64 bytes on (the whole row of 16 when c is on a
+// 64-byte boundary). A hint: it never faults and changes no value.
 //
 //go:noescape
 func prefetch8x16(c *float64, ldc int)

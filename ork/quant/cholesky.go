@@ -26,6 +26,12 @@ const conditionTolerance = 1e16
 // (hessBuffer). ctx is checked between the 64-wide blocks of every factorisation; on
 // cancellation a holds garbage.
 func inverseCholeskyUpper(ctx context.Context, a []float64, k int, c *config, damped []float64) (float64, error) {
+	return dampedFactor(ctx, a, k, c, damped, invCholUpper)
+}
+
+// dampedFactor is inverseCholeskyUpper with the factorisation factor (invCholUpper, or
+// reflectedCholUpper for GPTQ's direct row phase) in place of invCholUpper.
+func dampedFactor(ctx context.Context, a []float64, k int, c *config, damped []float64, factor func(context.Context, []float64, int) error) (float64, error) {
 	diag := make([]float64, k)
 	mean := 0.0
 	for i := range diag {
@@ -48,7 +54,7 @@ func inverseCholeskyUpper(ctx context.Context, a []float64, k int, c *config, da
 		for i := 0; i < k; i++ {
 			a[i*k+i] = diag[i] + damp
 		}
-		err := invCholUpper(ctx, a, k)
+		err := factor(ctx, a, k)
 		if err == nil {
 			if damped != nil {
 				for i := range k {
@@ -98,6 +104,21 @@ var steps = gonumSteps
 // algorithms with a ctx check per block; the -tags blas build runs OpenBLAS's dpotrf/dtrtri
 // (parallel) with a ctx check between the steps (timings: docs/performance.md).
 func invCholUpper(ctx context.Context, a []float64, k int) error {
+	return cholUpper(ctx, a, k, true)
+}
+
+// reflectedCholUpper overwrites the upper triangle of the row-major symmetric positive definite a
+// with M = U⁻¹, U the upper Cholesky factor of A⁻¹ (A⁻¹ = UᵀU, so A = M·Mᵀ), touching nothing below
+// the diagonal, in K³/3 flops: invCholUpper without the triangular inverse. With J and V as there,
+// U⁻¹ = J·Vᵀ·J, that is M[i][j] = V[K-1-j][K-1-i]: the factor V itself reflected back across the
+// anti-diagonal. GPTQ's direct row phase (gptq_direct.go) runs on M and the inverses of its
+// diagonal blocks.
+func reflectedCholUpper(ctx context.Context, a []float64, k int) error {
+	return cholUpper(ctx, a, k, false)
+}
+
+// cholUpper is invCholUpper (inverse true) or reflectedCholUpper (false).
+func cholUpper(ctx context.Context, a []float64, k int, inverse bool) error {
 	if k == 0 {
 		return nil
 	}
@@ -121,18 +142,23 @@ func invCholUpper(ctx context.Context, a []float64, k int) error {
 		//lint:ignore ST1005 H is the Hessian, as the GPTQ papers write it
 		return fmt.Errorf("H + damp·I is ill-conditioned (condition ~%.3g)", 1/rc)
 	}
-	if ok, err := steps.trtri(ctx, a, k); err != nil {
-		return err
-	} else if !ok {
-		return fmt.Errorf("inverting H: singular factor")
-	}
-	if err := ctx.Err(); err != nil {
-		return err
+	if inverse {
+		if ok, err := steps.trtri(ctx, a, k); err != nil {
+			return err
+		} else if !ok {
+			return fmt.Errorf("inverting H: singular factor")
+		}
+		if err := ctx.Err(); err != nil {
+			return err
+		}
 	}
 	for i := 0; i < k; i++ {
 		for j := i; j < k; j++ {
 			if v := a[i*k+j]; v != v { // NaN from a numerically broken factor
-				return fmt.Errorf("factor of H⁻¹ has NaN at (%d,%d)", i, j)
+				if inverse {
+					return fmt.Errorf("factor of H⁻¹ has NaN at (%d,%d)", i, j)
+				}
+				return fmt.Errorf("factor of H has NaN at (%d,%d)", i, j)
 			}
 		}
 	}

@@ -71,7 +71,11 @@
 // size therefore never changes the result beyond rounding). Act-order is available per channel
 // or with static groups only: a Weight's groups are contiguous in K, and act-order with dynamic
 // groups would need a per-column group index. Rows are independent given H⁻¹ and run in
-// parallel chunks (WithWorkers); gonum's BLAS may add its own goroutines inside a chunk.
+// parallel chunks (WithWorkers); gonum's BLAS may add its own goroutines inside a chunk. Where
+// nothing reads U beyond its diagonal blocks (all but the scale refit, the asymmetric input target
+// and dynamic groups that do not tile the block), the row phase runs on M = U⁻¹, the Cholesky factor
+// of H itself, and the inverses of its diagonal blocks instead (gptq_direct.go): the same
+// quantization up to rounding, without the triangular inverse.
 // Its result carries QErr, the diag(H)-weighted relative error
 // sqrt(Σ H_kk (W-Q)²_nk / Σ H_kk W²_nk) of the final weights (in the rotated space when rotated).
 // With [WithRotationSearch](n) a signed rotation's seed is chosen first among [SearchSeed](seed, i),
@@ -95,10 +99,11 @@
 //
 // # BLAS
 //
-// Linear algebra goes through gonum (blas64, gonum's LAPACK). GPTQ's factorisation (the upper
-// Cholesky factor of H⁻¹, from one Cholesky and one triangular inverse of H reflected across its
-// anti-diagonal, 2/3·K³ flops) runs in place in one KP x KP buffer (peak memory: [GPTQMemory]): in
-// the pure-Go build as gonum's blocked dpotrf/dtrtri, re-implemented block by block in cholesky.go
+// Linear algebra goes through gonum (blas64, gonum's LAPACK). GPTQ's factorisation (one Cholesky of H
+// reflected across its anti-diagonal, K³/3 flops, which gives the direct row phase its M = U⁻¹,
+// plus K²·128 flops of block products; for the classic row phase one triangular inverse more, the
+// upper Cholesky factor U of H⁻¹ in 2/3·K³) runs in place in one KP x KP buffer (peak memory:
+// [GPTQMemory]): in the pure-Go build as gonum's blocked dpotrf/dtrtri, re-implemented block by block in cholesky.go
 // so that ctx is checked between blocks (the Cholesky's blocks taking their update from the rows
 // above four at a time: gonum's bits, a quarter of the reads), and gonum's dpocon with its triangular solves reading the
 // factor by rows (pocon.go: gonum's estimate bit for bit, several times faster). The pure-Go build's blas64 is gonum's with

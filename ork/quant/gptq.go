@@ -23,7 +23,8 @@ import (
 // a time (holdCores): concurrent GPTQs take turns phase by phase.
 //
 // h is never modified. Peak memory is GPTQMemory: one KP x KP float64 buffer (H, reflected, factored
-// and inverted in place into U), the codes and scales, the float32 rotated copy of m when
+// and, for the direct row phase, turned into M = U⁻¹ with blocks of products in place, or inverted
+// in place into U), the codes and scales, the float32 rotated copy of m when
 // rotated, and float64 working rows for the chunks in flight only; WithQuantizedInputs adds
 // InputsMemory.
 func GPTQ(ctx context.Context, m Matrix, h *Hessian, opts ...Option) (*Weight, error) {
@@ -104,9 +105,19 @@ func GPTQ(ctx context.Context, m Matrix, h *Hessian, opts ...Option) (*Weight, e
 	if c.refit > 0 {
 		hdiag = make([]float64, kp)
 	}
+	// The direct row phase (gptq_direct.go) needs M = U⁻¹ and U's diagonal blocks, not U.
+	direct := useDirect(c, g, static)
+	factor := invCholUpper
+	if direct {
+		factor = reflectedCholUpper
+	}
+	var ud []float64
 	err = onCores(ctx, m.Name, func() (err error) {
-		if damp, err = inverseCholeskyUpper(ctx, H, kp, c, hdiag); err != nil {
+		if damp, err = dampedFactor(ctx, H, kp, c, hdiag, factor); err != nil {
 			return fmt.Errorf("%s: %w", m.Name, err)
+		}
+		if direct {
+			ud = directFactor(H, kp, c.blockSize)
 		}
 		return nil
 	})
@@ -128,11 +139,19 @@ func GPTQ(ctx context.Context, m Matrix, h *Hessian, opts ...Option) (*Weight, e
 			return nil, err
 		}
 	}
-	st := &gptqState{ctx: ctx, w: w, data: data, U: H, hdiag: hdiag, perm: perm, diag: diag0, g: g, ng: ng, static: static, c: c,
+	plain := !c.actOrder
+	for _, d := range diag0 {
+		plain = plain && d != 0
+	}
+	st := &gptqState{ctx: ctx, w: w, data: data, U: H, ud: ud, plain: plain, hdiag: hdiag, perm: perm, diag: diag0, g: g, ng: ng, static: static, c: c,
 		bufs: make(chan []float64, max(1, c.workers)), factors: c.scaleFactors()}
 	rows := func() error {
 		defer singleThreadedBLAS()() // the row chunks run on c.workers goroutines already
-		if err := forRows(ctx, w.N, c.workers, st.rows); err != nil {
+		phase := st.rows
+		if direct {
+			phase = st.rowsDirect
+		}
+		if err := forRows(ctx, w.N, c.workers, phase); err != nil {
 			return fmt.Errorf("%s: %w", m.Name, err)
 		}
 		return nil
@@ -164,13 +183,13 @@ func GPTQ(ctx context.Context, m Matrix, h *Hessian, opts ...Option) (*Weight, e
 // GPTQMemory is the peak memory in bytes that GPTQ allocates for an n x k weight whose rows are
 // padded to kp (kp = k without rotation) with group size group (0: per row), rotated or not (a
 // rotation need not pad: kp = k for k a multiple of 32), not counting the caller's weight and
-// Hessian: the KP x KP float64 buffer that holds H and then, in place, the factor U of its inverse
-// (KP²·8); the codes (N·KP) and scales; the float32 rotated copy of the
-// weight when rotated (N·KP·4); the float64 working rows of the row chunks in flight (at most
-// N/4 + workers rows of KP + block size values, workers = GOMAXPROCS by default); O(KP) vectors;
-// and 64 MiB + 16 MiB per GOMAXPROCS for the runtime and BLAS workspaces. For K = 17408,
-// N = 5120, G32, no rotation, on 2 cores that is about 2.26 + 0.09 + 0.01 + 0.17 + 0.09 ≈ 2.61 GiB;
-// rotated, 0.33 GiB more.
+// Hessian: the KP x KP float64 buffer that holds H and then, in place, the factor the row phase
+// reads (KP²·8); the inverses of its diagonal blocks for the direct row phase (KP·128·8); the codes
+// (N·KP) and scales; the float32 rotated copy of the weight when rotated (N·KP·4); the float64
+// working rows of the row chunks in flight (at most N/4 + workers rows of KP + 3 · block size
+// values, workers = GOMAXPROCS by default); O(KP) vectors; and 64 MiB + 16 MiB per GOMAXPROCS for the
+// runtime and BLAS workspaces. For K = 17408, N = 5120, G32, no rotation, on 2 cores that is about
+// 2.26 + 0.02 + 0.09 + 0.01 + 0.17 + 0.09 ≈ 2.63 GiB; rotated, 0.33 GiB more.
 func GPTQMemory(n, k, kp, group int, rotated bool) int64 {
 	N, KP := int64(n), int64(kp)
 	ng := int64(1)
@@ -182,8 +201,9 @@ func GPTQMemory(n, k, kp, group int, rotated bool) int64 {
 		b += N * KP * 4
 	}
 	rows := min(N, N/4+int64(runtime.GOMAXPROCS(0)))
-	b += rows * (KP + 128) * 8
-	b += 16 * KP * 8
+	b += rows * (KP + 3*128) * 8
+	b += KP * 128 * 8        // directFactor's diagonal blocks
+	b += 16*KP*8 + 512*128*8 // vectors; directFactor's panel
 	return b + 64<<20 + int64(runtime.GOMAXPROCS(0))*16<<20
 }
 
@@ -192,7 +212,9 @@ type gptqState struct {
 	w       *Weight
 	data    []float32 // [N][KP] the (rotated) weights, natural column order
 	bufs    chan []float64
-	U       []float64 // upper Cholesky factor of H⁻¹ (permuted), row-major KP x KP; with hdiag, H below its diagonal
+	U       []float64 // upper Cholesky factor of H⁻¹ (permuted), row-major KP x KP, or with ud its inverse M; with hdiag, H below its diagonal
+	ud      []float64 // the direct row phase's U diagonal blocks (directFactor), else nil
+	plain   bool      // no act order and no dead column: the rows' values are data's as they are
 	hdiag   []float64 // WithScaleRefit: the diagonal of the damped H that was factored (nil without)
 	perm    []int     // permuted column -> natural column
 	diag    []float64 // natural-order diag(H) before damping, for the clip search

@@ -230,20 +230,8 @@ type gptqState struct {
 func (s *gptqState) rows(lo, hi int) {
 	w, kp, bs := s.w, s.w.KP, s.c.blockSize
 	nr := hi - lo
-	var buf []float64
-	select {
-	case buf = <-s.bufs:
-	default:
-	}
-	if need := nr*(kp+bs) + 8*s.g; cap(buf) < need {
-		buf = make([]float64, need)
-	}
-	defer func() {
-		select {
-		case s.bufs <- buf:
-		default:
-		}
-	}()
+	buf := s.chunkBuf(nr*(kp+bs) + 8*s.g)
+	defer s.putChunkBuf(buf)
 	Wc := buf[:nr*kp]
 	err1 := buf[nr*kp : nr*(kp+bs)]
 	clear(err1)
@@ -297,6 +285,28 @@ func (s *gptqState) rows(lo, hi int) {
 			}
 		}
 		s.lazyUpdate(Wc, err1, nr, i1, done, i2, i2)
+	}
+}
+
+// chunkBuf returns a working buffer of at least n values for a row chunk: one an earlier chunk gave
+// back (putChunkBuf), or a new one.
+func (s *gptqState) chunkBuf(n int) []float64 {
+	var buf []float64
+	select {
+	case buf = <-s.bufs:
+	default:
+	}
+	if cap(buf) < n {
+		buf = make([]float64, n)
+	}
+	return buf
+}
+
+// putChunkBuf keeps buf for a later chunk (at most as many as the channel holds).
+func (s *gptqState) putChunkBuf(buf []float64) {
+	select {
+	case s.bufs <- buf:
+	default:
 	}
 }
 

@@ -87,20 +87,8 @@ func directFactor(M []float64, kp, bs int) []float64 {
 func (s *gptqState) rowsDirect(lo, hi int) {
 	w, kp, bs := s.w, s.w.KP, s.c.blockSize
 	nr := hi - lo
-	var buf []float64
-	select {
-	case buf = <-s.bufs:
-	default:
-	}
-	if need := nr*(kp+3*bs) + 8*s.g; cap(buf) < need {
-		buf = make([]float64, need)
-	}
-	defer func() {
-		select {
-		case s.bufs <- buf:
-		default:
-		}
-	}()
+	buf := s.chunkBuf(nr*(kp+3*bs) + 8*s.g)
+	defer s.putChunkBuf(buf)
 	T := buf[:nr*kp]                               // Σ_B D_B·P_B,· for the columns not yet quantized
 	orig := buf[nr*kp : nr*(kp+bs)]                // the block's starting values W_L, rows bs apart
 	wb := buf[nr*(kp+bs) : nr*(kp+2*bs)]           // W'_L = W_L + T_L, updated in place as the block is quantized

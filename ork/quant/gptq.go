@@ -117,7 +117,9 @@ func GPTQ(ctx context.Context, m Matrix, h *Hessian, opts ...Option) (*Weight, e
 			return fmt.Errorf("%s: %w", m.Name, err)
 		}
 		if direct {
-			ud = directFactor(H, kp, c.blockSize)
+			if ud, err = directFactor(ctx, H, kp, c.blockSize); err != nil {
+				return fmt.Errorf("%s: %w", m.Name, err)
+			}
 		}
 		return nil
 	})

@@ -1,6 +1,7 @@
 package quant
 
 import (
+	"context"
 	"runtime"
 
 	"gonum.org/v1/gonum/blas"
@@ -50,8 +51,8 @@ func useDirect(c *config, g int, static bool) bool {
 // divide kp) above the diagonal, M_<L,L, becomes P_<L,L = M_<L,L·U_LL, and the diagonal blocks' inverses
 // U_LL are returned block after block, each bs x bs row-major (a short block in its top-left corner).
 // M's diagonal blocks stay M's. K²·bs flops for the products (the triangular inverse this replaces:
-// K³/3).
-func directFactor(M []float64, kp, bs int) []float64 {
+// K³/3). ctx is checked between the block columns; a cancelled run returns ctx.Err() with M garbage.
+func directFactor(ctx context.Context, M []float64, kp, bs int) ([]float64, error) {
 	nb := (kp + bs - 1) / bs
 	ud := make([]float64, nb*bs*bs)
 	impl := gonum.Implementation{}
@@ -67,6 +68,9 @@ func directFactor(M []float64, kp, bs int) []float64 {
 	const rows = 512 // rows of a panel multiplied at once, through tmp
 	tmp := make([]float64, rows*bs)
 	for b := 1; b < nb; b++ {
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
 		i1 := b * bs
 		n := min(bs, kp-i1)
 		for r0 := 0; r0 < i1; r0 += rows {
@@ -79,7 +83,7 @@ func directFactor(M []float64, kp, bs int) []float64 {
 			}
 		}
 	}
-	return ud
+	return ud, nil
 }
 
 // rowsDirect is rows on the direct factor (directFactor: s.U holds P above M's diagonal blocks, s.ud

@@ -2,6 +2,7 @@ package quant
 
 import (
 	"context"
+	"errors"
 	"math"
 	"testing"
 )
@@ -9,8 +10,9 @@ import (
 // TestGPTQDirectMatchesClassic: the direct row phase (M = U⁻¹, no triangular inverse) quantizes as the
 // classic one does (U from the inverse) up to rounding: on correlated activations' Hessians, every
 // option it runs with, the codes agree but for a few ties (at most 1 in 2000), the scales too, and the
-// weighted errors to 1e-9. Without the S·U_LL start of a block, or with S's sign flipped, the codes
-// differ in most rows.
+// weighted errors to 1e-9. Without T at a block's start, or with T's sign flipped, the codes differ in
+// most rows. The last configuration is one the direct phase does not take (useDirect false): there
+// both runs are the classic phase and only useDirect's answer is under test.
 func TestGPTQDirectMatchesClassic(t *testing.T) {
 	ctx := context.Background()
 	for _, tc := range []struct {
@@ -128,7 +130,15 @@ func TestDirectFactor(t *testing.T) {
 		m[i*kp+i] += 1
 	}
 	p := append([]float64(nil), m...)
-	ud := directFactor(p, kp, bs)
+	cancelled, cancel := context.WithCancel(context.Background())
+	cancel()
+	if _, err := directFactor(cancelled, append([]float64(nil), m...), kp, bs); !errors.Is(err, context.Canceled) {
+		t.Fatalf("cancelled: %v, want context.Canceled", err)
+	}
+	ud, err := directFactor(context.Background(), p, kp, bs)
+	if err != nil {
+		t.Fatal(err)
+	}
 	for b := 0; b*bs < kp; b++ {
 		i1, n := b*bs, min(bs, kp-b*bs)
 		u := ud[b*bs*bs:]

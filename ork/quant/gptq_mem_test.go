@@ -69,12 +69,15 @@ func procStatusKB(t *testing.T, key string) int64 {
 
 // TestGPTQMemory27BFFNDown runs GPTQ on a 5120 x 17408 weight (a 27B ffn_down) with a synthetic
 // Hessian and checks the growth of the process's peak RSS against GPTQMemory: the estimate must
-// cover it and be within 25% of it.
+// cover it and be within 25% of it. No memory limit is set and the test's own Hessian keeps the
+// collector's goal high, so the garbage GPTQ leaves counts as well as what it holds (sessions 43-44
+// measured 2.77 GiB here: ork/internal/dgemm's one buffer pool for every size dropped and
+// reallocated a 16 MiB chunk of A per product).
 func TestGPTQMemory27BFFNDown(t *testing.T) {
 	// About a minute on 2 Zen 5 cores in pure Go (session 44; 23 minutes with -tags blas in session 7), with
 	// ~6 GiB of the machine's memory: too much for `go test ./...` in CI, so it runs only when asked for.
 	if os.Getenv("ORKPIPE_LONG_TESTS") == "" || testing.Short() {
-		t.Skip("GPTQ of a 5120 x 17408 weight takes a minute or more and ~6 GiB: set ORKPIPE_LONG_TESTS=1 to run it (session 44 measured a peak RSS growth of 2.770 GiB against the estimate's 2.634: it fails; performance-log.md, \"Session 44\")")
+		t.Skip("GPTQ of a 5120 x 17408 weight takes a minute or more and ~6 GiB: set ORKPIPE_LONG_TESTS=1 to run it (session 45 measured a peak RSS growth of 2.607 GiB against the estimate's 2.634; performance-log.md, \"Session 45\")")
 	}
 	if raceEnabled {
 		t.Skip("a -race build: the race detector's shadow memory inflates VmHWM; memory bounds are checked without -race")

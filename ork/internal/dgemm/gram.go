@@ -52,7 +52,7 @@ func GramUpper(n, t int, x []float64, ldx int, c []float64, ldc int, scratch []f
 	}
 	if need := GramScratch(n, t); len(scratch) < need {
 		buf := getBuf(need)
-		defer bufs.Put(buf)
+		defer putBuf(buf)
 		scratch = *buf
 	}
 	p := product{m: n, n: n, k: t, alpha: 1, a: x, ai: 1, al: ldx, b: x, ldb: ldx, c: c, ldc: ldc}

@@ -1,6 +1,9 @@
 package dgemm
 
-import "sync"
+import (
+	"math/bits"
+	"sync"
+)
 
 // The AVX-512 path of Dgemm runs on copies of its operands laid out for the kernel ("packed"): the
 // kernel then reads both from consecutive addresses instead of one cache line (A) and two (B) per
@@ -24,20 +27,34 @@ var (
 	packAMax = 1 << 21
 )
 
-// bufs holds buffers between products: A's packed chunks and the work items' blocks of B (at most
-// packAMax and packK·blockCols values), Dtrmm's copy of B (m × n: 17408 × 64 values for Dtrtri's
-// largest panel, 8.5 MiB).
-var bufs sync.Pool
+// bufs holds buffers between products, one pool per size class: class c holds buffers of exactly
+// 1<<c values (getBuf rounds a request up to its class). A's packed chunks (at most packAMax values,
+// sizes varying with the product's shape), the work items' blocks of B (packK·blockCols values),
+// Dtrmm's copies of B (m × n: Dtrtri's panels grow to 17408 × 64 values) and GramUpper's scratch when
+// the caller has none come and go in the same products; one pool for all of them handed a request a
+// buffer too small for it, which was dropped and a new one allocated: at K = 17408 a new 16 MiB chunk
+// of A per product of the factorisation, hundreds of MiB of garbage per weight that only the
+// collector bounded. With a pool per class a buffer is reused by requests of its class, and what the
+// pools hold is bounded by the buffers in use at once, each at most twice its request.
+var bufs [bits.UintSize]sync.Pool
 
-// getBuf returns a buffer of n values from bufs (its old values left in it), or a new one.
+// bufClass is the size class of n values: the smallest c with n <= 1<<c.
+func bufClass(n int) int { return bits.Len(uint(max(n, 1) - 1)) }
+
+// getBuf returns a buffer of n values (capacity that of n's class) from bufs, its old values left in
+// it, or a new one.
 func getBuf(n int) *[]float64 {
-	if v, ok := bufs.Get().(*[]float64); ok && cap(*v) >= n {
+	c := bufClass(n)
+	if v, ok := bufs[c].Get().(*[]float64); ok {
 		*v = (*v)[:n]
 		return v
 	}
-	v := make([]float64, n)
+	v := make([]float64, n, 1<<c)
 	return &v
 }
+
+// putBuf returns a buffer from getBuf to its class's pool.
+func putBuf(v *[]float64) { bufs[bufClass(cap(*v))].Put(v) }
 
 // packed is A packed for one product: m8 rows (whole tiles of 8) of k tokens, and per tile and pass
 // of packK tokens whether the kernel must test its values for zeros.
@@ -86,7 +103,7 @@ func packTokens8(dst, a []float64, al, n int) {
 }
 
 // release returns the packed values to bufs.
-func (pk packed) release() { bufs.Put(pk.a) }
+func (pk packed) release() { putBuf(pk.a) }
 
 // runPacked is run on the AVX-512 kernel with packed operands (the package doc of pack.go); the
 // caller checked has8x16. Rows beyond whole tiles of 8 and columns beyond whole tiles of 16 take
@@ -143,7 +160,7 @@ func (p *product) itemPacked(pk packed, r0, r1, c0, c1 int) {
 	var bp []float64
 	if w > 0 {
 		buf := getBuf(min(k, packK) * w)
-		defer bufs.Put(buf)
+		defer putBuf(buf)
 		bp = *buf
 	}
 	pa := *pk.a

@@ -65,3 +65,53 @@ func TestPackedSkipsAsGonum(t *testing.T) {
 		}
 	}
 }
+
+// TestBufReuseAcrossSizes runs the pattern of a packed product on bufs: A's chunk taken, a work
+// item's smaller block of B taken and returned inside it, then A's chunk returned; and again, as
+// the products of a factorisation follow one another. The pools must hand each request a buffer
+// back rather than allocate: with one pool for every size, the next product's A chunk was handed
+// the block of B, dropped it as too small and allocated 16 MiB anew every time. (A collection
+// during the loop may empty the pools once or twice, hence the allowance; under -race sync.Pool
+// drops buffers at random, so the test does not run there.)
+func TestBufReuseAcrossSizes(t *testing.T) {
+	if raceEnabled {
+		t.Skip("sync.Pool drops a random share of its buffers under -race")
+	}
+	big, small, rounds := packAMax-8*17408/2, 512*blockCols, 64
+	product := func() {
+		a := getBuf(big)
+		b := getBuf(small)
+		if len(*a) != big || len(*b) != small {
+			t.Fatalf("getBuf lengths %d, %d; want %d, %d", len(*a), len(*b), big, small)
+		}
+		(*a)[big-1], (*b)[small-1] = 1, 2 // the whole length is usable
+		putBuf(b)
+		putBuf(a)
+	}
+	product() // the pools' first buffers
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	for range rounds {
+		product()
+	}
+	runtime.ReadMemStats(&after)
+	if got, allowed := after.TotalAlloc-before.TotalAlloc, uint64(3*(packAMax+small)*8); got > allowed {
+		t.Errorf("%d products allocated %d bytes (%.1f A chunks of %d MiB); want at most %d: the pools do not reuse their buffers",
+			rounds, got, float64(got)/float64(big*8), packAMax*8>>20, allowed)
+	}
+}
+
+// TestBufClass checks the size classes: a request gets a buffer of its length whose capacity is
+// the smallest power of two holding it, and a returned buffer goes back to that class.
+func TestBufClass(t *testing.T) {
+	for _, tc := range []struct{ n, class int }{{0, 0}, {1, 0}, {2, 1}, {3, 2}, {4, 2}, {5, 3}, {65536, 16}, {65537, 17}, {packAMax, 21}, {17408 * 64, 21}} {
+		if got := bufClass(tc.n); got != tc.class {
+			t.Errorf("bufClass(%d) = %d, want %d", tc.n, got, tc.class)
+		}
+		v := getBuf(tc.n)
+		if len(*v) != tc.n || cap(*v) != 1<<tc.class {
+			t.Errorf("getBuf(%d): len %d cap %d, want len %d cap %d", tc.n, len(*v), cap(*v), tc.n, 1<<tc.class)
+		}
+		putBuf(v)
+	}
+}

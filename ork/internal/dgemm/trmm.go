@@ -27,7 +27,7 @@ func (impl Implementation) Dtrmm(s blas.Side, ul blas.Uplo, tA blas.Transpose, d
 		return
 	}
 	old := getBuf(m * n)
-	defer bufs.Put(old)
+	defer putBuf(old)
 	for i := range m {
 		copy((*old)[i*n:(i+1)*n], b[i*ldb:i*ldb+n])
 	}

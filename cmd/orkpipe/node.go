@@ -70,7 +70,9 @@ func runNodeExec(ctx context.Context, opts *globalOptions, f nodeExecFlags) erro
 		return usagef("--material: %v", err)
 	}
 	res, err := nodeexec.Run(ctx, material, f.inputs, f.output,
-		nodeexec.WithKey(key), nodeexec.WithVerifyInputs(f.verify), nodeexec.WithScratch(f.scratch), nodeexec.WithLogger(opts.logger))
+		nodeexec.WithKey(key), nodeexec.WithVerifyInputs(f.verify), nodeexec.WithScratch(f.scratch), nodeexec.WithLogger(opts.logger),
+		// One node in this process: collect under its declared memory unless GOMEMLIMIT says otherwise.
+		nodeexec.WithMemoryLimit(os.Getenv("GOMEMLIMIT") == ""))
 	if err != nil {
 		return fmt.Errorf("node %s (material %s): %w", key, f.material, err)
 	}

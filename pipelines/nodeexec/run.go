@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"runtime/debug"
 	"time"
 
 	"orkpipe/artifacts"
@@ -23,6 +24,7 @@ type config struct {
 	verifyInputs bool
 	scratch      string
 	logger       *slog.Logger
+	memoryLimit  bool
 }
 
 // WithKey makes Run refuse key material whose key is not key (the exec line names the key, so a
@@ -68,6 +70,19 @@ func WithLogger(l *slog.Logger) Option {
 	}
 }
 
+// WithMemoryLimit makes Run hold the Go runtime's memory limit (debug.SetMemoryLimit) at the node's
+// declared peak memory (stages.Spec.PeakMemory) while the stage runs, and put the previous limit
+// back when it returns; a lower limit already set is kept. A process that runs one node alone
+// (`orkpipe node exec`, where the process has no GOMEMLIMIT) then collects its garbage before it
+// outgrows what the build planned for the node, as a build process collects under --mem; without
+// a limit the collector lets the heap grow to twice what lives in it after a collection, and
+// memory a stage holds outside the heap (internal/hugebuf) does not count towards that. The
+// engine's local executor runs nodes inside the build process, under the build's limit, and does
+// not ask for it.
+func WithMemoryLimit(on bool) Option {
+	return func(c *config) error { c.memoryLimit = on; return nil }
+}
+
 // Run executes the node whose canonical key material is material: it decodes it strictly, checks
 // the key (WithKey), resolves every input and tool in inDir by digest (unpacking those in tar
 // form into a scratch directory, removed when Run returns), runs the stage through
@@ -108,6 +123,17 @@ func Run(ctx context.Context, material []byte, inDir, outDir string, opts ...Opt
 	outputs, err := makeOutDir(outDir)
 	if err != nil {
 		return Result{}, err
+	}
+	if cfg.memoryLimit {
+		b, err := stages.Bind(m)
+		if err != nil {
+			return Result{}, err
+		}
+		if peak, prev := b.Spec().PeakMemory, debug.SetMemoryLimit(-1); peak > 0 && peak < prev {
+			debug.SetMemoryLimit(peak)
+			defer debug.SetMemoryLimit(prev)
+			cfg.logger.Debug("node exec: Go memory limit at the node's declared peak", "key", key.String(), "limit", peak)
+		}
 	}
 	start := time.Now().UTC()
 	names, err := stages.Execute(ctx, m, inputs, tools, outputs, cfg.logger.With("key", key.String()))

@@ -99,7 +99,9 @@ func (s *gptqState) rowsDirect(lo, hi int) {
 	dq := buf[nr*(kp+2*bs) : nr*(kp+3*bs)]         // D_L = W_L − Q_L
 	sbuf := buf[nr*(kp+3*bs) : nr*(kp+3*bs)+8*s.g] // chooseScaleGPTQ's scratch
 	cs := newClipScratch(len(s.factors))
-	s.loadRows(T, lo, hi, cs) // the static scales, from the rows' values
+	if s.static && !s.fixedScales {
+		s.loadRows(T, lo, hi, cs) // the static scales, from the rows' values
+	}
 	clear(T)
 	lov, hiv := codeRange(w.Bits)
 	for i1 := 0; i1 < kp; i1 += bs {

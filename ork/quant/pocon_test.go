@@ -7,8 +7,19 @@ import (
 	"testing"
 
 	"gonum.org/v1/gonum/blas"
+	"gonum.org/v1/gonum/blas/blas64"
+	gonumblas "gonum.org/v1/gonum/blas/gonum"
 	"gonum.org/v1/gonum/lapack/gonum"
 )
+
+// gonumBLAS makes blas64 gonum's own BLAS until the test ends: the references these tests compare
+// with bit for bit are gonum's LAPACK routines, which call whatever blas64 holds — under -tags blas
+// OpenBLAS, whose Ddot and Daxpy sum in another order than the gonum assembly dlatrsUpper follows.
+func gonumBLAS(t *testing.T) {
+	prev := blas64.Implementation()
+	blas64.Use(gonumblas.Implementation{})
+	t.Cleanup(func() { blas64.Use(prev) })
+}
 
 // choleskyFactor returns the row-major upper Cholesky factor (rows lda apart) of XᵀX/t + damp·I for
 // t = 2n random rows x, an upper triangle with what a Hessian's factor has (a positive diagonal,
@@ -50,6 +61,7 @@ func TestDlatrsUpperMatchesGonum(t *testing.T) {
 	if !poconRows {
 		t.Skip("gonum's Ddot and Daxpy are its Go loops in this build, which dlatrsUpper does not follow (poconUpper calls gonum's Dpocon)")
 	}
+	gonumBLAS(t)
 	r := rand.New(rand.NewPCG(3, 4))
 	type tri struct {
 		name string
@@ -141,6 +153,7 @@ func sameBits(t *testing.T, what string, got, want []float64) {
 // TestPoconUpperMatchesGonum compares poconUpper with gonum's Dpocon bit for bit on Cholesky factors
 // well and badly conditioned, at sizes that run Dtrsv and the careful path, rows packed and not.
 func TestPoconUpperMatchesGonum(t *testing.T) {
+	gonumBLAS(t)
 	r := rand.New(rand.NewPCG(5, 6))
 	impl := gonum.Implementation{}
 	for _, n := range []int{1, 2, 5, 40, 129, 333, 700} {

@@ -23,6 +23,8 @@ func TestGPTQDirectMatchesClassic(t *testing.T) {
 		classic bool // the direct phase does not take these options
 	}{
 		{"g32 static", 40, 300, 0, []Option{WithGroup(32), WithStaticGroups(true)}, false},
+		// Ten blocks, the last one short.
+		{"g32 dynamic, K 1200", 24, 1200, 2, []Option{WithGroup(32)}, false},
 		{"g32 dynamic", 40, 300, 3, []Option{WithGroup(32)}, false},
 		{"per row", 33, 257, 0, nil, false},
 		{"g32 rotated", 40, 300, 0, []Option{WithGroup(32), WithRotation(true, 7)}, false},

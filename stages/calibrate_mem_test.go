@@ -3,15 +3,11 @@
 package stages_test
 
 import (
-	"context"
 	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
-	"runtime/debug"
-	"runtime/metrics"
 	"testing"
-	"time"
 
 	"orkpipe/internal/testfiles"
 	"orkpipe/ork/calib"
@@ -20,34 +16,14 @@ import (
 
 // The calibrate memory test measures what a calibrate node really holds at its peak against what it
 // declares (stages.CalibrateMemory, which the planner sizes windows by and the engine schedules by), as
-// TestFinalizeMemory does for finalize: each case runs the stage in a fresh process (this test binary
-// re-executed with calibMemChildEnv set), so the measured VmHWM is the node's peak plus the process's
-// fixed cost, as a build process running it alone would see. Like a build process (orkpipe build sets
-// a Go memory limit below --mem), the child runs under a Go memory limit: the declared peak less
-// childNonGo, so garbage is collected before it counts; live memory above the declared peak cannot be
-// collected and shows in VmHWM.
-
-// calibMemChildEnv holds the JSON calibMemChild of a child run.
-const calibMemChildEnv = "ORKPIPE_CALIBRATE_MEM_CHILD"
-
-// childNonGo is room for the child's memory outside the Go runtime's accounting (the test binary's
-// mapped text and data: about 7 MB resident).
-const childNonGo = 16 << 20
-
-// calibMemChild is what a child run does: run one calibrate node and write a memResult to Result.
-type calibMemChild struct {
-	Params stages.CalibrateParams `json:"params"`
-	Model  string                 `json:"model"`
-	Tokens string                 `json:"tokens"`
-	OutDir string                 `json:"out_dir"`
-	Result string                 `json:"result"`
-	// Limit is the child's Go memory limit (GOMEMLIMIT), bytes.
-	Limit int64 `json:"limit"`
-}
+// TestFinalizeMemory does for finalize: each case runs the stage in a fresh process (measureStage), so
+// the measured VmHWM is the node's peak plus the process's fixed cost, as a build process running it
+// alone would see. Like a build process (orkpipe build sets a Go memory limit below --mem), the child
+// runs under a Go memory limit: the declared peak less childNonGo, so garbage is collected before it
+// counts; live memory above the declared peak cannot be collected and shows in VmHWM.
 
 func TestCalibrateMemory(t *testing.T) {
-	if env := os.Getenv(calibMemChildEnv); env != "" {
-		runCalibMemChild(t, env)
+	if runStageMemChildIfAsked(t) {
 		return
 	}
 	if testing.Short() {
@@ -95,98 +71,20 @@ func TestCalibrateMemory(t *testing.T) {
 			}
 			end := sp.Layers
 			p := stages.CalibrateParams{Shape: shape, Start: 0, End: end, Sequences: c.seqs, Ctx: c.ctx, Hidden: true}
-			dir := t.TempDir()
 			declared := stages.CalibrateMemory(shape, 0, end, c.seqs, c.ctx)
-			child := calibMemChild{Params: p, Model: modelPath, Tokens: tokens, OutDir: filepath.Join(dir, "out"), Result: filepath.Join(dir, "result.json"),
-				Limit: declared - childNonGo}
-			if err := os.Mkdir(child.OutDir, 0o755); err != nil {
-				t.Fatal(err)
-			}
-			res := runCalibChild(t, child)
+			res, out := measureStage(t, "TestCalibrateMemory", "calibrate", p, map[string]string{"model": modelPath, "tokens": tokens}, declared)
 			float := shape
 			float.WeightType = ""
 			declaredFloat := stages.CalibrateMemory(float, 0, end, c.seqs, c.ctx)
 			measured := res.HWMKB << 10
 			t.Logf("calibrate[0,%d) %s n_embd %d n_ff %d, %d x %d tokens: %.1fs (Go memory limit %.3f GiB); peak RSS (VmHWM) %d KB = %.3f GiB (binary alone %d KB, Go runtime holds %.3f GiB at the end, VmRSS %d KB; live heap at most %.3f GiB, %d GCs); declared %.3f GiB (with float32 weights it would be %.3f GiB); measured/declared %.3f", end,
-				c.typ, c.embd, c.ff, c.seqs, c.ctx, res.Seconds, gib(child.Limit), res.HWMKB, gib(measured), res.BaseKB, gib(int64(res.GoBytes)), res.RSSKB, gib(int64(res.LiveMax)), res.GCs, gib(declared), gib(declaredFloat), float64(measured)/float64(declared))
+				c.typ, c.embd, c.ff, c.seqs, c.ctx, res.Seconds, gib(declared-childNonGo), res.HWMKB, gib(measured), res.BaseKB, gib(int64(res.GoBytes)), res.RSSKB, gib(int64(res.LiveMax)), res.GCs, gib(declared), gib(declaredFloat), float64(measured)/float64(declared))
 			if measured > declared {
 				t.Errorf("measured peak %d bytes > declared CalibrateMemory %d bytes (%.3f x)", measured, declared, float64(measured)/float64(declared))
 			}
-			if st, err := os.Stat(filepath.Join(child.OutDir, "h.0.ffn_down")); err != nil || st.Size() != calib.HessianFileSize(c.ff) {
+			if st, err := os.Stat(filepath.Join(out, "h.0.ffn_down")); err != nil || st.Size() != calib.HessianFileSize(c.ff) {
 				t.Errorf("calibrate output h.0.ffn_down: %v (size %v), want a %d x %d Hessian", err, st, c.ff, c.ff)
 			}
 		})
-	}
-}
-
-// calibMemResult is what a calibrate child measured: memResult, and the Go heap's live bytes (as of the
-// last completed GC, sampled every 10 ms) at their highest, with the number of GC cycles of the run.
-type calibMemResult struct {
-	memResult
-	LiveMax uint64 `json:"live_max"`
-	GCs     uint64 `json:"gcs"`
-}
-
-// runCalibChild re-executes this test binary to run c (under c.Limit as GOMEMLIMIT) and returns
-// what it measured.
-func runCalibChild(t *testing.T, c calibMemChild) calibMemResult {
-	return runMeasuredChild[calibMemResult](t, "TestCalibrateMemory", calibMemChildEnv, c, c.Result, fmt.Sprintf("GOMEMLIMIT=%d", c.Limit))
-}
-
-// runCalibMemChild is the child side: run one calibrate node, then record VmHWM.
-func runCalibMemChild(t *testing.T, env string) {
-	var c calibMemChild
-	if err := json.Unmarshal([]byte(env), &c); err != nil {
-		t.Fatalf("%s: %v", calibMemChildEnv, err)
-	}
-	k, err := stages.Lookup("calibrate")
-	if err != nil {
-		t.Fatal(err)
-	}
-	params, _ := json.Marshal(c.Params)
-	b, err := k.Bind(params)
-	if err != nil {
-		t.Fatal(err)
-	}
-	req := stages.Request{Inputs: map[string]stages.File{"model": {Path: c.Model}, "tokens": {Path: c.Tokens}}, OutDir: c.OutDir}
-	if got := debug.SetMemoryLimit(-1); got != c.Limit {
-		t.Fatalf("child Go memory limit %d, want %d", got, c.Limit)
-	}
-	var r calibMemResult
-	r.BaseKB = statusKB(t, "VmHWM")
-	gc := []metrics.Sample{{Name: "/gc/heap/live:bytes"}, {Name: "/gc/cycles/total:gc-cycles"}}
-	metrics.Read(gc)
-	gc0 := gc[1].Value.Uint64()
-	stop, sampled := make(chan struct{}), make(chan struct{})
-	go func() {
-		defer close(sampled)
-		live := []metrics.Sample{{Name: "/gc/heap/live:bytes"}}
-		for {
-			metrics.Read(live)
-			r.LiveMax = max(r.LiveMax, live[0].Value.Uint64())
-			select {
-			case <-stop:
-				return
-			case <-time.After(10 * time.Millisecond):
-			}
-		}
-	}()
-	start := time.Now()
-	err = b.Run(context.Background(), req)
-	close(stop)
-	<-sampled
-	if err != nil {
-		t.Fatal(err)
-	}
-	r.Seconds = time.Since(start).Seconds()
-	metrics.Read(gc)
-	r.GCs = gc[1].Value.Uint64() - gc0
-	r.HWMKB, r.RSSKB = statusKB(t, "VmHWM"), statusKB(t, "VmRSS")
-	s := []metrics.Sample{{Name: "/memory/classes/total:bytes"}, {Name: "/memory/classes/heap/released:bytes"}}
-	metrics.Read(s)
-	r.GoBytes = s[0].Value.Uint64() - s[1].Value.Uint64()
-	out, _ := json.Marshal(r)
-	if err := os.WriteFile(c.Result, out, 0o644); err != nil {
-		t.Fatal(err)
 	}
 }

@@ -4,19 +4,11 @@ package stages_test
 
 import (
 	"bufio"
-	"context"
-	"encoding/json"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"runtime"
 	"runtime/debug"
-	"runtime/metrics"
-	"strconv"
-	"strings"
-	"syscall"
 	"testing"
-	"time"
 
 	"orkpipe/internal/fixtures"
 	"orkpipe/ork/calib"
@@ -26,33 +18,14 @@ import (
 
 // The finalize memory test measures what a finalize node really holds at its peak against what it
 // declares (stages.FinalizeMemory, the figure the engine schedules by): each case runs the stage in
-// a fresh process (this test binary re-executed with memChildEnv set), so the measured VmHWM is the
-// stage's own peak plus the process's fixed cost, exactly as a build process would see it alone.
-
-// memChildEnv holds the JSON memChild of a child run.
-const memChildEnv = "ORKPIPE_FINALIZE_MEM_CHILD"
-
-// memChild is what a child run does: run one finalize node and write a memResult to Result.
-type memChild struct {
-	Params  stages.FinalizeParams `json:"params"`
-	Model   string                `json:"model"`
-	Hessian string                `json:"hessian"`
-	OutDir  string                `json:"out_dir"`
-	Result  string                `json:"result"`
-}
-
-// memResult is what a child measured.
-type memResult struct {
-	HWMKB   int64   `json:"hwm_kb"`   // VmHWM after the run: the process's peak resident set
-	BaseKB  int64   `json:"base_kb"`  // VmHWM before the run: the test binary's fixed cost
-	RSSKB   int64   `json:"rss_kb"`   // VmRSS after the run
-	GoBytes uint64  `json:"go_bytes"` // memory the Go runtime has mapped and not released, after the run
-	Seconds float64 `json:"seconds"`
-}
+// a fresh process (measureStageUnder), so the measured VmHWM is the stage's own peak plus the
+// process's fixed cost, as a process running the node alone sees it. The child runs without a Go
+// memory limit: the collector then lets garbage grow up to its goal (twice the heap live after a
+// collection), so garbage a node makes counts as well as what it holds — stricter than a build
+// process, which collects under --mem, or `orkpipe node exec`, under the node's declaration.
 
 func TestFinalizeMemory(t *testing.T) {
-	if env := os.Getenv(memChildEnv); env != "" {
-		runMemChild(t, env)
+	if runStageMemChildIfAsked(t) {
 		return
 	}
 	if testing.Short() {
@@ -98,7 +71,6 @@ func TestFinalizeMemory(t *testing.T) {
 			if c.long && os.Getenv("ORKPIPE_LONG_TESTS") == "" {
 				t.Skip("GPTQ at K >= 4096 takes minutes (the 27B ffn_down ~25 minutes and ~4 GiB): set ORKPIPE_LONG_TESTS=1 to run it")
 			}
-			dir := t.TempDir()
 			model, ok := models[[2]int{c.embd, c.ff}]
 			if !ok {
 				model = synthModel(parent, c.embd, c.ff)
@@ -115,29 +87,24 @@ func TestFinalizeMemory(t *testing.T) {
 			if c.search > 0 {
 				p.RotationSeeds, p.SearchVersion = c.search, quant.SearchVersion
 			}
-			child := memChild{Params: p, Model: model, OutDir: filepath.Join(dir, "out"), Result: filepath.Join(dir, "result.json")}
+			inputs := map[string]string{"model": model}
 			if c.method == "gptq" {
-				child.Hessian = writeSPDHessian(t, filepath.Join(dir, "hessian"), c.k)
+				inputs["hessian"] = writeSPDHessian(t, filepath.Join(t.TempDir(), "hessian"), c.k)
 			}
-			if err := os.Mkdir(child.OutDir, 0o755); err != nil {
-				t.Fatal(err)
-			}
-			res := runChild(t, child)
+			res, out := measureStageUnder(t, "TestFinalizeMemory", "finalize", p, inputs, 0)
 			declared := stages.FinalizeMemory(p)
 			measured := res.HWMKB << 10
-			t.Logf("%s %s %s G%d N=%d K=%d: %.1fs; peak RSS (VmHWM) %d KB = %.3f GiB (binary alone %d KB, Go runtime holds %.3f GiB at the end, VmRSS %d KB); declared %.3f GiB; measured/declared %.3f",
-				c.tensor, c.method, c.dtype, c.group, c.n, c.k, res.Seconds, res.HWMKB, gib(measured), res.BaseKB, gib(int64(res.GoBytes)), res.RSSKB, gib(declared), float64(measured)/float64(declared))
+			t.Logf("%s %s %s G%d N=%d K=%d: %.1fs; peak RSS (VmHWM) %d KB = %.3f GiB (binary alone %d KB, Go runtime holds %.3f GiB at the end, VmRSS %d KB; live heap at most %.3f GiB, %d GCs); declared %.3f GiB; measured/declared %.3f",
+				c.tensor, c.method, c.dtype, c.group, c.n, c.k, res.Seconds, res.HWMKB, gib(measured), res.BaseKB, gib(int64(res.GoBytes)), res.RSSKB, gib(int64(res.LiveMax)), res.GCs, gib(declared), float64(measured)/float64(declared))
 			if measured > declared {
 				t.Errorf("measured peak %d bytes > declared FinalizeMemory %d bytes (%.3f x)", measured, declared, float64(measured)/float64(declared))
 			}
-			if st, err := os.Stat(filepath.Join(child.OutDir, "weight")); err != nil || st.Size() < int64(c.n)*int64(c.k)/2 {
+			if st, err := os.Stat(filepath.Join(out, "weight")); err != nil || st.Size() < int64(c.n)*int64(c.k)/2 {
 				t.Errorf("finalize output: %v (size %v), want a weight of at least N·K/2 bytes", err, st)
 			}
 		})
 	}
 }
-
-func gib(b int64) float64 { return float64(b) / (1 << 30) }
 
 // synthModel writes a 1-layer Q8_0 synthetic model of the given widths with the synth stage.
 func synthModel(t *testing.T, embd, ff int) string {
@@ -187,88 +154,4 @@ func writeSPDHessian(t *testing.T, path string, k int) string {
 	runtime.GC()
 	debug.FreeOSMemory()
 	return path
-}
-
-// runChild re-executes this test binary to run c and returns what it measured.
-func runChild(t *testing.T, c memChild) memResult {
-	return runMeasuredChild[memResult](t, "TestFinalizeMemory", memChildEnv, c, c.Result)
-}
-
-// runMeasuredChild re-executes this test binary running only test, with env set to c as JSON (plus
-// extraEnv), and decodes the JSON result the child wrote to resultPath.
-func runMeasuredChild[R any](t *testing.T, test, env string, c any, resultPath string, extraEnv ...string) R {
-	t.Helper()
-	j, _ := json.Marshal(c)
-	cmd := exec.Command(os.Args[0], "-test.run=^"+test+"$", "-test.v")
-	cmd.Env = append(append(os.Environ(), env+"="+string(j)), extraEnv...)
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL} // no orphan if this test binary dies (timeout)
-	out, err := cmd.CombinedOutput()
-	if err != nil {
-		t.Fatalf("child: %v\n%s", err, out)
-	}
-	b, err := os.ReadFile(resultPath)
-	if err != nil {
-		t.Fatalf("child wrote no result: %v\n%s", err, out)
-	}
-	var r R
-	if err := json.Unmarshal(b, &r); err != nil {
-		t.Fatalf("child result %s: %v", resultPath, err)
-	}
-	return r
-}
-
-// runMemChild is the child side: run one finalize node, then record VmHWM.
-func runMemChild(t *testing.T, env string) {
-	var c memChild
-	if err := json.Unmarshal([]byte(env), &c); err != nil {
-		t.Fatalf("%s: %v", memChildEnv, err)
-	}
-	k, err := stages.Lookup("finalize")
-	if err != nil {
-		t.Fatal(err)
-	}
-	params, _ := json.Marshal(c.Params)
-	b, err := k.Bind(params)
-	if err != nil {
-		t.Fatal(err)
-	}
-	req := stages.Request{Inputs: map[string]stages.File{"model": {Path: c.Model}}, OutDir: c.OutDir}
-	if c.Hessian != "" {
-		req.Inputs["hessian"] = stages.File{Path: c.Hessian}
-	}
-	var r memResult
-	r.BaseKB = statusKB(t, "VmHWM")
-	start := time.Now()
-	if err := b.Run(context.Background(), req); err != nil {
-		t.Fatal(err)
-	}
-	r.Seconds = time.Since(start).Seconds()
-	r.HWMKB, r.RSSKB = statusKB(t, "VmHWM"), statusKB(t, "VmRSS")
-	s := []metrics.Sample{{Name: "/memory/classes/total:bytes"}, {Name: "/memory/classes/heap/released:bytes"}}
-	metrics.Read(s)
-	r.GoBytes = s[0].Value.Uint64() - s[1].Value.Uint64()
-	out, _ := json.Marshal(r)
-	if err := os.WriteFile(c.Result, out, 0o644); err != nil {
-		t.Fatal(err)
-	}
-}
-
-// statusKB returns a "kB" field of /proc/self/status.
-func statusKB(t *testing.T, key string) int64 {
-	t.Helper()
-	b, err := os.ReadFile("/proc/self/status")
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, line := range strings.Split(string(b), "\n") {
-		if rest, ok := strings.CutPrefix(line, key+":"); ok {
-			v, err := strconv.ParseInt(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(rest), "kB")), 10, 64)
-			if err != nil {
-				t.Fatalf("/proc/self/status %s: %v", key, err)
-			}
-			return v
-		}
-	}
-	t.Fatalf("/proc/self/status has no %s", key)
-	return 0
 }

@@ -5,13 +5,13 @@ import (
 	"math"
 	"runtime"
 	"sort"
-	"sync/atomic"
 
 	"gonum.org/v1/gonum/blas"
 	"gonum.org/v1/gonum/blas/blas64"
 
 	"orkpipe/internal/hugebuf"
 	"orkpipe/ork/internal/dgemm"
+	"orkpipe/ork/internal/parallel"
 	"orkpipe/ork/quant"
 )
 
@@ -186,23 +186,16 @@ func syrkUpper(c []float64, k int, x []float64, t int, pack []float64) {
 		side, workers = serialTile, runtime.GOMAXPROCS(0)
 	}
 	tiles := upperTiles(k, side)
-	var next atomic.Int64
-	parallelFor(workers, func(int) {
-		for {
-			i := int(next.Add(1) - 1)
-			if i >= len(tiles) {
-				return
-			}
-			tl := tiles[i]
-			xr := blas64.General{Rows: t, Cols: tl.r1 - tl.r0, Stride: k, Data: x[tl.r0:]}
-			if tl.c0 == tl.r0 {
-				blas64.Syrk(blas.Trans, 1, xr, 1, blas64.Symmetric{Uplo: blas.Upper, N: tl.r1 - tl.r0, Stride: k, Data: c[tl.r0*k+tl.r0:]})
-				continue
-			}
-			xc := blas64.General{Rows: t, Cols: tl.c1 - tl.c0, Stride: k, Data: x[tl.c0:]}
-			cv := blas64.General{Rows: tl.r1 - tl.r0, Cols: tl.c1 - tl.c0, Stride: k, Data: c[tl.r0*k+tl.c0:]}
-			blas64.Gemm(blas.Trans, blas.NoTrans, 1, xr, xc, 1, cv)
+	parallel.For(len(tiles), workers, func(i int) {
+		tl := tiles[i]
+		xr := blas64.General{Rows: t, Cols: tl.r1 - tl.r0, Stride: k, Data: x[tl.r0:]}
+		if tl.c0 == tl.r0 {
+			blas64.Syrk(blas.Trans, 1, xr, 1, blas64.Symmetric{Uplo: blas.Upper, N: tl.r1 - tl.r0, Stride: k, Data: c[tl.r0*k+tl.r0:]})
+			return
 		}
+		xc := blas64.General{Rows: t, Cols: tl.c1 - tl.c0, Stride: k, Data: x[tl.c0:]}
+		cv := blas64.General{Rows: tl.r1 - tl.r0, Cols: tl.c1 - tl.c0, Stride: k, Data: c[tl.r0*k+tl.c0:]}
+		blas64.Gemm(blas.Trans, blas.NoTrans, 1, xr, xc, 1, cv)
 	})
 }
 
@@ -245,7 +238,7 @@ const symmetrizeTile = 16
 func forTiles(k, side int, f func(i0, i1, j0, j1 int) error) error {
 	bands := (k + side - 1) / side
 	errs := make([]error, bands)
-	parallelFor(bands, func(b int) {
+	parallel.For(bands, runtime.GOMAXPROCS(0), func(b int) {
 		i0, i1 := b*side, min(k, b*side+side)
 		for j0 := i0; j0 < k; j0 += side {
 			if errs[b] = f(i0, i1, j0, min(k, j0+side)); errs[b] != nil {
@@ -325,21 +318,4 @@ func (h *Hessian) Diag() []float64 {
 		d[i] = h.Data[i*h.K+i]
 	}
 	return d
-}
-
-// parallelFor runs f(i) for i in [0, n) over GOMAXPROCS goroutines in interleaved order.
-func parallelFor(n int, f func(i int)) {
-	w := max(1, min(n, runtime.GOMAXPROCS(0)))
-	done := make(chan struct{}, w)
-	for g := 0; g < w; g++ {
-		go func() {
-			for i := g; i < n; i += w {
-				f(i)
-			}
-			done <- struct{}{}
-		}()
-	}
-	for g := 0; g < w; g++ {
-		<-done
-	}
 }

@@ -5,6 +5,8 @@ import (
 	"unsafe"
 
 	"golang.org/x/sys/unix"
+
+	"orkpipe/ork/internal/parallel"
 )
 
 // prefaultUpper asks the kernel to back the upper triangle of h's rows with memory now
@@ -17,7 +19,7 @@ import (
 func prefaultUpper(h *Hessian) {
 	const page = 4096
 	k := h.K
-	parallelFor(k, func(i int) {
+	parallel.For(k, runtime.GOMAXPROCS(0), func(i int) {
 		row := h.Data[i*k+i : (i+1)*k]
 		start := uintptr(unsafe.Pointer(&row[0]))
 		from := start &^ (page - 1) // the page holding H[i][i]

@@ -3,11 +3,13 @@ package model
 import (
 	"fmt"
 	"math"
+	"runtime"
 
 	"gonum.org/v1/gonum/blas"
 	"gonum.org/v1/gonum/blas/blas32"
 
 	"orkpipe/ork/gguf"
+	"orkpipe/ork/internal/parallel"
 )
 
 // attentionBlock is the attention mixer of block l: from x (the attn_norm output, rows × NEmbd) it
@@ -129,7 +131,7 @@ func roundF16(x []float32) {
 func sigmoid(x float32) float32 { return 1 / (1 + float32(math.Exp(float64(-x)))) }
 
 // attentionWorkers is the number of heads attention computes at once.
-func attentionWorkers(heads int) int { return workersFor(heads) }
+func attentionWorkers(heads int) int { return parallel.Workers(heads) }
 
 // attention computes causal grouped-query attention: out (T rows of heads·hd) from q (same shape) and
 // k, v (T rows of kvHeads·hd), with scoreBuf (attentionWorkers(heads)·T·T values) as scratch. Per head:
@@ -138,7 +140,7 @@ func attention(out, scoreBuf, q, k, v []float32, t, heads, kvHeads, hd int) {
 	qd, kvd := heads*hd, kvHeads*hd
 	group := heads / kvHeads
 	scale := float32(1 / math.Sqrt(float64(hd)))
-	parallelJobs(heads, func(w, h int) {
+	parallel.ForWorker(heads, runtime.GOMAXPROCS(0), func(w, h int) {
 		s := scoreBuf[w*t*t : (w+1)*t*t]
 		kh := h / group
 		qm := blas32.General{Rows: t, Cols: hd, Stride: qd, Data: q[h*hd:]}

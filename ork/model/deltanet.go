@@ -3,7 +3,9 @@ package model
 import (
 	"fmt"
 	"math"
+	"runtime"
 
+	"orkpipe/ork/internal/parallel"
 	"orkpipe/ork/model/internal/deltanet"
 )
 
@@ -107,7 +109,7 @@ func gatedDeltaRule(o, u, g, beta []float32, sh SSMShape, work []float32, ggml b
 		dt = dotVecF32
 	}
 	kernel := !ggml && deltanet.Available && hd%16 == 0
-	parallelJobs(vh, func(w, j int) {
+	parallel.ForWorker(vh, runtime.GOMAXPROCS(0), func(w, j int) {
 		st := work[w*(hd*hd+hd) : (w+1)*(hd*hd+hd)]
 		state, delta := st[:hd*hd], st[hd*hd:]
 		kh := j % sh.KHeads

@@ -6,6 +6,7 @@ import (
 	"runtime"
 	"testing"
 
+	"orkpipe/ork/internal/parallel"
 	"orkpipe/ork/model/internal/deltanet"
 )
 
@@ -35,7 +36,7 @@ func TestGatedDeltaRuleKernel(t *testing.T) {
 			deltanet.Available = kernel
 			defer func() { deltanet.Available = prev }()
 			o := make([]float32, tokens*vd)
-			gatedDeltaRule(o, u, g, beta, sh, make([]float32, workersFor(vh)*(hd*hd+hd)), false)
+			gatedDeltaRule(o, u, g, beta, sh, make([]float32, parallel.Workers(vh)*(hd*hd+hd)), false)
 			return o
 		}
 		want, got := run(false), run(true)

@@ -1,17 +1,16 @@
 package model
 
 import (
-	"errors"
 	"fmt"
 	"runtime"
 	"runtime/debug"
 	"sync"
-	"sync/atomic"
 
 	"gonum.org/v1/gonum/blas/blas32"
 	"gonum.org/v1/gonum/blas/gonum"
 
 	"orkpipe/ork/gguf"
+	"orkpipe/ork/internal/parallel"
 	"orkpipe/ork/quant"
 )
 
@@ -92,7 +91,7 @@ func EncodedScratchBytes(n, k int) int64 {
 	n64, k64 := int64(n), int64(k)
 	pipelined := 2 * 4 * k64 * int64(pipelineRows(n, k))
 	pr := panelRows(n, k)
-	pipelined = max(pipelined, int64(workersFor(ceilDiv(n, pr)))*4*k64*int64(pr))
+	pipelined = max(pipelined, int64(parallel.Workers(ceilDiv(n, pr)))*4*k64*int64(pr))
 	if n <= minBlockRows(k) {
 		return max(4*n64*k64, pipelined)
 	}
@@ -264,28 +263,15 @@ func (e *Encoded) applyWorkers(y, x []float32, t int) error {
 	defer scratchPool.Put(b)
 	// Two workers, each with its own block buffer, take the blocks in turn: one dequantizes while the
 	// other multiplies, and neither waits for the other's product to finish.
-	var next atomic.Int64
-	var wg sync.WaitGroup
-	errs := make([]error, 2)
-	for i, w := range [2][]float32{*a, *b} {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for {
-				r0 := int(next.Add(1)-1) * rows
-				if r0 >= n {
-					return
-				}
-				r1 := min(r0+rows, n)
-				if errs[i] = e.dequant(r0, r1, w); errs[i] != nil {
-					return
-				}
-				gemm(r0, r1, w)
-			}
-		}()
-	}
-	wg.Wait()
-	return errors.Join(errs...)
+	bufs := [2][]float32{*a, *b}
+	return parallel.ForErr(ceilDiv(n, rows), 2, func(w, blk int) error {
+		r0, r1 := blk*rows, min(blk*rows+rows, n)
+		if err := e.dequant(r0, r1, bufs[w]); err != nil {
+			return err
+		}
+		gemm(r0, r1, bufs[w])
+		return nil
+	})
 }
 
 // gonumSgemm reports whether blas32 runs gonum's own kernels (the pure-Go build), whose summation order
@@ -371,53 +357,32 @@ func (e *Encoded) applyPipelined(y, x []float32, t int) error {
 func (e *Encoded) applyPanels(y, x []float32, t int) error {
 	n, k := e.N, e.K
 	rows := panelRows(n, k)
-	return panelWorkers(n, rows, func() (func(r0, r1 int) error, func()) {
-		buf := getScratch(rows * k)
-		return func(r0, r1 int) error {
-			w := (*buf)[:(r1-r0)*k]
-			if err := e.dequant(r0, r1, w); err != nil {
-				return err
+	panels := ceilDiv(n, rows)
+	bufs := make([]*[]float32, parallel.Workers(panels)) // a worker's scratch, from its first panel
+	defer func() {
+		for _, b := range bufs {
+			if b != nil {
+				scratchPool.Put(b)
 			}
-			ym := blas32.General{Rows: t, Cols: r1 - r0, Stride: n, Data: y[r0:]}
-			xm := blas32.General{Rows: t, Cols: k, Stride: k, Data: x}
-			wm := blas32.General{Rows: r1 - r0, Cols: k, Stride: k, Data: w}
-			gemmNT(xm, wm, 0, ym)
-			return nil
-		}, func() { scratchPool.Put(buf) }
+		}
+	}()
+	return parallel.ForErr(panels, len(bufs), func(wk, p int) error {
+		if bufs[wk] == nil {
+			bufs[wk] = getScratch(rows * k)
+		}
+		r0, r1 := p*rows, min(p*rows+rows, n)
+		w := (*bufs[wk])[:(r1-r0)*k]
+		if err := e.dequant(r0, r1, w); err != nil {
+			return err
+		}
+		ym := blas32.General{Rows: t, Cols: r1 - r0, Stride: n, Data: y[r0:]}
+		xm := blas32.General{Rows: t, Cols: k, Stride: k, Data: x}
+		wm := blas32.General{Rows: r1 - r0, Cols: k, Stride: k, Data: w}
+		gemmNT(xm, wm, 0, ym)
+		return nil
 	})
 }
 
 // panelRows is the number of rows of a panel of applyPanels (and of Dense's Apply in the same scope):
 // about panelBytes of float32, at least gonumBlock rows, at most n.
 func panelRows(n, k int) int { return min(n, max(gonumBlock, panelBytes/(4*k))) }
-
-// panelWorkers cuts rows [0, n) into panels of rows rows (the last one shorter) and runs up to
-// GOMAXPROCS workers that take them in turn: each worker calls start once (its scratch), then f for
-// every panel it takes, then stop. After an error no worker takes another panel; the errors are joined.
-func panelWorkers(n, rows int, start func() (f func(r0, r1 int) error, stop func())) error {
-	panels := ceilDiv(n, rows)
-	workers := workersFor(panels)
-	var next atomic.Int64
-	var wg sync.WaitGroup
-	errs := make([]error, workers)
-	for i := range workers {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			f, stop := start()
-			defer stop()
-			for {
-				p := int(next.Add(1) - 1)
-				if p >= panels {
-					return
-				}
-				if errs[i] = f(p*rows, min(p*rows+rows, n)); errs[i] != nil {
-					next.Store(int64(panels))
-					return
-				}
-			}
-		}()
-	}
-	wg.Wait()
-	return errors.Join(errs...)
-}

@@ -12,6 +12,7 @@ import (
 
 	"orkpipe/internal/testfiles"
 	"orkpipe/ork/gguf"
+	"orkpipe/ork/internal/parallel"
 )
 
 // encodedTokens are the token counts the equality tests run: both of gonum's Sgemm paths (serial below
@@ -195,7 +196,7 @@ func TestEncodedScratchBound(t *testing.T) {
 				}
 				// Under a single-threaded OpenBLAS (applyPanels): one panel per worker.
 				rows = panelRows(n, k)
-				held = int64(workersFor(ceilDiv(n, rows))) * int64(rows) * int64(k) * 4
+				held = int64(parallel.Workers(ceilDiv(n, rows))) * int64(rows) * int64(k) * 4
 				if held > EncodedScratchBytes(n, k) {
 					t.Errorf("k %d, n %d: panels of %d rows hold %d bytes > EncodedScratchBytes %d", k, n, rows, held, EncodedScratchBytes(n, k))
 				}

@@ -4,6 +4,7 @@ import (
 	"math"
 
 	"orkpipe/ork/gguf"
+	"orkpipe/ork/internal/parallel"
 )
 
 // faTile is the key/value tile of ggml's tiled flash-attention kernel (GGML_FA_TILE_KV).
@@ -28,12 +29,12 @@ func flashAttentionGGML(out, q, k, v []float32, t, heads, kvHeads, hd, ubatch in
 	qd, kvd := heads*hd, kvHeads*hd
 	group := heads / kvHeads
 	scale := float32(1 / math.Sqrt(float64(hd)))
-	workers := workersFor(heads)
+	workers := parallel.Workers(heads)
 	kqs, accs := make([][]float32, workers), make([][]float32, workers)
 	for w := range kqs {
 		kqs[w], accs[w] = make([]float32, faTile), make([]float32, hd)
 	}
-	parallelJobs(heads, func(w, h int) {
+	parallel.ForWorker(heads, workers, func(w, h int) {
 		kh := h / group
 		for i := 0; i < t; i++ {
 			qi, o := q[i*qd+h*hd:i*qd+(h+1)*hd], out[i*qd+h*hd:i*qd+(h+1)*hd]

@@ -3,11 +3,11 @@ package model
 import (
 	"fmt"
 	"runtime"
-	"sync"
 
 	"gonum.org/v1/gonum/blas"
 	"gonum.org/v1/gonum/blas/blas32"
 
+	"orkpipe/ork/internal/parallel"
 	"orkpipe/ork/model/internal/sgemm"
 	"orkpipe/ork/quant"
 )
@@ -56,16 +56,16 @@ func (d *Dense) Apply(y, x []float32) error {
 	if t == 0 {
 		return nil
 	}
-	gemm := func(r0, r1 int) error {
+	gemm := func(r0, r1 int) {
 		xm := blas32.General{Rows: t, Cols: k, Stride: k, Data: x}
 		wm := blas32.General{Rows: r1 - r0, Cols: k, Stride: k, Data: d.W[r0*k:]}
 		ym := blas32.General{Rows: t, Cols: r1 - r0, Stride: n, Data: y[r0:]}
 		gemmNT(xm, wm, 0, ym)
-		return nil
 	}
 	if !gonumSgemm() && quant.BLASSingleThreaded() {
 		// OpenBLAS on one thread (the calibrate node's scope): the rows' panels on every core instead.
-		panelWorkers(n, panelRows(n, k), func() (func(r0, r1 int) error, func()) { return gemm, func() {} })
+		rows := panelRows(n, k)
+		parallel.For(ceilDiv(n, rows), runtime.GOMAXPROCS(0), func(p int) { gemm(p*rows, min(p*rows+rows, n)) })
 	} else {
 		gemm(0, n)
 	}
@@ -117,17 +117,7 @@ func parallelRows(n, work, workers int, f func(r0, r1 int)) {
 		return
 	}
 	workers = min(workers, n)
-	var wg sync.WaitGroup
-	step := (n + workers - 1) / workers
-	for r0 := 0; r0 < n; r0 += step {
-		r1 := min(r0+step, n)
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			f(r0, r1)
-		}()
-	}
-	wg.Wait()
+	parallel.Split(n, (n+workers-1)/workers, f)
 }
 
 // dot is a float32 dot product with four independent accumulators.
@@ -145,27 +135,4 @@ func dot(a, b []float32) float32 {
 		s0 += a[i] * b[i]
 	}
 	return (s0 + s1) + (s2 + s3)
-}
-
-func workersFor(n int) int { return max(1, min(n, runtime.GOMAXPROCS(0))) }
-
-// parallelJobs runs fn(worker, j) once for every j in [0, n) on workersFor(n) goroutines; worker (below
-// workersFor(n)) identifies the goroutine, for per-goroutine scratch.
-func parallelJobs(n int, fn func(worker, j int)) {
-	jobs := make(chan int)
-	var wg sync.WaitGroup
-	for w := 0; w < workersFor(n); w++ {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for j := range jobs {
-				fn(w, j)
-			}
-		}()
-	}
-	for j := 0; j < n; j++ {
-		jobs <- j
-	}
-	close(jobs)
-	wg.Wait()
 }

@@ -1,5 +1,7 @@
 package model
 
+import "orkpipe/ork/internal/parallel"
+
 // The float32 scratch buffers of a forward pass, by purpose. A Model keeps each at the largest size any
 // of its blocks needed, so running many batches of one shape allocates nothing per layer.
 const (
@@ -53,7 +55,7 @@ func (c *Config) need(k LayerKind, rows, seqLen int) scratchNeed {
 	case MixerDeltaNet:
 		s := c.SSM
 		n.f[sQKV], n.f[sZ], n.f[sAlpha], n.f[sBeta], n.f[sDN] = rows*s.ConvDim(), rows*s.ValueDim(), rows*s.VHeads, rows*s.VHeads, rows*s.ValueDim()
-		n.f[sState] = workersFor(s.VHeads) * (s.HeadDim*s.HeadDim + s.HeadDim)
+		n.f[sState] = parallel.Workers(s.VHeads) * (s.HeadDim*s.HeadDim + s.HeadDim)
 	case MixerShortConv:
 		n.f[sBCX], n.f[sBX], n.f[sY] = 3*rows*e, rows*e, rows*e
 	}

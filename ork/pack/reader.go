@@ -7,10 +7,9 @@ import (
 	"io"
 	"os"
 	"runtime"
-	"sync"
-	"sync/atomic"
 
 	"orkpipe/internal/blake3x"
+	"orkpipe/ork/internal/parallel"
 )
 
 // Reader reads a validated orkpack. Open has already checked header, footer, index digest and every index
@@ -231,22 +230,11 @@ func (r *Reader) VerifyEntriesInto(ctx context.Context, bufs [][]byte) error {
 		bufs = make([][]byte, 1)
 	}
 	errs := make([]error, len(r.entries))
-	var next atomic.Int64
-	var wg sync.WaitGroup
-	for w := range max(1, min(len(bufs), len(r.entries))) {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for {
-				i := int(next.Add(1) - 1)
-				if i >= len(r.entries) || ctx.Err() != nil {
-					return
-				}
-				errs[i] = r.verifyEntry(r.entries[i], &bufs[w])
-			}
-		}()
-	}
-	wg.Wait()
+	parallel.ForWorker(len(r.entries), len(bufs), func(w, i int) {
+		if ctx.Err() == nil {
+			errs[i] = r.verifyEntry(r.entries[i], &bufs[w])
+		}
+	})
 	if err := ctx.Err(); err != nil {
 		return err
 	}

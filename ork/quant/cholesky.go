@@ -9,6 +9,8 @@ import (
 	"gonum.org/v1/gonum/blas/blas64"
 	"gonum.org/v1/gonum/lapack"
 	"gonum.org/v1/gonum/lapack/gonum"
+
+	"orkpipe/ork/internal/parallel"
 )
 
 // conditionTolerance is gonum/mat's: a factor whose condition estimate exceeds it is rejected
@@ -175,7 +177,7 @@ func cholUpper(ctx context.Context, a []float64, k int, inverse bool) error {
 func reflectUpper(a []float64, n int) {
 	const bs = 16
 	nb := (n + bs - 1) / bs
-	forTurns(nb, min(runtime.GOMAXPROCS(0), nb/4), func(b int) {
+	parallel.For(nb, min(runtime.GOMAXPROCS(0), nb/4), func(b int) {
 		i0, i1 := b*bs, min(b*bs+bs, n)
 		// Each pair is swapped once, from its element with i + j < n-1 (the anti-diagonal
 		// itself stays), so no two goroutines touch the same element.

@@ -7,6 +7,8 @@ import (
 	"gonum.org/v1/gonum/blas"
 	"gonum.org/v1/gonum/blas/blas64"
 	"gonum.org/v1/gonum/lapack/gonum"
+
+	"orkpipe/ork/internal/parallel"
 )
 
 // GPTQ's direct row phase: the same quantization from M = U⁻¹ (reflectedCholUpper) instead of U, the
@@ -56,7 +58,7 @@ func directFactor(ctx context.Context, M []float64, kp, bs int) ([]float64, erro
 	nb := (kp + bs - 1) / bs
 	ud := make([]float64, nb*bs*bs)
 	impl := gonum.Implementation{}
-	forTurns(nb, runtime.GOMAXPROCS(0), func(b int) {
+	parallel.For(nb, runtime.GOMAXPROCS(0), func(b int) {
 		i1 := b * bs
 		n := min(bs, kp-i1)
 		blk := ud[b*bs*bs : (b+1)*bs*bs]

@@ -4,8 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"sync"
-	"sync/atomic"
+
+	"orkpipe/ork/internal/parallel"
 )
 
 // Rotation is the orthogonal transform R = B·D along K described in the package doc. The zero
@@ -124,17 +124,11 @@ func (r Rotation) ApplyRows(dst, src []float32, rows, workers int) error {
 	if workers == 1 || r.IsZero() || len(src) != rows*r.K || len(dst) != rows*r.Padded {
 		return r.Apply(dst, src, rows) // one call, or Apply's error for the whole
 	}
+	step := (rows + workers - 1) / workers
 	errs := make([]error, workers)
-	var wg sync.WaitGroup
-	for i := range workers {
-		lo, hi := rows*i/workers, rows*(i+1)/workers
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			errs[i] = r.Apply(dst[lo*r.Padded:hi*r.Padded], src[lo*r.K:hi*r.K], hi-lo)
-		}()
-	}
-	wg.Wait()
+	parallel.Split(rows, step, func(lo, hi int) {
+		errs[lo/step] = r.Apply(dst[lo*r.Padded:hi*r.Padded], src[lo*r.K:hi*r.K], hi-lo)
+	})
 	return errors.Join(errs...)
 }
 
@@ -357,7 +351,7 @@ func (r Rotation) rotateHessianInto(out, h []float64, workers int) []float64 {
 // forEachRow calls f(i) for i in [0, n), rows handed out 16 at a time to up to workers goroutines.
 func forEachRow(n, workers int, f func(i int)) {
 	const step = 16
-	forTurns((n+step-1)/step, workers, func(b int) {
+	parallel.For((n+step-1)/step, workers, func(b int) {
 		for i := b * step; i < min(b*step+step, n); i++ {
 			f(i)
 		}
@@ -370,31 +364,10 @@ func forEachRow(n, workers int, f func(i int)) {
 // pair above the diagonal exactly once.
 func forUpperTiles(p, workers int, f func(i0, i1, j0, j1 int)) {
 	const bs = 16
-	forTurns((p+bs-1)/bs, workers, func(b int) {
+	parallel.For((p+bs-1)/bs, workers, func(b int) {
 		i0, i1 := b*bs, min(b*bs+bs, p)
 		for j0 := i0; j0 < p; j0 += bs {
 			f(i0, i1, j0, min(j0+bs, p))
 		}
 	})
-}
-
-// forTurns calls f(b) for b in [0, n) on up to workers goroutines (the caller's among them), each
-// taking the next b in turn.
-func forTurns(n, workers int, f func(b int)) {
-	var next atomic.Int64
-	work := func() {
-		for b := int(next.Add(1)) - 1; b < n; b = int(next.Add(1)) - 1 {
-			f(b)
-		}
-	}
-	var wg sync.WaitGroup
-	for range min(workers, n) - 1 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			work()
-		}()
-	}
-	work()
-	wg.Wait()
 }

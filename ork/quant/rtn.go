@@ -7,6 +7,8 @@ import (
 	"sync/atomic"
 
 	"golang.org/x/sync/errgroup"
+
+	"orkpipe/ork/internal/parallel"
 )
 
 // RTN quantizes m (N x K) by round-to-nearest with the clip search: for each output channel or
@@ -273,30 +275,15 @@ func weightedRelErr(w *Weight, data []float32, diag []float64) float64 {
 	return math.Sqrt(num / den)
 }
 
-// forRows runs fn over [0, n) in contiguous chunks on at most workers goroutines, stopping early
-// when ctx is cancelled.
+// forRows runs fn over [0, n) in contiguous chunks (about four a goroutine) on at most workers
+// goroutines; once ctx is cancelled no goroutine starts another chunk, and ctx's error is returned.
 func forRows(ctx context.Context, n, workers int, fn func(lo, hi int)) error {
-	if workers < 1 {
-		workers = 1
-	}
+	workers = max(workers, 1)
 	chunk := max(1, (n+4*workers-1)/(4*workers))
-	g, gctx := errgroup.WithContext(ctx)
-	g.SetLimit(workers)
-	for lo := 0; lo < n; lo += chunk {
-		if err := gctx.Err(); err != nil {
-			break
+	parallel.For((n+chunk-1)/chunk, workers, func(c int) {
+		if ctx.Err() == nil {
+			fn(c*chunk, min(c*chunk+chunk, n))
 		}
-		lo, hi := lo, min(lo+chunk, n)
-		g.Go(func() error {
-			if err := gctx.Err(); err != nil {
-				return err
-			}
-			fn(lo, hi)
-			return nil
-		})
-	}
-	if err := g.Wait(); err != nil {
-		return err
-	}
+	})
 	return ctx.Err()
 }

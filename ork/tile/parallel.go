@@ -2,8 +2,8 @@ package tile
 
 import (
 	"runtime"
-	"sync"
-	"sync/atomic"
+
+	"orkpipe/ork/internal/parallel"
 )
 
 // parallelMinBytes is the layout size below which tiling stays on the caller's goroutine: smaller
@@ -31,21 +31,8 @@ func (l Layout) walkParallel(fn func(n, k0, off int)) {
 	}
 	blocks := min(units, 8*workers) // several blocks per worker evens out uneven progress
 	per := (units + blocks - 1) / blocks
-	var next atomic.Int64
-	var wg sync.WaitGroup
-	for range workers {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for {
-				b := int(next.Add(1) - 1)
-				n0 := b * per * unit
-				if n0 >= rows {
-					return
-				}
-				l.walkRows(fn, n0, min(n0+per*unit, rows))
-			}
-		}()
-	}
-	wg.Wait()
+	parallel.For((rows+per*unit-1)/(per*unit), workers, func(b int) {
+		n0 := b * per * unit
+		l.walkRows(fn, n0, min(n0+per*unit, rows))
+	})
 }

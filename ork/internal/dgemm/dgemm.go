@@ -32,11 +32,11 @@ package dgemm
 
 import (
 	"runtime"
-	"sync"
-	"sync/atomic"
 
 	"gonum.org/v1/gonum/blas"
 	"gonum.org/v1/gonum/blas/gonum"
+
+	"orkpipe/ork/internal/parallel"
 )
 
 // Implementation is gonum's BLAS (blas.Float64) with its Dgemm, Dtrmm and Dsyrk replaced as the
@@ -129,34 +129,7 @@ func (p *product) run() {
 		rowStep = max(minRows, ((p.m+chunks-1)/chunks+7)&^7)
 	}
 	rows := (p.m + rowStep - 1) / rowStep
-	each(workers, rows*cols, func(it int) { p.item(it, cols, rowStep) })
-}
-
-// each runs f(0), ..., f(items-1) on up to workers goroutines, each taking the next item in turn.
-func each(workers, items int, f func(int)) {
-	workers = min(workers, items)
-	if workers <= 1 {
-		for it := range items {
-			f(it)
-		}
-		return
-	}
-	var next atomic.Int64
-	var wg sync.WaitGroup
-	for range workers {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for {
-				it := int(next.Add(1) - 1)
-				if it >= items {
-					return
-				}
-				f(it)
-			}
-		}()
-	}
-	wg.Wait()
+	parallel.For(rows*cols, workers, func(it int) { p.item(it, cols, rowStep) })
 }
 
 // item computes work item it: rows [r0, r1) × columns [c0, c1), tokens in blocks of blockK in order.

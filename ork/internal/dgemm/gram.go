@@ -5,6 +5,8 @@ import (
 	"runtime"
 
 	"gonum.org/v1/gonum/blas"
+
+	"orkpipe/ork/internal/parallel"
 )
 
 // The Gram update C += XᵀX of calibration's Hessians (X: a batch of activation rows). As stripes of
@@ -65,7 +67,7 @@ func GramUpper(n, t int, x []float64, ldx int, c []float64, ldc int, scratch []f
 		// Rows [0, j16) × columns [j16, n): all above the diagonal, in place; then the triangle of
 		// rows [j16, n), a row at a time.
 		bands := (j16 + gramRows - 1) / gramRows
-		each(workers, bands, func(b int) {
+		parallel.For(bands, workers, func(b int) {
 			p.block4(0, t, b*gramRows, min((b+1)*gramRows, j16), j16, n)
 		})
 		for r := j16; r < n; r++ {
@@ -92,7 +94,7 @@ func (g *gram) pass(workers, l0, l1 int) {
 		g.zeros = make([]bool, tiles)
 	}
 	g.zeros = g.zeros[:tiles]
-	each(min(workers, max(1, g.j16*tk>>16)), tiles, func(tl int) {
+	parallel.For(tiles, min(workers, max(1, g.j16*tk>>16)), func(tl int) {
 		dst := g.pa[tl*8*tk : (tl+1)*8*tk]
 		packTokens8(dst, p.a[tl*8+l0*p.al:], p.al, tk)
 		g.zeros[tl] = !nonzero8(&dst[0], 1, 8, tk)
@@ -105,7 +107,7 @@ func (g *gram) pass(workers, l0, l1 int) {
 			items = append(items, item{r0, c0})
 		}
 	}
-	each(workers, len(items), func(it int) {
+	parallel.For(len(items), workers, func(it int) {
 		r0, c0 := items[it].r0, items[it].c0
 		g.item(tk, r0, min(r0+gramRows, g.j16), c0, min(c0+blockCols, g.j16))
 	})

@@ -3,6 +3,8 @@ package dgemm
 import (
 	"math/bits"
 	"sync"
+
+	"orkpipe/ork/internal/parallel"
 )
 
 // The AVX-512 path of Dgemm runs on copies of its operands laid out for the kernel ("packed"): the
@@ -71,7 +73,7 @@ func (p *product) packA(m8, workers int) packed {
 	pk := packed{a: getBuf(m8 * k), zeros: make([]bool, m8/8*passes), k: k}
 	pa := *pk.a
 	skip := p.alpha == 1 || p.alpha == -1 // the kernel may run without the compare
-	each(min(workers, max(1, m8*k>>16)), m8/8, func(t int) {
+	parallel.For(m8/8, min(workers, max(1, m8*k>>16)), func(t int) {
 		dst := pa[t*8*k : (t+1)*8*k]
 		i := t * 8
 		if p.ai == 1 { // a token's 8 values are consecutive
@@ -125,7 +127,7 @@ func (p *product) runPacked(workers int) {
 		sub.a = p.a[m8*p.ai:]
 		sub.c = p.c[m8*p.ldc:]
 		cols := (p.n + blockCols - 1) / blockCols
-		each(workers, cols, func(it int) {
+		parallel.For(cols, workers, func(it int) {
 			c0, c1 := it*blockCols, min((it+1)*blockCols, p.n)
 			for l0 := 0; l0 < p.k; l0 += blockK {
 				sub.block4(l0, min(l0+blockK, p.k), 0, sub.m, c0, c1)
@@ -145,7 +147,7 @@ func (p *product) runChunk(workers int, pk packed) {
 		rowStep = max(minRows, ((p.m+chunks-1)/chunks+7)&^7)
 	}
 	rows := (p.m + rowStep - 1) / rowStep
-	each(workers, rows*cols, func(it int) {
+	parallel.For(rows*cols, workers, func(it int) {
 		r0, c0 := it/cols*rowStep, it%cols*blockCols
 		p.itemPacked(pk, r0, min(r0+rowStep, p.m), c0, min(c0+blockCols, p.n))
 	})

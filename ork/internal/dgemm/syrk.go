@@ -4,6 +4,8 @@ import (
 	"runtime"
 
 	"gonum.org/v1/gonum/blas"
+
+	"orkpipe/ork/internal/parallel"
 )
 
 // syrkRows is the height of the row blocks Dsyrk's goroutines take.
@@ -45,7 +47,7 @@ func (impl Implementation) Dsyrk(ul blas.Uplo, tA blas.Transpose, n, k int, alph
 	if n*n*k < 1<<17 {
 		workers = 1
 	}
-	each(workers, blocks, func(b int) {
+	parallel.For(blocks, workers, func(b int) {
 		i0 := b * syrkRows
 		i1 := min(i0+syrkRows, n)
 		for l0 := 0; l0 < k; l0 += blockK {

@@ -4,6 +4,8 @@ import (
 	"runtime"
 
 	"gonum.org/v1/gonum/blas"
+
+	"orkpipe/ork/internal/parallel"
 )
 
 // Dtrmm computes B = alpha·op(A)·B or alpha·B·op(A) (A triangular) with gonum's Dtrmm semantics and
@@ -39,7 +41,7 @@ func (impl Implementation) Dtrmm(s blas.Side, ul blas.Uplo, tA blas.Transpose, d
 	if m*m*n < 1<<16 {
 		workers = 1
 	}
-	each(workers, (m+trmmGroup-1)/trmmGroup, func(g int) {
+	parallel.For((m+trmmGroup-1)/trmmGroup, workers, func(g int) {
 		t.group(g*trmmGroup, min((g+1)*trmmGroup, m))
 	})
 }

@@ -4,6 +4,8 @@ import (
 	"runtime"
 
 	"gonum.org/v1/gonum/blas"
+
+	"orkpipe/ork/internal/parallel"
 )
 
 // trsmMin is the fewest multiply-adds (m·n times A's side) a Dtrsm must have to be cut up: below it
@@ -36,7 +38,7 @@ func (impl Implementation) Dtrsm(s blas.Side, ul blas.Uplo, tA blas.Transpose, d
 		cut = n // on the left: its columns
 	}
 	parts := min(workers, (cut+7)/8)
-	each(workers, parts, func(p int) {
+	parallel.For(parts, workers, func(p int) {
 		lo, hi := cut*p/parts&^7, cut*(p+1)/parts&^7
 		if p == parts-1 {
 			hi = cut

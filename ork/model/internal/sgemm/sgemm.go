@@ -34,6 +34,8 @@ import (
 
 	"gonum.org/v1/gonum/blas"
 	"gonum.org/v1/gonum/blas/gonum"
+
+	"orkpipe/ork/internal/parallel"
 )
 
 // Slice is the K slice of gonum's parallel Sgemm (blas/gonum blockSize) and tiles its minimum
@@ -88,16 +90,7 @@ func NT(m, n, k int, a []float32, lda int, b []float32, ldb int, beta float32, c
 	if available512 && m >= packRows {
 		whole = 16
 	}
-	step := (ceilDiv(n, workers) + whole - 1) &^ (whole - 1)
-	var wg sync.WaitGroup
-	for j0 := 0; j0 < n; j0 += step {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			p.cols(j0, min(j0+step, n))
-		}()
-	}
-	wg.Wait()
+	parallel.Split(n, (ceilDiv(n, workers)+whole-1)&^(whole-1), p.cols)
 }
 
 // Sliced reports whether NT sums a product with n columns (rows of B) over slices of K whatever its

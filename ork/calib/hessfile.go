@@ -10,6 +10,7 @@ import (
 	"os"
 	"runtime"
 	"sort"
+	"sync"
 
 	"github.com/zeebo/blake3"
 
@@ -134,6 +135,13 @@ func HessianDataSize(k int) int64 { return headerSize + triangle(k)*4 }
 // H[i][i]: the values of rows 0..i-1.
 func rowStart(k, i int) int64 { return int64(i)*int64(k) - int64(i)*int64(i-1)/2 }
 
+// upperAt returns the place H[i][j] (j >= i) of value v of the upper triangle in row order: i is the
+// last row whose first value, H[i][i], is at or before v.
+func upperAt(k int, v int64) (i, j int) {
+	i = sort.Search(k, func(i int) bool { return rowStart(k, i+1) > v })
+	return i, i + int(v-rowStart(k, i))
+}
+
 // EncodeHessian fills dst with bytes [off, off+len(dst)) of the Hessian file of h: of its first
 // HessianDataSize(h.K) bytes (header and values; the digest, BLAKE3-256 of all of them, follows). off
 // and len(dst) must be multiples of 4, so that every value is encoded whole by one call. Each value is
@@ -189,9 +197,8 @@ func encodeHeader(h *Hessian, dst []byte, off int64, withData bool) (rest []byte
 	if len(dst) == 0 {
 		return dst, 0, 0, nil
 	}
-	v := (off - headerSize) / 4 // index of the first value in the triangle
-	i = sort.Search(k, func(i int) bool { return rowStart(k, i+1) > v })
-	return dst, i, i + int(v-rowStart(k, i)), nil
+	i, j = upperAt(k, (off-headerSize)/4)
+	return dst, i, j, nil
 }
 
 // encodeValues writes the values H[i][j0..j0+len(row)) as little-endian float32 into dst, checking
@@ -266,8 +273,8 @@ func readHessianFile(ctx context.Context, path string, alloc func(n int) []float
 //
 // Memory: the header's K is believed only when size is exactly HessianFileSize(K), so a lying
 // header cannot make it allocate more than the file holds; then the K x K matrix is allocated
-// once (K²·8 bytes) and filled in place through a 1 MiB buffer — no growth, no copy. ctx is
-// checked between chunks.
+// once (K²·8 bytes) and filled in place from chunks of 1 MiB (at most five: see readUpper) — no
+// growth, no copy. ctx is checked between chunks.
 func ReadHessian(ctx context.Context, r io.ReaderAt, size int64, name string) (*Hessian, error) {
 	return readHessian(ctx, r, size, name, func(n int) []float64 { return make([]float64, n) })
 }
@@ -300,31 +307,8 @@ func readHessian(ctx context.Context, r io.ReaderAt, size int64, name string, al
 			name, size, k, want, ErrFormat)
 	}
 	h := &Hessian{K: k, Tokens: int64(tokens), Data: alloc(k * k)}
-	sr := io.NewSectionReader(r, headerSize, triangle(k)*4)
-	buf := make([]byte, hessianChunk)
-	i, j := 0, 0 // the next value is H[i][j], j >= i
-	for left := triangle(k); left > 0; {
-		if err := ctx.Err(); err != nil {
-			return nil, fmt.Errorf("%s: %w", name, err)
-		}
-		chunk := buf[:min(int64(len(buf)), 4*left)]
-		if _, err := io.ReadFull(sr, chunk); err != nil {
-			return nil, fmt.Errorf("%s: hessian row %d of %d: %w (truncated: %w)", name, i, k, err, ErrFormat)
-		}
-		hash.Write(chunk)
-		left -= int64(len(chunk) / 4)
-		for len(chunk) > 0 {
-			row := h.Data[i*k+j : (i+1)*k]
-			n := min(len(row), len(chunk)/4)
-			for c := range row[:n] {
-				row[c] = float64(math.Float32frombits(binary.LittleEndian.Uint32(chunk[4*c:])))
-			}
-			chunk = chunk[4*n:]
-			if j += n; j == k {
-				i++
-				j = i
-			}
-		}
+	if err := readUpper(ctx, io.NewSectionReader(r, headerSize, triangle(k)*4), h, hash, name); err != nil {
+		return nil, err
 	}
 	var sum [digestSize]byte
 	if _, err := r.ReadAt(sum[:], size-digestSize); err != nil {
@@ -338,4 +322,74 @@ func readHessian(ctx context.Context, r io.ReaderAt, size int64, name string, al
 	}
 	h.Symmetrize()
 	return h, nil
+}
+
+// readUpper fills the upper triangle of h (row after row, each from its diagonal) from the float32
+// values of r, writing every byte it reads to hash in order. The caller's goroutine reads and hashes a
+// chunk of hessianChunk bytes at a time; up to four other goroutines (GOMAXPROCS) convert the chunks
+// read into h.Data, so that the conversion and the first writes to a fresh matrix (a page fault per
+// page) run beside the read. ctx is checked between chunks. Memory: a chunk more than the converters.
+func readUpper(ctx context.Context, r io.Reader, h *Hessian, hash io.Writer, name string) error {
+	k, total := h.K, triangle(h.K)
+	type piece struct {
+		buf []byte
+		v   int64 // the index of its first value in the triangle, row after row
+	}
+	workers := min(runtime.GOMAXPROCS(0), 4)
+	pieces := make(chan piece)
+	free := make(chan []byte, workers+1)
+	for range workers + 1 {
+		free <- nil // allocated when first taken
+	}
+	var wg sync.WaitGroup
+	for range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for p := range pieces {
+				decodeUpper(h, p.buf, p.v)
+				free <- p.buf
+			}
+		}()
+	}
+	var err error
+	for v := int64(0); v < total; {
+		if err = ctx.Err(); err != nil {
+			err = fmt.Errorf("%s: %w", name, err)
+			break
+		}
+		buf := <-free
+		if buf == nil {
+			buf = make([]byte, hessianChunk)
+		}
+		chunk := buf[:min(hessianChunk, 4*(total-v))]
+		if _, e := io.ReadFull(r, chunk); e != nil {
+			i, _ := upperAt(k, v)
+			err = fmt.Errorf("%s: hessian row %d of %d: %w (truncated: %w)", name, i, k, e, ErrFormat)
+			break
+		}
+		hash.Write(chunk)
+		pieces <- piece{chunk, v}
+		v += int64(len(chunk) / 4)
+	}
+	close(pieces)
+	wg.Wait()
+	return err
+}
+
+// decodeUpper writes the little-endian float32 values of chunk, the first of them value v of the
+// triangle (upperAt), into h.Data as float64 (exact).
+func decodeUpper(h *Hessian, chunk []byte, v int64) {
+	k := h.K
+	i, j := upperAt(k, v)
+	for len(chunk) > 0 {
+		row := h.Data[i*k+j : (i+1)*k]
+		n := min(len(row), len(chunk)/4)
+		for c := range row[:n] {
+			row[c] = float64(math.Float32frombits(binary.LittleEndian.Uint32(chunk[4*c:])))
+		}
+		chunk = chunk[4*n:]
+		i++
+		j = i
+	}
 }

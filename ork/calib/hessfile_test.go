@@ -121,6 +121,58 @@ func TestReadHessianFile(t *testing.T) {
 	}
 }
 
+// TestReadHessianChunks: a triangle read in several chunks, converted on one goroutine and on several,
+// is the matrix written, value for value — chunks that end inside a row and on a row's end, a last
+// chunk shorter than the others, K of one value (float32 values, so the round trip is exact).
+func TestReadHessianChunks(t *testing.T) {
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(0))
+	// 724: 262,450 values, one chunk (262,144) and a bit; 1100: 605,550 values, three chunks.
+	for _, k := range []int{1, 2, 511, 724, 1100} {
+		h := NewHessian(k)
+		h.Tokens = 3
+		for i := 0; i < k; i++ {
+			for j := i; j < k; j++ {
+				v := float64(float32(float64(i)*1.5 + float64(j)/float64(k+1) + 1))
+				h.Data[i*k+j], h.Data[j*k+i] = v, v
+			}
+		}
+		var buf bytes.Buffer
+		if err := WriteHessian(&buf, h); err != nil {
+			t.Fatal(err)
+		}
+		for _, procs := range []int{1, 2, 3} {
+			runtime.GOMAXPROCS(procs)
+			got, err := ReadHessian(context.Background(), bytes.NewReader(buf.Bytes()), int64(buf.Len()), "chunks")
+			if err != nil {
+				t.Fatalf("K %d, %d procs: %v", k, procs, err)
+			}
+			for i, v := range got.Data {
+				if v != h.Data[i] {
+					t.Fatalf("K %d, %d procs: H[%d][%d] = %v, want %v", k, procs, i/k, i%k, v, h.Data[i])
+				}
+			}
+		}
+	}
+}
+
+// TestUpperAt: the place of every value of small triangles.
+func TestUpperAt(t *testing.T) {
+	for k := 1; k <= 9; k++ {
+		v := int64(0)
+		for i := 0; i < k; i++ {
+			for j := i; j < k; j++ {
+				if r, c := upperAt(k, v); r != i || c != j {
+					t.Fatalf("K %d: value %d is H[%d][%d], upperAt says H[%d][%d]", k, v, i, j, r, c)
+				}
+				v++
+			}
+		}
+		if v != triangle(k) {
+			t.Fatalf("K %d: %d values, triangle says %d", k, v, triangle(k))
+		}
+	}
+}
+
 // TestReadHessianFileHuge reads what ReadHessianFile reads with the matrix off the Go heap, held
 // against the process's memory limit until freed — on an error too, where the caller gets nothing to
 // free.

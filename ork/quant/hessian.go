@@ -3,9 +3,13 @@ package quant
 import (
 	"fmt"
 	"math"
+	"runtime"
+	"sync/atomic"
 
 	"gonum.org/v1/gonum/blas"
 	"gonum.org/v1/gonum/blas/blas64"
+
+	"orkpipe/ork/internal/parallel"
 )
 
 // Hessian is the GPTQ proxy Hessian of one weight: Data = Σ x·xᵀ (float64, row-major K x K,
@@ -50,20 +54,26 @@ func (h *Hessian) Validate() error {
 	if h.K <= 0 || len(h.Data) != h.K*h.K {
 		return fmt.Errorf("hessian K=%d with %d values: %w (want K*K)", h.K, len(h.Data), ErrShape)
 	}
-	// Tiles of validTile x validTile, so that the column-strided reads of the mirror stay in cache;
-	// only when a tile holds a bad pair is the matrix scanned row by row, for the first bad pair in
-	// row order (the one the error names).
+	// Tiles of validTile x validTile, so that the column-strided reads of the mirror stay in cache,
+	// their bands of rows on every core; only when a tile holds a bad pair is the matrix scanned row
+	// by row, for the first bad pair in row order (the one the error names).
 	k := h.K
-	for i0 := 0; i0 < k; i0 += validTile {
-		for j0 := i0; j0 < k; j0 += validTile {
+	var bad atomic.Bool
+	parallel.For((k+validTile-1)/validTile, runtime.GOMAXPROCS(0), func(b int) {
+		i0 := b * validTile
+		for j0 := i0; j0 < k && !bad.Load(); j0 += validTile {
 			for i := i0; i < min(i0+validTile, k); i++ {
 				for j := max(j0, i); j < min(j0+validTile, k); j++ {
 					if !validPair(h.Data[i*k+j], h.Data[j*k+i]) {
-						return h.firstInvalid()
+						bad.Store(true)
+						return
 					}
 				}
 			}
 		}
+	})
+	if bad.Load() {
+		return h.firstInvalid()
 	}
 	return nil
 }

@@ -15,6 +15,8 @@ import (
 	"time"
 
 	"github.com/zeebo/blake3"
+
+	"orkpipe/internal/testfiles"
 )
 
 // TestParallelHashMatchesSerial: the multi-core file hash equals BLAKE3 of the bytes (SumBytes,
@@ -274,21 +276,12 @@ func hashPeakRSS(ctx context.Context, path string) error {
 	if err != nil {
 		return err
 	}
-	b, err := os.ReadFile("/proc/self/status")
+	n, err := testfiles.StatusKB("VmHWM")
 	if err != nil {
 		return err
 	}
-	for _, line := range strings.Split(string(b), "\n") {
-		if kb, ok := strings.CutPrefix(line, "VmHWM:"); ok {
-			n, err := strconv.ParseInt(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(kb), "kB")), 10, 64)
-			if err != nil {
-				return err
-			}
-			fmt.Println(o.Digest, n<<10)
-			return nil
-		}
-	}
-	return fmt.Errorf("no VmHWM in /proc/self/status")
+	fmt.Println(o.Digest, n<<10)
+	return nil
 }
 
 // TestHashSmall: files of at most a piece hash as zeebo/blake3 hashes their bytes (around the

@@ -9,7 +9,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
-	"strings"
 	"testing"
 	"time"
 
@@ -30,15 +29,11 @@ func TestHelperPullProcess(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	b, err := os.ReadFile("/proc/self/status")
+	hwm, err := testfiles.StatusKB("VmHWM")
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, line := range strings.Split(string(b), "\n") {
-		if strings.HasPrefix(line, "VmHWM:") {
-			fmt.Println(line)
-		}
-	}
+	fmt.Printf("VmHWM: %d kB\n", hwm)
 }
 
 // pullInChild pulls ref into dst in a child process (jobs ranges at once) and returns its peak RSS
@@ -52,17 +47,11 @@ func pullInChild(t *testing.T, ref, dst, host string, jobs int) int64 {
 	if err != nil {
 		t.Fatalf("pull in a child process: %v\n%s", err, out)
 	}
-	for _, line := range strings.Split(string(out), "\n") {
-		if kb, ok := strings.CutPrefix(line, "VmHWM:"); ok {
-			n, err := strconv.ParseInt(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(kb), "kB")), 10, 64)
-			if err != nil {
-				t.Fatal(err)
-			}
-			return n << 10
-		}
+	n, err := testfiles.StatusField(string(out), "VmHWM")
+	if err != nil {
+		t.Fatalf("the child's peak RSS: %v\n%s", err, out)
 	}
-	t.Fatalf("the child printed no VmHWM:\n%s", out)
-	return 0
+	return n << 10
 }
 
 // journalParts returns the journal lines of an interrupted pull.

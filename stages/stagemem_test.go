@@ -11,12 +11,11 @@ import (
 	"path/filepath"
 	"runtime/debug"
 	"runtime/metrics"
-	"strconv"
-	"strings"
 	"syscall"
 	"testing"
 	"time"
 
+	"orkpipe/internal/testfiles"
 	"orkpipe/stages"
 )
 
@@ -168,21 +167,11 @@ func runStageMemChildIfAsked(t *testing.T) bool {
 // statusKB returns a "kB" field of /proc/self/status.
 func statusKB(t *testing.T, key string) int64 {
 	t.Helper()
-	b, err := os.ReadFile("/proc/self/status")
+	v, err := testfiles.StatusKB(key)
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, line := range strings.Split(string(b), "\n") {
-		if rest, ok := strings.CutPrefix(line, key+":"); ok {
-			v, err := strconv.ParseInt(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(rest), "kB")), 10, 64)
-			if err != nil {
-				t.Fatalf("/proc/self/status %s: %v", key, err)
-			}
-			return v
-		}
-	}
-	t.Fatalf("/proc/self/status has no %s", key)
-	return 0
+	return v
 }
 
 func gib(b int64) float64 { return float64(b) / (1 << 30) }

@@ -1,5 +1,6 @@
 // Package testfiles locates the shared, read-only test data folder (../shared/testdata relative
-// to the repository root) for tests. The files there are never copied into the repository.
+// to the repository root) for tests. The files there are never copied into the repository. It also
+// reads the process's own status file, whose peak RSS (VmHWM) the memory tests measure (StatusKB).
 package testfiles
 
 import (

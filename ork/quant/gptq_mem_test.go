@@ -1,7 +1,6 @@
 package quant
 
 import (
-	"bufio"
 	"context"
 	"errors"
 	"math"
@@ -12,6 +11,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"orkpipe/internal/testfiles"
 )
 
 // synthSPDHessian returns a cheap K x K symmetric positive definite Hessian: H = S·T·S with T the
@@ -46,25 +47,14 @@ func synthSPDHessian(k int, rho float64) *Hessian {
 	return h
 }
 
+// procStatusKB returns a "kB" field of /proc/self/status; the test is skipped where there is none.
 func procStatusKB(t *testing.T, key string) int64 {
 	t.Helper()
-	f, err := os.Open("/proc/self/status")
+	v, err := testfiles.StatusKB(key)
 	if err != nil {
-		t.Skipf("no /proc/self/status: %v", err)
+		t.Skipf("no measure of this process's memory: %v", err)
 	}
-	defer f.Close()
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		if rest, ok := strings.CutPrefix(sc.Text(), key+":"); ok {
-			v, err := strconv.ParseInt(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(rest), "kB")), 10, 64)
-			if err != nil {
-				t.Fatalf("%s: %v", key, err)
-			}
-			return v
-		}
-	}
-	t.Skipf("no %s in /proc/self/status", key)
-	return 0
+	return v
 }
 
 // TestGPTQMemory27BFFNDown runs GPTQ on a 5120 x 17408 weight (a 27B ffn_down) with a synthetic

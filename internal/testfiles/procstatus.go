@@ -15,20 +15,25 @@ func StatusKB(key string) (int64, error) {
 	if err != nil {
 		return 0, err
 	}
-	return StatusField(string(b), key)
+	v, err := StatusField(string(b), key)
+	if err != nil {
+		return 0, fmt.Errorf("/proc/self/status: %w", err)
+	}
+	return v, nil
 }
 
-// StatusField parses field key of a /proc/<pid>/status text (a line "VmHWM:   123 kB"), in kB; also
-// a child process's status lines its parent reads from the child's output.
+// StatusField parses field key ("VmHWM:   123 kB") of a text in /proc's "key: value kB" form: a
+// /proc/<pid>/status (a child process's lines its parent reads from the child's output, too) or
+// /proc/meminfo. The value is in kB.
 func StatusField(status, key string) (int64, error) {
 	for _, line := range strings.Split(status, "\n") {
 		if rest, ok := strings.CutPrefix(line, key+":"); ok {
 			v, err := strconv.ParseInt(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(rest), "kB")), 10, 64)
 			if err != nil {
-				return 0, fmt.Errorf("/proc/self/status %s: %w", key, err)
+				return 0, fmt.Errorf("field %s: %w", key, err)
 			}
 			return v, nil
 		}
 	}
-	return 0, fmt.Errorf("/proc/self/status has no field %s", key)
+	return 0, fmt.Errorf("no field %s", key)
 }

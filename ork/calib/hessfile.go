@@ -326,9 +326,10 @@ func readHessian(ctx context.Context, r io.ReaderAt, size int64, name string, al
 
 // readUpper fills the upper triangle of h (row after row, each from its diagonal) from the float32
 // values of r, writing every byte it reads to hash in order. The caller's goroutine reads and hashes a
-// chunk of hessianChunk bytes at a time; up to four other goroutines (GOMAXPROCS) convert the chunks
-// read into h.Data, so that the conversion and the first writes to a fresh matrix (a page fault per
-// page) run beside the read. ctx is checked between chunks. Memory: a chunk more than the converters.
+// chunk of hessianChunk bytes at a time; GOMAXPROCS other goroutines, at most four, convert the
+// chunks read into h.Data, so that the conversion and the first writes to a fresh matrix (a page
+// fault per page) run beside the read. ctx is checked between chunks. Memory: one chunk more than
+// there are converters.
 func readUpper(ctx context.Context, r io.Reader, h *Hessian, hash io.Writer, name string) error {
 	k, total := h.K, triangle(h.K)
 	type piece struct {

@@ -7,8 +7,6 @@ import (
 	"os"
 	"runtime"
 	"runtime/debug"
-	"strconv"
-	"strings"
 	"testing"
 	"time"
 
@@ -109,18 +107,14 @@ func TestGPTQMemory27BFFNDown(t *testing.T) {
 	runtime.KeepAlive(w)
 }
 
+// procMemAvailableKB returns the system's MemAvailable in kB, 0 where /proc/meminfo does not say.
 func procMemAvailableKB() int64 {
 	b, err := os.ReadFile("/proc/meminfo")
 	if err != nil {
 		return 0
 	}
-	for _, line := range strings.Split(string(b), "\n") {
-		if rest, ok := strings.CutPrefix(line, "MemAvailable:"); ok {
-			v, _ := strconv.ParseInt(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(rest), "kB")), 10, 64)
-			return v
-		}
-	}
-	return 0
+	v, _ := testfiles.StatusField(string(b), "MemAvailable")
+	return v
 }
 
 // TestGPTQCancel cancels a large GPTQ 200 ms in: it must return context.Canceled (the latency is

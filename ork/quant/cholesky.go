@@ -3,11 +3,12 @@ package quant
 import (
 	"context"
 	"fmt"
+	"math"
 	"runtime"
+	"sync/atomic"
 
 	"gonum.org/v1/gonum/blas"
 	"gonum.org/v1/gonum/blas/blas64"
-	"gonum.org/v1/gonum/lapack"
 	"gonum.org/v1/gonum/lapack/gonum"
 
 	"orkpipe/ork/internal/parallel"
@@ -64,9 +65,7 @@ func dampedFactor(ctx context.Context, a []float64, k int, c *config, damped []f
 				}
 				return pd, nil
 			}
-			for i := 0; i < k; i++ {
-				clear(a[i*k : i*k+i])
-			}
+			parallel.For(k, runtime.GOMAXPROCS(0), func(i int) { clear(a[i*k : i*k+i]) })
 			return pd, nil
 		}
 		if cerr := ctx.Err(); cerr != nil {
@@ -128,7 +127,7 @@ func cholUpper(ctx context.Context, a []float64, k int, inverse bool) error {
 		return fmt.Errorf("factorisation of %d values as %d x %d", len(a), k, k)
 	}
 	reflectUpper(a, k)
-	anorm := gonum.Implementation{}.Dlansy(lapack.MaxRowSum, blas.Upper, k, a, k, make([]float64, k))
+	anorm := normUpper(a, k)
 	if ok, err := steps.potrf(ctx, a, k); err != nil {
 		return err
 	} else if !ok {
@@ -154,18 +153,77 @@ func cholUpper(ctx context.Context, a []float64, k int, inverse bool) error {
 			return err
 		}
 	}
-	for i := 0; i < k; i++ {
-		for j := i; j < k; j++ {
-			if v := a[i*k+j]; v != v { // NaN from a numerically broken factor
-				if inverse {
-					return fmt.Errorf("factor of H⁻¹ has NaN at (%d,%d)", i, j)
-				}
-				return fmt.Errorf("factor of H has NaN at (%d,%d)", i, j)
-			}
+	if i, j, ok := firstNaNUpper(a, k); ok { // NaN from a numerically broken factor
+		if inverse {
+			return fmt.Errorf("factor of H⁻¹ has NaN at (%d,%d)", i, j)
 		}
+		return fmt.Errorf("factor of H has NaN at (%d,%d)", i, j)
 	}
 	reflectUpper(a, k)
 	return nil
+}
+
+// normUpper is gonum's Dlansy(MaxRowSum, Upper, k, a, k, work), bit for bit: the largest row sum of
+// |a| over the symmetric matrix whose upper triangle the row-major k x k a holds (NaN if a sum is),
+// each row i's sum in gonum's order — the column above the diagonal from row 0 down, then a_ii,
+// then the row right of it — with the rows in GOMAXPROCS ranges, each range's goroutine reading
+// every row above its end once (its columns of the row) and its own rows whole. Every row's sum
+// reads k values, so equal ranges are equal work.
+func normUpper(a []float64, k int) float64 {
+	work := make([]float64, k)
+	workers := parallel.Workers(k)
+	parallel.Split(k, (k+workers-1)/workers, func(j0, j1 int) {
+		for i := range j1 {
+			row := a[i*k : (i+1)*k]
+			if i >= j0 {
+				s := work[i] + math.Abs(row[i])
+				for _, v := range row[i+1:] {
+					s += math.Abs(v)
+				}
+				work[i] = s
+			}
+			for j := max(j0, i+1); j < j1; j++ {
+				work[j] += math.Abs(row[j])
+			}
+		}
+	})
+	var m float64
+	for _, v := range work {
+		if math.IsNaN(v) {
+			return math.NaN()
+		}
+		m = max(m, v)
+	}
+	return m
+}
+
+// firstNaNUpper returns the first NaN of the upper triangle of the row-major k x k a in row order,
+// its bands of rows checked on every core (only when one holds a NaN is the triangle scanned again
+// row by row, for the first).
+func firstNaNUpper(a []float64, k int) (i, j int, ok bool) {
+	const band = 64
+	var found atomic.Bool
+	parallel.For((k+band-1)/band, runtime.GOMAXPROCS(0), func(b int) {
+		for i := b * band; i < min(b*band+band, k) && !found.Load(); i++ {
+			for _, v := range a[i*k+i : (i+1)*k] {
+				if v != v {
+					found.Store(true)
+					return
+				}
+			}
+		}
+	})
+	if !found.Load() {
+		return 0, 0, false
+	}
+	for i := range k {
+		for j := i; j < k; j++ {
+			if v := a[i*k+j]; v != v {
+				return i, j, true
+			}
+		}
+	}
+	return 0, 0, false // not reached: a band found one
 }
 
 // reflectUpper reflects the upper triangle of the row-major n x n a across the anti-diagonal, in

@@ -182,16 +182,16 @@ func GPTQ(ctx context.Context, m Matrix, h *Hessian, opts ...Option) (*Weight, e
 	return w, nil
 }
 
-// GPTQMemory is the peak memory in bytes that GPTQ allocates for an n x k weight whose rows are
-// padded to kp (kp = k without rotation) with group size group (0: per row), rotated or not (a
-// rotation need not pad: kp = k for k a multiple of 32), not counting the caller's weight and
-// Hessian: the KP x KP float64 buffer that holds H and then, in place, the factor the row phase
-// reads (KP²·8); the inverses of its diagonal blocks for the direct row phase (KP·128·8); the codes
-// (N·KP) and scales; the float32 rotated copy of the weight when rotated (N·KP·4); the float64
-// working rows of the row chunks in flight (at most N/4 + workers rows of KP + 3 · block size
-// values, workers = GOMAXPROCS by default); O(KP) vectors; and 64 MiB + 16 MiB per GOMAXPROCS for the
-// runtime and BLAS workspaces. For K = 17408, N = 5120, G32, no rotation, on 2 cores that is about
-// 2.26 + 0.02 + 0.09 + 0.01 + 0.17 + 0.09 ≈ 2.63 GiB; rotated, 0.33 GiB more.
+// GPTQMemory is the peak memory in bytes that GPTQ allocates for an n x k weight whose rows are padded to
+// kp (kp = k without rotation) with group size group (0: per row), rotated or not (a rotation need not pad:
+// kp = k for k a multiple of 32), not counting the caller's weight and Hessian: the KP x KP float64 buffer
+// that holds H and then, in place, the factor the row phase reads (KP²·8); the inverses of its diagonal
+// blocks for the direct row phase (KP·128·8); the codes (N·KP) and scales; the float32 rotated copy of the
+// weight when rotated (N·KP·4); the float64 working rows of the row chunks in flight (at most N/4 + workers
+// rows of KP + 3 · block size values, workers = GOMAXPROCS by default); O(KP) vectors; directFactor's 512 x
+// 128 panels (one a goroutine, GOMAXPROCS); and 64 MiB + 16 MiB per GOMAXPROCS for the runtime and BLAS
+// workspaces. For K = 17408, N = 5120, G32, no rotation, on 2 cores that is about 2.26 + 0.02 + 0.09 + 0.01
+// + 0.17 + 0.09 ≈ 2.63 GiB; rotated, 0.33 GiB more.
 func GPTQMemory(n, k, kp, group int, rotated bool) int64 {
 	N, KP := int64(n), int64(kp)
 	ng := int64(1)
@@ -204,8 +204,8 @@ func GPTQMemory(n, k, kp, group int, rotated bool) int64 {
 	}
 	rows := min(N, N/4+int64(runtime.GOMAXPROCS(0)))
 	b += rows * (KP + 3*128) * 8
-	b += KP * 128 * 8        // directFactor's diagonal blocks
-	b += 16*KP*8 + 512*128*8 // vectors; directFactor's panel
+	b += KP * 128 * 8                                     // directFactor's diagonal blocks
+	b += 16*KP*8 + int64(runtime.GOMAXPROCS(0))*512*128*8 // vectors; directFactor's panels, one a goroutine
 	return b + 64<<20 + int64(runtime.GOMAXPROCS(0))*16<<20
 }
 

@@ -53,7 +53,7 @@ func useDirect(c *config, g int, static bool) bool {
 // divide kp) above the diagonal, M_<L,L, becomes P_<L,L = M_<L,L·U_LL, and the diagonal blocks' inverses
 // U_LL are returned block after block, each bs x bs row-major (a short block in its top-left corner).
 // M's diagonal blocks stay M's. K²·bs flops for the products (the triangular inverse this replaces:
-// K³/3). ctx is checked between the block columns; a cancelled run returns ctx.Err() with M garbage.
+// K³/3). ctx is checked between the panels; a cancelled run returns ctx.Err() with M garbage.
 func directFactor(ctx context.Context, M []float64, kp, bs int) ([]float64, error) {
 	nb := (kp + bs - 1) / bs
 	ud := make([]float64, nb*bs*bs)
@@ -67,23 +67,38 @@ func directFactor(ctx context.Context, M []float64, kp, bs int) ([]float64, erro
 		}
 		impl.Dtrtri(blas.Upper, blas.NonUnit, n, blk, bs) // M's diagonal is positive: never singular
 	})
+	// The panels — block column b's rows [r0, r0+rows) above its diagonal block — are independent
+	// (each reads its own values of M and U_bb and writes them back): GOMAXPROCS goroutines take them
+	// in turn, each multiplying through a tmp of its own, one BLAS thread a call.
 	const rows = 512 // rows of a panel multiplied at once, through tmp
-	tmp := make([]float64, rows*bs)
+	type panel struct{ b, r0 int }
+	var panels []panel
 	for b := 1; b < nb; b++ {
-		if err := ctx.Err(); err != nil {
-			return nil, err
+		for r0 := 0; r0 < b*bs; r0 += rows {
+			panels = append(panels, panel{b, r0})
 		}
+	}
+	defer singleThreadedBLAS()()
+	tmps := make([][]float64, parallel.Workers(len(panels)))
+	parallel.ForWorker(len(panels), len(tmps), func(w, p int) {
+		if ctx.Err() != nil {
+			return
+		}
+		if tmps[w] == nil {
+			tmps[w] = make([]float64, rows*bs)
+		}
+		b, r0 := panels[p].b, panels[p].r0
 		i1 := b * bs
-		n := min(bs, kp-i1)
-		for r0 := 0; r0 < i1; r0 += rows {
-			nr := min(rows, i1-r0)
-			panel := blas64.General{Rows: nr, Cols: n, Stride: kp, Data: M[r0*kp+i1:]}
-			t := blas64.General{Rows: nr, Cols: n, Stride: n, Data: tmp}
-			blas64.Gemm(blas.NoTrans, blas.NoTrans, 1, panel, blas64.General{Rows: n, Cols: n, Stride: bs, Data: ud[b*bs*bs:]}, 0, t)
-			for r := range nr {
-				copy(M[(r0+r)*kp+i1:(r0+r)*kp+i1+n], tmp[r*n:(r+1)*n])
-			}
+		n, nr := min(bs, kp-i1), min(rows, i1-r0)
+		pm := blas64.General{Rows: nr, Cols: n, Stride: kp, Data: M[r0*kp+i1:]}
+		t := blas64.General{Rows: nr, Cols: n, Stride: n, Data: tmps[w]}
+		blas64.Gemm(blas.NoTrans, blas.NoTrans, 1, pm, blas64.General{Rows: n, Cols: n, Stride: bs, Data: ud[b*bs*bs:]}, 0, t)
+		for r := range nr {
+			copy(M[(r0+r)*kp+i1:(r0+r)*kp+i1+n], tmps[w][r*n:(r+1)*n])
 		}
+	})
+	if err := ctx.Err(); err != nil {
+		return nil, err
 	}
 	return ud, nil
 }

@@ -3,7 +3,6 @@ package model
 import (
 	"fmt"
 	"math"
-	"runtime"
 
 	"gonum.org/v1/gonum/blas"
 	"gonum.org/v1/gonum/blas/blas32"
@@ -140,7 +139,7 @@ func attention(out, scoreBuf, q, k, v []float32, t, heads, kvHeads, hd int) {
 	qd, kvd := heads*hd, kvHeads*hd
 	group := heads / kvHeads
 	scale := float32(1 / math.Sqrt(float64(hd)))
-	parallel.ForWorker(heads, runtime.GOMAXPROCS(0), func(w, h int) {
+	parallel.ForWorker(heads, attentionWorkers(heads), func(w, h int) {
 		s := scoreBuf[w*t*t : (w+1)*t*t]
 		kh := h / group
 		qm := blas32.General{Rows: t, Cols: hd, Stride: qd, Data: q[h*hd:]}

@@ -3,7 +3,6 @@ package model
 import (
 	"fmt"
 	"math"
-	"runtime"
 
 	"orkpipe/ork/internal/parallel"
 	"orkpipe/ork/model/internal/deltanet"
@@ -109,7 +108,7 @@ func gatedDeltaRule(o, u, g, beta []float32, sh SSMShape, work []float32, ggml b
 		dt = dotVecF32
 	}
 	kernel := !ggml && deltanet.Available && hd%16 == 0
-	parallel.ForWorker(vh, runtime.GOMAXPROCS(0), func(w, j int) {
+	parallel.ForWorker(vh, parallel.Workers(vh), func(w, j int) {
 		st := work[w*(hd*hd+hd) : (w+1)*(hd*hd+hd)]
 		state, delta := st[:hd*hd], st[hd*hd:]
 		kh := j % sh.KHeads

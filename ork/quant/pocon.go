@@ -2,18 +2,22 @@ package quant
 
 import (
 	"math"
+	"runtime"
 
 	"gonum.org/v1/gonum/blas"
 	"gonum.org/v1/gonum/blas/blas64"
 	"gonum.org/v1/gonum/lapack/gonum"
+
+	"orkpipe/ork/internal/parallel"
 )
 
 // The pure-Go build's condition estimate of GPTQ's Cholesky factor: gonum's Dpocon(Upper), whose
 // triangular solves (Dlatrs) take their careful, scaling path on a large factor (the growth bound
 // they test underflows long before K = 17408) and walk the row-major factor's columns there, one
 // value a cache line: ~18 s, single-threaded, of a 27B ffn_down's GPTQ. dlatrsUpper gives gonum's
-// results bit for bit with the factor read by rows (on amd64, where gonum's Ddot and Daxpy are its
-// assembly: poconRows); see its doc.
+// results bit for bit with the factor read by rows, in blocks whose products into the rest of the
+// factor run on every core (on amd64, where gonum's Ddot and Daxpy are its assembly: poconRows); see
+// its doc.
 
 // Dlatrs's thresholds: smlnum = dlamchS/dlamchP, bignum its reciprocal; and a bound below which
 // bignum - x rounds to bignum (the ulp of values just below 2^970 is 2^917).
@@ -126,16 +130,31 @@ func dlatrsUpper(trans blas.Transpose, normin bool, n int, a []float64, lda int,
 	return 1, latrsRows
 }
 
+// forStripes cuts [lo, hi) into one stripe of consecutive columns (or rows) a core, each a multiple
+// of eight long but the last, and calls f(c0, c1) for each on its own goroutine.
+func forStripes(lo, hi int, f func(c0, c1 int)) {
+	if hi <= lo {
+		return
+	}
+	w := runtime.GOMAXPROCS(0)
+	step := ((hi-lo+w-1)/w + 7) &^ 7
+	parallel.Split(hi-lo, step, func(s0, s1 int) { f(lo+s0, lo+s1) })
+}
+
 // columnNorms sets cnorm[j] to Σ_{i<j} |u_ij| (cnorm[0] = 0), each sum in order i as gonum's Dasum of
-// the column, the factor read by rows.
+// the column, the factor read by rows: stripes of columns on every core.
 func columnNorms(n int, a []float64, lda int, cnorm []float64) {
 	clear(cnorm[:n])
-	for i := 0; i < n-1; i++ {
-		row, c := a[i*lda+i+1:i*lda+n], cnorm[i+1:n]
-		for j, v := range row {
-			c[j] += math.Abs(v)
+	forStripes(1, n, func(c0, c1 int) {
+		c := cnorm[c0:c1]
+		for i := 0; i < c1-1; i++ {
+			lo := max(c0, i+1)
+			row := a[i*lda+lo : i*lda+c1]
+			for j, v := range row {
+				c[lo-c0+j] += math.Abs(v)
+			}
 		}
-	}
+	})
 }
 
 // latrsGrowth is Dlatrs's bound on the growth of the solution (upper, not unit, norms unscaled):
@@ -190,55 +209,70 @@ func divide(xj, d float64) (float64, bool) {
 	return xj / d, true
 }
 
-// solveBlock is the width of the blocks of columns solveUpperRows applies to the rows above them.
+// solveBlock is the width of the blocks of columns solveUpperRows solves column by column, and of
+// the blocks of rows solveUpperTransRows adds to the sums of the columns after them: even, so that in
+// the latter an even row's odd-length term falls in its own block.
 const solveBlock = 64
 
+var _ [1 - solveBlock%2]struct{} // solveBlock is even
+
+// solveOuter is the width of the blocks of columns solveUpperRows applies to every row above them:
+// a page of each row (a factor's rows are far apart, and each row read costs a TLB miss).
+const solveOuter = 512
+
 // solveUpperRows is the careful path's Ux = b without scaling, x_j for j from n-1 down, each x_i
-// taking x_i + u_ij·(-x_j) for j from n-1 down to i+1 (Daxpy; none for x_j = 0): columns in blocks
-// of solveBlock, each block's own triangle column by column, then its products into every row above
-// it, that row's values in the block read in one pass. xmax is max |b_i|. It reports false where
-// gonum would scale, or when the bound on the values x held is not below latrsSafe.
+// taking x_i + u_ij·(-x_j) for j from n-1 down to i+1 (Daxpy; none for x_j = 0). Columns go in
+// blocks of solveOuter, each cut in blocks of solveBlock: such a block's own triangle column by
+// column, then its products into the rows of the outer block above it; then the outer block's
+// products into every row above it, that row's values in the block read in one pass, in stripes
+// of rows on every core. Every x_i still takes its terms in order j. xmax is max |b_i|. It reports
+// false where gonum would scale, or when the bound on the values x held is not below latrsSafe.
 func solveUpperRows(n int, a []float64, lda int, x, cnorm []float64, xmax float64) bool {
-	var alpha [solveBlock]float64
+	var alpha [solveOuter]float64
 	bound := 0.0 // Σ |x_j|·cnorm[j] >= Σ_j |u_ij·x_j| for every i: with xmax, a bound on every partial sum
 	for j1 := n; j1 > 0; {
-		j0 := max(0, j1-solveBlock)
-		for j := j1 - 1; j >= j0; j-- {
-			v, ok := divide(x[j], a[j*lda+j])
-			if !ok {
-				return false
-			}
-			x[j] = v
-			xj := math.Abs(v)
-			if xj > 1 {
-				if cnorm[j] > latrsBig*(1/xj) {
+		j0 := max(0, j1-solveOuter)
+		for b1 := j1; b1 > j0; {
+			b0 := max(j0, b1-solveBlock)
+			for j := b1 - 1; j >= b0; j-- {
+				v, ok := divide(x[j], a[j*lda+j])
+				if !ok {
 					return false
 				}
-			} else if xj*cnorm[j] > latrsBig {
-				return false
+				x[j] = v
+				xj := math.Abs(v)
+				if xj > 1 {
+					if cnorm[j] > latrsBig*(1/xj) {
+						return false
+					}
+				} else if xj*cnorm[j] > latrsBig {
+					return false
+				}
+				bound += xj * cnorm[j]
+				al := -v
+				alpha[j-j0] = al
+				if al == 0 {
+					continue
+				}
+				for i := b0; i < j; i++ {
+					x[i] = float64(a[i*lda+j]*al) + x[i]
+				}
 			}
-			bound += xj * cnorm[j]
-			al := -v
-			alpha[j-j0] = al
-			if al == 0 {
-				continue
-			}
-			for i := j0; i < j; i++ {
-				x[i] = float64(a[i*lda+j]*al) + x[i]
-			}
+			axpyRowsAbove(j0, b0, b0, b1, a, lda, x, alpha[b0-j0:b1-j0])
+			b1 = b0
 		}
-		axpyRowsAbove(j0, j1, a, lda, x, alpha[:j1-j0])
+		forStripes(0, j0, func(r0, r1 int) { axpyRowsAbove(r0, r1, j0, j1, a, lda, x, alpha[:j1-j0]) })
 		j1 = j0
 	}
 	return 2*(xmax+bound) < latrsSafe
 }
 
-// axpyRowsAbove adds, to each x_i for i < j0, u_ij·alpha[j-j0] for j from j1-1 down to j0 (none for
-// a zero alpha): four rows at a time.
-func axpyRowsAbove(j0, j1 int, a []float64, lda int, x, alpha []float64) {
+// axpyRowsAbove adds, to each x_i for i in [r0, r1) (rows above j0), u_ij·alpha[j-j0] for j from
+// j1-1 down to j0 (none for a zero alpha), in that order: four rows at a time.
+func axpyRowsAbove(r0, r1, j0, j1 int, a []float64, lda int, x, alpha []float64) {
 	w := j1 - j0
-	i := 0
-	for ; i+4 <= j0; i += 4 {
+	i := r0
+	for ; i+4 <= r1; i += 4 {
 		r0 := a[i*lda+j0 : i*lda+j1]
 		r1 := a[(i+1)*lda+j0 : (i+1)*lda+j1]
 		r2 := a[(i+2)*lda+j0 : (i+2)*lda+j1]
@@ -256,7 +290,7 @@ func axpyRowsAbove(j0, j1 int, a []float64, lda int, x, alpha []float64) {
 		}
 		x[i], x[i+1], x[i+2], x[i+3] = s0, s1, s2, s3
 	}
-	for ; i < j0; i++ {
+	for ; i < r1; i++ {
 		r := a[i*lda+j0 : i*lda+j1]
 		s := x[i]
 		for t := w - 1; t >= 0; t-- {
@@ -271,39 +305,54 @@ func axpyRowsAbove(j0, j1 int, a []float64, lda int, x, alpha []float64) {
 // solveUpperTransRows is the careful path's Uᵀx = b without scaling, x_j for j from 0 up: x_j less
 // Ddot(u_0j..u_(j-1)j, x_0..x_(j-1)), divided by u_jj. Ddot's two partial sums (hi over even i, lo
 // over odd i and, for odd j, the last i = j-1; their sum hi + lo) are accumulated row after row:
-// each x_i, once solved, adds u_ij·x_i to the sums of every j > i. xmax is max |b_i|, then the
-// running max gonum keeps; every check is gonum's, exactly. It reports false where gonum would scale.
+// each x_i, once solved, adds u_ij·x_i to the sums of every j > i. Rows go in blocks of solveBlock:
+// each x_j of a block solved and added to the sums of the block's later columns, then the block's
+// rows added, in order, to the sums of every column after it, in stripes on every core (each sum
+// still takes its terms in order i). xmax is max |b_i|, then the running max gonum keeps; every
+// check is gonum's, exactly. It reports false where gonum would scale.
 func solveUpperTransRows(n int, a []float64, lda int, x, cnorm []float64, xmax float64) bool {
 	hi, lo := make([]float64, n), make([]float64, n)
-	for j := range n {
-		xj := math.Abs(x[j])
-		if cnorm[j] > (latrsBig-xj)*(1/math.Max(xmax, 1)) {
-			return false
-		}
-		sum := 0.0
-		if j > 0 {
-			sum = hi[j] + lo[j]
-		}
-		v, ok := divide(x[j]-sum, a[j*lda+j])
-		if !ok {
-			return false
-		}
-		x[j] = v
-		xmax = math.Max(xmax, math.Abs(v))
-		row := a[j*lda : j*lda+n]
-		k := j + 1
-		if j%2 == 0 && k < n { // x_j is the last, odd-length term of x_(j+1)'s sum
-			lo[k] = float64(row[k]*v) + lo[k]
-			k++
-		}
+	// sums adds u_jk·x_j for k in [c0, c1) to the sum x_j's parity feeds.
+	sums := func(j, c0, c1 int) {
 		acc := hi
 		if j%2 == 1 {
 			acc = lo
 		}
-		r, s := row[k:n], acc[k:n]
+		v := x[j]
+		r, s := a[j*lda+c0:j*lda+c1], acc[c0:c1]
 		for t, u := range r {
 			s[t] = float64(u*v) + s[t]
 		}
+	}
+	for j0 := 0; j0 < n; j0 += solveBlock {
+		j1 := min(n, j0+solveBlock)
+		for j := j0; j < j1; j++ {
+			xj := math.Abs(x[j])
+			if cnorm[j] > (latrsBig-xj)*(1/math.Max(xmax, 1)) {
+				return false
+			}
+			sum := 0.0
+			if j > 0 {
+				sum = hi[j] + lo[j]
+			}
+			v, ok := divide(x[j]-sum, a[j*lda+j])
+			if !ok {
+				return false
+			}
+			x[j] = v
+			xmax = math.Max(xmax, math.Abs(v))
+			k := j + 1
+			if j%2 == 0 && k < j1 { // x_j is the last, odd-length term of x_(j+1)'s sum (j1 - j0 is even)
+				lo[k] = float64(a[j*lda+k]*v) + lo[k]
+				k++
+			}
+			sums(j, k, j1)
+		}
+		forStripes(j1, n, func(c0, c1 int) {
+			for j := j0; j < j1; j++ {
+				sums(j, c0, c1)
+			}
+		})
 	}
 	return true
 }

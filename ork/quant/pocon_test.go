@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"runtime"
 	"testing"
 
 	"gonum.org/v1/gonum/blas"
@@ -19,6 +20,23 @@ func gonumBLAS(t *testing.T) {
 	prev := blas64.Implementation()
 	blas64.Use(gonumblas.Implementation{})
 	t.Cleanup(func() { blas64.Use(prev) })
+}
+
+// randomFactor returns a random row-major upper triangle n wide (rows lda apart) with a positive
+// diagonal: the Cholesky factor of UᵀU, made in n²/2 steps (choleskyFactor takes 2n³), wide enough
+// for several of the solves' outer blocks. NaN below the diagonal.
+func randomFactor(r *rand.Rand, n, lda int) []float64 {
+	a := make([]float64, (n-1)*lda+n)
+	for i := range n {
+		for j := range i {
+			a[i*lda+j] = math.NaN()
+		}
+		a[i*lda+i] = 0.05 + r.Float64()
+		for j := i + 1; j < n; j++ {
+			a[i*lda+j] = r.NormFloat64() * 0.02
+		}
+	}
+	return a
 }
 
 // choleskyFactor returns the row-major upper Cholesky factor (rows lda apart) of XᵀX/t + damp·I for
@@ -90,12 +108,25 @@ func TestDlatrsUpperMatchesGonum(t *testing.T) {
 				a[50*lda+j] = 1e150
 			}
 		}, 1e140},
+		{"wide", -1500, 3, none, 1},
+		{"wide, signed zeros", -1300, 0, none, 1},
+		{"wide, huge entry late", -1300, 1, func(a []float64, lda int) { a[600*lda+1250] = 1e300 }, 1},
 	}
 	impl := gonum.Implementation{}
 	seen := map[blas.Transpose]map[latrsPath]bool{blas.Trans: {}, blas.NoTrans: {}}
 	for _, c := range cases {
+		// A negative n asks for a random factor that wide (the careful path, several outer blocks of
+		// the row-order solves), solved on 1, 2 and 3 cores.
+		var a []float64
+		procs := []int{runtime.GOMAXPROCS(0)}
+		if c.n < 0 {
+			c.n = -c.n
+			a = randomFactor(r, c.n, c.n+c.pad)
+			procs = []int{1, 2, 3}
+		} else {
+			a = choleskyFactor(r, c.n, c.n+c.pad, 0.01)
+		}
 		lda := c.n + c.pad
-		a := choleskyFactor(r, c.n, lda, 0.01)
 		c.mod(a, lda)
 		for _, trans := range []blas.Transpose{blas.Trans, blas.NoTrans} {
 			for _, normin := range []bool{false, true} {
@@ -106,7 +137,7 @@ func TestDlatrsUpperMatchesGonum(t *testing.T) {
 				switch c.name {
 				case "b past bignum":
 					b[c.n/2] = 1e296
-				case "b signed zeros": // x_j = -0 for the upper half: Daxpy skips alpha = 0 (else -0 + 0 = +0)
+				case "b signed zeros", "wide, signed zeros": // x_j = -0 for the upper half: Daxpy skips alpha = 0 (else -0 + 0 = +0)
 					for i := c.n / 2; i < c.n; i++ {
 						b[i] = math.Copysign(0, -1)
 					}
@@ -118,15 +149,22 @@ func TestDlatrsUpperMatchesGonum(t *testing.T) {
 				}
 				wantX, wantC := append([]float64(nil), b...), append([]float64(nil), cn...)
 				wantS := impl.Dlatrs(blas.Upper, trans, blas.NonUnit, normin, c.n, a, lda, wantX, wantC)
-				gotX, gotC := append([]float64(nil), b...), append([]float64(nil), cn...)
-				gotS, path := dlatrsUpper(trans, normin, c.n, a, lda, gotX, gotC, make([]float64, c.n))
-				seen[trans][path] = true
-				what := fmt.Sprintf("%s, trans %c, normin %v (path %d)", c.name, trans, normin, path)
-				if math.Float64bits(gotS) != math.Float64bits(wantS) {
-					t.Errorf("%s: scale %v, gonum %v", what, gotS, wantS)
+				for _, p := range procs {
+					prev := runtime.GOMAXPROCS(p)
+					gotX, gotC := append([]float64(nil), b...), append([]float64(nil), cn...)
+					gotS, path := dlatrsUpper(trans, normin, c.n, a, lda, gotX, gotC, make([]float64, c.n))
+					runtime.GOMAXPROCS(prev)
+					seen[trans][path] = true
+					what := fmt.Sprintf("%s, trans %c, normin %v, %d cores (path %d)", c.name, trans, normin, p, path)
+					if len(procs) > 1 && c.name != "wide, huge entry late" && path != latrsRows {
+						t.Errorf("%s: want the row-order path", what)
+					}
+					if math.Float64bits(gotS) != math.Float64bits(wantS) {
+						t.Errorf("%s: scale %v, gonum %v", what, gotS, wantS)
+					}
+					sameBits(t, what+": x", gotX, wantX)
+					sameBits(t, what+": cnorm", gotC, wantC)
 				}
-				sameBits(t, what+": x", gotX, wantX)
-				sameBits(t, what+": cnorm", gotC, wantC)
 			}
 		}
 	}
@@ -168,6 +206,17 @@ func TestPoconUpperMatchesGonum(t *testing.T) {
 					t.Errorf("n %d, damp %g, lda %d: rcond %v, gonum %v", n, damp, lda, got, want)
 				}
 			}
+		}
+	}
+	for _, p := range []int{1, 2, 3} {
+		const n, lda = 1400, 1402
+		a := randomFactor(rand.New(rand.NewPCG(9, 10)), n, lda)
+		want := impl.Dpocon(blas.Upper, n, a, lda, 7, make([]float64, 3*n), make([]int, n))
+		prev := runtime.GOMAXPROCS(p)
+		got := poconUpper(a, n, lda, 7)
+		runtime.GOMAXPROCS(prev)
+		if math.Float64bits(got) != math.Float64bits(want) {
+			t.Errorf("random factor %d wide, %d cores: rcond %v, gonum %v", n, p, got, want)
 		}
 	}
 	if got := poconUpper(nil, 0, 1, 1); got != 1 {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"runtime"
 
 	"orkpipe/artifacts"
 	"orkpipe/ork/calib"
@@ -74,7 +75,9 @@ func readFinalizeSource(ctx context.Context, f *gguf.File, tensor string, expert
 		return nil, err
 	}
 	src.M = quant.Matrix{Name: src.Entry, Rows: n, Cols: k, Data: make([]float32, n*k)}
-	if err := src.ReadRows(ctx, 0, src.M.Data); err != nil {
+	// On up to 8 cores (the fresh matrix's page faults cost about as much as the dequantization):
+	// 8 MiB of chunk buffers at most, within FinalizeMemory's 64 MiB for file buffers.
+	if err := f.ReadRowsOn(ctx, src.t, src.first, src.M.Data, min(8, runtime.GOMAXPROCS(0))); err != nil {
 		return nil, err
 	}
 	return src, nil

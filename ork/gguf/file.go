@@ -7,6 +7,8 @@ import (
 	"sync"
 
 	"github.com/zeebo/blake3"
+
+	"orkpipe/ork/internal/parallel"
 )
 
 // TensorInfo describes one tensor: its name, ggml type, shape in GGUF ne order (Shape[0] is
@@ -198,7 +200,10 @@ func (f *File) ReadRaw(ctx context.Context, t TensorInfo, first int64, p []byte)
 	return nil
 }
 
-var rawPool = sync.Pool{New: func() any { b := make([]byte, 0, 1<<20); return &b }}
+// rawChunk is the size of ReadRows's chunks of the file (more when one row is longer).
+const rawChunk = 1 << 20
+
+var rawPool = sync.Pool{New: func() any { b := make([]byte, 0, rawChunk); return &b }}
 
 // ReadRows dequantizes rows [first, first+len(dst)/RowLen) of t into dst as float32, reading
 // the file in bounded chunks (never the whole tensor). len(dst) must be a whole number of rows.
@@ -232,6 +237,28 @@ func (f *File) ReadRows(ctx context.Context, t TensorInfo, first int64, dst []fl
 		done += m
 	}
 	return nil
+}
+
+// ReadRowsOn is ReadRows with the rows cut in pieces of 1 MiB of the file (at least a row), read
+// and dequantized on up to workers goroutines at once (the caller's among them; each holds one
+// chunk buffer): for a matrix read whole into fresh memory, whose pages cost the kernel about as
+// much as the dequantization. dst's values are ReadRows's. After a piece fails no other starts;
+// the error is that piece's (joined with those of pieces already running that failed too).
+func (f *File) ReadRowsOn(ctx context.Context, t TensorInfo, first int64, dst []float32, workers int) error {
+	k := t.RowLen()
+	if !CanDequantize(t.Type) || int64(len(dst))%k != 0 || workers < 2 {
+		return f.ReadRows(ctx, t, first, dst) // its errors, or serial
+	}
+	n := int64(len(dst)) / k
+	if first < 0 || n > t.Rows()-first {
+		return fmt.Errorf("%s: tensor %q: rows [%d, %d) out of range (%d rows)", f.Path, t.Name, first, first+n, t.Rows())
+	}
+	piece := max(1, rawChunk/t.RowBytes())
+	return parallel.ForErr(int((n+piece-1)/piece), workers, func(_, p int) error {
+		lo := int64(p) * piece
+		hi := min(n, lo+piece)
+		return f.ReadRows(ctx, t, first+lo, dst[lo*k:hi*k])
+	})
 }
 
 // HeaderDigest returns the BLAKE3-256 of the header region, bytes [0, DataOffset). Builds

@@ -152,3 +152,69 @@ func TestValueAccessors(t *testing.T) {
 		t.Errorf("String() = %s", s)
 	}
 }
+
+// TestReadRowsOn: the rows ReadRowsOn reads on several goroutines, whole tensors and ranges cutting
+// its 1 MiB pieces anywhere, are ReadRows's bit for bit; a range past the end, a destination not a
+// whole number of rows and a cancelled context fail.
+func TestReadRowsOn(t *testing.T) {
+	ctx := context.Background()
+	const k = 1024
+	h := Header{KV: []KV{{"general.architecture", String("llama")}},
+		Tensors: []TensorInfo{
+			{Name: "w.q8", Type: TypeQ8_0, Shape: []int64{k, 2500}}, // 1088-byte rows: 963 a piece
+			{Name: "w.f32", Type: TypeF32, Shape: []int64{k, 1000}}, // 4 KiB rows: 256 a piece
+		}}
+	var buf bytes.Buffer
+	if _, err := Write(ctx, &buf, h, func(_ context.Context, i int, ti TensorInfo, w io.Writer) error {
+		row, out := make([]float32, k), make([]byte, ti.RowBytes())
+		for r := range ti.Rows() {
+			for j := range row {
+				row[j] = float32(math.Sin(float64(int(r)*k+j+i))) * 2
+			}
+			if err := Quantize(ti.Type, row, out); err != nil {
+				return err
+			}
+			if _, err := w.Write(out); err != nil {
+				return err
+			}
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	f, err := Parse(ctx, bytes.NewReader(buf.Bytes()), int64(buf.Len()), "generated")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, ti := range f.Tensors {
+		rows := ti.Rows()
+		for _, r := range [][2]int64{{0, rows}, {7, rows - 7}, {1, 962}, {962, 2}, {rows - 1, 1}, {300, 700}} {
+			want := make([]float32, r[1]*k)
+			if err := f.ReadRows(ctx, ti, r[0], want); err != nil {
+				t.Fatal(err)
+			}
+			for _, workers := range []int{1, 2, 3, 5} {
+				got := make([]float32, len(want))
+				if err := f.ReadRowsOn(ctx, ti, r[0], got, workers); err != nil {
+					t.Fatalf("%s rows [%d, +%d) on %d: %v", ti.Name, r[0], r[1], workers, err)
+				}
+				for i := range want {
+					if math.Float32bits(got[i]) != math.Float32bits(want[i]) {
+						t.Fatalf("%s rows [%d, +%d) on %d: value %d = %v, ReadRows %v", ti.Name, r[0], r[1], workers, i, got[i], want[i])
+					}
+				}
+			}
+		}
+		if err := f.ReadRowsOn(ctx, ti, 5, make([]float32, rows*k), 3); err == nil || !strings.Contains(err.Error(), "out of range") {
+			t.Errorf("%s: rows past the end: %v", ti.Name, err)
+		}
+		if err := f.ReadRowsOn(ctx, ti, 0, make([]float32, 3*k+1), 3); err == nil || !strings.Contains(err.Error(), "whole number") {
+			t.Errorf("%s: a partial row: %v", ti.Name, err)
+		}
+		cctx, cancel := context.WithCancel(ctx)
+		cancel()
+		if err := f.ReadRowsOn(cctx, ti, 0, make([]float32, rows*k), 3); !errors.Is(err, context.Canceled) {
+			t.Errorf("%s: cancelled: %v", ti.Name, err)
+		}
+	}
+}

@@ -40,14 +40,31 @@ func Make[T Elem](n int) ([]T, func()) {
 }
 
 // Alloc is Make with the mapping's failure returned (the error names the size) instead of a panic.
-func Alloc[T Elem](n int) ([]T, func(), error) {
+func Alloc[T Elem](n int) ([]T, func(), error) { return alloc[T](n, true) }
+
+// MakeSparse is Make for a buffer of which only a part is ever touched (a Hessian's upper triangle,
+// every row of which shares its pages with the strict lower triangle of others): the mapping is
+// advised against huge pages, so the pages never touched are never backed (a 2 MiB huge page would
+// back the untouched part around what is touched). Pages are faulted in 4 KiB at a time on their first
+// touch; populate what a first pass will write beforehand (MADV_POPULATE_WRITE), on several cores.
+// Unlike a slice of the Go heap, it is not cleared on allocation: a recycled heap span of this size is
+// zeroed by one goroutine, page by page.
+func MakeSparse[T Elem](n int) ([]T, func()) {
+	b, free, err := alloc[T](n, false)
+	if err != nil {
+		panic(err.Error())
+	}
+	return b, free
+}
+
+func alloc[T Elem](n int, huge bool) ([]T, func(), error) {
 	var zero T
 	size := n * int(unsafe.Sizeof(zero))
 	if n <= 0 || size < Min {
 		return make([]T, n), func() {}, nil
 	}
 	MakeRoom(int64(size))
-	b, free, err := mapBytes(size)
+	b, free, err := mapBytes(size, huge)
 	if err != nil {
 		return nil, nil, err
 	}

@@ -2,9 +2,14 @@ package hugebuf
 
 import (
 	"math"
+	"os"
 	"runtime"
 	"runtime/debug"
+	"slices"
+	"strconv"
+	"strings"
 	"testing"
+	"unsafe"
 )
 
 func TestMakeSmallOnHeap(t *testing.T) {
@@ -82,4 +87,67 @@ func TestMakeMemoryLimit(t *testing.T) {
 	if got := debug.SetMemoryLimit(-1); got != math.MaxInt64 {
 		t.Errorf("unset limit became %d after free", got)
 	}
+}
+
+// TestMakeSparse: a sparse buffer is zeroed and writable like Make's; on Linux its mapping is advised
+// against huge pages (smaps' VmFlags nh, Make's hg), and two pages touched far apart in 16 MiB back
+// two 4 KiB pages, not two huge pages.
+func TestMakeSparse(t *testing.T) {
+	b, free := MakeSparse[byte](16 << 20)
+	defer free()
+	for _, i := range []int{0, 8<<20 + 5} {
+		if b[i] != 0 {
+			t.Fatalf("b[%d] = %d, want 0", i, b[i])
+		}
+		b[i] = 7
+	}
+	if small, free := MakeSparse[byte](100); len(small) != 100 {
+		t.Fatalf("a small sparse buffer: len %d", len(small))
+	} else {
+		free()
+	}
+	if runtime.GOOS != "linux" {
+		return
+	}
+	rss, flags := mappingOf(t, unsafe.Pointer(&b[0]))
+	if !slices.Contains(flags, "nh") || rss > 64 {
+		t.Errorf("sparse mapping: Rss %d kB, VmFlags %v; want nh and two 4 KiB pages", rss, flags)
+	}
+	h, freeH := Make[byte](4 << 20)
+	defer freeH()
+	h[0] = 1
+	if _, flags := mappingOf(t, unsafe.Pointer(&h[0])); !slices.Contains(flags, "hg") {
+		t.Errorf("Make's mapping: VmFlags %v, want hg", flags)
+	}
+}
+
+// mappingOf returns the Rss (kB) and VmFlags of the mapping of /proc/self/smaps that holds p.
+func mappingOf(t *testing.T, p unsafe.Pointer) (int, []string) {
+	t.Helper()
+	raw, err := os.ReadFile("/proc/self/smaps")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := uint64(uintptr(p))
+	in, rss := false, 0
+	for _, line := range strings.Split(string(raw), "\n") {
+		f := strings.Fields(line)
+		if len(f) == 0 {
+			continue
+		}
+		if lo, hi, ok := strings.Cut(f[0], "-"); ok && !strings.HasSuffix(f[0], ":") {
+			a, err1 := strconv.ParseUint(lo, 16, 64)
+			b, err2 := strconv.ParseUint(hi, 16, 64)
+			in = err1 == nil && err2 == nil && a <= addr && addr < b
+			continue
+		}
+		switch {
+		case in && f[0] == "Rss:":
+			rss, _ = strconv.Atoi(f[1])
+		case in && f[0] == "VmFlags:":
+			return rss, f[1:]
+		}
+	}
+	t.Fatalf("no mapping of /proc/self/smaps holds %#x", addr)
+	return 0, nil
 }

@@ -18,15 +18,19 @@ const hugePage = 2 << 20
 // limitMu serializes the memory limit's adjustments (read, then set).
 var limitMu sync.Mutex
 
-// mapBytes maps size bytes (rounded up to whole huge pages), advised MADV_HUGEPAGE, and lowers the
-// process's memory limit by the mapping's size while it is held.
-func mapBytes(size int) ([]byte, func(), error) {
+// mapBytes maps size bytes (rounded up to whole huge pages), advised MADV_HUGEPAGE (MADV_NOHUGEPAGE
+// without huge), and lowers the process's memory limit by the mapping's size while it is held.
+func mapBytes(size int, huge bool) ([]byte, func(), error) {
 	length := (size + hugePage - 1) &^ (hugePage - 1)
 	m, err := unix.Mmap(-1, 0, length, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_PRIVATE|unix.MAP_ANONYMOUS)
 	if err != nil {
 		return nil, nil, fmt.Errorf("hugebuf: mapping %d bytes: %w", length, err)
 	}
-	_ = unix.Madvise(m, unix.MADV_HUGEPAGE) // a hint: without huge pages the mapping still works
+	advice := unix.MADV_HUGEPAGE
+	if !huge {
+		advice = unix.MADV_NOHUGEPAGE
+	}
+	_ = unix.Madvise(m, advice) // a hint: the mapping works either way
 	unreserve := reserve(int64(length))
 	var freed atomic.Bool
 	return m[:size], func() {

@@ -123,6 +123,8 @@ type Result struct {
 	expertSite [][]bool // [l-Start][site]
 	// pending holds the last update of each Hessian CaptureDeferred left pending (Encoder adds it).
 	pending map[*Hessian]*pendingUpdate
+	// sparse holds the Hessians CaptureDeferred made outside the Go heap (allocData) and their frees.
+	sparse []sparseHessian
 }
 
 // Captured reports whether calibration accumulates a Hessian for site s: every site a packable weight
@@ -276,14 +278,18 @@ func capture(ctx context.Context, m *model.Model, w Window, in HiddenSource, out
 			count := max(1, s.Experts)
 			for range count {
 				// With CaptureDeferred, Data is allocated by the first update (flush) or at the end (no
-				// update pending): a Hessian whose only update is left pending never needs one, and a
-				// large slice of recycled heap would be cleared, page by page, for nothing.
+				// update pending), outside the Go heap (allocData): a Hessian whose only update is left
+				// pending never needs one, and a large slice of recycled heap would be cleared, page by
+				// page, on one goroutine.
 				h := &Hessian{K: s.Width}
 				if fin != finishDeferred {
 					h.alloc()
 				}
 				a := newAccumulator(h, b)
 				a.expert = s.Experts > 0
+				if fin == finishDeferred {
+					a.res = res
+				}
 				all = append(all, a)
 				obs.acc[l][i] = append(obs.acc[l][i], a)
 				res.Layers[l][i] = append(res.Layers[l][i], a.h)
@@ -312,7 +318,7 @@ func capture(ctx context.Context, m *model.Model, w Window, in HiddenSource, out
 		if fin == finishDeferred {
 			res.deferLast(a)
 			if res.pending[a.h] == nil {
-				a.h.alloc() // no update pending: the file is encoded from Data (zeros for an empty Hessian)
+				a.allocData() // no update pending: the file is encoded from Data (zeros for an empty Hessian)
 			}
 			continue
 		}

@@ -90,7 +90,18 @@ func batchRows(nSeq, seqLen int) int { return max(1, min(BatchRows, nSeq*seqLen)
 type accumulator struct {
 	h      *Hessian
 	batch  *rowBatch
-	expert bool // an expert's Hessian (flush does not prefault it)
+	expert bool    // an expert's Hessian (flush does not prefault it)
+	res    *Result // CaptureDeferred's: it allocates Data (allocData), outside the Go heap
+}
+
+// allocData gives a's Hessian its zeroed K × K Data if it has none yet: on the Go heap, or for a
+// CaptureDeferred (whose Hessians only its encoders read) in a sparse mapping its Result frees.
+func (a *accumulator) allocData() {
+	if a.res == nil || a.h.Data != nil {
+		a.h.alloc()
+		return
+	}
+	a.res.allocData(a.h)
 }
 
 func newAccumulator(h *Hessian, b *rowBatch) *accumulator {
@@ -138,7 +149,7 @@ func (a *accumulator) flush() {
 		return
 	}
 	if b.rows > 0 {
-		a.h.alloc()
+		a.allocData()
 		if a.h.Tokens == 0 && !a.expert {
 			// The first update of a fresh Hessian would fault its upper triangle in one page at a time
 			// inside BLAS; populate those pages first (not an expert's: most experts see few tokens).

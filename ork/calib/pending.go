@@ -64,8 +64,25 @@ func (r *Result) deferLast(a *accumulator) {
 	b.rows, b.owner = 0, nil
 }
 
-// Release frees the buffers of the pending updates (CaptureDeferred's: outside the Go heap when large).
-// Call it once every file is encoded: no Encoder of r may run afterwards. A Result never released
+// sparseHessian is a Hessian whose Data CaptureDeferred made outside the Go heap, and its free.
+type sparseHessian struct {
+	h    *Hessian
+	free func()
+}
+
+// allocData gives h (one of r's, none yet) its zeroed K × K Data in a sparse mapping
+// (hugebuf.MakeSparse: not cleared on allocation, as a recycled heap span of 2.4 GB for a 17408-wide
+// input is, by one goroutine; only the pages the updates touch, about the upper triangle, are
+// backed). Release frees it.
+func (r *Result) allocData(h *Hessian) {
+	buf, free := hugebuf.MakeSparse[float64](h.K * h.K)
+	h.Data = buf
+	r.sparse = append(r.sparse, sparseHessian{h, free})
+}
+
+// Release frees the buffers of the pending updates and the Hessians' matrices made outside the Go
+// heap (CaptureDeferred's, when large: their Data becomes nil). Call it once every file is encoded: no
+// Encoder of r may run afterwards, and the Hessians' Data must not be used. A Result never released
 // frees them when the collector finds it unreachable (its Encoders keep it reachable).
 func (r *Result) Release() {
 	for _, p := range r.pending {
@@ -73,16 +90,23 @@ func (r *Result) Release() {
 			p.free()
 		}
 	}
+	for _, s := range r.sparse {
+		s.free()
+		s.h.Data = nil
+	}
 }
 
-// releaseWithResult makes the collector free r's pending buffers once r (and every Encoder of it) is
-// unreachable, for a caller that never calls Release.
+// releaseWithResult makes the collector free r's pending buffers and sparse matrices once r (and
+// every Encoder of it) is unreachable, for a caller that never calls Release.
 func (r *Result) releaseWithResult() {
 	var frees []func()
 	for _, p := range r.pending {
 		if p.free != nil {
 			frees = append(frees, p.free)
 		}
+	}
+	for _, s := range r.sparse {
+		frees = append(frees, func() { s.free(); s.h.Data = nil })
 	}
 	if len(frees) > 0 {
 		runtime.AddCleanup(r, func(frees []func()) {

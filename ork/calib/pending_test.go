@@ -7,6 +7,8 @@ import (
 	"math"
 	"math/rand"
 	"testing"
+
+	"orkpipe/ork/model"
 )
 
 // encodeAll encodes the whole data range of a Hessian file of K in pieces of cut bytes with enc.
@@ -143,6 +145,58 @@ func TestCaptureDeferredBytes(t *testing.T) {
 					}
 				}
 			}
+		}
+	}
+}
+
+// TestCaptureDeferredSparse: a deferred capture of a generated 512-wide block over 640 tokens (one
+// update flushed, the last left pending) makes its Hessians of 2 MiB and more outside the Go heap
+// (hugebuf.MakeSparse): their files are CaptureUpper's byte for byte, and Release frees them (Data
+// becomes nil).
+func TestCaptureDeferredSparse(t *testing.T) {
+	cfg := model.Config{Arch: "llama", NEmbd: 512, NFF: 1024, NLayer: 1, NHead: 8, NHeadKV: 8, HeadDim: 64,
+		NVocab: 256, RopeDim: 64, RopeBase: 10000, RopeFreqScale: 1, NormEps: 1e-5}
+	src, err := model.NewSyntheticSource(cfg, 3)
+	must(t, err)
+	m, err := model.NewModel(cfg, src)
+	must(t, err)
+	seqs := make([][]int32, 5)
+	for i := range seqs {
+		seqs[i] = make([]int32, 128)
+		for j := range seqs[i] {
+			seqs[i][j] = int32((i*37 + j*11 + j*j) % cfg.NVocab)
+		}
+	}
+	run := func(f func(context.Context, HiddenSource) (*Result, error)) *Result {
+		in, err := NewEmbeddingSource(m, seqs)
+		must(t, err)
+		r, err := f(context.Background(), in)
+		must(t, err)
+		return r
+	}
+	upper := run(func(ctx context.Context, in HiddenSource) (*Result, error) {
+		return CaptureUpper(ctx, m, Window{Start: 0, End: 1}, in, nil)
+	})
+	deferred := run(func(ctx context.Context, in HiddenSource) (*Result, error) {
+		return CaptureDeferred(ctx, m, Window{Start: 0, End: 1}, in, nil, nil)
+	})
+	if len(deferred.sparse) != len(upper.Layers[0]) {
+		t.Fatalf("%d sparse Hessians, want one a site (%d)", len(deferred.sparse), len(upper.Layers[0]))
+	}
+	for i, hs := range upper.Layers[0] {
+		a, b := hs[0], deferred.Layers[0][i][0]
+		if b.Data == nil || deferred.pending[b] == nil || !deferred.pending[b].prior {
+			t.Fatalf("site %d: want an update flushed into Data and one pending", i)
+		}
+		want := encodeAll(t, a.K, 1<<20, func(d []byte, off int64) error { return EncodeHessian(a, d, off) })
+		if got := encodeAll(t, b.K, 1<<20, deferred.Encoder(b).Encode); !bytes.Equal(got, want) {
+			t.Fatalf("site %d (K %d): the sparse Hessian's file differs from CaptureUpper's", i, a.K)
+		}
+	}
+	deferred.Release()
+	for i, hs := range deferred.Layers[0] {
+		if hs[0].Data != nil {
+			t.Errorf("site %d: Data kept after Release", i)
 		}
 	}
 }

@@ -108,25 +108,29 @@ func TestEncoderPendingNotFinite(t *testing.T) {
 	}
 }
 
+// upperAndDeferred runs CaptureUpper and CaptureDeferred of window w of m over seqs.
+func upperAndDeferred(t *testing.T, m *model.Model, seqs [][]int32, w Window) (upper, deferred *Result) {
+	t.Helper()
+	run := func(capture func(HiddenSource) (*Result, error)) *Result {
+		in, err := NewEmbeddingSource(m, seqs)
+		must(t, err)
+		r, err := capture(in)
+		must(t, err)
+		return r
+	}
+	ctx := context.Background()
+	upper = run(func(in HiddenSource) (*Result, error) { return CaptureUpper(ctx, m, w, in, nil) })
+	deferred = run(func(in HiddenSource) (*Result, error) { return CaptureDeferred(ctx, m, w, in, nil, nil) })
+	return upper, deferred
+}
+
 // TestCaptureDeferredBytes: the files CaptureDeferred's encoders give are those of CaptureUpper's
 // Hessians, byte for byte, over a two-block window (the first block's Hessians flushed when the second
 // takes their shared batch) for corpora of one update (1 and 4 sequences of 128 tokens) and of two (5).
 func TestCaptureDeferredBytes(t *testing.T) {
 	m, seqs := storiesModel(t)
 	for _, n := range []int{1, 4, 5} {
-		run := func(f func(context.Context, HiddenSource) (*Result, error)) *Result {
-			src, err := NewEmbeddingSource(m, seqs[:n])
-			must(t, err)
-			r, err := f(context.Background(), src)
-			must(t, err)
-			return r
-		}
-		upper := run(func(ctx context.Context, in HiddenSource) (*Result, error) {
-			return CaptureUpper(ctx, m, Window{Start: 0, End: 2}, in, nil)
-		})
-		deferred := run(func(ctx context.Context, in HiddenSource) (*Result, error) {
-			return CaptureDeferred(ctx, m, Window{Start: 0, End: 2}, in, nil, nil)
-		})
+		upper, deferred := upperAndDeferred(t, m, seqs[:n], Window{Start: 0, End: 2})
 		if len(deferred.pending) == 0 {
 			t.Fatalf("%d sequences: no update left pending", n)
 		}
@@ -167,19 +171,7 @@ func TestCaptureDeferredSparse(t *testing.T) {
 			seqs[i][j] = int32((i*37 + j*11 + j*j) % cfg.NVocab)
 		}
 	}
-	run := func(f func(context.Context, HiddenSource) (*Result, error)) *Result {
-		in, err := NewEmbeddingSource(m, seqs)
-		must(t, err)
-		r, err := f(context.Background(), in)
-		must(t, err)
-		return r
-	}
-	upper := run(func(ctx context.Context, in HiddenSource) (*Result, error) {
-		return CaptureUpper(ctx, m, Window{Start: 0, End: 1}, in, nil)
-	})
-	deferred := run(func(ctx context.Context, in HiddenSource) (*Result, error) {
-		return CaptureDeferred(ctx, m, Window{Start: 0, End: 1}, in, nil, nil)
-	})
+	upper, deferred := upperAndDeferred(t, m, seqs, Window{Start: 0, End: 1})
 	if len(deferred.sparse) != len(upper.Layers[0]) {
 		t.Fatalf("%d sparse Hessians, want one a site (%d)", len(deferred.sparse), len(upper.Layers[0]))
 	}

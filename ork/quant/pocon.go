@@ -267,12 +267,12 @@ func solveUpperRows(n int, a []float64, lda int, x, cnorm []float64, xmax float6
 	return 2*(xmax+bound) < latrsSafe
 }
 
-// axpyRowsAbove adds, to each x_i for i in [r0, r1) (rows above j0), u_ij·alpha[j-j0] for j from
+// axpyRowsAbove adds, to each x_i for i in [lo, hi) (rows above j0), u_ij·alpha[j-j0] for j from
 // j1-1 down to j0 (none for a zero alpha), in that order: four rows at a time.
-func axpyRowsAbove(r0, r1, j0, j1 int, a []float64, lda int, x, alpha []float64) {
+func axpyRowsAbove(lo, hi, j0, j1 int, a []float64, lda int, x, alpha []float64) {
 	w := j1 - j0
-	i := r0
-	for ; i+4 <= r1; i += 4 {
+	i := lo
+	for ; i+4 <= hi; i += 4 {
 		r0 := a[i*lda+j0 : i*lda+j1]
 		r1 := a[(i+1)*lda+j0 : (i+1)*lda+j1]
 		r2 := a[(i+2)*lda+j0 : (i+2)*lda+j1]
@@ -290,7 +290,7 @@ func axpyRowsAbove(r0, r1, j0, j1 int, a []float64, lda int, x, alpha []float64)
 		}
 		x[i], x[i+1], x[i+2], x[i+3] = s0, s1, s2, s3
 	}
-	for ; i < r1; i++ {
+	for ; i < hi; i++ {
 		r := a[i*lda+j0 : i*lda+j1]
 		s := x[i]
 		for t := w - 1; t >= 0; t-- {

@@ -1,5 +1,5 @@
 // Package hugebuf makes large scratch buffers outside the Go heap, in anonymous mappings advised for
-// transparent huge pages.
+// transparent huge pages (Make), or against them for a buffer only partly ever touched (MakeSparse).
 //
 // The Go heap backs a large object with 4 KiB pages, each faulted in on its first touch. On a virtual
 // machine with shadow page tables (a PVM guest) a fault costs 30-40 µs, and memory the process frees

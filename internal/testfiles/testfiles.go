@@ -1,6 +1,7 @@
 // Package testfiles locates the shared, read-only test data folder (../shared/testdata relative
 // to the repository root) for tests. The files there are never copied into the repository. It also
-// reads the process's own status file, whose peak RSS (VmHWM) the memory tests measure (StatusKB).
+// reads the process's own status file, whose peak RSS (VmHWM) the memory tests measure (StatusKB),
+// and (Linux) maps values that end at an inaccessible page for kernels' bounds (FloatsBeforeGuard).
 package testfiles
 
 import (

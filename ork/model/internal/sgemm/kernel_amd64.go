@@ -48,3 +48,23 @@ func kernel1x16(a *float32, pb *float32, c *float32, k, slice int)
 //
 //go:noescape
 func pack16(dst *float32, b *float32, ldb int, k int)
+
+// nn16 sets the columns of c selected by mask (bit j: column j, within the first 16) to the sum over
+// l < k of the rounded products b_l·a_l (b_l the row of B at b + l·ldb) for every a_l (the values at
+// a) that is not ±0, in order from +0, as gonum's Sgemm(NoTrans, NoTrans, ...) sums them (nn.go).
+// Columns outside mask are neither read nor written. AVX-512 F.
+//
+//go:noescape
+func nn16(a *float32, k int, b *float32, ldb int, c *float32, mask uint64)
+
+// nn64 is nn16 for the first 64 columns.
+//
+//go:noescape
+func nn64(a *float32, k int, b *float32, ldb int, c *float32, mask uint64)
+
+// dotT16 adds to the sixteen values at c one slice's sums of the row of A at a with sixteen rows of
+// B packed by packT16 at pb, each summed as DotUnitary sums it for rows at a common alignment whose
+// plan is tr, n16, n4, n1 (transposed.go). AVX-512 F.
+//
+//go:noescape
+func dotT16(a *float32, pb *float32, c *float32, tr, n16, n4, n1 int)

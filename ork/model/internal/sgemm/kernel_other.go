@@ -31,3 +31,15 @@ func kernel1x16(a *float32, pb *float32, c *float32, k, slice int) {
 func pack16(dst *float32, b *float32, ldb int, k int) {
 	panic("sgemm: no pack16 on this architecture")
 }
+
+func nn16(a *float32, k int, b *float32, ldb int, c *float32, mask uint64) {
+	panic("sgemm: no nn16 on this architecture")
+}
+
+func nn64(a *float32, k int, b *float32, ldb int, c *float32, mask uint64) {
+	panic("sgemm: no nn64 on this architecture")
+}
+
+func dotT16(a *float32, pb *float32, c *float32, tr, n16, n4, n1 int) {
+	panic("sgemm: no dotT16 on this architecture")
+}

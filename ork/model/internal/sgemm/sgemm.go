@@ -1,8 +1,9 @@
-// Package sgemm computes the float32 matrix products of ork/model's pure-Go build, C = A·Bᵀ (+ C),
-// with AVX2 and AVX-512 kernels that give exactly the bits gonum's
-// Sgemm(NoTrans, Trans, 1, A, B, beta, C) gives on amd64 — the arithmetic the pure-Go build's outputs
-// (calibration statistics, hidden states, screen and eval figures, node outputs under their keys) have
-// always had — several times faster.
+// Package sgemm computes the float32 matrix products of ork/model's pure-Go build, C = A·Bᵀ (+ C) and
+// (attention's second product) C = A·B, with AVX2 and AVX-512 kernels that give exactly the bits
+// gonum's Sgemm(NoTrans, Trans, 1, A, B, beta, C) and Sgemm(NoTrans, NoTrans, 1, A, B, 0, C) give on
+// amd64 — the arithmetic the pure-Go build's outputs (calibration statistics, hidden states, screen
+// and eval figures, node outputs under their keys) have always had — several times faster. [NN]'s
+// order is the plain one (nn.go); the rest of this comment is [NT]'s.
 //
 // # The order of the sums
 //
@@ -20,9 +21,11 @@
 // each, eight outputs a register, folded mostly lane by lane; a product's K cut into blocks of
 // whole slices, each slice's sum still added to C in order), so the outputs are the same float32
 // values, signed zeros included, on every CPU: the kernels on amd64 with AVX2 (and gonum's
-// DotUnitary for the last 1-3 columns), gonum's own loops on amd64 for the shapes the kernels do
-// not take (K not whole sixteens, B off a 16-byte boundary) and without AVX2, and [dot] (the same
-// sums in Go) on other architectures. On amd64 they keep gonum's operand order too, and with it the
+// DotUnitary for the last 1-3 columns); for the shapes they do not take (K not whole sixteens, B off
+// a 16-byte boundary), on AVX-512, a transposed kernel when B's rows share one alignment (sixteen
+// rows packed transposed, an output a lane, each lane running DotUnitary's plan for that alignment:
+// transposed.go), else gonum's own loops on amd64 (and without AVX2); and [dot] (the same sums in Go)
+// on other architectures. On amd64 they keep gonum's operand order too, and with it the
 // payload an output keeps where two NaNs meet.
 package sgemm
 
@@ -49,6 +52,17 @@ const (
 // (ldb), all row-major. It panics on other betas and on shapes the slices do not hold, as gonum's
 // Sgemm does. It runs the rows of B on GOMAXPROCS goroutines when the product is large enough.
 func NT(m, n, k int, a []float32, lda int, b []float32, ldb int, beta float32, c []float32, ldc int) {
+	nt(runtime.GOMAXPROCS(0), m, n, k, a, lda, b, ldb, beta, c, ldc)
+}
+
+// NTSerial is NT on the caller's goroutine alone (the same values), for callers that run many
+// products at once on their own goroutines.
+func NTSerial(m, n, k int, a []float32, lda int, b []float32, ldb int, beta float32, c []float32, ldc int) {
+	nt(1, m, n, k, a, lda, b, ldb, beta, c, ldc)
+}
+
+// nt is NT on at most workers goroutines.
+func nt(workers, m, n, k int, a []float32, lda int, b []float32, ldb int, beta float32, c []float32, ldc int) {
 	if beta != 0 && beta != 1 {
 		panic(fmt.Sprintf("sgemm: beta %v: want 0 or 1", beta))
 	}
@@ -74,12 +88,11 @@ func NT(m, n, k int, a []float32, lda int, b []float32, ldb int, beta float32, c
 		slice = Slice
 	}
 	p := product{m: m, k: k, a: a, lda: lda, b: b, ldb: ldb, c: c, ldc: ldc, slice: slice}
-	if !p.kernelShape() && runtime.GOARCH == "amd64" {
+	if !p.kernelShape() && !p.transposedShape() && runtime.GOARCH == "amd64" && workers > 1 {
 		// gonum's own SSE loops sum in this order, faster than dot (C is zeroed already: beta 1).
 		gonum.Implementation{}.Sgemm(blas.NoTrans, blas.Trans, m, n, k, 1, a, lda, b, ldb, 1, c, ldc)
 		return
 	}
-	workers := runtime.GOMAXPROCS(0)
 	if m*n*k < 1<<18 || workers == 1 || n < 8 {
 		p.cols(0, n)
 		return
@@ -132,7 +145,12 @@ const (
 // aligned the kernels' way and not on amd64, where gonum takes it).
 func (p *product) cols(j0, j1 int) {
 	if !p.kernelShape() {
-		p.dots(0, p.m, j0, j1)
+		j16 := j0
+		if p.transposedShape() {
+			j16 = j0 + (j1-j0)&^15
+			p.transposed(j0, j16)
+		}
+		p.dots(0, p.m, j16, j1)
 		return
 	}
 	j4 := j0 + (j1-j0)&^3

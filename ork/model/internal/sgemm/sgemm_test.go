@@ -36,7 +36,8 @@ func gonumNT(m, n, k int, a []float32, lda int, b []float32, ldb int, beta float
 // TestNTMatchesGonum checks NT against gonum's Sgemm bit for bit (signed zeros included) on amd64, where
 // gonum sums with its SSE DotUnitary, over shapes on both of gonum's paths (whole K; slices of 64), odd
 // and even rows, columns beyond whole fours, K of whole sixteens and not, B on and off 16-byte
-// boundaries, strides wider than the rows, beta 0 and 1, one and several goroutines, packed rows of B
+// boundaries, strides wider than the rows, beta 0 and 1, one and several goroutines (and NTSerial
+// where NT would have several), packed rows of B
 // (on AVX-512, A of packRows rows or more: K in blocks of blockK or whole, rows of A in threes and
 // one or two past them, columns beyond whole sixteens) and not, and every set of kernels this CPU can
 // run.
@@ -49,6 +50,7 @@ func TestNTMatchesGonum(t *testing.T) {
 		{1, 1, 1}, {1, 4, 16}, {2, 4, 16}, {3, 7, 33}, {5, 9, 64}, {16, 260, 1024}, {15, 260, 512},
 		{128, 256, 1024}, {64, 64, 64}, {130, 70, 200}, {7, 300, 48}, {2, 8, 3}, {65, 129, 1040}, {1, 512, 64},
 		{200, 4, 80}, {3, 12, 16}, {1, 1, 2000}, {8, 12, 17}, {20, 24, 1024}, {64, 260, 1552},
+		{5, 40, 2}, {33, 48, 8}, {3, 32, 12}, {64, 130, 8},
 	}
 	for _, s := range shapes {
 		for _, off := range []int{0, 1, 2, 3, 4} { // B's first value off values past a 16-byte boundary
@@ -65,7 +67,11 @@ func TestNTMatchesGonum(t *testing.T) {
 						forKernels(t, func(kernels string) {
 							got := append([]float32(nil), c0...)
 							prev := runtime.GOMAXPROCS(procs)
-							NT(m, n, k, a, lda, b, ldb, beta, got, ldc)
+							if procs == 3 && off%2 == 0 {
+								NTSerial(m, n, k, a, lda, b, ldb, beta, got, ldc)
+							} else {
+								NT(m, n, k, a, lda, b, ldb, beta, got, ldc)
+							}
 							runtime.GOMAXPROCS(prev)
 							for i := range want {
 								if math.Float32bits(got[i]) != math.Float32bits(want[i]) {
@@ -151,10 +157,11 @@ func TestNaNPayloads(t *testing.T) {
 		}
 		return v
 	}
-	for _, s := range [][3]int{{1, 8, 64}, {2, 8, 48}, {3, 12, 64}, {5, 10, 64}, {7, 16, 1024}, {16, 16, 64}, {20, 50, 512}, {130, 256, 1024}} {
+	for _, s := range [][4]int{{1, 8, 64, 0}, {2, 8, 48, 0}, {3, 12, 64, 0}, {5, 10, 64, 0}, {7, 16, 1024, 0}, {16, 16, 64, 0},
+		{20, 50, 512, 0}, {130, 256, 1024, 0}, {3, 32, 8, 0}, {5, 48, 100, 2}, {20, 50, 512, 1}, {70, 40, 200, 3}} {
 		m, n, k := s[0], s[1], s[2]
 		a, b, c0 := nan(values(r, m*k)), nan(values(r, n*k+16)), nan(values(r, m*n))
-		off := (16 - int(uintptr(ptr(b))%16)) % 16 / 4
+		off := (16-int(uintptr(ptr(b))%16))%16/4 + s[3] // s[3]: B's rows that many values past the boundary
 		b = b[off : off+n*k]
 		want := append([]float32(nil), c0...)
 		gonumNT(m, n, k, a, k, b, k, 1, want, n)

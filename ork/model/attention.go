@@ -9,6 +9,7 @@ import (
 
 	"orkpipe/ork/gguf"
 	"orkpipe/ork/internal/parallel"
+	"orkpipe/ork/model/internal/softmax"
 )
 
 // attentionBlock is the attention mixer of block l: from x (the attn_norm output, rows × NEmbd) it
@@ -99,7 +100,7 @@ func (m *Model) attendSequences(att, q, k, v []float32, seqLen int, s *scratch) 
 	kvF16 := m.KVF16 || m.GGMLExact
 	var scores []float32
 	if !m.GGMLExact {
-		scores = s.buf(sScores, attentionWorkers(c.NHead)*seqLen*seqLen)
+		scores = s.buf(sScores, attentionScratch(c.NHead, seqLen))
 	}
 	if kvF16 {
 		roundF16(v)
@@ -129,13 +130,35 @@ func roundF16(x []float32) {
 // sigmoid is ggml's: 1/(1 + exp(-x)).
 func sigmoid(x float32) float32 { return 1 / (1 + float32(math.Exp(float64(-x)))) }
 
-// attentionWorkers is the number of heads attention computes at once.
+// attentionWorkers is the number of heads the Gemm path of attention computes at once.
 func attentionWorkers(heads int) int { return parallel.Workers(heads) }
 
+// attentionScratch is the float32 scratch attention needs for heads heads over t tokens: in the
+// pure-Go build one causalRows×t block of scores per goroutine (causalAttention), else one t×t score
+// matrix per head running at once.
+func attentionScratch(heads, t int) int {
+	if gonumSgemm() {
+		return causalScratch(heads, t)
+	}
+	return attentionWorkers(heads) * t * t
+}
+
 // attention computes causal grouped-query attention: out (T rows of heads·hd) from q (same shape) and
-// k, v (T rows of kvHeads·hd), with scoreBuf (attentionWorkers(heads)·T·T values) as scratch. Per head:
-// S = scale·Q·Kᵀ, a causal softmax of each row (float64 sum, as ggml), O = S·V; heads run in parallel.
+// k, v (T rows of kvHeads·hd), with scoreBuf (attentionScratch(heads, t) values) as scratch. Per head:
+// S = scale·Q·Kᵀ, a causal softmax of each row (float64 sum, as ggml), O = S·V. In the pure-Go build
+// causalAttention computes only the causal half, bit for bit what gemmAttention gives with gonum's
+// Sgemm; under -tags blas gemmAttention runs OpenBLAS's.
 func attention(out, scoreBuf, q, k, v []float32, t, heads, kvHeads, hd int) {
+	if gonumSgemm() {
+		causalAttention(out, scoreBuf, q, k, v, t, heads, kvHeads, hd)
+		return
+	}
+	gemmAttention(out, scoreBuf, q, k, v, t, heads, kvHeads, hd)
+}
+
+// gemmAttention is attention as two blas32 products a head over the whole T×T scores, heads in
+// parallel; scoreBuf holds attentionWorkers(heads)·T·T values.
+func gemmAttention(out, scoreBuf, q, k, v []float32, t, heads, kvHeads, hd int) {
 	qd, kvd := heads*hd, kvHeads*hd
 	group := heads / kvHeads
 	scale := float32(1 / math.Sqrt(float64(hd)))
@@ -157,38 +180,7 @@ func attention(out, scoreBuf, q, k, v []float32, t, heads, kvHeads, hd int) {
 func causalSoftmax(s []float32, t int) {
 	for i := 0; i < t; i++ {
 		row := s[i*t : (i+1)*t]
-		mx := row[0]
-		for _, x := range row[1 : i+1] {
-			mx = max(mx, x)
-		}
-		var sum float64
-		for j := 0; j <= i; j++ {
-			e := expf(row[j] - mx)
-			row[j] = e
-			sum += float64(e)
-		}
-		inv := float32(1 / sum)
-		for j := 0; j <= i; j++ {
-			row[j] *= inv
-		}
+		softmax.Row(row[:i+1])
 		clear(row[i+1:])
 	}
-}
-
-// expf is exp for float32 arguments in (-inf, 88], accurate to about 1 ulp (Cephes expf: range
-// reduction by ln 2 in two parts, a degree-6 polynomial, scaling by 2^n); below -87.3 it returns 0.
-func expf(x float32) float32 {
-	if x < -87.3 {
-		return 0
-	}
-	n := float32(math.Floor(float64(x*1.44269504088896341 + 0.5)))
-	r := x - n*0.693359375 - n*-2.12194440e-4
-	p := float32(1.9875691500e-4)
-	p = p*r + 1.3981999507e-3
-	p = p*r + 8.3334519073e-3
-	p = p*r + 4.1665795894e-2
-	p = p*r + 1.6666665459e-1
-	p = p*r + 5.0000001201e-1
-	y := p*r*r + r + 1
-	return y * math.Float32frombits(uint32(int32(n)+127)<<23)
 }

@@ -98,22 +98,6 @@ func TestPerplexityQuantized(t *testing.T) {
 	}
 }
 
-func TestExpf(t *testing.T) {
-	worst := 0.0
-	for x := float32(-87); x <= 0; x += 0.000731 {
-		want := math.Exp(float64(x))
-		got := float64(expf(x))
-		worst = math.Max(worst, math.Abs(got-want)/want)
-	}
-	t.Logf("expf: worst relative error %.3g on [-87, 0]", worst)
-	if worst > 3e-7 {
-		t.Errorf("expf relative error %.3g, want <= 3e-7", worst)
-	}
-	if expf(-100) != 0 || expf(0) != 1 {
-		t.Errorf("expf(-100) = %v, expf(0) = %v", expf(-100), expf(0))
-	}
-}
-
 // TestEvaluateBasePPL: with a base model, Evaluate's BasePPL and BasePPLErr are, bit for bit, what an
 // evaluation of the base model alone gives (the screen stage reports them instead of running the base
 // model a second time), and they are absent without one.

@@ -170,7 +170,7 @@ func TestFlashAttentionGGML(t *testing.T) {
 	roundF16(k)
 	roundF16(v)
 	ref := make([]float32, len(q))
-	attention(ref, make([]float32, attentionWorkers(heads)*tokens*tokens), q, k, v, tokens, heads, kvHeads, hd)
+	attention(ref, make([]float32, attentionScratch(heads, tokens)), q, k, v, tokens, heads, kvHeads, hd)
 	tiled, short := make([]float32, len(q)), make([]float32, len(q))
 	flashAttentionGGML(tiled, q, k, v, tokens, heads, kvHeads, hd, 0)
 	flashAttentionGGML(short, q, k, v, tokens, heads, kvHeads, hd, 32) // ubatches of 32 < 64 rows

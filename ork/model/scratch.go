@@ -10,7 +10,7 @@ const (
 	sK              // attention keys [rows·KV]
 	sV              // attention values [rows·KV]
 	sAtt            // attention output [rows·Q]
-	sScores         // attention scores: one seqLen×seqLen matrix per head running at once
+	sScores         // attention scores: attentionScratch(NHead, seqLen)
 	sQG             // gated attention: attn_q's output, per head q then gate [rows·2Q]
 	sAttGate        // gated attention: the gates [rows·Q]
 	sGate           // FFN gate (dense, a routed expert's rows, the shared expert) [rows·F]
@@ -48,7 +48,7 @@ func (c *Config) need(k LayerKind, rows, seqLen int) scratchNeed {
 	switch k.Mixer {
 	case MixerAttention, MixerGatedAttention:
 		n.f[sQ], n.f[sK], n.f[sV], n.f[sAtt] = rows*c.QDim(), rows*c.KVDim(), rows*c.KVDim(), rows*c.QDim()
-		n.f[sScores] = attentionWorkers(c.NHead) * seqLen * seqLen
+		n.f[sScores] = attentionScratch(c.NHead, seqLen)
 		if k.Mixer == MixerGatedAttention {
 			n.f[sQG], n.f[sAttGate] = 2*rows*c.QDim(), rows*c.QDim()
 		}

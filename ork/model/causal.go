@@ -4,7 +4,7 @@ import (
 	"math"
 
 	"orkpipe/ork/internal/parallel"
-	"orkpipe/ork/model/internal/sgemm"
+	"orkpipe/ork/internal/sgemm"
 	"orkpipe/ork/model/internal/softmax"
 )
 

@@ -4,7 +4,7 @@ import (
 	"context"
 	"fmt"
 
-	"orkpipe/ork/model/internal/sgemm"
+	"orkpipe/ork/internal/sgemm"
 )
 
 // evalGroupBytes bounds the hidden states an evaluation holds for the group of chunks it runs through

@@ -7,10 +7,10 @@ import (
 	"sync"
 
 	"gonum.org/v1/gonum/blas/blas32"
-	"gonum.org/v1/gonum/blas/gonum"
 
 	"orkpipe/ork/gguf"
 	"orkpipe/ork/internal/parallel"
+	"orkpipe/ork/internal/sgemm"
 	"orkpipe/ork/quant"
 )
 
@@ -276,10 +276,7 @@ func (e *Encoded) applyWorkers(y, x []float32, t int) error {
 
 // gonumSgemm reports whether blas32 runs gonum's own kernels (the pure-Go build), whose summation order
 // Apply reproduces; under -tags blas it is OpenBLAS (ork/quant registers it).
-func gonumSgemm() bool {
-	_, ok := blas32.Implementation().(gonum.Implementation)
-	return ok
-}
+func gonumSgemm() bool { return sgemm.GonumRegistered() }
 
 // applyPipelined is Apply with a BLAS that is not gonum's (OpenBLAS, which runs each product on every
 // core itself): one goroutine dequantizes the next row block while the caller multiplies the current

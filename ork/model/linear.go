@@ -8,7 +8,7 @@ import (
 	"gonum.org/v1/gonum/blas/blas32"
 
 	"orkpipe/ork/internal/parallel"
-	"orkpipe/ork/model/internal/sgemm"
+	"orkpipe/ork/internal/sgemm"
 	"orkpipe/ork/quant"
 )
 

@@ -9,6 +9,8 @@ import (
 
 	"gonum.org/v1/gonum/blas"
 	"gonum.org/v1/gonum/blas/blas32"
+
+	"orkpipe/ork/internal/sgemm"
 )
 
 // gptqRotationSearch scores each seed of WithRotationSearch by the error tr(E·H·Eᵀ) against h of the
@@ -68,8 +70,8 @@ const errorRows = 64
 //
 // The arithmetic is SearchVersion 3: each entry of E is its float64 difference rounded once to
 // float32, EᵀE's lower part is formed in float32 panels of errorPanel columns ((EᵀE)[a:, a:b] =
-// Eᵀ[a:]·Eᵀ[a:b]ᵀ, products of rows, blas32: half the time of the float64 products, OpenBLAS's
-// or gonum's), and each panel's dot products with H are summed in float64, its diagonal blocks
+// Eᵀ[a:]·Eᵀ[a:b]ᵀ, products of rows: OpenBLAS's sgemm, or in the pure-Go build sgemm.NT with
+// gonum's Sgemm's bits), and each panel's dot products with H are summed in float64, its diagonal blocks
 // once and the part below them twice. A score's relative rounding stays near float32's epsilon
 // (at most 2e-8 in TestSeedScoreMatchesHessianError, whose Hessian is correlated), far below the
 // differences between seeds. E is formed errorRows rows at a time on the workers (dequantized,
@@ -80,11 +82,29 @@ type seedScorer struct {
 	et      []float32
 	panel   []float32
 	workers int
+	nt      ntFunc
+}
+
+// ntFunc sets C = A·Bᵀ (beta 0), all row-major, with the bits of blas32's Sgemm(NoTrans, Trans).
+type ntFunc func(m, n, k int, a []float32, lda int, b []float32, ldb int, c []float32, ldc int)
+
+// blasNT is the float32 product the search's panels take: in the pure-Go build sgemm.NT, which
+// gives gonum's Sgemm's bits several times faster; under -tags blas OpenBLAS's sgemm.
+func blasNT() ntFunc {
+	if sgemm.GonumRegistered() {
+		return func(m, n, k int, a []float32, lda int, b []float32, ldb int, c []float32, ldc int) {
+			sgemm.NT(m, n, k, a, lda, b, ldb, 0, c, ldc)
+		}
+	}
+	return func(m, n, k int, a []float32, lda int, b []float32, ldb int, c []float32, ldc int) {
+		blas32.Gemm(blas.NoTrans, blas.Trans, 1, blas32.General{Rows: m, Cols: k, Stride: lda, Data: a},
+			blas32.General{Rows: n, Cols: k, Stride: ldb, Data: b}, 0, blas32.General{Rows: m, Cols: n, Stride: ldc, Data: c})
+	}
 }
 
 func newSeedScorer(m Matrix, h []float64, workers int) *seedScorer {
 	k := m.Cols
-	return &seedScorer{m: m, h: h, et: make([]float32, k*m.Rows), panel: make([]float32, k*min(k, errorPanel)), workers: workers}
+	return &seedScorer{m: m, h: h, et: make([]float32, k*m.Rows), panel: make([]float32, k*min(k, errorPanel)), workers: workers, nt: blasNT()}
 }
 
 // score returns the trial weight q's error tr(E·H·Eᵀ). ctx is checked between row chunks and panels.
@@ -109,11 +129,7 @@ func (s *seedScorer) score(ctx context.Context, q *Weight) (float64, error) {
 		}
 		b := min(a+pw, k)
 		rows, cols := k-a, b-a
-		g := blas32.General{Rows: rows, Cols: cols, Stride: cols, Data: s.panel[:rows*cols]}
-		blas32.Gemm(blas.NoTrans, blas.Trans, 1,
-			blas32.General{Rows: rows, Cols: n, Stride: n, Data: s.et[a*n:]},
-			blas32.General{Rows: cols, Cols: n, Stride: n, Data: s.et[a*n:]},
-			0, g)
+		s.nt(rows, cols, n, s.et[a*n:], n, s.et[a*n:], n, s.panel[:rows*cols], cols)
 		for i := 0; i < rows; i++ {
 			hr := s.h[(a+i)*k+a : (a+i)*k+b]
 			v := 0.0

@@ -8,6 +8,11 @@ import (
 	"runtime"
 	"slices"
 	"testing"
+
+	"gonum.org/v1/gonum/blas"
+	"gonum.org/v1/gonum/blas/gonum"
+
+	"orkpipe/ork/internal/sgemm"
 )
 
 // TestSeedScoreMatchesHessianError: the search's float32 score of an RTN trial equals HessianError's
@@ -136,4 +141,40 @@ func BenchmarkSeedScore(b *testing.B) {
 		}
 	}
 	b.ReportMetric(float64(n)*k*k/(b.Elapsed().Seconds()/float64(b.N))/1e9, "GFLOP/s")
+}
+
+// TestSeedScoreGonumBits: the search's products give gonum's Sgemm's bits whatever runs them — the
+// pure-Go build's sgemm.NT (or OpenBLAS under -tags blas, where only rounding agrees) — so a seed's
+// score, and the seed chosen, are what SearchVersion 3 always computed: the scorer's own products
+// against one whose panels gonum's Sgemm forms, on widths across errorPanel, K not whole sixteens,
+// rows across errorRows.
+func TestSeedScoreGonumBits(t *testing.T) {
+	gonumNT := func(m, n, k int, a []float32, lda int, b []float32, ldb int, c []float32, ldc int) {
+		gonum.Implementation{}.Sgemm(blas.NoTrans, blas.Trans, m, n, k, 1, a, lda, b, ldb, 0, c, ldc)
+	}
+	ctx := context.Background()
+	for _, tc := range []struct{ n, k int }{{5, 96}, {errorRows + 9, errorPanel + 44}, {130, 2*errorPanel + 72}, {70, 1100}} {
+		w := randMatrix("w", tc.n, tc.k, uint64(tc.k)+7)
+		h := correlatedHessian(t, map[int]*Hessian{}, tc.k)
+		q, err := RTN(ctx, w, h, WithRotation(true, 5), WithRotationMinBlock(32))
+		if err != nil {
+			t.Fatal(err)
+		}
+		own, ref := newSeedScorer(w, h.Data, 2), newSeedScorer(w, h.Data, 2)
+		ref.nt = gonumNT
+		got, err := own.score(ctx, q)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want, err := ref.score(ctx, q)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got != want && sgemm.GonumRegistered() {
+			t.Errorf("n %d k %d: score %.17g, with gonum's Sgemm %.17g", tc.n, tc.k, got, want)
+		}
+		if rel := math.Abs(got-want) / want; !(rel < 1e-6) {
+			t.Errorf("n %d k %d: score %.17g, with gonum's Sgemm %.17g (relative %.3g)", tc.n, tc.k, got, want, rel)
+		}
+	}
 }

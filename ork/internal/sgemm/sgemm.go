@@ -1,4 +1,5 @@
-// Package sgemm computes the float32 matrix products of ork/model's pure-Go build, C = A·Bᵀ (+ C) and
+// Package sgemm computes the float32 matrix products of the pure-Go build (ork/model's forward passes,
+// ork/quant's rotation search), C = A·Bᵀ (+ C) and
 // (attention's second product) C = A·B, with AVX2 and AVX-512 kernels that give exactly the bits
 // gonum's Sgemm(NoTrans, Trans, 1, A, B, beta, C) and Sgemm(NoTrans, NoTrans, 1, A, B, 0, C) give on
 // amd64 — the arithmetic the pure-Go build's outputs (calibration statistics, hidden states, screen
@@ -36,6 +37,7 @@ import (
 	"unsafe"
 
 	"gonum.org/v1/gonum/blas"
+	"gonum.org/v1/gonum/blas/blas32"
 	"gonum.org/v1/gonum/blas/gonum"
 
 	"orkpipe/ork/internal/parallel"
@@ -104,6 +106,13 @@ func nt(workers, m, n, k int, a []float32, lda int, b []float32, ldb int, beta f
 		whole = 16
 	}
 	parallel.Split(n, (ceilDiv(n, workers)+whole-1)&^(whole-1), p.cols)
+}
+
+// GonumRegistered reports whether blas32 runs gonum's own kernels (the pure-Go build), whose bits NT
+// and NN give; under -tags blas it is OpenBLAS (ork/quant registers it), whose sums are its own.
+func GonumRegistered() bool {
+	_, ok := blas32.Implementation().(gonum.Implementation)
+	return ok
 }
 
 // Sliced reports whether NT sums a product with n columns (rows of B) over slices of K whatever its

@@ -71,8 +71,8 @@ const errorRows = 64
 // The arithmetic is SearchVersion 3: each entry of E is its float64 difference rounded once to
 // float32, EᵀE's lower part is formed in float32 panels of errorPanel columns ((EᵀE)[a:, a:b] =
 // Eᵀ[a:]·Eᵀ[a:b]ᵀ, products of rows: OpenBLAS's sgemm, or in the pure-Go build sgemm.NT with
-// gonum's Sgemm's bits), and each panel's dot products with H are summed in float64, its diagonal blocks
-// once and the part below them twice. A score's relative rounding stays near float32's epsilon
+// gonum's Sgemm's bits), and each panel's dot products with H are summed in float64, its diagonal
+// blocks once and the part below them twice. A score's relative rounding stays near float32's epsilon
 // (at most 2e-8 in TestSeedScoreMatchesHessianError, whose Hessian is correlated), far below the
 // differences between seeds. E is formed errorRows rows at a time on the workers (dequantized,
 // mapped back, subtracted, transposed into Eᵀ): n·k² flops in BLAS and O(n·k·log) around them.

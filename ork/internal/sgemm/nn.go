@@ -12,7 +12,8 @@ import (
 // added as it comes, skipping every l whose a_il is ±0 (its loop tests the scaled value before the
 // axpy) — one sum per output, no lanes, so the order does not depend on the shape. On AVX-512 the
 // kernels keep a row's outputs in registers, 64 columns at a time, over all of k (nn64, nn16); else
-// gonum's serial loop (its axpy a value of A) runs here, without the goroutines of its parallel path. It panics on shapes the slices do not hold.
+// gonum's serial loop (its axpy a value of A) runs here, without the goroutines of its parallel
+// path. It panics on shapes the slices do not hold.
 func NN(m, n, k int, a []float32, lda int, b []float32, ldb int, c []float32, ldc int) {
 	if m < 0 || n < 0 || k < 0 || lda < max(1, k) || ldb < max(1, n) || ldc < max(1, n) {
 		panic(fmt.Sprintf("sgemm: NN m %d n %d k %d lda %d ldb %d ldc %d", m, n, k, lda, ldb, ldc))

@@ -47,8 +47,8 @@ func gptqRotationSearch(ctx context.Context, m Matrix, h *Hessian, c *config, op
 // GPTQ's for an n x k weight rotated to kp columns in groups of group (0: per row) with Hadamard
 // blocks of block: one seed's RTN trial at a time (its rotated rows, codes and scales, the rotated
 // diag(H) and one block of H) and the scorer's buffers (Eᵀ as float32, N x K; a K x errorPanel
-// float32 panel; per worker errorRows rows of E, dequantized and mapped back, and the inverse
-// rotation's float64 row), workers = GOMAXPROCS.
+// float32 panel; per worker errorRows rows of E, dequantized and mapped back, a tile of them being
+// transposed, and the inverse rotation's float64 row), workers = GOMAXPROCS.
 func RotationSearchMemory(n, k, kp, group, block int) int64 {
 	N, K, KP, B := int64(n), int64(k), int64(kp), int64(block)
 	ng := int64(1)
@@ -56,12 +56,16 @@ func RotationSearchMemory(n, k, kp, group, block int) int64 {
 		ng = (KP + int64(group) - 1) / int64(group)
 	}
 	trial := N*KP*4 + N*KP + N*ng*4 + KP*8 + B*B*8
-	worker := errorRows*(KP+K)*4 + KP*8
+	worker := errorRows*(KP+K+errorTile)*4 + KP*8
 	return trial + N*K*4 + K*errorPanel*4 + worker*int64(runtime.GOMAXPROCS(0))
 }
 
-// errorRows is the rows of E one worker forms at a time before writing them into Eᵀ.
-const errorRows = 64
+// errorRows is the rows of E one worker forms at a time before writing them into Eᵀ, errorTile
+// columns of them at a time.
+const (
+	errorRows = 64
+	errorTile = 64
+)
 
 // seedScorer scores the trials of a rotation search against one weight m and Hessian h (K x K,
 // row-major): tr(E·H·Eᵀ) for E = W − Q, Q the trial's weight mapped back from its rotated space
@@ -155,6 +159,7 @@ func (s *seedScorer) transposedErrors(ctx context.Context, q *Weight) error {
 	blocks := (n + errorRows - 1) / errorRows
 	err := forRows(ctx, blocks, s.workers, func(b0, b1 int) {
 		deq := make([]float32, errorRows*kp)
+		tileBuf := make([]float32, errorTile*errorRows)
 		e := deq
 		if !q.Rotation.IsZero() {
 			e = make([]float32, errorRows*k)
@@ -173,15 +178,20 @@ func (s *seedScorer) transposedErrors(ctx context.Context, q *Weight) error {
 					return
 				}
 			}
-			const tile = 64
-			for c0 := 0; c0 < k; c0 += tile {
-				c1 := min(c0+tile, k)
+			// A tile of 64 columns is transposed in tileBuf (in cache), then each of its columns
+			// is written to its row of Eᵀ in one piece: written straight into Eᵀ, every value of
+			// a row of E landed on another page (Eᵀ's rows are n·4 bytes apart).
+			for c0 := 0; c0 < k; c0 += errorTile {
+				c1 := min(c0+errorTile, k)
 				for r := 0; r < rows; r++ {
-					w := s.m.Data[(r0+r)*k : (r0+r+1)*k]
-					er := e[r*k : (r+1)*k]
-					for c := c0; c < c1; c++ {
-						s.et[c*n+r0+r] = float32(float64(w[c]) - float64(er[c]))
+					w := s.m.Data[(r0+r)*k+c0 : (r0+r)*k+c1]
+					er := e[r*k+c0 : r*k+c1]
+					for c, v := range w {
+						tileBuf[c*errorRows+r] = float32(float64(v) - float64(er[c]))
 					}
+				}
+				for c := c0; c < c1; c++ {
+					copy(s.et[c*n+r0:c*n+r1], tileBuf[(c-c0)*errorRows:])
 				}
 			}
 		}

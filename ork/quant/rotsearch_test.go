@@ -111,7 +111,7 @@ func TestRotationApplyRows(t *testing.T) {
 func TestRotationSearchMemory(t *testing.T) {
 	n, k, kp := 5120, 17408, 17408
 	got := RotationSearchMemory(n, k, kp, 32, 256)
-	if min := int64(n) * int64(k) * 4; got < min || got > min+int64(n)*int64(kp)*6+int64(k)*errorPanel*4+int64(runtime.GOMAXPROCS(0))*(errorRows*int64(kp+k)*4+int64(kp)*8)+256*256*8+int64(kp)*8 {
+	if min := int64(n) * int64(k) * 4; got < min || got > min+int64(n)*int64(kp)*6+int64(k)*errorPanel*4+int64(runtime.GOMAXPROCS(0))*(errorRows*int64(kp+k+errorTile)*4+int64(kp)*8)+256*256*8+int64(kp)*8 {
 		t.Errorf("RotationSearchMemory(%d, %d) = %d: outside what the search holds", n, k, got)
 	}
 }

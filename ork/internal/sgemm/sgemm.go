@@ -1,10 +1,10 @@
-// Package sgemm computes the float32 matrix products of the pure-Go build (ork/model's forward passes,
-// ork/quant's rotation search), C = A·Bᵀ (+ C) and
-// (attention's second product) C = A·B, with AVX2 and AVX-512 kernels that give exactly the bits
-// gonum's Sgemm(NoTrans, Trans, 1, A, B, beta, C) and Sgemm(NoTrans, NoTrans, 1, A, B, 0, C) give on
-// amd64 — the arithmetic the pure-Go build's outputs (calibration statistics, hidden states, screen
-// and eval figures, node outputs under their keys) have always had — several times faster. [NN]'s
-// order is the plain one (nn.go); the rest of this comment is [NT]'s.
+// Package sgemm computes the float32 matrix products of the pure-Go build (ork/model's forward
+// passes, ork/quant's rotation search), C = A·Bᵀ (+ C) and, for attention's second product, C = A·B,
+// with AVX2 and AVX-512 kernels that give exactly the bits gonum's Sgemm(NoTrans, Trans, 1, A, B,
+// beta, C) and Sgemm(NoTrans, NoTrans, 1, A, B, 0, C) give on amd64 — the arithmetic the pure-Go
+// build's outputs (calibration statistics, hidden states, screen and eval figures, node outputs
+// under their keys) have always had — several times faster. [NN]'s order is the plain one (nn.go);
+// the rest of this comment is [NT]'s.
 //
 // # The order of the sums
 //

@@ -4,7 +4,6 @@ package stages
 
 import "runtime"
 
-// goArith: off amd64 the compiled Go float code is another compiler back end's (arm64, ppc64le,
-// s390x, riscv64 and loong64 fuse x*y + z into one rounding), so its nodes never share keys with an
-// amd64 build's.
+// goArith: off amd64 the compiled Go float code is another compiler back end's (arm64's, for one,
+// fuses x*y + z into one rounding), so its nodes never share keys with an amd64 build's.
 var goArith = "go " + runtime.GOARCH

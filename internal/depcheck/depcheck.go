@@ -22,6 +22,7 @@
 //	internal/blascore   ork, internal/{blake3x,hugebuf}
 //	internal/startheap  nothing of the module (the start's huge-page advice: standard library only)
 //	internal/depcheck   nothing of the module
+//	internal/avx2host   nothing of the module (a test: the kernels' tests on an emulated CPU without AVX-512)
 //	internal/testfiles  nothing of the module (test helper)
 //	internal/fixtures   stages, artifacts, ork, internal/{testfiles,blake3x,hugebuf} (test helper)
 //
@@ -102,6 +103,7 @@ var layers = []layer{
 	{name: "internal/blascore", mayImport: []string{"ork", "internal/blake3x", "internal/hugebuf"}, why: "BLAS kernel choice: ork/quant"},
 	{name: "internal/startheap", why: "a leaf helper: the start's huge-page advice, standard library only"},
 	{name: "internal/depcheck", why: "a leaf helper"},
+	{name: "internal/avx2host", why: "a test: it builds the kernel packages' tests and runs them under qemu, importing none of them"},
 	{name: "internal/testfiles", why: "a test helper"},
 	{name: "internal/fixtures", mayImport: []string{"stages", "artifacts", "ork", "internal/testfiles", "internal/blake3x", "internal/hugebuf"}, why: "a test helper at the stages level"},
 }

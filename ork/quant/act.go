@@ -6,8 +6,6 @@ import (
 	"math"
 	"runtime"
 	"sync"
-
-	"orkpipe/ork/quant/internal/kernel"
 )
 
 // DefaultActClip is the default activation clip ratio (QuaRot uses 0.9).
@@ -101,11 +99,10 @@ func MatMulInt(ctx context.Context, a *Activations, w *Weight, out []float32, wo
 	g := effGroup(w.KP, w.Group)
 	ng := w.Groups()
 	kp := w.KP
-	if ng*g == kp && kp > 0 && panelPath(g) {
-		return matMulIntPanels(ctx, a, w, out, workers, g)
-	}
-	if kernel.Available && g%16 == 0 && ng*g == kp && kp > 0 && g < 1<<17 {
-		return matMulIntGroups(ctx, a, w, out, workers, g)
+	if ng*g == kp && kp > 0 {
+		if kind := panelPath(g); kind != noPanels {
+			return matMulIntPanels(ctx, kind, a, w, out, workers, g)
+		}
 	}
 	return forRows(ctx, w.N, workers, func(lo, hi int) {
 		for n := lo; n < hi; n++ {
@@ -122,66 +119,6 @@ func MatMulInt(ctx context.Context, a *Activations, w *Weight, out []float32, wo
 			}
 		}
 	})
-}
-
-// matMulIntGroups is MatMulInt where every group is whole and a multiple of 16 values: the int32
-// group dot products of a (token, row) pair come from the AVX2 kernels at once (groupDots), then are scaled
-// and summed in float32 in group order exactly as MatMulInt's loop does (integer sums are exact, so
-// the result is bit-identical). Four tokens are summed side by side, each in its own order: four
-// independent chains of float32 additions instead of one waiting on the last.
-func matMulIntGroups(ctx context.Context, a *Activations, w *Weight, out []float32, workers, g int) error {
-	ng, kp := w.Groups(), w.KP
-	return forRows(ctx, w.N, workers, func(lo, hi int) {
-		dots := make([]int32, 4*ng)
-		d0, d1, d2, d3 := dots[:ng], dots[ng:2*ng], dots[2*ng:3*ng], dots[3*ng:]
-		for n := lo; n < hi; n++ {
-			wrow := w.Codes[n*kp : (n+1)*kp]
-			ws := w.Scales[n*ng : (n+1)*ng]
-			t := 0
-			for ; t+4 <= a.M; t += 4 {
-				groupDots(a.Codes[t*kp:], wrow, g, d0)
-				groupDots(a.Codes[(t+1)*kp:], wrow, g, d1)
-				groupDots(a.Codes[(t+2)*kp:], wrow, g, d2)
-				groupDots(a.Codes[(t+3)*kp:], wrow, g, d3)
-				var acc0, acc1, acc2, acc3 float32
-				for gi, s := range ws {
-					acc0 += float32(d0[gi]) * s
-					acc1 += float32(d1[gi]) * s
-					acc2 += float32(d2[gi]) * s
-					acc3 += float32(d3[gi]) * s
-				}
-				out[t*w.N+n] = acc0 * a.Scales[t]
-				out[(t+1)*w.N+n] = acc1 * a.Scales[t+1]
-				out[(t+2)*w.N+n] = acc2 * a.Scales[t+2]
-				out[(t+3)*w.N+n] = acc3 * a.Scales[t+3]
-			}
-			for ; t < a.M; t++ {
-				groupDots(a.Codes[t*kp:], wrow, g, d0)
-				var acc float32
-				for gi, s := range ws {
-					acc += float32(d0[gi]) * s
-				}
-				out[t*w.N+n] = acc * a.Scales[t]
-			}
-		}
-	})
-}
-
-// groupDots sets dots[i] to the int32 dot product of group i (g values, a multiple of 16) of a and
-// w, for the len(dots) groups at their start: eight groups of 32 at a time by kernel.GroupDots32x8
-// (one reduction for the eight), the others by kernel.GroupDotsInt8.
-func groupDots(a, w []int8, g int, dots []int32) {
-	ng := len(dots)
-	_, _ = a[ng*g-1], w[ng*g-1] // the kernels read ng·g values of each: panic here rather than read past them
-	i := 0
-	if g == 32 {
-		for ; i+8 <= ng; i += 8 {
-			kernel.GroupDots32x8(&a[i*32], &w[i*32], &dots[i])
-		}
-	}
-	if i < ng {
-		kernel.GroupDotsInt8(&a[i*g], &w[i*g], ng-i, g/16, &dots[i])
-	}
 }
 
 // dotInt8 is the int32 dot product of two equal-length int8 vectors. |sum| <= 127·127·len, so it

@@ -8,15 +8,38 @@ import (
 	"orkpipe/ork/quant/internal/kernel"
 )
 
-// useVNNI selects the VNNI panel path of MatMulInt where the CPU has it; tests turn it off to
-// check the AVX2 path on the same machine.
-var useVNNI = kernel.AvailableVNNI
+// panelKind says which panel kernel MatMulInt runs for weights of whole groups.
+type panelKind int
 
-// panelPath reports whether matMulIntPanels can take a weight with whole groups of g values: g a
-// multiple of 8 (two VNNI steps of four), below the size where Σ (w+128)·a could leave int32.
-func panelPath(g int) bool { return useVNNI && g%8 == 0 && g < 65793 }
+const (
+	noPanels   panelKind = iota // MatMulInt's group loop over dotInt8
+	vnniPanels                  // kernel.PanelDots16x4: AVX-512 VNNI, codes + 128 against signed bytes
+	avx2Panels                  // kernel.PanelDots16x4AVX2: AVX2, code pairs widened to int16
+)
 
-// Panel geometry: kernel.PanelDots16x4 covers 16 weight rows and 4 tokens per call; a worker packs
+// useVNNI and useAVX2Panels select the panel kernels where the CPU has them; tests turn them off to
+// check the other paths on the same machine.
+var (
+	useVNNI       = kernel.AvailableVNNI
+	useAVX2Panels = kernel.Available
+)
+
+// panelPath says which panel kernel takes a weight with whole groups of g values: g a multiple of
+// 8 (two VNNI steps of four, four AVX2 steps of two), below the size where a group's int32 sum could
+// overflow (Σ (w+128)·a for VNNI, Σ w·a for AVX2).
+func panelPath(g int) panelKind {
+	switch {
+	case g%8 != 0:
+		return noPanels
+	case useVNNI && g < 65793:
+		return vnniPanels
+	case useAVX2Panels && g < 131072:
+		return avx2Panels
+	}
+	return noPanels
+}
+
+// Panel geometry: a kernel covers 16 weight rows and 4 tokens per call; a worker packs
 // panelBlock panels at once and runs every token through them, so a block's bytes (64 rows x KP)
 // stay in cache while the tokens stream by.
 const (
@@ -25,45 +48,45 @@ const (
 	panelBlock = 4
 )
 
-// matMulIntPanels is MatMulInt where every group is whole and a multiple of 8 values, on CPUs with
-// AVX-512 VNNI: weight rows are repacked sixteen at a time so that the kernel's lanes are rows
-// (no horizontal sums), and the float32 accumulation is the group loop's, per (token, row), in the
+// matMulIntPanels is MatMulInt where every group is whole and a multiple of 8 values, by the panel
+// kernel kind: weight rows are repacked sixteen at a time so that the kernel's lanes are rows (no
+// horizontal sums), and the float32 accumulation is the group loop's, per (token, row), in the
 // same order — the result is bit-identical to MatMulInt's loop (integer sums are exact).
-func matMulIntPanels(ctx context.Context, a *Activations, w *Weight, out []float32, workers, g int) error {
+func matMulIntPanels(ctx context.Context, kind panelKind, a *Activations, w *Weight, out []float32, workers, g int) error {
 	ng, kp := w.Groups(), w.KP
 	if a.M == 0 {
 		return ctx.Err()
 	}
-	// The kernel reads four tokens' codes and scales unchecked: panic here rather than read past them.
+	// The kernels read four tokens' codes and scales unchecked: panic here rather than read past them.
 	_, _ = a.Codes[a.M*kp-1], a.Scales[a.M-1]
-	m4 := (a.M + panelToks - 1) / panelToks * panelToks
-	// corr[t][gi] = 128·Σ of token t's codes over group gi; rows of the padding tokens stay 0.
-	corr := make([]int32, m4*ng)
-	if err := forRows(ctx, a.M, workers, func(lo, hi int) {
-		for t := lo; t < hi; t++ {
-			row := a.Codes[t*kp : (t+1)*kp]
-			for gi := range ng {
-				var s int32
-				for _, c := range row[gi*g : (gi+1)*g] {
-					s += int32(c)
-				}
-				corr[t*ng+gi] = 128 * s
-			}
+	var corr []int32
+	if kind == vnniPanels {
+		var err error
+		if corr, err = panelCorrections(ctx, a, ng, g, workers); err != nil {
+			return err
 		}
-	}); err != nil {
-		return err
 	}
 	panels := (w.N + panelRows - 1) / panelRows
 	return forRows(ctx, panels, workers, func(lo, hi int) {
 		pack := make([]byte, panelBlock*panelRows*kp)
 		scales := make([]float32, panelBlock*panelRows*ng)
 		var res [panelToks * panelRows]float32
-		var tail []int8 // the last tokens, zero-padded to panelToks rows
+		var tail []int8  // VNNI: the last tokens, zero-padded to panelToks rows
+		var wide []int16 // AVX2: four tokens' codes as int16, zero-padded to panelToks rows
+		if kind == avx2Panels {
+			wide = make([]int16, panelToks*kp)
+		}
 		var tailScale [panelToks]float32
 		for p0 := lo; p0 < hi; p0 += panelBlock {
 			np := min(panelBlock, hi-p0)
 			for p := range np {
-				packPanel(w, (p0+p)*panelRows, pack[p*panelRows*kp:(p+1)*panelRows*kp], scales[p*panelRows*ng:(p+1)*panelRows*ng])
+				dst := pack[p*panelRows*kp : (p+1)*panelRows*kp]
+				sc := scales[p*panelRows*ng : (p+1)*panelRows*ng]
+				if kind == vnniPanels {
+					packPanel(w, (p0+p)*panelRows, dst, sc)
+				} else {
+					packPanelPairs(w, (p0+p)*panelRows, dst, sc)
+				}
 			}
 			for t0 := 0; t0 < a.M; t0 += panelToks {
 				if ctx.Err() != nil {
@@ -72,17 +95,29 @@ func matMulIntPanels(ctx context.Context, a *Activations, w *Weight, out []float
 				codes, as := a.Codes[t0*kp:], a.Scales[t0:]
 				nt := min(panelToks, a.M-t0)
 				if nt < panelToks {
-					if tail == nil {
-						tail = make([]int8, panelToks*kp)
-					}
-					clear(tail)
-					copy(tail, a.Codes[t0*kp:])
 					tailScale = [panelToks]float32{}
 					copy(tailScale[:], a.Scales[t0:])
-					codes, as = tail, tailScale[:]
+					as = tailScale[:]
+					if kind == vnniPanels {
+						if tail == nil {
+							tail = make([]int8, panelToks*kp)
+						}
+						clear(tail)
+						copy(tail, a.Codes[t0*kp:])
+						codes = tail
+					}
+				}
+				if kind == avx2Panels {
+					widen(wide, codes[:nt*kp])
+					clear(wide[nt*kp:])
 				}
 				for p := range np {
-					kernel.PanelDots16x4(&pack[p*panelRows*kp], &codes[0], kp, ng, g/8, &corr[t0*ng], &scales[p*panelRows*ng], &as[0], &res[0])
+					pw, ps := &pack[p*panelRows*kp], &scales[p*panelRows*ng]
+					if kind == vnniPanels {
+						kernel.PanelDots16x4(pw, &codes[0], kp, ng, g/8, &corr[t0*ng], ps, &as[0], &res[0])
+					} else {
+						kernel.PanelDots16x4AVX2((*int8)(unsafe.Pointer(pw)), &wide[0], kp, ng, g/8, ps, &as[0], &res[0])
+					}
 					n0 := (p0 + p) * panelRows
 					nr := min(panelRows, w.N-n0)
 					for t := range nt {
@@ -94,11 +129,74 @@ func matMulIntPanels(ctx context.Context, a *Activations, w *Weight, out []float
 	})
 }
 
+// panelCorrections returns, for the VNNI kernel, corr[t][gi] = 128·Σ of token t's codes over group
+// gi, for the tokens rounded up to a whole panelToks (the padding tokens' rows 0).
+func panelCorrections(ctx context.Context, a *Activations, ng, g, workers int) ([]int32, error) {
+	kp := ng * g
+	m4 := (a.M + panelToks - 1) / panelToks * panelToks
+	corr := make([]int32, m4*ng)
+	err := forRows(ctx, a.M, workers, func(lo, hi int) {
+		for t := lo; t < hi; t++ {
+			row := a.Codes[t*kp : (t+1)*kp]
+			for gi := range ng {
+				var s int32
+				for _, c := range row[gi*g : (gi+1)*g] {
+					s += int32(c)
+				}
+				corr[t*ng+gi] = 128 * s
+			}
+		}
+	})
+	return corr, err
+}
+
+// widen sets dst[i] = int16(src[i]) for every value of src (dst at least as long): sixteen at a
+// time by kernel.Widen16, the rest here.
+func widen(dst []int16, src []int8) {
+	n16 := len(src) / 16
+	if n16 > 0 {
+		_ = dst[len(src)-1] // the kernel writes 16·n16 values: panic here rather than write past dst
+		kernel.Widen16(&dst[0], &src[0], n16)
+	}
+	for i := n16 * 16; i < len(src); i++ {
+		dst[i] = int16(src[i])
+	}
+}
+
 // packPanel writes the panel of rows n0..n0+15 of w as kernel.PanelDots16x4 reads it: for each
 // run of four columns, the sixteen rows' four codes as code+128; rows past w.N are code 0 with
 // scale 0. scales gets the rows' group scales as [group][row]. The output is written in order
 // (sixteen row streams read side by side).
 func packPanel(w *Weight, n0 int, dst []byte, scales []float32) {
+	kp := w.KP
+	rows := panelSource(w, n0, scales)
+	dst = dst[:kp*panelRows]
+	for k := 0; k < kp; k += 4 {
+		d := dst[k*panelRows : k*panelRows+4*panelRows]
+		for r := range rows {
+			binary.LittleEndian.PutUint32(d[4*r:], binary.LittleEndian.Uint32(rows[r][k:])^0x80808080)
+		}
+	}
+}
+
+// packPanelPairs writes the panel of rows n0..n0+15 of w as kernel.PanelDots16x4AVX2 reads it: for
+// each pair of columns, the sixteen rows' two codes (int8, as stored); rows past w.N are code 0
+// with scale 0. scales gets the rows' group scales as [group][row], as packPanel's.
+func packPanelPairs(w *Weight, n0 int, dst []byte, scales []float32) {
+	kp := w.KP
+	rows := panelSource(w, n0, scales)
+	dst = dst[:kp*panelRows]
+	for k := 0; k < kp; k += 2 {
+		d := dst[k*panelRows : k*panelRows+2*panelRows]
+		for r := range rows {
+			binary.LittleEndian.PutUint16(d[2*r:], binary.LittleEndian.Uint16(rows[r][k:]))
+		}
+	}
+}
+
+// panelSource returns the codes of rows n0..n0+15 of w as bytes (rows past w.N all code 0) and sets
+// scales to their group scales as [group][row] (0 past w.N).
+func panelSource(w *Weight, n0 int, scales []float32) [panelRows][]byte {
 	ng, kp := w.Groups(), w.KP
 	var rows [panelRows][]byte
 	for r := range rows {
@@ -114,13 +212,7 @@ func packPanel(w *Weight, n0 int, dst []byte, scales []float32) {
 			}
 		}
 	}
-	dst = dst[:kp*panelRows]
-	for k := 0; k < kp; k += 4 {
-		d := dst[k*panelRows : k*panelRows+4*panelRows]
-		for r := range rows {
-			binary.LittleEndian.PutUint32(d[4*r:], binary.LittleEndian.Uint32(rows[r][k:])^0x80808080)
-		}
-	}
+	return rows
 }
 
 // int8Bytes views int8 codes as their bytes (two's complement), without copying.

@@ -242,19 +242,27 @@ func TestWeightMatMul(t *testing.T) {
 	}
 }
 
-// TestMatMulIntGroupsBitIdentical: the paths of whole groups — the VNNI panels (groups of a
-// multiple of 8) and the AVX2 group dots (a multiple of 16), each where the CPU has it — give bit
-// for bit what MatMulInt's group loop over dotInt8 gives, with codes at the int8 extremes
-// included, per group and per channel, with partial panels of rows and partial blocks of tokens.
+// TestMatMulIntGroupsBitIdentical: the panel paths of whole groups (a multiple of 8 values) — the
+// AVX-512 VNNI kernel and the AVX2 one, each where the CPU has it — give bit for bit what
+// MatMulInt's group loop over dotInt8 gives, with codes at the int8 extremes included, per group
+// and per channel, with partial panels of rows and partial blocks of tokens. The loop itself
+// (both kernels off) is checked against the same reference.
 func TestMatMulIntGroupsBitIdentical(t *testing.T) {
-	for _, vnni := range []bool{true, false} {
-		if vnni && !useVNNI {
-			t.Log("no AVX-512 VNNI on this CPU: the panel path is not tested here")
+	for _, path := range []struct {
+		name       string
+		vnni, avx2 bool
+	}{{"vnni", true, false}, {"avx2", false, true}, {"loop", false, false}} {
+		if path.vnni && !useVNNI {
+			t.Log("no AVX-512 VNNI on this CPU: the VNNI panel path is not tested here")
 			continue
 		}
-		t.Run(fmt.Sprintf("vnni=%v", vnni), func(t *testing.T) {
-			defer func(old bool) { useVNNI = old }(useVNNI)
-			useVNNI = vnni
+		if path.avx2 && !useAVX2Panels {
+			t.Log("no AVX2 on this CPU: the AVX2 panel path is not tested here")
+			continue
+		}
+		t.Run(path.name, func(t *testing.T) {
+			defer func(vnni, avx2 bool) { useVNNI, useAVX2Panels = vnni, avx2 }(useVNNI, useAVX2Panels)
+			useVNNI, useAVX2Panels = path.vnni, path.avx2
 			testMatMulIntGroups(t)
 		})
 	}
@@ -267,7 +275,8 @@ func testMatMulIntGroups(t *testing.T) {
 	for _, tc := range []struct{ m, n, kp, group int }{
 		{5, 7, 64, 16}, {3, 9, 256, 32}, {4, 5, 512, 128}, {2, 3, 4096, 0}, {7, 4, 96, 32},
 		{3, 5, 352, 32}, {6, 2, 4096, 32}, {9, 37, 96, 8}, {4, 16, 96, 24}, {8, 33, 192, 64},
-		{1, 70, 64, 32}, {3, 5, 17408, 0}, {13, 129, 128, 32},
+		{1, 70, 64, 32}, {3, 5, 17408, 0}, {13, 129, 128, 32}, {5, 17, 40, 8}, {6, 18, 8, 8},
+		{11, 40, 264, 24},
 	} {
 		w := &Weight{N: tc.n, K: tc.kp, KP: tc.kp, Bits: 8, Group: tc.group, Codes: make([]int8, tc.n*tc.kp)}
 		w.Scales = make([]float32, tc.n*w.Groups())

@@ -130,8 +130,12 @@ func BenchmarkRTNNoClip4096(b *testing.B) { benchRTN(b, []float64{1}) }
 // BenchmarkRTNClip4096Sign is BenchmarkRTNClip4096 with negative scales (twice the candidates).
 func BenchmarkRTNClip4096Sign(b *testing.B) { benchRTN(b, DefaultClipGrid, WithNegativeScales(true)) }
 
-// BenchmarkMatMulInt measures the W4A8 integer matmul on 64 tokens x a 4096x4096 G32 weight,
-// reported as int8 MAC GOP/s: the VNNI panel path and the AVX2 group-dot path, same run.
+// benchTokens is BenchmarkMatMulInt's batch: one calibration sequence, the rows propagate and
+// screen run through a weight at once (calib.BatchRows).
+const benchTokens = 512
+
+// BenchmarkMatMulInt measures the W4A8 integer matmul on 512 tokens x a 4096x4096 G32 weight,
+// reported as int8 MAC GOP/s: the VNNI panel kernel, the AVX2 one and the Go group loop, same run.
 func BenchmarkMatMulInt(b *testing.B) {
 	benchSetup(b)
 	ctx := context.Background()
@@ -139,32 +143,35 @@ func BenchmarkMatMulInt(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	acts, err := SpikedActivations(64, benchK, 3)
+	acts, err := SpikedActivations(benchTokens, benchK, 3)
 	if err != nil {
 		b.Fatal(err)
 	}
-	a, err := QuantizeActivations(acts.Data, 64, benchK, 8, 1)
+	a, err := QuantizeActivations(acts.Data, benchTokens, benchK, 8, 1)
 	if err != nil {
 		b.Fatal(err)
 	}
-	out := make([]float32, 64*benchK)
+	out := make([]float32, benchTokens*benchK)
 	for _, path := range []struct {
-		name string
-		vnni bool
-	}{{"vnni", true}, {"avx2", false}} {
+		name       string
+		vnni, avx2 bool
+	}{{"vnni", true, false}, {"avx2", false, true}, {"loop", false, false}} {
 		b.Run(path.name, func(b *testing.B) {
 			if path.vnni && !useVNNI {
 				b.Skip("no AVX-512 VNNI on this CPU")
 			}
-			defer func(old bool) { useVNNI = old }(useVNNI)
-			useVNNI = path.vnni
+			if path.avx2 && !useAVX2Panels {
+				b.Skip("no AVX2 on this CPU")
+			}
+			defer func(vnni, avx2 bool) { useVNNI, useAVX2Panels = vnni, avx2 }(useVNNI, useAVX2Panels)
+			useVNNI, useAVX2Panels = path.vnni, path.avx2
 			for i := 0; i < b.N; i++ {
 				if err := MatMulInt(ctx, a, q, out, runtime.GOMAXPROCS(0)); err != nil {
 					b.Fatal(err)
 				}
 			}
 			sec := b.Elapsed().Seconds() / float64(b.N)
-			b.ReportMetric(2*64*benchK*benchK/sec/1e9, "GOP/s")
+			b.ReportMetric(2*benchTokens*benchK*benchK/sec/1e9, "GOP/s")
 			b.ReportMetric(baselineGF, "baseline-matmul-GFLOP/s")
 		})
 	}

@@ -16,7 +16,8 @@
 // its serial path. [Implementation.Dgemm] keeps that order for every value and only computes many
 // values at once: 8×16 values in AVX-512 registers (tile8x16; the skip is a mask per row and token,
 // or, for alpha ±1, none at all where nonzero8 finds no zero among a tile's 8 rows of A over a block)
-// or 4×8 in AVX2 registers (tile4x8; a branch), the values beyond whole tiles in Go, C cut into
+// or 4×8 in AVX2 registers (tile4x8; a branch, or for alpha ±1 none where nonzero4 finds no zero
+// among a tile's 4 rows of A over a block), the values beyond whole tiles in Go, C cut into
 // blocks of columns (and of rows) for GOMAXPROCS goroutines, K into blocks of tokens in order. On
 // AVX-512 the kernel reads copies of A and B laid out for it (pack.go), 512 tokens a pass; on AVX2
 // the matrices in place, 128 tokens a pass. The other forms (B transposed), every product off amd64
@@ -170,8 +171,13 @@ func (p *product) block4(l0, l1, r0, r1, c0, c1 int) {
 	}
 	i4, j8 := r0+(r1-r0)&^3, c0+(c1-c0)&^7
 	for i := r0; i < i4; i += 4 {
+		a := &p.a[i*p.ai+l0*p.al]
+		zeros := true
+		if j8 > c0+8 && (p.alpha == 1 || p.alpha == -1) && (p.ai == 1 || p.al == 1) {
+			zeros = !nonzero4(a, p.ai, p.al, l1-l0)
+		}
 		for j := c0; j < j8; j += 8 {
-			tile4x8(&p.a[i*p.ai+l0*p.al], p.ai, p.al, &p.b[l0*p.ldb+j], p.ldb, l1-l0, &p.c[i*p.ldc+j], p.ldc, p.alpha)
+			tile4x8(a, p.ai, p.al, &p.b[l0*p.ldb+j], p.ldb, l1-l0, &p.c[i*p.ldc+j], p.ldc, p.alpha, zeros)
 		}
 	}
 	p.sums(l0, l1, r0, i4, j8, c1)

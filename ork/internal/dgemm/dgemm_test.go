@@ -47,6 +47,9 @@ func TestDgemmMatchesGonum(t *testing.T) {
 	// The AVX-512 path's packing as it ships, in passes of 40 tokens (a zero in one pass and not in
 	// the next), and with A packed 8 to 80 rows at a time.
 	packings := []struct{ k, aMax int }{{packK, packAMax}, {40, packAMax}, {40, 640}}
+	if testing.Short() { // internal/avx2host's emulated run: the packing as it ships
+		packings = packings[:1]
+	}
 	for _, sh := range shapes {
 		for _, tA := range []blas.Transpose{blas.NoTrans, blas.Trans} {
 			lda := sh.k + sh.pad
@@ -102,44 +105,57 @@ func noZeros(x []float64, at int) []float64 {
 	return y
 }
 
-// TestNonzero8 checks nonzero8 against a loop over both layouts (a token's 8 values consecutive, or
-// 8 rows of consecutive tokens), token counts with and without a tail beyond whole eights, with no
-// zero, and with a +0, a −0 or a NaN at every position.
-func TestNonzero8(t *testing.T) {
-	if !has8x16 {
-		t.Skip("nonzero8 needs AVX-512")
-	}
-	for _, tl := range []int{1, 7, 8, 9, 16, 130} {
-		for _, lay := range []struct{ ai, al int }{{1, 11}, {tl + 3, 1}} {
-			n := 7*lay.ai + (tl-1)*lay.al + 1
-			x := make([]float64, n+8)
-			for i := range x {
-				x[i] = 1 + float64(i)
-			}
-			check := func(what string) {
-				t.Helper()
-				want := true
-				for r := range 8 {
+// TestNonzero checks nonzero8 (AVX-512) and nonzero4 (AVX2) against a loop over both layouts (a
+// token's values consecutive, or rows of consecutive tokens), token counts with and without a tail
+// beyond whole eights and fours, with no zero, and with a +0, a −0 or a NaN at every position.
+func TestNonzero(t *testing.T) {
+	for _, k := range []struct {
+		rows  int
+		has   bool
+		check func(a *float64, ai, al, t int) bool
+	}{{8, has8x16, nonzero8}, {4, has4x8, nonzero4}} {
+		if !k.has {
+			t.Logf("the %d-row check: not on this CPU", k.rows)
+			continue
+		}
+		for _, tl := range []int{1, 3, 4, 5, 7, 8, 9, 16, 130} {
+			for _, lay := range []struct{ ai, al int }{{1, 11}, {tl + 3, 1}} {
+				n := (k.rows-1)*lay.ai + (tl-1)*lay.al + 1
+				x := make([]float64, n+8)
+				for i := range x {
+					x[i] = 1 + float64(i)
+				}
+				check := func(what string) {
+					t.Helper()
+					want := true
+					for r := range k.rows {
+						for l := range tl {
+							if x[r*lay.ai+l*lay.al] == 0 {
+								want = false
+							}
+						}
+					}
+					if got := k.check(&x[0], lay.ai, lay.al, tl); got != want {
+						t.Fatalf("%d rows, t %d ai %d al %d, %s: got %v, want %v", k.rows, tl, lay.ai, lay.al, what, got, want)
+					}
+				}
+				check("no zero")
+				for r := range k.rows {
 					for l := range tl {
-						if x[r*lay.ai+l*lay.al] == 0 {
-							want = false
+						i := r*lay.ai + l*lay.al
+						for _, v := range []float64{0, math.Copysign(0, -1), math.NaN()} {
+							old := x[i]
+							x[i] = v
+							check(fmt.Sprintf("%v at row %d token %d", v, r, l))
+							x[i] = old
 						}
 					}
 				}
-				if got := nonzero8(&x[0], lay.ai, lay.al, tl); got != want {
-					t.Fatalf("t %d ai %d al %d, %s: nonzero8 = %v, want %v", tl, lay.ai, lay.al, what, got, want)
-				}
-			}
-			check("no zero")
-			for r := range 8 {
-				for l := range tl {
-					i := r*lay.ai + l*lay.al
-					for _, v := range []float64{0, math.Copysign(0, -1), math.NaN()} {
-						old := x[i]
-						x[i] = v
-						check(fmt.Sprintf("%v at row %d token %d", v, r, l))
-						x[i] = old
-					}
+				// A zero just past the rows or the tokens is not theirs.
+				if lay.ai == 1 {
+					x[k.rows] = 0
+					check("a zero after a token's values")
+					x[k.rows] = 1 + float64(k.rows)
 				}
 			}
 		}

@@ -32,11 +32,11 @@ func GramScratch(n, t int) int { return (n &^ 15) * min(t, packK) }
 // (GramScratch(n, t) values; a shorter one is replaced by a pooled buffer); its values are
 // overwritten. It runs on GOMAXPROCS goroutines.
 //
-// On AVX-512 the triangle's whole 16-column tiles run on tile8x16 over X packed a pass of packK
-// tokens at a time; the tiles the diagonal crosses on a copy of C's tile, of which only the values on
-// and above the diagonal are written back; the columns beyond the last whole tile on block4's
-// kernels and in Go. Without AVX-512 it runs stripes of gramRows rows: Dsyrk on each diagonal block,
-// Dgemm right of it.
+// The triangle's whole 16-column tiles run over X packed a pass of packK tokens at a time, on
+// tile8x16 (AVX-512) or four tile4x8 calls a tile (AVX2); the tiles the diagonal crosses on a copy
+// of C's tile, of which only the values on and above the diagonal are written back; the columns
+// beyond the last whole tile on block4's kernels and in Go. Without AVX2 it runs stripes of
+// gramRows rows: Dsyrk on each diagonal block, Dgemm right of it (gonum's own).
 func GramUpper(n, t int, x []float64, ldx int, c []float64, ldc int, scratch []float64) {
 	if n < 0 || t < 0 || ldx < max(1, n) || ldc < max(1, n) {
 		panic(fmt.Sprintf("dgemm: GramUpper n %d t %d ldx %d ldc %d", n, t, ldx, ldc))
@@ -48,7 +48,7 @@ func GramUpper(n, t int, x []float64, ldx int, c []float64, ldc int, scratch []f
 		panic(fmt.Sprintf("dgemm: GramUpper %d x %d: X has %d values, C %d", t, n, len(x), len(c)))
 	}
 	j16 := n &^ 15
-	if !has8x16 || j16 == 0 {
+	if !has4x8 || j16 == 0 {
 		gramStripes(n, t, x, ldx, c, ldc)
 		return
 	}
@@ -76,7 +76,7 @@ func GramUpper(n, t int, x []float64, ldx int, c []float64, ldc int, scratch []f
 	}
 }
 
-// gram is one GramUpper on the AVX-512 kernel: its product (X as both operands), the columns its
+// gram is one GramUpper on the kernels: its product (X as both operands), the columns its
 // whole 16-column tiles cover, and the packed pass (pa) with each 8-column tile's zero flag.
 type gram struct {
 	p     *product
@@ -97,7 +97,11 @@ func (g *gram) pass(workers, l0, l1 int) {
 	parallel.For(tiles, min(workers, max(1, g.j16*tk>>16)), func(tl int) {
 		dst := g.pa[tl*8*tk : (tl+1)*8*tk]
 		packTokens8(dst, p.a[tl*8+l0*p.al:], p.al, tk)
-		g.zeros[tl] = !nonzero8(&dst[0], 1, 8, tk)
+		if has8x16 {
+			g.zeros[tl] = !nonzero8(&dst[0], 1, 8, tk)
+		} else {
+			g.zeros[tl] = !nonzero4(&dst[0], 1, 8, tk) || !nonzero4(&dst[4], 1, 8, tk)
+		}
 	})
 	// Items band after band, each band's column blocks from the one holding its first row.
 	type item struct{ r0, c0 int }
@@ -123,16 +127,16 @@ func (g *gram) item(tk, r0, r1, c0, c1 int) {
 	p := g.p
 	var tmp [8 * 16]float64
 	for i := r0; i < r1; i += 8 {
-		a := &g.pa[i*tk]
+		a := g.pa[i*tk:]
 		zeros := g.zeros[i/8]
 		for j := max(c0, i&^15); j < c1; j += 16 {
 			if ni, nj := nextTile(i, j, r1, c0, c1); ni < r1 {
 				prefetch8x16(&p.c[ni*p.ldc+nj], p.ldc)
 			}
-			b := &g.pa[j*tk]
+			b := g.pa[j*tk:]
 			ct := p.c[i*p.ldc+j:]
 			if j > i { // every value right of the diagonal
-				tile8x16(a, 1, 8, b, 8, 8*tk, tk, &ct[0], p.ldc, 1, zeros)
+				tile(a, b, tk, ct, p.ldc, zeros)
 				continue
 			}
 			for r := range 8 {
@@ -140,13 +144,28 @@ func (g *gram) item(tk, r0, r1, c0, c1 int) {
 				clear(tmp[r*16 : r*16+lo])
 				copy(tmp[r*16+lo:r*16+16], ct[r*p.ldc+lo:r*p.ldc+16])
 			}
-			tile8x16(a, 1, 8, b, 8, 8*tk, tk, &tmp[0], 16, 1, zeros)
+			tile(a, b, tk, tmp[:], 16, zeros)
 			for r := range 8 {
 				lo := max(0, i+r-j)
 				copy(ct[r*p.ldc+lo:r*p.ldc+16], tmp[r*16+lo:r*16+16])
 			}
 		}
 	}
+}
+
+// tile adds the products of tk packed tokens to the 8×16 values at c (rows ldc apart): rows from
+// the 8-column tile at a, columns from the two at b (the second 8·tk values on), as tile8x16 does
+// on AVX-512 and four tile4x8 calls (4×8 each) on AVX2 — the same sums for every value.
+func tile(a, b []float64, tk int, c []float64, ldc int, zeros bool) {
+	if has8x16 {
+		tile8x16(&a[0], 1, 8, &b[0], 8, 8*tk, tk, &c[0], ldc, 1, zeros)
+		return
+	}
+	_, _ = a[8*tk-1], b[16*tk-1] // the kernels read 8·tk values of a and 16·tk of b
+	tile4x8(&a[0], 1, 8, &b[0], 8, tk, &c[0], ldc, 1, zeros)
+	tile4x8(&a[4], 1, 8, &b[0], 8, tk, &c[4*ldc], ldc, 1, zeros)
+	tile4x8(&a[0], 1, 8, &b[8*tk], 8, tk, &c[8], ldc, 1, zeros)
+	tile4x8(&a[4], 1, 8, &b[8*tk], 8, tk, &c[4*ldc+8], ldc, 1, zeros)
 }
 
 // nextTile returns the tile item runs after tile (i, j) of rows [.., r1) × columns [c0, c1): the

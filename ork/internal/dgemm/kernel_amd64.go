@@ -10,10 +10,12 @@ var (
 )
 
 // tile4x8 adds to the 4×8 values at c (rows ldc apart), for l = 0..t-1 in order, tmp·b[l·ldb+j] where
-// tmp = alpha·a[i·ai+l·al] is not zero: gonum's Dgemm sums (see kernel_amd64.s).
+// tmp = alpha·a[i·ai+l·al] is not zero: gonum's Dgemm sums (see kernel_amd64.s). With zeros false
+// the caller promises that none of the tile's a values is zero, and for alpha 1 and -1 the kernel
+// skips no product, without the per-row compare and branch.
 //
 //go:noescape
-func tile4x8(a *float64, ai, al int, b *float64, ldb, t int, c *float64, ldc int, alpha float64)
+func tile4x8(a *float64, ai, al int, b *float64, ldb, t int, c *float64, ldc int, alpha float64, zeros bool)
 
 // tile8x16 is tile4x8 for 8×16 values, on AVX-512, b's values 8-15 of token l at b[l·ldb+bhi+j]
 // (bhi 8 where a token's 16 values are consecutive). With zeros false the caller promises that none of
@@ -28,6 +30,11 @@ func tile8x16(a *float64, ai, al int, b *float64, ldb, bhi, t int, c *float64, l
 //
 //go:noescape
 func nonzero8(a *float64, ai, al, t int) bool
+
+// nonzero4 is nonzero8 for 4 rows (a[r·ai + l·al], r < 4), on AVX2.
+//
+//go:noescape
+func nonzero4(a *float64, ai, al, t int) bool
 
 // prefetch8x16 asks for the 8×16 values at c (rows ldc apart) to be brought to L1: in each row the
 // cache lines holding its first value and the value 64 bytes on (the whole row of 16 when c is on a

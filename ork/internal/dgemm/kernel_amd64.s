@@ -232,6 +232,22 @@ skip:
 	VADDPD hi, Y13, hi; \
 skip:
 
+// ROW8N and ROW8NS are ROW8 and ROW8S for a tile whose a values are all nonzero: no compare, no
+// branch. The labels are unused.
+#define ROW8N(addr, lo, hi, skip) \
+	VBROADCASTSD addr, Y12; \
+	VMULPD Y12, Y8, Y13; \
+	VADDPD lo, Y13, lo; \
+	VMULPD Y12, Y9, Y13; \
+	VADDPD hi, Y13, hi
+
+#define ROW8NS(addr, lo, hi, skip) \
+	VBROADCASTSD addr, Y12; \
+	VMULPD Y12, Y8, Y13; \
+	VSUBPD Y13, lo, lo; \
+	VMULPD Y12, Y9, Y13; \
+	VSUBPD Y13, hi, hi
+
 // TILE8(R, l0, l1, l2, l3) is one token of the 4×8 tile: b's 8 values, then the four rows with row
 // macro R (rows at SI, SI+ai, SI+2ai, R11 = SI+3ai; l0-l3 their skip labels).
 #define TILE8(R, l0, l1, l2, l3) \
@@ -245,9 +261,9 @@ skip:
 	ADDQ R13, R11; \
 	ADDQ BX, DI
 
-// func tile4x8(a *float64, ai, al int, b *float64, ldb, t int, c *float64, ldc int, alpha float64)
+// func tile4x8(a *float64, ai, al int, b *float64, ldb, t int, c *float64, ldc int, alpha float64, zeros bool)
 // Rows of a at SI, SI+ai, SI+2ai, R11 = SI+3ai.
-TEXT ·tile4x8(SB), NOSPLIT, $0-72
+TEXT ·tile4x8(SB), NOSPLIT, $0-73
 	MOVQ a+0(FP), SI
 	MOVQ ai+8(FP), R10
 	SHLQ $3, R10
@@ -279,13 +295,33 @@ TEXT ·tile4x8(SB), NOSPLIT, $0-72
 	TESTQ CX, CX
 	JZ store8
 	MOVQ alpha+64(FP), AX
+	MOVBQZX zeros+72(FP), R14
 	MOVQ $0x3FF0000000000000, R9
 	CMPQ AX, R9
-	JEQ loop8
+	JNE notone8
+	TESTQ R14, R14
+	JZ loop8n
+	JMP loop8
+
+notone8:
 	MOVQ $0xBFF0000000000000, R9
 	CMPQ AX, R9
-	JEQ loop8s
-	JMP loop8a              // alpha's bits are neither 1.0's nor -1.0's
+	JNE loop8a              // alpha's bits are neither 1.0's nor -1.0's
+	TESTQ R14, R14
+	JZ loop8ns
+	JMP loop8s
+
+loop8n:
+	TILE8(ROW8N, x0, x1, x2, x3)
+	DECQ CX
+	JNZ loop8n
+	JMP store8
+
+loop8ns:
+	TILE8(ROW8NS, y0, y1, y2, y3)
+	DECQ CX
+	JNZ loop8ns
+	JMP store8
 
 loop8:
 	TILE8(ROW8, s0, s1, s2, s3)
@@ -411,4 +447,77 @@ TEXT ·prefetch8x16(SB), NOSPLIT, $0-16
 	PREFETCHT0 64(DI)(BX*2)
 	PREFETCHT0 (DI)(CX*1)
 	PREFETCHT0 64(DI)(CX*1)
+	RET
+
+// func nonzero4(a *float64, ai, al, t int) bool
+//
+// nonzero8 for 4 rows, on AVX2: a value is zero when its bits but the sign are all 0 (VPAND with
+// every bit but the sign, VPCMPEQQ against 0: a lane of ones for a zero; VPTEST finds any).
+TEXT ·nonzero4(SB), NOSPLIT, $0-33
+	MOVQ a+0(FP), SI
+	MOVQ ai+8(FP), R10
+	MOVQ al+16(FP), R13
+	MOVQ t+24(FP), CX
+	MOVQ $0x7FFFFFFFFFFFFFFF, AX
+	MOVQ AX, X15
+	VPBROADCASTQ X15, Y15
+	VPXOR Y14, Y14, Y14
+	TESTQ CX, CX
+	JZ yes4
+	CMPQ R10, $1
+	JNE rows4
+	SHLQ $3, R13
+
+tokens4:                        // ai 1: a token's 4 values are consecutive, tokens al apart
+	VPAND (SI), Y15, Y0
+	VPCMPEQQ Y14, Y0, Y0
+	VPTEST Y0, Y0
+	JNZ zero4
+	ADDQ R13, SI
+	DECQ CX
+	JNZ tokens4
+	JMP yes4
+
+rows4:                          // al 1: 4 rows of t consecutive values, ai apart
+	SHLQ $3, R10
+	MOVQ $4, R8
+
+row4:
+	MOVQ SI, DI
+	MOVQ CX, DX
+
+fours:
+	CMPQ DX, $4
+	JLT tail4
+	VPAND (DI), Y15, Y0
+	VPCMPEQQ Y14, Y0, Y0
+	VPTEST Y0, Y0
+	JNZ zero4
+	ADDQ $32, DI
+	SUBQ $4, DX
+	JMP fours
+
+tail4:
+	TESTQ DX, DX
+	JZ nextrow4
+	MOVQ (DI), R9
+	TESTQ AX, R9
+	JZ zero4
+	ADDQ $8, DI
+	DECQ DX
+	JMP tail4
+
+nextrow4:
+	ADDQ R10, SI
+	DECQ R8
+	JNZ row4
+
+yes4:
+	MOVB $1, ret+32(FP)
+	VZEROUPPER
+	RET
+
+zero4:
+	MOVB $0, ret+32(FP)
+	VZEROUPPER
 	RET

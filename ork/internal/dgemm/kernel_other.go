@@ -8,7 +8,7 @@ const (
 	has8x16 = false
 )
 
-func tile4x8(a *float64, ai, al int, b *float64, ldb, t int, c *float64, ldc int, alpha float64) {
+func tile4x8(a *float64, ai, al int, b *float64, ldb, t int, c *float64, ldc int, alpha float64, zeros bool) {
 	panic("dgemm: no kernels on this architecture")
 }
 
@@ -17,6 +17,10 @@ func tile8x16(a *float64, ai, al int, b *float64, ldb, bhi, t int, c *float64, l
 }
 
 func nonzero8(a *float64, ai, al, t int) bool {
+	panic("dgemm: no kernels on this architecture")
+}
+
+func nonzero4(a *float64, ai, al, t int) bool {
 	panic("dgemm: no kernels on this architecture")
 }
 

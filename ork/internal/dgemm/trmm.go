@@ -110,7 +110,7 @@ func (t *trmm) kernel(i, k0, k1, nw int) {
 		if t.h == 8 {
 			tile8x16(a, t.lda, 1, b, t.n, 8, k1-k0, c, t.ldb, 1, zeros)
 		} else {
-			tile4x8(a, t.lda, 1, b, t.n, k1-k0, c, t.ldb, 1)
+			tile4x8(a, t.lda, 1, b, t.n, k1-k0, c, t.ldb, 1, true)
 		}
 	}
 }

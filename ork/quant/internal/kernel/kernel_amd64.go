@@ -49,18 +49,6 @@ func NonFinite8(x *float32, n int) bool
 //go:noescape
 func GroupQuant1(x, wd *float64, n int, s, inv float64, lohi *[2]float64, codes *int8) (err, den float64)
 
-// GroupDotsInt8 sets dots[i], for each of the groups groups of g16·16 consecutive int8 values at
-// a and w, to their int32 dot product Σ a_k·w_k (exact; groups and g16 positive, a group below
-// 131072 values).
-//
-//go:noescape
-func GroupDotsInt8(a, w *int8, groups, g16 int, dots *int32)
-
-// GroupDots32x8 is GroupDotsInt8 for eight groups of 32 values (256 at a and w, eight dots).
-//
-//go:noescape
-func GroupDots32x8(a, w *int8, dots *int32)
-
 // Available512 says whether the AVX-512 kernels may run (AVX-512 F and VL, with the OS saving
 // the ZMM registers).
 var Available512 = Available && cpu.X86.HasAVX512F && cpu.X86.HasAVX512VL

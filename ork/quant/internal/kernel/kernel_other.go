@@ -27,12 +27,6 @@ func GroupQuant1(x, wd *float64, n int, s, inv float64, lohi *[2]float64, codes 
 	panic("kernel: no GroupQuant1 on this architecture")
 }
 
-func GroupDotsInt8(a, w *int8, groups, g16 int, dots *int32) {
-	panic("kernel: no GroupDotsInt8 on this architecture")
-}
-
-func GroupDots32x8(a, w *int8, dots *int32) { panic("kernel: no GroupDots32x8 on this architecture") }
-
 // Available512 is false: the AVX-512 kernels are never called.
 const Available512 = false
 

@@ -22,3 +22,21 @@ var AvailableVNNI = Available512 && cpu.X86.HasAVX512VNNI
 //
 //go:noescape
 func PanelDots16x4(w *uint8, a *int8, kp, ng, g8 int, corr *int32, scales, ascale, out *float32)
+
+// PanelDots16x4AVX2 is PanelDots16x4 for CPUs with AVX2 (no VNNI): the same out for t < 4, r < 16,
+//
+//	out[t·16+r] = (Σ_{gi in order} float32(dot_gi(t, r)) · scales[gi·16+r]) · ascale[t]
+//
+// summed in float32 without fused multiply-adds from 0, dot_gi(t, r) the exact int32 dot product of
+// token t's codes and row r's codes over group gi (ng groups of g8·8 values). The token codes come
+// widened to int16 (Widen16): token t's kp values at a + t·kp. The panel w holds, for each pair
+// of columns 2q, 2q+1 in order, 32 bytes: row r's two codes at bytes 2r and 2r+1 (int8). Exact
+// while a group's |Σ w·a| stays below 2^31 (groups below 131072 values). ng and g8 positive.
+//
+//go:noescape
+func PanelDots16x4AVX2(w *int8, a *int16, kp, ng, g8 int, scales, ascale, out *float32)
+
+// Widen16 sets dst[i] = int16(src[i]) for i < 16·n16 (AVX2; n16 positive).
+//
+//go:noescape
+func Widen16(dst *int16, src *int8, n16 int)

@@ -18,9 +18,10 @@
 // or, for alpha ±1, none at all where nonzero8 finds no zero among a tile's 8 rows of A over a block)
 // or 4×8 in AVX2 registers (tile4x8; a branch, or for alpha ±1 none where nonzero4 finds no zero
 // among a tile's 4 rows of A over a block), the values beyond whole tiles in Go, C cut into
-// blocks of columns (and of rows) for GOMAXPROCS goroutines, K into blocks of tokens in order. On
-// AVX-512 the kernel reads copies of A and B laid out for it (pack.go), 512 tokens a pass; on AVX2
-// the matrices in place, 128 tokens a pass. The other forms (B transposed), every product off amd64
+// blocks of columns (and of rows) for GOMAXPROCS goroutines, K into blocks of tokens in order. For
+// products of 8 rows and 16 columns or more the kernels read copies of A and B laid out for them
+// (pack.go), 512 tokens a pass — on AVX2 four 4×8 tiles an 8×16 one —, else the matrices in place,
+// 128 tokens a pass. The other forms (B transposed), every product off amd64
 // or without AVX2, and arguments gonum rejects go to gonum itself.
 //
 // For alpha −1 (the Cholesky factorization's and GPTQ's updates) the kernels subtract b·a from c
@@ -120,7 +121,7 @@ func (p *product) run() {
 	if p.m*p.n*p.k < 1<<16 {
 		workers = 1
 	}
-	if has8x16 && p.m >= 8 && p.n >= 16 {
+	if has4x8 && p.m >= 8 && p.n >= 16 {
 		p.runPacked(workers)
 		return
 	}

@@ -97,11 +97,7 @@ func (g *gram) pass(workers, l0, l1 int) {
 	parallel.For(tiles, min(workers, max(1, g.j16*tk>>16)), func(tl int) {
 		dst := g.pa[tl*8*tk : (tl+1)*8*tk]
 		packTokens8(dst, p.a[tl*8+l0*p.al:], p.al, tk)
-		if has8x16 {
-			g.zeros[tl] = !nonzero8(&dst[0], 1, 8, tk)
-		} else {
-			g.zeros[tl] = !nonzero4(&dst[0], 1, 8, tk) || !nonzero4(&dst[4], 1, 8, tk)
-		}
+		g.zeros[tl] = !nonzero(dst, tk)
 	})
 	// Items band after band, each band's column blocks from the one holding its first row.
 	type item struct{ r0, c0 int }
@@ -136,7 +132,7 @@ func (g *gram) item(tk, r0, r1, c0, c1 int) {
 			b := g.pa[j*tk:]
 			ct := p.c[i*p.ldc+j:]
 			if j > i { // every value right of the diagonal
-				tile(a, b, tk, ct, p.ldc, zeros)
+				tile(a, b, 8, 8*tk, tk, ct, p.ldc, 1, zeros)
 				continue
 			}
 			for r := range 8 {
@@ -144,7 +140,7 @@ func (g *gram) item(tk, r0, r1, c0, c1 int) {
 				clear(tmp[r*16 : r*16+lo])
 				copy(tmp[r*16+lo:r*16+16], ct[r*p.ldc+lo:r*p.ldc+16])
 			}
-			tile(a, b, tk, tmp[:], 16, zeros)
+			tile(a, b, 8, 8*tk, tk, tmp[:], 16, 1, zeros)
 			for r := range 8 {
 				lo := max(0, i+r-j)
 				copy(ct[r*p.ldc+lo:r*p.ldc+16], tmp[r*16+lo:r*16+16])
@@ -153,19 +149,21 @@ func (g *gram) item(tk, r0, r1, c0, c1 int) {
 	}
 }
 
-// tile adds the products of tk packed tokens to the 8×16 values at c (rows ldc apart): rows from
-// the 8-column tile at a, columns from the two at b (the second 8·tk values on), as tile8x16 does
-// on AVX-512 and four tile4x8 calls (4×8 each) on AVX2 — the same sums for every value.
-func tile(a, b []float64, tk int, c []float64, ldc int, zeros bool) {
+// tile adds to the 8×16 values at c (rows ldc apart) the products of t packed tokens: a the rows'
+// 8-column tile (token after token), b token l's first 8 columns at b[l·ldb] and the other 8 at
+// b[l·ldb+bhi]; tile8x16 on AVX-512, four tile4x8 calls (4×8 values each) on AVX2 — the same sums
+// for every value.
+func tile(a, b []float64, ldb, bhi, t int, c []float64, ldc int, alpha float64, zeros bool) {
 	if has8x16 {
-		tile8x16(&a[0], 1, 8, &b[0], 8, 8*tk, tk, &c[0], ldc, 1, zeros)
+		tile8x16(&a[0], 1, 8, &b[0], ldb, bhi, t, &c[0], ldc, alpha, zeros)
 		return
 	}
-	_, _ = a[8*tk-1], b[16*tk-1] // the kernels read 8·tk values of a and 16·tk of b
-	tile4x8(&a[0], 1, 8, &b[0], 8, tk, &c[0], ldc, 1, zeros)
-	tile4x8(&a[4], 1, 8, &b[0], 8, tk, &c[4*ldc], ldc, 1, zeros)
-	tile4x8(&a[0], 1, 8, &b[8*tk], 8, tk, &c[8], ldc, 1, zeros)
-	tile4x8(&a[4], 1, 8, &b[8*tk], 8, tk, &c[4*ldc+8], ldc, 1, zeros)
+	// The kernels read 8·t values of a, token t-1's last columns of b and C's 8 rows of 16.
+	_, _, _ = a[8*t-1], b[(t-1)*ldb+bhi+7], c[7*ldc+15]
+	tile4x8(&a[0], 1, 8, &b[0], ldb, t, &c[0], ldc, alpha, zeros)
+	tile4x8(&a[4], 1, 8, &b[0], ldb, t, &c[4*ldc], ldc, alpha, zeros)
+	tile4x8(&a[0], 1, 8, &b[bhi], ldb, t, &c[8], ldc, alpha, zeros)
+	tile4x8(&a[4], 1, 8, &b[bhi], ldb, t, &c[4*ldc+8], ldc, alpha, zeros)
 }
 
 // nextTile returns the tile item runs after tile (i, j) of rows [.., r1) × columns [c0, c1): the

@@ -7,7 +7,7 @@ import (
 	"orkpipe/ork/internal/parallel"
 )
 
-// The AVX-512 path of Dgemm runs on copies of its operands laid out for the kernel ("packed"): the
+// The kernel path of Dgemm runs on copies of its operands laid out for the kernels ("packed"): a
 // kernel then reads both from consecutive addresses instead of one cache line (A) and two (B) per
 // token at the matrices' strides. At the strides these products have (17408 values, a multiple of
 // 4 KiB), every token's line falls in the same cache sets, so in place a tile's A values and a
@@ -88,10 +88,20 @@ func (p *product) packA(m8, workers int) packed {
 		}
 		for q := range passes {
 			l0, l1 := q*packK, min((q+1)*packK, k)
-			pk.zeros[t*passes+q] = !skip || !nonzero8(&dst[l0*8], 1, 8, l1-l0)
+			pk.zeros[t*passes+q] = !skip || !nonzero(dst[l0*8:], l1-l0)
 		}
 	})
 	return pk
+}
+
+// nonzero reports whether the n packed tokens at a (8 values each) hold no zero: nonzero8 on AVX-512,
+// nonzero4 over each half of the tile on AVX2.
+func nonzero(a []float64, n int) bool {
+	_ = a[8*n-1]
+	if has8x16 {
+		return nonzero8(&a[0], 1, 8, n)
+	}
+	return nonzero4(&a[0], 1, 8, n) && nonzero4(&a[4], 1, 8, n)
 }
 
 // packTokens8 copies n tokens of 8 consecutive values, a[l·al : l·al+8] for l < n, to dst token after
@@ -107,8 +117,8 @@ func packTokens8(dst, a []float64, al, n int) {
 // release returns the packed values to bufs.
 func (pk packed) release() { putBuf(pk.a) }
 
-// runPacked is run on the AVX-512 kernel with packed operands (the package doc of pack.go); the
-// caller checked has8x16. Rows beyond whole tiles of 8 and columns beyond whole tiles of 16 take
+// runPacked is run on the kernels with packed operands (the package doc of pack.go); the caller
+// checked has4x8. Rows beyond whole tiles of 8 and columns beyond whole tiles of 16 take
 // block4's kernels and Go in place, pass by pass, so that every value still sees its tokens in order.
 func (p *product) runPacked(workers int) {
 	rows := max(8, (packAMax/max(1, p.k))&^7)
@@ -173,7 +183,7 @@ func (p *product) itemPacked(pk packed, r0, r1, c0, c1 int) {
 				copy(bp[(l-l0)*w:(l-l0+1)*w], p.b[l*p.ldb+c0:l*p.ldb+j16])
 			}
 			for i := r0; i < r1; i += 8 {
-				a := &pa[i*k+l0*8]
+				a := pa[i*k+l0*8:]
 				zeros := pk.zeros[i/8*passes+q]
 				for j := 0; j < w; j += 16 {
 					// The next tile's C, as GramUpper's items prefetch it (gram.item).
@@ -185,7 +195,7 @@ func (p *product) itemPacked(pk packed, r0, r1, c0, c1 int) {
 					case q+1 < passes:
 						prefetch8x16(&p.c[r0*p.ldc+c0], p.ldc)
 					}
-					tile8x16(a, 1, 8, &bp[j], w, 8, l1-l0, &p.c[i*p.ldc+c0+j], p.ldc, p.alpha, zeros)
+					tile(a, bp[j:], w, 8, l1-l0, p.c[i*p.ldc+c0+j:], p.ldc, p.alpha, zeros)
 				}
 			}
 		}

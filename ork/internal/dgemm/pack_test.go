@@ -14,11 +14,16 @@ import (
 // a NaN. A holds one value that makes tmp zero — a ±0 for alpha ±1, a small value for alpha the
 // smallest subnormal (tmp underflows) — at a tile's first and last rows and at every token in turn
 // (every pass of packK tokens, its first and last), for A and Aᵀ, A packed whole and 8 rows at a
-// time, on one goroutine and on three.
+// time, on one goroutine and on three, on each kernel path (AVX2's 4×8 tiles: the halves' first and
+// last rows too).
 func TestPackedSkipsAsGonum(t *testing.T) {
-	if !has8x16 {
-		t.Skip("the packed path needs AVX-512")
+	if !has4x8 {
+		t.Skip("the packed path needs AVX2")
 	}
+	forPaths(t, func(path string) { testPackedSkips(t, path) })
+}
+
+func testPackedSkips(t *testing.T, path string) {
 	defer func(k, aMax int) { packK, packAMax = k, aMax }(packK, packAMax)
 	packK = 24
 	const m, n, k = 20, 33, 80 // two whole row tiles and 4 rows; four passes, the last short
@@ -30,7 +35,7 @@ func TestPackedSkipsAsGonum(t *testing.T) {
 		for _, alpha := range []float64{1, -1, math.SmallestNonzeroFloat64} {
 			for _, aMax := range []int{1 << 21, 8 * k} {
 				packAMax = aMax
-				for _, i := range []int{0, 7, 8, 15, 17, 19} { // tiles' first and last rows, the rows beyond
+				for _, i := range []int{0, 3, 4, 7, 8, 11, 12, 15, 17, 19} { // tiles' and halves' first and last rows, the rows beyond
 					for l := range k {
 						a := make([]float64, m*k)
 						for x := range a {
@@ -54,8 +59,8 @@ func TestPackedSkipsAsGonum(t *testing.T) {
 							runtime.GOMAXPROCS(prev)
 							for x := range want {
 								if math.Float64bits(got[x]) != math.Float64bits(want[x]) {
-									t.Fatalf("%v alpha %v, A packed %d values at a time, %d procs, tmp zero at row %d token %d: c[%d] = %v, gonum %v",
-										tA, alpha, aMax, procs, i, l, x, got[x], want[x])
+									t.Fatalf("%s: %v alpha %v, A packed %d values at a time, %d procs, tmp zero at row %d token %d: c[%d] = %v, gonum %v",
+										path, tA, alpha, aMax, procs, i, l, x, got[x], want[x])
 								}
 							}
 						}

@@ -34,7 +34,7 @@ var suites = []struct {
 	{"ork/internal/dgemm", []string{"TestDgemmMatchesGonum", "TestGramUpperMatchesGonum", "TestNonzero",
 		"TestPackedSkipsAsGonum", "TestDtrmmMatchesGonum", "TestDsyrkMatchesGonum", "TestDtrsmMatchesGonum"}},
 	{"ork/internal/sgemm", []string{"TestNTMatchesGonum", "TestNNMatchesGonum", "TestDotMatchesKernels",
-		"TestNaNPayloads", "TestNTShortRows"}},
+		"TestNaNPayloads", "TestNTShortRows", "TestPack4"}},
 	{"ork/quant", []string{"TestMatMulIntGroupsBitIdentical", "TestQuantizeActivationsKernels",
 		"TestClipErrsKernelMatchesGo", "TestGroupSearch32MatchesGo", "TestRTN32Paths", "TestRowKernels32",
 		"TestRowKernelsDone", "TestRowSearch32Lanes", "TestAbsMax32"}},

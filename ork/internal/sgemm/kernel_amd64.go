@@ -19,6 +19,26 @@ func kernel2x4(a *float32, lda int, b *float32, ldb int, c *float32, ldc int, k,
 //go:noescape
 func kernel1x4(a *float32, b *float32, ldb int, c *float32, k, slice int)
 
+// kernel3x4p is kernel2x4 for 3×4 outputs, from four rows of B packed by pack4: each output's eight
+// lanes in two registers, four lanes a register, two outputs a register (packed4_amd64.s). Its outputs
+// are 3×4 values of C (rows ldc apart), summed as kernel2x4 sums them. When next is not nil, the three
+// rows of A there (lda apart; k values each) are prefetched as it runs. AVX2.
+//
+//go:noescape
+func kernel3x4p(a *float32, lda int, pb *float32, c *float32, ldc int, k, slice int, next *float32)
+
+// kernel1x4p is kernel3x4p for one row of A.
+//
+//go:noescape
+func kernel1x4p(a *float32, pb *float32, c *float32, k, slice int)
+
+// pack4 writes the first k values (a positive multiple of eight) of the four rows of B at b (ldb
+// apart) to dst as kernel3x4p reads them, 4·k values: for each four positions 4q..4q+3, rows 0 and
+// 2's values there, then rows 1 and 3's.
+//
+//go:noescape
+func pack4(dst *float32, b *float32, ldb int, k int)
+
 // available512 says whether kernel4x4z may run: AVX-512 F, DQ (the eight-value broadcasts and
 // inserts) and VL (the EVEX forms of the 128-bit registers X16-X31).
 var available512 = available && cpu.X86.HasAVX512F && cpu.X86.HasAVX512DQ && cpu.X86.HasAVX512VL

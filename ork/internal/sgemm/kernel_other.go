@@ -16,6 +16,18 @@ func kernel1x4(a *float32, b *float32, ldb int, c *float32, k, slice int) {
 	panic("sgemm: no kernel1x4 on this architecture")
 }
 
+func kernel3x4p(a *float32, lda int, pb *float32, c *float32, ldc int, k, slice int, next *float32) {
+	panic("sgemm: no kernel3x4p on this architecture")
+}
+
+func kernel1x4p(a *float32, pb *float32, c *float32, k, slice int) {
+	panic("sgemm: no kernel1x4p on this architecture")
+}
+
+func pack4(dst *float32, b *float32, ldb int, k int) {
+	panic("sgemm: no pack4 on this architecture")
+}
+
 func kernel4x4z(a *float32, lda int, b *float32, ldb int, c *float32, ldc int, k, slice int) {
 	panic("sgemm: no kernel4x4z on this architecture")
 }

@@ -2,8 +2,9 @@ package sgemm
 
 import "testing"
 
-// forKernels runs f once for each set of kernels this CPU can run: 4×4 on AVX-512 (then 2×4, 1×4),
-// and 2×4 and 1×4 on AVX2 alone.
+// forKernels runs f once for each set of kernels this CPU can run: on AVX-512 3×16 over packed rows of
+// B and 4×4 over rows as they are (then 2×4, 1×4), and on AVX2 alone 3×4 over packed rows and 2×4 and
+// 1×4 over rows as they are.
 func forKernels(t testing.TB, f func(name string)) {
 	t.Helper()
 	z := available512

@@ -102,8 +102,8 @@ func nt(workers, m, n, k int, a []float32, lda int, b []float32, ldb int, beta f
 	// Column ranges of whole fours (sixteens where packed runs), one a worker: every output is summed
 	// the same way whoever sums it.
 	whole := 4
-	if available512 && m >= packRows {
-		whole = 16
+	if g := p.groups(); g != nil {
+		whole = g.rows
 	}
 	parallel.Split(n, (ceilDiv(n, workers)+whole-1)&^(whole-1), p.cols)
 }
@@ -134,10 +134,10 @@ type product struct {
 // packed, a block of blockK values of each).
 const panelBytes = 256 << 10
 
-// Packing: on AVX-512, a product of at least packRows rows of A packs the rows of B sixteen at a time
-// (pack16) and runs kernel3x16 over them, blockK values of K at a time when it sums in slices (a
+// Packing: a product of at least packRows rows of A packs the rows of B sixteen at a time (pack16)
+// and runs kernel3x16 over them on AVX-512, four at a time (pack4) and kernel3x4p on AVX2, blockK values of K at a time when it sums in slices (a
 // multiple of Slice, so that no slice straddles two blocks; a group of sixteen packed rows of B takes
-// 32 KiB of L1, three rows of A 6 KiB), the rows of A in blocks of rowBlockBytes (96 rows at
+// 32 KiB of L1, four 8 KiB, three rows of A 6 KiB), the rows of A in blocks of rowBlockBytes (96 rows at
 // blockK: 1.15x the rate of passing every group over three rows at a time for 512 tokens through a
 // 5120 x 17408 Q8_0 weight, 1.07x for 17408 x 5120; docs/performance-log.md, "Session 43").
 const (
@@ -147,11 +147,12 @@ const (
 )
 
 // cols computes the outputs of columns [j0, j1) (rows j0..j1-1 of B): with the kernels, panels of
-// B's rows that stay in cache while A's rows pass — on AVX-512 3×16 outputs at a time from packed
-// rows of B (when A has packRows rows or more; the columns past the last sixteen as if it had
-// not), else 4×4 outputs; on AVX2 2×4; 1×4 for a last row of A — the last 1-3 columns with dots;
-// every output with dots where the kernels do not take the product (no AVX2 or not amd64, or B not
-// aligned the kernels' way and not on amd64, where gonum takes it).
+// B's rows that stay in cache while A's rows pass — when A has packRows rows or more, from packed
+// groups of B's rows, 3×16 outputs at a time on AVX-512 and 3×4 on AVX2 (the columns past the last
+// whole group as if A had fewer rows); else from B's rows as they are, 4×4 outputs on AVX-512, 2×4 on
+// AVX2, 1×4 for a last row of A — the last 1-3 columns with dots; every output with dots where the
+// kernels do not take the product (no AVX2 or not amd64, or B not aligned the kernels' way and not on
+// amd64, where gonum takes it).
 func (p *product) cols(j0, j1 int) {
 	if !p.kernelShape() {
 		j16 := j0
@@ -164,9 +165,9 @@ func (p *product) cols(j0, j1 int) {
 	}
 	j4 := j0 + (j1-j0)&^3
 	j := j0
-	if available512 && p.m >= packRows {
-		j = j0 + (j1-j0)&^15
-		p.packed(j0, j)
+	if g := p.groups(); g != nil {
+		j = j0 + (j1-j0)&^(g.rows-1)
+		p.packed(j0, j, g)
 	}
 	p.panels(j, j4)
 	p.dots(0, p.m, j4, j1)
@@ -207,14 +208,41 @@ func (p *product) lastRows(i, j0, j1 int) {
 // packBufs holds the packed panels' buffers between calls, one a goroutine while it packs.
 var packBufs sync.Pool
 
-// packed computes the outputs of columns [j0, j1), a multiple of sixteen, with kernel3x16: for each
-// panel of B's rows and each block of K, the panel's rows packed once (pack16), then for each block
-// of A's rows (rowBlockBytes of the block of K), each group of sixteen packed rows over the block's
-// rows three at a time (each output's slices still added to C in order, block after block); the last
-// one or two rows with kernel1x16. A group (32 KiB at blockK) stays in L1 while the rows pass, the
-// rows' block in L2 while the groups pass; the first group's calls bring the rows from memory
+// groupKernels are the kernels of one packed layout: pack writes rows of B as the kernels read them.
+type groupKernels struct {
+	rows int // rows of B a group holds: the outputs a kernel call computes in each row of A
+	pack func(dst *float32, b *float32, ldb int, k int)
+	k3   func(a *float32, lda int, pb *float32, c *float32, ldc int, k, slice int, next *float32)
+	k1   func(a *float32, pb *float32, c *float32, k, slice int)
+}
+
+var (
+	groups16 = groupKernels{16, pack16, kernel3x16, kernel1x16}
+	groups4  = groupKernels{4, pack4, kernel3x4p, kernel1x4p}
+)
+
+// groups returns the packed layout this product runs with (it has packRows rows of A or more and the
+// kernels take it: kernelShape), or nil.
+func (p *product) groups() *groupKernels {
+	switch {
+	case p.m < packRows:
+		return nil
+	case available512:
+		return &groups16
+	case available:
+		return &groups4
+	}
+	return nil
+}
+
+// packed computes the outputs of columns [j0, j1), a multiple of g.rows, with g's kernels: for each
+// panel of B's rows and each block of K, the panel's rows packed once, then for each block of A's rows
+// (rowBlockBytes of the block of K), each group of packed rows over the block's rows three at a time
+// (each output's slices still added to C in order, block after block); the last one or two rows with
+// g.k1. A group (32 KiB at blockK for sixteen rows, 8 KiB for four) stays in L1 while the rows pass,
+// the rows' block in L2 while the groups pass; the first group's calls bring the rows from memory
 // (calibration's 512 rows of a 17408-wide input are 35 MB), each prefetching the next three rows.
-func (p *product) packed(j0, j1 int) {
+func (p *product) packed(j0, j1 int, g *groupKernels) {
 	if j0 == j1 {
 		return
 	}
@@ -222,7 +250,7 @@ func (p *product) packed(j0, j1 int) {
 	if p.slice < p.k {
 		kb = min(p.k, blockK)
 	}
-	panel := max(16, panelBytes/(4*kb)&^15)
+	panel := max(g.rows, panelBytes/(4*kb)/g.rows*g.rows)
 	size := min(panel, j1-j0) * kb
 	buf, _ := packBufs.Get().(*[]float32)
 	if buf == nil || cap(*buf) < size {
@@ -237,24 +265,24 @@ func (p *product) packed(j0, j1 int) {
 		q1 := min(q0+panel, j1)
 		for k0 := 0; k0 < p.k; k0 += kb {
 			kn := min(kb, p.k-k0)
-			for g := q0; g < q1; g += 16 {
-				pack16(&pb[(g-q0)*kn], &p.b[g*p.ldb+k0], p.ldb, kn)
+			for j := q0; j < q1; j += g.rows {
+				g.pack(&pb[(j-q0)*kn], &p.b[j*p.ldb+k0], p.ldb, kn)
 			}
 			for i0 := 0; i0 < m3; i0 += rows {
 				i1 := min(i0+rows, m3)
-				for j := q0; j < q1; j += 16 {
+				for j := q0; j < q1; j += g.rows {
 					for i := i0; i < i1; i += 3 {
 						var next *float32
 						if j == q0 && i+3 < p.m {
 							next = &p.a[(i+3)*p.lda+k0]
 						}
-						kernel3x16(&p.a[i*p.lda+k0], p.lda, &pb[(j-q0)*kn], &p.c[i*p.ldc+j], p.ldc, kn, p.slice, next)
+						g.k3(&p.a[i*p.lda+k0], p.lda, &pb[(j-q0)*kn], &p.c[i*p.ldc+j], p.ldc, kn, p.slice, next)
 					}
 				}
 			}
 			for i := m3; i < p.m; i++ {
-				for j := q0; j < q1; j += 16 {
-					kernel1x16(&p.a[i*p.lda+k0], &pb[(j-q0)*kn], &p.c[i*p.ldc+j], kn, p.slice)
+				for j := q0; j < q1; j += g.rows {
+					g.k1(&p.a[i*p.lda+k0], &pb[(j-q0)*kn], &p.c[i*p.ldc+j], kn, p.slice)
 				}
 			}
 		}

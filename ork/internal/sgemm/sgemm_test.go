@@ -38,8 +38,8 @@ func gonumNT(m, n, k int, a []float32, lda int, b []float32, ldb int, beta float
 // and even rows, columns beyond whole fours, K of whole sixteens and not, B on and off 16-byte
 // boundaries, strides wider than the rows, beta 0 and 1, one and several goroutines (and NTSerial
 // where NT would have several), packed rows of B
-// (on AVX-512, A of packRows rows or more: K in blocks of blockK or whole, rows of A in threes and
-// one or two past them, columns beyond whole sixteens) and not, and every set of kernels this CPU can
+// (A of packRows rows or more: K in blocks of blockK or whole, rows of A in threes and one or two past
+// them, on AVX-512 columns beyond whole sixteens) and not, and every set of kernels this CPU can
 // run.
 func TestNTMatchesGonum(t *testing.T) {
 	if runtime.GOARCH != "amd64" {
@@ -96,7 +96,8 @@ func TestNTMatchesGonum(t *testing.T) {
 // TestDotMatchesKernels checks the kernels against dots (gonum's DotUnitary on amd64, where the
 // kernels run), the order NT keeps without them, bit for bit: whole K and slices of 64; one, two and
 // (AVX-512) four rows of A over B's rows as they are; (AVX-512) three rows and one over sixteen rows
-// packed by pack16, prefetching the next rows or not; K of one and of many slices.
+// packed by pack16, prefetching the next rows or not; the same over four rows packed by pack4; K of
+// one and of many slices.
 func TestDotMatchesKernels(t *testing.T) {
 	if !available {
 		t.Skip("no AVX2: NT sums every output with dot")
@@ -127,6 +128,14 @@ func TestDotMatchesKernels(t *testing.T) {
 			got = append([]float32(nil), c0...)
 			kernel1x4(&a[0], &b[0], k, &got[0], k, slice)
 			check("kernel1x4", got, 1, 4)
+			pb4 := make([]float32, 4*k)
+			pack4(&pb4[0], &b[0], k, k)
+			for _, next := range []*float32{nil, &a[k]} {
+				got = append([]float32(nil), c0...)
+				kernel3x4p(&a[0], k, &pb4[0], &got[0], 16, k, slice, next)
+				kernel1x4p(&a[3*k], &pb4[0], &got[3*16], k, slice)
+				check(fmt.Sprintf("kernel3x4p (next %v) and kernel1x4p", next != nil), got, 4, 4)
+			}
 			if !available512 {
 				continue
 			}
@@ -206,6 +215,32 @@ func TestPack16(t *testing.T) {
 						}
 						at++
 					}
+				}
+			}
+		}
+	}
+}
+
+// TestPack4 checks pack4's layout: for each four positions, rows 0 and 2's fours, then rows 1 and 3's,
+// from rows ldb apart.
+func TestPack4(t *testing.T) {
+	if !available {
+		t.Skip("no AVX2: pack4 does not run")
+	}
+	r := rand.New(rand.NewPCG(13, 14))
+	for _, k := range []int{8, 16, 24, 512} {
+		ldb := k + 3
+		b := values(r, 3*ldb+k)
+		pb := make([]float32, 4*k)
+		pack4(&pb[0], &b[0], ldb, k)
+		at := 0
+		for q := 0; q < k; q += 4 {
+			for _, row := range []int{0, 2, 1, 3} {
+				for v := range 4 {
+					if w := b[row*ldb+q+v]; math.Float32bits(pb[at]) != math.Float32bits(w) {
+						t.Fatalf("k %d: packed value %d = %v, want row %d's value %d, %v", k, at, pb[at], row, q+v, w)
+					}
+					at++
 				}
 			}
 		}

@@ -97,8 +97,9 @@ func (m *Model) deltaNet(l *Layer, x []float32, seqLen int, s *scratch, obs Obse
 // values of work (state and delta) from work. The state is kept transposed (row j is column j of S), as
 // ggml does, so every product is a contiguous dot product. ggml rounds as ggml's gated_delta_net kernel: the
 // dot products are ggml_vec_dot_f32 (dotVecF32), the state update fused multiply-adds. Otherwise, on
-// AVX-512 with HeadDim a multiple of 16, each token's step is ork/model/internal/deltanet's kernel, which
-// holds the state array transposed: the same arithmetic, 16 rows at a time (TestGatedDeltaRuleKernel).
+// AVX2 or AVX-512 with HeadDim a multiple of 16, each token's step is ork/model/internal/deltanet's
+// kernel, which holds the state array transposed: the same arithmetic, 8 or 16 rows at a time
+// (TestGatedDeltaRuleKernel).
 func gatedDeltaRule(o, u, g, beta []float32, sh SSMShape, work []float32, ggml bool) {
 	cd, kd, vd, vh, hd := sh.ConvDim(), sh.KeyDim(), sh.ValueDim(), sh.VHeads, sh.HeadDim
 	t := len(g) / vh

@@ -11,11 +11,11 @@ import (
 )
 
 // TestGatedDeltaRuleKernel runs gatedDeltaRule with deltanet's kernel and with the Go loops (the
-// path of CPUs without AVX-512) over the same sequences and compares every output bit for bit: head
+// path of CPUs without AVX2) over the same sequences and compares every output bit for bit: head
 // dims that take the kernel and one that does not, several key heads, values with zeros.
 func TestGatedDeltaRuleKernel(t *testing.T) {
 	if !deltanet.Available {
-		t.Skip("no AVX-512: gatedDeltaRule runs its Go loops only")
+		t.Skip("no AVX2: gatedDeltaRule runs its Go loops only")
 	}
 	r := rand.New(rand.NewPCG(3, 4))
 	for _, sh := range []SSMShape{{HeadDim: 16, KHeads: 1, VHeads: 2}, {HeadDim: 128, KHeads: 2, VHeads: 6}, {HeadDim: 64, KHeads: 4, VHeads: 4}, {HeadDim: 24, KHeads: 1, VHeads: 1}} {

@@ -1,5 +1,5 @@
 // Package deltanet is one token's step of the gated delta rule (Gated DeltaNet's recurrence) for one
-// value head, on AVX-512, with the state held by columns: st[i·hd + j] is S[j][i], where S is the
+// value head, on AVX2 or AVX-512, with the state held by columns: st[i·hd + j] is S[j][i], where S is the
 // head's hd × hd state as ork/model's Go loops hold it (row j one contiguous run there, so here the
 // transpose of their array). The step, for a key k, query q, value v, decay and beta:
 //
@@ -7,8 +7,8 @@
 //
 // with each product and sum rounded as ork/model's float32 code rounds them (no fused multiply-add;
 // each dot product S_j·x in four partial sums over i mod 4, added as (s0 + s1) + (s2 + s3)): the
-// kernel holds 16 rows j in the 16 lanes of a register, so every lane runs that row's arithmetic in
-// the same order, and gives the same bits as StepGo.
+// kernel holds 16 rows j in the 16 lanes of a register (8 in AVX2's), so every lane runs that row's
+// arithmetic in the same order, and gives the same bits as StepGo.
 package deltanet
 
 import "fmt"
@@ -19,8 +19,14 @@ func Step(st []float32, hd int, k, q, v []float32, decay, beta, scale float32, o
 	if !Available || hd <= 0 || hd%16 != 0 || len(st) < hd*hd || len(k) < hd || len(q) < hd || len(v) < hd || len(out) < hd {
 		panic(fmt.Sprintf("deltanet.Step: head dim %d, state %d, k %d, q %d, v %d, out %d values (available %v)", hd, len(st), len(k), len(q), len(v), len(out), Available))
 	}
-	for j := 0; j < hd; j += 16 {
-		step16(&st[j], hd, &k[0], &q[0], &v[j], decay, beta, scale, &out[j])
+	if wide {
+		for j := 0; j < hd; j += 16 {
+			step16(&st[j], hd, &k[0], &q[0], &v[j], decay, beta, scale, &out[j])
+		}
+		return
+	}
+	for j := 0; j < hd; j += 8 {
+		step8(&st[j], hd, &k[0], &q[0], &v[j], decay, beta, scale, &out[j])
 	}
 }
 

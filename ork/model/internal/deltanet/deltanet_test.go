@@ -8,11 +8,25 @@ import (
 
 // TestStepMatchesGo runs Step and StepGo over a sequence of tokens from the same state, head dims
 // 16 to 256, values over several magnitudes with zeros and negative zeros among them, decays and
-// betas in (0, 1], and compares every output and the state bit for bit after each token.
+// betas in (0, 1], and compares every output and the state bit for bit after each token: with the
+// AVX2 kernel, and with the AVX-512 one where the CPU has it.
 func TestStepMatchesGo(t *testing.T) {
 	if !Available {
-		t.Skip("no AVX-512: Step has no kernel on this CPU (callers run their own code)")
+		t.Skip("no AVX2: Step has no kernel on this CPU (callers run their own code)")
 	}
+	prev := wide
+	defer func() { wide = prev }()
+	for _, w := range []bool{false, true} {
+		if w && !prev {
+			t.Log("no AVX-512: step16 not run")
+			continue
+		}
+		wide = w
+		stepMatchesGo(t)
+	}
+}
+
+func stepMatchesGo(t *testing.T) {
 	r := rand.New(rand.NewPCG(1, 2))
 	val := func() float32 {
 		switch r.IntN(20) {
@@ -40,19 +54,19 @@ func TestStepMatchesGo(t *testing.T) {
 			StepGo(ref, hd, k, q, v, decay, beta, scale, want)
 			for i := range want {
 				if math.Float32bits(out[i]) != math.Float32bits(want[i]) {
-					t.Fatalf("hd %d token %d: out[%d] = %v, Go %v", hd, tok, i, out[i], want[i])
+					t.Fatalf("wide %v hd %d token %d: out[%d] = %v, Go %v", wide, hd, tok, i, out[i], want[i])
 				}
 			}
 			for i := range ref {
 				if math.Float32bits(st[i]) != math.Float32bits(ref[i]) {
-					t.Fatalf("hd %d token %d: state[%d] = %v, Go %v", hd, tok, i, st[i], ref[i])
+					t.Fatalf("wide %v hd %d token %d: state[%d] = %v, Go %v", wide, hd, tok, i, st[i], ref[i])
 				}
 			}
 		}
 	}
 }
 
-// BenchmarkStep times one token of a 128-wide head (Qwen3.6-27B's): the kernel, then StepGo.
+// BenchmarkStep times one token of a 128-wide head (Qwen3.6-27B's): the kernels, then StepGo.
 func BenchmarkStep(b *testing.B) {
 	const hd = 128
 	st := make([]float32, hd*hd)
@@ -60,8 +74,15 @@ func BenchmarkStep(b *testing.B) {
 	for i := range k {
 		k[i], q[i], v[i] = 0.01*float32(i%7), 0.02*float32(i%5), 0.03*float32(i%3)
 	}
-	if Available {
-		b.Run("kernel", func(b *testing.B) {
+	prev := wide
+	defer func() { wide = prev }()
+	for _, w := range []bool{true, false} {
+		if !Available || w && !prev {
+			continue
+		}
+		name := map[bool]string{true: "avx512", false: "avx2"}[w]
+		b.Run(name, func(b *testing.B) {
+			wide = w
 			for b.Loop() {
 				Step(st, hd, k, q, v, 0.99, 0.5, 0.1, out)
 			}

@@ -96,3 +96,91 @@ update:
 	VMOVUPS Z0, (R11)
 	VZEROUPPER
 	RET
+
+// step8 is step16 in AVX2 registers, rows [j, j+8): Y8 = decay, Y9 = beta, Y10 = scale; Y0-Y3 the
+// partial sums.
+
+#define DECAY8(off, acc) \
+	VMULPS (DI), Y8, Y4; \
+	VMOVUPS Y4, (DI); \
+	VBROADCASTSS off(AX), Y5; \
+	VMULPS Y5, Y4, Y5; \
+	VADDPS Y5, acc, acc; \
+	ADDQ BX, DI
+
+#define UPDATE8(off, acc) \
+	VBROADCASTSS off(AX), Y5; \
+	VMULPS Y6, Y5, Y5; \
+	VADDPS (DI), Y5, Y4; \
+	VMOVUPS Y4, (DI); \
+	VBROADCASTSS off(DX), Y7; \
+	VMULPS Y7, Y4, Y7; \
+	VADDPS Y7, acc, acc; \
+	ADDQ BX, DI
+
+#define ZERO4Y \
+	VXORPS Y0, Y0, Y0; \
+	VXORPS Y1, Y1, Y1; \
+	VXORPS Y2, Y2, Y2; \
+	VXORPS Y3, Y3, Y3
+
+#define SUM4Y \
+	VADDPS Y1, Y0, Y0; \
+	VADDPS Y3, Y2, Y2; \
+	VADDPS Y2, Y0, Y0
+
+// func step8(st *float32, hd int, k, q, v *float32, decay, beta, scale float32, out *float32)
+TEXT ·step8(SB), NOSPLIT, $0-64
+	MOVQ st+0(FP), SI
+	MOVQ hd+8(FP), BX
+	MOVQ BX, R12
+	SHRQ $2, R12
+	SHLQ $2, BX
+	MOVQ k+16(FP), R8
+	MOVQ q+24(FP), R9
+	MOVQ v+32(FP), R10
+	MOVQ out+56(FP), R11
+	VBROADCASTSS decay+40(FP), Y8
+	VBROADCASTSS beta+44(FP), Y9
+	VBROADCASTSS scale+48(FP), Y10
+
+	ZERO4Y
+	MOVQ SI, DI
+	MOVQ R8, AX
+	MOVQ R12, CX
+
+decay8:
+	DECAY8(0, Y0)
+	DECAY8(4, Y1)
+	DECAY8(8, Y2)
+	DECAY8(12, Y3)
+	ADDQ $16, AX
+	DECQ CX
+	JNZ decay8
+
+	SUM4Y
+	VMOVUPS (R10), Y6
+	VSUBPS Y0, Y6, Y6
+	VMULPS Y9, Y6, Y6
+
+	ZERO4Y
+	MOVQ SI, DI
+	MOVQ R8, AX
+	MOVQ R9, DX
+	MOVQ R12, CX
+
+update8:
+	UPDATE8(0, Y0)
+	UPDATE8(4, Y1)
+	UPDATE8(8, Y2)
+	UPDATE8(12, Y3)
+	ADDQ $16, AX
+	ADDQ $16, DX
+	DECQ CX
+	JNZ update8
+
+	SUM4Y
+	VMULPS Y10, Y0, Y0
+	VMOVUPS Y0, (R11)
+	VZEROUPPER
+	RET

@@ -22,16 +22,20 @@ import (
 //
 // Results are bit-identical to a Dense of the dequantized weight in the pure-Go build (an invariant the
 // tests check): a row dequantizes to the same float32 values, and each block's product is arranged so
-// that gonum's Sgemm sums every output in the same order as it does for the whole matrix (applyWorkers).
+// that gonum's Sgemm sums every output in the same order as it does for the whole matrix (applyWorkers);
+// on AVX2 the product is one sgemm.NTRows of the whole weight, which decodes panels of rows (Decode)
+// as its kernels reach them, a few hundred KiB at a time: no block of float32 rows is written out to
+// memory and read back, which for a weight applied to few tokens (an MoE expert) cost more than the
+// product.
 // Built with -tags blas, both go to OpenBLAS's sgemm, whose order depends on the shape: they agree to
 // float32 rounding, not bit for bit; there Apply pipelines larger blocks instead (applyPipelined), or,
 // while OpenBLAS is held to one thread per call, multiplies panels on every core (applyPanels) — there a
 // Dense of the same weight cuts the same panels, and the two agree bit for bit whatever the number of
 // cores.
 //
-// Scratch bound: one Apply holds at most [EncodedScratchBytes](N, K) bytes of float32 scratch: the whole
-// weight when it fits one block, else two row blocks — in the pure-Go build two workers taking blocks in
-// turn, each dequantizing into its own, blocks of at most max(16 MiB, 256 rows); under OpenBLAS one
+// Scratch bound: one Apply holds at most [EncodedScratchBytes](N, K) bytes of float32 scratch: on AVX2
+// in the pure-Go build NTRows' panels, one a goroutine; else the whole weight when it fits one block, else
+// two row blocks — in the pure-Go build two workers taking blocks in turn, each dequantizing into its own, blocks of at most max(16 MiB, 256 rows); under OpenBLAS one
 // dequantizing while the other is multiplied, blocks of at most max(16 MiB, 64 rows); under OpenBLAS
 // held to one thread per call (quant.SingleThreadedBLAS, the calibrate node's scope) one panel of at
 // most max(16 MiB, 64 rows) per worker, GOMAXPROCS workers each dequantizing and multiplying its own
@@ -86,12 +90,16 @@ const (
 // 16 MiB block), else two blocks of at most max(16 MiB of rows, 256 rows) in the pure-Go build, two of
 // at most max(16 MiB of rows, 64 rows) under OpenBLAS (pipelineRows), and one panel of at most
 // max(16 MiB of rows, 64 rows) per worker (GOMAXPROCS, at most one per panel) under a single-threaded
-// OpenBLAS (panelRows); the largest of these. On 2 cores the panels hold no more than the two blocks.
+// OpenBLAS (panelRows); in the pure-Go build on AVX2, sgemm.NTRows' decoded panels
+// (sgemm.RowsScratchBytes); the largest of these. On 2 cores the panels hold no more than the two blocks.
 func EncodedScratchBytes(n, k int) int64 {
 	n64, k64 := int64(n), int64(k)
 	pipelined := 2 * 4 * k64 * int64(pipelineRows(n, k))
 	pr := panelRows(n, k)
 	pipelined = max(pipelined, int64(parallel.Workers(ceilDiv(n, pr)))*4*k64*int64(pr))
+	if sgemm.DecodesRows(k) {
+		pipelined = max(pipelined, sgemm.RowsScratchBytes(n, k))
+	}
 	if n <= minBlockRows(k) {
 		return max(4*n64*k64, pipelined)
 	}
@@ -201,7 +209,19 @@ func (e *Encoded) Apply(y, x []float32) error {
 // dequant dequantizes rows [r0, r1) of the weight into w. When Raw maps the source file, a fault
 // reading it (the file truncated under the mapping, an I/O error) is an error naming the rows, not a
 // crash.
-func (e *Encoded) dequant(r0, r1 int, w []float32) (err error) {
+func (e *Encoded) dequant(r0, r1 int, w []float32) error {
+	return e.Decode(w[:(r1-r0)*e.K], r0, r1, 0, e.K)
+}
+
+// Decode writes values [k0, k1) of rows [r0, r1) of the weight to dst, k1-k0 values a row (sgemm.Rows):
+// k0 and k1 whole blocks of the type (or k1 = K). When Raw maps the source file, a fault reading it is
+// an error naming the rows, as in dequant.
+func (e *Encoded) Decode(dst []float32, r0, r1, k0, k1 int) (err error) {
+	bs := e.Type.BlockSize()
+	if r0 < 0 || r1 > e.N || r0 > r1 || k0 < 0 || k1 > e.K || k0 > k1 || k0%bs != 0 || k1%bs != 0 || len(dst) != (r1-r0)*(k1-k0) {
+		return fmt.Errorf("encoded %dx%d %s: decoding rows [%d, %d), values [%d, %d) into %d values: want whole blocks of %d within the weight: %w",
+			e.N, e.K, e.Type, r0, r1, k0, k1, len(dst), bs, ErrBadModel)
+	}
 	if e.mapped {
 		defer runtime.KeepAlive(e) // the mapping is unmapped when e is collected: not while Raw is read
 		defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
@@ -215,8 +235,19 @@ func (e *Encoded) dequant(r0, r1 int, w []float32) (err error) {
 			}
 		}()
 	}
-	if err := gguf.Dequantize(e.Type, e.Raw[r0*e.rb:r1*e.rb], w[:(r1-r0)*e.K]); err != nil {
-		return fmt.Errorf("encoded %dx%d %s: rows [%d, %d): %w", e.N, e.K, e.Type, r0, r1, err)
+	if k0 == 0 && k1 == e.K { // whole rows: one call
+		if err := gguf.Dequantize(e.Type, e.Raw[r0*e.rb:r1*e.rb], dst); err != nil {
+			return fmt.Errorf("encoded %dx%d %s: rows [%d, %d): %w", e.N, e.K, e.Type, r0, r1, err)
+		}
+		return nil
+	}
+	bb := e.rb / (e.K / bs) // bytes a block
+	w := k1 - k0
+	for r := r0; r < r1; r++ {
+		src := e.Raw[r*e.rb+k0/bs*bb : r*e.rb+k1/bs*bb]
+		if err := gguf.Dequantize(e.Type, src, dst[(r-r0)*w:(r-r0+1)*w]); err != nil {
+			return fmt.Errorf("encoded %dx%d %s: row %d, values [%d, %d): %w", e.N, e.K, e.Type, r, k0, k1, err)
+		}
 	}
 	return nil
 }
@@ -228,6 +259,14 @@ func (e *Encoded) dequant(r0, r1 int, w []float32) (err error) {
 // parallel path's order.
 func (e *Encoded) applyWorkers(y, x []float32, t int) error {
 	n, k := e.N, e.K
+	rows := e.blockRows(t)
+	if rows == n && decodeRows && sgemm.DecodesRows(k) {
+		// A weight of one block would be dequantized whole on one goroutine before its product
+		// starts, and its float32 rows written out and read back: instead one product, each panel
+		// of rows decoded on the core whose kernels reach it. (Weights of several blocks keep them:
+		// there one worker dequantizes while the other multiplies.)
+		return sgemm.NTRows(t, n, k, x, k, e, 0, y, n)
+	}
 	par := gemmParallel(t, n)
 	gemm := func(r0, r1 int, w []float32) {
 		r := r1 - r0
@@ -249,7 +288,6 @@ func (e *Encoded) applyWorkers(y, x []float32, t int) error {
 			gemmNT(xm, wm, beta, ym)
 		}
 	}
-	rows := e.blockRows(t)
 	a := getScratch(rows * k)
 	defer scratchPool.Put(a)
 	if rows == n {
@@ -273,6 +311,9 @@ func (e *Encoded) applyWorkers(y, x []float32, t int) error {
 		return nil
 	})
 }
+
+// decodeRows lets applyWorkers run sgemm.NTRows where it can (tests turn it off to run the row blocks).
+var decodeRows = true
 
 // gonumSgemm reports whether blas32 runs gonum's own kernels (the pure-Go build), whose summation order
 // Apply reproduces; under -tags blas it is OpenBLAS (ork/quant registers it).

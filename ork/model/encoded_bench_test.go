@@ -133,3 +133,49 @@ func BenchmarkEncodedPanels(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkEncodedExperts multiplies the tokens an 8B MoE's expert gets from a 512-token sequence (64 of
+// them; and 384) by 48 expert-shaped Q8_0 weights in turn (LFM2-8B-A1B's gate/up 1792 × 2048 and down
+// 2048 × 1792: 180 MB of bytes, so that none stays in cache), each Apply with its rows decoded by
+// sgemm.NTRows, with the weight dequantized whole first (the row-block path, decodeRows off) and, the
+// baseline, as a float32 Dense; interleaved in every iteration, the order rotating.
+func BenchmarkEncodedExperts(b *testing.B) {
+	for _, s := range [][3]int{{1792, 2048, 64}, {2048, 1792, 64}, {1792, 2048, 384}} {
+		n, k, t := s[0], s[1], s[2]
+		b.Run(fmt.Sprintf("Q8_0-%dx%d-T%d", n, k, t), func(b *testing.B) {
+			const weights = 48
+			es, ds := make([]*Encoded, weights), make([]Linear, weights)
+			for i := range es {
+				es[i], ds[i] = synthEncoded(b, gguf.TypeQ8_0, n, k, uint64(i+1))
+			}
+			x := fill(t * k)
+			y := make([]float32, t*n)
+			defer func(prev bool) { decodeRows = prev }(decodeRows)
+			var el [3]time.Duration
+			it := 0
+			for b.Loop() {
+				for j := range 3 {
+					path := (it + j) % 3 // 0 dense, 1 row blocks, 2 decoded rows
+					decodeRows = path == 2
+					start := time.Now()
+					for w := range weights {
+						var l Linear = ds[w]
+						if path > 0 {
+							l = es[w]
+						}
+						if err := l.Apply(y, x); err != nil {
+							b.Fatal(err)
+						}
+					}
+					el[path] += time.Since(start)
+				}
+				it++
+			}
+			ms := func(i int) float64 { return el[i].Seconds() * 1e3 / float64(it*weights) }
+			b.ReportMetric(ms(0), "dense-ms")
+			b.ReportMetric(ms(1), "blocks-ms")
+			b.ReportMetric(ms(2), "decoded-ms")
+			b.ReportMetric(ms(2)/ms(1), "decoded-x-blocks")
+		})
+	}
+}

@@ -13,6 +13,7 @@ import (
 	"orkpipe/internal/testfiles"
 	"orkpipe/ork/gguf"
 	"orkpipe/ork/internal/parallel"
+	"orkpipe/ork/internal/sgemm"
 )
 
 // encodedTokens are the token counts the equality tests run: both of gonum's Sgemm paths (serial below
@@ -142,7 +143,8 @@ func synthEncoded(t testing.TB, typ gguf.Type, n, k int, seed uint64) (*Encoded,
 }
 
 // TestEncodedEqualsDenseSynthetic covers shapes the test models lack: many row blocks with a short last
-// block (n not a multiple of 64), wide rows, and every type Quantize writes.
+// block (n not a multiple of 64), wide rows, and every type Quantize writes; weights of one block with
+// their rows decoded by sgemm.NTRows (on AVX2) and dequantized whole.
 func TestEncodedEqualsDenseSynthetic(t *testing.T) {
 	cases := []struct {
 		typ        gguf.Type
@@ -158,15 +160,53 @@ func TestEncodedEqualsDenseSynthetic(t *testing.T) {
 		{gguf.TypeBF16, 257, 64, 4 * 64 * 64},
 	}
 	for i, c := range cases {
-		name := fmt.Sprintf("%s-%dx%d-block%d", c.typ, c.n, c.k, c.blockBytes)
-		t.Run(name, func(t *testing.T) {
-			e, d := synthEncoded(t, c.typ, c.n, c.k, uint64(i))
-			e.blockBytes = c.blockBytes
-			if rows := e.blockRows(200); c.blockBytes != 0 && rows >= c.n {
-				t.Fatalf("%d rows per block: the case should have several blocks", rows)
+		for _, decode := range []bool{true, false} {
+			name := fmt.Sprintf("%s-%dx%d-block%d-decode%v", c.typ, c.n, c.k, c.blockBytes, decode)
+			t.Run(name, func(t *testing.T) {
+				defer func(prev bool) { decodeRows = prev }(decodeRows)
+				decodeRows = decode
+				e, d := synthEncoded(t, c.typ, c.n, c.k, uint64(i))
+				e.blockBytes = c.blockBytes
+				if rows := e.blockRows(200); c.blockBytes != 0 && rows >= c.n {
+					t.Fatalf("%d rows per block: the case should have several blocks", rows)
+				}
+				checkEncodedEqualsDense(t, name, e, d, uint64(i))
+			})
+		}
+	}
+}
+
+// TestEncodedDecode: Decode of rows and whole blocks of values (sgemm.Rows) gives the values of the
+// whole rows' dequantization; ranges off the blocks or the weight are errors.
+func TestEncodedDecode(t *testing.T) {
+	for i, typ := range []gguf.Type{gguf.TypeQ8_0, gguf.TypeQ4_0, gguf.TypeF16} {
+		e, d := synthEncoded(t, typ, 9, 1024, uint64(i))
+		want := d.W
+		for _, c := range [][4]int{{0, 9, 0, 1024}, {2, 5, 512, 1024}, {8, 9, 0, 512}, {3, 7, 256, 768}} {
+			r0, r1, k0, k1 := c[0], c[1], c[2], c[3]
+			got := make([]float32, (r1-r0)*(k1-k0))
+			if err := e.Decode(got, r0, r1, k0, k1); err != nil {
+				t.Fatalf("%s rows [%d, %d) values [%d, %d): %v", typ, r0, r1, k0, k1, err)
 			}
-			checkEncodedEqualsDense(t, name, e, d, uint64(i))
-		})
+			for r := r0; r < r1; r++ {
+				if j := sameBits(want[r*1024+k0:r*1024+k1], got[(r-r0)*(k1-k0):(r-r0+1)*(k1-k0)]); j >= 0 {
+					t.Fatalf("%s row %d value %d: %v, dequantized %v", typ, r, k0+j, got[(r-r0)*(k1-k0)+j], want[r*1024+k0+j])
+				}
+			}
+		}
+		for _, c := range [][4]int{{0, 10, 0, 1024}, {0, 1, 16, 1024}, {0, 1, 0, 1040}, {5, 4, 0, 1024}} {
+			r0, r1, k0, k1 := c[0], c[1], c[2], c[3]
+			err := e.Decode(make([]float32, max(0, (r1-r0)*(k1-k0))), r0, r1, k0, k1)
+			if typ == gguf.TypeF16 && c == [4]int{0, 1, 16, 1024} {
+				if err != nil { // F16's blocks are single values
+					t.Errorf("F16 values [16, 1024): %v", err)
+				}
+				continue
+			}
+			if !errors.Is(err, ErrBadModel) {
+				t.Errorf("%s rows [%d, %d) values [%d, %d): err %v, want ErrBadModel", typ, r0, r1, k0, k1, err)
+			}
+		}
 	}
 }
 
@@ -203,7 +243,11 @@ func TestEncodedScratchBound(t *testing.T) {
 			}
 		}
 	}
-	if got, want := EncodedScratchBytes(5120, 17408), int64(2*4*17408*256); got != want {
+	want := int64(2 * 4 * 17408 * 256)
+	if sgemm.DecodesRows(17408) {
+		want = max(want, sgemm.RowsScratchBytes(5120, 17408)) // NTRows' panels: one a core
+	}
+	if got := EncodedScratchBytes(5120, 17408); got != want {
 		t.Errorf("27B ffn_down scratch %d, want %d", got, want)
 	}
 }

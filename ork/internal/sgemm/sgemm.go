@@ -85,17 +85,28 @@ func nt(workers, m, n, k int, a []float32, lda int, b []float32, ldb int, beta f
 	if k == 0 {
 		return
 	}
-	slice := k
-	if ceilDiv(m, Slice)*ceilDiv(n, Slice) >= tiles {
-		slice = Slice
-	}
+	slice := sliceOf(m, n, k)
 	p := product{m: m, k: k, a: a, lda: lda, b: b, ldb: ldb, c: c, ldc: ldc, slice: slice}
 	if !p.kernelShape() && !p.transposedShape() && runtime.GOARCH == "amd64" && workers > 1 {
 		// gonum's own SSE loops sum in this order, faster than dot (C is zeroed already: beta 1).
 		gonum.Implementation{}.Sgemm(blas.NoTrans, blas.Trans, m, n, k, 1, a, lda, b, ldb, 1, c, ldc)
 		return
 	}
-	if m*n*k < 1<<18 || workers == 1 || n < 8 {
+	p.run(workers, n)
+}
+
+// sliceOf is the slice of K NT sums an m×n×k product's outputs over: the whole K, or Slice when the
+// product has tiles slices of Slice×Slice outputs or more.
+func sliceOf(m, n, k int) int {
+	if ceilDiv(m, Slice)*ceilDiv(n, Slice) >= tiles {
+		return Slice
+	}
+	return k
+}
+
+// run computes the product's n columns on at most workers goroutines.
+func (p *product) run(workers, n int) {
+	if p.m*n*p.k < 1<<18 || workers == 1 || n < 8 {
 		p.cols(0, n)
 		return
 	}
@@ -128,6 +139,8 @@ type product struct {
 	a, b, c    []float32
 	lda, ldb   int
 	ldc, slice int
+	rows       Rows     // NTRows: B's rows decoded on demand (b is nil, ldb k)
+	failed     *failure // NTRows: the first error of rows.Decode
 }
 
 // panelBytes bounds the rows of B one pass over A's rows reuses (about half of a core's L2 cache;
@@ -160,47 +173,69 @@ func (p *product) cols(j0, j1 int) {
 			j16 = j0 + (j1-j0)&^15
 			p.transposed(j0, j16)
 		}
-		p.dots(0, p.m, j16, j1)
+		if j16 < j1 {
+			p.dots(0, p.m, j16, j1, p.b[j16*p.ldb:], p.ldb)
+		}
 		return
 	}
 	j4 := j0 + (j1-j0)&^3
 	j := j0
 	if g := p.groups(); g != nil {
 		j = j0 + (j1-j0)&^(g.rows-1)
-		p.packed(j0, j, g)
+		if !p.packed(j0, j, g) {
+			return
+		}
 	}
-	p.panels(j, j4)
-	p.dots(0, p.m, j4, j1)
+	if !p.panels(j, j4) || j4 == j1 {
+		return
+	}
+	raw := p.decodeBuf()
+	defer p.putDecodeBuf(raw)
+	if b, ldb, ok := p.panelOf(raw, j4, j1, 0, p.k); ok {
+		p.dots(0, p.m, j4, j1, b, ldb)
+	}
 }
 
-// panels computes the outputs of columns [j0, j1), a multiple of four, from B's rows as they are.
-func (p *product) panels(j0, j1 int) {
+// panels computes the outputs of columns [j0, j1), a multiple of four, from B's rows as they are (or,
+// NTRows, decoded a panel at a time); false when a decode failed.
+func (p *product) panels(j0, j1 int) bool {
+	if j0 == j1 {
+		return true
+	}
+	raw := p.decodeBuf()
+	defer p.putDecodeBuf(raw)
 	panel := max(4, panelBytes/(4*p.k)&^3)
 	for q0 := j0; q0 < j1; q0 += panel {
 		q1 := min(q0+panel, j1)
+		b, ldb, ok := p.panelOf(raw, q0, q1, 0, p.k)
+		if !ok {
+			return false
+		}
 		i := 0
 		if available512 {
 			for ; i+4 <= p.m; i += 4 {
 				for j := q0; j < q1; j += 4 {
-					kernel4x4z(&p.a[i*p.lda], p.lda, &p.b[j*p.ldb], p.ldb, &p.c[i*p.ldc+j], p.ldc, p.k, p.slice)
+					kernel4x4z(&p.a[i*p.lda], p.lda, &b[(j-q0)*ldb], ldb, &p.c[i*p.ldc+j], p.ldc, p.k, p.slice)
 				}
 			}
 		}
-		p.lastRows(i, q0, q1)
+		p.lastRows(i, q0, q1, b, ldb)
 	}
+	return true
 }
 
 // lastRows computes the outputs of rows [i, m) of A (the rows the four-row kernels leave) in
-// columns [j0, j1), a multiple of four, from B's rows as they are: two rows at a time, then one.
-func (p *product) lastRows(i, j0, j1 int) {
+// columns [j0, j1), a multiple of four, from the rows of B at b (row j0 first, ldb apart): two rows
+// at a time, then one.
+func (p *product) lastRows(i, j0, j1 int, b []float32, ldb int) {
 	for ; i+2 <= p.m; i += 2 {
 		for j := j0; j < j1; j += 4 {
-			kernel2x4(&p.a[i*p.lda], p.lda, &p.b[j*p.ldb], p.ldb, &p.c[i*p.ldc+j], p.ldc, p.k, p.slice)
+			kernel2x4(&p.a[i*p.lda], p.lda, &b[(j-j0)*ldb], ldb, &p.c[i*p.ldc+j], p.ldc, p.k, p.slice)
 		}
 	}
 	if i < p.m {
 		for j := j0; j < j1; j += 4 {
-			kernel1x4(&p.a[i*p.lda], &p.b[j*p.ldb], p.ldb, &p.c[i*p.ldc+j], p.k, p.slice)
+			kernel1x4(&p.a[i*p.lda], &b[(j-j0)*ldb], ldb, &p.c[i*p.ldc+j], p.k, p.slice)
 		}
 	}
 }
@@ -236,15 +271,16 @@ func (p *product) groups() *groupKernels {
 }
 
 // packed computes the outputs of columns [j0, j1), a multiple of g.rows, with g's kernels: for each
-// panel of B's rows and each block of K, the panel's rows packed once, then for each block of A's rows
+// panel of B's rows and each block of K, the panel's rows packed once (NTRows: decoded, then packed),
+// then for each block of A's rows
 // (rowBlockBytes of the block of K), each group of packed rows over the block's rows three at a time
 // (each output's slices still added to C in order, block after block); the last one or two rows with
 // g.k1. A group (32 KiB at blockK for sixteen rows, 8 KiB for four) stays in L1 while the rows pass,
 // the rows' block in L2 while the groups pass; the first group's calls bring the rows from memory
 // (calibration's 512 rows of a 17408-wide input are 35 MB), each prefetching the next three rows.
-func (p *product) packed(j0, j1 int, g *groupKernels) {
+func (p *product) packed(j0, j1 int, g *groupKernels) bool {
 	if j0 == j1 {
-		return
+		return true
 	}
 	kb := p.k
 	if p.slice < p.k {
@@ -259,14 +295,20 @@ func (p *product) packed(j0, j1 int, g *groupKernels) {
 	}
 	defer packBufs.Put(buf)
 	pb := (*buf)[:size]
+	raw := p.decodeBuf()
+	defer p.putDecodeBuf(raw)
 	m3 := p.m - p.m%3
 	rows := max(3, rowBlockBytes/(4*kb)/3*3)
 	for q0 := j0; q0 < j1; q0 += panel {
 		q1 := min(q0+panel, j1)
 		for k0 := 0; k0 < p.k; k0 += kb {
 			kn := min(kb, p.k-k0)
+			b, ldb, ok := p.panelOf(raw, q0, q1, k0, k0+kn)
+			if !ok {
+				return false
+			}
 			for j := q0; j < q1; j += g.rows {
-				g.pack(&pb[(j-q0)*kn], &p.b[j*p.ldb+k0], p.ldb, kn)
+				g.pack(&pb[(j-q0)*kn], &b[(j-q0)*ldb], ldb, kn)
 			}
 			for i0 := 0; i0 < m3; i0 += rows {
 				i1 := min(i0+rows, m3)
@@ -287,25 +329,30 @@ func (p *product) packed(j0, j1 int, g *groupKernels) {
 			}
 		}
 	}
+	return true
 }
 
 // kernelShape reports whether the kernels compute this product: AVX2, every slice whole sixteens
 // (k a multiple of 16) and every row of B starting on a 16-byte boundary (so no value of a slice is
-// summed before its sixteens).
+// summed before its sixteens; NTRows decodes them so).
 func (p *product) kernelShape() bool {
-	return available && p.k%16 == 0 && p.ldb%4 == 0 && uintptr(unsafe.Pointer(&p.b[0]))%16 == 0
+	if !available || p.k%16 != 0 {
+		return false
+	}
+	return p.rows != nil || p.ldb%4 == 0 && uintptr(unsafe.Pointer(&p.b[0]))%16 == 0
 }
 
-// dots computes outputs [i0, i1) × [j0, j1) one at a time: on amd64 with gonum's own DotUnitary
+// dots computes outputs [i0, i1) × [j0, j1) one at a time, from the rows of B at b (row j0 first, ldb
+// apart): on amd64 with gonum's own DotUnitary
 // (through Sdot), whose operand order also decides which of two NaNs' payloads a sum keeps (dot,
 // compiled Go, gives the same values and not always the same NaN: TestNaNPayloads); elsewhere with
 // dot.
-func (p *product) dots(i0, i1, j0, j1 int) {
+func (p *product) dots(i0, i1, j0, j1 int, b []float32, ldb int) {
 	for i := i0; i < i1; i++ {
 		ai := p.a[i*p.lda : i*p.lda+p.k]
 		ci := p.c[i*p.ldc:]
 		for j := j0; j < j1; j++ {
-			bj := p.b[j*p.ldb : j*p.ldb+p.k]
+			bj := b[(j-j0)*ldb : (j-j0)*ldb+p.k]
 			for k0 := 0; k0 < p.k; k0 += p.slice {
 				k1 := min(k0+p.slice, p.k)
 				if runtime.GOARCH == "amd64" {

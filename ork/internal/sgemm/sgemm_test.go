@@ -111,7 +111,7 @@ func TestDotMatchesKernels(t *testing.T) {
 			a := values(r, 4*k)
 			c0 := values(r, 4*16)
 			p := product{m: 4, k: k, a: a, lda: k, b: b, ldb: k, c: append([]float32(nil), c0...), ldc: 16, slice: slice}
-			p.dots(0, 4, 0, 16)
+			p.dots(0, 4, 0, 16, b, k)
 			check := func(name string, got []float32, rows, cols int) {
 				t.Helper()
 				for i := range rows {

@@ -16,11 +16,13 @@
 // summing every eighth product in order; adds p into s (when a whole 16 was seen); adds the whole
 // fours left into s, the last values into lane 0; and returns (s0+s1)+(s2+s3). Every product is
 // rounded before it is added (no fused multiply-add). [NT] keeps all of that — the slices, the
-// lanes, the alignment of b — and only runs it for 2×4 outputs at a time in AVX2 registers (4×4 in
-// AVX-512 ones: two outputs' eight lanes a register, folded by shuffles in FOLD4's order; or, from
-// rows of B packed sixteen at a time, 3×16: an output's eight lanes in four registers, two lanes
-// each, eight outputs a register, folded mostly lane by lane; a product's K cut into blocks of
-// whole slices, each slice's sum still added to C in order), so the outputs are the same float32
+// lanes, the alignment of b — and only runs it for 2×4 outputs at a time in AVX2 registers (or, from
+// rows of B packed four at a time, 3×4: an output's eight lanes in two registers, four lanes each, two
+// outputs a register; 4×4 in AVX-512 ones: two outputs' eight lanes a register, folded by shuffles in
+// FOLD4's order; or, from rows of B packed sixteen at a time, 3×16: an output's eight lanes in four
+// registers, two lanes each, eight outputs a register, folded mostly lane by lane; a packed product's
+// K cut into blocks of whole slices, each slice's sum still added to C in order; [NTRows] decodes
+// B's rows as the kernels reach them), so the outputs are the same float32
 // values, signed zeros included, on every CPU: the kernels on amd64 with AVX2 (and gonum's
 // DotUnitary for the last 1-3 columns); for the shapes they do not take (K not whole sixteens, B off
 // a 16-byte boundary), on AVX-512, a transposed kernel when B's rows share one alignment (sixteen

@@ -23,24 +23,24 @@ import (
 // Results are bit-identical to a Dense of the dequantized weight in the pure-Go build (an invariant the
 // tests check): a row dequantizes to the same float32 values, and each block's product is arranged so
 // that gonum's Sgemm sums every output in the same order as it does for the whole matrix (applyWorkers);
-// on AVX2 the product is one sgemm.NTRows of the whole weight, which decodes panels of rows (Decode)
-// as its kernels reach them, a few hundred KiB at a time: no block of float32 rows is written out to
-// memory and read back, which for a weight applied to few tokens (an MoE expert) cost more than the
-// product.
+// on AVX2 a weight of one block is one sgemm.NTRows, which decodes panels of rows (Decode) as its
+// kernels reach them, a few hundred KiB at a time: no block of float32 rows is written out to memory
+// and read back, which for a weight applied to few tokens (an MoE expert) cost more than the product.
 // Built with -tags blas, both go to OpenBLAS's sgemm, whose order depends on the shape: they agree to
 // float32 rounding, not bit for bit; there Apply pipelines larger blocks instead (applyPipelined), or,
 // while OpenBLAS is held to one thread per call, multiplies panels on every core (applyPanels) — there a
 // Dense of the same weight cuts the same panels, and the two agree bit for bit whatever the number of
 // cores.
 //
-// Scratch bound: one Apply holds at most [EncodedScratchBytes](N, K) bytes of float32 scratch: on AVX2
-// in the pure-Go build NTRows' panels, one a goroutine; else the whole weight when it fits one block, else
-// two row blocks — in the pure-Go build two workers taking blocks in turn, each dequantizing into its own, blocks of at most max(16 MiB, 256 rows); under OpenBLAS one
-// dequantizing while the other is multiplied, blocks of at most max(16 MiB, 64 rows); under OpenBLAS
-// held to one thread per call (quant.SingleThreadedBLAS, the calibrate node's scope) one panel of at
-// most max(16 MiB, 64 rows) per worker, GOMAXPROCS workers each dequantizing and multiplying its own
-// (applyPanels). The buffers come
-// from and return to a shared pool, so a sequence of Applies allocates nothing in the steady state.
+// Scratch bound: one Apply holds at most [EncodedScratchBytes](N, K) bytes of float32 scratch. A weight
+// that fits one block: the whole weight dequantized, or, on AVX2 in the pure-Go build, NTRows' panels
+// (one a goroutine, never more than the weight in all). Else two row blocks — in the pure-Go build two
+// workers taking blocks in turn, each dequantizing into its own, blocks of at most max(16 MiB, 256
+// rows); under OpenBLAS one dequantizing while the other is multiplied, blocks of at most max(16 MiB, 64
+// rows); under OpenBLAS held to one thread per call (quant.SingleThreadedBLAS, the calibrate node's
+// scope) one panel of at most max(16 MiB, 64 rows) per worker, GOMAXPROCS workers each dequantizing and
+// multiplying its own (applyPanels). The buffers come from and return to a shared pool, so a sequence
+// of Applies allocates nothing in the steady state.
 // Encoded is safe for concurrent Applies.
 type Encoded struct {
 	N, K int
@@ -90,8 +90,8 @@ const (
 // 16 MiB block), else two blocks of at most max(16 MiB of rows, 256 rows) in the pure-Go build, two of
 // at most max(16 MiB of rows, 64 rows) under OpenBLAS (pipelineRows), and one panel of at most
 // max(16 MiB of rows, 64 rows) per worker (GOMAXPROCS, at most one per panel) under a single-threaded
-// OpenBLAS (panelRows); in the pure-Go build on AVX2, sgemm.NTRows' decoded panels
-// (sgemm.RowsScratchBytes); the largest of these. On 2 cores the panels hold no more than the two blocks.
+// OpenBLAS (panelRows); in the pure-Go build on AVX2, for a weight of one block, sgemm.NTRows' decoded
+// panels (sgemm.RowsScratchBytes); the largest of these. On 2 cores the panels hold no more than the two blocks.
 func EncodedScratchBytes(n, k int) int64 {
 	n64, k64 := int64(n), int64(k)
 	pipelined := 2 * 4 * k64 * int64(pipelineRows(n, k))
@@ -218,9 +218,10 @@ func (e *Encoded) dequant(r0, r1 int, w []float32) error {
 // an error naming the rows, as in dequant.
 func (e *Encoded) Decode(dst []float32, r0, r1, k0, k1 int) (err error) {
 	bs := e.Type.BlockSize()
-	if r0 < 0 || r1 > e.N || r0 > r1 || k0 < 0 || k1 > e.K || k0 > k1 || k0%bs != 0 || k1%bs != 0 || len(dst) != (r1-r0)*(k1-k0) {
-		return fmt.Errorf("encoded %dx%d %s: decoding rows [%d, %d), values [%d, %d) into %d values: want whole blocks of %d within the weight: %w",
-			e.N, e.K, e.Type, r0, r1, k0, k1, len(dst), bs, ErrBadModel)
+	if r0 < 0 || r1 > e.N || r0 > r1 || k0 < 0 || k1 > e.K || k0 > k1 || k0%bs != 0 || k1%bs != 0 ||
+		len(dst) != (r1-r0)*(k1-k0) {
+		return fmt.Errorf("encoded %dx%d %s: decoding rows [%d, %d), values [%d, %d) into %d values: "+
+			"want whole blocks of %d within the weight: %w", e.N, e.K, e.Type, r0, r1, k0, k1, len(dst), bs, ErrBadModel)
 	}
 	if e.mapped {
 		defer runtime.KeepAlive(e) // the mapping is unmapped when e is collected: not while Raw is read

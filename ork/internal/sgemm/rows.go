@@ -49,7 +49,8 @@ func NTRows(m, n, k int, a []float32, lda int, b Rows, beta float32, c []float32
 			clear(c[i*ldc : i*ldc+n])
 		}
 	}
-	p := product{m: m, k: k, a: a, lda: lda, ldb: k, c: c, ldc: ldc, slice: sliceOf(m, n, k), rows: b, failed: new(failure)}
+	p := product{m: m, k: k, a: a, lda: lda, ldb: k, c: c, ldc: ldc, slice: sliceOf(m, n, k),
+		rows: b, failed: new(failure)}
 	p.run(runtime.GOMAXPROCS(0), n)
 	return p.failed.err
 }

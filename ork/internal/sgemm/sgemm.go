@@ -150,11 +150,12 @@ type product struct {
 const panelBytes = 256 << 10
 
 // Packing: a product of at least packRows rows of A packs the rows of B sixteen at a time (pack16)
-// and runs kernel3x16 over them on AVX-512, four at a time (pack4) and kernel3x4p on AVX2, blockK values of K at a time when it sums in slices (a
-// multiple of Slice, so that no slice straddles two blocks; a group of sixteen packed rows of B takes
-// 32 KiB of L1, four 8 KiB, three rows of A 6 KiB), the rows of A in blocks of rowBlockBytes (96 rows at
-// blockK: 1.15x the rate of passing every group over three rows at a time for 512 tokens through a
-// 5120 x 17408 Q8_0 weight, 1.07x for 17408 x 5120; docs/performance-log.md, "Session 43").
+// and runs kernel3x16 over them on AVX-512, four at a time (pack4) and kernel3x4p on AVX2, blockK
+// values of K at a time when it sums in slices (a multiple of Slice, so that no slice straddles two
+// blocks; a group of sixteen packed rows of B takes 32 KiB of L1, of four 8 KiB, three rows of A 6
+// KiB), the rows of A in blocks of rowBlockBytes (96 rows at blockK: 1.15x the rate of passing every
+// group over three rows at a time for 512 tokens through a 5120 x 17408 Q8_0 weight, 1.07x for 17408
+// x 5120; docs/performance-log.md, "Session 43").
 const (
 	packRows      = 16
 	blockK        = 512
@@ -258,8 +259,8 @@ var (
 	groups4  = groupKernels{4, pack4, kernel3x4p, kernel1x4p}
 )
 
-// groups returns the packed layout this product runs with (it has packRows rows of A or more and the
-// kernels take it: kernelShape), or nil.
+// groups returns the packed layout of this product's kernels when A has packRows rows or more, else
+// nil (cols packs only where the kernels take the product: kernelShape).
 func (p *product) groups() *groupKernels {
 	switch {
 	case p.m < packRows:
@@ -274,10 +275,9 @@ func (p *product) groups() *groupKernels {
 
 // packed computes the outputs of columns [j0, j1), a multiple of g.rows, with g's kernels: for each
 // panel of B's rows and each block of K, the panel's rows packed once (NTRows: decoded, then packed),
-// then for each block of A's rows
-// (rowBlockBytes of the block of K), each group of packed rows over the block's rows three at a time
-// (each output's slices still added to C in order, block after block); the last one or two rows with
-// g.k1. A group (32 KiB at blockK for sixteen rows, 8 KiB for four) stays in L1 while the rows pass,
+// then for each block of A's rows (rowBlockBytes of the block of K), each group of packed rows over the
+// block's rows three at a time (each output's slices still added to C in order, block after block);
+// the last one or two rows with g.k1; false when a decode failed. A group (32 KiB at blockK for sixteen rows, 8 KiB for four) stays in L1 while the rows pass,
 // the rows' block in L2 while the groups pass; the first group's calls bring the rows from memory
 // (calibration's 512 rows of a 17408-wide input are 35 MB), each prefetching the next three rows.
 func (p *product) packed(j0, j1 int, g *groupKernels) bool {

@@ -430,9 +430,9 @@ func TestModeProbe(t *testing.T) {
 	}
 }
 
-// TestHashRangeProbe: a hash long enough for its probe to choose does choose, and a hash continued
-// either way after the choice (a probe that chose reading, one that chose mapping) gives the serial
-// digest, with a hole in the middle of the file and 1, 2 and 3 workers.
+// TestHashRangeProbe: a hash long enough for its probe to choose does choose (one and two workers),
+// and a hash continued either way after the choice (a probe that chose reading, one that chose
+// mapping) gives the serial digest, with a hole in the middle of the file and 1, 2 and 3 workers.
 func TestHashRangeProbe(t *testing.T) {
 	const size = 24*PieceSize + 5000
 	data := pattern("probe", size)
@@ -462,7 +462,11 @@ func TestHashRangeProbe(t *testing.T) {
 			if err != nil || got != want {
 				t.Fatalf("probe %s, %d workers: %v, %v; want %v", start.name, workers, got, err, want)
 			}
-			if !last.done {
+			// With three workers a take that finds both ways' probes running hashes a whole group
+			// unprobed, and a mapped probe over the hole measures nothing: the workers can reach the
+			// end before the probe has its takes (one run in ten under -race), so only one and two
+			// workers, where each way's probe always has a worker, must have chosen.
+			if !last.done && workers <= 2 {
 				t.Errorf("probe %s, %d workers: %d pieces hashed and the probe never chose (rates %v, probes %v)", start.name, workers, size/PieceSize, last.rate, last.n)
 			}
 		}

@@ -90,16 +90,14 @@ const (
 // 16 MiB block), else two blocks of at most max(16 MiB of rows, 256 rows) in the pure-Go build, two of
 // at most max(16 MiB of rows, 64 rows) under OpenBLAS (pipelineRows), and one panel of at most
 // max(16 MiB of rows, 64 rows) per worker (GOMAXPROCS, at most one per panel) under a single-threaded
-// OpenBLAS (panelRows); in the pure-Go build on AVX2, for a weight of one block, sgemm.NTRows' decoded
-// panels (sgemm.RowsScratchBytes); the largest of these. On 2 cores the panels hold no more than the two blocks.
+// OpenBLAS (panelRows); the largest of these. On 2 cores the panels hold no more than the two blocks.
+// A weight of one block that runs as one sgemm.NTRows (the pure-Go build on AVX2) holds its decoded
+// panels instead, never more than the weight and alignment (sgemm.RowsScratchBytes): within the bound.
 func EncodedScratchBytes(n, k int) int64 {
 	n64, k64 := int64(n), int64(k)
 	pipelined := 2 * 4 * k64 * int64(pipelineRows(n, k))
 	pr := panelRows(n, k)
 	pipelined = max(pipelined, int64(parallel.Workers(ceilDiv(n, pr)))*4*k64*int64(pr))
-	if sgemm.DecodesRows(k) {
-		pipelined = max(pipelined, sgemm.RowsScratchBytes(n, k))
-	}
 	if n <= minBlockRows(k) {
 		return max(4*n64*k64, pipelined)
 	}

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"io"
 	"sync"
+	"time"
 
 	"github.com/vbauerster/mpb/v8"
 	"github.com/vbauerster/mpb/v8/decor"
@@ -12,10 +13,11 @@ import (
 	"orkpipe/pipelines/engine"
 )
 
-// Bars draws live progress on a terminal: one bar for the whole graph (nodes done / total) and
-// one spinner line per running node, removed when it ends. Failures and the summary are printed
-// as lines above the bars.
+// Bars draws live progress on a terminal: one bar for the whole graph (nodes done / total, the time
+// elapsed and the estimate of the time left: ETA) and one spinner line per running node, removed when
+// it ends. Failures and the summary are printed as lines above the bars.
 type Bars struct {
+	eta     *ETA
 	mu      sync.Mutex
 	w       io.Writer
 	p       *mpb.Progress
@@ -27,11 +29,12 @@ type Bars struct {
 
 // NewBars returns a bar renderer on w (a terminal).
 func NewBars(w io.Writer) *Bars {
-	return &Bars{w: w, p: mpb.New(mpb.WithOutput(w), mpb.WithWidth(40)), running: map[string]*mpb.Bar{}}
+	return &Bars{eta: NewETA(), w: w, p: mpb.New(mpb.WithOutput(w), mpb.WithWidth(40)), running: map[string]*mpb.Bar{}}
 }
 
 // Emit updates the bars.
 func (b *Bars) Emit(e engine.Event) {
+	b.eta.Emit(e)
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if b.done {
@@ -43,7 +46,7 @@ func (b *Bars) Emit(e engine.Event) {
 		if b.total == nil {
 			b.total = b.p.AddBar(0, mpb.BarPriority(1<<30),
 				mpb.PrependDecorators(decor.Name("nodes "), decor.CountersNoUnit("%d/%d")),
-				mpb.AppendDecorators(decor.Elapsed(decor.ET_STYLE_GO)))
+				mpb.AppendDecorators(decor.Elapsed(decor.ET_STYLE_GO), decor.Any(b.left)))
 		}
 		b.total.SetTotal(int64(b.nodes), false)
 	case engine.EventNodeVerifying, engine.EventNodeStarted:
@@ -80,6 +83,14 @@ func (b *Bars) Emit(e engine.Event) {
 		b.done = true
 		fmt.Fprintln(b.w, TextLine(e))
 	}
+}
+
+// left is the total bar's estimate of the time left, after the elapsed time.
+func (b *Bars) left(decor.Statistics) string {
+	if s := b.eta.String(time.Now()); s != "" {
+		return "  " + s
+	}
+	return ""
 }
 
 // Close stops the renderer if no summary arrived.

@@ -95,21 +95,29 @@ func (j *JSON) Close() error {
 }
 
 // Text writes one human-readable line per node outcome and a closing summary; plan events and
-// node starts of quick nodes are not shown.
+// node starts of quick nodes are not shown. A finished node's line ends with the estimate of the
+// time left (ETA) once there is one.
 type Text struct {
 	mu  sync.Mutex
 	w   io.Writer
 	err error
+	eta *ETA
 }
 
 // NewText returns a plain-lines sink writing to w.
-func NewText(w io.Writer) *Text { return &Text{w: w} }
+func NewText(w io.Writer) *Text { return &Text{w: w, eta: NewETA()} }
 
 // Emit writes e.
 func (t *Text) Emit(e engine.Event) {
+	t.eta.Emit(e)
 	line := TextLine(e)
 	if line == "" {
 		return
+	}
+	if e.Event == engine.EventNodeFinished {
+		if left := t.eta.String(e.Time); left != "" {
+			line += " (" + left + ")"
+		}
 	}
 	t.mu.Lock()
 	defer t.mu.Unlock()

@@ -49,6 +49,42 @@ func TestTextLines(t *testing.T) {
 	}
 }
 
+// TestTextLinesETA: a finished node's line ends with the time left once a node of its kind has run,
+// as a lower bound while a remaining node's stage has not.
+func TestTextLinesETA(t *testing.T) {
+	var buf bytes.Buffer
+	s := progress.Choose(&buf, false)
+	t0 := time.Date(2026, 12, 6, 12, 0, 0, 0, time.UTC)
+	for _, id := range []string{"calibrate[0,1)", "calibrate[1,2)", "calibrate[2,3)"} {
+		s.Emit(engine.Event{Event: engine.EventPlan, Node: id, Stage: "calibrate", Time: t0})
+	}
+	s.Emit(engine.Event{Event: engine.EventPlan, Node: "screen", Stage: "screen", Time: t0})
+	for i, id := range []string{"calibrate[0,1)", "calibrate[1,2)", "calibrate[2,3)"} {
+		start := t0.Add(time.Duration(i) * 100 * time.Second)
+		s.Emit(engine.Event{Event: engine.EventNodeStarted, Node: id, Key: "blake3:0123456789abcdef", Stage: "calibrate", Time: start})
+		s.Emit(engine.Event{Event: engine.EventNodeFinished, Node: id, Key: "blake3:0123456789abcdef", Stage: "calibrate", Time: start.Add(100 * time.Second), DurationMS: 100e3})
+	}
+	s.Emit(engine.Event{Event: engine.EventNodeStarted, Node: "screen", Key: "blake3:0123456789abcdef", Stage: "screen", Time: t0.Add(300 * time.Second)})
+	s.Emit(engine.Event{Event: engine.EventNodeFinished, Node: "screen", Key: "blake3:0123456789abcdef", Stage: "screen", Time: t0.Add(310 * time.Second), DurationMS: 10e3})
+	s.Close()
+	var lines []string
+	for _, l := range strings.Split(strings.TrimSpace(buf.String()), "\n") {
+		if strings.HasPrefix(l, "finished") {
+			lines = append(lines, l)
+		}
+	}
+	// After the last window only screen is left, untimed: no estimate (not ">= 0s").
+	want := []string{"in 1m40s (>= 3m20s left)", "in 1m40s (>= 1m40s left)", "in 1m40s", "in 10s"}
+	if len(lines) != len(want) {
+		t.Fatalf("%d lines, want %d: %q", len(lines), len(want), buf.String())
+	}
+	for i, w := range want {
+		if !strings.HasSuffix(lines[i], w) {
+			t.Errorf("line %d %q: want it to end with %q", i, lines[i], w)
+		}
+	}
+}
+
 // countingWriter counts Write calls.
 type countingWriter struct {
 	bytes.Buffer

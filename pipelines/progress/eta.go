@@ -1,0 +1,211 @@
+package progress
+
+import (
+	"fmt"
+	"strings"
+	"sync"
+	"time"
+
+	"orkpipe/pipelines/engine"
+)
+
+// ETA estimates how much longer a build runs, from its own events: there is no model of a stage's
+// cost, only what the build has measured so far. A windowed GPTQ build of a 27B model runs the same
+// few node kinds block after block for hours, so once the first block's nodes have run, the rest is
+// known to within the blocks' differences.
+//
+// A node's cost is its share of the wall time: while n nodes run, each is charged 1/n of every
+// second, so that the shares of all nodes add up to the time nodes were running, whether they ran
+// alone on every core (a calibrate window) or several at once (a block's finalize nodes). Each node
+// not yet done is expected to cost the mean share of the finished nodes of its class — its id with
+// every run of digits written '#' (finalize:blk.#.ffn_down.weight, calibrate[#,#)) — else of its
+// stage; a running node the rest of that. The time left is the sum of those shares: the future is
+// assumed to run its nodes as concurrently as the past ran the same kinds (on a 2-core host the
+// calibrate windows one at a time, each on both cores; on 64 cores a block's finalize nodes side by
+// side). A node whose stage has no finished node yet counts as zero, and the estimate is then a
+// lower bound. Cached nodes cost nothing; a failed node's dependents (plan events' deps) never run.
+//
+// ETA is an engine.Sink; it is safe for concurrent use.
+type ETA struct {
+	mu      sync.Mutex
+	nodes   map[string]*etaNode // planned and not done: not finished, failed or cached
+	deps    map[string][]string // every planned node's dependencies
+	classes map[string]*cost
+	stages  map[string]*cost
+	running map[string]*run // every running node (planned or not)
+	last    time.Time       // when the running nodes' shares were last charged
+}
+
+type etaNode struct {
+	stage, class string
+}
+
+// run is a running node: its share of the wall time so far (up to ETA.last).
+type run struct {
+	share time.Duration
+}
+
+// cost sums the wall-time shares of the finished nodes of a class or stage.
+type cost struct {
+	share time.Duration
+	n     int
+}
+
+func (c *cost) add(share time.Duration) { c.share += share; c.n++ }
+
+func (c *cost) mean() time.Duration { return c.share / time.Duration(c.n) }
+
+// NewETA returns an estimator that has seen no event.
+func NewETA() *ETA {
+	return &ETA{nodes: map[string]*etaNode{}, deps: map[string][]string{}, classes: map[string]*cost{},
+		stages: map[string]*cost{}, running: map[string]*run{}}
+}
+
+// nodeClass is id with every run of decimal digits replaced by one '#'.
+func nodeClass(id string) string {
+	var b strings.Builder
+	digits := false
+	for _, r := range id {
+		if r >= '0' && r <= '9' {
+			if !digits {
+				b.WriteByte('#')
+			}
+			digits = true
+			continue
+		}
+		digits = false
+		b.WriteRune(r)
+	}
+	return b.String()
+}
+
+// charge gives each running node its share of the time from t.last to now.
+func (t *ETA) charge(now time.Time) {
+	if n := len(t.running); n > 0 && now.After(t.last) {
+		d := now.Sub(t.last) / time.Duration(n)
+		for _, r := range t.running {
+			r.share += d
+		}
+	}
+	if now.After(t.last) {
+		t.last = now
+	}
+}
+
+// Emit records e.
+func (t *ETA) Emit(e engine.Event) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	switch e.Event {
+	case engine.EventPlan:
+		t.nodes[e.Node] = &etaNode{stage: e.Stage, class: e.Stage + " " + nodeClass(e.Node)}
+		t.deps[e.Node] = e.Deps
+	case engine.EventNodeCached:
+		delete(t.nodes, e.Node)
+	case engine.EventNodeStarted:
+		t.charge(e.Time)
+		t.running[e.Node] = &run{}
+	case engine.EventNodeFinished, engine.EventNodeFailed:
+		t.charge(e.Time)
+		r := t.running[e.Node]
+		delete(t.running, e.Node)
+		n := t.nodes[e.Node]
+		delete(t.nodes, e.Node)
+		if e.Event == engine.EventNodeFailed {
+			t.dropDependents(e.Node)
+			return
+		}
+		if r == nil { // no start seen: charge it as if it had run alone
+			r = &run{share: time.Duration(e.DurationMS) * time.Millisecond}
+		}
+		if n == nil {
+			n = &etaNode{stage: e.Stage, class: e.Stage + " " + nodeClass(e.Node)}
+		}
+		t.cost(t.classes, n.class).add(r.share)
+		t.cost(t.stages, n.stage).add(r.share)
+	}
+}
+
+func (t *ETA) cost(m map[string]*cost, k string) *cost {
+	if m[k] == nil {
+		m[k] = &cost{}
+	}
+	return m[k]
+}
+
+// dropDependents removes every remaining node that depends, directly or not, on failed: the engine
+// never runs it.
+func (t *ETA) dropDependents(failed string) {
+	gone := map[string]bool{failed: true}
+	for changed := true; changed; {
+		changed = false
+		for id := range t.nodes {
+			for _, d := range t.deps[id] {
+				if gone[d] {
+					gone[id], changed = true, true
+					delete(t.nodes, id)
+					break
+				}
+			}
+		}
+	}
+}
+
+// Left returns the estimated time from now to the build's end. ok is false while nothing can be said:
+// no node has finished yet, or none is left. lower reports that some remaining node's stage has no
+// finished node yet (counted as zero): the build takes at least left.
+func (t *ETA) Left(now time.Time) (left time.Duration, lower, ok bool) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if len(t.nodes) == 0 || len(t.stages) == 0 {
+		return 0, false, false
+	}
+	var since time.Duration // the running nodes' shares from t.last to now
+	if n := len(t.running); n > 0 && now.After(t.last) {
+		since = now.Sub(t.last) / time.Duration(n)
+	}
+	for id, n := range t.nodes {
+		var c *cost
+		switch {
+		case t.classes[n.class] != nil:
+			c = t.classes[n.class]
+		case t.stages[n.stage] != nil:
+			c = t.stages[n.stage]
+		default:
+			lower = true
+			continue
+		}
+		share := c.mean()
+		if r := t.running[id]; r != nil {
+			share = max(0, share-r.share-since)
+		}
+		left += share
+	}
+	return left, lower, true
+}
+
+// String is the estimate at now for a person: "~3h12m left", ">= 40s left" (a lower bound), or "" when
+// there is none (nor when it is a lower bound under a second: only untimed nodes are left).
+func (t *ETA) String(now time.Time) string {
+	left, lower, ok := t.Left(now)
+	if !ok || lower && left < time.Second {
+		return ""
+	}
+	if lower {
+		return ">= " + roundLeft(left) + " left"
+	}
+	return "~" + roundLeft(left) + " left"
+}
+
+// roundLeft renders d to the second under ten minutes, else to the minute.
+func roundLeft(d time.Duration) string {
+	switch {
+	case d < 10*time.Minute:
+		return d.Round(time.Second).String()
+	case d < time.Hour:
+		return fmt.Sprintf("%dm", int(d.Round(time.Minute).Minutes()))
+	default:
+		m := int(d.Round(time.Minute).Minutes())
+		return fmt.Sprintf("%dh%02dm", m/60, m%60)
+	}
+}

@@ -1,0 +1,167 @@
+package progress
+
+import (
+	"fmt"
+	"testing"
+	"time"
+
+	"orkpipe/pipelines/engine"
+)
+
+func TestNodeClass(t *testing.T) {
+	for id, want := range map[string]string{
+		"finalize:blk.12.ffn_down.weight":      "finalize:blk.#.ffn_down.weight",
+		"calibrate[0,1)":                       "calibrate[#,#)",
+		"finalize:blk.2.ffn_up_exps.weight#31": "finalize:blk.#.ffn_up_exps.weight##",
+		"screen":                               "screen",
+		"":                                     "",
+	} {
+		if got := nodeClass(id); got != want {
+			t.Errorf("nodeClass(%q) = %q, want %q", id, got, want)
+		}
+	}
+}
+
+// etaClock feeds an ETA events at times counted in seconds from a fixed start.
+type etaClock struct {
+	t     *testing.T
+	eta   *ETA
+	start time.Time
+}
+
+func newETAClock(t *testing.T) *etaClock {
+	return &etaClock{t: t, eta: NewETA(), start: time.Date(2026, 12, 6, 12, 0, 0, 0, time.UTC)}
+}
+
+func (c *etaClock) at(s float64) time.Time {
+	return c.start.Add(time.Duration(s * float64(time.Second)))
+}
+
+func (c *etaClock) plan(stage, id string, deps ...string) {
+	c.eta.Emit(engine.Event{Event: engine.EventPlan, Node: id, Stage: stage, Deps: deps, Time: c.start})
+}
+
+func (c *etaClock) ev(kind, stage, id string, s float64) {
+	c.eta.Emit(engine.Event{Event: kind, Node: id, Stage: stage, Time: c.at(s)})
+}
+
+// left asserts the estimate at s seconds.
+func (c *etaClock) left(s, want float64, wantLower bool) {
+	c.t.Helper()
+	got, lower, ok := c.eta.Left(c.at(s))
+	if !ok {
+		c.t.Fatalf("at %vs: no estimate, want %vs", s, want)
+	}
+	if d := got - time.Duration(want*float64(time.Second)); d < -time.Millisecond || d > time.Millisecond || lower != wantLower {
+		c.t.Errorf("at %vs: %v left (lower bound %v), want %vs (lower bound %v)", s, got, lower, want, wantLower)
+	}
+}
+
+// A windowed build: per block a calibrate window alone (100 s), two finalize nodes side by side
+// (40 s each: 20 s of wall time each), then the window's propagate alone (30 s); the last block has no
+// propagate, and a pack node ends the build.
+func TestETAWindowedBuild(t *testing.T) {
+	c := newETAClock(t)
+	const blocks = 3
+	prev := ""
+	for b := range blocks {
+		cal := fmt.Sprintf("calibrate[%d,%d)", b, b+1)
+		c.plan("calibrate", cal, prev)
+		for _, w := range []string{"ffn_down", "ffn_up"} {
+			c.plan("finalize", fmt.Sprintf("finalize:blk.%d.%s.weight", b, w), cal)
+		}
+		if b < blocks-1 {
+			prev = fmt.Sprintf("propagate[%d,%d)", b, b+1)
+			c.plan("propagate", prev, fmt.Sprintf("finalize:blk.%d.ffn_down.weight", b), fmt.Sprintf("finalize:blk.%d.ffn_up.weight", b))
+		}
+	}
+	c.plan("write-orkpack", "write-orkpack", "finalize:blk.2.ffn_down.weight", "finalize:blk.2.ffn_up.weight")
+	if _, _, ok := c.eta.Left(c.at(0)); ok {
+		t.Fatal("an estimate before any node finished")
+	}
+	c.ev(engine.EventNodeStarted, "calibrate", "calibrate[0,1)", 0)
+	if _, _, ok := c.eta.Left(c.at(50)); ok {
+		t.Fatal("an estimate before any node finished")
+	}
+	c.ev(engine.EventNodeFinished, "calibrate", "calibrate[0,1)", 100)
+	// Two more calibrate windows are known (200 s); finalize, propagate and write-orkpack are not yet.
+	c.left(100, 200, true)
+	c.ev(engine.EventNodeStarted, "finalize", "finalize:blk.0.ffn_down.weight", 100)
+	c.ev(engine.EventNodeStarted, "finalize", "finalize:blk.0.ffn_up.weight", 100)
+	c.ev(engine.EventNodeFinished, "finalize", "finalize:blk.0.ffn_down.weight", 140)
+	// ffn_up ran 40 s beside ffn_down: it has 20 s of its share behind it, its class no sample yet
+	// (the stage's mean share, 20 s: nothing left of it); ffn_down 20 s a block, ffn_up 20 s (stage).
+	c.left(140, 200+2*20+2*20, true)
+	c.ev(engine.EventNodeFinished, "finalize", "finalize:blk.0.ffn_up.weight", 140)
+	c.ev(engine.EventNodeStarted, "propagate", "propagate[0,1)", 140)
+	// Halfway through the first propagate: 15 s into it, its stage still untimed.
+	c.left(155, 200+2*40, true)
+	c.ev(engine.EventNodeFinished, "propagate", "propagate[0,1)", 170)
+	c.left(170, 200+2*40+30, true) // one propagate left; write-orkpack still untimed
+	c.ev(engine.EventNodeStarted, "calibrate", "calibrate[1,2)", 170)
+	c.left(220, 50+100+2*40+30, true) // calibrate[1,2) halfway
+	c.left(300, 100+2*40+30, true)    // calibrate[1,2) over its estimate: nothing left of it
+	c.ev(engine.EventNodeFinished, "calibrate", "calibrate[1,2)", 300)
+	finalize := func(b int, s float64) {
+		for _, w := range []string{"ffn_down", "ffn_up"} {
+			c.ev(engine.EventNodeStarted, "finalize", fmt.Sprintf("finalize:blk.%d.%s.weight", b, w), s)
+		}
+		for _, w := range []string{"ffn_down", "ffn_up"} {
+			c.ev(engine.EventNodeFinished, "finalize", fmt.Sprintf("finalize:blk.%d.%s.weight", b, w), s+40)
+		}
+	}
+	finalize(1, 300)
+	c.ev(engine.EventNodeStarted, "propagate", "propagate[1,2)", 340)
+	c.ev(engine.EventNodeFinished, "propagate", "propagate[1,2)", 370)
+	c.left(370, (100+130)/2+2*20, true) // calibrate[1,2) ran 130 s: the class mean is 115 s
+	c.ev(engine.EventNodeStarted, "calibrate", "calibrate[2,3)", 370)
+	c.ev(engine.EventNodeFinished, "calibrate", "calibrate[2,3)", 470)
+	finalize(2, 470)
+	c.left(510, 0, true) // only write-orkpack, untimed
+	c.ev(engine.EventNodeStarted, "write-orkpack", "write-orkpack", 510)
+	c.ev(engine.EventNodeFinished, "write-orkpack", "write-orkpack", 515)
+	if left, _, ok := c.eta.Left(c.at(515)); ok {
+		t.Errorf("an estimate (%v) with every node done", left)
+	}
+}
+
+// Cached nodes cost nothing, a failed node's dependents never run, and a class with no finished node
+// takes its stage's mean.
+func TestETACachedFailedStage(t *testing.T) {
+	c := newETAClock(t)
+	c.plan("finalize", "finalize:blk.0.attn_q.weight")
+	c.plan("finalize", "finalize:blk.0.attn_k.weight")
+	c.plan("finalize", "finalize:blk.1.attn_k.weight")
+	c.plan("finalize", "finalize:blk.0.attn_v.weight")
+	c.plan("tile", "tile:blk.0.attn_v.weight", "finalize:blk.0.attn_v.weight")
+	c.plan("write-orkpack", "write-orkpack", "tile:blk.0.attn_v.weight")
+	c.plan("finalize", "finalize:blk.1.attn_v.weight")
+	c.ev(engine.EventNodeCached, "finalize", "finalize:blk.0.attn_q.weight", 0)
+	c.ev(engine.EventNodeStarted, "finalize", "finalize:blk.0.attn_k.weight", 0)
+	c.ev(engine.EventNodeFinished, "finalize", "finalize:blk.0.attn_k.weight", 12)
+	// attn_k of block 1: 12 s (its class); attn_v twice: the stage's 12 s; tile and write-orkpack untimed.
+	c.left(12, 36, true)
+	c.ev(engine.EventNodeStarted, "finalize", "finalize:blk.0.attn_v.weight", 12)
+	c.ev(engine.EventNodeFailed, "finalize", "finalize:blk.0.attn_v.weight", 13)
+	// The tile and write-orkpack depend on the failed node: no untimed node is left.
+	c.left(13, 24, false)
+	if got := c.eta.String(c.at(13)); got != "~24s left" {
+		t.Errorf("String = %q, want ~24s left", got)
+	}
+}
+
+func TestRoundLeft(t *testing.T) {
+	for d, want := range map[time.Duration]string{
+		0:                               "0s",
+		1499 * time.Millisecond:         "1s",
+		9*time.Minute + 59*time.Second:  "9m59s",
+		10*time.Minute + 29*time.Second: "10m",
+		59*time.Minute + 40*time.Second: "60m",
+		time.Hour:                       "1h00m",
+		3*time.Hour + 11*time.Minute + 31*time.Second: "3h12m",
+	} {
+		if got := roundLeft(d); got != want {
+			t.Errorf("roundLeft(%v) = %q, want %q", d, got, want)
+		}
+	}
+}

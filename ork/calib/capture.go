@@ -217,9 +217,9 @@ func (o *observer) ObserveExpert(layer int, in model.Input, e int, x []float32) 
 // states at w.End are written to it (one-shot mode); out must be declared with in's sequence count and
 // length and Layer = w.End, and is closed (digest appended) on success.
 //
-// Sequences run in chunks of about BatchRows tokens (model.Model.RunLayerBatch: every matrix product
-// once over the chunk), and each Hessian takes its rows BatchRows at a time (one rank-BatchRows update),
-// so the sums' order depends on the sequence length and count, never on timing.
+// Sequences run in chunks of about BatchRows tokens (chunkSeqs; model.Model.RunLayerBatch: every matrix
+// product once over the chunk), and each Hessian takes its rows BatchRows at a time (one rank-BatchRows
+// update), so the sums' order depends on the sequence length and count, never on timing.
 func Capture(ctx context.Context, m *model.Model, w Window, in HiddenSource, out *HiddenWriter) (*Result, error) {
 	return capture(ctx, m, w, in, out, finishSymmetric, nil)
 }
@@ -363,9 +363,25 @@ func checkRun(c *model.Config, w Window, in HiddenSource, out *HiddenWriter) err
 	return nil
 }
 
-// chunkSeqs is the number of sequences of seqLen tokens run through a block together: about BatchRows
-// tokens, at least one sequence.
-func chunkSeqs(seqLen int) int { return max(1, BatchRows/seqLen) }
+// chunkSeqs is the number of sequences of seqLen tokens run through a block of c together: about
+// BatchRows tokens, at least one sequence; about moeChunkRows in the pure-Go build for an MoE model whose
+// experts are row-independent (model.Config.ExpertsRowIndependent). A routed expert sees about
+// seqLen·k/E rows of a sequence (64 of 512 for LFM2-8B-A1B's 4 of 32 experts), so its products, and its
+// rows decoded from the weight's encoding, are the chunk's smallest: larger chunks give them four times
+// the rows for the same bits — every product of the chunk is sliced (its rows' values do not depend on
+// the rows beside them), and GramUpper adds each row's products to a Hessian in order, whatever rows an
+// update takes (under OpenBLAS neither holds: one update per expert and sequence as ever).
+func chunkSeqs(c *model.Config, seqLen int) int {
+	rows := BatchRows
+	if pureGoBLAS() && c.ExpertsRowIndependent() {
+		rows = moeChunkRows
+	}
+	return max(1, rows/seqLen)
+}
+
+// moeChunkRows is the tokens of a chunk of an MoE model (chunkSeqs); a variable for tests, which compare
+// a model's Hessians and hidden states with chunks of BatchRows.
+var moeChunkRows = 4 * BatchRows
 
 func run(ctx context.Context, m *model.Model, w Window, in HiddenSource, out *HiddenWriter, obs *observer) error {
 	layers := make([]*model.Layer, 0, w.End-w.Start)
@@ -387,7 +403,7 @@ func run(ctx context.Context, m *model.Model, w Window, in HiddenSource, out *Hi
 		o = obs
 	}
 	seqVals := hdr.SeqLen * hdr.NEmbd
-	chunk := make([]float32, min(chunkSeqs(hdr.SeqLen), hdr.NSeq)*seqVals)
+	chunk := make([]float32, min(chunkSeqs(&m.Cfg, hdr.SeqLen), hdr.NSeq)*seqVals)
 	for s0 := 0; s0 < hdr.NSeq; {
 		n := 0 // sequences in this chunk
 		for ; s0+n < hdr.NSeq && (n+1)*seqVals <= len(chunk); n++ {

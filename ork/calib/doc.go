@@ -16,7 +16,9 @@
 // never replays earlier layers; recurrent and convolution state never crosses a window boundary, since
 // every window runs whole sequences from their first token.
 //
-// Sequences run in chunks of about [BatchRows] tokens: every block applies each weight once to the whole
+// Sequences run in chunks of about [BatchRows] tokens (an MoE model's, in the pure-Go build, of four
+// times that: its routed experts' products are the chunk's smallest, and with experts at least 193 rows
+// wide the chunk's size changes no value; chunkSeqs): every block applies each weight once to the whole
 // chunk (model.Model.RunLayerBatch), and each Hessian is updated BatchRows rows at a time in float64 with
 // one rank-k update of its upper triangle (under -tags blas, OpenBLAS's dsyrk for each diagonal tile of
 // 1024 and dgemm for each tile right of it, the tiles on every core; in the pure-Go build,

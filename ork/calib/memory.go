@@ -88,7 +88,7 @@ func LayerVectorBytes(c *model.Config, l int) int64 {
 // dequantization scratch of one Apply of an encoded weight (model.Config.BlockScratchBytes).
 func ActivationMemory(c *model.Config, nSeq, seqLen int) int64 {
 	e, t := int64(c.NEmbd), int64(seqLen)
-	chunk := int64(min(chunkSeqs(seqLen), nSeq))
+	chunk := int64(min(chunkSeqs(c, seqLen), nSeq))
 	return 4*chunk*t*e + 3*4*t*e + c.BatchScratchBytes(int(chunk), seqLen) + c.BlockScratchBytes()
 }
 

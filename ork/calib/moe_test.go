@@ -105,7 +105,7 @@ func TestCaptureMoE(t *testing.T) {
 	// The reference runs the sequences as Capture does, in one batch (they fit one chunk), so that the
 	// forward passes agree bit for bit in every build (OpenBLAS's sgemm rounds by row count).
 	ref := &naiveExperts{cfg: c, h: map[[3]int][]float64{}, n: map[[3]int]int64{}}
-	if len(seqs) > chunkSeqs(len(seqs[0])) {
+	if len(seqs) > chunkSeqs(&m.Cfg, len(seqs[0])) {
 		t.Fatalf("%d sequences of %d do not fit one chunk", len(seqs), len(seqs[0]))
 	}
 	defer quant.SingleThreadedBLAS()() // as Capture: under -tags blas its products run in per-core panels
@@ -423,6 +423,72 @@ func TestCaptureSkip(t *testing.T) {
 	for _, bad := range [][]SiteRef{{{Layer: 3, Input: 0}}, {router}} {
 		if _, err := Capture(ctx, m, Window{Start: 0, End: 3, Skip: bad}, src(), nil); !errors.Is(err, ErrShape) {
 			t.Errorf("Skip %v: %v, want ErrShape", bad, err)
+		}
+	}
+}
+
+// TestCaptureMoEChunks: with experts wide enough for sliced products, an MoE model's calibration runs
+// moeChunkRows tokens a chunk in the pure-Go build and gives the Hessians and hidden states it gives
+// with chunks of BatchRows, bit for bit (chunkSeqs).
+func TestCaptureMoEChunks(t *testing.T) {
+	cfg := model.Config{Arch: "llama", NEmbd: 256, NFF: 256, NLayer: 2, NHead: 4, NHeadKV: 2, HeadDim: 64, NVocab: 50,
+		RopeDim: 64, RopeBase: 10000, RopeFreqScale: 1, NormEps: 1e-5, NExpert: 4, NExpertUsed: 2}
+	if !pureGoBLAS() || !cfg.ExpertsRowIndependent() {
+		t.Skip("-tags blas: an MoE model's chunks are BatchRows tokens (OpenBLAS's sums depend on the rows of a call)")
+	}
+	syn, err := model.NewSyntheticSource(cfg, 23)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := model.NewModel(cfg, syn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const seqLen = 128
+	seqs := make([][]int32, 6)
+	for i := range seqs {
+		seqs[i] = make([]int32, seqLen)
+		for j := range seqs[i] {
+			seqs[i][j] = int32((i*13 + j*j*7 + j) % cfg.NVocab)
+		}
+	}
+	capture := func(rows int) (*Result, []byte) {
+		t.Helper()
+		defer func(prev int) { moeChunkRows = prev }(moeChunkRows)
+		moeChunkRows = rows
+		src, err := NewEmbeddingSource(m, seqs)
+		if err != nil {
+			t.Fatal(err)
+		}
+		hdr := src.Header()
+		hdr.Layer = 2
+		var buf bytes.Buffer
+		out, err := NewHiddenWriter(&buf, hdr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		res, err := Capture(context.Background(), m, Window{Start: 0, End: 2}, src, out)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return res, buf.Bytes()
+	}
+	if got := chunkSeqs(&cfg, seqLen); got != 16 {
+		t.Fatalf("chunks of %d sequences of %d, want 16", got, seqLen)
+	}
+	small, smallOut := capture(BatchRows) // 4 sequences, then 2
+	large, largeOut := capture(moeChunkRows)
+	if !bytes.Equal(smallOut, largeOut) {
+		t.Error("hidden states at layer 2 differ between chunks of 4 and 16 sequences")
+	}
+	for l := range small.Layers {
+		for in, hs := range small.Layers[l] {
+			for e, h := range hs {
+				g := large.Layers[l][in][e]
+				if h.Tokens != g.Tokens || !slices.EqualFunc(h.Data, g.Data, func(a, b float64) bool { return math.Float64bits(a) == math.Float64bits(b) }) {
+					t.Errorf("layer %d input %d Hessian %d: %d tokens with chunks of 4 sequences, %d with 16, or other values", l, in, e, h.Tokens, g.Tokens)
+				}
+			}
 		}
 	}
 }

@@ -34,7 +34,7 @@ func countRouting(ctx context.Context, m *model.Model, seqs [][]int32) (Routing,
 	}
 	defer quant.SingleThreadedBLAS()() // as calibration: under -tags blas its products run in per-core panels
 	counter := NewRouteCounter(c.NExpert, c.NExpertUsed)
-	chunk := min(chunkSeqs(t), len(seqs)) * t * e
+	chunk := min(chunkSeqs(c, t), len(seqs)) * t * e
 	for l := 0; l < c.NLayer; l++ {
 		ly, err := model.LoadLayer(ctx, c, m.Src, l)
 		if err != nil {

@@ -377,7 +377,7 @@ func TestRoutingLFM2MoE(t *testing.T) {
 func runAllLayers(t *testing.T, m *model.Model, seqs [][]int32, obs model.Observer) {
 	t.Helper()
 	ctx := context.Background()
-	if len(seqs) > chunkSeqs(len(seqs[0])) {
+	if len(seqs) > chunkSeqs(&m.Cfg, len(seqs[0])) {
 		t.Fatalf("%d sequences of %d do not fit one chunk", len(seqs), len(seqs[0]))
 	}
 	defer quant.SingleThreadedBLAS()() // as Capture: under -tags blas its products run in per-core panels

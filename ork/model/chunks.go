@@ -166,6 +166,15 @@ func isRowIndependent(l Linear) bool {
 	return ok && r.rowIndependent()
 }
 
+// ExpertsRowIndependent reports whether every routed expert's products give each row the same bits
+// whatever other rows, and however many, share the call: an MoE model in the pure-Go build whose expert
+// matrices are all at least 193 rows wide (sgemm.Sliced: NEmbd and ExpertFF), Dense, Encoded or
+// Emulated. Then a block's experts may take the rows of any number of sequences at once (calib's
+// chunks of several sequences; a chunk's other products, of at least 193 rows, are sliced too).
+func (c *Config) ExpertsRowIndependent() bool {
+	return c.MoE() && gonumSgemm() && sgemm.Sliced(c.ExpertFF()) && sgemm.Sliced(c.NEmbd)
+}
+
 // moeGroupBytes bounds the scratch of the routed experts applied to the tokens of several sequences at
 // once (runMoESeqs).
 const moeGroupBytes = 256 << 20

@@ -40,6 +40,11 @@ type etaNode struct {
 	stage, class string
 }
 
+// newETANode is the node of e: its stage, and its class (the stage and nodeClass of its id).
+func newETANode(e engine.Event) *etaNode {
+	return &etaNode{stage: e.Stage, class: e.Stage + " " + nodeClass(e.Node)}
+}
+
 // run is a running node: its share of the wall time so far (up to ETA.last).
 type run struct {
 	share time.Duration
@@ -98,7 +103,7 @@ func (t *ETA) Emit(e engine.Event) {
 	defer t.mu.Unlock()
 	switch e.Event {
 	case engine.EventPlan:
-		t.nodes[e.Node] = &etaNode{stage: e.Stage, class: e.Stage + " " + nodeClass(e.Node)}
+		t.nodes[e.Node] = newETANode(e)
 		t.deps[e.Node] = e.Deps
 	case engine.EventNodeCached:
 		delete(t.nodes, e.Node)
@@ -119,7 +124,7 @@ func (t *ETA) Emit(e engine.Event) {
 			r = &run{share: time.Duration(e.DurationMS) * time.Millisecond}
 		}
 		if n == nil {
-			n = &etaNode{stage: e.Stage, class: e.Stage + " " + nodeClass(e.Node)}
+			n = newETANode(e)
 		}
 		t.cost(t.classes, n.class).add(r.share)
 		t.cost(t.stages, n.stage).add(r.share)

@@ -36,7 +36,8 @@
 //	                               dir. A session whose lock can be taken belongs to a dead
 //	                               process; OpenStore and GC remove it.
 //	  history/                     owned by the DAG engine (pipelines/engine): the key material of
-//	                               each build per target, read by `orkpipe explain`
+//	                               each build per target, read by `orkpipe explain`; beside it,
+//	                               the costs of the target's node kinds (pipelines/progress)
 //
 // # Invariants
 //

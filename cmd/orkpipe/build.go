@@ -9,6 +9,7 @@ import (
 	"runtime"
 	"runtime/debug"
 	"syscall"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -120,8 +121,14 @@ func runBuild(ctx context.Context, opts *globalOptions, path string, sets []stri
 		flags.outDir = filepath.Join("orkpipe-out", r.Name)
 	}
 	roles, timeline := t.Roles(), progress.NewTimelineRecorder()
+	var eta *progress.ETA
+	if !planOnly {
+		var keep func()
+		eta, keep = buildETA(opts, t.Name())
+		defer keep()
+	}
 	s, err := openEngine(ctx, opts, engineSetup{keepGoing: flags.keepGoing, events: !planOnly, exec: flags.exec, remote: flags.remote, board: req,
-		wrap: func(sink progress.Sink) progress.Sink { return roleSink{Sink: sink, roles: roles, timeline: timeline} }})
+		wrap: func(sink progress.Sink) progress.Sink { return roleSink{Sink: sink, roles: roles, timeline: timeline} }, eta: eta})
 	if err != nil {
 		return err
 	}
@@ -249,4 +256,32 @@ const nonGoPerCPU = 64 << 20
 // allocations and thread stacks, plus nonGoPerCPU per CPU), the reserve capped at a quarter of mem.
 func goMemoryLimit(mem int64) int64 {
 	return mem - min(64<<20+int64(runtime.NumCPU())*nonGoPerCPU, mem/4)
+}
+
+// buildETA returns the estimator of the time left in target's build, primed with the costs that its
+// earlier builds kept in the cache's history (progress.CostsFile), and keep, which adds what this
+// build measured to them; call it when the build is over (also after a failure: what finished was
+// measured). An unreadable costs file is logged, and the build is estimated from its own nodes alone.
+func buildETA(opts *globalOptions, target string) (eta *progress.ETA, keep func()) {
+	eta = progress.NewETA()
+	dir, err := opts.cache()
+	if err != nil {
+		return eta, func() {} // openEngine reports it
+	}
+	path := progress.CostsFile(engine.HistoryDir(dir), target)
+	prior, err := progress.ReadCosts(path, target)
+	if err != nil {
+		opts.logger.Warn("earlier builds' costs not read: the time left is estimated from this build's nodes alone", "err", err)
+	}
+	eta.Prime(prior)
+	start := time.Now()
+	return eta, func() {
+		measured := eta.Costs(start)
+		if len(measured) == 0 {
+			return
+		}
+		if err := progress.WriteCosts(path, target, progress.MergeCosts(prior, measured)); err != nil {
+			opts.logger.Warn("this build's costs not kept for the next build's estimate", "err", err)
+		}
+	}
 }

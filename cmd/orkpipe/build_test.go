@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"orkpipe/pipelines/progress"
 	"orkpipe/stages/reporthtml"
 )
 
@@ -18,24 +19,7 @@ import (
 // file or --set runs what depends on it; a bad recipe is a usage error (exit 2).
 func TestBuildCommand(t *testing.T) {
 	dir := t.TempDir()
-	corpusText, err := os.ReadFile("../../pipelines/recipes/demo-corpus.txt")
-	if err != nil {
-		t.Fatal(err)
-	}
-	corpus := filepath.Join(dir, "corpus.txt")
-	if err := os.WriteFile(corpus, corpusText, 0o644); err != nil {
-		t.Fatal(err)
-	}
-	eval, _ := filepath.Abs("../../pipelines/recipes/demo-eval.txt")
-	recipe := filepath.Join(dir, "r.yaml")
-	os.WriteFile(recipe, []byte(`name: clitiny
-source:
-  synth: {layers: 1, n_embd: 64, n_ff: 96, n_head: 4, vocab: 360, ctx: 64, type: F32, seed: 9}
-calibration: {corpus: `+corpus+`, sequences: 2, ctx: 32}
-schemes:
-  - {match: 'blk\.\d+\..*\.weight', method: gptq, dtype: I4_ROT_A8, group: 32}
-screen: {text: `+eval+`, ctx: 32}
-`), 0o644)
+	recipe, corpus, corpusText := tinyRecipe(t, dir)
 	cache, out := filepath.Join(dir, "cache"), filepath.Join(dir, "out")
 	args := []string{"--cache", cache, "--mem", "2GiB", "-j", "2", "--json", "build", recipe, "-o", out}
 	stdout, stderr, code := demoCLI(t, args...)
@@ -120,4 +104,100 @@ screen: {text: `+eval+`, ctx: 32}
 
 func fmtSscanf(line string, total, cached *int) (int, error) {
 	return fmt.Sscanf(line, "clitiny: %d nodes, %d cached", total, cached)
+}
+
+// tinyRecipe writes dir/r.yaml, the recipe of target clitiny (a one-block synthetic model, GPTQ W4A8,
+// a screen), and its calibration corpus dir/corpus.txt, whose text it returns.
+func tinyRecipe(t *testing.T, dir string) (recipe, corpus string, corpusText []byte) {
+	t.Helper()
+	corpusText, err := os.ReadFile("../../pipelines/recipes/demo-corpus.txt")
+	if err != nil {
+		t.Fatal(err)
+	}
+	corpus = filepath.Join(dir, "corpus.txt")
+	if err := os.WriteFile(corpus, corpusText, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	eval, _ := filepath.Abs("../../pipelines/recipes/demo-eval.txt")
+	recipe = filepath.Join(dir, "r.yaml")
+	err = os.WriteFile(recipe, []byte(`name: clitiny
+source:
+  synth: {layers: 1, n_embd: 64, n_ff: 96, n_head: 4, vocab: 360, ctx: 64, type: F32, seed: 9}
+calibration: {corpus: `+corpus+`, sequences: 2, ctx: 32}
+schemes:
+  - {match: 'blk\.\d+\..*\.weight', method: gptq, dtype: I4_ROT_A8, group: 32}
+screen: {text: `+eval+`, ctx: 32}
+`), 0o644)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return recipe, corpus, corpusText
+}
+
+// TestBuildKeepsCosts: a build keeps what each kind of node cost in the cache's history
+// (progress.CostsFile), and the next build of the target estimates its time left from them before
+// its own nodes of each kind have run: every node_finished line with an estimate, none a lower
+// bound, where the first build's first estimate was one. A damaged costs file is named in a warning
+// and replaced.
+func TestBuildKeepsCosts(t *testing.T) {
+	dir := t.TempDir()
+	recipe, _, _ := tinyRecipe(t, dir)
+	cache := filepath.Join(dir, "cache")
+	costs := filepath.Join(cache, "history", "clitiny", "costs")
+	build := func(seed int) (finished []map[string]any, stderr string) {
+		t.Helper()
+		stdout, stderr, code := demoCLI(t, "--cache", cache, "--mem", "2GiB", "-j", "2", "--json", "-v", "build", recipe,
+			"-o", filepath.Join(dir, fmt.Sprint("out", seed)), "--set", fmt.Sprint("source.synth.seed=", seed))
+		if code != 0 {
+			t.Fatalf("build with seed %d: exit %d: %s", seed, code, stderr)
+		}
+		evs, sum := demoEvents(t, stdout)
+		if sum["cached"].(float64) != 0 {
+			t.Fatalf("build with seed %d: %v nodes cached, want every node run", seed, sum["cached"])
+		}
+		for _, ev := range evs {
+			if ev["event"] == "node_finished" {
+				finished = append(finished, ev)
+			}
+		}
+		return finished, stderr
+	}
+	first, _ := build(1)
+	if _, ok := first[0]["left_ms"]; ok && first[0]["left_lower"] != true {
+		t.Fatalf("the first build's first node_finished %v: a full estimate with no earlier build", first[0])
+	}
+	kinds, err := progress.ReadCosts(costs, "clitiny")
+	if err != nil || len(kinds) == 0 {
+		t.Fatalf("costs after the first build: %v, %v", kinds, err)
+	}
+	stages := map[string]bool{}
+	for _, k := range kinds {
+		stages[k.Stage] = true
+	}
+	for _, ev := range first {
+		if !stages[ev["stage"].(string)] {
+			t.Errorf("stage %v ran and has no cost in %s", ev["stage"], costs)
+		}
+	}
+	checkSecond := func(finished []map[string]any) {
+		t.Helper()
+		for _, ev := range finished[:len(finished)-1] { // the last has nothing left to estimate
+			if _, ok := ev["left_ms"].(float64); !ok || ev["left_lower"] != nil {
+				t.Errorf("node_finished %v: want left_ms and no lower bound after an earlier build", ev)
+			}
+		}
+	}
+	second, _ := build(2)
+	checkSecond(second)
+	if err := os.WriteFile(costs, []byte("{not json"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, stderr := build(3); !strings.Contains(stderr, costs) || !strings.Contains(stderr, "costs not read") {
+		t.Errorf("a damaged costs file: no warning naming %s:\n%s", costs, stderr)
+	}
+	if kinds, err := progress.ReadCosts(costs, "clitiny"); err != nil || len(kinds) == 0 {
+		t.Errorf("costs after the build that found them damaged: %v, %v", kinds, err)
+	}
+	fourth, _ := build(4)
+	checkSecond(fourth)
 }

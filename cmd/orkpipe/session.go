@@ -25,6 +25,7 @@ type engineSetup struct {
 	remote    remoteFlags                       // --remote-cache
 	board     *boardRequirement                 // a recipe's board_verify: serve verify-board from attestations
 	wrap      func(progress.Sink) progress.Sink // e.g. build's renaming of outputs to roles
+	eta       *progress.ETA                     // the events sink's estimator of the time left (nil: a new one)
 }
 
 // engineSession is an open cache, its engine and the sink the engine reports to. Close releases
@@ -128,9 +129,9 @@ func openEngine(ctx context.Context, opts *globalOptions, setup engineSetup) (_ 
 	if rc != nil {
 		es = remotecache.New(store, rc, setup.remote.repo)
 	}
-	s.sink = progress.NewText(opts.stderr)
+	s.sink = progress.NewText(opts.stderr, nil)
 	if setup.events {
-		s.sink = progress.Choose(opts.stdout, opts.json)
+		s.sink = progress.Choose(opts.stdout, opts.json, setup.eta)
 	}
 	if setup.wrap != nil {
 		s.sink = setup.wrap(s.sink)

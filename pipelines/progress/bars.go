@@ -27,9 +27,9 @@ type Bars struct {
 	done    bool // the renderer has been shut down
 }
 
-// NewBars returns a bar renderer on w (a terminal).
-func NewBars(w io.Writer) *Bars {
-	return &Bars{eta: NewETA(), w: w, p: mpb.New(mpb.WithOutput(w), mpb.WithWidth(40)), running: map[string]*mpb.Bar{}}
+// NewBars returns a bar renderer on w (a terminal), estimating the time left with eta (nil: a new ETA).
+func NewBars(w io.Writer, eta *ETA) *Bars {
+	return &Bars{eta: orNew(eta), w: w, p: mpb.New(mpb.WithOutput(w), mpb.WithWidth(40)), running: map[string]*mpb.Bar{}}
 }
 
 // Emit updates the bars.

@@ -2,6 +2,7 @@ package progress
 
 import (
 	"fmt"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -10,9 +11,10 @@ import (
 )
 
 // ETA estimates how much longer a build runs, from its own events: there is no model of a stage's
-// cost, only what the build has measured so far. A windowed GPTQ build of a 27B model runs the same
-// few node kinds block after block for hours, so once the first block's nodes have run, the rest is
-// known to within the blocks' differences.
+// cost, only what the build has measured so far (and, primed, what earlier builds of the target
+// measured). A windowed GPTQ build of a 27B model runs the same few node kinds block after block for
+// hours, so once the first block's nodes have run, the rest is known to within the blocks'
+// differences.
 //
 // A node's cost is its share of the wall time: while n nodes run, each is charged 1/n of every
 // second, so that the shares of all nodes add up to the time nodes were running, whether they ran
@@ -25,6 +27,13 @@ import (
 // side). A node whose stage has no finished node yet counts as zero, and the estimate is then a
 // lower bound. Cached nodes cost nothing; a failed node's dependents (plan events' deps) never run.
 //
+// An earlier build's measurements (Prime, from the Costs it kept) fill in the kinds this build has
+// not timed yet: a kind's own measurement first, then the earlier build's for the kind, then this
+// build's stage mean, then the earlier build's. What the earlier build measured is scaled by how long
+// this build's finished nodes took against the earlier build's means for their kinds (the host, its
+// load and --jobs may differ), so that a build says how long it will take from its start, not once
+// a node of each kind has run.
+//
 // ETA is an engine.Sink; it is safe for concurrent use.
 type ETA struct {
 	mu      sync.Mutex
@@ -34,15 +43,23 @@ type ETA struct {
 	stages  map[string]*cost
 	running map[string]*run // every running node (planned or not)
 	last    time.Time       // when the running nodes' shares were last charged
+
+	prior       map[string]*cost // an earlier build's means (Prime), by class and by stage
+	priorStages map[string]*cost
+	// scaleNow and scaleThen sum this build's finished nodes' shares and their classes' prior means,
+	// over the finished nodes whose class has a prior: the prior's scale is scaleNow / scaleThen.
+	scaleNow, scaleThen time.Duration
 }
 
 type etaNode struct {
-	stage, class string
+	stage, kind string
+	class       string // stage + " " + kind
 }
 
-// newETANode is the node of e: its stage, and its class (the stage and nodeClass of its id).
+// newETANode is the node of e: its stage, its kind (nodeClass of its id) and its class (both).
 func newETANode(e engine.Event) *etaNode {
-	return &etaNode{stage: e.Stage, class: e.Stage + " " + nodeClass(e.Node)}
+	k := nodeClass(e.Node)
+	return &etaNode{stage: e.Stage, kind: k, class: e.Stage + " " + k}
 }
 
 // run is a running node: its share of the wall time so far (up to ETA.last).
@@ -52,8 +69,9 @@ type run struct {
 
 // cost sums the wall-time shares of the finished nodes of a class or stage.
 type cost struct {
-	share time.Duration
-	n     int
+	stage, kind string // a class's
+	share       time.Duration
+	n           int
 }
 
 func (c *cost) add(share time.Duration) { c.share += share; c.n++ }
@@ -63,7 +81,7 @@ func (c *cost) mean() time.Duration { return c.share / time.Duration(c.n) }
 // NewETA returns an estimator that has seen no event.
 func NewETA() *ETA {
 	return &ETA{nodes: map[string]*etaNode{}, deps: map[string][]string{}, classes: map[string]*cost{},
-		stages: map[string]*cost{}, running: map[string]*run{}}
+		stages: map[string]*cost{}, running: map[string]*run{}, prior: map[string]*cost{}, priorStages: map[string]*cost{}}
 }
 
 // nodeClass is id with every run of decimal digits replaced by one '#'.
@@ -126,8 +144,14 @@ func (t *ETA) Emit(e engine.Event) {
 		if n == nil {
 			n = newETANode(e)
 		}
-		t.cost(t.classes, n.class).add(r.share)
+		c := t.cost(t.classes, n.class)
+		c.stage, c.kind = n.stage, n.kind
+		c.add(r.share)
 		t.cost(t.stages, n.stage).add(r.share)
+		if p := t.prior[n.class]; p != nil {
+			t.scaleNow += r.share
+			t.scaleThen += p.mean()
+		}
 	}
 }
 
@@ -157,30 +181,38 @@ func (t *ETA) dropDependents(failed string) {
 }
 
 // Left returns the estimated time from now to the build's end. ok is false while nothing can be said:
-// no node has finished yet, or none is left. lower reports that some remaining node's stage has no
-// finished node yet (counted as zero): the build takes at least left.
+// no node has finished yet and no earlier build's costs were primed, or none is left. lower reports
+// that some remaining node's stage has neither a finished node nor a primed cost (it counts as zero):
+// the build takes at least left.
 func (t *ETA) Left(now time.Time) (left time.Duration, lower, ok bool) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	if len(t.nodes) == 0 || len(t.stages) == 0 {
+	if len(t.nodes) == 0 || len(t.stages) == 0 && len(t.prior) == 0 {
 		return 0, false, false
 	}
 	var since time.Duration // the running nodes' shares from t.last to now
 	if n := len(t.running); n > 0 && now.After(t.last) {
 		since = now.Sub(t.last) / time.Duration(n)
 	}
+	scale := 1.0
+	if t.scaleThen > 0 {
+		scale = float64(t.scaleNow) / float64(t.scaleThen)
+	}
 	for id, n := range t.nodes {
-		var c *cost
+		var share time.Duration
 		switch {
 		case t.classes[n.class] != nil:
-			c = t.classes[n.class]
+			share = t.classes[n.class].mean()
+		case t.prior[n.class] != nil:
+			share = time.Duration(float64(t.prior[n.class].mean()) * scale)
 		case t.stages[n.stage] != nil:
-			c = t.stages[n.stage]
+			share = t.stages[n.stage].mean()
+		case t.priorStages[n.stage] != nil:
+			share = time.Duration(float64(t.priorStages[n.stage].mean()) * scale)
 		default:
 			lower = true
 			continue
 		}
-		share := c.mean()
 		if r := t.running[id]; r != nil {
 			share = max(0, share-r.share-since)
 		}
@@ -189,17 +221,38 @@ func (t *ETA) Left(now time.Time) (left time.Duration, lower, ok bool) {
 	return left, lower, true
 }
 
+// shown is Left, with ok false also for a lower bound under a second (only untimed nodes are left):
+// what the sinks show.
+func (t *ETA) shown(now time.Time) (left time.Duration, lower, ok bool) {
+	left, lower, ok = t.Left(now)
+	return left, lower, ok && !(lower && left < time.Second)
+}
+
 // String is the estimate at now for a person: "~3h12m left", ">= 40s left" (a lower bound), or "" when
 // there is none (nor when it is a lower bound under a second: only untimed nodes are left).
 func (t *ETA) String(now time.Time) string {
-	left, lower, ok := t.Left(now)
-	if !ok || lower && left < time.Second {
+	left, lower, ok := t.shown(now)
+	if !ok {
 		return ""
 	}
 	if lower {
 		return ">= " + roundLeft(left) + " left"
 	}
 	return "~" + roundLeft(left) + " left"
+}
+
+// appendJSON appends the estimate at now to a JSON object's fields, `,"left_ms":N` and, for a lower
+// bound, `,"left_lower":true`; nothing when there is none.
+func (t *ETA) appendJSON(b []byte, now time.Time) []byte {
+	left, lower, ok := t.shown(now)
+	if !ok {
+		return b
+	}
+	b = strconv.AppendInt(append(b, `,"left_ms":`...), left.Milliseconds(), 10)
+	if lower {
+		b = append(b, `,"left_lower":true`...)
+	}
+	return b
 }
 
 // roundLeft renders d to the second under ten minutes, else to the minute.

@@ -2,6 +2,7 @@ package progress
 
 import (
 	"fmt"
+	"reflect"
 	"testing"
 	"time"
 
@@ -163,5 +164,62 @@ func TestRoundLeft(t *testing.T) {
 		if got := roundLeft(d); got != want {
 			t.Errorf("roundLeft(%v) = %q, want %q", d, got, want)
 		}
+	}
+}
+
+// An earlier build's costs estimate the kinds this build has not timed yet — a kind's own cost before
+// this build's stage mean —, scaled by how long this build's finished nodes took against the earlier
+// build's means for their kinds.
+func TestETAPrimed(t *testing.T) {
+	c := newETAClock(t)
+	c.eta.Prime([]KindCost{
+		{Stage: "calibrate", Kind: "calibrate[#,#)", Mean: 50 * time.Second, Nodes: 2},
+		{Stage: "finalize", Kind: "finalize:blk.#.ffn_down.weight", Mean: 10 * time.Second, Nodes: 2},
+		{Stage: "finalize", Kind: "finalize:blk.#.attn_q.weight", Mean: 40 * time.Second, Nodes: 1},
+		{Stage: "write-orkpack", Kind: "write-orkpack", Mean: 4 * time.Second, Nodes: 1},
+	})
+	c.plan("calibrate", "calibrate[0,1)")
+	c.plan("calibrate", "calibrate[1,2)")
+	for b := range 2 {
+		c.plan("finalize", fmt.Sprintf("finalize:blk.%d.ffn_down.weight", b))
+		c.plan("finalize", fmt.Sprintf("finalize:blk.%d.ffn_up.weight", b))
+	}
+	c.plan("finalize", "finalize:blk.0.attn_q.weight")
+	c.plan("propagate", "propagate[0,1)")
+	c.plan("write-orkpack", "write-orkpack")
+	// Before anything ran: calibrate 2 x 50 s, ffn_down 2 x 10 s, ffn_up (a kind the earlier build did
+	// not run) 2 x its finalize mean of (2 x 10 + 40) / 3 = 20 s, attn_q 40 s, write-orkpack 4 s;
+	// propagate's stage never ran.
+	c.left(0, 204, true)
+	c.ev(engine.EventNodeStarted, "calibrate", "calibrate[0,1)", 0)
+	c.left(30, 174, true)
+	c.ev(engine.EventNodeFinished, "calibrate", "calibrate[0,1)", 100)
+	// calibrate took twice its earlier mean: the other kinds' earlier costs count double.
+	c.left(100, 100+2*2*10+2*2*20+2*40+2*4, true)
+	for _, w := range []string{"ffn_down", "ffn_up"} {
+		c.ev(engine.EventNodeStarted, "finalize", "finalize:blk.0."+w+".weight", 100)
+	}
+	for _, w := range []string{"ffn_down", "ffn_up"} {
+		c.ev(engine.EventNodeFinished, "finalize", "finalize:blk.0."+w+".weight", 120)
+	}
+	// 10 s each. The scale is (100 + 10) / (50 + 10) (ffn_up had no earlier cost); attn_q keeps its
+	// own earlier cost, scaled, rather than this build's finalize mean.
+	scale := 110.0 / 60
+	c.left(120, 100+10+10+40*scale+4*scale, true)
+	c.ev(engine.EventNodeStarted, "propagate", "propagate[0,1)", 120)
+	c.ev(engine.EventNodeFinished, "propagate", "propagate[0,1)", 150)
+	c.left(150, 100+10+10+40*scale+4*scale, false)
+	if got := c.eta.String(c.at(150)); got != "~3m21s left" {
+		t.Errorf("String = %q, want ~3m21s left", got)
+	}
+	measured := time.Date(2026, 12, 6, 12, 0, 0, 0, time.UTC)
+	want := []KindCost{
+		{Stage: "calibrate", Kind: "calibrate[#,#)", Mean: 100 * time.Second, Nodes: 1, Measured: measured},
+		{Stage: "finalize", Kind: "finalize:blk.#.ffn_down.weight", Mean: 10 * time.Second, Nodes: 1, Measured: measured},
+		{Stage: "finalize", Kind: "finalize:blk.#.ffn_up.weight", Mean: 10 * time.Second, Nodes: 1, Measured: measured},
+		{Stage: "propagate", Kind: "propagate[#,#)", Mean: 30 * time.Second, Nodes: 1, Measured: measured},
+	}
+	if got := c.eta.Costs(measured); !reflect.DeepEqual(got, want) {
+		t.Errorf("Costs:\n%v\nwant\n%v", got, want)
 	}
 }

@@ -23,16 +23,25 @@ type Sink interface {
 	Close() error
 }
 
-// Choose returns the JSON Lines sink if jsonOut, live bars if w is a terminal, else plain lines.
-func Choose(w io.Writer, jsonOut bool) Sink {
+// Choose returns the JSON Lines sink if jsonOut, live bars if w is a terminal, else plain lines, each
+// estimating the time left with eta (nil: a new ETA).
+func Choose(w io.Writer, jsonOut bool, eta *ETA) Sink {
 	switch {
 	case jsonOut:
-		return NewJSON(w)
+		return NewJSON(w, eta)
 	case isTerminal(w):
-		return NewBars(w)
+		return NewBars(w, eta)
 	default:
-		return NewText(w)
+		return NewText(w, eta)
 	}
+}
+
+// orNew is eta, or a new ETA if nil.
+func orNew(eta *ETA) *ETA {
+	if eta == nil {
+		return NewETA()
+	}
+	return eta
 }
 
 func isTerminal(w io.Writer) bool {
@@ -40,8 +49,10 @@ func isTerminal(w io.Writer) bool {
 	return ok && term.IsTerminal(int(f.Fd()))
 }
 
-// JSON writes one JSON object per event and line (the contract is in docs/cli.md).
+// JSON writes one JSON object per event and line (the contract is in docs/cli.md); a node_finished
+// line carries the estimate of the time left (ETA) once there is one.
 type JSON struct {
+	eta   *ETA
 	mu    sync.Mutex
 	w     *bufio.Writer
 	enc   *json.Encoder
@@ -53,12 +64,12 @@ type JSON struct {
 // jsonFlushEvery bounds how long plan and node_cached lines wait in the buffer while more follow.
 const jsonFlushEvery = 100 * time.Millisecond
 
-// NewJSON returns a JSON Lines sink writing to w.
-func NewJSON(w io.Writer) *JSON {
+// NewJSON returns a JSON Lines sink writing to w, estimating the time left with eta (nil: a new ETA).
+func NewJSON(w io.Writer, eta *ETA) *JSON {
 	bw := bufio.NewWriterSize(w, 64<<10)
 	enc := json.NewEncoder(bw)
 	enc.SetEscapeHTML(false)
-	return &JSON{w: bw, enc: enc, flush: time.Now()}
+	return &JSON{eta: orNew(eta), w: bw, enc: enc, flush: time.Now()}
 }
 
 // Emit writes e as one line. Plan and node_cached events come in bursts (one per node, before and
@@ -67,6 +78,7 @@ func NewJSON(w io.Writer) *JSON {
 // — not one write per line (900 of them on a no-op rebuild of a 27B graph). Every other event is
 // written at once.
 func (j *JSON) Emit(e engine.Event) {
+	j.eta.Emit(e)
 	j.mu.Lock()
 	defer j.mu.Unlock()
 	if j.err != nil {
@@ -75,6 +87,9 @@ func (j *JSON) Emit(e engine.Event) {
 	if e.Summary != nil {
 		j.err = j.enc.Encode(e.Summary)
 	} else if j.buf, j.err = e.AppendJSON(j.buf[:0]); j.err == nil {
+		if e.Event == engine.EventNodeFinished && len(j.buf) > 0 && j.buf[len(j.buf)-1] == '}' {
+			j.buf = append(j.eta.appendJSON(j.buf[:len(j.buf)-1], e.Time), '}')
+		}
 		j.buf = append(j.buf, '\n')
 		_, j.err = j.w.Write(j.buf)
 	}
@@ -104,8 +119,8 @@ type Text struct {
 	eta *ETA
 }
 
-// NewText returns a plain-lines sink writing to w.
-func NewText(w io.Writer) *Text { return &Text{w: w, eta: NewETA()} }
+// NewText returns a plain-lines sink writing to w, estimating the time left with eta (nil: a new ETA).
+func NewText(w io.Writer, eta *ETA) *Text { return &Text{w: w, eta: orNew(eta)} }
 
 // Emit writes e.
 func (t *Text) Emit(e engine.Event) {

@@ -14,7 +14,7 @@ import (
 
 func TestJSONLines(t *testing.T) {
 	var buf bytes.Buffer
-	s := progress.Choose(&buf, true)
+	s := progress.Choose(&buf, true, nil)
 	s.Emit(engine.Event{Event: engine.EventNodeCached, Node: "a", Key: "blake3:00", Stage: "x"})
 	s.Emit(engine.Event{Event: engine.EventSummary, Summary: &engine.Summary{Event: "summary", Target: "t", Executed: 1, Outputs: map[string]string{"o": "/p"}}})
 	if err := s.Close(); err != nil {
@@ -38,7 +38,7 @@ func TestJSONLines(t *testing.T) {
 
 func TestTextLines(t *testing.T) {
 	var buf bytes.Buffer
-	s := progress.Choose(&buf, false) // a buffer is not a terminal: plain lines
+	s := progress.Choose(&buf, false, nil) // a buffer is not a terminal: plain lines
 	s.Emit(engine.Event{Event: engine.EventPlan, Node: "a"})
 	s.Emit(engine.Event{Event: engine.EventNodeVerifying, Node: "a", Key: "blake3:0123456789abcdef", Bytes: 3 << 30})
 	s.Emit(engine.Event{Event: engine.EventNodeFailed, Node: "a", Key: "blake3:0123456789abcdef", Error: "boom"})
@@ -53,7 +53,7 @@ func TestTextLines(t *testing.T) {
 // as a lower bound while a remaining node's stage has not.
 func TestTextLinesETA(t *testing.T) {
 	var buf bytes.Buffer
-	s := progress.Choose(&buf, false)
+	s := progress.Choose(&buf, false, nil)
 	t0 := time.Date(2026, 12, 6, 12, 0, 0, 0, time.UTC)
 	for _, id := range []string{"calibrate[0,1)", "calibrate[1,2)", "calibrate[2,3)"} {
 		s.Emit(engine.Event{Event: engine.EventPlan, Node: id, Stage: "calibrate", Time: t0})
@@ -100,7 +100,7 @@ func (w *countingWriter) Write(p []byte) (int, error) {
 // node_started event writes everything before it at once, and Close writes the rest.
 func TestJSONBuffersBursts(t *testing.T) {
 	var w countingWriter
-	s := progress.NewJSON(&w)
+	s := progress.NewJSON(&w, nil)
 	for i := range 500 {
 		s.Emit(engine.Event{Event: engine.EventPlan, Node: fmt.Sprint("n", i)})
 	}
@@ -133,7 +133,7 @@ func TestJSONLinesAreEncodingJSONs(t *testing.T) {
 		{Event: engine.EventSummary, Summary: &engine.Summary{Event: engine.EventSummary, Target: "t", Outputs: map[string]string{"pack": "p"}}},
 	}
 	var got, want bytes.Buffer
-	s := progress.NewJSON(&got)
+	s := progress.NewJSON(&got, nil)
 	enc := json.NewEncoder(&want)
 	enc.SetEscapeHTML(false)
 	for _, e := range evs {
@@ -153,5 +153,53 @@ func TestJSONLinesAreEncodingJSONs(t *testing.T) {
 	}
 	if got.String() != want.String() {
 		t.Errorf("lines:\n%s\nwant:\n%s", got.String(), want.String())
+	}
+}
+
+// TestJSONLeftMS: a node_finished line carries the estimate of the time left (left_ms, left_lower for
+// a lower bound) once there is one, and is otherwise encoding/json's line of the event.
+func TestJSONLeftMS(t *testing.T) {
+	t0 := time.Date(2026, 12, 6, 12, 0, 0, 0, time.UTC)
+	eta := progress.NewETA()
+	eta.Prime([]progress.KindCost{{Stage: "s", Kind: "a#", Mean: 10 * time.Second, Nodes: 3}})
+	var buf bytes.Buffer
+	s := progress.NewJSON(&buf, eta)
+	for _, id := range []string{"a0", "a1"} {
+		s.Emit(engine.Event{Event: engine.EventPlan, Node: id, Stage: "s", Time: t0})
+	}
+	s.Emit(engine.Event{Event: engine.EventPlan, Node: "z", Stage: "zz", Time: t0})
+	ev := func(kind, id string, sec int) engine.Event {
+		e := engine.Event{Event: kind, Node: id, Stage: "s", Time: t0.Add(time.Duration(sec) * time.Second)}
+		if kind == engine.EventNodeFinished {
+			e.DurationMS = 4000
+		}
+		s.Emit(e)
+		return e
+	}
+	ev(engine.EventNodeStarted, "a0", 0)
+	ev(engine.EventNodeFinished, "a0", 4) // a1 as a0 (4 s); z's stage untimed
+	ev(engine.EventNodeStarted, "a1", 4)
+	last := ev(engine.EventNodeFinished, "a1", 8) // only z is left: no estimate
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(strings.TrimSpace(buf.String()), "\n")
+	if len(lines) != 7 {
+		t.Fatalf("%d lines, want 7:\n%s", len(lines), buf.String())
+	}
+	var fin map[string]any
+	if err := json.Unmarshal([]byte(lines[4]), &fin); err != nil {
+		t.Fatalf("line %q: %v", lines[4], err)
+	}
+	if fin["left_ms"] != 4000.0 || fin["left_lower"] != true || !strings.HasSuffix(lines[4], `,"left_ms":4000,"left_lower":true}`) {
+		t.Errorf("a0's node_finished line %s: want left_ms 4000 and left_lower true at its end", lines[4])
+	}
+	type plain engine.Event
+	want, err := json.Marshal(plain(last))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if lines[6] != string(want) {
+		t.Errorf("a1's node_finished line %s, want %s", lines[6], want)
 	}
 }

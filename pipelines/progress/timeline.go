@@ -87,15 +87,25 @@ func WriteTimeline(dir string, t *reporthtml.Timeline) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return "", err
-	}
 	path := filepath.Join(dir, reporthtml.TimelineFile)
-	tmp, err := os.CreateTemp(dir, ".orkpipe-timeline-*.tmp")
-	if err != nil {
-		return "", err
+	if err := writeFile(path, page); err != nil {
+		return "", fmt.Errorf("writing the build timeline %s: %w", path, err)
 	}
-	_, err = tmp.Write(page)
+	return path, nil
+}
+
+// writeFile creates or replaces path whole with data, mode 0644: written to a hidden temporary file in
+// its directory (created if missing), then renamed.
+func writeFile(path string, data []byte) error {
+	dir := filepath.Dir(path)
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	tmp, err := os.CreateTemp(dir, ".orkpipe-*.tmp")
+	if err != nil {
+		return err
+	}
+	_, err = tmp.Write(data)
 	if err == nil {
 		err = tmp.Chmod(0o644)
 	}
@@ -107,7 +117,6 @@ func WriteTimeline(dir string, t *reporthtml.Timeline) (string, error) {
 	}
 	if err != nil {
 		os.Remove(tmp.Name())
-		return "", fmt.Errorf("writing the build timeline %s: %w", path, err)
 	}
-	return path, nil
+	return err
 }

@@ -1,0 +1,169 @@
+package progress
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"net/url"
+	"os"
+	"path/filepath"
+	"sort"
+	"time"
+)
+
+// KindCost is what the nodes of one kind cost in a build: the mean of their shares of the wall time
+// (ETA's doc), over the nodes of the kind that finished.
+type KindCost struct {
+	Stage    string        // the nodes' stage
+	Kind     string        // their ids with every run of digits written '#' (finalize:blk.#.ffn_down.weight)
+	Mean     time.Duration // the mean share
+	Nodes    int           // how many finished
+	Measured time.Time     // when the build that measured them started
+}
+
+// Costs returns what the build has measured so far: one KindCost per kind with a finished node,
+// stamped measured, sorted by stage and kind.
+func (t *ETA) Costs(measured time.Time) []KindCost {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	out := make([]KindCost, 0, len(t.classes))
+	for _, c := range t.classes {
+		out = append(out, KindCost{Stage: c.stage, Kind: c.kind, Mean: c.mean(), Nodes: c.n, Measured: measured.UTC()})
+	}
+	sortCosts(out)
+	return out
+}
+
+// Prime gives the ETA an earlier build's costs (ReadCosts), the estimate for kinds this build has not
+// timed yet. Call it before the first event; a later call replaces the earlier one's costs.
+func (t *ETA) Prime(costs []KindCost) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.prior, t.priorStages = map[string]*cost{}, map[string]*cost{}
+	t.scaleNow, t.scaleThen = 0, 0
+	type sum struct{ share, n float64 }
+	stages := map[string]*sum{}
+	for _, k := range costs {
+		if k.Nodes < 1 || k.Mean < 0 {
+			continue
+		}
+		t.prior[k.Stage+" "+k.Kind] = &cost{stage: k.Stage, kind: k.Kind, share: k.Mean, n: 1}
+		if stages[k.Stage] == nil {
+			stages[k.Stage] = &sum{}
+		}
+		stages[k.Stage].share += float64(k.Mean) * float64(k.Nodes)
+		stages[k.Stage].n += float64(k.Nodes)
+	}
+	for stage, s := range stages { // the stage's mean over its nodes, the kinds weighted by their counts
+		t.priorStages[stage] = &cost{stage: stage, share: time.Duration(s.share / s.n), n: 1}
+	}
+}
+
+// MergeCosts returns old with every kind that now measured replaced by now's cost, sorted by stage and
+// kind: what a target's builds have measured, each kind as it last ran.
+func MergeCosts(old, now []KindCost) []KindCost {
+	byKey := map[[2]string]KindCost{}
+	for _, k := range old {
+		byKey[[2]string{k.Stage, k.Kind}] = k
+	}
+	for _, k := range now {
+		byKey[[2]string{k.Stage, k.Kind}] = k
+	}
+	out := make([]KindCost, 0, len(byKey))
+	for _, k := range byKey {
+		out = append(out, k)
+	}
+	sortCosts(out)
+	return out
+}
+
+func sortCosts(c []KindCost) {
+	sort.Slice(c, func(i, j int) bool {
+		if c[i].Stage != c[j].Stage {
+			return c[i].Stage < c[j].Stage
+		}
+		return c[i].Kind < c[j].Kind
+	})
+}
+
+// CostsFile is where the costs of target's builds are kept in a history directory
+// (engine.HistoryDir): beside the target's build records, as
+// <history dir>/<url.PathEscape(target)>/costs.
+func CostsFile(historyDir, target string) string {
+	return filepath.Join(historyDir, url.PathEscape(target), "costs")
+}
+
+// costsVersion is the version of the costs file's format:
+//
+//	{"version":1,"target":T,"kinds":[{"stage":S,"kind":K,"mean_ms":M,"nodes":N,"measured":RFC3339}, ...]}
+const costsVersion = 1
+
+// maxMeanMS bounds a kind's mean_ms (about 34 years) so that it converts to a time.Duration.
+const maxMeanMS = 1 << 40
+
+type costsJSON struct {
+	Version int        `json:"version"`
+	Target  string     `json:"target"`
+	Kinds   []kindJSON `json:"kinds"`
+}
+
+type kindJSON struct {
+	Stage    string    `json:"stage"`
+	Kind     string    `json:"kind"`
+	MeanMS   int64     `json:"mean_ms"`
+	Nodes    int       `json:"nodes"`
+	Measured time.Time `json:"measured"`
+}
+
+// ReadCosts reads the costs file at path, written by WriteCosts for target. A missing file is no costs
+// and no error; a damaged one, or one of another format version or target, is an error naming the
+// file and what is wrong.
+func ReadCosts(path, target string) ([]KindCost, error) {
+	b, err := os.ReadFile(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.DisallowUnknownFields()
+	var f costsJSON
+	if err := dec.Decode(&f); err != nil {
+		return nil, fmt.Errorf("build costs %s: %w", path, err)
+	}
+	if f.Version != costsVersion {
+		return nil, fmt.Errorf("build costs %s: version %d, want %d", path, f.Version, costsVersion)
+	}
+	if f.Target != target {
+		return nil, fmt.Errorf("build costs %s: target %q, want %q", path, f.Target, target)
+	}
+	out := make([]KindCost, 0, len(f.Kinds))
+	for i, k := range f.Kinds {
+		if k.Stage == "" || k.MeanMS < 0 || k.MeanMS > maxMeanMS || k.Nodes < 1 {
+			return nil, fmt.Errorf("build costs %s: kinds[%d] (%q): want a stage, 0 <= mean_ms <= %d and nodes >= 1, have %q, %d, %d",
+				path, i, k.Kind, maxMeanMS, k.Stage, k.MeanMS, k.Nodes)
+		}
+		out = append(out, KindCost{Stage: k.Stage, Kind: k.Kind, Mean: time.Duration(k.MeanMS) * time.Millisecond, Nodes: k.Nodes, Measured: k.Measured})
+	}
+	return out, nil
+}
+
+// WriteCosts writes costs as target's costs file at path, replacing it whole (a temporary file
+// renamed); the directory is created if missing.
+func WriteCosts(path, target string, costs []KindCost) error {
+	f := costsJSON{Version: costsVersion, Target: target, Kinds: make([]kindJSON, 0, len(costs))}
+	for _, k := range costs {
+		f.Kinds = append(f.Kinds, kindJSON{Stage: k.Stage, Kind: k.Kind, MeanMS: k.Mean.Milliseconds(), Nodes: k.Nodes, Measured: k.Measured.UTC()})
+	}
+	b, err := json.MarshalIndent(f, "", " ")
+	if err != nil {
+		return err
+	}
+	if err := writeFile(path, append(b, '\n')); err != nil {
+		return fmt.Errorf("writing build costs %s: %w", path, err)
+	}
+	return nil
+}

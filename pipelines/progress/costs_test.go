@@ -1,0 +1,114 @@
+package progress_test
+
+import (
+	"os"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+
+	"orkpipe/pipelines/engine"
+	"orkpipe/pipelines/progress"
+)
+
+func TestCostsFileRoundTrip(t *testing.T) {
+	dir := t.TempDir()
+	path := progress.CostsFile(dir, "qwen35/27b")
+	if want := filepath.Join(dir, "qwen35%2F27b", "costs"); path != want {
+		t.Fatalf("CostsFile = %s, want %s", path, want)
+	}
+	if got, err := progress.ReadCosts(path, "qwen35/27b"); got != nil || err != nil {
+		t.Fatalf("a missing file: %v, %v; want no costs and no error", got, err)
+	}
+	then := time.Date(2026, 12, 5, 9, 0, 0, 0, time.UTC)
+	now := then.Add(24 * time.Hour)
+	old := []progress.KindCost{
+		{Stage: "finalize", Kind: "finalize:blk.#.attn_q.weight", Mean: 41250 * time.Millisecond, Nodes: 64, Measured: then},
+		{Stage: "calibrate", Kind: "calibrate[#,#)", Mean: 103 * time.Second, Nodes: 64, Measured: then},
+	}
+	measured := []progress.KindCost{
+		{Stage: "calibrate", Kind: "calibrate[#,#)", Mean: 98 * time.Second, Nodes: 2, Measured: now},
+		{Stage: "tile", Kind: "tile:blk.#.attn_q.weight", Mean: 700 * time.Millisecond, Nodes: 2, Measured: now},
+	}
+	merged := progress.MergeCosts(old, measured)
+	want := []progress.KindCost{measured[0], old[0], measured[1]} // sorted by stage and kind
+	if !reflect.DeepEqual(merged, want) {
+		t.Fatalf("MergeCosts:\n%v\nwant\n%v", merged, want)
+	}
+	if err := progress.WriteCosts(path, "qwen35/27b", merged); err != nil {
+		t.Fatal(err)
+	}
+	got, err := progress.ReadCosts(path, "qwen35/27b")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("read back:\n%v\nwant\n%v", got, want)
+	}
+	// The costs file is not a build record: explain's history lists only the records.
+	if _, err := engine.History(t.Context(), dir, "qwen35/27b", 20); err == nil || !strings.Contains(err.Error(), "build it first") {
+		t.Errorf("History of a target with only a costs file: %v, want no record", err)
+	}
+}
+
+func TestReadCostsRejects(t *testing.T) {
+	for name, tc := range map[string]struct{ text, want string }{
+		"not JSON":      {`{"version":1,`, "unexpected EOF"},
+		"version":       {`{"version":2,"target":"t","kinds":[]}`, "version 2, want 1"},
+		"target":        {`{"version":1,"target":"u","kinds":[]}`, `target "u", want "t"`},
+		"unknown field": {`{"version":1,"target":"t","kinds":[],"extra":1}`, `unknown field "extra"`},
+		"no nodes": {`{"version":1,"target":"t","kinds":[{"stage":"tile","kind":"tile:blk.#.w","mean_ms":5,"nodes":0,"measured":"2026-12-06T00:00:00Z"}]}`,
+			`kinds[0] ("tile:blk.#.w"): want a stage, 0 <= mean_ms <= 1099511627776 and nodes >= 1, have "tile", 5, 0`},
+		"negative mean": {`{"version":1,"target":"t","kinds":[{"stage":"tile","kind":"k","mean_ms":-1,"nodes":1,"measured":"2026-12-06T00:00:00Z"}]}`,
+			"0 <= mean_ms"},
+		"mean too long": {`{"version":1,"target":"t","kinds":[{"stage":"tile","kind":"k","mean_ms":9223372036854775,"nodes":1,"measured":"2026-12-06T00:00:00Z"}]}`,
+			"0 <= mean_ms <= 1099511627776"},
+		"no stage": {`{"version":1,"target":"t","kinds":[{"stage":"","kind":"k","mean_ms":1,"nodes":1,"measured":"2026-12-06T00:00:00Z"}]}`,
+			"want a stage"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			path := filepath.Join(t.TempDir(), "costs")
+			if err := os.WriteFile(path, []byte(tc.text), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			got, err := progress.ReadCosts(path, "t")
+			if err == nil || !strings.Contains(err.Error(), path) || !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("ReadCosts = %v, %v; want an error naming %s and %q", got, err, path, tc.want)
+			}
+		})
+	}
+}
+
+// FuzzReadCosts: any bytes either fail to read or read as costs that write and read back the same.
+func FuzzReadCosts(f *testing.F) {
+	f.Add([]byte(`{"version":1,"target":"t","kinds":[{"stage":"calibrate","kind":"calibrate[#,#)","mean_ms":98000,"nodes":2,"measured":"2026-12-06T09:00:00Z"}]}`))
+	f.Add([]byte(`{"version":1,"target":"t","kinds":null}`))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		dir := t.TempDir()
+		path := filepath.Join(dir, "costs")
+		if err := os.WriteFile(path, data, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		costs, err := progress.ReadCosts(path, "t")
+		if err != nil {
+			return
+		}
+		if err := progress.WriteCosts(path, "t", costs); err != nil {
+			t.Fatal(err)
+		}
+		again, err := progress.ReadCosts(path, "t")
+		if err != nil {
+			t.Fatalf("costs written from a read file do not read: %v", err)
+		}
+		if len(costs) == 0 && len(again) == 0 {
+			return
+		}
+		for i := range costs {
+			costs[i].Measured = costs[i].Measured.UTC()
+		}
+		if !reflect.DeepEqual(costs, again) {
+			t.Errorf("read back %v, want %v", again, costs)
+		}
+	})
+}

@@ -235,12 +235,16 @@ func printBuildPlan(ctx context.Context, opts *globalOptions, eng *engine.Engine
 	if err != nil {
 		return err
 	}
+	est := estimatePlan(opts, name, nodes)
 	if opts.json {
-		return json.NewEncoder(opts.stdout).Encode(planOutput{Target: name, Budget: budget, Nodes: nodes})
+		out := planOutput{Target: name, Budget: budget, Nodes: nodes}
+		est.setJSON(&out)
+		return json.NewEncoder(opts.stdout).Encode(out)
 	}
 	if err := writeNodeTable(opts.stdout, nodes, name, budget); err != nil {
 		return err
 	}
+	est.write(opts.stdout)
 	writeSameAs(opts.stdout, nodes)
 	return nil
 }

@@ -135,10 +135,10 @@ screen: {text: `+eval+`, ctx: 32}
 }
 
 // TestBuildKeepsCosts: a build keeps what each kind of node cost in the cache's history
-// (progress.CostsFile), and the next build of the target estimates its time left from them before
-// its own nodes of each kind have run: every node_finished line with an estimate, none a lower
-// bound, where the first build's first estimate was one. A damaged costs file is named in a warning
-// and replaced.
+// (progress.CostsFile), plan estimates a build's time from them, and the next build of the target
+// estimates its time left from them before its own nodes of each kind have run: every node_finished
+// line with an estimate, none a lower bound, where the first build's first estimate was one. A
+// damaged costs file is named in a warning and replaced.
 func TestBuildKeepsCosts(t *testing.T) {
 	dir := t.TempDir()
 	recipe, _, _ := tinyRecipe(t, dir)
@@ -162,7 +162,35 @@ func TestBuildKeepsCosts(t *testing.T) {
 		}
 		return finished, stderr
 	}
+	plan := func(seed int, json bool) string {
+		t.Helper()
+		args := []string{"--cache", cache, "--mem", "2GiB", "plan", recipe, "--set", fmt.Sprint("source.synth.seed=", seed)}
+		if json {
+			args = append([]string{"--json"}, args...)
+		}
+		stdout, stderr, code := demoCLI(t, args...)
+		if code != 0 {
+			t.Fatalf("plan with seed %d: exit %d: %s", seed, code, stderr)
+		}
+		return stdout
+	}
+	if out := plan(1, false); !strings.Contains(out, "estimated time: unknown for the ") {
+		t.Errorf("plan before any build: no unknown estimate:\n%s", out)
+	}
 	first, _ := build(1)
+	var planned struct {
+		EstimateMS    *int64 `json:"estimate_ms"`
+		EstimateLower bool   `json:"estimate_lower"`
+	}
+	if err := json.Unmarshal([]byte(plan(2, true)), &planned); err != nil || planned.EstimateMS == nil || planned.EstimateLower {
+		t.Errorf("plan --json of an unbuilt seed after a build: %v, estimate_ms %v, estimate_lower %v; want a full estimate", err, planned.EstimateMS, planned.EstimateLower)
+	}
+	if out := plan(2, false); !strings.Contains(out, "estimated time: ") || !strings.Contains(out, " nodes not cached (the costs earlier builds of clitiny kept)") {
+		t.Errorf("plan of an unbuilt seed after a build: no estimate:\n%s", out)
+	}
+	if out := plan(1, false); strings.Contains(out, "estimated time") {
+		t.Errorf("plan of the build just made (every node cached): an estimate:\n%s", out)
+	}
 	if _, ok := first[0]["left_ms"]; ok && first[0]["left_lower"] != true {
 		t.Fatalf("the first build's first node_finished %v: a full estimate with no earlier build", first[0])
 	}

@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 	"text/tabwriter"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -16,6 +17,7 @@ import (
 	"orkpipe/pipelines"
 	"orkpipe/pipelines/dagview"
 	"orkpipe/pipelines/engine"
+	"orkpipe/pipelines/progress"
 	"orkpipe/stages"
 )
 
@@ -94,6 +96,70 @@ type planOutput struct {
 	Nodes  []engine.NodeStatus `json:"nodes"`
 	// Residency is an MoE build's residency plan (expected hit rate, curve), when known (planResidency).
 	Residency *stages.ResidencyFile `json:"residency,omitempty"`
+	// EstimateMS is how long the nodes not cached should take by the costs earlier builds kept
+	// (planEstimate), when known; EstimateLower marks a lower bound.
+	EstimateMS    *int64 `json:"estimate_ms,omitempty"`
+	EstimateLower bool   `json:"estimate_lower,omitempty"`
+}
+
+// planEstimate is how long building nodes should take: the nodes not cached, by the costs that
+// earlier builds of target kept in the cache's history (progress.CostsFile).
+type planEstimate struct {
+	target       string
+	run          int // nodes not cached
+	left         time.Duration
+	lower, known bool
+}
+
+// estimatePlan estimates the build of nodes. A costs file that cannot be read is logged, and the
+// estimate is unknown.
+func estimatePlan(opts *globalOptions, target string, nodes []engine.NodeStatus) planEstimate {
+	e := planEstimate{target: target}
+	run := map[string]string{}
+	for _, n := range nodes {
+		if !n.Cached {
+			run[n.ID] = n.Stage
+		}
+	}
+	e.run = len(run)
+	dir, err := opts.cache()
+	if err != nil || len(run) == 0 {
+		return e
+	}
+	path := progress.CostsFile(engine.HistoryDir(dir), target)
+	costs, err := progress.ReadCosts(path, target)
+	if err != nil {
+		opts.logger.Warn("earlier builds' costs not read: no estimate of the build's time", "err", err)
+		return e
+	}
+	e.left, e.lower, e.known = progress.Estimate(costs, run)
+	return e
+}
+
+// setJSON sets out's estimate fields.
+func (e planEstimate) setJSON(out *planOutput) {
+	if e.known {
+		ms := e.left.Milliseconds()
+		out.EstimateMS, out.EstimateLower = &ms, e.lower
+	}
+}
+
+// write prints the estimate's line after the plan's table: nothing when every node is cached.
+func (e planEstimate) write(w io.Writer) {
+	switch {
+	case e.run == 0:
+	case !e.known:
+		fmt.Fprintf(w, "estimated time: unknown for the %d nodes not cached (no earlier build of %s kept its nodes' costs)\n", e.run, e.target)
+	case e.lower:
+		fmt.Fprintf(w, "estimated time: at least %s for the %d nodes not cached (the costs earlier builds of %s kept; some of its stages have none)\n",
+			progress.RoundLeft(e.left), e.run, e.target)
+	default:
+		left := "~" + progress.RoundLeft(e.left)
+		if e.left < time.Second {
+			left = "under a second"
+		}
+		fmt.Fprintf(w, "estimated time: %s for the %d nodes not cached (the costs earlier builds of %s kept)\n", left, e.run, e.target)
+	}
 }
 
 func runPlan(ctx context.Context, opts *globalOptions, arg string, sets []string, gf graphFlags) error {
@@ -135,12 +201,16 @@ func runPlan(ctx context.Context, opts *globalOptions, arg string, sets []string
 	if err != nil {
 		return err
 	}
+	est := estimatePlan(opts, t.Name(), nodes)
 	if opts.json {
-		return json.NewEncoder(opts.stdout).Encode(planOutput{Target: t.Name(), Budget: budget, Nodes: nodes, Residency: res})
+		out := planOutput{Target: t.Name(), Budget: budget, Nodes: nodes, Residency: res}
+		est.setJSON(&out)
+		return json.NewEncoder(opts.stdout).Encode(out)
 	}
 	if err := writeNodeTable(opts.stdout, nodes, t.Name(), budget); err != nil {
 		return err
 	}
+	est.write(opts.stdout)
 	writePlanResidency(opts.stdout, res, how)
 	writeSameAs(opts.stdout, nodes)
 	if opts.verbose > 0 {

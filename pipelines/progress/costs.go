@@ -11,6 +11,8 @@ import (
 	"path/filepath"
 	"sort"
 	"time"
+
+	"orkpipe/pipelines/engine"
 )
 
 // KindCost is what the nodes of one kind cost in a build: the mean of their shares of the wall time
@@ -166,4 +168,17 @@ func WriteCosts(path, target string, costs []KindCost) error {
 		return fmt.Errorf("writing build costs %s: %w", path, err)
 	}
 	return nil
+}
+
+// Estimate is how long a build that runs nodes (id -> stage) should take by costs alone: what an ETA
+// primed with them says before the build starts (Left). ok is false when costs estimate none of the
+// nodes, or there are none; lower when some node's stage has no cost (it counts as zero).
+func Estimate(costs []KindCost, nodes map[string]string) (left time.Duration, lower, ok bool) {
+	t := NewETA()
+	t.Prime(costs)
+	for id, stage := range nodes {
+		t.Emit(engine.Event{Event: engine.EventPlan, Node: id, Stage: stage})
+	}
+	left, lower, ok = t.Left(time.Time{})
+	return left, lower, ok && (!lower || left > 0)
 }

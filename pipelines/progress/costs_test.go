@@ -112,3 +112,33 @@ func FuzzReadCosts(f *testing.F) {
 		}
 	})
 }
+
+func TestEstimate(t *testing.T) {
+	costs := []progress.KindCost{
+		{Stage: "calibrate", Kind: "calibrate[#,#)", Mean: 100 * time.Second, Nodes: 2},
+		{Stage: "finalize", Kind: "finalize:blk.#.ffn_down.weight", Mean: 30 * time.Second, Nodes: 1},
+		{Stage: "finalize", Kind: "finalize:blk.#.attn_q.weight", Mean: 10 * time.Second, Nodes: 3},
+	}
+	for _, tc := range []struct {
+		name      string
+		nodes     map[string]string
+		left      time.Duration
+		lower, ok bool
+	}{
+		{"kinds and a stage", map[string]string{"calibrate[0,1)": "calibrate", "calibrate[1,2)": "calibrate",
+			"finalize:blk.0.ffn_down.weight": "finalize", "finalize:blk.0.ffn_up.weight": "finalize"},
+			// ffn_up has no cost of its own: finalize's mean, (30 + 3 x 10) / 4 = 15 s.
+			245 * time.Second, false, true},
+		{"a stage without costs", map[string]string{"calibrate[0,1)": "calibrate", "screen": "screen"}, 100 * time.Second, true, true},
+		{"only stages without costs", map[string]string{"screen": "screen"}, 0, true, false},
+		{"no nodes", map[string]string{}, 0, false, false},
+	} {
+		left, lower, ok := progress.Estimate(costs, tc.nodes)
+		if left != tc.left || lower != tc.lower || ok != tc.ok {
+			t.Errorf("%s: Estimate = %v, %v, %v; want %v, %v, %v", tc.name, left, lower, ok, tc.left, tc.lower, tc.ok)
+		}
+	}
+	if _, _, ok := progress.Estimate(nil, map[string]string{"calibrate[0,1)": "calibrate"}); ok {
+		t.Error("an estimate without costs")
+	}
+}

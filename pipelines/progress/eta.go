@@ -236,9 +236,9 @@ func (t *ETA) String(now time.Time) string {
 		return ""
 	}
 	if lower {
-		return ">= " + roundLeft(left) + " left"
+		return ">= " + RoundLeft(left) + " left"
 	}
-	return "~" + roundLeft(left) + " left"
+	return "~" + RoundLeft(left) + " left"
 }
 
 // appendJSON appends the estimate at now to a JSON object's fields, `,"left_ms":N` and, for a lower
@@ -255,8 +255,8 @@ func (t *ETA) appendJSON(b []byte, now time.Time) []byte {
 	return b
 }
 
-// roundLeft renders d to the second under ten minutes, else to the minute.
-func roundLeft(d time.Duration) string {
+// RoundLeft renders d for a person: to the second under ten minutes, else to the minute ("3h12m").
+func RoundLeft(d time.Duration) string {
 	switch {
 	case d < 10*time.Minute:
 		return d.Round(time.Second).String()

@@ -161,8 +161,8 @@ func TestRoundLeft(t *testing.T) {
 		time.Hour:                       "1h00m",
 		3*time.Hour + 11*time.Minute + 31*time.Second: "3h12m",
 	} {
-		if got := roundLeft(d); got != want {
-			t.Errorf("roundLeft(%v) = %q, want %q", d, got, want)
+		if got := RoundLeft(d); got != want {
+			t.Errorf("RoundLeft(%v) = %q, want %q", d, got, want)
 		}
 	}
 }

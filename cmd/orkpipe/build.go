@@ -124,7 +124,7 @@ func runBuild(ctx context.Context, opts *globalOptions, path string, sets []stri
 	var eta *progress.ETA
 	if !planOnly {
 		var keep func()
-		eta, keep = buildETA(opts, t.Name())
+		eta, keep = buildETA(opts, t)
 		defer keep()
 	}
 	s, err := openEngine(ctx, opts, engineSetup{keepGoing: flags.keepGoing, events: !planOnly, exec: flags.exec, remote: flags.remote, board: req,
@@ -169,7 +169,7 @@ func runBuild(ctx context.Context, opts *globalOptions, path string, sets []stri
 				return asUsage(perr)
 			}
 			if planOnly {
-				return printBuildPlan(ctx, opts, eng, plan, t.Name(), mem)
+				return printBuildPlan(ctx, opts, eng, plan, t, mem)
 			}
 			res, err = eng.Build(ctx, t.Name(), plan, bopts)
 		}
@@ -230,12 +230,13 @@ func boardRequirementOf(r *recipe.Recipe, tf transportFlags, opts *globalOptions
 
 // printBuildPlan prints the plan of a build like `orkpipe plan`: every node, its key (or pending),
 // whether it is cached, its declared memory and its dependencies.
-func printBuildPlan(ctx context.Context, opts *globalOptions, eng *engine.Engine, plan *engine.Plan, name string, budget int64) error {
+func printBuildPlan(ctx context.Context, opts *globalOptions, eng *engine.Engine, plan *engine.Plan, t engine.Target, budget int64) error {
+	name := t.Name()
 	nodes, err := eng.Status(ctx, plan)
 	if err != nil {
 		return err
 	}
-	est := estimatePlan(opts, name, nodes)
+	est := estimatePlan(opts, t, nodes)
 	if opts.json {
 		out := planOutput{Target: name, Budget: budget, Nodes: nodes}
 		est.setJSON(&out)
@@ -262,18 +263,19 @@ func goMemoryLimit(mem int64) int64 {
 	return mem - min(64<<20+int64(runtime.NumCPU())*nonGoPerCPU, mem/4)
 }
 
-// buildETA returns the estimator of the time left in target's build, primed with the costs that its
-// earlier builds kept in the cache's history (progress.CostsFile), and keep, which adds what this
-// build measured to them; call it when the build is over (also after a failure: what finished was
-// measured). An unreadable costs file is logged, and the build is estimated from its own nodes alone.
-func buildETA(opts *globalOptions, target string) (eta *progress.ETA, keep func()) {
+// buildETA returns the estimator of the time left in t's build, primed with the costs that earlier
+// builds of t from the same source kept in the cache's history (progress.CostsFile, costSource), and
+// keep, which adds what this build measured to them; call it when the build is over (also after a
+// failure: what finished was measured). An unreadable costs file is logged, and the build is
+// estimated from its own nodes alone.
+func buildETA(opts *globalOptions, t engine.Target) (eta *progress.ETA, keep func()) {
 	eta = progress.NewETA()
 	dir, err := opts.cache()
 	if err != nil {
 		return eta, func() {} // openEngine reports it
 	}
-	path := progress.CostsFile(engine.HistoryDir(dir), target)
-	prior, err := progress.ReadCosts(path, target)
+	path, source := progress.CostsFile(engine.HistoryDir(dir), t.Name()), costSource(t)
+	prior, err := progress.ReadCosts(path, t.Name(), source)
 	if err != nil {
 		opts.logger.Warn("earlier builds' costs not read: the time left is estimated from this build's nodes alone", "err", err)
 	}
@@ -284,8 +286,34 @@ func buildETA(opts *globalOptions, target string) (eta *progress.ETA, keep func(
 		if len(measured) == 0 {
 			return
 		}
-		if err := progress.WriteCosts(path, target, progress.MergeCosts(prior, measured)); err != nil {
-			opts.logger.Warn("this build's costs not kept for the next build's estimate", "err", err)
+		if err := progress.KeepCosts(path, t.Name(), source, measured); err != nil {
+			opts.logger.Warn("this build's costs and the earlier ones", "err", err)
 		}
 	}
+}
+
+// costSource names what the costs of t's nodes depend on most, its model, for the costs file
+// (progress.KeepCosts): a GGUF source by its size — the same shape at the same types, whatever its
+// path and weights —, a synthetic one by its shape (its seed changes no cost); "" for a target
+// without a recipe (the demo) or a source that cannot be read (the build reports it).
+func costSource(t engine.Target) string {
+	rt, ok := t.(interface{ Recipe() *recipe.Recipe })
+	if !ok {
+		return ""
+	}
+	src := rt.Recipe().Source
+	if src.Synth != nil {
+		shape := *src.Synth
+		shape.Seed = 0
+		b, err := json.Marshal(shape)
+		if err != nil {
+			return ""
+		}
+		return "synth " + string(b)
+	}
+	fi, err := os.Stat(src.Model)
+	if err != nil {
+		return ""
+	}
+	return fmt.Sprintf("gguf %d bytes", fi.Size())
 }

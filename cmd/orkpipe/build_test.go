@@ -162,9 +162,12 @@ func TestBuildKeepsCosts(t *testing.T) {
 		}
 		return finished, stderr
 	}
-	plan := func(seed int, json bool) string {
+	plan := func(seed int, json bool, sets ...string) string {
 		t.Helper()
 		args := []string{"--cache", cache, "--mem", "2GiB", "plan", recipe, "--set", fmt.Sprint("source.synth.seed=", seed)}
+		for _, s := range sets {
+			args = append(args, "--set", s)
+		}
 		if json {
 			args = append([]string{"--json"}, args...)
 		}
@@ -191,10 +194,25 @@ func TestBuildKeepsCosts(t *testing.T) {
 	if out := plan(1, false); strings.Contains(out, "estimated time") {
 		t.Errorf("plan of the build just made (every node cached): an estimate:\n%s", out)
 	}
+	// Costs are kept per model: another shape has none yet.
+	if out := plan(1, false, "source.synth.n_ff=128"); !strings.Contains(out, "estimated time: unknown for the ") {
+		t.Errorf("plan of another model's build: no unknown estimate:\n%s", out)
+	}
 	if _, ok := first[0]["left_ms"]; ok && first[0]["left_lower"] != true {
 		t.Fatalf("the first build's first node_finished %v: a full estimate with no earlier build", first[0])
 	}
-	kinds, err := progress.ReadCosts(costs, "clitiny")
+	// The costs are kept for the model's shape (its seed set to 0).
+	var file struct {
+		Sources []struct{ Source string } `json:"sources"`
+	}
+	if b, err := os.ReadFile(costs); err != nil || json.Unmarshal(b, &file) != nil || len(file.Sources) != 1 {
+		t.Fatalf("costs file after the first build: %v, %+v", err, file)
+	}
+	source := file.Sources[0].Source
+	if !strings.HasPrefix(source, `synth {"layers":1,"n_embd":64,"n_ff":96,`) || !strings.Contains(source, `"seed":0`) {
+		t.Errorf("costs kept for source %q, want the synthetic model's shape with seed 0", source)
+	}
+	kinds, err := progress.ReadCosts(costs, "clitiny", source)
 	if err != nil || len(kinds) == 0 {
 		t.Fatalf("costs after the first build: %v, %v", kinds, err)
 	}
@@ -223,7 +241,7 @@ func TestBuildKeepsCosts(t *testing.T) {
 	if _, stderr := build(3); !strings.Contains(stderr, costs) || !strings.Contains(stderr, "costs not read") {
 		t.Errorf("a damaged costs file: no warning naming %s:\n%s", costs, stderr)
 	}
-	if kinds, err := progress.ReadCosts(costs, "clitiny"); err != nil || len(kinds) == 0 {
+	if kinds, err := progress.ReadCosts(costs, "clitiny", source); err != nil || len(kinds) == 0 {
 		t.Errorf("costs after the build that found them damaged: %v, %v", kinds, err)
 	}
 	fourth, _ := build(4)

@@ -111,9 +111,10 @@ type planEstimate struct {
 	lower, known bool
 }
 
-// estimatePlan estimates the build of nodes. A costs file that cannot be read is logged, and the
-// estimate is unknown.
-func estimatePlan(opts *globalOptions, target string, nodes []engine.NodeStatus) planEstimate {
+// estimatePlan estimates the build of t's nodes, by the costs of t's builds from the same source
+// (costSource). A costs file that cannot be read is logged, and the estimate is unknown.
+func estimatePlan(opts *globalOptions, t engine.Target, nodes []engine.NodeStatus) planEstimate {
+	target := t.Name()
 	e := planEstimate{target: target}
 	run := map[string]string{}
 	for _, n := range nodes {
@@ -127,7 +128,7 @@ func estimatePlan(opts *globalOptions, target string, nodes []engine.NodeStatus)
 		return e
 	}
 	path := progress.CostsFile(engine.HistoryDir(dir), target)
-	costs, err := progress.ReadCosts(path, target)
+	costs, err := progress.ReadCosts(path, target, costSource(t))
 	if err != nil {
 		opts.logger.Warn("earlier builds' costs not read: no estimate of the build's time", "err", err)
 		return e
@@ -149,7 +150,7 @@ func (e planEstimate) write(w io.Writer) {
 	switch {
 	case e.run == 0:
 	case !e.known:
-		fmt.Fprintf(w, "estimated time: unknown for the %d nodes not cached (no earlier build of %s kept its nodes' costs)\n", e.run, e.target)
+		fmt.Fprintf(w, "estimated time: unknown for the %d nodes not cached (no earlier build of %s from this model kept its nodes' costs)\n", e.run, e.target)
 	case e.lower:
 		fmt.Fprintf(w, "estimated time: at least %s for the %d nodes not cached (the costs earlier builds of %s kept; some of its stages have none)\n",
 			progress.RoundLeft(e.left), e.run, e.target)
@@ -201,7 +202,7 @@ func runPlan(ctx context.Context, opts *globalOptions, arg string, sets []string
 	if err != nil {
 		return err
 	}
-	est := estimatePlan(opts, t.Name(), nodes)
+	est := estimatePlan(opts, t, nodes)
 	if opts.json {
 		out := planOutput{Target: t.Name(), Budget: budget, Nodes: nodes, Residency: res}
 		est.setJSON(&out)

@@ -97,18 +97,27 @@ func CostsFile(historyDir, target string) string {
 	return filepath.Join(historyDir, url.PathEscape(target), "costs")
 }
 
-// costsVersion is the version of the costs file's format:
+// The costs file's format: a target's costs per source (what the costs depend on most, e.g. the
+// model's size or shape: the caller names it), the source of the newest build first, at most
+// keepSources of them:
 //
-//	{"version":1,"target":T,"kinds":[{"stage":S,"kind":K,"mean_ms":M,"nodes":N,"measured":RFC3339}, ...]}
-const costsVersion = 1
-
-// maxMeanMS bounds a kind's mean_ms (about 34 years) so that it converts to a time.Duration.
-const maxMeanMS = 1 << 40
+//	{"version":1,"target":T,"sources":[{"source":S,"kinds":[{"stage":S,"kind":K,"mean_ms":M,"nodes":N,"measured":RFC3339}, ...]}, ...]}
+const (
+	costsVersion = 1
+	keepSources  = 8
+	// maxMeanMS bounds a kind's mean_ms (about 34 years) so that it converts to a time.Duration.
+	maxMeanMS = 1 << 40
+)
 
 type costsJSON struct {
-	Version int        `json:"version"`
-	Target  string     `json:"target"`
-	Kinds   []kindJSON `json:"kinds"`
+	Version int          `json:"version"`
+	Target  string       `json:"target"`
+	Sources []sourceJSON `json:"sources"`
+}
+
+type sourceJSON struct {
+	Source string     `json:"source"`
+	Kinds  []kindJSON `json:"kinds"`
 }
 
 type kindJSON struct {
@@ -119,10 +128,24 @@ type kindJSON struct {
 	Measured time.Time `json:"measured"`
 }
 
-// ReadCosts reads the costs file at path, written by WriteCosts for target. A missing file is no costs
-// and no error; a damaged one, or one of another format version or target, is an error naming the
-// file and what is wrong.
-func ReadCosts(path, target string) ([]KindCost, error) {
+// ReadCosts returns the costs kept in the costs file at path for target's builds of source: none
+// (and no error) when the file is missing or has no entry for source. A damaged file, or one of
+// another format version or target, is an error naming the file and what is wrong.
+func ReadCosts(path, target, source string) ([]KindCost, error) {
+	f, err := readCostsFile(path, target)
+	if err != nil || f == nil {
+		return nil, err
+	}
+	for _, src := range f.Sources {
+		if src.Source == source {
+			return fromJSON(src.Kinds), nil
+		}
+	}
+	return nil, nil
+}
+
+// readCostsFile reads and checks the costs file at path; nil (and no error) when it is missing.
+func readCostsFile(path, target string) (*costsJSON, error) {
 	b, err := os.ReadFile(path)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, nil
@@ -142,30 +165,73 @@ func ReadCosts(path, target string) ([]KindCost, error) {
 	if f.Target != target {
 		return nil, fmt.Errorf("build costs %s: target %q, want %q", path, f.Target, target)
 	}
-	out := make([]KindCost, 0, len(f.Kinds))
-	for i, k := range f.Kinds {
-		if k.Stage == "" || k.MeanMS < 0 || k.MeanMS > maxMeanMS || k.Nodes < 1 {
-			return nil, fmt.Errorf("build costs %s: kinds[%d] (%q): want a stage, 0 <= mean_ms <= %d and nodes >= 1, have %q, %d, %d",
-				path, i, k.Kind, maxMeanMS, k.Stage, k.MeanMS, k.Nodes)
+	seen := map[string]bool{}
+	for i, src := range f.Sources {
+		if seen[src.Source] {
+			return nil, fmt.Errorf("build costs %s: sources[%d]: source %q listed twice", path, i, src.Source)
 		}
-		out = append(out, KindCost{Stage: k.Stage, Kind: k.Kind, Mean: time.Duration(k.MeanMS) * time.Millisecond, Nodes: k.Nodes, Measured: k.Measured})
+		seen[src.Source] = true
+		kinds := map[[2]string]bool{}
+		for j, k := range src.Kinds {
+			if k.Stage == "" || k.MeanMS < 0 || k.MeanMS > maxMeanMS || k.Nodes < 1 {
+				return nil, fmt.Errorf("build costs %s: sources[%d].kinds[%d] (%q): want a stage, 0 <= mean_ms <= %d and nodes >= 1, have %q, %d, %d",
+					path, i, j, k.Kind, maxMeanMS, k.Stage, k.MeanMS, k.Nodes)
+			}
+			if kinds[[2]string{k.Stage, k.Kind}] {
+				return nil, fmt.Errorf("build costs %s: sources[%d].kinds[%d]: stage %q kind %q listed twice", path, i, j, k.Stage, k.Kind)
+			}
+			kinds[[2]string{k.Stage, k.Kind}] = true
+		}
 	}
-	return out, nil
+	return &f, nil
 }
 
-// WriteCosts writes costs as target's costs file at path, replacing it whole (a temporary file
-// renamed); the directory is created if missing.
-func WriteCosts(path, target string, costs []KindCost) error {
-	f := costsJSON{Version: costsVersion, Target: target, Kinds: make([]kindJSON, 0, len(costs))}
+func fromJSON(kinds []kindJSON) []KindCost {
+	out := make([]KindCost, 0, len(kinds))
+	for _, k := range kinds {
+		out = append(out, KindCost{Stage: k.Stage, Kind: k.Kind, Mean: time.Duration(k.MeanMS) * time.Millisecond, Nodes: k.Nodes, Measured: k.Measured})
+	}
+	return out
+}
+
+func toJSON(costs []KindCost) []kindJSON {
+	out := make([]kindJSON, 0, len(costs))
 	for _, k := range costs {
-		f.Kinds = append(f.Kinds, kindJSON{Stage: k.Stage, Kind: k.Kind, MeanMS: k.Mean.Milliseconds(), Nodes: k.Nodes, Measured: k.Measured.UTC()})
+		out = append(out, kindJSON{Stage: k.Stage, Kind: k.Kind, MeanMS: k.Mean.Milliseconds(), Nodes: k.Nodes, Measured: k.Measured.UTC()})
 	}
-	b, err := json.MarshalIndent(f, "", " ")
+	return out
+}
+
+// KeepCosts adds measured, what a build of target from source measured, to the costs file at path
+// (created if missing; replaced whole, through a temporary file): each kind measured replaces its
+// entry under source, the other kinds stay, and source becomes the file's first, the oldest beyond
+// keepSources dropping out. A damaged file is replaced by measured alone, and that is reported in
+// the error (the new file is written all the same).
+func KeepCosts(path, target, source string, measured []KindCost) error {
+	f, rerr := readCostsFile(path, target)
+	if f == nil {
+		f = &costsJSON{Version: costsVersion, Target: target}
+	}
+	sources := []sourceJSON{{Source: source, Kinds: toJSON(measured)}}
+	for _, src := range f.Sources {
+		if src.Source == source {
+			sources[0].Kinds = toJSON(MergeCosts(fromJSON(src.Kinds), measured))
+			continue
+		}
+		if len(sources) < keepSources {
+			sources = append(sources, src)
+		}
+	}
+	f.Sources = sources
+	b, err := json.Marshal(f)
+	if err == nil {
+		err = writeFile(path, append(b, '\n'))
+	}
 	if err != nil {
-		return err
-	}
-	if err := writeFile(path, append(b, '\n')); err != nil {
 		return fmt.Errorf("writing build costs %s: %w", path, err)
+	}
+	if rerr != nil {
+		return fmt.Errorf("%w (replaced by this build's costs)", rerr)
 	}
 	return nil
 }

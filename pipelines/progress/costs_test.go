@@ -1,9 +1,11 @@
 package progress_test
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"reflect"
+	"sort"
 	"strings"
 	"testing"
 	"time"
@@ -18,7 +20,7 @@ func TestCostsFileRoundTrip(t *testing.T) {
 	if want := filepath.Join(dir, "qwen35%2F27b", "costs"); path != want {
 		t.Fatalf("CostsFile = %s, want %s", path, want)
 	}
-	if got, err := progress.ReadCosts(path, "qwen35/27b"); got != nil || err != nil {
+	if got, err := progress.ReadCosts(path, "qwen35/27b", "gguf 28000000000"); got != nil || err != nil {
 		t.Fatalf("a missing file: %v, %v; want no costs and no error", got, err)
 	}
 	then := time.Date(2026, 12, 5, 9, 0, 0, 0, time.UTC)
@@ -36,15 +38,39 @@ func TestCostsFileRoundTrip(t *testing.T) {
 	if !reflect.DeepEqual(merged, want) {
 		t.Fatalf("MergeCosts:\n%v\nwant\n%v", merged, want)
 	}
-	if err := progress.WriteCosts(path, "qwen35/27b", merged); err != nil {
-		t.Fatal(err)
+	const big, small = "gguf 28000000000", "gguf 9000000000"
+	keep := func(source string, costs []progress.KindCost) {
+		t.Helper()
+		if err := progress.KeepCosts(path, "qwen35/27b", source, costs); err != nil {
+			t.Fatal(err)
+		}
 	}
-	got, err := progress.ReadCosts(path, "qwen35/27b")
-	if err != nil {
-		t.Fatal(err)
+	read := func(source string) []progress.KindCost {
+		t.Helper()
+		got, err := progress.ReadCosts(path, "qwen35/27b", source)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return got
 	}
-	if !reflect.DeepEqual(got, want) {
+	keep(big, old)
+	keep(small, measured[:1])
+	keep(big, measured)
+	if got := read(big); !reflect.DeepEqual(got, want) {
 		t.Errorf("read back:\n%v\nwant\n%v", got, want)
+	}
+	if got := read(small); !reflect.DeepEqual(got, measured[:1]) {
+		t.Errorf("the other source's costs:\n%v\nwant\n%v", got, measured[:1])
+	}
+	if got := read("synth {}"); got != nil {
+		t.Errorf("a source never built: %v, want none", got)
+	}
+	// Sources beyond the newest eight drop out, the oldest first.
+	for i := range 8 {
+		keep(fmt.Sprint("gguf ", i), measured[:1])
+	}
+	if read(small) != nil || read(big) != nil || read("gguf 0") == nil || read("gguf 7") == nil {
+		t.Error("after eight newer sources, the two oldest are still kept or a newer one is not")
 	}
 	// The costs file is not a build record: explain's history lists only the records.
 	if _, err := engine.History(t.Context(), dir, "qwen35/27b", 20); err == nil || !strings.Contains(err.Error(), "build it first") {
@@ -52,54 +78,67 @@ func TestCostsFileRoundTrip(t *testing.T) {
 	}
 }
 
+// A damaged costs file reads as an error that names it and what is wrong, and KeepCosts replaces it
+// with the build's costs (and says so).
 func TestReadCostsRejects(t *testing.T) {
+	const kind = `{"stage":"tile","kind":"k","mean_ms":5,"nodes":1,"measured":"2026-12-06T00:00:00Z"}`
 	for name, tc := range map[string]struct{ text, want string }{
 		"not JSON":      {`{"version":1,`, "unexpected EOF"},
-		"version":       {`{"version":2,"target":"t","kinds":[]}`, "version 2, want 1"},
-		"target":        {`{"version":1,"target":"u","kinds":[]}`, `target "u", want "t"`},
-		"unknown field": {`{"version":1,"target":"t","kinds":[],"extra":1}`, `unknown field "extra"`},
-		"no nodes": {`{"version":1,"target":"t","kinds":[{"stage":"tile","kind":"tile:blk.#.w","mean_ms":5,"nodes":0,"measured":"2026-12-06T00:00:00Z"}]}`,
-			`kinds[0] ("tile:blk.#.w"): want a stage, 0 <= mean_ms <= 1099511627776 and nodes >= 1, have "tile", 5, 0`},
-		"negative mean": {`{"version":1,"target":"t","kinds":[{"stage":"tile","kind":"k","mean_ms":-1,"nodes":1,"measured":"2026-12-06T00:00:00Z"}]}`,
+		"version":       {`{"version":2,"target":"t","sources":[]}`, "version 2, want 1"},
+		"target":        {`{"version":1,"target":"u","sources":[]}`, `target "u", want "t"`},
+		"unknown field": {`{"version":1,"target":"t","kinds":[]}`, `unknown field "kinds"`},
+		"no nodes": {`{"version":1,"target":"t","sources":[{"source":"s","kinds":[{"stage":"tile","kind":"tile:blk.#.w","mean_ms":5,"nodes":0,"measured":"2026-12-06T00:00:00Z"}]}]}`,
+			`sources[0].kinds[0] ("tile:blk.#.w"): want a stage, 0 <= mean_ms <= 1099511627776 and nodes >= 1, have "tile", 5, 0`},
+		"negative mean": {`{"version":1,"target":"t","sources":[{"source":"s","kinds":[{"stage":"tile","kind":"k","mean_ms":-1,"nodes":1,"measured":"2026-12-06T00:00:00Z"}]}]}`,
 			"0 <= mean_ms"},
-		"mean too long": {`{"version":1,"target":"t","kinds":[{"stage":"tile","kind":"k","mean_ms":9223372036854775,"nodes":1,"measured":"2026-12-06T00:00:00Z"}]}`,
+		"mean too long": {`{"version":1,"target":"t","sources":[{"source":"s","kinds":[{"stage":"tile","kind":"k","mean_ms":9223372036854775,"nodes":1,"measured":"2026-12-06T00:00:00Z"}]}]}`,
 			"0 <= mean_ms <= 1099511627776"},
-		"no stage": {`{"version":1,"target":"t","kinds":[{"stage":"","kind":"k","mean_ms":1,"nodes":1,"measured":"2026-12-06T00:00:00Z"}]}`,
+		"no stage": {`{"version":1,"target":"t","sources":[{"source":"s","kinds":[{"stage":"","kind":"k","mean_ms":1,"nodes":1,"measured":"2026-12-06T00:00:00Z"}]}]}`,
 			"want a stage"},
+		"a kind twice": {`{"version":1,"target":"t","sources":[{"source":"s","kinds":[` + kind + `,` + kind + `]}]}`,
+			`sources[0].kinds[1]: stage "tile" kind "k" listed twice`},
+		"a source twice": {`{"version":1,"target":"t","sources":[{"source":"s","kinds":[` + kind + `]},{"source":"s","kinds":[]}]}`,
+			`sources[1]: source "s" listed twice`},
 	} {
 		t.Run(name, func(t *testing.T) {
 			path := filepath.Join(t.TempDir(), "costs")
 			if err := os.WriteFile(path, []byte(tc.text), 0o644); err != nil {
 				t.Fatal(err)
 			}
-			got, err := progress.ReadCosts(path, "t")
+			got, err := progress.ReadCosts(path, "t", "s")
 			if err == nil || !strings.Contains(err.Error(), path) || !strings.Contains(err.Error(), tc.want) {
 				t.Errorf("ReadCosts = %v, %v; want an error naming %s and %q", got, err, path, tc.want)
+			}
+			costs := []progress.KindCost{{Stage: "tile", Kind: "k", Mean: time.Second, Nodes: 1, Measured: time.Date(2026, 12, 6, 0, 0, 0, 0, time.UTC)}}
+			if err := progress.KeepCosts(path, "t", "s", costs); err == nil || !strings.Contains(err.Error(), "replaced by this build's costs") {
+				t.Errorf("KeepCosts over the damaged file: %v, want it replaced and reported", err)
+			}
+			if got, err := progress.ReadCosts(path, "t", "s"); err != nil || !reflect.DeepEqual(got, costs) {
+				t.Errorf("after KeepCosts: %v, %v; want %v", got, err, costs)
 			}
 		})
 	}
 }
 
-// FuzzReadCosts: any bytes either fail to read or read as costs that write and read back the same.
+// FuzzReadCosts: any bytes either fail to read or read as costs that keep and read back the same.
 func FuzzReadCosts(f *testing.F) {
-	f.Add([]byte(`{"version":1,"target":"t","kinds":[{"stage":"calibrate","kind":"calibrate[#,#)","mean_ms":98000,"nodes":2,"measured":"2026-12-06T09:00:00Z"}]}`))
-	f.Add([]byte(`{"version":1,"target":"t","kinds":null}`))
+	f.Add([]byte(`{"version":1,"target":"t","sources":[{"source":"s","kinds":[{"stage":"calibrate","kind":"calibrate[#,#)","mean_ms":98000,"nodes":2,"measured":"2026-12-06T09:00:00Z"}]}]}`))
+	f.Add([]byte(`{"version":1,"target":"t","sources":[{"source":"s","kinds":null},{"source":"u","kinds":[]}]}`))
 	f.Fuzz(func(t *testing.T, data []byte) {
-		dir := t.TempDir()
-		path := filepath.Join(dir, "costs")
+		path := filepath.Join(t.TempDir(), "costs")
 		if err := os.WriteFile(path, data, 0o644); err != nil {
 			t.Fatal(err)
 		}
-		costs, err := progress.ReadCosts(path, "t")
+		costs, err := progress.ReadCosts(path, "t", "s")
 		if err != nil {
 			return
 		}
-		if err := progress.WriteCosts(path, "t", costs); err != nil {
+		if err := progress.KeepCosts(path, "t", "s", costs); err != nil {
 			t.Fatal(err)
 		}
-		again, err := progress.ReadCosts(path, "t")
+		again, err := progress.ReadCosts(path, "t", "s")
 		if err != nil {
-			t.Fatalf("costs written from a read file do not read: %v", err)
+			t.Fatalf("costs kept from a read file do not read: %v", err)
 		}
 		if len(costs) == 0 && len(again) == 0 {
 			return
@@ -107,6 +146,9 @@ func FuzzReadCosts(f *testing.F) {
 		for i := range costs {
 			costs[i].Measured = costs[i].Measured.UTC()
 		}
+		sort.Slice(costs, func(i, j int) bool { // as KeepCosts keeps them
+			return costs[i].Stage < costs[j].Stage || costs[i].Stage == costs[j].Stage && costs[i].Kind < costs[j].Kind
+		})
 		if !reflect.DeepEqual(costs, again) {
 			t.Errorf("read back %v, want %v", again, costs)
 		}

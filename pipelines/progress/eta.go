@@ -31,8 +31,8 @@ import (
 // not timed yet: a kind's own measurement first, then the earlier build's for the kind, then this
 // build's stage mean, then the earlier build's. What the earlier build measured is scaled by how long
 // this build's finished nodes took against the earlier build's means for their kinds (the host, its
-// load and --jobs may differ), so that a build says how long it will take from its start, not once
-// a node of each kind has run.
+// load and --jobs may differ; scaleSteady damps the first seconds), so that a build says how long it
+// will take from its start, not once a node of each kind has run.
 //
 // ETA is an engine.Sink; it is safe for concurrent use.
 type ETA struct {
@@ -47,9 +47,15 @@ type ETA struct {
 	prior       map[string]*cost // an earlier build's means (Prime), by class and by stage
 	priorStages map[string]*cost
 	// scaleNow and scaleThen sum this build's finished nodes' shares and their classes' prior means,
-	// over the finished nodes whose class has a prior: the prior's scale is scaleNow / scaleThen.
+	// over the finished nodes whose class has a prior: the prior's scale is
+	// (scaleNow + scaleSteady) / (scaleThen + scaleSteady).
 	scaleNow, scaleThen time.Duration
 }
+
+// scaleSteady is the time of earlier costs taken at their face value in the scale of the primed
+// costs, so that a build's first few short nodes (a tokenize of 15 ms against 23 ms) do not rescale
+// hours of estimate; a calibrate window of minutes outweighs it.
+const scaleSteady = 10 * time.Second
 
 type etaNode struct {
 	stage, kind string
@@ -194,10 +200,7 @@ func (t *ETA) Left(now time.Time) (left time.Duration, lower, ok bool) {
 	if n := len(t.running); n > 0 && now.After(t.last) {
 		since = now.Sub(t.last) / time.Duration(n)
 	}
-	scale := 1.0
-	if t.scaleThen > 0 {
-		scale = float64(t.scaleNow) / float64(t.scaleThen)
-	}
+	scale := float64(t.scaleNow+scaleSteady) / float64(t.scaleThen+scaleSteady)
 	for id, n := range t.nodes {
 		var share time.Duration
 		switch {

@@ -194,23 +194,25 @@ func TestETAPrimed(t *testing.T) {
 	c.ev(engine.EventNodeStarted, "calibrate", "calibrate[0,1)", 0)
 	c.left(30, 174, true)
 	c.ev(engine.EventNodeFinished, "calibrate", "calibrate[0,1)", 100)
-	// calibrate took twice its earlier mean: the other kinds' earlier costs count double.
-	c.left(100, 100+2*2*10+2*2*20+2*40+2*4, true)
+	// calibrate took twice its earlier mean: the other kinds' earlier costs count (100 + 10) / (50 + 10)
+	// times (scaleSteady, 10 s, at face value).
+	scale := 110.0 / 60
+	c.left(100, 100+scale*(2*10+2*20+40+4), true)
 	for _, w := range []string{"ffn_down", "ffn_up"} {
 		c.ev(engine.EventNodeStarted, "finalize", "finalize:blk.0."+w+".weight", 100)
 	}
 	for _, w := range []string{"ffn_down", "ffn_up"} {
 		c.ev(engine.EventNodeFinished, "finalize", "finalize:blk.0."+w+".weight", 120)
 	}
-	// 10 s each. The scale is (100 + 10) / (50 + 10) (ffn_up had no earlier cost); attn_q keeps its
-	// own earlier cost, scaled, rather than this build's finalize mean.
-	scale := 110.0 / 60
+	// 10 s each. The scale is (100 + 10 + 10) / (50 + 10 + 10) (ffn_up had no earlier cost); attn_q
+	// keeps its own earlier cost, scaled, rather than this build's finalize mean.
+	scale = 120.0 / 70
 	c.left(120, 100+10+10+40*scale+4*scale, true)
 	c.ev(engine.EventNodeStarted, "propagate", "propagate[0,1)", 120)
 	c.ev(engine.EventNodeFinished, "propagate", "propagate[0,1)", 150)
 	c.left(150, 100+10+10+40*scale+4*scale, false)
-	if got := c.eta.String(c.at(150)); got != "~3m21s left" {
-		t.Errorf("String = %q, want ~3m21s left", got)
+	if got := c.eta.String(c.at(150)); got != "~3m15s left" {
+		t.Errorf("String = %q, want ~3m15s left", got)
 	}
 	measured := time.Date(2026, 12, 6, 12, 0, 0, 0, time.UTC)
 	want := []KindCost{

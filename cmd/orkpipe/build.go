@@ -287,7 +287,7 @@ func buildETA(opts *globalOptions, t engine.Target) (eta *progress.ETA, keep fun
 			return
 		}
 		if err := progress.KeepCosts(path, t.Name(), source, measured); err != nil {
-			opts.logger.Warn("this build's costs and the earlier ones", "err", err)
+			opts.logger.Warn("keeping this build's costs for the next build's estimate", "err", err)
 		}
 	}
 }

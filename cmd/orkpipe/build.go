@@ -39,6 +39,9 @@ func newBuildCommand(opts *globalOptions) *cobra.Command {
 			"A second run executes nothing. Every run also writes its timeline (each executed node's start, end and\n" +
 			"declared memory) to .orkpipe-timeline.html there: hidden, so that push leaves it out. --plan prints the\n" +
 			"plan (every node, its key, whether it is cached) without running anything.\n\n" +
+			"The progress output estimates the time left from what the build's nodes of each kind took and, from the\n" +
+			"start, from what they took in earlier builds of the same name and model (kept in the cache's history:\n" +
+			"docs/cli.md); plan and --plan estimate a whole build the same way.\n\n" +
 			"A recipe with board_verify also requires a board verification of the built pack: it is satisfied only by a\n" +
 			"matching attestation signed with board_verify.trust and attached to board_verify.ref (`orkpipe verify REF\n" +
 			"--run CMD --attest REF --sign KEY` on the board host); the board command is never run here, and a build\n" +

@@ -137,7 +137,7 @@ screen: {text: `+eval+`, ctx: 32}
 // TestBuildKeepsCosts: a build keeps what each kind of node cost in the cache's history
 // (progress.CostsFile), plan estimates a build's time from them, and the next build of the target
 // estimates its time left from them before its own nodes of each kind have run: every node_finished
-// line with an estimate, none a lower bound, where the first build's first estimate was one. A
+// line with an estimate, none a lower bound, where the first build's first line had no full one. A
 // damaged costs file is named in a warning and replaced.
 func TestBuildKeepsCosts(t *testing.T) {
 	dir := t.TempDir()

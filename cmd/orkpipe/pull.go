@@ -4,14 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
-	"os"
-	"sync"
 
 	"github.com/spf13/cobra"
-	"github.com/vbauerster/mpb/v8"
-	"github.com/vbauerster/mpb/v8/decor"
-	"golang.org/x/term"
 
 	"orkpipe/internal/units"
 	"orkpipe/registry"
@@ -132,83 +126,4 @@ func runPull(ctx context.Context, opts *globalOptions, f *pullFlags, ref string)
 	}
 	fmt.Fprintf(opts.stdout, "downloaded %s\n%s\n", units.FormatSize(res.Downloaded), res.Digest)
 	return nil
-}
-
-// transferProgress renders registry progress events: bars on a terminal, plain lines otherwise,
-// nothing with --json.
-type transferProgress struct {
-	mu    sync.Mutex
-	verb  string
-	w     io.Writer
-	p     *mpb.Progress
-	bars  map[string]*mpb.Bar
-	plain bool
-	quiet bool
-}
-
-func newTransferProgress(opts *globalOptions, verb string) *transferProgress {
-	tp := &transferProgress{verb: verb, w: opts.stderr, bars: map[string]*mpb.Bar{}, quiet: opts.json}
-	if f, ok := opts.stderr.(*os.File); ok && term.IsTerminal(int(f.Fd())) && !opts.json {
-		tp.p = mpb.New(mpb.WithOutput(opts.stderr), mpb.WithWidth(40))
-	} else {
-		tp.plain = true
-	}
-	return tp
-}
-
-// Report implements registry.Progress.
-func (tp *transferProgress) Report(e registry.Event) {
-	if tp.quiet {
-		return
-	}
-	tp.mu.Lock()
-	defer tp.mu.Unlock()
-	if tp.plain {
-		switch e.Kind {
-		case registry.EventStart:
-			fmt.Fprintf(tp.w, "%s %s: %s to transfer\n", tp.verb, e.File, units.FormatSize(e.Total))
-		case registry.EventSkipped:
-			fmt.Fprintf(tp.w, "%s %s: already present, verified\n", tp.verb, e.File)
-		case registry.EventDone:
-			if e.Err != nil {
-				fmt.Fprintf(tp.w, "%s %s: failed\n", tp.verb, e.File)
-			} else {
-				fmt.Fprintf(tp.w, "%s %s: done, verified\n", tp.verb, e.File)
-			}
-		}
-		return
-	}
-	switch e.Kind {
-	case registry.EventStart:
-		tp.bars[e.File] = tp.p.AddBar(e.Total,
-			mpb.PrependDecorators(decor.Name(e.File, decor.WC{W: 28, C: decor.DindentRight})),
-			mpb.AppendDecorators(decor.CountersKibiByte("% .1f / % .1f"), decor.Name(" "), decor.AverageSpeed(decor.SizeB1024(0), "% .1f")))
-	case registry.EventBytes:
-		if b := tp.bars[e.File]; b != nil {
-			b.IncrInt64(e.Bytes)
-		}
-	case registry.EventDone:
-		if b := tp.bars[e.File]; b != nil {
-			if e.Err != nil {
-				b.Abort(false)
-			} else {
-				b.SetTotal(b.Current(), true)
-			}
-		}
-	}
-}
-
-// wait flushes the bars; call it once the transfer returned.
-func (tp *transferProgress) wait() {
-	if tp.p == nil {
-		return
-	}
-	tp.mu.Lock()
-	for _, b := range tp.bars {
-		if !b.Completed() {
-			b.Abort(false)
-		}
-	}
-	tp.mu.Unlock()
-	tp.p.Wait()
 }

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"sort"
 	"sync"
 	"time"
 
@@ -17,9 +18,9 @@ import (
 )
 
 // transferProgress renders registry progress events: bars on a terminal (each file's bytes, rate
-// and time left), plain lines otherwise (each file's start and end, and every plainEvery while it
-// moves, its bytes, rate and time left: a pull of tens of GiB into a log is not silent for an hour),
-// nothing with --json.
+// and time left), plain lines otherwise (each file's start and end, and every plainEvery while it is
+// under way, its bytes, rate and time left, or that nothing moved: a pull of tens of GiB into a log
+// is not silent for an hour, nor a stalled one), nothing with --json.
 type transferProgress struct {
 	mu    sync.Mutex
 	verb  string
@@ -29,27 +30,92 @@ type transferProgress struct {
 	plain bool
 	quiet bool
 	now   func() time.Time
-	files map[string]*plainFile // plain mode: the files moving
+	files map[string]*plainFile // plain mode: the files under way
+	stop  chan struct{}         // plain mode: stops the ticker (wait)
+	done  chan struct{}         // closed when the ticker has stopped
 }
 
-// plainFile is a file's transfer in plain mode: its bytes to move and moved, when it started and
-// when its last line was written.
+// plainFile is a file's transfer in plain mode: its bytes to move and moved, when it started, when
+// its last line was written and what had moved then, and since when its lines have seen nothing move.
 type plainFile struct {
 	total, done int64
 	start, last time.Time
+	doneAtLast  int64
+	still       time.Time
 }
 
-// plainEvery is how often plain mode writes a moving file's line.
+// plainEvery is how often plain mode writes the line of a file under way.
 const plainEvery = 30 * time.Second
 
+// newTransferProgress returns the progress of a transfer to report on opts.stderr; call wait once
+// the transfer returned.
 func newTransferProgress(opts *globalOptions, verb string) *transferProgress {
 	tp := &transferProgress{verb: verb, w: opts.stderr, bars: map[string]*mpb.Bar{}, quiet: opts.json, now: time.Now, files: map[string]*plainFile{}}
-	if f, ok := opts.stderr.(*os.File); ok && term.IsTerminal(int(f.Fd())) && !opts.json {
+	switch f, ok := opts.stderr.(*os.File); {
+	case opts.json:
+	case ok && term.IsTerminal(int(f.Fd())):
 		tp.p = mpb.New(mpb.WithOutput(opts.stderr), mpb.WithWidth(40))
-	} else {
+	default:
 		tp.plain = true
+		tp.stop, tp.done = make(chan struct{}), make(chan struct{})
+		go tp.ticker(time.Second)
 	}
 	return tp
+}
+
+// ticker calls tick every period until stop is closed.
+func (tp *transferProgress) ticker(period time.Duration) {
+	defer close(tp.done)
+	t := time.NewTicker(period)
+	defer t.Stop()
+	for {
+		select {
+		case <-tp.stop:
+			return
+		case <-t.C:
+			tp.tick()
+		}
+	}
+}
+
+// tick writes the line of every file under way whose last line is plainEvery old, in name order:
+// "pull F: 3.20 GiB of 12.00 GiB (26%), 45.10 MiB/s, ~3m24s left", or, when nothing moved since
+// its last line, "pull F: 3.20 GiB of 12.00 GiB (26%), nothing moved in the last 1m0s" (since the
+// last line that saw bytes move, or the start).
+func (tp *transferProgress) tick() {
+	tp.mu.Lock()
+	defer tp.mu.Unlock()
+	now := tp.now()
+	names := make([]string, 0, len(tp.files))
+	for name := range tp.files {
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	for _, name := range names {
+		f := tp.files[name]
+		if now.Sub(f.last) < plainEvery {
+			continue
+		}
+		line := fmt.Sprintf("%s %s: %s of %s", tp.verb, name, units.FormatSize(f.done), units.FormatSize(f.total))
+		if f.total > 0 {
+			line += fmt.Sprintf(" (%d%%)", min(100, f.done*100/f.total))
+		}
+		switch secs := now.Sub(f.start).Seconds(); {
+		case f.done == f.doneAtLast:
+			line += ", nothing moved in the last " + progress.RoundLeft(now.Sub(f.still))
+		case secs > 0:
+			rate := float64(f.done) / secs
+			line += fmt.Sprintf(", %s/s", units.FormatSize(int64(rate)))
+			if left := f.total - f.done; left > 0 {
+				line += ", ~" + progress.RoundLeft(time.Duration(float64(left)/rate*float64(time.Second))) + " left"
+			}
+		}
+		fmt.Fprintln(tp.w, line)
+		if f.done != f.doneAtLast {
+			f.still = now
+		}
+		f.last, f.doneAtLast = now, f.done
+	}
 }
 
 // Report implements registry.Progress.
@@ -84,37 +150,18 @@ func (tp *transferProgress) Report(e registry.Event) {
 	}
 }
 
-// line writes e's plain line, if it has one: "pull F: 12.0 GiB to transfer", then every plainEvery
-// "pull F: 3.2 GiB of 12.0 GiB (27%), 45.1 MiB/s, ~3m24s left", and "pull F: done, verified".
+// line writes e's plain line, if it has one ("pull F: 12.0 GiB to transfer", "pull F: done,
+// verified"), and counts its bytes for tick.
 func (tp *transferProgress) line(e registry.Event) {
 	switch e.Kind {
 	case registry.EventStart:
 		now := tp.now()
-		tp.files[e.File] = &plainFile{total: e.Total, start: now, last: now}
+		tp.files[e.File] = &plainFile{total: e.Total, start: now, last: now, still: now}
 		fmt.Fprintf(tp.w, "%s %s: %s to transfer\n", tp.verb, e.File, units.FormatSize(e.Total))
 	case registry.EventBytes:
-		f := tp.files[e.File]
-		if f == nil {
-			return
+		if f := tp.files[e.File]; f != nil {
+			f.done += e.Bytes
 		}
-		f.done += e.Bytes
-		now := tp.now()
-		if now.Sub(f.last) < plainEvery {
-			return
-		}
-		f.last = now
-		line := fmt.Sprintf("%s %s: %s of %s", tp.verb, e.File, units.FormatSize(f.done), units.FormatSize(f.total))
-		if f.total > 0 {
-			line += fmt.Sprintf(" (%d%%)", min(100, f.done*100/f.total))
-		}
-		if secs := now.Sub(f.start).Seconds(); secs > 0 && f.done > 0 {
-			rate := float64(f.done) / secs
-			line += fmt.Sprintf(", %s/s", units.FormatSize(int64(rate)))
-			if left := f.total - f.done; left > 0 {
-				line += ", ~" + progress.RoundLeft(time.Duration(float64(left)/rate*float64(time.Second))) + " left"
-			}
-		}
-		fmt.Fprintln(tp.w, line)
 	case registry.EventSkipped:
 		fmt.Fprintf(tp.w, "%s %s: already present, verified\n", tp.verb, e.File)
 	case registry.EventDone:
@@ -127,8 +174,13 @@ func (tp *transferProgress) line(e registry.Event) {
 	}
 }
 
-// wait flushes the bars; call it once the transfer returned.
+// wait stops the plain lines' ticker and flushes the bars; call it once the transfer returned.
 func (tp *transferProgress) wait() {
+	if tp.stop != nil {
+		close(tp.stop)
+		<-tp.done
+		tp.stop = nil
+	}
 	if tp.p == nil {
 		return
 	}

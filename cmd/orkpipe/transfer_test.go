@@ -10,41 +10,81 @@ import (
 	"orkpipe/registry"
 )
 
-// TestTransferPlainLines: plain mode writes a file's start and end, and while it moves, a line
-// every plainEvery with its bytes, share, rate and time left — not one per event.
+// TestTransferPlainLines: plain mode writes a file's start and end, and, every plainEvery while it
+// is under way, its bytes, share, rate and time left, or that nothing moved; not a line per event.
 func TestTransferPlainLines(t *testing.T) {
 	var out bytes.Buffer
-	clock := time.Date(2026, 12, 6, 12, 0, 0, 0, time.UTC)
 	tp := newTransferProgress(&globalOptions{stderr: &out}, "pull")
 	if !tp.plain {
 		t.Fatal("a buffer for stderr: not plain mode")
 	}
+	tp.wait() // the test ticks by hand, on its own clock
+	clock := time.Date(2026, 12, 6, 12, 0, 0, 0, time.UTC)
 	tp.now = func() time.Time { return clock }
-	const gib = 1 << 30
-	tp.Report(registry.Event{Kind: registry.EventStart, File: "m.orkpack", Total: 10 * gib})
-	tp.Report(registry.Event{Kind: registry.EventStart, File: "m.orkpack.gguf", Total: 1 << 20})
-	for range 29 { // 1 GiB a second for 29 s: no line
-		clock = clock.Add(time.Second)
-		tp.Report(registry.Event{Kind: registry.EventBytes, File: "m.orkpack", Bytes: gib / 4})
+	step := func(d time.Duration, e ...registry.Event) {
+		clock = clock.Add(d)
+		for _, e := range e {
+			tp.Report(e)
+		}
+		tp.tick()
 	}
-	clock = clock.Add(time.Second)
-	tp.Report(registry.Event{Kind: registry.EventBytes, File: "m.orkpack", Bytes: gib / 2})
-	tp.Report(registry.Event{Kind: registry.EventBytes, File: "m.orkpack", Bytes: gib / 4}) // the same second: no line
-	tp.Report(registry.Event{Kind: registry.EventDone, File: "m.orkpack.gguf", Err: errors.New("digest mismatch")})
-	clock = clock.Add(10 * time.Second)
-	tp.Report(registry.Event{Kind: registry.EventBytes, File: "m.orkpack", Bytes: gib})
-	tp.Report(registry.Event{Kind: registry.EventDone, File: "m.orkpack"})
-	tp.Report(registry.Event{Kind: registry.EventSkipped, File: "report.json"})
+	const gib = 1 << 30
+	bytesOf := func(n int64) registry.Event {
+		return registry.Event{Kind: registry.EventBytes, File: "m.orkpack", Bytes: n}
+	}
+	step(0, registry.Event{Kind: registry.EventStart, File: "m.orkpack", Total: 10 * gib},
+		registry.Event{Kind: registry.EventStart, File: "m.orkpack.gguf", Total: 1 << 20})
+	for range 29 { // a quarter GiB a second for 29 s: no line
+		step(time.Second, bytesOf(gib/4))
+	}
+	step(time.Second, bytesOf(gib/2)) // 30 s: both files' lines
+	step(0, bytesOf(gib/4))           // the same second: none
+	step(0, registry.Event{Kind: registry.EventDone, File: "m.orkpack.gguf", Err: errors.New("digest mismatch")})
+	step(30 * time.Second) // 60 s: 8 GiB moved
+	step(30 * time.Second) // 90 s: nothing moved since
+	step(29 * time.Second) // not yet
+	step(time.Second)      // 120 s
+	step(time.Second, bytesOf(2*gib), registry.Event{Kind: registry.EventDone, File: "m.orkpack"},
+		registry.Event{Kind: registry.EventSkipped, File: "report.json"})
+	step(30 * time.Second) // nothing under way: no line
 	want := []string{
 		"pull m.orkpack: 10.00 GiB to transfer",
 		"pull m.orkpack.gguf: 1.00 MiB to transfer",
 		// 7.75 GiB in 30 s: 264.53 MiB/s, 2.25 GiB left in ~9 s.
 		"pull m.orkpack: 7.75 GiB of 10.00 GiB (77%), 264.53 MiB/s, ~9s left",
+		"pull m.orkpack.gguf: 0 B of 1.00 MiB (0%), nothing moved in the last 30s",
 		"pull m.orkpack.gguf: failed",
+		"pull m.orkpack: 8.00 GiB of 10.00 GiB (80%), 136.53 MiB/s, ~15s left",
+		"pull m.orkpack: 8.00 GiB of 10.00 GiB (80%), nothing moved in the last 30s",
+		"pull m.orkpack: 8.00 GiB of 10.00 GiB (80%), nothing moved in the last 1m0s",
 		"pull m.orkpack: done, verified",
 		"pull report.json: already present, verified",
 	}
 	if got := strings.Split(strings.TrimSpace(out.String()), "\n"); strings.Join(got, "\n") != strings.Join(want, "\n") {
 		t.Errorf("lines:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+}
+
+// TestTransferTicker: plain mode's own ticker writes the lines, and wait stops it.
+func TestTransferTicker(t *testing.T) {
+	var buf bytes.Buffer
+	out := &lockedWriter{w: &buf}
+	read := func() string { out.mu.Lock(); defer out.mu.Unlock(); return buf.String() }
+	tp := newTransferProgress(&globalOptions{stderr: out}, "push")
+	start := time.Now()
+	tp.mu.Lock()
+	tp.now = func() time.Time { return start.Add(10 * time.Since(start) * time.Duration(plainEvery/time.Second)) }
+	tp.mu.Unlock()
+	tp.Report(registry.Event{Kind: registry.EventStart, File: "f", Total: 100})
+	tp.Report(registry.Event{Kind: registry.EventBytes, File: "f", Bytes: 40})
+	deadline := time.Now().Add(10 * time.Second)
+	for !strings.Contains(read(), "push f: 40 B of 100 B (40%)") && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	tp.wait()
+	n := len(read())
+	time.Sleep(1500 * time.Millisecond)
+	if !strings.Contains(read(), "push f: 40 B of 100 B (40%)") || len(read()) != n {
+		t.Errorf("ticker's lines %q (%d bytes at wait, %d after)", read(), n, len(read()))
 	}
 }

@@ -66,9 +66,11 @@ func runDemo(ctx context.Context, opts *globalOptions, t demo.Target, flags buil
 }
 
 // buildTarget plans and builds t against the cache, streaming events to stdout (JSON Lines with
-// --json, bars on a terminal, plain lines otherwise).
+// --json, bars on a terminal, plain lines otherwise), and keeps its costs as build does (buildETA).
 func buildTarget(ctx context.Context, opts *globalOptions, t engine.Target, flags buildFlags) (err error) {
-	s, err := openEngine(ctx, opts, engineSetup{keepGoing: flags.keepGoing, events: true, exec: flags.exec, remote: flags.remote})
+	eta, keep := buildETA(opts, t)
+	defer keep()
+	s, err := openEngine(ctx, opts, engineSetup{keepGoing: flags.keepGoing, events: true, exec: flags.exec, remote: flags.remote, eta: eta})
 	if err != nil {
 		return err
 	}

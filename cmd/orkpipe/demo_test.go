@@ -9,6 +9,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"orkpipe/pipelines/progress"
 )
 
 // run executes the CLI in-process and returns stdout, stderr and the exit code.
@@ -102,6 +104,11 @@ func TestDemoTwiceJSON(t *testing.T) {
 	b, err := os.ReadFile(filepath.Join(out, "demo.bin"))
 	if err != nil || len(b) != 2<<20 {
 		t.Errorf("demo.bin: %d bytes (%v), want 2 MiB", len(b), err)
+	}
+	// The demo keeps its nodes' costs as build does, for plan's estimate and the next run's.
+	costs, err := progress.ReadCosts(progress.CostsFile(filepath.Join(cache, "history"), "demo"), "demo", "")
+	if err != nil || len(costs) != 5 {
+		t.Errorf("the demo's costs: %v, %v; want its 5 kinds", costs, err)
 	}
 }
 

@@ -25,7 +25,7 @@ func copyAndHash(ctx context.Context, src, dst *os.File, size int64) (Digest, er
 	if size == 0 {
 		return SumBytes(nil), nil
 	}
-	if err := unix.IoctlFileClone(int(dst.Fd()), int(src.Fd())); err == nil {
+	if err := cloneFile(dst, src); err == nil {
 		// A reflink moves no bytes: hash on all CPUs.
 		return hashOpenFile(ctx, src, size)
 	}
@@ -64,7 +64,7 @@ func copyAndHash(ctx context.Context, src, dst *os.File, size int64) (Digest, er
 // kernel false (tests) it goes straight to the user-space fallback.
 func kernelCopy(ctx context.Context, src, dst *os.File, size int64, clone, kernel bool) error {
 	if kernel && clone {
-		if err := unix.IoctlFileClone(int(dst.Fd()), int(src.Fd())); err == nil {
+		if err := cloneFile(dst, src); err == nil {
 			return nil
 		}
 	}
@@ -80,7 +80,7 @@ func kernelCopy(ctx context.Context, src, dst *os.File, size int64, clone, kerne
 			want := min(end-off, 64<<20)
 			if useCFR {
 				roff, woff := off, off
-				got, err := unix.CopyFileRange(int(src.Fd()), &roff, int(dst.Fd()), &woff, int(want), 0)
+				got, err := copyRange(src, dst, &roff, &woff, int(want))
 				switch {
 				case err == nil && got > 0:
 					// Start writing the copied range to disk now, so that the fsync before
@@ -117,13 +117,4 @@ func kernelCopy(ctx context.Context, src, dst *os.File, size int64, clone, kerne
 		return err
 	}
 	return dst.Truncate(size)
-}
-
-// StartWriteback asks the kernel to start writing f's bytes [off, off+n) to disk now, without
-// waiting (sync_file_range SYNC_FILE_RANGE_WRITE; n 0: to the end of the file), so that the fsync
-// that makes the file durable (AdoptFile's, an ingest's) finds little left to write. It is only a
-// hint and guarantees nothing: errors are ignored (the fsync reports any), and it never replaces
-// that fsync. (The ork packages, which may not import artifacts, have ork/internal/durable's.)
-func StartWriteback(f *os.File, off, n int64) {
-	_ = unix.SyncFileRange(int(f.Fd()), off, n, unix.SYNC_FILE_RANGE_WRITE)
 }

@@ -464,31 +464,11 @@ func pieceIsHole(f *os.File, off, n int64) (bool, error) {
 	return data >= off+n, nil
 }
 
-// mapReadOnly maps n bytes of fd at off read-only and shared. The slow system calls on the mapping —
-// populating it, dropping its pages, unmapping it — are made without telling the Go scheduler
-// (RawSyscall): a worker that entered a syscall state for each of them (~0.2-0.5 ms per 4 MiB) had
-// the runtime hand its P over and wake threads every time (docs/performance-log.md, "Hashing, session
-// 6"). They block nothing else: only the hash workers make them.
+// mapReadOnly maps n bytes of fd at off read-only and shared (populate, dropPages and unmap: sys_linux.go).
 func mapReadOnly(fd int, off int64, n int) ([]byte, error) {
 	p, err := unix.MmapPtr(fd, off, nil, uintptr(n), unix.PROT_READ, unix.MAP_SHARED)
 	if err != nil {
 		return nil, err
 	}
 	return unsafe.Slice((*byte)(p), n), nil
-}
-
-// populate asks the kernel to map every page of m at once (MADV_POPULATE_READ).
-func populate(m []byte) {
-	unix.RawSyscall(unix.SYS_MADVISE, uintptr(unsafe.Pointer(&m[0])), uintptr(len(m)), unix.MADV_POPULATE_READ)
-}
-
-// dropPages unmaps the pages of m from the address space but keeps the mapping
-// (MADV_DONTNEED): the file's pages stay in the page cache and a later touch maps them again.
-func dropPages(m []byte) {
-	unix.RawSyscall(unix.SYS_MADVISE, uintptr(unsafe.Pointer(&m[0])), uintptr(len(m)), unix.MADV_DONTNEED)
-}
-
-// unmap unmaps a mapping of mapReadOnly.
-func unmap(m []byte) {
-	unix.RawSyscall(unix.SYS_MUNMAP, uintptr(unsafe.Pointer(&m[0])), uintptr(len(m)), 0)
 }

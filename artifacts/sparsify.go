@@ -35,7 +35,7 @@ func digHoles(ctx context.Context, f *os.File, size int64) (int64, error) {
 		if runStart < 0 {
 			return nil
 		}
-		err := unix.Fallocate(int(f.Fd()), unix.FALLOC_FL_PUNCH_HOLE|unix.FALLOC_FL_KEEP_SIZE, runStart, runEnd-runStart)
+		err := punchHole(f, runStart, runEnd-runStart)
 		if err != nil {
 			return err
 		}
@@ -105,7 +105,7 @@ func zeroBlocks(f *os.File, start, end, blk int64, fn func(off int64, zero bool)
 		return fmt.Errorf("map %s at %d: %w", f.Name(), start, err)
 	}
 	defer unix.Munmap(m)
-	_ = unix.Madvise(m, unix.MADV_POPULATE_READ) // one call instead of a fault per 64 KiB; only a hint
+	_ = unix.Madvise(m, madvPopulate) // one call instead of a fault per 64 KiB; only a hint
 	defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
 	defer func() {
 		if r := recover(); r != nil {

@@ -70,11 +70,10 @@ func HashStamped(ctx context.Context, path string) (HashedFile, error) {
 	return HashedFile{Object: Object{Digest: d, Size: st.Size}, id: idOf(&st), sealed: sealed}, nil
 }
 
-// coarseNow is the kernel's coarse real-time clock, the clock file timestamps are taken from
-// (or a finer one, which never runs behind it).
+// coarseNow is fileClock's time now (a clock as coarse as file timestamps, or finer: never behind them).
 func coarseNow() unix.Timespec {
 	var ts unix.Timespec
-	if err := unix.ClockGettime(unix.CLOCK_REALTIME_COARSE, &ts); err != nil {
+	if err := unix.ClockGettime(fileClock, &ts); err != nil {
 		return unix.Timespec{} // no clock: nothing is past it, nothing sealed
 	}
 	return ts

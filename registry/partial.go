@@ -146,14 +146,10 @@ func (s *partialState) remove() error {
 	return nil
 }
 
-// renameNoReplace renames src to dst and fails if dst exists (a file that appeared meanwhile is
-// never clobbered).
-func renameNoReplace(src, dst string) error {
-	err := unix.Renameat2(unix.AT_FDCWD, src, unix.AT_FDCWD, dst, unix.RENAME_NOREPLACE)
-	if errors.Is(err, unix.EINVAL) || errors.Is(err, unix.ENOSYS) {
-		if err = os.Link(src, dst); err == nil {
-			err = os.Remove(src)
-		}
+// linkAndRemove renames src to dst by a hard link, which fails if dst exists, and removing src.
+func linkAndRemove(src, dst string) error {
+	if err := os.Link(src, dst); err != nil {
+		return err
 	}
-	return err
+	return os.Remove(src)
 }

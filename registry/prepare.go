@@ -10,7 +10,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"syscall"
 
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/google/go-containerregistry/pkg/v1/types"
@@ -406,6 +405,12 @@ func (lf *localFile) openStored(ctx context.Context, off int64, slots chan struc
 	return pr, nil
 }
 
+// fileStamp is what identifies one state of a file: its size, device, inode and times (stampOf).
+type fileStamp struct {
+	size, mtime, ctime int64
+	dev, ino           uint64
+}
+
 // sameFile fails if the file at path is no longer the one st describes (replaced, resized or
 // written to: inode, size, mtime or ctime differ), naming what changed.
 func sameFile(path string, st os.FileInfo) error {
@@ -413,8 +418,7 @@ func sameFile(path string, st os.FileInfo) error {
 	if err != nil {
 		return err
 	}
-	a, b := st.Sys().(*syscall.Stat_t), now.Sys().(*syscall.Stat_t)
-	if now.Size() != st.Size() || a.Ino != b.Ino || a.Dev != b.Dev || a.Mtim != b.Mtim || a.Ctim != b.Ctim {
+	if stampOf(now) != stampOf(st) {
 		return fmt.Errorf("%s: changed while it was being pushed (size %d -> %d, mtime %v -> %v): nothing was pushed", path, st.Size(), now.Size(), st.ModTime(), now.ModTime())
 	}
 	return nil

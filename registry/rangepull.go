@@ -12,7 +12,6 @@ import (
 	"sync/atomic"
 
 	"github.com/klauspost/compress/zstd"
-	"golang.org/x/sys/unix"
 
 	"orkpipe/artifacts"
 	"orkpipe/registry/oci"
@@ -208,11 +207,11 @@ func (s *rangeSink) written(off, n int64) {
 	}
 }
 
-// flush starts the writeback of the bytes noted (sync_file_range, a hint: errors are ignored, the
+// flush starts the writeback of the bytes noted (artifacts.StartWriteback, a hint: errors are ignored, the
 // fsync before the rename reports any).
 func (s *rangeSink) flush() {
 	if s.wbLen > 0 {
-		_ = unix.SyncFileRange(int(s.f.Fd()), s.wbOff, s.wbLen, unix.SYNC_FILE_RANGE_WRITE)
+		artifacts.StartWriteback(s.f, s.wbOff, s.wbLen)
 		s.wbLen = 0
 	}
 }

@@ -2,14 +2,11 @@ package stages
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"os"
 	"runtime"
 	"sync"
 	"sync/atomic"
-
-	"golang.org/x/sys/unix"
 
 	"orkpipe/artifacts"
 	"orkpipe/internal/hugebuf"
@@ -42,7 +39,7 @@ func writeHessianFile(ctx context.Context, path string, k int, newEnc func() (he
 		}
 	}()
 	size := calib.HessianDataSize(k)
-	if err := unix.Fallocate(int(f.Fd()), 0, 0, size+artifacts.DigestSize); err != nil && !errors.Is(err, unix.EOPNOTSUPP) {
+	if err := preallocate(f, size+artifacts.DigestSize); err != nil {
 		return fmt.Errorf("allocating %d bytes: %w", size+artifacts.DigestSize, err)
 	}
 	const piece = artifacts.PieceSize

@@ -319,7 +319,7 @@ func prepareEntry(w *pack.Writer, name, path string) (pe *pack.Prepared, unmap f
 		}
 		return nil
 	}
-	_ = unix.Madvise(m, unix.MADV_POPULATE_READ) // one call instead of a fault per page; only a hint
+	_ = unix.Madvise(m, madvPopulate) // one call instead of a fault per page; only a hint
 	if pe, err = prepareMapped(w, pm, m, te); err != nil {
 		unmap()
 		return nil, nil, fmt.Errorf("adding %s (%s) to the pack: %w", name, path, err)

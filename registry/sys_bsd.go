@@ -1,0 +1,19 @@
+//go:build darwin || freebsd
+
+package registry
+
+import (
+	"os"
+	"syscall"
+)
+
+// renameNoReplace renames src to dst and fails if dst exists (a file that appeared meanwhile is
+// never clobbered): link, which refuses an existing dst, and remove (the path Linux takes on a
+// filesystem without RENAME_NOREPLACE).
+func renameNoReplace(src, dst string) error { return linkAndRemove(src, dst) }
+
+// stampOf is what sameFile compares of a file's status.
+func stampOf(fi os.FileInfo) fileStamp {
+	st := fi.Sys().(*syscall.Stat_t)
+	return fileStamp{size: fi.Size(), dev: uint64(st.Dev), ino: st.Ino, mtime: st.Mtimespec.Nano(), ctime: st.Ctimespec.Nano()}
+}

@@ -1,0 +1,25 @@
+package registry
+
+import (
+	"errors"
+	"os"
+	"syscall"
+
+	"golang.org/x/sys/unix"
+)
+
+// renameNoReplace renames src to dst and fails if dst exists (a file that appeared meanwhile is
+// never clobbered): renameat2 RENAME_NOREPLACE, or, on a filesystem without it, link and remove.
+func renameNoReplace(src, dst string) error {
+	err := unix.Renameat2(unix.AT_FDCWD, src, unix.AT_FDCWD, dst, unix.RENAME_NOREPLACE)
+	if errors.Is(err, unix.EINVAL) || errors.Is(err, unix.ENOSYS) {
+		err = linkAndRemove(src, dst)
+	}
+	return err
+}
+
+// stampOf is what sameFile compares of a file's status.
+func stampOf(fi os.FileInfo) fileStamp {
+	st := fi.Sys().(*syscall.Stat_t)
+	return fileStamp{size: fi.Size(), dev: uint64(st.Dev), ino: st.Ino, mtime: st.Mtim.Nano(), ctime: st.Ctim.Nano()}
+}

@@ -155,11 +155,7 @@ func (e planEstimate) write(w io.Writer) {
 		fmt.Fprintf(w, "estimated time: at least %s for the %d nodes not cached (the costs earlier builds of %s kept; some of its stages have none)\n",
 			progress.RoundLeft(e.left), e.run, e.target)
 	default:
-		left := "~" + progress.RoundLeft(e.left)
-		if e.left < time.Second {
-			left = "under a second"
-		}
-		fmt.Fprintf(w, "estimated time: %s for the %d nodes not cached (the costs earlier builds of %s kept)\n", left, e.run, e.target)
+		fmt.Fprintf(w, "estimated time: %s for the %d nodes not cached (the costs earlier builds of %s kept)\n", progress.About(e.left), e.run, e.target)
 	}
 }
 

@@ -107,7 +107,7 @@ func (tp *transferProgress) tick() {
 			rate := float64(f.done) / secs
 			line += fmt.Sprintf(", %s/s", units.FormatSize(int64(rate)))
 			if left := f.total - f.done; left > 0 {
-				line += ", ~" + progress.RoundLeft(time.Duration(float64(left)/rate*float64(time.Second))) + " left"
+				line += ", " + progress.About(time.Duration(float64(left)/rate*float64(time.Second))) + " left"
 			}
 		}
 		fmt.Fprintln(tp.w, line)

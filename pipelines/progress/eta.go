@@ -231,8 +231,9 @@ func (t *ETA) shown(now time.Time) (left time.Duration, lower, ok bool) {
 	return left, lower, ok && !(lower && left < time.Second)
 }
 
-// String is the estimate at now for a person: "~3h12m left", ">= 40s left" (a lower bound), or "" when
-// there is none (nor when it is a lower bound under a second: only untimed nodes are left).
+// String is the estimate at now for a person: "~3h12m left", "under a second left", ">= 40s left" (a
+// lower bound), or "" when there is none (nor when it is a lower bound under a second: only untimed
+// nodes are left).
 func (t *ETA) String(now time.Time) string {
 	left, lower, ok := t.shown(now)
 	if !ok {
@@ -241,7 +242,7 @@ func (t *ETA) String(now time.Time) string {
 	if lower {
 		return ">= " + RoundLeft(left) + " left"
 	}
-	return "~" + RoundLeft(left) + " left"
+	return About(left) + " left"
 }
 
 // appendJSON appends the estimate at now to a JSON object's fields, `,"left_ms":N` and, for a lower
@@ -258,15 +259,23 @@ func (t *ETA) appendJSON(b []byte, now time.Time) []byte {
 	return b
 }
 
-// RoundLeft renders d for a person: to the second under ten minutes, else to the minute ("3h12m").
-func RoundLeft(d time.Duration) string {
-	switch {
-	case d < 10*time.Minute:
-		return d.Round(time.Second).String()
-	case d < time.Hour:
-		return fmt.Sprintf("%dm", int(d.Round(time.Minute).Minutes()))
-	default:
-		m := int(d.Round(time.Minute).Minutes())
-		return fmt.Sprintf("%dh%02dm", m/60, m%60)
+// About renders an estimate d for a person: "~" and RoundLeft's rendering, or "under a second".
+func About(d time.Duration) string {
+	if d < time.Second {
+		return "under a second"
 	}
+	return "~" + RoundLeft(d)
+}
+
+// RoundLeft renders d for a person: to the second under ten minutes, else to the minute ("3h12m"),
+// deciding after rounding (9m59.6s is "10m", 59m40s "1h00m").
+func RoundLeft(d time.Duration) string {
+	if s := d.Round(time.Second); s < 10*time.Minute {
+		return s.String()
+	}
+	m := int(d.Round(time.Minute).Minutes())
+	if m < 60 {
+		return fmt.Sprintf("%dm", m)
+	}
+	return fmt.Sprintf("%dh%02dm", m/60, m%60)
 }

@@ -157,12 +157,28 @@ func TestRoundLeft(t *testing.T) {
 		1499 * time.Millisecond:         "1s",
 		9*time.Minute + 59*time.Second:  "9m59s",
 		10*time.Minute + 29*time.Second: "10m",
-		59*time.Minute + 40*time.Second: "60m",
-		time.Hour:                       "1h00m",
-		3*time.Hour + 11*time.Minute + 31*time.Second: "3h12m",
+		9*time.Minute + 59*time.Second + 600*time.Millisecond: "10m",
+		59*time.Minute + 29*time.Second:                       "59m",
+		59*time.Minute + 40*time.Second:                       "1h00m",
+		time.Hour:                                             "1h00m",
+		3*time.Hour + 11*time.Minute + 31*time.Second:         "3h12m",
 	} {
 		if got := RoundLeft(d); got != want {
 			t.Errorf("RoundLeft(%v) = %q, want %q", d, got, want)
+		}
+	}
+}
+
+func TestAbout(t *testing.T) {
+	for d, want := range map[time.Duration]string{
+		0:                       "under a second",
+		999 * time.Millisecond:  "under a second",
+		time.Second:             "~1s",
+		1499 * time.Millisecond: "~1s",
+		3*time.Hour + 11*time.Minute + 31*time.Second: "~3h12m",
+	} {
+		if got := About(d); got != want {
+			t.Errorf("About(%v) = %q, want %q", d, got, want)
 		}
 	}
 }

@@ -12,6 +12,8 @@ import (
 	"sort"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"orkpipe/pipelines/engine"
 )
 
@@ -206,8 +208,14 @@ func toJSON(costs []KindCost) []kindJSON {
 // (created if missing; replaced whole, through a temporary file): each kind measured replaces its
 // entry under source, the other kinds stay, and source becomes the file's first, the oldest beyond
 // keepSources dropping out. A damaged file is replaced by measured alone, and that is reported in
-// the error (the new file is written all the same).
+// the error (the new file is written all the same). Builds that keep costs in the same file at once
+// take turns (an flock on path+".lock", held from the read to the rename), so none loses another's.
 func KeepCosts(path, target, source string, measured []KindCost) error {
+	unlock, err := lockCosts(path)
+	if err != nil {
+		return fmt.Errorf("writing build costs %s: %w", path, err)
+	}
+	defer unlock()
 	f, rerr := readCostsFile(path, target)
 	if f == nil {
 		f = &costsJSON{Version: costsVersion, Target: target}
@@ -234,6 +242,29 @@ func KeepCosts(path, target, source string, measured []KindCost) error {
 		return fmt.Errorf("%w (replaced by this build's costs)", rerr)
 	}
 	return nil
+}
+
+// lockCosts takes the lock that serializes KeepCosts on path (blocking: each holds it for a read
+// and a write of a few KiB).
+func lockCosts(path string) (unlock func(), err error) {
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		return nil, err
+	}
+	lf, err := os.OpenFile(path+".lock", os.O_RDWR|os.O_CREATE, 0o644)
+	if err != nil {
+		return nil, err
+	}
+	for {
+		err = unix.Flock(int(lf.Fd()), unix.LOCK_EX)
+		if !errors.Is(err, unix.EINTR) {
+			break
+		}
+	}
+	if err != nil {
+		lf.Close()
+		return nil, fmt.Errorf("locking %s: %w", lf.Name(), err)
+	}
+	return func() { lf.Close() }, nil // closing the file releases the lock
 }
 
 // Estimate is how long a build that runs nodes (id -> stage) should take by costs alone: what an ETA

@@ -7,6 +7,7 @@ import (
 	"reflect"
 	"sort"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -117,6 +118,35 @@ func TestReadCostsRejects(t *testing.T) {
 				t.Errorf("after KeepCosts: %v, %v; want %v", got, err, costs)
 			}
 		})
+	}
+}
+
+// Builds that keep their costs in the same file at once lose none of each other's kinds.
+func TestKeepCostsConcurrent(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "history", "t", "costs")
+	const builds = 24
+	var wg sync.WaitGroup
+	errs := make([]error, builds)
+	for i := range builds {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			kind := fmt.Sprintf("finalize:blk.#.w%d.weight", i)
+			errs[i] = progress.KeepCosts(path, "t", "s", []progress.KindCost{{Stage: "finalize", Kind: kind, Mean: time.Second, Nodes: 1}})
+		}()
+	}
+	wg.Wait()
+	for i, err := range errs {
+		if err != nil {
+			t.Errorf("build %d: %v", i, err)
+		}
+	}
+	got, err := progress.ReadCosts(path, "t", "s")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != builds {
+		t.Errorf("%d kinds kept by %d builds at once, want every one: %v", len(got), builds, got)
 	}
 }
 

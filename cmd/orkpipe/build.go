@@ -41,7 +41,8 @@ func newBuildCommand(opts *globalOptions) *cobra.Command {
 			"plan (every node, its key, whether it is cached) without running anything.\n\n" +
 			"The progress output estimates the time left from what the build's nodes of each kind took and, from the\n" +
 			"start, from what they took in earlier builds of the same name and model (kept in the cache's history:\n" +
-			"docs/cli.md); plan and --plan estimate a whole build the same way.\n\n" +
+			"docs/cli.md); plan and --plan estimate a whole build the same way. A build whose nodes not cached would\n" +
+			"write more into the cache than its filesystem has free is refused before anything runs (--no-space-check).\n\n" +
 			"A recipe with board_verify also requires a board verification of the built pack: it is satisfied only by a\n" +
 			"matching attestation signed with board_verify.trust and attached to board_verify.ref (`orkpipe verify REF\n" +
 			"--run CMD --attest REF --sign KEY` on the board host); the board command is never run here, and a build\n" +
@@ -54,6 +55,7 @@ func newBuildCommand(opts *globalOptions) *cobra.Command {
 	flags.register(cmd, "")
 	cmd.Flags().StringArrayVar(&sets, "set", nil, "override a recipe key by its dotted path, e.g. --set source.model=M.gguf (repeatable)")
 	cmd.Flags().BoolVar(&planOnly, "plan", false, "print the plan (nodes, stages, keys, cached or not, memory) and run nothing")
+	cmd.Flags().BoolVar(&flags.noSpaceCheck, "no-space-check", false, "start even when the nodes not cached would write more into the cache than its filesystem has free")
 	cmd.Flags().BoolVar(&board.plainHTTP, "board-verify-plain-http", false, "use plain HTTP (no TLS) for the registry of the recipe's board_verify.ref")
 	cmd.Flags().BoolVar(&board.insecure, "board-verify-insecure", false, "allow plain HTTP and skip TLS certificate checks for board_verify.ref")
 	return cmd
@@ -174,6 +176,11 @@ func runBuild(ctx context.Context, opts *globalOptions, path string, sets []stri
 			if planOnly {
 				return printBuildPlan(ctx, opts, eng, plan, t, mem)
 			}
+			if !flags.noSpaceCheck {
+				if err := checkSpace(ctx, opts, eng, plan, t.Name()); err != nil {
+					return err
+				}
+			}
 			res, err = eng.Build(ctx, t.Name(), plan, bopts)
 		}
 	}
@@ -239,16 +246,18 @@ func printBuildPlan(ctx context.Context, opts *globalOptions, eng *engine.Engine
 	if err != nil {
 		return err
 	}
-	est := estimatePlan(opts, t, nodes)
+	est, space := estimatePlan(opts, t, nodes), spaceOf(opts, nodes)
 	if opts.json {
 		out := planOutput{Target: name, Budget: budget, Nodes: nodes}
 		est.setJSON(&out)
+		space.setJSON(&out)
 		return json.NewEncoder(opts.stdout).Encode(out)
 	}
 	if err := writeNodeTable(opts.stdout, nodes, name, budget); err != nil {
 		return err
 	}
 	est.write(opts.stdout)
+	space.write(opts.stdout)
 	writeSameAs(opts.stdout, nodes)
 	return nil
 }

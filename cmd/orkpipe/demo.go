@@ -21,6 +21,9 @@ type buildFlags struct {
 	exec      executorFlags // --executor, --orkpipe-binary (executor.go)
 	remote    remoteFlags   // --remote-cache (session.go)
 	check     []string      // --check: stage kinds whose cached nodes run again and are compared
+	// noSpaceCheck (build's --no-space-check) starts a build whose nodes would write more into the
+	// cache than it has free (planSpace).
+	noSpaceCheck bool
 }
 
 func (f *buildFlags) register(cmd *cobra.Command, defaultOut string) {

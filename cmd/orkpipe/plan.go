@@ -100,6 +100,10 @@ type planOutput struct {
 	// (planEstimate), when known; EstimateLower marks a lower bound.
 	EstimateMS    *int64 `json:"estimate_ms,omitempty"`
 	EstimateLower bool   `json:"estimate_lower,omitempty"`
+	// WritesBytes is what the nodes not cached write into the cache (planSpace), CacheFreeBytes the
+	// space its filesystem has, when known.
+	WritesBytes    int64  `json:"writes_bytes"`
+	CacheFreeBytes *int64 `json:"cache_free_bytes,omitempty"`
 }
 
 // planEstimate is how long building nodes should take: the nodes not cached, by the costs that
@@ -198,16 +202,18 @@ func runPlan(ctx context.Context, opts *globalOptions, arg string, sets []string
 	if err != nil {
 		return err
 	}
-	est := estimatePlan(opts, t, nodes)
+	est, space := estimatePlan(opts, t, nodes), spaceOf(opts, nodes)
 	if opts.json {
 		out := planOutput{Target: t.Name(), Budget: budget, Nodes: nodes, Residency: res}
 		est.setJSON(&out)
+		space.setJSON(&out)
 		return json.NewEncoder(opts.stdout).Encode(out)
 	}
 	if err := writeNodeTable(opts.stdout, nodes, t.Name(), budget); err != nil {
 		return err
 	}
 	est.write(opts.stdout)
+	space.write(opts.stdout)
 	writePlanResidency(opts.stdout, res, how)
 	writeSameAs(opts.stdout, nodes)
 	if opts.verbose > 0 {

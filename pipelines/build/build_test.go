@@ -88,24 +88,11 @@ func newRig(t *testing.T) *rig {
 // the nodes that executed, sorted.
 func (r *rig) build(t *testing.T, path, out string, sets ...string) ([]string, *engine.Result, error) {
 	t.Helper()
-	rec, err := recipe.Load(path, sets...)
+	name, plan, err := r.plan(t, path, sets...)
 	if err != nil {
 		return nil, nil, err
 	}
-	tg, err := build.New(rec, build.WithMemoryBudget(2<<30), build.WithOverrides(sets))
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx := context.Background()
-	g, err := tg.Graph(ctx)
-	if err != nil {
-		return nil, nil, err
-	}
-	plan, err := r.eng.Plan(g)
-	if err != nil {
-		return nil, nil, err
-	}
-	res, err := r.eng.Build(ctx, tg.Name(), plan, engine.BuildOptions{OutDir: out})
+	res, err := r.eng.Build(context.Background(), name, plan, engine.BuildOptions{OutDir: out})
 	var ran []string
 	if res != nil {
 		for _, n := range res.Nodes {
@@ -116,6 +103,25 @@ func (r *rig) build(t *testing.T, path, out string, sets ...string) ([]string, *
 	}
 	sort.Strings(ran)
 	return ran, res, err
+}
+
+// plan loads the recipe with the overrides and plans it; it returns the target's name and the plan.
+func (r *rig) plan(t *testing.T, path string, sets ...string) (string, *engine.Plan, error) {
+	t.Helper()
+	rec, err := recipe.Load(path, sets...)
+	if err != nil {
+		return "", nil, err
+	}
+	tg, err := build.New(rec, build.WithMemoryBudget(2<<30), build.WithOverrides(sets))
+	if err != nil {
+		t.Fatal(err)
+	}
+	g, err := tg.Graph(context.Background())
+	if err != nil {
+		return "", nil, err
+	}
+	plan, err := r.eng.Plan(g)
+	return tg.Name(), plan, err
 }
 
 func sorted(s ...string) []string { sort.Strings(s); return s }

@@ -1,6 +1,12 @@
 package build
 
-import "orkpipe/ork/pack"
+import (
+	"slices"
+
+	"orkpipe/ork/gguf"
+	"orkpipe/ork/pack"
+	"orkpipe/stages"
+)
 
 // Estimates for engine.Node.Cost of the nodes at the end of a build, whose order decides how the
 // stub's sha256 and the pack's writing share the cores once the weights are done: rough single-core
@@ -17,29 +23,72 @@ const (
 func cost(perByte float64, n int64) int64 { return int64(perByte * float64(n)) }
 
 // sourceBytes is the data size of the source's tensors (the stub's size, but for its header).
-func sourceBytes(src *source) int64 {
+func sourceBytes(src *source) int64 { return tensorBytes(src.tensors) }
+
+// tensorBytes is the data size of tensors.
+func tensorBytes(ts []gguf.TensorInfo) int64 {
 	var n int64
-	for _, t := range src.tensors {
+	for _, t := range ts {
 		n += t.RowBytes() * t.Rows()
 	}
 	return n
 }
 
-// packBytes estimates the pack's size: each weight's codes and float32 group scales at its base
-// tier (0 for a dtype ParseDType rejects; the plan has checked them).
-func packBytes(ws []*weight) int64 {
-	var n int64
-	for _, w := range ws {
-		dt, err := pack.ParseDType(w.fin.DType)
-		if err != nil {
+// stubBytes is what the stub takes on disk: the blocks (fsBlock) of the source's header and of the
+// data of every tensor but the owned ones (sorted names), which stay holes — each tensor's range running
+// to the next tensor's start, as emit-stub copies it. A synthetic source, whose header is not
+// written yet, counts the tensors' data alone.
+func stubBytes(src *source, owned []string) int64 {
+	isOwned := func(name string) bool { _, found := slices.BinarySearch(owned, name); return found }
+	if src.dataOffset == 0 {
+		var n int64
+		for _, t := range src.tensors {
+			if !isOwned(t.Name) {
+				n += t.RowBytes() * t.Rows()
+			}
+		}
+		return n
+	}
+	blocks := (src.dataOffset + fsBlock - 1) / fsBlock // the header's
+	last := blocks                                     // blocks before last are counted
+	for i, t := range src.tensors {
+		if isOwned(t.Name) {
 			continue
 		}
-		rows, kp := int64(w.fin.N), int64(w.fin.KP())
-		groups := int64(1)
-		if g := int64(w.fin.Group); g > 0 {
-			groups = (kp + g - 1) / g
+		start, end := src.dataOffset+int64(t.Offset), src.size
+		if i+1 < len(src.tensors) {
+			end = src.dataOffset + int64(src.tensors[i+1].Offset)
 		}
-		n += rows*kp*int64(dt.Bits())/8 + rows*groups*4
+		b0, b1 := max(start/fsBlock, last), (end+fsBlock-1)/fsBlock
+		if b1 > b0 {
+			blocks += b1 - b0
+			last = b1
+		}
+	}
+	return blocks * fsBlock
+}
+
+// fsBlock is the filesystem block stubBytes counts in (ext4's, XFS's and btrfs's 4 KiB).
+const fsBlock = 4096
+
+// promoteBytes is the most that promotions may add to the pack.
+func promoteBytes(wp stages.WritePackParams) int64 {
+	if wp.Promote == nil {
+		return 0
+	}
+	return wp.Promote.BudgetBytes
+}
+
+// packBytes estimates the pack's size: its header page, each weight at its base tier as the pack
+// lays it out (codes tiled, scales page-padded: FinalizeParams.PackBytes) and its index (indexBytes
+// an entry, a bound).
+func packBytes(ws []*weight) int64 {
+	n := int64(pack.PageSize)
+	for _, w := range ws {
+		n += w.fin.PackBytes() + indexBytes
 	}
 	return n
 }
+
+// indexBytes bounds one entry's share of a pack's index and footer.
+const indexBytes = 512

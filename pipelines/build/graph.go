@@ -90,34 +90,36 @@ func (t *Target) Graph(ctx context.Context) (*engine.Graph, error) {
 	addFinal := func(w *weight, hessian, acts *engine.Input) {
 		if w.fused {
 			w.tiled = g.Add("rtn-tile:"+w.name, "rtn-tile", stages.RTNTileParams{Finalize: w.fin, Nibbles: "low-first"},
-				finalIn(&w.fin, hessian, acts)).Output("entry")
+				finalIn(&w.fin, hessian, acts)).Writes(w.fin.TiledBytes()).Output("entry")
 		} else {
-			w.final = g.Add("finalize:"+w.name, "finalize", w.fin, finalIn(&w.fin, hessian, acts)).Output("weight")
+			w.final = g.Add("finalize:"+w.name, "finalize", w.fin, finalIn(&w.fin, hessian, acts)).Writes(w.fin.OutputBytes()).Output("weight")
 		}
 		if p := w.promote; p != nil && w.pfused {
 			w.ptiled = g.Add("rtn-tile-promote:"+w.name, "rtn-tile", stages.RTNTileParams{Finalize: *p, Nibbles: "low-first"},
-				finalIn(p, hessian, acts)).Output("entry")
+				finalIn(p, hessian, acts)).Writes(p.TiledBytes()).Output("entry")
 		} else if p != nil {
-			w.pfinal = g.Add("finalize-promote:"+w.name, "finalize", *p, finalIn(p, hessian, acts)).Output("weight")
+			w.pfinal = g.Add("finalize-promote:"+w.name, "finalize", *p, finalIn(p, hessian, acts)).Writes(p.OutputBytes()).Output("weight")
 		}
 	}
 	// addTail adds what follows finalize: the activation clip search on the calibrate output acts (when
 	// the weight has one; w.final becomes its output) and the tile nodes.
 	addTail := func(w *weight, acts *engine.Input) {
 		if w.clip != nil {
-			w.final = g.Add("act-clip:"+w.name, "act-clip", *w.clip, map[string]engine.Input{"model": src.in, "weight": w.final, "acts": *acts}).Output("weight")
+			w.final = g.Add("act-clip:"+w.name, "act-clip", *w.clip, map[string]engine.Input{"model": src.in, "weight": w.final, "acts": *acts}).
+				Writes(w.fin.OutputBytes()).Output("weight")
 		}
 		if !w.fused {
 			tl := g.Add("tile:"+w.name, "tile", stages.TileParams{Nibbles: "low-first", N: w.fin.N, KP: w.fin.KP()},
-				map[string]engine.Input{"weight": w.final})
+				map[string]engine.Input{"weight": w.final}).Writes(w.fin.TiledBytes())
 			w.tiled = tl.Output("entry")
 		}
 		if p := w.promote; p != nil && !w.pfused {
 			if w.pclip != nil {
-				w.pfinal = g.Add("act-clip-promote:"+w.name, "act-clip", *w.pclip, map[string]engine.Input{"model": src.in, "weight": w.pfinal, "acts": *acts}).Output("weight")
+				w.pfinal = g.Add("act-clip-promote:"+w.name, "act-clip", *w.pclip, map[string]engine.Input{"model": src.in, "weight": w.pfinal, "acts": *acts}).
+					Writes(p.OutputBytes()).Output("weight")
 			}
 			pt := g.Add("tile-promote:"+w.name, "tile", stages.TileParams{Nibbles: "low-first", N: p.N, KP: p.KP()},
-				map[string]engine.Input{"weight": w.pfinal})
+				map[string]engine.Input{"weight": w.pfinal}).Writes(p.TiledBytes())
 			w.ptiled = pt.Output("entry")
 		}
 	}
@@ -154,8 +156,8 @@ func (t *Target) planCalibration(g *engine.Graph, src *source, ws []*weight, add
 		return nil, err
 	}
 	var routes []engine.Input
-	tok := g.Add("tokenize", "tokenize", stages.TokenizeParams{Sequences: c.Sequences, Ctx: c.Ctx, CorpusName: filepath.Base(c.Corpus)},
-		map[string]engine.Input{"model": src.in, "corpus": engine.File(c.Corpus)})
+	tp := stages.TokenizeParams{Sequences: c.Sequences, Ctx: c.Ctx, CorpusName: filepath.Base(c.Corpus)}
+	tok := g.Add("tokenize", "tokenize", tp, map[string]engine.Input{"model": src.in, "corpus": engine.File(c.Corpus)}).Writes(tp.OutputBytes())
 	prev := tok.Output("tokens")
 	oneshot := c.Mode == "oneshot"
 	for _, win := range wins {
@@ -167,8 +169,9 @@ func (t *Target) planCalibration(g *engine.Graph, src *source, ws []*weight, add
 		} else {
 			in["hidden"] = prev
 		}
-		cal := g.Add("calibrate"+id, "calibrate", stages.CalibrateParams{Shape: src.shape, Start: a, End: b, Sequences: c.Sequences,
-			Ctx: c.Ctx, Hidden: oneshot && b < src.shape.Layers, ActSample: c.ActSample, Skip: skip(a, b)}, in)
+		cp := stages.CalibrateParams{Shape: src.shape, Start: a, End: b, Sequences: c.Sequences,
+			Ctx: c.Ctx, Hidden: oneshot && b < src.shape.Layers, ActSample: c.ActSample, Skip: skip(a, b)}
+		cal := g.Add("calibrate"+id, "calibrate", cp, in).Writes(cp.OutputBytes())
 		if src.shape.Experts > 0 {
 			routes = append(routes, cal.Output(stages.RoutingOutput))
 		}
@@ -208,7 +211,7 @@ func (t *Target) planCalibration(g *engine.Graph, src *source, ws []*weight, add
 			pp.Weights = append(pp.Weights, w.windowWeight())
 			pin["w."+w.name] = w.final
 		}
-		prev = g.Add("propagate"+id, "propagate", pp, pin).Output("hidden")
+		prev = g.Add("propagate"+id, "propagate", pp, pin).Writes(pp.OutputBytes()).Output("hidden")
 	}
 	return planRouting(g, routes), nil
 }
@@ -247,14 +250,15 @@ func (t *Target) planTail(g *engine.Graph, src *source, ws []*weight, routing *e
 		win["residency"] = *moe.residency
 	}
 	srcBytes, packSize := sourceBytes(src), packBytes(ws)
-	pk := g.Add("write-orkpack", "write-orkpack", wp, win).Cost(cost(costPackPerByte, packSize)).Output("pack")
+	pk := g.Add("write-orkpack", "write-orkpack", wp, win).Cost(cost(costPackPerByte, packSize)).Writes(packSize + promoteBytes(wp)).Output("pack")
 	var owned []string // pack.OwnedTensors of the entries: the tensors (an expert tensor whole)
 	for _, w := range ws {
 		owned = append(owned, w.tensor)
 	}
 	slices.Sort(owned)
-	stub := g.Add("emit-stub", "emit-stub", stages.EmitStubParams{Owned: slices.Compact(owned)}, map[string]engine.Input{"model": src.in}).
-		Cost(cost(costStubPerByte, srcBytes)).Output("stub.gguf")
+	owned = slices.Compact(owned)
+	stub := g.Add("emit-stub", "emit-stub", stages.EmitStubParams{Owned: owned}, map[string]engine.Input{"model": src.in}).
+		Cost(cost(costStubPerByte, srcBytes)).Writes(stubBytes(src, owned)).Output("stub.gguf")
 	vin := map[string]engine.Input{"model": src.in, "pack": pk, "stub": stub}
 	if boardFile != nil {
 		vin["board"] = *boardFile

@@ -28,6 +28,9 @@ type source struct {
 	tensors []gguf.TensorInfo
 	shape   stages.ModelShape
 	meta    sourceMeta
+	// dataOffset and size place a GGUF source's tensor data (its header is [0, dataOffset)); 0 for a
+	// synthetic source, not written yet.
+	dataOffset, size int64
 }
 
 // weight is one packed matmul weight (a 2-D tensor, or one expert slice of an MoE expert tensor)
@@ -63,9 +66,9 @@ func (t *Target) planSource(ctx context.Context, g *engine.Graph) (*source, erro
 		if err := sp.Validate(); err != nil {
 			return nil, fmt.Errorf("%w: source.synth: %w", ErrPlan, err)
 		}
-		n := g.Add("synth", "synth", sp, nil)
-		pj, _ := json.Marshal(sp)
 		ts := sp.Tensors()
+		n := g.Add("synth", "synth", sp, nil).Writes(tensorBytes(ts))
+		pj, _ := json.Marshal(sp)
 		arch := sp.Arch
 		if arch == "" {
 			arch = "llama"
@@ -86,7 +89,8 @@ func (t *Target) planSource(ctx context.Context, g *engine.Graph) (*source, erro
 	if err != nil {
 		return nil, fmt.Errorf("%w: source.model: %w", ErrPlan, err)
 	}
-	return &source{in: engine.File(r.Source.Model), uri: "file://" + r.Source.Model, tensors: f.Tensors, shape: stages.ShapeOf(cfg), meta: meta}, nil
+	return &source{in: engine.File(r.Source.Model), uri: "file://" + r.Source.Model, tensors: f.Tensors, shape: stages.ShapeOf(cfg), meta: meta,
+		dataOffset: f.DataOffset, size: f.Size}, nil
 }
 
 // rotationSeed derives a weight's rotation sign seed from its name (FNV-1a), so that every build of

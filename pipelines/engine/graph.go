@@ -27,6 +27,7 @@ type Node struct {
 	params any
 	inputs map[string]Input
 	cost   int64 // estimated CPU time of one run in ns (Cost); 0: not estimated
+	writes int64 // estimated bytes of its outputs in the store (Writes); 0: small or not estimated
 }
 
 // Input is what one named input of a node is bound to: a source file by path, or an output of
@@ -69,6 +70,19 @@ func (n *Node) Cost(ns int64) *Node {
 		return n
 	}
 	n.cost = ns
+	return n
+}
+
+// Writes sets the estimated size in bytes of the node's outputs as stored (the blocks they take:
+// a file's holes count nothing), which plan and build sum over the nodes not cached to check the
+// cache's free space before anything runs. Like Cost it is not key material; a node left without one
+// counts 0 (outputs of a few MiB at most). A negative size is a graph error.
+func (n *Node) Writes(bytes int64) *Node {
+	if bytes < 0 {
+		n.graph.errs = append(n.graph.errs, fmt.Errorf("%w: node %q: writes %d bytes, want >= 0", ErrGraph, n.id, bytes))
+		return n
+	}
+	n.writes = bytes
 	return n
 }
 

@@ -147,6 +147,7 @@ type NodeStatus struct {
 	Key      string              `json:"key"`                // "" while it depends on outputs not built yet
 	Cached   bool                `json:"cached"`             // an action record with intact outputs exists
 	Mem      int64               `json:"mem"`                // declared peak memory in bytes
+	Writes   int64               `json:"writes,omitempty"`   // estimated bytes of its outputs in the store (Node.Writes)
 	Deps     []string            `json:"deps,omitempty"`     // ids of the nodes it consumes
 	Material *stages.KeyMaterial `json:"material,omitempty"` // nil while the key is unknown
 	SameAs   string              `json:"same_as,omitempty"`  // an earlier node with identical key material
@@ -164,7 +165,7 @@ func (e *Engine) Status(ctx context.Context, p *Plan) ([]NodeStatus, error) {
 	byKey := map[artifacts.Digest]string{}
 	sources := newSourceHasher(e.store)
 	for i, pn := range p.nodes {
-		st := NodeStatus{ID: pn.node.id, Stage: pn.node.stage, Mem: pn.spec.PeakMemory}
+		st := NodeStatus{ID: pn.node.id, Stage: pn.node.stage, Mem: pn.spec.PeakMemory, Writes: pn.node.writes}
 		for _, d := range pn.deps {
 			st.Deps = append(st.Deps, p.nodes[d].node.id)
 		}

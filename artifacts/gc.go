@@ -262,23 +262,7 @@ func (s *Store) dropActions(ctx context.Context, removed map[Digest]bool) (int, 
 		return 0, nil
 	}
 	n := 0
-	root := filepath.Join(s.dir, "actions")
-	err := filepath.WalkDir(root, func(p string, e fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		if e.IsDir() || !strings.HasSuffix(p, ".json") {
-			return ctx.Err()
-		}
-		b, err := readLimited(p, maxRecordSize)
-		if err != nil {
-			return err
-		}
-		rec, err := DecodeActionRecord(b)
-		if err != nil {
-			s.log.Warn("gc: invalid action record left in place", "path", p, "err", err)
-			return nil
-		}
+	err := s.walkActions(ctx, "gc", func(p string, rec ActionRecord) error {
 		for _, o := range rec.Outputs {
 			if removed[o.Digest] {
 				if err := os.Remove(p); err != nil && !errors.Is(err, fs.ErrNotExist) {
@@ -294,4 +278,27 @@ func (s *Store) dropActions(ctx context.Context, removed map[Digest]bool) (int, 
 		return n, fmt.Errorf("gc: pruning action records: %w", err)
 	}
 	return n, nil
+}
+
+// walkActions calls fn with the path and the record of every valid action record; an invalid one is
+// logged (as what's) and skipped.
+func (s *Store) walkActions(ctx context.Context, what string, fn func(path string, rec ActionRecord) error) error {
+	return filepath.WalkDir(filepath.Join(s.dir, "actions"), func(p string, e fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if e.IsDir() || !strings.HasSuffix(p, ".json") {
+			return ctx.Err()
+		}
+		b, err := readLimited(p, maxRecordSize)
+		if err != nil {
+			return err
+		}
+		rec, err := DecodeActionRecord(b)
+		if err != nil {
+			s.log.Warn(what+": invalid action record left in place", "path", p, "err", err)
+			return nil
+		}
+		return fn(p, rec)
+	})
 }

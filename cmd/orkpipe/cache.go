@@ -16,13 +16,23 @@ import (
 func newCacheCommand(opts *globalOptions) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "cache",
-		Short: "Inspect and maintain the content-addressed cache (dir, verify, gc)",
+		Short: "Inspect and maintain the content-addressed cache (dir, du, verify, gc)",
 	}
 	cmd.AddCommand(&cobra.Command{
 		Use:   "dir",
 		Short: "Print the cache directory",
 		Args:  noArgs,
 		RunE:  func(cmd *cobra.Command, _ []string) error { return runCacheDir(cmd.Context(), opts) },
+	})
+	cmd.AddCommand(&cobra.Command{
+		Use:   "du",
+		Short: "Show what the cache holds on disk, by the stage that made it, and what pins keep from gc",
+		Long: "du lists the cache's objects by the stage whose action records name them (calibrate's Hessians,\n" +
+			"finalize's weights, ...; objects no record names, such as a pulled pack, under \"(no record)\"), the disk\n" +
+			"they take (a stub's holes take none) and how much of it pins keep (the outputs of each target's latest\n" +
+			"build): gc --max-size can free the rest. It takes no lock and changes nothing.",
+		Args: noArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error { return runCacheDu(cmd.Context(), opts) },
 	})
 	cmd.AddCommand(&cobra.Command{
 		Use:   "verify",
@@ -97,6 +107,40 @@ func runCacheDir(_ context.Context, opts *globalOptions) error {
 		return writeIndentedJSON(opts.stdout, map[string]string{"dir": dir})
 	}
 	_, err = fmt.Fprintln(opts.stdout, dir)
+	return err
+}
+
+func runCacheDu(ctx context.Context, opts *globalOptions) error {
+	s, err := openCacheStore(opts)
+	if err != nil {
+		return err
+	}
+	defer s.Close()
+	rep, err := s.Usage(ctx)
+	if err != nil {
+		return fmt.Errorf("cache du %s: %w", s.Dir(), err)
+	}
+	if opts.json {
+		return writeIndentedJSON(opts.stdout, rep)
+	}
+	w := len("(no record)")
+	for _, u := range rep.Stages {
+		w = max(w, len(u.Stage))
+	}
+	row := func(name, objects, disk, pinned string) {
+		fmt.Fprintf(opts.stdout, "%-*s  %7s  %11s  %11s\n", w, name, objects, disk, pinned)
+	}
+	row("stage", "objects", "on disk", "pinned")
+	for _, u := range rep.Stages {
+		name := u.Stage
+		if name == "" {
+			name = "(no record)"
+		}
+		row(name, strconv.Itoa(u.Objects), units.FormatSize(u.Disk), units.FormatSize(u.PinnedDisk))
+	}
+	row("total", strconv.Itoa(rep.Objects), units.FormatSize(rep.Disk), units.FormatSize(rep.PinnedDisk))
+	_, err = fmt.Fprintf(opts.stdout, "%s: %d objects, %s on disk (%s of content); pins keep %s, gc --max-size can free %s\n",
+		s.Dir(), rep.Objects, units.FormatSize(rep.Disk), units.FormatSize(rep.Bytes), units.FormatSize(rep.PinnedDisk), units.FormatSize(rep.Disk-rep.PinnedDisk))
 	return err
 }
 

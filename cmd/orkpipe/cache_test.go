@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"os"
 	"path/filepath"
 	"strings"
@@ -115,5 +116,58 @@ func TestCacheGC(t *testing.T) {
 		if _, _, code := orkpipeExit(t, append([]string{"--cache", cache}, args...)...); code != 2 {
 			t.Errorf("%v: exit %d, want 2", args, code)
 		}
+	}
+}
+
+// TestCacheDu: after a build, du lists the build's stages with the disk their outputs take, the
+// exports pinned, the stages summing to the total; after gc --max-size 1 only the pins are left.
+func TestCacheDu(t *testing.T) {
+	dir := t.TempDir()
+	recipe, _, _ := tinyRecipe(t, dir)
+	cache := filepath.Join(dir, "cache")
+	if _, stderr, code := demoCLI(t, "--cache", cache, "--mem", "2GiB", "build", recipe, "-o", filepath.Join(dir, "out")); code != 0 {
+		t.Fatalf("build: exit %d: %s", code, stderr)
+	}
+	du := func() artifacts.UsageReport {
+		t.Helper()
+		stdout, stderr, code := demoCLI(t, "--cache", cache, "--json", "cache", "du")
+		if code != 0 {
+			t.Fatalf("cache du: exit %d: %s", code, stderr)
+		}
+		var rep artifacts.UsageReport
+		if err := json.Unmarshal([]byte(stdout), &rep); err != nil {
+			t.Fatal(err)
+		}
+		return rep
+	}
+	rep := du()
+	stages := map[string]artifacts.StageUsage{}
+	var objects int
+	var disk int64
+	for _, u := range rep.Stages {
+		stages[u.Stage] = u
+		objects += u.Objects
+		disk += u.Disk
+	}
+	for _, st := range []string{"synth", "tokenize", "calibrate", "finalize", "tile", "write-orkpack", "emit-stub", "report"} {
+		if stages[st].Objects == 0 || stages[st].Disk <= 0 {
+			t.Errorf("stage %s: %+v, want its outputs", st, stages[st])
+		}
+	}
+	if pk := stages["write-orkpack"]; pk.PinnedDisk != pk.Disk {
+		t.Errorf("the pack is not pinned: %+v", pk)
+	}
+	if objects != rep.Objects || disk != rep.Disk || rep.PinnedDisk <= 0 || rep.PinnedDisk >= rep.Disk {
+		t.Errorf("report %+v: stages sum to %d objects, %d bytes on disk", rep, objects, disk)
+	}
+	text, _, code := demoCLI(t, "--cache", cache, "cache", "du")
+	if code != 0 || !strings.Contains(text, "\ncalibrate ") || !strings.Contains(text, cache+": ") || !strings.Contains(text, "gc --max-size can free") {
+		t.Errorf("cache du: exit %d:\n%s", code, text)
+	}
+	if _, stderr, code := demoCLI(t, "--cache", cache, "cache", "gc", "--max-size", "1"); code != 0 {
+		t.Fatalf("cache gc: exit %d: %s", code, stderr)
+	}
+	if after := du(); after.Disk != rep.PinnedDisk || after.PinnedDisk != rep.PinnedDisk {
+		t.Errorf("after gc --max-size 1: %+v, want only the %d pinned bytes", after, rep.PinnedDisk)
 	}
 }

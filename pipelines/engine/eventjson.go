@@ -38,6 +38,10 @@ func (e Event) AppendJSON(b []byte) ([]byte, error) {
 		b = append(b, `,"mem":`...)
 		b = strconv.AppendInt(b, e.Mem, 10)
 	}
+	if e.Writes != 0 {
+		b = append(b, `,"writes":`...)
+		b = strconv.AppendInt(b, e.Writes, 10)
+	}
 	if len(e.Deps) > 0 {
 		b = append(b, `,"deps":[`...)
 		for i, d := range e.Deps {

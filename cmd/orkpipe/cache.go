@@ -28,7 +28,7 @@ func newCacheCommand(opts *globalOptions) *cobra.Command {
 		Use:   "du",
 		Short: "Show what the cache holds on disk, by the stage that made it, and what pins keep from gc",
 		Long: "du lists the cache's objects by the stage whose action records name them (calibrate's Hessians,\n" +
-			"finalize's weights, ...; objects no record names, such as a pulled pack, under \"(no record)\"), the disk\n" +
+			"finalize's weights, ...; objects no record names under \"(no record)\"), the disk\n" +
 			"they take (a stub's holes take none) and how much of it pins keep (the outputs of each target's latest\n" +
 			"build): gc --max-size can free the rest. It takes no lock and changes nothing.",
 		Args: noArgs,

@@ -36,7 +36,9 @@ type journalEntry struct {
 
 // Materialize puts object d at the user path dst, read-only (0444): a hard link when dst is on the
 // store's filesystem, else a copy of the data segments only (sparse stays sparse). The write goes
-// through a temp name in dst's directory and a rename, so dst is never half-written.
+// through a temp name in dst's directory and a rename, so dst is never half-written. A copy the
+// journal records as d, unchanged since, is left as it is: a rebuild into a directory on another
+// filesystem copies nothing.
 //
 // An existing dst is replaced only if nothing in it would be lost: the journal says orkpipe wrote
 // it and it has not changed since (same (dev, inode, size, mtime, ctime), or, when only timestamps
@@ -83,6 +85,9 @@ func (s *Store) Materialize(ctx context.Context, d Digest, dst string, opts Mate
 			}
 			return res, s.writeJournal(jpath, abs, d)
 		}
+		if e, ok := s.readJournal(jpath, abs); ok && e.Digest == d && e.ID == idOf(&dstSt) {
+			return res, nil // the copy made earlier, unchanged since: nothing to copy again
+		}
 		why, err := s.clobberCheck(ctx, jpath, abs, &dstSt, obj)
 		if err != nil {
 			return res, err
@@ -123,6 +128,25 @@ func (s *Store) Materialize(ctx context.Context, d Digest, dst string, opts Mate
 		s.log.Warn("materialize replaced a file", "path", abs, "replaced", res.Replaced, "digest", d.String())
 	}
 	return res, s.writeJournal(jpath, abs, d)
+}
+
+// InPlace reports whether materializing object d at dst would write no bytes: dst is a hard link to
+// the object, or a copy the journal records as d whose (device, inode, size, mtime, ctime) have not
+// changed since. It reads no file's content; any doubt is false.
+func (s *Store) InPlace(ctx context.Context, d Digest, dst string) bool {
+	abs, err := filepath.Abs(dst)
+	if err != nil {
+		return false
+	}
+	var dstSt, srcSt unix.Stat_t
+	if unix.Lstat(abs, &dstSt) != nil {
+		return false
+	}
+	if unix.Stat(s.objectPath(d), &srcSt) == nil && dstSt.Ino == srcSt.Ino && dstSt.Dev == srcSt.Dev {
+		return true
+	}
+	e, ok := s.readJournal(s.keyPath("journal", abs), abs)
+	return ok && e.Digest == d && e.ID == idOf(&dstSt)
 }
 
 // clobberCheck returns "" if the existing dst (st) may be replaced by obj, else why not.

@@ -247,3 +247,55 @@ func TestMaterializeSameBytes(t *testing.T) {
 	}
 	checkFile(t, other, edited, 0o644)
 }
+
+// TestMaterializeCopyInPlace: a copy orkpipe made (another filesystem) that has not changed since is
+// left as it is by the next Materialize of the same object (no bytes copied again: same inode), and
+// InPlace says so without reading it; a different object, or a copy changed since, is not in place.
+func TestMaterializeCopyInPlace(t *testing.T) {
+	s := openTestStore(t)
+	s.forceCopy = true
+	ctx := context.Background()
+	pack := pattern("pack", 200000)
+	o, o2 := mustIngest(t, s, pack), mustIngest(t, s, pattern("pack v2", 200000))
+	dst := filepath.Join(t.TempDir(), "model.orkpack")
+	if s.InPlace(ctx, o.Digest, dst) {
+		t.Fatal("InPlace before the first Materialize")
+	}
+	if _, err := s.Materialize(ctx, o.Digest, dst, MaterializeOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	ino := func() uint64 {
+		var st syscall.Stat_t
+		if err := syscall.Stat(dst, &st); err != nil {
+			t.Fatal(err)
+		}
+		return st.Ino
+	}
+	before := ino()
+	if !s.InPlace(ctx, o.Digest, dst) || s.InPlace(ctx, o2.Digest, dst) {
+		t.Fatalf("InPlace(o) = %v, InPlace(o2) = %v after materializing o; want true, false", s.InPlace(ctx, o.Digest, dst), s.InPlace(ctx, o2.Digest, dst))
+	}
+	if res, err := s.Materialize(ctx, o.Digest, dst, MaterializeOptions{}); err != nil || res.Linked || ino() != before {
+		t.Fatalf("second Materialize: %+v, %v, inode %d -> %d; want the copy left in place", res, err, before, ino())
+	}
+	checkFile(t, dst, pack, 0o444)
+	os.Chmod(dst, 0o644)
+	if err := os.WriteFile(dst, pack, 0o644); err != nil { // same bytes, but written since
+		t.Fatal(err)
+	}
+	if s.InPlace(ctx, o.Digest, dst) {
+		t.Error("InPlace of a copy written since the journal recorded it")
+	}
+	// A hard link to the object is in place whatever the journal says.
+	s.forceCopy = false
+	linked := filepath.Join(t.TempDir(), "linked") // the store's filesystem
+	if res, err := s.Materialize(ctx, o2.Digest, linked, MaterializeOptions{}); err != nil || !res.Linked {
+		t.Fatalf("Materialize on the store's filesystem: %+v, %v; want a hard link", res, err)
+	}
+	if err := os.Remove(s.keyPath("journal", linked)); err != nil {
+		t.Fatal(err)
+	}
+	if !s.InPlace(ctx, o2.Digest, linked) {
+		t.Error("InPlace of a hard link to the object without a journal entry")
+	}
+}

@@ -55,7 +55,7 @@ func newBuildCommand(opts *globalOptions) *cobra.Command {
 	flags.register(cmd, "")
 	cmd.Flags().StringArrayVar(&sets, "set", nil, "override a recipe key by its dotted path, e.g. --set source.model=M.gguf (repeatable)")
 	cmd.Flags().BoolVar(&planOnly, "plan", false, "print the plan (nodes, stages, keys, cached or not, memory) and run nothing")
-	cmd.Flags().BoolVar(&flags.noSpaceCheck, "no-space-check", false, "start even when the nodes not cached would write more into the cache than its filesystem has free")
+	cmd.Flags().BoolVar(&flags.noSpaceCheck, "no-space-check", false, "start even when the nodes not cached would write more into the cache than its filesystem has free, or the results' copies more than -o's filesystem on another device")
 	cmd.Flags().BoolVar(&board.plainHTTP, "board-verify-plain-http", false, "use plain HTTP (no TLS) for the registry of the recipe's board_verify.ref")
 	cmd.Flags().BoolVar(&board.insecure, "board-verify-insecure", false, "allow plain HTTP and skip TLS certificate checks for board_verify.ref")
 	return cmd
@@ -174,10 +174,10 @@ func runBuild(ctx context.Context, opts *globalOptions, path string, sets []stri
 				return asUsage(perr)
 			}
 			if planOnly {
-				return printBuildPlan(ctx, opts, eng, plan, t, mem)
+				return printBuildPlan(ctx, opts, s, plan, t, mem, flags.outDir)
 			}
 			if !flags.noSpaceCheck {
-				if err := checkSpace(ctx, opts, eng, plan, t.Name()); err != nil {
+				if err := checkSpace(ctx, opts, s, plan, t.Name(), flags.outDir); err != nil {
 					return err
 				}
 			}
@@ -239,14 +239,15 @@ func boardRequirementOf(r *recipe.Recipe, tf transportFlags, opts *globalOptions
 }
 
 // printBuildPlan prints the plan of a build like `orkpipe plan`: every node, its key (or pending),
-// whether it is cached, its declared memory and its dependencies.
-func printBuildPlan(ctx context.Context, opts *globalOptions, eng *engine.Engine, plan *engine.Plan, t engine.Target, budget int64) error {
+// whether it is cached, its declared memory and its dependencies, and what it writes into the cache
+// and, on another filesystem, into outDir.
+func printBuildPlan(ctx context.Context, opts *globalOptions, s *engineSession, plan *engine.Plan, t engine.Target, budget int64, outDir string) error {
 	name := t.Name()
-	nodes, err := eng.Status(ctx, plan)
+	nodes, err := s.engine.Status(ctx, plan)
 	if err != nil {
 		return err
 	}
-	est, space := estimatePlan(opts, t, nodes), spaceOf(opts, nodes)
+	est, space := estimatePlan(opts, t, nodes), spaceOf(ctx, opts, s.store, nodes, outDir)
 	if opts.json {
 		out := planOutput{Target: name, Budget: budget, Nodes: nodes}
 		est.setJSON(&out)

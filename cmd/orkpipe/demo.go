@@ -22,7 +22,7 @@ type buildFlags struct {
 	remote    remoteFlags   // --remote-cache (session.go)
 	check     []string      // --check: stage kinds whose cached nodes run again and are compared
 	// noSpaceCheck (build's --no-space-check) starts a build whose nodes would write more into the
-	// cache than it has free (planSpace).
+	// cache than it has free, or whose results' copies would not fit in outDir (planSpace).
 	noSpaceCheck bool
 }
 

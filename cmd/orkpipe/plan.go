@@ -104,6 +104,12 @@ type planOutput struct {
 	// space its filesystem has, when known.
 	WritesBytes    int64  `json:"writes_bytes"`
 	CacheFreeBytes *int64 `json:"cache_free_bytes,omitempty"`
+	// OutputDir is build --plan's results directory when it is on another filesystem than the cache
+	// (the results are copies there), OutputWritesBytes what copying the results not already in
+	// place writes there, OutputFreeBytes the space that filesystem has.
+	OutputDir         string `json:"output_dir,omitempty"`
+	OutputWritesBytes int64  `json:"output_writes_bytes,omitempty"`
+	OutputFreeBytes   *int64 `json:"output_free_bytes,omitempty"`
 }
 
 // planEstimate is how long building nodes should take: the nodes not cached, by the costs that
@@ -202,7 +208,7 @@ func runPlan(ctx context.Context, opts *globalOptions, arg string, sets []string
 	if err != nil {
 		return err
 	}
-	est, space := estimatePlan(opts, t, nodes), spaceOf(opts, nodes)
+	est, space := estimatePlan(opts, t, nodes), spaceOf(ctx, opts, nil, nodes, "")
 	if opts.json {
 		out := planOutput{Target: t.Name(), Budget: budget, Nodes: nodes, Residency: res}
 		est.setJSON(&out)

@@ -11,22 +11,32 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"orkpipe/artifacts"
 	"orkpipe/internal/units"
 	"orkpipe/pipelines/engine"
 )
 
 // planSpace is what the nodes of a plan that are not cached would write into the cache (the sum of
-// their declared output sizes, engine.Node.Writes) against the room the cache's filesystem has.
+// their declared output sizes, engine.Node.Writes) against the room the cache's filesystem has, and,
+// when the results' directory is on another filesystem (where they are copies, not hard links), what
+// copying them there writes against the room that filesystem has.
 type planSpace struct {
 	dir    string // the cache directory
 	run    int    // nodes not cached
 	writes int64
 	free   int64 // bytes available to this user on dir's filesystem; -1 unknown
+
+	out      string // the results' directory when it is on another filesystem than the cache, else ""
+	outBytes int64  // what copying the results not already in place there writes
+	outFree  int64  // bytes available on out's filesystem
 }
 
 // spaceOf sums the declared writes of the nodes not cached and measures the cache's free space (a
-// filesystem that cannot be asked is logged, and the free space is unknown).
-func spaceOf(opts *globalOptions, nodes []engine.NodeStatus) planSpace {
+// filesystem that cannot be asked is logged, and the free space is unknown). With outDir (build's
+// -o; "" for plan) on another filesystem than the cache, it also sums what materializing the exports
+// copies there: a cached export's allocated blocks (the copy is sparse) unless the copy already in
+// place is that object (artifacts.Store.InPlace), a node not cached by its declared writes.
+func spaceOf(ctx context.Context, opts *globalOptions, store *artifacts.Store, nodes []engine.NodeStatus, outDir string) planSpace {
 	s := planSpace{free: -1}
 	for _, n := range nodes {
 		if !n.Cached {
@@ -39,25 +49,79 @@ func spaceOf(opts *globalOptions, nodes []engine.NodeStatus) planSpace {
 		return s
 	}
 	s.dir = dir
-	if s.free, err = cacheFreeBytes(dir); err != nil {
+	cfs, err := fsSpace(dir)
+	if err != nil {
 		opts.logger.Warn("the cache's free space is unknown", "dir", dir, "err", err)
-		s.free = -1
+		return s
+	}
+	s.free = cfs.free
+	if outDir == "" {
+		return s
+	}
+	abs, err := filepath.Abs(outDir)
+	if err != nil {
+		return s
+	}
+	ofs, err := fsSpace(abs)
+	if err != nil {
+		opts.logger.Warn("the output directory's free space is unknown", "dir", abs, "err", err)
+		return s
+	}
+	if ofs.dev == cfs.dev {
+		return s // hard links
+	}
+	s.out, s.outFree = abs, ofs.free
+	for _, n := range nodes {
+		if !n.Cached {
+			if len(n.Exports) > 0 {
+				s.outBytes += n.Writes
+			}
+			continue
+		}
+		for name, output := range n.Exports {
+			f, ok := n.Files[output]
+			if !ok || (store != nil && store.InPlace(ctx, f.Digest, filepath.Join(abs, name))) {
+				continue
+			}
+			s.outBytes += allocatedBytes(f.Path, f.Size)
+		}
 	}
 	return s
+}
+
+// allocatedBytes is the space a sparse copy of the file at path takes (its allocated blocks), or
+// size when that cannot be known.
+func allocatedBytes(path string, size int64) int64 {
+	var st unix.Stat_t
+	if err := unix.Stat(path, &st); err != nil {
+		return size
+	}
+	return min(int64(st.Blocks)*512, size+int64(st.Blksize))
 }
 
 // short reports whether the cache has less room than the nodes not cached would write.
 func (s planSpace) short() bool { return s.free >= 0 && s.writes > s.free }
 
-// check is build's refusal to start a build that would run out of space in the cache.
+// outShort reports whether the results' directory, on another filesystem, has less room than their
+// copies need.
+func (s planSpace) outShort() bool { return s.out != "" && s.outBytes > s.outFree }
+
+// check is build's refusal to start a build that would run out of space in the cache or, on another
+// filesystem, where its results are copied.
 func (s planSpace) check(target string) error {
-	if !s.short() {
-		return nil
+	var errs []error
+	if s.short() {
+		errs = append(errs, fmt.Errorf("build %s: the %d nodes not cached write about %s into the cache %s, whose filesystem has %s free: "+
+			"free space there (orkpipe cache du shows what the cache holds; cache gc --max-size SIZE removes what no target's latest build pins), "+
+			"point --cache at a larger disk (the build starts over in an empty cache), or pass --no-space-check",
+			target, s.run, units.FormatSize(s.writes), s.dir, units.FormatSize(s.free)))
 	}
-	return fmt.Errorf("build %s: the %d nodes not cached write about %s into the cache %s, whose filesystem has %s free: "+
-		"free space there (orkpipe cache du shows what the cache holds; cache gc --max-size SIZE removes what no target's latest build pins), "+
-		"point --cache at a larger disk (the build starts over in an empty cache), or pass --no-space-check",
-		target, s.run, units.FormatSize(s.writes), s.dir, units.FormatSize(s.free))
+	if s.outShort() {
+		errs = append(errs, fmt.Errorf("build %s: copying the results into %s (another filesystem than the cache's, so copies, not hard links) "+
+			"writes about %s, and that filesystem has %s free: free space there, choose -o on the cache's filesystem, or pass --no-space-check",
+			target, s.out, units.FormatSize(s.outBytes), units.FormatSize(s.outFree)))
+	}
+	return errors.Join(errs...)
 }
 
 // checkSpace refuses to start the build of plan when the nodes not cached would write more into the
@@ -65,12 +129,12 @@ func (s planSpace) check(target string) error {
 // Hessians, finalized and tiled weights and hidden states, and one that runs out of space hours in
 // fails there. It costs what plan's status does (the sources hashed through the stat cache, which the
 // build then reads back).
-func checkSpace(ctx context.Context, opts *globalOptions, eng *engine.Engine, plan *engine.Plan, target string) error {
-	nodes, err := eng.Status(ctx, plan)
+func checkSpace(ctx context.Context, opts *globalOptions, s *engineSession, plan *engine.Plan, target, outDir string) error {
+	nodes, err := s.engine.Status(ctx, plan)
 	if err != nil {
 		return err
 	}
-	return spaceOf(opts, nodes).check(target)
+	return spaceOf(ctx, opts, s.store, nodes, outDir).check(target)
 }
 
 // setJSON sets out's space fields.
@@ -79,6 +143,11 @@ func (s planSpace) setJSON(out *planOutput) {
 	if s.free >= 0 {
 		free := s.free
 		out.CacheFreeBytes = &free
+	}
+	if s.out != "" {
+		out.OutputDir, out.OutputWritesBytes = s.out, s.outBytes
+		free := s.outFree
+		out.OutputFreeBytes = &free
 	}
 }
 
@@ -94,23 +163,42 @@ func (s planSpace) write(w io.Writer) {
 	default:
 		fmt.Fprintf(w, "cache: the nodes not cached write about %s (%s free in %s)\n", units.FormatSize(s.writes), units.FormatSize(s.free), s.dir)
 	}
+	switch {
+	case s.out == "" || s.outBytes == 0:
+	case s.outShort():
+		fmt.Fprintf(w, "output: copying the results into %s (another filesystem than the cache's) writes about %s, more than the %s free there: the build would stop for lack of space\n",
+			s.out, units.FormatSize(s.outBytes), units.FormatSize(s.outFree))
+	default:
+		fmt.Fprintf(w, "output: copying the results into %s (another filesystem than the cache's) writes about %s (%s free there)\n",
+			s.out, units.FormatSize(s.outBytes), units.FormatSize(s.outFree))
+	}
 }
 
-// cacheFreeBytes measures the cache's free space: freeBytes (a test makes the disk full with it).
-var cacheFreeBytes = freeBytes
+// fsInfo is what fsSpace says of a filesystem: the bytes available to this user, and its device.
+type fsInfo struct {
+	free int64
+	dev  uint64
+}
 
-// freeBytes is the space available to this user on the filesystem that holds dir, or would hold it:
-// a directory not made yet is measured at its nearest existing parent.
-func freeBytes(dir string) (int64, error) {
+// fsSpace measures the filesystem of a directory: statFS (a test makes a disk full, or another
+// filesystem, with it).
+var fsSpace = statFS
+
+// statFS measures the filesystem that holds dir, or would hold it: a directory not made yet is
+// measured at its nearest existing parent.
+func statFS(dir string) (fsInfo, error) {
 	for {
 		var st unix.Statfs_t
 		err := unix.Statfs(dir, &st)
 		if err == nil {
-			return int64(st.Bavail) * int64(st.Bsize), nil
+			var fst unix.Stat_t
+			if err = unix.Stat(dir, &fst); err == nil {
+				return fsInfo{free: int64(st.Bavail) * int64(st.Bsize), dev: uint64(fst.Dev)}, nil
+			}
 		}
 		parent := filepath.Dir(dir)
 		if !errors.Is(err, fs.ErrNotExist) || parent == dir {
-			return 0, &os.PathError{Op: "statfs", Path: dir, Err: err}
+			return fsInfo{}, &os.PathError{Op: "statfs", Path: dir, Err: err}
 		}
 		dir = parent
 	}

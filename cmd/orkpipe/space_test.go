@@ -11,7 +11,7 @@ import (
 // TestBuildChecksSpace: plan says what the nodes not cached write into the cache (the sum of their
 // declarations) and how much room there is; a build that would not fit is refused before any node
 // runs, naming the figures and the way out, and runs with --no-space-check; once built, nothing is
-// left to write. The full disk is a test double (cacheFreeBytes): this machine's disks are not full.
+// left to write. The full disk is a test double (fsSpace): this machine's disks are not full.
 func TestBuildChecksSpace(t *testing.T) {
 	dir := t.TempDir()
 	recipe, _, _ := tinyRecipe(t, dir)
@@ -50,8 +50,8 @@ func TestBuildChecksSpace(t *testing.T) {
 	}
 
 	free := p.WritesBytes - 1
-	defer func(f func(string) (int64, error)) { cacheFreeBytes = f }(cacheFreeBytes)
-	cacheFreeBytes = func(string) (int64, error) { return free, nil }
+	defer func(f func(string) (fsInfo, error)) { fsSpace = f }(fsSpace)
+	fsSpace = func(string) (fsInfo, error) { return fsInfo{free: free}, nil }
 	if _, text := plan(); !strings.Contains(text, "the build would stop for lack of space") {
 		t.Errorf("plan on a full disk: no warning:\n%s", text)
 	}
@@ -74,22 +74,120 @@ func TestBuildChecksSpace(t *testing.T) {
 	}
 }
 
-// TestFreeBytes: a cache directory not made yet is measured at its nearest existing parent; a path
-// that cannot be one (under a file) is an error naming it.
-func TestFreeBytes(t *testing.T) {
+// TestStatFS: a cache directory not made yet is measured at its nearest existing parent (its free
+// space and device); a path that cannot be one (under a file) is an error naming it.
+func TestStatFS(t *testing.T) {
 	dir := t.TempDir()
-	have, err := freeBytes(dir)
-	if err != nil || have <= 0 {
-		t.Fatalf("freeBytes(%s) = %d, %v", dir, have, err)
+	have, err := statFS(dir)
+	if err != nil || have.free <= 0 {
+		t.Fatalf("statFS(%s) = %+v, %v", dir, have, err)
 	}
-	if got, err := freeBytes(filepath.Join(dir, "a", "b", "cache")); err != nil || got <= 0 {
-		t.Errorf("freeBytes of a directory not made yet = %d, %v; want its parent's", got, err)
+	if got, err := statFS(filepath.Join(dir, "a", "b", "cache")); err != nil || got.free <= 0 || got.dev != have.dev {
+		t.Errorf("statFS of a directory not made yet = %+v, %v; want its parent's (%+v)", got, err, have)
 	}
 	file := filepath.Join(dir, "f")
 	if err := os.WriteFile(file, nil, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := freeBytes(filepath.Join(file, "cache")); err == nil || !strings.Contains(err.Error(), file) {
-		t.Errorf("freeBytes under a file: %v, want an error naming it", err)
+	if _, err := statFS(filepath.Join(file, "cache")); err == nil || !strings.Contains(err.Error(), file) {
+		t.Errorf("statFS under a file: %v, want an error naming it", err)
 	}
+	if shm, err := statFS("/dev/shm"); err == nil && shm.dev == have.dev {
+		t.Logf("/dev/shm and %s on one device %d", dir, have.dev)
+	}
+}
+
+// TestBuildChecksOutputSpace: with -o on another filesystem than the cache (the results are copies
+// there, not hard links), build --plan says what copying them writes and how much room there is, a
+// build whose results would not fit is refused before any node runs, and results already in place
+// are not counted again. The other filesystem and its free space are a test double (fsSpace); the
+// copies themselves are artifacts' TestMaterializeCopyInPlace.
+func TestBuildChecksOutputSpace(t *testing.T) {
+	dir := t.TempDir()
+	recipe, _, _ := tinyRecipe(t, dir)
+	cache, out := filepath.Join(dir, "cache"), filepath.Join(dir, "out")
+	outFree := int64(1 << 40)
+	defer func(f func(string) (fsInfo, error)) { fsSpace = f }(fsSpace)
+	fsSpace = func(d string) (fsInfo, error) {
+		if d == out {
+			return fsInfo{free: outFree, dev: 2}, nil
+		}
+		return fsInfo{free: 1 << 50, dev: 1}, nil
+	}
+	plan := func() (planOutput, string) {
+		t.Helper()
+		stdout, stderr, code := demoCLI(t, "--cache", cache, "--mem", "2GiB", "--json", "build", "--plan", recipe, "-o", out)
+		if code != 0 {
+			t.Fatalf("build --plan: exit %d: %s", code, stderr)
+		}
+		var p planOutput
+		if err := json.Unmarshal([]byte(stdout), &p); err != nil {
+			t.Fatal(err)
+		}
+		text, stderr, code := demoCLI(t, "--cache", cache, "--mem", "2GiB", "build", "--plan", recipe, "-o", out)
+		if code != 0 {
+			t.Fatalf("build --plan: exit %d: %s", code, stderr)
+		}
+		return p, text
+	}
+	p, text := plan()
+	var sum int64
+	exports := 0
+	for _, n := range p.Nodes {
+		if len(n.Exports) > 0 {
+			exports += len(n.Exports)
+			sum += n.Writes
+		}
+	}
+	if exports < 2 || p.OutputDir != out || p.OutputWritesBytes != sum || sum <= 0 || p.OutputFreeBytes == nil || *p.OutputFreeBytes != outFree {
+		t.Fatalf("build --plan --json: %d exports, output_dir %q, output_writes_bytes %d, output_free_bytes %v; want %q, the exporting nodes' writes %d, %d",
+			exports, p.OutputDir, p.OutputWritesBytes, p.OutputFreeBytes, out, sum, outFree)
+	}
+	if !strings.Contains(text, "output: copying the results into "+out+" (another filesystem than the cache's) writes about ") {
+		t.Errorf("build --plan: no output line:\n%s", text)
+	}
+
+	outFree = sum - 1
+	_, stderr, code := demoCLI(t, "--cache", cache, "--mem", "2GiB", "build", recipe, "-o", out)
+	if code != 1 || !strings.Contains(stderr, "copying the results into "+out) || !strings.Contains(stderr, "choose -o") || strings.Contains(stderr, "into the cache") {
+		t.Fatalf("build with a full output disk: exit %d, stderr %q; want exit 1 naming the directory, -o and not the cache", code, stderr)
+	}
+	if p, _ := plan(); p.WritesBytes == 0 {
+		t.Fatal("the refused build ran nodes")
+	}
+
+	outFree = 1 << 40
+	if _, stderr, code := demoCLI(t, "--cache", cache, "--mem", "2GiB", "build", recipe, "-o", out); code != 0 {
+		t.Fatalf("build: exit %d: %s", code, stderr)
+	}
+	// The results are in place (here hard links: one real filesystem): nothing to copy.
+	p, text = plan()
+	if p.OutputDir != out || p.OutputWritesBytes != 0 || strings.Contains(text, "output:") {
+		t.Fatalf("after the build: output_dir %q, output_writes_bytes %d, text\n%s\nwant %s with nothing to copy", p.OutputDir, p.OutputWritesBytes, text, out)
+	}
+	// One result removed: its object's blocks are to copy again.
+	var pack planExport
+	for _, n := range p.Nodes {
+		for name, output := range n.Exports {
+			if strings.HasSuffix(name, ".orkpack") {
+				pack = planExport{name, output, n.Writes}
+			}
+		}
+	}
+	if pack.name == "" {
+		t.Fatal("no .orkpack export in the plan")
+	}
+	st, err := os.Stat(filepath.Join(out, pack.name))
+	if err != nil {
+		t.Fatal(err)
+	}
+	os.Remove(filepath.Join(out, pack.name))
+	if p, _ = plan(); p.OutputWritesBytes < st.Size() || p.OutputWritesBytes > st.Size()+64<<10 {
+		t.Errorf("with %s removed: output_writes_bytes %d, want its %d bytes (allocated)", pack.name, p.OutputWritesBytes, st.Size())
+	}
+}
+
+type planExport struct {
+	name, output string
+	writes       int64
 }

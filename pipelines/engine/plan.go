@@ -151,6 +151,9 @@ type NodeStatus struct {
 	Deps     []string            `json:"deps,omitempty"`     // ids of the nodes it consumes
 	Material *stages.KeyMaterial `json:"material,omitempty"` // nil while the key is unknown
 	SameAs   string              `json:"same_as,omitempty"`  // an earlier node with identical key material
+	// Exports maps the graph's exports this node delivers to the outputs they are (export name ->
+	// output name).
+	Exports map[string]string `json:"exports,omitempty"`
 	// Files are a cached node's outputs in the store (read-only paths), by output name (nil when not
 	// cached).
 	Files map[string]stages.File `json:"-"`
@@ -214,6 +217,12 @@ func (e *Engine) Status(ctx context.Context, p *Plan) ([]NodeStatus, error) {
 				out[i].Files[name] = f
 			}
 		}
+	}
+	for _, x := range p.exports {
+		if out[x.node].Exports == nil {
+			out[x.node].Exports = map[string]string{}
+		}
+		out[x.node].Exports[x.name] = x.output
 	}
 	return out, nil
 }

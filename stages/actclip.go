@@ -134,7 +134,7 @@ func (p ActClipParams) validate() error {
 }
 
 func init() {
-	Register(Define("act-clip", 1, func(p ActClipParams) (Spec, error) {
+	Register(Define("act-clip", 2, func(p ActClipParams) (Spec, error) {
 		if err := p.validate(); err != nil {
 			return Spec{}, err
 		}

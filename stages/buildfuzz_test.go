@@ -1,8 +1,13 @@
 package stages
 
 import (
+	"encoding/binary"
+	"fmt"
+	"math"
 	"os"
 	"path/filepath"
+	"slices"
+	"strings"
 	"testing"
 
 	"orkpipe/artifacts"
@@ -15,6 +20,9 @@ func validQWeight(t testing.TB) []byte {
 	p := filepath.Join(dir, "w")
 	q := &QWeight{Meta: QWeightMeta{Name: "blk.0.attn_q.weight", DType: "I4_NATIVE", Method: "rtn", N: 2, K: 32, KP: 32, Bits: 4,
 		Group: 32, ActBits: 4, QErr: 0.1, Source: artifacts.SumBytes([]byte("x")).String()}, Codes: make([]int8, 64), Scales: []float32{1, 2}}
+	for i := range q.Codes {
+		q.Codes[i] = int8(i%16 - 8)
+	}
 	if err := WriteQWeight(p, q); err != nil {
 		t.Fatal(err)
 	}
@@ -38,6 +46,16 @@ func FuzzReadQWeight(f *testing.F) {
 		}
 		if len(q.Codes) != q.Meta.N*q.Meta.KP && len(q.F16) != q.Meta.N*q.Meta.K {
 			t.Fatalf("accepted a weight whose payload does not match its meta: %+v", q.Meta)
+		}
+		// What it accepts writes and reads back as the same weight.
+		again := filepath.Join(t.TempDir(), "again")
+		if err := WriteQWeight(again, q); err != nil {
+			t.Fatalf("an accepted weight does not write: %v", err)
+		}
+		q2, err := ReadQWeight(again)
+		if err != nil || q2.Meta != q.Meta || !slices.Equal(q2.Codes, q.Codes) || !slices.Equal(q2.F16, q.F16) ||
+			!slices.EqualFunc(q2.Scales, q.Scales, func(a, b float32) bool { return math.Float32bits(a) == math.Float32bits(b) }) {
+			t.Fatalf("an accepted weight reads back otherwise: %v", err)
 		}
 	})
 }
@@ -84,5 +102,106 @@ func TestQWeightRoundTrip(t *testing.T) {
 	os.WriteFile(filepath.Join(dir, "short"), b[:len(b)-1], 0o644)
 	if _, err := ReadQWeight(filepath.Join(dir, "short")); err == nil {
 		t.Error("a truncated file was accepted")
+	}
+}
+
+// TestQWeightNibbles: int4 codes round-trip two a byte (every value -8..7, an odd count with its
+// padding nibble), an int8 weight a byte a code; the file is the packed size; a code outside -8..7
+// is refused on write, and a padding nibble that is not 0 on read, even under a valid digest.
+func TestQWeightNibbles(t *testing.T) {
+	dir := t.TempDir()
+	src := artifacts.SumBytes([]byte("x")).String()
+	for _, tc := range []struct {
+		dtype      string
+		bits, n, k int
+	}{{"I4_NATIVE", 4, 3, 33}, {"I4_NATIVE", 4, 2, 64}, {"I8", 8, 3, 33}} {
+		m := QWeightMeta{Name: "blk.0.ffn_up.weight", DType: tc.dtype, Method: "rtn", N: tc.n, K: tc.k, KP: tc.k, Bits: tc.bits,
+			Group: 32, ActBits: 8, Source: src}
+		q := &QWeight{Meta: m, Codes: make([]int8, tc.n*tc.k), Scales: make([]float32, tc.n*m.Groups())}
+		lo, span := -8, 16
+		if tc.bits == 8 {
+			lo, span = -128, 256
+		}
+		for i := range q.Codes {
+			q.Codes[i] = int8(lo + (i*7)%span)
+		}
+		for i := range q.Scales {
+			q.Scales[i] = float32(i) + 0.5
+		}
+		p := filepath.Join(dir, fmt.Sprintf("%s-%dx%d", tc.dtype, tc.n, tc.k))
+		if err := WriteQWeight(p, q); err != nil {
+			t.Fatal(err)
+		}
+		got, err := ReadQWeight(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !slices.Equal(got.Codes, q.Codes) || !slices.Equal(got.Scales, q.Scales) {
+			t.Fatalf("%s %dx%d: codes or scales differ after the round trip", tc.dtype, tc.n, tc.k)
+		}
+		b, _ := os.ReadFile(p)
+		codes := tc.n * tc.k
+		if tc.bits == 4 {
+			codes = (codes + 1) / 2
+		}
+		if meta := int(binary.LittleEndian.Uint64(b[8:])); len(b) != 16+meta+codes+4*len(q.Scales)+32 {
+			t.Errorf("%s %dx%d: %d bytes, want %d codes' bytes besides the header, scales and digest", tc.dtype, tc.n, tc.k, len(b), codes)
+		}
+		if tc.bits != 4 || tc.n*tc.k%2 == 0 {
+			continue
+		}
+		// The padding nibble set, the digest recomputed: refused all the same.
+		last := len(b) - 32 - 4*len(q.Scales) - 1
+		b[last] |= 0x10
+		h := artifacts.NewStreamHasher()
+		h.Write(b[:len(b)-32])
+		copy(b[len(b)-32:], artifacts.DigestOf(h).Bytes())
+		bad := filepath.Join(dir, "pad")
+		os.WriteFile(bad, b, 0o644)
+		if _, err := ReadQWeight(bad); err == nil || !strings.Contains(err.Error(), "padding nibble") {
+			t.Errorf("a set padding nibble: %v", err)
+		}
+		q.Codes[5] = 8
+		if err := WriteQWeight(filepath.Join(dir, "range"), q); err == nil || !strings.Contains(err.Error(), "outside -8..7") {
+			t.Errorf("an int4 code of 8 written: %v", err)
+		}
+	}
+}
+
+// TestPackNibbles: eight codes a step and the scalar tail agree with the format's definition for
+// every length up to 41 (all sixteen values), unpack inverts pack, and a code outside -8..7 at any
+// position (each of the values around the range) is reported.
+func TestPackNibbles(t *testing.T) {
+	for n := range 42 {
+		codes := make([]int8, n)
+		for i := range codes {
+			codes[i] = int8((i*11+n)%16 - 8)
+		}
+		dst := make([]byte, (n+1)/2)
+		if !packNibbles(dst, codes) {
+			t.Fatalf("n=%d: codes within -8..7 reported outside", n)
+		}
+		for i, c := range codes {
+			if got := int8(dst[i/2]>>(4*(i%2))<<4) >> 4; got != c {
+				t.Fatalf("n=%d: code %d packed as %d, want %d", n, i, got, c)
+			}
+		}
+		if n%2 == 1 && dst[n/2]>>4 != 0 {
+			t.Fatalf("n=%d: padding nibble %x", n, dst[n/2]>>4)
+		}
+		back := make([]int8, n)
+		unpackNibbles(int8Bytes(back), dst)
+		if !slices.Equal(back, codes) {
+			t.Fatalf("n=%d: unpacked %v, want %v", n, back, codes)
+		}
+		for i := range codes {
+			for _, v := range []int8{8, 9, 16, 64, 127, -9, -16, -128} {
+				bad := slices.Clone(codes)
+				bad[i] = v
+				if packNibbles(dst, bad) {
+					t.Fatalf("n=%d: code %d at %d not reported", n, v, i)
+				}
+			}
+		}
 	}
 }

@@ -297,7 +297,7 @@ func (p FinalizeParams) scaleOptions() ([]quant.Option, error) {
 }
 
 func init() {
-	Register(Define("finalize", 5, func(p FinalizeParams) (Spec, error) {
+	Register(Define("finalize", 6, func(p FinalizeParams) (Spec, error) {
 		if err := p.validate(); err != nil {
 			return Spec{}, err
 		}

@@ -55,8 +55,8 @@ func hiddenBytes(nEmbd, nSeq, ctx int) int64 {
 	return calib.HiddenHeader{NEmbd: nEmbd, SeqLen: ctx, NSeq: nSeq}.FileBytes()
 }
 
-// OutputBytes is the size of finalize's (and act-clip's) finalized weight file: one byte a code, a
-// float32 scale a group, or float16 values.
+// OutputBytes is the size of finalize's (and act-clip's) finalized weight file: int4 codes two a
+// byte, int8 codes a byte, a float32 scale a group, or float16 values.
 func (p FinalizeParams) OutputBytes() int64 {
 	return 16 + metaBytes + p.meta().payloadBytes() + 32
 }

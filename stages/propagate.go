@@ -35,8 +35,9 @@ type WindowWeight struct {
 }
 
 // heldBytes is what the emulation of the weight holds, n rows of k inputs: an F16 weight's values as
-// float32; a weight of codes its file as read (the codes alias it: a byte a code, KP a row, and the
-// float32 scales) and its decoded scales.
+// float32; a weight of codes its codes (a byte a code, KP a row: ReadQWeight unpacks int4 codes) and
+// its decoded scales (ReadQWeight's read buffers, ~100 KiB for one read at a time, are within
+// PropagateMemory's 48 MiB).
 func (w WindowWeight) heldBytes(n, k int) int64 {
 	if w.DType == "F16" {
 		return 4 * int64(n) * int64(k)
@@ -45,7 +46,7 @@ func (w WindowWeight) heldBytes(n, k int) int64 {
 	if w.Group > 0 {
 		groups = (int64(w.KP) + int64(w.Group) - 1) / int64(w.Group)
 	}
-	return int64(n)*int64(w.KP) + 2*4*int64(n)*groups + 4<<10 // and the file's meta and digest
+	return int64(n)*int64(w.KP) + 4*int64(n)*groups + 4<<10 // and the meta
 }
 
 // PropagateMemory is the declared peak memory of a propagate node: each weight of the window's blocks

@@ -20,18 +20,23 @@ import (
 // Finalized-weight file ("weight" output of finalize, one per weight), little-endian:
 //
 //	offset  size      field
-//	0       8         magic "ORKQW\x00\x00\x01"
+//	0       8         magic "ORKQW\x00\x00\x02"
 //	8       8         u64 meta_len
 //	16      meta_len  meta: JSON of QWeightMeta
-//	...     N·KP      int8 codes, row-major [N][KP]       (Bits 4 or 8)
+//	...     C         the codes of [N][KP], row-major    (Bits 4 or 8): Bits 8, one int8 a code (C = N·KP);
+//	                  Bits 4, two a byte over the whole array, code 2i in byte i's low nibble and 2i+1 in
+//	                  its high nibble, two's complement (-8..7), a last high nibble 0 when N·KP is odd
+//	                  (C = ⌈N·KP/2⌉)
 //	...     N·G·4     float32 scales, row-major [N][G]     (Bits 4 or 8; G = QWeightMeta.Groups())
 //	...     N·K·2     binary16 values, row-major [N][K]    (Bits 16, dtype F16, instead of codes and scales)
 //	end-32  32        BLAKE3-256 of every byte before it
 //
-// ReadQWeight checks the magic, the meta, the exact length and the digest, so a truncated or altered
-// file never reaches tile, propagate or write-orkpack.
+// Format 2 (finalize version 6, act-clip version 2) packs int4 codes two a byte; format 1 stored a
+// byte a code (a 27B model's finalized weights were 25.5 GiB of the cache, now 14.2). ReadQWeight
+// checks the magic, the meta, the exact length, the padding nibble and the digest, so a truncated or
+// altered file never reaches tile, propagate or write-orkpack.
 
-var qweightMagic = [8]byte{'O', 'R', 'K', 'Q', 'W', 0, 0, 1}
+var qweightMagic = [8]byte{'O', 'R', 'K', 'Q', 'W', 0, 0, 2}
 
 // ErrWeightFile is wrapped by every error about a malformed finalized-weight or tiled-entry file.
 var ErrWeightFile = errors.New("invalid weight file")
@@ -104,7 +109,16 @@ func (m QWeightMeta) payloadBytes() int64 {
 	if m.Bits == 16 {
 		return int64(m.N) * int64(m.K) * 2
 	}
-	return int64(m.N)*int64(m.KP) + int64(m.N)*int64(m.Groups())*4
+	return m.codesBytes() + int64(m.N)*int64(m.Groups())*4
+}
+
+// codesBytes is the size of the file's codes: a byte a code, or two a byte for Bits 4.
+func (m QWeightMeta) codesBytes() int64 {
+	n := int64(m.N) * int64(m.KP)
+	if m.Bits == 4 {
+		return (n + 1) / 2
+	}
+	return n
 }
 
 // WriteQWeight writes q to path (which must not exist) in the finalized-weight format.
@@ -138,7 +152,12 @@ func WriteQWeight(path string, q *QWeight) error {
 			f.Close()
 			return fmt.Errorf("%w: %s: %d codes and %d scales for N=%d KP=%d groups=%d", ErrWeightFile, q.Meta.Name, len(q.Codes), len(q.Scales), q.Meta.N, q.Meta.KP, q.Meta.Groups())
 		}
-		if _, err = bw.Write(int8Bytes(q.Codes)); err == nil {
+		if q.Meta.Bits == 4 {
+			err = writeNibbles(bw, q.Codes, q.Meta.Name)
+		} else {
+			_, err = bw.Write(int8Bytes(q.Codes))
+		}
+		if err == nil {
 			err = writeFloat32s(bw, q.Scales)
 		}
 	}
@@ -157,20 +176,105 @@ func WriteQWeight(path string, q *QWeight) error {
 	return nil
 }
 
+// writeNibbles writes int4 codes two a byte (the finalized-weight format's Bits 4 codes), failing,
+// naming the weight, on a code outside -8..7.
+func writeNibbles(w io.Writer, codes []int8, name string) error {
+	var buf [32 << 10]byte
+	for len(codes) > 0 {
+		n := min(len(codes), 2*len(buf))
+		b := buf[:(n+1)/2]
+		if !packNibbles(b, codes[:n]) {
+			for _, c := range codes[:n] {
+				if c < -8 || c > 7 {
+					return fmt.Errorf("%w: %s: int4 code %d outside -8..7", ErrWeightFile, name, c)
+				}
+			}
+		}
+		if _, err := w.Write(b); err != nil {
+			return err
+		}
+		codes = codes[n:]
+	}
+	return nil
+}
+
+// readNibbles reads the ⌈len(codes)/2⌉ bytes of packed int4 codes from r into codes. padded is
+// false when the count is odd and the last byte's high nibble, the padding, is not 0.
+func readNibbles(r io.Reader, codes []int8) (padded bool, err error) {
+	var buf [32 << 10]byte
+	out := int8Bytes(codes)
+	padded = true
+	for len(out) > 0 {
+		n := min(len(out), 2*len(buf)) // even but for the last round
+		b := buf[:(n+1)/2]
+		if _, err := io.ReadFull(r, b); err != nil {
+			return false, err
+		}
+		if n%2 == 1 && b[len(b)-1]>>4 != 0 {
+			padded = false
+		}
+		unpackNibbles(out[:n], b)
+		out = out[n:]
+	}
+	return padded, nil
+}
+
+const (
+	lowNibbles = 0x0f0f0f0f0f0f0f0f
+	nibbleSign = 0x0808080808080808
+)
+
+// packNibbles packs codes two a byte into dst (⌈len(codes)/2⌉ bytes: code 2i in byte i's low
+// nibble, 2i+1 in its high nibble, a last high nibble 0), eight codes a step; it reports whether every
+// code is within -8..7 (dst holds their low nibbles regardless).
+func packNibbles(dst []byte, codes []int8) bool {
+	b := int8Bytes(codes)
+	var bad uint64
+	i := 0
+	for ; i+8 <= len(b); i += 8 {
+		x := binary.LittleEndian.Uint64(b[i:])
+		bad |= (x ^ x<<1) & 0xf0f0f0f0f0f0f0f0 // a byte within -8..7 has bits 3 to 7 equal
+		y := x & lowNibbles
+		y = (y | y>>4) & 0x00ff00ff00ff00ff // byte 2k: codes 2k and 2k+1
+		y = (y | y>>8) & 0x0000ffff0000ffff
+		y = (y | y>>16) & 0xffffffff
+		binary.LittleEndian.PutUint32(dst[i/2:], uint32(y))
+	}
+	for ; i < len(b); i += 2 {
+		lo, hi := b[i], byte(0)
+		if i+1 < len(b) {
+			hi = b[i+1]
+		}
+		bad |= uint64((lo^lo<<1)&0xf0 | (hi^hi<<1)&0xf0)
+		dst[i/2] = lo&0x0f | hi<<4
+	}
+	return bad == 0
+}
+
+// unpackNibbles unpacks ⌈len(dst)/2⌉ bytes of packed int4 codes from src into dst, a byte a code
+// (two's complement), eight codes a step; a padding nibble is ignored.
+func unpackNibbles(dst, src []byte) {
+	i := 0
+	for ; i+8 <= len(dst); i += 8 {
+		z := uint64(binary.LittleEndian.Uint32(src[i/2:]))
+		z = (z | z<<16) & 0x0000ffff0000ffff
+		z = (z | z<<8) & 0x00ff00ff00ff00ff // byte 2k: packed byte k
+		v := z&lowNibbles | (z>>4&lowNibbles)<<8
+		v |= (v & nibbleSign) * 0x1e // sign-extend each nibble: bit 3 into bits 4 to 7, no carry between bytes
+		binary.LittleEndian.PutUint64(dst[i:], v)
+	}
+	for ; i < len(dst); i++ {
+		nib := src[i/2] >> (4 * (i % 2)) & 0x0f
+		dst[i] = byte(int8(nib<<4) >> 4)
+	}
+}
+
 // int8Bytes views codes as bytes (two's complement: the file's int8 encoding).
 func int8Bytes(codes []int8) []byte {
 	if len(codes) == 0 {
 		return nil
 	}
 	return unsafe.Slice((*byte)(unsafe.Pointer(&codes[0])), len(codes))
-}
-
-// bytesInt8 views b as int8 codes.
-func bytesInt8(b []byte) []int8 {
-	if len(b) == 0 {
-		return []int8{}
-	}
-	return unsafe.Slice((*int8)(unsafe.Pointer(&b[0])), len(b))
 }
 
 // writeFloat32s writes v little-endian through a small buffer (binary.Write would encode all of v
@@ -219,40 +323,76 @@ func decodeQWeightHeader(r io.ReaderAt, size int64, path string) (QWeightMeta, i
 	return m, off, nil
 }
 
-// ReadQWeight reads and verifies a whole finalized-weight file.
+// ReadQWeight reads and verifies a whole finalized-weight file. It holds the codes (a byte each,
+// int4 codes unpacked as they are read) and the scales, and of the file's bytes only its meta and
+// ~100 KiB of read buffers.
 func ReadQWeight(path string) (*QWeight, error) {
-	data, err := os.ReadFile(path)
+	f, err := os.Open(path)
 	if err != nil {
 		return nil, err
 	}
-	size := int64(len(data))
-	m, off, err := decodeQWeightHeader(bytes.NewReader(data), size, path)
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		return nil, err
+	}
+	size := st.Size()
+	m, off, err := decodeQWeightHeader(f, size, path)
 	if err != nil {
 		return nil, err
 	}
 	h := artifacts.NewStreamHasher()
-	h.Write(data[:size-32])
-	if got := artifacts.DigestOf(h); !bytes.Equal(got.Bytes(), data[size-32:]) {
-		return nil, fmt.Errorf("%w: %s: BLAKE3 mismatch (corrupt)", ErrWeightFile, path)
+	r := io.TeeReader(bufio.NewReaderSize(io.NewSectionReader(f, 0, size-32), 64<<10), h)
+	if _, err := io.CopyN(io.Discard, r, off); err != nil {
+		return nil, fmt.Errorf("%w: %s: header: %v", ErrWeightFile, path, err)
 	}
 	q := &QWeight{Meta: m}
-	payload := bytes.NewReader(data[off : size-32])
+	padded := true
 	if m.Bits == 16 {
 		q.F16 = make([]uint16, m.N*m.K)
-		err = binary.Read(payload, binary.LittleEndian, q.F16)
+		err = binary.Read(r, binary.LittleEndian, q.F16)
 	} else {
-		// The codes alias the file's bytes (no copy); the scales are decoded.
-		nc := int64(m.N) * int64(m.KP)
-		q.Codes = bytesInt8(data[off : off+nc])
-		q.Scales = make([]float32, m.N*m.Groups())
-		for i := range q.Scales {
-			q.Scales[i] = math.Float32frombits(binary.LittleEndian.Uint32(data[off+nc+4*int64(i):]))
+		q.Codes = make([]int8, m.N*m.KP)
+		if m.Bits == 4 {
+			padded, err = readNibbles(r, q.Codes)
+		} else {
+			_, err = io.ReadFull(r, int8Bytes(q.Codes))
+		}
+		if err == nil {
+			q.Scales = make([]float32, m.N*m.Groups())
+			err = readFloat32s(r, q.Scales)
 		}
 	}
 	if err != nil {
 		return nil, fmt.Errorf("%w: %s: payload: %v", ErrWeightFile, path, err)
 	}
+	var sum [32]byte
+	if _, err := f.ReadAt(sum[:], size-32); err != nil {
+		return nil, fmt.Errorf("%w: %s: digest: %v", ErrWeightFile, path, err)
+	}
+	if got := artifacts.DigestOf(h); !bytes.Equal(got.Bytes(), sum[:]) {
+		return nil, fmt.Errorf("%w: %s: BLAKE3 mismatch (corrupt)", ErrWeightFile, path)
+	}
+	if !padded {
+		return nil, fmt.Errorf("%w: %s: the padding nibble after the last of %d int4 codes is not 0", ErrWeightFile, path, len(q.Codes))
+	}
 	return q, nil
+}
+
+// readFloat32s reads len(v) little-endian float32s into v through a small buffer.
+func readFloat32s(r io.Reader, v []float32) error {
+	var buf [4096]byte
+	for len(v) > 0 {
+		n := min(len(v), len(buf)/4)
+		if _, err := io.ReadFull(r, buf[:4*n]); err != nil {
+			return err
+		}
+		for i := range v[:n] {
+			v[i] = math.Float32frombits(binary.LittleEndian.Uint32(buf[4*i:]))
+		}
+		v = v[n:]
+	}
+	return nil
 }
 
 // PackMeta returns the pack entry metadata of the weight.

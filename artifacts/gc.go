@@ -86,6 +86,10 @@ func (s *Store) pinned() (map[Digest]bool, error) {
 type GCOptions struct {
 	MaxSize int64         // remove least recently used unpinned objects until the objects total at most this (0: no bound)
 	MaxAge  time.Duration // remove unpinned objects not used for longer than this (0: no bound)
+	// Outdated, when set, says which action records the caller can no longer hit (a stage it does not
+	// run, or another version of it: Outdated(stage, version)). GC drops those records and removes,
+	// whatever their size or age, the unpinned objects that only such records name (OutdatedObjects).
+	Outdated func(stage string, version int) bool
 }
 
 // GCReport says what GC found and did.
@@ -97,20 +101,22 @@ type GCReport struct {
 	Pinned         int   `json:"pinned"`          // pinned objects (kept)
 	PinnedBytes    int64 `json:"pinned_bytes"`    // their size
 	ActionsRemoved int   `json:"actions_removed"` // action records whose outputs are gone
+	Outdated       int   `json:"outdated"`        // action records GCOptions.Outdated named, dropped
 	EntriesRemoved int   `json:"entries_removed"` // stat-cache and journal entries of paths that no longer exist
 	Sessions       int   `json:"sessions"`        // temp sessions of dead processes removed
 	OverBudget     bool  `json:"over_budget"`     // pinned objects alone exceed MaxSize
 }
 
-// GC removes unpinned objects: first those unused for longer than MaxAge, then the least recently
-// used until the store holds at most MaxSize bytes of objects. Use times are the access markers
+// GC removes unpinned objects: those only outdated action records name (with Outdated), those
+// unused for longer than MaxAge, then the least recently used until the store holds at most MaxSize
+// bytes of objects. Use times are the access markers
 // (see the package doc), not atime. Action records that reference a removed object are deleted
 // (they would be misses anyway). GC needs the store to itself: if another Store is open on the
 // directory it fails with ErrBusy and removes nothing.
 func (s *Store) GC(ctx context.Context, opts GCOptions) (GCReport, error) {
 	var rep GCReport
-	if opts.MaxSize < 0 || opts.MaxAge < 0 || opts.MaxSize == 0 && opts.MaxAge == 0 {
-		return rep, fmt.Errorf("gc: need a positive MaxSize or MaxAge (got %d bytes, %s)", opts.MaxSize, opts.MaxAge)
+	if opts.MaxSize < 0 || opts.MaxAge < 0 || opts.MaxSize == 0 && opts.MaxAge == 0 && opts.Outdated == nil {
+		return rep, fmt.Errorf("gc: need a positive MaxSize or MaxAge, or Outdated (got %d bytes, %s)", opts.MaxSize, opts.MaxAge)
 	}
 	fd := int(s.storeLock.Fd())
 	if err := flockRetry(fd, unix.LOCK_EX|unix.LOCK_NB); err != nil {
@@ -130,6 +136,12 @@ func (s *Store) GC(ctx context.Context, opts GCOptions) (GCReport, error) {
 	objs, _, err := s.listObjects(ctx)
 	if err != nil {
 		return rep, fmt.Errorf("gc: %w", err)
+	}
+	var stale staleRecords
+	if opts.Outdated != nil {
+		if stale, err = s.outdatedRecords(ctx, "gc", opts.Outdated); err != nil {
+			return rep, fmt.Errorf("gc: %w", err)
+		}
 	}
 	type cand struct {
 		objectEntry
@@ -156,7 +168,7 @@ func (s *Store) GC(ctx context.Context, opts GCOptions) (GCReport, error) {
 		}
 		old := opts.MaxAge > 0 && now.Sub(c.used) > opts.MaxAge
 		big := opts.MaxSize > 0 && total > opts.MaxSize
-		if !old && !big {
+		if !old && !big && !stale.only[c.Digest] {
 			continue
 		}
 		if err := os.Remove(c.path); err != nil && !errors.Is(err, fs.ErrNotExist) {
@@ -170,6 +182,12 @@ func (s *Store) GC(ctx context.Context, opts GCOptions) (GCReport, error) {
 		total -= c.Size
 	}
 	rep.OverBudget = opts.MaxSize > 0 && total > opts.MaxSize
+	for _, p := range stale.paths {
+		if err := os.Remove(p); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return rep, fmt.Errorf("gc: removing an outdated action record: %w", err)
+		}
+		rep.Outdated++
+	}
 	if rep.ActionsRemoved, err = s.dropActions(ctx, removed); err != nil {
 		return rep, err
 	}
@@ -278,6 +296,40 @@ func (s *Store) dropActions(ctx context.Context, removed map[Digest]bool) (int, 
 		return n, fmt.Errorf("gc: pruning action records: %w", err)
 	}
 	return n, nil
+}
+
+// staleRecords are the action records an outdated predicate names (paths) and the objects only they
+// name as outputs (only).
+type staleRecords struct {
+	paths []string
+	only  map[Digest]bool
+}
+
+// outdatedRecords walks the action records and sorts them by outdated(stage, version): the outdated
+// ones' paths, and the objects that outdated records name and no other record does.
+func (s *Store) outdatedRecords(ctx context.Context, what string, outdated func(stage string, version int) bool) (staleRecords, error) {
+	st := staleRecords{only: map[Digest]bool{}}
+	live := map[Digest]bool{}
+	err := s.walkActions(ctx, what, func(p string, rec ActionRecord) error {
+		if !outdated(rec.Stage, rec.Version) {
+			for _, o := range rec.Outputs {
+				live[o.Digest] = true
+			}
+			return nil
+		}
+		st.paths = append(st.paths, p)
+		for _, o := range rec.Outputs {
+			st.only[o.Digest] = true
+		}
+		return nil
+	})
+	if err != nil {
+		return st, fmt.Errorf("reading action records: %w", err)
+	}
+	for d := range live {
+		delete(st.only, d)
+	}
+	return st, nil
 }
 
 // walkActions calls fn with the path and the record of every valid action record; an invalid one is

@@ -224,3 +224,72 @@ func TestPresentDoesNotMarkUse(t *testing.T) {
 		t.Errorf("Present of a directory in an object's place: %v, want a not-a-regular-file error", err)
 	}
 }
+
+// TestGCOutdated: with an Outdated predicate, du says what gc frees and gc removes the unpinned objects
+// that only outdated action records name (another version of a stage, or a stage the caller does not
+// run), whatever their age, and drops those records; an object a current record also names, a pinned
+// one and one no record names stay, as do the current records.
+func TestGCOutdated(t *testing.T) {
+	s := openTestStore(t)
+	ctx := context.Background()
+	var o []Object
+	for i := range 6 {
+		o = append(o, mustIngest(t, s, pattern(string(rune('a'+i)), 100_000+i)))
+	}
+	rec := func(key, stage string, version int, objs ...Object) ActionRecord {
+		r := ActionRecord{Key: SumBytes([]byte(key)), Stage: stage, Version: version}
+		for i, x := range objs {
+			r.Outputs = append(r.Outputs, NamedObject{Name: string(rune('x' + i)), Digest: x.Digest, Size: x.Size})
+		}
+		if err := s.PutAction(ctx, r); err != nil {
+			t.Fatal(err)
+		}
+		return r
+	}
+	rec("r1", "finalize", 5, o[0])       // outdated: o[0] goes
+	rec("r2", "finalize", 5, o[1])       // outdated, but o[1] is also ...
+	r3 := rec("r3", "tile", 1, o[1])     // ... a current record's
+	rec("r4", "finalize", 5, o[2])       // outdated, o[2] pinned
+	r5 := rec("r5", "finalize", 6, o[3]) // current
+	rec("r6", "gone", 1, o[5])           // a stage the caller does not run: o[5] goes; o[4] has no record
+	if err := s.Pin(ctx, "t", []Digest{o[2].Digest}); err != nil {
+		t.Fatal(err)
+	}
+	current := map[string]int{"finalize": 6, "tile": 1}
+	outdated := func(stage string, version int) bool { v, ok := current[stage]; return !ok || v != version }
+
+	du, err := s.Usage(ctx, outdated)
+	if err != nil {
+		t.Fatal(err)
+	}
+	disk := func(d Digest) int64 { return objectDisk(t, s, d) }
+	if want := disk(o[0].Digest) + disk(o[5].Digest); du.OutdatedDisk != want {
+		t.Errorf("du: outdated_disk %d, want o[0]'s and o[5]'s %d", du.OutdatedDisk, want)
+	}
+	if du0, err := s.Usage(ctx, nil); err != nil || du0.OutdatedDisk != 0 {
+		t.Errorf("du without a predicate: outdated_disk %d, %v", du0.OutdatedDisk, err)
+	}
+
+	rep, err := s.GC(ctx, GCOptions{Outdated: outdated})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.Removed != 2 || rep.Freed != o[0].Size+o[5].Size || rep.Outdated != 4 || rep.ActionsRemoved != 0 {
+		t.Fatalf("GC report %+v; want o[0] and o[5] removed, 4 outdated records dropped", rep)
+	}
+	for i, kept := range []bool{false, true, true, true, true, false} {
+		if _, err := s.Stat(ctx, o[i].Digest); (err == nil) != kept {
+			t.Errorf("object %d: Stat %v, want kept %v", i, err, kept)
+		}
+	}
+	for _, r := range []ActionRecord{r3, r5} {
+		if _, err := s.GetAction(ctx, r.Key); err != nil {
+			t.Errorf("current record %s %d: %v", r.Stage, r.Version, err)
+		}
+	}
+	for _, k := range []string{"r1", "r2", "r4", "r6"} {
+		if _, err := s.GetAction(ctx, SumBytes([]byte(k))); !errors.Is(err, ErrNotFound) {
+			t.Errorf("outdated record %s: %v, want ErrNotFound", k, err)
+		}
+	}
+}

@@ -12,32 +12,43 @@ import (
 // name them as outputs, and how much of that the pins keep from GC. Bytes are the objects' sizes;
 // Disk the blocks their files take (a sparse stub takes far less than its size).
 type UsageReport struct {
-	Objects     int          `json:"objects"`
-	Bytes       int64        `json:"bytes"`
-	Disk        int64        `json:"disk"`
-	Pinned      int          `json:"pinned"`
-	PinnedDisk  int64        `json:"pinned_disk"`
-	Stages      []StageUsage `json:"stages"` // the most disk first; Stage "" for objects no action record names
-	ActionCount int          `json:"actions"`
+	Objects    int   `json:"objects"`
+	Bytes      int64 `json:"bytes"`
+	Disk       int64 `json:"disk"`
+	Pinned     int   `json:"pinned"`
+	PinnedDisk int64 `json:"pinned_disk"`
+	// OutdatedDisk is what gc with the same outdated predicate frees besides sizes and ages: the
+	// unpinned objects only outdated action records name (0 without a predicate).
+	OutdatedDisk int64        `json:"outdated_disk"`
+	Stages       []StageUsage `json:"stages"` // the most disk first; Stage "" for objects no action record names
+	ActionCount  int          `json:"actions"`
 }
 
 // StageUsage is the share of one stage: the objects its action records name (an object that several
 // stages made counts for the first by name).
 type StageUsage struct {
-	Stage      string `json:"stage"`
-	Objects    int    `json:"objects"`
-	Bytes      int64  `json:"bytes"`
-	Disk       int64  `json:"disk"`
-	PinnedDisk int64  `json:"pinned_disk"`
+	Stage        string `json:"stage"`
+	Objects      int    `json:"objects"`
+	Bytes        int64  `json:"bytes"`
+	Disk         int64  `json:"disk"`
+	PinnedDisk   int64  `json:"pinned_disk"`
+	OutdatedDisk int64  `json:"outdated_disk"`
 }
 
 // Usage walks the objects, the action records and the pins. It reads and changes nothing else, and
-// takes no lock: objects stored meanwhile may be missing from the report.
-func (s *Store) Usage(ctx context.Context) (UsageReport, error) {
+// takes no lock: objects stored meanwhile may be missing from the report. outdated, if not nil, is
+// GCOptions.Outdated's predicate: the report then says what gc with it would free (OutdatedDisk).
+func (s *Store) Usage(ctx context.Context, outdated func(stage string, version int) bool) (UsageReport, error) {
 	var rep UsageReport
 	pins, err := s.pinned()
 	if err != nil {
 		return rep, fmt.Errorf("cache usage: %w", err)
+	}
+	var stale staleRecords
+	if outdated != nil {
+		if stale, err = s.outdatedRecords(ctx, "cache usage", outdated); err != nil {
+			return rep, fmt.Errorf("cache usage: %w", err)
+		}
 	}
 	stageOf := map[Digest]string{}
 	err = s.walkActions(ctx, "cache usage", func(_ string, rec ActionRecord) error {
@@ -74,10 +85,14 @@ func (s *Store) Usage(ctx context.Context) (UsageReport, error) {
 		u.Objects++
 		u.Bytes += o.Size
 		u.Disk += disk
-		if pins[o.Digest] {
+		switch {
+		case pins[o.Digest]:
 			rep.Pinned++
 			rep.PinnedDisk += disk
 			u.PinnedDisk += disk
+		case stale.only[o.Digest]:
+			rep.OutdatedDisk += disk
+			u.OutdatedDisk += disk
 		}
 	}
 	for _, u := range byStage {

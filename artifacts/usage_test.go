@@ -40,17 +40,11 @@ func TestUsage(t *testing.T) {
 	if err := s.Pin(ctx, "t", []Digest{b.Digest}); err != nil {
 		t.Fatal(err)
 	}
-	rep, err := s.Usage(ctx)
+	rep, err := s.Usage(ctx, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	disk := func(d Digest) int64 {
-		fi, err := os.Stat(s.objectPath(d))
-		if err != nil {
-			t.Fatal(err)
-		}
-		return blocks(fi)
-	}
+	disk := func(d Digest) int64 { return objectDisk(t, s, d) }
 	if rep.Objects != 4 || rep.Bytes != a.Size+b.Size+free.Size+hole.Size || rep.Pinned != 1 || rep.PinnedDisk != disk(b.Digest) || rep.ActionCount != 3 {
 		t.Errorf("report %+v", rep)
 	}
@@ -77,7 +71,12 @@ func TestUsage(t *testing.T) {
 	}
 }
 
-// blocks is the disk fi's file takes.
-func blocks(fi os.FileInfo) int64 {
+// objectDisk is the disk object d's file takes.
+func objectDisk(t testing.TB, s *Store, d Digest) int64 {
+	t.Helper()
+	fi, err := os.Stat(s.objectPath(d))
+	if err != nil {
+		t.Fatal(err)
+	}
 	return fi.Sys().(*syscall.Stat_t).Blocks * 512
 }

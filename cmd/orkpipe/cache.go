@@ -11,6 +11,8 @@ import (
 
 	"orkpipe/artifacts"
 	"orkpipe/internal/units"
+	"orkpipe/pipelines/verify"
+	"orkpipe/stages"
 )
 
 func newCacheCommand(opts *globalOptions) *cobra.Command {
@@ -30,7 +32,8 @@ func newCacheCommand(opts *globalOptions) *cobra.Command {
 		Long: "du lists the cache's objects by the stage whose action records name them (calibrate's Hessians,\n" +
 			"finalize's weights, ...; objects no record names under \"(no record)\"), the disk\n" +
 			"they take (a stub's holes take none) and how much of it pins keep (the outputs of each target's latest\n" +
-			"build): gc --max-size can free the rest. It takes no lock and changes nothing.",
+			"build): gc --max-size can free the rest; and what gc --outdated frees (what only action records of\n" +
+			"stage versions this orkpipe does not run name). It takes no lock and changes nothing.",
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error { return runCacheDu(cmd.Context(), opts) },
 	})
@@ -41,17 +44,23 @@ func newCacheCommand(opts *globalOptions) *cobra.Command {
 		RunE:  func(cmd *cobra.Command, _ []string) error { return runCacheVerify(cmd.Context(), opts) },
 	})
 	var maxSize, maxAge string
+	var outdated bool
 	gc := &cobra.Command{
-		Use:   "gc --max-size SIZE [--max-age DUR]",
-		Short: "Remove least recently used unpinned objects until the cache fits",
+		Use:   "gc [--outdated] [--max-size SIZE] [--max-age DUR]",
+		Short: "Remove unpinned objects: what only other orkpipe versions' records name, the oldest, the least recently used",
 		Long: "gc removes objects that are not pinned (pins hold the outputs of the most recent build of each\n" +
-			"target): first those unused for longer than --max-age, then the least recently used until the\n" +
-			"objects total at most --max-size. Action records whose outputs are removed are dropped. gc needs\n" +
-			"the cache to itself and fails if another orkpipe process has it open.",
+			"target): with --outdated, those that only action records of stage versions this orkpipe does not\n" +
+			"run name (an older orkpipe's, whose nodes this one never hits, or a newer one's), and those records;\n" +
+			"then those unused for longer than --max-age, then the least recently used until the objects total\n" +
+			"at most --max-size. Action records whose outputs are removed are dropped. gc needs the cache to\n" +
+			"itself and fails if another orkpipe process has it open.",
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			var o artifacts.GCOptions
 			var err error
+			if outdated {
+				o.Outdated = outdatedRecord
+			}
 			if maxSize != "" {
 				if o.MaxSize, err = units.ParseSize(maxSize); err != nil || o.MaxSize == 0 {
 					return usagef("--max-size %q: want a positive size such as 50GiB", maxSize)
@@ -62,14 +71,15 @@ func newCacheCommand(opts *globalOptions) *cobra.Command {
 					return usagef("--max-age: %v", err)
 				}
 			}
-			if o.MaxSize == 0 && o.MaxAge == 0 {
-				return usagef("cache gc: want --max-size and/or --max-age")
+			if o.MaxSize == 0 && o.MaxAge == 0 && !outdated {
+				return usagef("cache gc: want --outdated, --max-size and/or --max-age")
 			}
 			return runCacheGC(cmd.Context(), opts, o)
 		},
 	}
 	gc.Flags().StringVar(&maxSize, "max-size", "", "keep at most this many bytes of objects, e.g. 100GiB")
 	gc.Flags().StringVar(&maxAge, "max-age", "", "remove objects unused for longer than this, e.g. 72h or 14d")
+	gc.Flags().BoolVar(&outdated, "outdated", false, "remove what only action records of stage versions this orkpipe does not run name, and those records")
 	cmd.AddCommand(gc)
 	return cmd
 }
@@ -116,7 +126,7 @@ func runCacheDu(ctx context.Context, opts *globalOptions) error {
 		return err
 	}
 	defer s.Close()
-	rep, err := s.Usage(ctx)
+	rep, err := s.Usage(ctx, outdatedRecord)
 	if err != nil {
 		return fmt.Errorf("cache du %s: %w", s.Dir(), err)
 	}
@@ -127,21 +137,31 @@ func runCacheDu(ctx context.Context, opts *globalOptions) error {
 	for _, u := range rep.Stages {
 		w = max(w, len(u.Stage))
 	}
-	row := func(name, objects, disk, pinned string) {
-		fmt.Fprintf(opts.stdout, "%-*s  %7s  %11s  %11s\n", w, name, objects, disk, pinned)
+	row := func(name, objects, disk, pinned, outdated string) {
+		fmt.Fprintf(opts.stdout, "%-*s  %7s  %11s  %11s  %11s\n", w, name, objects, disk, pinned, outdated)
 	}
-	row("stage", "objects", "on disk", "pinned")
+	row("stage", "objects", "on disk", "pinned", "outdated")
 	for _, u := range rep.Stages {
 		name := u.Stage
 		if name == "" {
 			name = "(no record)"
 		}
-		row(name, strconv.Itoa(u.Objects), units.FormatSize(u.Disk), units.FormatSize(u.PinnedDisk))
+		row(name, strconv.Itoa(u.Objects), units.FormatSize(u.Disk), units.FormatSize(u.PinnedDisk), units.FormatSize(u.OutdatedDisk))
 	}
-	row("total", strconv.Itoa(rep.Objects), units.FormatSize(rep.Disk), units.FormatSize(rep.PinnedDisk))
-	_, err = fmt.Fprintf(opts.stdout, "%s: %d objects, %s on disk (%s of content); pins keep %s, gc --max-size can free %s\n",
-		s.Dir(), rep.Objects, units.FormatSize(rep.Disk), units.FormatSize(rep.Bytes), units.FormatSize(rep.PinnedDisk), units.FormatSize(rep.Disk-rep.PinnedDisk))
+	row("total", strconv.Itoa(rep.Objects), units.FormatSize(rep.Disk), units.FormatSize(rep.PinnedDisk), units.FormatSize(rep.OutdatedDisk))
+	_, err = fmt.Fprintf(opts.stdout, "%s: %d objects, %s on disk (%s of content); pins keep %s, gc --max-size can free %s, gc --outdated %s\n",
+		s.Dir(), rep.Objects, units.FormatSize(rep.Disk), units.FormatSize(rep.Bytes), units.FormatSize(rep.PinnedDisk), units.FormatSize(rep.Disk-rep.PinnedDisk),
+		units.FormatSize(rep.OutdatedDisk))
 	return err
+}
+
+// outdatedRecord reports whether an action record of stage at version is one this orkpipe never hits:
+// a stage it does not run (verify-board's attestations included: it is registered here), or another
+// version of one (artifacts.GCOptions.Outdated).
+func outdatedRecord(stage string, version int) bool {
+	verify.RegisterKind()
+	k, err := stages.Lookup(stage)
+	return err != nil || k.Version() != version
 }
 
 func runCacheVerify(ctx context.Context, opts *globalOptions) error {
@@ -186,9 +206,9 @@ func runCacheGC(ctx context.Context, opts *globalOptions, o artifacts.GCOptions)
 	if opts.json {
 		return writeIndentedJSON(opts.stdout, rep)
 	}
-	fmt.Fprintf(opts.stdout, "removed %d of %d objects (%s of %s); pinned %d (%s); dropped %d action records, %d entries of vanished paths\n",
+	fmt.Fprintf(opts.stdout, "removed %d of %d objects (%s of %s); pinned %d (%s); dropped %d action records (%d outdated), %d entries of vanished paths\n",
 		rep.Removed, rep.Objects, units.FormatSize(rep.Freed), units.FormatSize(rep.Bytes),
-		rep.Pinned, units.FormatSize(rep.PinnedBytes), rep.ActionsRemoved, rep.EntriesRemoved)
+		rep.Pinned, units.FormatSize(rep.PinnedBytes), rep.ActionsRemoved+rep.Outdated, rep.Outdated, rep.EntriesRemoved)
 	if rep.OverBudget {
 		fmt.Fprintf(opts.stdout, "note: pinned objects alone exceed --max-size\n")
 	}

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"orkpipe/artifacts"
+	"orkpipe/stages"
 )
 
 func TestCacheDir(t *testing.T) {
@@ -120,7 +121,8 @@ func TestCacheGC(t *testing.T) {
 }
 
 // TestCacheDu: after a build, du lists the build's stages with the disk their outputs take, the
-// exports pinned, the stages summing to the total; after gc --max-size 1 only the pins are left.
+// exports pinned, the stages summing to the total; an older orkpipe's record and output are what gc
+// --outdated frees, and removes; after gc --max-size 1 only the pins are left.
 func TestCacheDu(t *testing.T) {
 	dir := t.TempDir()
 	recipe, _, _ := tinyRecipe(t, dir)
@@ -164,10 +166,62 @@ func TestCacheDu(t *testing.T) {
 	if code != 0 || !strings.Contains(text, "\ncalibrate ") || !strings.Contains(text, cache+": ") || !strings.Contains(text, "gc --max-size can free") {
 		t.Errorf("cache du: exit %d:\n%s", code, text)
 	}
+	if rep.OutdatedDisk != 0 {
+		t.Errorf("a fresh build's cache: outdated_disk %d, want 0", rep.OutdatedDisk)
+	}
+
+	// An older orkpipe's finalize output (a record of the version before this binary's): du says gc
+	// --outdated frees it, gc --outdated removes it and its record, and the build still runs nothing.
+	s, err := artifacts.OpenStore(cache)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	old, err := s.Ingest(ctx, strings.NewReader(strings.Repeat("an older finalize's weight ", 4000)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	fin, err := stageVersion("finalize")
+	if err != nil {
+		t.Fatal(err)
+	}
+	oldRec := artifacts.ActionRecord{Key: artifacts.SumBytes([]byte("older")), Stage: "finalize", Version: fin - 1,
+		Outputs: []artifacts.NamedObject{{Name: "weight", Digest: old.Digest, Size: old.Size}}}
+	if err := s.PutAction(ctx, oldRec); err != nil {
+		t.Fatal(err)
+	}
+	s.Close()
+	if got := du(); got.OutdatedDisk <= 0 || got.OutdatedDisk >= got.Disk || got.Disk <= rep.Disk {
+		t.Errorf("with an older finalize's record: outdated_disk %d of %d on disk, want that object's blocks", got.OutdatedDisk, got.Disk)
+	}
+	text, _, _ = demoCLI(t, "--cache", cache, "cache", "du")
+	if !strings.Contains(text, ", gc --outdated ") {
+		t.Errorf("cache du: no gc --outdated figure:\n%s", text)
+	}
+	gcText, stderr, code := demoCLI(t, "--cache", cache, "cache", "gc", "--outdated")
+	if code != 0 || !strings.Contains(gcText, "removed 1 of ") || !strings.Contains(gcText, "(1 outdated)") {
+		t.Fatalf("cache gc --outdated: exit %d: %s%s", code, gcText, stderr)
+	}
+	if got := du(); got.Disk != rep.Disk || got.OutdatedDisk != 0 {
+		t.Errorf("after gc --outdated: %d on disk (outdated %d), want the build's %d", got.Disk, got.OutdatedDisk, rep.Disk)
+	}
+	if out, stderr, code := demoCLI(t, "--cache", cache, "--mem", "2GiB", "build", recipe, "-o", filepath.Join(dir, "out")); code != 0 || !strings.Contains(out+stderr, "executed 0,") {
+		t.Errorf("rebuild after gc --outdated: exit %d, want nothing executed:\n%s%s", code, out, stderr)
+	}
+
 	if _, stderr, code := demoCLI(t, "--cache", cache, "cache", "gc", "--max-size", "1"); code != 0 {
 		t.Fatalf("cache gc: exit %d: %s", code, stderr)
 	}
 	if after := du(); after.Disk != rep.PinnedDisk || after.PinnedDisk != rep.PinnedDisk {
 		t.Errorf("after gc --max-size 1: %+v, want only the %d pinned bytes", after, rep.PinnedDisk)
 	}
+}
+
+// stageVersion is the version of the stage kind name that this binary runs.
+func stageVersion(name string) (int, error) {
+	k, err := stages.Lookup(name)
+	if err != nil {
+		return 0, err
+	}
+	return k.Version(), nil
 }

@@ -112,7 +112,8 @@ func (s planSpace) check(target string) error {
 	var errs []error
 	if s.short() {
 		errs = append(errs, fmt.Errorf("build %s: the %d nodes not cached write about %s into the cache %s, whose filesystem has %s free: "+
-			"free space there (orkpipe cache du shows what the cache holds; cache gc --max-size SIZE removes what no target's latest build pins), "+
+			"free space there (orkpipe cache du shows what the cache holds; cache gc --outdated removes what only other orkpipe versions' nodes made, "+
+			"cache gc --max-size SIZE what no target's latest build pins), "+
 			"point --cache at a larger disk (the build starts over in an empty cache), or pass --no-space-check",
 			target, s.run, units.FormatSize(s.writes), s.dir, units.FormatSize(s.free)))
 	}

@@ -36,12 +36,18 @@ type transferProgress struct {
 }
 
 // plainFile is a file's transfer in plain mode: its bytes to move and moved, when it started, when
-// its last line was written and what had moved then, and since when its lines have seen nothing move.
+// its last line was written and what had moved then, since when its lines have seen nothing move,
+// and its recent rate.
 type plainFile struct {
 	total, done int64
 	start, last time.Time
 	doneAtLast  int64
 	still       time.Time
+	// rate is the bytes a second its lines report: the first line's interval's, then each line's
+	// interval's rate averaged with the rate before, halving an interval's weight at each line, so
+	// that after a stall or a change of speed the rate and time left follow within a few lines; an
+	// interval in which nothing moved is not averaged in (its line says so instead).
+	rate float64
 }
 
 // plainEvery is how often plain mode writes the line of a file under way.
@@ -79,9 +85,9 @@ func (tp *transferProgress) ticker(period time.Duration) {
 }
 
 // tick writes the line of every file under way whose last line is plainEvery old, in name order:
-// "pull F: 3.20 GiB of 12.00 GiB (26%), 45.10 MiB/s, ~3m24s left", or, when nothing moved since
-// its last line, "pull F: 3.20 GiB of 12.00 GiB (26%), nothing moved in the last 1m0s" (since the
-// last line that saw bytes move, or the start).
+// "pull F: 3.20 GiB of 12.00 GiB (26%), 45.10 MiB/s, ~3m24s left" (the recent rate, plainFile.rate),
+// or, when nothing moved since its last line, "pull F: 3.20 GiB of 12.00 GiB (26%), nothing moved in
+// the last 1m0s" (since the last line that saw bytes move, or the start).
 func (tp *transferProgress) tick() {
 	tp.mu.Lock()
 	defer tp.mu.Unlock()
@@ -100,14 +106,18 @@ func (tp *transferProgress) tick() {
 		if f.total > 0 {
 			line += fmt.Sprintf(" (%d%%)", min(100, f.done*100/f.total))
 		}
-		switch secs := now.Sub(f.start).Seconds(); {
+		switch secs := now.Sub(f.last).Seconds(); {
 		case f.done == f.doneAtLast:
 			line += ", nothing moved in the last " + progress.RoundLeft(now.Sub(f.still))
 		case secs > 0:
-			rate := float64(f.done) / secs
-			line += fmt.Sprintf(", %s/s", units.FormatSize(int64(rate)))
+			r := float64(f.done-f.doneAtLast) / secs
+			if f.rate > 0 {
+				r = (f.rate + r) / 2
+			}
+			f.rate = r
+			line += fmt.Sprintf(", %s/s", units.FormatSize(int64(r)))
 			if left := f.total - f.done; left > 0 {
-				line += ", " + progress.About(time.Duration(float64(left)/rate*float64(time.Second))) + " left"
+				line += ", " + progress.About(time.Duration(float64(left)/r*float64(time.Second))) + " left"
 			}
 		}
 		fmt.Fprintln(tp.w, line)

@@ -3,10 +3,12 @@ package main
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
 
+	"orkpipe/pipelines/progress"
 	"orkpipe/registry"
 )
 
@@ -86,5 +88,44 @@ func TestTransferTicker(t *testing.T) {
 	time.Sleep(1500 * time.Millisecond)
 	if !strings.Contains(read(), "push f: 40 B of 100 B (40%)") || len(read()) != n {
 		t.Errorf("ticker's lines %q (%d bytes at wait, %d after)", read(), n, len(read()))
+	}
+}
+
+// TestTransferRateAfterStall: the plain lines' rate and time left follow the recent rate, not the
+// mean since the start: after a five-minute stall the transfer resumes at half its speed, and the
+// lines say so at once (the mean since the start would say 128 MiB/s and ~7m20s left, then 157.54
+// MiB/s and ~4m20s).
+func TestTransferRateAfterStall(t *testing.T) {
+	var out bytes.Buffer
+	tp := newTransferProgress(&globalOptions{stderr: &out}, "push")
+	tp.wait()
+	clock := time.Date(2026, 12, 6, 12, 0, 0, 0, time.UTC)
+	tp.now = func() time.Time { return clock }
+	const gib = 1 << 30
+	tp.Report(registry.Event{Kind: registry.EventStart, File: "m.orkpack", Total: 100 * gib})
+	run := func(secs int, perSec int64) {
+		for range secs {
+			clock = clock.Add(time.Second)
+			if perSec > 0 {
+				tp.Report(registry.Event{Kind: registry.EventBytes, File: "m.orkpack", Bytes: perSec})
+			}
+			tp.tick()
+		}
+	}
+	run(30, gib)   // 30 GiB at 1 GiB/s
+	run(300, 0)    // a five-minute stall
+	run(60, gib/2) // then half the speed
+	want := []string{
+		"push m.orkpack: 100.00 GiB to transfer",
+		"push m.orkpack: 30.00 GiB of 100.00 GiB (30%), 1.00 GiB/s, ~1m10s left",
+	}
+	for m := 1; m <= 10; m++ {
+		want = append(want, fmt.Sprintf("push m.orkpack: 30.00 GiB of 100.00 GiB (30%%), nothing moved in the last %s", progress.RoundLeft(time.Duration(m)*30*time.Second)))
+	}
+	want = append(want,
+		"push m.orkpack: 45.00 GiB of 100.00 GiB (45%), 768.00 MiB/s, ~1m13s left",
+		"push m.orkpack: 60.00 GiB of 100.00 GiB (60%), 640.00 MiB/s, ~1m4s left")
+	if got := strings.Split(strings.TrimSpace(out.String()), "\n"); strings.Join(got, "\n") != strings.Join(want, "\n") {
+		t.Errorf("lines:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
 	}
 }

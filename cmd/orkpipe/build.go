@@ -277,7 +277,8 @@ func goMemoryLimit(mem int64) int64 {
 }
 
 // buildETA returns the estimator of the time left in t's build, primed with the costs that earlier
-// builds of t from the same source kept in the cache's history (progress.CostsFile, costSource), and
+// builds of t from the same source kept in the cache's history (progress.CostsFile, costSource;
+// calibrate's and propagate's scaled to this build's calibration tokens, tokenStages), and
 // keep, which adds what this build measured to them; call it when the build is over (also after a
 // failure: what finished was measured). An unreadable costs file is logged, and the build is
 // estimated from its own nodes alone.
@@ -287,15 +288,15 @@ func buildETA(opts *globalOptions, t engine.Target) (eta *progress.ETA, keep fun
 	if err != nil {
 		return eta, func() {} // openEngine reports it
 	}
-	path, source := progress.CostsFile(engine.HistoryDir(dir), t.Name()), costSource(t)
+	path, source, tokens := progress.CostsFile(engine.HistoryDir(dir), t.Name()), costSource(t), calibrationTokens(t)
 	prior, err := progress.ReadCosts(path, t.Name(), source)
 	if err != nil {
 		opts.logger.Warn("earlier builds' costs not read: the time left is estimated from this build's nodes alone", "err", err)
 	}
-	eta.Prime(prior)
+	eta.Prime(progress.ScaleTokens(prior, tokens))
 	start := time.Now()
 	return eta, func() {
-		measured := eta.Costs(start)
+		measured := progress.StampTokens(eta.Costs(start), tokens, tokenStages...)
 		if len(measured) == 0 {
 			return
 		}
@@ -303,6 +304,22 @@ func buildETA(opts *globalOptions, t engine.Target) (eta *progress.ETA, keep fun
 			opts.logger.Warn("keeping this build's costs for the next build's estimate", "err", err)
 		}
 	}
+}
+
+// tokenStages are the stages whose nodes' cost grows with the calibration tokens (each runs every
+// calibration sequence through its window's blocks): their costs are kept with the tokens that
+// measured them, and scaled to another build's (progress.StampTokens, ScaleTokens).
+var tokenStages = []string{"calibrate", "propagate"}
+
+// calibrationTokens is t's calibration size, sequences × ctx; 0 for a target without a recipe or
+// without calibration (RTN only).
+func calibrationTokens(t engine.Target) int64 {
+	rt, ok := t.(interface{ Recipe() *recipe.Recipe })
+	if !ok || rt.Recipe().Calibration == nil {
+		return 0
+	}
+	c := rt.Recipe().Calibration
+	return int64(c.Sequences) * int64(c.Ctx)
 }
 
 // costSource names what the costs of t's nodes depend on most, its model, for the costs file

@@ -247,3 +247,64 @@ func TestBuildKeepsCosts(t *testing.T) {
 	fourth, _ := build(4)
 	checkSecond(fourth)
 }
+
+// TestPlanScalesCalibrationCosts: calibrate's and propagate's costs are kept with the calibration
+// tokens that measured them, the other stages' without; a plan with other calibration sizes scales
+// those two stages' costs to its tokens (twice the sequences, twice their time) and no other's.
+func TestPlanScalesCalibrationCosts(t *testing.T) {
+	dir := t.TempDir()
+	recipe, _, _ := tinyRecipe(t, dir) // 2 sequences of 32 tokens
+	cache := filepath.Join(dir, "cache")
+	if _, stderr, code := demoCLI(t, "--cache", cache, "--mem", "2GiB", "build", recipe, "-o", filepath.Join(dir, "out")); code != 0 {
+		t.Fatalf("build: exit %d: %s", code, stderr)
+	}
+	path := filepath.Join(cache, "history", "clitiny", "costs")
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var f map[string]any
+	if err := json.Unmarshal(b, &f); err != nil {
+		t.Fatal(err)
+	}
+	// Every kind a second a node, so that the estimates are exact.
+	kinds := f["sources"].([]any)[0].(map[string]any)["kinds"].([]any)
+	for _, k := range kinds {
+		k := k.(map[string]any)
+		tokens, _ := k["tokens"].(float64)
+		if scaled := k["stage"] == "calibrate" || k["stage"] == "propagate"; scaled && tokens != 64 || !scaled && tokens != 0 {
+			t.Errorf("kept kind %v %v: tokens %v, want 64 for calibrate and propagate, none for the others", k["stage"], k["kind"], k["tokens"])
+		}
+		k["mean_ms"] = 1000
+	}
+	if b, err = json.Marshal(f); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(path, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	estimate := func(sequences int) (ms int64, scaled int64) {
+		t.Helper()
+		stdout, stderr, code := demoCLI(t, "--cache", cache, "--mem", "2GiB", "--json", "plan", recipe,
+			"--set", "source.synth.seed=2", "--set", fmt.Sprint("calibration.sequences=", sequences))
+		if code != 0 {
+			t.Fatalf("plan: exit %d: %s", code, stderr)
+		}
+		var p planOutput
+		if err := json.Unmarshal([]byte(stdout), &p); err != nil || p.EstimateMS == nil {
+			t.Fatalf("plan --json: %v, estimate %v", err, p.EstimateMS)
+		}
+		for _, n := range p.Nodes {
+			if n.Stage == "calibrate" || n.Stage == "propagate" {
+				scaled++
+			}
+		}
+		return *p.EstimateMS, scaled
+	}
+	two, n := estimate(2)
+	four, _ := estimate(4)
+	one, _ := estimate(1)
+	if n == 0 || four-two != n*1000 || two-one != n*500 {
+		t.Errorf("estimates with 1, 2, 4 sequences: %d, %d, %d ms; want the %d calibrate and propagate nodes' seconds scaled with the tokens", one, two, four, n)
+	}
+}

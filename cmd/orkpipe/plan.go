@@ -143,7 +143,7 @@ func estimatePlan(opts *globalOptions, t engine.Target, nodes []engine.NodeStatu
 		opts.logger.Warn("earlier builds' costs not read: no estimate of the build's time", "err", err)
 		return e
 	}
-	e.left, e.lower, e.known = progress.Estimate(costs, run)
+	e.left, e.lower, e.known = progress.Estimate(progress.ScaleTokens(costs, calibrationTokens(t)), run)
 	return e
 }
 

@@ -9,6 +9,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"time"
 
@@ -25,6 +26,36 @@ type KindCost struct {
 	Mean     time.Duration // the mean share
 	Nodes    int           // how many finished
 	Measured time.Time     // when the build that measured them started
+	// Tokens is the work the mean is proportional to, for a kind whose cost grows with it (the
+	// calibration tokens, sequences × ctx, of the build that measured a calibrate or propagate
+	// kind: StampTokens); 0 for the others.
+	Tokens int64
+}
+
+// StampTokens returns costs with Tokens set to tokens on the kinds of stages: what a build with
+// tokens of the work those stages' costs grow with measured.
+func StampTokens(costs []KindCost, tokens int64, stages ...string) []KindCost {
+	out := slices.Clone(costs)
+	for i := range out {
+		if slices.Contains(stages, out[i].Stage) {
+			out[i].Tokens = tokens
+		}
+	}
+	return out
+}
+
+// ScaleTokens returns costs as a build with tokens of that work should expect them: each kind
+// measured with Tokens > 0 of it has its mean scaled by tokens/Tokens (at most maxMeanMS) and Tokens
+// set to tokens; the other kinds, and all of them when tokens is 0, are as they were.
+func ScaleTokens(costs []KindCost, tokens int64) []KindCost {
+	out := slices.Clone(costs)
+	for i, k := range out {
+		if k.Tokens > 0 && tokens > 0 && k.Tokens != tokens {
+			out[i].Mean = time.Duration(min(float64(k.Mean)*float64(tokens)/float64(k.Tokens), maxMeanMS*float64(time.Millisecond)))
+			out[i].Tokens = tokens
+		}
+	}
+	return out
 }
 
 // Costs returns what the build has measured so far: one KindCost per kind with a finished node,
@@ -103,7 +134,9 @@ func CostsFile(historyDir, target string) string {
 // model's size or shape: the caller names it), the source of the newest build first, at most
 // keepSources of them:
 //
-//	{"version":1,"target":T,"sources":[{"source":S,"kinds":[{"stage":S,"kind":K,"mean_ms":M,"nodes":N,"measured":RFC3339}, ...]}, ...]}
+//	{"version":1,"target":T,"sources":[{"source":S,"kinds":[{"stage":S,"kind":K,"mean_ms":M,"nodes":N,"measured":RFC3339,"tokens":W}, ...]}, ...]}
+//
+// (tokens, KindCost.Tokens, omitted when 0; a file written before it existed reads as 0.)
 const (
 	costsVersion = 1
 	keepSources  = 8
@@ -128,6 +161,7 @@ type kindJSON struct {
 	MeanMS   int64     `json:"mean_ms"`
 	Nodes    int       `json:"nodes"`
 	Measured time.Time `json:"measured"`
+	Tokens   int64     `json:"tokens,omitempty"`
 }
 
 // ReadCosts returns the costs kept in the costs file at path for target's builds of source: none
@@ -175,9 +209,9 @@ func readCostsFile(path, target string) (*costsJSON, error) {
 		seen[src.Source] = true
 		kinds := map[[2]string]bool{}
 		for j, k := range src.Kinds {
-			if k.Stage == "" || k.MeanMS < 0 || k.MeanMS > maxMeanMS || k.Nodes < 1 {
-				return nil, fmt.Errorf("build costs %s: sources[%d].kinds[%d] (%q): want a stage, 0 <= mean_ms <= %d and nodes >= 1, have %q, %d, %d",
-					path, i, j, k.Kind, maxMeanMS, k.Stage, k.MeanMS, k.Nodes)
+			if k.Stage == "" || k.MeanMS < 0 || k.MeanMS > maxMeanMS || k.Nodes < 1 || k.Tokens < 0 {
+				return nil, fmt.Errorf("build costs %s: sources[%d].kinds[%d] (%q): want a stage, 0 <= mean_ms <= %d, nodes >= 1 and tokens >= 0, have %q, %d, %d, %d",
+					path, i, j, k.Kind, maxMeanMS, k.Stage, k.MeanMS, k.Nodes, k.Tokens)
 			}
 			if kinds[[2]string{k.Stage, k.Kind}] {
 				return nil, fmt.Errorf("build costs %s: sources[%d].kinds[%d]: stage %q kind %q listed twice", path, i, j, k.Stage, k.Kind)
@@ -191,7 +225,7 @@ func readCostsFile(path, target string) (*costsJSON, error) {
 func fromJSON(kinds []kindJSON) []KindCost {
 	out := make([]KindCost, 0, len(kinds))
 	for _, k := range kinds {
-		out = append(out, KindCost{Stage: k.Stage, Kind: k.Kind, Mean: time.Duration(k.MeanMS) * time.Millisecond, Nodes: k.Nodes, Measured: k.Measured})
+		out = append(out, KindCost{Stage: k.Stage, Kind: k.Kind, Mean: time.Duration(k.MeanMS) * time.Millisecond, Nodes: k.Nodes, Measured: k.Measured, Tokens: k.Tokens})
 	}
 	return out
 }
@@ -199,7 +233,7 @@ func fromJSON(kinds []kindJSON) []KindCost {
 func toJSON(costs []KindCost) []kindJSON {
 	out := make([]kindJSON, 0, len(costs))
 	for _, k := range costs {
-		out = append(out, kindJSON{Stage: k.Stage, Kind: k.Kind, MeanMS: k.Mean.Milliseconds(), Nodes: k.Nodes, Measured: k.Measured.UTC()})
+		out = append(out, kindJSON{Stage: k.Stage, Kind: k.Kind, MeanMS: k.Mean.Milliseconds(), Nodes: k.Nodes, Measured: k.Measured.UTC(), Tokens: k.Tokens})
 	}
 	return out
 }

@@ -89,11 +89,13 @@ func TestReadCostsRejects(t *testing.T) {
 		"target":        {`{"version":1,"target":"u","sources":[]}`, `target "u", want "t"`},
 		"unknown field": {`{"version":1,"target":"t","kinds":[]}`, `unknown field "kinds"`},
 		"no nodes": {`{"version":1,"target":"t","sources":[{"source":"s","kinds":[{"stage":"tile","kind":"tile:blk.#.w","mean_ms":5,"nodes":0,"measured":"2026-12-06T00:00:00Z"}]}]}`,
-			`sources[0].kinds[0] ("tile:blk.#.w"): want a stage, 0 <= mean_ms <= 1099511627776 and nodes >= 1, have "tile", 5, 0`},
+			`sources[0].kinds[0] ("tile:blk.#.w"): want a stage, 0 <= mean_ms <= 1099511627776, nodes >= 1 and tokens >= 0, have "tile", 5, 0, 0`},
 		"negative mean": {`{"version":1,"target":"t","sources":[{"source":"s","kinds":[{"stage":"tile","kind":"k","mean_ms":-1,"nodes":1,"measured":"2026-12-06T00:00:00Z"}]}]}`,
 			"0 <= mean_ms"},
 		"mean too long": {`{"version":1,"target":"t","sources":[{"source":"s","kinds":[{"stage":"tile","kind":"k","mean_ms":9223372036854775,"nodes":1,"measured":"2026-12-06T00:00:00Z"}]}]}`,
-			"0 <= mean_ms <= 1099511627776"},
+			"0 <= mean_ms <= 1099511627776,"},
+		"negative tokens": {`{"version":1,"target":"t","sources":[{"source":"s","kinds":[{"stage":"calibrate","kind":"k","mean_ms":1,"nodes":1,"measured":"2026-12-06T00:00:00Z","tokens":-5}]}]}`,
+			"tokens >= 0"},
 		"no stage": {`{"version":1,"target":"t","sources":[{"source":"s","kinds":[{"stage":"","kind":"k","mean_ms":1,"nodes":1,"measured":"2026-12-06T00:00:00Z"}]}]}`,
 			"want a stage"},
 		"a kind twice": {`{"version":1,"target":"t","sources":[{"source":"s","kinds":[` + kind + `,` + kind + `]}]}`,
@@ -212,5 +214,45 @@ func TestEstimate(t *testing.T) {
 	}
 	if _, _, ok := progress.Estimate(nil, map[string]string{"calibrate[0,1)": "calibrate"}); ok {
 		t.Error("an estimate without costs")
+	}
+}
+
+// TestScaleTokens: StampTokens marks the kinds of the stages named with the build's tokens; kept and
+// read back, ScaleTokens scales those kinds' means to another build's tokens (bounded), and leaves
+// the others, and every kind for a build that names no tokens, as they were.
+func TestScaleTokens(t *testing.T) {
+	at := time.Date(2026, 12, 6, 23, 0, 0, 0, time.UTC)
+	measured := progress.StampTokens([]progress.KindCost{
+		{Stage: "calibrate", Kind: "calibrate[#,#)", Mean: 100 * time.Second, Nodes: 64, Measured: at},
+		{Stage: "finalize", Kind: "finalize:blk.#.ffn_down.weight", Mean: 50 * time.Second, Nodes: 64, Measured: at},
+		{Stage: "propagate", Kind: "propagate[#,#)", Mean: 30 * time.Second, Nodes: 63, Measured: at},
+	}, 16384, "calibrate", "propagate")
+	path := progress.CostsFile(t.TempDir(), "qwen35")
+	if err := progress.KeepCosts(path, "qwen35", "gguf 1 bytes", measured); err != nil {
+		t.Fatal(err)
+	}
+	kept, err := progress.ReadCosts(path, "qwen35", "gguf 1 bytes")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		tokens int64
+		means  [3]time.Duration // calibrate, finalize, propagate
+	}{
+		{16384, [3]time.Duration{100 * time.Second, 50 * time.Second, 30 * time.Second}},
+		{65536, [3]time.Duration{400 * time.Second, 50 * time.Second, 120 * time.Second}},
+		{4096, [3]time.Duration{25 * time.Second, 50 * time.Second, 7500 * time.Millisecond}},
+		{0, [3]time.Duration{100 * time.Second, 50 * time.Second, 30 * time.Second}},
+		{1 << 62, [3]time.Duration{1 << 40 * time.Millisecond, 50 * time.Second, 1 << 40 * time.Millisecond}},
+	} {
+		got := progress.ScaleTokens(kept, tc.tokens)
+		for i, k := range got {
+			if k.Mean != tc.means[i] {
+				t.Errorf("tokens %d: %s mean %v, want %v", tc.tokens, k.Stage, k.Mean, tc.means[i])
+			}
+		}
+	}
+	if kept[0].Tokens != 16384 || kept[1].Tokens != 0 || kept[2].Tokens != 16384 {
+		t.Errorf("kept tokens %d, %d, %d; want 16384 for calibrate and propagate only", kept[0].Tokens, kept[1].Tokens, kept[2].Tokens)
 	}
 }

@@ -88,7 +88,7 @@ type GCOptions struct {
 	MaxAge  time.Duration // remove unpinned objects not used for longer than this (0: no bound)
 	// Outdated, when set, says which action records the caller can no longer hit (a stage it does not
 	// run, or another version of it: Outdated(stage, version)). GC drops those records and removes,
-	// whatever their size or age, the unpinned objects that only such records name (OutdatedObjects).
+	// whatever their size or age, the unpinned objects that only such records name.
 	Outdated func(stage string, version int) bool
 }
 
@@ -109,9 +109,9 @@ type GCReport struct {
 
 // GC removes unpinned objects: those only outdated action records name (with Outdated), those
 // unused for longer than MaxAge, then the least recently used until the store holds at most MaxSize
-// bytes of objects. Use times are the access markers
-// (see the package doc), not atime. Action records that reference a removed object are deleted
-// (they would be misses anyway). GC needs the store to itself: if another Store is open on the
+// bytes of objects. Use times are the access markers (see the package doc), not atime. Action records
+// that reference a removed object are deleted (they would be misses anyway), and with Outdated the
+// outdated records too. GC needs the store to itself: if another Store is open on the
 // directory it fails with ErrBusy and removes nothing.
 func (s *Store) GC(ctx context.Context, opts GCOptions) (GCReport, error) {
 	var rep GCReport

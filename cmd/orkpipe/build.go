@@ -55,7 +55,7 @@ func newBuildCommand(opts *globalOptions) *cobra.Command {
 	flags.register(cmd, "")
 	cmd.Flags().StringArrayVar(&sets, "set", nil, "override a recipe key by its dotted path, e.g. --set source.model=M.gguf (repeatable)")
 	cmd.Flags().BoolVar(&planOnly, "plan", false, "print the plan (nodes, stages, keys, cached or not, memory) and run nothing")
-	cmd.Flags().BoolVar(&flags.noSpaceCheck, "no-space-check", false, "start even when the nodes not cached would write more into the cache than its filesystem has free, or the results' copies more than -o's filesystem on another device")
+	cmd.Flags().BoolVar(&flags.noSpaceCheck, "no-space-check", false, "start even when the nodes not cached would write more into the cache than its filesystem has free, or the results' copies more into -o (on another filesystem) than it has free")
 	cmd.Flags().BoolVar(&board.plainHTTP, "board-verify-plain-http", false, "use plain HTTP (no TLS) for the registry of the recipe's board_verify.ref")
 	cmd.Flags().BoolVar(&board.insecure, "board-verify-insecure", false, "allow plain HTTP and skip TLS certificate checks for board_verify.ref")
 	return cmd

@@ -208,7 +208,7 @@ func runPlan(ctx context.Context, opts *globalOptions, arg string, sets []string
 	if err != nil {
 		return err
 	}
-	est, space := estimatePlan(opts, t, nodes), spaceOf(ctx, opts, nil, nodes, "")
+	est, space := estimatePlan(opts, t, nodes), spaceOf(ctx, opts, s.store, nodes, "")
 	if opts.json {
 		out := planOutput{Target: t.Name(), Budget: budget, Nodes: nodes, Residency: res}
 		est.setJSON(&out)

@@ -8,6 +8,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"strings"
 
 	"golang.org/x/sys/unix"
 
@@ -29,13 +30,19 @@ type planSpace struct {
 	out      string // the results' directory when it is on another filesystem than the cache, else ""
 	outBytes int64  // what copying the results not already in place there writes
 	outFree  int64  // bytes available on out's filesystem
+
+	// When the cache is short and its usage could be read: what gc --outdated and gc --max-size
+	// would free there (cache du's figures).
+	usage                      bool
+	freeOutdated, freeUnpinned int64
 }
 
 // spaceOf sums the declared writes of the nodes not cached and measures the cache's free space (a
 // filesystem that cannot be asked is logged, and the free space is unknown). With outDir (build's
 // -o; "" for plan) on another filesystem than the cache, it also sums what materializing the exports
 // copies there: a cached export's allocated blocks (the copy is sparse) unless the copy already in
-// place is that object (artifacts.Store.InPlace), a node not cached by its declared writes.
+// place is that object (artifacts.Store.InPlace), a node not cached by its declared writes. When the
+// cache is short it reads what gc could free there (artifacts.Store.Usage), for the refusal to say.
 func spaceOf(ctx context.Context, opts *globalOptions, store *artifacts.Store, nodes []engine.NodeStatus, outDir string) planSpace {
 	s := planSpace{free: -1}
 	for _, n := range nodes {
@@ -55,6 +62,11 @@ func spaceOf(ctx context.Context, opts *globalOptions, store *artifacts.Store, n
 		return s
 	}
 	s.free = cfs.free
+	if s.short() && store != nil {
+		if rep, err := store.Usage(ctx, outdatedRecord); err == nil {
+			s.usage, s.freeOutdated, s.freeUnpinned = true, rep.OutdatedDisk, rep.Disk-rep.PinnedDisk
+		}
+	}
 	if outDir == "" {
 		return s
 	}
@@ -112,10 +124,9 @@ func (s planSpace) check(target string) error {
 	var errs []error
 	if s.short() {
 		errs = append(errs, fmt.Errorf("build %s: the %d nodes not cached write about %s into the cache %s, whose filesystem has %s free: "+
-			"free space there (orkpipe cache du shows what the cache holds; cache gc --outdated removes what only other orkpipe versions' nodes made, "+
-			"cache gc --max-size SIZE what no target's latest build pins), "+
+			"free space there (orkpipe cache du shows what the cache holds; %s), "+
 			"point --cache at a larger disk (the build starts over in an empty cache), or pass --no-space-check",
-			target, s.run, units.FormatSize(s.writes), s.dir, units.FormatSize(s.free)))
+			target, s.run, units.FormatSize(s.writes), s.dir, units.FormatSize(s.free), s.gcHint()))
 	}
 	if s.outShort() {
 		errs = append(errs, fmt.Errorf("build %s: copying the results into %s (another filesystem than the cache's, so copies, not hard links) "+
@@ -123,6 +134,25 @@ func (s planSpace) check(target string) error {
 			target, s.out, units.FormatSize(s.outBytes), units.FormatSize(s.outFree)))
 	}
 	return errors.Join(errs...)
+}
+
+// gcHint says what cache gc can free in the cache: the figures when they are known, else the
+// commands.
+func (s planSpace) gcHint() string {
+	if !s.usage {
+		return "cache gc --outdated removes what only other orkpipe versions' nodes made, cache gc --max-size SIZE what no target's latest build pins"
+	}
+	var hints []string
+	if s.freeOutdated > 0 {
+		hints = append(hints, fmt.Sprintf("cache gc --outdated frees %s that only other orkpipe versions' nodes made", units.FormatSize(s.freeOutdated)))
+	}
+	if s.freeUnpinned > 0 {
+		hints = append(hints, fmt.Sprintf("cache gc --max-size SIZE up to %s that no target's latest build pins", units.FormatSize(s.freeUnpinned)))
+	}
+	if len(hints) == 0 {
+		return "the cache holds nothing gc can free"
+	}
+	return strings.Join(hints, ", ")
 }
 
 // checkSpace refuses to start the build of plan when the nodes not cached would write more into the
@@ -159,8 +189,8 @@ func (s planSpace) write(w io.Writer) {
 	case s.free < 0:
 		fmt.Fprintf(w, "cache: the nodes not cached write about %s\n", units.FormatSize(s.writes))
 	case s.short():
-		fmt.Fprintf(w, "cache: the nodes not cached write about %s, more than the %s free in %s: the build would stop for lack of space\n",
-			units.FormatSize(s.writes), units.FormatSize(s.free), s.dir)
+		fmt.Fprintf(w, "cache: the nodes not cached write about %s, more than the %s free in %s: the build would stop for lack of space (%s)\n",
+			units.FormatSize(s.writes), units.FormatSize(s.free), s.dir, s.gcHint())
 	default:
 		fmt.Fprintf(w, "cache: the nodes not cached write about %s (%s free in %s)\n", units.FormatSize(s.writes), units.FormatSize(s.free), s.dir)
 	}

@@ -6,6 +6,9 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"orkpipe/artifacts"
+	"orkpipe/internal/units"
 )
 
 // TestBuildChecksSpace: plan says what the nodes not cached write into the cache (the sum of their
@@ -56,8 +59,9 @@ func TestBuildChecksSpace(t *testing.T) {
 		t.Errorf("plan on a full disk: no warning:\n%s", text)
 	}
 	_, stderr, code := demoCLI(t, "--cache", cache, "--mem", "2GiB", "build", recipe, "-o", out)
-	if code != 1 || !strings.Contains(stderr, "nodes not cached write about") || !strings.Contains(stderr, cache) || !strings.Contains(stderr, "--no-space-check") {
-		t.Fatalf("build on a full disk: exit %d, stderr %q; want exit 1 naming the cache and --no-space-check", code, stderr)
+	if code != 1 || !strings.Contains(stderr, "nodes not cached write about") || !strings.Contains(stderr, cache) || !strings.Contains(stderr, "--no-space-check") ||
+		!strings.Contains(stderr, "the cache holds nothing gc can free") {
+		t.Fatalf("build on a full disk: exit %d, stderr %q; want exit 1 naming the cache, --no-space-check and that gc frees nothing", code, stderr)
 	}
 	if p, _ := plan(); p.WritesBytes != sum {
 		t.Errorf("after the refused build: writes_bytes %d, want %d (nothing run)", p.WritesBytes, sum)
@@ -71,6 +75,16 @@ func TestBuildChecksSpace(t *testing.T) {
 	p, text = plan()
 	if p.WritesBytes != 0 || strings.Contains(text, "cache:") {
 		t.Errorf("plan after the build: writes_bytes %d, text\n%s\nwant nothing to write and no space line", p.WritesBytes, text)
+	}
+	// Another seed on the full disk: the refusal says what gc could free, cache du's figure.
+	duOut, _, _ := demoCLI(t, "--cache", cache, "--json", "cache", "du")
+	var du artifacts.UsageReport
+	if err := json.Unmarshal([]byte(duOut), &du); err != nil || du.Disk <= du.PinnedDisk {
+		t.Fatalf("cache du: %v, %+v; want unpinned objects", err, du)
+	}
+	_, stderr, code = demoCLI(t, "--cache", cache, "--mem", "2GiB", "build", recipe, "-o", out, "--set", "source.synth.seed=2")
+	if want := "cache gc --max-size SIZE up to " + units.FormatSize(du.Disk-du.PinnedDisk) + " that no target's latest build pins"; code != 1 || !strings.Contains(stderr, want) {
+		t.Errorf("build of another seed on a full disk: exit %d, stderr %q; want exit 1 saying %q", code, stderr, want)
 	}
 }
 

@@ -430,7 +430,7 @@ func TestModeProbe(t *testing.T) {
 	}
 }
 
-// TestHashRangeProbe: a hash long enough for its probe to choose does choose (one and two workers),
+// TestHashRangeProbe: a hash long enough for its probe to choose does choose (one worker),
 // and a hash continued either way after the choice (a probe that chose reading, one that chose
 // mapping) gives the serial digest, with a hole in the middle of the file and 1, 2 and 3 workers.
 func TestHashRangeProbe(t *testing.T) {
@@ -462,11 +462,13 @@ func TestHashRangeProbe(t *testing.T) {
 			if err != nil || got != want {
 				t.Fatalf("probe %s, %d workers: %v, %v; want %v", start.name, workers, got, err, want)
 			}
-			// With three workers a take that finds both ways' probes running hashes a whole group
-			// unprobed, and a mapped probe over the hole measures nothing: the workers can reach the
-			// end before the probe has its takes (one run in ten under -race), so only one and two
-			// workers, where each way's probe always has a worker, must have chosen.
-			if !last.done && workers <= 2 {
+			// With more than one worker, a take that finds a way's probe running and the other's
+			// done hashes a whole group unprobed, and a mapped probe over the hole measures nothing:
+			// when one worker's probe is slow (a loaded host; one run in ten under -race with three
+			// workers, seen with two in CI beside other work) the others reach the end before the
+			// probe has its takes. So only one worker, whose takes are in order (mapped [0, 4) and
+			// [4, 8), read 8, then 13 past the hole), must have chosen.
+			if !last.done && workers == 1 {
 				t.Errorf("probe %s, %d workers: %d pieces hashed and the probe never chose (rates %v, probes %v)", start.name, workers, size/PieceSize, last.rate, last.n)
 			}
 		}

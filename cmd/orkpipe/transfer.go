@@ -17,8 +17,8 @@ import (
 	"orkpipe/registry"
 )
 
-// transferProgress renders registry progress events: bars on a terminal (each file's bytes, rate
-// and time left), plain lines otherwise (each file's start and end, and every plainEvery while it is
+// transferProgress renders registry progress events: bars on a terminal (each file's bytes, and its
+// rate and time left over about the last barAge seconds), plain lines otherwise (each file's start and end, and every plainEvery while it is
 // under way, its bytes, rate and time left, or that nothing moved: a pull of tens of GiB into a log
 // is not silent for an hour, nor a stalled one), nothing with --json.
 type transferProgress struct {
@@ -30,14 +30,14 @@ type transferProgress struct {
 	plain bool
 	quiet bool
 	now   func() time.Time
-	files map[string]*plainFile // plain mode: the files under way
-	stop  chan struct{}         // plain mode: stops the ticker (wait)
+	files map[string]*plainFile // the files under way
+	stop  chan struct{}         // stops the ticker (wait); nil with --json
 	done  chan struct{}         // closed when the ticker has stopped
 }
 
-// plainFile is a file's transfer in plain mode: its bytes to move and moved, when it started, when
-// its last line was written and what had moved then, since when its lines have seen nothing move,
-// and its recent rate.
+// plainFile is a file's transfer: its bytes to move and moved, when it started, when its last line
+// was written (its bar last moved) and what had moved then, since when its lines have seen nothing
+// move, and its lines' recent rate.
 type plainFile struct {
 	total, done int64
 	start, last time.Time
@@ -53,6 +53,9 @@ type plainFile struct {
 // plainEvery is how often plain mode writes the line of a file under way.
 const plainEvery = 30 * time.Second
 
+// barAge is the bars' rate and time left's EWMA age, in ticks (a tick a second).
+const barAge = 30
+
 // newTransferProgress returns the progress of a transfer to report on opts.stderr; call wait once
 // the transfer returned.
 func newTransferProgress(opts *globalOptions, verb string) *transferProgress {
@@ -61,6 +64,8 @@ func newTransferProgress(opts *globalOptions, verb string) *transferProgress {
 	case opts.json:
 	case ok && term.IsTerminal(int(f.Fd())):
 		tp.p = mpb.New(mpb.WithOutput(opts.stderr), mpb.WithWidth(40))
+		tp.stop, tp.done = make(chan struct{}), make(chan struct{})
+		go tp.ticker(time.Second)
 	default:
 		tp.plain = true
 		tp.stop, tp.done = make(chan struct{}), make(chan struct{})
@@ -92,6 +97,17 @@ func (tp *transferProgress) tick() {
 	tp.mu.Lock()
 	defer tp.mu.Unlock()
 	now := tp.now()
+	if !tp.plain {
+		// The bars move once a tick, by what moved since the last, which their rate and time left
+		// average over about 30 ticks (mpb's EWMA decorators): recent, not the mean since the start.
+		for name, f := range tp.files {
+			if b := tp.bars[name]; b != nil && now.After(f.last) {
+				b.EwmaSetCurrent(f.done, now.Sub(f.last))
+				f.last = now
+			}
+		}
+		return
+	}
 	names := make([]string, 0, len(tp.files))
 	for name := range tp.files {
 		names = append(names, name)
@@ -141,22 +157,30 @@ func (tp *transferProgress) Report(e registry.Event) {
 	}
 	switch e.Kind {
 	case registry.EventStart:
+		now := tp.now()
+		tp.files[e.File] = &plainFile{total: e.Total, start: now, last: now, still: now}
 		tp.bars[e.File] = tp.p.AddBar(e.Total,
 			mpb.PrependDecorators(decor.Name(e.File, decor.WC{W: 28, C: decor.DindentRight})),
-			mpb.AppendDecorators(decor.CountersKibiByte("% .1f / % .1f"), decor.Name(" "), decor.AverageSpeed(decor.SizeB1024(0), "% .1f"),
-				decor.Name(" "), decor.AverageETA(decor.ET_STYLE_GO)))
+			mpb.AppendDecorators(decor.CountersKibiByte("% .1f / % .1f"), decor.Name(" "), decor.EwmaSpeed(decor.SizeB1024(0), "% .1f", barAge),
+				decor.Name(" "), decor.EwmaETA(decor.ET_STYLE_GO, barAge)))
 	case registry.EventBytes:
-		if b := tp.bars[e.File]; b != nil {
-			b.IncrInt64(e.Bytes)
+		if f := tp.files[e.File]; f != nil {
+			f.done += e.Bytes
 		}
 	case registry.EventDone:
-		if b := tp.bars[e.File]; b != nil {
-			if e.Err != nil {
-				b.Abort(false)
-			} else {
-				b.SetTotal(b.Current(), true)
-			}
+		b, f := tp.bars[e.File], tp.files[e.File]
+		delete(tp.files, e.File)
+		if b == nil || f == nil {
+			return
 		}
+		if e.Err != nil {
+			b.Abort(false)
+			return
+		}
+		if now := tp.now(); now.After(f.last) { // the bytes since the last tick: a file done within a second gets its rate
+			b.EwmaSetCurrent(f.done, now.Sub(f.last))
+		}
+		b.SetTotal(f.done, true)
 	}
 }
 
@@ -184,7 +208,7 @@ func (tp *transferProgress) line(e registry.Event) {
 	}
 }
 
-// wait stops the plain lines' ticker and flushes the bars; call it once the transfer returned.
+// wait stops the ticker and flushes the bars; call it once the transfer returned.
 func (tp *transferProgress) wait() {
 	if tp.stop != nil {
 		close(tp.stop)

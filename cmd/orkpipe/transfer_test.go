@@ -4,12 +4,16 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	"orkpipe/pipelines/progress"
 	"orkpipe/registry"
+
+	"github.com/vbauerster/mpb/v8"
 )
 
 // TestTransferPlainLines: plain mode writes a file's start and end, and, every plainEvery while it
@@ -99,22 +103,7 @@ func TestTransferRateAfterStall(t *testing.T) {
 	var out bytes.Buffer
 	tp := newTransferProgress(&globalOptions{stderr: &out}, "push")
 	tp.wait()
-	clock := time.Date(2026, 12, 6, 12, 0, 0, 0, time.UTC)
-	tp.now = func() time.Time { return clock }
-	const gib = 1 << 30
-	tp.Report(registry.Event{Kind: registry.EventStart, File: "m.orkpack", Total: 100 * gib})
-	run := func(secs int, perSec int64) {
-		for range secs {
-			clock = clock.Add(time.Second)
-			if perSec > 0 {
-				tp.Report(registry.Event{Kind: registry.EventBytes, File: "m.orkpack", Bytes: perSec})
-			}
-			tp.tick()
-		}
-	}
-	run(30, gib)   // 30 GiB at 1 GiB/s
-	run(300, 0)    // a five-minute stall
-	run(60, gib/2) // then half the speed
+	stallTransfer(tp)
 	want := []string{
 		"push m.orkpack: 100.00 GiB to transfer",
 		"push m.orkpack: 30.00 GiB of 100.00 GiB (30%), 1.00 GiB/s, ~1m10s left",
@@ -127,5 +116,60 @@ func TestTransferRateAfterStall(t *testing.T) {
 		"push m.orkpack: 60.00 GiB of 100.00 GiB (60%), 640.00 MiB/s, ~1m4s left")
 	if got := strings.Split(strings.TrimSpace(out.String()), "\n"); strings.Join(got, "\n") != strings.Join(want, "\n") {
 		t.Errorf("lines:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+}
+
+// TestTransferBarsRecentRate: on a terminal the bars' rate is recent too: the same transfer as
+// TestTransferRateAfterStall (1 GiB/s for 30 s, a five-minute stall, then 512 MiB/s for a minute)
+// ends drawn at 373.9 MiB/s, where the mean since the start would draw 157.5 MiB/s. (mpb's EWMA
+// averages the time per byte and charges a stall to the next tick that moves bytes, so the minute
+// after a stall still reads below the rate: `373.9 MiB/s 2m8s` for the 40 GiB left, where 1m20s is
+// true, and 4m20s by the mean.) A file done within a second is drawn at its own rate.
+func TestTransferBarsRecentRate(t *testing.T) {
+	var buf bytes.Buffer
+	out := &lockedWriter{w: &buf}
+	refresh := make(chan any)
+	tp := &transferProgress{verb: "push", w: out, bars: map[string]*mpb.Bar{}, files: map[string]*plainFile{},
+		p: mpb.New(mpb.WithOutput(out), mpb.WithWidth(160), mpb.WithManualRefresh(refresh))} // not a terminal: the line's width
+	stallTransfer(tp)
+	// A file done within a second (no tick) is drawn at its own rate: 1 MiB in half a second.
+	t0 := tp.now()
+	tp.Report(registry.Event{Kind: registry.EventStart, File: "small", Total: 1 << 20})
+	tp.now = func() time.Time { return t0.Add(500 * time.Millisecond) }
+	tp.Report(registry.Event{Kind: registry.EventBytes, File: "small", Bytes: 1 << 20})
+	tp.Report(registry.Event{Kind: registry.EventDone, File: "small"})
+	tp.wait() // the bars are drawn once more as they stop
+	out.mu.Lock()
+	frames := buf.String()
+	out.mu.Unlock()
+	if !regexp.MustCompile(`small .* 2\.0 MiB/s`).MatchString(frames) {
+		t.Errorf("a file done within a second: not drawn at 2.0 MiB/s:\n%s", frames)
+	}
+	m := regexp.MustCompile(`m\.orkpack .* ([0-9.]+) MiB/s`).FindAllStringSubmatch(frames, -1)
+	if len(m) == 0 {
+		t.Fatalf("no rate in the bars' output %q", frames)
+	}
+	rate, err := strconv.ParseFloat(m[len(m)-1][1], 64)
+	if err != nil || rate < 350 || rate > 512 {
+		t.Errorf("the bar's last rate %q MiB/s, want 350-512 (the recent rate, 512, after a stall), not the mean's 157.5", m[len(m)-1][1])
+	}
+}
+
+// stallTransfer runs tp on its own clock through a 100 GiB transfer: 1 GiB/s for 30 s, a
+// five-minute stall, then 512 MiB/s for a minute, a tick a second.
+func stallTransfer(tp *transferProgress) {
+	clock := time.Date(2026, 12, 6, 12, 0, 0, 0, time.UTC)
+	tp.now = func() time.Time { return clock }
+	const gib = 1 << 30
+	tp.Report(registry.Event{Kind: registry.EventStart, File: "m.orkpack", Total: 100 * gib})
+	for _, phase := range []struct {
+		secs   int
+		perSec int64
+	}{{30, gib}, {300, 0}, {60, gib / 2}} {
+		for range phase.secs {
+			clock = clock.Add(time.Second)
+			tp.Report(registry.Event{Kind: registry.EventBytes, File: "m.orkpack", Bytes: phase.perSec})
+			tp.tick()
+		}
 	}
 }

@@ -98,14 +98,14 @@ func ScreenMemory(s ModelShape, ctxLen int) int64 {
 	e, v, t := int64(c.NEmbd), int64(c.NVocab), int64(ctxLen)
 	var layer int64
 	for l := range c.NLayer {
-		layer = max(layer, calib.LayerWeightBytes(&c, l)+5*packableValues(&c, l))
+		layer = max(layer, calib.LayerWeightBytes(&c, l)+5*PackableValues(&c, l))
 	}
 	return 96<<20 + screenCached(s) + 2*layer + 4*t*v*4 + 2*c.EvalScratchBytes(ctxLen, 2) + c.BlockScratchBytes() + int64(model.EvalGroupChunks(c.NEmbd, ctxLen, 2))*8*t*e
 }
 
-// packableValues is the number of values of block l's weights a pack may hold (every site weight but
+// PackableValues is the number of values of block l's weights a pack may hold (every site weight but
 // the MoE router's, every expert slice): their emulated codes take up to 5 bytes a value.
-func packableValues(c *model.Config, l int) int64 {
+func PackableValues(c *model.Config, l int) int64 {
 	var n int64
 	for _, s := range c.Sites(l) {
 		if calib.Captured(s) {

@@ -294,8 +294,15 @@ func buildETA(opts *globalOptions, t engine.Target) (eta *progress.ETA, keep fun
 		opts.logger.Warn("earlier builds' costs not read: the time left is estimated from this build's nodes alone", "err", err)
 	}
 	eta.Prime(progress.ScaleTokens(prior, tokens))
+	ratesPath := progress.RatesFile(engine.HistoryDir(dir))
+	eta.Model(runtime.GOMAXPROCS(0), hostRates(opts, ratesPath))
 	start := time.Now()
 	return eta, func() {
+		if rates := eta.Rates(start); len(rates) > 0 {
+			if err := progress.KeepRates(ratesPath, rates); err != nil {
+				opts.logger.Warn("keeping this build's rates for the next builds' estimates", "err", err)
+			}
+		}
 		measured := progress.StampTokens(eta.Costs(start), tokens, tokenStages...)
 		if len(measured) == 0 {
 			return
@@ -304,6 +311,16 @@ func buildETA(opts *globalOptions, t engine.Target) (eta *progress.ETA, keep fun
 			opts.logger.Warn("keeping this build's costs for the next build's estimate", "err", err)
 		}
 	}
+}
+
+// hostRates reads the rates this host's builds kept (progress.RatesFile) at path; a file that cannot
+// be read is logged, and the modeled costs are then taken at the reference host's speed.
+func hostRates(opts *globalOptions, path string) []progress.StageRate {
+	rates, err := progress.ReadRates(path)
+	if err != nil {
+		opts.logger.Warn("earlier builds' rates not read: nodes no build has timed are estimated at the reference host's speed", "err", err)
+	}
+	return rates
 }
 
 // tokenStages are the stages whose nodes' cost grows with the calibration tokens (each runs every

@@ -135,10 +135,12 @@ screen: {text: `+eval+`, ctx: 32}
 }
 
 // TestBuildKeepsCosts: a build keeps what each kind of node cost in the cache's history
-// (progress.CostsFile), plan estimates a build's time from them, and the next build of the target
-// estimates its time left from them before its own nodes of each kind have run: every node_finished
-// line with an estimate, none a lower bound, where the first build's first line had no full one. A
-// damaged costs file is named in a warning and replaced.
+// (progress.CostsFile) and the rates its modeled costs ran at (progress.RatesFile); plan estimates a
+// build's time from the kinds' costs, and from the model for what they lack — at the reference
+// host's speed before any build, at the measured rates after one —, and the next build of the
+// target estimates its time left from them before its own nodes of each kind have run: every
+// node_finished line with an estimate, none a lower bound. A damaged costs or rates file is named in
+// a warning and replaced.
 func TestBuildKeepsCosts(t *testing.T) {
 	dir := t.TempDir()
 	recipe, _, _ := tinyRecipe(t, dir)
@@ -177,8 +179,9 @@ func TestBuildKeepsCosts(t *testing.T) {
 		}
 		return stdout
 	}
-	if out := plan(1, false); !strings.Contains(out, "estimated time: unknown for the ") {
-		t.Errorf("plan before any build: no unknown estimate:\n%s", out)
+	if out := plan(1, false); !strings.Contains(out, "estimated time: ") ||
+		!strings.Contains(out, " (the stages' cost model at the reference host's speed, no build in this cache having measured its rates)") {
+		t.Errorf("plan before any build: no estimate by the cost model:\n%s", out)
 	}
 	first, _ := build(1)
 	var planned struct {
@@ -194,12 +197,24 @@ func TestBuildKeepsCosts(t *testing.T) {
 	if out := plan(1, false); strings.Contains(out, "estimated time") {
 		t.Errorf("plan of the build just made (every node cached): an estimate:\n%s", out)
 	}
-	// Costs are kept per model: another shape has none yet.
-	if out := plan(1, false, "source.synth.n_ff=128"); !strings.Contains(out, "estimated time: unknown for the ") {
-		t.Errorf("plan of another model's build: no unknown estimate:\n%s", out)
+	// Costs are kept per model: another shape has none yet, and its nodes are modeled at the rates
+	// the first build measured.
+	if out := plan(1, false, "source.synth.n_ff=128"); !strings.Contains(out, "estimated time: ") ||
+		!strings.Contains(out, " (the stages' cost model at the rates earlier builds in this cache measured)") {
+		t.Errorf("plan of another model's build: no estimate at the measured rates:\n%s", out)
 	}
-	if _, ok := first[0]["left_ms"]; ok && first[0]["left_lower"] != true {
-		t.Fatalf("the first build's first node_finished %v: a full estimate with no earlier build", first[0])
+	checkSecond := func(finished []map[string]any) {
+		t.Helper()
+		for _, ev := range finished[:len(finished)-1] { // the last has nothing left to estimate
+			if _, ok := ev["left_ms"].(float64); !ok || ev["left_lower"] != nil {
+				t.Errorf("node_finished %v: want left_ms and no lower bound", ev)
+			}
+		}
+	}
+	checkSecond(first) // the model's, from the start
+	rates := filepath.Join(cache, "history", "_rates")
+	if r, err := progress.ReadRates(rates); err != nil || len(r) == 0 {
+		t.Errorf("rates after the first build: %v, %v", r, err)
 	}
 	// The costs are kept for the model's shape (its seed set to 0).
 	var file struct {
@@ -225,21 +240,20 @@ func TestBuildKeepsCosts(t *testing.T) {
 			t.Errorf("stage %v ran and has no cost in %s", ev["stage"], costs)
 		}
 	}
-	checkSecond := func(finished []map[string]any) {
-		t.Helper()
-		for _, ev := range finished[:len(finished)-1] { // the last has nothing left to estimate
-			if _, ok := ev["left_ms"].(float64); !ok || ev["left_lower"] != nil {
-				t.Errorf("node_finished %v: want left_ms and no lower bound after an earlier build", ev)
-			}
-		}
-	}
 	second, _ := build(2)
 	checkSecond(second)
 	if err := os.WriteFile(costs, []byte("{not json"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if _, stderr := build(3); !strings.Contains(stderr, costs) || !strings.Contains(stderr, "costs not read") {
-		t.Errorf("a damaged costs file: no warning naming %s:\n%s", costs, stderr)
+	if err := os.WriteFile(rates, []byte(`{"version":1,"rates":[{"stage":"","share_ms":1,"cost_ms":1}]}`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, stderr := build(3); !strings.Contains(stderr, costs) || !strings.Contains(stderr, "costs not read") ||
+		!strings.Contains(stderr, rates) || !strings.Contains(stderr, "rates not read") {
+		t.Errorf("a damaged costs and rates file: no warnings naming %s and %s:\n%s", costs, rates, stderr)
+	}
+	if r, err := progress.ReadRates(rates); err != nil || len(r) == 0 {
+		t.Errorf("rates after the build that found them damaged: %v, %v", r, err)
 	}
 	if kinds, err := progress.ReadCosts(costs, "clitiny", source); err != nil || len(kinds) == 0 {
 		t.Errorf("costs after the build that found them damaged: %v, %v", kinds, err)

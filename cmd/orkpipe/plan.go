@@ -5,11 +5,11 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"runtime"
 	"slices"
 	"strconv"
 	"strings"
 	"text/tabwriter"
-	"time"
 
 	"github.com/spf13/cobra"
 
@@ -28,7 +28,9 @@ func newPlanCommand(opts *globalOptions) *cobra.Command {
 		Use:   "plan TARGET|RECIPE",
 		Short: "Print the DAG of a target (nodes, stage, key, cached or not, memory estimate) without running it",
 		Long: "plan prints every node of TARGET (\"demo\" for the built-in demo, or a recipe file) with its stage, its key (short; \"pending\"\n" +
-			"while it depends on outputs not built yet), whether its outputs are cached and its declared peak memory.\n" +
+			"while it depends on outputs not built yet), whether its outputs are cached and its declared peak memory, then\n" +
+			"how long the nodes not cached should take (by what earlier builds of the target from the same model measured,\n" +
+			"and the stages' cost model at the rates this host's builds measured for what they did not) and what they write.\n" +
 			"Nodes with identical key material are reported. -v prints each node's key material; --json prints it all.\n" +
 			"A recipe with a residency section (an MoE model) also gets its residency plan's expected hit rate and the hit\n" +
 			"rate vs budget curve: from the cached plan, or computed from the cached routing statistics of an earlier build\n" +
@@ -96,10 +98,14 @@ type planOutput struct {
 	Nodes  []engine.NodeStatus `json:"nodes"`
 	// Residency is an MoE build's residency plan (expected hit rate, curve), when known (planResidency).
 	Residency *stages.ResidencyFile `json:"residency,omitempty"`
-	// EstimateMS is how long the nodes not cached should take by the costs earlier builds kept
-	// (planEstimate), when known; EstimateLower marks a lower bound.
-	EstimateMS    *int64 `json:"estimate_ms,omitempty"`
-	EstimateLower bool   `json:"estimate_lower,omitempty"`
+	// EstimateMS is how long the nodes not cached should take by the costs earlier builds kept and
+	// the nodes' modeled costs (planEstimate), when known; EstimateLower marks a lower bound.
+	// EstimateModeled counts the nodes estimated by their modeled costs (cost_ns), EstimateRated
+	// those of them at the rates this host's builds measured.
+	EstimateMS      *int64 `json:"estimate_ms,omitempty"`
+	EstimateLower   bool   `json:"estimate_lower,omitempty"`
+	EstimateModeled int    `json:"estimate_modeled,omitempty"`
+	EstimateRated   int    `json:"estimate_rated,omitempty"`
 	// WritesBytes is what the nodes not cached write into the cache (planSpace), CacheFreeBytes the
 	// space its filesystem has, when known.
 	WritesBytes    int64  `json:"writes_bytes"`
@@ -113,23 +119,24 @@ type planOutput struct {
 }
 
 // planEstimate is how long building nodes should take: the nodes not cached, by the costs that
-// earlier builds of target kept in the cache's history (progress.CostsFile).
+// earlier builds of target kept in the cache's history (progress.CostsFile), and the others by their
+// modeled costs at this host's rates (progress.RatesFile).
 type planEstimate struct {
-	target       string
-	run          int // nodes not cached
-	left         time.Duration
-	lower, known bool
+	target string
+	run    int // nodes not cached
+	progress.Estimated
 }
 
 // estimatePlan estimates the build of t's nodes, by the costs of t's builds from the same source
-// (costSource). A costs file that cannot be read is logged, and the estimate is unknown.
+// (costSource) and the nodes' modeled costs. A costs or rates file that cannot be read is logged, and
+// the estimate does without it.
 func estimatePlan(opts *globalOptions, t engine.Target, nodes []engine.NodeStatus) planEstimate {
 	target := t.Name()
 	e := planEstimate{target: target}
-	run := map[string]string{}
+	var run []engine.NodeStatus
 	for _, n := range nodes {
 		if !n.Cached {
-			run[n.ID] = n.Stage
+			run = append(run, n)
 		}
 	}
 	e.run = len(run)
@@ -137,36 +144,57 @@ func estimatePlan(opts *globalOptions, t engine.Target, nodes []engine.NodeStatu
 	if err != nil || len(run) == 0 {
 		return e
 	}
-	path := progress.CostsFile(engine.HistoryDir(dir), target)
-	costs, err := progress.ReadCosts(path, target, costSource(t))
+	hist := engine.HistoryDir(dir)
+	costs, err := progress.ReadCosts(progress.CostsFile(hist, target), target, costSource(t))
 	if err != nil {
-		opts.logger.Warn("earlier builds' costs not read: no estimate of the build's time", "err", err)
-		return e
+		opts.logger.Warn("earlier builds' costs not read: the estimate rests on the nodes' modeled costs", "err", err)
 	}
-	e.left, e.lower, e.known = progress.Estimate(progress.ScaleTokens(costs, calibrationTokens(t)), run)
+	e.Estimated = progress.Estimate(progress.ScaleTokens(costs, calibrationTokens(t)), runtime.GOMAXPROCS(0),
+		hostRates(opts, progress.RatesFile(hist)), run)
 	return e
 }
 
 // setJSON sets out's estimate fields.
 func (e planEstimate) setJSON(out *planOutput) {
-	if e.known {
-		ms := e.left.Milliseconds()
-		out.EstimateMS, out.EstimateLower = &ms, e.lower
+	if e.OK {
+		ms := e.Left.Milliseconds()
+		out.EstimateMS, out.EstimateLower = &ms, e.Lower
+		out.EstimateModeled, out.EstimateRated = e.Modeled, e.Rated
 	}
 }
 
 // write prints the estimate's line after the plan's table: nothing when every node is cached.
 func (e planEstimate) write(w io.Writer) {
-	switch {
-	case e.run == 0:
-	case !e.known:
-		fmt.Fprintf(w, "estimated time: unknown for the %d nodes not cached (no earlier build of %s from this model kept its nodes' costs)\n", e.run, e.target)
-	case e.lower:
-		fmt.Fprintf(w, "estimated time: at least %s for the %d nodes not cached (the costs earlier builds of %s kept; some of its stages have none)\n",
-			progress.RoundLeft(e.left), e.run, e.target)
-	default:
-		fmt.Fprintf(w, "estimated time: %s for the %d nodes not cached (the costs earlier builds of %s kept)\n", progress.About(e.left), e.run, e.target)
+	if e.run == 0 {
+		return
 	}
+	if !e.OK {
+		fmt.Fprintf(w, "estimated time: unknown for the %d nodes not cached (no earlier build of %s from this model kept its nodes' costs, and they have no modeled cost)\n", e.run, e.target)
+		return
+	}
+	var from []string
+	if e.Modeled < e.run {
+		from = append(from, fmt.Sprintf("the costs earlier builds of %s kept", e.target))
+	}
+	model := "the stages' cost model"
+	if e.Modeled < e.run {
+		model = fmt.Sprintf("%d by the stages' cost model", e.Modeled)
+	}
+	switch {
+	case e.Modeled == 0:
+	case e.Rated == e.Modeled:
+		from = append(from, model+" at the rates earlier builds in this cache measured")
+	case e.Rated == 0:
+		from = append(from, model+" at the reference host's speed, no build in this cache having measured its rates")
+	default:
+		from = append(from, fmt.Sprintf("%s, %d of them at the rates earlier builds in this cache measured, the others at the reference host's speed", model, e.Rated))
+	}
+	if e.Lower {
+		fmt.Fprintf(w, "estimated time: at least %s for the %d nodes not cached (%s; some of its stages have neither)\n",
+			progress.RoundLeft(e.Left), e.run, strings.Join(from, "; "))
+		return
+	}
+	fmt.Fprintf(w, "estimated time: %s for the %d nodes not cached (%s)\n", progress.About(e.Left), e.run, strings.Join(from, "; "))
 }
 
 func runPlan(ctx context.Context, opts *globalOptions, arg string, sets []string, gf graphFlags) error {

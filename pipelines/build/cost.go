@@ -9,9 +9,9 @@ import (
 )
 
 // Estimates for engine.Node.Cost of the nodes at the end of a build, whose order decides how the
-// stub's sha256 and the pack's writing share the cores once the weights are done: rough single-core
-// nanoseconds per byte of the file each one reads or writes (only how they compare matters). The
-// nodes before the pack declare none: what follows each of them is the pack's chain either way.
+// stub's sha256 and the pack's writing share the cores once the weights are done: single-core
+// nanoseconds per byte of the file each one reads or writes on the reference host (workcost.go has
+// the other stages' costs).
 const (
 	costStubPerByte   = 0.2  // emit-stub, per source byte: header copy, data ranges, BLAKE3 of the holes
 	costSHA256PerByte = 0.65 // sha256, per byte of its file

@@ -90,15 +90,17 @@ func (t *Target) Graph(ctx context.Context) (*engine.Graph, error) {
 	addFinal := func(w *weight, hessian, acts *engine.Input) {
 		if w.fused {
 			w.tiled = g.Add("rtn-tile:"+w.name, "rtn-tile", stages.RTNTileParams{Finalize: w.fin, Nibbles: "low-first"},
-				finalIn(&w.fin, hessian, acts)).Writes(w.fin.TiledBytes()).Output("entry")
+				finalIn(&w.fin, hessian, acts)).Cost(rtnTileCost(w.fin)).Writes(w.fin.TiledBytes()).Output("entry")
 		} else {
-			w.final = g.Add("finalize:"+w.name, "finalize", w.fin, finalIn(&w.fin, hessian, acts)).Writes(w.fin.OutputBytes()).Output("weight")
+			w.final = g.Add("finalize:"+w.name, "finalize", w.fin, finalIn(&w.fin, hessian, acts)).
+				Cost(finalizeCost(w.fin)).Writes(w.fin.OutputBytes()).Output("weight")
 		}
 		if p := w.promote; p != nil && w.pfused {
 			w.ptiled = g.Add("rtn-tile-promote:"+w.name, "rtn-tile", stages.RTNTileParams{Finalize: *p, Nibbles: "low-first"},
-				finalIn(p, hessian, acts)).Writes(p.TiledBytes()).Output("entry")
+				finalIn(p, hessian, acts)).Cost(rtnTileCost(*p)).Writes(p.TiledBytes()).Output("entry")
 		} else if p != nil {
-			w.pfinal = g.Add("finalize-promote:"+w.name, "finalize", *p, finalIn(p, hessian, acts)).Writes(p.OutputBytes()).Output("weight")
+			w.pfinal = g.Add("finalize-promote:"+w.name, "finalize", *p, finalIn(p, hessian, acts)).
+				Cost(finalizeCost(*p)).Writes(p.OutputBytes()).Output("weight")
 		}
 	}
 	// addTail adds what follows finalize: the activation clip search on the calibrate output acts (when
@@ -106,20 +108,20 @@ func (t *Target) Graph(ctx context.Context) (*engine.Graph, error) {
 	addTail := func(w *weight, acts *engine.Input) {
 		if w.clip != nil {
 			w.final = g.Add("act-clip:"+w.name, "act-clip", *w.clip, map[string]engine.Input{"model": src.in, "weight": w.final, "acts": *acts}).
-				Writes(w.fin.OutputBytes()).Output("weight")
+				Cost(actClipCost(*w.clip)).Writes(w.fin.OutputBytes()).Output("weight")
 		}
 		if !w.fused {
 			tl := g.Add("tile:"+w.name, "tile", stages.TileParams{Nibbles: "low-first", N: w.fin.N, KP: w.fin.KP()},
-				map[string]engine.Input{"weight": w.final}).Writes(w.fin.TiledBytes())
+				map[string]engine.Input{"weight": w.final}).Cost(tileCost(w.fin.N, w.fin.KP())).Writes(w.fin.TiledBytes())
 			w.tiled = tl.Output("entry")
 		}
 		if p := w.promote; p != nil && !w.pfused {
 			if w.pclip != nil {
 				w.pfinal = g.Add("act-clip-promote:"+w.name, "act-clip", *w.pclip, map[string]engine.Input{"model": src.in, "weight": w.pfinal, "acts": *acts}).
-					Writes(p.OutputBytes()).Output("weight")
+					Cost(actClipCost(*w.pclip)).Writes(p.OutputBytes()).Output("weight")
 			}
 			pt := g.Add("tile-promote:"+w.name, "tile", stages.TileParams{Nibbles: "low-first", N: p.N, KP: p.KP()},
-				map[string]engine.Input{"weight": w.pfinal}).Writes(p.TiledBytes())
+				map[string]engine.Input{"weight": w.pfinal}).Cost(tileCost(p.N, p.KP())).Writes(p.TiledBytes())
 			w.ptiled = pt.Output("entry")
 		}
 	}
@@ -157,7 +159,7 @@ func (t *Target) planCalibration(g *engine.Graph, src *source, ws []*weight, add
 	}
 	var routes []engine.Input
 	tp := stages.TokenizeParams{Sequences: c.Sequences, Ctx: c.Ctx, CorpusName: filepath.Base(c.Corpus)}
-	tok := g.Add("tokenize", "tokenize", tp, map[string]engine.Input{"model": src.in, "corpus": engine.File(c.Corpus)}).Writes(tp.OutputBytes())
+	tok := g.Add("tokenize", "tokenize", tp, map[string]engine.Input{"model": src.in, "corpus": engine.File(c.Corpus)}).Cost(tokenizeCost(tp)).Writes(tp.OutputBytes())
 	prev := tok.Output("tokens")
 	oneshot := c.Mode == "oneshot"
 	for _, win := range wins {
@@ -171,7 +173,7 @@ func (t *Target) planCalibration(g *engine.Graph, src *source, ws []*weight, add
 		}
 		cp := stages.CalibrateParams{Shape: src.shape, Start: a, End: b, Sequences: c.Sequences,
 			Ctx: c.Ctx, Hidden: oneshot && b < src.shape.Layers, ActSample: c.ActSample, Skip: skip(a, b)}
-		cal := g.Add("calibrate"+id, "calibrate", cp, in).Writes(cp.OutputBytes())
+		cal := g.Add("calibrate"+id, "calibrate", cp, in).Cost(calibrateCost(cp)).Writes(cp.OutputBytes())
 		if src.shape.Experts > 0 {
 			routes = append(routes, cal.Output(stages.RoutingOutput))
 		}
@@ -211,7 +213,7 @@ func (t *Target) planCalibration(g *engine.Graph, src *source, ws []*weight, add
 			pp.Weights = append(pp.Weights, w.windowWeight())
 			pin["w."+w.name] = w.final
 		}
-		prev = g.Add("propagate"+id, "propagate", pp, pin).Writes(pp.OutputBytes()).Output("hidden")
+		prev = g.Add("propagate"+id, "propagate", pp, pin).Cost(propagateCost(pp)).Writes(pp.OutputBytes()).Output("hidden")
 	}
 	return planRouting(g, routes), nil
 }
@@ -279,7 +281,7 @@ func (t *Target) planTail(g *engine.Graph, src *source, ws []*weight, routing *e
 		sp := stages.ScreenParams{Shape: src.shape, Ctx: s.Ctx, Chunks: s.Chunks,
 			MaxPPLRatio: s.Gates.MaxPPLRatio, MaxKLDMean: s.Gates.MaxKLDMean, TextName: filepath.Base(s.Text)}
 		moe.heldOutFromScreen(&sp, s.Text)
-		sc := g.Add("screen", "screen", sp, map[string]engine.Input{"model": src.in, "pack": pk, "text": engine.File(s.Text)})
+		sc := g.Add("screen", "screen", sp, map[string]engine.Input{"model": src.in, "pack": pk, "text": engine.File(s.Text)}).Cost(screenCost(sp, s.Text))
 		moe.screenNode(sc)
 		rin["screen"] = sc.Output("screen.json")
 		deps = append(deps, stages.ProvenanceDep{Name: "screen-text", URI: "file://" + s.Text})
@@ -319,7 +321,7 @@ func (t *Target) planTail(g *engine.Graph, src *source, ws []*weight, routing *e
 		}
 	}
 	moe.bind(&rp, rin)
-	rep := g.Add("report", "report", rp, rin)
+	rep := g.Add("report", "report", rp, rin).Cost(nodeStartNS)
 	out := t.Exports()
 	pin["subject."+out.Pack] = pk
 	pin["subject."+out.Stub] = stub
@@ -345,7 +347,7 @@ func (t *Target) planTail(g *engine.Graph, src *source, ws []*weight, routing *e
 		Cost(cost(costSHA256PerByte, packSize)).Output("sha256.json")
 	prov := g.Add("provenance", "provenance", stages.ProvenanceParams{Name: r.Name,
 		Subjects: subjects, Deps: deps, Recipe: recipeJSON, Overrides: t.overrides, SHA256: []string{out.Pack, out.Stub},
-		Model: model}, pin)
+		Model: model}, pin).Cost(nodeStartNS)
 	g.Export(out.Pack, pk)
 	g.Export(out.Stub, stub)
 	g.Export(out.Report, rep.Output("report.json"))

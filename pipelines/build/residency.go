@@ -31,7 +31,7 @@ func planRouting(g *engine.Graph, routes []engine.Input) *engine.Input {
 	for i, r := range routes {
 		in[fmt.Sprintf("w.%d", i)] = r
 	}
-	o := g.Add("routing", "routing", stages.RoutingParams{Windows: len(routes)}, in).Output("routing.json")
+	o := g.Add("routing", "routing", stages.RoutingParams{Windows: len(routes)}, in).Cost(nodeStartNS).Output("routing.json")
 	return &o
 }
 
@@ -60,7 +60,7 @@ func (t *Target) planResidency(g *engine.Graph, ws []*weight, routing *engine.In
 	if boardFile != nil {
 		in["board"] = *boardFile
 	}
-	o := g.Add("residency", "residency", p, in).Output("residency.json")
+	o := g.Add("residency", "residency", p, in).Cost(nodeStartNS).Output("residency.json")
 	m.residency = &o
 	return m, nil
 }

@@ -72,7 +72,7 @@ func (e *Engine) Build(ctx context.Context, target string, p *Plan, opts BuildOp
 	res := &Result{Target: target, Exports: map[string]artifacts.Object{}, Outputs: map[string]string{}, Replaced: map[string]string{}}
 	emit := e.dedupEmitter()
 	for _, pn := range p.nodes {
-		ev := Event{Event: EventPlan, Node: pn.node.id, Stage: pn.node.stage, Time: start, Mem: pn.spec.PeakMemory, Writes: pn.node.writes}
+		ev := Event{Event: EventPlan, Node: pn.node.id, Stage: pn.node.stage, Time: start, Mem: pn.spec.PeakMemory, Writes: pn.node.writes, CostNS: pn.node.cost}
 		for _, d := range pn.deps {
 			ev.Deps = append(ev.Deps, p.nodes[d].node.id)
 		}

@@ -42,6 +42,10 @@ func (e Event) AppendJSON(b []byte) ([]byte, error) {
 		b = append(b, `,"writes":`...)
 		b = strconv.AppendInt(b, e.Writes, 10)
 	}
+	if e.CostNS != 0 {
+		b = append(b, `,"cost_ns":`...)
+		b = strconv.AppendInt(b, e.CostNS, 10)
+	}
 	if len(e.Deps) > 0 {
 		b = append(b, `,"deps":[`...)
 		for i, d := range e.Deps {

@@ -32,7 +32,7 @@ func TestEventMarshalJSONMatchesReflection(t *testing.T) {
 	awkward := "q\"b\\s/\b\f\n\r\t\x00\x1f\x7f <&> é \u2028\u2029 \xff\xfe end"
 	for i, e := range []Event{
 		{},
-		{Event: EventPlan, Node: "rtn-tile:blk.0.attn_q.weight", Stage: "rtn-tile", Time: time.Unix(1796200480, 306868363).UTC(), Mem: 1 << 20, Writes: 55706152, Deps: []string{"synth", "b"}},
+		{Event: EventPlan, Node: "rtn-tile:blk.0.attn_q.weight", Stage: "rtn-tile", Time: time.Unix(1796200480, 306868363).UTC(), Mem: 1 << 20, Writes: 55706152, CostNS: 41000000000, Deps: []string{"synth", "b"}},
 		{Event: EventNodeCached, Node: "n", Key: "blake3:00ff", Stage: "s", Time: time.Date(2026, 12, 2, 8, 0, 0, 0, time.FixedZone("x", 5*3600+1800)), SameAs: "m",
 			Outputs: map[string]string{"z": "blake3:1", "a": "blake3:2", "m<": awkward}},
 		{Event: EventNodeFailed, Node: awkward, Key: awkward, Stage: awkward, Time: time.Now(), Mem: -3, Deps: []string{awkward, ""}, SameAs: awkward, DurationMS: 12345, Outputs: map[string]string{awkward: awkward, "": ""}, Error: awkward},
@@ -55,7 +55,7 @@ func FuzzEventMarshalJSON(f *testing.F) {
 	f.Add("plan", "n", "blake3:ab", "s", "dep", "out", "digest", "err", int64(7))
 	f.Add("\u2028", "\xff", "<>&", "\x00", "\"", "\\", "é", "\t", int64(-1))
 	f.Fuzz(func(t *testing.T, ev, node, key, stage, dep, out, digest, msg string, n int64) {
-		e := Event{Event: ev, Node: node, Key: key, Stage: stage, Time: time.Unix(n%1e10, n%1e9), Mem: n, Writes: n, Deps: []string{dep},
+		e := Event{Event: ev, Node: node, Key: key, Stage: stage, Time: time.Unix(n%1e10, n%1e9), Mem: n, Writes: n, CostNS: n, Deps: []string{dep},
 			SameAs: dep, DurationMS: n, Outputs: map[string]string{out: digest, digest: out}, Error: msg}
 		for _, html := range []bool{false, true} {
 			got, want := encodeBoth(t, e, html)

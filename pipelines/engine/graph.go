@@ -26,7 +26,7 @@ type Node struct {
 	stage  string
 	params any
 	inputs map[string]Input
-	cost   int64 // estimated CPU time of one run in ns (Cost); 0: not estimated
+	cost   int64 // estimated CPU time of one run in ns of one core (Cost); 0: not estimated
 	writes int64 // estimated bytes of its outputs in the store (Writes); 0: small or not estimated
 }
 
@@ -60,10 +60,12 @@ func File(path string) Input {
 // Output binds an input to output name of n.
 func (n *Node) Output(name string) Input { return Input{node: n, output: name} }
 
-// Cost sets the node's estimated CPU time of one run, in nanoseconds of one core (only how the
-// estimates of one graph compare matters). It orders the nodes waiting for a job slot (a node after
-// which more estimated work must follow, one node after another, goes first) and nothing else: it is
-// not key material, and a node left without one counts 0. A negative cost is a graph error.
+// Cost sets the node's estimated CPU time of one run, in nanoseconds of one core of a reference host
+// (the graph's maker says which: pipelines/build's cost model names its host and rates). It orders the
+// nodes waiting for a job slot (a node after which more estimated work must follow, one node after
+// another, goes first), and plan and build events carry it (NodeStatus.CostNS, Event.CostNS) for
+// estimates of nodes no earlier build has timed (progress.ETA). It is not key material, and a node
+// left without one counts 0. A negative cost is a graph error.
 func (n *Node) Cost(ns int64) *Node {
 	if ns < 0 {
 		n.graph.errs = append(n.graph.errs, fmt.Errorf("%w: node %q: cost %d ns, want >= 0", ErrGraph, n.id, ns))

@@ -182,18 +182,9 @@ func ReadCosts(path, target, source string) ([]KindCost, error) {
 
 // readCostsFile reads and checks the costs file at path; nil (and no error) when it is missing.
 func readCostsFile(path, target string) (*costsJSON, error) {
-	b, err := os.ReadFile(path)
-	if errors.Is(err, fs.ErrNotExist) {
-		return nil, nil
-	}
-	if err != nil {
-		return nil, err
-	}
-	dec := json.NewDecoder(bytes.NewReader(b))
-	dec.DisallowUnknownFields()
 	var f costsJSON
-	if err := dec.Decode(&f); err != nil {
-		return nil, fmt.Errorf("build costs %s: %w", path, err)
+	if found, err := readJSONFile(path, "build costs", &f); !found || err != nil {
+		return nil, err
 	}
 	if f.Version != costsVersion {
 		return nil, fmt.Errorf("build costs %s: version %d, want %d", path, f.Version, costsVersion)
@@ -236,6 +227,24 @@ func toJSON(costs []KindCost) []kindJSON {
 		out = append(out, kindJSON{Stage: k.Stage, Kind: k.Kind, MeanMS: k.Mean.Milliseconds(), Nodes: k.Nodes, Measured: k.Measured.UTC(), Tokens: k.Tokens})
 	}
 	return out
+}
+
+// readJSONFile decodes the JSON file at path into v, refusing fields v does not have; found is false
+// (and err nil) when the file is missing. what names the file's kind in a decoding error.
+func readJSONFile(path, what string, v any) (found bool, err error) {
+	b, err := os.ReadFile(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return false, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		return true, fmt.Errorf("%s %s: %w", what, path, err)
+	}
+	return true, nil
 }
 
 // KeepCosts adds measured, what a build of target from source measured, to the costs file at path
@@ -301,15 +310,17 @@ func lockCosts(path string) (unlock func(), err error) {
 	return func() { lf.Close() }, nil // closing the file releases the lock
 }
 
-// Estimate is how long a build that runs nodes (id -> stage) should take by costs alone: what an ETA
-// primed with them says before the build starts (Left). ok is false when costs estimate none of the
-// nodes, or there are none; lower when some node's stage has no cost (it counts as zero).
-func Estimate(costs []KindCost, nodes map[string]string) (left time.Duration, lower, ok bool) {
+// Estimate is how long a build that runs nodes should take by costs, the host's rates and the nodes'
+// modeled costs (NodeStatus.CostNS) alone: what an ETA primed with them says before the build starts
+// (ETA.Estimate). OK is false when none of the nodes can be estimated, or there are none.
+func Estimate(costs []KindCost, cores int, rates []StageRate, nodes []engine.NodeStatus) Estimated {
 	t := NewETA()
 	t.Prime(costs)
-	for id, stage := range nodes {
-		t.Emit(engine.Event{Event: engine.EventPlan, Node: id, Stage: stage})
+	t.Model(cores, rates)
+	for _, n := range nodes {
+		t.Emit(engine.Event{Event: engine.EventPlan, Node: n.ID, Stage: n.Stage, CostNS: n.CostNS})
 	}
-	left, lower, ok = t.Left(time.Time{})
-	return left, lower, ok && (!lower || left > 0)
+	e := t.Estimate(time.Time{})
+	e.OK = e.OK && (!e.Lower || e.Left > 0)
+	return e
 }

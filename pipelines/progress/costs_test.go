@@ -193,27 +193,73 @@ func TestEstimate(t *testing.T) {
 		{Stage: "finalize", Kind: "finalize:blk.#.ffn_down.weight", Mean: 30 * time.Second, Nodes: 1},
 		{Stage: "finalize", Kind: "finalize:blk.#.attn_q.weight", Mean: 10 * time.Second, Nodes: 3},
 	}
+	nodes := func(idStage ...string) []engine.NodeStatus {
+		var out []engine.NodeStatus
+		for i := 0; i < len(idStage); i += 2 {
+			out = append(out, engine.NodeStatus{ID: idStage[i], Stage: idStage[i+1]})
+		}
+		return out
+	}
 	for _, tc := range []struct {
 		name      string
-		nodes     map[string]string
+		nodes     []engine.NodeStatus
 		left      time.Duration
 		lower, ok bool
 	}{
-		{"kinds and a stage", map[string]string{"calibrate[0,1)": "calibrate", "calibrate[1,2)": "calibrate",
-			"finalize:blk.0.ffn_down.weight": "finalize", "finalize:blk.0.ffn_up.weight": "finalize"},
+		{"kinds and a stage", nodes("calibrate[0,1)", "calibrate", "calibrate[1,2)", "calibrate",
+			"finalize:blk.0.ffn_down.weight", "finalize", "finalize:blk.0.ffn_up.weight", "finalize"),
 			// ffn_up has no cost of its own: finalize's mean, (30 + 3 x 10) / 4 = 15 s.
 			245 * time.Second, false, true},
-		{"a stage without costs", map[string]string{"calibrate[0,1)": "calibrate", "screen": "screen"}, 100 * time.Second, true, true},
-		{"only stages without costs", map[string]string{"screen": "screen"}, 0, true, false},
-		{"no nodes", map[string]string{}, 0, false, false},
+		{"a stage without costs", nodes("calibrate[0,1)", "calibrate", "screen", "screen"), 100 * time.Second, true, true},
+		{"only stages without costs", nodes("screen", "screen"), 0, true, false},
+		{"no nodes", nil, 0, false, false},
 	} {
-		left, lower, ok := progress.Estimate(costs, tc.nodes)
-		if left != tc.left || lower != tc.lower || ok != tc.ok {
-			t.Errorf("%s: Estimate = %v, %v, %v; want %v, %v, %v", tc.name, left, lower, ok, tc.left, tc.lower, tc.ok)
+		e := progress.Estimate(costs, 2, nil, tc.nodes)
+		if e.Left != tc.left || e.Lower != tc.lower || e.OK != tc.ok {
+			t.Errorf("%s: Estimate = %v, %v, %v; want %v, %v, %v", tc.name, e.Left, e.Lower, e.OK, tc.left, tc.lower, tc.ok)
 		}
 	}
-	if _, _, ok := progress.Estimate(nil, map[string]string{"calibrate[0,1)": "calibrate"}); ok {
+	if e := progress.Estimate(nil, 2, nil, nodes("calibrate[0,1)", "calibrate")); e.OK {
 		t.Error("an estimate without costs")
+	}
+}
+
+// TestEstimateModeled: a node of a kind no earlier build kept is estimated by its modeled cost: over
+// the cores with no rate; at the host's rate for its stage and size class when one was kept; at the
+// rate over every stage of its size class when its stage has none; never at a rate of the other size
+// class. A kind kept wins over the model.
+func TestEstimateModeled(t *testing.T) {
+	costs := []progress.KindCost{{Stage: "finalize", Kind: "finalize:blk.#.ffn_down.weight", Mean: 30 * time.Second, Nodes: 1}}
+	big := []engine.NodeStatus{
+		{ID: "calibrate[0,1)", Stage: "calibrate", CostNS: int64(200 * time.Second)},
+		{ID: "finalize:blk.0.ffn_down.weight", Stage: "finalize", CostNS: int64(80 * time.Second)},
+		{ID: "finalize:blk.0.ffn_up.weight", Stage: "finalize", CostNS: int64(16 * time.Second)},
+	}
+	small := []engine.NodeStatus{{ID: "tile:blk.0.ffn_up.weight", Stage: "tile", CostNS: int64(500 * time.Millisecond)}}
+	rates := []progress.StageRate{
+		{Stage: "calibrate", Large: true, Share: 150 * time.Second, Cost: 100 * time.Second}, // 1.5
+		{Stage: progress.AnyStage, Large: true, Share: 60 * time.Second, Cost: 100 * time.Second},
+		{Stage: progress.AnyStage, Share: 4 * time.Second, Cost: 1 * time.Second}, // small nodes: 4
+	}
+	for _, tc := range []struct {
+		name                 string
+		costs                []progress.KindCost
+		rates                []progress.StageRate
+		nodes                []engine.NodeStatus
+		left                 time.Duration
+		kept, modeled, rated int
+	}{
+		{"the reference host's speed on 2 cores", nil, nil, big, (200 + 80 + 16) * time.Second / 2, 0, 3, 0},
+		{"a kind kept, the rest over the cores", costs, nil, big, (100+16/2.0)*time.Second + 30*time.Second, 1, 2, 0},
+		// calibrate at its own 1.5, finalize at every stage's 0.6.
+		{"the host's rates", nil, rates, big, 300*time.Second + 96*6*time.Second/10, 0, 3, 3},
+		{"a small node at the small nodes' rate", nil, rates, small, 2 * time.Second, 0, 1, 1},
+		{"a small node never at a large rate", nil, rates[:2], small, 250 * time.Millisecond, 0, 1, 0},
+	} {
+		e := progress.Estimate(tc.costs, 2, tc.rates, tc.nodes)
+		if !e.OK || e.Lower || e.Left != tc.left || e.Kept != tc.kept || e.Modeled != tc.modeled || e.Rated != tc.rated {
+			t.Errorf("%s: Estimate = %+v; want left %v, kept %d, modeled %d, rated %d", tc.name, e, tc.left, tc.kept, tc.modeled, tc.rated)
+		}
 	}
 }
 

@@ -2,6 +2,7 @@ package progress
 
 import (
 	"fmt"
+	"runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -10,10 +11,11 @@ import (
 	"orkpipe/pipelines/engine"
 )
 
-// ETA estimates how much longer a build runs, from its own events: there is no model of a stage's
-// cost, only what the build has measured so far (and, primed, what earlier builds of the target
-// measured). A windowed GPTQ build of a 27B model runs the same few node kinds block after block for
-// hours, so once the first block's nodes have run, the rest is known to within the blocks'
+// ETA estimates how much longer a build runs, from its own events: what the build has measured so
+// far, primed with what earlier builds of the target measured, and, for the nodes of kinds neither
+// has timed, the graph's model of their costs (the plan events' CostNS) at the rates this host's
+// builds measured. A windowed GPTQ build of a 27B model runs the same few node kinds block after
+// block for hours, so once the first block's nodes have run, the rest is known to within the blocks'
 // differences.
 //
 // A node's cost is its share of the wall time: while n nodes run, each is charged 1/n of every
@@ -24,15 +26,22 @@ import (
 // stage; a running node the rest of that. The time left is the sum of those shares: the future is
 // assumed to run its nodes as concurrently as the past ran the same kinds (on a 2-core host the
 // calibrate windows one at a time, each on both cores; on 64 cores a block's finalize nodes side by
-// side). A node whose stage has no finished node yet counts as zero, and the estimate is then a
-// lower bound. Cached nodes cost nothing; a failed node's dependents (plan events' deps) never run.
+// side). Cached nodes cost nothing; a failed node's dependents (plan events' deps) never run.
 //
 // An earlier build's measurements (Prime, from the Costs it kept) fill in the kinds this build has
-// not timed yet: a kind's own measurement first, then the earlier build's for the kind, then this
-// build's stage mean, then the earlier build's. What the earlier build measured is scaled by how long
-// this build's finished nodes took against the earlier build's means for their kinds (the host, its
-// load and --jobs may differ; scaleSteady damps the first seconds), so that a build says how long it
-// will take from its start, not once a node of each kind has run.
+// not timed yet: a kind's own measurement first (scaled by the nodes' modeled costs when they differ
+// within the kind), then the earlier build's for the kind, then the
+// node's modeled cost (for a node with one), then this build's stage mean, then the earlier build's.
+// What the earlier build measured is scaled by how long this build's finished nodes took against the
+// earlier build's means for their kinds (the host, its load and --jobs may differ; scaleSteady damps
+// the first seconds), so that a build says how long it will take from its start, not once a node of
+// each kind has run. A node with none of them counts as zero, and the estimate is then a lower bound.
+//
+// A modeled cost is CPU time on the graph maker's reference host (engine.Node.Cost). Its share is
+// the cost times a rate (StageRate), the first there is of: this build's for the node's stage and
+// size class, the host's earlier builds' for them (Model), this build's over every stage, the
+// earlier builds' over every stage; with none, the cost over the cores (Model; GOMAXPROCS by
+// default): the reference host's speed, every core busy.
 //
 // ETA is an engine.Sink; it is safe for concurrent use.
 type ETA struct {
@@ -50,6 +59,10 @@ type ETA struct {
 	// over the finished nodes whose class has a prior: the prior's scale is
 	// (scaleNow + scaleSteady) / (scaleThen + scaleSteady).
 	scaleNow, scaleThen time.Duration
+
+	cores      int                    // a modeled cost's share with no rate is cost/cores
+	rates      map[rateKey]*StageRate // this build's, over its finished nodes with a cost
+	priorRates map[rateKey]StageRate  // the host's earlier builds' (Model)
 }
 
 // scaleSteady is the time of earlier costs taken at their face value in the scale of the primed
@@ -59,13 +72,15 @@ const scaleSteady = 10 * time.Second
 
 type etaNode struct {
 	stage, kind string
-	class       string // stage + " " + kind
+	class       string        // stage + " " + kind
+	cost        time.Duration // modeled (the plan event's CostNS); 0: none
 }
 
-// newETANode is the node of e: its stage, its kind (nodeClass of its id) and its class (both).
+// newETANode is the node of e: its stage, its kind (nodeClass of its id), its class (both) and its
+// modeled cost.
 func newETANode(e engine.Event) *etaNode {
 	k := nodeClass(e.Node)
-	return &etaNode{stage: e.Stage, kind: k, class: e.Stage + " " + k}
+	return &etaNode{stage: e.Stage, kind: k, class: e.Stage + " " + k, cost: time.Duration(max(0, e.CostNS))}
 }
 
 // run is a running node: its share of the wall time so far (up to ETA.last).
@@ -73,21 +88,100 @@ type run struct {
 	share time.Duration
 }
 
-// cost sums the wall-time shares of the finished nodes of a class or stage.
+// cost sums the wall-time shares of the finished nodes of a class or stage, and their modeled costs.
 type cost struct {
 	stage, kind string // a class's
 	share       time.Duration
 	n           int
+	modeled     time.Duration // the nodes' modeled costs
+	unmodeled   int           // nodes without one
 }
 
-func (c *cost) add(share time.Duration) { c.share += share; c.n++ }
+func (c *cost) add(share, modeled time.Duration) {
+	c.share += share
+	c.n++
+	c.modeled += modeled
+	if modeled <= 0 {
+		c.unmodeled++
+	}
+}
 
 func (c *cost) mean() time.Duration { return c.share / time.Duration(c.n) }
+
+// of is the share c says node n costs: the class's mean, scaled by n's modeled cost against the
+// class's when n and every node of c have one (calibrate windows of other sizes, one class).
+func (c *cost) of(n *etaNode) time.Duration {
+	if n.cost > 0 && c.unmodeled == 0 && c.modeled > 0 {
+		return time.Duration(float64(c.share) * float64(n.cost) / float64(c.modeled))
+	}
+	return c.mean()
+}
 
 // NewETA returns an estimator that has seen no event.
 func NewETA() *ETA {
 	return &ETA{nodes: map[string]*etaNode{}, deps: map[string][]string{}, classes: map[string]*cost{},
-		stages: map[string]*cost{}, running: map[string]*run{}, prior: map[string]*cost{}, priorStages: map[string]*cost{}}
+		stages: map[string]*cost{}, running: map[string]*run{}, prior: map[string]*cost{}, priorStages: map[string]*cost{},
+		cores: runtime.GOMAXPROCS(0), rates: map[rateKey]*StageRate{}, priorRates: map[rateKey]StageRate{}}
+}
+
+// Model gives the ETA the host's rates (ReadRates) and its cores, for the nodes of kinds no build has
+// timed (ETA's doc). Call it before the first event; cores < 1 counts as 1.
+func (t *ETA) Model(cores int, rates []StageRate) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.cores = max(1, cores)
+	t.priorRates = map[rateKey]StageRate{}
+	for _, r := range rates {
+		if r.Cost > 0 && r.Share >= 0 {
+			t.priorRates[rateKey{r.Stage, r.Large}] = r
+		}
+	}
+}
+
+// Rates returns what the build has measured of the modeled costs: a StageRate per stage and size
+// class with a finished node that had a cost, and the same over every stage (AnyStage), stamped
+// measured.
+func (t *ETA) Rates(measured time.Time) []StageRate {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	out := make([]StageRate, 0, len(t.rates))
+	for _, r := range t.rates {
+		out = append(out, StageRate{Stage: r.Stage, Large: r.Large, Share: r.Share, Cost: r.Cost, Measured: measured.UTC()})
+	}
+	sortRates(out)
+	return out
+}
+
+// modeled is the share n's modeled cost says (ETA's doc), and whether it is at a rate a build
+// measured.
+func (t *ETA) modeled(n *etaNode) (share time.Duration, rated bool) {
+	large := n.cost >= LargeCost
+	for _, k := range []rateKey{{n.stage, large}, {AnyStage, large}} {
+		if r := t.rates[k]; r != nil {
+			return time.Duration(float64(n.cost) * r.rate()), true
+		}
+		if r, ok := t.priorRates[k]; ok {
+			return time.Duration(float64(n.cost) * r.rate()), true
+		}
+	}
+	return n.cost / time.Duration(t.cores), false
+}
+
+// addRate adds a finished node's share to the rates of its stage and of every stage.
+func (t *ETA) addRate(n *etaNode, share time.Duration) {
+	if n.cost <= 0 {
+		return
+	}
+	large := n.cost >= LargeCost
+	for _, k := range []rateKey{{n.stage, large}, {AnyStage, large}} {
+		r := t.rates[k]
+		if r == nil {
+			r = &StageRate{Stage: k.stage, Large: large}
+			t.rates[k] = r
+		}
+		r.Share += share
+		r.Cost += n.cost
+	}
 }
 
 // nodeClass is id with every run of decimal digits replaced by one '#'.
@@ -152,8 +246,9 @@ func (t *ETA) Emit(e engine.Event) {
 		}
 		c := t.cost(t.classes, n.class)
 		c.stage, c.kind = n.stage, n.kind
-		c.add(r.share)
-		t.cost(t.stages, n.stage).add(r.share)
+		c.add(r.share, n.cost)
+		t.cost(t.stages, n.stage).add(r.share, n.cost)
+		t.addRate(n, r.share)
 		if p := t.prior[n.class]; p != nil {
 			t.scaleNow += r.share
 			t.scaleThen += p.mean()
@@ -187,14 +282,32 @@ func (t *ETA) dropDependents(failed string) {
 }
 
 // Left returns the estimated time from now to the build's end. ok is false while nothing can be said:
-// no node has finished yet and no earlier build's costs were primed, or none is left. lower reports
-// that some remaining node's stage has neither a finished node nor a primed cost (it counts as zero):
-// the build takes at least left.
+// no node has finished yet, no earlier build's costs were primed and no node left has a modeled
+// cost, or none is left. lower reports that some remaining node has neither a measured, a primed nor
+// a modeled cost (it counts as zero): the build takes at least left.
 func (t *ETA) Left(now time.Time) (left time.Duration, lower, ok bool) {
+	e := t.Estimate(now)
+	return e.Left, e.Lower, e.OK
+}
+
+// Estimated is an estimate of a build's time left, and what it rests on.
+type Estimated struct {
+	Left  time.Duration
+	Lower bool // some node counted as zero: the build takes at least Left
+	OK    bool // something could be said (Left's doc)
+	// Kept counts the nodes estimated by the costs an earlier build of the target kept, Modeled those
+	// estimated by their modeled cost, Rated those of Modeled at a rate a build on this host measured
+	// (the others at the reference host's speed).
+	Kept, Modeled, Rated int
+}
+
+// Estimate is Left with what the estimate rests on.
+func (t *ETA) Estimate(now time.Time) Estimated {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	if len(t.nodes) == 0 || len(t.stages) == 0 && len(t.prior) == 0 {
-		return 0, false, false
+	var e Estimated
+	if len(t.nodes) == 0 {
+		return e
 	}
 	var since time.Duration // the running nodes' shares from t.last to now
 	if n := len(t.running); n > 0 && now.After(t.last) {
@@ -205,23 +318,36 @@ func (t *ETA) Left(now time.Time) (left time.Duration, lower, ok bool) {
 		var share time.Duration
 		switch {
 		case t.classes[n.class] != nil:
-			share = t.classes[n.class].mean()
+			share = t.classes[n.class].of(n)
 		case t.prior[n.class] != nil:
 			share = time.Duration(float64(t.prior[n.class].mean()) * scale)
+			e.Kept++
+		case n.cost > 0:
+			var rated bool
+			share, rated = t.modeled(n)
+			e.Modeled++
+			if rated {
+				e.Rated++
+			}
 		case t.stages[n.stage] != nil:
 			share = t.stages[n.stage].mean()
 		case t.priorStages[n.stage] != nil:
 			share = time.Duration(float64(t.priorStages[n.stage].mean()) * scale)
+			e.Kept++
 		default:
-			lower = true
+			e.Lower = true
 			continue
 		}
 		if r := t.running[id]; r != nil {
 			share = max(0, share-r.share-since)
 		}
-		left += share
+		e.Left += share
 	}
-	return left, lower, true
+	if len(t.stages) == 0 && len(t.prior) == 0 && e.Modeled == 0 {
+		return Estimated{}
+	}
+	e.OK = true
+	return e
 }
 
 // shown is Left, with ok false also for a lower bound under a second (only untimed nodes are left):

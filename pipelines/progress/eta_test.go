@@ -241,3 +241,38 @@ func TestETAPrimed(t *testing.T) {
 		t.Errorf("Costs:\n%v\nwant\n%v", got, want)
 	}
 }
+
+// A build's first nodes, estimated by their modeled costs from its start: over the cores at first,
+// then at the rate the build measures (for the stage; for a stage not timed yet, the rate over every
+// stage of the same size class), and what the build measured comes out of Rates.
+func TestETAModeledCosts(t *testing.T) {
+	c := newETAClock(t)
+	c.eta.Model(2, nil)
+	plan := func(stage, id string, cost time.Duration) {
+		c.eta.Emit(engine.Event{Event: engine.EventPlan, Node: id, Stage: stage, Time: c.start, CostNS: int64(cost)})
+	}
+	plan("tokenize", "tokenize", 100*time.Millisecond)
+	plan("calibrate", "calibrate[0,1)", 200*time.Second)
+	plan("calibrate", "calibrate[1,2)", 100*time.Second) // a shorter window than the first
+	plan("finalize", "finalize:blk.0.ffn_down.weight", 80*time.Second)
+	c.left(0, 0.05+100+50+40, false)
+	c.ev(engine.EventNodeStarted, "tokenize", "tokenize", 0)
+	c.ev(engine.EventNodeFinished, "tokenize", "tokenize", 1) // 20 times the model: small nodes only
+	c.left(1, 100+50+40, false)
+	c.ev(engine.EventNodeStarted, "calibrate", "calibrate[0,1)", 1)
+	c.ev(engine.EventNodeFinished, "calibrate", "calibrate[0,1)", 151) // 0.75 s a modeled second
+	// calibrate[1,2) by its class, scaled to its modeled cost (150 x 100/200 s; the class's mean would
+	// say 150 s); ffn_down at the large nodes' rate, 0.75 x 80 s.
+	c.left(151, 75+60, false)
+	got := c.eta.Rates(c.at(151))
+	at := c.at(151)
+	want := []StageRate{
+		{Stage: AnyStage, Share: time.Second, Cost: 100 * time.Millisecond, Measured: at},
+		{Stage: AnyStage, Large: true, Share: 150 * time.Second, Cost: 200 * time.Second, Measured: at},
+		{Stage: "calibrate", Large: true, Share: 150 * time.Second, Cost: 200 * time.Second, Measured: at},
+		{Stage: "tokenize", Share: time.Second, Cost: 100 * time.Millisecond, Measured: at},
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("Rates = %+v\nwant %+v", got, want)
+	}
+}

@@ -1,0 +1,211 @@
+package build
+
+import (
+	"math"
+	"strconv"
+
+	"orkpipe/ork/calib"
+	"orkpipe/ork/model"
+	"orkpipe/ork/quant"
+	"orkpipe/stages"
+)
+
+// The stages' cost model: every node's engine.Node.Cost, its CPU time on the reference host in
+// nanoseconds of one core, from the work its parameters imply. The reference host is the one of
+// docs/performance-log.md's sessions 41-54 (two Zen 5 cores with AVX-512, pure-Go kernels); the rates
+// below are what its kernels reach in situ there, fitted to the 27B-width slice's builds (session 51's
+// `calibrate` 100-106 s a block, the block's GPTQ nodes about 135 s of wall, `propagate` 30 s, on two
+// cores). The costs order the nodes waiting for a job slot, and estimate the nodes no earlier build
+// of the target timed (progress.ETA: a node's share of the wall time is its cost over the cores, at
+// the rate this host's own builds measured for its stage once they have; docs/cli.md, "Estimates").
+// A model, not a measurement: another host, BLAS, or a stage's change moves it, and the measured
+// rates take over.
+const (
+	// nodeStartNS is every node's fixed cost: its process, reading its inputs' headers and the source's
+	// tensor index, its outputs' records (the 4369 nodes of LFM2-8B-A1B's build: 20-30 ms a node).
+	nodeStartNS = 20e6
+	// forwardFlopsPerNS is calibrate's forward, its products and the block's other work (the source's
+	// Q8_0 decoding, norms, the softmax): session 51's perf of a 27B-width block, 12.5 TFLOP of
+	// products in the ~117 of its ~201 CPU-s that were not the Hessians'.
+	forwardFlopsPerNS = 105
+	// propagateFlopsPerNS is propagate's forward through the finalized weights (the block's products
+	// without the Hessians: 12.5 TFLOP in about 60 CPU-s).
+	propagateFlopsPerNS = 200
+	// hessianFlopsPerNS is the float64 Hessian updates' rate (tile8x16: 6.4 TFLOP a block in 84 CPU-s).
+	hessianFlopsPerNS = 76
+	// gptqFlopsPerNS is a GPTQ finalize's effective rate over its model flops, k³/3 + 2·n·k² (the
+	// Cholesky factor and the column updates), with the Hessian's read, the rotation and the tail:
+	// a 27B-width block's 8.3 TFLOP of them in about 135 s of two cores' wall.
+	gptqFlopsPerNS = 60
+	// valueNS is a pass over one weight value outside the products (decoding a source value, scoring
+	// one candidate scale of round to nearest).
+	valueNS = 1.2
+	// weightValueNS is finalize's time a weight value besides its products and candidates: the source's
+	// values read and decoded, the codes written and hashed (LFM2-8B-A1B's int8 expert slices, 1792 x
+	// 2048 with 8 candidates, about 74 ms a node).
+	weightValueNS = 5.0
+	// tileCodeNS is a tile node's time a code: the finalized weight read and unpacked, the codes and
+	// scales laid out in the board's tiles (0.27 s of the 27B ffn_down's 89 M codes on two cores; 27
+	// ms an LFM2-8B-A1B expert slice).
+	tileCodeNS = 4.0
+	// synthByteNS is synth's time a byte of the model it writes (random values, quantized).
+	synthByteNS = 30.0
+	// tokenNS is the tokenizer's time a token.
+	tokenNS = 2000.0
+	// screenFlopsPerNS is screen's forward, the float model's and the pack's emulation.
+	screenFlopsPerNS = 105
+)
+
+// forwardFlops is the float work of one token through block l of c with a context of ctx tokens: every
+// matmul's products (a routed expert's weights for NExpertUsed of NExpert tokens), attention over the
+// causal half of the context, and a Gated DeltaNet's state updates.
+func forwardFlops(c *model.Config, l, ctx int) float64 {
+	var f float64
+	for _, s := range c.Sites(l) {
+		rows := 1.0
+		if s.Experts > 0 {
+			rows = float64(c.NExpertUsed)
+		}
+		for _, m := range s.Weights {
+			f += 2 * rows * float64(m.N) * float64(s.Width)
+		}
+	}
+	switch c.Kind(l).Mixer {
+	case model.MixerAttention, model.MixerGatedAttention:
+		f += 2 * float64(ctx) * float64(c.QDim()) // QKᵀ and AV over ctx/2 positions, 2 flops each
+	case model.MixerDeltaNet:
+		f += 6 * float64(c.SSM.ValueDim()) * float64(c.SSM.HeadDim)
+	}
+	return f
+}
+
+// hessianFlops is the Hessian updates of one token through block l's captured sites, those skip does
+// not name ("h.<l>.<site>", stages.HessianSites): a width² upper triangle of multiply-adds a site, a
+// routed expert's for NExpertUsed of NExpert tokens.
+func hessianFlops(c *model.Config, l int, skip map[string]bool) float64 {
+	var f float64
+	for _, s := range c.Sites(l) {
+		if !calib.Captured(s) || skip[hessianSite(l, s.Name)] {
+			continue
+		}
+		rows := 1.0
+		if s.Experts > 0 {
+			rows = float64(c.NExpertUsed)
+		}
+		f += rows * float64(s.Width) * float64(s.Width)
+	}
+	return f
+}
+
+// hessianSite is the name stages.HessianSites gives site of block l.
+func hessianSite(l int, site string) string { return "h." + strconv.Itoa(l) + "." + site }
+
+// calibrateCost is a calibrate node's cost: its tokens through the window's blocks, forward and
+// Hessians, and the decoding of the blocks' weights from the source.
+func calibrateCost(p stages.CalibrateParams) int64 {
+	c := p.Shape.Config()
+	skip := map[string]bool{}
+	for _, s := range p.Skip {
+		skip[s] = true
+	}
+	tokens := float64(p.Sequences) * float64(p.Ctx)
+	ns := nodeStartNS
+	for l := p.Start; l < p.End; l++ {
+		ns += tokens*forwardFlops(&c, l, p.Ctx)/forwardFlopsPerNS + tokens*hessianFlops(&c, l, skip)/hessianFlopsPerNS +
+			float64(calib.LayerWeightBytes(&c, l))*valueNS
+	}
+	return int64(ns)
+}
+
+// propagateCost is a propagate node's cost: its tokens through the window's blocks with the
+// finalized weights.
+func propagateCost(p stages.PropagateParams) int64 {
+	c := p.Shape.Config()
+	tokens := float64(p.Sequences) * float64(p.Ctx)
+	ns := nodeStartNS
+	for l := p.Start; l < p.End; l++ {
+		ns += tokens*forwardFlops(&c, l, p.Ctx)/propagateFlopsPerNS + float64(calib.LayerWeightBytes(&c, l))*valueNS
+	}
+	return int64(ns)
+}
+
+// finalizeCost is a finalize node's cost. GPTQ: the Cholesky factor of the K×K Hessian and the
+// column updates of the n rows, each rotation seed's scoring (a round to nearest and n·k² of the
+// error), each refit round (the Gram products and a GPTQ pass, ~3·n·k²), and quantized inputs' Hessian
+// from the activation sample. Round to nearest: a pass over the weight a candidate scale.
+func finalizeCost(p stages.FinalizeParams) int64 {
+	n, k := float64(p.N), float64(p.KP())
+	grid := len(p.ClipGrid)
+	if grid == 0 {
+		grid = len(quant.DefaultClipGrid) // the stage's default
+	}
+	ns := nodeStartNS + n*k*(weightValueNS+float64(grid)*valueNS)
+	if p.Method == "gptq" {
+		flops := k*k*k/3 + 2*n*k*k
+		flops += float64(p.RotationSeeds) * n * k * k
+		flops += float64(p.ScaleRefit) * 3 * n * k * k
+		if p.GPTQInputs != "" {
+			flops += float64(max(1, len(p.InputClipGrid))) * float64(p.InputRows) * k * k
+		}
+		ns += flops / gptqFlopsPerNS
+	}
+	return int64(ns)
+}
+
+// rtnTileCost is an rtn-tile node's: the round to nearest and the tiling, one node.
+func rtnTileCost(p stages.FinalizeParams) int64 {
+	return finalizeCost(p) + tileCost(p.N, p.KP()) - nodeStartNS
+}
+
+// tileCost is a tile node's: the finalized weight's n·kp codes read and laid out.
+func tileCost(n, kp int) int64 { return int64(nodeStartNS + float64(n)*float64(kp)*tileCodeNS) }
+
+// actClipCost is an act-clip node's: the sample's rows through the weight's searched channels, once
+// in float and once a candidate clip.
+func actClipCost(p stages.ActClipParams) int64 {
+	ch := p.N
+	if p.Channels > 0 {
+		ch = min(ch, p.Channels)
+	}
+	flops := 2 * float64(p.Rows) * float64(ch) * float64(p.KP) * float64(len(p.Grid)+1)
+	return int64(nodeStartNS + flops/forwardFlopsPerNS)
+}
+
+// screenCost is a screen node's: the evaluation text's whole chunks of ctx tokens (at most chunks
+// when set; the text's tokens from its size, textBytesPerToken) through the float model and the
+// pack's, each with its output head, and both models' weights decoded. text that cannot be read
+// costs the start alone (the stage reports it).
+func screenCost(p stages.ScreenParams, text string) int64 {
+	fi, err := statFile(text)
+	if err != nil {
+		return nodeStartNS
+	}
+	c := p.Shape.Config()
+	chunks := int(float64(fi.Size())/textBytesPerToken(c.NVocab)) / max(1, p.Ctx)
+	if p.Chunks > 0 {
+		chunks = min(chunks, p.Chunks)
+	}
+	per := 2 * float64(c.NVocab) * float64(c.NEmbd)
+	var weights float64
+	for l := 0; l < c.NLayer; l++ {
+		per += forwardFlops(&c, l, p.Ctx)
+		weights += float64(stages.PackableValues(&c, l))
+	}
+	tokens := float64(chunks) * float64(p.Ctx)
+	return int64(nodeStartNS + 2*tokens*per/screenFlopsPerNS + 2*weights*valueNS)
+}
+
+// textBytesPerToken is about how many bytes of English text a token of a vocabulary of vocab tokens
+// takes: 1.5 at 512 (the test models' and synthetic models' 512 tokens: 3794 bytes of
+// tinystories_sample.txt are 2510 tokens), rising 0.4 a doubling to 4.5 at about 100k.
+func textBytesPerToken(vocab int) float64 {
+	return min(4.5, max(1.5, 1.5+0.4*(math.Log2(float64(max(1, vocab)))-9)))
+}
+
+// tokenizeCost is a tokenize node's: the calibration tokens it keeps (the corpus read to them).
+func tokenizeCost(p stages.TokenizeParams) int64 {
+	return int64(nodeStartNS + float64(p.Sequences)*float64(p.Ctx)*tokenNS)
+}
+
+// synthCost is a synth node's: the bytes of the model it writes.
+func synthCost(bytes int64) int64 { return int64(nodeStartNS + float64(bytes)*synthByteNS) }

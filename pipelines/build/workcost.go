@@ -2,7 +2,6 @@ package build
 
 import (
 	"math"
-	"strconv"
 
 	"orkpipe/ork/calib"
 	"orkpipe/ork/model"
@@ -15,11 +14,11 @@ import (
 // docs/performance-log.md's sessions 41-54 (two Zen 5 cores with AVX-512, pure-Go kernels); the rates
 // below are what its kernels reach in situ there, fitted to the 27B-width slice's builds (session 51's
 // `calibrate` 100-106 s a block, the block's GPTQ nodes about 135 s of wall, `propagate` 30 s, on two
-// cores). The costs order the nodes waiting for a job slot, and estimate the nodes no earlier build
-// of the target timed (progress.ETA: a node's share of the wall time is its cost over the cores, at
-// the rate this host's own builds measured for its stage once they have; docs/cli.md, "Estimates").
-// A model, not a measurement: another host, BLAS, or a stage's change moves it, and the measured
-// rates take over.
+// cores; TestCostModelReference holds the model to them). The costs order the nodes waiting for a job
+// slot, and estimate the nodes no earlier build of the target timed (progress.ETA: a node's share of
+// the wall time is its cost times the rate the builds in its cache measured for its stage, or, before
+// any, its cost over the cores; docs/cli.md, `orkpipe plan` and "Build events"). A model, not a
+// measurement: another host, BLAS, or a stage's change moves it, and the measured rates take over.
 const (
 	// nodeStartNS is every node's fixed cost: its process, reading its inputs' headers and the source's
 	// tensor index, its outputs' records (the 4369 nodes of LFM2-8B-A1B's build: 20-30 ms a node).
@@ -79,13 +78,19 @@ func forwardFlops(c *model.Config, l, ctx int) float64 {
 	return f
 }
 
-// hessianFlops is the Hessian updates of one token through block l's captured sites, those skip does
-// not name ("h.<l>.<site>", stages.HessianSites): a width² upper triangle of multiply-adds a site, a
-// routed expert's for NExpertUsed of NExpert tokens.
-func hessianFlops(c *model.Config, l int, skip map[string]bool) float64 {
+// hessianFlops is the Hessian updates of one token through block l's captured sites, those whose
+// names (stages.HessianSites of the block, in site order) skip does not hold: a width² upper triangle
+// of multiply-adds a site, a routed expert's for NExpertUsed of NExpert tokens.
+func hessianFlops(c *model.Config, l int, names []string, skip map[string]bool) float64 {
 	var f float64
+	j := 0
 	for _, s := range c.Sites(l) {
-		if !calib.Captured(s) || skip[hessianSite(l, s.Name)] {
+		if !calib.Captured(s) {
+			continue
+		}
+		name := names[j]
+		j++
+		if skip[name] {
 			continue
 		}
 		rows := 1.0
@@ -96,9 +101,6 @@ func hessianFlops(c *model.Config, l int, skip map[string]bool) float64 {
 	}
 	return f
 }
-
-// hessianSite is the name stages.HessianSites gives site of block l.
-func hessianSite(l int, site string) string { return "h." + strconv.Itoa(l) + "." + site }
 
 // calibrateCost is a calibrate node's cost: its tokens through the window's blocks, forward and
 // Hessians, and the decoding of the blocks' weights from the source.
@@ -111,7 +113,8 @@ func calibrateCost(p stages.CalibrateParams) int64 {
 	tokens := float64(p.Sequences) * float64(p.Ctx)
 	ns := nodeStartNS
 	for l := p.Start; l < p.End; l++ {
-		ns += tokens*forwardFlops(&c, l, p.Ctx)/forwardFlopsPerNS + tokens*hessianFlops(&c, l, skip)/hessianFlopsPerNS +
+		names := stages.HessianSites(p.Shape, l, l+1)
+		ns += tokens*forwardFlops(&c, l, p.Ctx)/forwardFlopsPerNS + tokens*hessianFlops(&c, l, names, skip)/hessianFlopsPerNS +
 			float64(calib.LayerWeightBytes(&c, l))*valueNS
 	}
 	return int64(ns)
@@ -171,8 +174,8 @@ func actClipCost(p stages.ActClipParams) int64 {
 	return int64(nodeStartNS + flops/forwardFlopsPerNS)
 }
 
-// screenCost is a screen node's: the evaluation text's whole chunks of ctx tokens (at most chunks
-// when set; the text's tokens from its size, textBytesPerToken) through the float model and the
+// screenCost is a screen node's: the evaluation text's whole chunks of ctx tokens (at least one, at
+// most chunks when set; the text's tokens from its size, textBytesPerToken) through the float model and the
 // pack's, each with its output head, and both models' weights decoded. text that cannot be read
 // costs the start alone (the stage reports it).
 func screenCost(p stages.ScreenParams, text string) int64 {
@@ -181,7 +184,7 @@ func screenCost(p stages.ScreenParams, text string) int64 {
 		return nodeStartNS
 	}
 	c := p.Shape.Config()
-	chunks := int(float64(fi.Size())/textBytesPerToken(c.NVocab)) / max(1, p.Ctx)
+	chunks := max(1, int(float64(fi.Size())/textBytesPerToken(c.NVocab))/max(1, p.Ctx))
 	if p.Chunks > 0 {
 		chunks = min(chunks, p.Chunks)
 	}

@@ -30,9 +30,8 @@ import (
 //
 // An earlier build's measurements (Prime, from the Costs it kept) fill in the kinds this build has
 // not timed yet: a kind's own measurement first (scaled by the nodes' modeled costs when they differ
-// within the kind), then the earlier build's for the kind, then the
-// node's modeled cost (for a node with one), then this build's stage mean, then the earlier build's.
-// What the earlier build measured is scaled by how long this build's finished nodes took against the
+// within the kind), then the earlier build's for the kind, then the node's modeled cost (for a node
+// with one), then this build's stage mean, then the earlier build's. What the earlier build measured is scaled by how long this build's finished nodes took against the
 // earlier build's means for their kinds (the host, its load and --jobs may differ; scaleSteady damps
 // the first seconds), so that a build says how long it will take from its start, not once a node of
 // each kind has run. A node with none of them counts as zero, and the estimate is then a lower bound.

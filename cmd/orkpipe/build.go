@@ -313,7 +313,7 @@ func buildETA(opts *globalOptions, t engine.Target) (eta *progress.ETA, keep fun
 	}
 }
 
-// hostRates reads the rates this host's builds kept (progress.RatesFile) at path; a file that cannot
+// hostRates reads the rates the builds in the cache kept (progress.RatesFile) at path; a file that cannot
 // be read is logged, and the modeled costs are then taken at the reference host's speed.
 func hostRates(opts *globalOptions, path string) []progress.StageRate {
 	rates, err := progress.ReadRates(path)

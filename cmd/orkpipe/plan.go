@@ -30,7 +30,7 @@ func newPlanCommand(opts *globalOptions) *cobra.Command {
 		Long: "plan prints every node of TARGET (\"demo\" for the built-in demo, or a recipe file) with its stage, its key (short; \"pending\"\n" +
 			"while it depends on outputs not built yet), whether its outputs are cached and its declared peak memory, then\n" +
 			"how long the nodes not cached should take (by what earlier builds of the target from the same model measured,\n" +
-			"and the stages' cost model at the rates this host's builds measured for what they did not) and what they write.\n" +
+			"and the stages' cost model at the rates the builds in the cache measured for what they did not) and what they write.\n" +
 			"Nodes with identical key material are reported. -v prints each node's key material; --json prints it all.\n" +
 			"A recipe with a residency section (an MoE model) also gets its residency plan's expected hit rate and the hit\n" +
 			"rate vs budget curve: from the cached plan, or computed from the cached routing statistics of an earlier build\n" +
@@ -101,7 +101,7 @@ type planOutput struct {
 	// EstimateMS is how long the nodes not cached should take by the costs earlier builds kept and
 	// the nodes' modeled costs (planEstimate), when known; EstimateLower marks a lower bound.
 	// EstimateModeled counts the nodes estimated by their modeled costs (cost_ns), EstimateRated
-	// those of them at the rates this host's builds measured.
+	// those of them at the rates the builds in the cache measured.
 	EstimateMS      *int64 `json:"estimate_ms,omitempty"`
 	EstimateLower   bool   `json:"estimate_lower,omitempty"`
 	EstimateModeled int    `json:"estimate_modeled,omitempty"`

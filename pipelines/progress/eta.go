@@ -38,7 +38,7 @@ import (
 //
 // A modeled cost is CPU time on the graph maker's reference host (engine.Node.Cost). Its share is
 // the cost times a rate (StageRate), the first there is of: this build's for the node's stage and
-// size class, the host's earlier builds' for them (Model), this build's over every stage, the
+// size class, the earlier builds' in the cache for them (Model), this build's over every stage, the
 // earlier builds' over every stage; with none, the cost over the cores (Model; GOMAXPROCS by
 // default): the reference host's speed, every core busy.
 //
@@ -61,7 +61,7 @@ type ETA struct {
 
 	cores      int                    // a modeled cost's share with no rate is cost/cores
 	rates      map[rateKey]*StageRate // this build's, over its finished nodes with a cost
-	priorRates map[rateKey]StageRate  // the host's earlier builds' (Model)
+	priorRates map[rateKey]StageRate  // the earlier builds' in the cache (Model)
 }
 
 // scaleSteady is the time of earlier costs taken at their face value in the scale of the primed
@@ -123,7 +123,7 @@ func NewETA() *ETA {
 		cores: runtime.GOMAXPROCS(0), rates: map[rateKey]*StageRate{}, priorRates: map[rateKey]StageRate{}}
 }
 
-// Model gives the ETA the host's rates (ReadRates) and its cores, for the nodes of kinds no build has
+// Model gives the ETA the rates the builds in the cache kept (ReadRates) and the host's cores, for the nodes of kinds no build has
 // timed (ETA's doc). Call it before the first event; cores < 1 counts as 1.
 func (t *ETA) Model(cores int, rates []StageRate) {
 	t.mu.Lock()
@@ -295,8 +295,8 @@ type Estimated struct {
 	Lower bool // some node counted as zero: the build takes at least Left
 	OK    bool // something could be said (Left's doc)
 	// Kept counts the nodes estimated by the costs an earlier build of the target kept, Modeled those
-	// estimated by their modeled cost, Rated those of Modeled at a rate a build on this host measured
-	// (the others at the reference host's speed).
+	// estimated by their modeled cost, Rated those of Modeled at a rate a build measured (this one, or
+	// one in the cache; the others at the reference host's speed).
 	Kept, Modeled, Rated int
 }
 

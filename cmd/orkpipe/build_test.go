@@ -185,11 +185,20 @@ func TestBuildKeepsCosts(t *testing.T) {
 	}
 	first, _ := build(1)
 	var planned struct {
-		EstimateMS    *int64 `json:"estimate_ms"`
-		EstimateLower bool   `json:"estimate_lower"`
+		EstimateMS       *int64           `json:"estimate_ms"`
+		EstimateLower    bool             `json:"estimate_lower"`
+		EstimateStagesMS map[string]int64 `json:"estimate_stages_ms"`
 	}
 	if err := json.Unmarshal([]byte(plan(2, true)), &planned); err != nil || planned.EstimateMS == nil || planned.EstimateLower {
 		t.Errorf("plan --json of an unbuilt seed after a build: %v, estimate_ms %v, estimate_lower %v; want a full estimate", err, planned.EstimateMS, planned.EstimateLower)
+	} else {
+		var sum int64
+		for _, ms := range planned.EstimateStagesMS {
+			sum += ms
+		}
+		if d := sum - *planned.EstimateMS; d < -int64(len(planned.EstimateStagesMS)) || d > 0 || planned.EstimateStagesMS["calibrate"] <= 0 {
+			t.Errorf("plan --json: estimate_stages_ms %v sum to %d ms, estimate_ms %d; want the same, calibrate's included", planned.EstimateStagesMS, sum, *planned.EstimateMS)
+		}
 	}
 	if out := plan(2, false); !strings.Contains(out, "estimated time: ") || !strings.Contains(out, " nodes not cached (the costs earlier builds of clitiny kept)") {
 		t.Errorf("plan of an unbuilt seed after a build: no estimate:\n%s", out)

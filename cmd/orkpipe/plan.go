@@ -1,15 +1,18 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
 	"runtime"
 	"slices"
 	"strconv"
 	"strings"
 	"text/tabwriter"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -106,6 +109,8 @@ type planOutput struct {
 	EstimateLower   bool   `json:"estimate_lower,omitempty"`
 	EstimateModeled int    `json:"estimate_modeled,omitempty"`
 	EstimateRated   int    `json:"estimate_rated,omitempty"`
+	// EstimateStagesMS is estimate_ms by the nodes' stages.
+	EstimateStagesMS map[string]int64 `json:"estimate_stages_ms,omitempty"`
 	// WritesBytes is what the nodes not cached write into the cache (planSpace), CacheFreeBytes the
 	// space its filesystem has, when known.
 	WritesBytes    int64  `json:"writes_bytes"`
@@ -160,6 +165,10 @@ func (e planEstimate) setJSON(out *planOutput) {
 		ms := e.Left.Milliseconds()
 		out.EstimateMS, out.EstimateLower = &ms, e.Lower
 		out.EstimateModeled, out.EstimateRated = e.Modeled, e.Rated
+		out.EstimateStagesMS = map[string]int64{}
+		for st, d := range e.Stages {
+			out.EstimateStagesMS[st] = d.Milliseconds()
+		}
 	}
 }
 
@@ -192,9 +201,41 @@ func (e planEstimate) write(w io.Writer) {
 	if e.Lower {
 		fmt.Fprintf(w, "estimated time: at least %s for the %d nodes not cached (%s; some of its stages have neither)\n",
 			progress.RoundLeft(e.Left), e.run, strings.Join(from, "; "))
+		e.writeStages(w)
 		return
 	}
 	fmt.Fprintf(w, "estimated time: %s for the %d nodes not cached (%s)\n", progress.About(e.Left), e.run, strings.Join(from, "; "))
+	e.writeStages(w)
+}
+
+// writeStages prints where an estimate of a second or more goes, by stage, the longest first: the
+// stages of at least 1% of it, then the others together.
+func (e planEstimate) writeStages(w io.Writer) {
+	if e.Left < time.Second || len(e.Stages) < 2 {
+		return
+	}
+	stages := slices.Collect(maps.Keys(e.Stages))
+	slices.SortFunc(stages, func(a, b string) int {
+		if c := cmp.Compare(e.Stages[b], e.Stages[a]); c != 0 {
+			return c
+		}
+		return strings.Compare(a, b)
+	})
+	var parts []string
+	var rest time.Duration
+	others := 0
+	for _, st := range stages {
+		if d := e.Stages[st]; d*100 >= e.Left {
+			parts = append(parts, st+" "+progress.RoundLeft(d))
+		} else {
+			rest += d
+			others++
+		}
+	}
+	if others > 0 {
+		parts = append(parts, fmt.Sprintf("%d more stages %s", others, progress.RoundLeft(rest)))
+	}
+	fmt.Fprintf(w, "  by stage: %s\n", strings.Join(parts, ", "))
 }
 
 func runPlan(ctx context.Context, opts *globalOptions, arg string, sets []string, gf graphFlags) error {

@@ -298,6 +298,8 @@ type Estimated struct {
 	// estimated by their modeled cost, Rated those of Modeled at a rate a build measured (this one, or
 	// one in the cache; the others at the reference host's speed).
 	Kept, Modeled, Rated int
+	// Stages is Left by the nodes' stages.
+	Stages map[string]time.Duration
 }
 
 // Estimate is Left with what the estimate rests on.
@@ -341,6 +343,10 @@ func (t *ETA) Estimate(now time.Time) Estimated {
 			share = max(0, share-r.share-since)
 		}
 		e.Left += share
+		if e.Stages == nil {
+			e.Stages = map[string]time.Duration{}
+		}
+		e.Stages[n.stage] += share
 	}
 	if len(t.stages) == 0 && len(t.prior) == 0 && e.Modeled == 0 {
 		return Estimated{}

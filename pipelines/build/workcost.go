@@ -176,8 +176,9 @@ func actClipCost(p stages.ActClipParams) int64 {
 
 // screenCost is a screen node's: the evaluation text's whole chunks of ctx tokens (at least one, at
 // most chunks when set; the text's tokens from its size, textBytesPerToken) through the float model and the
-// pack's, each with its output head, and both models' weights decoded. text that cannot be read
-// costs the start alone (the stage reports it).
+// pack's, each with its output head, and both models' weights decoded. planTail has refused a
+// screen.text that cannot be read before this runs; should its stat fail since, the node costs its
+// start alone and the stage reports the file.
 func screenCost(p stages.ScreenParams, text string) int64 {
 	fi, err := statFile(text)
 	if err != nil {

@@ -285,7 +285,7 @@ func (t *ETA) dropDependents(failed string) {
 // cost, or none is left. lower reports that some remaining node has neither a measured, a primed nor
 // a modeled cost (it counts as zero): the build takes at least left.
 func (t *ETA) Left(now time.Time) (left time.Duration, lower, ok bool) {
-	e := t.Estimate(now)
+	e := t.estimate(now, false)
 	return e.Left, e.Lower, e.OK
 }
 
@@ -302,8 +302,11 @@ type Estimated struct {
 	Stages map[string]time.Duration
 }
 
-// Estimate is Left with what the estimate rests on.
-func (t *ETA) Estimate(now time.Time) Estimated {
+// Estimate is Left with what the estimate rests on, and its time by stage.
+func (t *ETA) Estimate(now time.Time) Estimated { return t.estimate(now, true) }
+
+// estimate is Estimate; byStage false leaves Stages nil (the sinks ask at every event and tick).
+func (t *ETA) estimate(now time.Time, byStage bool) Estimated {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	var e Estimated
@@ -343,10 +346,12 @@ func (t *ETA) Estimate(now time.Time) Estimated {
 			share = max(0, share-r.share-since)
 		}
 		e.Left += share
-		if e.Stages == nil {
-			e.Stages = map[string]time.Duration{}
+		if byStage {
+			if e.Stages == nil {
+				e.Stages = map[string]time.Duration{}
+			}
+			e.Stages[n.stage] += share
 		}
-		e.Stages[n.stage] += share
 	}
 	if len(t.stages) == 0 && len(t.prior) == 0 && e.Modeled == 0 {
 		return Estimated{}

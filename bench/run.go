@@ -149,6 +149,9 @@ func (e *env) command(stdout io.Writer, argv ...string) (time.Duration, int64, e
 func (e *env) commandIn(dir string, stdout io.Writer, argv ...string) (time.Duration, int64, error) {
 	cmd := exec.CommandContext(e.ctx, argv[0], argv[1:]...)
 	cmd.Dir = dir
+	// orkpipe's builds plan at the reference host's speeds: no probe of the host (a quarter of a
+	// second, once a cache and binary) inside a timed cold build.
+	cmd.Env = append(os.Environ(), "ORKPIPE_HOST_SPEEDS=reference")
 	cmd.Stdout = stdout
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr

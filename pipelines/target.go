@@ -15,8 +15,9 @@ import (
 )
 
 // Resolve returns the target named by arg: "demo", or the path of a recipe file, which is loaded
-// with the overrides sets ("dotted.path=value") and planned under the memory budget mem (bytes).
-func Resolve(arg string, mem int64, sets []string) (engine.Target, error) {
+// with the overrides sets ("dotted.path=value") and planned under the memory budget mem (bytes) with
+// opts (build.WithHostSpeeds; the demo takes none).
+func Resolve(arg string, mem int64, sets []string, opts ...build.Option) (engine.Target, error) {
 	if arg == demo.Name {
 		if len(sets) > 0 {
 			return nil, fmt.Errorf("--set applies to recipes, not to the built-in demo")
@@ -33,5 +34,5 @@ func Resolve(arg string, mem int64, sets []string) (engine.Target, error) {
 	if r.BoardVerify != nil {
 		verify.RegisterKind() // the verify-board node is planned like any other (it is served by attestations)
 	}
-	return build.New(r, build.WithMemoryBudget(mem), build.WithOverrides(sets))
+	return build.New(r, append([]build.Option{build.WithMemoryBudget(mem), build.WithOverrides(sets)}, opts...)...)
 }

@@ -115,7 +115,8 @@ func runBuild(ctx context.Context, opts *globalOptions, path string, sets []stri
 	// hashes that read files rather than map them (artifacts.SetHashReads).
 	stages.SetBufferPoolLimit(min(mem/16, 256<<20))
 	artifacts.SetHashReads(true)
-	t, err := build.New(r, build.WithMemoryBudget(mem), build.WithOverrides(sets))
+	speeds := &speedsSource{opts: opts}
+	t, err := build.New(r, build.WithMemoryBudget(mem), build.WithOverrides(sets), speeds.option())
 	if err != nil {
 		return err
 	}
@@ -174,7 +175,7 @@ func runBuild(ctx context.Context, opts *globalOptions, path string, sets []stri
 				return asUsage(perr)
 			}
 			if planOnly {
-				return printBuildPlan(ctx, opts, s, plan, t, mem, flags.outDir)
+				return printBuildPlan(ctx, opts, s, plan, t, mem, flags.outDir, speeds)
 			}
 			if !flags.noSpaceCheck {
 				if err := checkSpace(ctx, opts, s, plan, t.Name(), flags.outDir); err != nil {
@@ -241,13 +242,13 @@ func boardRequirementOf(r *recipe.Recipe, tf transportFlags, opts *globalOptions
 // printBuildPlan prints the plan of a build like `orkpipe plan`: every node, its key (or pending),
 // whether it is cached, its declared memory and its dependencies, and what it writes into the cache
 // and, on another filesystem, into outDir.
-func printBuildPlan(ctx context.Context, opts *globalOptions, s *engineSession, plan *engine.Plan, t engine.Target, budget int64, outDir string) error {
+func printBuildPlan(ctx context.Context, opts *globalOptions, s *engineSession, plan *engine.Plan, t engine.Target, budget int64, outDir string, speeds *speedsSource) error {
 	name := t.Name()
 	nodes, err := s.engine.Status(ctx, plan)
 	if err != nil {
 		return err
 	}
-	est, space := estimatePlan(opts, t, nodes), spaceOf(ctx, opts, s.store, nodes, outDir)
+	est, space := estimatePlan(opts, t, nodes, speeds), spaceOf(ctx, opts, s.store, nodes, outDir)
 	if opts.json {
 		out := planOutput{Target: name, Budget: budget, Nodes: nodes}
 		est.setJSON(&out)
@@ -314,11 +315,11 @@ func buildETA(opts *globalOptions, t engine.Target) (eta *progress.ETA, keep fun
 }
 
 // hostRates reads the rates the builds in the cache kept (progress.RatesFile) at path; a file that cannot
-// be read is logged, and the modeled costs are then taken at the reference host's speed.
+// be read is logged, and the modeled costs are then taken over the cores at the speed the cost model says.
 func hostRates(opts *globalOptions, path string) []progress.StageRate {
 	rates, err := progress.ReadRates(path)
 	if err != nil {
-		opts.logger.Warn("earlier builds' rates not read: nodes no build has timed are estimated at the reference host's speed", "err", err)
+		opts.logger.Warn("earlier builds' rates not read: nodes no build has timed are estimated by the cost model alone", "err", err)
 	}
 	return rates
 }

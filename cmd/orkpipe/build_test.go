@@ -254,7 +254,7 @@ func TestBuildKeepsCosts(t *testing.T) {
 	if err := os.WriteFile(costs, []byte("{not json"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if err := os.WriteFile(rates, []byte(`{"version":1,"rates":[{"stage":"","share_ms":1,"cost_ms":1}]}`), 0o644); err != nil {
+	if err := os.WriteFile(rates, []byte(`{"version":2,"rates":[{"stage":"","share_ms":1,"cost_ms":1}]}`), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	if _, stderr := build(3); !strings.Contains(stderr, costs) || !strings.Contains(stderr, "costs not read") ||

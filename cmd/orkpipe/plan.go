@@ -17,6 +17,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"orkpipe/internal/units"
+	"orkpipe/ork/hostspeed"
 	"orkpipe/pipelines"
 	"orkpipe/pipelines/dagview"
 	"orkpipe/pipelines/engine"
@@ -111,6 +112,9 @@ type planOutput struct {
 	EstimateRated   int    `json:"estimate_rated,omitempty"`
 	// EstimateStagesMS is estimate_ms by the nodes' stages.
 	EstimateStagesMS map[string]int64 `json:"estimate_stages_ms,omitempty"`
+	// HostSpeeds are the speeds the nodes' modeled costs (cost_ns) are at: this host's, measured, or
+	// the reference host's (hostspeed.Speeds); absent for a target without modeled costs.
+	HostSpeeds *hostspeed.Speeds `json:"host_speeds,omitempty"`
 	// WritesBytes is what the nodes not cached write into the cache (planSpace), CacheFreeBytes the
 	// space its filesystem has, when known.
 	WritesBytes    int64  `json:"writes_bytes"`
@@ -128,16 +132,17 @@ type planOutput struct {
 // modeled costs at this host's rates (progress.RatesFile).
 type planEstimate struct {
 	target string
-	run    int // nodes not cached
+	run    int           // nodes not cached
+	speeds *speedsSource // the speeds the modeled costs are at
 	progress.Estimated
 }
 
 // estimatePlan estimates the build of t's nodes, by the costs of t's builds from the same source
 // (costSource) and the nodes' modeled costs. A costs or rates file that cannot be read is logged, and
-// the estimate does without it.
-func estimatePlan(opts *globalOptions, t engine.Target, nodes []engine.NodeStatus) planEstimate {
+// the estimate does without it. speeds is the source of the host speeds the target planned at.
+func estimatePlan(opts *globalOptions, t engine.Target, nodes []engine.NodeStatus, speeds *speedsSource) planEstimate {
 	target := t.Name()
-	e := planEstimate{target: target}
+	e := planEstimate{target: target, speeds: speeds}
 	var run []engine.NodeStatus
 	for _, n := range nodes {
 		if !n.Cached {
@@ -165,6 +170,9 @@ func (e planEstimate) setJSON(out *planOutput) {
 		ms := e.Left.Milliseconds()
 		out.EstimateMS, out.EstimateLower = &ms, e.Lower
 		out.EstimateModeled, out.EstimateRated = e.Modeled, e.Rated
+		if e.speeds != nil {
+			out.HostSpeeds = e.speeds.speeds
+		}
 		out.EstimateStagesMS = map[string]int64{}
 		for st, d := range e.Stages {
 			out.EstimateStagesMS[st] = d.Milliseconds()
@@ -194,9 +202,9 @@ func (e planEstimate) write(w io.Writer) {
 	case e.Rated == e.Modeled:
 		from = append(from, model+" at the rates earlier builds in this cache measured")
 	case e.Rated == 0:
-		from = append(from, model+" at the reference host's speed, no build in this cache having measured its rates")
+		from = append(from, model+" at "+e.speeds.describe()+", no build in this cache having measured its rates")
 	default:
-		from = append(from, fmt.Sprintf("%s, %d of them at the rates earlier builds in this cache measured, the others at the reference host's speed", model, e.Rated))
+		from = append(from, fmt.Sprintf("%s, %d of them at the rates earlier builds in this cache measured, the others at %s", model, e.Rated, e.speeds.describe()))
 	}
 	if e.Lower {
 		fmt.Fprintf(w, "estimated time: at least %s for the %d nodes not cached (%s; some of its stages have neither)\n",
@@ -247,7 +255,8 @@ func runPlan(ctx context.Context, opts *globalOptions, arg string, sets []string
 	if err != nil {
 		return err
 	}
-	t, err := pipelines.Resolve(arg, mem, sets)
+	speeds := &speedsSource{opts: opts}
+	t, err := pipelines.Resolve(arg, mem, sets, speeds.option())
 	if err != nil {
 		return asUsage(err)
 	}
@@ -277,7 +286,7 @@ func runPlan(ctx context.Context, opts *globalOptions, arg string, sets []string
 	if err != nil {
 		return err
 	}
-	est, space := estimatePlan(opts, t, nodes), spaceOf(ctx, opts, s.store, nodes, "")
+	est, space := estimatePlan(opts, t, nodes, speeds), spaceOf(ctx, opts, s.store, nodes, "")
 	if opts.json {
 		out := planOutput{Target: t.Name(), Budget: budget, Nodes: nodes, Residency: res}
 		est.setJSON(&out)

@@ -30,6 +30,11 @@ func TestMain(m *testing.M) {
 		cmd.SetArgs(args)
 		os.Exit(exitCode(ctx, cmd.ExecuteContext(ctx), os.Stderr))
 	}
+	// The tests plan at the reference host's speeds (reproducible estimates, and no probe of the host
+	// in each test's fresh cache); TestHostSpeedsMeasured measures.
+	if _, ok := os.LookupEnv(hostSpeedsEnv); !ok {
+		os.Setenv(hostSpeedsEnv, "reference")
+	}
 	os.Exit(m.Run())
 }
 

@@ -10,7 +10,8 @@ import (
 
 // Estimates for engine.Node.Cost of the nodes at the end of a build, whose order decides how the
 // stub's sha256 and the pack's writing share the cores once the weights are done: single-core
-// nanoseconds per byte of the file each one reads or writes on the reference host (workcost.go has
+// nanoseconds per byte of the file each one reads or writes on the reference host, on every host
+// (their reads, writes and hashes are not among the kinds of work hostspeed measures; workcost.go has
 // the other stages' costs).
 const (
 	costStubPerByte   = 0.2  // emit-stub, per source byte: header copy, data ranges, BLAKE3 of the holes

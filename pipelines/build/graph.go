@@ -17,6 +17,16 @@ import (
 // windows and returns the build graph. Every problem found here is an error wrapping ErrPlan that names
 // the field, file, weight or window; nothing runs before the whole graph is planned.
 func (t *Target) Graph(ctx context.Context) (*engine.Graph, error) {
+	if t.speeds != nil {
+		s, err := t.speeds(ctx)
+		if err != nil {
+			return nil, err
+		}
+		if err := s.Validate(); err != nil {
+			return nil, fmt.Errorf("build: %w", err)
+		}
+		t.costs.speed = s
+	}
 	g := engine.NewGraph()
 	src, err := t.planSource(ctx, g)
 	if err != nil {
@@ -90,17 +100,17 @@ func (t *Target) Graph(ctx context.Context) (*engine.Graph, error) {
 	addFinal := func(w *weight, hessian, acts *engine.Input) {
 		if w.fused {
 			w.tiled = g.Add("rtn-tile:"+w.name, "rtn-tile", stages.RTNTileParams{Finalize: w.fin, Nibbles: "low-first"},
-				finalIn(&w.fin, hessian, acts)).Cost(rtnTileCost(w.fin)).Writes(w.fin.TiledBytes()).Output("entry")
+				finalIn(&w.fin, hessian, acts)).Cost(t.costs.rtnTile(w.fin)).Writes(w.fin.TiledBytes()).Output("entry")
 		} else {
 			w.final = g.Add("finalize:"+w.name, "finalize", w.fin, finalIn(&w.fin, hessian, acts)).
-				Cost(finalizeCost(w.fin)).Writes(w.fin.OutputBytes()).Output("weight")
+				Cost(t.costs.finalize(w.fin)).Writes(w.fin.OutputBytes()).Output("weight")
 		}
 		if p := w.promote; p != nil && w.pfused {
 			w.ptiled = g.Add("rtn-tile-promote:"+w.name, "rtn-tile", stages.RTNTileParams{Finalize: *p, Nibbles: "low-first"},
-				finalIn(p, hessian, acts)).Cost(rtnTileCost(*p)).Writes(p.TiledBytes()).Output("entry")
+				finalIn(p, hessian, acts)).Cost(t.costs.rtnTile(*p)).Writes(p.TiledBytes()).Output("entry")
 		} else if p != nil {
 			w.pfinal = g.Add("finalize-promote:"+w.name, "finalize", *p, finalIn(p, hessian, acts)).
-				Cost(finalizeCost(*p)).Writes(p.OutputBytes()).Output("weight")
+				Cost(t.costs.finalize(*p)).Writes(p.OutputBytes()).Output("weight")
 		}
 	}
 	// addTail adds what follows finalize: the activation clip search on the calibrate output acts (when
@@ -108,20 +118,20 @@ func (t *Target) Graph(ctx context.Context) (*engine.Graph, error) {
 	addTail := func(w *weight, acts *engine.Input) {
 		if w.clip != nil {
 			w.final = g.Add("act-clip:"+w.name, "act-clip", *w.clip, map[string]engine.Input{"model": src.in, "weight": w.final, "acts": *acts}).
-				Cost(actClipCost(*w.clip)).Writes(w.fin.OutputBytes()).Output("weight")
+				Cost(t.costs.actClip(*w.clip)).Writes(w.fin.OutputBytes()).Output("weight")
 		}
 		if !w.fused {
 			tl := g.Add("tile:"+w.name, "tile", stages.TileParams{Nibbles: "low-first", N: w.fin.N, KP: w.fin.KP()},
-				map[string]engine.Input{"weight": w.final}).Cost(tileCost(w.fin.N, w.fin.KP())).Writes(w.fin.TiledBytes())
+				map[string]engine.Input{"weight": w.final}).Cost(t.costs.tile(w.fin.N, w.fin.KP())).Writes(w.fin.TiledBytes())
 			w.tiled = tl.Output("entry")
 		}
 		if p := w.promote; p != nil && !w.pfused {
 			if w.pclip != nil {
 				w.pfinal = g.Add("act-clip-promote:"+w.name, "act-clip", *w.pclip, map[string]engine.Input{"model": src.in, "weight": w.pfinal, "acts": *acts}).
-					Cost(actClipCost(*w.pclip)).Writes(p.OutputBytes()).Output("weight")
+					Cost(t.costs.actClip(*w.pclip)).Writes(p.OutputBytes()).Output("weight")
 			}
 			pt := g.Add("tile-promote:"+w.name, "tile", stages.TileParams{Nibbles: "low-first", N: p.N, KP: p.KP()},
-				map[string]engine.Input{"weight": w.pfinal}).Cost(tileCost(p.N, p.KP())).Writes(p.TiledBytes())
+				map[string]engine.Input{"weight": w.pfinal}).Cost(t.costs.tile(p.N, p.KP())).Writes(p.TiledBytes())
 			w.ptiled = pt.Output("entry")
 		}
 	}
@@ -159,7 +169,7 @@ func (t *Target) planCalibration(g *engine.Graph, src *source, ws []*weight, add
 	}
 	var routes []engine.Input
 	tp := stages.TokenizeParams{Sequences: c.Sequences, Ctx: c.Ctx, CorpusName: filepath.Base(c.Corpus)}
-	tok := g.Add("tokenize", "tokenize", tp, map[string]engine.Input{"model": src.in, "corpus": engine.File(c.Corpus)}).Cost(tokenizeCost(tp)).Writes(tp.OutputBytes())
+	tok := g.Add("tokenize", "tokenize", tp, map[string]engine.Input{"model": src.in, "corpus": engine.File(c.Corpus)}).Cost(t.costs.tokenize(tp)).Writes(tp.OutputBytes())
 	prev := tok.Output("tokens")
 	oneshot := c.Mode == "oneshot"
 	for _, win := range wins {
@@ -173,7 +183,7 @@ func (t *Target) planCalibration(g *engine.Graph, src *source, ws []*weight, add
 		}
 		cp := stages.CalibrateParams{Shape: src.shape, Start: a, End: b, Sequences: c.Sequences,
 			Ctx: c.Ctx, Hidden: oneshot && b < src.shape.Layers, ActSample: c.ActSample, Skip: skip(a, b)}
-		cal := g.Add("calibrate"+id, "calibrate", cp, in).Cost(calibrateCost(cp)).Writes(cp.OutputBytes())
+		cal := g.Add("calibrate"+id, "calibrate", cp, in).Cost(t.costs.calibrate(cp)).Writes(cp.OutputBytes())
 		if src.shape.Experts > 0 {
 			routes = append(routes, cal.Output(stages.RoutingOutput))
 		}
@@ -213,7 +223,7 @@ func (t *Target) planCalibration(g *engine.Graph, src *source, ws []*weight, add
 			pp.Weights = append(pp.Weights, w.windowWeight())
 			pin["w."+w.name] = w.final
 		}
-		prev = g.Add("propagate"+id, "propagate", pp, pin).Cost(propagateCost(pp)).Writes(pp.OutputBytes()).Output("hidden")
+		prev = g.Add("propagate"+id, "propagate", pp, pin).Cost(t.costs.propagate(pp)).Writes(pp.OutputBytes()).Output("hidden")
 	}
 	return planRouting(g, routes), nil
 }
@@ -281,7 +291,7 @@ func (t *Target) planTail(g *engine.Graph, src *source, ws []*weight, routing *e
 		sp := stages.ScreenParams{Shape: src.shape, Ctx: s.Ctx, Chunks: s.Chunks,
 			MaxPPLRatio: s.Gates.MaxPPLRatio, MaxKLDMean: s.Gates.MaxKLDMean, TextName: filepath.Base(s.Text)}
 		moe.heldOutFromScreen(&sp, s.Text)
-		sc := g.Add("screen", "screen", sp, map[string]engine.Input{"model": src.in, "pack": pk, "text": engine.File(s.Text)}).Cost(screenCost(sp, s.Text))
+		sc := g.Add("screen", "screen", sp, map[string]engine.Input{"model": src.in, "pack": pk, "text": engine.File(s.Text)}).Cost(t.costs.screen(sp, s.Text))
 		moe.screenNode(sc)
 		rin["screen"] = sc.Output("screen.json")
 		deps = append(deps, stages.ProvenanceDep{Name: "screen-text", URI: "file://" + s.Text})

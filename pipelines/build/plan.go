@@ -67,7 +67,7 @@ func (t *Target) planSource(ctx context.Context, g *engine.Graph) (*source, erro
 			return nil, fmt.Errorf("%w: source.synth: %w", ErrPlan, err)
 		}
 		ts := sp.Tensors()
-		n := g.Add("synth", "synth", sp, nil).Cost(synthCost(tensorBytes(ts))).Writes(tensorBytes(ts))
+		n := g.Add("synth", "synth", sp, nil).Cost(t.costs.synth(tensorBytes(ts))).Writes(tensorBytes(ts))
 		pj, _ := json.Marshal(sp)
 		arch := sp.Arch
 		if arch == "" {

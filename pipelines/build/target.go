@@ -77,12 +77,14 @@
 package build
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"runtime"
 
 	"orkpipe/artifacts"
+	"orkpipe/ork/hostspeed"
 	"orkpipe/pipelines/recipe"
 )
 
@@ -94,6 +96,8 @@ type Target struct {
 	r         *recipe.Recipe
 	mem       int64
 	overrides []string
+	speeds    func(context.Context) (hostspeed.Speeds, error) // WithHostSpeeds; nil: the reference host's
+	costs     costModel                                       // at the speeds, once Graph asked for them
 }
 
 // Option configures a Target; options validate their argument.
@@ -118,12 +122,27 @@ func WithOverrides(sets []string) Option {
 	}
 }
 
+// WithHostSpeeds gives the target the planning host's speeds (hostspeed.Measure, hostspeed.Load),
+// asked for when the graph is made (Graph), by which the nodes' modeled costs (engine.Node.Cost)
+// are this host's CPU time; without it they are the reference host's (hostspeed.Reference). The
+// speeds are not key material: they order the nodes waiting for a job slot and estimate a build's
+// time, and never change what a node makes. An error of speeds fails Graph.
+func WithHostSpeeds(speeds func(context.Context) (hostspeed.Speeds, error)) Option {
+	return func(t *Target) error {
+		if speeds == nil {
+			return fmt.Errorf("build: WithHostSpeeds(nil)")
+		}
+		t.speeds = speeds
+		return nil
+	}
+}
+
 // New returns the target of a loaded recipe.
 func New(r *recipe.Recipe, opts ...Option) (*Target, error) {
 	if r == nil {
 		return nil, fmt.Errorf("build: nil recipe")
 	}
-	t := &Target{r: r}
+	t := &Target{r: r, costs: costModel{speed: hostspeed.Reference}}
 	for _, o := range opts {
 		if err := o(t); err != nil {
 			return nil, err

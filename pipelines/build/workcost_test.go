@@ -2,12 +2,14 @@ package build_test
 
 import (
 	"context"
+	"errors"
 	"math"
 	"strings"
 	"testing"
 
 	"orkpipe/artifacts"
 	"orkpipe/internal/testfiles"
+	"orkpipe/ork/hostspeed"
 	"orkpipe/pipelines/build"
 	"orkpipe/pipelines/engine"
 	"orkpipe/pipelines/recipe"
@@ -17,11 +19,17 @@ import (
 // its nodes' modeled costs in seconds of one core, by node id.
 func plannedCosts(t *testing.T, path string, sets ...string) map[string]float64 {
 	t.Helper()
+	return plannedCostsWith(t, nil, path, sets...)
+}
+
+// plannedCostsWith is plannedCosts with the target's further options.
+func plannedCostsWith(t *testing.T, opts []build.Option, path string, sets ...string) map[string]float64 {
+	t.Helper()
 	rec, err := recipe.Load(path, sets...)
 	if err != nil {
 		t.Fatal(err)
 	}
-	tg, err := build.New(rec, build.WithMemoryBudget(32<<30))
+	tg, err := build.New(rec, append([]build.Option{build.WithMemoryBudget(32 << 30)}, opts...)...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -99,4 +107,76 @@ func TestCostModelReference(t *testing.T) {
 		"attention_layers: [2, 6, 10, 14, 18, 21], vocab: 512, ctx: 4096, type: Q8_0, seed: 1}")...)
 	near("lfm2moe calibrate[0,24)", share(lfm, "calibrate[0,24)"), (260.6+289.9)/2)
 	near("lfm2moe synth", share(lfm, "synth"), 132.1)
+}
+
+// TestHostSpeedsScaleCosts: a host's speed for a kind of work divides the cost terms of that kind,
+// and only those: on a host whose Hessian updates run at half the reference's, calibrate's nodes cost
+// more (their Hessian terms twice) and nothing else moves; at half speed for every kind, every node
+// but the per-byte end nodes (write-orkpack, emit-stub, verify-local, sha256, which hostspeed does
+// not measure) and the fixed-cost ones costs twice as much. Speeds that fail or are out of range
+// fail the plan.
+func TestHostSpeedsScaleCosts(t *testing.T) {
+	sets := []string{"source.model=", "calibration.corpus=" + abs(t, "../recipes/demo-corpus.txt"),
+		"screen.text=" + testfiles.Path(t, "tinystories_sample.txt"), "calibration.window=1", "screen.chunks=1",
+		"source.synth={arch: qwen35, layers: 2, n_embd: 1024, n_ff: 3072, n_head: 8, n_head_kv: 2, head_dim: 128, vocab: 512, " +
+			"ctx: 4096, type: Q8_0, seed: 1, full_attention_interval: 2, ssm_conv_kernel: 4, ssm_state_size: 128, " +
+			"ssm_group_count: 8, ssm_time_step_rank: 16}"}
+	at := func(s hostspeed.Speeds) []build.Option {
+		return []build.Option{build.WithHostSpeeds(func(context.Context) (hostspeed.Speeds, error) { return s, nil })}
+	}
+	ref := plannedCosts(t, "../recipes/qwen35.yaml", sets...)
+	slowHessian := hostspeed.Reference
+	slowHessian.Hessian = 0.5
+	half := hostspeed.Speeds{Forward: 0.5, Hessian: 0.5, Dgemm: 0.5, IntMatMul: 0.5, Scalar: 0.5}
+	hess := plannedCostsWith(t, at(slowHessian), "../recipes/qwen35.yaml", sets...)
+	slow := plannedCostsWith(t, at(half), "../recipes/qwen35.yaml", sets...)
+	if len(hess) != len(ref) || len(slow) != len(ref) {
+		t.Fatalf("%d and %d nodes planned at other speeds, %d at the reference's", len(hess), len(slow), len(ref))
+	}
+	perByte := map[string]bool{"write-orkpack": true, "emit-stub": true, "verify-local": true}
+	for id, c := range ref {
+		stage, _, _ := strings.Cut(id, ":")
+		stage, _, _ = strings.Cut(stage, "[")
+		switch {
+		case stage == "calibrate":
+			if !(hess[id] > c*1.05 && hess[id] < 2*c) {
+				t.Errorf("%s: %.3f s at half the Hessian speed, %.3f at the reference's: want more, less than twice", id, hess[id], c)
+			}
+		case hess[id] != c:
+			t.Errorf("%s: %.3f s at half the Hessian speed, %.3f at the reference's: want the same", id, hess[id], c)
+		}
+		switch {
+		case perByte[stage] || strings.HasPrefix(stage, "sha256") || stage == "report" || stage == "provenance":
+			if slow[id] != c {
+				t.Errorf("%s: %.3f s at half speed, %.3f at the reference's: want the same (not measured)", id, slow[id], c)
+			}
+		case math.Abs(slow[id]-2*c) > 1e-8*c+1e-9:
+			t.Errorf("%s: %.6f s at half speed, %.6f at the reference's: want twice", id, slow[id], c)
+		}
+	}
+
+	rec, err := recipe.Load("../recipes/qwen35.yaml", sets...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	failing := errors.New("probe failed")
+	for _, tc := range []struct {
+		name  string
+		speed func(context.Context) (hostspeed.Speeds, error)
+		want  string
+	}{
+		{"error", func(context.Context) (hostspeed.Speeds, error) { return hostspeed.Speeds{}, failing }, "probe failed"},
+		{"out of range", func(context.Context) (hostspeed.Speeds, error) { s := half; s.Dgemm = 0; return s, nil }, "host speed dgemm 0"},
+	} {
+		tg, err := build.New(rec, build.WithMemoryBudget(32<<30), build.WithHostSpeeds(tc.speed))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := tg.Graph(context.Background()); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: Graph: %v, want %q", tc.name, err, tc.want)
+		}
+	}
+	if _, err := build.New(rec, build.WithMemoryBudget(32<<30), build.WithHostSpeeds(nil)); err == nil {
+		t.Error("WithHostSpeeds(nil): no error")
+	}
 }

@@ -26,7 +26,7 @@ type Event struct {
 	Time       time.Time         `json:"time"`
 	Mem        int64             `json:"mem,omitempty"`         // plan: declared peak memory in bytes
 	Writes     int64             `json:"writes,omitempty"`      // plan: estimated bytes of its outputs in the store (Node.Writes)
-	CostNS     int64             `json:"cost_ns,omitempty"`     // plan: estimated CPU time of its run, ns of one core of the reference host (Node.Cost)
+	CostNS     int64             `json:"cost_ns,omitempty"`     // plan: estimated CPU time of its run, ns of one core of the planning host (Node.Cost)
 	Deps       []string          `json:"deps,omitempty"`        // plan: ids of the nodes it consumes
 	SameAs     string            `json:"same_as,omitempty"`     // node_cached: node with identical key material
 	Checked    bool              `json:"checked,omitempty"`     // node_started, node_finished: a cached node run again by --check

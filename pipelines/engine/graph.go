@@ -60,8 +60,9 @@ func File(path string) Input {
 // Output binds an input to output name of n.
 func (n *Node) Output(name string) Input { return Input{node: n, output: name} }
 
-// Cost sets the node's estimated CPU time of one run, in nanoseconds of one core of a reference host
-// (the graph's maker says which: pipelines/build's cost model names its host and rates). It orders the
+// Cost sets the node's estimated CPU time of one run, in nanoseconds of one core (the graph's maker
+// says of which host: pipelines/build's cost model gives the planning host's, from a reference
+// host's rates and this host's measured speeds). It orders the
 // nodes waiting for a job slot (a node after which more estimated work must follow, one node after
 // another, goes first), and plan and build events carry it (NodeStatus.CostNS, Event.CostNS) for
 // estimates of nodes no earlier build has timed (progress.ETA). It is not key material, and a node

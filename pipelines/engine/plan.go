@@ -148,7 +148,7 @@ type NodeStatus struct {
 	Cached   bool                `json:"cached"`             // an action record with intact outputs exists
 	Mem      int64               `json:"mem"`                // declared peak memory in bytes
 	Writes   int64               `json:"writes,omitempty"`   // estimated bytes of its outputs in the store (Node.Writes)
-	CostNS   int64               `json:"cost_ns,omitempty"`  // estimated CPU time of its run, ns of one core of the reference host (Node.Cost)
+	CostNS   int64               `json:"cost_ns,omitempty"`  // estimated CPU time of its run, ns of one core of the planning host (Node.Cost)
 	Deps     []string            `json:"deps,omitempty"`     // ids of the nodes it consumes
 	Material *stages.KeyMaterial `json:"material,omitempty"` // nil while the key is unknown
 	SameAs   string              `json:"same_as,omitempty"`  // an earlier node with identical key material

@@ -36,11 +36,12 @@ import (
 // the first seconds), so that a build says how long it will take from its start, not once a node of
 // each kind has run. A node with none of them counts as zero, and the estimate is then a lower bound.
 //
-// A modeled cost is CPU time on the graph maker's reference host (engine.Node.Cost). Its share is
+// A modeled cost is CPU time of one core of the host that planned the graph (engine.Node.Cost;
+// pipelines/build's model at the host's measured speeds). Its share is
 // the cost times a rate (StageRate), the first there is of: this build's for the node's stage and
 // size class, the earlier builds' in the cache for them (Model), this build's over every stage, the
 // earlier builds' over every stage; with none, the cost over the cores (Model; GOMAXPROCS by
-// default): the reference host's speed, every core busy.
+// default): every core busy at the speed the cost model says.
 //
 // ETA is an engine.Sink; it is safe for concurrent use.
 type ETA struct {
@@ -296,7 +297,7 @@ type Estimated struct {
 	OK    bool // something could be said (Left's doc)
 	// Kept counts the nodes estimated by the costs an earlier build of the target kept, Modeled those
 	// estimated by their modeled cost, Rated those of Modeled at a rate a build measured (this one, or
-	// one in the cache; the others at the reference host's speed).
+	// one in the cache; the others over the cores, at the speed the cost model says).
 	Kept, Modeled, Rated int
 	// Stages is Left by the nodes' stages.
 	Stages map[string]time.Duration

@@ -8,8 +8,8 @@ import (
 	"time"
 )
 
-// StageRate is how a host's builds turned a stage's modeled costs (engine.Event.CostNS, CPU time on
-// the graph maker's reference host) into wall time: over their finished nodes of one size class, the
+// StageRate is how a host's builds turned a stage's modeled costs (engine.Event.CostNS, CPU time of
+// one core of the planning host, by its measured speeds) into wall time: over their finished nodes of one size class, the
 // sum of the nodes' shares of the wall time (ETA's doc) and the sum of their modeled costs. Share/Cost
 // is the rate: a node's expected share is its cost times it. A rate is kept for each stage and for
 // AnyStage (every stage's nodes together), per size class (Large: nodes of at least LargeCost, whose
@@ -38,8 +38,14 @@ func RatesFile(historyDir string) string { return filepath.Join(historyDir, "_ra
 
 // The rates file's format:
 //
-//	{"version":1,"rates":[{"stage":S,"large":B,"share_ms":N,"cost_ms":M,"measured":RFC3339}, ...]}
-const ratesVersion = 1
+//	{"version":2,"rates":[{"stage":S,"large":B,"share_ms":N,"cost_ms":M,"measured":RFC3339}, ...]}
+//
+// Version 1 rated costs at the reference host's speed, before the costs were the planning host's
+// (hostspeed): such a file is read as holding no rates, and the next build replaces it.
+const (
+	ratesVersion    = 2
+	refRatesVersion = 1
+)
 
 type ratesJSON struct {
 	Version int        `json:"version"`
@@ -54,12 +60,16 @@ type rateJSON struct {
 	Measured time.Time `json:"measured"`
 }
 
-// ReadRates returns the rates kept in the rates file at path: none (and no error) when it is missing.
+// ReadRates returns the rates kept in the rates file at path: none (and no error) when it is missing
+// or of version 1 (the format's doc).
 // A damaged file, or one of another format version, is an error naming the file and what is wrong.
 func ReadRates(path string) ([]StageRate, error) {
 	var f ratesJSON
 	if found, err := readJSONFile(path, "build rates", &f); !found || err != nil {
 		return nil, err
+	}
+	if f.Version == refRatesVersion {
+		return nil, nil
 	}
 	if f.Version != ratesVersion {
 		return nil, fmt.Errorf("build rates %s: version %d, want %d", path, f.Version, ratesVersion)

@@ -53,14 +53,14 @@ func TestRatesFileRoundTrip(t *testing.T) {
 func TestReadRatesRejects(t *testing.T) {
 	const rate = `{"stage":"tile","share_ms":5,"cost_ms":4,"measured":"2026-12-07T00:00:00Z"}`
 	for name, tc := range map[string]struct{ text, want string }{
-		"not JSON":       {`{"version":1,`, "unexpected EOF"},
-		"version":        {`{"version":2,"rates":[]}`, "version 2, want 1"},
-		"unknown field":  {`{"version":1,"rates":[],"kinds":[]}`, `unknown field "kinds"`},
-		"no stage":       {`{"version":1,"rates":[{"stage":"","share_ms":1,"cost_ms":1}]}`, `rates[0] (""): want a stage`},
-		"negative share": {`{"version":1,"rates":[{"stage":"tile","share_ms":-1,"cost_ms":1}]}`, "0 <= share_ms"},
-		"no cost":        {`{"version":1,"rates":[{"stage":"tile","share_ms":1,"cost_ms":0}]}`, "1 <= cost_ms"},
-		"cost too large": {`{"version":1,"rates":[{"stage":"tile","share_ms":1,"cost_ms":9223372036854775}]}`, "1 <= cost_ms <= 1099511627776"},
-		"a rate twice":   {`{"version":1,"rates":[` + rate + `,` + rate + `]}`, `rates[1]: stage "tile" (large false) listed twice`},
+		"not JSON":       {`{"version":2,`, "unexpected EOF"},
+		"version":        {`{"version":3,"rates":[]}`, "version 3, want 2"},
+		"unknown field":  {`{"version":2,"rates":[],"kinds":[]}`, `unknown field "kinds"`},
+		"no stage":       {`{"version":2,"rates":[{"stage":"","share_ms":1,"cost_ms":1}]}`, `rates[0] (""): want a stage`},
+		"negative share": {`{"version":2,"rates":[{"stage":"tile","share_ms":-1,"cost_ms":1}]}`, "0 <= share_ms"},
+		"no cost":        {`{"version":2,"rates":[{"stage":"tile","share_ms":1,"cost_ms":0}]}`, "1 <= cost_ms"},
+		"cost too large": {`{"version":2,"rates":[{"stage":"tile","share_ms":1,"cost_ms":9223372036854775}]}`, "1 <= cost_ms <= 1099511627776"},
+		"a rate twice":   {`{"version":2,"rates":[` + rate + `,` + rate + `]}`, `rates[1]: stage "tile" (large false) listed twice`},
 	} {
 		t.Run(name, func(t *testing.T) {
 			path := filepath.Join(t.TempDir(), "_rates")
@@ -82,10 +82,32 @@ func TestReadRatesRejects(t *testing.T) {
 	}
 }
 
+// TestReadRatesVersion1: a file of the format's first version (rates of costs at the reference
+// host's speed, before the host's speeds were measured) reads as no rates, without an error, and the
+// next KeepRates replaces it without one.
+func TestReadRatesVersion1(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "_rates")
+	old := `{"version":1,"rates":[{"stage":"calibrate","large":true,"share_ms":95316,"cost_ms":167675,"measured":"2026-12-07T00:21:08Z"}]}`
+	if err := os.WriteFile(path, []byte(old), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := progress.ReadRates(path); err != nil || len(got) != 0 {
+		t.Fatalf("ReadRates of a version 1 file = %v, %v; want none", got, err)
+	}
+	measured := []progress.StageRate{{Stage: "tile", Share: time.Second, Cost: time.Second}}
+	if err := progress.KeepRates(path, measured); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := progress.ReadRates(path); err != nil || len(got) != 1 || got[0].Stage != "tile" {
+		t.Fatalf("after KeepRates: %v, %v; want the build's rate alone", got, err)
+	}
+}
+
 // FuzzReadRates: any bytes either fail to read or read as rates that keep and read back the same.
 func FuzzReadRates(f *testing.F) {
+	f.Add([]byte(`{"version":2,"rates":[{"stage":"calibrate","large":true,"share_ms":95316,"cost_ms":167675,"measured":"2026-12-07T00:21:08Z"}]}`))
+	f.Add([]byte(`{"version":2,"rates":null}`))
 	f.Add([]byte(`{"version":1,"rates":[{"stage":"calibrate","large":true,"share_ms":95316,"cost_ms":167675,"measured":"2026-12-07T00:21:08Z"}]}`))
-	f.Add([]byte(`{"version":1,"rates":null}`))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		path := filepath.Join(t.TempDir(), "_rates")
 		if err := os.WriteFile(path, data, 0o644); err != nil {

@@ -138,8 +138,9 @@ func cpuModel() string {
 	return "unknown CPU"
 }
 
-// Measure times this host's kernels and returns their speeds. It lowers GOMAXPROCS to two while it
-// runs (other goroutines of the process run slower meanwhile), and honours ctx between runs.
+// Measure times this host's kernels and returns their speeds, each within [MinSpeed, MaxSpeed]. It
+// lowers GOMAXPROCS to two while it runs (other goroutines of the process run slower meanwhile), and
+// honours ctx between runs.
 func Measure(ctx context.Context) (Speeds, error) {
 	p, err := newProblems()
 	if err != nil {
@@ -166,7 +167,7 @@ type problems struct {
 	y       []float32          // t×wideN outputs
 	x64     []float64          // t×k, the Hessian update's rows
 	c       []float64          // k×k, its triangle
-	a, b, d blas64.General     // the Dgemm's operands: d -= a·bᵀ
+	a, b, d blas64.General     // the Dgemm's operands: d -= a·b
 	w       quant.Matrix       // n×k float weight, round to nearest's
 	acts    *quant.Activations // x quantized to 8 bits per token
 	packed  *quant.Weight      // wideN×k, 4-bit codes in groups of 32: the integer matmul's weight

@@ -8,6 +8,7 @@ import (
 	"orkpipe/ork/calib"
 	"orkpipe/ork/model"
 	"orkpipe/ork/pack"
+	"orkpipe/ork/quant"
 )
 
 // PropagateParams are the parameters of "propagate" (sequential calibration): run the window
@@ -35,23 +36,21 @@ type WindowWeight struct {
 }
 
 // heldBytes is what the emulation of the weight holds, n rows of k inputs: an F16 weight's values as
-// float32; a weight of codes its codes (a byte a code, KP a row: ReadQWeight unpacks int4 codes) and
+// float32; a weight of codes its codes (a byte a code, KP a row: ReadQWeight unpacks int4 codes),
+// packed into panels of 16 rows for the integer matmul where it takes them (quant.PanelBytes), and
 // its decoded scales (ReadQWeight's read buffers, ~100 KiB for one read at a time, are within
 // PropagateMemory's 48 MiB).
 func (w WindowWeight) heldBytes(n, k int) int64 {
 	if w.DType == "F16" {
 		return 4 * int64(n) * int64(k)
 	}
-	groups := int64(1)
-	if w.Group > 0 {
-		groups = (int64(w.KP) + int64(w.Group) - 1) / int64(w.Group)
-	}
-	return int64(n)*int64(w.KP) + 4*int64(n)*groups + 4<<10 // and the meta
+	return quant.PanelBytes(n, w.KP, w.Group) + 4<<10 // codes and scales, as panels or not; and the meta
 }
 
 // PropagateMemory is the declared peak memory of a propagate node: each weight of the window's blocks
 // as held — a finalized weight of ws as its emulation holds it (WindowWeight.heldBytes; reading an F16
-// one also holds its file and binary16 values until it is converted, one weight at a time), any other
+// one also holds its file and binary16 values until it is converted, and one of codes its codes while
+// they are packed into panels, one weight at a time), any other
 // as the source holds it (model.Config.WeightBytes: encoded, or float32; an MoE router as float32) —,
 // the blocks' vectors, the hidden states in flight (calib.ActivationMemory: no Hessian is accumulated)
 // and 48 MiB for the emulation's per-Apply scratch and the process.
@@ -76,6 +75,8 @@ func PropagateMemory(s ModelShape, start, end, nSeq, ctxLen int, ws []WindowWeig
 						b += w.heldBytes(m.N, site.Width)
 						if w.DType == "F16" {
 							convert = max(convert, 4*int64(m.N)*int64(site.Width))
+						} else {
+							convert = max(convert, int64(m.N)*int64(w.KP)) // the codes while packed into panels
 						}
 					case !calib.Captured(site): // the MoE router, float32
 						b += 4 * int64(m.N) * int64(site.Width)
@@ -168,7 +169,7 @@ func (s *emulatedSource) Linear(ctx context.Context, name string) (model.Linear,
 	if err != nil {
 		return nil, false, err
 	}
-	e, err := model.NewEmulated(pw, q.Meta.K)
+	e, err := model.NewEmulated(ctx, pw, q.Meta.K)
 	if err != nil {
 		return nil, false, err
 	}

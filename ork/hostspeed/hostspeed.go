@@ -10,17 +10,19 @@
 //     source's weights in calibrate and screen);
 //   - Hessian: the float64 update of a Hessian's upper triangle (calib.AddGram, calibrate);
 //   - Dgemm: GPTQ's lazy column update, C -= A·B through blas64 (finalize);
-//   - IntMatMul: the pack's integer matmul, 8-bit activations by 4-bit codes in groups of 32
-//     (quant.MatMulInt: propagate, screen's pack, act-clip);
+//   - IntMatMul: the pack's integer matmul, 8-bit activations by 4-bit codes in groups of 32, from
+//     panels packed once as model.Emulated holds them (quant.MatMulIntPacked: propagate, screen's
+//     pack);
 //   - Scalar: round to nearest with the default clip search (quant.RTN: the Go loops of rtn, tile,
 //     synth, GPTQ's row phase and the stages' decoding).
 //
 // Each runs on at most two goroutines (GOMAXPROCS is lowered while Measure runs: the reference host
 // had two cores), a run at a time with a garbage collection between runs (so that a run's
-// allocations reuse pages, not fault fresh ones in), until it has run minRuns times and for minTime;
-// its speed is the reference host's best time over this host's, per core. The problems fit in the
+// allocations reuse pages, not fault fresh ones in), until it has run minRuns times and for minTime,
+// in each of two rounds over the five; its speed is the reference host's best time over this host's,
+// per core. The problems fit in the
 // caches, so a speed is the kernels', not the memory's; how the kinds mix in each stage is the cost
-// model's (pipelines/build). Measure takes about a third of a second; a cache keeps what it measured
+// model's (pipelines/build). Measure takes about half a second; a cache keeps what it measured
 // per host (Host) and binary (pipelines/progress, LoadHostSpeeds).
 package hostspeed
 
@@ -94,13 +96,16 @@ const (
 	// probeProcs is the reference host's cores, on which referenceNS were measured.
 	probeProcs = 2
 	minRuns    = 3
-	minTime    = 25 * time.Millisecond
+	minTime    = 20 * time.Millisecond
+	rounds     = 2
 )
 
 // referenceNS is each probe's best wall time on the reference host (two Zen 5 cores, AVX-512, the
-// pure-Go kernels), in the order of Speeds' fields: the medians of twelve first plans' probes, each in
-// a fresh cache (docs/performance-log.md, "Session 56"; the probes' spread there 0.66-1.03x).
-var referenceNS = [5]float64{1.057e6, 2.135e6, 1.120e6, 1.679e6, 0.678e6}
+// pure-Go kernels), in the order of Speeds' fields: the means of two sets' medians of twelve first
+// plans' probes, each in a fresh cache, an hour apart (the host drifted ~8% between them); the
+// integer matmul's, from panels packed once, from the second set, scaled by the other probes' drift
+// (docs/performance-log.md, "Session 56").
+var referenceNS = [5]float64{1.038e6, 2.05e6, 1.07e6, 1.308e6, 0.649e6}
 
 // Host describes what decides this host's speeds besides the binary: the CPU's model and the
 // instruction sets the kernels choose from (as x/sys/cpu reports them, GODEBUG's cpu.* settings
@@ -171,6 +176,7 @@ type problems struct {
 	w       quant.Matrix       // n×k float weight, round to nearest's
 	acts    *quant.Activations // x quantized to 8 bits per token
 	packed  *quant.Weight      // wideN×k, 4-bit codes in groups of 32: the integer matmul's weight
+	panels  *quant.Panels      // packed's codes as the panel kernels read them, when they take it
 }
 
 // wideN is the integer matmul's outputs: its products, not the activations' quantization, dominate,
@@ -221,6 +227,9 @@ func newProblems() (*problems, error) {
 	if p.acts, err = quant.QuantizeActivations(p.x, probeT, probeK, 8, 1); err != nil {
 		return nil, fmt.Errorf("host speed probe: %w", err)
 	}
+	if p.panels, err = quant.PackPanels(context.Background(), p.packed, 1); err != nil {
+		return nil, fmt.Errorf("host speed probe: %w", err)
+	}
 	return p, nil
 }
 
@@ -237,35 +246,45 @@ func (p *problems) time(ctx context.Context) ([5]float64, error) {
 		func() error { return p.enc.Apply(p.y[:probeT*probeN], p.x) },
 		func() error { calib.AddGram(p.c, probeK, p.x64, probeT); return nil },
 		func() error { blas64.Gemm(blas.NoTrans, blas.NoTrans, -1, p.a, p.b, 1, p.d); return nil },
-		func() error { return quant.MatMulInt(ctx, p.acts, p.packed, p.y, workers) },
+		p.intMatMul(ctx, workers),
 		func() error { _, err := quant.RTN(ctx, p.w, nil, quant.WithBits(4), quant.WithGroup(32)); return err },
 	}
-	var best [5]float64
-	// The Go loops first: in a -tags blas build, OpenBLAS's threads spin for a while after each
-	// call, taking the cores from whatever runs next (the integer matmul timed after the BLAS probes
-	// ran at 0.4x its speed in situ).
-	for _, i := range probeOrder {
-		run := probes[i]
-		b := math.Inf(1)
-		var spent time.Duration
-		for n := 0; n < minRuns+1 || spent < minTime; n++ { // the first run warms up, untimed
-			if err := ctx.Err(); err != nil {
-				return best, fmt.Errorf("host speed probe: %w", err)
-			}
-			start := time.Now()
-			if err := run(); err != nil {
-				return best, fmt.Errorf("host speed probe: %w", err)
-			}
-			d := time.Since(start)
-			// What the run allocated is collected before the next, whose allocations then reuse
-			// its pages: a fresh page's fault (dear on a virtual machine) is not the kernel's cost.
-			runtime.GC()
-			if n > 0 {
-				spent += d
-				b = min(b, float64(d.Nanoseconds()))
+	best := [5]float64{math.Inf(1), math.Inf(1), math.Inf(1), math.Inf(1), math.Inf(1)}
+	// Every probe in each of rounds, so that a burst of another guest's load on a shared host spoils
+	// one round's time of a probe, not its best. The Go loops first in a round: in a -tags blas
+	// build, OpenBLAS's threads spin for a while after each call, taking the cores from whatever runs
+	// next (the integer matmul timed after the BLAS probes ran at 0.4x its speed in situ).
+	for range rounds {
+		for _, i := range probeOrder {
+			run := probes[i]
+			var spent time.Duration
+			for n := 0; n < minRuns+1 || spent < minTime; n++ { // the first run warms up, untimed
+				if err := ctx.Err(); err != nil {
+					return best, fmt.Errorf("host speed probe: %w", err)
+				}
+				start := time.Now()
+				if err := run(); err != nil {
+					return best, fmt.Errorf("host speed probe: %w", err)
+				}
+				d := time.Since(start)
+				// What the run allocated is collected before the next, whose allocations then reuse
+				// its pages: a fresh page's fault (dear on a virtual machine) is not the kernel's cost.
+				runtime.GC()
+				if n > 0 {
+					spent += d
+					best[i] = min(best[i], max(1, float64(d.Nanoseconds())))
+				}
 			}
 		}
-		best[i] = max(b, 1)
 	}
 	return best, nil
+}
+
+// intMatMul is the integer matmul as an emulated weight runs it: from panels packed once
+// (model.Emulated), or, on a CPU without a panel kernel, MatMulInt's loop.
+func (p *problems) intMatMul(ctx context.Context, workers int) func() error {
+	if p.panels != nil {
+		return func() error { return quant.MatMulIntPacked(ctx, p.acts, p.panels, p.y, workers) }
+	}
+	return func() error { return quant.MatMulInt(ctx, p.acts, p.packed, p.y, workers) }
 }

@@ -18,7 +18,7 @@ import (
 type Emulated struct {
 	Name string
 	K    int           // logical input width (the model's)
-	W    *quant.Weight // codes [N][KP] and scales; nil for F16
+	W    *quant.Weight // codes [N][KP] (nil once packed into panels) and scales; nil for F16
 	F16  []float32     // F16 entries: the binary16 weights as float32, [N][K]
 	N    int
 	// ActBits is 4 or 8 (16 for F16). ActClip is the entry's activation clip ratio in (0, 1] (1: none;
@@ -28,10 +28,16 @@ type Emulated struct {
 	// Workers bounds the goroutines one Apply runs on (0: GOMAXPROCS). The outputs do not depend on
 	// it: every value is computed whole by one goroutine.
 	Workers int
+	// panels is W's codes laid out once for the integer matmul's panel kernel (quant.PackPanels),
+	// where it takes W: an Apply then multiplies without repacking them (the same values).
+	panels *quant.Panels
 }
 
-// NewEmulated builds the emulation of a decoded pack entry for a model input of logicalK values.
-func NewEmulated(w pack.Weight, logicalK int) (*Emulated, error) {
+// NewEmulated builds the emulation of a decoded pack entry for a model input of logicalK values. Where
+// the integer matmul takes the entry to a panel kernel, its codes are packed for it once, on every
+// core, and w's codes are no longer referenced (quant.PanelBytes: about the codes' size again while
+// they are packed).
+func NewEmulated(ctx context.Context, w pack.Weight, logicalK int) (*Emulated, error) {
 	bad := func(format string, a ...any) error {
 		return fmt.Errorf("pack entry %s: %s: %w", w.Name, fmt.Sprintf(format, a...), ErrBadModel)
 	}
@@ -75,6 +81,13 @@ func NewEmulated(w pack.Weight, logicalK int) (*Emulated, error) {
 		return nil, bad("activation width %d: want 4 or 8", e.ActBits)
 	}
 	e.W = qw
+	p, err := quant.PackPanels(ctx, qw, runtime.GOMAXPROCS(0))
+	if err != nil {
+		return nil, fmt.Errorf("pack entry %s: %w", w.Name, err)
+	}
+	if p != nil {
+		e.panels, qw.Codes = p, nil
+	}
 	return e, nil
 }
 
@@ -106,7 +119,12 @@ func (e *Emulated) Apply(y, x []float32) error {
 	if err != nil {
 		return fmt.Errorf("%s: %w", e.Name, err)
 	}
-	if err := quant.MatMulInt(context.Background(), a, e.W, y, workers); err != nil {
+	if e.panels != nil {
+		err = quant.MatMulIntPacked(context.Background(), a, e.panels, y, workers)
+	} else {
+		err = quant.MatMulInt(context.Background(), a, e.W, y, workers)
+	}
+	if err != nil {
 		return fmt.Errorf("%s: %w", e.Name, err)
 	}
 	return nil
@@ -208,7 +226,7 @@ func (s *PackSource) Linear(ctx context.Context, name string) (Linear, bool, err
 		return nil, false, err
 	}
 	k, _, _ := s.Float.Shape(name)
-	e, err := NewEmulated(w, k)
+	e, err := NewEmulated(ctx, w, k)
 	if err != nil {
 		return nil, false, err
 	}

@@ -3,6 +3,7 @@ package quant
 import (
 	"context"
 	"encoding/binary"
+	"fmt"
 	"unsafe"
 
 	"orkpipe/ork/quant/internal/kernel"
@@ -53,7 +54,12 @@ const (
 // horizontal sums), and the float32 accumulation is the group loop's, per (token, row), in the
 // same order — the result is bit-identical to MatMulInt's loop (integer sums are exact).
 func matMulIntPanels(ctx context.Context, kind panelKind, a *Activations, w *Weight, out []float32, workers, g int) error {
-	ng, kp := w.Groups(), w.KP
+	return panelProduct(ctx, kind, a, w, nil, w.N, w.KP, w.Groups(), out, workers, g)
+}
+
+// panelProduct is the product of a and a weight of n rows by the panel kernel kind: the weight's
+// panels packed from w as they are reached, or, w nil, read from pre (PackPanels).
+func panelProduct(ctx context.Context, kind panelKind, a *Activations, w *Weight, pre *Panels, n, kp, ng int, out []float32, workers, g int) error {
 	if a.M == 0 {
 		return ctx.Err()
 	}
@@ -66,10 +72,14 @@ func matMulIntPanels(ctx context.Context, kind panelKind, a *Activations, w *Wei
 			return err
 		}
 	}
-	panels := (w.N + panelRows - 1) / panelRows
+	panels := (n + panelRows - 1) / panelRows
 	return forRows(ctx, panels, workers, func(lo, hi int) {
-		pack := make([]byte, panelBlock*panelRows*kp)
-		scales := make([]float32, panelBlock*panelRows*ng)
+		var pack []byte
+		var scales []float32
+		if pre == nil {
+			pack = make([]byte, panelBlock*panelRows*kp)
+			scales = make([]float32, panelBlock*panelRows*ng)
+		}
 		var res [panelToks * panelRows]float32
 		var tail []int8  // VNNI: the last tokens, zero-padded to panelToks rows
 		var wide []int16 // AVX2: four tokens' codes as int16, zero-padded to panelToks rows
@@ -79,14 +89,13 @@ func matMulIntPanels(ctx context.Context, kind panelKind, a *Activations, w *Wei
 		var tailScale [panelToks]float32
 		for p0 := lo; p0 < hi; p0 += panelBlock {
 			np := min(panelBlock, hi-p0)
-			for p := range np {
-				dst := pack[p*panelRows*kp : (p+1)*panelRows*kp]
-				sc := scales[p*panelRows*ng : (p+1)*panelRows*ng]
-				if kind == vnniPanels {
-					packPanel(w, (p0+p)*panelRows, dst, sc)
-				} else {
-					packPanelPairs(w, (p0+p)*panelRows, dst, sc)
+			pk, sk := pack, scales
+			if pre == nil {
+				for p := range np {
+					packOne(kind, w, p0+p, pack[p*panelRows*kp:(p+1)*panelRows*kp], scales[p*panelRows*ng:(p+1)*panelRows*ng])
 				}
+			} else {
+				pk, sk = pre.codes[p0*panelRows*kp:(p0+np)*panelRows*kp], pre.scales[p0*panelRows*ng:(p0+np)*panelRows*ng]
 			}
 			for t0 := 0; t0 < a.M; t0 += panelToks {
 				if ctx.Err() != nil {
@@ -112,16 +121,16 @@ func matMulIntPanels(ctx context.Context, kind panelKind, a *Activations, w *Wei
 					clear(wide[nt*kp:])
 				}
 				for p := range np {
-					pw, ps := &pack[p*panelRows*kp], &scales[p*panelRows*ng]
+					pw, ps := &pk[p*panelRows*kp], &sk[p*panelRows*ng]
 					if kind == vnniPanels {
 						kernel.PanelDots16x4(pw, &codes[0], kp, ng, g/8, &corr[t0*ng], ps, &as[0], &res[0])
 					} else {
 						kernel.PanelDots16x4AVX2((*int8)(unsafe.Pointer(pw)), &wide[0], kp, ng, g/8, ps, &as[0], &res[0])
 					}
 					n0 := (p0 + p) * panelRows
-					nr := min(panelRows, w.N-n0)
+					nr := min(panelRows, n-n0)
 					for t := range nt {
-						copy(out[(t0+t)*w.N+n0:(t0+t)*w.N+n0+nr], res[t*panelRows:t*panelRows+nr])
+						copy(out[(t0+t)*n+n0:(t0+t)*n+n0+nr], res[t*panelRows:t*panelRows+nr])
 					}
 				}
 			}
@@ -161,6 +170,78 @@ func widen(dst []int16, src []int8) {
 	for i := n16 * 16; i < len(src); i++ {
 		dst[i] = int16(src[i])
 	}
+}
+
+// packOne packs panel p of w (rows 16p..16p+15) for the kernel kind into dst and scales.
+func packOne(kind panelKind, w *Weight, p int, dst []byte, scales []float32) {
+	if kind == vnniPanels {
+		packPanel(w, p*panelRows, dst, scales)
+	} else {
+		packPanelPairs(w, p*panelRows, dst, scales)
+	}
+}
+
+// Panels is a weight's codes and scales laid out once as MatMulInt's panel kernels read them, for a
+// weight that multiplies many batches of activations (an emulated weight's forward passes, which
+// MatMulInt would repack for every batch). Its memory is Bytes: the codes one byte each and the
+// scales, the rows rounded up to a whole panel of 16.
+type Panels struct {
+	N, KP, Group int // the weight's
+	kind         panelKind
+	g, ng        int       // the effective group and the groups a row
+	codes        []byte    // panel after panel, each as packPanel (VNNI) or packPanelPairs (AVX2) lays it out
+	scales       []float32 // each panel's scales, [group][row]
+}
+
+// PackPanels returns w's panels for MatMulIntPacked, packed on up to workers goroutines, or nil when
+// MatMulInt does not take w to a panel kernel (groups not whole multiples of 8 values, or no kernel
+// on this CPU): multiply such a weight with MatMulInt.
+func PackPanels(ctx context.Context, w *Weight, workers int) (*Panels, error) {
+	g, ng, kp := effGroup(w.KP, w.Group), w.Groups(), w.KP
+	if ng*g != kp || kp == 0 {
+		return nil, nil
+	}
+	kind := panelPath(g)
+	if kind == noPanels {
+		return nil, nil
+	}
+	panels := (w.N + panelRows - 1) / panelRows
+	p := &Panels{N: w.N, KP: kp, Group: w.Group, kind: kind, g: g, ng: ng,
+		codes: make([]byte, panels*panelRows*kp), scales: make([]float32, panels*panelRows*ng)}
+	err := forRows(ctx, panels, workers, func(lo, hi int) {
+		for i := lo; i < hi; i++ {
+			packOne(kind, w, i, p.codes[i*panelRows*kp:(i+1)*panelRows*kp], p.scales[i*panelRows*ng:(i+1)*panelRows*ng])
+		}
+	})
+	if err != nil {
+		return nil, err
+	}
+	return p, nil
+}
+
+// PanelBytes is the memory PackPanels takes for a weight of n rows of kp codes in groups of group
+// values (0: per row), whether or not it packs it.
+func PanelBytes(n, kp, group int) int64 {
+	rows := int64(n+panelRows-1) / panelRows * panelRows
+	ng := int64(1)
+	if group > 0 {
+		ng = (int64(kp) + int64(group) - 1) / int64(group)
+	}
+	return rows*int64(kp) + 4*rows*ng
+}
+
+// Bytes is the memory the panels hold.
+func (p *Panels) Bytes() int64 { return int64(len(p.codes)) + 4*int64(len(p.scales)) }
+
+// MatMulIntPacked is MatMulInt of a and the weight p was packed from: the same values, bit for bit.
+func MatMulIntPacked(ctx context.Context, a *Activations, p *Panels, out []float32, workers int) error {
+	if a.K != p.KP {
+		return fmt.Errorf("matmul: activations have K=%d, weight stores KP=%d: %w", a.K, p.KP, ErrShape)
+	}
+	if len(out) != a.M*p.N {
+		return fmt.Errorf("matmul: out has %d values, want M*N = %d: %w", len(out), a.M*p.N, ErrShape)
+	}
+	return panelProduct(ctx, p.kind, a, nil, p, p.N, p.KP, p.ng, out, workers, p.g)
 }
 
 // packPanel writes the panel of rows n0..n0+15 of w as kernel.PanelDots16x4 reads it: for each

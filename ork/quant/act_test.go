@@ -301,7 +301,30 @@ func testMatMulIntGroups(t *testing.T) {
 		if err := MatMulInt(ctx, a, w, got, 2); err != nil {
 			t.Fatal(err)
 		}
+		// The same product from panels packed once (PackPanels), bit for bit; none where MatMulInt
+		// would not take a panel kernel.
+		panels, err := PackPanels(ctx, w, 3)
+		if err != nil {
+			t.Fatal(err)
+		}
 		g := effGroup(w.KP, w.Group)
+		if wantPanels := w.Groups()*g == w.KP && panelPath(g) != noPanels; (panels != nil) != wantPanels {
+			t.Fatalf("%+v: PackPanels gave panels %v, MatMulInt takes a panel kernel %v", tc, panels != nil, wantPanels)
+		}
+		if panels != nil {
+			if panels.Bytes() != PanelBytes(tc.n, tc.kp, tc.group) {
+				t.Errorf("%+v: panels hold %d bytes, PanelBytes says %d", tc, panels.Bytes(), PanelBytes(tc.n, tc.kp, tc.group))
+			}
+			packed := make([]float32, tc.m*tc.n)
+			if err := MatMulIntPacked(ctx, a, panels, packed, 2); err != nil {
+				t.Fatal(err)
+			}
+			for i := range got {
+				if math.Float32bits(packed[i]) != math.Float32bits(got[i]) {
+					t.Fatalf("%+v: y[%d] from packed panels %v, MatMulInt %v", tc, i, packed[i], got[i])
+				}
+			}
+		}
 		for tok := 0; tok < tc.m; tok++ {
 			for n := 0; n < tc.n; n++ {
 				var acc float32

@@ -153,9 +153,10 @@ func BenchmarkMatMulInt(b *testing.B) {
 	}
 	out := make([]float32, benchTokens*benchK)
 	for _, path := range []struct {
-		name       string
-		vnni, avx2 bool
-	}{{"vnni", true, false}, {"avx2", false, true}, {"loop", false, false}} {
+		name               string
+		vnni, avx2, packed bool
+	}{{"vnni", true, false, false}, {"vnni-packed", true, false, true}, {"avx2", false, true, false},
+		{"avx2-packed", false, true, true}, {"loop", false, false, false}} {
 		b.Run(path.name, func(b *testing.B) {
 			if path.vnni && !useVNNI {
 				b.Skip("no AVX-512 VNNI on this CPU")
@@ -165,8 +166,22 @@ func BenchmarkMatMulInt(b *testing.B) {
 			}
 			defer func(vnni, avx2 bool) { useVNNI, useAVX2Panels = vnni, avx2 }(useVNNI, useAVX2Panels)
 			useVNNI, useAVX2Panels = path.vnni, path.avx2
+			var panels *Panels // "-packed": the weight's panels packed once (PackPanels), as an emulated weight holds them
+			if path.packed {
+				var err error
+				if panels, err = PackPanels(ctx, q, runtime.GOMAXPROCS(0)); err != nil || panels == nil {
+					b.Fatalf("PackPanels: %v, %v", panels, err)
+				}
+				b.ResetTimer()
+			}
 			for i := 0; i < b.N; i++ {
-				if err := MatMulInt(ctx, a, q, out, runtime.GOMAXPROCS(0)); err != nil {
+				var err error
+				if panels != nil {
+					err = MatMulIntPacked(ctx, a, panels, out, runtime.GOMAXPROCS(0))
+				} else {
+					err = MatMulInt(ctx, a, q, out, runtime.GOMAXPROCS(0))
+				}
+				if err != nil {
 					b.Fatal(err)
 				}
 			}

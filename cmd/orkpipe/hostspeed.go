@@ -17,7 +17,7 @@ import (
 const hostSpeedsEnv = "ORKPIPE_HOST_SPEEDS"
 
 // hostSpeeds returns this host's kernel speeds for the stages' cost model (build.WithHostSpeeds):
-// measured once per host and orkpipe binary (a quarter of a second) and kept in the cache's history
+// measured once per host and orkpipe binary (about half a second) and kept in the cache's history
 // (progress.LoadHostSpeeds), or the reference host's with ORKPIPE_HOST_SPEEDS=reference. What cannot be
 // measured or kept is logged, and the reference host's speeds are used where none were measured.
 func hostSpeeds(ctx context.Context, opts *globalOptions) (hostspeed.Speeds, error) {

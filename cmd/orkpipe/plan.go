@@ -34,7 +34,9 @@ func newPlanCommand(opts *globalOptions) *cobra.Command {
 		Long: "plan prints every node of TARGET (\"demo\" for the built-in demo, or a recipe file) with its stage, its key (short; \"pending\"\n" +
 			"while it depends on outputs not built yet), whether its outputs are cached and its declared peak memory, then\n" +
 			"how long the nodes not cached should take (by what earlier builds of the target from the same model measured,\n" +
-			"and the stages' cost model at the rates the builds in the cache measured for what they did not) and what they write.\n" +
+			"and the stages' cost model at the rates the builds in the cache measured for what they did not, or before any\n" +
+			"at this host's kernel speed, measured once per cache and binary; ORKPIPE_HOST_SPEEDS=reference takes the\n" +
+			"reference host's) and what they write.\n" +
 			"Nodes with identical key material are reported. -v prints each node's key material; --json prints it all.\n" +
 			"A recipe with a residency section (an MoE model) also gets its residency plan's expected hit rate and the hit\n" +
 			"rate vs budget curve: from the cached plan, or computed from the cached routing statistics of an earlier build\n" +

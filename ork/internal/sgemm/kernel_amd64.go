@@ -83,8 +83,13 @@ func nn16(a *float32, k int, b *float32, ldb int, c *float32, mask uint64)
 func nn64(a *float32, k int, b *float32, ldb int, c *float32, mask uint64)
 
 // dotT16 adds to the sixteen values at c one slice's sums of the row of A at a with sixteen rows of
-// B packed by packT16 at pb, each summed as DotUnitary sums it for rows at a common alignment whose
+// B packed by packT at pb, each summed as DotUnitary sums it for rows at a common alignment whose
 // plan is tr, n16, n4, n1 (transposed.go). AVX-512 F.
 //
 //go:noescape
 func dotT16(a *float32, pb *float32, c *float32, tr, n16, n4, n1 int)
+
+// dotT8 is dotT16 for eight rows of B packed by packT8. AVX2.
+//
+//go:noescape
+func dotT8(a *float32, pb *float32, c *float32, tr, n16, n4, n1 int)

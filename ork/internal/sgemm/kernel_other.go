@@ -55,3 +55,7 @@ func nn64(a *float32, k int, b *float32, ldb int, c *float32, mask uint64) {
 func dotT16(a *float32, pb *float32, c *float32, tr, n16, n4, n1 int) {
 	panic("sgemm: no dotT16 on this architecture")
 }
+
+func dotT8(a *float32, pb *float32, c *float32, tr, n16, n4, n1 int) {
+	panic("sgemm: no dotT8 on this architecture")
+}

@@ -25,10 +25,10 @@
 // B's rows as the kernels reach them), so the outputs are the same float32
 // values, signed zeros included, on every CPU: the kernels on amd64 with AVX2 (and gonum's
 // DotUnitary for the last 1-3 columns); for the shapes they do not take (K not whole sixteens, B off
-// a 16-byte boundary), on AVX-512, a transposed kernel when B's rows share one alignment (sixteen
-// rows packed transposed, an output a lane, each lane running DotUnitary's plan for that alignment:
-// transposed.go), else gonum's own loops on amd64 (and without AVX2); and [dot] (the same sums in Go)
-// on other architectures. On amd64 they keep gonum's operand order too, and with it the
+// a 16-byte boundary), a transposed kernel when B's rows share one alignment (sixteen rows packed
+// transposed on AVX-512, eight on AVX2, an output a lane, each lane running DotUnitary's plan for
+// that alignment: transposed.go), else gonum's own loops on amd64 (and without AVX2); and [dot] (the
+// same sums in Go) on other architectures. On amd64 they keep gonum's operand order too, and with it the
 // payload an output keeps where two NaNs meet.
 package sgemm
 
@@ -171,13 +171,13 @@ const (
 // amd64, where gonum takes it).
 func (p *product) cols(j0, j1 int) {
 	if !p.kernelShape() {
-		j16 := j0
+		jt := j0
 		if p.transposedShape() {
-			j16 = j0 + (j1-j0)&^15
-			p.transposed(j0, j16)
+			jt = j0 + (j1-j0)&^(transposedGroup()-1)
+			p.transposed(j0, jt)
 		}
-		if j16 < j1 {
-			p.dots(0, p.m, j16, j1, p.b[j16*p.ldb:], p.ldb)
+		if jt < j1 {
+			p.dots(0, p.m, jt, j1, p.b[jt*p.ldb:], p.ldb)
 		}
 		return
 	}

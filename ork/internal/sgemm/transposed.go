@@ -2,20 +2,30 @@ package sgemm
 
 import "unsafe"
 
-// transposedShape reports whether the transposed kernel (dotT16) takes the products the others do
-// not: on AVX-512, rows of B whose starts share one alignment (ldb a multiple of four values), so
-// that every output of a group of sixteen rows follows the same DotUnitary plan, whatever K and
-// wherever B starts.
-func (p *product) transposedShape() bool { return available512 && p.ldb%4 == 0 }
+// transposedShape reports whether the transposed kernel (dotT16 on AVX-512, dotT8 on AVX2) takes the
+// products the others do not: rows of B whose starts share one alignment (ldb a multiple of four
+// values), so that every output of a group of rows follows the same DotUnitary plan, whatever K and
+// wherever B starts (attention's products over heads narrower than sixteen, for one).
+func (p *product) transposedShape() bool { return available && p.ldb%4 == 0 }
 
-// transposed computes the outputs of columns [j0, j1), a multiple of sixteen: for each group of
-// sixteen rows of B and each slice of K, the group's slice packed transposed (packT16), then every
-// row of A against it (dotT16), the slices added to C in order.
+// transposedGroup is the rows of B the transposed kernel sums at once: sixteen on AVX-512, eight on
+// AVX2.
+func transposedGroup() int {
+	if available512 {
+		return 16
+	}
+	return 8
+}
+
+// transposed computes the outputs of columns [j0, j1), a multiple of transposedGroup: for each group
+// of rows of B and each slice of K, the group's slice packed transposed (packT), then every row of A
+// against it (dotT16 or dotT8), the slices added to C in order.
 func (p *product) transposed(j0, j1 int) {
 	if j0 == j1 {
 		return
 	}
-	size := 16 * min(p.slice, p.k)
+	g := transposedGroup()
+	size := g * min(p.slice, p.k)
 	buf, _ := packBufs.Get().(*[]float32)
 	if buf == nil || cap(*buf) < size {
 		b := make([]float32, size)
@@ -23,26 +33,30 @@ func (p *product) transposed(j0, j1 int) {
 	}
 	defer packBufs.Put(buf)
 	pb := (*buf)[:size]
-	for g := j0; g < j1; g += 16 {
+	for j := j0; j < j1; j += g {
 		for k0 := 0; k0 < p.k; k0 += p.slice {
 			n := min(p.slice, p.k-k0)
-			packT16(pb, p.b[g*p.ldb+k0:], p.ldb, n)
-			tr, n16, n4, n1 := dotPlan(uintptr(unsafe.Pointer(&p.b[g*p.ldb+k0])), n)
+			packT(pb, p.b[j*p.ldb+k0:], g, p.ldb, n)
+			tr, n16, n4, n1 := dotPlan(uintptr(unsafe.Pointer(&p.b[j*p.ldb+k0])), n)
 			for i := range p.m {
-				dotT16(&p.a[i*p.lda+k0], &pb[0], &p.c[i*p.ldc+g], tr, n16, n4, n1)
+				if g == 16 {
+					dotT16(&p.a[i*p.lda+k0], &pb[0], &p.c[i*p.ldc+j], tr, n16, n4, n1)
+				} else {
+					dotT8(&p.a[i*p.lda+k0], &pb[0], &p.c[i*p.ldc+j], tr, n16, n4, n1)
+				}
 			}
 		}
 	}
 }
 
-// packT16 writes the first n values of the sixteen rows of B at b (ldb apart) to dst transposed:
-// dst[16d + r] = b[r·ldb + d].
-func packT16(dst, b []float32, ldb, n int) {
-	dst = dst[:16*n]
-	for r := range 16 {
+// packT writes the first n values of the g rows of B at b (ldb apart) to dst transposed:
+// dst[g·d + r] = b[r·ldb + d].
+func packT(dst, b []float32, g, ldb, n int) {
+	dst = dst[:g*n]
+	for r := range g {
 		row := b[r*ldb:][:n]
 		for d, v := range row {
-			dst[16*d+r] = v
+			dst[g*d+r] = v
 		}
 	}
 }

@@ -105,3 +105,103 @@ fold:
 	VMOVUPS Z0, (DX)
 	VZEROUPPER
 	RET
+
+// dotT8 is dotT16 in AVX2 registers: eight rows of B packed transposed (packT8), one output a lane
+// of a YMM register, the same plan and the same sums in the same order.
+
+// PRODT8 adds a(aoff) × the packed values at DI+boff to acc.
+#define PRODT8(aoff, boff, acc) \
+	VBROADCASTSS aoff(SI), Y8; \
+	VMULPS boff(DI), Y8, Y8; \
+	VADDPS Y8, acc, acc
+
+// func dotT8(a *float32, pb *float32, c *float32, tr, n16, n4, n1 int)
+TEXT ·dotT8(SB), NOSPLIT, $0-56
+	MOVQ a+0(FP), SI
+	MOVQ pb+8(FP), DI
+	MOVQ c+16(FP), DX
+	VXORPS Y0, Y0, Y0
+	VXORPS Y1, Y1, Y1
+	VXORPS Y2, Y2, Y2
+	VXORPS Y3, Y3, Y3
+	VXORPS Y4, Y4, Y4
+	VXORPS Y5, Y5, Y5
+	VXORPS Y6, Y6, Y6
+	VXORPS Y7, Y7, Y7
+	MOVQ tr+24(FP), CX
+	TESTQ CX, CX
+	JZ sixteens8
+
+trim8:
+	PRODT8(0, 0, Y0)
+	ADDQ $4, SI
+	ADDQ $32, DI
+	DECQ CX
+	JNZ trim8
+
+sixteens8:
+	MOVQ n16+32(FP), CX
+	TESTQ CX, CX
+	JZ fours8
+
+loop16x8:
+	PRODT8(0, 0, Y0)
+	PRODT8(4, 32, Y1)
+	PRODT8(8, 64, Y2)
+	PRODT8(12, 96, Y3)
+	PRODT8(16, 128, Y4)
+	PRODT8(20, 160, Y5)
+	PRODT8(24, 192, Y6)
+	PRODT8(28, 224, Y7)
+	PRODT8(32, 256, Y0)
+	PRODT8(36, 288, Y1)
+	PRODT8(40, 320, Y2)
+	PRODT8(44, 352, Y3)
+	PRODT8(48, 384, Y4)
+	PRODT8(52, 416, Y5)
+	PRODT8(56, 448, Y6)
+	PRODT8(60, 480, Y7)
+	ADDQ $64, SI
+	ADDQ $512, DI
+	DECQ CX
+	JNZ loop16x8
+	VADDPS Y4, Y0, Y0
+	VADDPS Y5, Y1, Y1
+	VADDPS Y6, Y2, Y2
+	VADDPS Y7, Y3, Y3
+
+fours8:
+	MOVQ n4+40(FP), CX
+	TESTQ CX, CX
+	JZ ones8
+
+loop4x8:
+	PRODT8(0, 0, Y0)
+	PRODT8(4, 32, Y1)
+	PRODT8(8, 64, Y2)
+	PRODT8(12, 96, Y3)
+	ADDQ $16, SI
+	ADDQ $128, DI
+	DECQ CX
+	JNZ loop4x8
+
+ones8:
+	MOVQ n1+48(FP), CX
+	TESTQ CX, CX
+	JZ fold8
+
+loop1x8:
+	PRODT8(0, 0, Y0)
+	ADDQ $4, SI
+	ADDQ $32, DI
+	DECQ CX
+	JNZ loop1x8
+
+fold8:
+	VADDPS Y1, Y0, Y0
+	VADDPS Y3, Y2, Y2
+	VADDPS Y2, Y0, Y0
+	VADDPS (DX), Y0, Y0
+	VMOVUPS Y0, (DX)
+	VZEROUPPER
+	RET

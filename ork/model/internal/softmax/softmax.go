@@ -15,7 +15,7 @@ import "math"
 func Row(row []float32) {
 	mx := Max(row)
 	if available {
-		expShift(&row[0], len(row), mx, &consts)
+		expShift(&row[0], len(row), mx)
 	} else {
 		for j, x := range row {
 			row[j] = Expf(x - mx)
@@ -32,19 +32,34 @@ func Row(row []float32) {
 }
 
 // Max returns max(row[0], row[1], ...) as the builtin max takes it (NaN if any value is NaN; +0 over
-// -0) with a compare that predicts well: after the first values a new maximum is rare.
+// -0). A NaN's bits are those of the builtin max of the maximum so far and each value that is greater
+// or NaN, in order (the builtin folded over every value can give another payload). Where a kernel runs, rows of eight values or more without a NaN take their maximum eight at a
+// time (the value is the same in any order; a zero's sign is then settled as below); otherwise a
+// compare that predicts well (after the first values a new maximum is rare) calls the builtin.
 func Max(row []float32) float32 {
-	mx := row[0]
-	for _, x := range row[1:] {
-		if x > mx || x != x {
-			mx = max(mx, x)
-		}
+	mx, ok := float32(0), false
+	if available && len(row) >= 8 {
+		mx, ok = max8(&row[0], len(row))
+	}
+	if !ok {
+		mx = maxScalar(row)
 	}
 	if mx == 0 { // the builtin's +0 over -0
 		for _, x := range row {
 			if x == 0 && !math.Signbit(float64(x)) {
 				return 0
 			}
+		}
+	}
+	return mx
+}
+
+// maxScalar is Max's loop over row one value at a time, but for a zero's sign.
+func maxScalar(row []float32) float32 {
+	mx := row[0]
+	for _, x := range row[1:] {
+		if x > mx || x != x {
+			mx = max(mx, x)
 		}
 	}
 	return mx

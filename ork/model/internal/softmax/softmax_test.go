@@ -5,6 +5,8 @@ import (
 	"math"
 	"math/rand/v2"
 	"testing"
+
+	"golang.org/x/sys/cpu"
 )
 
 // TestKernelMatchesExpf runs the kernel over every 97th float32 below 89 down to -inf's neighbourhood
@@ -12,9 +14,49 @@ import (
 // subnormals) and random values with random shifts, at every tail length, against Expf bit for bit;
 // the values past the last are not written.
 func TestKernelMatchesExpf(t *testing.T) {
-	if !available {
-		t.Skip("no AVX-512: Row calls Expf, the kernel does not run")
+	forKernels(t, func(kernel string) { kernelMatchesExpf(t, kernel) })
+}
+
+// forKernels runs f with each kernel this CPU has selected (expShift16 on AVX-512, expShift8 on AVX2),
+// and skips the test where it has none (Row calls Expf).
+func forKernels(t *testing.T, f func(kernel string)) {
+	t.Helper()
+	ran := false
+	forPaths(t, func(path string) {
+		if path != "go" {
+			ran = true
+			f(path)
+		}
+	})
+	if !ran {
+		t.Skip("no AVX2 or AVX-512: Row calls Expf, no kernel runs")
 	}
+}
+
+// forPaths runs f on each of Row's paths this CPU has, named: "go" (Expf a value at a time), "avx2"
+// (expShift8) and "avx512" (expShift16), restoring the selection after.
+func forPaths(tb testing.TB, f func(path string)) {
+	on, on512 := available, available512
+	defer func() { available, available512 = on, on512 }()
+	for _, p := range []struct {
+		name         string
+		kernel, has  bool
+		avx512, avx2 bool
+	}{
+		{"go", false, true, false, false},
+		{"avx2", true, cpu.X86.HasAVX2, false, true},
+		{"avx512", true, on512, true, false},
+	} {
+		if !p.has {
+			tb.Logf("path %s: not on this CPU", p.name)
+			continue
+		}
+		available, available512 = p.kernel, p.avx512
+		f(p.name)
+	}
+}
+
+func kernelMatchesExpf(t *testing.T, kernel string) {
 	var xs []float32
 	for b := uint32(0); b < 0x42b20000; b += 97 { // 0 .. 89
 		xs = append(xs, math.Float32frombits(b), math.Float32frombits(b|1<<31))
@@ -29,15 +71,15 @@ func TestKernelMatchesExpf(t *testing.T) {
 	check := func(xs []float32, mx float32) {
 		t.Helper()
 		got := append(append([]float32(nil), xs...), 7, 7, 7, 7, 7, 7, 7, 7, 7, 7, 7, 7, 7, 7, 7, 7)
-		expShift(&got[0], len(xs), mx, &consts)
+		expShift(&got[0], len(xs), mx)
 		for i, v := range got[len(xs):] {
 			if v != 7 {
-				t.Fatalf("%d values: value %d past them changed to %v", len(xs), i, v)
+				t.Fatalf("%s: %d values: value %d past them changed to %v", kernel, len(xs), i, v)
 			}
 		}
 		for i, x := range xs {
 			if want := Expf(x - mx); math.Float32bits(got[i]) != math.Float32bits(want) {
-				t.Fatalf("expShift(x %v (%#x), mx %v) = %v (%#x), Expf %v (%#x)", x, math.Float32bits(x), mx,
+				t.Fatalf("%s: expShift(x %v (%#x), mx %v) = %v (%#x), Expf %v (%#x)", kernel, x, math.Float32bits(x), mx,
 					got[i], math.Float32bits(got[i]), want, math.Float32bits(want))
 			}
 		}
@@ -90,15 +132,9 @@ func TestRowMatchesReference(t *testing.T) {
 	}
 	rows = append(rows, []float32{neg0, 0, neg0}, []float32{neg0, neg0}, []float32{-1, float32(math.Inf(1)), 2},
 		[]float32{3, float32(math.Inf(-1)), 1}, []float32{1, float32(math.NaN()), 2}, []float32{float32(math.Inf(-1))})
-	z := available
-	defer func() { available = z }()
-	for _, on := range []bool{false, true} {
-		if on && !z {
-			continue
-		}
-		available = on
+	forPaths(t, func(path string) {
 		for i, row := range rows {
-			t.Run(fmt.Sprintf("kernel%v_%d", on, i), func(t *testing.T) {
+			t.Run(fmt.Sprintf("%s_%d", path, i), func(t *testing.T) {
 				want, got := append([]float32(nil), row...), append([]float32(nil), row...)
 				reference(want)
 				Row(got)
@@ -109,10 +145,90 @@ func TestRowMatchesReference(t *testing.T) {
 				}
 			})
 		}
-	}
+	})
 }
 
-// BenchmarkRow is the softmax of a 512-wide row of scores: the kernel's path and Expf's.
+// maxBefore is Max as it was before its kernel: the builtin max of the maximum so far and each value
+// that is greater or NaN (a NaN's payload then depends on which values reach the builtin), and +0 over
+// -0.
+func maxBefore(row []float32) float32 {
+	mx := row[0]
+	for _, x := range row[1:] {
+		if x > mx || x != x {
+			mx = max(mx, x)
+		}
+	}
+	if mx == 0 {
+		for _, x := range row {
+			if x == 0 && !math.Signbit(float64(x)) {
+				return 0
+			}
+		}
+	}
+	return mx
+}
+
+// TestMaxMatchesBefore checks Max on every path against the code it replaced (maxBefore) bit for
+// bit, and its values against the builtin max folded over the row: every length to 70 (the kernel's blocks of eight, four at a time, and its overlapping last
+// block), rows of zeros of both signs only, a NaN (payloads, either sign) at every position, two
+// NaNs, infinities, and a maximum at every position.
+func TestMaxMatchesBefore(t *testing.T) {
+	r := rand.New(rand.NewPCG(23, 24))
+	neg0 := float32(math.Copysign(0, -1))
+	nan := func() float32 {
+		return math.Float32frombits(0x7fc00000 | uint32(r.IntN(1<<22)) | uint32(r.IntN(2))<<31)
+	}
+	var rows [][]float32
+	for n := 1; n <= 70; n++ {
+		v := make([]float32, n)
+		for i := range v {
+			v[i] = float32(r.NormFloat64() * 5)
+		}
+		rows = append(rows, v)
+		zeros := make([]float32, n)
+		for i := range zeros {
+			if r.IntN(2) == 0 {
+				zeros[i] = neg0
+			}
+		}
+		negs := make([]float32, n) // a maximum of -0 among negatives, or of +0 at one place
+		for i := range negs {
+			negs[i] = -1 - float32(i)
+		}
+		negs[r.IntN(n)] = neg0
+		rows = append(rows, zeros, negs, append(append([]float32(nil), negs...)[:n-1], 0))
+		for i := range n {
+			w := append([]float32(nil), v...)
+			w[i] = nan()
+			top := append([]float32(nil), v...)
+			top[i] = 100
+			rows = append(rows, w, top)
+			if n > 1 {
+				w2 := append([]float32(nil), w...)
+				w2[(i+1+r.IntN(n-1))%n] = nan()
+				inf := append([]float32(nil), v...)
+				inf[i] = float32(math.Inf(1 - 2*r.IntN(2)))
+				rows = append(rows, w2, inf)
+			}
+		}
+	}
+	forPaths(t, func(path string) {
+		for _, row := range rows {
+			want, fold := maxBefore(row), row[0]
+			for _, x := range row[1:] {
+				fold = max(fold, x)
+			}
+			if fold == fold && math.Float32bits(fold) != math.Float32bits(want) || fold != fold && want == want {
+				t.Fatalf("maxBefore(%v) = %v (%#x), the builtin's fold %v (%#x)", row, want, math.Float32bits(want), fold, math.Float32bits(fold))
+			}
+			if got := Max(row); math.Float32bits(got) != math.Float32bits(want) {
+				t.Fatalf("%s: Max(%v) = %v (%#x), want %v (%#x)", path, row, got, math.Float32bits(got), want, math.Float32bits(want))
+			}
+		}
+	})
+}
+
+// BenchmarkRow is the softmax of a 512-wide row of scores on each of Row's paths this CPU has.
 func BenchmarkRow(b *testing.B) {
 	r := rand.New(rand.NewPCG(21, 22))
 	src := make([]float32, 512)
@@ -120,20 +236,14 @@ func BenchmarkRow(b *testing.B) {
 		src[i] = float32(r.NormFloat64() * 3)
 	}
 	row := make([]float32, len(src))
-	z := available
-	defer func() { available = z }()
-	for _, on := range []bool{true, false} {
-		if on && !z {
-			continue
-		}
-		available = on
-		b.Run(fmt.Sprintf("kernel=%v", on), func(b *testing.B) {
+	forPaths(b, func(path string) {
+		b.Run(path, func(b *testing.B) {
 			for b.Loop() {
 				copy(row, src)
 				Row(row)
 			}
 		})
-	}
+	})
 }
 
 // TestExpfAccuracy checks Expf against math.Exp on [-87, 0] (within 3e-7 relative) and its ends.

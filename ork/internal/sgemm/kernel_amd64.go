@@ -82,6 +82,17 @@ func nn16(a *float32, k int, b *float32, ldb int, c *float32, mask uint64)
 //go:noescape
 func nn64(a *float32, k int, b *float32, ldb int, c *float32, mask uint64)
 
+// nn32 is nn16 for the first 32 columns, all of them, in YMM registers. AVX2.
+//
+//go:noescape
+func nn32(a *float32, k int, b *float32, ldb int, c *float32)
+
+// nn8 is nn16 for the columns among the first eight whose lanes in mask (eight int32s, each all ones
+// or zero) are set, in a YMM register: the others are neither read nor written. AVX2.
+//
+//go:noescape
+func nn8(a *float32, k int, b *float32, ldb int, c *float32, mask *int32)
+
 // dotT16 adds to the sixteen values at c one slice's sums of the row of A at a with sixteen rows of
 // B packed by packT at pb, each summed as DotUnitary sums it for rows at a common alignment whose
 // plan is tr, n16, n4, n1 (transposed.go). AVX-512 F.

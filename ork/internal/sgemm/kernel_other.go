@@ -59,3 +59,11 @@ func dotT16(a *float32, pb *float32, c *float32, tr, n16, n4, n1 int) {
 func dotT8(a *float32, pb *float32, c *float32, tr, n16, n4, n1 int) {
 	panic("sgemm: no dotT8 on this architecture")
 }
+
+func nn32(a *float32, k int, b *float32, ldb int, c *float32) {
+	panic("sgemm: no nn32 on this architecture")
+}
+
+func nn8(a *float32, k int, b *float32, ldb int, c *float32, mask *int32) {
+	panic("sgemm: no nn8 on this architecture")
+}

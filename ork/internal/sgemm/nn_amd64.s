@@ -92,3 +92,82 @@ done64:
 	VMOVUPS Z3, K4, 192(DX)
 	VZEROUPPER
 	RET
+
+// NNSTEP8 is NNSTEP for the eight columns at off(DI) in YMM registers, a_l in Y4.
+#define NNSTEP8(off, acc, tmp) \
+	VMOVUPS off(DI), tmp; \
+	VMULPS Y4, tmp, tmp; \
+	VADDPS acc, tmp, acc
+
+// func nn32(a *float32, k int, b *float32, ldb int, c *float32)
+TEXT ·nn32(SB), NOSPLIT, $0-40
+	MOVQ a+0(FP), SI
+	MOVQ k+8(FP), CX
+	MOVQ b+16(FP), DI
+	MOVQ ldb+24(FP), R8
+	SHLQ $2, R8
+	MOVQ c+32(FP), DX
+	VXORPS Y0, Y0, Y0
+	VXORPS Y1, Y1, Y1
+	VXORPS Y2, Y2, Y2
+	VXORPS Y3, Y3, Y3
+	TESTQ CX, CX
+	JZ done32
+
+loop32:
+	MOVL (SI), BX
+	ANDL $0x7fffffff, BX
+	JZ skip32
+	VBROADCASTSS (SI), Y4
+	NNSTEP8(0, Y0, Y5)
+	NNSTEP8(32, Y1, Y6)
+	NNSTEP8(64, Y2, Y7)
+	NNSTEP8(96, Y3, Y8)
+
+skip32:
+	ADDQ $4, SI
+	ADDQ R8, DI
+	DECQ CX
+	JNZ loop32
+
+done32:
+	VMOVUPS Y0, (DX)
+	VMOVUPS Y1, 32(DX)
+	VMOVUPS Y2, 64(DX)
+	VMOVUPS Y3, 96(DX)
+	VZEROUPPER
+	RET
+
+// func nn8(a *float32, k int, b *float32, ldb int, c *float32, mask *int32)
+TEXT ·nn8(SB), NOSPLIT, $0-48
+	MOVQ a+0(FP), SI
+	MOVQ k+8(FP), CX
+	MOVQ b+16(FP), DI
+	MOVQ ldb+24(FP), R8
+	SHLQ $2, R8
+	MOVQ c+32(FP), DX
+	MOVQ mask+40(FP), AX
+	VMOVDQU (AX), Y9
+	VXORPS Y0, Y0, Y0
+	TESTQ CX, CX
+	JZ done8
+
+loop8:
+	MOVL (SI), BX
+	ANDL $0x7fffffff, BX
+	JZ skip8
+	VBROADCASTSS (SI), Y4
+	VMASKMOVPS (DI), Y9, Y5
+	VMULPS Y4, Y5, Y5
+	VADDPS Y0, Y5, Y0
+
+skip8:
+	ADDQ $4, SI
+	ADDQ R8, DI
+	DECQ CX
+	JNZ loop8
+
+done8:
+	VMASKMOVPS Y0, Y9, (DX)
+	VZEROUPPER
+	RET

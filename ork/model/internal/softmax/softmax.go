@@ -5,8 +5,9 @@
 // exponential by Expf (Cephes' expf: range reduction by ln 2 in two parts, a degree-6 polynomial,
 // scaling by 2^n; every operation rounded to float32, none fused), the sum in float64 in order, and
 // each exponential multiplied by float32(1/sum). On AVX-512 the exponentials run sixteen at a time in
-// a kernel that performs Expf's operations in the same order on each lane, so the values are the
-// same; the sum stays a single ordered float64 chain.
+// a kernel that performs Expf's operations in the same order on each lane, on AVX2 eight at a time in
+// another, so the values are the same; the maximum of a row without NaN is taken eight at a time; the
+// sum stays a single ordered float64 chain.
 package softmax
 
 import "math"

@@ -52,10 +52,10 @@ func TestNTMatchesGonum(t *testing.T) {
 		{200, 4, 80}, {3, 12, 16}, {1, 1, 2000}, {8, 12, 17}, {20, 24, 1024}, {64, 260, 1552},
 		{5, 40, 2}, {33, 48, 8}, {3, 32, 12}, {64, 130, 8},
 	}
-	// -short (internal/avx2host's emulated run) keeps an aligned and an unaligned B, one goroutine
-	// and three (NTSerial among them).
+	// -short (internal/avx2host's emulated run) and -race keep an aligned and an unaligned B, one
+	// goroutine and three (NTSerial among them).
 	offs, procsList := []int{0, 1, 2, 3, 4}, []int{1, 2, 3}
-	if testing.Short() {
+	if testing.Short() || raceEnabled {
 		offs, procsList = []int{0, 1}, []int{1, 3}
 	}
 	for _, s := range shapes {

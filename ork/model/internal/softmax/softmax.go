@@ -33,10 +33,11 @@ func Row(row []float32) {
 }
 
 // Max returns max(row[0], row[1], ...) as the builtin max takes it (NaN if any value is NaN; +0 over
-// -0). A NaN's bits are those of the builtin max of the maximum so far and each value that is greater
-// or NaN, in order (the builtin folded over every value can give another payload). Where a kernel runs, rows of eight values or more without a NaN take their maximum eight at a
-// time (the value is the same in any order; a zero's sign is then settled as below); otherwise a
-// compare that predicts well (after the first values a new maximum is rare) calls the builtin.
+// -0). A NaN's bits are those of the builtin max of the maximum so far and each value that is
+// greater or NaN, in order (the builtin folded over every value can give another payload). Where a
+// kernel runs, a row of eight values or more without a NaN has its maximum taken eight at a time (the
+// value is the same in any order; a zero's sign is then settled as below); otherwise a compare that
+// predicts well (after the first values a new maximum is rare) calls the builtin.
 func Max(row []float32) float32 {
 	mx, ok := float32(0), false
 	if available && len(row) >= 8 {

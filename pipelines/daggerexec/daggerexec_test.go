@@ -134,15 +134,18 @@ func TestVersionMatchesModule(t *testing.T) {
 	}
 }
 
+// goPath is the go command on PATH as the test binary started (go test puts the toolchain's there),
+// looked up before any test narrows PATH (noEngineEnv leaves it a temporary directory).
+var goPath, goPathErr = exec.LookPath("go")
+
 // goBinary is a static linux/amd64 executable present on every machine with Go: the toolchain's.
 func goBinary(t *testing.T) string {
 	t.Helper()
 	if runtime.GOOS != "linux" || runtime.GOARCH != "amd64" {
 		t.Skip("needs linux/amd64")
 	}
-	p, err := exec.LookPath("go")
-	if err != nil {
-		t.Skipf("no go command on PATH: %v", err)
+	if goPathErr != nil {
+		t.Fatalf("no go command on PATH when the tests started: %v", goPathErr)
 	}
-	return p
+	return goPath
 }

@@ -2,6 +2,6 @@
 
 package sgemm
 
-// raceEnabled reports a -race build: the tests that only repeat single-goroutine work at scale do
-// less of it there (the detector makes them minutes), keeping every concurrent path.
+// raceEnabled reports a -race build: TestNTMatchesGonum tries -short's layouts there (one goroutine
+// and three, NTSerial among them), not every offset of B (the detector makes those a minute).
 const raceEnabled = true

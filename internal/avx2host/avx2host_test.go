@@ -40,6 +40,7 @@ var suites = []struct {
 		"TestClipErrsKernelMatchesGo", "TestGroupSearch32MatchesGo", "TestRTN32Paths", "TestRowKernels32",
 		"TestRowKernelsDone", "TestRowSearch32Lanes", "TestAbsMax32"}},
 	{"ork/model/internal/softmax", nil},
+	{"ork/model/internal/fma", nil},
 	{"ork/model/internal/deltanet", nil},
 	{"ork/gguf", []string{"TestDequantQ8_0Kernel"}},
 	{"ork/calib", []string{"TestEncodeValuesKernel"}},

@@ -4,19 +4,18 @@ import (
 	"math"
 
 	"orkpipe/ork/gguf"
+	"orkpipe/ork/model/internal/fma"
 )
 
 // The dot products of ggml's CPU backend (AVX2 + FMA + F16C build, the reference llama.cpp of
 // ../shared/testdata/SOURCES.md), reproduced operation by operation so that a ggml-exact forward pass
 // ([Model.GGMLExact]) rounds every output as llama.cpp does. SIMD lanes are emulated: an 8-lane
-// accumulator is [8]float32, a fused multiply-add is fma32.
+// accumulator is [8]float32, a fused multiply-add is fma32 (fma.F32, exact; the 8-lane accumulations of
+// dotTiny, dotVecF16 and dotVecF32 run in fma's AVX2 kernels where the CPU has FMA, and the hot loops
+// elsewhere call fma.Fast first).
 
-// fma32 is a float32 fused multiply-add, a·b + c rounded once (as vfmadd*ps): the product of two float32
-// values is exact in float64, and the float64 sum rounded to float32 differs from the single rounding
-// only when it lands exactly on a float32 tie (probability about 2^-29).
-func fma32(a, b, c float32) float32 {
-	return float32(math.FMA(float64(a), float64(b), float64(c)))
-}
+// fma32 is a float32 fused multiply-add, a·b + c rounded once (as vfmadd*ps): fma.F32, exact.
+func fma32(a, b, c float32) float32 { return fma.F32(a, b, c) }
 
 // hsum8 is the horizontal sum of an 8-lane accumulator as ggml's hsum_float_8 and llamafile's hsum
 // compute it: the high half added to the low half, then lanes (0+2, 1+3), then their sum.
@@ -74,7 +73,11 @@ func dotQ8_0(w, x q8Row) float32 {
 		for j := 0; j < 8; j++ {
 			s := int32(wq[4*j])*int32(xq[4*j]) + int32(wq[4*j+1])*int32(xq[4*j+1]) +
 				int32(wq[4*j+2])*int32(xq[4*j+2]) + int32(wq[4*j+3])*int32(xq[4*j+3])
-			acc[j] = fma32(d, float32(s), acc[j])
+			if v, ok := fma.Fast(d, float32(s), acc[j]); ok {
+				acc[j] = v
+			} else {
+				acc[j] = fma.F32(d, float32(s), acc[j])
+			}
 		}
 	}
 	return hsum8(&acc)
@@ -84,11 +87,7 @@ func dotQ8_0(w, x q8Row) float32 {
 // w[8l+j]·x[8l+j] with FMA over l, then hsum8. len(w) is a multiple of 8.
 func dotTiny(w, x []float32) float32 {
 	var acc [8]float32
-	for l := 0; l < len(w); l += 8 {
-		for j := range acc {
-			acc[j] = fma32(w[l+j], x[l+j], acc[j])
-		}
-	}
+	fma.Lanes8(w, x, &acc)
 	return hsum8(&acc)
 }
 
@@ -97,13 +96,7 @@ func dotTiny(w, x []float32) float32 {
 func dotVecF16(w, x []float32) float32 {
 	var s [4][8]float32
 	np := len(w) &^ 31
-	for i := 0; i < np; i += 32 {
-		for j := 0; j < 4; j++ {
-			for l := 0; l < 8; l++ {
-				s[j][l] = fma32(w[i+8*j+l], x[i+8*j+l], s[j][l])
-			}
-		}
-	}
+	fma.Lanes32(w[:np], x, &s)
 	sum := float64(reduce4x8(&s))
 	for i := np; i < len(w); i++ {
 		sum += float64(w[i] * x[i])
@@ -118,13 +111,7 @@ func dotVecF32(w, x []float32) float32 {
 	var s [4][8]float32
 	n := len(w)
 	np := n &^ 31
-	for i := 0; i < np; i += 32 {
-		for j := 0; j < 4; j++ {
-			for l := 0; l < 8; l++ {
-				s[j][l] = fma32(w[i+8*j+l], x[i+8*j+l], s[j][l])
-			}
-		}
-	}
+	fma.Lanes32(w[:np], x, &s)
 	var sum float32
 	if np > 0 {
 		sum = reduce4x8(&s)

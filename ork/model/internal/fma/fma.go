@@ -1,0 +1,84 @@
+// Package fma computes float32 fused multiply-adds exactly as an FMA instruction does (a·b + c
+// rounded once to float32): in Go on any CPU (F32; Fast for loops that inline its common case) and,
+// for ggml's lane-wise dot products (Lanes8: one 8-lane accumulator; Lanes32: four), with AVX2's
+// VFMADD231PS where the CPU has AVX2 and FMA: the same bits either way. ork/model's ggml-exact
+// forward pass computes with it what llama.cpp's AVX2 build computes with FMA instructions.
+package fma
+
+import "math"
+
+// F32 returns a·b + c rounded once to float32 (round to nearest, ties to even), as vfmadd*ps computes
+// it. The product of two float32 values is exact in float64 and their sum s = p + c rounded to
+// float64 differs from the exact sum by less than half a float64 ulp, so rounding s to float32 gives
+// the exact sum's rounding except when s falls exactly on a midpoint between two float32 values (the
+// exact sum then lies on one side of it): there the float64 rounding error (TwoSum) decides the side.
+func F32(a, b, c float32) float32 {
+	if r, ok := Fast(a, b, c); ok {
+		return r
+	}
+	return f32Rare(a, b, c, float64(a)*float64(b)+float64(c))
+}
+
+// Fast returns F32(a, b, c) and true where the float64 sum settles it (all but about one sum in 2^29,
+// and those in float32's subnormal range), else false: small enough to inline, for loops that call
+// F32 only when it says false.
+func Fast(a, b, c float32) (float32, bool) {
+	s := float64(a)*float64(b) + float64(c) // the product exact: fused or not, the same s
+	bits := math.Float64bits(s)
+	return float32(s), bits&(1<<29-1) != 1<<28 && bits>>52&0x7ff >= 1023-126
+}
+
+// f32Rare is F32 where s = a·b + c rounded to float64 may be a float32 midpoint, or lies in float32's
+// subnormal range (or is NaN).
+func f32Rare(a, b, c float32, s float64) float32 {
+	p, cf := float64(a)*float64(b), float64(c)
+	r := float32(s)
+	if float64(r) == s || s != s || math.IsInf(s, 0) {
+		return r
+	}
+	bb := s - p
+	err := (p - (s - bb)) + (cf - bb)
+	if err == 0 {
+		return r
+	}
+	lo, hi := neighbours(r, s)
+	if s != lo/2+hi/2 {
+		return r
+	}
+	if err > 0 {
+		return toF32(hi)
+	}
+	return toF32(lo)
+}
+
+// maxPlusUlp is the float32 ulp above math.MaxFloat32: 2^128, the value a midpoint at the overflow
+// boundary lies halfway to.
+var maxPlusUlp = math.Ldexp(1, 128)
+
+// neighbours returns the float32 values lo < s < hi around s (not a float32 value) as float64, r being
+// s rounded to float32; beyond math.MaxFloat32 the next value is 2^128.
+func neighbours(r float32, s float64) (lo, hi float64) {
+	up := func(v float32) float64 {
+		if v == math.MaxFloat32 {
+			return maxPlusUlp
+		}
+		return float64(math.Nextafter32(v, float32(math.Inf(1))))
+	}
+	switch {
+	case math.IsInf(float64(r), 1):
+		return math.MaxFloat32, maxPlusUlp
+	case math.IsInf(float64(r), -1):
+		return -maxPlusUlp, -math.MaxFloat32
+	case float64(r) < s:
+		return float64(r), up(r)
+	}
+	return -up(-r), float64(r)
+}
+
+// toF32 converts a neighbour to float32: ±2^128 is ±Inf.
+func toF32(v float64) float32 {
+	if math.Abs(v) >= maxPlusUlp {
+		return float32(math.Inf(int(math.Copysign(1, v))))
+	}
+	return float32(v)
+}

@@ -1,0 +1,98 @@
+package fma
+
+import (
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"testing"
+)
+
+// TestLanesKernels checks the kernels (lanes8, lanes32) against their Go loops (F32, itself checked against math/big)
+// bit for bit: lengths 8 to 256, values of every magnitude, lanes whose products land a float32
+// midpoint's sliver off it, infinities and NaNs (NaN-ness only: which NaN's payload an FMA keeps is
+// not the contract).
+func TestLanesKernels(t *testing.T) {
+	if !available {
+		t.Skip("no AVX2 and FMA: Lanes8 runs in Go")
+	}
+	r := rand.New(rand.NewPCG(3, 4))
+	for n := 8; n <= 256; n += 8 {
+		for _, mode := range []string{"random", "midpoints", "specials"} {
+			w, x := make([]float32, n), make([]float32, n+5)
+			for i := range w {
+				w[i] = float32(r.NormFloat64() * math.Exp2(float64(r.IntN(40)-20)))
+				x[i] = float32(r.NormFloat64() * math.Exp2(float64(r.IntN(40)-20)))
+			}
+			var acc0 [8]float32
+			for j := range acc0 {
+				acc0[j] = float32(r.NormFloat64())
+			}
+			switch mode {
+			case "midpoints": // one step of each lane: acc = 1 + ulp, w·x = ulp/2·(1 - 2^-46)
+				for j := range 8 {
+					acc0[j] = float32(1 + math.Exp2(-23))
+					w[j], x[j] = float32(math.Exp2(-24)*(1+math.Exp2(-23))), float32(1-math.Exp2(-23))
+				}
+			case "specials":
+				for range 3 {
+					switch i := r.IntN(n); r.IntN(3) {
+					case 0:
+						w[i] = float32(math.Inf(1 - 2*r.IntN(2)))
+					case 1:
+						x[i] = float32(math.NaN())
+					default:
+						w[i], x[i] = 0, float32(math.Inf(1))
+					}
+				}
+			}
+			got, want := acc0, acc0
+			lanes8(&w[0], &x[0], n, &got)
+			lanes8Go(w, x, &want)
+			same(t, fmt.Sprintf("lanes8 n %d %s", n, mode), got[:], want[:])
+			if n%32 == 0 {
+				var got32, want32 [4][8]float32
+				for j := range got32 {
+					got32[j], want32[j] = acc0, acc0
+					got32[j][j] = float32(j) // the accumulators differ
+					want32[j][j] = float32(j)
+				}
+				lanes32(&w[0], &x[0], n, &got32)
+				lanes32Go(w, x, &want32)
+				for j := range got32 {
+					same(t, fmt.Sprintf("lanes32 n %d %s accumulator %d", n, mode, j), got32[j][:], want32[j][:])
+				}
+			}
+		}
+	}
+}
+
+// same fails the test unless got and want hold the same bits lane by lane (any NaN matching any NaN).
+func same(t *testing.T, what string, got, want []float32) {
+	t.Helper()
+	for j := range got {
+		if math.Float32bits(got[j]) != math.Float32bits(want[j]) && !(got[j] != got[j] && want[j] != want[j]) {
+			t.Fatalf("%s: lane %d = %v (%#x), Go %v (%#x)", what, j, got[j], math.Float32bits(got[j]), want[j], math.Float32bits(want[j]))
+		}
+	}
+}
+
+// TestLanesPanics: lengths that are not whole eights (thirty-twos for Lanes32), or an x shorter than w,
+// are refused.
+func TestLanesPanics(t *testing.T) {
+	for _, c := range []struct{ nw, nx int }{{7, 8}, {16, 15}, {24, 32}, {64, 63}} {
+		func() {
+			defer func() {
+				if recover() == nil {
+					t.Errorf("Lanes8 or Lanes32 of %d and %d values: no panic", c.nw, c.nx)
+				}
+			}()
+			if c.nw%32 == 0 || c.nw == 24 {
+				var acc [4][8]float32
+				Lanes32(make([]float32, c.nw), make([]float32, c.nx), &acc)
+				return
+			}
+			var acc [8]float32
+			Lanes8(make([]float32, c.nw), make([]float32, c.nx), &acc)
+		}()
+	}
+}

@@ -51,8 +51,8 @@ func f32Rare(a, b, c float32, s float64) float32 {
 	return toF32(lo)
 }
 
-// maxPlusUlp is the float32 ulp above math.MaxFloat32: 2^128, the value a midpoint at the overflow
-// boundary lies halfway to.
+// maxPlusUlp is math.MaxFloat32 plus its ulp, 2^128: the upper neighbour that makes the overflow
+// boundary a midpoint (sums at or past it round to Inf).
 var maxPlusUlp = math.Ldexp(1, 128)
 
 // neighbours returns the float32 values lo < s < hi around s (not a float32 value) as float64, r being

@@ -11,8 +11,8 @@ import (
 // ../shared/testdata/SOURCES.md), reproduced operation by operation so that a ggml-exact forward pass
 // ([Model.GGMLExact]) rounds every output as llama.cpp does. SIMD lanes are emulated: an 8-lane
 // accumulator is [8]float32, a fused multiply-add is fma32 (fma.F32, exact; the 8-lane accumulations of
-// dotTiny, dotVecF16 and dotVecF32 run in fma's AVX2 kernels where the CPU has FMA, and the hot loops
-// elsewhere call fma.Fast first).
+// dotQ8_0, dotTiny, dotVecF16 and dotVecF32 run in fma's AVX2 kernels where the CPU has FMA, and the
+// hot loops elsewhere call fma.Fast first).
 
 // fma32 is a float32 fused multiply-add, a·b + c rounded once (as vfmadd*ps): fma.F32, exact.
 func fma32(a, b, c float32) float32 { return fma.F32(a, b, c) }
@@ -67,19 +67,7 @@ func quantizeQ8_0AVX2(r q8Row, x []float32) {
 // then hsum8.
 func dotQ8_0(w, x q8Row) float32 {
 	var acc [8]float32
-	for b := range w.d {
-		d := w.d[b] * x.d[b]
-		wq, xq := w.q[b*32:(b+1)*32], x.q[b*32:(b+1)*32]
-		for j := 0; j < 8; j++ {
-			s := int32(wq[4*j])*int32(xq[4*j]) + int32(wq[4*j+1])*int32(xq[4*j+1]) +
-				int32(wq[4*j+2])*int32(xq[4*j+2]) + int32(wq[4*j+3])*int32(xq[4*j+3])
-			if v, ok := fma.Fast(d, float32(s), acc[j]); ok {
-				acc[j] = v
-			} else {
-				acc[j] = fma.F32(d, float32(s), acc[j])
-			}
-		}
-	}
+	fma.Q8Lanes(w.q, x.q, w.d, x.d, &acc)
 	return hsum8(&acc)
 }
 

@@ -14,3 +14,8 @@ func lanes8(w, x *float32, n int, acc *[8]float32)
 //
 //go:noescape
 func lanes32(w, x *float32, n int, acc *[4][8]float32)
+
+// q8Lanes is Q8Lanes over n (positive) blocks. AVX2, FMA.
+//
+//go:noescape
+func q8Lanes(wq, xq *int8, wd, xd *float32, n int, acc *[8]float32)

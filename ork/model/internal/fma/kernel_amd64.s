@@ -58,3 +58,43 @@ loop32:
 	VMOVUPS Y3, 96(DX)
 	VZEROUPPER
 	RET
+
+// func q8Lanes(wq, xq *int8, wd, xd *float32, n int, acc *[8]float32)
+//
+// Per block: the 32 codes of w and x widened to int16 (VPMOVSXBW), multiplied and summed in pairs
+// (VPMADDWD: pair k = codes 2k, 2k+1, exact), adjacent pairs summed (VPHADDD, then VPERMQ to put
+// lane j = codes 4j..4j+3 in order), converted to float32 (exact), and acc = d·s + acc with d =
+// wd·xd rounded to float32 (VMULSS) broadcast (VFMADD231PS).
+TEXT ·q8Lanes(SB), NOSPLIT, $0-48
+	MOVQ wq+0(FP), SI
+	MOVQ xq+8(FP), DI
+	MOVQ wd+16(FP), R8
+	MOVQ xd+24(FP), R9
+	MOVQ n+32(FP), CX
+	MOVQ acc+40(FP), DX
+	VMOVUPS (DX), Y0
+
+loopq8:
+	VPMOVSXBW (SI), Y1
+	VPMOVSXBW (DI), Y2
+	VPMADDWD Y2, Y1, Y1
+	VPMOVSXBW 16(SI), Y3
+	VPMOVSXBW 16(DI), Y4
+	VPMADDWD Y4, Y3, Y3
+	VPHADDD Y3, Y1, Y1
+	VPERMQ $0xD8, Y1, Y1
+	VCVTDQ2PS Y1, Y1
+	VMOVSS (R8), X5
+	VMULSS (R9), X5, X5
+	VBROADCASTSS X5, Y5
+	VFMADD231PS Y1, Y5, Y0
+	ADDQ $32, SI
+	ADDQ $32, DI
+	ADDQ $4, R8
+	ADDQ $4, R9
+	DECQ CX
+	JNZ loopq8
+
+	VMOVUPS Y0, (DX)
+	VZEROUPPER
+	RET

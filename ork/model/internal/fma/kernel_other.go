@@ -12,3 +12,7 @@ func lanes8(w, x *float32, n int, acc *[8]float32) {
 func lanes32(w, x *float32, n int, acc *[4][8]float32) {
 	panic("fma: no kernel off amd64")
 }
+
+func q8Lanes(wq, xq *int8, wd, xd *float32, n int, acc *[8]float32) {
+	panic("fma: no kernel off amd64")
+}

@@ -54,3 +54,35 @@ func lanes32Go(w, x []float32, acc *[4][8]float32) {
 		}
 	}
 }
+
+// Q8Lanes is ggml's Q8_0 dot product's 8-lane accumulation: for each block b of 32 codes (len(wd)
+// blocks; wq and xq hold at least 32 codes a block, wd and xd a scale each), lane j takes
+// F32(wd[b]·xd[b], s, acc[j]), s the exact integer sum of the four products of codes 32b+4j to
+// 32b+4j+3 (as float32: at most 4·128², exact). With AVX2 and FMA it runs in a kernel, the same bits.
+func Q8Lanes(wq, xq []int8, wd, xd []float32, acc *[8]float32) {
+	n := len(wd)
+	if len(xd) < n || len(wq) < 32*n || len(xq) < 32*n {
+		panic("fma: Q8Lanes wants 32 codes of w and x and a scale of x for each scale of w")
+	}
+	if n == 0 {
+		return
+	}
+	if available {
+		q8Lanes(&wq[0], &xq[0], &wd[0], &xd[0], n, acc)
+		return
+	}
+	q8LanesGo(wq, xq, wd, xd, acc)
+}
+
+// q8LanesGo is Q8Lanes in Go.
+func q8LanesGo(wq, xq []int8, wd, xd []float32, acc *[8]float32) {
+	for b := range wd {
+		d := wd[b] * xd[b]
+		w, x := wq[32*b:32*b+32], xq[32*b:32*b+32]
+		for j := range acc {
+			s := int32(w[4*j])*int32(x[4*j]) + int32(w[4*j+1])*int32(x[4*j+1]) +
+				int32(w[4*j+2])*int32(x[4*j+2]) + int32(w[4*j+3])*int32(x[4*j+3])
+			acc[j] = F32(d, float32(s), acc[j])
+		}
+	}
+}

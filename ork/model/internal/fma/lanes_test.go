@@ -96,3 +96,76 @@ func TestLanesPanics(t *testing.T) {
 		}()
 	}
 }
+
+// TestQ8LanesKernel checks q8Lanes against Q8Lanes's Go loop bit for bit: 1 to 40 blocks of random
+// codes over the whole int8 range (-128 included: the sums stay exact), scales of every magnitude
+// with zeros, and accumulators that start anywhere.
+func TestQ8LanesKernel(t *testing.T) {
+	if !available {
+		t.Skip("no AVX2 and FMA: Q8Lanes runs in Go")
+	}
+	r := rand.New(rand.NewPCG(5, 6))
+	for n := 1; n <= 40; n++ {
+		for _, extreme := range []bool{false, true} {
+			wq, xq := make([]int8, 32*n+7), make([]int8, 32*n)
+			for i := range xq {
+				wq[i], xq[i] = int8(r.IntN(256)-128), int8(r.IntN(256)-128)
+				if extreme {
+					wq[i], xq[i] = -128, int8(-128+255*r.IntN(2))
+				}
+			}
+			wd, xd := make([]float32, n), make([]float32, n+1)
+			for i := range wd {
+				wd[i] = float32(r.NormFloat64() * math.Exp2(float64(r.IntN(30)-15)))
+				xd[i] = float32(r.NormFloat64() * math.Exp2(float64(r.IntN(30)-15)))
+				if r.IntN(9) == 0 {
+					wd[i] = 0
+				}
+			}
+			var acc0 [8]float32
+			for j := range acc0 {
+				acc0[j] = float32(r.NormFloat64() * 1e3)
+			}
+			got, want := acc0, acc0
+			q8Lanes(&wq[0], &xq[0], &wd[0], &xd[0], n, &got)
+			q8LanesGo(wq, xq, wd, xd[:n], &want)
+			same(t, fmt.Sprintf("q8Lanes %d blocks extreme %v", n, extreme), got[:], want[:])
+		}
+	}
+}
+
+// BenchmarkLanes is one output of a 5120-wide row (a 27B's n_embd): Q8Lanes (160 blocks of Q8_0) and
+// Lanes32 (ggml_vec_dot_f32's accumulators), in the kernel and in Go.
+func BenchmarkLanes(b *testing.B) {
+	r := rand.New(rand.NewPCG(7, 8))
+	const k = 5120
+	wq, xq, wd, xd := make([]int8, k), make([]int8, k), make([]float32, k/32), make([]float32, k/32)
+	w, x := make([]float32, k), make([]float32, k)
+	for i := range wq {
+		wq[i], xq[i] = int8(r.IntN(255)-127), int8(r.IntN(255)-127)
+		w[i], x[i] = float32(r.NormFloat64()), float32(r.NormFloat64())
+	}
+	for i := range wd {
+		wd[i], xd[i] = float32(r.Float64()/100), float32(r.Float64()/100)
+	}
+	on := available
+	defer func() { available = on }()
+	for _, kernel := range []bool{true, false} {
+		if kernel && !on {
+			continue
+		}
+		available = kernel
+		b.Run(fmt.Sprintf("q8/kernel=%v", kernel), func(b *testing.B) {
+			for b.Loop() {
+				var acc [8]float32
+				Q8Lanes(wq, xq, wd, xd, &acc)
+			}
+		})
+		b.Run(fmt.Sprintf("f32/kernel=%v", kernel), func(b *testing.B) {
+			for b.Loop() {
+				var acc [4][8]float32
+				Lanes32(w, x, &acc)
+			}
+		})
+	}
+}

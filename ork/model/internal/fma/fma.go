@@ -1,9 +1,9 @@
 // Package fma computes float32 fused multiply-adds exactly as an FMA instruction does (a·b + c
 // rounded once to float32): in Go on any CPU (F32; Fast for loops that inline its common case) and,
 // for ggml's lane-wise dot products (Lanes8: one 8-lane accumulator; Lanes32: four; Q8Lanes: Q8_0
-// blocks), with AVX2's
-// VFMADD231PS where the CPU has AVX2 and FMA: the same bits either way. ork/model's ggml-exact
-// forward pass computes with it what llama.cpp's AVX2 build computes with FMA instructions.
+// blocks), with AVX2's VFMADD231PS where the CPU has AVX2 and FMA: the same bits either way.
+// ork/model's ggml-exact forward pass computes with it what llama.cpp's AVX2 build computes with FMA
+// instructions.
 package fma
 
 import "math"

@@ -2,7 +2,8 @@ package fma
 
 import "golang.org/x/sys/cpu"
 
-// available says whether lanes8 may run: AVX2 and FMA. A variable so that tests can run both paths.
+// available says whether the kernels (lanes8, lanes32, q8Lanes) may run: AVX2 and FMA. A variable so
+// that tests and benchmarks can run both paths.
 var available = cpu.X86.HasAVX2 && cpu.X86.HasFMA
 
 // lanes8 is Lanes8 over the n values (a positive multiple of 8) at w and x. AVX2, FMA.

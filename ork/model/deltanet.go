@@ -6,7 +6,6 @@ import (
 
 	"orkpipe/ork/internal/parallel"
 	"orkpipe/ork/model/internal/deltanet"
-	"orkpipe/ork/model/internal/fma"
 )
 
 // deltaNet is qwen35's Gated DeltaNet mixer (llama.cpp qwen35.cpp build_layer_attn_linear and the fused
@@ -134,11 +133,7 @@ func gatedDeltaRule(o, u, g, beta []float32, sh SSMShape, work []float32, ggml b
 				sr := state[jj*hd : (jj+1)*hd]
 				if ggml {
 					for i, kv := range k {
-						if r, ok := fma.Fast(kv, dj, sr[i]); ok {
-							sr[i] = r
-						} else {
-							sr[i] = fma.F32(kv, dj, sr[i])
-						}
+						sr[i] = fma32(kv, dj, sr[i])
 					}
 					continue
 				}

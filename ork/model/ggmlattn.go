@@ -5,7 +5,6 @@ import (
 
 	"orkpipe/ork/gguf"
 	"orkpipe/ork/internal/parallel"
-	"orkpipe/ork/model/internal/fma"
 )
 
 // faTile is the key/value tile of ggml's tiled flash-attention kernel (GGML_FA_TILE_KV).
@@ -63,11 +62,7 @@ func faRowTiled(o, qi, k, v []float32, pos, kvd int, scale float32, kq, acc []fl
 			kc := k[(c0+c)*kvd : (c0+c)*kvd+hd]
 			var d float32
 			for j, qv := range qi {
-				if r, ok := fma.Fast(kc[j], qv, d); ok {
-					d = r
-				} else {
-					d = fma.F32(kc[j], qv, d)
-				}
+				d = fma32(kc[j], qv, d)
 			}
 			kq[c] = d * scale
 			tmax = max(tmax, kq[c])
@@ -97,11 +92,7 @@ func faRowTiled(o, qi, k, v []float32, pos, kvd int, scale float32, kq, acc []fl
 			vc := v[(c0+c)*kvd : (c0+c)*kvd+hd]
 			p := kq[c]
 			for j := range acc {
-				if r, ok := fma.Fast(vc[j], p, acc[j]); ok {
-					acc[j] = r
-				} else {
-					acc[j] = fma.F32(vc[j], p, acc[j])
-				}
+				acc[j] = fma32(vc[j], p, acc[j])
 			}
 		}
 	}
@@ -140,11 +131,7 @@ func faRowF16(o, qi, k, v []float32, pos, kvd int, scale float32, acc []float32)
 		}
 		vc := v[c*kvd : c*kvd+hd]
 		for j, a := range acc {
-			r, ok := fma.Fast(vc[j], vs, a)
-			if !ok {
-				r = fma.F32(vc[j], vs, a)
-			}
-			acc[j] = round16(r)
+			acc[j] = round16(fma32(vc[j], vs, a))
 		}
 		s = fma32(s, ms, vs)
 	}

@@ -11,8 +11,7 @@ import (
 // ../shared/testdata/SOURCES.md), reproduced operation by operation so that a ggml-exact forward pass
 // ([Model.GGMLExact]) rounds every output as llama.cpp does. SIMD lanes are emulated: an 8-lane
 // accumulator is [8]float32, a fused multiply-add is fma32 (fma.F32, exact; the 8-lane accumulations of
-// dotQ8_0, dotTiny, dotVecF16 and dotVecF32 run in fma's AVX2 kernels where the CPU has FMA, and the
-// hot loops elsewhere call fma.Fast first).
+// dotQ8_0, dotTiny, dotVecF16 and dotVecF32 run in fma's AVX2 kernels where the CPU has FMA).
 
 // fma32 is a float32 fused multiply-add, a·b + c rounded once (as vfmadd*ps): fma.F32, exact.
 func fma32(a, b, c float32) float32 { return fma.F32(a, b, c) }

@@ -100,7 +100,7 @@ func nn8(a *float32, k int, b *float32, ldb int, c *float32, mask *int32)
 //go:noescape
 func dotT16(a *float32, pb *float32, c *float32, tr, n16, n4, n1 int)
 
-// dotT8 is dotT16 for eight rows of B packed by packT8. AVX2.
+// dotT8 is dotT16 for eight rows of B packed by packT (g = 8). AVX2.
 //
 //go:noescape
 func dotT8(a *float32, pb *float32, c *float32, tr, n16, n4, n1 int)

@@ -1,9 +1,8 @@
 // Package fma computes float32 fused multiply-adds exactly as an FMA instruction does (a·b + c
-// rounded once to float32): in Go on any CPU (F32; Fast for loops that inline its common case) and,
-// for ggml's lane-wise dot products (Lanes8: one 8-lane accumulator; Lanes32: four; Q8Lanes: Q8_0
-// blocks), with AVX2's VFMADD231PS where the CPU has AVX2 and FMA: the same bits either way.
-// ork/model's ggml-exact forward pass computes with it what llama.cpp's AVX2 build computes with FMA
-// instructions.
+// rounded once to float32): in Go on any CPU (F32) and, for ggml's lane-wise dot products (Lanes8:
+// one 8-lane accumulator; Lanes32: four; Q8Lanes: Q8_0 blocks), with AVX2's VFMADD231PS where the
+// CPU has AVX2 and FMA: the same bits either way (a NaN's payload aside). ork/model's ggml-exact
+// forward pass computes with it what llama.cpp's AVX2 build computes with FMA instructions.
 package fma
 
 import "math"
@@ -14,16 +13,15 @@ import "math"
 // the exact sum's rounding except when s falls exactly on a midpoint between two float32 values (the
 // exact sum then lies on one side of it): there the float64 rounding error (TwoSum) decides the side.
 func F32(a, b, c float32) float32 {
-	if r, ok := Fast(a, b, c); ok {
+	if r, ok := fast(a, b, c); ok {
 		return r
 	}
 	return f32Rare(a, b, c, float64(a)*float64(b)+float64(c))
 }
 
-// Fast returns F32(a, b, c) and true where the float64 sum settles it (all but about one sum in 2^29,
-// and those in float32's subnormal range), else false: small enough to inline, for loops that call
-// F32 only when it says false.
-func Fast(a, b, c float32) (float32, bool) {
+// fast returns F32(a, b, c) and true where the float64 sum settles it (all but about one sum in 2^29,
+// and those in float32's subnormal range), else false.
+func fast(a, b, c float32) (float32, bool) {
 	s := float64(a)*float64(b) + float64(c) // the product exact: fused or not, the same s
 	bits := math.Float64bits(s)
 	return float32(s), bits&(1<<29-1) != 1<<28 && bits>>52&0x7ff >= 1023-126

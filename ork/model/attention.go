@@ -7,8 +7,8 @@ import (
 	"gonum.org/v1/gonum/blas"
 	"gonum.org/v1/gonum/blas/blas32"
 
-	"orkpipe/ork/gguf"
 	"orkpipe/ork/internal/parallel"
+	"orkpipe/ork/model/internal/fma"
 	"orkpipe/ork/model/internal/softmax"
 )
 
@@ -121,11 +121,7 @@ func (m *Model) attendSequences(att, q, k, v []float32, seqLen int, s *scratch) 
 }
 
 // roundF16 rounds every value of x to the nearest binary16 (ties to even), as ggml stores F16.
-func roundF16(x []float32) {
-	for i, v := range x {
-		x[i] = gguf.F16ToF32(gguf.F32ToF16(v))
-	}
-}
+func roundF16(x []float32) { fma.Round16(x) }
 
 // sigmoid is ggml's: 1/(1 + exp(-x)).
 func sigmoid(x float32) float32 { return 1 / (1 + float32(math.Exp(float64(-x)))) }

@@ -6,6 +6,7 @@ import (
 
 	"orkpipe/ork/internal/parallel"
 	"orkpipe/ork/model/internal/deltanet"
+	"orkpipe/ork/model/internal/fma"
 )
 
 // deltaNet is qwen35's Gated DeltaNet mixer (llama.cpp qwen35.cpp build_layer_attn_linear and the fused
@@ -132,9 +133,7 @@ func gatedDeltaRule(o, u, g, beta []float32, sh SSMShape, work []float32, ggml b
 			for jj, dj := range delta {
 				sr := state[jj*hd : (jj+1)*hd]
 				if ggml {
-					for i, kv := range k {
-						sr[i] = fma32(kv, dj, sr[i])
-					}
+					fma.AxpyRows(sr, k, hd, delta[jj:jj+1]) // sr[i] = fma32(k[i], dj, sr[i])
 					continue
 				}
 				for i, kv := range k {

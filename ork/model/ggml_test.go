@@ -141,21 +141,6 @@ func TestGGMLDotOrder(t *testing.T) {
 	}
 }
 
-// TestVExpf checks ggml_v_expf's emulation: within 2 ulp of exp, exactly 1 at 0, 0 far below.
-func TestVExpf(t *testing.T) {
-	rng := rand.New(rand.NewPCG(1, 2))
-	for i := 0; i < 100000; i++ {
-		x := float32(rng.Float64()*170 - 85)
-		got, want := vExpf(x), math.Exp(float64(x))
-		if ulp := math.Abs(float64(got)-want) / float64(math.Nextafter32(float32(want), float32(math.Inf(1)))-float32(want)); ulp > 2 {
-			t.Fatalf("vExpf(%v) = %v, exp = %v (%.1f ulp)", x, got, want, ulp)
-		}
-	}
-	if vExpf(0) != 1 || vExpf(float32(math.Inf(-1))) != 0 || vExpf(-200) != 0 {
-		t.Errorf("vExpf(0, -inf, -200) = %v %v %v, want 1 0 0", vExpf(0), vExpf(float32(math.Inf(-1))), vExpf(-200))
-	}
-}
-
 // TestFlashAttentionGGML checks both kernel paths against float32 softmax attention: close to it, and
 // different from each other (the short-ubatch path accumulates in binary16).
 func TestFlashAttentionGGML(t *testing.T) {

@@ -10,8 +10,10 @@ import (
 // The dot products of ggml's CPU backend (AVX2 + FMA + F16C build, the reference llama.cpp of
 // ../shared/testdata/SOURCES.md), reproduced operation by operation so that a ggml-exact forward pass
 // ([Model.GGMLExact]) rounds every output as llama.cpp does. SIMD lanes are emulated: an 8-lane
-// accumulator is [8]float32, a fused multiply-add is fma32 (fma.F32, exact; the 8-lane accumulations of
-// dotQ8_0, dotTiny, dotVecF16 and dotVecF32 run in fma's AVX2 kernels where the CPU has FMA).
+// accumulator is [8]float32, a fused multiply-add is fma32 (fma.F32, exact); the loops ggml runs on
+// vectors (the 8-lane accumulations of dotQ8_0, dotTiny, dotVecF16 and dotVecF32, flash attention's
+// products and binary16 accumulator, the DeltaNet state update, SiLU) are package fma's, which runs them
+// in AVX2 kernels where the CPU has FMA.
 
 // fma32 is a float32 fused multiply-add, a·b + c rounded once (as vfmadd*ps): fma.F32, exact.
 func fma32(a, b, c float32) float32 { return fma.F32(a, b, c) }

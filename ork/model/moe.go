@@ -3,6 +3,8 @@ package model
 import (
 	"fmt"
 	"math"
+
+	"orkpipe/ork/model/internal/fma"
 )
 
 // ExpertObserver is an Observer that also sees the per-expert sites of MoE blocks. In an MoE block
@@ -36,7 +38,7 @@ func Route(logits []float32, sel []int, w []float32) {
 // gating(logits) (softmax, or sigmoid of each logit), the experts of largest p + bias (bias nil: p) in
 // descending order (ties: lower index first), weighted by p[sel[j]] / max(Σ_j p[sel[j]], 2^-14). buf
 // holds len(logits) values, or twice that with a bias. ggml computes the softmax as ggml_soft_max
-// (ggml_vec_soft_max_f32: vExpf for the groups of 8, each group's sum hsum8-ordered into a float64).
+// (ggml_vec_soft_max_f32: fma.Expf for the groups of 8, each group's sum hsum8-ordered into a float64).
 func route(g Gating, logits, bias, buf []float32, sel []int, w []float32, ggml bool) {
 	p := buf[:len(logits)]
 	if g == GatingSigmoid {
@@ -55,7 +57,7 @@ func route(g Gating, logits, bias, buf []float32, sel []int, w []float32, ggml b
 			for i0 := 0; i0 < simd; i0 += 8 {
 				var e [8]float32
 				for l := range e {
-					e[l] = vExpf(logits[i0+l] - mx)
+					e[l] = fma.Expf(logits[i0+l] - mx)
 				}
 				copy(p[i0:], e[:])
 				sum += float64(hsum8(&e))

@@ -1,8 +1,17 @@
-// Package fma computes float32 fused multiply-adds exactly as an FMA instruction does (a·b + c
-// rounded once to float32): in Go on any CPU (F32) and, for ggml's lane-wise dot products (Lanes8:
-// one 8-lane accumulator; Lanes32: four; Q8Lanes: Q8_0 blocks), with AVX2's VFMADD231PS where the
-// CPU has AVX2 and FMA: the same bits either way (a NaN's payload aside). ork/model's ggml-exact
-// forward pass computes with it what llama.cpp's AVX2 build computes with FMA instructions.
+// Package fma computes float32 arithmetic exactly as ggml's AVX2 + FMA kernels do. F32 is a fused
+// multiply-add (a·b + c rounded once to float32) in Go on any CPU; the rest are the loops ggml runs on
+// vectors, each with a kernel where the CPU has AVX2 and FMA (F16C for the binary16 ones) and a Go loop
+// elsewhere, the same bits either way (a NaN's payload aside):
+//
+//   - Lanes8, Lanes32, Q8Lanes: the lane-wise accumulations of ggml's dot products (one or four 8-lane
+//     accumulators; Q8_0 blocks).
+//   - AxpyRows: simd_gemm's FMA chains down the rows of B (flash attention's scores and V sums, Gated
+//     DeltaNet's state update).
+//   - Round16, AxpyRound16, ScaleRound16: values rounded to binary16 (the F16 K/V cache, the one-chunk
+//     flash-attention kernel's binary16 accumulator).
+//   - Expf, SiLU: ggml_v_expf and ggml_v_silu (SiLU and SwiGLU rows).
+//
+// ork/model's ggml-exact forward pass computes with it what llama.cpp's AVX2 build computes.
 package fma
 
 import "math"

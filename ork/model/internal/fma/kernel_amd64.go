@@ -6,6 +6,10 @@ import "golang.org/x/sys/cpu"
 // that tests and benchmarks can run both paths.
 var available = cpu.X86.HasAVX2 && cpu.X86.HasFMA
 
+// available16 says whether the binary16 kernels (round16, axpyRound16, scaleRound16) may run: AVX2,
+// FMA and F16C.
+var available16 = available && cpu.X86.HasF16C
+
 // lanes8 is Lanes8 over the n values (a positive multiple of 8) at w and x. AVX2, FMA.
 //
 //go:noescape
@@ -20,3 +24,29 @@ func lanes32(w, x *float32, n int, acc *[4][8]float32)
 //
 //go:noescape
 func q8Lanes(wq, xq *int8, wd, xd *float32, n int, acc *[8]float32)
+
+// axpyRows is AxpyRows over the first w columns of acc (a positive multiple of 8) and n rows
+// (positive) of v, stride values apart. AVX2, FMA.
+//
+//go:noescape
+func axpyRows(acc, v *float32, w, stride int, p *float32, n int)
+
+// round16 is Round16 over n values (a positive multiple of 8). AVX2, F16C.
+//
+//go:noescape
+func round16(x *float32, n int)
+
+// axpyRound16 is AxpyRound16 over n values (a positive multiple of 8). AVX2, FMA, F16C.
+//
+//go:noescape
+func axpyRound16(acc, v *float32, n int, p float32)
+
+// scaleRound16 is ScaleRound16 over n values (a positive multiple of 8). AVX2, F16C.
+//
+//go:noescape
+func scaleRound16(x *float32, n int, s float32)
+
+// silu is SiLU over n values (a positive multiple of 8); gate (SiLU's g) may be nil. AVX2, FMA.
+//
+//go:noescape
+func silu(y, x, gate *float32, n int)

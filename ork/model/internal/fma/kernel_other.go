@@ -5,6 +5,9 @@ package fma
 // available is false off amd64: Lanes8 runs in Go.
 var available = false
 
+// available16 is false off amd64: the binary16 roundings run in Go.
+var available16 = false
+
 func lanes8(w, x *float32, n int, acc *[8]float32) {
 	panic("fma: no kernel off amd64")
 }
@@ -14,5 +17,25 @@ func lanes32(w, x *float32, n int, acc *[4][8]float32) {
 }
 
 func q8Lanes(wq, xq *int8, wd, xd *float32, n int, acc *[8]float32) {
+	panic("fma: no kernel off amd64")
+}
+
+func axpyRows(acc, v *float32, w, stride int, p *float32, n int) {
+	panic("fma: no kernel off amd64")
+}
+
+func round16(x *float32, n int) {
+	panic("fma: no kernel off amd64")
+}
+
+func axpyRound16(acc, v *float32, n int, p float32) {
+	panic("fma: no kernel off amd64")
+}
+
+func scaleRound16(x *float32, n int, s float32) {
+	panic("fma: no kernel off amd64")
+}
+
+func silu(y, x, gate *float32, n int) {
 	panic("fma: no kernel off amd64")
 }

@@ -65,7 +65,9 @@ func quantizeQ8_0AVX2(r q8Row, x []float32) {
 
 // dotQ8_0 is ggml_vec_dot_q8_0_q8_0 (AVX2) and llamafile's tinyBLAS_Q0_AVX for one output: per block,
 // lane j holds the exact integer sum of codes 4j..4j+3, and the lanes accumulate d_w·d_x·sum with FMA;
-// then hsum8.
+// then hsum8. ggml's integer sums are exact too, a weight code of -128 included: its |w| (VPSIGNB) is
+// 128 read unsigned by VPMADDUBSW, the activation codes quantize_row_q8_0 makes are within [-127, 127]
+// (so sign(x, w) cannot overflow), and a pair of products is at most 2·128·127 = 32512, within int16.
 func dotQ8_0(w, x q8Row) float32 {
 	var acc [8]float32
 	fma.Q8Lanes(w.q, x.q, w.d, x.d, &acc)

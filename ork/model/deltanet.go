@@ -123,9 +123,7 @@ func gatedDeltaRule(o, u, g, beta []float32, sh SSMShape, work []float32, ggml b
 				deltanet.Step(state, hd, k, q, v, decay, beta[tt*vh+j], scale, o[tt*vd+j*hd:tt*vd+(j+1)*hd])
 				continue
 			}
-			for i := range state {
-				state[i] *= decay
-			}
+			fma.Scale(state, decay)
 			b := beta[tt*vh+j]
 			for jj := 0; jj < hd; jj++ {
 				delta[jj] = (v[jj] - dt(state[jj*hd:(jj+1)*hd], k)) * b

@@ -6,7 +6,7 @@
 //   - Lanes8, Lanes32, Q8Lanes: the lane-wise accumulations of ggml's dot products (one or four 8-lane
 //     accumulators; Q8_0 blocks).
 //   - AxpyRows: simd_gemm's FMA chains down the rows of B (flash attention's scores and V sums, Gated
-//     DeltaNet's state update).
+//     DeltaNet's state update); Scale: ggml_vec_scale_f32 (the state's decay).
 //   - Round16, AxpyRound16, ScaleRound16: values rounded to binary16 (the F16 K/V cache, the one-chunk
 //     flash-attention kernel's binary16 accumulator).
 //   - Expf, SiLU: ggml_v_expf and ggml_v_silu (SiLU and SwiGLU rows).

@@ -50,3 +50,8 @@ func scaleRound16(x *float32, n int, s float32)
 //
 //go:noescape
 func silu(y, x, gate *float32, n int)
+
+// scale is Scale over n values (a positive multiple of 8). AVX2.
+//
+//go:noescape
+func scale(x *float32, n int, s float32)

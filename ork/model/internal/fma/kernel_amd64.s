@@ -182,6 +182,25 @@ rowsdone:
 	VZEROUPPER
 	RET
 
+// func scale(x *float32, n int, s float32)
+//
+// x = x·s (VMULPS, s broadcast), eight a step.
+TEXT ·scale(SB), NOSPLIT, $0-20
+	MOVQ x+0(FP), SI
+	MOVQ n+8(FP), CX
+	VBROADCASTSS s+16(FP), Y8
+	SHRQ $3, CX
+
+loopscale:
+	VMULPS (SI), Y8, Y0
+	VMOVUPS Y0, (SI)
+	ADDQ $32, SI
+	DECQ CX
+	JNZ  loopscale
+
+	VZEROUPPER
+	RET
+
 // func round16(x *float32, n int)
 //
 // Each value to binary16 and back (VCVTPS2PH with immediate 0: round to nearest, ties to even,

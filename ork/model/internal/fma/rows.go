@@ -30,6 +30,21 @@ func AxpyRows(acc, v []float32, stride int, p []float32) {
 	}
 }
 
+// Scale multiplies every value of x by s (ggml_vec_scale_f32: one rounding each, as in Go). With AVX2
+// the whole eights run in a kernel (VMULPS).
+func Scale(x []float32, s float32) {
+	n := 0
+	if available {
+		n = len(x) &^ 7
+		if n > 0 {
+			scale(&x[0], n, s)
+		}
+	}
+	for i := n; i < len(x); i++ {
+		x[i] *= s
+	}
+}
+
 // Round16 rounds every value of x in place to the nearest binary16 value (ties to even; beyond
 // binary16's range ±Inf, below it binary16's subnormals or zero), as ggml stores F16: the value of
 // gguf.F16ToF32(gguf.F32ToF16(x)). With AVX2 and F16C the whole eights run in a kernel (VCVTPS2PH

@@ -135,7 +135,7 @@ func checkRound16(t *testing.T, x []float32) {
 	}
 }
 
-// TestRound16Ops checks AxpyRound16 and ScaleRound16 (and Round16's tails) with the kernels against
+// TestRound16Ops checks AxpyRound16, ScaleRound16 and Scale (and Round16's tails) with the kernels against
 // their Go loops bit for bit: lengths 1 to 70, values of every magnitude with specials, and
 // accumulators in binary16 as ggml keeps them.
 func TestRound16Ops(t *testing.T) {
@@ -150,7 +150,7 @@ func TestRound16Ops(t *testing.T) {
 				acc0[i] = half(acc0[i])
 			}
 			p := float32(r.NormFloat64() * math.Exp2(float64(r.IntN(20)-10)))
-			var axpy, scale, round [2][]float32
+			var axpy, scale, round, plain [2][]float32
 			withKernels(t, func(kernel bool) {
 				a := append([]float32(nil), acc0...)
 				AxpyRound16(a, v, p)
@@ -161,11 +161,15 @@ func TestRound16Ops(t *testing.T) {
 				x := append([]float32(nil), v...)
 				Round16(x)
 				round[b2i(kernel)] = x
+				x = append([]float32(nil), v...)
+				Scale(x, p)
+				plain[b2i(kernel)] = x
 			})
 			what := fmt.Sprintf("n %d specials %v p %v", n, specials, p)
 			same(t, "AxpyRound16 "+what, axpy[1], axpy[0])
 			same(t, "ScaleRound16 "+what, scale[1], scale[0])
 			same(t, "Round16 "+what, round[1], round[0])
+			same(t, "Scale "+what, plain[1], plain[0])
 		}
 	}
 }

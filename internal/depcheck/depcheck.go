@@ -41,6 +41,10 @@
 // that bounds the transitive graph too. Third-party limits apply to the code that ships, not to tests.
 // A row's unlinked prefixes are checked through the module's packages it reaches (non-test imports):
 // none of them may import such a path. They keep what a binary pays for at every start out of it.
+//
+// It also keeps every test's skip in a class (internal/testfiles: the CPU, the build, -short, the long
+// tests, an optional tool, a helper process, or what CI must provide): RawSkips finds the calls of
+// testing's Skip, Skipf and SkipNow anywhere else, and TestNoRawSkips fails on each.
 package depcheck
 
 import (

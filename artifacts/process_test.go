@@ -14,6 +14,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"orkpipe/internal/testfiles"
 )
 
 // Child processes: the test binary re-executes itself with ARTIFACTS_CHILD set (the os.Args[0] +
@@ -121,7 +123,7 @@ func child(t *testing.T, mode string, env ...string) *exec.Cmd {
 
 func TestCrashMidIngestLeavesNoObject(t *testing.T) {
 	if testing.Short() {
-		t.Skip("writes up to 512 MiB")
+		testfiles.SkipShort(t, "writes up to 512 MiB")
 	}
 	dir := filepath.Join(t.TempDir(), "cache")
 	const size = 512 << 20

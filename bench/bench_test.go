@@ -13,6 +13,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"orkpipe/internal/testfiles"
 )
 
 var update = flag.Bool("update", false, "rewrite testdata/table.golden")
@@ -540,7 +542,7 @@ func TestGPTQShares(t *testing.T) {
 // run recorded itself, and the notes print both.
 func TestUsageRecorded(t *testing.T) {
 	if _, err := exec.LookPath("dd"); err != nil {
-		t.Skip("dd not on PATH")
+		testfiles.Need(t, "dd not on PATH")
 	}
 	e := &env{ctx: context.Background(), log: slog.New(slog.NewTextHandler(io.Discard, nil))}
 	var child, build Measure

@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"testing"
 
+	"orkpipe/internal/testfiles"
 	"orkpipe/ork/board"
 	"orkpipe/ork/pack"
 	"orkpipe/registry/regtest"
@@ -21,7 +22,7 @@ import (
 // to the bound. Skipped with -short.
 func TestLargeFileRanges(t *testing.T) {
 	if testing.Short() {
-		t.Skip("2 GiB round trip skipped with -short")
+		testfiles.SkipShort(t, "2 GiB round trip skipped with -short")
 	}
 	ctx := ctxT(t)
 	reg := regtest.Start(t, nil)

@@ -20,6 +20,7 @@ import (
 	modelspec "github.com/modelpack/model-spec/schema"
 	modelspecv1 "github.com/modelpack/model-spec/specs-go/v1"
 
+	"orkpipe/internal/testfiles"
 	"orkpipe/registry/regtest"
 )
 
@@ -198,7 +199,7 @@ func TestModelPackClientReadsEveryFile(t *testing.T) {
 func TestOrasPull(t *testing.T) {
 	oras, err := exec.LookPath("oras")
 	if err != nil {
-		t.Skip("oras not on PATH (go install oras.land/oras/cmd/oras@v1.3.6)")
+		testfiles.SkipOptional(t, "oras not on PATH (go install oras.land/oras/cmd/oras@v1.3.6)")
 	}
 	reg := regtest.Start(t, nil)
 	src := buildDir(t)
@@ -294,7 +295,7 @@ func TestCompressionOption(t *testing.T) {
 func TestModctlPull(t *testing.T) {
 	modctl, err := exec.LookPath("modctl")
 	if err != nil {
-		t.Skip("modctl not on PATH (go mod download github.com/modelpack/modctl@v0.2.2 && cd \"$(go env GOMODCACHE)/github.com/modelpack/modctl@v0.2.2\" && go build -o /usr/local/bin/modctl .)")
+		testfiles.SkipOptional(t, "modctl not on PATH (go mod download github.com/modelpack/modctl@v0.2.2 && cd \"$(go env GOMODCACHE)/github.com/modelpack/modctl@v0.2.2\" && go build -o /usr/local/bin/modctl .)")
 	}
 	reg := regtest.Start(t, nil)
 	src := buildDir(t)
@@ -340,7 +341,7 @@ func TestModctlPull(t *testing.T) {
 func TestOrasCopyKeepsTrust(t *testing.T) {
 	oras, err := exec.LookPath("oras")
 	if err != nil {
-		t.Skip("oras not on PATH (go install oras.land/oras/cmd/oras@v1.3.6)")
+		testfiles.SkipOptional(t, "oras not on PATH (go install oras.land/oras/cmd/oras@v1.3.6)")
 	}
 	reg := regtest.Start(t, nil)
 	src := buildDir(t)

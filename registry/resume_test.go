@@ -21,7 +21,7 @@ import (
 // pull's peak memory. When the pull completes it prints the process's peak RSS ("VmHWM: N kB").
 func TestHelperPullProcess(t *testing.T) {
 	if os.Getenv("ORKPIPE_PULL_HELPER") != "1" {
-		t.Skip("helper process of TestPullResumeAfterKill")
+		testfiles.SkipHelper(t, "TestPullResumeAfterKill")
 	}
 	jobs, _ := strconv.Atoi(os.Getenv("ORKPIPE_PULL_JOBS"))
 	_, err := Pull(context.Background(), os.Getenv("ORKPIPE_PULL_REF"), os.Getenv("ORKPIPE_PULL_DST"),

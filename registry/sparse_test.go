@@ -34,7 +34,7 @@ func TestSubExtents(t *testing.T) {
 // holes; the pull receives the same and recreates the holes (same allocated blocks).
 func TestPushSparse2GiBStub(t *testing.T) {
 	if testing.Short() {
-		t.Skip("2 GiB stub skipped with -short")
+		testfiles.SkipShort(t, "2 GiB stub skipped with -short")
 	}
 	ctx := ctxT(t)
 	proxy := &regtest.FaultProxy{}

@@ -13,6 +13,7 @@ import (
 	"testing"
 
 	"orkpipe/artifacts"
+	"orkpipe/internal/testfiles"
 	"orkpipe/ork/calib"
 	"orkpipe/ork/quant"
 	"orkpipe/stages"
@@ -158,7 +159,7 @@ const fpShape = `{"layers":2,"n_embd":64,"n_ff":96,"n_head":4,"n_head_kv":2,"hea
 // tolerance, which ork/quant's TestBLASMatchesPureGo checks), so it skips this test.
 func TestBuildStageFingerprints(t *testing.T) {
 	if quant.BLASBackend != "gonum" {
-		t.Skipf("the fingerprints are the pure-Go build's outputs; this build's BLAS is %s, whose sums differ in the last bits (run without -tags blas)", quant.BLASBackend)
+		testfiles.SkipBuild(t, "the fingerprints are the pure-Go build's outputs; this build's BLAS is %s, whose sums differ in the last bits (run without -tags blas)", quant.BLASBackend)
 	}
 	ctx := context.Background()
 	dir := t.TempDir()

@@ -27,7 +27,7 @@ func TestCalibrateMemory(t *testing.T) {
 		return
 	}
 	if testing.Short() {
-		t.Skip("synthesizes models and calibrates them in child processes")
+		testfiles.SkipShort(t, "synthesizes models and calibrates them in child processes")
 	}
 	requireMemoryMeasure(t)
 	cases := []struct {
@@ -54,8 +54,8 @@ func TestCalibrateMemory(t *testing.T) {
 	corpus := testfiles.Path(t, "stories-calib.txt")
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			if c.long && os.Getenv("ORKPIPE_LONG_TESTS") == "" {
-				t.Skip("the 27B one-layer calibration takes up to minutes and up to 3.5 GiB (its declared peak): set ORKPIPE_LONG_TESTS=1 to run it")
+			if c.long {
+				testfiles.Long(t, "the 27B one-layer calibration takes up to minutes and up to 3.5 GiB (its declared peak)")
 			}
 			sp := stages.SynthParams{Layers: 1, Embd: c.embd, FF: c.ff, Heads: c.heads, HeadsKV: c.kv, Vocab: 512, Ctx: 256, Type: c.typ, Seed: 3}
 			if c.qwen35 {

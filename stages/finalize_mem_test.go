@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"orkpipe/internal/fixtures"
+	"orkpipe/internal/testfiles"
 	"orkpipe/ork/calib"
 	"orkpipe/ork/quant"
 	"orkpipe/stages"
@@ -29,7 +30,7 @@ func TestFinalizeMemory(t *testing.T) {
 		return
 	}
 	if testing.Short() {
-		t.Skip("runs finalize (GPTQ at K = 4096) in child processes")
+		testfiles.SkipShort(t, "runs finalize (GPTQ at K = 4096) in child processes")
 	}
 	requireMemoryMeasure(t)
 	type tc struct {
@@ -67,8 +68,8 @@ func TestFinalizeMemory(t *testing.T) {
 	parent := t
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			if c.long && os.Getenv("ORKPIPE_LONG_TESTS") == "" {
-				t.Skip("GPTQ at K >= 4096: seconds each, the 27B ffn_down up to ~1.5 minutes and ~3.5 GiB: set ORKPIPE_LONG_TESTS=1 to run it")
+			if c.long {
+				testfiles.Long(t, "GPTQ at K >= 4096: seconds each, the 27B ffn_down up to ~1.5 minutes and ~3.5 GiB")
 			}
 			model, ok := models[[2]int{c.embd, c.ff}]
 			if !ok {

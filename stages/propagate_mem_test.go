@@ -28,7 +28,7 @@ func TestPropagateMemory(t *testing.T) {
 		return
 	}
 	if testing.Short() {
-		t.Skip("synthesizes models, finalizes their weights and propagates them in child processes")
+		testfiles.SkipShort(t, "synthesizes models, finalizes their weights and propagates them in child processes")
 	}
 	requireMemoryMeasure(t)
 	corpus := testfiles.Path(t, "stories-calib.txt")

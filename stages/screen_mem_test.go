@@ -26,7 +26,7 @@ func TestScreenMemory(t *testing.T) {
 		return
 	}
 	if testing.Short() {
-		t.Skip("synthesizes models, packs them and screens them in child processes")
+		testfiles.SkipShort(t, "synthesizes models, packs them and screens them in child processes")
 	}
 	requireMemoryMeasure(t)
 	text := testfiles.Path(t, "tinystories_sample.txt")

@@ -183,9 +183,9 @@ func jsonInt(n int64) string { b, _ := json.Marshal(n); return string(b) }
 func requireMemoryMeasure(t *testing.T) {
 	t.Helper()
 	if raceEnabled {
-		t.Skip("a -race build: the race detector's shadow memory inflates VmHWM; memory bounds are checked without -race")
+		testfiles.SkipBuild(t, "a -race build: the race detector's shadow memory inflates VmHWM; memory bounds are checked without -race")
 	}
 	if _, err := os.Stat("/proc/self/status"); err != nil {
-		t.Skipf("needs /proc/self/status for VmHWM: %v", err)
+		testfiles.Need(t, "needs /proc/self/status for VmHWM: %v", err)
 	}
 }

@@ -15,6 +15,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"orkpipe/internal/testfiles"
 )
 
 // tarCase is a file for the tar form: its name, size and data extents.
@@ -112,10 +114,10 @@ func TestTarFormLargeSizes(t *testing.T) {
 func TestTarFormGNUTar(t *testing.T) {
 	bin, err := exec.LookPath("tar")
 	if err != nil {
-		t.Skip("no tar on PATH")
+		testfiles.Need(t, "no tar on PATH")
 	}
 	if out, _ := exec.Command(bin, "--version").Output(); !bytes.Contains(out, []byte("GNU tar")) {
-		t.Skipf("%s is not GNU tar", bin)
+		testfiles.Need(t, "%s is not GNU tar", bin)
 	}
 	for i, c := range tarCases()[:6] {
 		content, archive := tarFile(c, uint64(i))

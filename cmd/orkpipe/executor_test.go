@@ -12,10 +12,12 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"sync"
 	"testing"
 
+	"orkpipe/internal/testfiles"
 	"orkpipe/pipelines/daggerenv"
 	"orkpipe/pipelines/procexec"
 )
@@ -185,9 +187,12 @@ func goCommand(t *testing.T) string {
 func TestExecutorDaggerRoutesNodes(t *testing.T) {
 	execs := fakeDaggerSession(t)
 	daggerExecutorProgram(t)
+	if runtime.GOOS != "linux" || runtime.GOARCH != "amd64" {
+		testfiles.SkipBuild(t, "needs linux/amd64: the go command is the static linux/amd64 binary to upload")
+	}
 	goBin := goCommand(t) // a static linux/amd64 binary
 	if err := daggerenv.CheckBinary(goBin); err != nil {
-		t.Skipf("no static linux/amd64 binary to upload: %v", err)
+		testfiles.Need(t, "no static linux/amd64 binary to upload (the go command, as go.dev's toolchains are): %v", err)
 	}
 	root := newRootCommand(newGlobalOptions(io.Discard, io.Discard))
 	for _, c := range root.Commands() {
@@ -221,7 +226,7 @@ func TestExecutorDaggerRoutesNodes(t *testing.T) {
 // nothing is an error saying so, and outside the module the error says how to install it.
 func TestDaggerExecutorProgram(t *testing.T) {
 	if testing.Short() {
-		t.Skip("builds cmd/orkpipe-dagger")
+		testfiles.SkipShort(t, "builds cmd/orkpipe-dagger")
 	}
 	t.Setenv("PATH", filepath.Dir(goCommand(t)))
 	t.Setenv(daggerenv.EnvExecutor, "")
@@ -287,8 +292,8 @@ func daggerEngine(t *testing.T) string {
 	t.Helper()
 	host := os.Getenv("ORKPIPE_DAGGER_ENGINE")
 	if host == "" || os.Getenv(daggerenv.EnvCLIBin) == "" {
-		t.Skip("ORKPIPE_DAGGER_ENGINE and " + daggerenv.EnvCLIBin + " are not set: this test needs a running Dagger engine " +
-			daggerenv.EngineVersion + " (docs/dagger.md, \"Testing against an engine\")")
+		testfiles.SkipOptional(t, "ORKPIPE_DAGGER_ENGINE and "+daggerenv.EnvCLIBin+" are not set: this test needs a running Dagger engine "+
+			daggerenv.EngineVersion+" (docs/dagger.md, \"Testing against an engine\")")
 	}
 	t.Setenv(daggerenv.EnvRunnerHost, host)
 	daggerExecutorProgram(t)

@@ -16,6 +16,7 @@ import (
 	"testing"
 
 	"orkpipe/artifacts"
+	"orkpipe/internal/testfiles"
 	"orkpipe/pipelines/build"
 	"orkpipe/pipelines/demo"
 	"orkpipe/pipelines/engine"
@@ -133,7 +134,7 @@ func lastLine(s string) string {
 // stage kind.
 func TestNodeExecReproducesLocal(t *testing.T) {
 	if testing.Short() {
-		t.Skip("builds the demo recipe twice over")
+		testfiles.SkipShort(t, "builds the demo recipe twice over")
 	}
 	ctx := context.Background()
 	store, err := artifacts.OpenStore(t.TempDir())

@@ -10,6 +10,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"orkpipe/internal/testfiles"
 )
 
 // cliChildEnv holds the JSON argument list of a CLI run in a child process: this test binary
@@ -48,7 +50,7 @@ func TestMain(m *testing.M) {
 // shows only the core count).
 func TestBuildReproducesOnOtherKernels(t *testing.T) {
 	if testing.Short() {
-		t.Skip("-short: three builds twice, one of them without SIMD kernels")
+		testfiles.SkipShort(t, "-short: three builds twice, one of them without SIMD kernels")
 	}
 	root, err := filepath.Abs(filepath.Join("..", ".."))
 	if err != nil {

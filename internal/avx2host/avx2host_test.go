@@ -11,6 +11,8 @@ import (
 	"testing"
 
 	"golang.org/x/sys/cpu"
+
+	"orkpipe/internal/testfiles"
 )
 
 // probeEnv makes this package's test binary print what x/sys/cpu sees and exit: the check that the
@@ -55,10 +57,10 @@ var suites = []struct {
 // that did not run and pass (or skipped) fails.
 func TestKernelsWithoutAVX512(t *testing.T) {
 	if runtime.GOARCH != "amd64" {
-		t.Skipf("GOARCH %s: the AVX2 kernels are amd64's", runtime.GOARCH)
+		testfiles.SkipBuild(t, "GOARCH %s: the AVX2 kernels are amd64's", runtime.GOARCH)
 	}
 	if testing.Short() {
-		t.Skip("-short: the kernels' tests again on a CPU without AVX-512 (minutes under emulation)")
+		testfiles.SkipShort(t, "-short: the kernels' tests again on a CPU without AVX-512 (minutes under emulation)")
 	}
 	cpuName, wrap := "this CPU (AVX2, FMA, no AVX-512)", []string(nil)
 	if !nativeAVX2Host() {
@@ -109,10 +111,7 @@ func emulator(t *testing.T) string {
 	t.Helper()
 	qemu, err := exec.LookPath("qemu-x86_64")
 	if err != nil {
-		if os.Getenv("CI") != "" {
-			t.Fatalf("qemu-x86_64 not found (%v): CI installs Debian's qemu-user for this test", err)
-		}
-		t.Skipf("qemu-x86_64 not found (%v): apt-get install -y qemu-user to run the kernels' tests on a CPU without AVX-512", err)
+		testfiles.Need(t, "qemu-x86_64 not found (%v): apt-get install -y qemu-user to run the kernels' tests on a CPU without AVX-512", err)
 	}
 	self, err := os.Executable()
 	if err != nil {

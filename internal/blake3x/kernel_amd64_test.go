@@ -7,6 +7,8 @@ import (
 
 	"golang.org/x/sys/cpu"
 	"lukechampine.com/blake3/guts"
+
+	"orkpipe/internal/testfiles"
 )
 
 // setWideKernel selects the wide kernels (AVX-512 or AVX2, when the CPU has them) or guts for the
@@ -18,7 +20,7 @@ func setWideKernel(on bool) { wideKernel = on }
 // counters that carry into the high 32 bits, and 8 parents, also in place (out aliasing in).
 func TestHash8AVX2(t *testing.T) {
 	if !cpu.X86.HasAVX2 {
-		t.Skip("no AVX2 on this CPU")
+		testfiles.SkipCPU(t, "no AVX2 on this CPU")
 	}
 	rng := rand.New(rand.NewPCG(21, 22))
 	var in [groupLen]byte

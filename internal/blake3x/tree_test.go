@@ -5,6 +5,8 @@ import (
 	"testing"
 
 	"github.com/zeebo/blake3"
+
+	"orkpipe/internal/testfiles"
 )
 
 // treeSum hashes data the way hashParallel does (pieces of PieceSize, SubtreeCV, rootOf), in memory.
@@ -67,7 +69,7 @@ func BenchmarkPieceCV(b *testing.B) {
 	})
 	b.Run("wide", func(b *testing.B) {
 		if !wideKernel {
-			b.Skip("neither AVX-512 nor AVX2 on this CPU: SubtreeCV uses guts")
+			testfiles.SkipCPU(b, "neither AVX-512 nor AVX2 on this CPU: SubtreeCV uses guts")
 		}
 		b.SetBytes(PieceSize)
 		for b.Loop() {

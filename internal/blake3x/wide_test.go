@@ -5,6 +5,8 @@ import (
 	"testing"
 
 	"github.com/zeebo/blake3"
+
+	"orkpipe/internal/testfiles"
 )
 
 // TestChunks16 compares chunks16 (AVX-512 where the CPU has it) with the portable reference, at
@@ -94,7 +96,7 @@ func TestSubtreeWideMatchesGuts(t *testing.T) {
 func skipWithoutWide(t *testing.T) {
 	t.Helper()
 	if !wideKernel {
-		t.Skip("neither AVX-512 nor AVX2 on this CPU: the wide kernels are not used")
+		testfiles.SkipCPU(t, "neither AVX-512 nor AVX2 on this CPU: the wide kernels are not used")
 	}
 }
 

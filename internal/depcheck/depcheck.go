@@ -26,20 +26,25 @@
 //	internal/testfiles  nothing of the module (test helper)
 //	internal/fixtures   stages, artifacts, ork, internal/{testfiles,blake3x,hugebuf} (test helper)
 //
-// Test code (a package's _test.go files, both the package's own and its _test package) and test
-// helpers may import what their layer may, and internal/testfiles; those of stages, pipelines, bench
-// and cmd also internal/fixtures; those of the registry packages, pipelines, bench and cmd also
-// registry/regtest. A test-helper package (the two internal ones above, and pipelines/verify/verifytest,
-// pipelines/engine/executortest, registry/regtest) may be imported only by test code, by another test
-// helper or by the bench harness, never by the code that ships. Every top-level folder of the repository must be one of the
-// layers or a known folder without Go packages of this module (docs, .ci, .dagger: the Dagger module is
-// its own Go module, as is internal/testregistry); every package must belong to a layer: a new folder
-// is a failure until the table (and DESIGN.md) says where it sits.
+// Test code (a package's _test.go files, both the package's own and its _test package) and test helpers
+// may import what their layer may, and internal/testfiles (every layer's: its skip classes are how any
+// test skips); those of stages, pipelines, bench and cmd also internal/fixtures; those of the registry
+// packages, pipelines, bench and cmd also registry/regtest. A test-helper package (the two internal
+// ones above, and pipelines/verify/verifytest, pipelines/engine/executortest, registry/regtest) may be
+// imported only by test code, by another test helper or by the bench harness, never by the code that
+// ships. Every top-level folder of the repository must be one of the layers or a known folder without
+// Go packages of this module (docs, .ci, .dagger: the Dagger module is its own Go module, as is
+// internal/testregistry); every package must belong to a layer: a new folder is a failure until the
+// table (and DESIGN.md) says where it sits.
 //
 // The rules are checked on direct imports; since every row's list is closed under the rows it names,
 // that bounds the transitive graph too. Third-party limits apply to the code that ships, not to tests.
 // A row's unlinked prefixes are checked through the module's packages it reaches (non-test imports):
 // none of them may import such a path. They keep what a binary pays for at every start out of it.
+//
+// It also keeps every test's skip in a class (internal/testfiles: the CPU, the build, -short, the long
+// tests, an optional tool, a helper process, or what CI must provide): RawSkips finds the calls of
+// testing's Skip, Skipf and SkipNow anywhere else, and TestNoRawSkips fails on each.
 package depcheck
 
 import (
@@ -69,29 +74,33 @@ type layer struct {
 
 var helpers = []string{"internal/testfiles", "internal/fixtures", "pipelines/verify/verifytest", "pipelines/engine/executortest", "registry/regtest"}
 
+// testfiles is the test helper every layer's test code (and every test helper) may import: the shared
+// test data and the skip classes.
+const testfiles = "internal/testfiles"
+
 var layers = []layer{
 	{name: "cmd/orkpipe", mayImport: []string{"pipelines", "stages", "artifacts", "registry", "registry/oci", "registry/cacherepo", "ork", "internal/units", "internal/buildinfo", "internal/blascore", "internal/blake3x", "internal/hugebuf", "internal/startheap"},
-		testImports: []string{"internal/testfiles", "internal/fixtures", "registry/regtest"},
+		testImports: []string{"internal/fixtures", "registry/regtest"},
 		unlinked:    []string{"dagger.io/", "google.golang.org/grpc", "go.opentelemetry.io/"},
 		why:         "the CLI: everything below it; the Dagger SDK only through cmd/orkpipe-dagger (its ~200 packages cost every command's start)"},
 	{name: "cmd/orkpipe-dagger", mayImport: []string{"pipelines", "stages", "artifacts", "registry", "registry/oci", "registry/cacherepo", "ork", "internal/units", "internal/buildinfo", "internal/blascore", "internal/blake3x", "internal/hugebuf"},
 		why: "the Dagger executor's process: everything below it"},
 	{name: "bench", mayImport: []string{"pipelines", "stages", "artifacts", "registry", "registry/oci", "registry/cacherepo", "ork", "internal/units", "internal/buildinfo", "internal/blascore", "internal/blake3x", "internal/hugebuf"},
-		testImports: []string{"internal/testfiles", "internal/fixtures", "registry/regtest"}, useHelpers: true, why: "the benchmark harness: everything below it"},
+		testImports: []string{"internal/fixtures", "registry/regtest"}, useHelpers: true, why: "the benchmark harness: everything below it"},
 	{name: "pipelines", mayImport: []string{"stages", "artifacts", "registry", "registry/oci", "registry/cacherepo", "ork", "internal/units", "internal/buildinfo", "internal/blascore", "internal/blake3x", "internal/hugebuf"},
-		testImports: []string{"internal/testfiles", "internal/fixtures", "registry/regtest"}, why: "pipelines: stages, artifacts, registry, ork"},
+		testImports: []string{"internal/fixtures", "registry/regtest"}, why: "pipelines: stages, artifacts, registry, ork"},
 	{name: "stages", mayImport: []string{"artifacts", "ork", "internal/units", "internal/buildinfo", "internal/blascore", "internal/blake3x", "internal/hugebuf"},
-		testImports: []string{"internal/testfiles", "internal/fixtures"}, why: "stages: artifacts and ork"},
+		testImports: []string{"internal/fixtures"}, why: "stages: artifacts and ork"},
 	{name: "registry", mayImport: []string{"registry/oci", "artifacts", "ork", "internal/units", "internal/buildinfo", "internal/blake3x", "internal/hugebuf"},
-		testImports: []string{"internal/testfiles", "registry/regtest"}, why: "registry: artifacts and ork"},
+		testImports: []string{"registry/regtest"}, why: "registry: artifacts and ork"},
 	{name: "registry/cacherepo", mayImport: []string{"registry/oci", "artifacts", "internal/blake3x", "internal/hugebuf"},
-		testImports: []string{"internal/testfiles", "registry/regtest"}, why: "the remote build cache store: registry/oci and artifacts"},
+		testImports: []string{"registry/regtest"}, why: "the remote build cache store: registry/oci and artifacts"},
 	{name: "registry/oci", testImports: []string{"registry/regtest"}, why: "the OCI client: no package of the module"},
 	{name: "registry/regtest", why: "a test helper: a real registry"},
-	{name: "artifacts", mayImport: []string{"internal/units", "internal/blake3x", "internal/hugebuf"}, testImports: []string{"internal/testfiles"},
+	{name: "artifacts", mayImport: []string{"internal/units", "internal/blake3x", "internal/hugebuf"},
 		thirdParty: []string{"github.com/zeebo/blake3", "lukechampine.com/blake3", "github.com/klauspost/cpuid", "github.com/klauspost/compress", "golang.org/x/sys"},
 		why:        "artifacts: the standard library, x/sys, blake3 and zstd only"},
-	{name: "ork", mayImport: []string{"internal/blake3x", "internal/hugebuf"}, testImports: []string{"internal/testfiles"},
+	{name: "ork", mayImport: []string{"internal/blake3x", "internal/hugebuf"},
 		thirdParty: []string{"github.com/zeebo/blake3", "github.com/klauspost/cpuid", "gonum.org/v1/", "golang.org/x/sys", "golang.org/x/sync", "golang.org/x/exp"},
 		why:        "ork is the domain library: only ork siblings and the shared BLAKE3 kernel"},
 	{name: "internal/units", why: "a leaf helper"},
@@ -187,7 +196,8 @@ func Check(module string, pkgs []Package, topLevel []string) []string {
 			switch {
 			case il == nil:
 				bad("%s %s %s, which is in no row of the layout table", p.Path, what, imp)
-			case il == l || slices.Contains(l.mayImport, il.name) || (test || isHelper(r) || l.useHelpers) && slices.Contains(l.testImports, il.name):
+			case il == l || slices.Contains(l.mayImport, il.name) ||
+				(test || isHelper(r) || l.useHelpers) && (ir == testfiles || slices.Contains(l.testImports, il.name)):
 			default:
 				bad("%s %s %s (%s)", p.Path, what, imp, l.why)
 			}

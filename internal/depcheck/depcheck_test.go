@@ -112,13 +112,15 @@ func TestCheckCatches(t *testing.T) {
 		{Path: module + "/registry", Imports: m("registry/oci", "artifacts", "ork/pack"), TestImports: m("registry/regtest", "internal/testfiles")},
 		{Path: module + "/registry/cacherepo", Imports: m("registry/oci", "artifacts"), TestImports: m("registry/regtest", "internal/testfiles")},
 		{Path: module + "/registry/oci", TestImports: m("registry/regtest")},
-		{Path: module + "/registry/regtest", Imports: []string{"github.com/distribution/distribution/v3", "testing"}},
+		{Path: module + "/registry/regtest", Imports: append(m("internal/testfiles"), "github.com/distribution/distribution/v3", "testing")},
 		{Path: module + "/artifacts", Imports: append(m("internal/units"), "github.com/zeebo/blake3", "golang.org/x/sys/unix", "C")},
 		{Path: module + "/ork/pack", Imports: append(m("ork/tile", "ork/internal/durable"), "github.com/zeebo/blake3"), TestImports: m("ork/board", "internal/testfiles")},
 		{Path: module + "/internal/fixtures", Imports: m("stages", "ork/pack", "internal/testfiles")},
 		{Path: module + "/internal/buildinfo", Imports: m("artifacts")},
 		{Path: module + "/cmd/orkpipe-dagger", Imports: append(m("pipelines/daggerexec", "internal/buildinfo"), "flag")},
 		{Path: module + "/pipelines/daggerexec", Imports: append(m("artifacts"), "dagger.io/dagger")},
+		{Path: module + "/internal/blake3x", Imports: []string{"golang.org/x/sys/cpu"}, TestImports: m("internal/testfiles")},
+		{Path: module + "/internal/avx2host", TestImports: m("internal/testfiles")},
 	}
 	top := []string{".ci", ".dagger", ".git", "artifacts", "bench", "cmd", "docs", "internal", "ork", "pipelines", "registry", "stages"}
 	if v := Check(module, good, top); v != nil {
@@ -144,6 +146,8 @@ func TestCheckCatches(t *testing.T) {
 		{name: "a test of ork imports fixtures", pkg: Package{Path: module + "/ork/calib", TestImports: m("internal/fixtures")}, want: "orkpipe/ork/calib test code imports orkpipe/internal/fixtures"},
 		{name: "shipping code imports fixtures", pkg: Package{Path: module + "/pipelines/build", Imports: m("internal/fixtures")}, want: "orkpipe/pipelines/build imports the test helper orkpipe/internal/fixtures: only tests may"},
 		{name: "shipping code imports verifytest", pkg: Package{Path: module + "/cmd/orkpipe", Imports: m("pipelines/verify/verifytest")}, want: "orkpipe/cmd/orkpipe imports the test helper orkpipe/pipelines/verify/verifytest"},
+		{name: "shipping code imports testfiles", pkg: Package{Path: module + "/internal/hugebuf", Imports: m("internal/testfiles")}, want: "orkpipe/internal/hugebuf imports the test helper orkpipe/internal/testfiles: only tests may"},
+		{name: "a leaf's test imports fixtures", pkg: Package{Path: module + "/internal/blake3x", TestImports: m("internal/fixtures")}, want: "orkpipe/internal/blake3x test code imports orkpipe/internal/fixtures"},
 		{name: "an internal helper imports upward", pkg: Package{Path: module + "/internal/units", Imports: m("artifacts")}, want: "orkpipe/internal/units imports orkpipe/artifacts"},
 		{name: "an unknown internal package", pkg: Package{Path: module + "/internal/misc"}, want: "orkpipe/internal/misc is in no row of the layout table"},
 		{name: "an unknown package under cmd", pkg: Package{Path: module + "/cmd/other"}, want: "orkpipe/cmd/other is in no row of the layout table"},

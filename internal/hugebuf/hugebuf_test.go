@@ -10,6 +10,8 @@ import (
 	"strings"
 	"testing"
 	"unsafe"
+
+	"orkpipe/internal/testfiles"
 )
 
 func TestMakeSmallOnHeap(t *testing.T) {
@@ -53,7 +55,7 @@ func TestMakeLargeZeroedWritable(t *testing.T) {
 // held, and leaves an unset one alone.
 func TestMakeMemoryLimit(t *testing.T) {
 	if runtime.GOOS != "linux" {
-		t.Skip("buffers are mapped on Linux only")
+		testfiles.SkipBuild(t, "buffers are mapped on Linux only")
 	}
 	old := debug.SetMemoryLimit(1 << 40)
 	defer debug.SetMemoryLimit(old)

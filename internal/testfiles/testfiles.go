@@ -2,6 +2,23 @@
 // to the repository root) for tests. The files there are never copied into the repository. It also
 // reads the process's own status file, whose peak RSS (VmHWM) the memory tests measure (StatusKB),
 // and (Linux) maps values that end at an inaccessible page for kernels' bounds (FloatsBeforeGuard).
+//
+// It holds the tests' skip policy, too: a test skips only for a reason that is legitimately absent
+// where it runs, and every skip names its class, which decides what CI (InCI: the environment
+// variable CI set) does:
+//
+//	class     call          the reason                                           in CI
+//	cpu       SkipCPU       the CPU lacks a feature the subject needs            skips
+//	build     SkipBuild     this build does not run the subject                  skips
+//	short     SkipShort     -short leaves the test out (without -short: fails)   skips
+//	long      Long          ORKPIPE_LONG_TESTS is not set                        skips
+//	optional  SkipOptional  an optional tool or fixture CI does not provide      skips
+//	helper    SkipHelper    a subprocess's entry point, run as a test            skips
+//	need      Need          anything else the machine is expected to provide     fails
+//
+// Each skip's message begins "skip (class): ", so a go test -v log can be searched for a class
+// ("skip (need)"). No test calls Skip, Skipf or SkipNow itself: internal/depcheck's TestNoRawSkips
+// fails on such a call anywhere in the module but skip.go.
 package testfiles
 
 import (
@@ -11,16 +28,13 @@ import (
 )
 
 // Dir returns the absolute path of the shared test data folder. Where the folder is absent the
-// test is skipped with a message saying so — except in CI (CI set), where it is a failure.
+// test is skipped with a message saying so — except in CI (CI set), where it is a failure (Need).
 // ORKPIPE_TESTDATA overrides the location.
 func Dir(tb testing.TB) string {
 	tb.Helper()
 	dir, err := find()
 	if err != nil {
-		if os.Getenv("CI") != "" {
-			tb.Fatalf("shared test data not found (%v); CI must have ../shared/testdata beside the repository", err)
-		}
-		tb.Skipf("shared test data not found (%v): place it at ../shared/testdata beside the repository or set ORKPIPE_TESTDATA", err)
+		Need(tb, "shared test data not found (%v): place it at ../shared/testdata beside the repository or set ORKPIPE_TESTDATA", err)
 	}
 	return dir
 }

@@ -8,6 +8,8 @@ import (
 	"path/filepath"
 	"reflect"
 	"testing"
+
+	"orkpipe/internal/testfiles"
 )
 
 // buildLDCache writes entries in the new ld.so.cache format (with an old-format table first when
@@ -62,7 +64,7 @@ func TestParseLDCacheBuilt(t *testing.T) {
 func TestParseLDCacheSystem(t *testing.T) {
 	data, err := os.ReadFile("/etc/ld.so.cache")
 	if err != nil {
-		t.Skipf("no system ld.so.cache: %v", err)
+		testfiles.Need(t, "no system ld.so.cache: %v", err)
 	}
 	entries, err := ParseLDCache(data)
 	if err != nil {
@@ -118,7 +120,7 @@ func TestReadLDSoConf(t *testing.T) {
 // program records that it was resolved that way.
 func TestResolveWithoutLDCache(t *testing.T) {
 	if _, err := os.Stat("/etc/ld.so.conf"); err != nil {
-		t.Skip("no /etc/ld.so.conf")
+		testfiles.Need(t, "no /etc/ld.so.conf")
 	}
 	p, err := ResolveProgram(t.Context(), "/bin/ls", WithLDCache(filepath.Join(t.TempDir(), "absent.cache"), "/etc/ld.so.conf"))
 	if err != nil {

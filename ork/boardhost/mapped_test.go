@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"orkpipe/internal/testfiles"
 )
 
 func TestExecutableMappings(t *testing.T) {
@@ -29,7 +31,7 @@ func TestExecutableMappings(t *testing.T) {
 func TestRunRecordsDlopenedObjects(t *testing.T) {
 	cc, err := exec.LookPath("cc")
 	if err != nil {
-		t.Skip("no C compiler to build a dlopen() test program")
+		testfiles.Need(t, "no C compiler to build a dlopen() test program")
 	}
 	dir := t.TempDir()
 	src := filepath.Join(dir, "host.c")

@@ -9,6 +9,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"orkpipe/internal/testfiles"
 )
 
 // ldd returns the loader's own resolution (name -> real path) of path's shared objects under
@@ -16,7 +18,7 @@ import (
 func ldd(t *testing.T, path string, env []string) map[string]string {
 	t.Helper()
 	if _, err := exec.LookPath("ldd"); err != nil {
-		t.Skip("no ldd on this machine to cross-check the loader search")
+		testfiles.Need(t, "no ldd on this machine to cross-check the loader search")
 	}
 	cmd := exec.Command("ldd", path)
 	cmd.Env = env
@@ -199,7 +201,7 @@ func copyFile(t *testing.T, from, to string, mode os.FileMode) {
 func TestResolveRpathRunpath(t *testing.T) {
 	cc, err := exec.LookPath("cc")
 	if err != nil {
-		t.Skip("no C compiler to build a test program with RPATH/RUNPATH")
+		testfiles.Need(t, "no C compiler to build a test program with RPATH/RUNPATH")
 	}
 	dir := t.TempDir()
 	write := func(name, text string) string {

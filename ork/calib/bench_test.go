@@ -9,6 +9,7 @@ import (
 	"gonum.org/v1/gonum/blas"
 	"gonum.org/v1/gonum/blas/blas64"
 
+	"orkpipe/internal/testfiles"
 	"orkpipe/ork/quant"
 )
 
@@ -61,7 +62,7 @@ func cpuNow() time.Duration {
 // single-threaded with the tiles on Go workers (syrkTiles), interleaved; wall and CPU of each.
 func BenchmarkUpdateTiles(b *testing.B) {
 	if pureGoBLAS() {
-		b.Skip("build with -tags blas")
+		testfiles.SkipBuild(b, "build with -tags blas")
 	}
 	for _, k := range []int{17408, 5120} {
 		b.Run(fmt.Sprintf("K%d", k), func(b *testing.B) {

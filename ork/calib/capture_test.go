@@ -289,7 +289,7 @@ func wideConfig(layers int) model.Config {
 // TestMemoryEstimate compares EstimateMemory with the peak heap Capture reaches on one 5120-wide window.
 func TestMemoryEstimate(t *testing.T) {
 	if testing.Short() {
-		t.Skip("allocates about 1.5 GiB")
+		testfiles.SkipShort(t, "allocates about 1.5 GiB")
 	}
 	checkMemoryEstimate(t, "5120-wide window", wideConfig(1))
 }

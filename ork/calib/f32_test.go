@@ -7,6 +7,8 @@ import (
 	"math"
 	"math/rand/v2"
 	"testing"
+
+	"orkpipe/internal/testfiles"
 )
 
 // encodeBoth runs encodeValues on row with the kernel and with the Go loop alone and fails unless both
@@ -93,7 +95,7 @@ func FuzzEncodeValues(f *testing.F) {
 // and with the Go loop alone, interleaved; reports both times and their ratio.
 func BenchmarkEncodeValues(b *testing.B) {
 	if !hasF32Kernel {
-		b.Skip("this CPU has no AVX2: the Go loop is the only path")
+		testfiles.SkipCPU(b, "this CPU has no AVX2: the Go loop is the only path")
 	}
 	row := make([]float64, 17408)
 	for i := range row {

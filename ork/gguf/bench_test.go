@@ -11,6 +11,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"orkpipe/internal/testfiles"
 )
 
 // Every benchmark here times a subject and a baseline in the same run and reports
@@ -185,7 +187,7 @@ func bigSource(b *testing.B) string {
 
 func BenchmarkEmitStub2GiB(b *testing.B) {
 	if testing.Short() {
-		b.Skip("writes 2 GiB files")
+		testfiles.SkipShort(b, "writes 2 GiB files")
 	}
 	srcPath := bigSource(b)
 	b.Cleanup(func() { os.RemoveAll(filepath.Dir(srcPath)) })
@@ -245,7 +247,7 @@ func BenchmarkEmitStub2GiB(b *testing.B) {
 // at a time, as RTN reads rows: the F16C kernel (subject) against the table alone (baseline).
 func BenchmarkDequantizeF16Chunk(b *testing.B) {
 	if !hasF16C {
-		b.Skip("this CPU has no F16C/AVX2: the table is the only path")
+		testfiles.SkipCPU(b, "this CPU has no F16C/AVX2: the table is the only path")
 	}
 	r := rand.New(rand.NewPCG(1, 2))
 	src := make([]byte, 2*64*1024)

@@ -4,6 +4,8 @@ import (
 	"encoding/binary"
 	"math"
 	"testing"
+
+	"orkpipe/internal/testfiles"
 )
 
 // q8Blocks returns n Q8_0 blocks: block b's scale is the half b (mod 65536, so every half: finite,
@@ -33,7 +35,7 @@ func checkQ8Kernel(t *testing.T, src []byte) {
 	got[32*nb] = 7 // a guard the kernel must not write
 	dequantQ8_0Go(src, want, nb)
 	if !q8Kernel(got[:32*nb], src, nb) {
-		t.Skip("this CPU has no AVX2: the Go loop is the only Q8_0 path")
+		testfiles.SkipCPU(t, "this CPU has no AVX2: the Go loop is the only Q8_0 path")
 	}
 	for i := range want {
 		if math.Float32bits(got[i]) != math.Float32bits(want[i]) {
@@ -87,7 +89,7 @@ func FuzzDequantQ8_0Kernel(f *testing.F) {
 // (baseline).
 func BenchmarkDequantizeQ8_0Panel(b *testing.B) {
 	if !hasQ8Kernel {
-		b.Skip("this CPU has no AVX2: the Go loop is the only path")
+		testfiles.SkipCPU(b, "this CPU has no AVX2: the Go loop is the only path")
 	}
 	src := randomBlocks(TypeQ8_0, 64*5120/32)
 	dst := make([]float32, 64*5120)

@@ -123,7 +123,7 @@ func TestForEachChunkMatchesForward(t *testing.T) {
 func TestMoESeqsMatchForward(t *testing.T) {
 	t.Run("float", func(t *testing.T) {
 		if !gonumSgemm() {
-			t.Skip("-tags blas: OpenBLAS's float products are not row-independent, so runMoESeqs takes only emulated experts (the pack case)")
+			testfiles.SkipBuild(t, "-tags blas: OpenBLAS's float products are not row-independent, so runMoESeqs takes only emulated experts (the pack case)")
 		}
 		cfg := Config{Arch: "llama", NEmbd: 256, NFF: 256, NLayer: 2, NHead: 4, NHeadKV: 2, HeadDim: 64, NVocab: 97,
 			RopeDim: 64, RopeBase: 10000, RopeFreqScale: 1, NormEps: 1e-5, NExpert: 8, NExpertUsed: 2}

@@ -6,6 +6,7 @@ import (
 	"runtime"
 	"testing"
 
+	"orkpipe/internal/testfiles"
 	"orkpipe/ork/internal/parallel"
 	"orkpipe/ork/model/internal/deltanet"
 )
@@ -15,7 +16,7 @@ import (
 // dims that take the kernel and one that does not, several key heads, values with zeros.
 func TestGatedDeltaRuleKernel(t *testing.T) {
 	if !deltanet.Available {
-		t.Skip("no AVX2: gatedDeltaRule runs its Go loops only")
+		testfiles.SkipCPU(t, "no AVX2: gatedDeltaRule runs its Go loops only")
 	}
 	r := rand.New(rand.NewPCG(3, 4))
 	for _, sh := range []SSMShape{{HeadDim: 16, KHeads: 1, VHeads: 2}, {HeadDim: 128, KHeads: 2, VHeads: 6}, {HeadDim: 64, KHeads: 4, VHeads: 4}, {HeadDim: 24, KHeads: 1, VHeads: 1}} {

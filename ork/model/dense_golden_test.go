@@ -20,7 +20,7 @@ const denseLogitsDigest = "78137930fcd89c87348c41abafe697eea85595772a2fdc7a85b50
 
 func TestDenseForwardBitIdentical(t *testing.T) {
 	if !gonumSgemm() {
-		t.Skip("built with -tags blas: the products run OpenBLAS's sgemm, whose summation order differs from gonum's; the digest is of the pure-Go build")
+		testfiles.SkipBuild(t, "built with -tags blas: the products run OpenBLAS's sgemm, whose summation order differs from gonum's; the digest is of the pure-Go build")
 	}
 	ctx := context.Background()
 	m, tok, f, err := OpenGGUF(ctx, testfiles.Path(t, "stories260K.gguf"), 64<<20)

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"orkpipe/internal/testfiles"
 	"orkpipe/ork/gguf"
 	"orkpipe/ork/quant"
 )
@@ -50,7 +51,7 @@ func BenchmarkEncodedApply(b *testing.B) {
 // chunk's 512 tokens and at 128; reports the three times and the ratios to the worker path.
 func BenchmarkEncodedPipelined(b *testing.B) {
 	if gonumSgemm() {
-		b.Skip("the pipelined path runs under another BLAS than gonum's: build with -tags blas")
+		testfiles.SkipBuild(b, "the pipelined path runs under another BLAS than gonum's: build with -tags blas")
 	}
 	for _, s := range [][3]int{{17408, 5120, 512}, {5120, 17408, 512}, {10240, 5120, 512}, {17408, 5120, 128}} {
 		n, k, t := s[0], s[1], s[2]
@@ -98,7 +99,7 @@ func cpuNow() time.Duration {
 // (applyPanels), interleaved in every iteration (the order alternating); wall and CPU times of each.
 func BenchmarkEncodedPanels(b *testing.B) {
 	if gonumSgemm() {
-		b.Skip("build with -tags blas")
+		testfiles.SkipBuild(b, "build with -tags blas")
 	}
 	for _, s := range [][3]int{{17408, 5120, 512}, {5120, 17408, 512}, {10240, 5120, 512}} {
 		n, k, t := s[0], s[1], s[2]

@@ -65,7 +65,7 @@ func TestPerplexityStories260K(t *testing.T) {
 // (SOURCES.md): PPL within 0.5%, and mean KLD against the F32 model where SOURCES.md gives it.
 func TestPerplexityQuantized(t *testing.T) {
 	if testing.Short() {
-		t.Skip("runs the whole text through two models per file")
+		testfiles.SkipShort(t, "runs the whole text through two models per file")
 	}
 	for _, c := range []struct {
 		file    string

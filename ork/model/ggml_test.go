@@ -5,7 +5,6 @@ import (
 	"errors"
 	"math"
 	"math/rand/v2"
-	"os"
 	"testing"
 
 	"orkpipe/internal/testfiles"
@@ -46,8 +45,8 @@ func TestHybridPerplexityGGML(t *testing.T) {
 		{"tiny-lfm2moe-q8_0.gguf", "stories-generated.txt", 128, 3681.3353, true},
 	} {
 		t.Run(c.file+"/"+c.text, func(t *testing.T) {
-			if c.long && os.Getenv("ORKPIPE_LONG_TESTS") == "" {
-				t.Skip("set ORKPIPE_LONG_TESTS=1 to run the stories-generated rows")
+			if c.long {
+				testfiles.Long(t, "a stories-generated row")
 			}
 			m, ids, bos := openWithText(t, c.file, c.text)
 			m.Src.(*GGUFSource).GGMLExact = true

@@ -179,7 +179,7 @@ func TestHybridPackEmulation(t *testing.T) {
 func TestExtraArchitectures(t *testing.T) {
 	dir := os.Getenv("ORKPIPE_EXTRA_FIXTURES")
 	if dir == "" {
-		t.Skip("ORKPIPE_EXTRA_FIXTURES unset: generate the models with testdata/extra/make_extra.py --outdir DIR and set it to DIR")
+		testfiles.SkipOptional(t, "ORKPIPE_EXTRA_FIXTURES unset: generate the models with testdata/extra/make_extra.py --outdir DIR and set it to DIR")
 	}
 	for _, c := range []struct {
 		file, text string
@@ -245,7 +245,7 @@ func TestHybridPerplexityVariants(t *testing.T) {
 		t.Run(c.file+"/kv-"+kv, func(t *testing.T) {
 			if !gonumSgemm() && strings.Contains(c.file, "lfm2moe") {
 				// Measured: tiny-lfm2moe-f16 1.63e-3 under -tags blas, within 1e-3 in the pure-Go build.
-				t.Skip("built with -tags blas: OpenBLAS's summation order moves this MoE's perplexity past 0.1% (its top-2 routing has near ties); the bound is checked by the pure-Go build and TestHybridPerplexityGGML")
+				testfiles.SkipBuild(t, "built with -tags blas: OpenBLAS's summation order moves this MoE's perplexity past 0.1%% (its top-2 routing has near ties); the bound is checked by the pure-Go build and TestHybridPerplexityGGML")
 			}
 			res := evalText(t, c.file, "tinystories_sample.txt", 128, true, c.kvF16)
 			rel := res.PPL/c.ppl - 1

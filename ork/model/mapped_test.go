@@ -119,7 +119,7 @@ func TestForwardReleasesMappings(t *testing.T) {
 	mappings := func() int {
 		b, err := os.ReadFile("/proc/self/maps")
 		if err != nil {
-			t.Skipf("no /proc/self/maps: %v", err)
+			testfiles.Need(t, "no /proc/self/maps: %v", err)
 		}
 		return strings.Count(string(b), path)
 	}
@@ -163,7 +163,7 @@ func TestForwardReleasesMappings(t *testing.T) {
 func mappableModel(t *testing.T, name string) string {
 	t.Helper()
 	if !canMapTensors {
-		t.Skip("files are not mapped on this system")
+		testfiles.SkipBuild(t, "files are not mapped on this system")
 	}
 	src, err := os.ReadFile(testfiles.Path(t, "stories260K-Q8_0.gguf"))
 	if err != nil {

@@ -114,7 +114,7 @@ func TestTokenizerVectors(t *testing.T) {
 func TestLlamaVocabVectors(t *testing.T) {
 	dir := os.Getenv("ORKPIPE_LLAMA_MODELS")
 	if dir == "" {
-		t.Skip("ORKPIPE_LLAMA_MODELS is not set: set it to llama.cpp's models/ folder to run its vocab tests")
+		testfiles.SkipOptional(t, "ORKPIPE_LLAMA_MODELS is not set: set it to llama.cpp's models/ folder to run its vocab tests")
 	}
 	inps, err := filepath.Glob(filepath.Join(dir, "ggml-vocab-*.gguf.inp"))
 	if err != nil {
@@ -127,7 +127,7 @@ func TestLlamaVocabVectors(t *testing.T) {
 		path := strings.TrimSuffix(inp, ".inp")
 		t.Run(filepath.Base(path), func(t *testing.T) {
 			if _, err := os.Stat(path); err != nil {
-				t.Skipf("%s is absent (only its test vectors are present): %v", filepath.Base(path), err)
+				testfiles.SkipOptional(t, "%s is absent (only its test vectors are present): %v", filepath.Base(path), err)
 			}
 			pass, total := checkVectors(t, openTokenizerAt(t, path), path)
 			t.Logf("%d/%d cases pass", pass, total)
@@ -157,7 +157,7 @@ func equalIDs(a, b []int32) bool {
 func TestLlamaTokenizeCrossCheck(t *testing.T) {
 	dir, tool := os.Getenv("ORKPIPE_LLAMA_MODELS"), os.Getenv("ORKPIPE_LLAMA_TOK")
 	if dir == "" || tool == "" {
-		t.Skip("ORKPIPE_LLAMA_MODELS and ORKPIPE_LLAMA_TOK are not both set: see this test's doc comment")
+		testfiles.SkipOptional(t, "ORKPIPE_LLAMA_MODELS and ORKPIPE_LLAMA_TOK are not both set: see this test's doc comment")
 	}
 	g := readPretokGolden(t)
 	const sep = "\n__ggml_vocab_test__\n"

@@ -5,6 +5,7 @@ import (
 	"math/rand/v2"
 	"testing"
 
+	"orkpipe/internal/testfiles"
 	"orkpipe/ork/tile"
 )
 
@@ -13,7 +14,7 @@ import (
 // padding) it must reject exactly the data that decoding (decodeInto, what Load runs) rejects.
 func TestCheckDataRejectsWhatDecodeRejects(t *testing.T) {
 	if raceEnabled {
-		t.Skip("-race: every byte flip of small entries, on one goroutine (layouts under 1 MiB tile serially); the plain run checks them")
+		testfiles.SkipBuild(t, "-race: every byte flip of small entries, on one goroutine (layouts under 1 MiB tile serially); the plain run checks them")
 	}
 	r := rand.New(rand.NewPCG(7, 8))
 	for _, c := range []struct {

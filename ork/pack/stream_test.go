@@ -13,6 +13,7 @@ import (
 
 	"github.com/zeebo/blake3"
 
+	"orkpipe/internal/testfiles"
 	"orkpipe/ork/board"
 	"orkpipe/ork/pack"
 	"orkpipe/ork/tile"
@@ -31,7 +32,7 @@ func liveHeap() uint64 {
 // retained memory does not grow with the pack: it holds one entry while writing it, then only metadata.
 func TestWriterStreamsBoundedMemory(t *testing.T) {
 	if testing.Short() {
-		t.Skip("writes 640 MiB")
+		testfiles.SkipShort(t, "writes 640 MiB")
 	}
 	const k, n, count = 4096, 4096, 40
 	r := rand.New(rand.NewPCG(70, 71))

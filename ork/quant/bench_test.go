@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"gonum.org/v1/gonum/mat"
+
+	"orkpipe/internal/testfiles"
 )
 
 const benchK = 4096
@@ -159,10 +161,10 @@ func BenchmarkMatMulInt(b *testing.B) {
 		{"avx2-packed", false, true, true}, {"loop", false, false, false}} {
 		b.Run(path.name, func(b *testing.B) {
 			if path.vnni && !useVNNI {
-				b.Skip("no AVX-512 VNNI on this CPU")
+				testfiles.SkipCPU(b, "no AVX-512 VNNI on this CPU")
 			}
 			if path.avx2 && !useAVX2Panels {
-				b.Skip("no AVX2 on this CPU")
+				testfiles.SkipCPU(b, "no AVX2 on this CPU")
 			}
 			defer func(vnni, avx2 bool) { useVNNI, useAVX2Panels = vnni, avx2 }(useVNNI, useAVX2Panels)
 			useVNNI, useAVX2Panels = path.vnni, path.avx2

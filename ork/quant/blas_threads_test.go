@@ -7,6 +7,8 @@ import (
 	"math/rand/v2"
 	"slices"
 	"testing"
+
+	"orkpipe/internal/testfiles"
 )
 
 // TestGPTQFactorOnFixedThreads: GPTQ's factorisation of H⁻¹ gives the same bits whether or not a
@@ -14,7 +16,7 @@ import (
 // dtrtri give other bits on another thread count, so the factor would depend on the scheduling).
 func TestGPTQFactorOnFixedThreads(t *testing.T) {
 	if BLASThreads() < 2 {
-		t.Skipf("OpenBLAS runs on %d thread here: the factor cannot depend on the count", BLASThreads())
+		testfiles.Need(t, "OpenBLAS runs on %d thread here: the factor cannot depend on the count (it needs 2 cores or more, and OPENBLAS_NUM_THREADS unset or 2 or more)", BLASThreads())
 	}
 	const k = 1024
 	rng := rand.New(rand.NewPCG(1, 2))

@@ -15,6 +15,8 @@ import (
 	"gonum.org/v1/gonum/blas"
 	gonumlapack "gonum.org/v1/gonum/lapack/gonum"
 	"gonum.org/v1/gonum/mat"
+
+	"orkpipe/internal/testfiles"
 )
 
 // randSPD returns a row-major n x n symmetric positive definite matrix XᵀX/m + 0.01·I from m = 2n
@@ -257,7 +259,7 @@ func TestGPTQTakesTurnsOnTheCores(t *testing.T) {
 // sums in another order and these steps are not used (lapackSteps), so the test skips there.
 func TestPotrfTrtriMatchGonum(t *testing.T) {
 	if BLASBackend != "gonum" {
-		t.Skipf("BLAS backend %s: potrfUpper and trtriUpper are the pure-Go build's steps", BLASBackend)
+		testfiles.SkipBuild(t, "BLAS backend %s: potrfUpper and trtriUpper are the pure-Go build's steps", BLASBackend)
 	}
 	box := math.Float64frombits(0x7ff8_dead_beef_0001) // a NaN payload arithmetic never makes
 	same := func(t *testing.T, what string, got, want []float64, n int) {

@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"testing"
 
+	"orkpipe/internal/testfiles"
 	"orkpipe/ork/quant/internal/kernel"
 )
 
@@ -96,7 +97,7 @@ func TestClipSearchMatchesReference(t *testing.T) {
 
 func TestClipErrsKernelMatchesGo(t *testing.T) {
 	if !clipKernel {
-		t.Skip("no clip kernel on this CPU: clipErrs is clipErrsGo")
+		testfiles.SkipCPU(t, "no clip kernel on this CPU: clipErrs is clipErrsGo")
 	}
 	rng := rand.New(rand.NewPCG(3, 5))
 	for i := 0; i < 5000; i++ {
@@ -269,7 +270,7 @@ func checkGroupSearch(t *testing.T, name string, x, wd []float64, bits int, grid
 // groups of 1 to 600 values, int4 and int8.
 func TestGroupSearchMatchesGo(t *testing.T) {
 	if !kernel.Available512 {
-		t.Skip("no AVX-512 on this CPU: searchGroup is chooseScaleErr and sqNorm")
+		testfiles.SkipCPU(t, "no AVX-512 on this CPU: searchGroup is chooseScaleErr and sqNorm")
 	}
 	rng := rand.New(rand.NewPCG(17, 19))
 	for i := 0; i < 20000; i++ {
@@ -317,7 +318,7 @@ func TestGroupSearchMatchesGo(t *testing.T) {
 // testdata/fuzz/FuzzGroupSearch and below.
 func FuzzGroupSearch(f *testing.F) {
 	if !kernel.Available512 {
-		f.Skip("no AVX-512 on this CPU")
+		testfiles.SkipCPU(f, "no AVX-512 on this CPU")
 	}
 	le := encodeSearchFuzz
 	ramp := make([]float32, 32)
@@ -354,7 +355,7 @@ func FuzzGroupSearch(f *testing.F) {
 // one value at scale 1 with no clamping.
 func TestGroupSearchRoundsHalfAway(t *testing.T) {
 	if !kernel.Available512 {
-		t.Skip("no AVX-512 on this CPU")
+		testfiles.SkipCPU(t, "no AVX-512 on this CPU")
 	}
 	rng := rand.New(rand.NewPCG(23, 29))
 	var vals []float64

@@ -50,7 +50,7 @@ func procStatusKB(t *testing.T, key string) int64 {
 	t.Helper()
 	v, err := testfiles.StatusKB(key)
 	if err != nil {
-		t.Skipf("no measure of this process's memory: %v", err)
+		testfiles.Need(t, "no measure of this process's memory: %v", err)
 	}
 	return v
 }
@@ -64,15 +64,16 @@ func procStatusKB(t *testing.T, key string) int64 {
 func TestGPTQMemory27BFFNDown(t *testing.T) {
 	// About a minute on 2 Zen 5 cores in pure Go (session 44; 23 minutes with -tags blas in session 7), with
 	// ~6 GiB of the machine's memory: too much for `go test ./...` in CI, so it runs only when asked for.
-	if os.Getenv("ORKPIPE_LONG_TESTS") == "" || testing.Short() {
-		t.Skip("GPTQ of a 5120 x 17408 weight takes a minute or more and ~6 GiB: set ORKPIPE_LONG_TESTS=1 to run it (session 45 measured a peak RSS growth of 2.607 GiB against the estimate's 2.634; performance-log.md, \"Session 45\")")
+	if testing.Short() {
+		testfiles.SkipShort(t, "GPTQ of a 5120 x 17408 weight takes a minute or more and ~6 GiB")
 	}
+	testfiles.Long(t, "GPTQ of a 5120 x 17408 weight takes a minute or more and ~6 GiB (session 45 measured a peak RSS growth of 2.607 GiB against the estimate's 2.634; performance-log.md, \"Session 45\")")
 	if raceEnabled {
-		t.Skip("a -race build: the race detector's shadow memory inflates VmHWM; memory bounds are checked without -race")
+		testfiles.SkipBuild(t, "a -race build: the race detector's shadow memory inflates VmHWM; memory bounds are checked without -race")
 	}
 	const n, k = 5120, 17408
 	if avail := procMemAvailableKB(); avail > 0 && avail < 9<<20 {
-		t.Skipf("needs ~9 GiB free, have %d MiB", avail>>10)
+		testfiles.Need(t, "needs ~9 GiB free, have %d MiB", avail>>10)
 	}
 	h := synthSPDHessian(k, 0.6)
 	w := randMatrix("blk.0.ffn_down.weight", n, k, 5)

@@ -115,7 +115,7 @@ func TestEvaluateStories260K(t *testing.T) {
 
 func TestEvaluate5120Wide(t *testing.T) {
 	if testing.Short() {
-		t.Skip("GPTQ on K=5120 takes tens of seconds")
+		testfiles.SkipShort(t, "GPTQ on K=5120 takes tens of seconds")
 	}
 	w, err := SyntheticWeight("synthetic.5120", 256, 5120, 7)
 	if err != nil {

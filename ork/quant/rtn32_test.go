@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"testing"
 
+	"orkpipe/internal/testfiles"
 	"orkpipe/ork/quant/internal/kernel"
 )
 
@@ -437,7 +438,7 @@ func rowCase(path int, x []float32, wd []float64, bits, group int, grid []float6
 // weighted rows (kernel.RowSearch16x2; weights of 0 among them), 4 and 8 bits.
 func TestRowKernels32(t *testing.T) {
 	if len(rowKernelPaths()) == 0 {
-		t.Skip("no AVX2 on this CPU: quantizeRowKernel32 never runs")
+		testfiles.SkipCPU(t, "no AVX2 on this CPU: quantizeRowKernel32 never runs")
 	}
 	grids := [][]float64{{1}, {0.85}, {0}, DefaultClipGrid, {1, 0.5}, {0.9, 1, 0.8}, {1, 1, 1, 1, 1},
 		{0, 1, 0.9375, 0, 0.875}, {1, 0.97, 0.94, 0.91, 0.88, 0.85, 0.82}, {0.5, 0.6, 0.7, 0.8, 0.9, 1, 1.1, 1.2}}
@@ -500,7 +501,7 @@ func TestRowKernels32(t *testing.T) {
 // slow path.
 func TestRowKernelsDone(t *testing.T) {
 	if len(rowKernelPaths()) == 0 {
-		t.Skip("no AVX2 on this CPU: quantizeRowKernel32 never runs")
+		testfiles.SkipCPU(t, "no AVX2 on this CPU: quantizeRowKernel32 never runs")
 	}
 	const group = 32
 	rng := rand.New(rand.NewPCG(79, 83))
@@ -550,7 +551,7 @@ func TestRowKernelsDone(t *testing.T) {
 // better factor past them is never chosen.
 func TestRowSearch32Lanes(t *testing.T) {
 	if !kernel.Available {
-		t.Skip("no AVX2 on this CPU: kernel.RowSearch16x2 never runs")
+		testfiles.SkipCPU(t, "no AVX2 on this CPU: kernel.RowSearch16x2 never runs")
 	}
 	const group, groups = 32, 8
 	rng := rand.New(rand.NewPCG(89, 97))
@@ -580,7 +581,7 @@ func TestRowSearch32Lanes(t *testing.T) {
 // the default grid, and weighted with the default grid.
 func FuzzRowKernels32(f *testing.F) {
 	if len(rowKernelPaths()) == 0 {
-		f.Skip("no AVX2 on this CPU: quantizeRowKernel32 never runs")
+		testfiles.SkipCPU(f, "no AVX2 on this CPU: quantizeRowKernel32 never runs")
 	}
 	f.Add([]byte{0, 0, 128, 63, 0, 0, 0, 64, 0, 0, 64, 192}, uint8(32), false)
 	f.Add(make([]byte, 160), uint8(16), true)

@@ -16,6 +16,8 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+
+	"orkpipe/internal/testfiles"
 )
 
 // The child side of TestPlanSyscallReads: which plan, where to write its source files, and the
@@ -43,17 +45,11 @@ func TestPlanSyscallReads(t *testing.T) {
 	}
 	strace, err := exec.LookPath("strace")
 	if err != nil {
-		if os.Getenv("CI") != "" {
-			t.Fatalf("strace not found (%v): CI installs Debian's strace for this test", err)
-		}
-		t.Skipf("strace not found (%v): apt-get install strace to trace what planning reads", err)
+		testfiles.Need(t, "strace not found (%v): apt-get install strace to trace what planning reads", err)
 	}
 	// strace needs ptrace, which some containers refuse (seccomp, no CAP_SYS_PTRACE): try it once.
 	if b, err := exec.Command(strace, "-f", "-qq", "-o", os.DevNull, os.Args[0], "-test.run=^$").CombinedOutput(); err != nil {
-		if os.Getenv("CI") != "" {
-			t.Fatalf("strace cannot trace here (%v): %s", err, b)
-		}
-		t.Skipf("strace cannot trace here (%v: %s): this test needs ptrace", err, bytes.TrimSpace(b))
+		testfiles.Need(t, "strace cannot trace here (%v: %s): this test needs ptrace", err, bytes.TrimSpace(b))
 	}
 	for i, tc := range planCases(t) {
 		t.Run(tc.name, func(t *testing.T) {

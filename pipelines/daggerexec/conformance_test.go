@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"orkpipe/artifacts"
+	"orkpipe/internal/testfiles"
 	"orkpipe/pipelines/daggerexec"
 	"orkpipe/pipelines/engine"
 	"orkpipe/pipelines/engine/executortest"
@@ -20,10 +21,10 @@ import (
 func engineHost(t *testing.T) string {
 	h := os.Getenv("ORKPIPE_DAGGER_ENGINE")
 	if h == "" {
-		t.Skip("ORKPIPE_DAGGER_ENGINE is not set: the Dagger executor's conformance run needs a running Dagger engine " +
-			daggerexec.EngineVersion + ", e.g. ORKPIPE_DAGGER_ENGINE=unix:///run/dagger/engine.sock (or tcp://HOST:PORT, " +
-			"kube-pod://POD?namespace=NS) with " + daggerexec.EnvCLIBin + "=/path/to/dagger; see docs/dagger.md, " +
-			"\"Testing against an engine\". The local executor's run is TestLocalConforms in package executortest")
+		testfiles.SkipOptional(t, "ORKPIPE_DAGGER_ENGINE is not set: the Dagger executor's conformance run needs a running Dagger engine "+
+			"%s, e.g. ORKPIPE_DAGGER_ENGINE=unix:///run/dagger/engine.sock (or tcp://HOST:PORT, "+
+			"kube-pod://POD?namespace=NS) with %s=/path/to/dagger; see docs/dagger.md, "+
+			"\"Testing against an engine\". The local executor's run is TestLocalConforms in package executortest", daggerexec.EngineVersion, daggerexec.EnvCLIBin)
 	}
 	return h
 }
@@ -198,7 +199,7 @@ func TestDaggerPackMatchesLocal(t *testing.T) {
 	if !maps.Equal(second.Exports, first.Exports) {
 		t.Errorf("second build's exports %v, first %v", second.Exports, first.Exports)
 	}
-	if os.Getenv("ORKPIPE_LONG_TESTS") == "1" { // the baseline: inputs with holes sent whole
+	if testfiles.LongTests() { // the baseline: inputs with holes sent whole
 		store, whole := executortest.PackBuild(t, func(s *artifacts.Store) engine.Executor { return newX(t, s, daggerexec.WithWholeInputs()) })
 		t.Logf("build with every input sent whole, into an empty store: engine: %+v", executors[store].Stats())
 		logSent("build with every input sent whole")

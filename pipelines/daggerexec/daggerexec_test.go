@@ -2,7 +2,6 @@ package daggerexec_test
 
 import (
 	"context"
-	"dagger.io/dagger/engineconn"
 	"errors"
 	"os"
 	"os/exec"
@@ -12,6 +11,9 @@ import (
 	"testing"
 	"time"
 
+	"dagger.io/dagger/engineconn"
+
+	"orkpipe/internal/testfiles"
 	"orkpipe/pipelines/daggerenv"
 	"orkpipe/pipelines/daggerexec"
 	"orkpipe/pipelines/engine/executortest"
@@ -142,7 +144,7 @@ var goPath, goPathErr = exec.LookPath("go")
 func goBinary(t *testing.T) string {
 	t.Helper()
 	if runtime.GOOS != "linux" || runtime.GOARCH != "amd64" {
-		t.Skip("needs linux/amd64")
+		testfiles.SkipBuild(t, "needs linux/amd64")
 	}
 	if goPathErr != nil {
 		t.Fatalf("no go command on PATH when the tests started: %v", goPathErr)

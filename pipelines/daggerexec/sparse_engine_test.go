@@ -112,11 +112,11 @@ func sparseStub(t *testing.T, path string) (stages.File, int64) {
 func TestDaggerSparseInput(t *testing.T) {
 	host := engineHost(t)
 	if testing.Short() {
-		t.Skip("2 GiB sparse stub skipped with -short")
+		testfiles.SkipShort(t, "2 GiB sparse stub skipped with -short")
 	}
 	proxy, sent := countingEngine(t, host)
 	if sent == nil {
-		t.Skipf("cannot count the bytes sent to engine %s (a unix:// or tcp:// engine address is needed)", host)
+		testfiles.SkipOptional(t, "cannot count the bytes sent to engine %s (a unix:// or tcp:// engine address is needed)", host)
 	}
 	ctx := context.Background()
 	stub, data := sparseStub(t, filepath.Join(t.TempDir(), "model.orkpack.gguf"))
@@ -173,7 +173,7 @@ func TestDaggerSparseInput(t *testing.T) {
 	if n > st.Uploaded+1<<20 {
 		t.Errorf("sent %d bytes to the engine for %d bytes of files: more than 1 MiB of overhead", n, st.Uploaded)
 	}
-	if os.Getenv("ORKPIPE_LONG_TESTS") == "1" {
+	if testfiles.LongTests() {
 		whole, _ := run("whole (holes as zeros)", daggerexec.WithWholeInputs())
 		t.Logf("bytes sent to the engine: whole %d, tar form %d (%.1fx fewer)", whole, n, float64(whole)/float64(n))
 	}

@@ -7,6 +7,8 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+
+	"orkpipe/internal/testfiles"
 )
 
 // buildNodes is a recipe build's node shape (ids as pipelines/build names them): layers in windows
@@ -122,7 +124,7 @@ func TestWriteDOT(t *testing.T) {
 	}
 	dot, err := exec.LookPath("dot")
 	if err != nil {
-		t.Skip("Graphviz dot not installed (apt-get install graphviz): the DOT text is not rendered")
+		testfiles.Need(t, "Graphviz dot not installed (apt-get install graphviz): the DOT text is not rendered")
 	}
 	cmd := exec.Command(dot, "-Tsvg")
 	cmd.Stdin = strings.NewReader(out)

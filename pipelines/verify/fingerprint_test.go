@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	"orkpipe/internal/testfiles"
 	"orkpipe/ork/boardhost"
 	"orkpipe/pipelines/verify"
 )
@@ -18,7 +19,7 @@ func libraryOf(t *testing.T, prefix string) string {
 	t.Helper()
 	out, err := exec.Command("ldd", "/bin/ls").Output()
 	if err != nil {
-		t.Skipf("ldd /bin/ls: %v", err)
+		testfiles.Need(t, "ldd /bin/ls: %v", err)
 	}
 	for _, line := range strings.Split(string(out), "\n") {
 		f := strings.Fields(line)
@@ -26,7 +27,7 @@ func libraryOf(t *testing.T, prefix string) string {
 			return f[2]
 		}
 	}
-	t.Skipf("/bin/ls does not link %s*: %s", prefix, out)
+	testfiles.Need(t, "/bin/ls does not link %s*: %s", prefix, out)
 	return ""
 }
 

@@ -7,6 +7,8 @@ import (
 
 	"gonum.org/v1/gonum/blas"
 	"gonum.org/v1/gonum/blas/gonum"
+
+	"orkpipe/internal/testfiles"
 )
 
 // TestPackedSkipsAsGonum checks the packed path's choice of kernel per row tile and pass: B is all
@@ -18,7 +20,7 @@ import (
 // last rows too).
 func TestPackedSkipsAsGonum(t *testing.T) {
 	if !has4x8 {
-		t.Skip("the packed path needs AVX2")
+		testfiles.SkipCPU(t, "the packed path needs AVX2")
 	}
 	forPaths(t, func(path string) { testPackedSkips(t, path) })
 }
@@ -80,7 +82,7 @@ func testPackedSkips(t *testing.T, path string) {
 // hence the allowance; under -race sync.Pool drops buffers at random, so the test does not run there.)
 func TestBufReuseAcrossSizes(t *testing.T) {
 	if raceEnabled {
-		t.Skip("sync.Pool drops a random share of its buffers under -race")
+		testfiles.SkipBuild(t, "sync.Pool drops a random share of its buffers under -race")
 	}
 	small, rounds := 512*blockCols, 64
 	product := func(big int) {

@@ -8,6 +8,8 @@ import (
 	"runtime"
 	"sync"
 	"testing"
+
+	"orkpipe/internal/testfiles"
 )
 
 // matrixRows is Rows over a matrix in memory that checks NTRows' side of the contract: rows in range,
@@ -56,7 +58,7 @@ func (r *matrixRows) Decode(dst []float32, j0, j1, k0, k1 int) error {
 // one), beta 0 and 1, one goroutine and three; each value of B decoded once a pass over it.
 func TestNTRowsMatchesNT(t *testing.T) {
 	if !DecodesRows(16) {
-		t.Skip("no AVX2: NTRows does not run")
+		testfiles.SkipCPU(t, "no AVX2: NTRows does not run")
 	}
 	r := rand.New(rand.NewPCG(21, 22))
 	for _, s := range [][3]int{{1, 4, 16}, {3, 7, 48}, {15, 260, 512}, {16, 260, 1024}, {17, 70, 1040}, {64, 130, 2048},
@@ -100,7 +102,7 @@ func TestNTRowsMatchesNT(t *testing.T) {
 // TestNTRowsDecodeError: a decode that fails makes NTRows return its error, wrapped with the rows.
 func TestNTRowsDecodeError(t *testing.T) {
 	if !DecodesRows(16) {
-		t.Skip("no AVX2: NTRows does not run")
+		testfiles.SkipCPU(t, "no AVX2: NTRows does not run")
 	}
 	r := rand.New(rand.NewPCG(23, 24))
 	for _, s := range [][4]int{{64, 200, 1024, 150}, {2, 10, 64, 9}, {20, 40, 512, 0}} {

@@ -9,6 +9,8 @@ import (
 
 	"gonum.org/v1/gonum/blas"
 	"gonum.org/v1/gonum/blas/gonum"
+
+	"orkpipe/internal/testfiles"
 )
 
 // values returns n float32 values of mixed signs and magnitudes (so that the order of the sums shows in
@@ -43,7 +45,7 @@ func gonumNT(m, n, k int, a []float32, lda int, b []float32, ldb int, beta float
 // run.
 func TestNTMatchesGonum(t *testing.T) {
 	if runtime.GOARCH != "amd64" {
-		t.Skip("gonum's Sgemm sums in this order only on amd64 (elsewhere its DotUnitary is a plain loop); TestDotMatchesKernels covers NT there")
+		testfiles.SkipBuild(t, "gonum's Sgemm sums in this order only on amd64 (elsewhere its DotUnitary is a plain loop); TestDotMatchesKernels covers NT there")
 	}
 	r := rand.New(rand.NewPCG(1, 2))
 	shapes := [][3]int{
@@ -100,7 +102,7 @@ func TestNTMatchesGonum(t *testing.T) {
 // one and of many slices.
 func TestDotMatchesKernels(t *testing.T) {
 	if !available {
-		t.Skip("no AVX2: NT sums every output with dot")
+		testfiles.SkipCPU(t, "no AVX2: NT sums every output with dot")
 	}
 	r := rand.New(rand.NewPCG(3, 4))
 	for _, k := range []int{16, 48, 64, 80, 128, 1024, 1040, 2048} {
@@ -161,7 +163,7 @@ func TestDotMatchesKernels(t *testing.T) {
 // K and slices.
 func TestNaNPayloads(t *testing.T) {
 	if runtime.GOARCH != "amd64" {
-		t.Skip("gonum's Sgemm sums in this order only on amd64")
+		testfiles.SkipBuild(t, "gonum's Sgemm sums in this order only on amd64")
 	}
 	r := rand.New(rand.NewPCG(11, 12))
 	nan := func(v []float32) []float32 {
@@ -196,7 +198,7 @@ func TestNaNPayloads(t *testing.T) {
 // 5, 8, 9, 12, 13), then group 1's (2, 3, 6, 7, 10, 11, 14, 15), from rows ldb apart.
 func TestPack16(t *testing.T) {
 	if !available512 {
-		t.Skip("no AVX-512: pack16 does not run")
+		testfiles.SkipCPU(t, "no AVX-512: pack16 does not run")
 	}
 	rows := [2][8]int{{0, 1, 4, 5, 8, 9, 12, 13}, {2, 3, 6, 7, 10, 11, 14, 15}}
 	r := rand.New(rand.NewPCG(9, 10))
@@ -225,7 +227,7 @@ func TestPack16(t *testing.T) {
 // from rows ldb apart.
 func TestPack4(t *testing.T) {
 	if !available {
-		t.Skip("no AVX2: pack4 does not run")
+		testfiles.SkipCPU(t, "no AVX2: pack4 does not run")
 	}
 	r := rand.New(rand.NewPCG(13, 14))
 	for _, k := range []int{8, 16, 24, 512} {
@@ -252,7 +254,7 @@ func TestPack4(t *testing.T) {
 // the second operand 0-3 values past a 16-byte boundary (the values before it go to lane 0 first).
 func TestDotMatchesGonum(t *testing.T) {
 	if runtime.GOARCH != "amd64" {
-		t.Skip("gonum's DotUnitary sums in this order only on amd64")
+		testfiles.SkipBuild(t, "gonum's DotUnitary sums in this order only on amd64")
 	}
 	r := rand.New(rand.NewPCG(7, 8))
 	ks := []int{1000, 1023, 2048, 2051}

@@ -1,10 +1,10 @@
 package executortest_test
 
 import (
-	"os"
 	"testing"
 
 	"orkpipe/artifacts"
+	"orkpipe/internal/testfiles"
 	"orkpipe/pipelines/engine"
 	"orkpipe/pipelines/engine/executortest"
 )
@@ -19,9 +19,7 @@ func TestLocalConforms(t *testing.T) {
 // engine's default executor (ORKPIPE_LONG_TESTS=1: two stories260K builds, about a minute on 2
 // cores). The Dagger executor's run is TestDaggerPackMatchesLocal in package daggerexec.
 func TestLocalPack(t *testing.T) {
-	if os.Getenv("ORKPIPE_LONG_TESTS") == "" {
-		t.Skip("two stories260K W4A8 builds: set ORKPIPE_LONG_TESTS=1")
-	}
+	testfiles.Long(t, "two stories260K W4A8 builds")
 	executortest.Pack(t, func(t *testing.T, store *artifacts.Store, beforeIngest func(string) error) engine.Executor {
 		return engine.Local{Store: store, BeforeIngest: beforeIngest}
 	})

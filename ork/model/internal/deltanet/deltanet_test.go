@@ -4,6 +4,8 @@ import (
 	"math"
 	"math/rand/v2"
 	"testing"
+
+	"orkpipe/internal/testfiles"
 )
 
 // TestStepMatchesGo runs Step and StepGo over a sequence of tokens from the same state, head dims
@@ -12,7 +14,7 @@ import (
 // AVX2 kernel, and with the AVX-512 one where the CPU has it.
 func TestStepMatchesGo(t *testing.T) {
 	if !Available {
-		t.Skip("no AVX2: Step has no kernel on this CPU (callers run their own code)")
+		testfiles.SkipCPU(t, "no AVX2: Step has no kernel on this CPU (callers run their own code)")
 	}
 	prev := wide
 	defer func() { wide = prev }()

@@ -5,6 +5,8 @@ import (
 	"math"
 	"math/rand/v2"
 	"testing"
+
+	"orkpipe/internal/testfiles"
 )
 
 // TestLanesKernels checks the kernels (lanes8, lanes32) against their Go loops (F32, itself checked against math/big)
@@ -13,7 +15,7 @@ import (
 // not the contract).
 func TestLanesKernels(t *testing.T) {
 	if !available {
-		t.Skip("no AVX2 and FMA: Lanes8 runs in Go")
+		testfiles.SkipCPU(t, "no AVX2 and FMA: Lanes8 runs in Go")
 	}
 	r := rand.New(rand.NewPCG(3, 4))
 	for n := 8; n <= 256; n += 8 {
@@ -102,7 +104,7 @@ func TestLanesPanics(t *testing.T) {
 // with zeros, and accumulators that start anywhere.
 func TestQ8LanesKernel(t *testing.T) {
 	if !available {
-		t.Skip("no AVX2 and FMA: Q8Lanes runs in Go")
+		testfiles.SkipCPU(t, "no AVX2 and FMA: Q8Lanes runs in Go")
 	}
 	r := rand.New(rand.NewPCG(5, 6))
 	for n := 1; n <= 40; n++ {

@@ -7,6 +7,8 @@ import (
 	"testing"
 
 	"golang.org/x/sys/cpu"
+
+	"orkpipe/internal/testfiles"
 )
 
 // TestKernelMatchesExpf runs the kernel over every 97th float32 below 89 down to -inf's neighbourhood
@@ -29,7 +31,7 @@ func forKernels(t *testing.T, f func(kernel string)) {
 		}
 	})
 	if !ran {
-		t.Skip("no AVX2 or AVX-512: Row calls Expf, no kernel runs")
+		testfiles.SkipCPU(t, "no AVX2 or AVX-512: Row calls Expf, no kernel runs")
 	}
 }
 

@@ -5,6 +5,8 @@ import (
 	"math"
 	"math/rand/v2"
 	"testing"
+
+	"orkpipe/internal/testfiles"
 )
 
 // TestExpf checks ggml_v_expf's emulation: within 2 ulp of exp, exactly 1 at 0, 0 far below.
@@ -28,7 +30,7 @@ func TestExpf(t *testing.T) {
 // infinities and NaNs (NaN-ness only), in place and not.
 func TestSiLUKernel(t *testing.T) {
 	if !available {
-		t.Skip("no AVX2 and FMA: SiLU runs in Go")
+		testfiles.SkipCPU(t, "no AVX2 and FMA: SiLU runs in Go")
 	}
 	r := rand.New(rand.NewPCG(17, 18))
 	specials := []float32{0, float32(math.Copysign(0, -1)), float32(math.Inf(1)), float32(math.Inf(-1)), float32(math.NaN()),
@@ -72,7 +74,7 @@ func TestSiLUKernel(t *testing.T) {
 // sum differs from ggml on few arguments (TestSiLUExhaustive takes all of them).
 func TestSiLUSweep(t *testing.T) {
 	if !available {
-		t.Skip("no AVX2 and FMA: SiLU runs in Go")
+		testfiles.SkipCPU(t, "no AVX2 and FMA: SiLU runs in Go")
 	}
 	x := make([]float32, 1<<20)
 	for i := range x {
@@ -89,11 +91,9 @@ func TestSiLUSweep(t *testing.T) {
 
 // TestSiLUExhaustive compares silu with SiLU's Go loop over every float32 argument (bit pattern).
 func TestSiLUExhaustive(t *testing.T) {
-	if !longTests() {
-		t.Skip("every float32 argument: set ORKPIPE_LONG_TESTS=1 to run it")
-	}
+	testfiles.Long(t, "every float32 argument, a few minutes")
 	if !available {
-		t.Skip("no AVX2 and FMA: SiLU runs in Go")
+		testfiles.SkipCPU(t, "no AVX2 and FMA: SiLU runs in Go")
 	}
 	x, got, want := make([]float32, 1<<20), make([]float32, 1<<20), make([]float32, 1<<20)
 	for hi := uint64(0); hi < 1<<32; hi += 1 << 20 {

@@ -4,8 +4,9 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
-	"os"
 	"testing"
+
+	"orkpipe/internal/testfiles"
 )
 
 // withKernels runs f with the kernels on and then off (available, available16), restoring them after.
@@ -36,7 +37,7 @@ func values(r *rand.Rand, n int, specials bool) []float32 {
 // rows whose products land a float32 midpoint's sliver off it, and specials (NaN-ness only).
 func TestAxpyRowsKernel(t *testing.T) {
 	if !available {
-		t.Skip("no AVX2 and FMA: AxpyRows runs in Go")
+		testfiles.SkipCPU(t, "no AVX2 and FMA: AxpyRows runs in Go")
 	}
 	r := rand.New(rand.NewPCG(9, 10))
 	for _, w := range []int{1, 7, 8, 9, 16, 56, 63, 64, 65, 72, 127, 128, 136, 200} {
@@ -89,7 +90,7 @@ func TestAxpyRowsPanics(t *testing.T) {
 // at and around their midpoint, and over binary16's subnormal range at random.
 func TestRound16Kernel(t *testing.T) {
 	if !available16 {
-		t.Skip("no AVX2, FMA and F16C: Round16 runs in Go")
+		testfiles.SkipCPU(t, "no AVX2, FMA and F16C: Round16 runs in Go")
 	}
 	var x []float32
 	for hi := uint32(0); hi < 1<<19; hi++ {
@@ -106,11 +107,9 @@ func TestRound16Kernel(t *testing.T) {
 
 // TestRound16Exhaustive is TestRound16Kernel over every float32 bit pattern (a minute or more).
 func TestRound16Exhaustive(t *testing.T) {
-	if !longTests() {
-		t.Skip("every float32 bit pattern: set ORKPIPE_LONG_TESTS=1 to run it")
-	}
+	testfiles.Long(t, "every float32 bit pattern, about a minute")
 	if !available16 {
-		t.Skip("no AVX2, FMA and F16C: Round16 runs in Go")
+		testfiles.SkipCPU(t, "no AVX2, FMA and F16C: Round16 runs in Go")
 	}
 	x := make([]float32, 1<<20)
 	for hi := uint64(0); hi < 1<<32; hi += 1 << 20 {
@@ -120,9 +119,6 @@ func TestRound16Exhaustive(t *testing.T) {
 		checkRound16(t, x)
 	}
 }
-
-// longTests says whether ORKPIPE_LONG_TESTS asks for the long tests.
-func longTests() bool { return os.Getenv("ORKPIPE_LONG_TESTS") != "" }
 
 func checkRound16(t *testing.T, x []float32) {
 	t.Helper()
@@ -140,7 +136,7 @@ func checkRound16(t *testing.T, x []float32) {
 // accumulators in binary16 as ggml keeps them.
 func TestRound16Ops(t *testing.T) {
 	if !available16 {
-		t.Skip("no AVX2, FMA and F16C: the binary16 roundings run in Go")
+		testfiles.SkipCPU(t, "no AVX2, FMA and F16C: the binary16 roundings run in Go")
 	}
 	r := rand.New(rand.NewPCG(13, 14))
 	for n := 1; n <= 70; n++ {

@@ -4,6 +4,7 @@ package stages_test
 
 import (
 	"bufio"
+	"fmt"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -44,7 +45,7 @@ func TestFinalizeMemory(t *testing.T) {
 		refit, search               int
 	}
 	// The default cases keep GPTQ at K = 2048 (a few seconds at most); the K = 4096, 5120 and 17408
-	// cases run with ORKPIPE_LONG_TESTS=1 (session 45, pure Go on 2 cores: seconds each, the 27B
+	// cases, and two refit rounds at 2048, run with ORKPIPE_LONG_TESTS=1 (session 45, pure Go on 2 cores: seconds each, the 27B
 	// ffn_down 45-80 s with ~3.3 GiB in its child and its Hessian file of 0.6 GB written first).
 	cases := []tc{
 		{name: "gptq-rot-g32-K2048", embd: 512, ff: 2048, tensor: "blk.0.ffn_down.weight", method: "gptq", dtype: "I4_ROT_A8", rota: "hadamard", group: 32, n: 512, k: 2048},
@@ -69,7 +70,7 @@ func TestFinalizeMemory(t *testing.T) {
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			if c.long {
-				testfiles.Long(t, "GPTQ at K >= 4096: seconds each, the 27B ffn_down up to ~1.5 minutes and ~3.5 GiB")
+				testfiles.Long(t, fmt.Sprintf("finalize %s (K = %d): seconds, the 27B ffn_down's up to ~1.5 minutes and ~3.5 GiB", c.method, c.k))
 			}
 			model, ok := models[[2]int{c.embd, c.ff}]
 			if !ok {

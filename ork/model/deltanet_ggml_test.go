@@ -14,16 +14,8 @@ import (
 // the CPU has one) and the ggml-exact pass (ggml_gated_delta_net's dot products and FMAs).
 func BenchmarkGatedDeltaRule(b *testing.B) {
 	sh := SSMShape{ConvKernel: 4, HeadDim: 128, KHeads: 16, VHeads: 48}
-	const t = 128
-	rng := rand.New(rand.NewPCG(25, 26))
-	u, g, beta := make([]float32, t*sh.ConvDim()), make([]float32, t*sh.VHeads), make([]float32, t*sh.VHeads)
-	for i := range u {
-		u[i] = float32(rng.NormFloat64() * 0.1)
-	}
-	for i := range g {
-		g[i], beta[i] = float32(-rng.Float64()), float32(rng.Float64())
-	}
-	o := make([]float32, t*sh.ValueDim())
+	u, g, beta := randomDeltaInputs(rand.New(rand.NewPCG(25, 26)), sh, 128, 0.1)
+	o := make([]float32, 128*sh.ValueDim())
 	work := make([]float32, parallel.Workers(sh.VHeads)*(sh.HeadDim*sh.HeadDim+sh.HeadDim))
 	for _, ggml := range []bool{false, true} {
 		b.Run(fmt.Sprintf("ggml=%v", ggml), func(b *testing.B) {
@@ -40,14 +32,7 @@ func BenchmarkGatedDeltaRule(b *testing.B) {
 func TestGatedDeltaRuleGGMLMatchesPerValue(t *testing.T) {
 	for _, sh := range []SSMShape{{ConvKernel: 4, HeadDim: 16, KHeads: 2, VHeads: 4}, {ConvKernel: 4, HeadDim: 36, KHeads: 1, VHeads: 2}, {ConvKernel: 4, HeadDim: 128, KHeads: 2, VHeads: 2}} {
 		const tokens = 40
-		rng := rand.New(rand.NewPCG(27, 28))
-		u, g, beta := make([]float32, tokens*sh.ConvDim()), make([]float32, tokens*sh.VHeads), make([]float32, tokens*sh.VHeads)
-		for i := range u {
-			u[i] = float32(rng.NormFloat64() * 0.3)
-		}
-		for i := range g {
-			g[i], beta[i] = float32(-rng.Float64()), float32(rng.Float64())
-		}
+		u, g, beta := randomDeltaInputs(rand.New(rand.NewPCG(27, 28)), sh, tokens, 0.3)
 		got, want := make([]float32, tokens*sh.ValueDim()), make([]float32, tokens*sh.ValueDim())
 		gatedDeltaRule(got, u, g, beta, sh, make([]float32, parallel.Workers(sh.VHeads)*(sh.HeadDim*sh.HeadDim+sh.HeadDim)), true)
 		gatedDeltaRuleGGMLRef(want, u, g, beta, sh)
@@ -57,6 +42,19 @@ func TestGatedDeltaRuleGGMLMatchesPerValue(t *testing.T) {
 			}
 		}
 	}
+}
+
+// randomDeltaInputs returns the recurrence's inputs for tokens rows of shape sh: the convolved q|k|v
+// normal times sd, the log-decays g in (-1, 0] and the betas in [0, 1).
+func randomDeltaInputs(rng *rand.Rand, sh SSMShape, tokens int, sd float64) (u, g, beta []float32) {
+	u, g, beta = make([]float32, tokens*sh.ConvDim()), make([]float32, tokens*sh.VHeads), make([]float32, tokens*sh.VHeads)
+	for i := range u {
+		u[i] = float32(rng.NormFloat64() * sd)
+	}
+	for i := range g {
+		g[i], beta[i] = float32(-rng.Float64()), float32(rng.Float64())
+	}
+	return u, g, beta
 }
 
 // gatedDeltaRuleGGMLRef is gatedDeltaRule's ggml-exact pass as it was computed value by value

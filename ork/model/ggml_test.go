@@ -144,15 +144,7 @@ func TestGGMLDotOrder(t *testing.T) {
 // different from each other (the short-ubatch path accumulates in binary16).
 func TestFlashAttentionGGML(t *testing.T) {
 	const tokens, heads, kvHeads, hd = 100, 4, 2, 16
-	rng := rand.New(rand.NewPCG(3, 4))
-	q, k, v := make([]float32, tokens*heads*hd), make([]float32, tokens*kvHeads*hd), make([]float32, tokens*kvHeads*hd)
-	for _, s := range [][]float32{q, k, v} {
-		for i := range s {
-			s[i] = float32(rng.NormFloat64())
-		}
-	}
-	roundF16(k)
-	roundF16(v)
+	q, k, v := randomQKV(rand.New(rand.NewPCG(3, 4)), tokens, heads, kvHeads, hd, 1)
 	ref := make([]float32, len(q))
 	attention(ref, make([]float32, attentionScratch(heads, tokens)), q, k, v, tokens, heads, kvHeads, hd)
 	tiled, short := make([]float32, len(q)), make([]float32, len(q))

@@ -21,15 +21,8 @@ func TestFlashAttentionGGMLMatchesRowByRow(t *testing.T) {
 		{1, 1, 1, 8, 0}, {63, 2, 1, 8, 0}, {64, 2, 2, 16, 0}, {65, 4, 2, 12, 0}, {130, 4, 1, 72, 0},
 		{200, 2, 1, 256, 0}, {40, 4, 2, 16, 32}, {100, 2, 1, 72, 32}, {150, 4, 2, 64, 100}, {129, 2, 2, 8, 64},
 	} {
-		qd, kvd := c.heads*c.hd, c.kvHeads*c.hd
-		q, k, v := make([]float32, c.tokens*qd), make([]float32, c.tokens*kvd), make([]float32, c.tokens*kvd)
-		for _, s := range [][]float32{q, k, v} {
-			for i := range s {
-				s[i] = float32(rng.NormFloat64() * 2)
-			}
-		}
-		roundF16(k)
-		roundF16(v)
+		qd := c.heads * c.hd
+		q, k, v := randomQKV(rng, c.tokens, c.heads, c.kvHeads, c.hd, 2)
 		got, want := make([]float32, len(q)), make([]float32, len(q))
 		flashAttentionGGML(got, q, k, v, c.tokens, c.heads, c.kvHeads, c.hd, c.ubatch)
 		flashAttentionRef(want, q, k, v, c.tokens, c.heads, c.kvHeads, c.hd, c.ubatch)
@@ -55,6 +48,20 @@ func TestFlashAttentionGGMLMatchesRowByRow(t *testing.T) {
 			}
 		}
 	})
+}
+
+// randomQKV returns the queries, keys and values of a sequence of tokens rows: normal values times sd,
+// the keys and values rounded to binary16 (as llama.cpp's F16 cache holds them).
+func randomQKV(rng *rand.Rand, tokens, heads, kvHeads, hd int, sd float64) (q, k, v []float32) {
+	q, k, v = make([]float32, tokens*heads*hd), make([]float32, tokens*kvHeads*hd), make([]float32, tokens*kvHeads*hd)
+	for _, s := range [][]float32{q, k, v} {
+		for i := range s {
+			s[i] = float32(rng.NormFloat64() * sd)
+		}
+	}
+	roundF16(k)
+	roundF16(v)
+	return q, k, v
 }
 
 // flashAttentionRef is flashAttentionGGML as it was computed value by value (session 58), the reference
@@ -176,15 +183,7 @@ func faRowF16Ref(o, qi, k, v []float32, pos, kvd int, scale float32, acc []float
 // (ubatches of 32), and the per-value loops they replaced.
 func BenchmarkFlashAttentionGGML(b *testing.B) {
 	const tokens, heads, kvHeads, hd = 512, 24, 4, 256
-	rng := rand.New(rand.NewPCG(23, 24))
-	q, k, v := make([]float32, tokens*heads*hd), make([]float32, tokens*kvHeads*hd), make([]float32, tokens*kvHeads*hd)
-	for _, s := range [][]float32{q, k, v} {
-		for i := range s {
-			s[i] = float32(rng.NormFloat64())
-		}
-	}
-	roundF16(k)
-	roundF16(v)
+	q, k, v := randomQKV(rand.New(rand.NewPCG(23, 24)), tokens, heads, kvHeads, hd, 1)
 	out := make([]float32, len(q))
 	for _, ubatch := range []int{0, 32} {
 		b.Run(fmt.Sprintf("ubatch=%d", ubatch), func(b *testing.B) {

@@ -6,6 +6,7 @@ import (
 	"math"
 
 	"orkpipe/ork/gguf"
+	"orkpipe/ork/model/internal/fma"
 )
 
 // ggmlMatmul is a Linear computing y = W·x as ggml's CPU backend computes ggml_mul_mat (and, with vec,
@@ -70,6 +71,11 @@ func newGGMLMatmul(t gguf.Type, n, k int, raw []byte, mulMatID bool) (*ggmlMatmu
 // Dims implements Linear.
 func (m *ggmlMatmul) Dims() (int, int) { return m.n, m.k }
 
+// ggmlTokenBlock is the number of tokens whose dot products Apply computes against each weight row in
+// turn, while that row is in cache (a 5120-wide Q8_0 row is 5 KiB, an F16 one 20 KiB as float32):
+// otherwise every token streams the whole weight from memory. Each output is the same dot product.
+const ggmlTokenBlock = 8
+
 // Apply implements Linear.
 func (m *ggmlMatmul) Apply(y, x []float32) error {
 	n, k := m.n, m.k
@@ -78,39 +84,49 @@ func (m *ggmlMatmul) Apply(y, x []float32) error {
 	}
 	t := len(x) / k
 	parallelRows(t, t*n*k, 0, func(r0, r1 int) {
-		var xq q8Row
-		var xr []float32
-		switch m.typ {
-		case gguf.TypeQ8_0:
-			xq = q8Row{q: make([]int8, k), d: make([]float32, k/32)}
-		case gguf.TypeF16:
-			xr = make([]float32, k)
-		}
-		for r := r0; r < r1; r++ {
-			xs, ys := x[r*k:(r+1)*k], y[r*n:(r+1)*n]
+		tb := min(ggmlTokenBlock, r1-r0)
+		xqs, xrs := make([]q8Row, tb), make([][]float32, tb)
+		for j := range tb {
 			switch m.typ {
 			case gguf.TypeQ8_0:
-				quantizeQ8_0AVX2(xq, xs)
-				for i := range ys {
-					ys[i] = dotQ8_0(q8Row{q: m.q8.q[i*k : (i+1)*k], d: m.q8.d[i*k/32 : (i+1)*k/32]}, xq)
-				}
-				continue
+				xqs[j] = q8Row{q: make([]int8, k), d: make([]float32, k/32)}
 			case gguf.TypeF16:
-				for i, v := range xs {
-					xr[i] = gguf.F16ToF32(gguf.F32ToF16(v))
-				}
-			default:
-				xr = xs
+				xrs[j] = make([]float32, k)
 			}
-			for i := range ys {
-				w := m.w[i*k : (i+1)*k]
-				switch {
-				case !m.vec:
-					ys[i] = dotTiny(w, xr)
-				case m.typ == gguf.TypeF16:
-					ys[i] = dotVecF16(w, xr)
+		}
+		for b0 := r0; b0 < r1; b0 += tb {
+			b1 := min(b0+tb, r1)
+			for r := b0; r < b1; r++ { // the block's inputs in the weight's vec_dot_type
+				xs := x[r*k : (r+1)*k]
+				switch m.typ {
+				case gguf.TypeQ8_0:
+					quantizeQ8_0AVX2(xqs[r-b0], xs)
+				case gguf.TypeF16:
+					copy(xrs[r-b0], xs)
+					fma.Round16(xrs[r-b0])
 				default:
-					ys[i] = dotVecF32(w, xr)
+					xrs[r-b0] = xs
+				}
+			}
+			for i := range n {
+				if m.typ == gguf.TypeQ8_0 {
+					w := q8Row{q: m.q8.q[i*k : (i+1)*k], d: m.q8.d[i*k/32 : (i+1)*k/32]}
+					for r := b0; r < b1; r++ {
+						y[r*n+i] = dotQ8_0(w, xqs[r-b0])
+					}
+					continue
+				}
+				w := m.w[i*k : (i+1)*k]
+				for r := b0; r < b1; r++ {
+					xr := xrs[r-b0]
+					switch {
+					case !m.vec:
+						y[r*n+i] = dotTiny(w, xr)
+					case m.typ == gguf.TypeF16:
+						y[r*n+i] = dotVecF16(w, xr)
+					default:
+						y[r*n+i] = dotVecF32(w, xr)
+					}
 				}
 			}
 		}

@@ -74,6 +74,16 @@ func dotQ8_0(w, x q8Row) float32 {
 	return hsum8(&acc)
 }
 
+// dotsQ8_0 is dotQ8_0 of the weight row w against four inputs at once (fma.Q8Lanes4: w's blocks widened
+// once for the four), the inputs' codes held as int16: out[t] = dotQ8_0(w, x_t), the same bits.
+func dotsQ8_0(out *[4]float32, w q8Row, xq *[4][]int16, xd *[4][]float32) {
+	var acc [4][8]float32
+	fma.Q8Lanes4(w.q, w.d, xq, xd, &acc)
+	for t := range out {
+		out[t] = hsum8(&acc[t])
+	}
+}
+
 // dotTiny is llamafile's tinyBLAS (F32 and F16 weights, AVX2) for one output: lane j accumulates
 // w[8l+j]·x[8l+j] with FMA over l, then hsum8. len(w) is a multiple of 8.
 func dotTiny(w, x []float32) float32 {

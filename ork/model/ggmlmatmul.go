@@ -12,7 +12,7 @@ import (
 // ggmlMatmul is a Linear computing y = W·x as ggml's CPU backend computes ggml_mul_mat (and, with vec,
 // ggml_mul_mat_id) for a weight of type Q8_0, F16 or F32, bit for bit: the input row is converted to the
 // weight's vec_dot_type (Q8_0 blocks by quantize_row_q8_0's AVX2 variant, binary16, or kept float32),
-// and every output is one dot product in ggml's order — dotQ8_0, dotTiny for llamafile's sgemm (which
+// and every output is one dot product in ggml's order — dotQ8_0 (four tokens at once: dotsQ8_0), dotTiny for llamafile's sgemm (which
 // ggml_mul_mat uses for F16/F32 weights of N a multiple of 4 and K a multiple of 8), else dotVecF16 /
 // dotVecF32 (ggml_vec_dot_*, used by ggml_mul_mat_id always).
 type ggmlMatmul struct {
@@ -85,11 +85,11 @@ func (m *ggmlMatmul) Apply(y, x []float32) error {
 	t := len(x) / k
 	parallelRows(t, t*n*k, 0, func(r0, r1 int) {
 		tb := min(ggmlTokenBlock, r1-r0)
-		xqs, xrs := make([]q8Row, tb), make([][]float32, tb)
+		xqs, x16s, xrs := make([]q8Row, tb), make([][]int16, tb), make([][]float32, tb)
 		for j := range tb {
 			switch m.typ {
 			case gguf.TypeQ8_0:
-				xqs[j] = q8Row{q: make([]int8, k), d: make([]float32, k/32)}
+				xqs[j], x16s[j] = q8Row{q: make([]int8, k), d: make([]float32, k/32)}, make([]int16, k)
 			case gguf.TypeF16:
 				xrs[j] = make([]float32, k)
 			}
@@ -101,6 +101,9 @@ func (m *ggmlMatmul) Apply(y, x []float32) error {
 				switch m.typ {
 				case gguf.TypeQ8_0:
 					quantizeQ8_0AVX2(xqs[r-b0], xs)
+					for j, c := range xqs[r-b0].q {
+						x16s[r-b0][j] = int16(c)
+					}
 				case gguf.TypeF16:
 					copy(xrs[r-b0], xs)
 					fma.Round16(xrs[r-b0])
@@ -109,10 +112,20 @@ func (m *ggmlMatmul) Apply(y, x []float32) error {
 				}
 			}
 			for i := range n {
-				if m.typ == gguf.TypeQ8_0 {
+				if m.typ == gguf.TypeQ8_0 { // four tokens a call, the last group padded with its last token
 					w := q8Row{q: m.q8.q[i*k : (i+1)*k], d: m.q8.d[i*k/32 : (i+1)*k/32]}
-					for r := b0; r < b1; r++ {
-						y[r*n+i] = dotQ8_0(w, xqs[r-b0])
+					for r := b0; r < b1; r += 4 {
+						var xq [4][]int16
+						var xd [4][]float32
+						var out [4]float32
+						for j := range 4 {
+							s := min(r+j, b1-1) - b0
+							xq[j], xd[j] = x16s[s], xqs[s].d
+						}
+						dotsQ8_0(&out, w, &xq, &xd)
+						for j := 0; j < 4 && r+j < b1; j++ {
+							y[(r+j)*n+i] = out[j]
+						}
 					}
 					continue
 				}

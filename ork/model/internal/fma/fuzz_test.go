@@ -21,7 +21,7 @@ func floats(data []byte) []float32 {
 // FuzzKernels runs every kernel of the package on values made of the fuzzer's bytes (any bit pattern)
 // and compares it with its Go loop (withKernels), NaN-ness only for NaNs: AxpyRows (widths and row
 // counts from the first bytes, the stride a little wider), Round16, AxpyRound16, ScaleRound16, Scale,
-// SiLU with and without its gate, Lanes8, Lanes32 and Q8Lanes.
+// SiLU with and without its gate, Lanes8, Lanes32, Q8Lanes and Q8Lanes4.
 func FuzzKernels(f *testing.F) {
 	f.Add(uint8(9), uint8(3), uint8(2), make([]byte, 512))
 	f.Add(uint8(64), uint8(2), uint8(0), []byte("\x00\x00\x80\x3f\x00\x00\xc0\x7f\xff\xff\x7f\x7f\x01\x00\x00\x00\x00\x00\x80\xff\x33\x33\x33\x43\xa4\x70\x9d\xc3"))
@@ -95,6 +95,17 @@ func FuzzKernels(f *testing.F) {
 				Q8Lanes(wq, xq, wd, xd, &acc[b2i(kernel)])
 			})
 			same(t, "Q8Lanes", acc[1][:], acc[0][:])
+			x16, w16 := make([]int16, len(xq)), make([]int16, len(wq)) // Q8Lanes4: inputs x, w, x, w against w's rows
+			for i := range xq {
+				x16[i], w16[i] = int16(xq[i]), int16(wq[i])
+			}
+			var acc4 [2][4][8]float32
+			withKernels(t, func(kernel bool) {
+				Q8Lanes4(wq, wd, &[4][]int16{x16, w16, x16, w16}, &[4][]float32{xd, wd, xd, wd}, &acc4[b2i(kernel)])
+			})
+			for j := range acc4[0] {
+				same(t, "Q8Lanes4", acc4[1][j][:], acc4[0][j][:])
+			}
 		}
 	})
 }

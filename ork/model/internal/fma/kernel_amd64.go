@@ -55,3 +55,9 @@ func silu(y, x, gate *float32, n int)
 //
 //go:noescape
 func scale(x *float32, n int, s float32)
+
+// q8Lanes4 is Q8Lanes4 over n (positive) blocks: x0..x3 the inputs' int16 codes, d0..d3 their scales.
+// AVX2, FMA.
+//
+//go:noescape
+func q8Lanes4(wq *int8, wd *float32, x0, x1, x2, x3 *int16, d0, d1, d2, d3 *float32, n int, acc *[4][8]float32)

@@ -463,3 +463,86 @@ silustore:
 
 	VZEROUPPER
 	RET
+
+// func q8Lanes4(wq *int8, wd *float32, x0, x1, x2, x3 *int16, d0, d1, d2, d3 *float32, n int, acc *[4][8]float32)
+//
+// q8Lanes for four inputs whose codes are int16 already: per block the 32 codes of w widened once
+// (VPMOVSXBW), then for each input the pairs' products summed (VPMADDWD with the input's codes in
+// memory), adjacent pairs summed and put in ggml's lane order (VPHADDD, VPERMQ), converted, and
+// acc[t] = d·s + acc[t] with d = wd·d_t rounded to float32: q8Lanes's operations.
+TEXT ·q8Lanes4(SB), NOSPLIT, $0-96
+	MOVQ wq+0(FP), SI
+	MOVQ wd+8(FP), R8
+	MOVQ x0+16(FP), DI
+	MOVQ x1+24(FP), R9
+	MOVQ x2+32(FP), R10
+	MOVQ x3+40(FP), R11
+	MOVQ d0+48(FP), R12
+	MOVQ d1+56(FP), R13
+	MOVQ d2+64(FP), AX
+	MOVQ d3+72(FP), BX
+	MOVQ n+80(FP), CX
+	MOVQ acc+88(FP), DX
+	VMOVUPS (DX), Y0
+	VMOVUPS 32(DX), Y6
+	VMOVUPS 64(DX), Y7
+	VMOVUPS 96(DX), Y8
+
+loopq84:
+	VPMOVSXBW (SI), Y1
+	VPMOVSXBW 16(SI), Y2
+	VPMADDWD (DI), Y1, Y3
+	VPMADDWD 32(DI), Y2, Y4
+	VPHADDD Y4, Y3, Y3
+	VPERMQ $0xD8, Y3, Y3
+	VCVTDQ2PS Y3, Y3
+	VMOVSS (R8), X5
+	VMULSS (R12), X5, X5
+	VBROADCASTSS X5, Y5
+	VFMADD231PS Y3, Y5, Y0
+	VPMADDWD (R9), Y1, Y3
+	VPMADDWD 32(R9), Y2, Y4
+	VPHADDD Y4, Y3, Y3
+	VPERMQ $0xD8, Y3, Y3
+	VCVTDQ2PS Y3, Y3
+	VMOVSS (R8), X5
+	VMULSS (R13), X5, X5
+	VBROADCASTSS X5, Y5
+	VFMADD231PS Y3, Y5, Y6
+	VPMADDWD (R10), Y1, Y3
+	VPMADDWD 32(R10), Y2, Y4
+	VPHADDD Y4, Y3, Y3
+	VPERMQ $0xD8, Y3, Y3
+	VCVTDQ2PS Y3, Y3
+	VMOVSS (R8), X5
+	VMULSS (AX), X5, X5
+	VBROADCASTSS X5, Y5
+	VFMADD231PS Y3, Y5, Y7
+	VPMADDWD (R11), Y1, Y3
+	VPMADDWD 32(R11), Y2, Y4
+	VPHADDD Y4, Y3, Y3
+	VPERMQ $0xD8, Y3, Y3
+	VCVTDQ2PS Y3, Y3
+	VMOVSS (R8), X5
+	VMULSS (BX), X5, X5
+	VBROADCASTSS X5, Y5
+	VFMADD231PS Y3, Y5, Y8
+	ADDQ $32, SI
+	ADDQ $4, R8
+	ADDQ $64, DI
+	ADDQ $64, R9
+	ADDQ $64, R10
+	ADDQ $64, R11
+	ADDQ $4, R12
+	ADDQ $4, R13
+	ADDQ $4, AX
+	ADDQ $4, BX
+	DECQ CX
+	JNZ  loopq84
+
+	VMOVUPS Y0, (DX)
+	VMOVUPS Y6, 32(DX)
+	VMOVUPS Y7, 64(DX)
+	VMOVUPS Y8, 96(DX)
+	VZEROUPPER
+	RET

@@ -86,3 +86,38 @@ func q8LanesGo(wq, xq []int8, wd, xd []float32, acc *[8]float32) {
 		}
 	}
 }
+
+// Q8Lanes4 is Q8Lanes for one weight row and four inputs: acc[t] takes what Q8Lanes(wq, x_t, wd, xd[t], &acc[t])
+// would, x_t being xq[t]'s codes (held as int16, widened once for every weight row the input meets).
+// Each xq[t] must hold 32 codes, and each xd[t] a scale, for each scale of wd; an input may appear more
+// than once. With AVX2 and FMA it runs in a kernel that widens each block of w once for the four
+// inputs: the same bits.
+func Q8Lanes4(wq []int8, wd []float32, xq *[4][]int16, xd *[4][]float32, acc *[4][8]float32) {
+	n := len(wd)
+	if len(wq) < 32*n {
+		panic("fma: Q8Lanes4 wants 32 codes of w for each scale")
+	}
+	for t := range xq {
+		if len(xq[t]) < 32*n || len(xd[t]) < n {
+			panic("fma: Q8Lanes4 wants 32 codes and a scale of each input for each scale of w")
+		}
+	}
+	if n == 0 {
+		return
+	}
+	if available {
+		q8Lanes4(&wq[0], &wd[0], &xq[0][0], &xq[1][0], &xq[2][0], &xq[3][0], &xd[0][0], &xd[1][0], &xd[2][0], &xd[3][0], n, acc)
+		return
+	}
+	for t := range acc {
+		for b := range wd {
+			d := wd[b] * xd[t][b]
+			w, x := wq[32*b:32*b+32], xq[t][32*b:32*b+32]
+			for j := range acc[t] {
+				s := int32(w[4*j])*int32(x[4*j]) + int32(w[4*j+1])*int32(x[4*j+1]) +
+					int32(w[4*j+2])*int32(x[4*j+2]) + int32(w[4*j+3])*int32(x[4*j+3])
+				acc[t][j] = F32(d, float32(s), acc[t][j])
+			}
+		}
+	}
+}

@@ -464,6 +464,19 @@ silustore:
 	VZEROUPPER
 	RET
 
+// Q8TOKEN is one token's step of q8Lanes4 for the block whose w codes are widened in Y1 and Y2: its
+// codes at x, its scale at d, its accumulator acc (Y3, Y4, X5/Y5 scratch).
+#define Q8TOKEN(x, d, acc) \
+	VPMADDWD (x), Y1, Y3; \
+	VPMADDWD 32(x), Y2, Y4; \
+	VPHADDD Y4, Y3, Y3; \
+	VPERMQ $0xD8, Y3, Y3; \
+	VCVTDQ2PS Y3, Y3; \
+	VMOVSS (R8), X5; \
+	VMULSS (d), X5, X5; \
+	VBROADCASTSS X5, Y5; \
+	VFMADD231PS Y3, Y5, acc
+
 // func q8Lanes4(wq *int8, wd *float32, x0, x1, x2, x3 *int16, d0, d1, d2, d3 *float32, n int, acc *[4][8]float32)
 //
 // q8Lanes for four inputs whose codes are int16 already: per block the 32 codes of w widened once
@@ -491,42 +504,10 @@ TEXT ·q8Lanes4(SB), NOSPLIT, $0-96
 loopq84:
 	VPMOVSXBW (SI), Y1
 	VPMOVSXBW 16(SI), Y2
-	VPMADDWD (DI), Y1, Y3
-	VPMADDWD 32(DI), Y2, Y4
-	VPHADDD Y4, Y3, Y3
-	VPERMQ $0xD8, Y3, Y3
-	VCVTDQ2PS Y3, Y3
-	VMOVSS (R8), X5
-	VMULSS (R12), X5, X5
-	VBROADCASTSS X5, Y5
-	VFMADD231PS Y3, Y5, Y0
-	VPMADDWD (R9), Y1, Y3
-	VPMADDWD 32(R9), Y2, Y4
-	VPHADDD Y4, Y3, Y3
-	VPERMQ $0xD8, Y3, Y3
-	VCVTDQ2PS Y3, Y3
-	VMOVSS (R8), X5
-	VMULSS (R13), X5, X5
-	VBROADCASTSS X5, Y5
-	VFMADD231PS Y3, Y5, Y6
-	VPMADDWD (R10), Y1, Y3
-	VPMADDWD 32(R10), Y2, Y4
-	VPHADDD Y4, Y3, Y3
-	VPERMQ $0xD8, Y3, Y3
-	VCVTDQ2PS Y3, Y3
-	VMOVSS (R8), X5
-	VMULSS (AX), X5, X5
-	VBROADCASTSS X5, Y5
-	VFMADD231PS Y3, Y5, Y7
-	VPMADDWD (R11), Y1, Y3
-	VPMADDWD 32(R11), Y2, Y4
-	VPHADDD Y4, Y3, Y3
-	VPERMQ $0xD8, Y3, Y3
-	VCVTDQ2PS Y3, Y3
-	VMOVSS (R8), X5
-	VMULSS (BX), X5, X5
-	VBROADCASTSS X5, Y5
-	VFMADD231PS Y3, Y5, Y8
+	Q8TOKEN(DI, R12, Y0)
+	Q8TOKEN(R9, R13, Y6)
+	Q8TOKEN(R10, AX, Y7)
+	Q8TOKEN(R11, BX, Y8)
 	ADDQ $32, SI
 	ADDQ $4, R8
 	ADDQ $64, DI

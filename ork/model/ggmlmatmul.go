@@ -12,9 +12,9 @@ import (
 // ggmlMatmul is a Linear computing y = W·x as ggml's CPU backend computes ggml_mul_mat (and, with vec,
 // ggml_mul_mat_id) for a weight of type Q8_0, F16 or F32, bit for bit: the input row is converted to the
 // weight's vec_dot_type (Q8_0 blocks by quantize_row_q8_0's AVX2 variant, binary16, or kept float32),
-// and every output is one dot product in ggml's order — dotQ8_0 (four tokens at once: dotsQ8_0), dotTiny for llamafile's sgemm (which
-// ggml_mul_mat uses for F16/F32 weights of N a multiple of 4 and K a multiple of 8), else dotVecF16 /
-// dotVecF32 (ggml_vec_dot_*, used by ggml_mul_mat_id always).
+// and every output is one dot product in ggml's order — dotQ8_0 (four tokens at a time: dotsQ8_0),
+// dotTiny for llamafile's sgemm (which ggml_mul_mat uses for F16/F32 weights of N a multiple of 4 and K
+// a multiple of 8), else dotVecF16 / dotVecF32 (ggml_vec_dot_*, used by ggml_mul_mat_id always).
 type ggmlMatmul struct {
 	n, k int
 	typ  gguf.Type

@@ -20,10 +20,7 @@ func fma32(a, b, c float32) float32 { return fma.F32(a, b, c) }
 
 // hsum8 is the horizontal sum of an 8-lane accumulator as ggml's hsum_float_8 and llamafile's hsum
 // compute it: the high half added to the low half, then lanes (0+2, 1+3), then their sum.
-func hsum8(v *[8]float32) float32 {
-	a0, a1, a2, a3 := v[4]+v[0], v[5]+v[1], v[6]+v[2], v[7]+v[3]
-	return (a0 + a2) + (a1 + a3)
-}
+func hsum8(v *[8]float32) float32 { return fma.Hsum8(v) }
 
 // reduce4x8 is GGML_F32x8_REDUCE over four 8-lane accumulators (ggml_vec_dot_f32/_f16): s0+s2, s1+s3,
 // then their sum, then the high half added to the low half and two horizontal pair additions.
@@ -86,11 +83,7 @@ func dotsQ8_0(out *[4]float32, w q8Row, xq *[4][]int16, xd *[4][]float32) {
 
 // dotTiny is llamafile's tinyBLAS (F32 and F16 weights, AVX2) for one output: lane j accumulates
 // w[8l+j]·x[8l+j] with FMA over l, then hsum8. len(w) is a multiple of 8.
-func dotTiny(w, x []float32) float32 {
-	var acc [8]float32
-	fma.Lanes8(w, x, &acc)
-	return hsum8(&acc)
-}
+func dotTiny(w, x []float32) float32 { return fma.Dot8(w, x) }
 
 // dotVecF16 is ggml_vec_dot_f16 (AVX2) over values that are binary16: four 8-lane FMA accumulators over
 // the first len &^ 31 values, reduce4x8, then the rest as float32 products summed in float64.

@@ -21,7 +21,7 @@ func floats(data []byte) []float32 {
 // FuzzKernels runs every kernel of the package on values made of the fuzzer's bytes (any bit pattern)
 // and compares it with its Go loop (withKernels), NaN-ness only for NaNs: AxpyRows (widths and row
 // counts from the first bytes, the stride a little wider), Round16, AxpyRound16, ScaleRound16, Scale,
-// SiLU with and without its gate, Lanes8, Lanes32, Q8Lanes and Q8Lanes4.
+// SiLU with and without its gate, Lanes8, Dot8, Lanes32, Q8Lanes and Q8Lanes4.
 func FuzzKernels(f *testing.F) {
 	f.Add(uint8(9), uint8(3), uint8(2), make([]byte, 512))
 	f.Add(uint8(64), uint8(2), uint8(0), []byte("\x00\x00\x80\x3f\x00\x00\xc0\x7f\xff\xff\x7f\x7f\x01\x00\x00\x00\x00\x00\x80\xff\x33\x33\x33\x43\xa4\x70\x9d\xc3"))
@@ -75,6 +75,9 @@ func FuzzKernels(f *testing.F) {
 				Lanes32(x[len(x)-m:], x[:m], &l32[b2i(kernel)])
 			})
 			same(t, "Lanes8", l8[1][:], l8[0][:])
+			var d8 [2]float32
+			withKernels(t, func(kernel bool) { d8[b2i(kernel)] = Dot8(x[:m], x[len(x)-m:]) })
+			same(t, "Dot8", d8[1:], d8[:1])
 			for j := range l32[0] {
 				same(t, "Lanes32", l32[1][j][:], l32[0][j][:])
 			}

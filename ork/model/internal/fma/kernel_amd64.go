@@ -61,3 +61,8 @@ func scale(x *float32, n int, s float32)
 //
 //go:noescape
 func q8Lanes4(wq *int8, wd *float32, x0, x1, x2, x3 *int16, d0, d1, d2, d3 *float32, n int, acc *[4][8]float32)
+
+// dot8 is Dot8 over the n values (a positive multiple of 8) at w and x. AVX2, FMA.
+//
+//go:noescape
+func dot8(w, x *float32, n int) float32

@@ -24,6 +24,36 @@ loop:
 	VZEROUPPER
 	RET
 
+// func dot8(w, x *float32, n int) float32
+//
+// lanes8 from a zero accumulator, then hsum_float_8 in registers: the high half added to the low
+// (VEXTRACTF128, VADDPS: lane i = v[i+4] + v[i]), lanes 2 and 3 onto 0 and 1 (VMOVHLPS, VADDPS), lane
+// 1 onto 0 (VMOVSHDUP, VADDSS).
+TEXT ·dot8(SB), NOSPLIT, $0-28
+	MOVQ w+0(FP), SI
+	MOVQ x+8(FP), DI
+	MOVQ n+16(FP), CX
+	VXORPS Y0, Y0, Y0
+	SHRQ $3, CX
+
+loopdot8:
+	VMOVUPS (SI), Y1
+	VFMADD231PS (DI), Y1, Y0
+	ADDQ $32, SI
+	ADDQ $32, DI
+	DECQ CX
+	JNZ loopdot8
+
+	VEXTRACTF128 $1, Y0, X1
+	VADDPS X0, X1, X0
+	VMOVHLPS X0, X0, X1
+	VADDPS X1, X0, X0
+	VMOVSHDUP X0, X1
+	VADDSS X1, X0, X0
+	MOVSS X0, ret+24(FP)
+	VZEROUPPER
+	RET
+
 // func lanes32(w, x *float32, n int, acc *[4][8]float32)
 //
 // lanes8 for four accumulators, the values of each block of 32 eight to an accumulator in order.

@@ -47,3 +47,7 @@ func scale(x *float32, n int, s float32) {
 func q8Lanes4(wq *int8, wd *float32, x0, x1, x2, x3 *int16, d0, d1, d2, d3 *float32, n int, acc *[4][8]float32) {
 	panic("fma: no kernel off amd64")
 }
+
+func dot8(w, x *float32, n int) float32 {
+	panic("fma: no kernel off amd64")
+}

@@ -121,3 +121,29 @@ func Q8Lanes4(wq []int8, wd []float32, xq *[4][]int16, xd *[4][]float32, acc *[4
 		}
 	}
 }
+
+// Hsum8 is the horizontal sum of an 8-lane accumulator as ggml's hsum_float_8 and llamafile's hsum
+// compute it: the high half added to the low half, then lanes (0+2, 1+3), then their sum.
+func Hsum8(v *[8]float32) float32 {
+	a0, a1, a2, a3 := v[4]+v[0], v[5]+v[1], v[6]+v[2], v[7]+v[3]
+	return (a0 + a2) + (a1 + a3)
+}
+
+// Dot8 is Hsum8 of Lanes8(w, x) from a zero accumulator: llamafile's tinyBLAS dot product for one
+// output. len(w) must be a multiple of 8 and len(x) at least len(w). With AVX2 and FMA it runs in one
+// kernel, the horizontal sum included (in registers: no round trip of the accumulator through
+// memory), the same bits.
+func Dot8(w, x []float32) float32 {
+	if len(w)%8 != 0 || len(x) < len(w) {
+		panic("fma: Dot8 wants len(w) a multiple of 8 and len(x) >= len(w)")
+	}
+	if len(w) == 0 {
+		return 0
+	}
+	if available {
+		return dot8(&w[0], &x[0], len(w))
+	}
+	var acc [8]float32
+	lanes8Go(w, x, &acc)
+	return Hsum8(&acc)
+}

@@ -222,3 +222,20 @@ func TestQ8Lanes4(t *testing.T) {
 		}
 	}
 }
+
+// TestDot8 checks Dot8's kernel (the horizontal sum in registers) against Lanes8 and Hsum8 bit for bit:
+// lengths 8 to 256, values of every magnitude with specials (NaN-ness only).
+func TestDot8(t *testing.T) {
+	r := rand.New(rand.NewPCG(35, 36))
+	for n := 8; n <= 256; n += 8 {
+		for _, specials := range []bool{false, true} {
+			w, x := values(r, n, specials), values(r, n+3, specials)
+			var acc [8]float32
+			Lanes8(w, x, &acc)
+			want := Hsum8(&acc)
+			var got [2]float32
+			withKernels(t, func(kernel bool) { got[b2i(kernel)] = Dot8(w, x) })
+			same(t, fmt.Sprintf("Dot8 n %d specials %v", n, specials), got[:], []float32{want, want})
+		}
+	}
+}

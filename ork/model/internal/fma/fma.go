@@ -4,7 +4,8 @@
 // elsewhere, the same bits either way (a NaN's payload aside):
 //
 //   - Lanes8, Lanes32, Q8Lanes, Q8Lanes4: the lane-wise accumulations of ggml's dot products (one or four
-//     8-lane accumulators; Q8_0 blocks, one input or four against a weight row).
+//     8-lane accumulators; Q8_0 blocks, one input or four against a weight row); Hsum8 their horizontal
+//     sum, Dot8 the two in one kernel (llamafile's tinyBLAS dot product).
 //   - AxpyRows: simd_gemm's FMA chains down the rows of B (flash attention's scores and V sums, Gated
 //     DeltaNet's state update); Scale: ggml_vec_scale_f32 (the state's decay).
 //   - Round16, AxpyRound16, ScaleRound16: values rounded to binary16 (the F16 K/V cache, the one-chunk

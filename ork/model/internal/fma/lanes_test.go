@@ -150,23 +150,29 @@ func BenchmarkLanes(b *testing.B) {
 	for i := range wd {
 		wd[i], xd[i] = float32(r.Float64()/100), float32(r.Float64()/100)
 	}
-	on := available
-	defer func() { available = on }()
+	benchKernels(b, "q8", func() {
+		var acc [8]float32
+		Q8Lanes(wq, xq, wd, xd, &acc)
+	})
+	benchKernels(b, "f32", func() {
+		var acc [4][8]float32
+		Lanes32(w, x, &acc)
+	})
+}
+
+// benchKernels runs f as the sub-benchmark name/kernel=true with the kernels (where the CPU has them)
+// and as name/kernel=false with the Go loops.
+func benchKernels(b *testing.B, name string, f func()) {
+	on, on16 := available, available16
+	defer func() { available, available16 = on, on16 }()
 	for _, kernel := range []bool{true, false} {
 		if kernel && !on {
 			continue
 		}
-		available = kernel
-		b.Run(fmt.Sprintf("q8/kernel=%v", kernel), func(b *testing.B) {
+		available, available16 = kernel && on, kernel && on16
+		b.Run(fmt.Sprintf("%s/kernel=%v", name, kernel), func(b *testing.B) {
 			for b.Loop() {
-				var acc [8]float32
-				Q8Lanes(wq, xq, wd, xd, &acc)
-			}
-		})
-		b.Run(fmt.Sprintf("f32/kernel=%v", kernel), func(b *testing.B) {
-			for b.Loop() {
-				var acc [4][8]float32
-				Lanes32(w, x, &acc)
+				f()
 			}
 		})
 	}

@@ -203,19 +203,9 @@ func TestAxpyRound16Fuses(t *testing.T) {
 func BenchmarkAxpyRows(b *testing.B) {
 	r := rand.New(rand.NewPCG(15, 16))
 	kt, q, p, v := values(r, 256*64, false), values(r, 256, false), values(r, 64, false), values(r, 64*1024, false)
-	on := available
-	defer func() { available = on }()
-	for _, kernel := range []bool{true, false} {
-		if kernel && !on {
-			continue
-		}
-		available = kernel
-		b.Run(fmt.Sprintf("kernel=%v", kernel), func(b *testing.B) {
-			scores, acc := make([]float32, 64), make([]float32, 256)
-			for b.Loop() {
-				AxpyRows(scores, kt, 64, q)
-				AxpyRows(acc, v, 1024, p)
-			}
-		})
-	}
+	scores, acc := make([]float32, 64), make([]float32, 256)
+	benchKernels(b, "attention", func() {
+		AxpyRows(scores, kt, 64, q)
+		AxpyRows(acc, v, 1024, p)
+	})
 }

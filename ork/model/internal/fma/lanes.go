@@ -74,8 +74,8 @@ func Q8Lanes(wq, xq []int8, wd, xd []float32, acc *[8]float32) {
 	q8LanesGo(wq, xq, wd, xd, acc)
 }
 
-// q8LanesGo is Q8Lanes in Go.
-func q8LanesGo(wq, xq []int8, wd, xd []float32, acc *[8]float32) {
+// q8LanesGo is Q8Lanes in Go, for x's codes as int8 or (Q8Lanes4's) int16.
+func q8LanesGo[X int8 | int16](wq []int8, xq []X, wd, xd []float32, acc *[8]float32) {
 	for b := range wd {
 		d := wd[b] * xd[b]
 		w, x := wq[32*b:32*b+32], xq[32*b:32*b+32]
@@ -110,15 +110,7 @@ func Q8Lanes4(wq []int8, wd []float32, xq *[4][]int16, xd *[4][]float32, acc *[4
 		return
 	}
 	for t := range acc {
-		for b := range wd {
-			d := wd[b] * xd[t][b]
-			w, x := wq[32*b:32*b+32], xq[t][32*b:32*b+32]
-			for j := range acc[t] {
-				s := int32(w[4*j])*int32(x[4*j]) + int32(w[4*j+1])*int32(x[4*j+1]) +
-					int32(w[4*j+2])*int32(x[4*j+2]) + int32(w[4*j+3])*int32(x[4*j+3])
-				acc[t][j] = F32(d, float32(s), acc[t][j])
-			}
-		}
+		q8LanesGo(wq, xq[t], wd, xd[t], &acc[t])
 	}
 }
 

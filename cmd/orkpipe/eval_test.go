@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"math"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"testing"
 
@@ -135,7 +136,14 @@ func TestEvalKLBase(t *testing.T) {
 		t.Fatalf("%v: %s", err, out)
 	}
 	t.Logf("%s", out)
-	if r.Chunks != 2 || r.Ctx != 128 || r.Scored != 126 || math.Abs(r.PPLBase-3092.426758) > 5e-6 || !(r.KLD.Mean < 1e-4) || r.SameTop != 1 {
+	// llama.cpp's figure to its printed digits on amd64; off amd64 (a Mac's arm64 build) the sums of
+	// logs round otherwise (math.Log has no assembly there, the compiler fuses multiply-adds): 4e-8 of
+	// the value under qemu-aarch64.
+	tol := 5e-6
+	if runtime.GOARCH != "amd64" {
+		tol = 1e-6 * 3092.426758
+	}
+	if r.Chunks != 2 || r.Ctx != 128 || r.Scored != 126 || math.Abs(r.PPLBase-3092.426758) > tol || !(r.KLD.Mean < 1e-4) || r.SameTop != 1 {
 		t.Errorf("unexpected report %s", out)
 	}
 	out, errOut, code = orkpipeExit(t, "eval", "--model", model, "--text", text, "--kl-base", kl, "--chunks", "1")

@@ -46,7 +46,7 @@ func quantized(r *rand.Rand, name string, dt pack.DType, k, n, group int, nib ti
 		}
 		w.Scales = make([]float32, n*m.Groups())
 		for i := range w.Scales {
-			w.Scales[i] = r.Float32()*0.01 + 1e-4
+			w.Scales[i] = float32(r.Float32()*0.01) + 1e-4 // rounded before the sum: no fused multiply-add on arm64
 		}
 	}
 	src := fmt.Appendf(nil, "%s/%d/%d", name, k, n)

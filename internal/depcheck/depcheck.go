@@ -22,14 +22,17 @@
 //	internal/blascore   ork, internal/{blake3x,hugebuf}
 //	internal/startheap  nothing of the module (the start's huge-page advice: standard library only)
 //	internal/depcheck   nothing of the module
-//	internal/avx2host   nothing of the module (a test: the kernels' tests on an emulated CPU without AVX-512)
+//	internal/avx2host   nothing of the module; its test internal/crosstest (the kernels' tests on a CPU without AVX-512)
+//	internal/arm64host  nothing of the module; its tests internal/crosstest, registry/regtest (the board host's
+//	                    linux/arm64 binary and packages' tests under qemu-aarch64)
+//	internal/crosstest  internal/testfiles (test helper: packages' tests built for another machine and run there)
 //	internal/testfiles  nothing of the module (test helper)
 //	internal/fixtures   stages, artifacts, ork, internal/{testfiles,blake3x,hugebuf} (test helper)
 //
 // Test code (a package's _test.go files, both the package's own and its _test package) and test helpers
 // may import what their layer may, and internal/testfiles (every layer's: its skip classes are how any
 // test skips); those of stages, pipelines, bench and cmd also internal/fixtures; those of the registry
-// packages, pipelines, bench and cmd also registry/regtest. A test-helper package (the two internal
+// packages, pipelines, bench and cmd also registry/regtest. A test-helper package (the three internal
 // ones above, and pipelines/verify/verifytest, pipelines/engine/executortest, registry/regtest) may be
 // imported only by test code, by another test helper or by the bench harness, never by the code that
 // ships. Every top-level folder of the repository must be one of the layers or a known folder without
@@ -72,7 +75,7 @@ type layer struct {
 	why         string
 }
 
-var helpers = []string{"internal/testfiles", "internal/fixtures", "pipelines/verify/verifytest", "pipelines/engine/executortest", "registry/regtest"}
+var helpers = []string{"internal/testfiles", "internal/fixtures", "internal/crosstest", "pipelines/verify/verifytest", "pipelines/engine/executortest", "registry/regtest"}
 
 // testfiles is the test helper every layer's test code (and every test helper) may import: the shared
 // test data and the skip classes.
@@ -112,7 +115,11 @@ var layers = []layer{
 	{name: "internal/blascore", mayImport: []string{"ork", "internal/blake3x", "internal/hugebuf"}, why: "BLAS kernel choice: ork/quant"},
 	{name: "internal/startheap", why: "a leaf helper: the start's huge-page advice, standard library only"},
 	{name: "internal/depcheck", why: "a leaf helper"},
-	{name: "internal/avx2host", why: "a test: it builds the kernel packages' tests and runs them under qemu, importing none of them"},
+	{name: "internal/avx2host", testImports: []string{"internal/crosstest"},
+		why: "a test: it builds the kernel packages' tests and runs them on a CPU without AVX-512, importing none of them"},
+	{name: "internal/arm64host", testImports: []string{"internal/crosstest", "registry/regtest"},
+		why: "a test: the board host's linux/arm64 binary and packages' tests under qemu-aarch64, importing none of them"},
+	{name: "internal/crosstest", mayImport: []string{"internal/testfiles"}, why: "a test helper: packages' tests built for another machine"},
 	{name: "internal/testfiles", why: "a test helper"},
 	{name: "internal/fixtures", mayImport: []string{"stages", "artifacts", "ork", "internal/testfiles", "internal/blake3x", "internal/hugebuf"}, why: "a test helper at the stages level"},
 }

@@ -120,7 +120,9 @@ func TestCheckCatches(t *testing.T) {
 		{Path: module + "/cmd/orkpipe-dagger", Imports: append(m("pipelines/daggerexec", "internal/buildinfo"), "flag")},
 		{Path: module + "/pipelines/daggerexec", Imports: append(m("artifacts"), "dagger.io/dagger")},
 		{Path: module + "/internal/blake3x", Imports: []string{"golang.org/x/sys/cpu"}, TestImports: m("internal/testfiles")},
-		{Path: module + "/internal/avx2host", TestImports: m("internal/testfiles")},
+		{Path: module + "/internal/avx2host", TestImports: m("internal/testfiles", "internal/crosstest")},
+		{Path: module + "/internal/arm64host", TestImports: m("internal/testfiles", "internal/crosstest", "registry/regtest")},
+		{Path: module + "/internal/crosstest", Imports: m("internal/testfiles")},
 	}
 	top := []string{".ci", ".dagger", ".git", "artifacts", "bench", "cmd", "docs", "internal", "ork", "pipelines", "registry", "stages"}
 	if v := Check(module, good, top); v != nil {
@@ -146,6 +148,7 @@ func TestCheckCatches(t *testing.T) {
 		{name: "a test of ork imports fixtures", pkg: Package{Path: module + "/ork/calib", TestImports: m("internal/fixtures")}, want: "orkpipe/ork/calib test code imports orkpipe/internal/fixtures"},
 		{name: "shipping code imports fixtures", pkg: Package{Path: module + "/pipelines/build", Imports: m("internal/fixtures")}, want: "orkpipe/pipelines/build imports the test helper orkpipe/internal/fixtures: only tests may"},
 		{name: "shipping code imports verifytest", pkg: Package{Path: module + "/cmd/orkpipe", Imports: m("pipelines/verify/verifytest")}, want: "orkpipe/cmd/orkpipe imports the test helper orkpipe/pipelines/verify/verifytest"},
+		{name: "shipping code imports crosstest", pkg: Package{Path: module + "/registry", Imports: m("internal/crosstest")}, want: "orkpipe/registry imports the test helper orkpipe/internal/crosstest: only tests may"},
 		{name: "shipping code imports testfiles", pkg: Package{Path: module + "/internal/hugebuf", Imports: m("internal/testfiles")}, want: "orkpipe/internal/hugebuf imports the test helper orkpipe/internal/testfiles: only tests may"},
 		{name: "a leaf's test imports fixtures", pkg: Package{Path: module + "/internal/blake3x", TestImports: m("internal/fixtures")}, want: "orkpipe/internal/blake3x test code imports orkpipe/internal/fixtures"},
 		{name: "an internal helper imports upward", pkg: Package{Path: module + "/internal/units", Imports: m("artifacts")}, want: "orkpipe/internal/units imports orkpipe/artifacts"},

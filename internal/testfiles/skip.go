@@ -73,7 +73,7 @@ func SkipHelper(tb testing.TB, parent string) {
 }
 
 // Need is the class of everything else a test needs from the machine that the other classes do
-// not cover: a tool CI installs (strace, chromium, Graphviz's dot, qemu-user on a CPU with AVX-512,
+// not cover: a tool CI installs (strace, chromium, Graphviz's dot, qemu-user (qemu-aarch64, and qemu-x86_64 on a CPU with AVX-512),
 // tar, dd, a C compiler, ldd), /proc's files, a filesystem that makes and punches holes, enough
 // free memory, the go command, the shared test data. Outside CI it skips the test with the message,
 // which should say how to provide it; in CI (InCI) it fails the test with the same message: CI must

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"testing"
@@ -40,7 +39,7 @@ func TestHelperPullProcess(t *testing.T) {
 // in bytes.
 func pullInChild(t *testing.T, ref, dst, host string, jobs int) int64 {
 	t.Helper()
-	cmd := exec.Command(os.Args[0], "-test.run=^TestHelperPullProcess$", "-test.v")
+	cmd := testfiles.SelfCommand("-test.run=^TestHelperPullProcess$", "-test.v")
 	cmd.Env = append(os.Environ(), "ORKPIPE_PULL_HELPER=1", "ORKPIPE_PULL_REF="+ref, "ORKPIPE_PULL_DST="+dst, "ORKPIPE_PULL_HOST="+host,
 		"ORKPIPE_PULL_JOBS="+strconv.Itoa(jobs))
 	out, err := cmd.CombinedOutput()
@@ -98,7 +97,7 @@ func TestPullResumeAfterKill(t *testing.T) {
 	prev := 0
 	for round := 1; round <= 3; round++ {
 		start := proxy.BlobBytes.Load()
-		cmd := exec.Command(os.Args[0], "-test.run=^TestHelperPullProcess$")
+		cmd := testfiles.SelfCommand("-test.run=^TestHelperPullProcess$")
 		cmd.Env = append(os.Environ(), "ORKPIPE_PULL_HELPER=1", "ORKPIPE_PULL_REF="+ref, "ORKPIPE_PULL_DST="+dst, "ORKPIPE_PULL_HOST="+reg.Host)
 		if err := cmd.Start(); err != nil {
 			t.Fatal(err)

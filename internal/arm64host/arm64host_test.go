@@ -23,9 +23,9 @@ var boardEnv = []string{"CGO_ENABLED=0", "GOOS=linux", "GOARCH=arm64"}
 // pack verify): BLAKE3 off amd64 (the portable tree and zeebo's Go code), the orkpack reader and the
 // untiling its checks decode through, GGUF headers and stubs, the store's hashes and ingest, the
 // board host's fingerprint, verify's checks, and pulls against a real registry (ranges in parallel
-// and out of order, holes, signatures, attestations). Left out: the tests that start their own test
-// binary again (qemu-user runs no arm64 child without binfmt_misc: TestPullResumeAfterKill, the
-// store's cross-process tests) and those of the build side.
+// and out of order, holes, signatures, attestations, a pull killed three times that resumes). Left
+// out: the build side's tests, and those that hold a child process's memory or the kernel's page
+// state to a bound (under qemu-user the emulator's own pages count, and madvise is not passed on).
 var boardSuites = []crosstest.Suite{
 	{Pkg: "internal/blake3x"},
 	{Pkg: "ork/pack"},
@@ -39,7 +39,7 @@ var boardSuites = []crosstest.Suite{
 		"TestVerifyStubZeroedNonOwned", "TestVerifyDoesNotFit", "TestVerifyLoaderCoverage", "TestVerifyRunStandIns",
 		"TestVerifyFingerprintRunBinary"}},
 	{Pkg: "registry", Tests: []string{"TestPullParallelRanges", "TestPullSwappedRanges", "TestEmptyAndHoleOnlyFiles",
-		"TestParseManifestRefuses", "TestSignedPull", "TestAttachBoardVerification"}},
+		"TestParseManifestRefuses", "TestSignedPull", "TestAttachBoardVerification", "TestPullResumeAfterKill"}},
 }
 
 // TestBoardHostPackages runs boardSuites built for linux/arm64 (CGO_ENABLED=0, as the board's

@@ -57,6 +57,7 @@ func Run(t *testing.T, target Target, suites []Suite) {
 			}
 			run := exec.Command(args[0], args[1:]...)
 			run.Dir = filepath.Join(root, s.Pkg)
+			run.Env = append(os.Environ(), testfiles.WrapEnv+"="+strings.Join(target.Wrap, " "))
 			out, err := run.CombinedOutput()
 			log := string(out)
 			if err != nil {

@@ -9,6 +9,7 @@ import (
 	"runtime"
 	"slices"
 	"strings"
+	"syscall"
 	"testing"
 
 	"orkpipe/internal/crosstest"
@@ -113,6 +114,10 @@ func TestBoardHostBinary(t *testing.T) {
 			t.Errorf("%s: the board pulled other bytes than the build wrote (%v, %v)", name, errA, errB)
 		}
 	}
+	// The stub's pack-owned tensors stay holes through the board's pull (the PAX-sparse layer).
+	if built, pulled := allocated(t, filepath.Join(hostDir, "out", "demo.orkpack.gguf")), allocated(t, filepath.Join(boardDir, "out", "demo.orkpack.gguf")); pulled > built {
+		t.Errorf("the board's pulled stub allocates %d bytes, the build's %d: its holes were filled", pulled, built)
+	}
 	// The same questions, one binary on each machine: the same answers (paths relative, so equal).
 	for _, args := range [][]string{
 		{"--json", "inspect", "out/demo.orkpack"},
@@ -190,6 +195,16 @@ func run(t *testing.T, dir string, env, argv []string) string {
 		t.Fatalf("%s: %v\n%s\n%s", strings.Join(argv, " "), err, crosstest.Tail(stdout.String(), 30), crosstest.Tail(stderr.String(), 30))
 	}
 	return stdout.String()
+}
+
+// allocated is the bytes the file at path has allocated on disk (st_blocks of 512 bytes).
+func allocated(t *testing.T, path string) int64 {
+	t.Helper()
+	var st syscall.Stat_t
+	if err := syscall.Stat(path, &st); err != nil {
+		t.Fatal(err)
+	}
+	return st.Blocks * 512
 }
 
 // prefixed is names each with prefix.

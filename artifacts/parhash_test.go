@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"runtime"
 	"strconv"
@@ -239,7 +238,7 @@ func TestHashPathPeakRSS(t *testing.T) {
 	want := Digest{}
 	copy(want.sum[:], h.Sum(nil))
 	for _, resident := range []int64{0, 128 << 20, 512 << 20} {
-		cmd := exec.Command(os.Args[0], "-test.run=^$")
+		cmd := testfiles.SelfCommand("-test.run=^$")
 		cmd.Env = append(os.Environ(), childEnv+"=hash-rss", "FILE="+p, "GOMAXPROCS=2", fmt.Sprintf("RESIDENT=%d", resident))
 		out, err := cmd.CombinedOutput()
 		if err != nil {

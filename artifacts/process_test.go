@@ -115,7 +115,7 @@ func lockedWork(ctx context.Context, s *Store, keys, work string) error {
 
 func child(t *testing.T, mode string, env ...string) *exec.Cmd {
 	t.Helper()
-	cmd := exec.Command(os.Args[0], "-test.run=^$")
+	cmd := testfiles.SelfCommand("-test.run=^$")
 	cmd.Env = append(os.Environ(), append([]string{childEnv + "=" + mode}, env...)...)
 	cmd.Stderr = os.Stderr
 	return cmd

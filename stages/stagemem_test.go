@@ -7,7 +7,6 @@ import (
 	"encoding/json"
 	"math"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"runtime/debug"
 	"runtime/metrics"
@@ -75,7 +74,7 @@ func measureStageUnder(t *testing.T, test, stage string, params any, inputs map[
 		env = "GOMEMLIMIT=" + jsonInt(limit)
 	}
 	j, _ := json.Marshal(c)
-	cmd := exec.Command(os.Args[0], "-test.run=^"+test+"$", "-test.v")
+	cmd := testfiles.SelfCommand("-test.run=^"+test+"$", "-test.v")
 	cmd.Env = append(os.Environ(), stageMemChildEnv+"="+string(j), env)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL} // no orphan if this test binary dies (timeout)
 	out, err := cmd.CombinedOutput()

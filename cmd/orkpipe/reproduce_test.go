@@ -73,7 +73,7 @@ func TestBuildReproducesOnOtherKernels(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		cmd := exec.Command(os.Args[0], "-test.run=^$")
+		cmd := testfiles.SelfCommand("-test.run=^$")
 		cmd.Env = append(os.Environ(), append(env, cliChildEnv+"="+string(raw))...)
 		var stdout, stderr bytes.Buffer
 		cmd.Stdout, cmd.Stderr = &stdout, &stderr

@@ -6,11 +6,12 @@ import (
 	"bufio"
 	"fmt"
 	"os"
-	"os/exec"
 	"strconv"
 	"strings"
 	"testing"
 	"unsafe"
+
+	"orkpipe/internal/testfiles"
 )
 
 // helperEnv makes the test binary, re-run by TestAdviceByCommand with an orkpipe-like command line,
@@ -126,7 +127,7 @@ func TestAdviceByCommand(t *testing.T) {
 		{args: []string{"hash", "x"}, godebug: "inittrace=0,disablethp=1", status: "GODEBUG=disablethp=1"},
 	} {
 		name := strings.Join(c.args, " ")
-		cmd := exec.Command(os.Args[0], c.args...)
+		cmd := testfiles.SelfCommand(c.args...)
 		cmd.Env = append(os.Environ(), helperEnv+"=1", "GODEBUG="+c.godebug)
 		out, err := cmd.CombinedOutput()
 		if err != nil {

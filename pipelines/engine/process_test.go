@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"orkpipe/artifacts"
+	"orkpipe/internal/testfiles"
 	"orkpipe/pipelines/engine"
 )
 
@@ -91,7 +92,7 @@ func blockingGraph() *engine.Graph {
 
 func helper(t *testing.T, mode, cache string, env ...string) *exec.Cmd {
 	t.Helper()
-	cmd := exec.Command(os.Args[0], "-test.run=^$")
+	cmd := testfiles.SelfCommand("-test.run=^$")
 	cmd.Env = append(os.Environ(), append([]string{helperEnv + "=" + mode, "ORKPIPE_TEST_CACHE=" + cache}, env...)...)
 	return cmd
 }

@@ -1,7 +1,8 @@
 // Package testfiles locates the shared, read-only test data folder (../shared/testdata relative
 // to the repository root) for tests. The files there are never copied into the repository. It also
 // reads the process's own status file, whose peak RSS (VmHWM) the memory tests measure (StatusKB),
-// and (Linux) maps values that end at an inaccessible page for kernels' bounds (FloatsBeforeGuard).
+// and (Linux) maps values that end at an inaccessible page for kernels' bounds (FloatsBeforeGuard),
+// and starts a test's own binary again for the tests that need a child process (SelfCommand).
 //
 // It holds the tests' skip policy, too: a test skips only for a reason that is legitimately absent
 // where it runs, and every skip names its class, which decides what CI (InCI: the environment

@@ -60,9 +60,10 @@ func TestBoardHostPackages(t *testing.T) {
 // machine builds the demo recipe and pushes it, signed, to a real registry (distribution, as a child
 // process); the static linux/arm64 orkpipe, under qemu-aarch64, makes the board's key, pulls the
 // artifact with --trust and verifies it, running the board runtime's stand-in (a shell script test
-// double: no NPU here), and attests the report with --sign (README's commands for the board host); `inspect`, `hash` and `pack verify`
-// on the pulled files say what this machine's binary says of the build's. The build side's `describe
-// --trust` then lists the board's signed verification.
+// double: no NPU here), and attests the report with --sign (README's commands for the board host);
+// `inspect`, `hash` and `pack verify` on the pulled files say what this machine's binary says of the
+// build's. The build side's `describe --trust` then lists the board's signed verification. Each side
+// has its own home and cache.
 func TestBoardHostBinary(t *testing.T) {
 	if testing.Short() {
 		testfiles.SkipShort(t, "-short: the board host's binary (two builds of orkpipe, one run under emulation)")
@@ -82,9 +83,13 @@ func TestBoardHostBinary(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	env := []string{"HOME=" + filepath.Join(work, "home"), "ORKPIPE_CACHE=" + filepath.Join(work, "cache")}
-	onHost := func(args ...string) string { return run(t, hostDir, env, append([]string{host}, args...)) }
-	onBoard := func(args ...string) string { return run(t, boardDir, env, slices.Concat(wrap, []string{board}, args)) }
+	env := func(dir string) []string {
+		return []string{"HOME=" + filepath.Join(dir, ".home"), "ORKPIPE_CACHE=" + filepath.Join(dir, ".cache")}
+	}
+	onHost := func(args ...string) string { return run(t, hostDir, env(hostDir), append([]string{host}, args...)) }
+	onBoard := func(args ...string) string {
+		return run(t, boardDir, env(boardDir), slices.Concat(wrap, []string{board}, args))
+	}
 
 	if v := onBoard("version"); !strings.Contains(v, "linux/arm64") || !strings.Contains(v, "numerics go arm64") {
 		t.Errorf("the board's orkpipe version does not say linux/arm64 and its numerics:\n%s", v)
@@ -103,7 +108,7 @@ func TestBoardHostBinary(t *testing.T) {
 		"--attest", ref, "--plain-http", "--sign", "board.key")
 	for _, want := range []string{"verify: PASSED", "PPL 2.6798", "attested " + ref + " as sha256:"} {
 		if !strings.Contains(out, want) {
-			t.Errorf("verify REF on the board lacks %q:\n%s", want, out)
+			t.Errorf("verify on the board lacks %q:\n%s", want, out)
 		}
 	}
 	files := []string{"demo.orkpack", "demo.orkpack.gguf", "report.json", "provenance.json", "summary.txt", "report.html"}
@@ -115,7 +120,8 @@ func TestBoardHostBinary(t *testing.T) {
 		}
 	}
 	// The stub's pack-owned tensors stay holes through the board's pull (the PAX-sparse layer).
-	if built, pulled := allocated(t, filepath.Join(hostDir, "out", "demo.orkpack.gguf")), allocated(t, filepath.Join(boardDir, "out", "demo.orkpack.gguf")); pulled > built {
+	built := allocated(t, filepath.Join(hostDir, "out", "demo.orkpack.gguf"))
+	if pulled := allocated(t, filepath.Join(boardDir, "out", "demo.orkpack.gguf")); pulled > built {
 		t.Errorf("the board's pulled stub allocates %d bytes, the build's %d: its holes were filled", pulled, built)
 	}
 	// The same questions, one binary on each machine: the same answers (paths relative, so equal).

@@ -135,7 +135,7 @@ func TestSparseStaysSparse(t *testing.T) {
 	f.WriteAt(mid, 128<<20)
 	f.Truncate(logical)
 	f.Close()
-	if du := diskBytes(t, src); du > 4<<20 {
+	if du := testfiles.Allocated(t, src); du > 4<<20 {
 		testfiles.Need(t, "the test filesystem does not make holes (%d bytes on disk)", du)
 	}
 	want, err := HashPath(ctx, src)
@@ -154,7 +154,7 @@ func TestSparseStaysSparse(t *testing.T) {
 	if err != nil || o != want {
 		t.Fatalf("IngestFile = %v, %v; want %v", o, err, want)
 	}
-	if du := diskBytes(t, s.objectPath(o.Digest)); du > 4<<20 {
+	if du := testfiles.Allocated(t, s.objectPath(o.Digest)); du > 4<<20 {
 		t.Fatalf("ingested object uses %d bytes on disk for %d logical bytes", du, int64(logical))
 	}
 	s.forceCopy = true
@@ -163,7 +163,7 @@ func TestSparseStaysSparse(t *testing.T) {
 	if err != nil || res.Linked {
 		t.Fatalf("Materialize copy: %+v, %v", res, err)
 	}
-	if du := diskBytes(t, dst); du > 4<<20 {
+	if du := testfiles.Allocated(t, dst); du > 4<<20 {
 		t.Fatalf("materialized copy uses %d bytes on disk for %d logical bytes", du, int64(logical))
 	}
 	if got, err := HashPath(ctx, dst); err != nil || got != want {
@@ -177,21 +177,11 @@ func TestSparseStaysSparse(t *testing.T) {
 	if err != nil || o3 != want {
 		t.Fatalf("Ingest of the stream = %v, %v", o3, err)
 	}
-	if du := diskBytes(t, s2.objectPath(o3.Digest)); du > 4<<20 {
+	if du := testfiles.Allocated(t, s2.objectPath(o3.Digest)); du > 4<<20 {
 		t.Fatalf("streamed object uses %d bytes on disk for %d logical bytes", du, int64(logical))
 	}
 	t.Logf("%d logical bytes; on disk: source %d, ingested %d, materialized copy %d, streamed %d",
-		int64(logical), diskBytes(t, src), diskBytes(t, s.objectPath(o.Digest)), diskBytes(t, dst), diskBytes(t, s2.objectPath(o3.Digest)))
-}
-
-// diskBytes is the space a file occupies (st_blocks * 512).
-func diskBytes(t *testing.T, p string) int64 {
-	t.Helper()
-	var st syscall.Stat_t
-	if err := syscall.Stat(p, &st); err != nil {
-		t.Fatal(err)
-	}
-	return st.Blocks * 512
+		int64(logical), testfiles.Allocated(t, src), testfiles.Allocated(t, s.objectPath(o.Digest)), testfiles.Allocated(t, dst), testfiles.Allocated(t, s2.objectPath(o3.Digest)))
 }
 
 func checkFile(t *testing.T, p string, want []byte, mode os.FileMode) {

@@ -9,7 +9,6 @@ import (
 	"runtime"
 	"slices"
 	"strings"
-	"syscall"
 	"testing"
 
 	"orkpipe/internal/crosstest"
@@ -120,8 +119,8 @@ func TestBoardHostBinary(t *testing.T) {
 		}
 	}
 	// The stub's pack-owned tensors stay holes through the board's pull (the PAX-sparse layer).
-	built := allocated(t, filepath.Join(hostDir, "out", "demo.orkpack.gguf"))
-	if pulled := allocated(t, filepath.Join(boardDir, "out", "demo.orkpack.gguf")); pulled > built {
+	built := testfiles.Allocated(t, filepath.Join(hostDir, "out", "demo.orkpack.gguf"))
+	if pulled := testfiles.Allocated(t, filepath.Join(boardDir, "out", "demo.orkpack.gguf")); pulled > built {
 		t.Errorf("the board's pulled stub allocates %d bytes, the build's %d: its holes were filled", pulled, built)
 	}
 	// The same questions, one binary on each machine: the same answers (paths relative, so equal).
@@ -201,16 +200,6 @@ func run(t *testing.T, dir string, env, argv []string) string {
 		t.Fatalf("%s: %v\n%s\n%s", strings.Join(argv, " "), err, crosstest.Tail(stdout.String(), 30), crosstest.Tail(stderr.String(), 30))
 	}
 	return stdout.String()
-}
-
-// allocated is the bytes the file at path has allocated on disk (st_blocks of 512 bytes).
-func allocated(t *testing.T, path string) int64 {
-	t.Helper()
-	var st syscall.Stat_t
-	if err := syscall.Stat(path, &st); err != nil {
-		t.Fatal(err)
-	}
-	return st.Blocks * 512
 }
 
 // prefixed is names each with prefix.

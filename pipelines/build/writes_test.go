@@ -5,7 +5,6 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
-	"syscall"
 	"testing"
 
 	"orkpipe/internal/testfiles"
@@ -49,7 +48,7 @@ func TestDeclaredWrites(t *testing.T) {
 				for _, f := range n.Files {
 					got += f.Size
 					if n.Stage == "emit-stub" {
-						got = allocated(t, f.Path)
+						got = testfiles.Allocated(t, f.Path)
 					}
 				}
 				if n.Writes == 0 {
@@ -98,16 +97,6 @@ func buildStatus(t *testing.T, path string, sets ...string) []engine.NodeStatus 
 		t.Fatal(err)
 	}
 	return nodes
-}
-
-// allocated is the disk space path's blocks take.
-func allocated(t *testing.T, path string) int64 {
-	t.Helper()
-	var st syscall.Stat_t
-	if err := syscall.Stat(path, &st); err != nil {
-		t.Fatal(err)
-	}
-	return st.Blocks * 512
 }
 
 func keys(m map[string]bool) []string {

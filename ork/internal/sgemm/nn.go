@@ -13,8 +13,9 @@ import (
 // axpy) — one sum per output, no lanes, so the order does not depend on the shape. The kernels keep
 // a row's outputs in registers over all of k: on AVX-512 64 columns at a time (nn64, nn16), on AVX2
 // 32 (nn32) and the last columns eight at a time (nn8); without AVX2 gonum's serial loop (its axpy a
-// value of A) runs here, without the goroutines of its parallel path. It panics on shapes the slices
-// do not hold.
+// value of A) runs here, without the goroutines of its parallel path. Off amd64 that loop is gonum's
+// Go AxpyUnitary, whose multiply-add the compiler fuses (arm64): the bits of gonum's Sgemm there, not
+// amd64's. It panics on shapes the slices do not hold.
 func NN(m, n, k int, a []float32, lda int, b []float32, ldb int, c []float32, ldc int) {
 	if m < 0 || n < 0 || k < 0 || lda < max(1, k) || ldb < max(1, n) || ldc < max(1, n) {
 		panic(fmt.Sprintf("sgemm: NN m %d n %d k %d lda %d ldb %d ldc %d", m, n, k, lda, ldb, ldc))

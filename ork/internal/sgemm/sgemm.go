@@ -29,7 +29,8 @@
 // transposed on AVX-512, eight on AVX2, an output a lane, each lane running DotUnitary's plan for
 // that alignment: transposed.go), else gonum's own loops on amd64 (and without AVX2); and [dot] (the
 // same sums in Go) on other architectures. On amd64 they keep gonum's operand order too, and with it the
-// payload an output keeps where two NaNs meet.
+// payload an output keeps where two NaNs meet. ([NN] off amd64 gives gonum's bits there, which are not
+// amd64's: nn.go.)
 package sgemm
 
 import (

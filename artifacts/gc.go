@@ -90,6 +90,13 @@ type GCOptions struct {
 	// run, or another version of it: Outdated(stage, version)). GC drops those records and removes,
 	// whatever their size or age, the unpinned objects that only such records name.
 	Outdated func(stage string, version int) bool
+	// Inputs, when set with Outdated, says which objects the node of an action record read: the input
+	// digests of the key material whose key is key (ok false where the caller does not know them).
+	// GC then also drops the records downstream of outdated ones, as outdated: a record whose node
+	// read an object that only outdated records name can no longer be hit either (its key names
+	// that object, which the caller's nodes will not make again), and so on down the graph. A record
+	// whose inputs are unknown is kept.
+	Inputs func(key Digest) (inputs []Digest, ok bool)
 }
 
 // GCReport says what GC found and did.
@@ -102,6 +109,7 @@ type GCReport struct {
 	PinnedBytes    int64 `json:"pinned_bytes"`    // their size
 	ActionsRemoved int   `json:"actions_removed"` // action records whose outputs are gone
 	Outdated       int   `json:"outdated"`        // action records GCOptions.Outdated named, dropped
+	Downstream     int   `json:"downstream"`      // of those, the ones GCOptions.Inputs found downstream of the others
 	EntriesRemoved int   `json:"entries_removed"` // stat-cache and journal entries of paths that no longer exist
 	Sessions       int   `json:"sessions"`        // temp sessions of dead processes removed
 	OverBudget     bool  `json:"over_budget"`     // pinned objects alone exceed MaxSize
@@ -139,7 +147,7 @@ func (s *Store) GC(ctx context.Context, opts GCOptions) (GCReport, error) {
 	}
 	var stale staleRecords
 	if opts.Outdated != nil {
-		if stale, err = s.outdatedRecords(ctx, "gc", opts.Outdated); err != nil {
+		if stale, err = s.outdatedRecords(ctx, "gc", opts.Outdated, opts.Inputs); err != nil {
 			return rep, fmt.Errorf("gc: %w", err)
 		}
 	}
@@ -188,6 +196,7 @@ func (s *Store) GC(ctx context.Context, opts GCOptions) (GCReport, error) {
 		}
 		rep.Outdated++
 	}
+	rep.Downstream = stale.downstream
 	if rep.ActionsRemoved, err = s.dropActions(ctx, removed); err != nil {
 		return rep, err
 	}
@@ -298,36 +307,77 @@ func (s *Store) dropActions(ctx context.Context, removed map[Digest]bool) (int, 
 	return n, nil
 }
 
-// staleRecords are the action records an outdated predicate names (paths) and the objects only they
-// name as outputs (only).
+// staleRecords are the action records an outdated predicate names, or that lie downstream of those
+// (paths; downstream counts the latter), and the objects only they name as outputs (only).
 type staleRecords struct {
-	paths []string
-	only  map[Digest]bool
+	paths      []string
+	downstream int
+	only       map[Digest]bool
 }
 
 // outdatedRecords walks the action records and sorts them by outdated(stage, version): the outdated
-// ones' paths, and the objects that outdated records name and no other record does.
-func (s *Store) outdatedRecords(ctx context.Context, what string, outdated func(stage string, version int) bool) (staleRecords, error) {
-	st := staleRecords{only: map[Digest]bool{}}
-	live := map[Digest]bool{}
+// ones' paths, and the objects that outdated records name and no other record does. With inputs, a
+// record that read such an object is outdated too, until no more records are (each pass marks
+// what read the last one's objects; a graph's depth is a few passes).
+func (s *Store) outdatedRecords(ctx context.Context, what string, outdated func(stage string, version int) bool, inputs func(Digest) ([]Digest, bool)) (staleRecords, error) {
+	type record struct {
+		path  string
+		key   Digest
+		outs  []Digest
+		stale bool
+	}
+	var recs []record
 	err := s.walkActions(ctx, what, func(p string, rec ActionRecord) error {
-		if !outdated(rec.Stage, rec.Version) {
-			for _, o := range rec.Outputs {
-				live[o.Digest] = true
-			}
-			return nil
-		}
-		st.paths = append(st.paths, p)
+		r := record{path: p, key: rec.Key, stale: outdated(rec.Stage, rec.Version)}
 		for _, o := range rec.Outputs {
-			st.only[o.Digest] = true
+			r.outs = append(r.outs, o.Digest)
 		}
+		recs = append(recs, r)
 		return nil
 	})
 	if err != nil {
-		return st, fmt.Errorf("reading action records: %w", err)
+		return staleRecords{}, fmt.Errorf("reading action records: %w", err)
 	}
-	for d := range live {
-		delete(st.only, d)
+	st := staleRecords{}
+	for {
+		st.only = map[Digest]bool{}
+		live := map[Digest]bool{}
+		for _, r := range recs {
+			for _, d := range r.outs {
+				if r.stale {
+					st.only[d] = true
+				} else {
+					live[d] = true
+				}
+			}
+		}
+		for d := range live {
+			delete(st.only, d)
+		}
+		if inputs == nil || len(st.only) == 0 {
+			break
+		}
+		more := false
+		for i := range recs {
+			if recs[i].stale {
+				continue
+			}
+			if ins, ok := inputs(recs[i].key); ok && slices.ContainsFunc(ins, func(d Digest) bool { return st.only[d] }) {
+				recs[i].stale, more = true, true
+				st.downstream++
+			}
+		}
+		if !more {
+			break
+		}
+		if err := ctx.Err(); err != nil {
+			return staleRecords{}, err
+		}
+	}
+	for _, r := range recs {
+		if r.stale {
+			st.paths = append(st.paths, r.path)
+		}
 	}
 	return st, nil
 }

@@ -258,7 +258,7 @@ func TestGCOutdated(t *testing.T) {
 	current := map[string]int{"finalize": 6, "tile": 1}
 	outdated := func(stage string, version int) bool { v, ok := current[stage]; return !ok || v != version }
 
-	du, err := s.Usage(ctx, outdated)
+	du, err := s.Usage(ctx, outdated, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -266,7 +266,7 @@ func TestGCOutdated(t *testing.T) {
 	if want := disk(o[0].Digest) + disk(o[5].Digest); du.OutdatedDisk != want {
 		t.Errorf("du: outdated_disk %d, want o[0]'s and o[5]'s %d", du.OutdatedDisk, want)
 	}
-	if du0, err := s.Usage(ctx, nil); err != nil || du0.OutdatedDisk != 0 {
+	if du0, err := s.Usage(ctx, nil, nil); err != nil || du0.OutdatedDisk != 0 {
 		t.Errorf("du without a predicate: outdated_disk %d, %v", du0.OutdatedDisk, err)
 	}
 
@@ -290,6 +290,84 @@ func TestGCOutdated(t *testing.T) {
 	for _, k := range []string{"r1", "r2", "r4", "r6"} {
 		if _, err := s.GetAction(ctx, SumBytes([]byte(k))); !errors.Is(err, ErrNotFound) {
 			t.Errorf("outdated record %s: %v, want ErrNotFound", k, err)
+		}
+	}
+}
+
+// TestGCOutdatedDownstream: with Inputs, the records downstream of an outdated one are outdated too
+// (a tile that read only an outdated finalize's output, the pack that read that tile, the screen that
+// read the pack), their unpinned objects go and du counts them beforehand; a record that read what a
+// current record also made stays, as does one whose inputs are unknown, and a source no record made
+// strands nothing.
+func TestGCOutdatedDownstream(t *testing.T) {
+	s := openTestStore(t)
+	ctx := context.Background()
+	var o []Object
+	for i := range 10 {
+		o = append(o, mustIngest(t, s, pattern(string(rune('a'+i)), 50_000+i)))
+	}
+	inputs := map[Digest][]Digest{}
+	rec := func(key, stage string, version int, in []Object, out Object) Digest {
+		k := SumBytes([]byte(key))
+		r := ActionRecord{Key: k, Stage: stage, Version: version, Outputs: []NamedObject{{Name: "out", Digest: out.Digest, Size: out.Size}}}
+		if err := s.PutAction(ctx, r); err != nil {
+			t.Fatal(err)
+		}
+		if in != nil {
+			inputs[k] = []Digest{}
+		}
+		for _, x := range in {
+			inputs[k] = append(inputs[k], x.Digest)
+		}
+		return k
+	}
+	src := o[9] // a source: no record made it
+	rec("finalize-old", "finalize", 5, []Object{src}, o[0])
+	rec("tile", "tile", 1, []Object{o[0]}, o[1])               // downstream of the outdated finalize only
+	rec("pack", "write-orkpack", 2, []Object{o[1], src}, o[2]) // downstream of that tile; o[2] pinned
+	rec("screen", "screen", 3, []Object{o[2], src}, o[3])      // and of the pack
+	rec("finalize-new", "finalize", 6, []Object{src}, o[4])    // current
+	rec("tile-new", "tile", 1, []Object{o[4]}, o[5])           // reads a current output: stays
+	rec("finalize-old2", "finalize", 5, []Object{src}, o[6])   // outdated, but o[6] ...
+	rec("finalize-same", "finalize", 6, []Object{src}, o[6])   // ... a current record made too
+	rec("tile-shared", "tile", 1, []Object{o[6]}, o[7])        // so this tile stays
+	rec("unknown", "tile", 1, nil, o[8])                       // inputs unknown (read o[0]): stays
+	if err := s.Pin(ctx, "t", []Digest{o[2].Digest}); err != nil {
+		t.Fatal(err)
+	}
+	current := map[string]int{"finalize": 6, "tile": 1, "write-orkpack": 2, "screen": 3}
+	outdated := func(stage string, version int) bool { v, ok := current[stage]; return !ok || v != version }
+	known := func(k Digest) ([]Digest, bool) { in, ok := inputs[k]; return in, ok }
+
+	du, err := s.Usage(ctx, outdated, known)
+	if err != nil {
+		t.Fatal(err)
+	}
+	disk := func(d Digest) int64 { return objectDisk(t, s, d) }
+	if want := disk(o[0].Digest) + disk(o[1].Digest) + disk(o[3].Digest); du.OutdatedDisk != want {
+		t.Errorf("du: outdated_disk %d, want o[0], o[1] and o[3]'s %d", du.OutdatedDisk, want)
+	}
+	if du1, err := s.Usage(ctx, outdated, nil); err != nil || du1.OutdatedDisk != disk(o[0].Digest) {
+		t.Errorf("du without inputs: outdated_disk %d (%v), want o[0]'s %d", du1.OutdatedDisk, err, disk(o[0].Digest))
+	}
+
+	rep, err := s.GC(ctx, GCOptions{Outdated: outdated, Inputs: known})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.Removed != 3 || rep.Freed != o[0].Size+o[1].Size+o[3].Size || rep.Outdated != 5 || rep.Downstream != 3 {
+		t.Fatalf("GC report %+v; want o[0], o[1], o[3] removed, 5 outdated records dropped (3 downstream)", rep)
+	}
+	for i, kept := range []bool{false, false, true, false, true, true, true, true, true, true} {
+		if _, err := s.Stat(ctx, o[i].Digest); (err == nil) != kept {
+			t.Errorf("object %d: Stat %v, want kept %v", i, err, kept)
+		}
+	}
+	for key, want := range map[string]bool{"finalize-old": false, "tile": false, "pack": false, "screen": false,
+		"finalize-old2": false, "finalize-new": true, "tile-new": true, "finalize-same": true, "tile-shared": true, "unknown": true} {
+		_, err := s.GetAction(ctx, SumBytes([]byte(key)))
+		if got := err == nil; got != want {
+			t.Errorf("record %s: GetAction %v, want kept %v", key, err, want)
 		}
 	}
 }

@@ -17,8 +17,8 @@ type UsageReport struct {
 	Disk       int64 `json:"disk"`
 	Pinned     int   `json:"pinned"`
 	PinnedDisk int64 `json:"pinned_disk"`
-	// OutdatedDisk is what gc with the same outdated predicate frees besides sizes and ages: the
-	// unpinned objects only outdated action records name (0 without a predicate).
+	// OutdatedDisk is what gc with the same outdated predicate (and inputs) frees besides sizes and
+	// ages: the unpinned objects only outdated action records name (0 without a predicate).
 	OutdatedDisk int64        `json:"outdated_disk"`
 	Stages       []StageUsage `json:"stages"` // the most disk first; Stage "" for objects no action record names
 	ActionCount  int          `json:"actions"`
@@ -37,8 +37,9 @@ type StageUsage struct {
 
 // Usage walks the objects, the action records and the pins. It reads and changes nothing else, and
 // takes no lock: objects stored meanwhile may be missing from the report. outdated, if not nil, is
-// GCOptions.Outdated's predicate: the report then says what gc with it would free (OutdatedDisk).
-func (s *Store) Usage(ctx context.Context, outdated func(stage string, version int) bool) (UsageReport, error) {
+// GCOptions.Outdated's predicate and inputs GCOptions.Inputs (or nil): the report then says what gc
+// with them would free (OutdatedDisk).
+func (s *Store) Usage(ctx context.Context, outdated func(stage string, version int) bool, inputs func(key Digest) ([]Digest, bool)) (UsageReport, error) {
 	var rep UsageReport
 	pins, err := s.pinned()
 	if err != nil {
@@ -46,7 +47,7 @@ func (s *Store) Usage(ctx context.Context, outdated func(stage string, version i
 	}
 	var stale staleRecords
 	if outdated != nil {
-		if stale, err = s.outdatedRecords(ctx, "cache usage", outdated); err != nil {
+		if stale, err = s.outdatedRecords(ctx, "cache usage", outdated, inputs); err != nil {
 			return rep, fmt.Errorf("cache usage: %w", err)
 		}
 	}

@@ -40,7 +40,7 @@ func TestUsage(t *testing.T) {
 	if err := s.Pin(ctx, "t", []Digest{b.Digest}); err != nil {
 		t.Fatal(err)
 	}
-	rep, err := s.Usage(ctx, nil)
+	rep, err := s.Usage(ctx, nil, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -11,6 +11,7 @@ import (
 
 	"orkpipe/artifacts"
 	"orkpipe/internal/units"
+	"orkpipe/pipelines/engine"
 	"orkpipe/pipelines/verify"
 	"orkpipe/stages"
 )
@@ -33,7 +34,8 @@ func newCacheCommand(opts *globalOptions) *cobra.Command {
 			"finalize's weights, ...; objects no record names under \"(no record)\"), the disk\n" +
 			"they take (a stub's holes take none) and how much of it pins keep (the outputs of each target's latest\n" +
 			"build): gc --max-size can free the rest; and what gc --outdated frees (what only action records of\n" +
-			"stage versions this orkpipe does not run name). It takes no lock and changes nothing.",
+			"stage versions this orkpipe does not run name, and the records downstream of those). It takes no\n" +
+			"lock and changes nothing.",
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error { return runCacheDu(cmd.Context(), opts) },
 	})
@@ -50,7 +52,10 @@ func newCacheCommand(opts *globalOptions) *cobra.Command {
 		Short: "Remove unpinned objects: what only other orkpipe versions' records name, the oldest, the least recently used",
 		Long: "gc removes objects that are not pinned (pins hold the outputs of the most recent build of each\n" +
 			"target): with --outdated, those that only action records of stage versions this orkpipe does not\n" +
-			"run name (an older orkpipe's, whose nodes this one never hits, or a newer one's), and those records;\n" +
+			"run name (an older orkpipe's, whose nodes this one never hits, or a newer one's), and those records,\n" +
+			"and the same downstream: the records of nodes that read such objects (as the cache's build history\n" +
+			"remembers them: a tile of an outdated finalize's weight, the pack of that tile, ...), which no build\n" +
+			"of this orkpipe hits either, and the objects only they name;\n" +
 			"then those unused for longer than --max-age, then the least recently used until the objects total\n" +
 			"at most --max-size. Action records whose outputs are removed are dropped. gc needs the cache to\n" +
 			"itself and fails if another orkpipe process has it open.",
@@ -60,6 +65,9 @@ func newCacheCommand(opts *globalOptions) *cobra.Command {
 			var err error
 			if outdated {
 				o.Outdated = outdatedRecord
+				if o.Inputs, err = recordedInputs(cmd.Context(), opts); err != nil {
+					return err
+				}
 			}
 			if maxSize != "" {
 				if o.MaxSize, err = units.ParseSize(maxSize); err != nil || o.MaxSize == 0 {
@@ -79,7 +87,7 @@ func newCacheCommand(opts *globalOptions) *cobra.Command {
 	}
 	gc.Flags().StringVar(&maxSize, "max-size", "", "keep at most this many bytes of objects, e.g. 100GiB")
 	gc.Flags().StringVar(&maxAge, "max-age", "", "remove objects unused for longer than this, e.g. 72h or 14d")
-	gc.Flags().BoolVar(&outdated, "outdated", false, "remove what only action records of stage versions this orkpipe does not run name, and those records")
+	gc.Flags().BoolVar(&outdated, "outdated", false, "remove what only action records of stage versions this orkpipe does not run name, and those records, and the same for the records downstream of them")
 	cmd.AddCommand(gc)
 	return cmd
 }
@@ -126,7 +134,11 @@ func runCacheDu(ctx context.Context, opts *globalOptions) error {
 		return err
 	}
 	defer s.Close()
-	rep, err := s.Usage(ctx, outdatedRecord)
+	inputs, err := recordedInputs(ctx, opts)
+	if err != nil {
+		return err
+	}
+	rep, err := s.Usage(ctx, outdatedRecord, inputs)
 	if err != nil {
 		return fmt.Errorf("cache du %s: %w", s.Dir(), err)
 	}
@@ -153,6 +165,24 @@ func runCacheDu(ctx context.Context, opts *globalOptions) error {
 		s.Dir(), rep.Objects, units.FormatSize(rep.Disk), units.FormatSize(rep.Bytes), units.FormatSize(rep.PinnedDisk), units.FormatSize(rep.Disk-rep.PinnedDisk),
 		units.FormatSize(rep.OutdatedDisk))
 	return err
+}
+
+// recordedInputs is artifacts.GCOptions.Inputs from the cache's build history
+// (engine.RecordedInputs): the inputs of the nodes of the builds it remembers. A build record it
+// cannot read is logged and followed no further (gc keeps what it cannot follow).
+func recordedInputs(ctx context.Context, opts *globalOptions) (func(artifacts.Digest) ([]artifacts.Digest, bool), error) {
+	dir, err := opts.cache()
+	if err != nil {
+		return nil, err
+	}
+	inputs, skipped, err := engine.RecordedInputs(ctx, engine.HistoryDir(dir))
+	if err != nil {
+		return nil, fmt.Errorf("cache %s: %w", dir, err)
+	}
+	for _, e := range skipped {
+		opts.logger.Warn("a build record left out: gc does not follow what it recorded downstream", "err", e)
+	}
+	return func(key artifacts.Digest) ([]artifacts.Digest, bool) { in, ok := inputs[key]; return in, ok }, nil
 }
 
 // outdatedRecord reports whether an action record of stage at version is one this orkpipe never hits:
@@ -206,9 +236,13 @@ func runCacheGC(ctx context.Context, opts *globalOptions, o artifacts.GCOptions)
 	if opts.json {
 		return writeIndentedJSON(opts.stdout, rep)
 	}
-	fmt.Fprintf(opts.stdout, "removed %d of %d objects (%s of %s); pinned %d (%s); dropped %d action records (%d outdated), %d entries of vanished paths\n",
+	outdated := strconv.Itoa(rep.Outdated) + " outdated"
+	if rep.Downstream > 0 {
+		outdated += fmt.Sprintf(", %d of them downstream of others", rep.Downstream)
+	}
+	fmt.Fprintf(opts.stdout, "removed %d of %d objects (%s of %s); pinned %d (%s); dropped %d action records (%s), %d entries of vanished paths\n",
 		rep.Removed, rep.Objects, units.FormatSize(rep.Freed), units.FormatSize(rep.Bytes),
-		rep.Pinned, units.FormatSize(rep.PinnedBytes), rep.ActionsRemoved+rep.Outdated, rep.Outdated, rep.EntriesRemoved)
+		rep.Pinned, units.FormatSize(rep.PinnedBytes), rep.ActionsRemoved+rep.Outdated, outdated, rep.EntriesRemoved)
 	if rep.OverBudget {
 		fmt.Fprintf(opts.stdout, "note: pinned objects alone exceed --max-size\n")
 	}

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -11,6 +12,7 @@ import (
 	"time"
 
 	"orkpipe/artifacts"
+	"orkpipe/pipelines/engine"
 	"orkpipe/stages"
 )
 
@@ -130,18 +132,7 @@ func TestCacheDu(t *testing.T) {
 	if _, stderr, code := demoCLI(t, "--cache", cache, "--mem", "2GiB", "build", recipe, "-o", filepath.Join(dir, "out")); code != 0 {
 		t.Fatalf("build: exit %d: %s", code, stderr)
 	}
-	du := func() artifacts.UsageReport {
-		t.Helper()
-		stdout, stderr, code := demoCLI(t, "--cache", cache, "--json", "cache", "du")
-		if code != 0 {
-			t.Fatalf("cache du: exit %d: %s", code, stderr)
-		}
-		var rep artifacts.UsageReport
-		if err := json.Unmarshal([]byte(stdout), &rep); err != nil {
-			t.Fatal(err)
-		}
-		return rep
-	}
+	du := func() artifacts.UsageReport { t.Helper(); return cacheDu(t, cache) }
 	rep := du()
 	stages := map[string]artifacts.StageUsage{}
 	var objects int
@@ -217,6 +208,20 @@ func TestCacheDu(t *testing.T) {
 	}
 }
 
+// cacheDu is `orkpipe cache du --json` of cache.
+func cacheDu(t *testing.T, cache string) artifacts.UsageReport {
+	t.Helper()
+	stdout, stderr, code := demoCLI(t, "--cache", cache, "--json", "cache", "du")
+	if code != 0 {
+		t.Fatalf("cache du: exit %d: %s", code, stderr)
+	}
+	var rep artifacts.UsageReport
+	if err := json.Unmarshal([]byte(stdout), &rep); err != nil {
+		t.Fatal(err)
+	}
+	return rep
+}
+
 // stageVersion is the version of the stage kind name that this binary runs.
 func stageVersion(name string) (int, error) {
 	k, err := stages.Lookup(name)
@@ -224,4 +229,105 @@ func stageVersion(name string) (int, error) {
 		return 0, err
 	}
 	return k.Version(), nil
+}
+
+// TestCacheGCDownstream: a finalize record of an older orkpipe (one of the build's, its version set
+// back) strands what was built from its weight: du counts the unpinned objects downstream, gc
+// --outdated drops the record and every record downstream of it (the weight's tile, the pack, what
+// read the pack) and removes their unpinned objects, and the next build runs exactly the nodes of
+// the dropped records again, to the same pack and stub.
+func TestCacheGCDownstream(t *testing.T) {
+	dir := t.TempDir()
+	recipe, _, _ := tinyRecipe(t, dir)
+	cache := filepath.Join(dir, "cache")
+	out := filepath.Join(dir, "out")
+	build := func() string {
+		t.Helper()
+		stdout, stderr, code := demoCLI(t, "--cache", cache, "--mem", "2GiB", "build", recipe, "-o", out, "--force")
+		if code != 0 {
+			t.Fatalf("build: exit %d: %s", code, stderr)
+		}
+		return stdout + stderr
+	}
+	build()
+	read := func(name string) []byte {
+		t.Helper()
+		b, err := os.ReadFile(filepath.Join(out, name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return b
+	}
+	packBefore, stubBefore := read("clitiny.orkpack"), read("clitiny.orkpack.gguf")
+	du := func() artifacts.UsageReport { t.Helper(); return cacheDu(t, cache) }
+	if rep := du(); rep.OutdatedDisk != 0 {
+		t.Fatalf("a fresh build's cache: outdated_disk %d, want 0", rep.OutdatedDisk)
+	}
+
+	ctx := context.Background()
+	recs, err := engine.History(ctx, engine.HistoryDir(cache), "clitiny", 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var key artifacts.Digest
+	for _, n := range recs[0].Nodes {
+		if n.Stage == "finalize" && strings.HasSuffix(n.ID, "ffn_down.weight") {
+			if key, err = artifacts.ParseDigest(n.Key); err != nil {
+				t.Fatal(err)
+			}
+			break
+		}
+	}
+	s, err := artifacts.OpenStore(cache)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec, err := s.GetAction(ctx, key)
+	if err != nil {
+		t.Fatalf("the ffn_down finalize's record (%s): %v", key, err)
+	}
+	rec.Version--
+	if err := s.PutAction(ctx, rec); err != nil {
+		t.Fatal(err)
+	}
+	s.Close()
+
+	rep := du()
+	if rep.OutdatedDisk <= 0 {
+		t.Fatalf("with an older finalize's record: outdated_disk %d", rep.OutdatedDisk)
+	}
+	stage := map[string]artifacts.StageUsage{}
+	for _, u := range rep.Stages {
+		stage[u.Stage] = u
+	}
+	for _, st := range []string{"finalize", "tile"} {
+		if stage[st].OutdatedDisk <= 0 {
+			t.Errorf("du: stage %s frees nothing under --outdated: %+v", st, stage[st])
+		}
+	}
+	if pk := stage["write-orkpack"]; pk.OutdatedDisk != 0 {
+		t.Errorf("du: the pinned pack counted as freed: %+v", pk)
+	}
+	stdout, stderr, code := demoCLI(t, "--cache", cache, "--json", "cache", "gc", "--outdated")
+	if code != 0 {
+		t.Fatalf("cache gc --outdated: exit %d: %s", code, stderr)
+	}
+	var gc artifacts.GCReport
+	if err := json.Unmarshal([]byte(stdout), &gc); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("gc --outdated: %+v", gc)
+	if gc.Downstream < 3 || gc.Outdated != gc.Downstream+1 || gc.Removed < 2 {
+		t.Fatalf("gc --outdated: %+v; want the record, its tile's, the pack's and more downstream dropped", gc)
+	}
+	if after := du(); after.OutdatedDisk != 0 || after.Disk != rep.Disk-rep.OutdatedDisk {
+		t.Errorf("after gc: %d on disk (outdated %d), want %d - %d", after.Disk, after.OutdatedDisk, rep.Disk, rep.OutdatedDisk)
+	}
+	log := build()
+	if want := fmt.Sprintf("executed %d,", gc.Outdated); !strings.Contains(log, want) {
+		t.Errorf("rebuild after gc: want %q (the dropped records' nodes, no other):\n%s", want, log)
+	}
+	if !bytes.Equal(read("clitiny.orkpack"), packBefore) || !bytes.Equal(read("clitiny.orkpack.gguf"), stubBefore) {
+		t.Error("the rebuilt pack or stub differs from the first build's")
+	}
 }

@@ -63,7 +63,9 @@ func spaceOf(ctx context.Context, opts *globalOptions, store *artifacts.Store, n
 	}
 	s.free = cfs.free
 	if s.short() && store != nil {
-		if rep, err := store.Usage(ctx, outdatedRecord); err == nil {
+		if inputs, err := recordedInputs(ctx, opts); err != nil {
+			opts.logger.Warn("what gc --outdated could free is unknown", "err", err)
+		} else if rep, err := store.Usage(ctx, outdatedRecord, inputs); err == nil {
 			s.usage, s.freeOutdated, s.freeUnpinned = true, rep.OutdatedDisk, rep.Disk-rep.PinnedDisk
 		}
 	}

@@ -72,7 +72,9 @@
 // holding a BuildRecord: {"target", "time", "nodes": [{"node", "stage", "key", "outcome",
 // "same_as", "material"}]} with each node's full key material (absent if its key was never
 // computed). Records are written to a temp file and renamed; the 20 newest per target are kept.
-// Explain diffs the newest two, field by field, and reports groups of nodes with identical keys.
+// Explain diffs the newest two, field by field, and reports groups of nodes with identical keys;
+// RecordedInputs reads every record's inputs by node key, which the action cache's records do not
+// carry, for `cache gc --outdated` to follow records downstream.
 // Other files of a target's directory are not records: its memo (below) and the costs of its node
 // kinds that the CLI keeps for the estimate of a build's time left (progress.CostsFile).
 //

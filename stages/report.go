@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"sort"
+	"strings"
 
 	"orkpipe/ork/pack"
 	"orkpipe/stages/reporthtml"
@@ -33,6 +34,18 @@ type ReportParams struct {
 	// Model describes the packed model, as the provenance does (ProvenanceModel; the recipe digest is
 	// the provenance's alone): written to report.json's "model" and the summary's second line.
 	Model *ProvenanceModel `json:"model,omitempty"`
+	// NextN lists the source's multi-token-prediction blocks (ModelShape.NextN), whose tensors the
+	// pack never holds: written to report.json's "nextn" and a line of the summary.
+	NextN *ReportNextN `json:"nextn,omitempty"`
+}
+
+// ReportNextN is what a source's multi-token-prediction blocks (qwen35's nextn_predict_layers; llama.cpp
+// runs them only to draft tokens for speculative decoding) hold: their tensors stay in the stub as
+// stored, neither packed nor calibrated nor screened.
+type ReportNextN struct {
+	Blocks  []int `json:"blocks"`  // their block numbers (blk.N)
+	Tensors int   `json:"tensors"` // their tensors
+	Bytes   int64 `json:"bytes"`   // those tensors' data in the source
 }
 
 // Report is the "report.json" output; report.html draws it (package stages/reporthtml, which reads
@@ -57,6 +70,8 @@ type Report struct {
 	Residency    *ReportResidency     `json:"residency,omitempty"`
 	// Model is what the source's header says of the model and what the pack made of it (ReportParams).
 	Model *ProvenanceModel `json:"model,omitempty"`
+	// NextN is the source's multi-token-prediction blocks, kept in the stub as stored (ReportParams).
+	NextN *ReportNextN `json:"nextn,omitempty"`
 }
 
 // ReportProvenance is provenance at a glance (provenance.json is the signed statement).
@@ -175,7 +190,7 @@ func runReport(ctx context.Context, p ReportParams, req Request) error {
 	}
 	rep := Report{Name: p.Name, Pack: ReportFile{pf.Digest.String(), pf.Size}, Stub: ReportFile{sf.Digest.String(), sf.Size},
 		Board: r.Board().Name, DomainCapacity: prof.Capacity(), Totals: ReportTotals{ByDType: map[string]int{}},
-		Provenance: ReportProvenance{Deps: resolvedDeps(p.Deps, req), Overrides: overrides}, Model: p.Model}
+		Provenance: ReportProvenance{Deps: resolvedDeps(p.Deps, req), Overrides: overrides}, Model: p.Model, NextN: p.NextN}
 	if err := readJSONFile(req.Inputs["verify"].Path, &rep.Verify); err != nil {
 		return err
 	}
@@ -263,6 +278,10 @@ func summaryText(r *Report) string {
 		fmt.Fprintf(&b, " %s x%d", dt, r.Totals.ByDType[dt])
 	}
 	fmt.Fprintf(&b, "\n")
+	if n := r.NextN; n != nil {
+		fmt.Fprintf(&b, "not packed: %s (%d tensors, %s), kept in the stub as stored: llama.cpp runs them only to draft tokens for speculative decoding\n",
+			nextnBlocks(n.Blocks), n.Tensors, mib(n.Bytes))
+	}
 	if r.Totals.ExpertEntries > 0 {
 		fmt.Fprintf(&b, "experts: %d expert-slice entries of %d MoE tensors\n", r.Totals.ExpertEntries, r.Totals.ExpertTensors)
 	}
@@ -284,6 +303,19 @@ func summaryText(r *Report) string {
 	fmt.Fprintf(&b, "verified: pack (%d entries decoded), stub (%d tensors, %d owned holes), domain plan on %s\n",
 		r.Verify.PackEntries, r.Verify.StubTensors, r.Verify.StubOwned, r.Verify.Board)
 	return b.String()
+}
+
+// nextnBlocks names multi-token-prediction blocks: "the multi-token-prediction block blk.64", or
+// "the multi-token-prediction blocks blk.64, blk.65".
+func nextnBlocks(blocks []int) string {
+	names := make([]string, len(blocks))
+	for i, l := range blocks {
+		names[i] = fmt.Sprintf("blk.%d", l)
+	}
+	if len(names) == 1 {
+		return "the multi-token-prediction block " + names[0]
+	}
+	return "the multi-token-prediction blocks " + strings.Join(names, ", ")
 }
 
 // clipSummary says how the entries' activations are clipped: "activation clip: 1 (none) on every entry", or

@@ -47,6 +47,9 @@ type ModelShape struct {
 	SSMVHeads  int `json:"ssm_time_step_rank,omitempty"`
 	// ShortConvL is the short-convolution blocks' shortconv.l_cache.
 	ShortConvL int `json:"shortconv_l_cache,omitempty"`
+	// NextN is the multi-token-prediction blocks after the Layers trunk blocks (model.Config.NextN;
+	// omitted when none): no stage runs them, and the planner never packs their tensors.
+	NextN int `json:"nextn,omitempty"`
 }
 
 // kindLetters are the letters of ModelShape.Kinds, by mixer and by FFN kind.
@@ -58,7 +61,7 @@ var (
 // ShapeOf returns the shape of a model config.
 func ShapeOf(c model.Config) ModelShape {
 	s := ModelShape{Layers: c.NLayer, Embd: c.NEmbd, FF: c.NFF, Heads: c.NHead, HeadsKV: c.NHeadKV, HeadDim: c.HeadDim, Vocab: c.NVocab,
-		Experts: c.NExpert, ExpertsUsed: c.NExpertUsed, WeightType: weightTypeName(c.WeightType)}
+		Experts: c.NExpert, ExpertsUsed: c.NExpertUsed, WeightType: weightTypeName(c.WeightType), NextN: c.NextN}
 	if c.Kinds == nil {
 		return s
 	}
@@ -158,7 +161,7 @@ func (s ModelShape) Config() model.Config {
 		HeadDim: s.HeadDim, NVocab: s.Vocab, RopeDim: s.HeadDim, RopeBase: 10000, RopeFreqScale: 1, RopeNeox: s.Arch != "", NormEps: 1e-5,
 		NExpert: s.Experts, NExpertUsed: s.ExpertsUsed, NFFExp: s.ExpertFF, NFFShared: s.SharedFF, Kinds: kinds,
 		SSM:        model.SSMShape{ConvKernel: s.SSMConv, HeadDim: s.SSMHeadDim, KHeads: s.SSMKHeads, VHeads: s.SSMVHeads},
-		ShortConvL: s.ShortConvL, WeightType: s.heldType()}
+		ShortConvL: s.ShortConvL, WeightType: s.heldType(), NextN: s.NextN}
 }
 
 // heldType is weightType, F32 for an invalid one (validate refuses it).
@@ -198,6 +201,9 @@ func (s ModelShape) validate() error {
 	}
 	if (s.Arch == "") != (s.Kinds == "") {
 		return fmt.Errorf("shape: arch %q with kinds %q: a hybrid shape sets both, the llama family neither", s.Arch, s.Kinds)
+	}
+	if s.NextN < 0 || s.NextN > 0 && s.Arch != "qwen35" && s.Arch != "qwen35moe" {
+		return fmt.Errorf("shape: nextn %d for arch %q: want 0, or a count of qwen35's multi-token-prediction blocks", s.NextN, s.Arch)
 	}
 	c := s.Config()
 	if err := c.Validate(); err != nil {

@@ -43,6 +43,9 @@ func TestShapeRoundTrip(t *testing.T) {
 			if s.Kinds != c.kinds {
 				t.Errorf("kinds %q, want %q", s.Kinds, c.kinds)
 			}
+			if strings.Contains(string(raw), "nextn") {
+				t.Errorf("a shape without multi-token-prediction blocks names them: %s (its keys would change)", raw)
+			}
 			if c.kinds == "" && strings.Contains(string(raw), "arch") {
 				t.Errorf("a llama shape names its arch: %s (its keys would change)", raw)
 			}
@@ -62,6 +65,19 @@ func TestShapeRoundTrip(t *testing.T) {
 		{Layers: 1, Embd: 64, FF: 96, Heads: 4, HeadsKV: 2, HeadDim: 16, Vocab: 360, Arch: "lfm2", Kinds: "Xd"},   // no mixer X
 		{Layers: 1, Embd: 64, FF: 96, Heads: 4, HeadsKV: 2, HeadDim: 16, Vocab: 360, Kinds: "Ad"},                 // kinds without arch
 		{Layers: 1, Embd: 64, FF: 96, Heads: 4, HeadsKV: 2, HeadDim: 16, Vocab: 360, Arch: "qwen35", Kinds: "Dd"}, // DeltaNet without ssm
+		{Layers: 1, Embd: 64, FF: 96, Heads: 4, HeadsKV: 2, HeadDim: 16, Vocab: 360, NextN: 1},                    // llama has no MTP blocks
+	}
+	// qwen35's multi-token-prediction blocks survive the round trip (the planner reads them from it).
+	mtp := stages.ModelShape{Layers: 1, Embd: 64, FF: 96, Heads: 4, HeadsKV: 2, HeadDim: 32, Vocab: 360, Arch: "qwen35", Kinds: "Gd", NextN: 1}
+	if back := stages.ShapeOf(mtp.Config()); back.NextN != 1 {
+		t.Errorf("shape %+v -> config -> shape %+v: NextN lost", mtp, back)
+	}
+	for _, s := range []stages.ModelShape{mtp, {Layers: 1, Embd: 64, FF: 96, Heads: 4, HeadsKV: 2, HeadDim: 16, Vocab: 360}} {
+		raw, _ := json.Marshal(stages.CalibrateParams{Shape: s, Start: 0, End: 1, Sequences: 1, Ctx: 4})
+		k, _ := stages.Lookup("calibrate")
+		if _, err := k.Bind(raw); err != nil {
+			t.Errorf("calibrate refused a good shape %s: %v", raw, err)
+		}
 	}
 	for _, s := range bad {
 		raw, _ := json.Marshal(stages.CalibrateParams{Shape: s, Start: 0, End: 1, Sequences: 1, Ctx: 4})

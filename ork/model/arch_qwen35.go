@@ -39,6 +39,7 @@ func qwen35Config(r *keyReader, c *Config, moe bool) error {
 		return fmt.Errorf("%s: %snextn_predict_layers %d: want fewer than block_count %d: %w", r.f.Path, r.p, nextn, c.NLayer, ErrBadModel)
 	}
 	c.NLayer -= nextn
+	c.NextN = nextn
 	r.uint("feed_forward_length", &c.NFF, 0, !moe)
 	attentionKeys(r, c)
 	r.float("attention.layer_norm_rms_epsilon", &c.NormEps, 0, true)

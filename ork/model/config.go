@@ -18,6 +18,10 @@ type Config struct {
 	NHeadKV int    // attention.head_count_kv (of the attention blocks, for an array per layer)
 	HeadDim int    // attention.key_length (default NEmbd / NHead)
 	NVocab  int    // rows of token_embd
+	// NextN is nextn_predict_layers (qwen35, qwen35moe): the multi-token-prediction blocks after the
+	// trunk, blk.NLayer to blk.NLayer+NextN-1, which llama.cpp runs only to draft tokens for
+	// speculative decoding. Nothing here runs them.
+	NextN int
 	// RopeDim is rope.dimension_count (default HeadDim): the leading dimensions of each head RoPE rotates.
 	RopeDim int
 	// RopeBase is rope.freq_base (default 10000).

@@ -245,3 +245,26 @@ func TestSyntheticHybrid(t *testing.T) {
 		}
 	}
 }
+
+// TestConfigNextN: qwen35's nextn_predict_layers are multi-token-prediction blocks at the end of
+// block_count: NLayer counts the trunk only, NextN those blocks; without the key there are none.
+func TestConfigNextN(t *testing.T) {
+	for _, c := range []struct {
+		edit         func([]gguf.KV) []gguf.KV
+		layers, next int
+	}{
+		{func(kv []gguf.KV) []gguf.KV { return kv }, 8, 0},
+		{with("qwen35.nextn_predict_layers", gguf.Uint32(1)), 7, 1},
+		{with("qwen35.nextn_predict_layers", gguf.Uint32(0)), 8, 0},
+	} {
+		f, err := gguf.Open(context.Background(), variant(t, "tiny-qwen35.gguf", c.edit))
+		if err != nil {
+			t.Fatal(err)
+		}
+		cfg, err := ConfigFromGGUF(f)
+		f.Close()
+		if err != nil || cfg.NLayer != c.layers || cfg.NextN != c.next {
+			t.Errorf("NLayer %d, NextN %d (%v); want %d, %d", cfg.NLayer, cfg.NextN, err, c.layers, c.next)
+		}
+	}
+}

@@ -272,6 +272,21 @@ func TestWindowTooBig(t *testing.T) {
 	}
 }
 
+// planErr plans the recipe at path (with sets) under a 2 GiB budget and returns the planning error.
+func planErr(t *testing.T, path string, sets ...string) error {
+	t.Helper()
+	rec, err := recipe.Load(path, sets...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tg, err := build.New(rec, build.WithMemoryBudget(2<<30))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = tg.Graph(context.Background())
+	return err
+}
+
 func readReport(t *testing.T, dir string) stages.Report {
 	t.Helper()
 	var rep stages.Report

@@ -313,7 +313,8 @@ func (t *Target) planTail(g *engine.Graph, src *source, ws []*weight, routing *e
 		pin["dep.board-profile"] = *boardFile
 	}
 	model := provenanceModel(src.meta, ws, boardName)
-	rp := stages.ReportParams{Name: r.Name, Screen: r.Screen != nil, Board: boardName, Deps: deps, Overrides: t.overrides, Model: model}
+	rp := stages.ReportParams{Name: r.Name, Screen: r.Screen != nil, Board: boardName, Deps: deps, Overrides: t.overrides, Model: model,
+		NextN: nextNReport(src)}
 	if boardFile != nil {
 		rin["board"] = *boardFile
 	}

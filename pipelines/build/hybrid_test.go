@@ -141,15 +141,7 @@ func TestHybridRefusesNonMatmul(t *testing.T) {
 			if err := os.WriteFile(p, []byte(body), 0o644); err != nil {
 				t.Fatal(err)
 			}
-			rec, err := recipe.Load(p)
-			if err != nil {
-				t.Fatal(err)
-			}
-			tg, err := build.New(rec, build.WithMemoryBudget(2<<30))
-			if err != nil {
-				t.Fatal(err)
-			}
-			_, err = tg.Graph(context.Background())
+			err := planErr(t, p)
 			if !errors.Is(err, build.ErrPlan) || !strings.Contains(err.Error(), c.tensor) || !strings.Contains(err.Error(), "not a matmul weight") {
 				t.Errorf("plan error %v, want ErrPlan naming %s as not a matmul weight", err, c.tensor)
 			}

@@ -231,6 +231,34 @@ func notMatmul(shape stages.ModelShape, tensor string, experts int) string {
 	return ""
 }
 
+// inNextN reports whether tensor belongs to one of the model's multi-token-prediction blocks
+// (blk.N with N in [Layers, Layers+NextN)): it stays in the stub as stored and is never packed,
+// whatever the schemes match (llama.cpp runs those blocks only to draft tokens for speculative
+// decoding, and no stage here runs them).
+func inNextN(shape stages.ModelShape, tensor string) bool {
+	l := blockOf(tensor)
+	return shape.NextN > 0 && l >= shape.Layers && l < shape.Layers+shape.NextN
+}
+
+// nextNReport is what the report says of the source's multi-token-prediction blocks (nil when it
+// has none).
+func nextNReport(src *source) *stages.ReportNextN {
+	if src.shape.NextN == 0 {
+		return nil
+	}
+	n := &stages.ReportNextN{}
+	for l := src.shape.Layers; l < src.shape.Layers+src.shape.NextN; l++ {
+		n.Blocks = append(n.Blocks, l)
+	}
+	for _, ti := range src.tensors {
+		if inNextN(src.shape, ti.Name) {
+			n.Tensors++
+			n.Bytes += ti.Size
+		}
+	}
+	return n
+}
+
 // isExpertTensor reports whether name is an MoE expert tensor (llama.cpp's blk.N.ffn_*_exps.weight).
 func isExpertTensor(name string) bool {
 	return strings.HasPrefix(name, "blk.") && (strings.HasSuffix(name, ".ffn_gate_exps.weight") ||
@@ -254,10 +282,19 @@ func (w *weight) hessianOutput(shape stages.ModelShape) string {
 func (t *Target) selectWeights(src *source) ([]*weight, error) {
 	r := t.r
 	matched := make([]int, len(r.Schemes))
+	nextn := make([]int, len(r.Schemes)) // matches of multi-token-prediction blocks' tensors
 	var ws []*weight
 	var errs []string
 	for _, ti := range src.tensors {
 		if len(ti.Shape) < 2 || ti.Name == "token_embd.weight" || isRouter(ti.Name) {
+			continue
+		}
+		if inNextN(src.shape, ti.Name) {
+			for i := range r.Schemes {
+				if r.Schemes[i].Matches(ti.Name) {
+					nextn[i]++
+				}
+			}
 			continue
 		}
 		for i := range r.Schemes {
@@ -303,7 +340,11 @@ func (t *Target) selectWeights(src *source) ([]*weight, error) {
 		what = r.Source.Model
 	}
 	for i, c := range matched {
-		if c == 0 {
+		switch {
+		case c == 0 && nextn[i] > 0:
+			errs = append(errs, fmt.Sprintf("schemes[%d] (match %q) matches only tensors of %s's multi-token-prediction blocks (blk.%d on), which are never packed: nothing runs them to calibrate or screen, and they stay in the stub as stored",
+				i, r.Schemes[i].Match, what, src.shape.Layers))
+		case c == 0:
 			errs = append(errs, fmt.Sprintf("schemes[%d] (match %q) matches no weight of %s (a typo?)", i, r.Schemes[i].Match, what))
 		}
 	}

@@ -18,7 +18,6 @@ import (
 	"orkpipe/ork/model"
 	"orkpipe/ork/pack"
 	"orkpipe/pipelines/build"
-	"orkpipe/pipelines/recipe"
 	"orkpipe/stages"
 )
 
@@ -250,18 +249,7 @@ func TestResidencyRefusedAtPlan(t *testing.T) {
 	p := board.RK3588()
 	p.Name, p.DomainCeiling, p.Headroom = "small", 512<<10, 0 // 512 KiB domains
 	prof := writeProfile(t, p)
-	plan := func(budget string) error {
-		rec, err := recipe.Load(residencyRecipe(t, budget), "board="+prof)
-		if err != nil {
-			t.Fatal(err)
-		}
-		tg, err := build.New(rec, build.WithMemoryBudget(2<<30))
-		if err != nil {
-			t.Fatal(err)
-		}
-		_, err = tg.Graph(context.Background())
-		return err
-	}
+	plan := func(budget string) error { return planErr(t, residencyRecipe(t, budget), "board="+prof) }
 	err := plan("100%")
 	var re *board.ResidencyError
 	if !errors.Is(err, build.ErrPlan) || !errors.As(err, &re) || !errors.Is(err, board.ErrDoesNotFit) {

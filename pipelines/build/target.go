@@ -69,6 +69,12 @@
 // the report scores the plan against); changing only the budget re-runs residency, write-orkpack and
 // what follows it.
 //
+// # Multi-token prediction
+//
+// A qwen35 file's multi-token-prediction blocks (stages.ModelShape.NextN: blk.N for N from the trunk's
+// block count on) are never packed, whatever the schemes match: they stay in the stub as stored, and
+// the report names them (stages.ReportNextN). A scheme that matches only their tensors is a plan error.
+//
 // # Memory
 //
 // Every node declares its peak memory (the stage's estimate). Calibration windows with window: auto

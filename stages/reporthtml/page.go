@@ -116,6 +116,14 @@ func Render(reportJSON []byte) ([]byte, error) {
 		{"mean qerr", fmt.Sprintf("%.5f", r.Totals.MeanQErr)},
 		{"max qerr", fmt.Sprintf("%.5f", r.Totals.MaxQErr)},
 	}...)
+	if n := r.NextN; n != nil {
+		blocks := make([]string, len(n.Blocks))
+		for i, l := range n.Blocks {
+			blocks[i] = fmt.Sprintf("blk.%d", l)
+		}
+		p.Facts = append(p.Facts, fact{"not packed (multi-token prediction)",
+			fmt.Sprintf("%s: %d tensors, %s, kept in the stub as stored", strings.Join(blocks, ", "), n.Tensors, sizeText(n.Bytes))})
+	}
 	if s := r.Screen; s != nil {
 		p.Facts = append(p.Facts, fact{"PPL pack / float", fmt.Sprintf("%.4f", s.PPLRatio)}, fact{"mean KL divergence", fmt.Sprintf("%.6f", s.KLDMean)})
 		p.Screen = screenOf(s)

@@ -28,6 +28,15 @@ type report struct {
 	Provenance     *provenance `json:"provenance"`
 	Routing        []routing   `json:"routing"`
 	Model          *model      `json:"model"`
+	NextN          *nextn      `json:"nextn"`
+}
+
+// nextn is report.json's account of the source's multi-token-prediction blocks, which the pack does
+// not hold (stages.ReportNextN's JSON names).
+type nextn struct {
+	Blocks  []int `json:"blocks"`
+	Tensors int   `json:"tensors"`
+	Bytes   int64 `json:"bytes"`
 }
 
 // model is the part of report.json's description of the packed model the page draws

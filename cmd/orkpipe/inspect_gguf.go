@@ -33,6 +33,12 @@ func runInspectGGUF(ctx context.Context, opts *globalOptions, path string) error
 	w := opts.stdout
 	fmt.Fprintf(w, "%s: GGUF v%d, alignment %d, %d KV, %d tensors, data offset %d, %d bytes\nheader digest %s\n\n",
 		path, f.Version, f.Alignment, len(f.KV), len(f.Tensors), f.DataOffset, f.Size, hd)
+	if no, count, err := f.Shard(); err != nil {
+		fmt.Fprintf(w, "split: %v\n\n", err)
+	} else if count > 0 {
+		fmt.Fprintf(w, "split: shard %d of %d of a model split across files (llama-gguf-split): it holds %d of the model's tensors; builds read the merged file\n\n",
+			no+1, count, len(f.Tensors))
+	}
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "KEY\tTYPE\tVALUE")
 	for _, kv := range f.KV {

@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -111,5 +113,24 @@ func TestInspectGGUFErrors(t *testing.T) {
 	err := runInspectGGUF(context.Background(), opts, testfiles.Path(t, "stories-calib.txt"))
 	if err == nil || !strings.Contains(err.Error(), "bad magic") || !strings.Contains(err.Error(), "stories-calib.txt") {
 		t.Errorf("err = %v", err)
+	}
+}
+
+// TestInspectGGUFShard: inspect of one shard of a split model says which shard it is and that builds
+// read the merged file.
+func TestInspectGGUFShard(t *testing.T) {
+	var b bytes.Buffer
+	kv := []gguf.KV{{Key: "general.architecture", Value: gguf.String("qwen35")},
+		{Key: gguf.SplitNoKey, Value: gguf.Uint16(1)}, {Key: gguf.SplitCountKey, Value: gguf.Uint16(3)}}
+	if _, err := gguf.Write(context.Background(), &b, gguf.Header{KV: kv}, nil); err != nil {
+		t.Fatal(err)
+	}
+	p := filepath.Join(t.TempDir(), "m-00002-of-00003.gguf")
+	if err := os.WriteFile(p, b.Bytes(), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out, stderr, code := orkpipeExit(t, "inspect", p)
+	if code != 0 || !strings.Contains(out, "split: shard 2 of 3 of a model split across files") {
+		t.Errorf("inspect: exit %d:\n%s%s", code, out, stderr)
 	}
 }

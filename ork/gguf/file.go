@@ -286,3 +286,35 @@ func digestRange(ctx context.Context, r io.ReaderAt, off, n int64, name string) 
 	copy(sum[:], h.Sum(nil))
 	return sum, nil
 }
+
+// The keys llama.cpp's gguf-split writes into each shard of a model it splits across files.
+const (
+	SplitNoKey    = "split.no"    // the shard's number, from 0
+	SplitCountKey = "split.count" // how many shards the model has
+)
+
+// Shard says whether f is one shard of a model llama-gguf-split wrote as several files (each holds
+// some of the tensors; the first also the model's metadata): its number, from 0, and the number of
+// shards. count is 0 for a file that is not a shard (no split.count, or a split.count of 1). A
+// split.count or split.no that is not an unsigned integer, or a shard number not below the count,
+// is an error wrapping ErrFormat that names the file and the key.
+func (f *File) Shard() (no, count int, err error) {
+	if _, ok := f.Lookup(SplitCountKey); !ok {
+		return 0, 0, nil
+	}
+	c, err := f.Uint(SplitCountKey)
+	if err != nil {
+		return 0, 0, fmt.Errorf("%w: %w", ErrFormat, err)
+	}
+	if c <= 1 {
+		return 0, 0, nil
+	}
+	n, err := f.Uint(SplitNoKey)
+	if err != nil {
+		return 0, 0, fmt.Errorf("%w: %w", ErrFormat, err)
+	}
+	if n >= c || c > 1<<16 {
+		return 0, 0, fmt.Errorf("%s: %w: key %q = %d, key %q = %d: want a shard number below the count", f.Path, ErrFormat, SplitNoKey, n, SplitCountKey, c)
+	}
+	return int(n), int(c), nil
+}

@@ -57,6 +57,9 @@ func FuzzRead(f *testing.F) {
 		if !bytes.Equal(hdr, data[:len(hdr)]) {
 			t.Fatalf("accepted header re-encodes differently (%d bytes)", len(hdr))
 		}
+		if no, count, err := file.Shard(); err == nil && (count == 1 || count > 0 && (no < 0 || no >= count)) {
+			t.Fatalf("Shard: %d of %d", no, count)
+		}
 		for _, ti := range file.Tensors {
 			if !CanDequantize(ti.Type) || ti.RowLen() > 1<<16 {
 				continue

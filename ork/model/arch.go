@@ -136,7 +136,14 @@ func (r *keyReader) uniform(key string, vs []int) int {
 // naming the file and the key.
 func ConfigFromGGUF(f *gguf.File) (Config, error) {
 	var c Config
-	var err error
+	no, count, err := f.Shard()
+	if err != nil {
+		return c, err
+	}
+	if count > 0 {
+		return c, fmt.Errorf("%s: %s %d, %s %d: shard %d of %d of a model split across files (llama-gguf-split), which holds only some of its tensors: %w; merge the shards first: llama-gguf-split --merge FIRST-SHARD.gguf MODEL.gguf",
+			f.Path, gguf.SplitNoKey, no, gguf.SplitCountKey, count, no+1, count, ErrSplitModel)
+	}
 	if c.Arch, err = f.String("general.architecture"); err != nil {
 		return c, err
 	}

@@ -13,6 +13,9 @@ var (
 	ErrBadVocab = errors.New("bad vocabulary")
 	// ErrBadText is returned for text a tokenizer cannot take (llama.cpp fails on it as well).
 	ErrBadText = errors.New("text the tokenizer cannot take")
+	// ErrSplitModel is returned for one shard of a model split across files (llama-gguf-split): the
+	// model is read from one file, so the shards must be merged first.
+	ErrSplitModel = errors.New("a shard of a split model")
 	// ErrBadModel is returned when model metadata or tensor shapes are inconsistent.
 	ErrBadModel = errors.New("bad model")
 	// ErrTooShort is returned when a text is too short to form a single evaluation chunk.

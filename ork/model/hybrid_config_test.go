@@ -133,6 +133,13 @@ func TestConfigFromGGUFHybridRefuses(t *testing.T) {
 		{"tiny-lfm2moe.gguf", with("general.architecture", gguf.String("lfm3")), "lfm3", ErrUnsupported},
 		{"tiny-lfm2moe.gguf", with("lfm2moe.attention.causal", gguf.Bool(false)), "attention.causal", ErrUnsupported},
 		{"tiny-lfm2moe.gguf", with("lfm2moe.expert_group_count", gguf.Uint32(2)), "expert_group_count", ErrUnsupported},
+		// One shard of a model llama-gguf-split wrote as two files (its metadata, some tensors).
+		{"tiny-qwen35.gguf", func(kv []gguf.KV) []gguf.KV {
+			return with(gguf.SplitCountKey, gguf.Uint16(2))(with(gguf.SplitNoKey, gguf.Uint16(0))(kv))
+		}, "split.count 2", ErrSplitModel},
+		{"stories260K.gguf", func(kv []gguf.KV) []gguf.KV {
+			return with(gguf.SplitCountKey, gguf.Uint16(3))(with(gguf.SplitNoKey, gguf.Uint16(1))(kv))
+		}, "shard 2 of 3", ErrSplitModel},
 	} {
 		path := variant(t, c.file, c.edit)
 		f, err := gguf.Open(context.Background(), path)

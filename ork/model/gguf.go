@@ -179,6 +179,9 @@ func OpenGGUF(ctx context.Context, path string, cacheBytes int64) (*Model, Token
 	}
 	cfg, err := ConfigFromGGUF(f)
 	if err == nil {
+		err = cfg.CheckTensors(f)
+	}
+	if err == nil {
 		var tok Tokenizer
 		if tok, err = TokenizerFromGGUF(f); err == nil {
 			var m *Model

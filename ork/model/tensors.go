@@ -1,6 +1,12 @@
 package model
 
-import "strconv"
+import (
+	"fmt"
+	"strconv"
+	"strings"
+
+	"orkpipe/ork/gguf"
+)
 
 // TensorSpec is one tensor the forward pass reads: its GGUF name, its shape in GGUF order (ne[0] first:
 // K, N for a matrix; K, N, n_expert for an expert tensor) and whether it is a matmul weight of a site
@@ -107,4 +113,53 @@ func (c *Config) LayerWeightBytes(l int) int64 {
 func isRouter(name string) bool {
 	n := len(name) - len(".ffn_gate_inp.weight")
 	return n > 0 && name[n:] == ".ffn_gate_inp.weight"
+}
+
+// CheckTensors checks that f holds every tensor the forward pass reads (Tensors; output.weight may be
+// absent where the embeddings are tied, as llama.cpp allows), each with the listed shape, before
+// anything reads them: a file missing one (a shard of a split model, or experts a converter fused
+// as ffn_gate_up_exps) or holding one of another shape is an error wrapping ErrBadModel that names
+// the file and the first tensors at fault.
+func (c *Config) CheckTensors(f *gguf.File) error {
+	var bad []string
+	n := 0
+	for _, spec := range c.Tensors() {
+		ti, err := f.Tensor(spec.Name)
+		switch {
+		case err != nil && spec.Name == "output.weight" && f.TensorIndex("token_embd.weight") >= 0:
+			continue // tied embeddings
+		case err != nil:
+			n++
+			if len(bad) < 4 {
+				bad = append(bad, spec.Name+" missing")
+			}
+		case !sameShape(ti.Shape, spec.Shape):
+			n++
+			if len(bad) < 4 {
+				bad = append(bad, fmt.Sprintf("%s has shape %v, want %v", spec.Name, ti.Shape, spec.Shape))
+			}
+		}
+	}
+	if n == 0 {
+		return nil
+	}
+	more := ""
+	if n > len(bad) {
+		more = fmt.Sprintf(" and %d more", n-len(bad))
+	}
+	return fmt.Errorf("%s: %d of the tensors the %s forward pass reads are missing or of another shape: %s%s: %w",
+		f.Path, n, c.Arch, strings.Join(bad, "; "), more, ErrBadModel)
+}
+
+// sameShape reports whether a file's shape is the listed one.
+func sameShape(file []int64, want []int) bool {
+	if len(file) != len(want) {
+		return false
+	}
+	for i := range want {
+		if file[i] != int64(want[i]) {
+			return false
+		}
+	}
+	return true
 }

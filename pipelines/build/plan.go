@@ -82,6 +82,9 @@ func (t *Target) planSource(ctx context.Context, g *engine.Graph) (*source, erro
 	}
 	defer f.Close()
 	cfg, err := model.ConfigFromGGUF(f)
+	if err == nil {
+		err = cfg.CheckTensors(f)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("%w: source.model %s: %w", ErrPlan, r.Source.Model, err)
 	}

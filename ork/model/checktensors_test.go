@@ -14,9 +14,15 @@ import (
 	"orkpipe/ork/gguf"
 )
 
-// retabled writes a copy of a shared test model whose tensor table edit changed (a tensor's data is
-// the source's, cut to its new size, or zeros for a tensor the source lacks) and returns its path.
+// retabled writes a copy of a shared test model whose tensor table edit changed and returns its path.
 func retabled(t *testing.T, name string, edit func([]gguf.TensorInfo) []gguf.TensorInfo) string {
+	t.Helper()
+	return rewritten(t, name, func(h *gguf.Header) { h.Tensors = edit(slices.Clone(h.Tensors)) })
+}
+
+// rewritten writes a copy of a shared test model with its header edited by edit (a tensor's data is
+// the source's, cut to its new size, or zeros for a tensor the source lacks) and returns its path.
+func rewritten(t *testing.T, name string, edit func(*gguf.Header)) string {
 	t.Helper()
 	ctx := context.Background()
 	src, err := gguf.Open(ctx, testfiles.Path(t, name))
@@ -25,8 +31,8 @@ func retabled(t *testing.T, name string, edit func([]gguf.TensorInfo) []gguf.Ten
 	}
 	defer src.Close()
 	h := src.Header()
-	h.Tensors = edit(slices.Clone(h.Tensors))
-	path := filepath.Join(t.TempDir(), "retabled.gguf")
+	edit(&h)
+	path := filepath.Join(t.TempDir(), "rewritten.gguf")
 	f, err := os.Create(path)
 	if err != nil {
 		t.Fatal(err)

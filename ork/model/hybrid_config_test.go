@@ -5,8 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"os"
-	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -75,24 +73,7 @@ func TestConfigFromGGUFHybrid(t *testing.T) {
 // variant writes a copy of a shared test model with its metadata edited by edit and returns its path.
 func variant(t *testing.T, name string, edit func([]gguf.KV) []gguf.KV) string {
 	t.Helper()
-	ctx := context.Background()
-	src, err := gguf.Open(ctx, testfiles.Path(t, name))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer src.Close()
-	h := src.Header()
-	h.KV = edit(slices.Clone(h.KV))
-	path := filepath.Join(t.TempDir(), "variant.gguf")
-	f, err := os.Create(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	if _, err := gguf.Write(ctx, f, h, gguf.CopyFrom(src)); err != nil {
-		t.Fatal(err)
-	}
-	return path
+	return rewritten(t, name, func(h *gguf.Header) { h.KV = edit(slices.Clone(h.KV)) })
 }
 
 func without(key string) func([]gguf.KV) []gguf.KV {

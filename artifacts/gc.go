@@ -93,9 +93,12 @@ type GCOptions struct {
 	// Inputs, when set with Outdated, says which objects the node of an action record read: the input
 	// digests of the key material whose key is key (ok false where the caller does not know them).
 	// GC then also drops the records downstream of outdated ones, as outdated: a record whose node
-	// read an object that only outdated records name can no longer be hit either (its key names
-	// that object, which the caller's nodes will not make again), and so on down the graph. A record
-	// whose inputs are unknown is kept.
+	// read an object that only outdated records name is not hit again (its key names that object)
+	// unless the caller's version of the stage that made it makes the same bytes again, and so on
+	// down the graph. Run after the caller's rebuild, that keeps every record the rebuild used (it named
+	// their inputs again); run before, it can drop records a rebuild would have hit where a new stage
+	// version makes the same bytes (their nodes then run again). A record whose inputs are unknown is
+	// kept.
 	Inputs func(key Digest) (inputs []Digest, ok bool)
 }
 

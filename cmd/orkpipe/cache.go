@@ -54,8 +54,9 @@ func newCacheCommand(opts *globalOptions) *cobra.Command {
 			"target): with --outdated, those that only action records of stage versions this orkpipe does not\n" +
 			"run name (an older orkpipe's, whose nodes this one never hits, or a newer one's), and those records,\n" +
 			"and the same downstream: the records of nodes that read such objects (as the cache's build history\n" +
-			"remembers them: a tile of an outdated finalize's weight, the pack of that tile, ...), which no build\n" +
-			"of this orkpipe hits either, and the objects only they name;\n" +
+			"remembers them: a tile of an outdated finalize's weight, the pack of that tile, ...), and the objects\n" +
+			"only they name (run it after rebuilding with this orkpipe, which keeps what the rebuild used; before\n" +
+			"it, the nodes after a stage whose new version makes the same bytes would run again);\n" +
 			"then those unused for longer than --max-age, then the least recently used until the objects total\n" +
 			"at most --max-size. Action records whose outputs are removed are dropped. gc needs the cache to\n" +
 			"itself and fails if another orkpipe process has it open.",

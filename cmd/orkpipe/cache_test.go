@@ -231,11 +231,13 @@ func stageVersion(name string) (int, error) {
 	return k.Version(), nil
 }
 
-// TestCacheGCDownstream: a finalize record of an older orkpipe (one of the build's, its version set
-// back) strands what was built from its weight: du counts the unpinned objects downstream, gc
-// --outdated drops the record and every record downstream of it (the weight's tile, the pack, what
-// read the pack) and removes their unpinned objects, and the next build runs exactly the nodes of
-// the dropped records again, to the same pack and stub.
+// TestCacheGCDownstream: an older orkpipe's finalize record whose output this binary's record of the
+// weight names too (a rebuild made the same bytes) is dropped alone. One that is the only record of
+// its weight (the build's own, its version set back) strands what was built from its weight: du
+// counts the unpinned objects downstream, gc --outdated drops the record and every record
+// downstream of it (the weight's tile, the pack, what read the pack) and removes their unpinned
+// objects, and the next build runs exactly the nodes of the dropped records again, to the same pack
+// and stub.
 func TestCacheGCDownstream(t *testing.T) {
 	dir := t.TempDir()
 	recipe, _, _ := tinyRecipe(t, dir)
@@ -287,6 +289,38 @@ func TestCacheGCDownstream(t *testing.T) {
 		t.Fatalf("the ffn_down finalize's record (%s): %v", key, err)
 	}
 	rec.Version--
+	// After a rebuild: an older orkpipe's record of that weight under its own key, whose output this
+	// binary's record names too (the new version made the same bytes). gc drops that record alone.
+	older := rec
+	older.Key = artifacts.SumBytes([]byte("an older orkpipe's key of " + key.String()))
+	if err := s.PutAction(ctx, older); err != nil {
+		t.Fatal(err)
+	}
+	s.Close()
+	var gc artifacts.GCReport
+	gcOutdated := func() {
+		t.Helper()
+		stdout, stderr, code := demoCLI(t, "--cache", cache, "--json", "cache", "gc", "--outdated")
+		if code != 0 {
+			t.Fatalf("cache gc --outdated: exit %d: %s", code, stderr)
+		}
+		gc = artifacts.GCReport{}
+		if err := json.Unmarshal([]byte(stdout), &gc); err != nil {
+			t.Fatal(err)
+		}
+	}
+	gcOutdated()
+	if gc.Outdated != 1 || gc.Downstream != 0 || gc.Removed != 0 {
+		t.Errorf("gc --outdated after a rebuild: %+v; want the older record alone dropped", gc)
+	}
+	if log := build(); !strings.Contains(log, "executed 0,") {
+		t.Errorf("build after gc --outdated: want nothing executed:\n%s", log)
+	}
+
+	// Before a rebuild: the build's own record set back a version, as if an older orkpipe had left it.
+	if s, err = artifacts.OpenStore(cache); err != nil {
+		t.Fatal(err)
+	}
 	if err := s.PutAction(ctx, rec); err != nil {
 		t.Fatal(err)
 	}
@@ -308,14 +342,7 @@ func TestCacheGCDownstream(t *testing.T) {
 	if pk := stage["write-orkpack"]; pk.OutdatedDisk != 0 {
 		t.Errorf("du: the pinned pack counted as freed: %+v", pk)
 	}
-	stdout, stderr, code := demoCLI(t, "--cache", cache, "--json", "cache", "gc", "--outdated")
-	if code != 0 {
-		t.Fatalf("cache gc --outdated: exit %d: %s", code, stderr)
-	}
-	var gc artifacts.GCReport
-	if err := json.Unmarshal([]byte(stdout), &gc); err != nil {
-		t.Fatal(err)
-	}
+	gcOutdated()
 	t.Logf("gc --outdated: %+v", gc)
 	if gc.Downstream < 3 || gc.Outdated != gc.Downstream+1 || gc.Removed < 2 {
 		t.Fatalf("gc --outdated: %+v; want the record, its tile's, the pack's and more downstream dropped", gc)

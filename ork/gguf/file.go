@@ -313,7 +313,7 @@ func (f *File) Shard() (no, count int, err error) {
 	if err != nil {
 		return 0, 0, fmt.Errorf("%w: %w", ErrFormat, err)
 	}
-	if n >= c || c > 1<<16 {
+	if n >= c {
 		return 0, 0, fmt.Errorf("%s: %w: key %q = %d, key %q = %d: want a shard number below the count", f.Path, ErrFormat, SplitNoKey, n, SplitCountKey, c)
 	}
 	return int(n), int(c), nil

@@ -320,7 +320,9 @@ func init() {
 	}, runSynth))
 }
 
-func runSynth(ctx context.Context, p SynthParams, req Request) error {
+// resolved returns p with its architecture's defaults filled in (what synthTensor reads) and the
+// metadata synth writes for it.
+func (p SynthParams) resolved() (SynthParams, []gguf.KV) {
 	kv := synthKV(p)
 	if q, ok := p.qwen35(); ok {
 		p, kv = q, synthKVQwen35(q)
@@ -328,7 +330,19 @@ func runSynth(ctx context.Context, p SynthParams, req Request) error {
 	if l, ok := p.lfm2moe(); ok {
 		p, kv = l, synthKVLFM2MoE(l)
 	}
-	hdr := gguf.Header{KV: kv, Tensors: p.Tensors()}
+	return p, kv
+}
+
+// Header is the GGUF header synth writes for p, its metadata and tensor infos (gguf.Plan places
+// them): what a planner sizes the synthetic model and its stub from before the model exists.
+func (p SynthParams) Header() gguf.Header {
+	p, kv := p.resolved()
+	return gguf.Header{KV: kv, Tensors: p.Tensors()}
+}
+
+func runSynth(ctx context.Context, p SynthParams, req Request) error {
+	hdr := p.Header()
+	p, _ = p.resolved()
 	f, err := os.OpenFile(req.Output("model.gguf"), os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
 	if err != nil {
 		return err

@@ -37,19 +37,9 @@ func tensorBytes(ts []gguf.TensorInfo) int64 {
 
 // stubBytes is what the stub takes on disk: the blocks (fsBlock) of the source's header and of the
 // data of every tensor but the owned ones (sorted names), which stay holes — each tensor's range running
-// to the next tensor's start, as emit-stub copies it. A synthetic source, whose header is not
-// written yet, counts the tensors' data alone.
+// to the next tensor's start, as emit-stub copies it.
 func stubBytes(src *source, owned []string) int64 {
 	isOwned := func(name string) bool { _, found := slices.BinarySearch(owned, name); return found }
-	if src.dataOffset == 0 {
-		var n int64
-		for _, t := range src.tensors {
-			if !isOwned(t.Name) {
-				n += t.RowBytes() * t.Rows()
-			}
-		}
-		return n
-	}
 	blocks := (src.dataOffset + fsBlock - 1) / fsBlock // the header's
 	last := blocks                                     // blocks before last are counted
 	for i, t := range src.tensors {

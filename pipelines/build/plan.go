@@ -28,8 +28,8 @@ type source struct {
 	tensors []gguf.TensorInfo
 	shape   stages.ModelShape
 	meta    sourceMeta
-	// dataOffset and size place a GGUF source's tensor data (its header is [0, dataOffset)); 0 for a
-	// synthetic source, not written yet.
+	// dataOffset and size place the source's tensor data (its header is [0, dataOffset)); for a
+	// synthetic source, where synth will place them (gguf.Plan of its header).
 	dataOffset, size int64
 }
 
@@ -66,15 +66,22 @@ func (t *Target) planSource(ctx context.Context, g *engine.Graph) (*source, erro
 		if err := sp.Validate(); err != nil {
 			return nil, fmt.Errorf("%w: source.synth: %w", ErrPlan, err)
 		}
-		ts := sp.Tensors()
-		n := g.Add("synth", "synth", sp, nil).Cost(t.costs.synth(tensorBytes(ts))).Writes(tensorBytes(ts))
+		// The file synth writes, placed as gguf.Write will place it: the stub's declaration counts its
+		// header and tensor ranges as a GGUF source's.
+		l, _, err := gguf.Plan(sp.Header())
+		if err != nil {
+			return nil, fmt.Errorf("%w: source.synth: %w", ErrPlan, err)
+		}
+		ts := l.Tensors
+		n := g.Add("synth", "synth", sp, nil).Cost(t.costs.synth(tensorBytes(ts))).Writes(l.Size)
 		pj, _ := json.Marshal(sp)
 		arch := sp.Arch
 		if arch == "" {
 			arch = "llama"
 		}
 		meta := sourceMeta{name: sp.ModelName(), arch: arch, params: tensorParams(ts)}
-		return &source{in: n.Output("model.gguf"), uri: "orkpipe:synth?" + string(pj), tensors: ts, shape: stages.ShapeOf(sp.Config()), meta: meta}, nil
+		return &source{in: n.Output("model.gguf"), uri: "orkpipe:synth?" + string(pj), tensors: ts, shape: stages.ShapeOf(sp.Config()), meta: meta,
+			dataOffset: l.DataOffset, size: l.Size}, nil
 	}
 	f, err := openModel(ctx, r.Source.Model)
 	if err != nil {

@@ -60,9 +60,6 @@ func TestDeclaredWrites(t *testing.T) {
 				}
 				stages[n.Stage] = true
 				under, over := max(got/50, 16<<10), max(got/20, 64<<10)
-				if n.Stage == "emit-stub" && strings.HasPrefix(tc.name, "synthetic") {
-					under = 64 << 10 // a synthetic source's header is not known before it is written
-				}
 				if diff := n.Writes - got; diff < -under || diff > over {
 					t.Errorf("%s: declared %d bytes, wrote %d (off by %d; allowed %d under, %d over)", n.ID, n.Writes, got, diff, under, over)
 				}

@@ -461,13 +461,13 @@ var synthWords = []string{"the", "and", "was", "to", "a", "of", "he", "she", "it
 // byte tokens, "▁", the printable ASCII characters, then word prefixes; scores decrease with the id
 // so that llama.cpp's greedy merge prefers earlier (shorter) pieces deterministically.
 func synthVocab(n int) ([]string, []float32, []int32) {
-	tokens := []string{"<unk>", "<s>", "</s>"}
-	types := []int32{2, 3, 3}
+	tokens := append(make([]string, 0, n), "<unk>", "<s>", "</s>")
+	types := append(make([]int32, 0, n), 2, 3, 3)
 	for b := 0; b < 256; b++ {
 		tokens = append(tokens, fmt.Sprintf("<0x%02X>", b))
 		types = append(types, 6)
 	}
-	seen := map[string]bool{}
+	seen := make(map[string]bool, n)
 	for _, t := range tokens {
 		seen[t] = true
 	}

@@ -341,8 +341,8 @@ func (p SynthParams) Header() gguf.Header {
 }
 
 func runSynth(ctx context.Context, p SynthParams, req Request) error {
-	hdr := p.Header()
-	p, _ = p.resolved()
+	p, kv := p.resolved()
+	hdr := gguf.Header{KV: kv, Tensors: p.Tensors()} // Header's, the metadata built once
 	f, err := os.OpenFile(req.Output("model.gguf"), os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
 	if err != nil {
 		return err

@@ -71,12 +71,12 @@ func addRecordInputs(p string, inputs map[artifacts.Digest][]artifacts.Digest) e
 			continue
 		}
 		key, kerr := artifacts.ParseDigest(n.Key)
+		if _, seen := inputs[key]; seen && kerr == nil {
+			continue // a newer record's node, checked there (a cached node recurs build after build)
+		}
 		got, merr := n.Material.Key()
 		if kerr != nil || merr != nil || got != key {
 			bad = fmt.Errorf("build record %s: node %q: its key material does not hash to its key %s (%v, %v)", p, n.ID, n.Key, kerr, merr)
-			continue
-		}
-		if _, seen := inputs[key]; seen {
 			continue
 		}
 		ins := make([]artifacts.Digest, 0, len(n.Material.Inputs))

@@ -222,6 +222,9 @@ func TestParallelHashGroups(t *testing.T) {
 // including the hash command's 512 MiB, whose first takes (256 MiB and 192 MiB) the file is large
 // enough to reach. Without dropPages the whole file would end up resident.
 func TestHashPathPeakRSS(t *testing.T) {
+	if raceEnabled {
+		testfiles.SkipBuild(t, "a -race build: the race detector's shadow memory inflates the child's VmHWM; the bound is checked without -race")
+	}
 	const size = 1 << 30
 	p := filepath.Join(t.TempDir(), "f")
 	f, err := os.Create(p)

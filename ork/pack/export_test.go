@@ -1,0 +1,4 @@
+package pack
+
+// RaceEnabled is raceEnabled for the external tests (package pack_test).
+const RaceEnabled = raceEnabled

@@ -40,6 +40,15 @@ func qwen35Config(r *keyReader, c *Config, moe bool) error {
 	}
 	c.NLayer -= nextn
 	c.NextN = nextn
+	// llama.cpp's own test for an MTP-only file (llama_model_qwen35::load_arch_tensors, mtp_only).
+	if nextn > 0 && r.f.TensorIndex("blk.0.attn_norm.weight") < 0 {
+		blocks := fmt.Sprintf("block blk.%d", c.NLayer)
+		if nextn > 1 {
+			blocks = fmt.Sprintf("blocks blk.%d to blk.%d", c.NLayer, c.NLayer+nextn-1)
+		}
+		return fmt.Errorf("%s: %snextn_predict_layers %d and no blk.0.attn_norm.weight: the file holds only the multi-token-prediction %s (%d tensors in all), a speculative draft convert_hf_to_gguf.py --mtp writes beside the model: %w; build from the model's own file",
+			r.f.Path, r.p, nextn, blocks, len(r.f.Tensors), ErrDraftModel)
+	}
 	r.uint("feed_forward_length", &c.NFF, 0, !moe)
 	attentionKeys(r, c)
 	r.float("attention.layer_norm_rms_epsilon", &c.NormEps, 0, true)

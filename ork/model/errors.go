@@ -16,6 +16,10 @@ var (
 	// ErrSplitModel is returned for one shard of a model split across files (llama-gguf-split): the
 	// model is read from one file, so the shards must be merged first.
 	ErrSplitModel = errors.New("a shard of a split model")
+	// ErrDraftModel is returned for a file that holds only a model's multi-token-prediction block, the
+	// speculative draft convert_hf_to_gguf.py --mtp writes beside the model (llama.cpp loads it as
+	// mtp_only): it has no trunk to run or pack.
+	ErrDraftModel = errors.New("a multi-token-prediction draft without the model's trunk")
 	// ErrBadModel is returned when model metadata or tensor shapes are inconsistent.
 	ErrBadModel = errors.New("bad model")
 	// ErrTooShort is returned when a text is too short to form a single evaluation chunk.

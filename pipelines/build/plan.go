@@ -93,7 +93,7 @@ func (t *Target) planSource(ctx context.Context, g *engine.Graph) (*source, erro
 		err = cfg.CheckTensors(f)
 	}
 	if err != nil {
-		return nil, fmt.Errorf("%w: source.model %s: %w", ErrPlan, r.Source.Model, err)
+		return nil, fmt.Errorf("%w: source.model: %w", ErrPlan, err) // the error names the file
 	}
 	meta, err := readSourceMeta(f, cfg.Arch)
 	if err != nil {

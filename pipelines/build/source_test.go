@@ -20,7 +20,8 @@ import (
 // refused when the recipe is planned, naming the file and what is wrong, even for a recipe that needs
 // no calibration and no screen (which would otherwise pack the weights the file has and pass its
 // checks): the first shard of a model llama-gguf-split wrote as two files (the metadata and the first
-// 60 tensors), and a file missing one FFN weight.
+// 60 tensors), a multi-token-prediction draft (the MTP block alone, as convert_hf_to_gguf.py --mtp
+// writes it), and a file missing one FFN weight.
 func TestPlanRefusesPartialModel(t *testing.T) {
 	ctx := context.Background()
 	f, err := gguf.Open(ctx, testfiles.Path(t, "tiny-qwen35.gguf"))
@@ -39,6 +40,12 @@ func TestPlanRefusesPartialModel(t *testing.T) {
 				gguf.KV{Key: gguf.SplitCountKey, Value: gguf.Uint16(2)}, gguf.KV{Key: "split.tensors.count", Value: gguf.Int32(int32(len(h.Tensors)))})
 			h.Tensors = h.Tensors[:60]
 		}, model.ErrSplitModel, []string{"shard 1 of 2", "llama-gguf-split --merge"}},
+		{"draft", func(h *gguf.Header) { // convert_hf_to_gguf.py --mtp: the embeddings, the output and blk.7 only
+			h.KV = append(h.KV[:len(h.KV):len(h.KV)], gguf.KV{Key: "qwen35.nextn_predict_layers", Value: gguf.Uint32(1)})
+			h.Tensors = slices.DeleteFunc(slices.Clone(h.Tensors), func(ti gguf.TensorInfo) bool {
+				return strings.HasPrefix(ti.Name, "blk.") && !strings.HasPrefix(ti.Name, "blk.7.")
+			})
+		}, model.ErrDraftModel, []string{"only the multi-token-prediction block blk.7", "--mtp"}},
 		{"missing", func(h *gguf.Header) {
 			h.Tensors = slices.DeleteFunc(slices.Clone(h.Tensors), func(ti gguf.TensorInfo) bool { return ti.Name == "blk.5.ffn_up.weight" })
 		}, model.ErrBadModel, []string{"blk.5.ffn_up.weight missing"}},

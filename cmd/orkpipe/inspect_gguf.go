@@ -14,7 +14,7 @@ import (
 
 // runInspectGGUF prints a GGUF file's header, a KV summary (arrays abbreviated) and its tensor
 // table; with --json one object:
-// {"version","alignment","data_offset","size","header_digest","kv":{KEY: VALUE},"tensors":[...]}
+// {"version","alignment","data_offset","size","header_digest","model":{...},"kv":{KEY: VALUE},"tensors":[...]}
 // where an array value is {"type":"array","elem_type":T,"len":N}.
 func runInspectGGUF(ctx context.Context, opts *globalOptions, path string) error {
 	f, err := gguf.Open(ctx, path)
@@ -39,6 +39,7 @@ func runInspectGGUF(ctx context.Context, opts *globalOptions, path string) error
 		fmt.Fprintf(w, "split: shard %d of %d of a model split across files (llama-gguf-split): it holds %d of the model's tensors; builds read the merged file\n\n",
 			no+1, count, len(f.Tensors))
 	}
+	fmt.Fprintf(w, "%s\n\n", modelOf(f))
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "KEY\tTYPE\tVALUE")
 	for _, kv := range f.KV {
@@ -77,19 +78,21 @@ type inspectTensor struct {
 }
 
 type inspectOutput struct {
-	Path         string          `json:"path"`
-	Version      uint32          `json:"version"`
-	Alignment    int64           `json:"alignment"`
-	DataOffset   int64           `json:"data_offset"`
-	Size         int64           `json:"size"`
-	HeaderDigest string          `json:"header_digest"`
-	KV           orderedKV       `json:"kv"`
-	Tensors      []inspectTensor `json:"tensors"`
+	Path         string `json:"path"`
+	Version      uint32 `json:"version"`
+	Alignment    int64  `json:"alignment"`
+	DataOffset   int64  `json:"data_offset"`
+	Size         int64  `json:"size"`
+	HeaderDigest string `json:"header_digest"`
+	// Model is the file as a model to build from (inspectModel): its shape, or its error.
+	Model   inspectModel    `json:"model"`
+	KV      orderedKV       `json:"kv"`
+	Tensors []inspectTensor `json:"tensors"`
 }
 
 func inspectJSON(f *gguf.File, digest string) inspectOutput {
 	out := inspectOutput{Path: f.Path, Version: f.Version, Alignment: f.Alignment, DataOffset: f.DataOffset,
-		Size: f.Size, HeaderDigest: digest, KV: f.KV, Tensors: make([]inspectTensor, 0, len(f.Tensors))}
+		Size: f.Size, HeaderDigest: digest, Model: modelOf(f), KV: f.KV, Tensors: make([]inspectTensor, 0, len(f.Tensors))}
 	for _, t := range f.Tensors {
 		out.Tensors = append(out.Tensors, inspectTensor{t.Name, t.Type.String(), t.Shape, t.Offset, t.Size})
 	}

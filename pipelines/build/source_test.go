@@ -3,7 +3,6 @@ package build_test
 import (
 	"context"
 	"errors"
-	"io"
 	"os"
 	"path/filepath"
 	"slices"
@@ -58,14 +57,7 @@ func TestPlanRefusesPartialModel(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			_, err = gguf.Write(ctx, out, h, func(_ context.Context, _ int, ti gguf.TensorInfo, w io.Writer) error {
-				st, err := f.Tensor(ti.Name)
-				if err != nil {
-					return err
-				}
-				_, err = io.Copy(w, f.Section(st))
-				return err
-			})
+			_, err = gguf.Write(ctx, out, h, gguf.CopyFrom(f))
 			if err := errors.Join(err, out.Close()); err != nil {
 				t.Fatal(err)
 			}

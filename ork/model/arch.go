@@ -155,6 +155,10 @@ func ConfigFromGGUF(f *gguf.File) (Config, error) {
 	r := &keyReader{f: f, p: c.Arch + "."}
 	r.uint("embedding_length", &c.NEmbd, 0, true)
 	r.uint("block_count", &c.NLayer, 0, true)
+	if r.err == nil && c.NLayer > len(f.Tensors) { // before anything sized by it is made
+		r.err = fmt.Errorf("%s: key %q: %d blocks, but the file holds %d tensors (a block has several): %w",
+			f.Path, r.p+"block_count", c.NLayer, len(f.Tensors), ErrBadModel)
+	}
 	r.uint("expert_count", &c.NExpert, 0, false)
 	r.uint("expert_used_count", &c.NExpertUsed, 0, false)
 	r.float("rope.freq_base", &c.RopeBase, 10000, false)

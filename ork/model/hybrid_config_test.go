@@ -114,6 +114,9 @@ func TestConfigFromGGUFHybridRefuses(t *testing.T) {
 		{"tiny-lfm2moe.gguf", with("general.architecture", gguf.String("lfm3")), "lfm3", ErrUnsupported},
 		{"tiny-lfm2moe.gguf", with("lfm2moe.attention.causal", gguf.Bool(false)), "attention.causal", ErrUnsupported},
 		{"tiny-lfm2moe.gguf", with("lfm2moe.expert_group_count", gguf.Uint32(2)), "expert_group_count", ErrUnsupported},
+		// A block count no file of these tensors can hold (2e9 sized the per-block slices past any memory).
+		{"tiny-qwen35.gguf", with("qwen35.block_count", gguf.Uint32(1_000_000)), "1000000 blocks, but the file holds 109 tensors", ErrBadModel},
+		{"stories260K.gguf", with("llama.block_count", gguf.Uint32(49)), "49 blocks, but the file holds 48 tensors", ErrBadModel},
 		// One shard of a model llama-gguf-split wrote as two files (its metadata, some tensors).
 		{"tiny-qwen35.gguf", func(kv []gguf.KV) []gguf.KV {
 			return with(gguf.SplitCountKey, gguf.Uint16(2))(with(gguf.SplitNoKey, gguf.Uint16(0))(kv))

@@ -134,7 +134,9 @@ func (r *keyReader) uniform(key string, vs []int) int {
 // ConfigFromGGUF reads the network shape from the <general.architecture>.* metadata of f. A key the
 // architecture needs and the file lacks, or a value this package does not implement, is an error
 // naming the file and the key; a shard of a model split across files (gguf.File.Shard) is an error
-// wrapping ErrSplitModel. Config.CheckTensors then checks the file's tensors against the shape.
+// wrapping ErrSplitModel, a Qwen3.5/3.6 multi-token-prediction draft one wrapping ErrDraftModel, and a
+// block_count above the file's tensor count one wrapping ErrBadModel, before anything is sized by it
+// (FuzzConfigFromGGUF). Config.CheckTensors then checks the file's tensors against the shape.
 func ConfigFromGGUF(f *gguf.File) (Config, error) {
 	var c Config
 	no, count, err := f.Shard()

@@ -21,7 +21,7 @@ const (
 )
 
 // cost is perByte·n in nanoseconds.
-func cost(perByte float64, n int64) int64 { return int64(perByte * float64(n)) }
+func cost(perByte float64, n int64) int64 { return nanos(perByte * float64(n)) }
 
 // sourceBytes is the data size of the source's tensors (the stub's size, but for its header).
 func sourceBytes(src *source) int64 { return tensorBytes(src.tensors) }

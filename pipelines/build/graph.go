@@ -288,6 +288,12 @@ func (t *Target) planTail(g *engine.Graph, src *source, ws []*weight, routing *e
 		if err := checkFile("screen.text", s.Text); err != nil {
 			return nil, err
 		}
+		// A token spells at least one byte of the text (BOS and SentencePiece's prefix space aside):
+		// a text smaller than that cannot fill one chunk, which screen would find only at the build's end.
+		if st, err := statFile(s.Text); err == nil && int64(s.Ctx) > st.Size()+2 {
+			return nil, fmt.Errorf("%w: screen.ctx %d: screen.text %s is %d bytes, at most %d tokens: fewer than one chunk of %d",
+				ErrPlan, s.Ctx, s.Text, st.Size(), st.Size()+2, s.Ctx)
+		}
 		sp := stages.ScreenParams{Shape: src.shape, Ctx: s.Ctx, Chunks: s.Chunks,
 			MaxPPLRatio: s.Gates.MaxPPLRatio, MaxKLDMean: s.Gates.MaxKLDMean, TextName: filepath.Base(s.Text)}
 		moe.heldOutFromScreen(&sp, s.Text)

@@ -144,7 +144,7 @@ func (m costModel) calibrate(p stages.CalibrateParams) int64 {
 			tokens*hessianFlops(&c, l, names, skip)/(hessianFlopsPerNS*m.speed.Hessian) +
 			float64(calib.LayerWeightBytes(&c, l))*valueNS/m.speed.Scalar
 	}
-	return int64(ns)
+	return nanos(ns)
 }
 
 // propagate is a propagate node's cost: its tokens through the window's blocks with the
@@ -157,7 +157,7 @@ func (m costModel) propagate(p stages.PropagateParams) int64 {
 		ns += tokens*forwardFlops(&c, l, p.Ctx)/(propagateFlopsPerNS*m.emulated()) +
 			float64(calib.LayerWeightBytes(&c, l))*valueNS/m.speed.Scalar
 	}
-	return int64(ns)
+	return nanos(ns)
 }
 
 // finalize is a finalize node's cost. GPTQ: the Cholesky factor of the K×K Hessian and the
@@ -180,7 +180,7 @@ func (m costModel) finalize(p stages.FinalizeParams) int64 {
 		}
 		ns += flops / (gptqFlopsPerNS * m.gptq())
 	}
-	return int64(ns)
+	return nanos(ns)
 }
 
 // rtnTile is an rtn-tile node's: the round to nearest and the tiling, one node.
@@ -190,7 +190,7 @@ func (m costModel) rtnTile(p stages.FinalizeParams) int64 {
 
 // tile is a tile node's: the finalized weight's n·kp codes read and laid out.
 func (m costModel) tile(n, kp int) int64 {
-	return int64((nodeStartNS + float64(n)*float64(kp)*tileCodeNS) / m.speed.Scalar)
+	return nanos((nodeStartNS + float64(n)*float64(kp)*tileCodeNS) / m.speed.Scalar)
 }
 
 // actClip is an act-clip node's: the sample's rows through the weight's searched channels, once
@@ -201,7 +201,7 @@ func (m costModel) actClip(p stages.ActClipParams) int64 {
 		ch = min(ch, p.Channels)
 	}
 	flops := 2 * float64(p.Rows) * float64(ch) * float64(p.KP) * float64(len(p.Grid)+1)
-	return int64(nodeStartNS/m.speed.Scalar + flops/(forwardFlopsPerNS*m.emulated()))
+	return nanos(nodeStartNS/m.speed.Scalar + flops/(forwardFlopsPerNS*m.emulated()))
 }
 
 // screen is a screen node's: the evaluation text's whole chunks of ctx tokens (at least one, at
@@ -212,7 +212,7 @@ func (m costModel) actClip(p stages.ActClipParams) int64 {
 func (m costModel) screen(p stages.ScreenParams, text string) int64 {
 	fi, err := statFile(text)
 	if err != nil {
-		return int64(nodeStartNS / m.speed.Scalar)
+		return nanos(nodeStartNS / m.speed.Scalar)
 	}
 	c := p.Shape.Config()
 	chunks := max(1, int(float64(fi.Size())/textBytesPerToken(c.NVocab))/max(1, p.Ctx))
@@ -226,7 +226,7 @@ func (m costModel) screen(p stages.ScreenParams, text string) int64 {
 		weights += float64(stages.PackableValues(&c, l))
 	}
 	tokens := float64(chunks) * float64(p.Ctx)
-	return int64((nodeStartNS+2*weights*valueNS)/m.speed.Scalar + tokens*per/(screenFlopsPerNS*m.speed.Forward) +
+	return nanos((nodeStartNS+2*weights*valueNS)/m.speed.Scalar + tokens*per/(screenFlopsPerNS*m.speed.Forward) +
 		tokens*per/(screenFlopsPerNS*m.emulated()))
 }
 
@@ -239,10 +239,25 @@ func textBytesPerToken(vocab int) float64 {
 
 // tokenize is a tokenize node's: the calibration tokens it keeps (the corpus read to them).
 func (m costModel) tokenize(p stages.TokenizeParams) int64 {
-	return int64((nodeStartNS + float64(p.Sequences)*float64(p.Ctx)*tokenNS) / m.speed.Scalar)
+	return nanos((nodeStartNS + float64(p.Sequences)*float64(p.Ctx)*tokenNS) / m.speed.Scalar)
 }
 
 // synth is a synth node's: the bytes of the model it writes.
 func (m costModel) synth(bytes int64) int64 {
-	return int64((nodeStartNS + float64(bytes)*synthByteNS) / m.speed.Scalar)
+	return nanos((nodeStartNS + float64(bytes)*synthByteNS) / m.speed.Scalar)
+}
+
+// maxCostNS caps a node's modeled cost: about 11.6 days of one core, far beyond any node measured (a
+// 27B ffn_down's GPTQ takes about a minute, LFM2-8B-A1B's one-window calibrate about five), and low
+// enough that the costs of 9000 nodes at the cap sum within int64. A parameter that models past it (a
+// screen.ctx of 2e9: its attention's ctx² overflowed int64 into a negative cost the engine refused
+// as an invalid graph) plans at the cap.
+const maxCostNS = 1e15
+
+// nanos is a modeled cost in nanoseconds as the engine takes it: rounded down, at most maxCostNS.
+func nanos(ns float64) int64 {
+	if !(ns < maxCostNS) { // NaN too
+		return maxCostNS
+	}
+	return int64(max(ns, 0))
 }

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"math"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -178,5 +180,58 @@ func TestHostSpeedsScaleCosts(t *testing.T) {
 	}
 	if _, err := build.New(rec, build.WithMemoryBudget(32<<30), build.WithHostSpeeds(nil)); err == nil {
 		t.Error("WithHostSpeeds(nil): no error")
+	}
+}
+
+// TestCostsSaturate: a parameter the cost model takes past any real node (a screen of one chunk of
+// 2^30 tokens, over a 1 GiB text: attention's ctx² is ~1e21 ns) plans at the cap, where the cost
+// overflowed int64 into a negative one and the graph was refused as invalid ("cost
+// -9223372036854775808 ns"); what the release engineer reads is the node's memory, far above the
+// budget. A screen.text too small for one chunk is a plan error naming both.
+func TestCostsSaturate(t *testing.T) {
+	text := filepath.Join(t.TempDir(), "big.txt")
+	f, err := os.Create(text)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := errors.Join(f.Truncate(1<<30+2), f.Close()); err != nil { // sparse: a size, no data
+		t.Fatal(err)
+	}
+	graph := func(sets ...string) (*engine.Graph, error) {
+		t.Helper()
+		rec, err := recipe.Load("../recipes/demo.yaml", sets...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		tg, err := build.New(rec, build.WithMemoryBudget(32<<30))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return tg.Graph(context.Background())
+	}
+	g, err := graph("screen.text="+text, "screen.ctx=1073741824")
+	if err != nil {
+		t.Fatalf("graph of a 2^30-token screen: %v", err)
+	}
+	store, err := artifacts.OpenStore(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer store.Close()
+	eng, err := engine.New(store, engine.WithMemoryBudget(32<<30))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := eng.Plan(g); err == nil || !strings.Contains(err.Error(), `node "screen" (stage "screen") declares a peak memory of`) {
+		t.Errorf("plan of a 2^30-token screen: %v, want the screen node's memory above the budget", err)
+	}
+
+	_, err = graph("screen.ctx=2744")
+	if !errors.Is(err, build.ErrPlan) || !strings.Contains(err.Error(), "screen.ctx 2744: screen.text") ||
+		!strings.Contains(err.Error(), "demo-stories-eval.txt is 2741 bytes, at most 2743 tokens") {
+		t.Errorf("plan of a screen.ctx above its text's size: %v", err)
+	}
+	if _, err := graph("screen.ctx=2743"); err != nil {
+		t.Errorf("plan of a screen.ctx its text's size could hold: %v", err)
 	}
 }

@@ -47,15 +47,24 @@ func (e *Engine) Plan(g *Graph) (*Plan, error) {
 	}
 	p := &Plan{graph: g, nodes: make([]*pnode, len(g.nodes))}
 	var errs []error
+	downstream := 0
 	for i, n := range g.nodes {
 		pn, err := e.planNode(p, n)
-		if err != nil {
+		switch {
+		case errors.Is(err, errDownstream):
+			downstream++
+		case err != nil:
 			errs = append(errs, err)
-			continue
+		default:
+			p.nodes[i] = pn
 		}
-		p.nodes[i] = pn
 	}
 	if len(errs) > 0 {
+		// The nodes after an invalid one are named once, in a count: a line each buried the cause
+		// under thousands of lines at a 27B model's scale.
+		if downstream > 0 {
+			errs = append(errs, fmt.Errorf("%d more nodes not planned: they read what the nodes above make", downstream))
+		}
 		return nil, errors.Join(errs...)
 	}
 	seen := map[string]bool{}
@@ -71,6 +80,10 @@ func (e *Engine) Plan(g *Graph) (*Plan, error) {
 	}
 	return p, nil
 }
+
+// errDownstream marks a node not planned because an input comes from a node that is not (Plan counts
+// such nodes instead of naming each).
+var errDownstream = errors.New("input from an invalid node")
 
 func (e *Engine) planNode(p *Plan, n *Node) (*pnode, error) {
 	kind, err := stages.Lookup(n.stage)
@@ -104,8 +117,8 @@ func (e *Engine) planNode(p *Plan, n *Node) (*pnode, error) {
 			continue
 		}
 		src := p.nodes[in.node.index]
-		if src == nil {
-			return nil, fmt.Errorf("%w: node %q: input %q comes from node %q, which is invalid", ErrGraph, n.id, name, in.node.id)
+		if src == nil { // its own error is Plan's
+			return nil, fmt.Errorf("%w: node %q: input %q comes from node %q, which is invalid", errDownstream, n.id, name, in.node.id)
 		}
 		if !hasOutput(src.spec, in.output) {
 			return nil, fmt.Errorf("%w: node %q: input %q names output %q of node %q (stage %q), which has outputs %v", ErrGraph, n.id, name, in.output, in.node.id, in.node.stage, src.spec.Outputs)

@@ -61,9 +61,22 @@ func TestOversizedNodeFailsAtPlanTime(t *testing.T) {
 	g := engine.NewGraph()
 	a := node(g, "small", testParams{Mem: 100 * mib}, nil)
 	node(g, "calibrate[w3]", testParams{Mem: 600 * mib}, map[string]engine.Input{"in": a.Output("out")})
+	// Nodes reading what the oversized node makes are counted in one line, not named each: at a 27B
+	// model's scale their lines buried the cause.
+	prev := engine.Input{}
+	for i := range 40 {
+		in := map[string]engine.Input{"in": g.Node("calibrate[w3]").Output("out")}
+		if i > 0 {
+			in = map[string]engine.Input{"in": prev}
+		}
+		prev = node(g, fmt.Sprintf("after%02d", i), testParams{Mem: mib}, in).Output("out")
+	}
 	_, err := e.Plan(g)
 	if !errors.Is(err, engine.ErrOverBudget) || !strings.Contains(err.Error(), `"calibrate[w3]"`) {
 		t.Fatalf("plan: %v; want ErrOverBudget naming calibrate[w3]", err)
+	}
+	if lines := strings.Split(err.Error(), "\n"); len(lines) != 2 || lines[1] != "40 more nodes not planned: they read what the nodes above make" {
+		t.Errorf("plan error in %d lines, want the oversized node's and the count of the 40 after it:\n%v", len(lines), err)
 	}
 	t.Log(err)
 }

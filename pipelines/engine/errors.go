@@ -11,6 +11,9 @@ var (
 	ErrOverBudget = errors.New("node does not fit the memory budget")
 	// ErrNodeFailed: a node's run failed (wrapped once per failed node, with its id and key).
 	ErrNodeFailed = errors.New("node failed")
+	// errDownstream (not returned): a node not planned because an input comes from a node that is
+	// not; Plan counts such nodes in one line instead of naming each.
+	errDownstream = errors.New("input from an invalid node")
 	// ErrSkipped: nodes were not run because a dependency failed or the build stopped.
 	ErrSkipped = errors.New("nodes skipped")
 	// ErrNoHistory: no build of the target has been recorded (explain).

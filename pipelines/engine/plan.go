@@ -81,10 +81,6 @@ func (e *Engine) Plan(g *Graph) (*Plan, error) {
 	return p, nil
 }
 
-// errDownstream marks a node not planned because an input comes from a node that is not (Plan counts
-// such nodes instead of naming each).
-var errDownstream = errors.New("input from an invalid node")
-
 func (e *Engine) planNode(p *Plan, n *Node) (*pnode, error) {
 	kind, err := stages.Lookup(n.stage)
 	if err != nil {

@@ -10,6 +10,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"orkpipe/internal/units"
 	"orkpipe/ork/gguf"
 	"orkpipe/ork/quant"
 )
@@ -67,6 +68,9 @@ func runQErr(ctx context.Context, opts *globalOptions, path string, f qerrFlags)
 		return err
 	}
 	defer file.Close()
+	if err := checkQErrMemory(opts, file, re, f); err != nil {
+		return err
+	}
 	cfg := quant.EvalConfig{ActClip: f.actClip, Workers: opts.jobs, Seed: f.seed}
 	var calib quant.ActivationSource
 	if f.calibSeed != 0 {
@@ -83,6 +87,40 @@ func runQErr(ctx context.Context, opts *globalOptions, path string, f qerrFlags)
 		return json.NewEncoder(opts.stdout).Encode(rep)
 	}
 	return printQErr(opts, path, f, rep)
+}
+
+// checkQErrMemory refuses --tokens whose activation sets (one of tokens x K float32 per distinct
+// width K of the weights selected, kept for the run; two with --calib-seed) and one weight's float64
+// reference products (tokens x N) alone exceed --mem: a lower bound of what the run holds, so a run
+// that could fit is never refused (--tokens 2e9 on stories260K ran out of memory).
+func checkQErrMemory(opts *globalOptions, file *gguf.File, re *regexp.Regexp, f qerrFlags) error {
+	budget, err := opts.memBudget()
+	if err != nil {
+		return err
+	}
+	widths := map[int64]bool{}
+	var sumK, maxN int64
+	for _, ti := range file.Tensors {
+		if len(ti.Shape) != 2 || ti.Name == "token_embd.weight" || (re != nil && !re.MatchString(ti.Name)) {
+			continue
+		}
+		if k := ti.RowLen(); !widths[k] {
+			widths[k] = true
+			sumK += k
+		}
+		maxN = max(maxN, ti.Rows())
+	}
+	sets := int64(1)
+	if f.calibSeed != 0 {
+		sets = 2
+	}
+	tokens := float64(f.tokens)
+	need := tokens*float64(sumK)*4*float64(sets) + tokens*float64(maxN)*8
+	if need > float64(budget) {
+		return usagef("--tokens %d: the activation sets (%d tokens x %d values of the %d widths, float32, %d set(s)) and one weight's float64 products (%d x %d) alone take %s, above --mem %s: fewer tokens, or --tensors",
+			f.tokens, f.tokens, sumK, len(widths), sets, f.tokens, maxN, units.FormatSize(int64(min(need, 1<<62))), units.FormatSize(budget))
+	}
+	return nil
 }
 
 // matmulWeights yields the 2-D weights of file (except token_embd) matching re, one at a time.

@@ -86,6 +86,20 @@ func TestQErrTextAndErrors(t *testing.T) {
 			t.Errorf("%+v: %v, want a usage error", f, err)
 		}
 	}
+	// --tokens the run cannot hold in --mem is refused before anything is made (2e9 ran out of memory;
+	// the small budget first, fatal, so that a regression fails here instead of running out of memory).
+	small := newGlobalOptions(&out, &out)
+	small.memText = "4MiB" // 1000 tokens: 0.94 MB of activations and 4.1 MB of products
+	if err := runQErr(context.Background(), small, path, qerrFlags{tokens: 1000, actClip: 1}); !errors.As(err, &ue) || !strings.Contains(err.Error(), "above --mem 4.00 MiB") {
+		t.Fatalf("--tokens 1000 under --mem 4MiB: %v, want a usage error", err)
+	}
+	if err := runQErr(context.Background(), opts, path, qerrFlags{tokens: 2_000_000_000, actClip: 1}); !errors.As(err, &ue) ||
+		!strings.Contains(err.Error(), "--tokens 2000000000: the activation sets (2000000000 tokens x 236 values of the 2 widths") {
+		t.Errorf("--tokens 2e9: %v, want a usage error naming the activation sets", err)
+	}
+	if err := runQErr(context.Background(), small, path, qerrFlags{tensors: `blk\.0\.attn_q`, tokens: 1000, actClip: 1}); err != nil {
+		t.Errorf("--tokens 1000 of one 64-wide weight under --mem 4MiB (0.77 MB): %v", err)
+	}
 	if err := runQErr(context.Background(), opts, path, qerrFlags{tensors: "nomatch", tokens: 8, actClip: 1}); err == nil || !strings.Contains(err.Error(), "no weights") {
 		t.Errorf("no matching tensor: %v", err)
 	}

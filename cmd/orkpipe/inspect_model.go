@@ -60,8 +60,9 @@ func modelOf(f *gguf.File) inspectModel {
 	return m
 }
 
-// String is the text line: "model: qwen35, 8 blocks (6 deltanet, 2 gated-attention) + 1
-// multi-token-prediction block, n_embd 64, vocab 512", or "model: not readable by the forward pass: ...".
+// String is the text line: "model: qwen35, 7 blocks (6 deltanet, 1 gated-attention) + 1
+// multi-token-prediction block (not packed), n_embd 64, vocab 512", or "model: not readable by the
+// forward pass: ...".
 func (m inspectModel) String() string {
 	if m.Error != "" {
 		return "model: not readable by the forward pass: " + m.Error

@@ -89,45 +89,54 @@ func runQErr(ctx context.Context, opts *globalOptions, path string, f qerrFlags)
 	return printQErr(opts, path, f, rep)
 }
 
-// checkQErrMemory refuses --tokens whose activation sets (one of tokens x K float32 per distinct
-// width K of the weights selected, kept for the run; two with --calib-seed) and one weight's float64
-// reference products (tokens x N) alone exceed --mem: a lower bound of what the run holds, so a run
+// checkQErrMemory refuses --tokens whose activation sets and one weight's float64 reference products
+// alone exceed --mem, at the weight where they are largest: the run keeps one set of tokens x K
+// float32 per distinct width K it has met (two with --calib-seed) and holds a weight's reference
+// products, tokens x N float64, while it evaluates it. A lower bound of what the run holds, so a run
 // that could fit is never refused (--tokens 2e9 on stories260K ran out of memory).
 func checkQErrMemory(opts *globalOptions, file *gguf.File, re *regexp.Regexp, f qerrFlags) error {
 	budget, err := opts.memBudget()
 	if err != nil {
 		return err
 	}
+	sets := 1.0
+	if f.calibSeed != 0 {
+		sets = 2
+	}
+	tokens := float64(f.tokens)
 	widths := map[int64]bool{}
-	var sumK, maxN int64
+	var sumK int64
+	need, at := 0.0, ""
 	for _, ti := range file.Tensors {
-		if len(ti.Shape) != 2 || ti.Name == "token_embd.weight" || (re != nil && !re.MatchString(ti.Name)) {
+		if !qerrSelects(ti, re) {
 			continue
 		}
 		if k := ti.RowLen(); !widths[k] {
 			widths[k] = true
 			sumK += k
 		}
-		maxN = max(maxN, ti.Rows())
+		if n := tokens*float64(sumK)*4*sets + tokens*float64(ti.Rows())*8; n > need {
+			need, at = n, fmt.Sprintf("at %s: %d tokens x %d values of the %d width(s) met, float32, %g set(s), and its products, %d x %d float64", ti.Name, f.tokens, sumK, len(widths), sets, f.tokens, ti.Rows())
+		}
 	}
-	sets := int64(1)
-	if f.calibSeed != 0 {
-		sets = 2
-	}
-	tokens := float64(f.tokens)
-	need := tokens*float64(sumK)*4*float64(sets) + tokens*float64(maxN)*8
 	if need > float64(budget) {
-		return usagef("--tokens %d: the activation sets (%d tokens x %d values of the %d widths, float32, %d set(s)) and one weight's float64 products (%d x %d) alone take %s, above --mem %s: fewer tokens, or --tensors",
-			f.tokens, f.tokens, sumK, len(widths), sets, f.tokens, maxN, units.FormatSize(int64(min(need, 1<<62))), units.FormatSize(budget))
+		return usagef("--tokens %d: the activation sets and one weight's reference products alone take %s (%s), above --mem %s: fewer tokens, or --tensors",
+			f.tokens, units.FormatSize(int64(min(need, 1<<62))), at, units.FormatSize(budget))
 	}
 	return nil
+}
+
+// qerrSelects reports whether qerr evaluates tensor ti: a 2-D weight other than token_embd (a
+// lookup table) that re, when set, matches.
+func qerrSelects(ti gguf.TensorInfo, re *regexp.Regexp) bool {
+	return len(ti.Shape) == 2 && ti.Name != "token_embd.weight" && (re == nil || re.MatchString(ti.Name))
 }
 
 // matmulWeights yields the 2-D weights of file (except token_embd) matching re, one at a time.
 func matmulWeights(ctx context.Context, file *gguf.File, re *regexp.Regexp) iter.Seq2[quant.Matrix, error] {
 	return func(yield func(quant.Matrix, error) bool) {
 		for _, ti := range file.Tensors {
-			if len(ti.Shape) != 2 || ti.Name == "token_embd.weight" || (re != nil && !re.MatchString(ti.Name)) {
+			if !qerrSelects(ti, re) {
 				continue
 			}
 			m := quant.Matrix{Name: ti.Name, Rows: int(ti.Rows()), Cols: int(ti.RowLen())}

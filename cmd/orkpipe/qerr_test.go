@@ -89,12 +89,12 @@ func TestQErrTextAndErrors(t *testing.T) {
 	// --tokens the run cannot hold in --mem is refused before anything is made (2e9 ran out of memory;
 	// the small budget first, fatal, so that a regression fails here instead of running out of memory).
 	small := newGlobalOptions(&out, &out)
-	small.memText = "4MiB" // 1000 tokens: 0.94 MB of activations and 4.1 MB of products
+	small.memText = "4MiB" // 1000 tokens: at output.weight 0.26 MB of activations and 4.1 MB of products
 	if err := runQErr(context.Background(), small, path, qerrFlags{tokens: 1000, actClip: 1}); !errors.As(err, &ue) || !strings.Contains(err.Error(), "above --mem 4.00 MiB") {
 		t.Fatalf("--tokens 1000 under --mem 4MiB: %v, want a usage error", err)
 	}
 	if err := runQErr(context.Background(), opts, path, qerrFlags{tokens: 2_000_000_000, actClip: 1}); !errors.As(err, &ue) ||
-		!strings.Contains(err.Error(), "--tokens 2000000000: the activation sets (2000000000 tokens x 236 values of the 2 widths") {
+		!strings.Contains(err.Error(), "take 7.92 TiB (at output.weight: 2000000000 tokens x 64 values of the 1 width(s) met, float32, 1 set(s), and its products, 2000000000 x 512 float64)") {
 		t.Errorf("--tokens 2e9: %v, want a usage error naming the activation sets", err)
 	}
 	if err := runQErr(context.Background(), small, path, qerrFlags{tensors: `blk\.0\.attn_q`, tokens: 1000, actClip: 1}); err != nil {

@@ -34,7 +34,8 @@ against a float64 reference, on a deterministic spiked Gaussian activation set (
 channels x10; --seed). Schemes: w4a4-pc, w4a4-g32, w4a4-g32-rot, w4a8-g32-rot,
 w4a8-g32-rot-gptq (Hessian from the same activation set, or a held-out one with --calib-seed),
 q4_0, q4_k, q8_0, w8a8-pc. Weights are read and evaluated one at a time; GPTQ costs O(K³) per
-weight, so select a few weights of a large model with --tensors.`,
+weight, so select a few weights of a large model with --tensors. --tokens whose activation sets and
+one weight's float64 products alone would exceed --mem is refused before anything is computed.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return runQErr(cmd.Context(), opts, args[0], f)

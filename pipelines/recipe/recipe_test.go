@@ -76,6 +76,7 @@ func TestParseErrors(t *testing.T) {
 		{"set unknown key", good, []string{"source.modle=x"}, []string{"unknown key", "source.modle"}},
 		{"set wrong type", good, []string{"calibration.sequences=lots"}, []string{"calibration.sequences"}},
 		{"set bad index", good, []string{"schemes.7.group=64"}, []string{"list index"}},
+		{"set bad bracket index", good, []string{"schemes[x].group=64"}, []string{`"schemes.x": want a list index from 0 to 2`}},
 		{"set no equals", good, []string{"source.model"}, []string{"dotted.path=value"}},
 		{"bad name", strings.Replace(good, "name: demo", "name: Demo Pack", 1), nil, []string{"name:"}},
 	}
@@ -100,12 +101,13 @@ func TestParseErrors(t *testing.T) {
 func TestSet(t *testing.T) {
 	r, err := Parse([]byte(good), "/r/x.yaml",
 		"source.model=/abs/q8.gguf", "schemes.0.group=64", "calibration.window=auto",
-		"screen.gates.max_kld_mean=0.05", "schemes.2.match=output\\.weight", "schemes.2.dtype=I8")
+		"screen.gates.max_kld_mean=0.05", "schemes.2.match=output\\.weight", "schemes.2.dtype=I8",
+		"schemes[1].group=128")
 	if err != nil {
 		t.Fatal(err)
 	}
 	if r.Source.Model != "/abs/q8.gguf" || r.Schemes[0].Group != 64 || !r.Calibration.Window.Auto ||
-		r.Screen.Gates.MaxKLDMean != 0.05 || len(r.Schemes) != 3 || r.Schemes[2].DType != "I8" {
+		r.Screen.Gates.MaxKLDMean != 0.05 || len(r.Schemes) != 3 || r.Schemes[2].DType != "I8" || r.Schemes[1].Group != 128 {
 		t.Errorf("overrides not applied: %+v", r)
 	}
 }
@@ -230,4 +232,19 @@ func TestParseSurvivesDecoderPanic(t *testing.T) {
 	if _, err := Parse([]byte(good), "/r/x.yaml", "promote={to: I8, max_weights: 1, when: [\n  ! 0]}"); err == nil {
 		t.Errorf("--set with a section the YAML library cannot read: no error")
 	}
+}
+
+// FuzzSet feeds --set assignments to a valid recipe: an error or a recipe Parse accepted, never a panic.
+func FuzzSet(f *testing.F) {
+	for _, s := range []string{"schemes.0.group=64", "schemes[1].dtype=I8", "schemes.3={match: x, dtype: I8}",
+		"calibration.window=auto", "source.synth=null", "promote={to: I8}", "screen.gates.max_kld_mean=0.05",
+		"schemes[x]=1", "name=", "calibration=~"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, assignment string) {
+		r, err := Parse([]byte(good), "/r/x.yaml", assignment)
+		if err == nil && (r.Name == "" || len(r.Schemes) == 0) {
+			t.Fatalf("--set %q: accepted an incomplete recipe: %+v", assignment, r)
+		}
+	})
 }

@@ -3,12 +3,14 @@ package recipe
 import (
 	"fmt"
 	"reflect"
+	"regexp"
 	"strconv"
 	"strings"
 )
 
 // Set applies one override "dotted.path=value" (as given to `orkpipe build --set`). Path elements are YAML
-// keys, and list indexes for lists ("schemes.1.group=64"); an index equal to the list's length appends.
+// keys, and list indexes for lists ("schemes.1.group=64", or "schemes[1].group=64" as yq and Helm spell
+// it); an index equal to the list's length appends.
 // The value is decoded as YAML into the field's type (strings are taken verbatim), so a wrong type is an
 // error naming the path. Set does not validate the recipe as a whole; Parse does that after all overrides.
 func (r *Recipe) Set(assignment string) error {
@@ -16,6 +18,7 @@ func (r *Recipe) Set(assignment string) error {
 	if !ok || path == "" {
 		return fmt.Errorf("%w: --set %q: want dotted.path=value", ErrInvalid, assignment)
 	}
+	path = bracketIndex.ReplaceAllString(path, ".$1")
 	v := reflect.ValueOf(r).Elem()
 	elems := strings.Split(path, ".")
 	for i, key := range elems {
@@ -73,6 +76,9 @@ func (r *Recipe) Set(assignment string) error {
 	v.Set(target.Elem())
 	return nil
 }
+
+// bracketIndex matches a list index written in brackets ("schemes[1]"), which Set reads as "schemes.1".
+var bracketIndex = regexp.MustCompile(`\[([^\[\].]*)\]`)
 
 func fieldByYAMLKey(v reflect.Value, key string) (reflect.Value, bool) {
 	t := v.Type()

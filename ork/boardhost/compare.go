@@ -2,6 +2,7 @@ package boardhost
 
 import (
 	"fmt"
+	"math"
 	"sort"
 	"strconv"
 	"strings"
@@ -16,7 +17,7 @@ type Mismatch struct {
 
 func (m Mismatch) String() string { return fmt.Sprintf("%s: %q vs %q", m.Part, m.A, m.B) }
 
-// Metric is one score in both reports. RelDiff is (B-A)/A, absent when A is 0.
+// Metric is one score in both reports. RelDiff is (B-A)/A, absent when A is 0 or the ratio is beyond float64 (A subnormal).
 type Metric struct {
 	Name    string   `json:"name"`
 	A       float64  `json:"a"`
@@ -113,8 +114,7 @@ func Compare(a, b *Report, crossMachine bool) (*Comparison, error) {
 
 func metric(name string, a, b float64) Metric {
 	m := Metric{Name: name, A: a, B: b}
-	if a != 0 {
-		d := (b - a) / a
+	if d := (b - a) / a; a != 0 && !math.IsInf(d, 0) && !math.IsNaN(d) {
 		m.RelDiff = &d
 	}
 	return m

@@ -10,7 +10,7 @@ import (
 )
 
 // script returns the absolute path of a stand-in script in testdata.
-func script(t *testing.T, name string) string {
+func script(t testing.TB, name string) string {
 	t.Helper()
 	p, err := filepath.Abs(filepath.Join("testdata", name))
 	if err != nil {
@@ -24,7 +24,7 @@ func script(t *testing.T, name string) string {
 
 // tempInputs writes a pack (prefix + 3 MiB of random bytes, so hashing spans several reads)
 // and a stub into a temp dir, and uses the shared evaluation text read-only.
-func tempInputs(t *testing.T, packPrefix string) Inputs {
+func tempInputs(t testing.TB, packPrefix string) Inputs {
 	t.Helper()
 	dir := t.TempDir()
 	body := make([]byte, 3<<20)

@@ -13,7 +13,7 @@ import (
 
 // verifiedReport runs the good stand-in on a pack with packPrefix on the stand-in board and
 // returns the report, written to and read back from a file.
-func verifiedReport(t *testing.T, root, packPrefix string, extra ...string) (*Report, string) {
+func verifiedReport(t testing.TB, root, packPrefix string, extra ...string) (*Report, string) {
 	t.Helper()
 	in := tempInputs(t, packPrefix)
 	cmd := script(t, "fake-llama-perplexity-good.sh") + " -m {stub} --ork-pack {pack} -f {text} " + strings.Join(extra, " ")

@@ -354,6 +354,10 @@ func finalizeWeight(ctx context.Context, p FinalizeParams, req Request, sinkFor 
 		var num, den float64
 		for i, v := range m.Data {
 			q.F16[i] = gguf.F32ToF16(v)
+			if q.F16[i]&0x7c00 == 0x7c00 { // exponent all ones: ±Inf or NaN, the source's or by overflow
+				return nil, fmt.Errorf("%s: value %v at row %d col %d: dtype F16 holds finite values up to ±65504: %w",
+					fs.Entry, v, i/m.Cols, i%m.Cols, quant.ErrNotFinite)
+			}
 			d := float64(gguf.F16ToF32(q.F16[i]) - v)
 			num += d * d
 			den += float64(v) * float64(v)

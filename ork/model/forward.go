@@ -111,9 +111,14 @@ func (m *Model) Embed(ctx context.Context, tokens []int32) ([]float32, error) {
 			return nil, fmt.Errorf("token %d at position %d: outside the vocabulary of %d: %w", t, i, m.Cfg.NVocab, ErrBadModel)
 		}
 	}
-	h := make([]float32, len(tokens)*m.Cfg.NEmbd)
+	e := m.Cfg.NEmbd
+	h := make([]float32, len(tokens)*e)
 	if err := m.Src.Rows(ctx, "token_embd.weight", tokens, h); err != nil {
 		return nil, err
+	}
+	if i := firstNonFinite(h); i >= 0 {
+		return nil, fmt.Errorf("tensor token_embd.weight: row %d (the token at position %d) holds %v at column %d: %w",
+			tokens[i/e], i/e, h[i], i%e, ErrNotFinite)
 	}
 	return h, nil
 }
@@ -185,6 +190,10 @@ func (m *Model) Logits(ctx context.Context, h []float32) ([]float32, error) {
 	if err := out.Apply(logits, x); err != nil {
 		return nil, fmt.Errorf("%s: %w", name, err)
 	}
+	if i := firstNonFinite(logits); i >= 0 {
+		return nil, m.notFinite(ctx, "the logits", logits, i, m.Cfg.NVocab, "vocabulary entry", tokenAt(i/m.Cfg.NVocab, 0),
+			func(n string) bool { return n == normName || n == name })
+	}
 	return logits, nil
 }
 
@@ -247,6 +256,9 @@ func (m *Model) RunLayerBatch(ctx context.Context, l *Layer, h []float32, seqLen
 	}
 	for i := range h {
 		h[i] += x[i]
+	}
+	if i := firstNonFinite(h); i >= 0 {
+		return m.notFinite(ctx, fmt.Sprintf("the output of blk.%d", l.Index), h, i, e, "channel", tokenAt(i/e, seqLen), blockTensors(l.Index))
 	}
 	return nil
 }

@@ -207,24 +207,31 @@ func domainPlan(r *report) (template.HTML, string) {
 func expertGrid(r *report) (template.HTML, string) {
 	type key struct{ layer, expert int }
 	cells := map[key][]weight{}
-	var layers []int
-	nExp := 0
+	var layers, experts []int
+	seenLayer, seenExpert := map[int]bool{}, map[int]bool{}
 	for _, w := range r.Weights {
 		s := slotOf(w.Name)
 		if !s.ok || s.expert < 0 {
 			continue
 		}
 		k := key{s.layer, s.expert}
-		if len(cells[k]) == 0 && !slices.Contains(layers, s.layer) {
+		if !seenLayer[s.layer] {
+			seenLayer[s.layer] = true
 			layers = append(layers, s.layer)
 		}
 		cells[k] = append(cells[k], w)
-		nExp = max(nExp, s.expert+1)
+		if !seenExpert[s.expert] {
+			seenExpert[s.expert] = true
+			experts = append(experts, s.expert)
+		}
 	}
 	if len(cells) == 0 {
 		return "", ""
 	}
 	sort.Ints(layers)
+	// A column per expert a weight names (0..n-1 in a report orkpipe wrote), not per index up to the
+	// largest: a report.json pulled from a registry sizes nothing by a number it holds.
+	sort.Ints(experts)
 	routed := map[int][]int64{}
 	for _, rt := range r.Routing {
 		routed[rt.Layer] = rt.Counts
@@ -261,15 +268,15 @@ func expertGrid(r *report) (template.HTML, string) {
 		}
 		return ramp(heat, (v-lo)/(hi-lo))
 	}
-	cols := make([]string, nExp)
-	for e := range cols {
-		cols[e] = fmt.Sprintf("e%d", e)
+	cols := make([]string, len(experts))
+	for i, e := range experts {
+		cols[i] = fmt.Sprintf("e%d", e)
 	}
 	rows := make([]string, len(layers))
 	var out []cell
 	for i, l := range layers {
 		rows[i] = fmt.Sprintf("blk %d", l)
-		for e := 0; e < nExp; e++ {
+		for col, e := range experts {
 			ws := cells[key{l, e}]
 			if len(ws) == 0 {
 				continue
@@ -280,7 +287,7 @@ func expertGrid(r *report) (template.HTML, string) {
 				names[j] = fmt.Sprintf("%s %s qerr %.5f %s", slotOf(w.Name).kind, w.DType, w.QErr, sizeText(w.Bytes))
 			}
 			title := fmt.Sprintf("blk %d expert %d: %s in all; %s", l, e, sizeText(s.bytes), strings.Join(names, "; "))
-			c := cell{row: i, col: e, fill: colour(s.mean), label: sizeText(s.bytes), stripe: dtypeColour(s.dtypes[0]), title: title}
+			c := cell{row: i, col: col, fill: colour(s.mean), label: sizeText(s.bytes), stripe: dtypeColour(s.dtypes[0]), title: title}
 			if f, n, ok := share(l, e); ok {
 				c.fill, c.label = colour(f), percentText(f)
 				c.title += fmt.Sprintf("; routed %d tokens (%s of the layer's)", n, percentText(f))

@@ -142,6 +142,9 @@ func TestRender(t *testing.T) {
 		{"moe", sampleReport(t, "moe", 0, 8), []string{"Experts per layer", "96 expert slices of 12 MoE tensors", "This report.json has no routing counts",
 			"qerr (mean over a cell&#39;s expert slices)", "blk.0.ffn_gate_exps.weight: 8 expert slices"}, nil},
 		{"moe routed", withRouting(t, sampleReport(t, "moe", 0, 8), 4, 8), []string{"share of the layer", "routed 800 tokens (22.22% of the layer&#39;s)"}, nil},
+		// A column per expert named, not per index up to the largest (2e9 of them: 32 GB of labels).
+		{"moe expert index", bytes.ReplaceAll(sampleReport(t, "moe", 0, 2), []byte(`_exps.weight#1"`), []byte(`_exps.weight#2000000000"`)),
+			[]string{">e0<", ">e2000000000<", "blk 3 expert 2000000000"}, []string{">e1<"}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			page, err := reporthtml.Render(c.report)
@@ -193,6 +196,8 @@ func TestRenderRefuses(t *testing.T) {
 			m["screen"].(map[string]any)["kld_percentiles"] = []float64{3, 2, 1}
 		})},
 		{"routing", "routing[0]", edit(func(m map[string]any) { m["routing"] = []any{map[string]any{"layer": 0}} })},
+		{"domain", "domains[1]: domain -7", edit(func(m map[string]any) { m["domains"].([]any)[1].(map[string]any)["domain"] = -7 })},
+		{"domain bytes", "domains[0]", edit(func(m map[string]any) { m["domains"].([]any)[0].(map[string]any)["resident_bytes"] = -1 })},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			_, err := reporthtml.Render(c.report)
@@ -305,6 +310,7 @@ func FuzzRender(f *testing.F) {
 	f.Add(sampleReport(f, "seed", 0, 0))
 	f.Add(sampleReport(f, "moe", 0.01, 2))
 	f.Add([]byte(`{"name":"x","board":"b","weights":[{"name":"blk.0.a.weight#1","dtype":"I4","domain":0}],"routing":[{"layer":0,"counts":[0,0]}]}`))
+	f.Add([]byte(`{"name":"x","board":"b","weights":[{"name":"blk.0.a.weight#2000000000","dtype":"I4","domain":0}]}`))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		page, err := reporthtml.Render(b)
 		if err != nil {

@@ -188,6 +188,11 @@ func parseReport(b []byte) (*report, error) {
 			return nil, bad(fmt.Sprintf("weights[%d]", i), "want a name, a dtype, sizes >= 0 and a domain >= 0")
 		}
 	}
+	for i, d := range r.Domains {
+		if d.Domain < 0 || d.Entries < 0 || d.Resident < 0 {
+			return nil, bad(fmt.Sprintf("domains[%d]", i), fmt.Sprintf("domain %d, %d entries, %d resident bytes: want each >= 0", d.Domain, d.Entries, d.Resident))
+		}
+	}
 	if s := r.Screen; s != nil && len(s.KLDPct) > 0 {
 		if len(s.KLDPct) != 101 || !sort.Float64sAreSorted(s.KLDPct) {
 			return nil, bad("screen.kld_percentiles", fmt.Sprintf("%d values, want 101 non-decreasing ones (0, 1, ..., 100 %%)", len(s.KLDPct)))

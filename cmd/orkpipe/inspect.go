@@ -29,6 +29,11 @@ func newInspectCommand(opts *globalOptions) *cobra.Command {
 var packMagic = []byte("ORKPACK\x00")
 
 func runInspect(ctx context.Context, opts *globalOptions, path string) error {
+	// A named pipe or a device is refused before the open, which for a pipe would block until a writer
+	// comes; both formats are read at offsets.
+	if st, err := os.Stat(path); err == nil && !st.Mode().IsRegular() {
+		return fmt.Errorf("inspect %s: not a regular file: a GGUF file or an orkpack is read at offsets", path)
+	}
 	f, err := os.Open(path)
 	if err != nil {
 		return err

@@ -2,7 +2,6 @@ package main
 
 import (
 	"bytes"
-	"context"
 	"encoding/json"
 	"errors"
 	"os"
@@ -26,11 +25,13 @@ func TestMain(m *testing.M) {
 			os.Stderr.WriteString("bad " + cliChildEnv + ": " + err.Error() + "\n")
 			os.Exit(2)
 		}
-		ctx := context.Background()
+		ctx, stop := interruptible(os.Stderr) // as main's
 		opts := newGlobalOptions(os.Stdout, os.Stderr)
 		cmd := newRootCommand(opts)
 		cmd.SetArgs(args)
-		os.Exit(exitCode(ctx, cmd.ExecuteContext(ctx), os.Stderr))
+		code := exitCode(ctx, cmd.ExecuteContext(ctx), os.Stderr)
+		stop()
+		os.Exit(code)
 	}
 	// The tests plan at the reference host's speeds (reproducible estimates, and no probe of the host
 	// in each test's fresh cache); TestHostSpeedsMeasured measures.

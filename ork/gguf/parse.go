@@ -31,6 +31,10 @@ func Supported(version uint32) bool { return version == 2 || version == 3 }
 // Open opens and parses the GGUF file at path. The returned File reads tensor data from the
 // open file by pread; Close it when done.
 func Open(ctx context.Context, path string) (*File, error) {
+	// Refused before the open, which for a named pipe would block until a writer comes.
+	if st, err := os.Stat(path); err == nil && !st.Mode().IsRegular() {
+		return nil, fmt.Errorf("%w: %s: not a regular file", ErrFormat, path)
+	}
 	fd, err := os.Open(path)
 	if err != nil {
 		return nil, fmt.Errorf("gguf: %w", err)

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"path/filepath"
+	"strings"
 
 	"orkpipe/ork/boardhost"
 	"orkpipe/registry"
@@ -89,7 +90,19 @@ func Attest(ctx context.Context, ref string, res *Result, opts ...registry.Optio
 	if err != nil {
 		return "", err
 	}
-	return registry.Attach(ctx, ref, PredicateType, pred, opts...)
+	// Attached to the manifest checked above, by digest: the tag may have moved since (a push in
+	// between, or a registry answering the two requests differently).
+	return registry.Attach(ctx, pinned(ref, d.Artifact.Digest.String()), PredicateType, pred, opts...)
+}
+
+// pinned returns reference ref ([host[:port]/]path[:tag][@digest]) naming the manifest digest instead
+// of its tag or digest.
+func pinned(ref, digest string) string {
+	repo, _, _ := strings.Cut(ref, "@")
+	if i := strings.LastIndex(repo, ":"); i > strings.LastIndex(repo, "/") {
+		repo = repo[:i] // a tag (a colon before the last slash is a port)
+	}
+	return repo + "@" + digest
 }
 
 // Verification is one board verification found attached to an artifact: which board host verified

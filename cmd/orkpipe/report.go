@@ -81,7 +81,7 @@ func readReportJSON(ctx context.Context, opts *globalOptions, f *pageFlags, targ
 		} else if strings.HasSuffix(target, verify.PackExt) {
 			path = filepath.Join(filepath.Dir(target), verify.ReportFile)
 		}
-		b, err := os.ReadFile(path)
+		b, err := verify.ReadReportJSON(path)
 		if errors.Is(err, fs.ErrNotExist) {
 			return nil, "", usagef("%s: no %s (want a build directory, its report.json, its pack, or an artifact REF)", path, verify.ReportFile)
 		}
@@ -110,7 +110,7 @@ func readReportJSON(ctx context.Context, opts *globalOptions, f *pageFlags, targ
 	if err != nil {
 		return nil, "", err
 	}
-	b, err := os.ReadFile(filepath.Join(dir, verify.ReportFile))
+	b, err := verify.ReadReportJSON(filepath.Join(dir, verify.ReportFile))
 	return b, fmt.Sprintf("%s (%s) %s", target, res.Digest, verify.ReportFile), err
 }
 

@@ -38,7 +38,7 @@ type statement struct {
 // readProvenance reads the subjects of provenance.json: plain file names (no separators), each
 // with a sha256, listed once.
 func readProvenance(path string) ([]subject, error) {
-	b, err := os.ReadFile(path)
+	b, err := readBounded(path, maxProvenanceBytes)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrProvenance, err)
 	}
@@ -177,7 +177,7 @@ type buildRecord struct {
 // verify.stub_header): the BLAKE3 of the source model's header region, which the build's
 // verify-local node checked the stub against.
 func RecordedHeader(reportPath string) (artifacts.Digest, error) {
-	b, err := os.ReadFile(reportPath)
+	b, err := ReadReportJSON(reportPath)
 	if err != nil {
 		return artifacts.Digest{}, fmt.Errorf("%w: %v", ErrRecorded, err)
 	}
@@ -218,4 +218,35 @@ func checkStubHeader(ctx context.Context, f Files) error {
 			f.Stub, g.DataOffset, got, f.Report, want)
 	}
 	return nil
+}
+
+// The most bytes a build directory's JSON files are read into memory with: far above what a build
+// writes (a 27B model's report.json is about a megabyte; provenance.json names a handful of files), far
+// below a sparse file's claim (a pulled artifact may declare a 10 GiB report.json of one byte).
+const (
+	maxReportBytes     = 64 << 20
+	maxProvenanceBytes = 16 << 20
+)
+
+// ReadReportJSON reads a build's report.json, refusing one larger than a build writes (64 MiB).
+func ReadReportJSON(path string) ([]byte, error) { return readBounded(path, maxReportBytes) }
+
+// readBounded reads the file at path whole, or fails naming its size when it is larger than limit.
+func readBounded(path string, limit int64) ([]byte, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	if st, err := f.Stat(); err == nil && st.Size() > limit {
+		return nil, fmt.Errorf("%s: %d bytes, more than the %d a build writes there", path, st.Size(), limit)
+	}
+	b, err := io.ReadAll(io.LimitReader(f, limit+1))
+	if err != nil {
+		return nil, fmt.Errorf("reading %s: %w", path, err)
+	}
+	if int64(len(b)) > limit {
+		return nil, fmt.Errorf("%s: more than the %d bytes a build writes there", path, limit)
+	}
+	return b, nil
 }

@@ -2,6 +2,7 @@ package verify_test
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -311,4 +312,34 @@ func TestVerifyLoaderCoverage(t *testing.T) {
 		t.Fatalf("loader-coverage %+v, want a failure naming entry %s and the code", c, victim)
 	}
 	t.Logf("loader-coverage: %s", c.Detail)
+}
+
+// TestVerifySparseJSON: a build directory whose provenance.json or report.json claims 256 MiB (a sparse
+// file, as a pulled artifact can declare with one byte of data; 10 GiB ran verify out of memory) is
+// refused by its size, naming it, not read into memory.
+func TestVerifySparseJSON(t *testing.T) {
+	for _, name := range []string{"provenance.json", "report.json"} {
+		t.Run(name, func(t *testing.T) {
+			dir := fixture(t)
+			path := filepath.Join(dir, name)
+			os.Remove(path) // the fixture's may be read-only
+			if err := os.WriteFile(path, []byte("{"), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.Truncate(path, 256<<20); err != nil {
+				t.Fatal(err)
+			}
+			res, err := verify.Dir(context.Background(), dir)
+			if err == nil && res.Report.OK() {
+				t.Fatal("verified a build directory with a 256 MiB " + name)
+			}
+			msg := fmt.Sprint(err)
+			if err == nil {
+				msg = fmt.Sprintf("%+v", res.Report.Checks)
+			}
+			if !strings.Contains(msg, path+": 268435456 bytes, more than the") {
+				t.Errorf("%s", msg)
+			}
+		})
+	}
 }

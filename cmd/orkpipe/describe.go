@@ -107,22 +107,22 @@ func runDescribe(ctx context.Context, opts *globalOptions, f *describeFlags, ref
 		fmt.Fprintf(w, "created  %s\n", c.Descriptor.CreatedAt.Format("2006-01-02T15:04:05Z07:00"))
 	}
 	if line := reporthtml.ModelLine(c.Descriptor.Name, c.Descriptor.Version, c.Config.Architecture, c.Config.ParamSize, c.Config.Precision, c.Config.Quantization); line != "" {
-		fmt.Fprintf(w, "model    %s\n", line)
+		fmt.Fprintf(w, "model    %s\n", shown(line))
 	}
 	for _, l := range descriptorLines(c) {
-		fmt.Fprintf(w, "%-8s %s\n", l[0], l[1])
+		fmt.Fprintf(w, "%-8s %s\n", l[0], shown(l[1]))
 	}
 	for _, k := range []string{registry.AnnotationBoardProfile, registry.AnnotationRecipe} {
 		if v := d.Artifact.Annotations[k]; v != "" {
-			fmt.Fprintf(w, "%s %s\n", k, v)
+			fmt.Fprintf(w, "%s %s\n", k, shown(v))
 		}
 	}
 	fmt.Fprintln(w, "files:")
 	for _, x := range files {
 		fmt.Fprintf(w, "  %-28s size %10s  data %10s  stored %10s  %d range(s)\n    %s (oras writes it as %s)\n    %s\n    %s\n",
-			x.Name, units.FormatSize(x.Size), units.FormatSize(x.Data), units.FormatSize(x.Stored), x.Ranges, x.MediaType, x.Title, x.SHA256, x.BLAKE3)
+			shown(x.Name), units.FormatSize(x.Size), units.FormatSize(x.Data), units.FormatSize(x.Stored), x.Ranges, shown(x.MediaType), shown(x.Title), x.SHA256, x.BLAKE3)
 		if line := residencyLine(x.Extra[registry.AnnotationPackResidency]); line != "" {
-			fmt.Fprintf(w, "    %s\n", line)
+			fmt.Fprintf(w, "    %s\n", shown(line))
 		}
 	}
 	fmt.Fprintln(w, "attestations:")
@@ -133,11 +133,11 @@ func runDescribe(ctx context.Context, opts *globalOptions, f *describeFlags, ref
 		status := "signature not checked (no --trust)"
 		switch {
 		case a.Error != "":
-			status = "INVALID: " + a.Error
+			status = "INVALID: " + shown(a.Error)
 		case len(a.TrustedBy) > 0:
-			status = fmt.Sprintf("signed by trusted key %v", a.TrustedBy)
+			status = fmt.Sprintf("signed by trusted key %v", shownAll(a.TrustedBy))
 		}
-		fmt.Fprintf(w, "  %s %s\n    signers %v: %s\n", a.Digest, a.PredicateType, a.Signers, status)
+		fmt.Fprintf(w, "  %s %s\n    signers %v: %s\n", a.Digest, shown(a.PredicateType), shownAll(a.Signers), status)
 	}
 	if vs := verify.Verifications(d); len(vs) > 0 {
 		fmt.Fprintln(w, "board verifications:")

@@ -100,13 +100,13 @@ func runDiff(ctx context.Context, opts *globalOptions, pathA, pathB string) erro
 		fmt.Fprintf(w, "pack %s: %v -> %v\n", f.Field, f.A, f.B)
 	}
 	for _, n := range d.OnlyA {
-		fmt.Fprintf(w, "- %s (only in %s)\n", n, pathA)
+		fmt.Fprintf(w, "- %s (only in %s)\n", shown(n), pathA)
 	}
 	for _, n := range d.OnlyB {
-		fmt.Fprintf(w, "+ %s (only in %s)\n", n, pathB)
+		fmt.Fprintf(w, "+ %s (only in %s)\n", shown(n), pathB)
 	}
 	for _, c := range d.Changed {
-		fmt.Fprintf(w, "~ %s:", c.Name)
+		fmt.Fprintf(w, "~ %s:", shown(c.Name))
 		for i, f := range c.Changes {
 			sep := ","
 			if i == 0 {

@@ -51,7 +51,7 @@ func runInspectGGUF(ctx context.Context, opts *globalOptions, path string) error
 		if len(val) > 120 {
 			val = val[:117] + "..."
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\n", kv.Key, typ, val)
+		fmt.Fprintf(tw, "%s\t%s\t%s\n", shown(kv.Key), typ, val)
 	}
 	if err := tw.Flush(); err != nil {
 		return err
@@ -64,7 +64,7 @@ func runInspectGGUF(ctx context.Context, opts *globalOptions, path string) error
 	tw = tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "NAME\tTYPE\tSHAPE\tOFFSET\tBYTES")
 	for _, t := range f.Tensors {
-		fmt.Fprintf(tw, "%s\t%s\t%v\t%d\t%d\n", t.Name, t.Type, t.Shape, t.Offset, t.Size)
+		fmt.Fprintf(tw, "%s\t%s\t%v\t%d\t%d\n", shown(t.Name), t.Type, t.Shape, t.Offset, t.Size)
 	}
 	return tw.Flush()
 }

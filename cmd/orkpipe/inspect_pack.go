@@ -120,7 +120,7 @@ func runInspectPack(ctx context.Context, opts *globalOptions, path string) error
 	var disk, resident int64
 	count := map[string]int{}
 	for _, e := range out.Entries {
-		fmt.Fprintf(tw, "%s\t%s\t%d x %d\t%s\t%d\t%s\t%d\t%d\t%d\t%.5f\n", e.Name, e.DType, e.K, e.N, groupText(e.Group), e.ActBits,
+		fmt.Fprintf(tw, "%s\t%s\t%d x %d\t%s\t%d\t%s\t%d\t%d\t%d\t%.5f\n", shown(e.Name), e.DType, e.K, e.N, groupText(e.Group), e.ActBits,
 			clipText(e.ActClip), e.Bytes, e.ResidentBytes, e.Domain, e.QErr)
 		disk += e.Bytes
 		resident += e.ResidentBytes

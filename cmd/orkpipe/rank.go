@@ -90,7 +90,7 @@ func runRank(ctx context.Context, opts *globalOptions, path, boardFlag string) e
 	tw := tabwriter.NewWriter(opts.stdout, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "NAME\tDTYPE\tK x N\tACT\tCLIP\tQERR\tI8_ROT DISK\tI8_ROT RESIDENT\tI4_ROT_A8 DISK\tI4_ROT_A8 RESIDENT")
 	for _, e := range out {
-		fmt.Fprintf(tw, "%s\t%s\t%d x %d\t%d\t%s\t%.5f", e.Name, e.DType, e.K, e.N, e.ActBits, clipText(e.ActClip), e.QErr)
+		fmt.Fprintf(tw, "%s\t%s\t%d x %d\t%d\t%s\t%.5f", shown(e.Name), e.DType, e.K, e.N, e.ActBits, clipText(e.ActClip), e.QErr)
 		for _, to := range promotionTargets {
 			if c, ok := e.Promote[to.String()]; ok {
 				fmt.Fprintf(tw, "\t%+.2f\t%+.2f", c.DiskMiB, c.ResidentMiB)

@@ -299,7 +299,7 @@ func writeVerifications(w io.Writer, vs []verify.Verification) {
 		status := "FAILED"
 		switch {
 		case v.Error != "":
-			status = "INVALID: " + v.Error
+			status = "INVALID: " + shown(v.Error)
 		case v.OK:
 			status = "passed"
 		}
@@ -307,15 +307,15 @@ func writeVerifications(w io.Writer, vs []verify.Verification) {
 		if v.Error != "" {
 			continue
 		}
-		fmt.Fprintf(w, "    kernel %s, npu driver %s, fingerprint %s\n", v.Kernel, v.NPUDriver, v.Fingerprint)
+		fmt.Fprintf(w, "    kernel %s, npu driver %s, fingerprint %s\n", shown(v.Kernel), shown(v.NPUDriver), shown(v.Fingerprint))
 		if v.Command != "" {
-			fmt.Fprintf(w, "    run %s\n    program %s", v.Command, v.Program)
+			fmt.Fprintf(w, "    run %s\n    program %s", shown(v.Command), shown(v.Program))
 			if v.PPL != 0 {
 				fmt.Fprintf(w, ", PPL %.4f", v.PPL)
 			}
 			fmt.Fprintln(w)
 			for _, o := range v.Objects {
-				fmt.Fprintf(w, "      %-18s %s %s\n", o.Role, o.Digest, o.Path)
+				fmt.Fprintf(w, "      %-18s %s %s\n", shown(o.Role), shown(o.Digest), shown(o.Path))
 			}
 		}
 	}

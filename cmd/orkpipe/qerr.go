@@ -34,8 +34,8 @@ against a float64 reference, on a deterministic spiked Gaussian activation set (
 channels x10; --seed). Schemes: w4a4-pc, w4a4-g32, w4a4-g32-rot, w4a8-g32-rot,
 w4a8-g32-rot-gptq (Hessian from the same activation set, or a held-out one with --calib-seed),
 q4_0, q4_k, q8_0, w8a8-pc. Weights are read and evaluated one at a time; GPTQ costs O(K³) per
-weight, so select a few weights of a large model with --tensors. --tokens whose activation sets and
-one weight's float64 products alone would exceed --mem is refused before anything is computed.`,
+weight, so select a few weights of a large model with --tensors. --tokens whose activation sets, one
+weight and its float64 products alone would exceed --mem is refused before anything is computed.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return runQErr(cmd.Context(), opts, args[0], f)
@@ -90,11 +90,12 @@ func runQErr(ctx context.Context, opts *globalOptions, path string, f qerrFlags)
 	return printQErr(opts, path, f, rep)
 }
 
-// checkQErrMemory refuses --tokens whose activation sets and one weight's float64 reference products
+// checkQErrMemory refuses --tokens whose activation sets, one weight and its float64 reference products
 // alone exceed --mem, at the weight where they are largest: the run keeps one set of tokens x K
-// float32 per distinct width K it has met (two with --calib-seed) and holds a weight's reference
-// products, tokens x N float64, while it evaluates it. A lower bound of what the run holds, so a run
-// that could fit is never refused (--tokens 2e9 on stories260K ran out of memory).
+// float32 per distinct width K it has met (two with --calib-seed) and holds a weight, N x K float32,
+// and its reference products, tokens x N float64, while it evaluates it. A lower bound of what the
+// run holds, so a run that could fit is never refused (--tokens 2e9 on stories260K ran out of memory,
+// and so did an 8 GiB F32 weight under --mem 2GiB).
 func checkQErrMemory(opts *globalOptions, file *gguf.File, re *regexp.Regexp, f qerrFlags) error {
 	budget, err := opts.memBudget()
 	if err != nil {
@@ -116,12 +117,14 @@ func checkQErrMemory(opts *globalOptions, file *gguf.File, re *regexp.Regexp, f 
 			widths[k] = true
 			sumK += k
 		}
-		if n := tokens*float64(sumK)*4*sets + tokens*float64(ti.Rows())*8; n > need {
-			need, at = n, fmt.Sprintf("at %s: %d tokens x %d values of the %d width(s) met, float32, %g set(s), and its products, %d x %d float64", ti.Name, f.tokens, sumK, len(widths), sets, f.tokens, ti.Rows())
+		weight := float64(ti.Rows()) * float64(ti.RowLen()) * 4
+		if n := tokens*float64(sumK)*4*sets + weight + tokens*float64(ti.Rows())*8; n > need {
+			need, at = n, fmt.Sprintf("at %s: %d tokens x %d values of the %d width(s) met, float32, %g set(s), the weight, %d x %d float32, and its products, %d x %d float64",
+				ti.Name, f.tokens, sumK, len(widths), sets, ti.Rows(), ti.RowLen(), f.tokens, ti.Rows())
 		}
 	}
 	if need > float64(budget) {
-		return usagef("--tokens %d: the activation sets and one weight's reference products alone take %s (%s), above --mem %s: fewer tokens, or --tensors",
+		return usagef("--tokens %d: the activation sets, one weight and its reference products alone take %s (%s), above --mem %s: fewer tokens, or --tensors",
 			f.tokens, units.FormatSize(int64(min(need, 1<<62))), at, units.FormatSize(budget))
 	}
 	return nil

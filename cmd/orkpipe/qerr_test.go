@@ -94,8 +94,16 @@ func TestQErrTextAndErrors(t *testing.T) {
 		t.Fatalf("--tokens 1000 under --mem 4MiB: %v, want a usage error", err)
 	}
 	if err := runQErr(context.Background(), opts, path, qerrFlags{tokens: 2_000_000_000, actClip: 1}); !errors.As(err, &ue) ||
-		!strings.Contains(err.Error(), "take 7.92 TiB (at output.weight: 2000000000 tokens x 64 values of the 1 width(s) met, float32, 1 set(s), and its products, 2000000000 x 512 float64)") {
+		!strings.Contains(err.Error(), "take 7.92 TiB (at output.weight: 2000000000 tokens x 64 values of the 1 width(s) met, float32, 1 set(s), the weight, 512 x 64 float32, and its products, 2000000000 x 512 float64)") {
 		t.Errorf("--tokens 2e9: %v, want a usage error naming the activation sets", err)
+	}
+	// The weight itself counts (an 8 GiB F32 weight under --mem 2GiB ran out of memory): output.weight's
+	// 128 KiB alone are above 100 KiB, its one token's activations and products 4.3 KB.
+	tiny := newGlobalOptions(&out, &out)
+	tiny.memText = "100KiB"
+	if err := runQErr(context.Background(), tiny, path, qerrFlags{tensors: `output\.weight`, tokens: 1, actClip: 1}); !errors.As(err, &ue) ||
+		!strings.Contains(err.Error(), "the weight, 512 x 64 float32") {
+		t.Errorf("output.weight under --mem 100KiB: %v, want a usage error naming the weight", err)
 	}
 	if err := runQErr(context.Background(), small, path, qerrFlags{tensors: `blk\.0\.attn_q`, tokens: 1000, actClip: 1}); err != nil {
 		t.Errorf("--tokens 1000 of one 64-wide weight under --mem 4MiB (0.77 MB): %v", err)

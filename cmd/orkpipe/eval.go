@@ -181,7 +181,11 @@ func runEval(ctx context.Context, opts *globalOptions, fl evalFlags) error {
 	}
 	fmt.Fprintf(opts.stdout, "PPL = %.4f +/- %.5f (%d chunks of %d, %d tokens, %d scored)\n", res.PPL, res.PPLErr, res.Chunks, fl.ctx, res.Tokens, res.Scored)
 	if res.KLD != nil {
-		fmt.Fprintf(opts.stdout, "base PPL = %.4f +/- %.5f (%s, the same chunks)\n", res.BasePPL, res.BasePPLErr, fl.base)
+		base := fl.base
+		if base == "" { // --pack without --base-model: the pack's float model is the base
+			base = fl.model
+		}
+		fmt.Fprintf(opts.stdout, "base PPL = %.4f +/- %.5f (%s, the same chunks)\n", res.BasePPL, res.BasePPLErr, base)
 		fmt.Fprintf(opts.stdout, "KLD mean %.6f +/- %.6f  median %.6f  p99 %.6f  max %.6f\nsame top token %.3f%% +/- %.3f%%\n",
 			res.KLD.Mean, res.KLD.MeanErr, res.KLD.Median, res.KLD.P99, res.KLD.Max, 100**res.SameTop, 100**res.SameTopErr)
 	}

@@ -103,6 +103,12 @@ func TestEvalPack(t *testing.T) {
 	if res.KLD == nil || res.SameTop == nil || res.KLD["mean"] <= 0 || res.KLD["mean"] > 0.01 || res.PPL < 1 || res.PPL > 4 {
 		t.Fatalf("unexpected pack evaluation %s", out)
 	}
+	// The text output names the base, the pack's float model without --base-model (it printed "(, the same chunks)").
+	out, errOut, code = orkpipeExit(t, "eval", "--model", modelPath, "--pack", packPath,
+		"--text", testfiles.Path(t, "stories-generated.txt"), "--chunks", "2")
+	if code != 0 || !strings.Contains(out, "("+modelPath+", the same chunks)") {
+		t.Fatalf("exit %d: %s%s", code, out, errOut)
+	}
 }
 
 // TestEvalKLBase evaluates the F32 qwen35 fixture against llama.cpp's logits of it (a file written by

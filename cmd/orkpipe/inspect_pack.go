@@ -153,14 +153,14 @@ func clipText(c float32) string { return strconv.FormatFloat(float64(c), 'g', 6,
 
 func mibText(b int64) string { return fmt.Sprintf("%.2f MiB", float64(b)/(1<<20)) }
 
-// packProfile returns the board profile to check or cost a pack against: --board (a built-in name or a JSON
-// or YAML file) when given, else the built-in profile the pack was planned for.
-func packProfile(r *pack.Reader, flag string) (board.Profile, error) {
+// packProfile returns the board profile to check or cost the pack r (read from path) against: --board (a
+// built-in name or a JSON or YAML file) when given, else the built-in profile the pack was planned for.
+func packProfile(r *pack.Reader, path, flag string) (board.Profile, error) {
 	if flag == "" {
 		name := r.Board().Name
 		p, ok := board.Builtin(name)
 		if !ok {
-			return board.Profile{}, usagef("the pack was planned for board %q, which is not built in: pass --board FILE", name)
+			return board.Profile{}, usagef("%s: the pack was planned for board %q, which is not built in: pass --board FILE", path, name)
 		}
 		return p, nil
 	}

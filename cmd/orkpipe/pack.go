@@ -85,7 +85,7 @@ func verifyPack(ctx context.Context, path, boardFlag string, res *packVerifyJSON
 	defer r.Close()
 	res.Version, res.Entries, res.IndexDigest = r.Version(), len(r.Entries()), r.IndexDigest().String()
 	res.Board, res.Domains = r.Board().Name, r.Board().Domains
-	p, err := packProfile(r, boardFlag)
+	p, err := packProfile(r, path, boardFlag)
 	if err != nil {
 		return err
 	}

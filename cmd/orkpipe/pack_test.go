@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -166,5 +167,44 @@ func TestPackVerifyBoardProfile(t *testing.T) {
 	os.WriteFile(bad, []byte(`{"name":"x"}`), 0o644)
 	if out, code := runPackCLI(t, "pack", "verify", "--board", bad, path); code != 1 || !strings.Contains(out, "npu_cores") {
 		t.Fatalf("verify with an invalid profile: exit %d: %s", code, out)
+	}
+}
+
+// TestPackVerifyOtherBoard: a pack planned for a board orkpipe has no profile of (a profile file's name)
+// needs --board FILE; the refusal names the pack.
+func TestPackVerifyOtherBoard(t *testing.T) {
+	ctx := context.Background()
+	prof := board.RK3588()
+	prof.Name = "rk3588-custom"
+	dir := t.TempDir()
+	path := filepath.Join(dir, "p.orkpack")
+	w, err := pack.Create(ctx, path, board.Planner(prof))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	wt := pack.Weight{Meta: pack.Meta{Name: "blk.0.x.weight", DType: pack.I8, K: 32, N: 8, Source: pack.Digest{1}},
+		Codes: make([]int8, 32*8), Scales: []float32{1, 1, 1, 1, 1, 1, 1, 1}}
+	if err := w.Add(ctx, wt); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	_, err = runCLI(t, "pack", "verify", path)
+	var ue usageError
+	if !errors.As(err, &ue) || !strings.Contains(err.Error(), path+`: the pack was planned for board "rk3588-custom", which is not built in: pass --board FILE`) {
+		t.Fatalf("pack verify without --board: %v", err)
+	}
+	b, err := json.Marshal(prof)
+	if err != nil {
+		t.Fatal(err)
+	}
+	profPath := filepath.Join(dir, "custom.json")
+	if err := os.WriteFile(profPath, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if out, code := runPackCLI(t, "pack", "verify", path, "--board", profPath); code != 0 || !strings.Contains(out, ": ok:") {
+		t.Fatalf("pack verify --board %s: exit %d: %s", profPath, code, out)
 	}
 }

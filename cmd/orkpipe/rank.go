@@ -59,7 +59,7 @@ func runRank(ctx context.Context, opts *globalOptions, path, boardFlag string) e
 		return err
 	}
 	defer r.Close()
-	p, err := packProfile(r, boardFlag)
+	p, err := packProfile(r, path, boardFlag)
 	if err != nil {
 		return err
 	}

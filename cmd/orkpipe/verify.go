@@ -96,7 +96,7 @@ func runVerify(ctx context.Context, opts *globalOptions, f *verifyFlags, target 
 	var vopts []verify.Option
 	vopts = append(vopts, verify.WithJobs(opts.jobs), verify.WithLogger(opts.logger))
 	if f.board != "" {
-		p, err := packProfile(nil, f.board)
+		p, err := packProfile(nil, "", f.board)
 		if err != nil {
 			return err
 		}

@@ -9,6 +9,7 @@ import (
 
 	"orkpipe/ork/gguf"
 	"orkpipe/ork/pack"
+	"orkpipe/pipelines/verify"
 )
 
 // packOwnedSet returns the tensors of f that the orkpack at path owns: one name per entry, MoE expert
@@ -31,6 +32,12 @@ func packOwnedSet(ctx context.Context, f *gguf.File, path string, checkSource bo
 	for _, name := range owned {
 		if _, err := f.Tensor(name); err != nil {
 			return nil, fmt.Errorf("pack %s owns %q, which is not a tensor of %s: the pack was built from another model", path, name, f.Path)
+		}
+	}
+	for _, e := range es {
+		t, _ := f.Tensor(e.Tensor())
+		if err := verify.EntryFitsTensor(e, t); err != nil {
+			return nil, fmt.Errorf("pack %s, %s: %w: the pack was built from another model", path, f.Path, err)
 		}
 	}
 	if checkSource {

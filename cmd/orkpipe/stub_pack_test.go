@@ -1,13 +1,16 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"path/filepath"
 	"strings"
 	"testing"
 
 	"orkpipe/internal/testfiles"
+	"orkpipe/ork/board"
 	"orkpipe/ork/gguf"
+	"orkpipe/ork/pack"
 )
 
 // TestStubFromPack emits and verifies a stub whose owned set is a real orkpack's entries.
@@ -32,6 +35,24 @@ func TestStubFromPack(t *testing.T) {
 	_, err = runCLI(t, "stub", "verify", stub, "--pack", narrow)
 	if !errors.Is(err, gguf.ErrStub) || !strings.Contains(err.Error(), "blk.2.ffn_up.weight") {
 		t.Errorf("verify against a pack missing a tensor: %v", err)
+	}
+	// A pack whose entry has a stub tensor's name but another shape (stories260K's attn_q is 64 x 64).
+	bad := filepath.Join(dir, "shape.orkpack")
+	w, err := pack.Create(context.Background(), bad, board.Planner(board.RK3588()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	if err := w.Add(context.Background(), pack.Weight{Meta: pack.Meta{Name: "blk.0.attn_q.weight", DType: pack.I8, K: 64, N: 32, Source: pack.Digest{1}},
+		Codes: make([]int8, 64*32), Scales: make([]float32, 32)}); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Commit(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	_, err = runCLI(t, "stub", "verify", stub, "--pack", bad, "--allow-zero", `blk\..*`)
+	if err == nil || !strings.Contains(err.Error(), `pack entry "blk.0.attn_q.weight" is 64 x 32 (K x N), tensor "blk.0.attn_q.weight" is [64 64]: want the entry's N`) {
+		t.Errorf("verify against a pack of another shape: %v", err)
 	}
 	// Both selectors at once is a usage error.
 	var ue usageError

@@ -114,6 +114,20 @@ func checkStub(ctx context.Context, stub string, entries []pack.Entry, allowZero
 	if err != nil {
 		return "", err
 	}
+	f, err := gguf.Open(ctx, stub)
+	if err != nil {
+		return "", err
+	}
+	defer f.Close()
+	for _, e := range entries {
+		t, err := f.Tensor(e.Tensor())
+		if err != nil {
+			return "", fmt.Errorf("stub %s: %w", stub, err)
+		}
+		if err := EntryFitsTensor(e, t); err != nil {
+			return "", fmt.Errorf("stub %s: %w", stub, err)
+		}
+	}
 	return fmt.Sprintf("%d tensors: %d owned by the pack are holes, the others hold data (%d bytes)", rep.Tensors, rep.Owned, rep.DataBytes), nil
 }
 

@@ -4,9 +4,11 @@
 // the layer, BLAKE3 and size of the record) before they enter the local store; a corrupt or partial
 // download is never used.
 //
-// A remote miss is a miss. Any other remote failure (unreachable registry, refused credentials, a
-// digest mismatch) fails the node with the registry error: the user asked for the remote cache, so it
-// is not silently ignored.
+// A remote miss is a miss. Any other remote failure on a lookup (unreachable registry, refused
+// credentials, a digest mismatch) is returned as the registry error, which the engine logs as a warning
+// naming the node and the key before it runs the node (the build does not stop, and never uses what
+// failed); a failure to publish a record fails the node: the user asked for the remote cache, so
+// neither is silent.
 package remotecache
 
 import (

@@ -74,8 +74,10 @@ func encodeIndex(b Board, entries []Entry, res *Residency) []byte {
 }
 
 // decodeIndex parses and fully validates the index of a pack of the given (supported) format version: every
-// derived field is recomputed and compared, entries must be contiguous from the first page to indexOffset,
-// names unique, the plan consistent; a version-3 index may end in a residency section (nil when absent).
+// derived field is recomputed and compared, entries must be contiguous from the first page to indexOffset
+// (which the trailer check keeps inside the file), each ending at or before it, names unique, the plan
+// consistent, every running sum within int64; a version-3 index may end in a residency section (nil when
+// absent).
 func decodeIndex(b []byte, count uint32, indexOffset int64, version uint32) (Board, []Entry, *Residency, error) {
 	bad := func(format string, a ...any) error {
 		return fmt.Errorf("%w: %s", ErrIndex, fmt.Sprintf(format, a...))
@@ -144,14 +146,22 @@ func decodeIndex(b []byte, count uint32, indexOffset int64, version uint32) (Boa
 			return Board{}, nil, nil, bad("entry %q appears twice", name)
 		}
 		seen[name] = true
-		if e.Offset != next {
-			return Board{}, nil, nil, bad("entry %q at offset %d, want %d (entries are contiguous)", name, e.Offset, next)
+		if off := le.Uint64(r[48:]); off != uint64(next) {
+			return Board{}, nil, nil, bad("entry %q at offset %d, want %d (entries are contiguous)", name, off, next)
+		}
+		if e.Length > indexOffset-next { // next <= indexOffset: no overflow
+			return Board{}, nil, nil, bad("entry %q at offset %d, %d bytes long, ends at %d, past the index offset %d (entries end where the index starts)",
+				name, next, e.Length, uint64(next)+uint64(e.Length), indexOffset)
 		}
 		next += e.Length
 		if e.Domain >= board.Domains {
 			return Board{}, nil, nil, bad("entry %q in domain %d, plan has %d domains", name, e.Domain, board.Domains)
 		}
-		resident += e.ResidentBytes
+		sum, ok := addSize(resident, e.ResidentBytes)
+		if !ok {
+			return Board{}, nil, nil, bad("entry %q: resident bytes %d take the entries' sum (%d before it) past %d", name, e.ResidentBytes, resident, int64(math.MaxInt64))
+		}
+		resident = sum
 		entries = append(entries, e)
 	}
 	if p != len(b) {
@@ -233,4 +243,13 @@ func decodeRecord(name string, r []byte, version uint32) (Entry, error) {
 		return Entry{}, fmt.Errorf("entry %q: resident bytes %d, domain %d out of range", name, got.ResidentBytes, got.Domain)
 	}
 	return got, nil
+}
+
+// addSize returns a+b for sizes a, b >= 0; ok is false when the sum would pass math.MaxInt64. Every
+// running sum of sizes the reader and writer keep goes through it.
+func addSize(a, b int64) (sum int64, ok bool) {
+	if b > math.MaxInt64-a {
+		return 0, false
+	}
+	return a + b, true
 }

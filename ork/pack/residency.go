@@ -2,6 +2,7 @@ package pack
 
 import (
 	"fmt"
+	"math"
 	"strconv"
 	"strings"
 )
@@ -189,7 +190,10 @@ func checkResidency(r *Residency, entries []Entry) error {
 			}
 			owner[name], last = i, p
 			if i < r.Hot {
-				hot += entries[p].ResidentBytes
+				var ok bool
+				if hot, ok = addSize(hot, entries[p].ResidentBytes); !ok {
+					return bad("the hot experts' resident bytes pass %d at entry %q", int64(math.MaxInt64), name)
+				}
 			}
 		}
 	}

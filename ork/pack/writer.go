@@ -426,7 +426,10 @@ func (w *Writer) apply(p Plan) error {
 			return fmt.Errorf("%w: pack %s: entry %q: resident %d, domain %d of %d", ErrPlan, w.path, w.entries[i].Name, p.Resident[i], p.Domain[i], p.Board.Domains)
 		}
 		w.entries[i].ResidentBytes, w.entries[i].Domain = p.Resident[i], p.Domain[i]
-		total += p.Resident[i]
+		var ok bool
+		if total, ok = addSize(total, p.Resident[i]); !ok {
+			return fmt.Errorf("%w: pack %s: entry %q: resident bytes %d take the entries' sum past %d", ErrPlan, w.path, w.entries[i].Name, p.Resident[i], int64(math.MaxInt64))
+		}
 	}
 	if total != p.Board.Resident {
 		return fmt.Errorf("%w: pack %s: entries' resident bytes sum to %d, plan total says %d", ErrPlan, w.path, total, p.Board.Resident)

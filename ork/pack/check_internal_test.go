@@ -9,19 +9,23 @@ import (
 	"orkpipe/ork/tile"
 )
 
-// TestCheckDataRejectsWhatDecodeRejects: VerifyEntries checks an entry without untiling it (checkData);
-// for every single-byte change of an entry's data (codes, code padding, page padding, scales, scales
-// padding) it must reject exactly the data that decoding (decodeInto, what Load runs) rejects.
+// TestCheckDataRejectsWhatDecodeRejects: VerifyEntries checks an entry without untiling it (dataCheck),
+// a page at a time; for every single-byte change of an entry's data (codes, code padding, page padding,
+// scales, scales padding), in one or several segments, it must reject exactly the data that decoding
+// (decodeInto, what Load runs) rejects, whether it checks the data whole or page by page.
 func TestCheckDataRejectsWhatDecodeRejects(t *testing.T) {
 	if raceEnabled {
 		testfiles.SkipBuild(t, "-race: every byte flip of small entries, on one goroutine (layouts under 1 MiB tile serially); the plain run checks them")
 	}
 	r := rand.New(rand.NewPCG(7, 8))
 	for _, c := range []struct {
-		dt          DType
-		k, n, group int
-	}{{I4Native, 40, 3, 32}, {I4, 72, 5, 0}, {I4RotA8, 64, 33, 32}, {I8, 33, 2, 0}, {F16, 17, 3, 0}} {
-		t.Run(fmt.Sprintf("%s_%dx%d", c.dt, c.k, c.n), func(t *testing.T) {
+		dt                DType
+		k, n, group, segK int
+	}{
+		{I4Native, 40, 3, 32, 0}, {I4, 72, 5, 0, 0}, {I4RotA8, 64, 33, 32, 0}, {I8, 33, 2, 0, 0}, {F16, 17, 3, 0, 0},
+		{I8, 72, 5, 0, 32}, {I4Native, 100, 65, 32, 64}, {F16, 40, 17, 0, 32}, {I4, 70, 3, 64, 32},
+	} {
+		t.Run(fmt.Sprintf("%s_%dx%d_sk%d", c.dt, c.k, c.n, c.segK), func(t *testing.T) {
 			m := Meta{Name: "w", DType: c.dt, K: c.k, N: c.n, Group: c.group, Source: Digest{1}}
 			if c.dt.Int4() {
 				m.Nibbles = tile.HighFirst
@@ -45,7 +49,7 @@ func TestCheckDataRejectsWhatDecodeRejects(t *testing.T) {
 					w.Scales[i] = r.Float32() + 1e-3
 				}
 			}
-			e, codes, err := tileInto(nil, w, 0)
+			e, codes, err := tileInto(nil, w, c.segK)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -65,9 +69,9 @@ func TestCheckDataRejectsWhatDecodeRejects(t *testing.T) {
 			for i := range data {
 				for _, x := range []byte{0x01, 0x10, 0x80} {
 					data[i] ^= x
-					derr, cerr := decodeInto(e, data, &dec), checkData(e, data)
-					if (derr == nil) != (cerr == nil) {
-						t.Fatalf("byte %d ^ %#02x: decode says %v, check says %v", i, x, derr, cerr)
+					derr, cerr, perr := decodeInto(e, data, &dec), checkData(e, data), checkPages(e, data)
+					if (derr == nil) != (cerr == nil) || (derr == nil) != (perr == nil) {
+						t.Fatalf("byte %d ^ %#02x: decode says %v, check says %v, page by page %v", i, x, derr, cerr, perr)
 					}
 					if cerr != nil {
 						rejected++
@@ -83,4 +87,18 @@ func TestCheckDataRejectsWhatDecodeRejects(t *testing.T) {
 			}
 		})
 	}
+}
+
+// checkPages is checkData a page at a time, last page first.
+func checkPages(e Entry, data []byte) error {
+	c, err := newDataCheck(e)
+	if err != nil {
+		return err
+	}
+	for off := len(data) - PageSize; off >= 0; off -= PageSize {
+		if err := c.check(int64(off), data[off:off+PageSize]); err != nil {
+			return err
+		}
+	}
+	return nil
 }

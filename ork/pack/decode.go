@@ -37,21 +37,18 @@ func decodeInto(e Entry, data []byte, w *Weight) error {
 }
 
 // checkData rejects exactly what decodeInto rejects in data, without decoding the codes: the length,
-// the codes through tile.Layout.CheckPadding (the untiler's only rejections are the layout size, a
-// non-zero padding code and a non-zero page-padding byte; every other byte pattern decodes), and the
-// scales as decodeScales checks them.
+// and through dataCheck the padding codes, the page padding and the scales (the untiler's only
+// rejections are the layout size, a non-zero padding code and a non-zero page-padding byte; every other
+// byte pattern decodes).
 func checkData(e Entry, data []byte) error {
 	if int64(len(data)) != e.Length {
 		return fmt.Errorf("%w: entry %q: %d bytes, want %d", ErrCorrupt, e.Name, len(data), e.Length)
 	}
-	l, err := e.Layout()
+	c, err := newDataCheck(e)
 	if err != nil {
-		return fmt.Errorf("%w: entry %q: %v", ErrCorrupt, e.Name, err)
+		return err
 	}
-	if err := l.CheckPadding(data[:e.CodesLength]); err != nil {
-		return fmt.Errorf("%w: entry %q: %v", ErrCorrupt, e.Name, err)
-	}
-	return decodeScales(e, data, nil)
+	return c.check(0, data)
 }
 
 // decodeScales checks the scales of an entry's data (each finite, the page padding after them zero) and

@@ -21,7 +21,8 @@
 // plan only through the Planner interface, so there is no cycle.
 //
 // Reading validates header, footer, index digest and every index record on Open; an entry's BLAKE3 is checked
-// whenever its bytes are read; VerifyAll checks and decodes every entry. Supported is the one version predicate.
+// whenever its bytes are read; VerifyAll streams every entry through a bounded buffer and checks it as decoding
+// would. Supported is the one version predicate.
 //
 // Entry names are source tensor names; an MoE expert slice is "<tensor>#<e>" (ExpertName, SplitExpert).
 // OwnedTensors is the one definition of which source tensors a pack owns (the stub leaves exactly those as

@@ -2,14 +2,11 @@ package pack
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"os"
-	"runtime"
 
 	"orkpipe/internal/blake3x"
-	"orkpipe/ork/internal/parallel"
 )
 
 // Reader reads a validated orkpack. Open has already checked header, footer, index digest and every index
@@ -138,7 +135,9 @@ func (r *Reader) Entry(name string) (Entry, error) {
 	return r.entries[i], nil
 }
 
-// ReadEntry returns the named entry's data (codes then padded scales), verified against its BLAKE3.
+// ReadEntry returns the named entry's data (codes then padded scales), verified against its BLAKE3. It
+// allocates the entry's Length bytes, which the index alone bounds (up to about 2^49 for a 2^24 x 2^24
+// F16 entry): a caller holding an entry checks its size first; VerifyEntry and VerifyEntries stream.
 func (r *Reader) ReadEntry(ctx context.Context, name string) (Entry, []byte, error) {
 	e, err := r.Entry(name)
 	if err != nil {
@@ -157,7 +156,8 @@ func (r *Reader) ReadEntry(ctx context.Context, name string) (Entry, []byte, err
 	return e, b, nil
 }
 
-// Load reads, verifies and decodes the named entry back to codes and scales through the untiler.
+// Load reads, verifies and decodes the named entry back to codes and scales through the untiler. It holds
+// the entry's data (ReadEntry) and its K·N decoded codes.
 func (r *Reader) Load(ctx context.Context, name string) (Weight, error) {
 	e, b, err := r.ReadEntry(ctx, name)
 	if err != nil {
@@ -168,77 +168,6 @@ func (r *Reader) Load(ctx context.Context, name string) (Weight, error) {
 		return Weight{}, fmt.Errorf("pack %s: %w", r.name, err)
 	}
 	return w, nil
-}
-
-// VerifyEntry streams the named entry's bytes through BLAKE3 without holding them.
-func (r *Reader) VerifyEntry(ctx context.Context, name string) error {
-	e, err := r.Entry(name)
-	if err != nil {
-		return err
-	}
-	h := blake3x.New()
-	sr := io.NewSectionReader(r.ra, e.Offset, e.Length)
-	buf := make([]byte, 1<<20)
-	for {
-		if err := ctx.Err(); err != nil {
-			return err
-		}
-		n, err := sr.Read(buf)
-		h.Write(buf[:n])
-		if errors.Is(err, io.EOF) {
-			break
-		}
-		if err != nil {
-			return fmt.Errorf("pack %s: entry %q: %w", r.name, name, err)
-		}
-	}
-	if got := Digest(h.Sum256()); got != e.Digest {
-		return fmt.Errorf("pack %s: entry %q: %w: data hashes to %s, index says %s", r.name, name, ErrCorrupt, got, e.Digest)
-	}
-	return nil
-}
-
-// VerifyAll verifies and decodes every entry, on GOMAXPROCS goroutines (VerifyEntries).
-func (r *Reader) VerifyAll(ctx context.Context) error {
-	return r.VerifyEntries(ctx, runtime.GOMAXPROCS(0))
-}
-
-// VerifyMemory is what one VerifyEntries worker holds at most: the largest entry's bytes.
-func (r *Reader) VerifyMemory() int64 {
-	var m int64
-	for _, e := range r.entries {
-		m = max(m, e.Length)
-	}
-	return m
-}
-
-// VerifyEntries reads every entry and checks it against its BLAKE3 and for everything Load's decoding
-// would reject (checkData: the codes' layout size and zero padding, as tile.Layout.CheckPadding checks
-// them without untiling; every scale finite; the scales' page padding zero), on up to workers
-// goroutines, each reusing its buffer from entry to entry (at most VerifyMemory bytes each). A pack that
-// passes loads. It returns nil or the joined failures in index order, one per failing entry, each naming
-// the entry; it stops early only when ctx is done.
-func (r *Reader) VerifyEntries(ctx context.Context, workers int) error {
-	return r.VerifyEntriesInto(ctx, make([][]byte, max(1, workers)))
-}
-
-// VerifyEntriesInto is VerifyEntries on len(bufs) workers (at least one), worker i reading each entry
-// into bufs[i] (its contents overwritten) when it fits the buffer's capacity and otherwise into a
-// larger buffer of its own, which then replaces bufs[i].
-func (r *Reader) VerifyEntriesInto(ctx context.Context, bufs [][]byte) error {
-	if len(bufs) == 0 {
-		bufs = make([][]byte, 1)
-	}
-	errs := make([]error, len(r.entries))
-	parallel.ForWorker(len(r.entries), len(bufs), func(w, i int) {
-		if ctx.Err() == nil {
-			errs[i] = r.verifyEntry(r.entries[i], &bufs[w])
-		}
-	})
-	if err := ctx.Err(); err != nil {
-		return err
-	}
-	return errors.Join(errs...)
 }
 
 // Residency returns the pack's residency plan (docs/orkpack.md 3.1); ok is false for a pack without one
@@ -254,22 +183,4 @@ func (r *Reader) Residency() (res Residency, ok bool) {
 		c.Experts[i] = x
 	}
 	return c, true
-}
-
-// verifyEntry is ReadEntry and checkData of e into a reused buffer.
-func (r *Reader) verifyEntry(e Entry, buf *[]byte) error {
-	if int64(cap(*buf)) < e.Length {
-		*buf = make([]byte, e.Length)
-	}
-	b := (*buf)[:e.Length]
-	if _, err := r.ra.ReadAt(b, e.Offset); err != nil {
-		return fmt.Errorf("pack %s: entry %q: %w", r.name, e.Name, err)
-	}
-	if got := Digest(blake3x.Sum256(b)); got != e.Digest {
-		return fmt.Errorf("pack %s: entry %q: %w: data at %d+%d hashes to %s, index says %s", r.name, e.Name, ErrCorrupt, e.Offset, e.Length, got, e.Digest)
-	}
-	if err := checkData(e, b); err != nil {
-		return fmt.Errorf("pack %s: %w", r.name, err)
-	}
-	return nil
 }

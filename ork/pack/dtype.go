@@ -135,9 +135,13 @@ const (
 // Rotation describes the rotation a weight (and so its activations) carries.
 type Rotation struct {
 	Kind  RotationKind `json:"kind"`
-	Block int          `json:"block,omitempty"` // power of two >= 2
+	Block int          `json:"block,omitempty"` // a power of two from minRotationBlock to 2^24 dividing the entry's K
 	Seed  uint64       `json:"seed,omitempty"`  // sign seed
 }
+
+// minRotationBlock is the smallest Hadamard block of a rotated entry (docs/orkpack.md 3): the smallest the
+// quantizer rotates with (quant.MinBlock) and the emulation computes.
+const minRotationBlock = 32
 
 func (r Rotation) String() string {
 	switch r.Kind {
@@ -156,8 +160,8 @@ func (r Rotation) validate() error {
 			return fmt.Errorf("rotation none with block %d seed %d: want both 0", r.Block, r.Seed)
 		}
 	case RotHadamard, RotHadamardUnsigned:
-		if r.Block < 2 || r.Block > 1<<24 || r.Block&(r.Block-1) != 0 {
-			return fmt.Errorf("hadamard block %d: want a power of two >= 2", r.Block)
+		if r.Block < minRotationBlock || r.Block > tile.MaxDim || r.Block&(r.Block-1) != 0 {
+			return fmt.Errorf("hadamard block %d: want a power of two from %d to %d", r.Block, minRotationBlock, tile.MaxDim)
 		}
 		if r.Kind == RotHadamardUnsigned && r.Seed != 0 {
 			return fmt.Errorf("unsigned hadamard with seed %d: want 0", r.Seed)

@@ -14,12 +14,16 @@ import (
 // MaxNameLen is the longest entry name accepted.
 const MaxNameLen = 1024
 
+// groupSizes are the scale group sizes an entry may have (docs/orkpack.md 3): 0 (per channel) and the
+// sizes the quantizer makes and the emulation computes.
+var groupSizes = []int{0, 32, 64, 128, 256, 512}
+
 // Meta is what a caller says about one weight: everything in the index that is not derived.
 type Meta struct {
 	Name     string           // tensor name; an expert slice is "<name>#<e>"
 	DType    DType            //
 	K, N     int              // input features, output channels (GGUF ne[0], ne[1])
-	Group    int              // scale group size along K; 0 = per channel
+	Group    int              // scale group size along K: 0 = per channel, or one of Groups
 	Nibbles  tile.NibbleOrder // int4 nibble order (LowFirst for other dtypes)
 	Rotation Rotation         //
 	ActBits  int              // activation bits the weight expects; 0 = the dtype's default
@@ -82,8 +86,8 @@ func (m *Meta) Validate() error {
 	switch {
 	case m.DType == F16 && m.Group != 0:
 		return bad("group %d: F16 has no scales, want 0", m.Group)
-	case m.Group < 0 || m.Group%32 != 0 || m.Group > tile.MaxDim:
-		return bad("group %d: want 0 (per channel) or a positive multiple of 32", m.Group)
+	case !slices.Contains(groupSizes, m.Group):
+		return bad("group %d: want 0 (per channel), 32, 64, 128, 256 or 512", m.Group)
 	}
 	if m.Nibbles != tile.LowFirst && (!m.DType.Int4() || m.Nibbles != tile.HighFirst) {
 		return bad("nibble order %d: want 0 (low first)%s", m.Nibbles, map[bool]string{true: " or 1 (high first)"}[m.DType.Int4()])
@@ -117,6 +121,18 @@ func (m *Meta) Validate() error {
 	}
 	if m.Source.IsZero() {
 		return bad("source digest is zero: want the BLAKE3 of the source tensor")
+	}
+	return nil
+}
+
+// checkRotatedK checks what a rotation requires of K beyond Validate's checks of each field: a rotated
+// entry's K is the rotated row length, the source K zero-padded to a multiple of the Hadamard block
+// (docs/orkpack.md 2), so the block divides K. The writer checks it on every entry it adds and the reader
+// on every record; Geometry does not, since no size depends on the block (orkpipe rank sizes a rotation
+// before one is chosen).
+func (m Meta) checkRotatedK() error {
+	if m.Rotation.Kind != RotNone && m.K%m.Rotation.Block != 0 {
+		return fmt.Errorf("entry %q: hadamard block %d does not divide K = %d: a rotated K is padded to a multiple of the block", m.Name, m.Rotation.Block, m.K)
 	}
 	return nil
 }

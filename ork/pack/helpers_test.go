@@ -18,13 +18,23 @@ import (
 )
 
 // quantized is a weight as the quantizer hands it over: codes [N][K] (or fp16 values) and scales [N][groups].
+// A rotated weight's K is the rotated row length, as the quantizer makes it: a dtype that requires a
+// rotation takes k padded to a multiple of 32, and its block (64, 128 or 256, at most the largest power of
+// two dividing K) divides K; another dtype is rotated (at random) only when k is a multiple of 32.
 func quantized(r *rand.Rand, name string, dt pack.DType, k, n, group int, nib tile.NibbleOrder) pack.Weight {
+	if dt.RotationRequired() {
+		k = (k + 31) / 32 * 32
+	}
 	m := pack.Meta{Name: name, DType: dt, K: k, N: n, Group: group, QErr: r.Float64()}
 	if dt.Int4() {
 		m.Nibbles = nib
 	}
 	if dt.RotationRequired() || (dt != pack.F16 && r.IntN(2) == 0) {
-		m.Rotation = pack.Rotation{Kind: pack.RotHadamard, Block: 64 << r.IntN(3), Seed: r.Uint64()}
+		// The same draws whether or not k takes the rotation, so that the weights after this one do not change.
+		block, seed := 64<<r.IntN(3), r.Uint64()
+		if k%32 == 0 {
+			m.Rotation = pack.Rotation{Kind: pack.RotHadamard, Block: min(block, k&-k), Seed: seed}
+		}
 	}
 	if dt != pack.F16 {
 		m.ActClip = []float32{1, 0.9, 0.78125, 0.5}[r.IntN(4)]

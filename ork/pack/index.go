@@ -222,6 +222,9 @@ func decodeRecord(name string, r []byte, version uint32) (Entry, error) {
 	if err != nil {
 		return Entry{}, err
 	}
+	if err := m.checkRotatedK(); err != nil {
+		return Entry{}, err
+	}
 	got := want
 	got.SegmentK = segK
 	got.Kp, got.Np, got.Segments = int(le.Uint32(r[16:])), int(le.Uint32(r[20:])), int(le.Uint32(r[24:]))

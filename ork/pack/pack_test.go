@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 
 	"orkpipe/ork/board"
@@ -216,6 +217,23 @@ func TestWriterRefusals(t *testing.T) {
 			t.Logf("%s: %v", name, err)
 		}
 	}
+	// What the quantizer cannot make nor the emulation compute (docs/orkpack.md 3): named in the error.
+	for name, c := range map[string]struct {
+		mutate func(*pack.Weight)
+		want   string
+	}{
+		"group 96":         {func(w *pack.Weight) { w.Group, w.Scales = 96, w.Scales[:w.N] }, "group 96: want 0 (per channel), 32, 64, 128, 256 or 512"},
+		"group 2^24":       {func(w *pack.Weight) { w.Group, w.Scales = 1<<24, w.Scales[:w.N] }, "group 16777216: want"},
+		"block 16":         {func(w *pack.Weight) { w.Rotation = pack.Rotation{Kind: pack.RotHadamard, Block: 16, Seed: 1} }, "hadamard block 16: want a power of two from 32 to 16777216"},
+		"block 128, K 64":  {func(w *pack.Weight) { w.Rotation = pack.Rotation{Kind: pack.RotHadamard, Block: 128, Seed: 1} }, "hadamard block 128 does not divide K = 64"},
+		"block 2^24, K 64": {func(w *pack.Weight) { w.Rotation = pack.Rotation{Kind: pack.RotHadamardUnsigned, Block: 1 << 24} }, "hadamard block 16777216 does not divide K = 64"},
+	} {
+		bad := good
+		c.mutate(&bad)
+		if err := w.Add(ctx, bad); !errors.Is(err, pack.ErrInput) || !strings.Contains(err.Error(), c.want) || !strings.Contains(err.Error(), `"g"`) {
+			t.Errorf("%s: err = %v, want ErrInput naming the entry and %q", name, err, c.want)
+		}
+	}
 	if err := w.Add(ctx, good); err != nil {
 		t.Fatal(err)
 	}
@@ -278,7 +296,7 @@ func TestAddTiled(t *testing.T) {
 	}
 	defer w.Close()
 	bad := append([]byte(nil), tiled...)
-	off, sh := l.Locate(5, 171+1) // k=172 is padding
+	off, sh := l.Locate(wt.N, 5) // row n = N (100 of Np = 128) is padding
 	bad[off] |= 1 << sh
 	if err := w.AddTiled(ctx, wt.Meta, bytesReader(bad), wt.Scales); !errors.Is(err, pack.ErrInput) {
 		t.Fatalf("tiled bytes with non-zero padding: %v", err)

@@ -8,8 +8,8 @@ import (
 	"testing"
 )
 
-// TestReadOldVersions: packs written by earlier versions (the "v1-*" and "v2-*" seeds, kept byte for byte
-// as those writers made them) still open, verify and decode; every entry of a version-1 pack reads with
+// TestReadOldVersions: packs written by earlier versions (the "v1-*" and "v2-*" seeds, as those writers made
+// them: oldSeeds) still open, verify and decode; every entry of a version-1 pack reads with
 // activation clip 1 (unclipped), and no pack before version 3 has a residency plan.
 func TestReadOldVersions(t *testing.T) {
 	seeds := fuzzSeeds(t)

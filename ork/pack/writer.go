@@ -189,7 +189,7 @@ func (p *Prepared) Buffer() []byte { return p.codes[:0] }
 // another calls AddPrepared for an earlier entry: a caller adding many entries prepares the next while
 // the last is written.
 func (w *Writer) Prepare(m Meta, codes io.Reader, scales []float32, buf []byte) (*Prepared, error) {
-	e, err := Geometry(m, w.segK)
+	e, err := w.geometry(m)
 	if err != nil {
 		return nil, err
 	}
@@ -218,7 +218,7 @@ func (w *Writer) Prepare(m Meta, codes io.Reader, scales []float32, buf []byte) 
 // AddPrepared of the result has returned —, and scales the N*groups scales as little-endian float32
 // (copied, each checked finite).
 func (w *Writer) PrepareBytes(m Meta, codes, scales []byte) (*Prepared, error) {
-	e, err := Geometry(m, w.segK)
+	e, err := w.geometry(m)
 	if err != nil {
 		return nil, err
 	}
@@ -271,8 +271,20 @@ func (w *Writer) AddPrepared(ctx context.Context, p *Prepared) error {
 	return nil
 }
 
-func (w *Writer) prepare(m Meta) (Entry, error) {
+// geometry is Geometry with the writer's segment K, and checkRotatedK: what every added entry must pass.
+func (w *Writer) geometry(m Meta) (Entry, error) {
 	e, err := Geometry(m, w.segK)
+	if err != nil {
+		return Entry{}, err
+	}
+	if err := e.checkRotatedK(); err != nil {
+		return Entry{}, fmt.Errorf("%w: %w", ErrInput, err)
+	}
+	return e, nil
+}
+
+func (w *Writer) prepare(m Meta) (Entry, error) {
+	e, err := w.geometry(m)
 	if err != nil {
 		return Entry{}, err
 	}

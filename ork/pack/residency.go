@@ -9,7 +9,8 @@ import (
 
 // Residency is the residency plan of an MoE pack (docs/orkpack.md 3.1, version 3): which experts the board
 // loads at start and in which order it streams the others. Experts lists every expert of the pack, the
-// first Hot of them resident from the start, the rest in streaming order; the hot experts' resident bytes
+// first Hot of them resident from the start, the rest in streaming order, each part in plan order
+// (inOrder: most-routed first); their lookups sum to at most math.MaxInt64; the hot experts' resident bytes
 // sum to at most Budget, and the dense entries with the hot experts' entries, placed in index order, fit
 // Domains IOMMU domains (ork/board checks that part: it knows the domains).
 type Residency struct {
@@ -28,7 +29,8 @@ type ResidentExpert struct {
 	Entries      []string // entry names, in index order
 }
 
-// Lookups sums every expert's lookups; HotLookups the hot experts'.
+// Lookups sums every expert's lookups (all) and the hot experts' (hot). The sums are exact for a plan the
+// reader or the writer accepted, which refuse lookups whose sum passes math.MaxInt64.
 func (r Residency) Lookups() (all, hot int64) {
 	for i, x := range r.Experts {
 		all += x.Lookups
@@ -149,8 +151,9 @@ func decodeResidency(b []byte, entries []Entry) (*Residency, error) {
 
 // checkResidency checks a plan against the pack's entries (with their resident bytes): every expert-slice
 // entry belongs to exactly one expert, which names its block and index; an expert's entries are listed in
-// index order; no expert appears twice; lookups are >= 0; the hot experts' resident bytes stay within the
-// budget.
+// index order; no expert appears twice; lookups are >= 0 and their sum within int64; the hot experts and
+// then the cold ones are each in plan order (inOrder: most-routed first, ties by layer, then expert index);
+// the hot experts' resident bytes stay within the budget.
 func checkResidency(r *Residency, entries []Entry) error {
 	bad := func(format string, a ...any) error {
 		return fmt.Errorf("residency section: %s", fmt.Sprintf(format, a...))
@@ -164,12 +167,25 @@ func checkResidency(r *Residency, entries []Entry) error {
 	}
 	owner := map[string]int{}
 	seen := map[[2]int]bool{}
-	var hot int64
+	var hot, lookups int64
 	for i, x := range r.Experts {
 		if x.Lookups < 0 || seen[[2]int{x.Layer, x.Index}] {
 			return bad("expert %d of layer %d: lookups %d, listed twice: %v", x.Index, x.Layer, x.Lookups, seen[[2]int{x.Layer, x.Index}])
 		}
 		seen[[2]int{x.Layer, x.Index}] = true
+		var ok bool
+		if lookups, ok = addSize(lookups, x.Lookups); !ok {
+			return bad("expert %d of layer %d: its %d lookups take the experts' sum past %d", x.Index, x.Layer, x.Lookups, int64(math.MaxInt64))
+		}
+		if i > 0 && i != r.Hot && !inOrder(r.Experts[i-1], x) {
+			part := "cold"
+			if i < r.Hot {
+				part = "hot"
+			}
+			p := r.Experts[i-1]
+			return bad("expert %d of layer %d (%d lookups) after expert %d of layer %d (%d lookups): the %s experts are not in plan order (most-routed first, ties by layer, then expert index)",
+				x.Index, x.Layer, x.Lookups, p.Index, p.Layer, p.Lookups, part)
+		}
 		if len(x.Entries) == 0 {
 			return bad("expert %d of layer %d has no entries", x.Index, x.Layer)
 		}
@@ -206,6 +222,18 @@ func checkResidency(r *Residency, entries []Entry) error {
 		return bad("the %d hot experts take %d resident bytes, more than the budget %d", r.Hot, hot, r.Budget)
 	}
 	return nil
+}
+
+// inOrder reports whether expert a comes before b in plan order (docs/orkpack.md 3.1): more lookups
+// first, ties by layer, then expert index.
+func inOrder(a, b ResidentExpert) bool {
+	if a.Lookups != b.Lookups {
+		return a.Lookups > b.Lookups
+	}
+	if a.Layer != b.Layer {
+		return a.Layer < b.Layer
+	}
+	return a.Index < b.Index
 }
 
 func hasKey[V any](m map[string]V, k string) bool {

@@ -21,6 +21,9 @@ func TestResidencySectionChecked(t *testing.T) {
 		t.Fatalf("seed resident: section of %d bytes at %d", rl, sec)
 	}
 	first := sec + residencyHeaderSize // the first expert record
+	// The three records: hot (layer 0, expert 0; 7 lookups), then cold (0, 1; 3) and (1, 0; 0), two
+	// entries, two entries and one: their lookups at these offsets.
+	lookups := []int{first + 8, first + 28 + 8, first + 56 + 8}
 	for _, c := range []struct {
 		name  string
 		patch func(b []byte)
@@ -35,6 +38,14 @@ func TestResidencySectionChecked(t *testing.T) {
 		{"entries count", func(b []byte) { le.PutUint32(b[first+16:], 0) }, "0 entries"},
 		{"expert count", func(b []byte) { le.PutUint32(b[sec+4:], 2) }, "bytes after the last expert record"},
 		{"hot", func(b []byte) { le.PutUint32(b[sec+8:], 5) }, "5 hot of 3 experts"},
+		// crafted/hitrate.orkpack: lookups that wrap int64 made a hit rate of 0.73 out of ~0.
+		{"lookups sum", func(b []byte) { le.PutUint64(b[lookups[0]:], 1<<62); le.PutUint64(b[lookups[1]:], 1<<62) },
+			"expert 1 of layer 0: its 4611686018427387904 lookups take the experts' sum past 9223372036854775807"},
+		{"stream order", func(b []byte) { le.PutUint64(b[lookups[2]:], 4) },
+			"expert 0 of layer 1 (4 lookups) after expert 1 of layer 0 (3 lookups): the cold experts are not in plan order"},
+		{"hot order", func(b []byte) { le.PutUint32(b[sec+8:], 2); le.PutUint64(b[lookups[0]:], 2) },
+			"expert 1 of layer 0 (3 lookups) after expert 0 of layer 0 (2 lookups): the hot experts are not in plan order"},
+		{"tie order", func(b []byte) { le.PutUint64(b[lookups[1]:], 0) }, ""}, // (0, 1) before (1, 0): by layer
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			b := append([]byte(nil), base...)
@@ -44,6 +55,12 @@ func TestResidencySectionChecked(t *testing.T) {
 				t.Fatal("reseal failed")
 			}
 			_, err := NewReader(context.Background(), bytesReaderAt(s), int64(len(s)), "patched.orkpack")
+			if c.want == "" {
+				if err != nil {
+					t.Fatal(err)
+				}
+				return
+			}
 			if !errors.Is(err, ErrIndex) || !strings.Contains(err.Error(), c.want) {
 				t.Fatalf("err = %v, want ErrIndex with %q", err, c.want)
 			}

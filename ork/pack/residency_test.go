@@ -3,6 +3,7 @@ package pack_test
 import (
 	"context"
 	"errors"
+	"math"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
@@ -98,6 +99,9 @@ func TestResidencyWriterRefuses(t *testing.T) {
 		"hot > all":    {edit(func(r *pack.Residency) { r.Hot = 4 }), "4 hot of 3 experts"},
 		"no domains":   {edit(func(r *pack.Residency) { r.Domains = 0 }), "domains 0"},
 		"lookups":      {edit(func(r *pack.Residency) { r.Experts[1].Lookups = -1 }), "lookups -1"},
+		"lookups sum": {edit(func(r *pack.Residency) { r.Experts[0].Lookups, r.Experts[1].Lookups = math.MaxInt64, math.MaxInt64 }),
+			"its 9223372036854775807 lookups take the experts' sum past"},
+		"stream order": {edit(func(r *pack.Residency) { r.Experts[2].Lookups = 4 }), "the cold experts are not in plan order"},
 	} {
 		t.Run(name, func(t *testing.T) {
 			dir := t.TempDir()

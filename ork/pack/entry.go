@@ -69,13 +69,23 @@ func (m Meta) ScaleLayout() ScaleLayout {
 	return ScalesNone
 }
 
-// Validate checks the caller's fields and fills defaults (ActBits); the error names the entry and the field.
+// Validate checks the caller's fields and fills defaults (ActBits); the error wraps ErrInput and names the
+// entry and the field.
 func (m *Meta) Validate() error {
+	if err := m.validate(); err != nil {
+		return fmt.Errorf("%w: %w", ErrInput, err)
+	}
+	return nil
+}
+
+// validate is Validate without the writer's sentinel: the reader checks every record with it and wraps
+// what it finds as ErrIndex.
+func (m *Meta) validate() error {
 	if err := validateName(m.Name); err != nil {
-		return fmt.Errorf("%w: %v", ErrInput, err)
+		return err
 	}
 	bad := func(format string, a ...any) error {
-		return fmt.Errorf("%w: entry %q: %s", ErrInput, m.Name, fmt.Sprintf(format, a...))
+		return fmt.Errorf("entry %q: %s", m.Name, fmt.Sprintf(format, a...))
 	}
 	if !m.DType.Valid() {
 		return bad("dtype %d: want one of I4_NATIVE, I4, I8, I8_ROT, I4_ROT_A8, F16", uint8(m.DType))
@@ -200,9 +210,20 @@ func OwnedTensors(entries []Entry) []string {
 
 // Geometry validates m and returns the Entry it becomes in a pack written with the given segment K (0 means
 // tile.DefaultSegmentK): layout dimensions, codes/scales/total lengths. Offset, plan and digest are left zero.
-// It is how anyone (the writer, the rank command, a planning test) sizes an entry without writing it.
+// It is how anyone (the writer, the rank command, a planning test) sizes an entry without writing it. Its
+// errors wrap ErrInput.
 func Geometry(m Meta, segmentK int) (Entry, error) {
-	if err := m.Validate(); err != nil {
+	e, err := geometry(m, segmentK)
+	if err != nil {
+		return Entry{}, fmt.Errorf("%w: %w", ErrInput, err)
+	}
+	return e, nil
+}
+
+// geometry is Geometry without the writer's sentinel (the reader's decodeRecord wraps its errors as
+// ErrIndex).
+func geometry(m Meta, segmentK int) (Entry, error) {
+	if err := m.validate(); err != nil {
 		return Entry{}, err
 	}
 	if segmentK == 0 {
@@ -210,7 +231,7 @@ func Geometry(m Meta, segmentK int) (Entry, error) {
 	}
 	l, err := tile.New(m.DType.Kind(), m.K, m.N, tile.WithSegmentK(segmentK), tile.WithNibbleOrder(m.Nibbles), tile.WithPageSize(PageSize))
 	if err != nil {
-		return Entry{}, fmt.Errorf("%w: entry %q: %v", ErrInput, m.Name, err)
+		return Entry{}, fmt.Errorf("entry %q: %w", m.Name, err)
 	}
 	e := Entry{Meta: m, SegmentK: l.SegmentK(), Kp: l.Kp(), Np: l.Np(), Segments: l.Segments()}
 	e.CodesLength = int64(l.Size())

@@ -3,6 +3,7 @@ package pack
 import (
 	"encoding/binary"
 	"fmt"
+	"math"
 
 	"github.com/zeebo/blake3"
 )
@@ -15,6 +16,8 @@ const (
 	indexHeaderSize = 64
 	recordFixed     = 176
 	maxIndexLength  = 1 << 30
+	// maxIndexOffset is the largest index offset whose file size (with the longest index) fits int64.
+	maxIndexOffset = (math.MaxInt64 - maxIndexLength - FooterSize) &^ (PageSize - 1)
 )
 
 var (
@@ -77,26 +80,28 @@ func decodeHeader(b []byte) (trailer, error) {
 	if r := le.Uint32(b[76:]); r != 0 {
 		return trailer{}, fmt.Errorf("%w: header reserved field is %d, want 0", ErrCorrupt, r)
 	}
+	if err := checkExtents(le.Uint64(b[16:]), le.Uint64(b[24:]), le.Uint64(b[32:])); err != nil {
+		return trailer{}, fmt.Errorf("header: %w", err)
+	}
 	t.total = int64(le.Uint64(b[16:]))
 	t.indexOffset = int64(le.Uint64(b[24:]))
 	t.indexLength = int64(le.Uint64(b[32:]))
 	t.indexDigest = Digest(b[40:72])
 	t.count = le.Uint32(b[72:])
-	if err := t.check(); err != nil {
-		return trailer{}, fmt.Errorf("header: %w", err)
-	}
 	return t, nil
 }
 
-// check validates the arithmetic relations between the fields.
-func (t trailer) check() error {
+// checkExtents validates the total length, index offset and index length as stored (unsigned, and printed
+// so), naming the field that is out of range, or the relation between them: once it passes, each fits
+// int64 and total = indexOffset + indexLength + FooterSize.
+func checkExtents(total, indexOffset, indexLength uint64) error {
 	switch {
-	case t.indexOffset < HeaderSize || t.indexOffset%PageSize != 0:
-		return fmt.Errorf("%w: index offset %d: want a multiple of %d, at least %d", ErrCorrupt, t.indexOffset, PageSize, HeaderSize)
-	case t.indexLength < indexHeaderSize || t.indexLength > maxIndexLength:
-		return fmt.Errorf("%w: index length %d: want %d..%d", ErrCorrupt, t.indexLength, indexHeaderSize, maxIndexLength)
-	case t.total < 0 || t.indexOffset > t.total || t.total != t.indexOffset+t.indexLength+FooterSize:
-		return fmt.Errorf("%w: total length %d != index offset %d + index length %d + footer %d", ErrCorrupt, t.total, t.indexOffset, t.indexLength, FooterSize)
+	case indexOffset < HeaderSize || indexOffset%PageSize != 0 || indexOffset > maxIndexOffset:
+		return fmt.Errorf("%w: index offset %d: want a multiple of %d from %d to %d", ErrCorrupt, indexOffset, PageSize, HeaderSize, uint64(maxIndexOffset))
+	case indexLength < indexHeaderSize || indexLength > maxIndexLength:
+		return fmt.Errorf("%w: index length %d: want %d..%d", ErrCorrupt, indexLength, indexHeaderSize, maxIndexLength)
+	case total != indexOffset+indexLength+FooterSize:
+		return fmt.Errorf("%w: total length %d: want index offset %d + index length %d + footer %d = %d", ErrCorrupt, total, indexOffset, indexLength, FooterSize, indexOffset+indexLength+FooterSize)
 	}
 	return nil
 }
@@ -115,27 +120,27 @@ func encodeFooter(t trailer) []byte {
 	return b
 }
 
-// decodeFooter checks a footer on its own: magic, checksum, version and field arithmetic.
+// decodeFooter checks a footer on its own: magic, checksum, version and field arithmetic. Its errors wrap
+// ErrCorrupt (the header was read: a footer that does not match is damage).
 func decodeFooter(b []byte) (trailer, error) {
 	if [8]byte(b[96:104]) != footerMagic {
-		return trailer{}, fmt.Errorf("footer magic missing (last 8 bytes are %q, want %q): the file is truncated or has bytes appended", b[96:104], footerMagic[:])
+		return trailer{}, fmt.Errorf("%w: footer magic missing (last 8 bytes are %q, want %q): the file is truncated or has bytes appended", ErrCorrupt, b[96:104], footerMagic[:])
 	}
 	if sum := blake3.Sum256(b[:64]); [32]byte(b[64:96]) != sum {
 		return trailer{}, fmt.Errorf("%w: footer checksum mismatch", ErrCorrupt)
 	}
-	t := trailer{
+	if v := le.Uint32(b[56:]); !Supported(v) {
+		return trailer{}, fmt.Errorf("%w: footer version %d: want 1..%d (the header's version is read first)", ErrCorrupt, v, Version)
+	}
+	if err := checkExtents(le.Uint64(b[48:]), le.Uint64(b[0:]), le.Uint64(b[8:])); err != nil {
+		return trailer{}, fmt.Errorf("footer: %w", err)
+	}
+	return trailer{
 		indexOffset: int64(le.Uint64(b[0:])),
 		indexLength: int64(le.Uint64(b[8:])),
 		indexDigest: Digest(b[16:48]),
 		total:       int64(le.Uint64(b[48:])),
 		version:     le.Uint32(b[56:]),
 		count:       le.Uint32(b[60:]),
-	}
-	if !Supported(t.version) {
-		return trailer{}, fmt.Errorf("%w: footer version %d", ErrUnsupported, t.version)
-	}
-	if err := t.check(); err != nil {
-		return trailer{}, fmt.Errorf("footer: %w", err)
-	}
-	return t, nil
+	}, nil
 }

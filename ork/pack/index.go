@@ -3,6 +3,7 @@ package pack
 import (
 	"fmt"
 	"math"
+	"strings"
 
 	"orkpipe/ork/tile"
 )
@@ -110,6 +111,9 @@ func decodeIndex(b []byte, count uint32, indexOffset int64, version uint32) (Boa
 	sb := b[len(b)-section:]
 	b = b[:len(b)-section]
 	board.Profile = Digest(b[16:48])
+	if rb := le.Uint64(b[48:]); rb > math.MaxInt64 {
+		return Board{}, nil, nil, bad("total resident bytes %d: want less than 2^63", rb)
+	}
 	board.Resident = int64(le.Uint64(b[48:]))
 	if nameLen < 1 || nameLen > 255 || indexHeaderSize+nameLen > len(b) {
 		return Board{}, nil, nil, bad("board name length %d: want 1..255 within the index", nameLen)
@@ -140,7 +144,7 @@ func decodeIndex(b []byte, count uint32, indexOffset int64, version uint32) (Boa
 		p += recordFixed
 		e, err := decodeRecord(name, r, version)
 		if err != nil {
-			return Board{}, nil, nil, fmt.Errorf("%w: record %d: %v", ErrIndex, i, err)
+			return Board{}, nil, nil, fmt.Errorf("%w: record %d: %w", ErrIndex, i, err)
 		}
 		if seen[name] {
 			return Board{}, nil, nil, bad("entry %q appears twice", name)
@@ -218,33 +222,49 @@ func decodeRecord(name string, r []byte, version uint32) (Entry, error) {
 	if m.DType.Kind() != tile.I4Compact && (segK == 0 || segK%32 != 0) {
 		return Entry{}, fmt.Errorf("entry %q: segment K %d: want a positive multiple of 32", name, segK)
 	}
-	want, err := Geometry(m, segK)
+	want, err := geometry(m, segK)
 	if err != nil {
 		return Entry{}, err
 	}
 	if err := m.checkRotatedK(); err != nil {
 		return Entry{}, err
 	}
-	got := want
-	got.SegmentK = segK
-	got.Kp, got.Np, got.Segments = int(le.Uint32(r[16:])), int(le.Uint32(r[20:])), int(le.Uint32(r[24:]))
-	got.Length, got.CodesLength = int64(le.Uint64(r[56:])), int64(le.Uint64(r[64:]))
-	got.ScalesOffset, got.ScalesLength = int64(le.Uint64(r[72:])), int64(le.Uint64(r[80:]))
 	if ScaleLayout(r[4]) != m.ScaleLayout() {
 		return Entry{}, fmt.Errorf("entry %q: scale layout %d, want %d for %s", name, r[4], m.ScaleLayout(), m.DType)
 	}
-	if got != want {
-		return Entry{}, fmt.Errorf("entry %q: stored geometry (Kp=%d Np=%d segments=%d segK=%d codes=%d scales@%d+%d length=%d) != computed (Kp=%d Np=%d segments=%d segK=%d codes=%d scales@%d+%d length=%d)",
-			name, got.Kp, got.Np, got.Segments, got.SegmentK, got.CodesLength, got.ScalesOffset, got.ScalesLength, got.Length,
-			want.Kp, want.Np, want.Segments, want.SegmentK, want.CodesLength, want.ScalesOffset, want.ScalesLength, want.Length)
+	var diff []string // the stored fields that differ from the computed ones, as stored
+	for _, f := range []struct {
+		name         string
+		stored, want uint64
+	}{
+		{"Kp", uint64(le.Uint32(r[16:])), uint64(want.Kp)},
+		{"Np", uint64(le.Uint32(r[20:])), uint64(want.Np)},
+		{"segments", uint64(le.Uint32(r[24:])), uint64(want.Segments)},
+		{"segment K", uint64(segK), uint64(want.SegmentK)},
+		{"codes length", le.Uint64(r[64:]), uint64(want.CodesLength)},
+		{"scales offset", le.Uint64(r[72:]), uint64(want.ScalesOffset)},
+		{"scales length", le.Uint64(r[80:]), uint64(want.ScalesLength)},
+		{"length", le.Uint64(r[56:]), uint64(want.Length)},
+	} {
+		if f.stored != f.want {
+			diff = append(diff, fmt.Sprintf("%s %d (computed %d)", f.name, f.stored, f.want))
+		}
 	}
-	got.Offset = int64(le.Uint64(r[48:]))
-	got.ResidentBytes = int64(le.Uint64(r[88:]))
-	got.Domain = int(le.Uint32(r[96:]))
+	if len(diff) > 0 {
+		return Entry{}, fmt.Errorf("entry %q (%s K=%d N=%d G=%d): stored geometry differs from the computed one: %s",
+			name, m.DType, m.K, m.N, m.Group, strings.Join(diff, ", "))
+	}
+	got := want
+	got.Offset = int64(le.Uint64(r[48:])) // decodeIndex checks it against the previous entry's end
 	got.Digest = Digest(r[112:144])
-	if got.ResidentBytes < 0 || got.Domain < 0 {
-		return Entry{}, fmt.Errorf("entry %q: resident bytes %d, domain %d out of range", name, got.ResidentBytes, got.Domain)
+	rb, d := le.Uint64(r[88:]), le.Uint32(r[96:])
+	if rb > math.MaxInt64 {
+		return Entry{}, fmt.Errorf("entry %q: resident bytes %d: want less than 2^63", name, rb)
 	}
+	if uint64(d) > math.MaxInt {
+		return Entry{}, fmt.Errorf("entry %q: domain %d: more than this platform's int", name, d)
+	}
+	got.ResidentBytes, got.Domain = int64(rb), int(d)
 	return got, nil
 }
 

@@ -79,7 +79,7 @@ func NewReader(ctx context.Context, ra io.ReaderAt, size int64, name string) (*R
 	}
 	ft, err := decodeFooter(fb)
 	if err != nil {
-		return fail(fmt.Errorf("%w: %v", ErrCorrupt, err))
+		return fail(err)
 	}
 	if ft != t {
 		return fail(fmt.Errorf("%w: footer disagrees with header (footer: index %d+%d total %d count %d version %d; header: index %d+%d total %d count %d version %d)",

@@ -112,6 +112,9 @@ func decodeResidency(b []byte, entries []Entry) (*Residency, error) {
 		return nil, bad("reserved bytes 56..63 are not zero")
 	}
 	n := le.Uint32(b[4:])
+	if budget := le.Uint64(b[16:]); budget > math.MaxInt64 {
+		return nil, bad("budget %d: want less than 2^63", budget)
+	}
 	r := &Residency{Hot: int(le.Uint32(b[8:])), Domains: int(le.Uint32(b[12:])), Budget: int64(le.Uint64(b[16:])), Routing: Digest(b[24:56])}
 	if uint64(n) > uint64(len(b)-residencyHeaderSize)/(residentFixed+4) {
 		return nil, bad("%d experts cannot fit in %d bytes", n, len(b))
@@ -124,6 +127,9 @@ func decodeResidency(b []byte, entries []Entry) (*Residency, error) {
 		}
 		x := &r.Experts[i]
 		x.Layer, x.Index = int(le.Uint32(b[p:])), int(le.Uint32(b[p+4:]))
+		if l := le.Uint64(b[p+8:]); l > math.MaxInt64 {
+			return nil, bad("expert record %d (layer %d, expert %d): lookups %d: want less than 2^63", i, x.Layer, x.Index, l)
+		}
 		x.Lookups = int64(le.Uint64(b[p+8:]))
 		m := int(le.Uint32(b[p+16:]))
 		p += residentFixed
@@ -144,7 +150,7 @@ func decodeResidency(b []byte, entries []Entry) (*Residency, error) {
 		return nil, bad("%d bytes after the last expert record", len(b)-p)
 	}
 	if err := checkResidency(r, entries); err != nil {
-		return nil, fmt.Errorf("%w: %v", ErrIndex, err)
+		return nil, fmt.Errorf("%w: %w", ErrIndex, err)
 	}
 	return r, nil
 }
@@ -158,8 +164,15 @@ func checkResidency(r *Residency, entries []Entry) error {
 	bad := func(format string, a ...any) error {
 		return fmt.Errorf("residency section: %s", fmt.Sprintf(format, a...))
 	}
-	if r.Domains < 1 || r.Domains > 1<<16 || r.Budget < 0 || r.Hot < 0 || r.Hot > len(r.Experts) || len(r.Experts) == 0 {
-		return bad("domains %d, budget %d, %d hot of %d experts: want 1..65536 domains, a budget >= 0 and 0 <= hot <= experts >= 1", r.Domains, r.Budget, r.Hot, len(r.Experts))
+	switch {
+	case len(r.Experts) == 0:
+		return bad("no experts: want at least one")
+	case r.Hot < 0 || r.Hot > len(r.Experts):
+		return bad("%d hot of %d experts: want 0..%d", r.Hot, len(r.Experts), len(r.Experts))
+	case r.Domains < 1 || r.Domains > 1<<16:
+		return bad("domains %d: want 1..65536", r.Domains)
+	case r.Budget < 0:
+		return bad("budget %d: want >= 0", r.Budget)
 	}
 	pos := make(map[string]int, len(entries))
 	for i, e := range entries {
@@ -169,8 +182,11 @@ func checkResidency(r *Residency, entries []Entry) error {
 	seen := map[[2]int]bool{}
 	var hot, lookups int64
 	for i, x := range r.Experts {
-		if x.Lookups < 0 || seen[[2]int{x.Layer, x.Index}] {
-			return bad("expert %d of layer %d: lookups %d, listed twice: %v", x.Index, x.Layer, x.Lookups, seen[[2]int{x.Layer, x.Index}])
+		if seen[[2]int{x.Layer, x.Index}] {
+			return bad("expert %d of layer %d listed twice", x.Index, x.Layer)
+		}
+		if x.Lookups < 0 {
+			return bad("expert %d of layer %d: lookups %d: want >= 0", x.Index, x.Layer, x.Lookups)
 		}
 		seen[[2]int{x.Layer, x.Index}] = true
 		var ok bool

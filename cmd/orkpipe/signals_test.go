@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -91,23 +92,29 @@ func waitReadingPipe(t *testing.T, pid int, exited <-chan error) {
 	t.Fatal("the child never blocked reading its standard input")
 }
 
-// TestNamedPipeRefused: inspect, stub verify and the GGUF reader refuse a named pipe before opening it
+// TestNamedPipeRefused: inspect, stub verify, pack verify, rank and the GGUF and orkpack readers refuse a
+// named pipe before opening it
 // (the open would block until a writer came, and a build's one SIGTERM could not end it).
 func TestNamedPipeRefused(t *testing.T) {
 	fifo := filepath.Join(t.TempDir(), "m.gguf")
 	if err := syscall.Mkfifo(fifo, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	for _, args := range [][]string{{"inspect", fifo}, {"stub", "verify", fifo, "--own", "x"}, {"eval", "--model", fifo, "--text", "-"}} {
-		done := make(chan error, 1)
+	for _, args := range [][]string{{"inspect", fifo}, {"stub", "verify", fifo, "--own", "x"}, {"eval", "--model", fifo, "--text", "-"},
+		{"pack", "verify", fifo}, {"rank", fifo}} {
+		type result struct {
+			out string
+			err error
+		}
+		done := make(chan result, 1)
 		go func() {
-			_, err := runCLI(t, args...)
-			done <- err
+			out, err := runCLI(t, args...)
+			done <- result{out, err}
 		}()
 		select {
-		case err := <-done:
-			if err == nil || !strings.Contains(err.Error(), "not a regular file") || !strings.Contains(err.Error(), fifo) {
-				t.Errorf("%q: %v, want an error naming the file as not a regular file", args, err)
+		case r := <-done:
+			if msg := r.out + fmt.Sprint(r.err); r.err == nil || !strings.Contains(msg, fifo+": not a regular file") && !strings.Contains(msg, "pack "+fifo+": corrupt: not a regular file") {
+				t.Errorf("%q: %v (output %q), want an error naming the file as not a regular file", args, r.err, r.out)
 			}
 		case <-time.After(30 * time.Second):
 			if w, err := os.OpenFile(fifo, os.O_WRONLY|syscall.O_NONBLOCK, 0); err == nil { // lets the blocked open return

@@ -26,6 +26,10 @@ type Reader struct {
 
 // Open opens and validates the pack at path.
 func Open(ctx context.Context, path string) (*Reader, error) {
+	// Refused before the open, which for a named pipe would block until a writer comes.
+	if st, err := os.Stat(path); err == nil && !st.Mode().IsRegular() {
+		return nil, fmt.Errorf("pack %s: %w: not a regular file", path, ErrCorrupt)
+	}
 	f, err := os.Open(path)
 	if err != nil {
 		return nil, fmt.Errorf("pack %s: %w", path, err)
@@ -34,6 +38,10 @@ func Open(ctx context.Context, path string) (*Reader, error) {
 	if err != nil {
 		f.Close()
 		return nil, fmt.Errorf("pack %s: %w", path, err)
+	}
+	if !st.Mode().IsRegular() {
+		f.Close()
+		return nil, fmt.Errorf("pack %s: %w: not a regular file", path, ErrCorrupt)
 	}
 	r, err := NewReader(ctx, f, st.Size(), path)
 	if err != nil {

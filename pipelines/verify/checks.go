@@ -54,6 +54,16 @@ func checkPack(ctx context.Context, path string, prof *board.Profile) packOutcom
 			out.integrity, out.loader = err, err
 			return out
 		}
+		if limit := decodeLimit(out.profile); e.Length > limit {
+			// Read whole to decode, an entry is held in memory: one larger than a domain of the board
+			// cannot load there (the fit check says so) and is only hashed, through a bounded buffer.
+			if err := r.VerifyEntry(ctx, e.Name); err != nil {
+				hashErrs = append(hashErrs, err)
+			} else {
+				loadErrs = append(loadErrs, fmt.Errorf("entry %q: %d bytes, more than the %d a domain of the board holds: not decoded", e.Name, e.Length, limit))
+			}
+			continue
+		}
 		ent, data, err := r.ReadEntry(ctx, e.Name)
 		if err != nil {
 			hashErrs = append(hashErrs, err)
@@ -82,6 +92,15 @@ func checkPack(ctx context.Context, path string, prof *board.Profile) packOutcom
 	sort.Strings(kinds)
 	out.loaderDetail = fmt.Sprintf("%d entries decoded through their dtype's loader (%s): codes in range, scales finite", len(out.entries), strings.Join(kinds, ", "))
 	return out
+}
+
+// decodeLimit is the largest entry the loader check reads whole: what one IOMMU domain of the board
+// holds (prof's capacity, or 4 GiB, an RK3588 domain, when the profile is unknown).
+func decodeLimit(prof *board.Profile) int64 {
+	if prof == nil {
+		return 4 << 30
+	}
+	return prof.Capacity()
 }
 
 // codesInRange checks the decoded codes against the quantizer's range: int4 -8..7, int8 -127..127.

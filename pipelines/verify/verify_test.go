@@ -343,3 +343,23 @@ func TestVerifySparseJSON(t *testing.T) {
 		})
 	}
 }
+
+// TestVerifyDecodesWithinADomain: the loader check reads an entry whole only when one domain of the board
+// holds it; a larger one (a sparse pack can claim 64 GiB) is hashed through a bounded buffer and reported
+// as not decoded, beside the fit check's failure.
+func TestVerifyDecodesWithinADomain(t *testing.T) {
+	dir := fixture(t)
+	p := board.RK3588()
+	p.Name, p.DomainCeiling, p.Headroom = "tiny", 16<<10, 0
+	res, err := verify.Dir(context.Background(), dir, verify.WithProfile(p))
+	if err != nil {
+		t.Fatal(err)
+	}
+	loader, fit := check(t, res.Report, "loader-coverage"), check(t, res.Report, "fit")
+	if loader.OK || !strings.Contains(loader.Detail, "bytes, more than the 16384 a domain of the board holds: not decoded") || fit.OK {
+		t.Fatalf("loader check %+v, fit %+v: want entries above 16 KiB not decoded, and the fit failing", loader, fit)
+	}
+	if c := check(t, res.Report, "integrity"); !c.OK {
+		t.Errorf("integrity %+v: the large entries are still hashed", c)
+	}
+}

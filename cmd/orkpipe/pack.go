@@ -64,7 +64,7 @@ func runPackVerify(ctx context.Context, opts *globalOptions, path, boardFlag str
 			return jerr
 		}
 	} else if res.OK {
-		fmt.Fprintf(opts.stdout, "%s: ok: orkpack v%d, %d entries verified and decoded, index %s, plan of %d domains on %s matches\n",
+		fmt.Fprintf(opts.stdout, "%s: ok: orkpack v%d, %d entries verified (hash, layout, finite scales), index %s, plan of %d domains on %s matches\n",
 			path, res.Version, res.Entries, res.IndexDigest, res.Domains, res.Board)
 	} else {
 		for _, e := range res.Errors {

@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"orkpipe/internal/blake3x"
+	"orkpipe/internal/testfiles"
 )
 
 // zeroData is a pack whose entries' data are all zero bytes, held without them: head is the header page,
@@ -43,7 +44,7 @@ func (z zeroData) ReadAt(p []byte, off int64) (int, error) {
 // digest changed fails on the digest.
 func TestVerifyStreams(t *testing.T) {
 	if raceEnabled {
-		t.Skip("-race: hashing 512 MiB is slow; the plain run checks it")
+		testfiles.SkipBuild(t, "-race: hashing 512 MiB is slow; the plain run checks it")
 	}
 	e := f16Entry(t, "blk.0.big.weight", 8192, 16384, HeaderSize)
 	h := blake3x.New()

@@ -202,6 +202,10 @@ func domainPlan(r *report) (template.HTML, string) {
 	return out, note
 }
 
+// maxExperts is llama.cpp's LLAMA_MAX_EXPERTS (src/llama-hparams.h): the most experts a block of a
+// model it loads has.
+const maxExperts = 1024
+
 // expertGrid draws, for an MoE pack, each layer's experts: their size and qerr, or their share of
 // the layer's routing when report.json has routing counts.
 func expertGrid(r *report) (template.HTML, string) {
@@ -229,9 +233,17 @@ func expertGrid(r *report) (template.HTML, string) {
 		return "", ""
 	}
 	sort.Ints(layers)
-	// A column per expert a weight names (0..n-1 in a report orkpipe wrote), not per index up to the
-	// largest: a report.json pulled from a registry sizes nothing by a number it holds.
+	// A column per expert index up to the largest (an expert the pack does not hold shows as an empty
+	// column), unless that is more than any model llama.cpp loads has experts: then a column per
+	// expert a weight names, so that a report.json pulled from a registry sizes nothing by a number in
+	// it (a name's "#2000000000" allocated 32 GB of column labels).
 	sort.Ints(experts)
+	if top := experts[len(experts)-1]; top < maxExperts {
+		experts = experts[:0]
+		for e := 0; e <= top; e++ {
+			experts = append(experts, e)
+		}
+	}
 	routed := map[int][]int64{}
 	for _, rt := range r.Routing {
 		routed[rt.Layer] = rt.Counts

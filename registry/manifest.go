@@ -135,6 +135,9 @@ func layerAnnotations(f File) (map[string]string, error) {
 	return a, nil
 }
 
+// emptySHA256 is the sha256 of no bytes: the digest of an empty raw layer.
+const emptySHA256 = "sha256:e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"
+
 // layoutKeys are the layer annotations the layout defines; any other dev.orkpipe.* key is Extra.
 var layoutKeys = map[string]bool{
 	AnnotationFilepath: true, AnnotationTitle: true, AnnotationFileMetadata: true,
@@ -300,6 +303,10 @@ func parseLayer(l v1.Descriptor) (File, error) {
 	}
 	if f.Form == FormRaw && (l.Digest.String() != d.SHA256 || l.Size != d.Size) {
 		return f, fmt.Errorf("a raw layer is the file itself, but its digest and size (%s, %d) are not the file's (%s, %d)", l.Digest, l.Size, d.SHA256, d.Size)
+	}
+	if f.Form == FormRaw && d.Size == 0 && d.SHA256 != emptySHA256 {
+		// Nothing is fetched for an empty raw file, so nothing would show that the blob is not empty.
+		return f, fmt.Errorf("an empty raw layer's digest must be %s, not %s", emptySHA256, d.SHA256)
 	}
 	f.Layer = v1.Descriptor{MediaType: types.MediaType(mt), Size: l.Size, Digest: l.Digest, Annotations: la}
 	if err := parseRanges(&f, la); err != nil {

@@ -9,6 +9,8 @@ import (
 	"testing"
 
 	v1 "github.com/google/go-containerregistry/pkg/v1"
+
+	"orkpipe/artifacts"
 )
 
 // goldenManifest returns the golden manifest (every form: raw, tar, tar+zstd; sparse and not;
@@ -102,6 +104,12 @@ func TestParseManifestRefuses(t *testing.T) {
 			a := layerOf(t, m, "calib.txt").Annotations
 			layerOf(t, m, "stories260K.gguf").Annotations[AnnotationRangeStored] = a[AnnotationRangeStored]
 		}, AnnotationRangeStored + " without"},
+		{"an empty raw file whose blob is not empty", func(m *v1.Manifest) {
+			l := layerOf(t, m, pack)
+			l.Size = 0
+			l.Annotations[AnnotationFileSize] = "0"
+			l.Annotations[AnnotationFileBLAKE3] = artifacts.SumBytes(nil).String()
+		}, "empty raw layer's digest must be"},
 		{"a file twice", func(m *v1.Manifest) { m.Layers = append(m.Layers, m.Layers[len(m.Layers)-1]) }, "appears twice"},
 		{"layers out of order", func(m *v1.Manifest) { m.Layers[0], m.Layers[1] = m.Layers[1], m.Layers[0] }, "file-name order"},
 	}

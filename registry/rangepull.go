@@ -265,7 +265,7 @@ func (fj *fileJob) fetchOnce(ctx context.Context, r *oci.Repo, o *options, k int
 	if rg.Stored.Len == 0 { // a range of holes only: nothing travels
 		return sink.finish(f, k)
 	}
-	rc := r.OpenBlob(ctx, f.Layer.Digest.String(), rg.Stored.Off, rg.Stored.Len)
+	rc := r.OpenBlob(ctx, f.Layer, rg.Stored.Off, rg.Stored.Len)
 	defer rc.Close()
 	tr := &transferReader{r: rc, count: func(n int64) {
 		downloaded.Add(n)

@@ -172,7 +172,7 @@ func (c *Repo) GetAction(ctx context.Context, store *artifacts.Store, key artifa
 func (c *Repo) fetchObject(ctx context.Context, store *artifacts.Store, l v1.Descriptor, out artifacts.NamedObject) error {
 	var err error
 	for attempt := 1; attempt <= c.r.Retries(); attempt++ {
-		rc := c.r.OpenBlob(ctx, l.Digest.String(), 0, l.Size)
+		rc := c.r.OpenBlob(ctx, l, 0, l.Size)
 		_, err = store.IngestExpect(ctx, oci.NewVerifyReader(rc, l.Size, l.Digest.String(), "object "+out.Digest.String()),
 			artifacts.Object{Digest: out.Digest, Size: out.Size})
 		rc.Close()

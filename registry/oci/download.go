@@ -9,13 +9,18 @@ import (
 	"io"
 	"net/http"
 	"strconv"
+	"strings"
 
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 )
 
-// openRange starts a GET of bytes [off, off+n) of digest (n < 0: to the end). A registry that
-// ignores the Range header (200) is read from its start, the bytes before off skipped.
-func (r *Repo) openRange(ctx context.Context, digest string, off, n int64) (io.ReadCloser, error) {
+// openRange starts a GET of bytes [off, off+n) of the blob desc (n < 0: to the end). A registry
+// that ignores the Range header (200) is read from its start, the bytes before off skipped. The
+// response must say the blob is desc.Size bytes (ErrBlobSize otherwise, not transient): a 206's
+// Content-Range total, a 200's Content-Length; a 206 must also start at off and end inside the
+// range asked for.
+func (r *Repo) openRange(ctx context.Context, desc v1.Descriptor, off, n int64) (io.ReadCloser, error) {
+	digest := desc.Digest.String()
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, r.blobURL(digest).String(), nil)
 	if err != nil {
 		return nil, err
@@ -34,6 +39,10 @@ func (r *Repo) openRange(ctx context.Context, digest string, off, n int64) (io.R
 		resp.Body.Close()
 		return nil, err
 	}
+	if err := checkLength(resp, desc, off, n); err != nil {
+		resp.Body.Close()
+		return nil, err
+	}
 	if off > 0 && resp.StatusCode == http.StatusOK { // range ignored: skip what we do not want
 		if _, err := io.CopyN(io.Discard, resp.Body, off); err != nil {
 			resp.Body.Close()
@@ -43,18 +52,74 @@ func (r *Repo) openRange(ctx context.Context, digest string, off, n int64) (io.R
 	return resp.Body, nil
 }
 
-// OpenBlob returns a reader of bytes [off, off+n) of the blob digest: one HTTP Range request,
+// checkLength checks that a blob response says the blob has desc.Size bytes and, for a 206, holds
+// bytes from off to at most off+n-1 (the rest is resumed by resumingReader).
+func checkLength(resp *http.Response, desc v1.Descriptor, off, n int64) error {
+	bad := func(format string, a ...any) error {
+		return fmt.Errorf("GET blob %s (bytes %d-%d): %w: %s", desc.Digest, off, off+n-1, ErrBlobSize, fmt.Sprintf(format, a...))
+	}
+	if resp.StatusCode == http.StatusOK {
+		if resp.ContentLength != desc.Size {
+			if resp.ContentLength < 0 {
+				return bad("the registry ignored the Range header and did not say how long the blob is; the manifest says %d bytes", desc.Size)
+			}
+			return bad("the registry's blob is %d bytes (Content-Length of a whole-blob response), the manifest says %d", resp.ContentLength, desc.Size)
+		}
+		return nil
+	}
+	cr := resp.Header.Get("Content-Range")
+	first, last, total, ok := parseContentRange(cr)
+	switch {
+	case !ok:
+		return bad("Content-Range %q: want \"bytes FIRST-LAST/TOTAL\"", cr)
+	case total != desc.Size:
+		return bad("the registry's blob is %d bytes (Content-Range %q), the manifest says %d", total, cr, desc.Size)
+	case first != off || (n >= 0 && last > off+n-1):
+		return bad("the registry sent bytes %d-%d (Content-Range %q)", first, last, cr)
+	case resp.ContentLength >= 0 && resp.ContentLength != last-first+1:
+		return bad("Content-Length %d for Content-Range %q", resp.ContentLength, cr)
+	}
+	return nil
+}
+
+// parseContentRange parses "bytes FIRST-LAST/TOTAL" with FIRST <= LAST < TOTAL (a TOTAL of "*",
+// unknown, is not accepted: the length is what is checked).
+func parseContentRange(s string) (first, last, total int64, ok bool) {
+	rest, ok := strings.CutPrefix(s, "bytes ")
+	if !ok {
+		return 0, 0, 0, false
+	}
+	span, tot, ok1 := strings.Cut(rest, "/")
+	f, l, ok2 := strings.Cut(span, "-")
+	if !ok1 || !ok2 {
+		return 0, 0, 0, false
+	}
+	num := func(s string) int64 {
+		v, err := strconv.ParseInt(s, 10, 64)
+		if err != nil || v < 0 || strconv.FormatInt(v, 10) != s {
+			return -1
+		}
+		return v
+	}
+	first, last, total = num(f), num(l), num(tot)
+	return first, last, total, first >= 0 && last >= first && total > last
+}
+
+// OpenBlob returns a reader of bytes [off, off+n) of the blob desc: one HTTP Range request,
 // re-requested from the last byte received when a response ends early or the connection drops, up
-// to the Repo's retries. It checks nothing about the content: its caller hashes what it reads.
-// A read error that is not io.EOF is the transfer's failure.
-func (r *Repo) OpenBlob(ctx context.Context, digest string, off, n int64) io.ReadCloser {
-	return &resumingReader{ctx: ctx, r: r, digest: digest, start: off, size: n, max: r.o.retries}
+// to the Repo's retries. Every response must say that the blob is desc.Size bytes long (its
+// Content-Range total; ErrBlobSize otherwise), so that a reader of the blob's ranges that hashes
+// them knows nothing follows them. It checks nothing about the content: its caller hashes what it
+// reads. A read error that is not io.EOF is the transfer's failure.
+func (r *Repo) OpenBlob(ctx context.Context, desc v1.Descriptor, off, n int64) io.ReadCloser {
+	return &resumingReader{ctx: ctx, r: r, desc: desc, digest: desc.Digest.String(), start: off, size: n, max: r.o.retries}
 }
 
 // resumingReader reads bytes [start, start+size) of a blob (see OpenBlob).
 type resumingReader struct {
 	ctx     context.Context
 	r       *Repo
+	desc    v1.Descriptor
 	digest  string
 	start   int64
 	size    int64
@@ -70,7 +135,7 @@ func (rr *resumingReader) Read(p []byte) (int, error) {
 			return 0, io.EOF
 		}
 		if rr.body == nil {
-			b, err := rr.r.openRange(rr.ctx, rr.digest, rr.start+rr.off, rr.size-rr.off)
+			b, err := rr.r.openRange(rr.ctx, rr.desc, rr.start+rr.off, rr.size-rr.off)
 			if err != nil {
 				if Transient(err) && rr.resumes < rr.max {
 					rr.resumes++
@@ -118,7 +183,7 @@ func (r *Repo) ReadBlob(ctx context.Context, desc v1.Descriptor, max int64) ([]b
 	if desc.Size > max || desc.Size < 0 {
 		return nil, fmt.Errorf("blob %s: %d bytes, want at most %d", desc.Digest, desc.Size, max)
 	}
-	rc := r.OpenBlob(ctx, desc.Digest.String(), 0, desc.Size)
+	rc := r.OpenBlob(ctx, desc, 0, desc.Size)
 	defer rc.Close()
 	return io.ReadAll(NewVerifyReader(rc, desc.Size, desc.Digest.String(), "blob "+desc.Digest.String()))
 }

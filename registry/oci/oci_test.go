@@ -10,8 +10,12 @@ import (
 	"io"
 	"math/rand/v2"
 	"net/http"
+	"net/http/httptest"
+	"strings"
 	"testing"
 	"time"
+
+	v1 "github.com/google/go-containerregistry/pkg/v1"
 
 	"orkpipe/registry/regtest"
 )
@@ -35,10 +39,10 @@ func testCtx(t *testing.T) context.Context {
 	return ctx
 }
 
-// readAll downloads [off, off+n) of digest through OpenBlob.
-func readAll(t *testing.T, r *Repo, digest string, off, n int64) ([]byte, error) {
+// readAll downloads [off, off+n) of the blob digest of size bytes through OpenBlob.
+func readAll(t *testing.T, r *Repo, digest string, size, off, n int64) ([]byte, error) {
 	t.Helper()
-	rc := r.OpenBlob(testCtx(t), digest, off, n)
+	rc := r.OpenBlob(testCtx(t), v1.Descriptor{Digest: v1.Hash{Algorithm: "sha256", Hex: strings.TrimPrefix(digest, "sha256:")}, Size: size}, off, n)
 	defer rc.Close()
 	return io.ReadAll(rc)
 }
@@ -67,7 +71,7 @@ func TestUploadResumes(t *testing.T) {
 	if sent > int64(len(b))+3*(256<<10) {
 		t.Errorf("the registry received %d bytes for a %d-byte blob: the upload restarted instead of resuming", sent, len(b))
 	}
-	got, err := readAll(t, r, d, 0, int64(len(b)))
+	got, err := readAll(t, r, d, int64(len(b)), 0, int64(len(b)))
 	if err != nil || !bytes.Equal(got, b) {
 		t.Fatalf("uploaded blob differs (%v)", err)
 	}
@@ -132,7 +136,7 @@ func TestOpenBlobRanges(t *testing.T) {
 	for _, mode := range []string{"", "truncate", "drop"} {
 		for _, rg := range [][2]int64{{0, int64(len(b))}, {1 << 20, 300_001}, {int64(len(b)) - 5, 5}} {
 			proxy.Set(mode, 2, 0)
-			got, err := readAll(t, r, d, rg[0], rg[1])
+			got, err := readAll(t, r, d, int64(len(b)), rg[0], rg[1])
 			if err != nil || !bytes.Equal(got, b[rg[0]:rg[0]+rg[1]]) {
 				t.Errorf("%q: range %v: %d bytes, %v", mode, rg, len(got), err)
 			}
@@ -140,7 +144,58 @@ func TestOpenBlobRanges(t *testing.T) {
 	}
 	proxy.Set("500", -1, 0)
 	defer proxy.Set("", 0, 0)
-	if _, err := readAll(t, r, d, 0, 10); err == nil || !bytes.Contains([]byte(err.Error()), []byte(d)) {
+	if _, err := readAll(t, r, d, int64(len(b)), 0, 10); err == nil || !bytes.Contains([]byte(err.Error()), []byte(d)) {
 		t.Errorf("read through a failing registry: %v, want an error naming %s", err, d)
+	}
+}
+
+// TestOpenBlobLength: a response that says the blob is not as long as its descriptor (206
+// Content-Range total, 200 Content-Length, none at all), or holds other bytes than those asked
+// for, fails the read at once with ErrBlobSize naming the blob, not retried.
+func TestOpenBlobLength(t *testing.T) {
+	ctx := testCtx(t)
+	b, d := randomBlob(1000, 5)
+	var mode string
+	var gets int
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		if !strings.Contains(req.URL.Path, "/blobs/") {
+			return // the /v2/ ping
+		}
+		gets++
+		h := w.Header()
+		switch mode {
+		case "longer": // the real blob is one byte longer than the descriptor says
+			h.Set("Content-Range", "bytes 0-998/1000")
+			w.WriteHeader(http.StatusPartialContent)
+			w.Write(b[:999])
+		case "star":
+			h.Set("Content-Range", "bytes 0-998/*")
+			w.WriteHeader(http.StatusPartialContent)
+			w.Write(b[:999])
+		case "shifted":
+			h.Set("Content-Range", "bytes 1-999/999")
+			w.WriteHeader(http.StatusPartialContent)
+			w.Write(b[1:])
+		case "whole": // Range ignored: the whole 1000-byte blob
+			w.Write(b)
+		case "whole-unknown":
+			h.Set("Transfer-Encoding", "chunked")
+			w.WriteHeader(http.StatusOK)
+			w.(http.Flusher).Flush()
+			w.Write(b)
+		}
+	}))
+	t.Cleanup(srv.Close)
+	host := strings.TrimPrefix(srv.URL, "http://")
+	r, err := Open(ctx, host+"/blobs/length:x", false, WithPlainHTTP(host), WithRetries(3))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mode = range []string{"longer", "star", "shifted", "whole", "whole-unknown"} {
+		gets = 0
+		_, err := readAll(t, r, d, 999, 0, 999)
+		if !errors.Is(err, ErrBlobSize) || Transient(err) || !strings.Contains(err.Error(), d) || gets != 1 {
+			t.Errorf("%s: %v after %d requests, want one request and ErrBlobSize naming %s", mode, err, gets, d)
+		}
 	}
 }

@@ -19,6 +19,9 @@ import (
 var (
 	// ErrDigestMismatch: bytes received, or sent, do not have the digest and size they should.
 	ErrDigestMismatch = errors.New("digest mismatch")
+	// ErrBlobSize: the registry's blob is not as long as its descriptor says (a response's
+	// Content-Range total or Content-Length); not transient: the blob is what it is.
+	ErrBlobSize = errors.New("blob length differs from its descriptor")
 	// ErrRefused: the registry refused an upload method (e.g. 413 on a monolithic PUT).
 	ErrRefused = errors.New("registry refused upload method")
 )

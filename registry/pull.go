@@ -253,13 +253,23 @@ func prepareDest(ctx context.Context, dir string, f File, state *partialState, o
 	} else if !errors.Is(err, os.ErrNotExist) {
 		return nil, err
 	}
-	data, err := os.OpenFile(state.dataPath(f.Name), os.O_RDWR|os.O_CREATE, 0o644)
+	data, err := os.OpenFile(state.dataPath(f.Name), os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o644)
+	resumed := errors.Is(err, os.ErrExist)
+	if resumed { // an interrupted pull's partial file
+		data, err = os.OpenFile(state.dataPath(f.Name), os.O_RDWR, 0)
+	}
 	if err != nil {
 		return nil, err
 	}
 	if err := data.Truncate(f.Digests.Size); err != nil {
 		data.Close()
 		return nil, fmt.Errorf("%s: %w", data.Name(), err)
+	}
+	if resumed {
+		if err := clearHoles(ctx, data, f.Digests.Size, f.Extents); err != nil {
+			data.Close()
+			return nil, err
+		}
 	}
 	fj.data = data
 	if f.Form != FormRaw {

@@ -3,6 +3,7 @@
 package registry
 
 import (
+	"errors"
 	"os"
 	"syscall"
 )
@@ -17,3 +18,6 @@ func stampOf(fi os.FileInfo) fileStamp {
 	st := fi.Sys().(*syscall.Stat_t)
 	return fileStamp{size: fi.Size(), dev: uint64(st.Dev), ino: st.Ino, mtime: st.Mtimespec.Nano(), ctime: st.Ctimespec.Nano()}
 }
+
+// punchHole is not done here (errors.ErrUnsupported): clearHoles then empties the file.
+func punchHole(f *os.File, off, n int64) error { return errors.ErrUnsupported }

@@ -23,3 +23,8 @@ func stampOf(fi os.FileInfo) fileStamp {
 	st := fi.Sys().(*syscall.Stat_t)
 	return fileStamp{size: fi.Size(), dev: uint64(st.Dev), ino: st.Ino, mtime: st.Mtim.Nano(), ctime: st.Ctim.Nano()}
 }
+
+// punchHole deallocates [off, off+n) of f, keeping its size: those bytes then read as zeros.
+func punchHole(f *os.File, off, n int64) error {
+	return unix.Fallocate(int(f.Fd()), unix.FALLOC_FL_PUNCH_HOLE|unix.FALLOC_FL_KEEP_SIZE, off, n)
+}

@@ -22,7 +22,12 @@ import (
 //	    journal      one line per verified range: "<file>\t<range index>\t<range digest>\n" (the
 //	                 range's chaining value, or the file's BLAKE3 for a one-range file), appended
 //	                 only after the range's bytes were verified and written
-//	    <file>       the file being assembled, full length, sparse, written at its data extents
+//	    .data/<file> the file being assembled, full length, sparse, written at its data extents
+//	                 (in a directory no file can be named like, a file name never starting with a
+//	                 dot, so that files named journal or lock are not the state files)
+//
+// Partial files of the older layout (<file> beside the journal) are moved into .data when the state
+// is opened, and resumed like any other (re-verified first).
 //
 // A resumed pull re-hashes every journaled range from disk before trusting it (a record whose bytes
 // no longer match, e.g. lost in a power failure, is dropped and the range downloaded again). That is
@@ -44,7 +49,7 @@ func openPartial(dir, manifestHex string) (*partialState, error) {
 	if err := os.MkdirAll(p, 0o755); err != nil {
 		return nil, err
 	}
-	lock, err := os.OpenFile(filepath.Join(p, "lock"), os.O_RDWR|os.O_CREATE, 0o644)
+	lock, err := os.OpenFile(filepath.Join(p, lockName), os.O_RDWR|os.O_CREATE, 0o644)
 	if err != nil {
 		return nil, err
 	}
@@ -56,7 +61,11 @@ func openPartial(dir, manifestHex string) (*partialState, error) {
 		return nil, fmt.Errorf("%s: lock: %w", p, err)
 	}
 	st := &partialState{dir: p, lock: lock, done: map[string]bool{}}
-	jpath := filepath.Join(p, "journal")
+	if err := st.moveOldData(); err != nil {
+		st.close()
+		return nil, err
+	}
+	jpath := filepath.Join(p, journalName)
 	if f, err := os.Open(jpath); err == nil {
 		sc := bufio.NewScanner(f)
 		for sc.Scan() {
@@ -127,7 +136,38 @@ func (s *partialState) record(f File, k int) error {
 	return nil
 }
 
-func (s *partialState) dataPath(file string) string { return filepath.Join(s.dir, file) }
+// Names in a state directory.
+const (
+	lockName    = "lock"
+	journalName = "journal"
+	dataDirName = ".data"
+)
+
+// dataPath is where file is assembled.
+func (s *partialState) dataPath(file string) string { return filepath.Join(s.dir, dataDirName, file) }
+
+// moveOldData creates the data directory and moves into it the partial files an older orkpipe
+// assembled beside the journal (any regular file but the lock and the journal).
+func (s *partialState) moveOldData() error {
+	data := filepath.Join(s.dir, dataDirName)
+	if err := os.Mkdir(data, 0o755); errors.Is(err, os.ErrExist) {
+		return nil // this layout already
+	} else if err != nil {
+		return err
+	}
+	ents, err := os.ReadDir(s.dir)
+	if err != nil {
+		return err
+	}
+	for _, e := range ents {
+		if n := e.Name(); e.Type().IsRegular() && n != lockName && n != journalName && validName(n) == nil {
+			if err := os.Rename(filepath.Join(s.dir, n), filepath.Join(data, n)); err != nil {
+				return fmt.Errorf("%s: move an older pull's partial file into %s: %w", s.dir, dataDirName, err)
+			}
+		}
+	}
+	return nil
+}
 
 func (s *partialState) close() {
 	if s.jnl != nil {

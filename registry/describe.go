@@ -21,6 +21,9 @@ type Description struct {
 	// Attestations lists every attestation attached (provenance, board verifications, ...). With
 	// WithTrust, each carries TrustedBy or the reason it is not trusted.
 	Attestations []Attestation
+	// SkippedAttestations counts the attestations listed but not fetched: beyond the first 64
+	// distinct ones, or beyond 64 MiB of envelopes in all (a warning is logged too).
+	SkippedAttestations int
 }
 
 // Describe fetches and validates the manifest and config at ref and lists its attestations. It
@@ -47,7 +50,7 @@ func Describe(ctx context.Context, ref string, opts ...Option) (*Description, er
 	if err := json.Unmarshal(b, &d.Config); err != nil {
 		return nil, fmt.Errorf("config %s: %w", cd.Digest, err)
 	}
-	if d.Attestations, err = attestations(ctx, r, o, art.Digest); err != nil {
+	if d.Attestations, d.SkippedAttestations, err = attestations(ctx, r, o, art.Digest); err != nil {
 		return nil, err
 	}
 	return d, nil

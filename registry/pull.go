@@ -164,7 +164,7 @@ func fetchArtifact(ctx context.Context, r *oci.Repo) (*Artifact, error) {
 // trusted returns the provenance attestations of art validly signed by a trusted key, or ErrUntrusted
 // naming what was found instead.
 func trusted(ctx context.Context, r *oci.Repo, o *options, art *Artifact) ([]Attestation, error) {
-	atts, err := attestations(ctx, r, o, art.Digest)
+	atts, skipped, err := attestations(ctx, r, o, art.Digest)
 	if err != nil {
 		return nil, err
 	}
@@ -189,6 +189,9 @@ func trusted(ctx context.Context, r *oci.Repo, o *options, art *Artifact) ([]Att
 	if len(ok) == 0 {
 		if len(atts) == 0 {
 			why = append(why, errors.New("no attestations attached (pushed without --sign, or copied without its referrers: oras cp -r copies them)"))
+		}
+		if skipped > 0 {
+			why = append(why, fmt.Errorf("%d more attestations not fetched (at most %d, and %d MiB of envelopes, are)", skipped, maxAttestations, maxAttestationBytes>>20))
 		}
 		return nil, fmt.Errorf("%s (%s): %w: %w", r.Ref(), art.Digest, ErrUntrusted, errors.Join(why...))
 	}

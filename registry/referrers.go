@@ -20,6 +20,16 @@ import (
 
 const maxEnvelopeSize = 16 << 20
 
+// Bounds of what attestations fetches and holds: referrers are written by anyone who may push to
+// the repository, and a referrers index can list the same big envelope hundreds of times.
+const (
+	// maxAttestations is how many distinct attestations are fetched; the rest are counted, not fetched.
+	maxAttestations = 64
+	// maxAttestationBytes is the envelope bytes fetched across all attestations (each envelope is
+	// held decoded, with its statement's predicate: about twice this in memory at most).
+	maxAttestationBytes = 64 << 20
+)
+
 var emptyJSON = []byte("{}")
 
 // Attestation is one attestation found attached to a manifest.
@@ -78,60 +88,111 @@ func attach(ctx context.Context, r *oci.Repo, subject v1.Descriptor, st Statemen
 }
 
 // attestations lists the attestations attached to subject, each fetched, digest-checked and
-// parsed, and (when trust keys are given) verified.
-func attestations(ctx context.Context, r *oci.Repo, o *options, subject v1.Hash) ([]Attestation, error) {
+// parsed, and (when trust keys are given) verified. A digest listed more than once is fetched once;
+// at most maxAttestations are fetched, and envelopes of at most maxAttestationBytes in all: the
+// attestations past either bound are not fetched and their number is returned as skipped (and
+// logged as a warning).
+func attestations(ctx context.Context, r *oci.Repo, o *options, subject v1.Hash) (out []Attestation, skipped int, err error) {
 	descs, err := r.Referrers(ctx, subject, ArtifactTypeAttestation)
+	if err != nil {
+		return nil, 0, err
+	}
+	seen := map[v1.Hash]bool{}
+	budget := int64(maxAttestationBytes)
+	for _, desc := range descs {
+		if seen[desc.Digest] {
+			continue
+		}
+		seen[desc.Digest] = true
+		if err := ctx.Err(); err != nil {
+			return nil, 0, err
+		}
+		if len(out) == maxAttestations {
+			skipped++
+			continue
+		}
+		a, used, fetched := fetchAttestation(ctx, r, o, subject, desc.Digest, budget)
+		if !fetched {
+			skipped++
+			continue
+		}
+		budget -= used
+		out = append(out, a)
+	}
+	if skipped > 0 {
+		r.Logger().Warn("attestations not fetched", "subject", subject.String(), "fetched", len(out), "skipped", skipped,
+			"why", fmt.Sprintf("at most %d attestations and %d MiB of envelopes are fetched", maxAttestations, maxAttestationBytes>>20))
+	}
+	return out, skipped, nil
+}
+
+// fetchAttestation fetches, parses and (with trust keys) verifies attestation h of subject, and
+// returns the envelope bytes it fetched. An envelope larger than budget (and within
+// maxEnvelopeSize, beyond which it is an error) is not fetched: fetched is false.
+func fetchAttestation(ctx context.Context, r *oci.Repo, o *options, subject, h v1.Hash, budget int64) (a Attestation, used int64, fetched bool) {
+	a.Digest = h
+	m, err := attestationManifest(ctx, r, subject, h)
+	if err == nil {
+		env := m.Layers[0]
+		if env.Size > budget && env.Size <= maxEnvelopeSize {
+			return a, 0, false
+		}
+		var b []byte
+		if b, err = r.ReadBlob(ctx, env, maxEnvelopeSize); err == nil {
+			used = env.Size
+			err = a.parse(b, o, subject)
+		}
+	}
+	if err != nil {
+		a.Err = fmt.Errorf("attestation %s: %w", h, err)
+	}
+	return a, used, true
+}
+
+// attestationManifest fetches the manifest of attestation h and checks that it is one of subject,
+// with one DSSE layer.
+func attestationManifest(ctx context.Context, r *oci.Repo, subject, h v1.Hash) (*v1.Manifest, error) {
+	raw, _, err := r.GetManifest(ctx, h.String())
 	if err != nil {
 		return nil, err
 	}
-	var out []Attestation
-	for _, desc := range descs {
-		out = append(out, fetchAttestation(ctx, r, o, subject, desc.Digest))
-	}
-	return out, nil
-}
-
-func fetchAttestation(ctx context.Context, r *oci.Repo, o *options, subject, h v1.Hash) Attestation {
-	a := Attestation{Digest: h}
-	fail := func(err error) Attestation { a.Err = fmt.Errorf("attestation %s: %w", h, err); return a }
-	raw, _, err := r.GetManifest(ctx, h.String())
-	if err != nil {
-		return fail(err)
-	}
 	var m v1.Manifest
 	if err := json.Unmarshal(raw, &m); err != nil {
-		return fail(err)
+		return nil, err
 	}
 	if m.Subject == nil || m.Subject.Digest != subject {
-		return fail(fmt.Errorf("subject is not %s", subject))
+		return nil, fmt.Errorf("subject is not %s", subject)
 	}
 	if len(m.Layers) != 1 || string(m.Layers[0].MediaType) != MediaTypeDSSE {
-		return fail(fmt.Errorf("want exactly one %s layer", MediaTypeDSSE))
+		return nil, fmt.Errorf("want exactly one %s layer", MediaTypeDSSE)
 	}
-	b, err := r.ReadBlob(ctx, m.Layers[0], maxEnvelopeSize)
-	if err != nil {
-		return fail(err)
-	}
+	return &m, nil
+}
+
+// parse fills a from its envelope's bytes b: the envelope, its signers, its statement and (with
+// trust keys) the keys that signed it, which must name subject.
+func (a *Attestation) parse(b []byte, o *options, subject v1.Hash) error {
+	var err error
 	if a.Envelope, err = ParseEnvelope(b); err != nil {
-		return fail(err)
+		return err
 	}
 	for _, s := range a.Envelope.Signatures {
 		a.Signers = append(a.Signers, s.KeyID)
 	}
 	if a.Statement, err = a.Envelope.Statement(); err != nil {
-		return fail(err)
+		return err
 	}
 	a.PredicateType = a.Statement.PredicateType
 	if len(o.trust) > 0 {
 		if a.TrustedBy, err = a.Envelope.Verify(o.trust); err != nil {
-			return fail(err)
+			return err
 		}
 		if !subjectNames(a.Statement, subject.String()) {
 			a.TrustedBy = nil
-			return fail(fmt.Errorf("%w: signed statement does not name manifest %s as a subject", ErrUntrusted, subject.String()))
+			return fmt.Errorf("%w: signed statement does not name manifest %s as a subject", ErrUntrusted, subject.String())
 		}
 	}
-	return a
+	return nil
 }
 
 // subjectNames reports whether st has a subject with sha256 digest d ("sha256:<hex>").

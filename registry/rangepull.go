@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"hash"
 	"io"
+	"math/bits"
 	"os"
 	"sync"
 	"sync/atomic"
@@ -273,7 +274,7 @@ func (fj *fileJob) fetchOnce(ctx context.Context, r *oci.Repo, o *options, k int
 	}}
 	var data io.Reader = tr
 	if f.Form == FormTarZstd {
-		dec, err := zstd.NewReader(tr, zstd.WithDecoderConcurrency(1), zstd.WithDecoderLowmem(true))
+		dec, err := newRangeDecoder(tr, stepsLen(sink.steps))
 		if err != nil {
 			return err
 		}
@@ -289,12 +290,31 @@ func (fj *fileJob) fetchOnce(ctx context.Context, r *oci.Repo, o *options, k int
 		if errors.Is(copyErr, ErrDigestMismatch) {
 			return copyErr
 		}
+		if errors.Is(copyErr, zstd.ErrDecoderSizeExceeded) || errors.Is(copyErr, zstd.ErrWindowSizeExceeded) {
+			return fmt.Errorf("%w: the range does not decode: its zstd frame header claims more memory than a frame of its %d bytes needs (%v)", ErrDigestMismatch, want, copyErr)
+		}
 		return fmt.Errorf("%w: the range does not decode: %v", ErrDigestMismatch, copyErr)
 	}
 	if rest, _ := io.Copy(io.Discard, tr); rest != 0 || tr.n != rg.Stored.Len {
 		return fmt.Errorf("%w: the range's %d stored bytes hold %d bytes after its content", ErrDigestMismatch, tr.n, rest)
 	}
 	return sink.finish(f, k)
+}
+
+// encoderWindow is the largest window push's encoder (newEncoder: zstd's default level) writes in a
+// frame header: its window, 8 MiB, for a frame it streams; a power of two no smaller than the
+// frame for one it encodes whole.
+const encoderWindow = 8 << 20
+
+// newRangeDecoder returns a zstd decoder of a range whose frame decodes to want bytes. What the
+// decoder may allocate for a frame is bounded whatever its header claims: a window of at most
+// encoderWindow, and at most want rounded up to a power of two (or encoderWindow when larger) of
+// content declared by a Single_Segment header (one declaring 512 MiB on a 4 KiB blob made the
+// decoder allocate 512 MiB per range, out of memory with -j 8).
+func newRangeDecoder(r io.Reader, want int64) (*zstd.Decoder, error) {
+	lim := min(max(encoderWindow, uint64(1)<<bits.Len64(uint64(want))), 1<<41)
+	return zstd.NewReader(r, zstd.WithDecoderConcurrency(1), zstd.WithDecoderLowmem(true),
+		zstd.WithDecoderMaxMemory(lim), zstd.WithDecoderMaxWindow(encoderWindow))
 }
 
 // verifyLocal re-hashes range k of the partial file (a resumed pull's journaled range) and reports

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"math/bits"
+	"sort"
 
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 
@@ -107,10 +108,17 @@ func rangesOf(size, rangeSize int64) []Range {
 	return out
 }
 
-// clip returns the parts of exts inside [off, off+n).
+// clip returns the parts of exts (sorted, disjoint) inside [off, off+n). It finds the first one by
+// binary search and reads only those that overlap, so that clipping every range of a file costs
+// the file's extents once, not once per range (ParseManifest took 6.7 s of CPU for 24k ranges and
+// 140k extents, minutes for a 20 MiB manifest).
 func clip(exts []Extent, off, n int64) []Extent {
 	var out []Extent
-	for _, e := range exts {
+	i := sort.Search(len(exts), func(i int) bool { return exts[i].End() > off })
+	for _, e := range exts[i:] {
+		if e.Off >= off+n {
+			break
+		}
 		lo, hi := max(e.Off, off), min(e.End(), off+n)
 		if lo < hi {
 			out = append(out, Extent{Off: lo, Len: hi - lo})

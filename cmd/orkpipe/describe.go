@@ -96,7 +96,7 @@ func runDescribe(ctx context.Context, opts *globalOptions, f *describeFlags, ref
 	if opts.json {
 		return json.NewEncoder(opts.stdout).Encode(map[string]any{
 			"ref": ref, "digest": d.Artifact.Digest.String(), "annotations": d.Artifact.Annotations,
-			"config": d.Config, "files": files, "attestations": atts,
+			"config": d.Config, "files": files, "attestations": atts, "attestations_not_fetched": d.SkippedAttestations,
 			"verifications": verify.Verifications(d),
 		})
 	}
@@ -126,7 +126,7 @@ func runDescribe(ctx context.Context, opts *globalOptions, f *describeFlags, ref
 		}
 	}
 	fmt.Fprintln(w, "attestations:")
-	if len(atts) == 0 {
+	if len(atts) == 0 && d.SkippedAttestations == 0 {
 		fmt.Fprintln(w, "  none")
 	}
 	for _, a := range atts {
@@ -138,6 +138,9 @@ func runDescribe(ctx context.Context, opts *globalOptions, f *describeFlags, ref
 			status = fmt.Sprintf("signed by trusted key %v", shownAll(a.TrustedBy))
 		}
 		fmt.Fprintf(w, "  %s %s\n    signers %v: %s\n", a.Digest, shown(a.PredicateType), shownAll(a.Signers), status)
+	}
+	if d.SkippedAttestations > 0 {
+		fmt.Fprintf(w, "  %d more listed, not fetched (beyond the first 64, or 64 MiB of envelopes)\n", d.SkippedAttestations)
 	}
 	if vs := verify.Verifications(d); len(vs) > 0 {
 		fmt.Fprintln(w, "board verifications:")

@@ -38,13 +38,15 @@ const writebackEvery = 32 << 20
 // rangeHash hashes a range's file bytes in order: into BLAKE3 pieces from the range's offset, or,
 // for a file of one piece or less (whose BLAKE3 is not merged from pieces), into a plain BLAKE3.
 type rangeHash struct {
+	ctx    context.Context // hashing a hole stops when it is done (a manifest may declare a terabyte of holes)
 	pieces *artifacts.PieceHasher
 	plain  hash.Hash
 	pos    int64 // file offset of the next byte
+	err    error // ctx's error, once a hole's hashing stopped for it
 }
 
-func newRangeHash(f File, r Range) (*rangeHash, error) {
-	h := &rangeHash{pos: r.Off}
+func newRangeHash(ctx context.Context, f File, r Range) (*rangeHash, error) {
+	h := &rangeHash{ctx: ctx, pos: r.Off}
 	if f.Digests.Size <= artifacts.PieceSize {
 		h.plain = artifacts.NewHasher()
 		return h, nil
@@ -62,16 +64,21 @@ func (h *rangeHash) Write(p []byte) (int, error) {
 	return h.pieces.Write(p)
 }
 
-// zerosTo hashes zeros up to file offset off (a hole).
+// zerosTo hashes zeros up to file offset off (a hole), checking the context every 64 MiB: once it is
+// done, hashing stops and check returns its error.
 func (h *rangeHash) zerosTo(off int64) {
-	n := off - h.pos
-	h.pos = off
-	if h.plain == nil {
-		h.pieces.Zeros(n)
-		return
-	}
-	for ; n > 0; n -= min(n, fetchBuffer) {
-		h.plain.Write(zeroBlock()[:min(n, fetchBuffer)])
+	const step = 64 << 20
+	for h.err == nil && h.pos < off {
+		n := min(off-h.pos, step)
+		if h.plain == nil {
+			h.pieces.Zeros(n)
+		} else {
+			for k := n; k > 0; k -= min(k, fetchBuffer) {
+				h.plain.Write(zeroBlock()[:min(k, fetchBuffer)])
+			}
+		}
+		h.pos += n
+		h.err = h.ctx.Err()
 	}
 }
 
@@ -82,6 +89,9 @@ var zeroBlock = sync.OnceValue(func() []byte { return make([]byte, fetchBuffer) 
 
 // check compares the range's hash with the digest it must have (see rangeDigest).
 func (h *rangeHash) check(f File, k int) error {
+	if h.err != nil {
+		return h.err
+	}
 	r := f.Ranges[k]
 	if h.pos != r.Off+r.Len {
 		return fmt.Errorf("%w: range %d hashed up to byte %d, it ends at %d", ErrDigestMismatch, k, h.pos, r.Off+r.Len)
@@ -258,7 +268,7 @@ func (fj *fileJob) fetchRange(ctx context.Context, r *oci.Repo, o *options, k in
 // fetchOnce is one attempt at range k: one Range request, read once.
 func (fj *fileJob) fetchOnce(ctx context.Context, r *oci.Repo, o *options, k int, downloaded *atomic.Int64) error {
 	f, rg := fj.file, fj.file.Ranges[k]
-	h, err := newRangeHash(f, rg)
+	h, err := newRangeHash(ctx, f, rg)
 	if err != nil {
 		return err
 	}
@@ -321,7 +331,7 @@ func newRangeDecoder(r io.Reader, want int64) (*zstd.Decoder, error) {
 // whether its bytes are still the verified ones.
 func (fj *fileJob) verifyLocal(ctx context.Context, k int) bool {
 	f, rg := fj.file, fj.file.Ranges[k]
-	h, err := newRangeHash(f, rg)
+	h, err := newRangeHash(ctx, f, rg)
 	if err != nil {
 		return false
 	}

@@ -46,6 +46,9 @@ func TestVerifyStreams(t *testing.T) {
 	if raceEnabled {
 		testfiles.SkipBuild(t, "-race: hashing 512 MiB is slow; the plain run checks it")
 	}
+	if testing.Short() {
+		testfiles.SkipShort(t, "-short: hashing 512 MiB (12 s in the board suite under qemu-aarch64; the same Go on both machines)")
+	}
 	e := f16Entry(t, "blk.0.big.weight", 8192, 16384, HeaderSize)
 	h := blake3x.New()
 	zeros := make([]byte, 1<<20)

@@ -16,12 +16,20 @@ import (
 
 // openRange starts a GET of bytes [off, off+n) of the blob desc (n < 0: to the end). A registry
 // that ignores the Range header (200) is read from its start, the bytes before off skipped. The
+// request, headers and body, fails with ErrStalled when no byte arrives for the idle timeout. The
 // response must say the blob is desc.Size bytes (ErrBlobSize otherwise, not transient): a 206's
 // Content-Range total, a 200's Content-Length; a 206 must also start at off and end inside the
 // range asked for.
-func (r *Repo) openRange(ctx context.Context, desc v1.Descriptor, off, n int64) (io.ReadCloser, error) {
+func (r *Repo) openRange(ctx context.Context, desc v1.Descriptor, off, n int64) (rc io.ReadCloser, err error) {
 	digest := desc.Digest.String()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, r.blobURL(digest).String(), nil)
+	body := newIdleBody(ctx, r.o.idle, digest)
+	defer func() {
+		if err != nil {
+			err = body.stalledErr(err)
+			body.Close()
+		}
+	}()
+	req, err := http.NewRequestWithContext(body.ctx, http.MethodGet, r.blobURL(digest).String(), nil)
 	if err != nil {
 		return nil, err
 	}
@@ -35,21 +43,19 @@ func (r *Repo) openRange(ctx context.Context, desc v1.Descriptor, off, n int64) 
 	if err != nil {
 		return nil, fmt.Errorf("GET blob %s: %w", digest, err)
 	}
+	body.rc = resp.Body // closed by body.Close, on an error below too
 	if err := check("GET blob "+digest, resp, http.StatusOK, http.StatusPartialContent); err != nil {
-		resp.Body.Close()
 		return nil, err
 	}
 	if err := checkLength(resp, desc, off, n); err != nil {
-		resp.Body.Close()
 		return nil, err
 	}
 	if off > 0 && resp.StatusCode == http.StatusOK { // range ignored: skip what we do not want
-		if _, err := io.CopyN(io.Discard, resp.Body, off); err != nil {
-			resp.Body.Close()
+		if _, err := io.CopyN(io.Discard, body, off); err != nil {
 			return nil, fmt.Errorf("GET blob %s: skipping to %d: %w", digest, off, err)
 		}
 	}
-	return resp.Body, nil
+	return body, nil
 }
 
 // checkLength checks that a blob response says the blob has desc.Size bytes and, for a 206, holds

@@ -12,6 +12,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -197,5 +198,55 @@ func TestOpenBlobLength(t *testing.T) {
 		if !errors.Is(err, ErrBlobSize) || Transient(err) || !strings.Contains(err.Error(), d) || gets != 1 {
 			t.Errorf("%s: %v after %d requests, want one request and ErrBlobSize naming %s", mode, err, gets, d)
 		}
+	}
+}
+
+// TestOpenBlobStalls: a download that receives nothing for the idle timeout, before the response's
+// headers or in its body, is dropped and resumed from its last byte (a stalled connection held a pull
+// forever); one that stalls on every attempt fails with ErrStalled naming the blob.
+func TestOpenBlobStalls(t *testing.T) {
+	ctx := testCtx(t)
+	b, d := randomBlob(1000, 6)
+	var mode string
+	var gets atomic.Int32
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		if !strings.Contains(req.URL.Path, "/blobs/") {
+			return // the /v2/ ping
+		}
+		n := gets.Add(1)
+		var first, last int
+		fmt.Sscanf(req.Header.Get("Range"), "bytes=%d-%d", &first, &last)
+		switch {
+		case mode == "headers" && n == 1, mode == "always":
+			<-req.Context().Done() // never answers
+			return
+		case mode == "body" && n == 1:
+			w.Header().Set("Content-Range", fmt.Sprintf("bytes %d-%d/1000", first, last))
+			w.WriteHeader(http.StatusPartialContent)
+			w.Write(b[first:500])
+			w.(http.Flusher).Flush()
+			<-req.Context().Done() // half the body, then nothing
+			return
+		}
+		w.Header().Set("Content-Range", fmt.Sprintf("bytes %d-%d/1000", first, last))
+		w.WriteHeader(http.StatusPartialContent)
+		w.Write(b[first : last+1])
+	}))
+	t.Cleanup(srv.Close)
+	host := strings.TrimPrefix(srv.URL, "http://")
+	r, err := Open(ctx, host+"/blobs/stall:x", false, WithPlainHTTP(host), WithRetries(3), WithIdleTimeout(200*time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mode = range []string{"headers", "body"} {
+		gets.Store(0)
+		got, err := readAll(t, r, d, 1000, 0, 1000)
+		if err != nil || !bytes.Equal(got, b) || gets.Load() != 2 {
+			t.Errorf("stalled %s once: %d bytes, %v, after %d requests; want the blob after 2", mode, len(got), err, gets.Load())
+		}
+	}
+	mode = "always"
+	if _, err := readAll(t, r, d, 1000, 0, 1000); !errors.Is(err, ErrStalled) || !strings.Contains(err.Error(), d) || !strings.Contains(err.Error(), "no byte received for 200ms") {
+		t.Errorf("stalled every time: %v, want ErrStalled naming %s", err, d)
 	}
 }

@@ -18,6 +18,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/url"
+	"time"
 
 	"github.com/google/go-containerregistry/pkg/authn"
 	"github.com/google/go-containerregistry/pkg/name"
@@ -30,6 +31,9 @@ const (
 	DefaultChunkSize = 64 << 20 // PATCH size of a chunked upload
 	MinChunkSize     = 64 << 10
 	DefaultRetries   = 5 // attempts per transfer before giving up
+	// DefaultIdleTimeout is how long a blob download may receive nothing before it is dropped and
+	// resumed (a stalled connection otherwise holds a pull forever).
+	DefaultIdleTimeout = time.Minute
 )
 
 // UploadMode is the blob-upload method tried first; the other one is the fallback when the
@@ -57,6 +61,7 @@ type options struct {
 	transport  http.RoundTripper
 	logger     *slog.Logger
 	retries    int
+	idle       time.Duration
 	uploadMode UploadMode
 	chunkSize  int64
 }
@@ -68,6 +73,7 @@ func makeOptions(opts []Option) (*options, error) {
 		transport: http.DefaultTransport,
 		logger:    slog.Default(),
 		retries:   DefaultRetries,
+		idle:      DefaultIdleTimeout,
 		chunkSize: DefaultChunkSize,
 	}
 	for _, opt := range opts {
@@ -136,6 +142,19 @@ func WithRetries(n int) Option {
 			return fmt.Errorf("retries %d: must be at least 1", n)
 		}
 		o.retries = n
+		return nil
+	}
+}
+
+// WithIdleTimeout sets how long a blob download may receive no byte (from the request on) before the
+// request is dropped and the download resumed from its last byte, as a dropped connection is (up to
+// the retries).
+func WithIdleTimeout(d time.Duration) Option {
+	return func(o *options) error {
+		if d <= 0 {
+			return fmt.Errorf("idle timeout %v: must be positive", d)
+		}
+		o.idle = d
 		return nil
 	}
 }

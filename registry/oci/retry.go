@@ -22,6 +22,9 @@ var (
 	// ErrBlobSize: the registry's blob is not as long as its descriptor says (a response's
 	// Content-Range total or Content-Length); not transient: the blob is what it is.
 	ErrBlobSize = errors.New("blob length differs from its descriptor")
+	// ErrStalled: a blob download received no byte for the idle timeout (WithIdleTimeout); transient:
+	// the download resumes from the last byte received.
+	ErrStalled = errors.New("blob download stalled")
 	// ErrRefused: the registry refused an upload method (e.g. 413 on a monolithic PUT).
 	ErrRefused = errors.New("registry refused upload method")
 )
@@ -47,6 +50,9 @@ func check(op string, resp *http.Response, codes ...int) error {
 // Transient reports whether err is worth retrying: network failures, truncations, corrupt bytes,
 // 5xx, 408, 429.
 func Transient(err error) bool {
+	if errors.Is(err, ErrStalled) {
+		return true
+	}
 	if err == nil || errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
 		return false
 	}

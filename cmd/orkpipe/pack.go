@@ -25,9 +25,10 @@ func newPackVerifyCommand(opts *globalOptions) *cobra.Command {
 	var boardFlag string
 	cmd := &cobra.Command{
 		Use:   "verify PACK",
-		Short: "Verify an orkpack: header, footer, index, every entry's BLAKE3 and decoding, and the domain plan",
-		Long: "verify opens the pack (header, footer, index digest), reads, hashes and decodes every entry through the\n" +
-			"untiler, and recomputes the domain plan with the board profile. It exits non-zero on any failure.",
+		Short: "Verify an orkpack: header, footer, index, every entry's BLAKE3 and layout, and the domain plan",
+		Long: "verify opens the pack (header, footer, index digest), reads and hashes every entry a page at a time and checks\n" +
+			"it for everything decoding would reject (its layout's zero padding, finite scales) without untiling it, and\n" +
+			"recomputes the domain plan with the board profile. It exits non-zero on any failure.",
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return runPackVerify(cmd.Context(), opts, args[0], boardFlag)

@@ -30,7 +30,8 @@
 //	                               ctime ns, digest)
 //	  journal/<h0h1>/<64 hex>.json what Materialize wrote at a user path (same naming as stat/):
 //	                               path, digest, dev, inode, size, mtime ns, ctime ns, time
-//	  locks/<h0h1>/<64 hex>.lock   flock files of LockKey, one per node key; never deleted
+//	  locks/<h0h1>/<64 hex>.lock   flock files of LockKey, one per node key; deleted only by GC,
+//	                               which has the store to itself (no process can hold one)
 //	  tmp/<id>.lock                a live Store holds flock(LOCK_EX) on its session lock ...
 //	  tmp/<id>/                    ... and writes every temp file and TempDir inside its session
 //	                               dir. A session whose lock can be taken belongs to a dead
@@ -45,7 +46,10 @@
 // filesystem), hashed while streaming, fsynced, its size checked against the bytes written, made
 // 0444 and then link(2)ed to its final name. EEXIST means another writer won the race with the
 // same bytes; the existing object is kept and the temp file removed. The directory is fsynced
-// after the link. A process killed at any point leaves at most a session dir in tmp/.
+// after the link. A process killed at any point leaves at most a session dir in tmp/ (and, from
+// the few records written without a session, small temp files GC removes: pruneStaleTemps).
+// Materialize's temp file in a user's directory is locked while written; a killed writer's is
+// removed by the next Materialize into that directory (sweepTemps).
 //
 // Reads verify: Open returns a reader that hashes while streaming and fails at EOF (wrapping
 // ErrCorrupt) if the bytes or their count differ from the name. Verify and VerifyAll re-hash,

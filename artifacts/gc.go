@@ -115,6 +115,8 @@ type GCReport struct {
 	Downstream     int   `json:"downstream"`      // of those, the ones GCOptions.Inputs found downstream of the others
 	EntriesRemoved int   `json:"entries_removed"` // stat-cache and journal entries of paths that no longer exist
 	Sessions       int   `json:"sessions"`        // temp sessions of dead processes removed
+	Locks          int   `json:"locks"`           // per-key lock files removed (locks/)
+	TempFiles      int   `json:"temp_files"`      // temp files killed writers left outside the sessions
 	OverBudget     bool  `json:"over_budget"`     // pinned objects alone exceed MaxSize
 }
 
@@ -122,8 +124,10 @@ type GCReport struct {
 // unused for longer than MaxAge, then the least recently used until the store holds at most MaxSize
 // bytes of objects. Use times are the access markers (see the package doc), not atime. Action records
 // that reference a removed object are deleted (they would be misses anyway), and with Outdated the
-// outdated records too. GC needs the store to itself: if another Store is open on the
-// directory it fails with ErrBusy and removes nothing.
+// outdated records too. It also removes the temp sessions of dead processes, the per-key lock files
+// (no other process can hold one while GC has the store) and the temp files killed writers left in
+// the store outside a session (pruneStaleTemps). GC needs the store to itself: if another Store is
+// open on the directory it fails with ErrBusy and removes nothing.
 func (s *Store) GC(ctx context.Context, opts GCOptions) (GCReport, error) {
 	var rep GCReport
 	if opts.MaxSize < 0 || opts.MaxAge < 0 || opts.MaxSize == 0 && opts.MaxAge == 0 && opts.Outdated == nil {
@@ -139,7 +143,14 @@ func (s *Store) GC(ctx context.Context, opts GCOptions) (GCReport, error) {
 	}
 	defer flockRetry(fd, unix.LOCK_SH)
 
+	var err error
 	rep.Sessions = s.cleanSessions()
+	if rep.Locks, err = s.pruneLocks(ctx); err != nil {
+		return rep, fmt.Errorf("gc: %w", err)
+	}
+	if rep.TempFiles, err = s.pruneStaleTemps(ctx); err != nil {
+		return rep, fmt.Errorf("gc: %w", err)
+	}
 	pins, err := s.pinned()
 	if err != nil {
 		return rep, fmt.Errorf("gc: %w", err)

@@ -23,6 +23,17 @@ func openTestStore(t testing.TB) *Store {
 	return s
 }
 
+// openTestStoreAt opens another Store on dir (as another process would).
+func openTestStoreAt(t testing.TB, dir string) *Store {
+	t.Helper()
+	s, err := OpenStore(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	return s
+}
+
 // pattern is a deterministic, incompressible byte stream: the BLAKE3 XOF of a seed.
 func pattern(seed string, n int) []byte {
 	h := blake3.New()

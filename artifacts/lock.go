@@ -11,11 +11,15 @@ import (
 	"golang.org/x/sys/unix"
 )
 
+// lockPatience is how long a lock wait is silent before it is logged (a variable for tests).
+var lockPatience = 2 * time.Second
+
 // LockKey takes an exclusive flock on locks/<h0h1>/<hex>.lock for the node key and returns the
 // function that releases it. It excludes other processes and, because each call opens its own
 // file description, other goroutines of this process too. It waits until the lock is free or ctx
-// is done (then it returns ctx's error). The lock dies with the process. Lock files are never
-// deleted (deleting them would let two holders lock different inodes).
+// is done (then it returns ctx's error). The lock dies with the process. Lock files are deleted
+// only by GC, under the exclusive store lock: deleting one another process holds or waits on would
+// let two holders lock different inodes, and every caller has a Store open.
 func (s *Store) LockKey(ctx context.Context, key Digest) (unlock func() error, err error) {
 	if key.IsZero() {
 		return nil, fmt.Errorf("lock: %w: zero key", ErrInvalidDigest)
@@ -28,7 +32,9 @@ func (s *Store) LockKey(ctx context.Context, key Digest) (unlock func() error, e
 	if err != nil {
 		return nil, fmt.Errorf("lock %s: %w", key, err)
 	}
-	if err := lockWait(ctx, f, unix.LOCK_EX); err != nil {
+	if err := lockWait(ctx, f, unix.LOCK_EX, func() {
+		s.log.Info("waiting for another orkpipe process doing the same work (a node with this key)", "key", key.String(), "lock", p)
+	}); err != nil {
 		f.Close()
 		return nil, fmt.Errorf("lock %s (%s): %w", key, p, err)
 	}
@@ -44,9 +50,11 @@ func (s *Store) LockKey(ctx context.Context, key Digest) (unlock func() error, e
 }
 
 // lockWait polls a non-blocking flock with backoff (1 ms to 100 ms) until it is acquired or ctx
-// is done. Polling keeps the wait cancellable; a blocking flock could not be interrupted.
-func lockWait(ctx context.Context, f *os.File, how int) error {
+// is done. Polling keeps the wait cancellable; a blocking flock could not be interrupted. waiting,
+// if given, is called once when the wait has lasted lockPatience.
+func lockWait(ctx context.Context, f *os.File, how int, waiting ...func()) error {
 	delay := time.Millisecond
+	start := time.Now()
 	for {
 		err := flockRetry(int(f.Fd()), how|unix.LOCK_NB)
 		if err == nil {
@@ -54,6 +62,12 @@ func lockWait(ctx context.Context, f *os.File, how int) error {
 		}
 		if !errors.Is(err, unix.EWOULDBLOCK) {
 			return err
+		}
+		if len(waiting) > 0 && time.Since(start) >= lockPatience {
+			for _, w := range waiting {
+				w()
+			}
+			waiting = nil
 		}
 		t := time.NewTimer(delay)
 		select {

@@ -55,6 +55,7 @@ func (s *Store) Materialize(ctx context.Context, d Digest, dst string, opts Mate
 		return MaterializeResult{}, fmt.Errorf("materialize %s: %w", dst, err)
 	}
 	res := MaterializeResult{Path: abs}
+	s.sweepTemps(filepath.Dir(abs))
 	src := s.objectPath(d)
 	obj, err := s.Stat(ctx, d)
 	if err != nil {
@@ -102,17 +103,29 @@ func (s *Store) Materialize(ctx context.Context, d Digest, dst string, opts Mate
 	if err := os.MkdirAll(filepath.Dir(abs), 0o755); err != nil {
 		return res, fmt.Errorf("materialize %s: %w", abs, err)
 	}
-	tmp := filepath.Join(filepath.Dir(abs), ".orkpipe-"+randomID()+".tmp")
+	tmp := filepath.Join(filepath.Dir(abs), tempPrefix+randomID()+tempSuffix)
 	defer os.Remove(tmp)
-	if res.Linked, err = s.placeAt(ctx, d, src, tmp); err != nil {
+	linked, hold, err := s.placeAt(ctx, d, src, tmp)
+	if err != nil {
 		return res, fmt.Errorf("materialize %s: %w", abs, err)
+	}
+	// hold's flock tells sweepTemps that tmp is live; it is released once tmp is renamed or removed.
+	// (Its close cannot lose data: a copy was fsynced before placeAt returned.)
+	defer hold.Close()
+	res.Linked = linked
+	if s.beforeRename != nil {
+		s.beforeRename(abs)
 	}
 	if exists {
 		err = os.Rename(tmp, abs)
 	} else {
 		err = os.Link(tmp, abs) // never replaces a file created meanwhile
 		if errors.Is(err, fs.ErrExist) {
-			err = fmt.Errorf("%w %s: it appeared while materializing", ErrClobber, abs)
+			var kept bool
+			if kept, err = s.appeared(ctx, jpath, abs, tmp, obj, &srcSt, opts, &res); kept {
+				os.Remove(tmp)
+				return res, s.writeJournal(jpath, abs, d)
+			}
 		}
 	}
 	if err != nil {
@@ -188,51 +201,99 @@ func (s *Store) clobberCheck(ctx context.Context, jpath, abs string, st *unix.St
 // modified by orkpipe, and linking moves no bytes that could be damaged. What a link cannot rule out
 // (a user who made the object writable and edited it, or bit rot) is what Verify, Open and the
 // verify stage detect and quarantine; the copy path hashes anyway because it reads every byte.
-func (s *Store) placeAt(ctx context.Context, d Digest, src, tmp string) (linked bool, err error) {
+//
+// hold is an open file whose flock marks tmp as live for sweepTemps until the caller closes it: a
+// shared lock on the object, taken before the link (so tmp, the same inode, is never seen unlocked),
+// or an exclusive one on the copy.
+func (s *Store) placeAt(ctx context.Context, d Digest, src, tmp string) (linked bool, hold *os.File, err error) {
+	in, err := os.Open(src)
+	if err != nil {
+		return false, nil, err
+	}
+	defer func() {
+		if hold != in {
+			in.Close()
+		}
+	}()
 	if !s.forceCopy {
+		if err := lockWait(ctx, in, unix.LOCK_SH); err != nil {
+			return false, nil, fmt.Errorf("lock %s: %w", src, err)
+		}
 		err := os.Link(src, tmp)
 		if err == nil {
-			return true, nil
+			return true, in, nil
 		}
 		if !errors.Is(err, unix.EXDEV) && !errors.Is(err, unix.EPERM) && !errors.Is(err, unix.EMLINK) {
-			return false, err
+			return false, nil, err
 		}
 		s.log.Debug("materialize: hard link impossible, copying", "digest", d.String(), "err", err)
 	}
-	in, err := os.Open(src)
-	if err != nil {
-		return false, err
-	}
-	defer in.Close()
 	st, err := fstat(in)
 	if err != nil {
-		return false, err
+		return false, nil, err
 	}
 	out, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
 	if err != nil {
-		return false, err
+		return false, nil, err
 	}
-	defer out.Close()
+	defer func() {
+		if hold != out {
+			out.Close()
+		}
+	}()
+	// A sweeper that opened tmp between its creation and this lock leaves it: it is younger than
+	// liveTempAge.
+	if err := lockWait(ctx, out, unix.LOCK_EX); err != nil {
+		return false, nil, fmt.Errorf("lock %s: %w", tmp, err)
+	}
 	got, err := copyAndHash(ctx, in, out, st.Size)
 	if err != nil {
-		return false, err
+		return false, nil, err
 	}
 	if got != d {
-		return false, s.corrupt(d, in, st.Ino, fmt.Sprintf("%d bytes hash to %s while copying", st.Size, got))
+		return false, nil, s.corrupt(d, in, st.Ino, fmt.Sprintf("%d bytes hash to %s while copying", st.Size, got))
 	}
 	if err := unchanged(in, st); err != nil {
-		return false, fmt.Errorf("object %s: %w", d, err)
+		return false, nil, fmt.Errorf("object %s: %w", d, err)
 	}
 	if err := out.Truncate(st.Size); err != nil {
-		return false, err
+		return false, nil, err
 	}
 	if err := out.Chmod(0o444); err != nil {
-		return false, err
+		return false, nil, err
 	}
 	if err := out.Sync(); err != nil {
+		return false, nil, err
+	}
+	return false, out, nil
+}
+
+// appeared decides about a file that another process put at abs after Materialize found nothing
+// there (a concurrent build writing the same outputs into the same directory): it is kept when it
+// is the object itself (a hard link) or clobberCheck would let it be replaced (it holds the object's
+// bytes, or the journal says orkpipe wrote it unchanged), since replacing it would change nothing. Else
+// opts.Force renames tmp over it, and without Force it is ErrClobber.
+func (s *Store) appeared(ctx context.Context, jpath, abs, tmp string, obj Object, srcSt *unix.Stat_t, opts MaterializeOptions, res *MaterializeResult) (kept bool, err error) {
+	var st unix.Stat_t
+	if err := unix.Lstat(abs, &st); err != nil {
 		return false, err
 	}
-	return false, out.Close()
+	if st.Ino == srcSt.Ino && st.Dev == srcSt.Dev {
+		res.Linked = true
+		return true, nil
+	}
+	why, err := s.clobberCheck(ctx, jpath, abs, &st, obj)
+	switch {
+	case err != nil:
+		return false, err
+	case why == "":
+		res.Linked = false
+		return true, nil
+	case !opts.Force:
+		return false, fmt.Errorf("%w %s: it appeared while materializing: %s", ErrClobber, abs, why)
+	}
+	res.Replaced = fmt.Sprintf("%s: %s", abs, why)
+	return false, os.Rename(tmp, abs)
 }
 
 func (s *Store) writeJournal(jpath, abs string, d Digest) error {

@@ -49,6 +49,11 @@ type Store struct {
 	// commit (see rememberVerified); verifyHashes counts the hashes Verify does (tests).
 	verified     sync.Map
 	verifyHashes counter
+	// beforeRename, if set, runs in Materialize between writing the temp file and putting it at
+	// the destination (tests of a file that appears meanwhile).
+	beforeRename func(dst string)
+	// swept holds the directories whose dead Materialize temp files were removed (sweepTemps).
+	swept sync.Map
 
 	closeOnce sync.Once
 	closeErr  error
@@ -83,7 +88,13 @@ func OpenStore(dir string) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("open store: %w", err)
 	}
-	if err := flockRetry(int(lf.Fd()), unix.LOCK_SH); err != nil {
+	err = flockRetry(int(lf.Fd()), unix.LOCK_SH|unix.LOCK_NB)
+	if errors.Is(err, unix.EWOULDBLOCK) {
+		// Only GC holds it exclusively, and for as long as it takes: say why nothing happens.
+		s.log.Warn("waiting for the cache: another orkpipe process holds it exclusively (cache gc)", "dir", abs)
+		err = flockRetry(int(lf.Fd()), unix.LOCK_SH)
+	}
+	if err != nil {
 		lf.Close()
 		return nil, fmt.Errorf("open store %s: shared lock on store.lock: %w", abs, err)
 	}

@@ -244,6 +244,10 @@ func runCacheGC(ctx context.Context, opts *globalOptions, o artifacts.GCOptions)
 	fmt.Fprintf(opts.stdout, "removed %d of %d objects (%s of %s); pinned %d (%s); dropped %d action records (%s), %d entries of vanished paths\n",
 		rep.Removed, rep.Objects, units.FormatSize(rep.Freed), units.FormatSize(rep.Bytes),
 		rep.Pinned, units.FormatSize(rep.PinnedBytes), rep.ActionsRemoved+rep.Outdated, outdated, rep.EntriesRemoved)
+	if rep.Sessions+rep.Locks+rep.TempFiles > 0 {
+		fmt.Fprintf(opts.stdout, "removed %d temp sessions of dead processes, %d node lock files, %d temp files killed writers left\n",
+			rep.Sessions, rep.Locks, rep.TempFiles)
+	}
 	if rep.OverBudget {
 		fmt.Fprintf(opts.stdout, "note: pinned objects alone exceed --max-size\n")
 	}

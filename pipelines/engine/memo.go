@@ -572,7 +572,7 @@ func writeFileAtomicFunc(path string, fill func(w io.Writer) error) error {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return err
 	}
-	tmp, err := os.CreateTemp(dir, ".tmp-*")
+	tmp, err := os.CreateTemp(dir, ".orkpipe-*.tmp") // the name artifacts' GC knows for a dead writer's
 	if err != nil {
 		return err
 	}

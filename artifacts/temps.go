@@ -1,0 +1,162 @@
+package artifacts
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// Materialize writes through a temp file in the destination's directory (the user's, outside the
+// store): .orkpipe-<16 hex>.tmp, flocked while its writer lives (placeAt). A process killed before the
+// rename leaves it behind, and on another filesystem it is a whole copy of the object.
+const (
+	tempPrefix = ".orkpipe-"
+	tempSuffix = ".tmp"
+	// liveTempAge: an unlocked temp file with one link younger than this may be a copy between its
+	// creation and its writer's lock, and is left alone.
+	liveTempAge = time.Minute
+)
+
+// sweepTemps removes the temp files that killed Materialize calls left in dir, once per directory
+// for the life of the Store. A temp file is dead when its flock can be taken (no writer holds it: the
+// lock dies with its process) and it is not a fresh copy whose writer may not have locked it yet.
+// Best effort: failures are logged at debug level and change nothing.
+func (s *Store) sweepTemps(dir string) {
+	if _, done := s.swept.LoadOrStore(dir, true); done {
+		return
+	}
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return // not created yet, or unreadable: Materialize reports what matters
+	}
+	for _, e := range entries {
+		name := e.Name()
+		if !e.Type().IsRegular() || !strings.HasPrefix(name, tempPrefix) || !strings.HasSuffix(name, tempSuffix) {
+			continue
+		}
+		p := filepath.Join(dir, name)
+		removed, err := removeDeadTemp(p)
+		switch {
+		case err != nil:
+			s.log.Debug("materialize: leaving a temp file", "path", p, "err", err)
+		case removed:
+			s.log.Info("materialize: removed a temp file a killed orkpipe left", "path", p)
+		}
+	}
+}
+
+// removeDeadTemp removes the temp file p if no writer holds its lock (see sweepTemps), holding the
+// lock while it does so that no writer can take it meanwhile.
+func removeDeadTemp(p string) (bool, error) {
+	f, err := os.OpenFile(p, os.O_RDONLY|unix.O_NOFOLLOW, 0)
+	if err != nil {
+		return false, err
+	}
+	defer f.Close()
+	if err := flockRetry(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB); err != nil {
+		return false, nil // live
+	}
+	st, err := fstat(f)
+	if err != nil {
+		return false, err
+	}
+	if st.Mode&unix.S_IFMT != unix.S_IFREG {
+		return false, nil
+	}
+	if st.Nlink == 1 && time.Since(time.Unix(st.Mtim.Unix())) < liveTempAge {
+		return false, nil
+	}
+	if err := os.Remove(p); err != nil {
+		return false, err
+	}
+	return true, nil
+}
+
+// pruneLocks removes the per-key lock files (locks/). Only GC calls it, holding the store lock
+// exclusively: every LockKey caller has a Store open, so no process holds or waits on a key lock.
+func (s *Store) pruneLocks(ctx context.Context) (int, error) {
+	root := filepath.Join(s.dir, "locks")
+	fans, err := os.ReadDir(root)
+	if err != nil {
+		return 0, fmt.Errorf("pruning key locks: %w", err)
+	}
+	n := 0
+	for _, fan := range fans {
+		if err := ctx.Err(); err != nil {
+			return n, err
+		}
+		dir := filepath.Join(root, fan.Name())
+		files, err := os.ReadDir(dir)
+		if err != nil {
+			return n, fmt.Errorf("pruning key locks: %w", err)
+		}
+		for _, f := range files {
+			if !strings.HasSuffix(f.Name(), ".lock") || !f.Type().IsRegular() {
+				continue
+			}
+			if err := os.Remove(filepath.Join(dir, f.Name())); err != nil && !errors.Is(err, fs.ErrNotExist) {
+				return n, fmt.Errorf("pruning key locks: %w", err)
+			}
+			n++
+		}
+	}
+	return n, nil
+}
+
+// pruneStaleTemps removes the temp files that killed writers left outside the sessions: the store's
+// own records written before a session exists (.rec-* beside LAYOUT) and the engine's files under
+// history/ (.orkpipe-*.tmp, and .tmp-* of older versions). Some of those writers run without the
+// store lock (a build keeps its costs after closing its Store), so a file is removed only when it
+// is older than liveTempAge: each is a few KiB written in one go.
+func (s *Store) pruneStaleTemps(ctx context.Context) (int, error) {
+	n := 0
+	remove := func(p string, d fs.DirEntry) error {
+		info, err := d.Info()
+		if err != nil {
+			return nil // gone meanwhile
+		}
+		if !info.Mode().IsRegular() || time.Since(info.ModTime()) < liveTempAge {
+			return nil
+		}
+		if err := os.Remove(p); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return fmt.Errorf("removing a stale temp file: %w", err)
+		}
+		n++
+		return nil
+	}
+	top, err := os.ReadDir(s.dir)
+	if err != nil {
+		return 0, fmt.Errorf("pruning temp files: %w", err)
+	}
+	for _, e := range top {
+		if strings.HasPrefix(e.Name(), ".rec-") {
+			if err := remove(filepath.Join(s.dir, e.Name()), e); err != nil {
+				return n, err
+			}
+		}
+	}
+	err = filepath.WalkDir(filepath.Join(s.dir, "history"), func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		name := d.Name()
+		if d.IsDir() || !(strings.HasPrefix(name, tempPrefix) && strings.HasSuffix(name, tempSuffix) || strings.HasPrefix(name, ".tmp-")) {
+			return nil
+		}
+		return remove(p, d)
+	})
+	if err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return n, fmt.Errorf("pruning temp files: %w", err)
+	}
+	return n, nil
+}

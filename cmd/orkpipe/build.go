@@ -153,6 +153,13 @@ func runBuild(ctx context.Context, opts *globalOptions, path string, sets []stri
 		return err
 	}
 	bopts := engine.BuildOptions{OutDir: flags.outDir, Force: flags.force, Check: check, Plan: planKey}
+	if !flags.noSpaceCheck {
+		// Also where nothing is planned (a build served from its memo): copying the results into
+		// -o on another filesystem must fit there.
+		bopts.BeforeDeliver = func(ctx context.Context, exports map[string]artifacts.Object) error {
+			return exportSpace(ctx, opts, s.store, exports, flags.outDir).check(t.Name())
+		}
+	}
 	var ahead *engine.MemoAhead
 	var res *engine.Result
 	if !planOnly && check == nil {

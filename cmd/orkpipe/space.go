@@ -69,22 +69,9 @@ func spaceOf(ctx context.Context, opts *globalOptions, store *artifacts.Store, n
 			s.usage, s.freeOutdated, s.freeUnpinned = true, rep.OutdatedDisk, rep.Disk-rep.PinnedDisk
 		}
 	}
-	if outDir == "" {
+	if !s.outputFS(opts, cfs, outDir) {
 		return s
 	}
-	abs, err := filepath.Abs(outDir)
-	if err != nil {
-		return s
-	}
-	ofs, err := fsSpace(abs)
-	if err != nil {
-		opts.logger.Warn("the output directory's free space is unknown", "dir", abs, "err", err)
-		return s
-	}
-	if ofs.dev == cfs.dev {
-		return s // hard links
-	}
-	s.out, s.outFree = abs, ofs.free
 	for _, n := range nodes {
 		if !n.Cached {
 			if len(n.Exports) > 0 {
@@ -94,11 +81,59 @@ func spaceOf(ctx context.Context, opts *globalOptions, store *artifacts.Store, n
 		}
 		for name, output := range n.Exports {
 			f, ok := n.Files[output]
-			if !ok || (store != nil && store.InPlace(ctx, f.Digest, filepath.Join(abs, name))) {
+			if !ok || (store != nil && store.InPlace(ctx, f.Digest, filepath.Join(s.out, name))) {
 				continue
 			}
 			s.outBytes += allocatedBytes(f.Path, f.Size)
 		}
+	}
+	return s
+}
+
+// outputFS sets s.out and s.outFree when outDir is on another filesystem than the cache's (cfs), and
+// reports whether it is; a filesystem that cannot be asked is logged, and counts as the cache's.
+func (s *planSpace) outputFS(opts *globalOptions, cfs fsInfo, outDir string) bool {
+	if outDir == "" {
+		return false
+	}
+	abs, err := filepath.Abs(outDir)
+	if err != nil {
+		return false
+	}
+	ofs, err := fsSpace(abs)
+	if err != nil {
+		opts.logger.Warn("the output directory's free space is unknown", "dir", abs, "err", err)
+		return false
+	}
+	if ofs.dev == cfs.dev {
+		return false // hard links
+	}
+	s.out, s.outFree = abs, ofs.free
+	return true
+}
+
+// exportSpace is the output half of spaceOf for a build whose exports are all known (one served from
+// its memo, which plans nothing): what copying the exports not already in place into outDir writes,
+// when outDir is on another filesystem than the cache's, against the room there.
+func exportSpace(ctx context.Context, opts *globalOptions, store *artifacts.Store, exports map[string]artifacts.Object, outDir string) planSpace {
+	s := planSpace{free: -1}
+	dir, err := opts.cache()
+	if err != nil {
+		return s
+	}
+	cfs, err := fsSpace(dir)
+	if err != nil || !s.outputFS(opts, cfs, outDir) {
+		return s
+	}
+	for name, o := range exports {
+		if store.InPlace(ctx, o.Digest, filepath.Join(s.out, name)) {
+			continue
+		}
+		path, err := store.Path(ctx, o.Digest)
+		if err != nil {
+			path = "" // allocatedBytes then counts the size
+		}
+		s.outBytes += allocatedBytes(path, o.Size)
 	}
 	return s
 }

@@ -196,6 +196,23 @@ func TestBuildChecksOutputSpace(t *testing.T) {
 	if p, _ = plan(); p.OutputWritesBytes < st.Size() || p.OutputWritesBytes > st.Size()+64<<10 {
 		t.Errorf("with %s removed: output_writes_bytes %d, want its %d bytes (allocated)", pack.name, p.OutputWritesBytes, st.Size())
 	}
+	// A build served from its memo (nothing planned) checks too, and materializes nothing when the
+	// copy does not fit.
+	outFree = st.Size() - 1
+	_, stderr, code = demoCLI(t, "--cache", cache, "--mem", "2GiB", "-v", "build", recipe, "-o", out)
+	if code != 1 || !strings.Contains(stderr, "copying the results into "+out) || !strings.Contains(stderr, "served from its memo") {
+		t.Fatalf("build from the memo with a full output disk: exit %d, stderr %q; want exit 1 naming the directory", code, stderr)
+	}
+	if _, err := os.Stat(filepath.Join(out, pack.name)); err == nil {
+		t.Fatalf("the refused build materialized %s", pack.name)
+	}
+	outFree = 1 << 40
+	if _, stderr, code := demoCLI(t, "--cache", cache, "--mem", "2GiB", "build", recipe, "-o", out); code != 0 {
+		t.Fatalf("build: exit %d: %s", code, stderr)
+	}
+	if _, err := os.Stat(filepath.Join(out, pack.name)); err != nil {
+		t.Fatal(err)
+	}
 }
 
 type planExport struct {

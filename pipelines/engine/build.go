@@ -34,6 +34,11 @@ type BuildOptions struct {
 	// given the same digest can serve the next build without the graph. The caller vouches that the
 	// graph is a function of these and of its source files' contents; BuildFromMemo ignores it.
 	Plan artifacts.Digest
+	// BeforeDeliver, when set and OutDir is not empty, is called with the verified exports (by
+	// export name) right before they are materialized, on every path that delivers them (a build
+	// served from its memo too); an error stops the build there, with nothing materialized. It
+	// is where the caller checks that OutDir has room for them.
+	BeforeDeliver func(ctx context.Context, exports map[string]artifacts.Object) error
 }
 
 // NodeResult is the outcome of one node.
@@ -237,6 +242,15 @@ func (e *Engine) deliver(ctx context.Context, target string, exports []resolvedE
 		pins = append(pins, x.obj.Digest)
 	}
 	if opts.OutDir != "" {
+		if opts.BeforeDeliver != nil {
+			byName := make(map[string]artifacts.Object, len(exports))
+			for _, x := range exports {
+				byName[x.name] = x.obj
+			}
+			if err := opts.BeforeDeliver(ctx, byName); err != nil {
+				return err
+			}
+		}
 		for _, x := range exports {
 			dst := filepath.Join(opts.OutDir, x.name)
 			mr, err := e.store.Materialize(ctx, x.obj.Digest, dst, artifacts.MaterializeOptions{Force: opts.Force})

@@ -8,6 +8,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -232,19 +233,24 @@ func (s *Store) placeAt(ctx context.Context, d Digest, src, tmp string) (linked 
 	if err != nil {
 		return false, nil, err
 	}
-	out, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
+	// Created under the .new name, locked, then renamed: sweepTemps never sees tmp unlocked, and
+	// leaves a young unlocked .new (between its creation and this lock) alone.
+	pending := strings.TrimSuffix(tmp, tempSuffix) + newSuffix
+	out, err := os.OpenFile(pending, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
 	if err != nil {
 		return false, nil, err
 	}
 	defer func() {
 		if hold != out {
 			out.Close()
+			os.Remove(pending)
 		}
 	}()
-	// A sweeper that opened tmp between its creation and this lock leaves it: it is younger than
-	// liveTempAge.
 	if err := lockWait(ctx, out, unix.LOCK_EX); err != nil {
-		return false, nil, fmt.Errorf("lock %s: %w", tmp, err)
+		return false, nil, fmt.Errorf("lock %s: %w", pending, err)
+	}
+	if err := os.Rename(pending, tmp); err != nil {
+		return false, nil, err
 	}
 	got, err := copyAndHash(ctx, in, out, st.Size)
 	if err != nil {

@@ -14,20 +14,45 @@ import (
 )
 
 // Materialize writes through a temp file in the destination's directory (the user's, outside the
-// store): .orkpipe-<16 hex>.tmp, flocked while its writer lives (placeAt). A process killed before the
-// rename leaves it behind, and on another filesystem it is a whole copy of the object.
+// store): .orkpipe-<16 hex>.tmp, flocked for as long as its writer lives (placeAt). A process killed
+// before the rename leaves it behind, and on another filesystem it is a whole copy of the object. A
+// copy is created as .orkpipe-<16 hex>.new, locked, then renamed to .tmp, so that a .tmp file is
+// never unlocked while its writer lives (the way newSession creates a session's lock).
 const (
 	tempPrefix = ".orkpipe-"
 	tempSuffix = ".tmp"
-	// liveTempAge: an unlocked temp file with one link younger than this may be a copy between its
-	// creation and its writer's lock, and is left alone.
+	newSuffix  = ".new"
+	// liveTempAge: an unlocked .new file younger than this may be a copy between its creation and
+	// its writer's lock, and is left alone. The records written outside a session (pruneStaleTemps)
+	// take the same age.
 	liveTempAge = time.Minute
 )
 
+// tempName returns the kind of a Materialize temp file name: tempSuffix, newSuffix or "" for any
+// other name (a file of the user's, or another writer's temp file).
+func tempName(name string) string {
+	for _, suffix := range []string{tempSuffix, newSuffix} {
+		id, ok := strings.CutSuffix(name, suffix)
+		if !ok {
+			continue
+		}
+		if id, ok = strings.CutPrefix(id, tempPrefix); !ok || len(id) != 16 {
+			return ""
+		}
+		for _, c := range id {
+			if !('0' <= c && c <= '9' || 'a' <= c && c <= 'f') {
+				return ""
+			}
+		}
+		return suffix
+	}
+	return ""
+}
+
 // sweepTemps removes the temp files that killed Materialize calls left in dir, once per directory
-// for the life of the Store. A temp file is dead when its flock can be taken (no writer holds it: the
-// lock dies with its process) and it is not a fresh copy whose writer may not have locked it yet.
-// Best effort: failures are logged at debug level and change nothing.
+// for the life of the Store. A temp file is dead when its flock can be taken: no writer holds it,
+// and the lock dies with its process. A .new file must also be older than liveTempAge. Best
+// effort: failures are logged at debug level and change nothing.
 func (s *Store) sweepTemps(dir string) {
 	if _, done := s.swept.LoadOrStore(dir, true); done {
 		return
@@ -37,12 +62,12 @@ func (s *Store) sweepTemps(dir string) {
 		return // not created yet, or unreadable: Materialize reports what matters
 	}
 	for _, e := range entries {
-		name := e.Name()
-		if !e.Type().IsRegular() || !strings.HasPrefix(name, tempPrefix) || !strings.HasSuffix(name, tempSuffix) {
+		kind := tempName(e.Name())
+		if !e.Type().IsRegular() || kind == "" {
 			continue
 		}
-		p := filepath.Join(dir, name)
-		removed, err := removeDeadTemp(p)
+		p := filepath.Join(dir, e.Name())
+		removed, err := removeDeadTemp(p, kind == newSuffix)
 		switch {
 		case err != nil:
 			s.log.Debug("materialize: leaving a temp file", "path", p, "err", err)
@@ -52,9 +77,9 @@ func (s *Store) sweepTemps(dir string) {
 	}
 }
 
-// removeDeadTemp removes the temp file p if no writer holds its lock (see sweepTemps), holding the
-// lock while it does so that no writer can take it meanwhile.
-func removeDeadTemp(p string) (bool, error) {
+// removeDeadTemp removes the temp file p if no writer holds its lock (see sweepTemps) and, when
+// young is set, it is older than liveTempAge. It holds the lock while it removes the file.
+func removeDeadTemp(p string, young bool) (bool, error) {
 	f, err := os.OpenFile(p, os.O_RDONLY|unix.O_NOFOLLOW, 0)
 	if err != nil {
 		return false, err
@@ -70,7 +95,7 @@ func removeDeadTemp(p string) (bool, error) {
 	if st.Mode&unix.S_IFMT != unix.S_IFREG {
 		return false, nil
 	}
-	if st.Nlink == 1 && time.Since(time.Unix(st.Mtim.Unix())) < liveTempAge {
+	if young && time.Since(time.Unix(st.Mtim.Unix())) < liveTempAge {
 		return false, nil
 	}
 	if err := os.Remove(p); err != nil {
@@ -150,7 +175,7 @@ func (s *Store) pruneStaleTemps(ctx context.Context) (int, error) {
 			return err
 		}
 		name := d.Name()
-		if d.IsDir() || !(strings.HasPrefix(name, tempPrefix) && strings.HasSuffix(name, tempSuffix) || strings.HasPrefix(name, ".tmp-")) {
+		if d.IsDir() || !(strings.HasPrefix(name, ".orkpipe-") && strings.HasSuffix(name, ".tmp") || strings.HasPrefix(name, ".tmp-")) {
 			return nil
 		}
 		return remove(p, d)

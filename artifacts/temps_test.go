@@ -79,7 +79,8 @@ func TestMaterializeFileAppears(t *testing.T) {
 }
 
 // The temp files of a killed Materialize are removed by the next Materialize into their directory;
-// a live writer's (locked), a fresh unlocked copy's and other files are not.
+// a live writer's (locked), a copy's young .new file (it may not be locked yet) and other files are
+// not.
 func TestMaterializeSweepsDeadTemps(t *testing.T) {
 	ctx := context.Background()
 	s := openTestStore(t)
@@ -102,7 +103,10 @@ func TestMaterializeSweepsDeadTemps(t *testing.T) {
 	if err := os.Link(s.objectPath(o.Digest), deadLink); err != nil {
 		t.Fatal(err)
 	}
-	freshCopy := write(tempPrefix+"0000000000000003"+tempSuffix, time.Now())
+	freshDead := write(tempPrefix+"0000000000000003"+tempSuffix, time.Now()) // a build killed a moment ago
+	youngNew := write(tempPrefix+"0000000000000006"+newSuffix, time.Now())   // between creation and lock
+	oldNew := write(tempPrefix+"0000000000000007"+newSuffix, old)
+	otherTemp := write(tempPrefix+"1234567890"+tempSuffix, old) // another writer's (os.CreateTemp) name
 	liveCopy := write(tempPrefix+"0000000000000004"+tempSuffix, old)
 	live, err := os.Open(liveCopy)
 	if err != nil {
@@ -132,7 +136,7 @@ func TestMaterializeSweepsDeadTemps(t *testing.T) {
 	for _, c := range []struct {
 		path string
 		kept bool
-	}{{deadCopy, false}, {freshCopy, true}, {liveCopy, true}, {liveLink, true}, {userFile, true}} {
+	}{{deadCopy, false}, {freshDead, false}, {youngNew, true}, {oldNew, false}, {otherTemp, true}, {liveCopy, true}, {liveLink, true}, {userFile, true}} {
 		if _, err := os.Lstat(c.path); (err == nil) != c.kept {
 			t.Errorf("%s: kept %v, want %v", filepath.Base(c.path), err == nil, c.kept)
 		}
@@ -157,7 +161,7 @@ func TestMaterializeSweepsDeadTemps(t *testing.T) {
 	}
 }
 
-// temps lists the Materialize temp files in dir.
+// temps lists the Materialize temp files (.tmp and .new) in dir.
 func temps(t *testing.T, dir string) []string {
 	t.Helper()
 	entries, err := os.ReadDir(dir)
@@ -166,7 +170,7 @@ func temps(t *testing.T, dir string) []string {
 	}
 	var names []string
 	for _, e := range entries {
-		if strings.HasPrefix(e.Name(), tempPrefix) && strings.HasSuffix(e.Name(), tempSuffix) {
+		if tempName(e.Name()) != "" {
 			names = append(names, e.Name())
 		}
 	}

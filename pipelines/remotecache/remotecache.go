@@ -9,12 +9,25 @@
 // naming the node and the key before it runs the node (the build does not stop, and never uses what
 // failed); a failure to publish a record fails the node: the user asked for the remote cache, so
 // neither is silent.
+//
+// # One remote lookup per key
+//
+// The engine looks a node's key up more than once in one command: Engine.Status (the plan, and
+// `orkpipe build`'s space check) and then the build, which looks once before taking the node's job
+// slot and key lock and once after. A Store asks the registry once per key: a hit is recorded in the
+// local store, so every later look is local; a miss or a failure is remembered, and every later look
+// returns it without a request — a corrupt blob costs the download attempts of one lookup, not of
+// three. What is remembered lasts as long as the Store (the CLI opens one per command), except that
+// publishing a key forgets it, and a lookup its context canceled is not remembered. A record
+// another machine publishes while this Store lives is therefore not seen by it: open a Store per
+// build.
 package remotecache
 
 import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 
 	"orkpipe/artifacts"
 	"orkpipe/pipelines/engine"
@@ -26,23 +39,78 @@ type Store struct {
 	*artifacts.Store
 	remote *cacherepo.Repo
 	repo   string
+
+	mu      sync.Mutex
+	lookups map[artifacts.Digest]*lookup // remote lookups running, and those that failed
+}
+
+// lookup is one remote lookup of a key: err is set before done is closed.
+type lookup struct {
+	done chan struct{}
+	err  error
 }
 
 var _ engine.Store = (*Store)(nil)
 
 // New wraps local with the remote cache of repository repo.
 func New(local *artifacts.Store, remote *cacherepo.Repo, repo string) *Store {
-	return &Store{Store: local, remote: remote, repo: repo}
+	return &Store{Store: local, remote: remote, repo: repo, lookups: map[artifacts.Digest]*lookup{}}
 }
 
 // GetAction returns the local record of key, or else the remote one (its outputs downloaded and
-// verified into the local store, and the record then kept locally).
+// verified into the local store, and the record then kept locally). The registry is asked at most
+// once per key while the record is not local (see the package doc): a remote miss or failure is
+// returned again, as it was, without asking again.
 func (s *Store) GetAction(ctx context.Context, key artifacts.Digest) (artifacts.ActionRecord, error) {
 	rec, err := s.Store.GetAction(ctx, key)
 	if err == nil || !errors.Is(err, artifacts.ErrNotFound) {
 		return rec, err
 	}
-	rec, err = s.remote.GetAction(ctx, s.Store, key)
+	for {
+		s.mu.Lock()
+		l, running := s.lookups[key]
+		if !running {
+			l = &lookup{done: make(chan struct{})}
+			s.lookups[key] = l
+		}
+		s.mu.Unlock()
+		if !running {
+			return s.lookUp(ctx, key, l)
+		}
+		select {
+		case <-l.done:
+		case <-ctx.Done():
+			return artifacts.ActionRecord{}, ctx.Err()
+		}
+		if l.err == nil { // that lookup stored the record locally
+			return s.Store.GetAction(ctx, key)
+		}
+		if !isCanceled(l.err) || ctx.Err() != nil {
+			return artifacts.ActionRecord{}, l.err
+		}
+		// That lookup's context ended, not ours: it was forgotten; look again.
+	}
+}
+
+// lookUp asks the registry for key as lookup l, remembers a miss or a failure in l and forgets a
+// hit (now local) or a canceled lookup.
+func (s *Store) lookUp(ctx context.Context, key artifacts.Digest, l *lookup) (artifacts.ActionRecord, error) {
+	rec, err := s.remoteAction(ctx, key)
+	l.err = err
+	if err == nil || isCanceled(err) {
+		s.mu.Lock()
+		if s.lookups[key] == l {
+			delete(s.lookups, key)
+		}
+		s.mu.Unlock()
+	}
+	close(l.done)
+	return rec, err
+}
+
+// remoteAction fetches key's record and outputs from the registry and records it locally.
+func (s *Store) remoteAction(ctx context.Context, key artifacts.Digest) (artifacts.ActionRecord, error) {
+	rec, err := s.remote.GetAction(ctx, s.Store, key)
 	if err != nil {
 		if errors.Is(err, artifacts.ErrNotFound) {
 			return artifacts.ActionRecord{}, err
@@ -55,13 +123,32 @@ func (s *Store) GetAction(ctx context.Context, key artifacts.Digest) (artifacts.
 	return rec, nil
 }
 
-// PutAction records rec locally, then publishes it and its outputs to the remote cache.
+func isCanceled(err error) bool {
+	return errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)
+}
+
+// PutAction records rec locally, then publishes it and its outputs to the remote cache, and
+// forgets what a lookup of rec's key returned.
 func (s *Store) PutAction(ctx context.Context, rec artifacts.ActionRecord) error {
 	if err := s.Store.PutAction(ctx, rec); err != nil {
 		return err
 	}
+	s.mu.Lock()
+	if l, ok := s.lookups[rec.Key]; ok && isDone(l) {
+		delete(s.lookups, rec.Key)
+	}
+	s.mu.Unlock()
 	if err := s.remote.PutAction(ctx, s.Store, rec); err != nil {
 		return fmt.Errorf("remote cache %s: publishing node %s: %w", s.repo, rec.Key, err)
 	}
 	return nil
+}
+
+func isDone(l *lookup) bool {
+	select {
+	case <-l.done:
+		return true
+	default:
+		return false
+	}
 }

@@ -3,11 +3,15 @@ package remotecache_test
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"log/slog"
+	"maps"
 	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 
@@ -21,15 +25,30 @@ import (
 )
 
 // build runs the demo target on a fresh local store in dir, backed by the remote cache in repo.
-func build(t *testing.T, reg *regtest.Registry, repo, dir string) (*engine.Result, []byte) {
+func build(t *testing.T, reg *regtest.Registry, repo, dir string, opts ...oci.Option) (*engine.Result, []byte) {
+	t.Helper()
+	m := newMachine(t, reg, repo, dir, opts...)
+	defer m.local.Close()
+	return m.build(t)
+}
+
+// machine is an engine on a fresh local store in dir, backed by the remote cache in repo, with the
+// demo target planned.
+type machine struct {
+	e     *engine.Engine
+	p     *engine.Plan
+	local *artifacts.Store
+	out   string
+}
+
+func newMachine(t *testing.T, reg *regtest.Registry, repo, dir string, opts ...oci.Option) *machine {
 	t.Helper()
 	ctx := context.Background()
 	local, err := artifacts.OpenStore(filepath.Join(dir, "cache"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer local.Close()
-	rc, err := cacherepo.Open(ctx, reg.Host+"/"+repo, oci.WithPlainHTTP(reg.Host))
+	rc, err := cacherepo.Open(ctx, reg.Host+"/"+repo, append([]oci.Option{oci.WithPlainHTTP(reg.Host)}, opts...)...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -37,8 +56,7 @@ func build(t *testing.T, reg *regtest.Registry, repo, dir string) (*engine.Resul
 	if err != nil {
 		t.Fatal(err)
 	}
-	target := demo.Target{Seed: 3, Size: 200_000}
-	g, err := target.Graph(ctx)
+	g, err := demo.Target{Seed: 3, Size: 200_000}.Graph(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -46,12 +64,17 @@ func build(t *testing.T, reg *regtest.Registry, repo, dir string) (*engine.Resul
 	if err != nil {
 		t.Fatal(err)
 	}
-	out := filepath.Join(dir, "out")
-	res, err := e.Build(ctx, target.Name(), p, engine.BuildOptions{OutDir: out})
+	return &machine{e: e, p: p, local: local, out: filepath.Join(dir, "out")}
+}
+
+// build builds the demo target and returns demo.bin.
+func (m *machine) build(t *testing.T) (*engine.Result, []byte) {
+	t.Helper()
+	res, err := m.e.Build(context.Background(), "demo", m.p, engine.BuildOptions{OutDir: m.out})
 	if err != nil {
 		t.Fatal(err)
 	}
-	b, err := os.ReadFile(filepath.Join(out, "demo.bin"))
+	b, err := os.ReadFile(filepath.Join(m.out, "demo.bin"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -154,4 +177,107 @@ func (f *flipWriter) Write(p []byte) (int, error) {
 		return f.ResponseWriter.Write(q)
 	}
 	return f.ResponseWriter.Write(p)
+}
+
+// corruptBlob flips one byte of the blob holding data in the registry's filesystem storage: the
+// registry then serves the wrong bytes under data's sha256 to every client, and keeps serving them.
+// It returns the blob's digest.
+func corruptBlob(t *testing.T, reg *regtest.Registry, data []byte) string {
+	t.Helper()
+	sum := sha256.Sum256(data)
+	hx := hex.EncodeToString(sum[:])
+	path := filepath.Join(reg.RootDir, "docker", "registry", "v2", "blobs", "sha256", hx[:2], hx, "data")
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatalf("the registry's blob of %d bytes: %v", len(data), err)
+	}
+	if !bytes.Equal(b, data) {
+		t.Fatalf("%s does not hold the blob", path)
+	}
+	b[len(b)/2] ^= 0x01
+	if err := os.WriteFile(path, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return "sha256:" + hx
+}
+
+// TestRemoteCacheOneLookupPerNode: a build that plans (Engine.Status, as `orkpipe build` does for
+// its space check and --plan) and then builds asks the registry for each node's record once, and
+// downloads each blob once — also a record that misses, and a blob that arrives corrupt (once per
+// attempt of that one lookup, not once per attempt of each of the engine's three looks).
+func TestRemoteCacheOneLookupPerNode(t *testing.T) {
+	var mu sync.Mutex
+	gets := map[string]int{} // "manifest action-<key>" or "blob sha256:<hex>" -> GETs
+	reg := regtest.Start(t, func(h http.Handler) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if r.Method == http.MethodGet {
+				if _, tag, ok := strings.Cut(r.URL.Path, "/manifests/"); ok {
+					mu.Lock()
+					gets["manifest "+tag]++
+					mu.Unlock()
+				} else if _, d, ok := strings.Cut(r.URL.Path, "/blobs/"); ok {
+					mu.Lock()
+					gets["blob "+d]++
+					mu.Unlock()
+				}
+			}
+			h.ServeHTTP(w, r)
+		})
+	})
+	const retries = 2
+	statusAndBuild := func() (*engine.Result, []byte, map[string]int) {
+		t.Helper()
+		mu.Lock()
+		clear(gets)
+		mu.Unlock()
+		m := newMachine(t, reg, "orkpipe/cache", t.TempDir(), oci.WithRetries(retries))
+		defer m.local.Close()
+		if _, err := m.e.Status(context.Background(), m.p); err != nil {
+			t.Fatal(err)
+		}
+		res, out := m.build(t)
+		mu.Lock()
+		defer mu.Unlock()
+		return res, out, maps.Clone(gets)
+	}
+
+	// Machine A: the repository is empty, every lookup a miss.
+	a, want, got := statusAndBuild()
+	if a.Executed != 5 {
+		t.Fatalf("machine A: executed %d, want 5", a.Executed)
+	}
+	for _, n := range a.Nodes {
+		if k := "manifest action-" + n.Key.Hex(); got[k] != 1 {
+			t.Errorf("machine A, node %s: %d GETs of its record's manifest, want 1", n.ID, got[k])
+		}
+	}
+
+	// Machine B: every record is there, the join node's output blob corrupt.
+	bad := corruptBlob(t, reg, want)
+	b, _, got := statusAndBuild()
+	if b.Executed != 1 || b.Cached != 4 {
+		t.Fatalf("machine B: executed %d cached %d, want 1 and 4", b.Executed, b.Cached)
+	}
+	for _, n := range b.Nodes {
+		if k := "manifest action-" + n.Key.Hex(); got[k] != 1 {
+			t.Errorf("machine B, node %s: %d GETs of its record's manifest, want 1", n.ID, got[k])
+		}
+	}
+	blobs := 0
+	for k, n := range got {
+		d, ok := strings.CutPrefix(k, "blob ")
+		if !ok {
+			continue
+		}
+		blobs++
+		switch {
+		case d == bad && n != retries:
+			t.Errorf("machine B: the corrupt blob %s was downloaded %d times, want %d (the attempts of one lookup)", d, n, retries)
+		case d != bad && n != 1:
+			t.Errorf("machine B: blob %s downloaded %d times, want once", d, n)
+		}
+	}
+	if blobs < 5 {
+		t.Errorf("machine B downloaded %d distinct blobs, want a record and an output at least for each of 4 cached nodes and the corrupt one:\n%v", blobs, got)
+	}
 }

@@ -21,6 +21,13 @@
 // publishing a key forgets it, and a lookup its context canceled is not remembered. A record
 // another machine publishes while this Store lives is therefore not seen by it: open a Store per
 // build.
+//
+// # Repairing a corrupt remote object
+//
+// When a lookup finds an object's blob corrupt in the registry, the engine runs the node and
+// publishes its result; cacherepo.Repo remembers the corrupt blob and publishes that object in a
+// salted layer (another digest) instead of the corrupt one, so the next machine is served from the
+// remote cache again (docs/oci.md, "Remote build cache").
 package remotecache
 
 import (
@@ -127,8 +134,9 @@ func isCanceled(err error) bool {
 	return errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)
 }
 
-// PutAction records rec locally, then publishes it and its outputs to the remote cache, and
-// forgets what a lookup of rec's key returned.
+// PutAction records rec locally, then publishes it and its outputs to the remote cache (an output
+// whose blob a lookup found corrupt in the registry in a salted layer: cacherepo.Repo.PutAction),
+// and forgets what a lookup of rec's key returned.
 func (s *Store) PutAction(ctx context.Context, rec artifacts.ActionRecord) error {
 	if err := s.Store.PutAction(ctx, rec); err != nil {
 		return err

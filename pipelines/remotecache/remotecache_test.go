@@ -201,6 +201,42 @@ func corruptBlob(t *testing.T, reg *regtest.Registry, data []byte) string {
 	return "sha256:" + hx
 }
 
+// TestRemoteCacheRepairsCorruptBlob: a blob corrupted in the registry's storage (the join node's
+// output) costs one build one run of that node, and no more: that build publishes the node's
+// result again in a layer the registry does not hold corrupt, so the next machine (an empty local
+// store) is served every node from the remote cache. Re-uploading the object's own blob would not
+// do: the registry accepts the upload and keeps the corrupt bytes it has under that digest.
+func TestRemoteCacheRepairsCorruptBlob(t *testing.T) {
+	reg := regtest.Start(t, nil)
+	a, want := build(t, reg, "orkpipe/cache", t.TempDir())
+	if a.Executed != 5 {
+		t.Fatalf("machine A: executed %d, want 5", a.Executed)
+	}
+	corruptBlob(t, reg, want)
+
+	b, got := build(t, reg, "orkpipe/cache", t.TempDir(), oci.WithRetries(2))
+	if b.Executed != 1 || b.Executions != 1 || b.Cached != 4 {
+		t.Errorf("machine B (corrupt join output in the remote): executed %d (%d runs), cached %d; want the join node run once, 4 cached",
+			b.Executed, b.Executions, b.Cached)
+	}
+	for _, n := range b.Nodes {
+		if (n.Outcome == engine.OutcomeExecuted) != (n.ID == "join") {
+			t.Errorf("machine B: node %s %s", n.ID, n.Outcome)
+		}
+	}
+	if !bytes.Equal(got, want) {
+		t.Fatal("machine B: demo.bin differs from machine A's")
+	}
+
+	c, got := build(t, reg, "orkpipe/cache", t.TempDir(), oci.WithRetries(2))
+	if c.Executed != 0 || c.Cached != 5 {
+		t.Errorf("machine C after the repair: executed %d cached %d, want 0 and 5 (the remote cache still serves the corrupt blob)", c.Executed, c.Cached)
+	}
+	if !bytes.Equal(got, want) {
+		t.Fatal("machine C: demo.bin differs from machine A's")
+	}
+}
+
 // TestRemoteCacheOneLookupPerNode: a build that plans (Engine.Status, as `orkpipe build` does for
 // its space check and --plan) and then builds asks the registry for each node's record once, and
 // downloads each blob once — also a record that misses, and a blob that arrives corrupt (once per

@@ -11,20 +11,38 @@
 //	    layers        one per output, in record order: application/vnd.dev.orkpipe.object.v1,
 //	                  annotations org.opencontainers.image.title = output name,
 //	                  dev.orkpipe.object.blake3 = the object's BLAKE3 digest
+//	                  (application/vnd.dev.orkpipe.object.salted.v1 for a salted layer, below)
 //
 // A layer's digest is the object's sha256, which the local store remembers beside the object
 // (artifacts.Store.Digests): publishing an object hashes it at most once per store, and an object
 // the repository already holds is not read at all. Every fetched object is verified twice while it
 // streams into the local store: sha256 against the layer digest, BLAKE3 and size against the record
 // (artifacts.Store.IngestExpect); a corrupt or truncated download stores nothing.
+//
+// # Corrupt blobs in the registry
+//
+// A blob whose download fails its sha256 (or its length) on every attempt is taken to be corrupt
+// in the registry, and the Repo remembers it for its lifetime. Uploading it again would not help:
+// a registry keeps the bytes it holds under a digest (salted.go says why). So PutAction publishes
+// an object whose blob this Repo found corrupt as a salted layer — media type
+// MediaTypeSaltedObject, bytes "<object's sha256> <generation>\n" and then the object, the two
+// fields also in annotations AnnotationSalt and AnnotationGeneration — whose digest is another,
+// and the record's manifest then points to that layer: the node a corrupt blob made run once is
+// served to the next machine from the remote cache. A salted layer found corrupt in turn is
+// replaced by the next generation. GetAction reads either kind of layer (the salt line checked, the
+// object after it stored and verified as any object is), and learns from a salted layer of
+// generation n that every lower generation of that object is corrupt, so that a Repo that read it
+// never publishes one of those again.
 package cacherepo
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
+	"sync"
 
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/google/go-containerregistry/pkg/v1/types"
@@ -39,7 +57,16 @@ const (
 	MediaTypeObject    = "application/vnd.dev.orkpipe.object.v1"
 	AnnotationTitle    = "org.opencontainers.image.title"
 	AnnotationObjectB3 = "dev.orkpipe.object.blake3"
-	maxRecordBytes     = 4 << 20
+	// MediaTypeSaltedObject is a layer holding the line "<AnnotationSalt> <AnnotationGeneration>\n"
+	// and then the object.
+	MediaTypeSaltedObject = "application/vnd.dev.orkpipe.object.salted.v1"
+	// AnnotationSalt is a salted layer's object's sha256 digest (the digest of its own blob, which
+	// the registry served corrupt).
+	AnnotationSalt = "dev.orkpipe.object.salt"
+	// AnnotationGeneration is a salted layer's generation: 1, or one more than the salted layer
+	// found corrupt before it.
+	AnnotationGeneration = "dev.orkpipe.object.generation"
+	maxRecordBytes       = 4 << 20
 )
 
 // ErrInvalid: a manifest or record in the repository does not describe the node asked for.
@@ -48,6 +75,9 @@ var ErrInvalid = errors.New("invalid remote cache entry")
 // Repo is a registry repository used as a remote build cache.
 type Repo struct {
 	r *oci.Repo
+
+	mu   sync.Mutex
+	gens map[string]int // an object's sha256 -> the lowest generation of its layers not known corrupt
 }
 
 // Open connects to repo ("registry/name") for reading and writing.
@@ -56,14 +86,15 @@ func Open(ctx context.Context, repo string, opts ...oci.Option) (*Repo, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Repo{r: r}, nil
+	return &Repo{r: r, gens: map[string]int{}}, nil
 }
 
 func tag(key artifacts.Digest) string { return "action-" + key.Hex() }
 
 // PutAction uploads rec's outputs from store and then rec itself, tagged by its key. An output the
 // repository already holds is not sent (nor read); one it lacks is read through the store's
-// verifying reader, and the registry checks its sha256.
+// verifying reader, and the registry checks its sha256. An output whose blob GetAction found
+// corrupt in the registry is published as a salted layer (see the package doc).
 func (c *Repo) PutAction(ctx context.Context, store *artifacts.Store, rec artifacts.ActionRecord) error {
 	recJSON, err := artifacts.EncodeActionRecord(rec)
 	if err != nil {
@@ -78,14 +109,14 @@ func (c *Repo) PutAction(ctx context.Context, store *artifacts.Store, rec artifa
 		if od.Size != out.Size {
 			return fmt.Errorf("remote cache put %s: output %s (%s) has %d bytes, record says %d", rec.Key, out.Name, out.Digest, od.Size, out.Size)
 		}
-		d := od.SHA256String()
-		open := func(off int64) (io.ReadCloser, error) { return openAt(ctx, store, out.Digest, off) }
-		if _, err := c.r.Upload(ctx, oci.Blob{Digest: d, Size: od.Size, Open: open}); err != nil {
+		blob, layer, err := c.objectBlob(ctx, store, out, od.SHA256String())
+		if err != nil {
+			return fmt.Errorf("remote cache put %s: %w", rec.Key, err)
+		}
+		if _, err := c.r.Upload(ctx, blob); err != nil {
 			return fmt.Errorf("remote cache put %s: output %s: %w", rec.Key, out.Name, err)
 		}
-		h, _ := v1.NewHash(d)
-		layers = append(layers, v1.Descriptor{MediaType: MediaTypeObject, Size: od.Size, Digest: h,
-			Annotations: map[string]string{AnnotationTitle: out.Name, AnnotationObjectB3: out.Digest.String()}})
+		layers = append(layers, layer)
 	}
 	cfg, err := c.r.PutBlob(ctx, recJSON, MediaTypeAction)
 	if err != nil {
@@ -121,8 +152,9 @@ func openAt(ctx context.Context, store *artifacts.Store, d artifacts.Digest, off
 
 // GetAction fetches the record of key and makes sure every output is in store, downloading and
 // verifying the missing ones. A key the repository does not have is an error wrapping
-// artifacts.ErrNotFound (a miss). The record is returned, not stored: the caller records it with
-// store.PutAction once it accepts the hit.
+// artifacts.ErrNotFound (a miss). A blob that arrives corrupt on every attempt is remembered as
+// corrupt in the registry (PutAction salts it). The record is returned, not stored: the caller
+// records it with store.PutAction once it accepts the hit.
 func (c *Repo) GetAction(ctx context.Context, store *artifacts.Store, key artifacts.Digest) (artifacts.ActionRecord, error) {
 	var none artifacts.ActionRecord
 	raw, _, err := c.r.GetManifest(ctx, tag(key))
@@ -155,26 +187,35 @@ func (c *Repo) GetAction(ctx context.Context, store *artifacts.Store, key artifa
 	}
 	for i, out := range rec.Outputs {
 		l := m.Layers[i]
-		if l.Annotations[AnnotationObjectB3] != out.Digest.String() || l.Size != out.Size {
-			return none, fmt.Errorf("remote cache get %s: %w: layer %d does not match output %s", key, ErrInvalid, i, out.Name)
+		prefix, object, gen, err := saltLine(l)
+		if err != nil {
+			return none, fmt.Errorf("remote cache get %s: output %s: %w", key, out.Name, err)
 		}
+		if l.Annotations[AnnotationObjectB3] != out.Digest.String() || l.Size != int64(len(prefix))+out.Size {
+			return none, fmt.Errorf("remote cache get %s: %w: layer %d (%s, %d bytes, %s %q) does not match output %s (%s, %d bytes)",
+				key, ErrInvalid, i, l.MediaType, l.Size, AnnotationObjectB3, l.Annotations[AnnotationObjectB3], out.Name, out.Digest, out.Size)
+		}
+		c.corruptBelow(object, gen) // a salted layer of generation gen replaced corrupt ones
 		if _, err := store.Stat(ctx, out.Digest); err == nil {
 			continue
 		}
-		if err := c.fetchObject(ctx, store, l, out); err != nil {
+		if err := c.fetchObject(ctx, store, l, prefix, out); err != nil {
+			if blobCorrupt(err) && ctx.Err() == nil {
+				c.corruptBelow(object, gen+1)
+			}
 			return none, fmt.Errorf("remote cache get %s: output %s (%s, layer %s): %w", key, out.Name, out.Digest, l.Digest, err)
 		}
 	}
 	return rec, nil
 }
 
-// fetchObject streams one layer into the store, retrying transient failures and corrupt bytes.
-func (c *Repo) fetchObject(ctx context.Context, store *artifacts.Store, l v1.Descriptor, out artifacts.NamedObject) error {
+// fetchObject streams one layer, whose bytes are prefix and then out, into the store, retrying
+// transient failures and corrupt bytes.
+func (c *Repo) fetchObject(ctx context.Context, store *artifacts.Store, l v1.Descriptor, prefix []byte, out artifacts.NamedObject) error {
 	var err error
 	for attempt := 1; attempt <= c.r.Retries(); attempt++ {
 		rc := c.r.OpenBlob(ctx, l, 0, l.Size)
-		_, err = store.IngestExpect(ctx, oci.NewVerifyReader(rc, l.Size, l.Digest.String(), "object "+out.Digest.String()),
-			artifacts.Object{Digest: out.Digest, Size: out.Size})
+		err = ingestLayer(ctx, store, oci.NewVerifyReader(rc, l.Size, l.Digest.String(), "object "+out.Digest.String()), l, prefix, out)
 		rc.Close()
 		if err == nil {
 			return nil
@@ -184,5 +225,20 @@ func (c *Repo) fetchObject(ctx context.Context, store *artifacts.Store, l v1.Des
 		}
 		oci.Backoff(ctx, attempt)
 	}
+	return err
+}
+
+// ingestLayer checks that r (the layer's bytes) begins with prefix and stores what follows as out.
+func ingestLayer(ctx context.Context, store *artifacts.Store, r io.Reader, l v1.Descriptor, prefix []byte, out artifacts.NamedObject) error {
+	if len(prefix) > 0 {
+		got := make([]byte, len(prefix))
+		if _, err := io.ReadFull(r, got); err != nil {
+			return fmt.Errorf("salted layer %s: reading its salt line: %w", l.Digest, err)
+		}
+		if !bytes.Equal(got, prefix) {
+			return fmt.Errorf("salted layer %s: %w: it begins with %q, want its salt line %q", l.Digest, oci.ErrDigestMismatch, got, prefix)
+		}
+	}
+	_, err := store.IngestExpect(ctx, r, artifacts.Object{Digest: out.Digest, Size: out.Size})
 	return err
 }

@@ -46,23 +46,51 @@ func (l loc) String() string {
 	return s + l.suffix
 }
 
+// MaxMetadataBytes caps the KV (metadata) section of a GGUF: the bytes from the end of the
+// 24-byte preamble to the first tensor info, keys, types and values together. Parse refuses a
+// file whose KV section would pass it with ErrLimit, naming the file, the key and the limit,
+// before allocating for the value that would pass it.
+//
+// No real GGUF comes near it. The largest KV sections are tokenizers: measured, GPT-2's vocab
+// file (50k tokens and 50k merges) has 1.8 MB, llama's SPM vocab (32k tokens with scores and
+// types) 0.7 MB; a 248k-token vocab with merges (Qwen3.5/3.6) is about 11 MB (tokens ~4 MB,
+// merges ~5.5 MB, token types 1 MB), a 262k-token SentencePiece vocab (Gemma: tokens, scores,
+// types) about 7 MB, chat templates a few KB. 256 MiB is over 20 times the largest of them.
+//
+// It bounds what parsing holds in memory however large a (sparse) file declares its values:
+// decoded, a KV section takes at most about twice its file bytes (a string in a string array
+// costs 16 bytes of header for its 8-byte length), so at most ~512 MiB at the cap. Without it, a
+// file made sparse with truncate satisfies any "bytes left in the file" check, and a u8 array
+// declaring 12 Gi elements was read into 12 GiB.
+const MaxMetadataBytes = 256 << 20
+
 // decoder reads the header sequentially from an io.ReaderAt, tracking the absolute offset so
 // that every error can say where it happened, and the bytes left so that no count read from the
-// file is trusted before it is checked against them.
+// file is trusted before it is checked against them. Nothing is allocated by a count read from
+// the file: strings and arrays grow as their bytes are read (readChunk at a time).
 type decoder struct {
 	name    string // file name for messages
 	br      *bufio.Reader
 	pos     int64
 	size    int64
+	kvStart int64 // offset of the KV section while it is read (limit applies), -1 otherwise
 	scratch []byte
 }
+
+const (
+	// readChunk is the most read at a time into a string or an array's elements.
+	readChunk = 64 << 10
+	// firstGrow is the most memory an array is given before its elements have been read (one
+	// allocation for every real vocab, 512 Ki strings); past it the array doubles as it is read.
+	firstGrow = 8 << 20
+)
 
 func newDecoder(name string, r io.ReaderAt, size int64) *decoder {
 	bufSize := 64 << 10
 	if size < int64(bufSize) {
 		bufSize = max(int(size), 16)
 	}
-	return &decoder{name: name, br: bufio.NewReaderSize(io.NewSectionReader(r, 0, size), bufSize), size: size}
+	return &decoder{name: name, br: bufio.NewReaderSize(io.NewSectionReader(r, 0, size), bufSize), size: size, kvStart: -1}
 }
 
 // errAt formats an ErrFormat error at absolute offset off.
@@ -72,10 +100,27 @@ func (d *decoder) errAt(off int64, format string, a ...any) error {
 
 func (d *decoder) left() int64 { return d.size - d.pos }
 
+// metaLeft is what is left of MaxMetadataBytes while the KV section is read (MaxInt64 outside).
+func (d *decoder) metaLeft() int64 {
+	if d.kvStart < 0 {
+		return math.MaxInt64
+	}
+	return d.kvStart + MaxMetadataBytes - d.pos
+}
+
+// limitErr is the ErrLimit error for what (at off) needing need more bytes of the KV section.
+func (d *decoder) limitErr(off int64, what loc, need uint64) error {
+	return fmt.Errorf("%w: %s: offset %d: %s needs %d bytes, past the %d-byte limit on the KV (metadata) section (gguf.MaxMetadataBytes; %d bytes of it before this)",
+		ErrLimit, d.name, off, what, need, int64(MaxMetadataBytes), off-d.kvStart)
+}
+
 // read fills p from the file, failing with a message naming what was being read.
 func (d *decoder) read(p []byte, what loc) error {
 	if int64(len(p)) > d.left() {
 		return d.errAt(d.pos, "truncated: %s needs %d bytes, only %d left in the file", what, len(p), d.left())
+	}
+	if int64(len(p)) > d.metaLeft() {
+		return d.limitErr(d.pos, what, uint64(len(p)))
 	}
 	if _, err := io.ReadFull(d.br, p); err != nil {
 		return fmt.Errorf("%s: offset %d: reading %s: %w", d.name, d.pos, what, err)
@@ -108,7 +153,8 @@ func (d *decoder) u64(what loc) (uint64, error) {
 }
 
 // count reads a u64 count of items each at least minSize bytes and checks it against the
-// bytes left before anyone allocates from it.
+// bytes left in the file and, in the KV section, in MaxMetadataBytes. Callers still allocate
+// only as the items are read.
 func (d *decoder) count(what loc, minSize int) (int, error) {
 	off := d.pos
 	n, err := d.u64(what)
@@ -118,6 +164,9 @@ func (d *decoder) count(what loc, minSize int) (int, error) {
 	if minSize > 0 && n > uint64(d.left())/uint64(minSize) {
 		return 0, d.errAt(off, "%s %d is larger than the %d bytes left in the file allow (at least %d bytes each)", what, n, d.left(), minSize)
 	}
+	if minSize > 0 && n > uint64(d.metaLeft())/uint64(minSize) {
+		return 0, d.limitErr(off, what.with(fmt.Sprintf(" %d (at least %d bytes each)", n, minSize)), n*uint64(minSize))
+	}
 	if n > math.MaxInt32*64 { // only reachable with minSize 0
 		return 0, d.errAt(off, "%s %d is implausibly large", what, n)
 	}
@@ -126,19 +175,50 @@ func (d *decoder) count(what loc, minSize int) (int, error) {
 
 // str reads a GGUF string (u64 length + bytes).
 func (d *decoder) str(what loc) (string, error) {
-	off := d.pos
-	n, err := d.u64(what.with(" length"))
+	n, err := d.strLen(what)
 	if err != nil {
 		return "", err
 	}
+	return d.strBody(n, what)
+}
+
+// strLen reads a string's u64 length and checks it against the bytes left in the file and, in
+// the KV section, in MaxMetadataBytes.
+func (d *decoder) strLen(what loc) (int, error) {
+	off := d.pos
+	n, err := d.u64(what.with(" length"))
+	if err != nil {
+		return 0, err
+	}
 	if n > uint64(d.left()) {
-		return "", d.errAt(off, "%s length %d is longer than the %d bytes left in the file", what, n, d.left())
+		return 0, d.errAt(off, "%s length %d is longer than the %d bytes left in the file", what, n, d.left())
 	}
-	b := d.buf(int(n))
-	if err := d.read(b, what); err != nil {
-		return "", err
+	if n > uint64(d.metaLeft()) {
+		return 0, d.limitErr(off, what, n)
 	}
-	return string(b), nil
+	return int(n), nil
+}
+
+// strBody reads the n bytes of a string whose length strLen checked, growing the string
+// readChunk at a time as they are read.
+func (d *decoder) strBody(n int, what loc) (string, error) {
+	if n <= readChunk {
+		b := d.buf(n)
+		if err := d.read(b, what); err != nil {
+			return "", err
+		}
+		return string(b), nil
+	}
+	var sb strings.Builder
+	for left := n; left > 0; {
+		b := d.buf(min(left, readChunk))
+		if err := d.read(b, what); err != nil {
+			return "", err
+		}
+		sb.Write(b)
+		left -= len(b)
+	}
+	return sb.String(), nil
 }
 
 // scalar reads one scalar of type t into Value's raw bits.
@@ -191,57 +271,41 @@ func (d *decoder) array(what loc) (Value, error) {
 	}
 	v := Value{typ: ValueArray, elem: et}
 	if et == ValueString {
-		a := make([]string, n)
-		for i := range a {
-			if a[i], err = d.str(what.at(i)); err != nil {
+		var a []string
+		for i := 0; i < n; i++ {
+			s, err := d.str(what.at(i))
+			if err != nil {
 				return Value{}, err
 			}
+			a = append(grow(a, n, firstGrow/16), s)
+		}
+		if a == nil {
+			a = []string{}
 		}
 		v.arr = a
 		return v, nil
 	}
-	es := et.size()
 	switch et {
 	case ValueUint8, ValueBool:
-		a := make([]uint8, n)
-		err = d.read(a, what)
-		v.arr = a
+		v.arr, err = elems(d, n, 1, what, func(b []byte) uint8 { return b[0] })
 	case ValueInt8:
-		a := make([]int8, n)
-		err = d.chunks(n, es, what, func(i int, b []byte) { a[i] = int8(b[0]) })
-		v.arr = a
+		v.arr, err = elems(d, n, 1, what, func(b []byte) int8 { return int8(b[0]) })
 	case ValueUint16:
-		a := make([]uint16, n)
-		err = d.chunks(n, es, what, func(i int, b []byte) { a[i] = binary.LittleEndian.Uint16(b) })
-		v.arr = a
+		v.arr, err = elems(d, n, 2, what, binary.LittleEndian.Uint16)
 	case ValueInt16:
-		a := make([]int16, n)
-		err = d.chunks(n, es, what, func(i int, b []byte) { a[i] = int16(binary.LittleEndian.Uint16(b)) })
-		v.arr = a
+		v.arr, err = elems(d, n, 2, what, func(b []byte) int16 { return int16(binary.LittleEndian.Uint16(b)) })
 	case ValueUint32:
-		a := make([]uint32, n)
-		err = d.chunks(n, es, what, func(i int, b []byte) { a[i] = binary.LittleEndian.Uint32(b) })
-		v.arr = a
+		v.arr, err = elems(d, n, 4, what, binary.LittleEndian.Uint32)
 	case ValueInt32:
-		a := make([]int32, n)
-		err = d.chunks(n, es, what, func(i int, b []byte) { a[i] = int32(binary.LittleEndian.Uint32(b)) })
-		v.arr = a
+		v.arr, err = elems(d, n, 4, what, func(b []byte) int32 { return int32(binary.LittleEndian.Uint32(b)) })
 	case ValueFloat32:
-		a := make([]float32, n)
-		err = d.chunks(n, es, what, func(i int, b []byte) { a[i] = math.Float32frombits(binary.LittleEndian.Uint32(b)) })
-		v.arr = a
+		v.arr, err = elems(d, n, 4, what, func(b []byte) float32 { return math.Float32frombits(binary.LittleEndian.Uint32(b)) })
 	case ValueUint64:
-		a := make([]uint64, n)
-		err = d.chunks(n, es, what, func(i int, b []byte) { a[i] = binary.LittleEndian.Uint64(b) })
-		v.arr = a
+		v.arr, err = elems(d, n, 8, what, binary.LittleEndian.Uint64)
 	case ValueInt64:
-		a := make([]int64, n)
-		err = d.chunks(n, es, what, func(i int, b []byte) { a[i] = int64(binary.LittleEndian.Uint64(b)) })
-		v.arr = a
+		v.arr, err = elems(d, n, 8, what, func(b []byte) int64 { return int64(binary.LittleEndian.Uint64(b)) })
 	case ValueFloat64:
-		a := make([]float64, n)
-		err = d.chunks(n, es, what, func(i int, b []byte) { a[i] = math.Float64frombits(binary.LittleEndian.Uint64(b)) })
-		v.arr = a
+		v.arr, err = elems(d, n, 8, what, func(b []byte) float64 { return math.Float64frombits(binary.LittleEndian.Uint64(b)) })
 	}
 	if err != nil {
 		return Value{}, err
@@ -249,18 +313,34 @@ func (d *decoder) array(what loc) (Value, error) {
 	return v, nil
 }
 
-// chunks reads n elements of es bytes each in bounded chunks and hands each to put.
-func (d *decoder) chunks(n, es int, what loc, put func(i int, b []byte)) error {
-	const chunk = 4096
-	for i := 0; i < n; i += chunk {
-		m := min(chunk, n-i)
+// elems reads n elements of es bytes each, readChunk bytes at a time, converting each with
+// conv. The slice grows as elements are read, never by n alone: n has been checked against the
+// bytes left, but those may be a file's hole.
+func elems[T any](d *decoder, n, es int, what loc, conv func([]byte) T) ([]T, error) {
+	per := readChunk / es
+	a := []T{}
+	for len(a) < n {
+		m := min(per, n-len(a))
 		b := d.buf(m * es)
 		if err := d.read(b, what); err != nil {
-			return err
+			return nil, err
 		}
+		a = grow(a, n, firstGrow/es) // room for all m: the capacity is n or at least len(a)+per
 		for j := 0; j < m; j++ {
-			put(i+j, b[j*es:(j+1)*es])
+			a = append(a, conv(b[j*es:(j+1)*es]))
 		}
 	}
-	return nil
+	return a, nil
+}
+
+// grow returns a with room for one more element (of at most n): first elements at first,
+// then twice the capacity, never more than n. Memory then follows the elements read, at most
+// twice them (or first), whatever n declares.
+func grow[T any](a []T, n, first int) []T {
+	if len(a) < cap(a) {
+		return a
+	}
+	b := make([]T, len(a), min(n, max(first, 2*cap(a))))
+	copy(b, a)
+	return b
 }

@@ -22,9 +22,11 @@
 // # Contracts
 //
 // Parse validates everything llama.cpp's gguf loader validates and reports exactly what is
-// wrong and where (field, key or tensor name, byte offset). No count read from the file is used
-// to allocate before it is checked against the bytes left in the file, so parsing an n-byte
-// input allocates O(n). Tensor data is never loaded as a whole: ReadRows and ReadRaw read by
+// wrong and where (field, key or tensor name, byte offset). No count or length read from the
+// file is used to allocate: strings and arrays grow as their bytes are read, so parsing an
+// n-byte input allocates O(n), and since a sparse file's hole counts as n bytes, the KV section
+// is refused past MaxMetadataBytes (ErrLimit) and a too-long tensor name by its length, unread.
+// Tensor data is never loaded as a whole: ReadRows and ReadRaw read by
 // pread (io.ReaderAt) row range by row range.
 //
 // Write emits a file that Parse (and llama.cpp) accepts, streaming tensor data from a callback,

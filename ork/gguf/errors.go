@@ -8,6 +8,9 @@ var (
 	// ErrFormat: the bytes are not a GGUF file llama.cpp would accept (malformed header,
 	// KV, tensor info, offsets or data bounds).
 	ErrFormat = errors.New("invalid GGUF")
+	// ErrLimit: the header passes a limit of this reader that no real GGUF reaches
+	// (MaxMetadataBytes); the file may be valid for llama.cpp but is refused unread.
+	ErrLimit = errors.New("GGUF header exceeds a reader limit")
 	// ErrVersion: the GGUF version is not 2 or 3 (or the file is byte-swapped).
 	ErrVersion = errors.New("unsupported GGUF version")
 	// ErrUnsupportedType: an operation (dequantize, quantize) is not implemented for a ggml type.

@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"strings"
 	"testing"
 
 	"orkpipe/internal/testfiles"
@@ -131,6 +132,18 @@ func seedFiles(t *testing.T) map[string][]byte {
 	seeds["header-only"] = buf.Bytes()[:24]
 	seeds["tensorless"] = tensorless(t, false)
 	seeds["tensorless-padded"] = tensorless(t, true)
+	// The readers' bounded paths: a string read readChunk at a time, a tensor name refused by its
+	// length unread, a string array whose first element is past the end (TestSparseDeclaredSizes
+	// has the sparse files themselves, too large for seeds).
+	g = valid()
+	g.kv = append(g.kv, func(b *raw) { b.str("long").u32(uint32(ValueString)).str(strings.Repeat("x", readChunk+100)) })
+	seeds["long-string"] = g.build()
+	g = valid()
+	g.tensors[1].name = strings.Repeat("n", maxQuotedName+1)
+	seeds["long-tensor-name"] = g.build()
+	g = valid()
+	g.kv = append(g.kv, func(b *raw) { b.str("arr").u32(uint32(ValueArray)).u32(uint32(ValueString)).u64(40).u64(1 << 40) })
+	seeds["string-array-past-end"] = g.build()
 	return seeds
 }
 

@@ -22,6 +22,10 @@ const (
 	MaxNameLen = 64
 	// MaxDims is the largest n_dims llama.cpp accepts (GGML_MAX_DIMS).
 	MaxDims = 4
+
+	// maxQuotedName is the longest too-long tensor name read to be quoted in the error; a
+	// longer one is refused by its length, unread.
+	maxQuotedName = 1 << 10
 )
 
 // Supported reports whether a GGUF version can be read (2 and 3). It is the one version
@@ -91,6 +95,7 @@ func parse(ctx context.Context, r io.ReaderAt, size int64, name string, checkDat
 	f := &File{Path: name, Version: version, Alignment: DefaultAlignment, Size: size, r: r,
 		kvIndex: make(map[string]int, min(nKV, 1024)), tIndex: make(map[string]int, min(nTensors, 1<<14))}
 
+	d.kvStart = d.pos
 	for i := 0; i < nKV; i++ {
 		if i%256 == 0 && ctx.Err() != nil {
 			return nil, ctx.Err()
@@ -106,6 +111,7 @@ func parse(ctx context.Context, r io.ReaderAt, size int64, name string, checkDat
 		f.kvIndex[kv.Key] = len(f.KV)
 		f.KV = append(f.KV, kv)
 	}
+	d.kvStart = -1
 	if j, ok := f.kvIndex[AlignmentKey]; ok {
 		v := f.KV[j].Value
 		if v.Type() != ValueUint32 {
@@ -199,7 +205,14 @@ func (d *decoder) kv(i int) (KV, error) {
 // tensorInfo reads and validates tensor info i (everything but the offset sequence).
 func (d *decoder) tensorInfo(i int) (TensorInfo, error) {
 	off := d.pos
-	name, err := d.str(atIdx("tensor info %d name", i))
+	n, err := d.strLen(atIdx("tensor info %d name", i))
+	if err != nil {
+		return TensorInfo{}, err
+	}
+	if n > maxQuotedName { // refused unread: only a name this short is worth quoting
+		return TensorInfo{}, d.errAt(off, "tensor info %d: name is too long (%d bytes, the limit is %d)", i, n, MaxNameLen-1)
+	}
+	name, err := d.strBody(n, atIdx("tensor info %d name", i))
 	if err != nil {
 		return TensorInfo{}, err
 	}

@@ -130,6 +130,9 @@ func runEval(ctx context.Context, opts *globalOptions, fl evalFlags) error {
 		if err != nil {
 			return fmt.Errorf("eval: --pack %s with --model %s: %w", fl.pack, fl.model, err)
 		}
+		if err := ps.CheckEmulationMemory(fl.ctx, budget); err != nil {
+			return fmt.Errorf("eval: --pack %s with --ctx %d and --mem %d: %w", fl.pack, fl.ctx, budget, err)
+		}
 		if target, err = model.NewModel(m.Cfg, ps); err != nil {
 			return err
 		}

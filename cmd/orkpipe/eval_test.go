@@ -215,3 +215,51 @@ func TestEvalPackHybrid(t *testing.T) {
 		t.Errorf("KLD mean %g: want the pack's small nonzero divergence", r.KLD.Mean)
 	}
 }
+
+// TestEvalPackScratchOverBudget evaluates a pack one entry of which (blk.0.attn_k.weight, K = 64) is
+// rotated with a Hadamard block of 2^16, so that its padded K is 65536: valid in a pack (the block divides
+// the padded K), but emulating it on a 512-token chunk takes 512·65536 rotated floats and activation codes
+// (160 MiB; with a block of 2^24, 40 GiB). Under --mem 64MiB eval must refuse it before reading any entry,
+// naming the entry, KP, K and the budget; it used to allocate the scratch and run.
+func TestEvalPackScratchOverBudget(t *testing.T) {
+	modelPath := testfiles.Path(t, "stories260K.gguf")
+	packPath := filepath.Join(t.TempDir(), "wide.orkpack")
+	const name, kp = "blk.0.attn_k.weight", 1 << 16
+	fixtures.Pack(t, modelPath, packPath, func(name string) (fixtures.Tier, bool) {
+		return fixtures.Tier{DType: pack.I8Rot, Group: 32, Seed: 9}, strings.HasPrefix(name, "blk.0.")
+	}, func(w *pack.Weight) bool {
+		if w.Name != name {
+			return false
+		}
+		// Each row's codes and scales padded with zero codes (scale 1) to the block.
+		codes, scales := make([]int8, w.N*kp), make([]float32, w.N*kp/w.Group)
+		for i := range scales {
+			scales[i] = 1
+		}
+		for r := 0; r < w.N; r++ {
+			copy(codes[r*kp:], w.Codes[r*w.K:(r+1)*w.K])
+			copy(scales[r*kp/w.Group:], w.Scales[r*w.K/w.Group:(r+1)*w.K/w.Group])
+		}
+		w.K, w.Codes, w.Scales, w.Rotation.Block = kp, codes, scales, kp
+		return true
+	})
+	_, errOut, code := orkpipeExit(t, "--mem", "64MiB", "eval", "--model", modelPath, "--pack", packPath,
+		"--text", testfiles.Path(t, "stories-generated.txt"), "--ctx", "512", "--chunks", "1")
+	t.Logf("exit %d: %s", code, errOut)
+	for _, want := range []string{"pack entry " + name, "KP = 65536", "K = 64", "memory budget of 67108864 bytes"} {
+		if code != exitFailure || !strings.Contains(errOut, want) {
+			t.Errorf("exit %d, want %d and an error containing %q", code, exitFailure, want)
+		}
+	}
+	// The entries as the quantizer pads them fit: only the padded entry is refused.
+	ps, err := pack.Open(context.Background(), packPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ps.Close()
+	for _, e := range ps.Entries() {
+		if n, ok := model.EmulationBytes(e.K, 512, true); e.Name != name && (!ok || n > 64<<20) {
+			t.Errorf("entry %s (K %d): %d bytes for 512 tokens", e.Name, e.K, n)
+		}
+	}
+}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"runtime"
 
+	"orkpipe/ork/internal/checked"
 	"orkpipe/ork/pack"
 	"orkpipe/ork/quant"
 )
@@ -205,6 +206,54 @@ func NewPackSource(float interface {
 		}
 	}
 	return &PackSource{Float: float, Pack: p}, nil
+}
+
+// EmulationBytes is the scratch one Apply of an emulated integer pack entry of padded K kp takes for t
+// tokens at once: the rotated activation rows (t·kp float32, a rotated entry only) and their quantized
+// codes and scales (t·kp int8, t float32). ok is false when it overflows int64. The entry's own codes
+// and scales (N·kp) are not in it.
+func EmulationBytes(kp, t int, rotated bool) (n int64, ok bool) {
+	vals, ok := checked.Mul(int64(t), int64(kp))
+	per := int64(1) // an int8 code a value
+	if rotated {
+		per += 4 // and its float32 rotated value
+	}
+	if n, ok2 := checked.Mul(vals, per); ok && ok2 {
+		return checked.Add(n, 4*int64(t))
+	}
+	return 0, false
+}
+
+// CheckEmulationMemory refuses, before any entry is read, a pack with an entry whose emulation on
+// tokens tokens at once (a chunk) would need more than budget bytes of scratch (EmulationBytes), with an
+// ErrOverBudget error naming the entry, its padded and the model's K and the budget. A pack may pad a
+// rotated entry's K to any power-of-two Hadamard block up to 2^24 (the block must divide it), so an
+// entry of the model's K = 64 can carry a padded K of 2^24, and a 512-token chunk of it would need
+// 40 GiB of activations: far past the memory, where any real entry (a padded K within 32 of the
+// model's) needs a few tens of MB.
+func (s *PackSource) CheckEmulationMemory(tokens int, budget int64) error {
+	for _, e := range s.Pack.Entries() {
+		if e.DType == pack.F16 {
+			continue
+		}
+		rotated := e.Rotation.Kind != pack.RotNone
+		need, ok := EmulationBytes(e.K, tokens, rotated)
+		if ok && need <= budget {
+			continue
+		}
+		k, _, _ := s.Float.Shape(e.Name)
+		what := fmt.Sprintf("%d bytes", need)
+		if !ok {
+			what = "more bytes than an int64 counts"
+		}
+		width := fmt.Sprintf("K = %d", e.K)
+		if rotated {
+			width = fmt.Sprintf("the model's K = %d padded to KP = %d by its rotation %s", k, e.K, e.Rotation)
+		}
+		return fmt.Errorf("pack entry %s: emulating it on %d tokens at once needs %s of activations (%d values a token: %s), more than the memory budget of %d bytes: %w",
+			e.Name, tokens, what, e.K, width, budget, ErrOverBudget)
+	}
+	return nil
 }
 
 // Vector implements WeightSource.

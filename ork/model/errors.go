@@ -27,6 +27,9 @@ var (
 	// ErrBadKLBase is returned for a KL-divergence base file (llama-perplexity --kl-divergence-base)
 	// that is malformed or does not match the model and text it is used with.
 	ErrBadKLBase = errors.New("bad KL-divergence base file")
+	// ErrOverBudget is returned when emulating a pack entry would need more memory than the caller's
+	// budget (PackSource.CheckEmulationMemory).
+	ErrOverBudget = errors.New("over the memory budget")
 	// ErrNotFinite is returned when a forward pass makes a NaN or an infinity (finite.go): the message
 	// names where, and the first weight that holds one when a weight does.
 	ErrNotFinite = errors.New("not a finite number")

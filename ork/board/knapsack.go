@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"math"
 	"slices"
+
+	"orkpipe/ork/internal/checked"
 )
 
 // Limits of the exact knapsack (Choose): the DP's work (budget units × experts) and its choice table.
@@ -26,7 +28,9 @@ const (
 // (sizes 3, 2, 2 with lookups 3, 1.9, 1.9 under budget 4: greedy takes the 3 for 3, the optimum the two 2s
 // for 3.8), so Choose combines the classes by dynamic programming over the budget in units of the
 // greatest common divisor of the class sizes, choosing how many of each class's best to take. It refuses
-// (an error, never an approximation) an instance whose table would exceed its work or memory limits.
+// (an error, never an approximation) an instance whose table would exceed its work or memory limits, and
+// experts whose bytes or lookups sum past int64 (naming the expert that overflows them): a sum within it
+// bounds every subset's, so callers may add up any chosen set unchecked.
 func Choose(experts []Expert, budget int64) ([]bool, error) {
 	hot := make([]bool, len(experts))
 	var total, lookups int64
@@ -34,8 +38,12 @@ func Choose(experts []Expert, budget int64) ([]bool, error) {
 		if x.Bytes <= 0 || x.Lookups < 0 {
 			return nil, fmt.Errorf("residency: expert %d of layer %d: %d bytes, %d lookups: want bytes > 0 and lookups >= 0", x.Index, x.Layer, x.Bytes, x.Lookups)
 		}
-		total += x.Bytes
-		lookups += x.Lookups
+		var okB, okL bool
+		total, okB = checked.Add(total, x.Bytes)
+		lookups, okL = checked.Add(lookups, x.Lookups)
+		if !okB || !okL {
+			return nil, fmt.Errorf("residency: expert %d of layer %d: %d bytes, %d lookups: the experts' bytes or lookups up to it overflow int64", x.Index, x.Layer, x.Bytes, x.Lookups)
+		}
 		hot[i] = true
 	}
 	if budget >= total {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 
+	"orkpipe/ork/internal/checked"
 	"orkpipe/ork/pack"
 )
 
@@ -25,7 +26,9 @@ func (pl Plan) Domains() int { return len(pl.DomainBytes) }
 // the next entry under the profile's capacity (ceiling - headroom). It needs only each entry's name, dtype,
 // K and N (through ResidentBytes), so a planner can call it on entries not yet written. It fails with a
 // *FitError (wrapping ErrDoesNotFit) when an entry exceeds a domain or the plan needs more domains than the
-// board has, and with ResidentBytes' error when the profile cannot hold an entry's dtype or shape.
+// board has, and with ResidentBytes' error when the profile cannot hold an entry's dtype or shape. Resident
+// bytes whose sum overflows int64 fit no board: an error wrapping ErrDoesNotFit names the entry that
+// overflows it.
 func PlanDomains(entries []pack.Entry, p Profile) (Plan, error) {
 	if err := p.Validate(); err != nil {
 		return Plan{}, err
@@ -41,6 +44,11 @@ func PlanDomains(entries []pack.Entry, p Profile) (Plan, error) {
 		if r > pl.Capacity {
 			oversized = append(oversized, Sized{e.Name, r})
 		}
+		total, ok := checked.Add(pl.Total, r)
+		if !ok {
+			return Plan{}, fmt.Errorf("%w: entry %q (index %d): its %d resident bytes on %s overflow the %d bytes of the entries before it", ErrDoesNotFit, e.Name, i, r, p.Name, pl.Total)
+		}
+		// A domain's bytes are at most the total: their sum with r does not overflow either.
 		d := len(pl.DomainBytes) - 1
 		if d < 0 || pl.DomainBytes[d]+r > pl.Capacity {
 			pl.DomainBytes = append(pl.DomainBytes, 0)
@@ -48,7 +56,7 @@ func PlanDomains(entries []pack.Entry, p Profile) (Plan, error) {
 		}
 		pl.DomainBytes[d] += r
 		pl.Resident[i], pl.Domain[i] = r, d
-		pl.Total += r
+		pl.Total = total
 	}
 	if len(oversized) > 0 || pl.Domains() > p.MaxDomains {
 		names := make([]string, len(entries))

@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 
+	"orkpipe/ork/internal/checked"
 	"orkpipe/ork/pack"
 )
 
@@ -24,7 +25,8 @@ type Expert struct {
 
 // Experts groups the expert-slice entries of entries by block and expert index (ordered by layer, then
 // index) and returns them with the positions of the other (dense) entries. An expert slice whose tensor
-// is not "blk.<l>.<name>" is an error: its block is unknown.
+// is not "blk.<l>.<name>" is an error: its block is unknown, as is an expert whose entries' resident bytes
+// sum past int64.
 func Experts(entries []pack.Entry, p Profile) (experts []Expert, dense []int, err error) {
 	by := map[[2]int]*Expert{}
 	for i, e := range entries {
@@ -46,7 +48,9 @@ func Experts(entries []pack.Entry, p Profile) (experts []Expert, dense []int, er
 			by[[2]int{l, x}] = u
 		}
 		u.Entries = append(u.Entries, i)
-		u.Bytes += r
+		if u.Bytes, ok = checked.Add(u.Bytes, r); !ok {
+			return nil, nil, fmt.Errorf("%w: residency: expert %d of layer %d: entry %q's %d resident bytes on %s overflow its other entries'", ErrDoesNotFit, x, l, e.Name, r, p.Name)
+		}
 	}
 	for _, u := range by {
 		experts = append(experts, *u)
@@ -122,9 +126,15 @@ func ResidencyWindow(entries []pack.Entry, budget Budget, domains int, p Profile
 	if err != nil {
 		return Window{}, nil, nil, err
 	}
-	w := Window{Board: p.Name, Domains: domains, Bytes: int64(domains) * p.Capacity(), Experts: len(experts)}
+	w := Window{Board: p.Name, Domains: domains, Experts: len(experts)}
+	var ok bool
+	if w.Bytes, ok = checked.Mul(int64(domains), p.Capacity()); !ok {
+		return Window{}, nil, nil, fmt.Errorf("%w %q: residency over %d domains of %d bytes: the window overflows int64", ErrProfile, p.Name, domains, p.Capacity())
+	}
 	for _, x := range experts {
-		w.All += x.Bytes
+		if w.All, ok = checked.Add(w.All, x.Bytes); !ok {
+			return Window{}, nil, nil, fmt.Errorf("%w: residency: expert %d of layer %d: its %d resident bytes on %s overflow the experts' before it", ErrDoesNotFit, x.Index, x.Layer, x.Bytes, p.Name)
+		}
 		w.Entries += len(x.Entries)
 	}
 	for _, i := range dense {
@@ -132,7 +142,9 @@ func ResidencyWindow(entries []pack.Entry, budget Budget, domains int, p Profile
 		if err != nil {
 			return Window{}, nil, nil, err
 		}
-		w.Dense += r
+		if w.Dense, ok = checked.Add(w.Dense, r); !ok {
+			return Window{}, nil, nil, fmt.Errorf("%w: residency: dense entry %q: its %d resident bytes on %s overflow the dense entries' before it", ErrDoesNotFit, entries[i].Name, r, p.Name)
+		}
 	}
 	switch {
 	case budget.Auto:
@@ -331,7 +343,10 @@ func CheckResidency(res pack.Residency, entries []pack.Entry, p Profile) error {
 			if err != nil {
 				return err
 			}
-			hotBytes += r
+			var ok bool
+			if hotBytes, ok = checked.Add(hotBytes, r); !ok {
+				return fmt.Errorf("%w: residency plan: hot entry %q: its %d resident bytes on %s overflow the hot entries' before it", ErrDoesNotFit, e.Name, r, p.Name)
+			}
 		}
 	}
 	if hotBytes > res.Budget {

@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -80,7 +81,7 @@ func Pull(ctx context.Context, ref, dir string, opts ...Option) (*PullResult, er
 	var all, jobs []*fileJob // all files in the artifact's order; those to download
 	defer func() {
 		for _, fj := range jobs {
-			fj.data.Close()
+			fj.closeData() // a file whose ranges did not all run (the pull failed)
 		}
 	}()
 	for _, f := range files {
@@ -99,13 +100,25 @@ func Pull(ctx context.Context, ref, dir string, opts ...Option) (*PullResult, er
 	var downloaded atomic.Int64
 	g, gctx := errgroup.WithContext(ctx)
 	g.SetLimit(o.jobs)
+	// Ranges start in the artifact's order, at most o.jobs at once, and a file's partial file is
+	// open from its first range's start to its last range's end: at most o.jobs+1 are open at once,
+	// however many files the artifact has.
+	var stopped error // why ranges were left unstarted
+schedule:
 	for _, fj := range jobs {
 		o.progress.Report(Event{Kind: EventStart, File: fj.file.Name, Total: fj.todoBytes})
 		for k := range fj.file.Ranges {
+			if stopped = gctx.Err(); stopped != nil {
+				break schedule // a range failed, or ctx is done: start no other
+			}
 			g.Go(func() error {
-				err := fj.pullRange(gctx, r, o, state, k, &downloaded)
-				if err == nil && fj.pending.Add(-1) == 0 {
-					err = fj.finish(o, r)
+				err := fj.acquire(gctx, state)
+				if err == nil {
+					err = fj.pullRange(gctx, r, o, state, k, &downloaded)
+					if err == nil && fj.pending.Add(-1) == 0 {
+						err = fj.finish(o, r)
+					}
+					err = errors.Join(err, fj.release(err != nil))
 				}
 				if err != nil {
 					o.progress.Report(Event{Kind: EventDone, File: fj.file.Name, Err: err})
@@ -114,7 +127,9 @@ func Pull(ctx context.Context, ref, dir string, opts ...Option) (*PullResult, er
 			})
 		}
 	}
-	err = g.Wait()
+	if err = g.Wait(); err == nil && stopped != nil {
+		err = fmt.Errorf("pull %s into %s: %w", ref, dir, stopped) // the ranges that ran succeeded; the rest never started
+	}
 	res.Downloaded = downloaded.Load()
 	for _, fj := range all {
 		fj.result.Resumed = int(fj.resumed.Load())
@@ -224,15 +239,22 @@ type fileJob struct {
 	file      File
 	dest      string
 	replace   bool
-	data      *os.File  // the partial file
 	segs      []segment // the archive's segments, for a tar form
 	todoBytes int64     // stored bytes to download (the journaled ranges' excluded)
 	pending   atomic.Int64
 	resumed   atomic.Int64
 	result    PulledFile
+
+	mu      sync.Mutex
+	data    *os.File // the partial file while a range of it runs (acquire, release)
+	users   int      // ranges holding data
+	opened  bool     // data was opened in this pull (it is never opened twice)
+	openErr error    // why opening it failed
+	failed  bool     // a range of the file failed: data is closed when its last user leaves
 }
 
-// prepareDest checks an existing destination and opens (or resumes) the partial file.
+// prepareDest checks an existing destination and sizes the work of the file; its partial file is
+// opened (or resumed) by its first range (acquire).
 func prepareDest(ctx context.Context, dir string, f File, state *partialState, o *options) (*fileJob, error) {
 	fj := &fileJob{file: f, dest: filepath.Join(dir, f.Name)}
 	fj.result = PulledFile{Name: f.Name, Path: fj.dest}
@@ -256,10 +278,77 @@ func prepareDest(ctx context.Context, dir string, f File, state *partialState, o
 	} else if !errors.Is(err, os.ErrNotExist) {
 		return nil, err
 	}
-	data, err := os.OpenFile(state.dataPath(f.Name), os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o644)
+	if f.Form != FormRaw {
+		fj.segs = f.segments()
+	}
+	for k, rg := range f.Ranges {
+		if !state.recorded(f, k) {
+			fj.todoBytes += rg.Stored.Len
+		}
+	}
+	fj.pending.Store(int64(len(f.Ranges)))
+	return fj, nil
+}
+
+// acquire makes the partial file open for one range of the file, opening it for the first: created
+// at full length, or, left by an interrupted pull, resized and its holes cleared (clearHoles). It is
+// opened once per pull: after its last range released it (or one failed), acquire is an error.
+func (fj *fileJob) acquire(ctx context.Context, state *partialState) error {
+	fj.mu.Lock()
+	defer fj.mu.Unlock()
+	if fj.data == nil {
+		switch {
+		case fj.openErr != nil:
+			return fj.openErr
+		case fj.opened:
+			return fmt.Errorf("%s: its partial file %s was closed before all its ranges ran", fj.file.Name, state.dataPath(fj.file.Name))
+		}
+		fj.opened = true
+		if fj.data, fj.openErr = openData(ctx, state.dataPath(fj.file.Name), fj.file); fj.openErr != nil {
+			return fj.openErr
+		}
+	}
+	fj.users++
+	return nil
+}
+
+// release ends a range's use of the partial file, failed saying whether the range failed. The file
+// is closed when no range uses it and either all its ranges are done (finished) or one failed; the
+// error is the close's.
+func (fj *fileJob) release(failed bool) error {
+	fj.mu.Lock()
+	defer fj.mu.Unlock()
+	fj.users--
+	fj.failed = fj.failed || failed
+	if fj.users > 0 || (fj.pending.Load() > 0 && !fj.failed) {
+		return nil
+	}
+	err := fj.data.Close()
+	fj.data = nil
+	if err != nil && !fj.failed {
+		return fmt.Errorf("%s: close %w", fj.file.Name, err)
+	}
+	return nil
+}
+
+// closeData closes the partial file if it is still open (a pull that failed before all of the
+// file's ranges ran).
+func (fj *fileJob) closeData() {
+	fj.mu.Lock()
+	defer fj.mu.Unlock()
+	if fj.data != nil {
+		fj.data.Close()
+		fj.data = nil
+	}
+}
+
+// openData opens the partial file of f at path: created at f's size, or, left by an interrupted
+// pull, resized and its holes cleared.
+func openData(ctx context.Context, path string, f File) (*os.File, error) {
+	data, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o644)
 	resumed := errors.Is(err, os.ErrExist)
 	if resumed { // an interrupted pull's partial file
-		data, err = os.OpenFile(state.dataPath(f.Name), os.O_RDWR, 0)
+		data, err = os.OpenFile(path, os.O_RDWR, 0)
 	}
 	if err != nil {
 		return nil, err
@@ -274,17 +363,7 @@ func prepareDest(ctx context.Context, dir string, f File, state *partialState, o
 			return nil, err
 		}
 	}
-	fj.data = data
-	if f.Form != FormRaw {
-		fj.segs = f.segments()
-	}
-	for k, rg := range f.Ranges {
-		if !state.recorded(f, k) {
-			fj.todoBytes += rg.Stored.Len
-		}
-	}
-	fj.pending.Store(int64(len(f.Ranges)))
-	return fj, nil
+	return data, nil
 }
 
 // pullRange makes range k of the file verified on disk: a range journaled by an interrupted pull is

@@ -24,4 +24,7 @@ var (
 	ErrNoFile = errors.New("no such file in the artifact")
 	// ErrInvalidKey: a key file is not an ed25519 key in the expected PEM form.
 	ErrInvalidKey = errors.New("invalid key")
+	// ErrNoSpace: the files a pull still has to write need more bytes than the destination's
+	// filesystem has free (checked before anything is downloaded, unless WithoutSpaceCheck).
+	ErrNoSpace = errors.New("not enough free space for the pull")
 )

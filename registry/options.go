@@ -57,6 +57,10 @@ type options struct {
 	force     bool
 	only      []string    // Pull: the files to fetch (nil: all)
 	compress  Compression // Push: whether a layer may be tar+zstd
+	// Pull: the bytes available on the filesystem of a directory (freeBytes; a test fakes a full
+	// disk with it), and whether the check is off (WithoutSpaceCheck).
+	freeSpace    func(dir string) (int64, error)
+	noSpaceCheck bool
 }
 
 func makeOptions(opts []Option) (*options, error) {
@@ -66,6 +70,7 @@ func makeOptions(opts []Option) (*options, error) {
 		jobs:      4,
 		progress:  nopProgress{},
 		digests:   hashFiles{},
+		freeSpace: freeBytes,
 	}
 	for _, opt := range opts {
 		if err := opt(o); err != nil {
@@ -253,6 +258,13 @@ func WithFiles(names ...string) Option {
 // WithForce lets Pull replace a destination file whose content differs from the artifact.
 func WithForce() Option {
 	return func(o *options) error { o.force = true; return nil }
+}
+
+// WithoutSpaceCheck makes Pull start even when the files it still has to write need more bytes
+// than the destination's filesystem has free (ErrNoSpace otherwise): for a filesystem whose free
+// space says less than what it can take (one that compresses or deduplicates).
+func WithoutSpaceCheck() Option {
+	return func(o *options) error { o.noSpaceCheck = true; return nil }
 }
 
 // WithUploadMode sets the first upload method tried (the other is the fallback) and the chunk size

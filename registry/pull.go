@@ -5,6 +5,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"slices"
@@ -16,6 +17,8 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"orkpipe/artifacts"
+	"orkpipe/artifacts/sparse"
+	"orkpipe/internal/units"
 	"orkpipe/registry/oci"
 )
 
@@ -96,6 +99,9 @@ func Pull(ctx context.Context, ref, dir string, opts ...Option) (*PullResult, er
 		}
 		jobs = append(jobs, fj)
 	}
+	if err := checkSpace(ref, dir, jobs, o, r.Logger()); err != nil {
+		return res, err
+	}
 
 	var downloaded atomic.Int64
 	g, gctx := errgroup.WithContext(ctx)
@@ -142,6 +148,32 @@ schedule:
 		return res, err
 	}
 	return res, state.remove()
+}
+
+// checkSpace refuses (ErrNoSpace) a pull into dir whose files still to write (jobs: their data
+// extents in the ranges not journaled; holes, files already in place and journaled ranges take
+// nothing new) need more bytes than dir's filesystem has free, unless WithoutSpaceCheck. The need
+// is a lower bound of what the filesystem allocates (no block rounding, no metadata), so a pull that
+// fits is never refused; it may count twice the bytes of ranges an interrupted pull had in flight.
+// A filesystem whose free space cannot be read is logged and the pull goes on.
+func checkSpace(ref, dir string, jobs []*fileJob, o *options, log *slog.Logger) error {
+	var need int64
+	for _, fj := range jobs {
+		need += fj.newBytes
+	}
+	if o.noSpaceCheck || need == 0 {
+		return nil
+	}
+	free, err := o.freeSpace(dir)
+	if err != nil {
+		log.Warn("pull: the destination's free space is unknown; not checked", "dir", dir, "err", err)
+		return nil
+	}
+	if need > free {
+		return fmt.Errorf("pull %s into %s: %w: its %d files still to write need %d bytes (%s), the filesystem has %d bytes (%s) free: free space there, choose another directory, or pass --no-space-check (WithoutSpaceCheck)",
+			ref, dir, ErrNoSpace, len(jobs), need, units.FormatSize(need), free, units.FormatSize(free))
+	}
+	return nil
 }
 
 // selectFiles returns the files of art named by only (all of them when only is nil), in art's order.
@@ -241,6 +273,7 @@ type fileJob struct {
 	replace   bool
 	segs      []segment // the archive's segments, for a tar form
 	todoBytes int64     // stored bytes to download (the journaled ranges' excluded)
+	newBytes  int64     // file bytes to write: the data extents of the ranges not journaled
 	pending   atomic.Int64
 	resumed   atomic.Int64
 	result    PulledFile
@@ -284,6 +317,7 @@ func prepareDest(ctx context.Context, dir string, f File, state *partialState, o
 	for k, rg := range f.Ranges {
 		if !state.recorded(f, k) {
 			fj.todoBytes += rg.Stored.Len
+			fj.newBytes += sparse.Len(clip(f.Extents, rg.Off, rg.Len))
 		}
 	}
 	fj.pending.Store(int64(len(f.Ranges)))

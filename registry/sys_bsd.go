@@ -6,6 +6,8 @@ import (
 	"errors"
 	"os"
 	"syscall"
+
+	"golang.org/x/sys/unix"
 )
 
 // renameNoReplace renames src to dst and fails if dst exists (a file that appeared meanwhile is
@@ -21,3 +23,13 @@ func stampOf(fi os.FileInfo) fileStamp {
 
 // punchHole is not done here (errors.ErrUnsupported): clearHoles then empties the file.
 func punchHole(f *os.File, off, n int64) error { return errors.ErrUnsupported }
+
+// freeBytes is the bytes available to an unprivileged user on the filesystem of dir: statfs(2)'s
+// f_bavail, counted in f_bsize units (the fundamental block size on these systems).
+func freeBytes(dir string) (int64, error) {
+	var st unix.Statfs_t
+	if err := unix.Statfs(dir, &st); err != nil {
+		return 0, &os.PathError{Op: "statfs", Path: dir, Err: err}
+	}
+	return int64(st.Bavail) * int64(st.Bsize), nil
+}

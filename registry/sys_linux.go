@@ -28,3 +28,17 @@ func stampOf(fi os.FileInfo) fileStamp {
 func punchHole(f *os.File, off, n int64) error {
 	return unix.Fallocate(int(f.Fd()), unix.FALLOC_FL_PUNCH_HOLE|unix.FALLOC_FL_KEEP_SIZE, off, n)
 }
+
+// freeBytes is the bytes available to an unprivileged user on the filesystem of dir: statfs(2)'s
+// f_bavail, counted in f_frsize units (f_bsize where f_frsize is 0).
+func freeBytes(dir string) (int64, error) {
+	var st unix.Statfs_t
+	if err := unix.Statfs(dir, &st); err != nil {
+		return 0, &os.PathError{Op: "statfs", Path: dir, Err: err}
+	}
+	unit := st.Frsize
+	if unit == 0 {
+		unit = st.Bsize
+	}
+	return int64(st.Bavail) * unit, nil
+}

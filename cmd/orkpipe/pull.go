@@ -13,9 +13,10 @@ import (
 
 type pullFlags struct {
 	transportFlags
-	out   string
-	trust []string
-	force bool
+	out          string
+	trust        []string
+	force        bool
+	noSpaceCheck bool
 }
 
 func newPullCommand(opts *globalOptions) *cobra.Command {
@@ -29,7 +30,9 @@ written in place (a sparse file's holes stay holes); a file whose ranges all ver
 BLAKE3 is the manifest's; its sha256 follows, see docs/oci.md) is renamed, read-only, into DIR. An
 interrupted pull resumes from the ranges it had verified (DIR/.orkpipe-partial). A file already
 in DIR is kept only if its BLAKE3 matches. With --trust KEY.pub the artifact must carry
-provenance signed by that key.`,
+provenance signed by that key. A pull whose files still to write (their data: holes, files in
+place and ranges an interrupted pull verified need nothing) exceed the free space of DIR's
+filesystem is refused before anything is downloaded (--no-space-check).`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return runPull(cmd.Context(), opts, &f, args[0])
@@ -39,6 +42,7 @@ provenance signed by that key.`,
 	cmd.Flags().StringVarP(&f.out, "output", "o", "", "destination directory (required)")
 	cmd.Flags().StringArrayVar(&f.trust, "trust", nil, "ed25519 public key file; refuse artifacts without provenance signed by one of these keys (repeatable)")
 	cmd.Flags().BoolVar(&f.force, "force", false, "replace destination files whose content differs from the artifact")
+	cmd.Flags().BoolVar(&f.noSpaceCheck, "no-space-check", false, "start even when the files still to write need more than DIR's filesystem has free")
 	return cmd
 }
 
@@ -78,6 +82,9 @@ func runPull(ctx context.Context, opts *globalOptions, f *pullFlags, ref string)
 	ropts = append(ropts, registry.WithJobs(opts.jobs), registry.WithLogger(opts.logger))
 	if f.force {
 		ropts = append(ropts, registry.WithForce())
+	}
+	if f.noSpaceCheck {
+		ropts = append(ropts, registry.WithoutSpaceCheck())
 	}
 	prog := newTransferProgress(opts, "pull")
 	ropts = append(ropts, registry.WithProgress(prog))

@@ -5,6 +5,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"slices"
 
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/google/go-containerregistry/pkg/v1/types"
@@ -88,42 +89,70 @@ func attach(ctx context.Context, r *oci.Repo, subject v1.Descriptor, st Statemen
 }
 
 // attestations lists the attestations attached to subject, each fetched, digest-checked and
-// parsed, and (when trust keys are given) verified. A digest listed more than once is fetched once;
-// at most maxAttestations are fetched, and envelopes of at most maxAttestationBytes in all: the
-// attestations past either bound are not fetched and their number is returned as skipped (and
-// logged as a warning).
+// parsed, and (when trust keys are given) verified, in the referrers index's order. A digest listed
+// more than once is fetched once; at most maxAttestations are fetched, and envelopes of at most
+// maxAttestationBytes in all: the attestations past either bound are not fetched and their number
+// is returned as skipped (and logged as a warning). Those whose index descriptor names the
+// predicate type SLSA provenance (AnnotationPredicate, copied from the attestation manifest) are
+// fetched first, so that attestations of other predicate types listed before it (board
+// verifications, or a flood by anyone who may push) cannot push the provenance pull --trust needs
+// past the bounds (more than maxAttestations annotated as provenance still can).
 func attestations(ctx context.Context, r *oci.Repo, o *options, subject v1.Hash) (out []Attestation, skipped int, err error) {
 	descs, err := r.Referrers(ctx, subject, ArtifactTypeAttestation)
 	if err != nil {
 		return nil, 0, err
 	}
-	seen := map[v1.Hash]bool{}
+	type listed struct {
+		pos int // in descs
+		a   Attestation
+	}
+	var fetched []listed
 	budget := int64(maxAttestationBytes)
-	for _, desc := range descs {
-		if seen[desc.Digest] {
-			continue
-		}
-		seen[desc.Digest] = true
+	for _, i := range fetchOrder(descs, PredicateSLSAProvenance) {
 		if err := ctx.Err(); err != nil {
 			return nil, 0, err
 		}
-		if len(out) == maxAttestations {
+		if len(fetched) == maxAttestations {
 			skipped++
 			continue
 		}
-		a, used, fetched := fetchAttestation(ctx, r, o, subject, desc.Digest, budget)
-		if !fetched {
+		a, used, ok := fetchAttestation(ctx, r, o, subject, descs[i].Digest, budget)
+		if !ok {
 			skipped++
 			continue
 		}
 		budget -= used
-		out = append(out, a)
+		fetched = append(fetched, listed{i, a})
+	}
+	slices.SortFunc(fetched, func(a, b listed) int { return a.pos - b.pos })
+	for _, l := range fetched {
+		out = append(out, l.a)
 	}
 	if skipped > 0 {
 		r.Logger().Warn("attestations not fetched", "subject", subject.String(), "fetched", len(out), "skipped", skipped,
 			"why", fmt.Sprintf("at most %d attestations and %d MiB of envelopes are fetched", maxAttestations, maxAttestationBytes>>20))
 	}
 	return out, skipped, nil
+}
+
+// fetchOrder returns the indexes of the distinct digests of descs (each digest's first listing)
+// in the order to fetch them: those annotated with predicate type want first, then the others,
+// each group in the index's order.
+func fetchOrder(descs []v1.Descriptor, want string) []int {
+	seen := map[v1.Hash]bool{}
+	var first, rest []int
+	for i, d := range descs {
+		if seen[d.Digest] {
+			continue
+		}
+		seen[d.Digest] = true
+		if d.Annotations[AnnotationPredicate] == want {
+			first = append(first, i)
+		} else {
+			rest = append(rest, i)
+		}
+	}
+	return append(first, rest...)
 }
 
 // fetchAttestation fetches, parses and (with trust keys) verifies attestation h of subject, and

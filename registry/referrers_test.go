@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -82,7 +83,9 @@ func TestAttestationBounds(t *testing.T) {
 		}
 		return out
 	}
-	// setIndex makes the referrers (tag-schema fallback) index list digests, in order.
+	// setIndex makes the referrers (tag-schema fallback) index list digests, in order, with no
+	// annotations: an index that does not name the predicate types (as a tool other than a
+	// registry or go-containerregistry may write), so the provenance is not fetched first.
 	setIndex := func(digests []v1.Hash) {
 		idx := v1.IndexManifest{SchemaVersion: 2, MediaType: types.OCIImageIndex}
 		for _, h := range digests {
@@ -135,5 +138,103 @@ func TestAttestationBounds(t *testing.T) {
 				t.Errorf("pull --trust: %v, want ErrUntrusted saying %d were not fetched", err, c.skip)
 			}
 		})
+	}
+}
+
+// TestTrustedProvenanceAfterDecoys: with more than maxAttestations attestations attached, the
+// ones fetched were the first listed, so a provenance attested after 70 others (a board
+// verification per run, or anyone who may push flooding the repository) was never fetched and pull
+// --trust failed although it was there. The referrers index names each attestation's predicate type
+// (the dev.orkpipe.predicate-type annotation, copied from its manifest); the provenance is fetched
+// first.
+func TestTrustedProvenanceAfterDecoys(t *testing.T) {
+	ctx := ctxT(t)
+	reg := regtest.Start(t, nil)
+	src := t.TempDir()
+	if err := os.WriteFile(filepath.Join(src, "a.txt"), []byte("a file\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	writeProvenance(t, src)
+	kdir := t.TempDir()
+	pub, err := GenerateKeyFiles(filepath.Join(kdir, "k"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	priv, _ := LoadPrivateKey(filepath.Join(kdir, "k"))
+	ref := reg.Ref("packs/decoys", "v1")
+	pushed, err := Push(ctx, src, ref, plain(reg)) // unsigned: the provenance is attached last
+	if err != nil {
+		t.Fatal(err)
+	}
+	const decoys = maxAttestations + 8
+	for i := range decoys {
+		if _, err := Attach(ctx, ref, "https://example.com/decoy/v1", json.RawMessage(fmt.Sprintf(`{"run":%d}`, i)), plain(reg), WithSigner(priv)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	prov, err := os.ReadFile(filepath.Join(src, ProvenanceFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var st Statement
+	if err := json.Unmarshal(prov, &st); err != nil {
+		t.Fatal(err)
+	}
+	h, err := Attach(ctx, ref, PredicateSLSAProvenance, st.Predicate, plain(reg), WithSigner(priv))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The referrers index as go-containerregistry maintains it (descriptors sorted by digest, each
+	// with its manifest's annotations), the provenance moved last: the order of a registry that
+	// lists referrers as they were pushed.
+	fallback := reg.Ref("packs/decoys", "sha256-"+pushed.Artifact.Digest.Hex)
+	o, _ := makeOptions([]Option{plain(reg)})
+	r, err := oci.Open(ctx, fallback, false, o.conn...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw, _, err := r.GetManifest(ctx, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var idx v1.IndexManifest
+	if err := json.Unmarshal(raw, &idx); err != nil {
+		t.Fatal(err)
+	}
+	var last []v1.Descriptor
+	idx.Manifests = slices.DeleteFunc(idx.Manifests, func(d v1.Descriptor) bool {
+		if d.Digest.String() == h {
+			last = append(last, d)
+			return true
+		}
+		return false
+	})
+	if len(last) != 1 || len(idx.Manifests) != decoys || last[0].Annotations[AnnotationPredicate] != PredicateSLSAProvenance {
+		t.Fatalf("referrers index: %d decoys, provenance %+v; want %d decoys and the provenance annotated with its predicate type", len(idx.Manifests), last, decoys)
+	}
+	idx.Manifests = append(idx.Manifests, last...)
+	b, _ := json.Marshal(idx)
+	putRaw(t, fallback, b, types.OCIImageIndex)
+
+	res, err := Pull(ctx, ref, filepath.Join(t.TempDir(), "out"), plain(reg), WithTrust(pub))
+	if err != nil {
+		t.Fatalf("pull --trust with the provenance listed after %d other attestations: %v", decoys, err)
+	}
+	if len(res.Attestations) != 1 || res.Attestations[0].Digest.String() != h {
+		t.Errorf("pull --trust accepted %+v, want the provenance %s", res.Attestations, h)
+	}
+	d, err := Describe(ctx, ref, plain(reg))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(d.Attestations) != maxAttestations || d.SkippedAttestations != decoys+1-maxAttestations {
+		t.Errorf("describe: %d attestations fetched, %d skipped; want %d, %d", len(d.Attestations), d.SkippedAttestations, maxAttestations, decoys+1-maxAttestations)
+	}
+	found := false
+	for _, a := range d.Attestations {
+		found = found || a.Digest.String() == h
+	}
+	if !found {
+		t.Errorf("describe did not fetch the provenance %s", h)
 	}
 }

@@ -304,7 +304,7 @@ func prepareDest(ctx context.Context, dir string, f File, state *partialState, o
 			return fj, nil
 		}
 		if !o.force {
-			return nil, fmt.Errorf("%s: %w: it is %d bytes %s, the artifact's file is %d bytes %s (use force to replace it)",
+			return nil, fmt.Errorf("%s: %w: it is %d bytes %s, the artifact's file is %d bytes %s (pull --force, WithForce, replaces it)",
 				fj.dest, ErrExists, got.Size, got.Digest, f.Digests.Size, f.Digests.BLAKE3)
 		}
 		fj.replace = true

@@ -158,6 +158,14 @@ func rangeSteps(f File, segs []segment, k int) []step {
 	return out
 }
 
+// localWriteError is the partial file's own write failing (no space left, an I/O error): the pull's
+// destination is at fault, not the bytes received, so it is reported as itself (the path is in it)
+// and never retried as a corrupt download.
+type localWriteError struct{ err error }
+
+func (e localWriteError) Error() string { return e.err.Error() }
+func (e localWriteError) Unwrap() error { return e.err }
+
 // rangeSink receives a range's decoded bytes (an io.Writer): it checks archive bytes, writes file
 // bytes at their offsets (pwrite) and hashes them, holes as zeros.
 type rangeSink struct {
@@ -189,7 +197,7 @@ func (s *rangeSink) Write(p []byte) (int, error) {
 			s.h.Write(b)
 			if st.write {
 				if _, err := s.f.WriteAt(b, st.off+s.done); err != nil {
-					return n - len(p), err
+					return n - len(p), localWriteError{err}
 				}
 				s.written(st.off+s.done, k)
 			}
@@ -297,7 +305,8 @@ func (fj *fileJob) fetchOnce(ctx context.Context, r *oci.Repo, o *options, k int
 		return tr.err
 	}
 	if copyErr != nil {
-		if errors.Is(copyErr, ErrDigestMismatch) {
+		var we localWriteError
+		if errors.As(copyErr, &we) || errors.Is(copyErr, ErrDigestMismatch) {
 			return copyErr
 		}
 		if errors.Is(copyErr, zstd.ErrDecoderSizeExceeded) || errors.Is(copyErr, zstd.ErrWindowSizeExceeded) {

@@ -1,9 +1,11 @@
 package registry
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
@@ -24,7 +26,8 @@ const mountFailed = "tmpfs mount failed: "
 
 // TestHelperPullTmpfs is not a test: TestPullRefusesOnFullTmpfs runs the test binary with this test
 // selected, in a mount namespace of its own, to mount a tmpfs of tmpfsSize bytes on the destination
-// and pull into it. It succeeds when the pull is refused with ErrNoSpace and nothing was written.
+// and pull into it. It succeeds when the pull is refused with ErrNoSpace and nothing was written, and
+// a pull without the check then fails on the full disk with ENOSPC itself, not retried.
 func TestHelperPullTmpfs(t *testing.T) {
 	if os.Getenv("ORKPIPE_PULL_TMPFS_HELPER") != "1" {
 		testfiles.SkipHelper(t, "TestPullRefusesOnFullTmpfs")
@@ -46,6 +49,19 @@ func TestHelperPullTmpfs(t *testing.T) {
 	if free < tmpfsSize-64<<10 { // the state directory's inodes and journal, no data
 		t.Fatalf("after the refusal the tmpfs has %d bytes free of %d: the pull wrote data", free, tmpfsSize)
 	}
+
+	// Without the check the disk fills half way: the write's own error, naming the partial file,
+	// and no retry (it was "digest mismatch: the range does not decode", retried five times).
+	var log bytes.Buffer
+	_, err = Pull(context.Background(), os.Getenv("ORKPIPE_PULL_REF"), dst, WithPlainHTTP(os.Getenv("ORKPIPE_PULL_HOST")),
+		WithoutSpaceCheck(), WithLogger(slog.New(slog.NewTextHandler(&log, nil))))
+	if !errors.Is(err, syscall.ENOSPC) || errors.Is(err, ErrDigestMismatch) || !strings.Contains(err.Error(), filepath.Join(dst, ".orkpipe-partial")) {
+		t.Fatalf("pull without the space check into a tmpfs of %d bytes: %v; want ENOSPC naming the partial file, not a digest mismatch", tmpfsSize, err)
+	}
+	if strings.Contains(log.String(), "retrying") {
+		t.Fatalf("a full disk was retried as a download failure:\n%s", log.String())
+	}
+	fmt.Println("without the check:", err)
 }
 
 // TestPullRefusesOnFullTmpfs is TestPullRefusesWithoutSpace on a real filesystem read by statfs(2):

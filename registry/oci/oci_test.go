@@ -8,11 +8,15 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"math/rand/v2"
+	"net"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"strings"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -248,5 +252,24 @@ func TestOpenBlobStalls(t *testing.T) {
 	mode = "always"
 	if _, err := readAll(t, r, d, 1000, 0, 1000); !errors.Is(err, ErrStalled) || !strings.Contains(err.Error(), d) || !strings.Contains(err.Error(), "no byte received for 200ms") {
 		t.Errorf("stalled every time: %v, want ErrStalled naming %s", err, d)
+	}
+}
+
+// A local file's failure is never retried as a transfer's: syscall.Errno has Timeout and Temporary
+// methods, so without the check a full disk passed for a net.Error (a pull retried each range five
+// times, downloading it again each time).
+func TestTransientLocalFile(t *testing.T) {
+	for _, c := range []struct {
+		err  error
+		want bool
+	}{
+		{&fs.PathError{Op: "write", Path: "/pull/.data/big.bin", Err: syscall.ENOSPC}, false},
+		{fmt.Errorf("range 3: %w", &fs.PathError{Op: "write", Path: "/pull/.data/big.bin", Err: syscall.EIO}), false},
+		{&net.OpError{Op: "read", Net: "tcp", Err: os.NewSyscallError("read", syscall.ECONNRESET)}, true},
+		{syscall.ECONNRESET, true},
+	} {
+		if got := Transient(c.err); got != c.want {
+			t.Errorf("Transient(%v) = %v, want %v", c.err, got, c.want)
+		}
 	}
 }

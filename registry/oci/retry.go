@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"net"
 	"net/http"
 	"net/url"
@@ -48,7 +49,7 @@ func check(op string, resp *http.Response, codes ...int) error {
 }
 
 // Transient reports whether err is worth retrying: network failures, truncations, corrupt bytes,
-// 5xx, 408, 429.
+// 5xx, 408, 429; never a local file's failure (*fs.PathError).
 func Transient(err error) bool {
 	if errors.Is(err, ErrStalled) {
 		return true
@@ -59,6 +60,13 @@ func Transient(err error) bool {
 	var se *statusError
 	if errors.As(err, &se) {
 		return se.status >= 500 || se.status == http.StatusTooManyRequests || se.status == http.StatusRequestTimeout
+	}
+	// A local file's failure (no space left, a read-only or failing disk) is no transfer's, and
+	// retrying it downloads again for nothing; it must be ruled out first, since syscall.Errno has
+	// Timeout and Temporary methods and would pass for a net.Error.
+	var pe *fs.PathError
+	if errors.As(err, &pe) {
+		return false
 	}
 	var ne net.Error
 	if errors.As(err, &ne) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, ErrDigestMismatch) {

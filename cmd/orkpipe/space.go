@@ -261,7 +261,7 @@ func statFS(dir string) (fsInfo, error) {
 		if err == nil {
 			var fst unix.Stat_t
 			if err = unix.Stat(dir, &fst); err == nil {
-				return fsInfo{free: int64(st.Bavail) * int64(st.Bsize), dev: uint64(fst.Dev)}, nil
+				return fsInfo{free: availBytes(&st), dev: uint64(fst.Dev)}, nil
 			}
 		}
 		parent := filepath.Dir(dir)

@@ -22,3 +22,7 @@ func physicalMemory() (int64, error) {
 	}
 	return int64(n), nil
 }
+
+// availBytes is the bytes statfs(2) says an unprivileged user may still write: f_bavail counts
+// blocks of f_bsize bytes (the fundamental block size on darwin and freebsd).
+func availBytes(st *unix.Statfs_t) int64 { return int64(st.Bavail) * int64(st.Bsize) }

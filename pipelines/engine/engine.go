@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"path/filepath"
+	"sync"
 	"time"
 
 	"orkpipe/artifacts"
@@ -15,6 +16,19 @@ import (
 type Engine struct {
 	store Store
 	cfg   config
+	// unusable holds the action records already warned about (key and error), so that a record
+	// the plan and the build's looks before and after a node's lock all find unusable is reported
+	// once (warnUnusable).
+	unusable sync.Map
+}
+
+// warnUnusable logs, once per engine for a key and error, that an action record cannot be used and
+// the node will run.
+func (e *Engine) warnUnusable(node string, key artifacts.Digest, err error) {
+	if _, seen := e.unusable.LoadOrStore(key.String()+"\x00"+err.Error(), true); seen {
+		return
+	}
+	e.cfg.logger.Warn("action record unusable; the node will run", "node", node, "key", key, "err", err)
 }
 
 // New returns an engine on store. WithMemoryBudget is required.

@@ -212,7 +212,7 @@ func (e *Engine) Status(ctx context.Context, p *Plan) ([]NodeStatus, error) {
 				return nil, cerr
 			}
 			if !errors.Is(err, artifacts.ErrNotFound) {
-				e.cfg.logger.Warn("action record unusable; the node will run", "node", pn.node.id, "key", key, "err", err)
+				e.warnUnusable(pn.node.id, key, err)
 			}
 			continue
 		}

@@ -1,10 +1,13 @@
 package engine_test
 
 import (
+	"bytes"
 	"context"
 	"errors"
+	"log/slog"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -267,5 +270,34 @@ func TestDiffMaterialNamesNumerics(t *testing.T) {
 	got := engine.DiffMaterial(old, cur)
 	if len(got) != 1 || got[0] != (engine.Change{Field: "numerics", Old: "", New: cur.Numerics}) {
 		t.Errorf("DiffMaterial: %+v, want one numerics change", got)
+	}
+}
+
+// An action record that cannot be used is reported once per build, not once for each look at it
+// (the plan's status, and the build's looks before and after the node's lock).
+func TestUnusableRecordWarnedOnce(t *testing.T) {
+	resetCounts()
+	s := openStore(t, t.TempDir())
+	first := mustBuild(t, newEngine(t, s), "six", sixNodes("x"), engine.BuildOptions{})
+	key := nodeResult(t, first, "x").Key.Hex()
+	rec := filepath.Join(s.Dir(), "actions", key[:2], key+".json")
+	if err := os.WriteFile(rec, []byte("{not json"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var log bytes.Buffer
+	e := newEngine(t, s, engine.WithLogger(slog.New(slog.NewTextHandler(&log, &slog.HandlerOptions{Level: slog.LevelWarn}))))
+	ctx := context.Background()
+	p, err := e.Plan(sixNodes("x"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.Status(ctx, p); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.Build(ctx, "six", p, engine.BuildOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if n := strings.Count(log.String(), "action record unusable"); n != 1 {
+		t.Fatalf("%d warnings for one unusable record, want 1:\n%s", n, log.String())
 	}
 }

@@ -389,7 +389,7 @@ func (ps *pass) lookup(pn *pnode, key artifacts.Digest) (map[string]stages.File,
 	rec, err := ps.e.store.GetAction(ps.ctx, key)
 	if err != nil {
 		if !errors.Is(err, artifacts.ErrNotFound) {
-			ps.e.cfg.logger.Warn("action record unusable; running the node", "node", pn.node.id, "key", key, "err", err)
+			ps.e.warnUnusable(pn.node.id, key, err)
 		}
 		return nil, false
 	}

@@ -40,18 +40,19 @@ func linkNoReplace(oldpath, newpath string) error {
 
 // commitFile fsyncs tmp, renames it to dst (replacing dst only when replace) and fsyncs the
 // directory.
-func commitFile(tmp *os.File, dst string, replace bool) error {
+func commitFile(tmp *os.File, name, dst string, replace bool) error {
 	if err := tmp.Sync(); err != nil {
-		return fmt.Errorf("fsync %s: %w", tmp.Name(), err)
+		return fmt.Errorf("fsync %s: %w", name, err)
 	}
-	if err := tmp.Close(); err != nil {
-		return err
-	}
+	// Renamed while still open: its lock (durable.CreateTemp) is held until it is dst.
 	var err error
 	if replace {
-		err = os.Rename(tmp.Name(), dst)
+		err = os.Rename(name, dst)
 	} else {
-		err = renameNoReplace(tmp.Name(), dst)
+		err = renameNoReplace(name, dst)
+	}
+	if cerr := tmp.Close(); err == nil {
+		err = cerr
 	}
 	if err != nil {
 		return err

@@ -5,7 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"path/filepath"
+
+	"orkpipe/ork/internal/durable"
 )
 
 // StubOption configures EmitStub. Options validate themselves.
@@ -74,15 +75,17 @@ func EmitStub(ctx context.Context, src *File, owned NameSet, dst string, opts ..
 	if err != nil {
 		return StubResult{}, err
 	}
-	tmp, err := os.CreateTemp(filepath.Dir(dst), "."+filepath.Base(dst)+".tmp-*")
+	// Locked while written: a stub command killed before the rename leaves gigabytes in dst's
+	// directory, which the next one for dst removes (durable.CreateTemp).
+	tmp, tmpName, err := durable.CreateTemp(dst)
 	if err != nil {
 		return StubResult{}, fmt.Errorf("gguf: stub: %w", err)
 	}
 	committed := false
 	defer func() {
 		if !committed {
+			os.Remove(tmpName)
 			tmp.Close()
-			os.Remove(tmp.Name())
 		}
 	}()
 	res := StubResult{Path: dst, Size: src.Size, HeaderDigest: srcDigest}
@@ -127,7 +130,7 @@ func EmitStub(ctx context.Context, src *File, owned NameSet, dst string, opts ..
 		return StubResult{}, err
 	}
 	// Verify on write: the stub parses, has the source's length and header bytes.
-	back, err := Parse(ctx, tmp, src.Size, tmp.Name())
+	back, err := Parse(ctx, tmp, src.Size, tmpName)
 	if err != nil {
 		return StubResult{}, fmt.Errorf("gguf: stub %s does not parse back: %w", dst, err)
 	}
@@ -149,7 +152,7 @@ func EmitStub(ctx context.Context, src *File, owned NameSet, dst string, opts ..
 		res.Unchanged = true
 		return res, nil // the temp file is removed
 	}
-	if err := commitFile(tmp, dst, cfg.replace); err != nil {
+	if err := commitFile(tmp, tmpName, dst, cfg.replace); err != nil {
 		if errors.Is(err, os.ErrExist) {
 			return StubResult{}, fmt.Errorf("gguf: stub %s: %w (created concurrently; refusing to overwrite)", dst, os.ErrExist)
 		}

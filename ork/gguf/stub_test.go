@@ -228,3 +228,33 @@ func TestVerifyStubFailures(t *testing.T) {
 		}
 	})
 }
+
+// A stub command killed before its rename leaves its temp file (most of the source's bytes) beside
+// dst; the next EmitStub for dst removes it, and its own temp file is gone once it has committed.
+func TestEmitStubRemovesDeadTemp(t *testing.T) {
+	src := openT(t, "stories260K.gguf")
+	owned, err := MatchTensors(src, matmulRE)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	dst := filepath.Join(dir, "stub.gguf")
+	dead := filepath.Join(dir, ".stub.gguf.00000000000000aa.tmp") // unlocked: its writer was killed
+	if err := os.WriteFile(dead, make([]byte, 1<<20), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := EmitStub(context.Background(), src, owned, dst); err != nil {
+		t.Fatal(err)
+	}
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(entries) != 1 || entries[0].Name() != "stub.gguf" {
+		var names []string
+		for _, e := range entries {
+			names = append(names, e.Name())
+		}
+		t.Fatalf("%s holds %v, want only stub.gguf", dir, names)
+	}
+}

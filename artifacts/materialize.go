@@ -246,7 +246,11 @@ func (s *Store) placeAt(ctx context.Context, d Digest, src, tmp string) (linked 
 			os.Remove(pending)
 		}
 	}()
-	if err := lockWait(ctx, out, unix.LOCK_EX); err != nil {
+	if err := lockWait(ctx, out, unix.LOCK_EX); errors.Is(err, unix.ENOLCK) || errors.Is(err, unix.EOPNOTSUPP) {
+		// A filesystem without flock (some NFS mounts): the copy goes on unlocked, and sweepTemps,
+		// whose flock fails the same way, never removes it.
+		s.log.Debug("materialize: no lock on the temp copy", "path", pending, "err", err)
+	} else if err != nil {
 		return false, nil, fmt.Errorf("lock %s: %w", pending, err)
 	}
 	if err := os.Rename(pending, tmp); err != nil {

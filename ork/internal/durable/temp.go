@@ -46,6 +46,9 @@ func CreateTemp(dst string) (f *os.File, name string, err error) {
 		}
 		time.Sleep(time.Millisecond)
 	}
+	if errors.Is(err, unix.ENOLCK) || errors.Is(err, unix.EOPNOTSUPP) {
+		err = nil // a filesystem without flock (some NFS mounts): unlocked, and never swept either
+	}
 	if err == nil {
 		err = os.Rename(stem+".new", stem+".tmp")
 	}

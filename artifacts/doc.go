@@ -39,6 +39,11 @@
 //	  history/                     owned by the DAG engine (pipelines/engine): the key material of
 //	                               each build per target, read by `orkpipe explain`; beside it,
 //	                               the costs of the target's node kinds (pipelines/progress)
+//	  uploads/<64 hex>.json        owned by registry push (registry/oci WithUploadState): one chunked
+//	                               upload session per registry, repository and blob (its upload
+//	                               Location, no credentials), so that a killed push resumes it;
+//	                               removed when the blob is complete or the session refused, after
+//	                               7 days, and beyond 256 sessions
 //
 // # Invariants
 //

@@ -59,7 +59,11 @@ type Store struct {
 	closeErr  error
 }
 
-var storeDirs = []string{"objects", "access", "digests", "quarantine", "actions", "pins", "stat", "journal", "locks", "tmp", "history"}
+var storeDirs = []string{"objects", "access", "digests", "quarantine", "actions", "pins", "stat", "journal", "locks", "tmp", "history", UploadsDir}
+
+// UploadsDir is the store subdirectory owned by registry push: the sessions of its chunked uploads
+// (registry/oci WithUploadState), so that a killed push resumes them.
+const UploadsDir = "uploads"
 
 // OpenStore opens the store at dir, creating the layout (see the package doc) if dir is empty or
 // absent. It removes the temp sessions left by dead processes. A directory holding another

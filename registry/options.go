@@ -272,3 +272,10 @@ func WithoutSpaceCheck() Option {
 func WithUploadMode(m oci.UploadMode, chunkSize int64) Option {
 	return conn(oci.WithUploadMode(m, chunkSize))
 }
+
+// WithUploadState makes Push remember its chunked uploads' sessions in dir (see
+// oci.WithUploadState), so that a push whose process died resumes each large blob from what the
+// registry holds instead of from byte 0. orkpipe push uses the cache's uploads/ directory.
+func WithUploadState(dir string) Option {
+	return conn(oci.WithUploadState(dir))
+}

@@ -5,10 +5,12 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"path/filepath"
 
 	"github.com/google/go-containerregistry/pkg/name"
 	"github.com/spf13/cobra"
 
+	"orkpipe/artifacts"
 	"orkpipe/internal/units"
 	"orkpipe/registry"
 )
@@ -58,7 +60,8 @@ compressing (zstd) pays, so that oras and ModelPack clients get the files back. 
 extract no tar+zstd layer (modctl) need --compress never: raw and plain tar only. Each file is cut
 into verification ranges (--range-size) that pull fetches in parallel and checks one by one.
 Digests come from the cache (--cache): a build output is not hashed again. Files upload in
-parallel (-j), large ones in resumable chunks. With --sign KEY the build's provenance.json is
+parallel (-j), large ones in resumable chunks: a push that was killed resumes each
+blob from what the registry holds (sessions kept in the cache's uploads/ directory). With --sign KEY the build's provenance.json is
 attached as a signed in-toto/SLSA attestation. The manifest digest is printed as the last line.`,
 		Args: cobra.ExactArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -97,7 +100,8 @@ func runPush(ctx context.Context, opts *globalOptions, f *pushFlags, dir, ref st
 	}
 	defer store.Close()
 	ropts = append(ropts, registry.WithJobs(opts.jobs), registry.WithLogger(opts.logger), registry.WithRangeSize(rs),
-		registry.WithAnnotator(registry.PackAnnotator), registry.WithDigests(store), registry.WithCompression(comp))
+		registry.WithAnnotator(registry.PackAnnotator), registry.WithDigests(store), registry.WithCompression(comp),
+		registry.WithUploadState(filepath.Join(store.Dir(), artifacts.UploadsDir)))
 	if f.sign != "" {
 		key, err := registry.LoadPrivateKey(f.sign)
 		if err != nil {

@@ -64,6 +64,7 @@ type options struct {
 	idle       time.Duration
 	uploadMode UploadMode
 	chunkSize  int64
+	sessions   *sessionStore // nil: chunked upload sessions are not remembered across processes
 }
 
 func makeOptions(opts []Option) (*options, error) {
@@ -170,6 +171,23 @@ func WithUploadMode(m UploadMode, chunkSize int64) Option {
 			return fmt.Errorf("chunk size %d: must be at least %d bytes", chunkSize, MinChunkSize)
 		}
 		o.uploadMode, o.chunkSize = m, chunkSize
+		return nil
+	}
+}
+
+// WithUploadState makes chunked uploads remember their session in dir (one small file per blob
+// and repository, written atomically after the upload starts and after every chunk the registry
+// acknowledges; no credentials), so that an upload whose process died resumes in the next
+// process from the registry's count of the bytes it holds. A session is forgotten when its blob
+// is complete, when the registry no longer knows it or refuses it (the upload then starts afresh,
+// logged at info level), and after 7 days; at most 256 are kept. dir is created (0700) when
+// needed.
+func WithUploadState(dir string) Option {
+	return func(o *options) error {
+		if dir == "" {
+			return fmt.Errorf("upload state: empty directory name")
+		}
+		o.sessions = &sessionStore{dir: dir}
 		return nil
 	}
 }

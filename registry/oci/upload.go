@@ -49,8 +49,9 @@ type Blob struct {
 // Upload sends b unless the repository already holds it (reused is then true). The first method
 // (see UploadMode) falls back to the other when the registry refuses it. A chunked upload that
 // fails part way asks the registry how many bytes it holds and resumes from there, up to the
-// Repo's retries. The registry verifies the digest named in the final PUT: bytes that do not hash
-// to b.Digest are refused and reported as ErrDigestMismatch; nothing is committed then.
+// Repo's retries; with WithUploadState, so does one whose process died, in the next process. The
+// registry verifies the digest named in the final PUT: bytes that do not hash to b.Digest are
+// refused and reported as ErrDigestMismatch; nothing is committed then.
 func (r *Repo) Upload(ctx context.Context, b Blob) (reused bool, err error) {
 	if b.Sent == nil {
 		b.Sent = func(int64) {}
@@ -60,6 +61,7 @@ func (r *Repo) Upload(ctx context.Context, b Blob) (reused bool, err error) {
 		return false, err
 	}
 	if ok {
+		r.forgetSession(b) // a process killed between its final PUT and forgetting the session
 		return true, nil
 	}
 	first := r.o.uploadMode
@@ -85,7 +87,12 @@ func (r *Repo) Upload(ctx context.Context, b Blob) (reused bool, err error) {
 	}
 	if err != nil && ctx.Err() != nil {
 		// Canceled part way: whatever the registry answered to a cut body says nothing of the bytes.
+		// A remembered session is kept: the next process resumes it.
 		return false, fmt.Errorf("upload %s: %w", b.Digest, ctx.Err())
+	}
+	if err == nil || !Transient(err) || errors.Is(err, ErrDigestMismatch) {
+		// Complete, or refused: the session is of no further use. A transient failure keeps it.
+		r.forgetSession(b)
 	}
 	if digestInvalid(err) {
 		err = fmt.Errorf("upload %s: %w: the registry computed another digest for the %d bytes sent (they changed since they were hashed, or a remembered digest is wrong)",
@@ -118,13 +125,35 @@ func (r *Repo) uploadMonolithic(ctx context.Context, b Blob) error {
 }
 
 // uploadChunked PATCHes the blob in chunks, resuming after a failure from the offset the registry
-// reports, then commits it with an empty PUT.
+// reports, then commits it with an empty PUT. A session remembered by an earlier process
+// (WithUploadState) is resumed first; when the registry no longer has it or refuses it (any
+// failure that is neither the network's nor the source's), the upload starts afresh.
 func (r *Repo) uploadChunked(ctx context.Context, b Blob) error {
-	loc, err := r.startUpload(ctx)
+	loc, off, ok, err := r.resumeSession(ctx, b)
 	if err != nil {
 		return err
 	}
-	var off int64
+	if ok {
+		err := r.chunks(ctx, b, loc, off)
+		if err == nil || Transient(err) || errors.Is(err, ErrDigestMismatch) || ctx.Err() != nil {
+			return err
+		}
+		// Also DIGEST_INVALID: the bytes the registry held came from another process.
+		r.o.logger.Info("the registry refused the upload session an earlier push left; uploading the blob afresh",
+			"blob", b.Digest, "repository", r.repo.String(), "resumed at", off, "err", err)
+		r.forgetSession(b)
+	}
+	if loc, err = r.startUpload(ctx); err != nil {
+		return err
+	}
+	r.saveSession(b, loc, 0)
+	return r.chunks(ctx, b, loc, 0)
+}
+
+// chunks sends the blob from off to the upload session at loc, remembering the session after
+// every chunk the registry acknowledged, and commits it.
+func (r *Repo) chunks(ctx context.Context, b Blob, loc string, off int64) error {
+	var err error
 	for attempt := 1; ; attempt++ {
 		err = r.patchFrom(ctx, &loc, &off, b)
 		// A source that does not match the blob (ErrDigestMismatch) is not the network's fault.
@@ -138,6 +167,7 @@ func (r *Repo) uploadChunked(ctx context.Context, b Blob) error {
 		}
 		r.o.logger.Warn("resuming blob upload", "blob", b.Digest, "at", got, "of", b.Size, "attempt", attempt, "err", err)
 		loc, off = next, got
+		r.saveSession(b, loc, off)
 	}
 	if err != nil {
 		return err
@@ -151,7 +181,7 @@ func (r *Repo) uploadChunked(ctx context.Context, b Blob) error {
 }
 
 // patchFrom sends the blob's bytes from *off in chunks, advancing *off and *loc with every chunk
-// the registry accepted.
+// the registry accepted (and remembering the session then).
 func (r *Repo) patchFrom(ctx context.Context, loc *string, off *int64, b Blob) error {
 	if *off >= b.Size {
 		return nil
@@ -189,6 +219,7 @@ func (r *Repo) patchFrom(ctx context.Context, loc *string, off *int64, b Blob) e
 		}
 		*loc = next
 		*off += n
+		r.saveSession(b, *loc, *off)
 	}
 	// The source must end where the blob does: a longer one changed since it was hashed.
 	var one [1]byte

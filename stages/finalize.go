@@ -126,8 +126,16 @@ func (p FinalizeParams) rotation() (quant.Rotation, bool) {
 	if p.Rotation != "hadamard" {
 		return quant.Rotation{}, false
 	}
-	r, err := quant.NewRotationMinBlock(p.K, true, 0, max(p.RotationBlock, quant.MinBlock))
+	r, err := p.HadamardRotation()
 	return r, err == nil
+}
+
+// HadamardRotation returns the rotation, up to its signs and seed, finalize gives the weight when its
+// rotation is "hadamard" (whatever p.Rotation says): K padded and blocked as quant.NewRotationMinBlock
+// does with at least p.RotationBlock values a block (0: quant.MinBlock, quant.NewRotation's rotation).
+// Its Padded is the K of the pack entry finalize writes and its Block the entry's Hadamard block.
+func (p FinalizeParams) HadamardRotation() (quant.Rotation, error) {
+	return quant.NewRotationMinBlock(p.K, true, 0, max(p.RotationBlock, quant.MinBlock))
 }
 
 // dtype returns the pack dtype the parameters name, spelled as pack.DType.String spells it (a node key

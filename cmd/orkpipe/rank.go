@@ -12,6 +12,7 @@ import (
 	"orkpipe/ork/board"
 	"orkpipe/ork/pack"
 	"orkpipe/ork/tile"
+	"orkpipe/stages"
 )
 
 func newRankCommand(opts *globalOptions) *cobra.Command {
@@ -22,7 +23,10 @@ func newRankCommand(opts *globalOptions) *cobra.Command {
 		Long: "rank sorts the pack's entries by quantization error, worst first (with the activation bits and clip\n" +
 			"each runs with), and prices promoting each one to\n" +
 			"I8_ROT or I4_ROT_A8: the change in on-disk bytes (entry data) and in resident bytes on the board\n" +
-			"(board.ResidentBytes with the pack's profile, or --board). Costs are in MiB; 0 when already that dtype.",
+			"(board.ResidentBytes with the pack's profile, or --board). Costs are in MiB; 0 when already that dtype.\n" +
+			"An unrotated entry is priced with the rotation finalize gives it by default: K padded to a\n" +
+			"multiple of 32 (500 becomes 512) and the Hadamard block that divides it; a recipe's rotation_block\n" +
+			"may pad K further, and then the costs of that build differ.",
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return runRank(cmd.Context(), opts, args[0], boardFlag)
@@ -105,7 +109,10 @@ func runRank(ctx context.Context, opts *globalOptions, path, boardFlag string) e
 
 // promotionCost is the change in on-disk and resident bytes if e were stored as dtype to. The sizes depend on
 // dtype, K, N and group only; a rotation is required by the rotated dtypes, so an unrotated entry is priced
-// with the Hadamard rotation it would gain (its block and seed do not change any size).
+// with the Hadamard rotation finalize gives it by default (stages.FinalizeParams.HadamardRotation without a
+// rotation_block): its K padded as finalize pads it (500 to 512), which changes the tiles, the scale groups
+// and the board's companion rule. A recipe's rotation_block may pad K further than rank prices. An entry
+// already rotated keeps its K and rotation.
 func promotionCost(e pack.Entry, to pack.DType, p board.Profile) (rankCost, error) {
 	m := e.Meta
 	m.DType, m.ActBits = to, 0
@@ -113,7 +120,11 @@ func promotionCost(e pack.Entry, to pack.DType, p board.Profile) (rankCost, erro
 		m.Nibbles = tile.LowFirst
 	}
 	if m.Rotation.Kind == pack.RotNone {
-		m.Rotation = pack.Rotation{Kind: pack.RotHadamardUnsigned, Block: 32}
+		r, err := stages.FinalizeParams{K: e.K, N: e.N, Rotation: "hadamard"}.HadamardRotation()
+		if err != nil {
+			return rankCost{}, fmt.Errorf("pricing %s as %s: rotating K = %d: %w", e.Name, to, e.K, err)
+		}
+		m.K, m.Rotation = r.Padded, pack.Rotation{Kind: pack.RotHadamardUnsigned, Block: r.Block}
 	}
 	pe, err := pack.Geometry(m, e.SegmentK)
 	if err != nil {

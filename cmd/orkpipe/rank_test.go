@@ -1,9 +1,17 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
+	"path/filepath"
 	"strings"
 	"testing"
+
+	"orkpipe/internal/testfiles"
+	"orkpipe/ork/board"
+	"orkpipe/ork/gguf"
+	"orkpipe/ork/pack"
+	"orkpipe/ork/quant"
 )
 
 func TestRank(t *testing.T) {
@@ -56,4 +64,91 @@ func TestRank(t *testing.T) {
 		t.Fatalf("exit %d: %s", code, text)
 	}
 	t.Log(strings.Join(strings.SplitN(text, "\n", 8)[:7], "\n"))
+}
+
+// TestRankPromotionPadsK: an unrotated entry whose K (500) is not a multiple of 32 is priced as the
+// rotated entry the quantizer and pack writer produce for it (K padded to 512, whose I8 resident width
+// the rk3588 profile gives a full-K companion), not at its unpadded K.
+func TestRankPromotionPadsK(t *testing.T) {
+	ctx := context.Background()
+	// Real weights: stories260K's token embedding (512 x 64 float32) read as 64 rows of 500.
+	src, err := gguf.Open(ctx, testfiles.Path(t, "stories260K.gguf"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer src.Close()
+	ti, err := src.Tensor("token_embd.weight")
+	if err != nil {
+		t.Fatal(err)
+	}
+	data := make([]float32, ti.Rows()*ti.RowLen())
+	if err := src.ReadRows(ctx, ti, 0, data); err != nil {
+		t.Fatal(err)
+	}
+	const n, k = 64, 500
+	m := quant.Matrix{Name: "w", Rows: n, Cols: k, Data: data[:n*k]}
+	write := func(path string, tiers map[string]pack.DType) map[string]pack.Entry {
+		w, err := pack.Create(ctx, path, board.Planner(board.RK3588()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer w.Close()
+		for name, dt := range tiers {
+			opts := []quant.Option{quant.WithBits(dt.Bits())}
+			if dt.RotationRequired() {
+				opts = append(opts, quant.WithRotation(true, 7))
+			}
+			q, err := quant.RTN(ctx, m, nil, opts...)
+			if err != nil {
+				t.Fatal(err)
+			}
+			meta := pack.Meta{Name: name, DType: dt, K: q.KP, N: q.N, Group: q.Group, QErr: q.QErr, Source: pack.Digest{1}}
+			if !q.Rotation.IsZero() {
+				meta.Rotation = pack.Rotation{Kind: pack.RotHadamard, Block: q.Rotation.Block, Seed: q.Rotation.Seed}
+			}
+			if err := w.Add(ctx, pack.Weight{Meta: meta, Codes: q.Codes, Scales: q.Scales}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := w.Commit(ctx); err != nil {
+			t.Fatal(err)
+		}
+		r, err := pack.Open(ctx, path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer r.Close()
+		got := map[string]pack.Entry{}
+		for _, e := range r.Entries() {
+			got[e.Name] = e
+		}
+		return got
+	}
+	dir := t.TempDir()
+	path := filepath.Join(dir, "i8.orkpack")
+	from := write(path, map[string]pack.DType{"w": pack.I8})["w"]
+	to := write(filepath.Join(dir, "rot.orkpack"), map[string]pack.DType{"I8_ROT": pack.I8Rot, "I4_ROT_A8": pack.I4RotA8})
+	if from.K != k || to["I8_ROT"].K != 512 {
+		t.Fatalf("written K %d and %d, want %d and 512", from.K, to["I8_ROT"].K, k)
+	}
+	out, code := runPackCLI(t, "rank", "--json", path)
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, out)
+	}
+	var got struct {
+		Entries []rankEntry `json:"entries"`
+	}
+	if err := json.Unmarshal([]byte(out), &got); err != nil {
+		t.Fatal(err)
+	}
+	if len(got.Entries) != 1 {
+		t.Fatalf("%d entries: %s", len(got.Entries), out)
+	}
+	for dt, e := range to {
+		c := got.Entries[0].Promote[dt]
+		want := [2]int64{e.Length - from.Length, e.ResidentBytes - from.ResidentBytes}
+		if g := [2]int64{c.DiskBytes, c.ResidentBytes}; g != want {
+			t.Errorf("promotion to %s: disk, resident %v, want %v (the written entries' differences)", dt, g, want)
+		}
+	}
 }

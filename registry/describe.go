@@ -50,7 +50,7 @@ func Describe(ctx context.Context, ref string, opts ...Option) (*Description, er
 	if err := json.Unmarshal(b, &d.Config); err != nil {
 		return nil, fmt.Errorf("config %s: %w", cd.Digest, err)
 	}
-	if d.Attestations, d.SkippedAttestations, err = attestations(ctx, r, o, art.Digest); err != nil {
+	if d.Attestations, d.SkippedAttestations, err = attestations(ctx, r, o, art.Digest, o.describeOrder()); err != nil {
 		return nil, err
 	}
 	return d, nil

@@ -61,6 +61,8 @@ type options struct {
 	// disk with it), and whether the check is off (WithoutSpaceCheck).
 	freeSpace    func(dir string) (int64, error)
 	noSpaceCheck bool
+	// Describe: the predicate types whose attestations are fetched first (WithPreferredPredicates).
+	preferred []string
 }
 
 func makeOptions(opts []Option) (*options, error) {
@@ -265,6 +267,28 @@ func WithForce() Option {
 // space says less than what it can take (one that compresses or deduplicates).
 func WithoutSpaceCheck() Option {
 	return func(o *options) error { o.noSpaceCheck = true; return nil }
+}
+
+// WithPreferredPredicates makes Describe fetch the attestations of the given predicate types first, in
+// the order given, then SLSA provenance (when not named), then the others in the referrers index's
+// order, within the same bounds (at most 64 attestations and 64 MiB of envelopes): a caller that looks
+// for board verifications names their predicate type, so that other attestations listed before them
+// cannot push them past the bounds. The order is taken from the predicate type the index descriptor is
+// annotated with (AnnotationPredicate); Description.Attestations stays in the index's order. Pull
+// fetches SLSA provenance first, before these.
+func WithPreferredPredicates(types ...string) Option {
+	return func(o *options) error {
+		if len(types) == 0 {
+			return fmt.Errorf("preferred predicates: no predicate types")
+		}
+		for _, t := range types {
+			if t == "" {
+				return fmt.Errorf("preferred predicates: an empty predicate type in %q", types)
+			}
+		}
+		o.preferred = append(o.preferred, types...)
+		return nil
+	}
 }
 
 // WithUploadMode sets the first upload method tried (the other is the fallback) and the chunk size

@@ -211,7 +211,7 @@ func fetchArtifact(ctx context.Context, r *oci.Repo) (*Artifact, error) {
 // trusted returns the provenance attestations of art validly signed by a trusted key, or ErrUntrusted
 // naming what was found instead.
 func trusted(ctx context.Context, r *oci.Repo, o *options, art *Artifact) ([]Attestation, error) {
-	atts, skipped, err := attestations(ctx, r, o, art.Digest)
+	atts, skipped, err := attestations(ctx, r, o, art.Digest, o.pullOrder())
 	if err != nil {
 		return nil, err
 	}

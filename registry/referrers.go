@@ -92,12 +92,12 @@ func attach(ctx context.Context, r *oci.Repo, subject v1.Descriptor, st Statemen
 // parsed, and (when trust keys are given) verified, in the referrers index's order. A digest listed
 // more than once is fetched once; at most maxAttestations are fetched, and envelopes of at most
 // maxAttestationBytes in all: the attestations past either bound are not fetched and their number
-// is returned as skipped (and logged as a warning). Those whose index descriptor names the
-// predicate type SLSA provenance (AnnotationPredicate, copied from the attestation manifest) are
-// fetched first, so that attestations of other predicate types listed before it (board
-// verifications, or a flood by anyone who may push) cannot push the provenance pull --trust needs
-// past the bounds (more than maxAttestations annotated as provenance still can).
-func attestations(ctx context.Context, r *oci.Repo, o *options, subject v1.Hash) (out []Attestation, skipped int, err error) {
+// is returned as skipped (and logged as a warning). Those whose index descriptor names (in
+// AnnotationPredicate, copied from the attestation manifest) one of the predicate types first lists
+// are fetched first, in first's order, then the others in the index's order, so that attestations of
+// other predicate types listed before them (board verifications, or a flood by anyone who may push)
+// cannot push them past the bounds (more than maxAttestations annotated with those types still can).
+func attestations(ctx context.Context, r *oci.Repo, o *options, subject v1.Hash, first []string) (out []Attestation, skipped int, err error) {
 	descs, err := r.Referrers(ctx, subject, ArtifactTypeAttestation)
 	if err != nil {
 		return nil, 0, err
@@ -108,7 +108,7 @@ func attestations(ctx context.Context, r *oci.Repo, o *options, subject v1.Hash)
 	}
 	var fetched []listed
 	budget := int64(maxAttestationBytes)
-	for _, i := range fetchOrder(descs, PredicateSLSAProvenance) {
+	for _, i := range fetchOrder(descs, first) {
 		if err := ctx.Err(); err != nil {
 			return nil, 0, err
 		}
@@ -136,23 +136,45 @@ func attestations(ctx context.Context, r *oci.Repo, o *options, subject v1.Hash)
 }
 
 // fetchOrder returns the indexes of the distinct digests of descs (each digest's first listing)
-// in the order to fetch them: those annotated with predicate type want first, then the others,
-// each group in the index's order.
-func fetchOrder(descs []v1.Descriptor, want string) []int {
+// in the order to fetch them: those annotated with predicate type want[0] first, then want[1]'s,
+// and so on, then the others, each group in the index's order.
+func fetchOrder(descs []v1.Descriptor, want []string) []int {
 	seen := map[v1.Hash]bool{}
-	var first, rest []int
+	groups := make([][]int, len(want)+1)
 	for i, d := range descs {
 		if seen[d.Digest] {
 			continue
 		}
 		seen[d.Digest] = true
-		if d.Annotations[AnnotationPredicate] == want {
-			first = append(first, i)
-		} else {
-			rest = append(rest, i)
+		g := slices.Index(want, d.Annotations[AnnotationPredicate])
+		if g < 0 {
+			g = len(want)
+		}
+		groups[g] = append(groups[g], i)
+	}
+	return slices.Concat(groups...)
+}
+
+// describeOrder returns the predicate types Describe fetches first: those WithPreferredPredicates
+// named, then SLSA provenance.
+func (o *options) describeOrder() []string {
+	return appendNew(slices.Clone(o.preferred), PredicateSLSAProvenance)
+}
+
+// pullOrder returns the predicate types Pull fetches first: SLSA provenance (what --trust needs),
+// then those WithPreferredPredicates named.
+func (o *options) pullOrder() []string {
+	return appendNew([]string{PredicateSLSAProvenance}, o.preferred...)
+}
+
+// appendNew appends to list the types it does not hold yet.
+func appendNew(list []string, types ...string) []string {
+	for _, t := range types {
+		if !slices.Contains(list, t) {
+			list = append(list, t)
 		}
 	}
-	return append(first, rest...)
+	return list
 }
 
 // fetchAttestation fetches, parses and (with trust keys) verifies attestation h of subject, and

@@ -46,7 +46,7 @@ func TestAttestationBounds(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	signed, _, err := attestations(ctx, r, o, subject)
+	signed, _, err := attestations(ctx, r, o, subject, o.describeOrder())
 	if err != nil || len(signed) != 1 {
 		t.Fatalf("the push's attestation: %v %+v", err, signed)
 	}

@@ -142,7 +142,7 @@ func alterAttestation(t *testing.T, reg *regtest.Registry, repo string, subject 
 	if err != nil {
 		t.Fatal(err)
 	}
-	atts, _, err := attestations(ctx, tg, o, subject)
+	atts, _, err := attestations(ctx, tg, o, subject, o.describeOrder())
 	if err != nil || len(atts) != 1 || atts[0].Err != nil {
 		t.Fatalf("attestations: %v %+v", err, atts)
 	}

@@ -44,7 +44,8 @@ func runDescribe(ctx context.Context, opts *globalOptions, f *describeFlags, ref
 		return err
 	}
 	ropts = append(ropts, tr...)
-	ropts = append(ropts, registry.WithLogger(opts.logger))
+	// The provenance, then board verifications, before the other attestations (Describe's bounds).
+	ropts = append(ropts, registry.WithLogger(opts.logger), registry.WithPreferredPredicates(registry.PredicateSLSAProvenance, verify.PredicateType))
 	d, err := registry.Describe(ctx, ref, ropts...)
 	if err != nil {
 		return err

@@ -272,7 +272,10 @@ func runVerifyList(ctx context.Context, opts *globalOptions, f *verifyFlags, ref
 	if err != nil {
 		return err
 	}
-	d, err := registry.Describe(ctx, ref, append(append(ropts, tr...), registry.WithLogger(opts.logger))...)
+	// Board verifications first: other attestations listed before them cannot push them past
+	// Describe's bounds.
+	ropts = append(append(ropts, tr...), registry.WithLogger(opts.logger), registry.WithPreferredPredicates(verify.PredicateType))
+	d, err := registry.Describe(ctx, ref, ropts...)
 	if err != nil {
 		return err
 	}
@@ -288,6 +291,9 @@ func runVerifyList(ctx context.Context, opts *globalOptions, f *verifyFlags, ref
 		fmt.Fprintln(opts.stdout, "  none")
 	}
 	writeVerifications(opts.stdout, vs)
+	if d.SkippedAttestations > 0 {
+		fmt.Fprintf(opts.stdout, "  %d more attestations listed, not fetched (beyond the first 64, or 64 MiB of envelopes)\n", d.SkippedAttestations)
+	}
 	return nil
 }
 

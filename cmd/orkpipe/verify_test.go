@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -11,6 +12,7 @@ import (
 	"orkpipe/internal/testfiles"
 	"orkpipe/ork/boardhost"
 	"orkpipe/pipelines/verify/verifytest"
+	"orkpipe/registry"
 	"orkpipe/registry/regtest"
 )
 
@@ -161,6 +163,7 @@ func TestVerifyCLIRefAttestDescribe(t *testing.T) {
 	if code != 0 || !strings.Contains(out, "attested "+ref+" as sha256:") {
 		t.Fatalf("verify REF --attest: exit %d\n%s\n%s", code, out, stderr)
 	}
+	att, _, _ := strings.Cut(out[strings.Index(out, "attested "+ref+" as ")+len("attested "+ref+" as "):], "\n")
 	if _, err := os.Stat(filepath.Join(pulled, verifytest.Name+".orkpack")); err != nil {
 		t.Fatalf("REF was not pulled into -o: %v", err)
 	}
@@ -175,10 +178,36 @@ func TestVerifyCLIRefAttestDescribe(t *testing.T) {
 			t.Errorf("describe lacks %q:\n%s", want, out)
 		}
 	}
-	out, stderr, code = runVerifyCLI(t, "verify", "--list", "--plain-http", "--trust", key+".pub", ref)
-	for _, want := range []string{`board "rk3588" host "` + host + `": passed`, "fake-llama-perplexity-good.sh", "script-interpreter", "PPL 2.6798"} {
-		if code != 0 || !strings.Contains(out, want) {
-			t.Errorf("verify --list: exit %d, output lacks %q:\n%s\n%s", code, want, out, stderr)
+	list := func(when string) {
+		t.Helper()
+		out, stderr, code := runVerifyCLI(t, "verify", "--list", "--plain-http", "--trust", key+".pub", ref)
+		for _, want := range []string{`board "rk3588" host "` + host + `": passed`, "fake-llama-perplexity-good.sh", "script-interpreter", "PPL 2.6798"} {
+			if code != 0 || !strings.Contains(out, want) {
+				t.Errorf("verify --list %s: exit %d, output lacks %q:\n%s\n%s", when, code, want, out, stderr)
+			}
 		}
+	}
+	list("")
+
+	// Listed after more attestations of other predicate types than are fetched (70 decoys before it
+	// in the referrers index), the board verification is still found by verify --list and describe.
+	priv, err := registry.LoadPrivateKey(key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	plain := registry.WithPlainHTTP(reg.Host)
+	d, err := registry.Describe(context.Background(), ref, plain)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const decoys = 70
+	verifytest.AttachDecoys(t, ref, decoys, plain, registry.WithSigner(priv))
+	if n := reg.MoveReferrerLast(t, "packs/stories", d.Artifact.Digest.String(), att); n != decoys {
+		t.Fatalf("%d referrers listed before the board verification %s, want %d", n, att, decoys)
+	}
+	list(fmt.Sprintf("after %d decoys", decoys))
+	out, stderr, code = runVerifyCLI(t, "describe", "--plain-http", "--trust", key+".pub", ref)
+	if code != 0 || !strings.Contains(out, `board "rk3588" host "`+host+`": passed`) {
+		t.Errorf("describe after %d decoys: exit %d, no board verification:\n%s\n%s", decoys, code, out, stderr)
 	}
 }

@@ -113,7 +113,7 @@ func (x *Executor) Execute(ctx context.Context, req engine.ExecRequest) ([]artif
 	if err := json.Unmarshal(req.Material.Params, &want); err != nil {
 		return nil, fmt.Errorf("verify-board params: %w", err)
 	}
-	d, err := registry.Describe(ctx, x.Ref, x.Options...)
+	d, err := registry.Describe(ctx, x.Ref, append(slices.Clip(x.Options), registry.WithPreferredPredicates(PredicateType))...)
 	if err != nil {
 		return nil, fmt.Errorf("looking for board verifications of %s: %w", x.Ref, err)
 	}
@@ -127,6 +127,9 @@ func (x *Executor) Execute(ctx context.Context, req engine.ExecRequest) ([]artif
 	}
 	if len(why) == 0 {
 		why = append(why, "none attached")
+	}
+	if d.SkippedAttestations > 0 {
+		why = append(why, fmt.Sprintf("%d more attestations listed were not fetched (Describe's bounds)", d.SkippedAttestations))
 	}
 	return nil, fmt.Errorf("%w: %s: no board verification of pack %s on board host %s with run program %s, command %q and text %s:\n  %s",
 		ErrNotSatisfied, x.Ref, req.Material.Inputs["pack"], want.Fingerprint, want.Program, want.Command, req.Material.Inputs["text"], strings.Join(why, "\n  "))

@@ -265,3 +265,92 @@ func fileDigest(t *testing.T, d *registry.Description, name string) artifacts.Di
 	}
 	return f.Digests.BLAKE3
 }
+
+// TestBoardVerificationAfterDecoys: a board verification listed after more attestations of other
+// predicate types than Describe fetches (70 decoys before it in the referrers index) is still found by
+// the Executor: the verify-board node is satisfied from the registry, nothing runs locally.
+func TestBoardVerificationAfterDecoys(t *testing.T) {
+	ctx := context.Background()
+	verify.RegisterKind()
+	reg := regtest.Start(t, nil)
+	const repo = "packs/decoys"
+	ref := reg.Ref(repo, "v1")
+	plain := registry.WithPlainHTTP(reg.Host)
+	build := t.TempDir()
+	verifytest.BuildDir(t, build)
+	pushed, err := registry.Push(ctx, build, ref, plain)
+	if err != nil {
+		t.Fatal(err)
+	}
+	text := testfiles.Path(t, "tinystories_sample.txt")
+	res, err := verify.Dir(ctx, build, verify.WithRun("'"+verifytest.StandIn(t, "good")+"' -m {stub} --ork-pack {pack} -f {text}", text))
+	if err != nil {
+		t.Fatal(err)
+	}
+	keyPath := filepath.Join(t.TempDir(), "board.key")
+	pub, err := registry.GenerateKeyFiles(keyPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	priv, err := registry.LoadPrivateKey(keyPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	att, err := verify.Attest(ctx, ref, res, plain, registry.WithSigner(priv))
+	if err != nil {
+		t.Fatal(err)
+	}
+	const decoys = 70
+	verifytest.AttachDecoys(t, ref, decoys, plain, registry.WithSigner(priv))
+	if n := reg.MoveReferrerLast(t, repo, pushed.Artifact.Digest.String(), att); n != decoys {
+		t.Fatalf("%d referrers listed before the board verification, want %d", n, decoys)
+	}
+	d, err := registry.Describe(ctx, ref, plain, registry.WithTrust(pub))
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw, err := verify.NewPredicate(res)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pred, rep, err := verify.DecodePredicate(raw)
+	if err != nil {
+		t.Fatal(err)
+	}
+	params, inputs, err := verify.ParamsOf(pred, rep)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if inputs["pack"] != fileDigest(t, d, verifytest.Name+".orkpack") {
+		t.Fatalf("verified pack %s is not the pushed one", inputs["pack"])
+	}
+	store, err := artifacts.OpenStore(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer store.Close()
+	local := &countingExecutor{next: engine.Local{Store: store}}
+	exec := &verify.Executor{Next: local, Store: store, Ref: ref, Options: []registry.Option{plain, registry.WithTrust(pub)}, Trusted: true}
+	eng, err := engine.New(store, engine.WithMemoryBudget(1<<30), engine.WithExecutor(exec))
+	if err != nil {
+		t.Fatal(err)
+	}
+	g := engine.NewGraph()
+	n := g.Add("verify-board", "verify-board", params, map[string]engine.Input{
+		"pack": engine.File(filepath.Join(build, verifytest.Name+".orkpack")),
+		"stub": engine.File(filepath.Join(build, verifytest.Name+".orkpack.gguf")),
+		"text": engine.File(text),
+	})
+	g.Export(stages.VerifyBoardOutput, n.Output(stages.VerifyBoardOutput))
+	pl, err := eng.Plan(g)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := eng.Build(ctx, "stories-board", pl, engine.BuildOptions{})
+	if err != nil {
+		t.Fatalf("board verification listed after %d decoys: %v", decoys, err)
+	}
+	if r.Executed != 1 || local.n.Load() != 0 {
+		t.Errorf("executed %d, %d on the local executor: want the verification adopted from the registry", r.Executed, local.n.Load())
+	}
+}

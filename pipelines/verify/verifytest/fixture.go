@@ -10,6 +10,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"fmt"
 	"io"
 	"os"
 	"path/filepath"
@@ -24,6 +25,7 @@ import (
 	"orkpipe/internal/testfiles"
 	"orkpipe/ork/gguf"
 	"orkpipe/ork/pack"
+	"orkpipe/registry"
 )
 
 // Name is the base name of the pack in a fixture directory.
@@ -157,4 +159,19 @@ func StandIn(t testing.TB, name string) string {
 		t.Fatal(err)
 	}
 	return p
+}
+
+// DecoyPredicate is the predicate type of the attestations AttachDecoys attaches.
+const DecoyPredicate = "https://example.com/decoy/v1"
+
+// AttachDecoys attaches n signed attestations of predicate type DecoyPredicate to the artifact at ref
+// (opts: the transport options and registry.WithSigner): other attestations a board verification can
+// be listed after.
+func AttachDecoys(t testing.TB, ref string, n int, opts ...registry.Option) {
+	t.Helper()
+	for i := range n {
+		if _, err := registry.Attach(context.Background(), ref, DecoyPredicate, json.RawMessage(fmt.Sprintf(`{"run":%d}`, i)), opts...); err != nil {
+			t.Fatal(err)
+		}
+	}
 }

@@ -53,7 +53,9 @@ with --run, the run binary and every shared library it loads; then runs the comm
 before and after, and parses llama-perplexity output. The command is not started if a check failed.
 
 The report is JSON (--report FILE, or --json on stdout) plus a short summary; the exit status is
-non-zero when any check failed. --attest REF --sign KEY attaches the report as a signed referrer of
+non-zero when any check failed. Files of DIR that provenance.json does not list are not verified: they
+fail no check (a board directory may hold other files), but a warning names them ("unlisted_files"
+in --json; orkpipe's own hidden .orkpipe-* files are left out). --attest REF --sign KEY attaches the report as a signed referrer of
 the pack's manifest, so 'orkpipe describe REF' on the build side lists the verification.`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if len(args) != 1 {
@@ -172,15 +174,17 @@ func runVerify(ctx context.Context, opts *globalOptions, f *verifyFlags, target 
 		if err != nil {
 			return err
 		}
-		if attestation != "" { // the report's fields plus "attestation" (keys then sorted)
-			var m map[string]json.RawMessage
-			if err := json.Unmarshal(rb, &m); err != nil {
-				return err
-			}
+		// The report's fields plus "unlisted_files" and "attestation" (keys then sorted).
+		var m map[string]json.RawMessage
+		if err := json.Unmarshal(rb, &m); err != nil {
+			return err
+		}
+		m["unlisted_files"], _ = json.Marshal(append([]string{}, res.Unlisted...))
+		if attestation != "" {
 			m["attestation"], _ = json.Marshal(attestation)
-			if rb, err = json.Marshal(m); err != nil {
-				return err
-			}
+		}
+		if rb, err = json.Marshal(m); err != nil {
+			return err
 		}
 		if _, err := fmt.Fprintf(opts.stdout, "%s\n", rb); err != nil {
 			return err
@@ -191,6 +195,7 @@ func runVerify(ctx context.Context, opts *globalOptions, f *verifyFlags, target 
 			return err
 		}
 		writeRunTail(opts.stdout, res.Report)
+		writeUnlisted(opts.stdout, res)
 		if attestation != "" {
 			fmt.Fprintf(opts.stdout, "attested %s as %s\n", f.attest, attestation)
 		}
@@ -212,6 +217,20 @@ func writeRunTail(w io.Writer, rep *boardhost.Report) {
 	for _, l := range tail {
 		fmt.Fprintf(w, "  | %s\n", l)
 	}
+}
+
+// writeUnlisted warns of the files of the directory that provenance.json does not list: they fail no
+// check, but nothing verified them.
+func writeUnlisted(w io.Writer, res *verify.Result) {
+	if len(res.Unlisted) == 0 {
+		return
+	}
+	names := make([]string, len(res.Unlisted))
+	for i, n := range res.Unlisted {
+		names[i] = shown(n)
+	}
+	fmt.Fprintf(w, "warning: %d file(s) in %s not listed in %s, not verified: %s\n",
+		len(names), shown(res.Files.Dir), verify.ProvenanceFile, strings.Join(names, ", "))
 }
 
 // runTailLines is how many output lines of a failed run the human summary shows.

@@ -3,9 +3,11 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -210,4 +212,47 @@ func TestVerifyCLIRefAttestDescribe(t *testing.T) {
 	if code != 0 || !strings.Contains(out, `board "rk3588" host "`+host+`": passed`) {
 		t.Errorf("describe after %d decoys: exit %d, no board verification:\n%s\n%s", decoys, code, out, stderr)
 	}
+}
+
+// TestVerifyCLIUnlistedFiles: a file of DIR that provenance.json does not list fails no check, but
+// verify names it (a warning line; "unlisted_files" in --json), so that nobody takes it for verified.
+// orkpipe's own hidden files are not named.
+func TestVerifyCLIUnlistedFiles(t *testing.T) {
+	dir := t.TempDir()
+	verifytest.BuildDir(t, dir)
+	if err := os.WriteFile(filepath.Join(dir, ".orkpipe-timeline.html"), []byte("<html></html>\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	check := func(want []string) {
+		t.Helper()
+		out, stderr, code := runVerifyCLI(t, "verify", dir)
+		if code != 0 {
+			t.Fatalf("verify: exit %d\n%s\n%s", code, out, stderr)
+		}
+		warned := strings.Contains(out, "warning:")
+		if len(want) == 0 && warned {
+			t.Errorf("verify warned with every file listed in provenance.json:\n%s", out)
+		}
+		if len(want) > 0 && !strings.Contains(out, "warning: 1 file(s) in "+dir+" not listed in provenance.json, not verified: "+strings.Join(want, ", ")+"\n") {
+			t.Errorf("verify does not warn of %q:\n%s", want, out)
+		}
+		out, stderr, code = runVerifyCLI(t, "--json", "verify", dir)
+		if code != 0 {
+			t.Fatalf("verify --json: exit %d\n%s\n%s", code, out, stderr)
+		}
+		var got struct {
+			Unlisted *[]string `json:"unlisted_files"`
+		}
+		if err := json.Unmarshal([]byte(out), &got); err != nil {
+			t.Fatal(err)
+		}
+		if got.Unlisted == nil || !slices.Equal(*got.Unlisted, want) {
+			t.Errorf("verify --json: unlisted_files %v, want %q", got.Unlisted, want)
+		}
+	}
+	check(nil)
+	if err := os.WriteFile(filepath.Join(dir, "extra.bin"), []byte("not built by orkpipe\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	check([]string{"extra.bin"})
 }

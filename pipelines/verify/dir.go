@@ -72,6 +72,11 @@ type Result struct {
 	Files   Files
 	Profile board.Profile // the profile the fit and loader checks used (zero when none could be chosen)
 	Report  *boardhost.Report
+	// Unlisted names the regular files of the directory that provenance.json does not list, sorted:
+	// nothing verified them (a board operator's directory may hold other files, so they fail no
+	// check). provenance.json itself and orkpipe's own hidden files (".orkpipe-*") are not listed
+	// here; nil when provenance.json could not be read (the integrity check then failed).
+	Unlisted []string
 }
 
 // Dir verifies the build directory dir on this host and returns the report. Failed checks are in
@@ -94,6 +99,12 @@ func Dir(ctx context.Context, dir string, opts ...Option) (*Result, error) {
 	rep.Add("integrity", checkProvenance(ctx, files, cfg.jobs), "every file matches the sha256/BLAKE3 recorded in "+ProvenanceFile)
 	if err := ctx.Err(); err != nil {
 		return nil, err
+	}
+	if res.Unlisted, err = unlisted(files); err != nil {
+		return nil, err
+	}
+	if len(res.Unlisted) > 0 {
+		log.Warn("verify: files not listed in "+ProvenanceFile+" were not verified", "files", res.Unlisted)
 	}
 	rep.Add("stub-header", checkStubHeader(ctx, files), "stub header region equals the source header recorded in "+ReportFile)
 

@@ -116,6 +116,31 @@ func checkProvenance(ctx context.Context, f Files, jobs int) error {
 	return nil
 }
 
+// unlisted returns the regular files of f.Dir that are not subjects of provenance.json, sorted,
+// leaving out provenance.json and orkpipe's own hidden files (".orkpipe-*": a build's timeline,
+// temporary files); nil when provenance.json cannot be read (checkProvenance reports that).
+func unlisted(f Files) ([]string, error) {
+	subs, err := readProvenance(f.Provenance)
+	if err != nil {
+		return nil, nil
+	}
+	listed := map[string]bool{filepath.Base(f.Provenance): true}
+	for _, s := range subs {
+		listed[s.Name] = true
+	}
+	ents, err := os.ReadDir(f.Dir)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrLayout, err)
+	}
+	var out []string
+	for _, e := range ents {
+		if e.Type().IsRegular() && !listed[e.Name()] && !strings.HasPrefix(e.Name(), ".orkpipe-") {
+			out = append(out, e.Name())
+		}
+	}
+	return out, nil
+}
+
 func checkSubject(ctx context.Context, path string, s subject) error {
 	fh, err := os.Open(path)
 	if err != nil {

@@ -4,15 +4,17 @@ import (
 	"bufio"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
 
-	"orkpipe/artifacts"
-
+	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"golang.org/x/sys/unix"
+
+	"orkpipe/artifacts"
 )
 
 // PartialDir is the directory, beside the pulled files, that holds the state of unfinished pulls:
@@ -184,6 +186,56 @@ func (s *partialState) remove() error {
 	}
 	os.Remove(filepath.Dir(s.dir)) // only succeeds when no other artifact's state is left
 	return nil
+}
+
+// LeftoverState is the state directory of another artifact's interrupted pull, found in the
+// directory of a pull that finished (PullResult.Leftovers). Pull leaves it: pulling that artifact
+// into the directory again resumes from it; removing the directory gives its space back.
+type LeftoverState struct {
+	Dir    string  // DIR/.orkpipe-partial/<manifest sha256 hex>
+	Digest v1.Hash // the manifest digest of the artifact whose pull it holds
+	Bytes  int64   // the disk space its files take (allocated blocks: partial files are sparse)
+}
+
+// leftoverStates returns the state directories under dir/PartialDir of artifacts other than the
+// one of manifest hex current, in name order (entries not named like a sha256 digest are not
+// states and are left out). A state may belong to a pull of that artifact still running.
+func leftoverStates(dir, current string) ([]LeftoverState, error) {
+	root := filepath.Join(dir, PartialDir)
+	ents, err := os.ReadDir(root)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	var out []LeftoverState
+	for _, e := range ents {
+		if !e.IsDir() || e.Name() == current {
+			continue
+		}
+		h, err := v1.NewHash("sha256:" + e.Name())
+		if err != nil {
+			continue
+		}
+		l := LeftoverState{Dir: filepath.Join(root, e.Name()), Digest: h}
+		err = filepath.WalkDir(l.Dir, func(path string, d fs.DirEntry, err error) error {
+			if err != nil {
+				return err
+			}
+			var st unix.Stat_t
+			if err := unix.Lstat(path, &st); err != nil {
+				return &fs.PathError{Op: "lstat", Path: path, Err: err}
+			}
+			l.Bytes += int64(st.Blocks) * 512
+			return nil
+		})
+		if err != nil {
+			return nil, fmt.Errorf("sizing the interrupted pull state %s: %w", l.Dir, err)
+		}
+		out = append(out, l)
+	}
+	return out, nil
 }
 
 // linkAndRemove renames src to dst by a hard link, which fails if dst exists, and removing src.

@@ -29,6 +29,9 @@ type PullResult struct {
 	Files        []PulledFile  // the files pulled, in the artifact's order
 	Downloaded   int64         // layer bytes received (retries included)
 	Attestations []Attestation // verified provenance attestations, when WithTrust was given
+	// Leftovers lists the state other artifacts' interrupted pulls left in the directory (each also
+	// logged as a warning): Pull removes only its own artifact's state.
+	Leftovers []LeftoverState
 }
 
 // PulledFile is one file of a pull. Every file is verified by BLAKE3: each range against its
@@ -147,7 +150,28 @@ schedule:
 	if err := artifacts.SyncDir(dir); err != nil {
 		return res, err
 	}
-	return res, state.remove()
+	if err := state.remove(); err != nil {
+		return res, err
+	}
+	res.Leftovers = reportLeftovers(dir, art.Digest.Hex, r.Logger())
+	return res, nil
+}
+
+// reportLeftovers returns the interrupted pull states of other artifacts in dir and logs a warning
+// for each: its directory, size and artifact, and how to resume or remove it. A directory that
+// cannot be listed is logged too (the pull itself succeeded).
+func reportLeftovers(dir, current string, log *slog.Logger) []LeftoverState {
+	ls, err := leftoverStates(dir, current)
+	if err != nil {
+		log.Warn("pull: could not look for other artifacts' interrupted pull state", "dir", dir, "err", err)
+	}
+	for _, l := range ls {
+		log.Warn("pull: another artifact's interrupted pull left its state in the directory", "state", l.Dir,
+			"bytes", l.Bytes, "size", units.FormatSize(l.Bytes), "artifact", l.Digest.String(),
+			"resume", "pull that artifact (REPO@"+l.Digest.String()+") into "+dir+" again",
+			"remove", "rm -r "+l.Dir+" (when no pull of it is running)")
+	}
+	return ls
 }
 
 // checkSpace refuses (ErrNoSpace) a pull into dir whose files still to write (jobs: their data

@@ -28,7 +28,9 @@ func newPullCommand(opts *globalOptions) *cobra.Command {
 of every file download in parallel, each checked against its BLAKE3 value as it streams and
 written in place (a sparse file's holes stay holes); a file whose ranges all verified (so its
 BLAKE3 is the manifest's; its sha256 follows, see docs/oci.md) is renamed, read-only, into DIR. An
-interrupted pull resumes from the ranges it had verified (DIR/.orkpipe-partial). A file already
+interrupted pull resumes from the ranges it had verified (DIR/.orkpipe-partial/<manifest hex>);
+a pull that finishes removes its own state and warns of other artifacts' state left there (its
+size, and how to resume or remove it; leftoverPartials in --json). A file already
 in DIR is kept only if its BLAKE3 matches. With --trust KEY.pub the artifact must carry
 provenance signed by that key. A pull whose files still to write (their data: holes, files in
 place and ranges an interrupted pull verified need nothing) exceed the free space of DIR's
@@ -103,13 +105,22 @@ func runPull(ctx context.Context, opts *globalOptions, f *pullFlags, ref string)
 			Skipped bool   `json:"skipped"`
 			Resumed int    `json:"resumedRanges"`
 		}
+		type leftover struct {
+			Dir    string `json:"dir"`
+			Digest string `json:"digest"`
+			Bytes  int64  `json:"bytes"`
+		}
 		out := struct {
-			Digest     string   `json:"digest"`
-			Ref        string   `json:"ref"`
-			Downloaded int64    `json:"downloaded"`
-			Files      []file   `json:"files"`
-			TrustedBy  []string `json:"trustedBy,omitempty"`
+			Digest     string     `json:"digest"`
+			Ref        string     `json:"ref"`
+			Downloaded int64      `json:"downloaded"`
+			Files      []file     `json:"files"`
+			TrustedBy  []string   `json:"trustedBy,omitempty"`
+			Leftovers  []leftover `json:"leftoverPartials,omitempty"` // other artifacts' interrupted pull state
 		}{Digest: res.Digest.String(), Ref: ref, Downloaded: res.Downloaded}
+		for _, l := range res.Leftovers {
+			out.Leftovers = append(out.Leftovers, leftover{l.Dir, l.Digest.String(), l.Bytes})
+		}
 		for i, pf := range res.Files {
 			fd := res.Artifact.Files[i].Digests
 			out.Files = append(out.Files, file{pf.Name, pf.Path, fd.Size, fd.SHA256, fd.BLAKE3.String(), pf.Skipped, pf.Resumed})

@@ -1,6 +1,7 @@
 package registry
 
 import (
+	"crypto/ed25519"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -17,6 +18,26 @@ import (
 	"orkpipe/registry/regtest"
 )
 
+// smallSignedSource returns a build directory of one small file and its provenance, and a fresh
+// signing key pair.
+func smallSignedSource(t *testing.T) (dir string, pub ed25519.PublicKey, priv ed25519.PrivateKey) {
+	t.Helper()
+	dir = t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "a.txt"), []byte("a file\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	writeProvenance(t, dir)
+	kdir := t.TempDir()
+	pub, err := GenerateKeyFiles(filepath.Join(kdir, "k"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if priv, err = LoadPrivateKey(filepath.Join(kdir, "k")); err != nil {
+		t.Fatal(err)
+	}
+	return dir, pub, priv
+}
+
 // TestAttestationBounds is probe finding F1: a referrers index listing one ~16 MiB attestation 400
 // times made describe and pull --trust fetch and hold every copy (out of memory). A digest listed
 // again is fetched once; at most maxAttestations distinct attestations and maxAttestationBytes of
@@ -24,17 +45,7 @@ import (
 func TestAttestationBounds(t *testing.T) {
 	ctx := ctxT(t)
 	reg := regtest.Start(t, nil)
-	src := t.TempDir()
-	if err := os.WriteFile(filepath.Join(src, "a.txt"), []byte("a file\n"), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	writeProvenance(t, src)
-	kdir := t.TempDir()
-	pub, err := GenerateKeyFiles(filepath.Join(kdir, "k"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	priv, _ := LoadPrivateKey(filepath.Join(kdir, "k"))
+	src, pub, priv := smallSignedSource(t)
 	ref := reg.Ref("packs/refs", "v1")
 	res, err := Push(ctx, src, ref, plain(reg), WithSigner(priv))
 	if err != nil {
@@ -150,17 +161,7 @@ func TestAttestationBounds(t *testing.T) {
 func TestTrustedProvenanceAfterDecoys(t *testing.T) {
 	ctx := ctxT(t)
 	reg := regtest.Start(t, nil)
-	src := t.TempDir()
-	if err := os.WriteFile(filepath.Join(src, "a.txt"), []byte("a file\n"), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	writeProvenance(t, src)
-	kdir := t.TempDir()
-	pub, err := GenerateKeyFiles(filepath.Join(kdir, "k"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	priv, _ := LoadPrivateKey(filepath.Join(kdir, "k"))
+	src, pub, priv := smallSignedSource(t)
 	ref := reg.Ref("packs/decoys", "v1")
 	pushed, err := Push(ctx, src, ref, plain(reg)) // unsigned: the provenance is attached last
 	if err != nil {

@@ -2,6 +2,7 @@ package verify_test
 
 import (
 	"context"
+	"crypto/ed25519"
 	"errors"
 	"os"
 	"path/filepath"
@@ -29,6 +30,24 @@ type countingExecutor struct {
 func (c *countingExecutor) Execute(ctx context.Context, req engine.ExecRequest) ([]artifacts.NamedObject, error) {
 	c.n.Add(1)
 	return c.next.Execute(ctx, req)
+}
+
+// boardEngine opens a fresh store and an engine whose verify-board nodes go through a trusting
+// verify.Executor on ref (key pub) before local, which counts the nodes that reached it.
+func boardEngine(t *testing.T, ref string, plain registry.Option, pub ed25519.PublicKey) (*countingExecutor, *verify.Executor, *engine.Engine) {
+	t.Helper()
+	store, err := artifacts.OpenStore(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { store.Close() })
+	local := &countingExecutor{next: engine.Local{Store: store}}
+	exec := &verify.Executor{Next: local, Store: store, Ref: ref, Options: []registry.Option{plain, registry.WithTrust(pub)}, Trusted: true}
+	eng, err := engine.New(store, engine.WithMemoryBudget(1<<30), engine.WithExecutor(exec))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return local, exec, eng
 }
 
 // elsewhereExecutor stands in for an executor that runs nodes outside this process (Dagger): it
@@ -136,17 +155,7 @@ func TestVerifyAttestDescribeAndDAG(t *testing.T) {
 	if inputs["pack"] != fileDigest(t, d, verifytest.Name+".orkpack") {
 		t.Fatalf("attested pack %s is not the pushed one", inputs["pack"])
 	}
-	store, err := artifacts.OpenStore(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer store.Close()
-	local := &countingExecutor{next: engine.Local{Store: store}}
-	exec := &verify.Executor{Next: local, Store: store, Ref: ref, Options: []registry.Option{plain, registry.WithTrust(pub)}, Trusted: true}
-	eng, err := engine.New(store, engine.WithMemoryBudget(1<<30), engine.WithExecutor(exec))
-	if err != nil {
-		t.Fatal(err)
-	}
+	local, exec, eng := boardEngine(t, ref, plain, pub)
 	// boardGraph is the graph of one verify-board node on the pushed build's pack and stub.
 	boardGraph := func(p stages.VerifyBoardParams) *engine.Graph {
 		g := engine.NewGraph()
@@ -324,17 +333,7 @@ func TestBoardVerificationAfterDecoys(t *testing.T) {
 	if inputs["pack"] != fileDigest(t, d, verifytest.Name+".orkpack") {
 		t.Fatalf("verified pack %s is not the pushed one", inputs["pack"])
 	}
-	store, err := artifacts.OpenStore(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer store.Close()
-	local := &countingExecutor{next: engine.Local{Store: store}}
-	exec := &verify.Executor{Next: local, Store: store, Ref: ref, Options: []registry.Option{plain, registry.WithTrust(pub)}, Trusted: true}
-	eng, err := engine.New(store, engine.WithMemoryBudget(1<<30), engine.WithExecutor(exec))
-	if err != nil {
-		t.Fatal(err)
-	}
+	local, _, eng := boardEngine(t, ref, plain, pub)
 	g := engine.NewGraph()
 	n := g.Add("verify-board", "verify-board", params, map[string]engine.Input{
 		"pack": engine.File(filepath.Join(build, verifytest.Name+".orkpack")),

@@ -32,6 +32,21 @@ func (c *countingExecutor) Execute(ctx context.Context, req engine.ExecRequest) 
 	return c.next.Execute(ctx, req)
 }
 
+// boardKey generates a board's signing key pair.
+func boardKey(t *testing.T) (ed25519.PublicKey, ed25519.PrivateKey) {
+	t.Helper()
+	keyPath := filepath.Join(t.TempDir(), "board.key")
+	pub, err := registry.GenerateKeyFiles(keyPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	priv, err := registry.LoadPrivateKey(keyPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return pub, priv
+}
+
 // boardEngine opens a fresh store and an engine whose verify-board nodes go through a trusting
 // verify.Executor on ref (key pub) before local, which counts the nodes that reached it.
 func boardEngine(t *testing.T, ref string, plain registry.Option, pub ed25519.PublicKey) (*countingExecutor, *verify.Executor, *engine.Engine) {
@@ -100,15 +115,7 @@ func TestVerifyAttestDescribeAndDAG(t *testing.T) {
 	if !res.Report.OK() {
 		t.Fatalf("verification of the pulled pack failed: %+v", res.Report.Checks)
 	}
-	keyPath := filepath.Join(t.TempDir(), "board.key")
-	pub, err := registry.GenerateKeyFiles(keyPath)
-	if err != nil {
-		t.Fatal(err)
-	}
-	priv, err := registry.LoadPrivateKey(keyPath)
-	if err != nil {
-		t.Fatal(err)
-	}
+	pub, priv := boardKey(t)
 	att, err := verify.Attest(ctx, ref, res, plain, registry.WithSigner(priv))
 	if err != nil {
 		t.Fatal(err)
@@ -296,15 +303,7 @@ func TestBoardVerificationAfterDecoys(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	keyPath := filepath.Join(t.TempDir(), "board.key")
-	pub, err := registry.GenerateKeyFiles(keyPath)
-	if err != nil {
-		t.Fatal(err)
-	}
-	priv, err := registry.LoadPrivateKey(keyPath)
-	if err != nil {
-		t.Fatal(err)
-	}
+	pub, priv := boardKey(t)
 	att, err := verify.Attest(ctx, ref, res, plain, registry.WithSigner(priv))
 	if err != nil {
 		t.Fatal(err)

@@ -33,7 +33,10 @@
 //     dependents; 0 where no cost is set), then the longest chain of nodes after it, then the
 //     larger declared memory, then the earlier in the plan — and its declared memory from a weighted semaphore sized to the budget
 //     (the running nodes' estimates never sum above it), takes the cross-process key lock
-//     (Store.LockKey) and looks again — another process may have built it meanwhile;
+//     (Store.LockKey) and looks again — another process may have built it meanwhile. A node whose
+//     key another build holds gives its slot and memory back while it waits for the lock, so the
+//     build's other nodes run meanwhile; it takes them again, after looking again, only if the
+//     other build left no record (the lock order is explained on pass.lockKey);
 //  4. verifies its input objects (Store.Verify; once per object per pass; an output this process
 //     adopted and nobody wrote since is not re-hashed, see artifacts.Store.Verify), runs the stage through
 //     the Executor (Local: nodeexec.Run in a Store.TempDir, the code path of `orkpipe node exec`,

@@ -31,6 +31,7 @@ type testParams struct {
 	SleepMS int      `json:"sleep_ms,omitempty"`
 	Fail    bool     `json:"fail,omitempty"`
 	Block   bool     `json:"block,omitempty"` // with ORKPIPE_TEST_BLOCK=1: write part of the output, then wait for ctx
+	Gate    string   `json:"gate,omitempty"`  // wait until the test opens this gate (newGate) or ctx ends
 }
 
 // Instrumentation of test-node runs in this process.
@@ -83,6 +84,17 @@ func runTestNode(ctx context.Context, p testParams, req stages.Request) error {
 	execMu.Lock()
 	execCount[p.Tag]++
 	execMu.Unlock()
+	if p.Gate != "" {
+		g, ok := gates.Load(p.Gate)
+		if !ok {
+			return fmt.Errorf("test-node %q: gate %q not made by newGate in this process", p.Tag, p.Gate)
+		}
+		select {
+		case <-g.(chan struct{}):
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
 	if log := os.Getenv("ORKPIPE_TEST_EXECLOG"); log != "" {
 		f, err := os.OpenFile(log, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o644)
 		if err != nil {
@@ -153,6 +165,24 @@ func runTestNode(ctx context.Context, p testParams, req stages.Request) error {
 		}
 	}
 	return nil
+}
+
+// gates holds the channels test-node runs with a Gate wait on, by gate name (newGate).
+var gates sync.Map
+
+// newGate makes a gate named after the test for test-node's Gate and returns its name and the
+// function that opens it (again: no effect). The gate opens and goes when the test ends.
+func newGate(t testing.TB) (name string, open func()) {
+	t.Helper()
+	name = t.Name()
+	ch := make(chan struct{})
+	if _, dup := gates.LoadOrStore(name, ch); dup {
+		t.Fatalf("gate %q made twice", name)
+	}
+	var once sync.Once
+	open = func() { once.Do(func() { close(ch) }) }
+	t.Cleanup(func() { open(); gates.Delete(name) })
+	return name, open
 }
 
 func resetCounts() {

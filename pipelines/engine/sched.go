@@ -201,52 +201,43 @@ func (ps *pass) fail(st *nstate, pn *pnode, err error) {
 }
 
 // resolve serves key from the action cache or runs the node: take a job slot and the node's
-// memory, lock the key across processes, look again (another process may have built it), verify
-// the input objects, execute, check the sources did not change, store the action record. A node
-// the cache serves whose stage ps.check accepts runs too (without the key lock: it stores no
-// record), and its outputs are compared with the record's (ps.compare): checked reports a
-// reproduced record, mismatch one that was not, and the outputs returned are the record's.
+// memory, take the key's cross-process lock (lockKey: a node waits for it holding neither), look
+// again (another process may have built it), verify the input objects, execute, check the sources
+// did not change, store the action record. A node the cache serves whose stage ps.check accepts
+// runs too (without the key lock: it stores no record), and its outputs are compared with the
+// record's (ps.compare): checked reports a reproduced record, mismatch one that was not, and the
+// outputs returned are the record's.
 func (ps *pass) resolve(pn *pnode, key artifacts.Digest, m stages.KeyMaterial, inputs, tools map[string]stages.File) flight {
-	ctx, id := ps.ctx, pn.node.id
+	ctx := ps.ctx
 	checking := ps.check != nil && ps.check(pn.node.stage)
 	recorded, hit := ps.lookup(pn, key)
 	if hit && !checking {
 		ps.emitCached(pn, key, recorded)
 		return flight{outcome: OutcomeCached, outputs: recorded}
 	}
-	if err := ps.jobs.acquire(ctx, ps.ranks[pn.node.index]); err != nil {
+	release, err := ps.reserve(pn)
+	if err != nil {
 		return flight{outcome: OutcomeSkipped, err: err}
 	}
-	defer ps.jobs.release()
-	need := pn.spec.PeakMemory
-	if err := ps.mem.Acquire(ctx, need); err != nil {
-		return flight{outcome: OutcomeSkipped, err: err}
-	}
-	use := ps.memUse.Add(need)
-	for peak := ps.memPeak.Load(); use > peak && !ps.memPeak.CompareAndSwap(peak, use); peak = ps.memPeak.Load() {
-	}
-	defer func() { ps.memUse.Add(-need); ps.mem.Release(need) }()
-	// The garbage of nodes that finished still counts against the process's memory limit until the
-	// collector runs, which it does only after an allocation passes its goal: collect first when
-	// this node's memory would not fit beside it.
-	hugebuf.MakeRoom(need)
-
+	defer func() { release() }() // release is replaced below when lockKey gave it back
 	if !hit {
-		unlock, err := ps.e.store.LockKey(ctx, key)
+		unlock, reserved, err := ps.lockKey(pn, key, release)
 		if err != nil {
 			if ctx.Err() != nil {
 				return flight{outcome: OutcomeSkipped, err: ctx.Err()}
 			}
 			return ps.failed(pn, key, time.Now(), fmt.Errorf("locking key: %w", err))
 		}
-		defer func() {
-			if err := unlock(); err != nil {
-				ps.e.cfg.logger.Warn("unlocking node key", "node", id, "key", key, "err", err)
-			}
-		}()
+		defer unlock()
 		if recorded, hit = ps.lookup(pn, key); hit && !checking {
 			ps.emitCached(pn, key, recorded)
 			return flight{outcome: OutcomeCached, outputs: recorded}
+		}
+		if !reserved { // it waited for another build, which did not record the key: run it here
+			if release, err = ps.reserve(pn); err != nil {
+				release = func() {}
+				return flight{outcome: OutcomeSkipped, err: err}
+			}
 		}
 	}
 	switch {
@@ -255,7 +246,85 @@ func (ps *pass) resolve(pn *pnode, key artifacts.Digest, m stages.KeyMaterial, i
 	case recorded == nil: // a record of no outputs: still a record to check against
 		recorded = map[string]stages.File{}
 	}
+	// The garbage of nodes that finished still counts against the process's memory limit until the
+	// collector runs, which it does only after an allocation passes its goal: collect first when
+	// this node's memory would not fit beside it.
+	hugebuf.MakeRoom(pn.spec.PeakMemory)
 	return ps.execute(pn, key, m, inputs, tools, recorded)
+}
+
+// reserve takes a job slot (in pn's rank) and pn's declared memory from the budget (counted in
+// memUse and memPeak while held), waiting for both, or returns ctx's error holding neither. The
+// function it returns gives both back; calls after the first do nothing.
+func (ps *pass) reserve(pn *pnode) (release func(), err error) {
+	if err := ps.jobs.acquire(ps.ctx, ps.ranks[pn.node.index]); err != nil {
+		return nil, err
+	}
+	need := pn.spec.PeakMemory
+	if err := ps.mem.Acquire(ps.ctx, need); err != nil {
+		ps.jobs.release()
+		return nil, err
+	}
+	use := ps.memUse.Add(need)
+	for peak := ps.memPeak.Load(); use > peak && !ps.memPeak.CompareAndSwap(peak, use); peak = ps.memPeak.Load() {
+	}
+	var once sync.Once
+	return func() {
+		once.Do(func() {
+			ps.memUse.Add(-need)
+			ps.mem.Release(need)
+			ps.jobs.release()
+		})
+	}, nil
+}
+
+// lockKey takes key's cross-process lock for pn, which holds a job slot and its memory (release
+// gives them back). It first tries the lock without waiting; if another build holds it, lockKey
+// gives the slot and the memory back before it waits (reserved false, also when it fails): the
+// caller looks key up again and takes them again only if it must still run the node. While it
+// waits, the wait is logged once it lasts (artifacts' lock patience, at -v), and ctx ends it.
+//
+// Lock order. A node holds at most three things: a job slot and memory of its pass, and its key's
+// lock, shared with every other build of the store (other processes, other passes of this one).
+// The rules: (1) a node never waits for a key lock while it holds a slot or memory: holding them it
+// only tries the lock, which returns at once; (2) a slot is taken before memory (reserve); (3)
+// holding a key lock a node may wait for a slot and memory (after waiting for the lock), and then
+// only runs. Nothing waits in a cycle: a node waiting for a slot or memory waits for nodes of its
+// own pass that hold them, and those either run (they wait for no lock: their inputs are done, and
+// a shared input verification waits only for a hash), try a lock, or wait for memory held by
+// running nodes, so slots and memory always come free whatever any key lock does; a node waiting
+// for a key lock holds nothing of its pass, and the holder runs or waits only for slots and memory
+// of its own build, which come free as above. (An older orkpipe that waits for a key holding its
+// own slot stalls only its own build.) Waiting for the lock before taking a slot, always, would be
+// deadlock-free too, but then every node queued for a slot would hold its key's lock and another
+// process with free slots could not take any of those keys: two builds sharing a store would stop
+// sharing the work.
+func (ps *pass) lockKey(pn *pnode, key artifacts.Digest, release func()) (unlock func(), reserved bool, err error) {
+	u, ok := tryLockKey(ps.e.store, key)
+	if !ok {
+		release()
+		if u, err = ps.e.store.LockKey(ps.ctx, key); err != nil {
+			return nil, false, err
+		}
+	}
+	return func() {
+		if err := u(); err != nil {
+			ps.e.cfg.logger.Warn("unlocking node key", "node", pn.node.id, "key", key, "err", err)
+		}
+	}, ok, nil
+}
+
+// tryLockKey takes key's lock only if nobody holds it, without waiting. The Store interface has no
+// try form, so it calls LockKey with a context already done: artifacts.Store.LockKey tries the
+// flock once before it looks at the context (TestTryLockKey holds it to that). ok is false when
+// the lock is held, and when LockKey failed in any other way: the waiting LockKey that follows
+// reports that error. A store that looked at the context first would only send every node down
+// the waiting path (correct, one more trip through the job queue).
+func tryLockKey(s Store, key artifacts.Digest) (unlock func() error, ok bool) {
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	unlock, err := s.LockKey(ctx, key)
+	return unlock, err == nil
 }
 
 // execute verifies the node's input objects and runs its stage. Without a record (record is nil)

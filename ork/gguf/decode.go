@@ -64,6 +64,44 @@ func (l loc) String() string {
 // declaring 12 Gi elements was read into 12 GiB.
 const MaxMetadataBytes = 256 << 20
 
+// MaxTensors caps the tensor count of a GGUF and MaxTensorInfoBytes its tensor-info table: the bytes
+// from the end of the KV section to the end of the last tensor info (names, dims, types, offsets).
+// Parse refuses a file past either with ErrLimit, naming the file, the field and the limit: a count
+// past MaxTensors as it is read, before any tensor info is, and the table as it is read, before
+// allocating for the field that would pass MaxTensorInfoBytes.
+//
+// No real GGUF comes near them. The largest models have one to two thousand tensors: Llama 3.1
+// 405B 126 blocks of 9 and 4 more (1,138), DeepSeek-V3 61 blocks of 12 to 20 (about 1,100); experts
+// are one tensor per block and kind, and even a 128-expert, 94-block model written the old way, an
+// expert a tensor, has 36,096 of them. A tensor info takes 24 bytes, 8 more a dimension and its
+// name (under 64 bytes), at most 119 in all: the tables of those models take about 100 KB.
+//
+// They bound what parsing allocates for the tensor infos however many a (sparse) file declares:
+// each TensorInfo (64 bytes), its shape, its name and its index entry, with the slice and index
+// doubling as they grow. Measured, 262,144 infos of 5-byte names and no dims (7.5 MB of table)
+// allocate 62 MB, 140,985 infos of 63-byte names and 4 dims (16 MiB) 52 MB: about 64 MiB at either
+// cap. Without them a table of real bytes was decoded whole, whatever its size: those two tables
+// (9.5 MB and 16 MiB, one tensor past each cap) allocated 118 MB and 81 MB (TestTensorInfoLimits).
+const (
+	MaxTensors         = 1 << 18
+	MaxTensorInfoBytes = 16 << 20
+)
+
+// sectionLimit is a cap on the bytes of one section of the header (the KV section, the tensor-info
+// table): start is the section's offset, max its cap, and name and constant say what it is and
+// which constant sets it, for messages.
+type sectionLimit struct {
+	start    int64
+	max      int64
+	name     string
+	constant string
+}
+
+var (
+	kvLimit         = sectionLimit{max: MaxMetadataBytes, name: "KV (metadata) section", constant: "gguf.MaxMetadataBytes"}
+	tensorInfoLimit = sectionLimit{max: MaxTensorInfoBytes, name: "tensor-info table", constant: "gguf.MaxTensorInfoBytes"}
+)
+
 // decoder reads the header sequentially from an io.ReaderAt, tracking the absolute offset so
 // that every error can say where it happened, and the bytes left so that no count read from the
 // file is trusted before it is checked against them. Nothing is allocated by a count read from
@@ -73,7 +111,7 @@ type decoder struct {
 	br      *bufio.Reader
 	pos     int64
 	size    int64
-	kvStart int64 // offset of the KV section while it is read (limit applies), -1 otherwise
+	limit   *sectionLimit // the limit on the section being read, nil outside the limited sections
 	scratch []byte
 }
 
@@ -90,7 +128,7 @@ func newDecoder(name string, r io.ReaderAt, size int64) *decoder {
 	if size < int64(bufSize) {
 		bufSize = max(int(size), 16)
 	}
-	return &decoder{name: name, br: bufio.NewReaderSize(io.NewSectionReader(r, 0, size), bufSize), size: size, kvStart: -1}
+	return &decoder{name: name, br: bufio.NewReaderSize(io.NewSectionReader(r, 0, size), bufSize), size: size}
 }
 
 // errAt formats an ErrFormat error at absolute offset off.
@@ -100,18 +138,24 @@ func (d *decoder) errAt(off int64, format string, a ...any) error {
 
 func (d *decoder) left() int64 { return d.size - d.pos }
 
-// metaLeft is what is left of MaxMetadataBytes while the KV section is read (MaxInt64 outside).
-func (d *decoder) metaLeft() int64 {
-	if d.kvStart < 0 {
+// enter starts a limited section at the current offset (l a copy of kvLimit or tensorInfoLimit);
+// leave ends it.
+func (d *decoder) enter(l sectionLimit) { l.start = d.pos; d.limit = &l }
+func (d *decoder) leave()               { d.limit = nil }
+
+// limitLeft is what is left of the current section's limit (MaxInt64 outside the limited sections).
+func (d *decoder) limitLeft() int64 {
+	if d.limit == nil {
 		return math.MaxInt64
 	}
-	return d.kvStart + MaxMetadataBytes - d.pos
+	return d.limit.start + d.limit.max - d.pos
 }
 
-// limitErr is the ErrLimit error for what (at off) needing need more bytes of the KV section.
+// limitErr is the ErrLimit error for what (at off) needing need more bytes of the current section.
 func (d *decoder) limitErr(off int64, what loc, need uint64) error {
-	return fmt.Errorf("%w: %s: offset %d: %s needs %d bytes, past the %d-byte limit on the KV (metadata) section (gguf.MaxMetadataBytes; %d bytes of it before this)",
-		ErrLimit, d.name, off, what, need, int64(MaxMetadataBytes), off-d.kvStart)
+	l := d.limit
+	return fmt.Errorf("%w: %s: offset %d: %s needs %d bytes, past the %d-byte limit on the %s (%s; %d bytes of it before this)",
+		ErrLimit, d.name, off, what, need, l.max, l.name, l.constant, off-l.start)
 }
 
 // read fills p from the file, failing with a message naming what was being read.
@@ -119,7 +163,7 @@ func (d *decoder) read(p []byte, what loc) error {
 	if int64(len(p)) > d.left() {
 		return d.errAt(d.pos, "truncated: %s needs %d bytes, only %d left in the file", what, len(p), d.left())
 	}
-	if int64(len(p)) > d.metaLeft() {
+	if int64(len(p)) > d.limitLeft() {
 		return d.limitErr(d.pos, what, uint64(len(p)))
 	}
 	if _, err := io.ReadFull(d.br, p); err != nil {
@@ -153,7 +197,7 @@ func (d *decoder) u64(what loc) (uint64, error) {
 }
 
 // count reads a u64 count of items each at least minSize bytes and checks it against the
-// bytes left in the file and, in the KV section, in MaxMetadataBytes. Callers still allocate
+// bytes left in the file and, in a limited section, in its limit. Callers still allocate
 // only as the items are read.
 func (d *decoder) count(what loc, minSize int) (int, error) {
 	off := d.pos
@@ -164,7 +208,7 @@ func (d *decoder) count(what loc, minSize int) (int, error) {
 	if minSize > 0 && n > uint64(d.left())/uint64(minSize) {
 		return 0, d.errAt(off, "%s %d is larger than the %d bytes left in the file allow (at least %d bytes each)", what, n, d.left(), minSize)
 	}
-	if minSize > 0 && n > uint64(d.metaLeft())/uint64(minSize) {
+	if minSize > 0 && n > uint64(d.limitLeft())/uint64(minSize) {
 		return 0, d.limitErr(off, what.with(fmt.Sprintf(" %d (at least %d bytes each)", n, minSize)), n*uint64(minSize))
 	}
 	if n > math.MaxInt32*64 { // only reachable with minSize 0
@@ -182,9 +226,15 @@ func (d *decoder) str(what loc) (string, error) {
 	return d.strBody(n, what)
 }
 
-// strLen reads a string's u64 length and checks it against the bytes left in the file and, in
-// the KV section, in MaxMetadataBytes.
+// strLen reads a string's u64 length and checks it against the bytes left in the file and, in a
+// limited section, in its limit.
 func (d *decoder) strLen(what loc) (int, error) {
+	return d.strLenUpTo(what, math.MaxInt64, nil)
+}
+
+// strLenUpTo is strLen with a longest length: a length past the file's end is refused first,
+// then one above longest with tooLong(its offset, the length), then one past the section's limit.
+func (d *decoder) strLenUpTo(what loc, longest uint64, tooLong func(off int64, n uint64) error) (int, error) {
 	off := d.pos
 	n, err := d.u64(what.with(" length"))
 	if err != nil {
@@ -193,7 +243,10 @@ func (d *decoder) strLen(what loc) (int, error) {
 	if n > uint64(d.left()) {
 		return 0, d.errAt(off, "%s length %d is longer than the %d bytes left in the file", what, n, d.left())
 	}
-	if n > uint64(d.metaLeft()) {
+	if n > longest {
+		return 0, tooLong(off, n)
+	}
+	if n > uint64(d.limitLeft()) {
 		return 0, d.limitErr(off, what, n)
 	}
 	return int(n), nil

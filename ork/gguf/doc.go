@@ -25,7 +25,8 @@
 // wrong and where (field, key or tensor name, byte offset). No count or length read from the
 // file is used to allocate: strings and arrays grow as their bytes are read, so parsing an
 // n-byte input allocates O(n), and since a sparse file's hole counts as n bytes, the KV section
-// is refused past MaxMetadataBytes (ErrLimit) and a too-long tensor name by its length, unread.
+// is refused past MaxMetadataBytes, the tensor count past MaxTensors and the tensor-info table
+// past MaxTensorInfoBytes (ErrLimit), and a too-long tensor name by its length, unread.
 // Tensor data is never loaded as a whole: ReadRows and ReadRaw read by
 // pread (io.ReaderAt) row range by row range.
 //

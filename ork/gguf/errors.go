@@ -9,7 +9,8 @@ var (
 	// KV, tensor info, offsets or data bounds).
 	ErrFormat = errors.New("invalid GGUF")
 	// ErrLimit: the header passes a limit of this reader that no real GGUF reaches
-	// (MaxMetadataBytes); the file may be valid for llama.cpp but is refused unread.
+	// (MaxMetadataBytes, MaxTensors, MaxTensorInfoBytes); the file may be valid for llama.cpp but
+	// is refused unread.
 	ErrLimit = errors.New("GGUF header exceeds a reader limit")
 	// ErrVersion: the GGUF version is not 2 or 3 (or the file is byte-swapped).
 	ErrVersion = errors.New("unsupported GGUF version")

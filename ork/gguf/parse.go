@@ -23,6 +23,10 @@ const (
 	// MaxDims is the largest n_dims llama.cpp accepts (GGML_MAX_DIMS).
 	MaxDims = 4
 
+	// minTensorInfo is the fewest bytes a tensor info takes: an empty name's length, n_dims 0,
+	// type and offset.
+	minTensorInfo = 8 + 4 + 4 + 8
+
 	// maxQuotedName is the longest too-long tensor name read to be quoted in the error; a
 	// longer one is refused by its length, unread.
 	maxQuotedName = 1 << 10
@@ -84,9 +88,14 @@ func parse(ctx context.Context, r io.ReaderAt, size int64, name string, checkDat
 	if err := checkVersion(name, version); err != nil {
 		return nil, err
 	}
-	nTensors, err := d.count(at("tensor count"), 8+4+4+8)
+	countOff := d.pos
+	nTensors, err := d.count(at("tensor count"), minTensorInfo)
 	if err != nil {
 		return nil, err
+	}
+	if nTensors > MaxTensors {
+		return nil, fmt.Errorf("%w: %s: offset %d: tensor count %d is past the limit of %d tensors (gguf.MaxTensors)",
+			ErrLimit, name, countOff, nTensors, MaxTensors)
 	}
 	nKV, err := d.count(at("KV count"), 8+4+1)
 	if err != nil {
@@ -95,7 +104,7 @@ func parse(ctx context.Context, r io.ReaderAt, size int64, name string, checkDat
 	f := &File{Path: name, Version: version, Alignment: DefaultAlignment, Size: size, r: r,
 		kvIndex: make(map[string]int, min(nKV, 1024)), tIndex: make(map[string]int, min(nTensors, 1<<14))}
 
-	d.kvStart = d.pos
+	d.enter(kvLimit)
 	for i := 0; i < nKV; i++ {
 		if i%256 == 0 && ctx.Err() != nil {
 			return nil, ctx.Err()
@@ -111,7 +120,7 @@ func parse(ctx context.Context, r io.ReaderAt, size int64, name string, checkDat
 		f.kvIndex[kv.Key] = len(f.KV)
 		f.KV = append(f.KV, kv)
 	}
-	d.kvStart = -1
+	d.leave()
 	if j, ok := f.kvIndex[AlignmentKey]; ok {
 		v := f.KV[j].Value
 		if v.Type() != ValueUint32 {
@@ -124,6 +133,7 @@ func parse(ctx context.Context, r io.ReaderAt, size int64, name string, checkDat
 		f.Alignment = a
 	}
 
+	d.enter(tensorInfoLimit)
 	for i := 0; i < nTensors; i++ {
 		if i%256 == 0 && ctx.Err() != nil {
 			return nil, ctx.Err()
@@ -137,8 +147,9 @@ func parse(ctx context.Context, r io.ReaderAt, size int64, name string, checkDat
 			return nil, d.errAt(tiOff, "duplicate tensor name %q (tensor infos %d and %d)", ti.Name, j, i)
 		}
 		f.tIndex[ti.Name] = len(f.Tensors)
-		f.Tensors = append(f.Tensors, ti)
+		f.Tensors = append(grow(f.Tensors, nTensors, 1024), ti)
 	}
+	d.leave()
 	// The data section starts at the next multiple of the alignment; a file without tensors has
 	// no data section, and llama.cpp (gguf_init_from_file) then takes it to start right after the
 	// tensor infos, without padding: vocab-only files end there.
@@ -205,12 +216,12 @@ func (d *decoder) kv(i int) (KV, error) {
 // tensorInfo reads and validates tensor info i (everything but the offset sequence).
 func (d *decoder) tensorInfo(i int) (TensorInfo, error) {
 	off := d.pos
-	n, err := d.strLen(atIdx("tensor info %d name", i))
+	// A name longer than maxQuotedName is refused unread: only a name this short is worth quoting.
+	n, err := d.strLenUpTo(atIdx("tensor info %d name", i), maxQuotedName, func(off int64, n uint64) error {
+		return d.errAt(off, "tensor info %d: name is too long (%d bytes, the limit is %d)", i, n, MaxNameLen-1)
+	})
 	if err != nil {
 		return TensorInfo{}, err
-	}
-	if n > maxQuotedName { // refused unread: only a name this short is worth quoting
-		return TensorInfo{}, d.errAt(off, "tensor info %d: name is too long (%d bytes, the limit is %d)", i, n, MaxNameLen-1)
 	}
 	name, err := d.strBody(n, atIdx("tensor info %d name", i))
 	if err != nil {

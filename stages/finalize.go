@@ -107,27 +107,51 @@ func (p FinalizeParams) inputClipGrid() []float64 {
 	return out
 }
 
-// KP returns the stored row length of the finalized weight: K, or K padded by its rotation.
+// KP returns the stored row length of the finalized weight: K, or K padded by its rotation. p must
+// have a rotation CheckRotation accepts, as every FinalizeParams Bind accepts has (validate checks
+// it) and every one the build planner plans (it checks each weight's); KP panics with CheckRotation's
+// error otherwise, rather than return a row length no finalize would write.
 func (p FinalizeParams) KP() int {
-	if r, ok := p.rotation(); ok {
+	if r := p.mustRotation(); !r.IsZero() {
 		return r.Padded
 	}
 	return p.K
 }
 
-// rotationBlock returns the Hadamard block of the rotation (0 when none).
+// rotationBlock returns the Hadamard block of the rotation (0 when none), under KP's contract.
 func (p FinalizeParams) rotationBlock() int {
-	r, _ := p.rotation()
-	return r.Block
+	return p.mustRotation().Block
 }
 
-// rotation returns the weight's rotation up to its signs, false when it has none.
-func (p FinalizeParams) rotation() (quant.Rotation, bool) {
+// CheckRotation returns nil when the weight has no rotation or its Hadamard rotation can be built
+// (HadamardRotation), else the error, wrapping ErrBadParams and naming the tensor, k and
+// rotation_block.
+func (p FinalizeParams) CheckRotation() error {
+	_, err := p.rotation()
+	return err
+}
+
+// rotation returns the weight's rotation up to its signs: the zero Rotation when it has none
+// (rotation other than hadamard; validate refuses all but none), CheckRotation's error when its
+// Hadamard rotation cannot be built.
+func (p FinalizeParams) rotation() (quant.Rotation, error) {
 	if p.Rotation != "hadamard" {
-		return quant.Rotation{}, false
+		return quant.Rotation{}, nil
 	}
 	r, err := p.HadamardRotation()
-	return r, err == nil
+	if err != nil {
+		return quant.Rotation{}, fmt.Errorf("%w: tensor %s: rotation hadamard with k %d, rotation_block %d: %w", ErrBadParams, p.Tensor, p.K, p.RotationBlock, err)
+	}
+	return r, nil
+}
+
+// mustRotation is rotation for params CheckRotation accepts; it panics with the error on others.
+func (p FinalizeParams) mustRotation() quant.Rotation {
+	r, err := p.rotation()
+	if err != nil {
+		panic(fmt.Sprintf("stages: the stored row length of finalize parameters CheckRotation refuses: %v", err))
+	}
+	return r
 }
 
 // HadamardRotation returns the rotation, up to its signs and seed, finalize gives the weight when its
@@ -151,16 +175,24 @@ func (p FinalizeParams) dtype() (pack.DType, error) {
 	return d, nil
 }
 
-// PaddedK returns the stored row length of a weight of k inputs under the rotation (k when none).
-func PaddedK(k int, rotation string) int {
-	if rotation != "hadamard" {
-		return k
+// PaddedK returns the stored row length of a weight of k inputs under rotation: k for none, k padded
+// as quant.NewRotation pads it for hadamard; an error wrapping ErrBadParams and naming the field for
+// k < 1 or another rotation.
+func PaddedK(k int, rotation string) (int, error) {
+	switch rotation {
+	case "none":
+		if k < 1 {
+			return 0, fmt.Errorf("%w: k %d: want positive", ErrBadParams, k)
+		}
+		return k, nil
+	case "hadamard":
+		r, err := quant.NewRotation(k, true, 0)
+		if err != nil {
+			return 0, fmt.Errorf("%w: rotation hadamard with k %d: %w", ErrBadParams, k, err)
+		}
+		return r.Padded, nil
 	}
-	r, err := quant.NewRotation(k, true, 0)
-	if err != nil {
-		return k
-	}
-	return r.Padded
+	return 0, fmt.Errorf("%w: rotation %q: want none or hadamard", ErrBadParams, rotation)
 }
 
 // FinalizeMemory is the declared peak memory of a finalize node, in bytes: 64 MiB for the process
@@ -257,6 +289,9 @@ func (p FinalizeParams) validate() error {
 		return fmt.Errorf("refit_version %d with scale_refit %d: this binary refits with version %d (0 without scale_refit)", p.RefitVersion, p.ScaleRefit, quant.RefitVersion)
 	case !(p.ActClip >= 0 && p.ActClip < 1) || d == pack.F16 && p.ActClip != 0:
 		return fmt.Errorf("act_clip %v: want a ratio in (0, 1), or 0 for none (F16: none)", p.ActClip)
+	}
+	if err := p.CheckRotation(); err != nil { // what KP and FinalizeMemory rely on
+		return err
 	}
 	if _, err := p.inputTarget(); err != nil {
 		return err

@@ -240,7 +240,11 @@ func (t *Target) planTail(g *engine.Graph, src *source, ws []*weight, routing *e
 	for _, w := range ws {
 		wp.Entries = append(wp.Entries, w.name)
 		win["e."+w.name] = w.tiled
-		kp := int64(max(stages.PaddedK(w.fin.K, "hadamard"), w.fin.KP()))
+		rotated, err := stages.PaddedK(w.fin.K, "hadamard") // K, or K padded by a rotation of the smallest block
+		if err != nil {
+			return nil, fmt.Errorf("%w: weight %s: write-orkpack max_entry_bytes: %w", ErrPlan, w.name, err)
+		}
+		kp := int64(max(rotated, w.fin.KP()))
 		if w.promote != nil {
 			kp = max(kp, int64(w.promote.KP()))
 		}

@@ -408,6 +408,9 @@ func (t *Target) planWeight(shape stages.ModelShape, s *recipe.Scheme, tensor st
 		return p
 	}
 	w.fin = fin(s)
+	if err := w.fin.CheckRotation(); err != nil { // the rotation every KP of the weight's nodes pads by
+		return nil, fmt.Sprintf("%s: %v", name, err)
+	}
 	w.layer = blockOf(tensor)
 	if w.fin.Method == "gptq" && w.hessianOutput(shape) == "" {
 		if e >= 0 {
@@ -430,6 +433,9 @@ func (t *Target) planWeight(shape stages.ModelShape, s *recipe.Scheme, tensor st
 			ps.Importance = "" // the promoted tier is rotated: an imatrix cannot weight it
 		}
 		fp := fin(&ps)
+		if err := fp.CheckRotation(); err != nil {
+			return nil, fmt.Sprintf("%s: promote to %s: %v", name, p.To, err)
+		}
 		w.promote = &fp
 	}
 	return w, ""

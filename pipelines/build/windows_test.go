@@ -27,7 +27,7 @@ func TestAutoWindowsFitHybridBlocks(t *testing.T) {
 		Heads: 4, HeadsKV: 2, AttnLayers: []int{2, 6}, Vocab: 512, Ctx: 4096, Type: "F32", Seed: 1}
 	shape := stages.ShapeOf(sp.Config())
 	mem := func(a, b int) int64 {
-		return max(stages.CalibrateMemory(shape, a, b, seqs, ctxLen), stages.PropagateMemory(shape, a, b, seqs, ctxLen, packed(shape, a, b)))
+		return max(stages.CalibrateMemory(shape, a, b, seqs, ctxLen), stages.PropagateMemory(shape, a, b, seqs, ctxLen, packed(t, shape, a, b)))
 	}
 	budget := mem(0, 4) // two dense and two MoE blocks
 	if mem(4, 8) <= budget || mem(0, 5) <= budget {
@@ -83,7 +83,7 @@ schemes:
 
 // packed returns every matmul weight of blocks [a, b) (every expert slice; not the MoE router) as the
 // recipe above packs it: I4_ROT_A8, 32-wide groups, rotated.
-func packed(shape stages.ModelShape, a, b int) []stages.WindowWeight {
+func packed(t testing.TB, shape stages.ModelShape, a, b int) []stages.WindowWeight {
 	c := shape.Config()
 	var ws []stages.WindowWeight
 	for l := a; l < b; l++ {
@@ -97,7 +97,11 @@ func packed(shape stages.ModelShape, a, b int) []stages.WindowWeight {
 					if s.Experts > 0 {
 						name += "#" + strconv.Itoa(e)
 					}
-					ws = append(ws, stages.WindowWeight{Name: name, DType: "I4_ROT_A8", KP: stages.PaddedK(s.Width, "hadamard"), Group: 32})
+					kp, err := stages.PaddedK(s.Width, "hadamard")
+					if err != nil {
+						t.Fatalf("%s: %v", name, err)
+					}
+					ws = append(ws, stages.WindowWeight{Name: name, DType: "I4_ROT_A8", KP: kp, Group: 32})
 				}
 			}
 		}

@@ -258,7 +258,7 @@ func TestEvalPackScratchOverBudget(t *testing.T) {
 	}
 	defer ps.Close()
 	for _, e := range ps.Entries() {
-		if n, ok := model.EmulationBytes(e.K, 512, true); e.Name != name && (!ok || n > 64<<20) {
+		if n, ok := model.EmulationBytes(e.Meta, 512, 0); e.Name != name && (!ok || n > 64<<20) {
 			t.Errorf("entry %s (K %d): %d bytes for 512 tokens", e.Name, e.K, n)
 		}
 	}

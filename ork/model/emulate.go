@@ -208,25 +208,46 @@ func NewPackSource(float interface {
 	return &PackSource{Float: float, Pack: p}, nil
 }
 
-// EmulationBytes is the scratch one Apply of an emulated integer pack entry of padded K kp takes for t
-// tokens at once: the rotated activation rows (t·kp float32, a rotated entry only) and their quantized
-// codes and scales (t·kp int8, t float32). ok is false when it overflows int64. The entry's own codes
-// and scales (N·kp) are not in it.
-func EmulationBytes(kp, t int, rotated bool) (n int64, ok bool) {
+// EmulationBytes is the scratch one Apply of an emulated integer pack entry m (K its padded K, kp) takes
+// for t tokens at once on workers goroutines (Emulated.Workers; 0 is GOMAXPROCS): the activation rows'
+// quantized codes and scales (t·kp int8, t float32) and what quantizing and multiplying them allocate
+// (quant.ProductScratchBytes); for a rotated entry also the rotated rows (t·kp float32) and the
+// rotation's scratch on each goroutine rotating them (quant.Rotation.ScratchBytes, on
+// quant.ApplyRowsWorkers of them). ok is false when it overflows int64. The entry's own codes and
+// scales (N·kp) are not in it.
+func EmulationBytes(m pack.Meta, t, workers int) (n int64, ok bool) {
+	if workers <= 0 {
+		workers = runtime.GOMAXPROCS(0)
+	}
+	kp := m.K
 	vals, ok := checked.Mul(int64(t), int64(kp))
 	per := int64(1) // an int8 code a value
+	rotated := m.Rotation.Kind != pack.RotNone
 	if rotated {
 		per += 4 // and its float32 rotated value
 	}
-	if n, ok2 := checked.Mul(vals, per); ok && ok2 {
-		return checked.Add(n, 4*int64(t))
+	n, ok2 := checked.Mul(vals, per)
+	n, ok3 := checked.Add(n, 4*int64(t))
+	product, ok4 := quant.ProductScratchBytes(t, kp, m.N, m.Group, workers)
+	n, ok5 := checked.Add(n, product)
+	ok = ok && ok2 && ok3 && ok4 && ok5
+	if rotated {
+		r := quant.Rotation{K: kp, Padded: kp, Block: m.Rotation.Block}
+		scratch, ok1 := r.ScratchBytes()
+		all, ok2 := checked.Mul(scratch, int64(quant.ApplyRowsWorkers(t, workers)))
+		n, ok3 = checked.Add(n, all)
+		ok = ok && ok1 && ok2 && ok3
 	}
-	return 0, false
+	if !ok {
+		return 0, false
+	}
+	return n, true
 }
 
 // CheckEmulationMemory refuses, before any entry is read, a pack with an entry whose emulation on
-// tokens tokens at once (a chunk) would need more than budget bytes of scratch (EmulationBytes), with an
-// ErrOverBudget error naming the entry, its padded and the model's K and the budget. A pack may pad a
+// tokens tokens at once (a chunk) on GOMAXPROCS goroutines, as Linear's Emulated runs it, would need
+// more than budget bytes of scratch (EmulationBytes), with an ErrOverBudget error naming the entry,
+// its padded and the model's K and the budget. A pack may pad a
 // rotated entry's K to any power-of-two Hadamard block up to 2^24 (the block must divide it), so an
 // entry of the model's K = 64 can carry a padded K of 2^24, and a 512-token chunk of it would need
 // 40 GiB of activations: far past the memory, where any real entry (a padded K within 32 of the
@@ -237,7 +258,7 @@ func (s *PackSource) CheckEmulationMemory(tokens int, budget int64) error {
 			continue
 		}
 		rotated := e.Rotation.Kind != pack.RotNone
-		need, ok := EmulationBytes(e.K, tokens, rotated)
+		need, ok := EmulationBytes(e.Meta, tokens, 0) // Linear's Emulated runs on GOMAXPROCS goroutines
 		if ok && need <= budget {
 			continue
 		}
@@ -250,7 +271,7 @@ func (s *PackSource) CheckEmulationMemory(tokens int, budget int64) error {
 		if rotated {
 			width = fmt.Sprintf("the model's K = %d padded to KP = %d by its rotation %s", k, e.K, e.Rotation)
 		}
-		return fmt.Errorf("pack entry %s: emulating it on %d tokens at once needs %s of activations (%d values a token: %s), more than the memory budget of %d bytes: %w",
+		return fmt.Errorf("pack entry %s: emulating it on %d tokens at once needs %s of scratch (activations of %d values a token: %s; and what rotating, quantizing and multiplying them take), more than the memory budget of %d bytes: %w",
 			e.Name, tokens, what, e.K, width, budget, ErrOverBudget)
 	}
 	return nil

@@ -350,3 +350,44 @@ func TestEvaluatePack(t *testing.T) {
 		t.Errorf("W8A8 pack: PPL %.4f vs float %.4f, mean KLD %.5f: not what int8 weights and activations give", res.PPL, base.PPL, res.KLD.Mean)
 	}
 }
+
+// TestEmulationBytesCoversApply: the first Apply of a rotated entry on an empty pool (two
+// collections empty the pools) allocates no more than EmulationBytes says, with 16 KiB for the
+// matmul's small per-call values: an entry of the model's K = 64 padded to one Hadamard block of 2^16,
+// as a pack may carry it, on one token. EmulationBytes counted the rotated rows and the activation
+// codes only (0.33 MB), where the call allocated 2.4 MB: the rotation's padded row and sign vector as
+// float64 (16·KP bytes a call, on every worker rotating), QuantizeActivations' float64 row and the
+// AVX2 panel kernel's widened codes (8·KP each).
+func TestEmulationBytesCoversApply(t *testing.T) {
+	const k, kp, n, group = 64, 1 << 16, 4, 32
+	w := pack.Weight{Meta: pack.Meta{Name: "blk.0.attn_k.weight", DType: pack.I8Rot, K: kp, N: n, Group: group, ActBits: 8,
+		Rotation: pack.Rotation{Kind: pack.RotHadamard, Block: kp, Seed: 3}}, Codes: make([]int8, n*kp), Scales: make([]float32, n*kp/group)}
+	for i := range w.Codes {
+		w.Codes[i] = int8(i%255 - 127)
+	}
+	for i := range w.Scales {
+		w.Scales[i] = 1
+	}
+	e, err := NewEmulated(context.Background(), w, k)
+	if err != nil {
+		t.Fatal(err)
+	}
+	x, y := make([]float32, k), make([]float32, n)
+	for i := range x {
+		x[i] = float32(i%7) - 3
+	}
+	var before, after runtime.MemStats
+	runtime.GC()
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	if err := e.Apply(y, x); err != nil {
+		t.Fatal(err)
+	}
+	runtime.ReadMemStats(&after)
+	alloc := after.TotalAlloc - before.TotalAlloc
+	want, ok := EmulationBytes(w.Meta, 1, 0)
+	t.Logf("first Apply on one token: %d bytes allocated; EmulationBytes %d", alloc, want)
+	if !ok || alloc > uint64(want)+16<<10 {
+		t.Errorf("first Apply of a KP = %d entry on one token allocated %d bytes, EmulationBytes says %d (%v)", kp, alloc, want, ok)
+	}
+}

@@ -4,8 +4,10 @@ import (
 	"context"
 	"encoding/binary"
 	"fmt"
+	"runtime"
 	"unsafe"
 
+	"orkpipe/ork/internal/checked"
 	"orkpipe/ork/quant/internal/kernel"
 )
 
@@ -228,6 +230,54 @@ func PanelBytes(n, kp, group int) int64 {
 		ng = (int64(kp) + int64(group) - 1) / int64(group)
 	}
 	return rows*int64(kp) + 4*rows*ng
+}
+
+// ProductScratchBytes is the most scratch QuantizeActivations of m rows of kp values and the product
+// of those activations by a weight of n rows of kp values in groups of group values (0: per row) —
+// MatMulIntPacked on the panels PackPanels makes of the weight, or MatMulInt where it makes none — on
+// workers goroutines allocate on top of the Activations and the product: QuantizeActivations' float64
+// copy of a row (8·kp bytes) on each of its goroutines (GOMAXPROCS, at most m, for m·kp >= 65536
+// values; one below), and for a panel kernel on each goroutine multiplying (workers, at most one a
+// panel of 16 rows) four tokens' codes widened to int16 (AVX2: 8·kp) or zero-padded (VNNI: 4·kp), and
+// VNNI's group-sum corrections (an int32 a group a token, the tokens rounded up to four). The two
+// phases are summed: the first's buffers are garbage, not yet collected, while the second runs. ok is
+// false when the sum overflows int64.
+func ProductScratchBytes(m, kp, n, group, workers int) (bytes int64, ok bool) {
+	if m < 1 || kp < 1 || n < 1 {
+		return 0, true
+	}
+	quantizers := int64(1)
+	if vals, ok := checked.Mul(int64(m), int64(kp)); !ok || vals >= 1<<16 {
+		quantizers = int64(min(runtime.GOMAXPROCS(0), m))
+	}
+	s := scratchSum{ok: true}
+	s.add(quantizers, 8, int64(kp))
+	g := effGroup(kp, group)
+	if ng := (kp + g - 1) / g; ng*g == kp {
+		w := int64(min(max(workers, 1), (n+panelRows-1)/panelRows))
+		switch panelPath(g) {
+		case avx2Panels:
+			s.add(w, 2*panelToks, int64(kp))
+		case vnniPanels:
+			s.add(w, panelToks, int64(kp))
+			s.add(4*panelToks, (int64(m)+panelToks-1)/panelToks, int64(ng))
+		}
+	}
+	return s.n, s.ok
+}
+
+// scratchSum adds products of sizes, noting an overflow.
+type scratchSum struct {
+	n  int64
+	ok bool
+}
+
+// add adds the product of a, b and c.
+func (s *scratchSum) add(a, b, c int64) {
+	ab, ok1 := checked.Mul(a, b)
+	abc, ok2 := checked.Mul(ab, c)
+	n, ok3 := checked.Add(s.n, abc)
+	s.n, s.ok = n, s.ok && ok1 && ok2 && ok3
 }
 
 // Bytes is the memory the panels hold.

@@ -4,7 +4,9 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"sync"
 
+	"orkpipe/ork/internal/checked"
 	"orkpipe/ork/internal/parallel"
 )
 
@@ -90,7 +92,8 @@ func (r Rotation) signVector() []float64 {
 
 // Apply rotates each of the rows rows of src (k values each, k = r.K) into dst (r.Padded values
 // each): zero-pad, multiply by the signs, then the normalised block Walsh-Hadamard transform.
-// The arithmetic is float64; dst and src must not overlap.
+// The arithmetic is float64; dst and src must not overlap. It runs one block at a time in a pooled
+// scratch (ScratchBytes): a call allocates nothing once the pool holds one large enough.
 func (r Rotation) Apply(dst, src []float32, rows int) error {
 	if err := r.Validate(); err != nil {
 		return err
@@ -98,29 +101,29 @@ func (r Rotation) Apply(dst, src []float32, rows int) error {
 	if r.IsZero() || len(src) != rows*r.K || len(dst) != rows*r.Padded {
 		return fmt.Errorf("rotate %d rows: src %d dst %d values, want %d and %d: %w", rows, len(src), len(dst), rows*r.K, rows*r.Padded, ErrShape)
 	}
-	d := r.signVector()
-	buf := make([]float64, r.Padded)
+	s := r.getScratch()
+	defer putScratch(s)
+	b := r.Block
+	x := s.x[:b:b]
 	for i := 0; i < rows; i++ {
-		s := src[i*r.K : (i+1)*r.K]
-		for j := range buf {
-			buf[j] = 0
-		}
-		for j, v := range s {
-			buf[j] = float64(v)
-		}
-		r.rotate64(buf, d)
-		o := dst[i*r.Padded : (i+1)*r.Padded]
-		for j, v := range buf {
-			o[j] = float32(v)
+		row, o := src[i*r.K:(i+1)*r.K], dst[i*r.Padded:(i+1)*r.Padded]
+		for b0 := 0; b0 < r.Padded; b0 += b {
+			n := copyWidened(x, row[min(b0, r.K):min(b0+b, r.K)])
+			clear(x[n:]) // the padding
+			s.applySigns(x, b0)
+			fwhtBlocks(x, b)
+			for j, v := range x {
+				o[b0+j] = float32(v)
+			}
 		}
 	}
 	return nil
 }
 
 // ApplyRows is Apply on up to workers goroutines, each rotating a contiguous share of at least 64
-// of the rows (rows are independent: the same values as Apply).
+// of the rows (rows are independent: the same values as Apply), each with its own scratch.
 func (r Rotation) ApplyRows(dst, src []float32, rows, workers int) error {
-	workers = min(max(workers, 1), rows/64+1) // a share of at least 64 rows
+	workers = ApplyRowsWorkers(rows, workers)
 	if workers == 1 || r.IsZero() || len(src) != rows*r.K || len(dst) != rows*r.Padded {
 		return r.Apply(dst, src, rows) // one call, or Apply's error for the whole
 	}
@@ -132,8 +135,27 @@ func (r Rotation) ApplyRows(dst, src []float32, rows, workers int) error {
 	return errors.Join(errs...)
 }
 
+// ApplyRowsWorkers is the number of goroutines ApplyRows(dst, src, rows, workers) runs Apply on:
+// workers (at least 1), at most one a share of 64 rows.
+func ApplyRowsWorkers(rows, workers int) int {
+	return min(max(workers, 1), rows/64+1)
+}
+
+// ScratchBytes is the scratch one Apply or Inverse of r holds while it runs, on each goroutine running
+// one (ApplyRows: ApplyRowsWorkers of them): a block of float64 values and the signs as bits,
+// 8·Block + 8·⌈Padded/64⌉ bytes; ok is false when that overflows int64 (a rotation no pack holds). It
+// is pooled, so it is held between calls too, until a garbage collection empties the pool.
+func (r Rotation) ScratchBytes() (n int64, ok bool) {
+	block, ok := checked.Mul(int64(r.Block), 8)
+	if !ok {
+		return 0, false
+	}
+	return checked.Add(block, 8*((int64(r.Padded)+63)/64))
+}
+
 // Inverse maps rotated rows (r.Padded values) back to the original space (r.K values, the
-// padding dropped): D·Bᵀ, as B is symmetric and orthogonal.
+// padding dropped): D·Bᵀ, as B is symmetric and orthogonal. Like Apply it runs one block at a time
+// in a pooled scratch.
 func (r Rotation) Inverse(dst, src []float32, rows int) error {
 	if err := r.Validate(); err != nil {
 		return err
@@ -141,24 +163,95 @@ func (r Rotation) Inverse(dst, src []float32, rows int) error {
 	if r.IsZero() || len(src) != rows*r.Padded || len(dst) != rows*r.K {
 		return fmt.Errorf("unrotate %d rows: src %d dst %d values, want %d and %d: %w", rows, len(src), len(dst), rows*r.Padded, rows*r.K, ErrShape)
 	}
-	d := r.signVector()
-	buf := make([]float64, r.Padded)
+	s := r.getScratch()
+	defer putScratch(s)
+	b := r.Block
+	x := s.x[:b:b]
 	for i := 0; i < rows; i++ {
-		for j, v := range src[i*r.Padded : (i+1)*r.Padded] {
-			buf[j] = float64(v)
-		}
-		fwhtBlocks(buf, r.Block)
-		if d != nil {
-			for j := range buf {
-				buf[j] *= d[j]
+		row, o := src[i*r.Padded:(i+1)*r.Padded], dst[i*r.K:(i+1)*r.K]
+		for b0 := 0; b0 < r.K; b0 += b { // a block wholly of padding gives no value
+			copyWidened(x, row[b0:b0+b])
+			fwhtBlocks(x, b)
+			s.applySigns(x, b0)
+			for j, v := range x[:min(b, r.K-b0)] {
+				o[b0+j] = float32(v)
 			}
-		}
-		o := dst[i*r.K : (i+1)*r.K]
-		for j := range o {
-			o[j] = float32(buf[j])
 		}
 	}
 	return nil
+}
+
+// copyWidened sets x[j] = float64(src[j]) and returns len(src) (at most len(x)).
+func copyWidened(x []float64, src []float32) int {
+	x = x[:len(src)]
+	for j, v := range src {
+		x[j] = float64(v)
+	}
+	return len(src)
+}
+
+// rotScratch is what one Apply or Inverse holds: a block of values and, for a rotation with signs, the
+// first n signs of seed's stream as bits (bit i set: sign i is -1). A scratch taken from the pool
+// keeps the signs it held, so a rotation applied again (every batch of an emulated weight) does not
+// draw them again.
+type rotScratch struct {
+	x       []float64
+	signs   []uint64
+	seed    uint64
+	n       int  // signs held: the first n of seed's stream
+	hasSign bool // the rotation being applied has signs
+}
+
+var rotScratchPool = sync.Pool{New: func() any { return new(rotScratch) }}
+
+// maxPooledScratch is the largest scratch (ScratchBytes) returned to the pool: a real rotation's
+// block is at most 65536 values (512 KiB) and its signs a few KiB; a larger scratch, for a block a pack
+// may declare up to 2^24, is allocated for its call and not kept.
+const maxPooledScratch = 1 << 20
+
+// getScratch returns a pooled scratch sized for r, its signs drawn.
+func (r Rotation) getScratch() *rotScratch {
+	s := rotScratchPool.Get().(*rotScratch)
+	if cap(s.x) < r.Block {
+		s.x = make([]float64, r.Block)
+	}
+	s.hasSign = r.Signs
+	if r.Signs && (s.n != r.Padded || s.seed != r.Seed) {
+		words := (r.Padded + 63) / 64
+		if cap(s.signs) < words {
+			s.signs = make([]uint64, words)
+		}
+		s.signs = s.signs[:words]
+		clear(s.signs)
+		g := newRNG(r.Seed)
+		for i := 0; i < r.Padded; i++ { // signVector's draws: bit 63 of each
+			s.signs[i>>6] |= g.next() >> 63 << (i & 63)
+		}
+		s.seed, s.n = r.Seed, r.Padded
+	}
+	return s
+}
+
+// putScratch returns s to the pool, unless it is larger than maxPooledScratch.
+func putScratch(s *rotScratch) {
+	if 8*int64(cap(s.x))+8*int64(cap(s.signs)) <= maxPooledScratch {
+		rotScratchPool.Put(s)
+	}
+}
+
+// signOf maps a sign bit to the factor signVector holds for it.
+var signOf = [2]float64{1, -1}
+
+// applySigns multiplies x, the values at offset off of a padded row, by their signs (nothing without
+// signs): the same products as rotate64's and Inverse's by signVector's values.
+func (s *rotScratch) applySigns(x []float64, off int) {
+	if !s.hasSign {
+		return
+	}
+	for j := range x {
+		i := off + j
+		x[j] *= signOf[s.signs[i>>6]>>(i&63)&1]
+	}
 }
 
 // rotate64 rotates one padded float64 row in place (d: signs or nil).

@@ -309,24 +309,6 @@ func TestGPTQRotationSearch(t *testing.T) {
 	}
 }
 
-// BenchmarkRotationApply rotates 256 rows of 5120 values (the 27B width: blocks of 1024).
-func BenchmarkRotationApply(b *testing.B) {
-	const rows, k = 256, 5120
-	r, err := NewRotation(k, true, 3)
-	if err != nil {
-		b.Fatal(err)
-	}
-	src := randMatrix("x", rows, k, 2).Data
-	dst := make([]float32, rows*r.Padded)
-	b.SetBytes(int64(len(src) * 4))
-	b.ResetTimer()
-	for i := 0; i < b.N; i++ {
-		if err := r.Apply(dst, src, rows); err != nil {
-			b.Fatal(err)
-		}
-	}
-}
-
 // fwhtBlocksRadix2 is the plain radix-2 transform fwhtBlocks must equal bit for bit.
 func fwhtBlocksRadix2(x []float64, b int) {
 	norm := 1 / math.Sqrt(float64(b))

@@ -179,6 +179,13 @@ func runScreen(ctx context.Context, p ScreenParams, req Request) error {
 	if err != nil {
 		return err
 	}
+	// An entry's emulation scratch grows with its padded K, which a pack may pad to any rotation block
+	// up to 2^24: refused before any entry is read when one chunk of it would take more than the node
+	// declares in all, as eval --pack refuses it past --mem.
+	budget := ScreenMemory(p.Shape, p.Ctx)
+	if err := ps.CheckEmulationMemory(p.Ctx, budget); err != nil {
+		return fmt.Errorf("screen: pack %s at ctx %d, against the node's declared peak memory (ScreenMemory) of %d bytes: %w", req.Inputs["pack"].Path, p.Ctx, budget, err)
+	}
 	target, err := model.NewModel(base.Cfg, ps)
 	if err != nil {
 		return err

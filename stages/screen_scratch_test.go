@@ -1,0 +1,61 @@
+package stages_test
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"orkpipe/internal/fixtures"
+	"orkpipe/internal/testfiles"
+	"orkpipe/ork/model"
+	"orkpipe/ork/pack"
+	"orkpipe/stages"
+)
+
+// TestScreenRefusesPaddedEntry screens a pack one entry of which (blk.0.attn_k.weight, K = 64) is
+// rotated with a Hadamard block of 2^18, so that its padded K is 262144: valid in a pack, but emulating
+// it on a chunk of 512 tokens takes 512·262144 rotated floats and activation codes (640 MiB; with a
+// block of 2^24, 40 GiB), more than the node declares in all (stages.ScreenMemory: 361 MiB for
+// stories260K at ctx 512). screen must refuse it before reading any entry, naming the entry, its KP,
+// the model's K and the budget, as eval --pack does against --mem; it ran the chunk, past its declared
+// memory.
+func TestScreenRefusesPaddedEntry(t *testing.T) {
+	modelPath := testfiles.Path(t, "stories260K.gguf")
+	packPath := filepath.Join(t.TempDir(), "wide.orkpack")
+	const name, kp, ctx = "blk.0.attn_k.weight", 1 << 18, 512
+	fixtures.Pack(t, modelPath, packPath, func(name string) (fixtures.Tier, bool) {
+		return fixtures.Tier{DType: pack.I8Rot, Group: 32, Seed: 9}, strings.HasPrefix(name, "blk.0.")
+	}, func(w *pack.Weight) bool {
+		if w.Name != name {
+			return false
+		}
+		// Each row's codes and scales padded with zero codes (scale 1) to the block.
+		codes, scales := make([]int8, w.N*kp), make([]float32, w.N*kp/w.Group)
+		for i := range scales {
+			scales[i] = 1
+		}
+		for r := 0; r < w.N; r++ {
+			copy(codes[r*kp:], w.Codes[r*w.K:(r+1)*w.K])
+			copy(scales[r*kp/w.Group:], w.Scales[r*w.K/w.Group:(r+1)*w.K/w.Group])
+		}
+		w.K, w.Codes, w.Scales, w.Rotation.Block = kp, codes, scales, kp
+		return true
+	})
+	shape := shapeOfFile(t, modelPath)
+	budget := stages.ScreenMemory(shape, ctx)
+	sj, err := json.Marshal(shape)
+	if err != nil {
+		t.Fatal(err)
+	}
+	params := fmt.Sprintf(`{"shape":%s,"ctx":%d,"chunks":1,"text_name":"stories-generated.txt"}`, sj, ctx)
+	_, err = runStage(t, "screen", params, map[string]string{"model": modelPath, "pack": packPath, "text": testfiles.Path(t, "stories-generated.txt")})
+	t.Logf("declared %d bytes: %v", budget, err)
+	for _, want := range []string{"pack entry " + name, "KP = 262144", "K = 64", fmt.Sprintf("memory budget of %d bytes", budget)} {
+		if err == nil || !errors.Is(err, model.ErrOverBudget) || !strings.Contains(err.Error(), want) {
+			t.Errorf("screen: %v, want model.ErrOverBudget containing %q", err, want)
+		}
+	}
+}

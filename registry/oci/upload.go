@@ -127,14 +127,20 @@ func (r *Repo) uploadMonolithic(ctx context.Context, b Blob) error {
 // uploadChunked PATCHes the blob in chunks, resuming after a failure from the offset the registry
 // reports, then commits it with an empty PUT. A session remembered by an earlier process
 // (WithUploadState) is resumed first; when the registry no longer has it or refuses it (any
-// failure that is neither the network's nor the source's), the upload starts afresh.
+// failure that is neither the network's nor the source's), the upload starts afresh. So does,
+// once, an upload of this process whose commit the registry refused as DIGEST_INVALID after it
+// resumed within the process: the registry may answer the upload-status GET before its handler of
+// the cut PATCH has stored all it received, and the bytes that handler appends after the answer
+// spoil the upload (logged at warn level). A second refusal is returned (Upload reports it as
+// ErrDigestMismatch: the source is then what does not match), as is any ErrDigestMismatch of the
+// source itself, at once.
 func (r *Repo) uploadChunked(ctx context.Context, b Blob) error {
 	loc, off, ok, err := r.resumeSession(ctx, b)
 	if err != nil {
 		return err
 	}
 	if ok {
-		err := r.chunks(ctx, b, loc, off)
+		_, err := r.chunks(ctx, b, loc, off)
 		if err == nil || Transient(err) || errors.Is(err, ErrDigestMismatch) || ctx.Err() != nil {
 			return err
 		}
@@ -143,17 +149,26 @@ func (r *Repo) uploadChunked(ctx context.Context, b Blob) error {
 			"blob", b.Digest, "repository", r.repo.String(), "resumed at", off, "err", err)
 		r.forgetSession(b)
 	}
-	if loc, err = r.startUpload(ctx); err != nil {
-		return err
+	for fresh := 1; ; fresh++ {
+		if loc, err = r.startUpload(ctx); err != nil {
+			return err
+		}
+		r.saveSession(b, loc, 0)
+		var resumed bool
+		if resumed, err = r.chunks(ctx, b, loc, 0); fresh > 1 || !resumed || !digestInvalid(err) || ctx.Err() != nil {
+			return err
+		}
+		r.o.logger.Warn("the registry refused the blob's commit (DIGEST_INVALID) after the upload resumed from its count of the bytes held, which may have been taken before it stored all of a cut chunk; uploading the blob afresh once",
+			"blob", b.Digest, "repository", r.repo.String(), "err", err)
+		r.forgetSession(b)
 	}
-	r.saveSession(b, loc, 0)
-	return r.chunks(ctx, b, loc, 0)
 }
 
 // chunks sends the blob from off to the upload session at loc, remembering the session after
-// every chunk the registry acknowledged, and commits it.
-func (r *Repo) chunks(ctx context.Context, b Blob, loc string, off int64) error {
-	var err error
+// every chunk the registry acknowledged, and commits it. After a failed chunk it asks the
+// registry how many bytes it holds and continues from there; resumed says it did so on the
+// session it ends with.
+func (r *Repo) chunks(ctx context.Context, b Blob, loc string, off int64) (resumed bool, err error) {
 	for attempt := 1; ; attempt++ {
 		err = r.patchFrom(ctx, &loc, &off, b)
 		// A source that does not match the blob (ErrDigestMismatch) is not the network's fault.
@@ -163,21 +178,21 @@ func (r *Repo) chunks(ctx context.Context, b Blob, loc string, off int64) error 
 		Backoff(ctx, attempt)
 		got, next, serr := r.uploadStatus(ctx, loc)
 		if serr != nil {
-			return fmt.Errorf("upload %s: %w (and asking the registry how much it received: %v)", b.Digest, err, serr)
+			return resumed, fmt.Errorf("upload %s: %w (and asking the registry how much it received: %v)", b.Digest, err, serr)
 		}
 		r.o.logger.Warn("resuming blob upload", "blob", b.Digest, "at", got, "of", b.Size, "attempt", attempt, "err", err)
-		loc, off = next, got
+		loc, off, resumed = next, got, true
 		r.saveSession(b, loc, off)
 	}
 	if err != nil {
-		return err
+		return resumed, err
 	}
 	resp, err := r.finishUpload(ctx, loc, b.Digest, http.NoBody, 0)
 	if err != nil {
-		return err
+		return resumed, err
 	}
 	defer resp.Body.Close()
-	return check("upload "+b.Digest, resp, http.StatusCreated)
+	return resumed, check("upload "+b.Digest, resp, http.StatusCreated)
 }
 
 // patchFrom sends the blob's bytes from *off in chunks, advancing *off and *loc with every chunk

@@ -1,0 +1,220 @@
+package oci
+
+import (
+	"bytes"
+	"errors"
+	"io"
+	"log/slog"
+	"net/http"
+	"os"
+	"path"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+
+	"orkpipe/registry/regtest"
+)
+
+// uploadFaults sits in front of a FaultProxy (which counts the upload bytes the registry receives)
+// and the real registry, and breaks uploads in ways FaultProxy does not:
+//
+//   - cutPatch: the PATCH with this (1-based) number is cut: the registry receives its first keep
+//     bytes (none: it never sees the request), then the client's connection drops without a status;
+//   - refusePut: a monolithic PUT (one with a body) is refused with 413, as by a registry that
+//     limits request bodies, so that a refused chunked upload has nowhere to fall back to;
+//   - corruptCommits: that many commits (the final PUT of a chunked upload) find the upload's data
+//     in the registry's storage spoiled first (see spoilUpload).
+//
+// It records the status of every response it passes on. Its fields are set before the registry
+// starts (startFaulty).
+type uploadFaults struct {
+	next           http.Handler
+	repo           string
+	t              *testing.T
+	cutPatch, keep int64
+	refusePut      bool
+	corruptCommits atomic.Int32
+
+	patches, posts atomic.Int64
+	mu             sync.Mutex
+	root           string   // the registry's RootDir
+	statuses       []string // "METHOD status"
+}
+
+func (u *uploadFaults) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if !strings.Contains(r.URL.Path, "/blobs/uploads/") {
+		u.next.ServeHTTP(w, r)
+		return
+	}
+	switch r.Method {
+	case http.MethodPost:
+		u.posts.Add(1)
+	case http.MethodPatch:
+		if u.patches.Add(1) == u.cutPatch {
+			if u.keep > 0 {
+				r.Body = io.NopCloser(io.MultiReader(io.LimitReader(r.Body, u.keep), errReader{io.ErrUnexpectedEOF}))
+				u.next.ServeHTTP(discard{http.Header{}}, r)
+			}
+			panic(http.ErrAbortHandler) // the client sees the connection drop, no status
+		}
+	case http.MethodPut:
+		if u.refusePut && r.ContentLength > 0 {
+			http.Error(w, "request entity too large", http.StatusRequestEntityTooLarge)
+			u.record(r.Method, http.StatusRequestEntityTooLarge)
+			return
+		}
+		if r.ContentLength <= 0 && u.corruptCommits.Add(-1) >= 0 {
+			u.spoilUpload(path.Base(r.URL.Path))
+		}
+	}
+	sw := &statusWriter{ResponseWriter: w, status: http.StatusOK}
+	u.next.ServeHTTP(sw, r)
+	u.record(r.Method, sw.status)
+}
+
+// spoilUpload flips the first byte of the upload's data in the registry's storage and removes the
+// digest states distribution saved after each chunk (without them, the commit hashes the data
+// itself and finds another digest: DIGEST_INVALID, as after bytes a cut chunk's handler appended
+// once the upload had resumed).
+func (u *uploadFaults) spoilUpload(uuid string) {
+	u.mu.Lock()
+	root := u.root
+	u.mu.Unlock()
+	dir := filepath.Join(root, "docker", "registry", "v2", "repositories", u.repo, "_uploads", uuid)
+	f, err := os.OpenFile(filepath.Join(dir, "data"), os.O_RDWR, 0)
+	if err != nil {
+		u.t.Errorf("spoiling upload %s: %v", uuid, err)
+		return
+	}
+	defer f.Close()
+	var one [1]byte
+	if _, err := f.ReadAt(one[:], 0); err != nil {
+		u.t.Errorf("spoiling upload %s: %v", uuid, err)
+	}
+	one[0] ^= 0xff
+	if _, err := f.WriteAt(one[:], 0); err != nil {
+		u.t.Errorf("spoiling upload %s: %v", uuid, err)
+	}
+	if err := os.RemoveAll(filepath.Join(dir, "hashstates")); err != nil {
+		u.t.Errorf("spoiling upload %s: %v", uuid, err)
+	}
+}
+
+func (u *uploadFaults) record(method string, status int) {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	u.statuses = append(u.statuses, method+" "+http.StatusText(status))
+}
+
+// startFaulty starts a real registry behind u (for repository u.repo) and a FaultProxy.
+func startFaulty(t *testing.T, u *uploadFaults) *regtest.Registry {
+	proxy := &regtest.FaultProxy{}
+	u.next, u.t = proxy, t
+	reg := regtest.Start(t, func(h http.Handler) http.Handler { proxy.Next = h; return u })
+	u.mu.Lock()
+	u.root = reg.RootDir
+	u.mu.Unlock()
+	return reg
+}
+
+type statusWriter struct {
+	http.ResponseWriter
+	status int
+}
+
+func (s *statusWriter) WriteHeader(code int) {
+	s.status = code
+	s.ResponseWriter.WriteHeader(code)
+}
+
+type errReader struct{ err error }
+
+func (e errReader) Read([]byte) (int, error) { return 0, e.err }
+
+type discard struct{ h http.Header }
+
+func (d discard) Header() http.Header         { return d.h }
+func (d discard) Write(b []byte) (int, error) { return len(b), nil }
+func (d discard) WriteHeader(int)             {}
+
+// testLogger returns a logger writing text lines to buf (safe for concurrent use).
+func testLogger(buf *lockedBuffer) *slog.Logger {
+	return slog.New(slog.NewTextHandler(buf, &slog.HandlerOptions{Level: slog.LevelInfo}))
+}
+
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+// TestUploadRestartsAfterDigestInvalid: a chunked upload that resumed within the process (its second
+// chunk cut) and whose commit the registry then refuses as DIGEST_INVALID (here its stored data
+// spoiled, as the cut chunk's handler appending after the registry answered how much it held does)
+// starts the blob afresh once, logged, and succeeds; it failed the push with ErrDigestMismatch.
+// A source that does not hash to the digest is refused again after that one restart and reported
+// as ErrDigestMismatch, and without a resume it is not restarted at all.
+func TestUploadRestartsAfterDigestInvalid(t *testing.T) {
+	ctx := testCtx(t)
+	const chunk = MinChunkSize
+	b, d := randomBlob(4*chunk, 12)
+	other, _ := randomBlob(4*chunk, 13)
+	for _, c := range []struct {
+		name      string
+		src       []byte
+		cut       int64 // the PATCH cut (0: none)
+		spoil     int32 // commits spoiled
+		wantErr   error
+		wantPosts int64
+	}{
+		{"spoiled-after-resume", b, 2, 1, nil, 2},
+		{"wrong-source-after-resume", other, 2, 0, ErrDigestMismatch, 2},
+		{"wrong-source", other, 0, 0, ErrDigestMismatch, 1},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			repo := "blobs/" + c.name
+			u := &uploadFaults{repo: repo, cutPatch: c.cut}
+			u.corruptCommits.Store(c.spoil)
+			reg := startFaulty(t, u)
+			var logs lockedBuffer
+			r, err := Open(ctx, reg.Ref(repo, "x"), true, WithPlainHTTP(reg.Host), WithUploadMode(UploadChunked, chunk),
+				WithRetries(3), WithLogger(testLogger(&logs)))
+			if err != nil {
+				t.Fatal(err)
+			}
+			_, err = r.Upload(ctx, Blob{Digest: d, Size: int64(len(b)), Open: blobOf(c.src, d).Open})
+			if c.wantErr == nil && err != nil || c.wantErr != nil && !errors.Is(err, c.wantErr) {
+				t.Fatalf("upload: %v, want %v\n%s", err, c.wantErr, logs.String())
+			}
+			if got := u.posts.Load(); got != c.wantPosts {
+				t.Errorf("%d upload sessions started, want %d\n%s", got, c.wantPosts, logs.String())
+			}
+			restarted := strings.Contains(logs.String(), "uploading the blob afresh once")
+			if restarted != (c.wantPosts == 2) {
+				t.Errorf("restart logged: %v, want %v\n%s", restarted, c.wantPosts == 2, logs.String())
+			}
+			ok, err := r.BlobExists(ctx, d, int64(len(b)))
+			if err != nil || ok != (c.wantErr == nil) {
+				t.Fatalf("blob exists: %v (%v), want %v", ok, err, c.wantErr == nil)
+			}
+			if ok {
+				if got, err := readAll(t, r, d, int64(len(b)), 0, int64(len(b))); err != nil || !bytes.Equal(got, b) {
+					t.Fatalf("committed blob differs (%v)", err)
+				}
+			}
+		})
+	}
+}

@@ -195,8 +195,9 @@ func stripUserinfo(loc string) string {
 // left (WithUploadState), from the registry's own count of the bytes it holds (GET on the saved
 // Location: 204 with Range). ok is false when there is none, or when asking fails in any way (the
 // registry no longer has it or refuses it, or its host does not answer: a session must never make
-// a push fail): the session is then forgotten and the failure logged at info level. err is only
-// ctx's.
+// a push fail), or when the count is ambiguous (uploadStatus: "0-0" is no byte or one; the session
+// then holds at most one byte, and starting afresh loses no more): the session is then forgotten
+// and the reason logged at info level. err is only ctx's.
 func (r *Repo) resumeSession(ctx context.Context, b Blob) (loc string, off int64, ok bool, err error) {
 	if r.o.sessions == nil {
 		return "", 0, false, nil
@@ -208,9 +209,15 @@ func (r *Repo) resumeSession(ctx context.Context, b Blob) (loc string, off int64
 	if !found {
 		return "", 0, false, nil
 	}
-	got, next, err := r.uploadStatus(ctx, ss.Location)
+	got, known, next, err := r.uploadStatus(ctx, ss.Location)
 	if err != nil && ctx.Err() != nil {
 		return "", 0, false, fmt.Errorf("upload %s: asking the registry about the upload session an earlier push left: %w", b.Digest, ctx.Err())
+	}
+	if err == nil && !known {
+		r.o.logger.Info("the registry's count of the bytes held by the upload session an earlier push left is ambiguous (no byte or one); uploading the blob afresh",
+			"blob", b.Digest, "repository", r.repo.String(), "acknowledged", ss.Offset)
+		r.forgetSession(b)
+		return "", 0, false, nil
 	}
 	if err == nil && got > b.Size {
 		err = fmt.Errorf("the registry holds %d bytes of a %d-byte blob", got, b.Size)

@@ -69,7 +69,7 @@ func TestUploadStaleLocation(t *testing.T) {
 			t.Fatalf("the bytes held after the cut chunk did not settle above %d within 10 s (last %d)", chunk, held)
 		}
 		time.Sleep(100 * time.Millisecond)
-		got, _, err := r.uploadStatus(ctx, saved)
+		got, _, _, err := r.uploadStatus(ctx, saved)
 		if err != nil || got < chunk || got > chunk+chunk/2 {
 			t.Fatalf("GET after the cut chunk: %d bytes held, %v; want %d to %d", got, err, chunk, chunk+chunk/2)
 		}
@@ -88,7 +88,7 @@ func TestUploadStaleLocation(t *testing.T) {
 	if err != nil || resp.StatusCode != http.StatusRequestedRangeNotSatisfiable {
 		t.Errorf("PATCH at the bytes held on the Location from before the cut chunk: %v %v, want 416", resp.Status, err)
 	}
-	got, next, err := r.uploadStatus(ctx, saved)
+	got, _, next, err := r.uploadStatus(ctx, saved)
 	if err != nil || got != held {
 		t.Fatalf("GET on the Location from before the cut chunk: %d bytes held, %v; want %d", got, err, held)
 	}

@@ -167,7 +167,8 @@ func (r *Repo) uploadChunked(ctx context.Context, b Blob) error {
 // chunks sends the blob from off to the upload session at loc, remembering the session after
 // every chunk the registry acknowledged, and commits it. After a failed chunk it asks the
 // registry how many bytes it holds and continues from there; resumed says it did so on the
-// session it ends with.
+// session it ends with. When the registry's count is ambiguous (uploadStatus: known false), it
+// starts a fresh session from byte 0 instead (logged at warn level).
 func (r *Repo) chunks(ctx context.Context, b Blob, loc string, off int64) (resumed bool, err error) {
 	for attempt := 1; ; attempt++ {
 		err = r.patchFrom(ctx, &loc, &off, b)
@@ -176,9 +177,20 @@ func (r *Repo) chunks(ctx context.Context, b Blob, loc string, off int64) (resum
 			break
 		}
 		Backoff(ctx, attempt)
-		got, next, serr := r.uploadStatus(ctx, loc)
+		got, known, next, serr := r.uploadStatus(ctx, loc)
 		if serr != nil {
 			return resumed, fmt.Errorf("upload %s: %w (and asking the registry how much it received: %v)", b.Digest, err, serr)
+		}
+		if !known {
+			r.o.logger.Warn("the registry's count of the bytes it holds of the blob's upload is ambiguous (none or one); starting a fresh upload session",
+				"blob", b.Digest, "repository", r.repo.String(), "attempt", attempt, "err", err)
+			fresh, serr := r.startUpload(ctx)
+			if serr != nil {
+				return resumed, fmt.Errorf("upload %s: %w (and starting a fresh upload session: %v)", b.Digest, err, serr)
+			}
+			loc, off, resumed = fresh, 0, false
+			r.saveSession(b, loc, off)
+			continue
 		}
 		r.o.logger.Warn("resuming blob upload", "blob", b.Digest, "at", got, "of", b.Size, "attempt", attempt, "err", err)
 		loc, off, resumed = next, got, true
@@ -245,34 +257,43 @@ func (r *Repo) patchFrom(ctx context.Context, loc *string, off *int64, b Blob) e
 }
 
 // uploadStatus asks the registry how many bytes of the upload at loc it holds (the OCI
-// distribution spec's upload status: 204 with Range "0-<last>").
-func (r *Repo) uploadStatus(ctx context.Context, loc string) (int64, string, error) {
+// distribution spec's upload status: 204 with Range "0-<last>") and returns them with the fresh
+// Location it answers. known is false when the answer does not say: distribution answers "0-0"
+// both for an upload holding no byte and for one holding one (blobUploadResponse: the last byte's
+// offset, but 0 when there is none), and a registry may send no Range at all. Such a count is
+// never guessed: PATCHing from 1 a session that holds nothing is refused, and from 0 one that
+// holds a byte too. The caller starts a fresh upload session instead, losing at most that byte.
+// "0--1" (no byte held, unambiguously) is 0 and known.
+func (r *Repo) uploadStatus(ctx context.Context, loc string) (held int64, known bool, next string, err error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, loc, nil)
 	if err != nil {
-		return 0, "", err
+		return 0, false, "", err
 	}
 	resp, err := r.client.Do(req)
 	if err != nil {
-		return 0, "", err
+		return 0, false, "", err
 	}
 	resp.Body.Close()
 	if err := check("upload status", resp, http.StatusNoContent); err != nil {
-		return 0, "", err
+		return 0, false, "", err
 	}
-	next, err := location(resp)
+	next, err = location(resp)
 	if err != nil {
-		return 0, "", err
+		return 0, false, "", err
 	}
 	rng := resp.Header.Get("Range")
 	if rng == "" {
-		return 0, next, nil
+		return 0, false, next, nil
 	}
 	lo, hi, ok := strings.Cut(strings.TrimPrefix(rng, "bytes="), "-")
 	last, err := strconv.ParseInt(hi, 10, 64)
 	if !ok || lo != "0" || err != nil || last < -1 {
-		return 0, "", fmt.Errorf("upload status: Range %q, want 0-<last byte>", rng)
+		return 0, false, "", fmt.Errorf("upload status: Range %q, want 0-<last byte>", rng)
 	}
-	return last + 1, next, nil
+	if last == 0 {
+		return 0, false, next, nil
+	}
+	return last + 1, true, next, nil
 }
 
 // startUpload opens an upload session and returns its absolute location.

@@ -3,6 +3,7 @@ package oci
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
@@ -108,6 +109,25 @@ func (u *uploadFaults) record(method string, status int) {
 	u.statuses = append(u.statuses, method+" "+http.StatusText(status))
 }
 
+// responses returns the statuses recorded.
+func (u *uploadFaults) responses() []string {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	return append([]string(nil), u.statuses...)
+}
+
+// served reports whether any response had this status.
+func (u *uploadFaults) served(status int) bool {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	for _, s := range u.statuses {
+		if strings.HasSuffix(s, " "+http.StatusText(status)) {
+			return true
+		}
+	}
+	return false
+}
+
 // startFaulty starts a real registry behind u (for repository u.repo) and a FaultProxy.
 func startFaulty(t *testing.T, u *uploadFaults) *regtest.Registry {
 	proxy := &regtest.FaultProxy{}
@@ -159,6 +179,85 @@ func (l *lockedBuffer) String() string {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.b.String()
+}
+
+// TestUploadAmbiguousRange: distribution answers an upload-status GET with Range "0-0" both when it
+// holds no byte of the upload and when it holds one. A chunked upload whose first chunk was cut
+// before the registry stored any of it (or after one byte) starts a fresh session, within the
+// process and from a session an earlier process left, instead of PATCHing from byte 1: that PATCH
+// was refused (416), and the fallback to a monolithic upload is refused too by a registry that
+// limits request bodies, so the push failed. The blob is committed whole either way, no request
+// is refused, and the fresh start is logged.
+func TestUploadAmbiguousRange(t *testing.T) {
+	ctx := testCtx(t)
+	const chunk = MinChunkSize
+	b, d := randomBlob(4*chunk, 11)
+	for _, keep := range []int64{0, 1} {
+		t.Run(fmt.Sprintf("in-process-%d", keep), func(t *testing.T) {
+			repo := fmt.Sprintf("blobs/ambiguous-%d", keep)
+			u := &uploadFaults{repo: repo, cutPatch: 1, keep: keep, refusePut: true}
+			reg := startFaulty(t, u)
+			var logs lockedBuffer
+			r, err := Open(ctx, reg.Ref(repo, "x"), true, WithPlainHTTP(reg.Host), WithUploadMode(UploadChunked, chunk),
+				WithRetries(3), WithLogger(testLogger(&logs)))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := r.Upload(ctx, blobOf(b, d)); err != nil {
+				t.Fatalf("upload whose first chunk was cut with %d bytes received: %v\n%s", keep, err, logs.String())
+			}
+			if u.served(http.StatusRequestedRangeNotSatisfiable) {
+				t.Errorf("a PATCH was refused (416): the upload resumed from a guessed offset; responses %v", u.responses())
+			}
+			if !strings.Contains(logs.String(), "ambiguous") {
+				t.Errorf("the fresh start was not logged:\n%s", logs.String())
+			}
+			if got, err := readAll(t, r, d, int64(len(b)), 0, int64(len(b))); err != nil || !bytes.Equal(got, b) {
+				t.Fatalf("committed blob differs (%v)", err)
+			}
+		})
+	}
+
+	t.Run("across-processes", func(t *testing.T) {
+		repo := "blobs/ambiguous-state"
+		u := &uploadFaults{repo: repo, cutPatch: 1, refusePut: true}
+		reg := startFaulty(t, u)
+		state := filepath.Join(t.TempDir(), "uploads")
+		open := func(logs *lockedBuffer, retries int) *Repo {
+			r, err := Open(ctx, reg.Ref(repo, "x"), true, WithPlainHTTP(reg.Host), WithUploadMode(UploadChunked, chunk),
+				WithRetries(retries), WithUploadState(state), WithLogger(testLogger(logs)))
+			if err != nil {
+				t.Fatal(err)
+			}
+			return r
+		}
+		// The first process's only attempt is cut before the registry stored a byte: it leaves the
+		// session it saved when the upload started.
+		var first lockedBuffer
+		if _, err := open(&first, 1).Upload(ctx, blobOf(b, d)); err == nil || !Transient(err) {
+			t.Fatalf("cut upload: %v, want a transient failure", err)
+		}
+		if m, _ := filepath.Glob(filepath.Join(state, "*.json")); len(m) != 1 {
+			t.Fatalf("sessions after the cut upload: %v, want 1\n%s", m, first.String())
+		}
+		var logs lockedBuffer
+		r := open(&logs, 3)
+		if _, err := r.Upload(ctx, blobOf(b, d)); err != nil {
+			t.Fatalf("upload after the cut one: %v\n%s", err, logs.String())
+		}
+		if u.served(http.StatusRequestedRangeNotSatisfiable) {
+			t.Errorf("a PATCH was refused (416): the remembered session was resumed from a guessed offset; responses %v", u.responses())
+		}
+		if !strings.Contains(logs.String(), "level=INFO") || !strings.Contains(logs.String(), "is ambiguous (no byte or one); uploading the blob afresh") {
+			t.Errorf("the fresh start was not logged at info level:\n%s", logs.String())
+		}
+		if m, _ := filepath.Glob(filepath.Join(state, "*")); len(m) != 0 {
+			t.Errorf("state left after the upload: %v", m)
+		}
+		if got, err := readAll(t, r, d, int64(len(b)), 0, int64(len(b))); err != nil || !bytes.Equal(got, b) {
+			t.Fatalf("committed blob differs (%v)", err)
+		}
+	})
 }
 
 // TestUploadRestartsAfterDigestInvalid: a chunked upload that resumed within the process (its second

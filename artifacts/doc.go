@@ -44,6 +44,10 @@
 //	                               Location, no credentials), so that a killed push resumes it;
 //	                               removed when the blob is complete or the session refused, after
 //	                               7 days, and beyond 256 sessions
+//	  uploads/<64 hex>.lock        flock(LOCK_EX)ed by the push uploading that blob (another one
+//	                               waits) and removed by it; one a dead process left is taken over
+//	                               by the next push of the blob, or removed, an hour old, by a
+//	                               push starting an upload
 //
 // # Invariants
 //

@@ -299,7 +299,9 @@ func WithUploadMode(m oci.UploadMode, chunkSize int64) Option {
 
 // WithUploadState makes Push remember its chunked uploads' sessions in dir (see
 // oci.WithUploadState), so that a push whose process died resumes each large blob from what the
-// registry holds instead of from byte 0. orkpipe push uses the cache's uploads/ directory.
+// registry holds instead of from byte 0; two pushes of the same blob to the same repository at once
+// take turns (the second waits, then finds the blob). orkpipe push uses the cache's uploads/
+// directory.
 func WithUploadState(dir string) Option {
 	return conn(oci.WithUploadState(dir))
 }

@@ -61,7 +61,9 @@ extract no tar+zstd layer (modctl) need --compress never: raw and plain tar only
 into verification ranges (--range-size) that pull fetches in parallel and checks one by one.
 Digests come from the cache (--cache): a build output is not hashed again. Files upload in
 parallel (-j), large ones in resumable chunks: a push that was killed resumes each
-blob from what the registry holds (sessions kept in the cache's uploads/ directory). With --sign KEY the build's provenance.json is
+blob from what the registry holds (sessions kept in the cache's uploads/ directory), and
+two pushes of the same file to the same repository at once take turns (the second waits,
+then finds it uploaded). With --sign KEY the build's provenance.json is
 attached as a signed in-toto/SLSA attestation. The manifest digest is printed as the last line.`,
 		Args: cobra.ExactArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {

@@ -181,7 +181,9 @@ func WithUploadMode(m UploadMode, chunkSize int64) Option {
 // process from the registry's count of the bytes it holds. A session is forgotten when its blob
 // is complete, when the registry no longer knows it or refuses it (the upload then starts afresh,
 // logged at info level), and after 7 days; at most 256 are kept. dir is created (0700) when
-// needed.
+// needed. A session is used by one Upload at a time, in any process (a .lock file beside it,
+// flocked while the Upload runs): another Upload of the same blob to the same repository waits
+// for it, then sends nothing when it committed the blob (sessionlock.go).
 func WithUploadState(dir string) Option {
 	return func(o *options) error {
 		if dir == "" {

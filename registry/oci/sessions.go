@@ -131,7 +131,7 @@ func (s *sessionStore) remove(reg, repo, digest string) error {
 }
 
 // prune removes sessions older than sessionTTL, the oldest beyond maxSessions, and temp files
-// of writers that died.
+// and session locks (sessionlock.go) of processes that died.
 func (s *sessionStore) prune() error {
 	ents, err := os.ReadDir(s.dir)
 	if errors.Is(err, fs.ErrNotExist) {
@@ -155,6 +155,10 @@ func (s *sessionStore) prune() error {
 		case strings.HasPrefix(e.Name(), ".tmp-"):
 			if time.Since(info.ModTime()) > staleTempAge {
 				os.Remove(p)
+			}
+		case strings.HasSuffix(e.Name(), ".lock"):
+			if time.Since(info.ModTime()) > staleTempAge {
+				removeDeadLock(p) // only when no Upload holds it
 			}
 		case strings.HasSuffix(e.Name(), ".json"):
 			if time.Since(info.ModTime()) > sessionTTL {

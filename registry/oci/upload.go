@@ -49,9 +49,11 @@ type Blob struct {
 // Upload sends b unless the repository already holds it (reused is then true). The first method
 // (see UploadMode) falls back to the other when the registry refuses it. A chunked upload that
 // fails part way asks the registry how many bytes it holds and resumes from there, up to the
-// Repo's retries; with WithUploadState, so does one whose process died, in the next process. The
-// registry verifies the digest named in the final PUT: bytes that do not hash to b.Digest are
-// refused and reported as ErrDigestMismatch; nothing is committed then.
+// Repo's retries; with WithUploadState, so does one whose process died, in the next process, and
+// an Upload of the same blob to the same repository that another one (in any process) is running
+// waits for it, then sends nothing when it committed the blob (sessionlock.go). The registry
+// verifies the digest named in the final PUT: bytes that do not hash to b.Digest are refused and
+// reported as ErrDigestMismatch; nothing is committed then.
 func (r *Repo) Upload(ctx context.Context, b Blob) (reused bool, err error) {
 	if b.Sent == nil {
 		b.Sent = func(int64) {}
@@ -63,6 +65,20 @@ func (r *Repo) Upload(ctx context.Context, b Blob) (reused bool, err error) {
 	if ok {
 		r.forgetSession(b) // a process killed between its final PUT and forgetting the session
 		return true, nil
+	}
+	r, unlock, waited, err := r.lockSession(ctx, b)
+	if err != nil {
+		return false, err
+	}
+	defer unlock()
+	if waited {
+		// The holder uploaded the same bytes: once it has committed them, nothing is sent again.
+		if ok, err := r.BlobExists(ctx, b.Digest, b.Size); err != nil || ok {
+			if ok {
+				r.forgetSession(b)
+			}
+			return ok, err
+		}
 	}
 	first := r.o.uploadMode
 	if first == UploadAuto {

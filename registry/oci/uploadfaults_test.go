@@ -2,6 +2,7 @@ package oci
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -167,12 +168,19 @@ func testLogger(buf *lockedBuffer) *slog.Logger {
 type lockedBuffer struct {
 	mu sync.Mutex
 	b  bytes.Buffer
+	// when, if set, is called with every write (a log line) outside the lock.
+	when func(line string)
 }
 
 func (l *lockedBuffer) Write(p []byte) (int, error) {
 	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
+	n, err := l.b.Write(p)
+	when := l.when
+	l.mu.Unlock()
+	if when != nil {
+		when(string(p))
+	}
+	return n, err
 }
 
 func (l *lockedBuffer) String() string {
@@ -315,5 +323,127 @@ func TestUploadRestartsAfterDigestInvalid(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// gatedSource serves b, blocking once its reader reaches gate until release is closed; reached is
+// closed then.
+type gatedSource struct {
+	b       []byte
+	gate    int64
+	reached chan struct{}
+	release chan struct{}
+	once    sync.Once
+}
+
+func (g *gatedSource) open(ctx context.Context) func(off int64) (io.ReadCloser, error) {
+	return func(off int64) (io.ReadCloser, error) {
+		return io.NopCloser(&gatedReader{g: g, ctx: ctx, off: off}), nil
+	}
+}
+
+type gatedReader struct {
+	g   *gatedSource
+	ctx context.Context
+	off int64
+}
+
+func (r *gatedReader) Read(p []byte) (int, error) {
+	if r.off >= r.g.gate {
+		r.g.once.Do(func() { close(r.g.reached) })
+		select {
+		case <-r.g.release:
+		case <-r.ctx.Done():
+			return 0, r.ctx.Err()
+		}
+	}
+	if r.off >= int64(len(r.g.b)) {
+		return 0, io.EOF
+	}
+	if r.off < r.g.gate {
+		p = p[:min(int64(len(p)), r.g.gate-r.off)]
+	}
+	n := copy(p, r.g.b[r.off:])
+	r.off += int64(n)
+	return n, nil
+}
+
+// TestUploadConcurrentSameBlob: two uploads of the same blob to the same repository with the same
+// upload state (two orkpipe push processes on one cache), the second started while the first holds
+// its session after one acknowledged chunk. The second waits for the first (it says so), then
+// finds the blob committed and sends nothing: both succeed, the registry received the blob's bytes
+// once, the blob is whole, and no session or lock file is left. Without the lock, the second
+// resumed the first's session and both PATCHed it.
+func TestUploadConcurrentSameBlob(t *testing.T) {
+	ctx := testCtx(t)
+	const chunk = MinChunkSize
+	b, d := randomBlob(8*chunk, 14)
+	proxy := &regtest.FaultProxy{}
+	reg := regtest.Start(t, func(h http.Handler) http.Handler { proxy.Next = h; return proxy })
+	state := filepath.Join(t.TempDir(), "uploads")
+	open := func(logs *lockedBuffer) *Repo {
+		r, err := Open(ctx, reg.Ref("blobs/concurrent", "x"), true, WithPlainHTTP(reg.Host), WithUploadMode(UploadChunked, chunk),
+			WithRetries(3), WithUploadState(state), WithLogger(testLogger(logs)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return r
+	}
+	var logsA, logsB lockedBuffer
+	waiting := make(chan struct{})
+	var waitOnce sync.Once
+	logsB.when = func(line string) {
+		if strings.Contains(line, "holds its upload session; waiting for it") {
+			waitOnce.Do(func() { close(waiting) })
+		}
+	}
+	ra, rb := open(&logsA), open(&logsB)
+	// The first upload's source stops after its first chunk: the registry has acknowledged it and
+	// the session is saved at that offset, and the second chunk's PATCH is open.
+	src := &gatedSource{b: b, gate: chunk, reached: make(chan struct{}), release: make(chan struct{})}
+	type result struct {
+		reused bool
+		err    error
+	}
+	doneA, doneB := make(chan result, 1), make(chan result, 1)
+	go func() {
+		reused, err := ra.Upload(ctx, Blob{Digest: d, Size: int64(len(b)), Open: src.open(ctx)})
+		doneA <- result{reused, err}
+	}()
+	select {
+	case <-src.reached:
+	case res := <-doneA:
+		t.Fatalf("the first upload ended before its second chunk: %+v\n%s", res, logsA.String())
+	}
+	go func() {
+		reused, err := rb.Upload(ctx, blobOf(b, d))
+		doneB <- result{reused, err}
+	}()
+	var b1 result
+	gotB := false
+	select {
+	case <-waiting:
+	case b1 = <-doneB: // it did not wait
+		gotB = true
+	}
+	close(src.release)
+	a := <-doneA
+	if !gotB {
+		b1 = <-doneB
+	}
+	if a.err != nil || a.reused {
+		t.Errorf("first upload: reused %v, %v\n%s", a.reused, a.err, logsA.String())
+	}
+	if b1.err != nil || !b1.reused {
+		t.Errorf("second upload: reused %v, %v; want it to wait and find the blob\n%s", b1.reused, b1.err, logsB.String())
+	}
+	if got := proxy.UploadBytes.Load(); got != int64(len(b)) {
+		t.Errorf("the registry received %d upload bytes for a %d-byte blob, want each byte once", got, len(b))
+	}
+	if m, _ := filepath.Glob(filepath.Join(state, "*")); len(m) != 0 {
+		t.Errorf("state left after both uploads: %v", m)
+	}
+	if got, err := readAll(t, ra, d, int64(len(b)), 0, int64(len(b))); err != nil || !bytes.Equal(got, b) {
+		t.Fatalf("committed blob differs (%v)", err)
 	}
 }

@@ -13,6 +13,7 @@ import (
 	"orkpipe/artifacts"
 	"orkpipe/internal/units"
 	"orkpipe/registry"
+	"orkpipe/registry/oci"
 )
 
 // transportFlags are the registry connection flags shared by push, pull and describe.
@@ -41,6 +42,11 @@ func (f *transportFlags) options(ref string) ([]registry.Option, error) {
 	}
 	return out, nil
 }
+
+// pushChunkSize is the PATCH size of push's chunked uploads; a blob larger than it goes chunked
+// (resumable). A variable for tests: TestPushResumeCLI pushes a pack of a few MiB in chunks (the
+// child processes it starts take it from $ORKPIPE_TEST_PUSH_CHUNK, see TestMain).
+var pushChunkSize int64 = oci.DefaultChunkSize
 
 type pushFlags struct {
 	transportFlags
@@ -103,7 +109,7 @@ func runPush(ctx context.Context, opts *globalOptions, f *pushFlags, dir, ref st
 	defer store.Close()
 	ropts = append(ropts, registry.WithJobs(opts.jobs), registry.WithLogger(opts.logger), registry.WithRangeSize(rs),
 		registry.WithAnnotator(registry.PackAnnotator), registry.WithDigests(store), registry.WithCompression(comp),
-		registry.WithUploadState(filepath.Join(store.Dir(), artifacts.UploadsDir)))
+		registry.WithUploadState(filepath.Join(store.Dir(), artifacts.UploadsDir)), registry.WithUploadMode(oci.UploadAuto, pushChunkSize))
 	if f.sign != "" {
 		key, err := registry.LoadPrivateKey(f.sign)
 		if err != nil {

@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -24,6 +25,14 @@ func TestMain(m *testing.M) {
 		if err := json.Unmarshal([]byte(raw), &args); err != nil {
 			os.Stderr.WriteString("bad " + cliChildEnv + ": " + err.Error() + "\n")
 			os.Exit(2)
+		}
+		if v := os.Getenv(pushChunkEnv); v != "" {
+			n, err := strconv.ParseInt(v, 10, 64)
+			if err != nil {
+				os.Stderr.WriteString("bad " + pushChunkEnv + ": " + err.Error() + "\n")
+				os.Exit(2)
+			}
+			pushChunkSize = n
 		}
 		ctx, stop := interruptible(os.Stderr) // as main's
 		opts := newGlobalOptions(os.Stdout, os.Stderr)

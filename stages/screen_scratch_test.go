@@ -11,7 +11,6 @@ import (
 	"orkpipe/internal/fixtures"
 	"orkpipe/internal/testfiles"
 	"orkpipe/ork/model"
-	"orkpipe/ork/pack"
 	"orkpipe/stages"
 )
 
@@ -26,24 +25,7 @@ func TestScreenRefusesPaddedEntry(t *testing.T) {
 	modelPath := testfiles.Path(t, "stories260K.gguf")
 	packPath := filepath.Join(t.TempDir(), "wide.orkpack")
 	const name, kp, ctx = "blk.0.attn_k.weight", 1 << 18, 512
-	fixtures.Pack(t, modelPath, packPath, func(name string) (fixtures.Tier, bool) {
-		return fixtures.Tier{DType: pack.I8Rot, Group: 32, Seed: 9}, strings.HasPrefix(name, "blk.0.")
-	}, func(w *pack.Weight) bool {
-		if w.Name != name {
-			return false
-		}
-		// Each row's codes and scales padded with zero codes (scale 1) to the block.
-		codes, scales := make([]int8, w.N*kp), make([]float32, w.N*kp/w.Group)
-		for i := range scales {
-			scales[i] = 1
-		}
-		for r := 0; r < w.N; r++ {
-			copy(codes[r*kp:], w.Codes[r*w.K:(r+1)*w.K])
-			copy(scales[r*kp/w.Group:], w.Scales[r*w.K/w.Group:(r+1)*w.K/w.Group])
-		}
-		w.K, w.Codes, w.Scales, w.Rotation.Block = kp, codes, scales, kp
-		return true
-	})
+	fixtures.PaddedEntryPack(t, modelPath, packPath, name, kp)
 	shape := shapeOfFile(t, modelPath)
 	budget := stages.ScreenMemory(shape, ctx)
 	sj, err := json.Marshal(shape)

@@ -225,24 +225,7 @@ func TestEvalPackScratchOverBudget(t *testing.T) {
 	modelPath := testfiles.Path(t, "stories260K.gguf")
 	packPath := filepath.Join(t.TempDir(), "wide.orkpack")
 	const name, kp = "blk.0.attn_k.weight", 1 << 16
-	fixtures.Pack(t, modelPath, packPath, func(name string) (fixtures.Tier, bool) {
-		return fixtures.Tier{DType: pack.I8Rot, Group: 32, Seed: 9}, strings.HasPrefix(name, "blk.0.")
-	}, func(w *pack.Weight) bool {
-		if w.Name != name {
-			return false
-		}
-		// Each row's codes and scales padded with zero codes (scale 1) to the block.
-		codes, scales := make([]int8, w.N*kp), make([]float32, w.N*kp/w.Group)
-		for i := range scales {
-			scales[i] = 1
-		}
-		for r := 0; r < w.N; r++ {
-			copy(codes[r*kp:], w.Codes[r*w.K:(r+1)*w.K])
-			copy(scales[r*kp/w.Group:], w.Scales[r*w.K/w.Group:(r+1)*w.K/w.Group])
-		}
-		w.K, w.Codes, w.Scales, w.Rotation.Block = kp, codes, scales, kp
-		return true
-	})
+	fixtures.PaddedEntryPack(t, modelPath, packPath, name, kp)
 	_, errOut, code := orkpipeExit(t, "--mem", "64MiB", "eval", "--model", modelPath, "--pack", packPath,
 		"--text", testfiles.Path(t, "stories-generated.txt"), "--ctx", "512", "--chunks", "1")
 	t.Logf("exit %d: %s", code, errOut)

@@ -9,8 +9,12 @@ import (
 	"io"
 	"io/fs"
 	"os"
+	"path/filepath"
+	"strconv"
 	"time"
 	"unicode/utf8"
+
+	"golang.org/x/sys/unix"
 )
 
 // Provenance says where, when and by which binary and tools a node's outputs were made.
@@ -173,7 +177,12 @@ func (s *Store) PutAction(ctx context.Context, rec ActionRecord) error {
 
 // GetAction returns the record of key. It fails with an error wrapping ErrNotFound on a miss: no
 // record, or a record one of whose outputs is missing, quarantined or of the wrong size. A record
-// file that does not decode is an error naming the file (never silently a hit).
+// file that is not a valid record of key (it does not decode, fails validation, names another key
+// or exceeds the size limit) is never a hit, and is handled as a corrupt object is: it is moved to
+// quarantine/, logged at warning level naming the key, the record file and where it went, and this
+// lookup fails with an error wrapping ErrInvalidRecord that says so (the node runs again, as for
+// any unusable record); the next lookup is a plain miss. A record that cannot be read (an I/O
+// error) is an error naming the file.
 func (s *Store) GetAction(ctx context.Context, key Digest) (ActionRecord, error) {
 	if err := ctx.Err(); err != nil {
 		return ActionRecord{}, err
@@ -182,19 +191,18 @@ func (s *Store) GetAction(ctx context.Context, key Digest) (ActionRecord, error)
 		return ActionRecord{}, fmt.Errorf("get action: %w: zero key", ErrInvalidDigest)
 	}
 	p := s.actionPath(key)
-	b, err := readLimited(p, maxRecordSize)
+	rec, ino, err := readAction(p, key)
+	if errors.Is(err, ErrInvalidRecord) {
+		if err = s.invalidAction(key, p, ino, err); err == nil {
+			// Another process quarantined it, or replaced it, meanwhile: what is there now.
+			rec, _, err = readAction(p, key)
+		}
+	}
 	if errors.Is(err, fs.ErrNotExist) {
 		return ActionRecord{}, fmt.Errorf("action %s: %w", key, ErrNotFound)
 	}
 	if err != nil {
 		return ActionRecord{}, fmt.Errorf("action %s: %w", key, err)
-	}
-	rec, err := DecodeActionRecord(b)
-	if err != nil {
-		return ActionRecord{}, fmt.Errorf("action record %s: %w", p, err)
-	}
-	if rec.Key != key {
-		return ActionRecord{}, fmt.Errorf("action record %s: %w: field key is %s, want %s", p, ErrInvalidRecord, rec.Key, key)
 	}
 	for _, o := range rec.Outputs {
 		got, err := s.Stat(ctx, o.Digest)
@@ -207,6 +215,81 @@ func (s *Store) GetAction(ctx context.Context, key Digest) (ActionRecord, error)
 		}
 	}
 	return rec, nil
+}
+
+// readAction reads and decodes the action record file p, which must be the record of key (zero:
+// whichever key p names). Besides the record it returns the file's inode, also when the record is
+// invalid (an error wrapping ErrInvalidRecord), for invalidAction.
+func readAction(p string, key Digest) (ActionRecord, uint64, error) {
+	f, err := os.Open(p)
+	if err != nil {
+		return ActionRecord{}, 0, err
+	}
+	defer f.Close()
+	st, err := fstat(f)
+	if err != nil {
+		return ActionRecord{}, 0, fmt.Errorf("action record %s: %w", p, err)
+	}
+	if st.Size > maxRecordSize {
+		return ActionRecord{}, st.Ino, fmt.Errorf("%w: action record %s is %d bytes, limit %d", ErrInvalidRecord, p, st.Size, maxRecordSize)
+	}
+	b, err := io.ReadAll(io.LimitReader(f, maxRecordSize+1))
+	if err != nil {
+		return ActionRecord{}, st.Ino, fmt.Errorf("reading action record %s: %w", p, err)
+	}
+	rec, err := DecodeActionRecord(b)
+	if err != nil {
+		return ActionRecord{}, st.Ino, fmt.Errorf("action record %s: %w", p, err)
+	}
+	if !key.IsZero() && rec.Key != key {
+		return ActionRecord{}, st.Ino, fmt.Errorf("action record %s: %w: field key is %s, want %s (the file's name)", p, ErrInvalidRecord, rec.Key, key)
+	}
+	return rec, st.Ino, nil
+}
+
+// invalidAction handles the action record file p of key that readAction found invalid (why, which
+// names p and wraps ErrInvalidRecord): it moves p to quarantine/action-<key hex>.<unix ns>.json, if
+// p is still the file that was read (inode ino; a record another process wrote meanwhile is left in
+// place), logs a warning naming the key, the record and where it went, and returns why with where it
+// went: the error of this lookup, as Open's ErrCorrupt is for a corrupt object. It returns nil when
+// the file had already gone or been replaced (GetAction then reads what is there now).
+func (s *Store) invalidAction(key Digest, p string, ino uint64, why error) error {
+	q, err := s.quarantineAction(key, p, ino)
+	switch {
+	case err != nil:
+		s.log.Warn("invalid action record could not be quarantined", "key", key.String(), "record", p, "reason", why, "err", err)
+		return fmt.Errorf("%w; it could not be quarantined: %v", why, err)
+	case q == "":
+		return nil
+	}
+	s.log.Warn("invalid action record quarantined; the node runs again", "key", key.String(), "record", p, "reason", why, "quarantine", q)
+	return fmt.Errorf("%w; moved to %s", why, q)
+}
+
+// quarantineAction moves the action record p to quarantine/ if it is still inode ino, and returns
+// where it went ("" when it had gone, or had been replaced by another record, which stays).
+func (s *Store) quarantineAction(key Digest, p string, ino uint64) (string, error) {
+	q := filepath.Join(s.dir, "quarantine", "action-"+key.Hex()+"."+strconv.FormatInt(time.Now().UnixNano(), 10)+".json")
+	if err := os.Rename(p, q); errors.Is(err, fs.ErrNotExist) {
+		return "", nil
+	} else if err != nil {
+		return "", err
+	}
+	// The rename and the read are not one step: if a PutAction replaced the invalid record in
+	// between, the record moved is that new one. Put it back, unless an even newer one is there.
+	var st unix.Stat_t
+	if err := unix.Lstat(q, &st); err != nil {
+		return "", nil // removed meanwhile
+	}
+	if st.Ino != ino {
+		if err := os.Link(q, p); err != nil && !errors.Is(err, fs.ErrExist) {
+			return "", fmt.Errorf("putting back the record written meanwhile (%s): %w", q, err)
+		}
+		os.Remove(q)
+		return "", nil
+	}
+	SyncDir(filepath.Dir(p))
+	return q, nil
 }
 
 func readLimited(path string, limit int64) ([]byte, error) {

@@ -21,6 +21,8 @@
 //	                               hashes an object once; checksummed (digests.go); removed with
 //	                               the object (GC, quarantine)
 //	  quarantine/<64 hex>.<unix ns>  objects whose bytes no longer match their name, moved aside
+//	  quarantine/action-<64 hex>.<unix ns>.json  action records that were not a valid record of
+//	                               their key (damaged on disk), moved aside by GetAction or GC
 //	  actions/<h0h1>/<64 hex>.json action record of a node key (JSON, see ActionRecord)
 //	  pins/<64 hex>.json           outputs of the most recent build of a target name (see Pin), and
 //	                               when they were first pinned; the file name is the BLAKE3 of the
@@ -67,7 +69,9 @@
 // next node moments after it was hashed; see rememberVerified and HashedFile). A
 // corrupt object is moved to quarantine/, logged with slog at warning level with its digest and
 // path, and is missing from then on, so the action records that reference it become misses and
-// their producers re-run.
+// their producers re-run. An action record file that does not decode, fails validation or names
+// another key is treated the same way: GetAction moves it to quarantine/, logs a warning naming the
+// key, the record and where it went, and fails with ErrInvalidRecord; the next lookup is a miss.
 //
 // Hashing a file (HashFile, Verify, AdoptFile, IngestFile) runs on all CPUs for files above
 // 4 MiB: each 4 MiB piece is a complete subtree of the BLAKE3 tree, mapped read-only (mmap, no copy

@@ -20,7 +20,8 @@ var (
 	// since orkpipe wrote it. MaterializeOptions.Force overrides it.
 	ErrClobber = errors.New("refusing to overwrite")
 
-	// ErrInvalidRecord: an action record, pin or journal entry failed validation.
+	// ErrInvalidRecord: an action record, pin or journal entry failed validation. GetAction has
+	// moved such an action record to the quarantine folder: the next lookup is a miss.
 	ErrInvalidRecord = errors.New("invalid record")
 
 	// ErrBusy: the operation needs the store to itself (GC) and another Store holds it open.

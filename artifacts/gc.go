@@ -161,7 +161,7 @@ func (s *Store) GC(ctx context.Context, opts GCOptions) (GCReport, error) {
 	}
 	var stale staleRecords
 	if opts.Outdated != nil {
-		if stale, err = s.outdatedRecords(ctx, "gc", opts.Outdated, opts.Inputs); err != nil {
+		if stale, err = s.outdatedRecords(ctx, "gc", true, opts.Outdated, opts.Inputs); err != nil {
 			return rep, fmt.Errorf("gc: %w", err)
 		}
 	}
@@ -303,7 +303,7 @@ func (s *Store) dropActions(ctx context.Context, removed map[Digest]bool) (int, 
 		return 0, nil
 	}
 	n := 0
-	err := s.walkActions(ctx, "gc", func(p string, rec ActionRecord) error {
+	err := s.walkActions(ctx, "gc", true, func(p string, rec ActionRecord) error {
 		for _, o := range rec.Outputs {
 			if removed[o.Digest] {
 				if err := os.Remove(p); err != nil && !errors.Is(err, fs.ErrNotExist) {
@@ -333,7 +333,7 @@ type staleRecords struct {
 // ones' paths, and the objects that outdated records name and no other record does. With inputs, a
 // record that read such an object is outdated too, until no more records are (each pass marks
 // what read the last one's objects; a graph's depth is a few passes).
-func (s *Store) outdatedRecords(ctx context.Context, what string, outdated func(stage string, version int) bool, inputs func(Digest) ([]Digest, bool)) (staleRecords, error) {
+func (s *Store) outdatedRecords(ctx context.Context, what string, drop bool, outdated func(stage string, version int) bool, inputs func(Digest) ([]Digest, bool)) (staleRecords, error) {
 	type record struct {
 		path  string
 		key   Digest
@@ -341,7 +341,7 @@ func (s *Store) outdatedRecords(ctx context.Context, what string, outdated func(
 		stale bool
 	}
 	var recs []record
-	err := s.walkActions(ctx, what, func(p string, rec ActionRecord) error {
+	err := s.walkActions(ctx, what, drop, func(p string, rec ActionRecord) error {
 		r := record{path: p, key: rec.Key, stale: outdated(rec.Stage, rec.Version)}
 		for _, o := range rec.Outputs {
 			r.outs = append(r.outs, o.Digest)
@@ -396,9 +396,10 @@ func (s *Store) outdatedRecords(ctx context.Context, what string, outdated func(
 	return st, nil
 }
 
-// walkActions calls fn with the path and the record of every valid action record; an invalid one is
-// logged (as what's) and skipped.
-func (s *Store) walkActions(ctx context.Context, what string, fn func(path string, rec ActionRecord) error) error {
+// walkActions calls fn with the path and the record of every valid action record. An invalid one
+// (see GetAction) is skipped: with drop (GC, which has the store to itself) it is quarantined as
+// GetAction quarantines it; else it is logged (as what's) and left in place.
+func (s *Store) walkActions(ctx context.Context, what string, drop bool, fn func(path string, rec ActionRecord) error) error {
 	return filepath.WalkDir(filepath.Join(s.dir, "actions"), func(p string, e fs.DirEntry, err error) error {
 		if err != nil {
 			return err
@@ -406,14 +407,21 @@ func (s *Store) walkActions(ctx context.Context, what string, fn func(path strin
 		if e.IsDir() || !strings.HasSuffix(p, ".json") {
 			return ctx.Err()
 		}
-		b, err := readLimited(p, maxRecordSize)
+		key, _ := ParseHex(strings.TrimSuffix(e.Name(), ".json")) // zero for a foreign name: no key check
+		rec, ino, err := readAction(p, key)
+		if errors.Is(err, fs.ErrNotExist) {
+			return nil // removed meanwhile
+		}
+		if errors.Is(err, ErrInvalidRecord) {
+			if drop && !key.IsZero() {
+				s.invalidAction(key, p, ino, err)
+			} else {
+				s.log.Warn(what+": invalid action record left in place", "path", p, "err", err)
+			}
+			return nil
+		}
 		if err != nil {
 			return err
-		}
-		rec, err := DecodeActionRecord(b)
-		if err != nil {
-			s.log.Warn(what+": invalid action record left in place", "path", p, "err", err)
-			return nil
 		}
 		return fn(p, rec)
 	})

@@ -47,12 +47,12 @@ func (s *Store) Usage(ctx context.Context, outdated func(stage string, version i
 	}
 	var stale staleRecords
 	if outdated != nil {
-		if stale, err = s.outdatedRecords(ctx, "cache usage", outdated, inputs); err != nil {
+		if stale, err = s.outdatedRecords(ctx, "cache usage", false, outdated, inputs); err != nil {
 			return rep, fmt.Errorf("cache usage: %w", err)
 		}
 	}
 	stageOf := map[Digest]string{}
-	err = s.walkActions(ctx, "cache usage", func(_ string, rec ActionRecord) error {
+	err = s.walkActions(ctx, "cache usage", false, func(_ string, rec ActionRecord) error {
 		rep.ActionCount++
 		for _, o := range rec.Outputs {
 			if st, ok := stageOf[o.Digest]; !ok || rec.Stage < st {

@@ -155,6 +155,9 @@ func (s *Store) actionPath(key Digest) string { return s.fanPath("actions", key.
 // PutAction stores the record of rec.Key atomically (temp file, fsync, rename), replacing any
 // previous record of the key. Every output must already be stored with its recorded size.
 func (s *Store) PutAction(ctx context.Context, rec ActionRecord) error {
+	if err := s.writable("put action " + rec.Key.String()); err != nil {
+		return err
+	}
 	b, err := EncodeActionRecord(rec)
 	if err != nil {
 		return err
@@ -252,8 +255,12 @@ func readAction(p string, key Digest) (ActionRecord, uint64, error) {
 // p is still the file that was read (inode ino; a record another process wrote meanwhile is left in
 // place), logs a warning naming the key, the record and where it went, and returns why with where it
 // went: the error of this lookup, as Open's ErrCorrupt is for a corrupt object. It returns nil when
-// the file had already gone or been replaced (GetAction then reads what is there now).
+// the file had already gone or been replaced (GetAction then reads what is there now). A read-only
+// Store moves nothing: every lookup of the key then returns why, saying so.
 func (s *Store) invalidAction(key Digest, p string, ino uint64, why error) error {
+	if s.readOnly {
+		return fmt.Errorf("%w; not quarantined: the cache is opened read-only", why)
+	}
 	q, err := s.quarantineAction(key, p, ino)
 	switch {
 	case err != nil:

@@ -268,6 +268,10 @@ func (s *Store) readDigests(d Digest, size int64) (ObjectDigests, bool) {
 		err = od.check()
 	}
 	if err != nil {
+		if s.readOnly {
+			s.log.Warn("digests record invalid; hashing again (the cache is opened read-only: the record stays)", "digest", d.String(), "record", p, "err", err)
+			return ObjectDigests{}, false
+		}
 		s.log.Warn("digests record invalid; removed, hashing again", "digest", d.String(), "record", p, "err", err)
 		os.Remove(p)
 		return ObjectDigests{}, false
@@ -323,6 +327,9 @@ func (s *Store) isObjectFile(d Digest, st *unix.Stat_t) bool {
 // again: for a caller that found a remembered digest refused (a registry computed another sha256
 // for the object's bytes).
 func (s *Store) ForgetDigests(d Digest) {
+	if s.readOnly {
+		return
+	}
 	if err := os.Remove(s.digestsPath(d)); err == nil {
 		s.log.Warn("digests record dropped", "digest", d.String())
 	}
@@ -330,6 +337,9 @@ func (s *Store) ForgetDigests(d Digest) {
 
 // rememberDigests writes the digests record of od.Digest; failing only costs a later re-hash.
 func (s *Store) rememberDigests(od ObjectDigests) {
+	if s.readOnly {
+		return
+	}
 	b, err := encodeDigests(od)
 	if err == nil {
 		err = s.writeRecord(s.digestsPath(od.Digest), b)

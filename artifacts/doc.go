@@ -73,6 +73,13 @@
 // another key is treated the same way: GetAction moves it to quarantine/, logs a warning naming the
 // key, the record and where it went, and fails with ErrInvalidRecord; the next lookup is a miss.
 //
+// Read-only: OpenStoreReadOnly opens a store this process cannot write (a read-only mount, another
+// user's cache) for reading only. It takes the shared lock on store.lock through a read-only
+// descriptor (flock needs no write access, and GC still excludes it), starts no session and writes
+// nothing: use times, stat-cache entries and digests records are not recorded, corrupt objects and
+// invalid records are reported but not moved, and every method that writes fails with ErrReadOnly
+// naming the directory.
+//
 // Hashing a file (HashFile, Verify, AdoptFile, IngestFile) runs on all CPUs for files above
 // 4 MiB: each 4 MiB piece is a complete subtree of the BLAKE3 tree, mapped read-only (mmap, no copy
 // out of the page cache, populated with one MADV_POPULATE_READ) and hashed by its own worker; the
@@ -103,8 +110,9 @@
 // allocated by a Dagger engine occupies exactly the blocks of one written locally; IngestFile and
 // Materialize-by-copy keep the source's holes. Holes never change an object's bytes or digest.
 //
-// Concurrency: any number of Stores (goroutines, processes) may use one directory at once, except
-// GC, which takes store.lock exclusively and fails with ErrBusy while another Store is open.
+// Concurrency: any number of Stores (goroutines, processes; read-only ones too) may use one directory
+// at once, except GC, which takes store.lock exclusively and fails with ErrBusy while another Store
+// is open.
 // LockKey serialises the execution of one node key across processes.
 //
 // Digests records: OCI names blobs by sha256, which the store does not use. Digests computes it

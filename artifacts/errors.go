@@ -26,4 +26,8 @@ var (
 
 	// ErrBusy: the operation needs the store to itself (GC) and another Store holds it open.
 	ErrBusy = errors.New("cache in use")
+
+	// ErrReadOnly: the operation writes to the store (stores an object or a record, takes a key
+	// lock, materializes, collects) and the Store was opened read-only (OpenStoreReadOnly).
+	ErrReadOnly = errors.New("cache opened read-only")
 )

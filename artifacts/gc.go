@@ -29,6 +29,9 @@ type pinRecord struct {
 // Every object must be stored. A pin that already names exactly objs under name is left as it is
 // (a no-op rebuild writes and fsyncs nothing here).
 func (s *Store) Pin(ctx context.Context, name string, objs []Digest) error {
+	if err := s.writable(fmt.Sprintf("pin %q", name)); err != nil {
+		return err
+	}
 	if err := checkName(name); err != nil {
 		return fmt.Errorf("pin: %w: %w", ErrInvalidRecord, err)
 	}
@@ -130,6 +133,9 @@ type GCReport struct {
 // open on the directory it fails with ErrBusy and removes nothing.
 func (s *Store) GC(ctx context.Context, opts GCOptions) (GCReport, error) {
 	var rep GCReport
+	if err := s.writable("gc"); err != nil {
+		return rep, err
+	}
 	if opts.MaxSize < 0 || opts.MaxAge < 0 || opts.MaxSize == 0 && opts.MaxAge == 0 && opts.Outdated == nil {
 		return rep, fmt.Errorf("gc: need a positive MaxSize or MaxAge, or Outdated (got %d bytes, %s)", opts.MaxSize, opts.MaxAge)
 	}

@@ -54,6 +54,9 @@ func (s *Store) IngestExpect(ctx context.Context, r io.Reader, want Object) (Obj
 }
 
 func (s *Store) ingestReader(ctx context.Context, r io.Reader, want *Object) (Object, error) {
+	if err := s.writable("ingest"); err != nil {
+		return Object{}, err
+	}
 	f, err := os.CreateTemp(s.session.dir, "ingest-*")
 	if err != nil {
 		return Object{}, fmt.Errorf("ingest: %w", err)
@@ -98,6 +101,9 @@ func (s *Store) ingestReader(ctx context.Context, r io.Reader, want *Object) (Ob
 // written once, never copied through user space. The file must not change while it is copied:
 // its size, mtime and ctime are compared before and after.
 func (s *Store) IngestFile(ctx context.Context, path string) (Object, error) {
+	if err := s.writable("ingest " + path); err != nil {
+		return Object{}, err
+	}
 	src, err := os.Open(path)
 	if err != nil {
 		return Object{}, fmt.Errorf("ingest: %w", err)
@@ -149,6 +155,9 @@ func (s *Store) AdoptHashed(ctx context.Context, path string, h HashedFile) (Obj
 
 // adopt is AdoptFile, with known (nil: none) the stamp of an earlier hash of the file.
 func (s *Store) adopt(ctx context.Context, path string, known *HashedFile) (Object, error) {
+	if err := s.writable("adopt " + path); err != nil {
+		return Object{}, err
+	}
 	abs, err := filepath.Abs(path)
 	if err != nil {
 		return Object{}, fmt.Errorf("adopt %s: %w", path, err)

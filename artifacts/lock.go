@@ -24,6 +24,9 @@ func (s *Store) LockKey(ctx context.Context, key Digest) (unlock func() error, e
 	if key.IsZero() {
 		return nil, fmt.Errorf("lock: %w: zero key", ErrInvalidDigest)
 	}
+	if err := s.writable("lock " + key.String()); err != nil {
+		return nil, err
+	}
 	p := s.fanPath("locks", key.Hex(), ".lock")
 	if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
 		return nil, fmt.Errorf("lock %s: %w", key, err)

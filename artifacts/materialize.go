@@ -56,6 +56,9 @@ func (s *Store) Materialize(ctx context.Context, d Digest, dst string, opts Mate
 		return MaterializeResult{}, fmt.Errorf("materialize %s: %w", dst, err)
 	}
 	res := MaterializeResult{Path: abs}
+	if err := s.writable("materialize " + abs); err != nil {
+		return res, err
+	}
 	s.sweepTemps(filepath.Dir(abs))
 	src := s.objectPath(d)
 	obj, err := s.Stat(ctx, d)

@@ -185,6 +185,9 @@ func (s *Store) Verify(ctx context.Context, d Digest) error {
 func (s *Store) corrupt(d Digest, f *os.File, ino uint64, why string) error {
 	p := s.objectPath(d)
 	q := s.quarantine(d, p, why, &ino)
+	if q == "" && s.readOnly {
+		return fmt.Errorf("object %s at %s: %w: %s; not quarantined: the cache is opened read-only", d, p, ErrCorrupt, why)
+	}
 	if q == "" {
 		return fmt.Errorf("object %s at %s: %w: %s", d, p, ErrCorrupt, why)
 	}
@@ -192,8 +195,13 @@ func (s *Store) corrupt(d Digest, f *os.File, ino uint64, why string) error {
 }
 
 // quarantine moves the object file p aside (only if it still is inode *ino, when given) and logs
-// a warning. It returns the quarantine path, or "" if the file had already gone.
+// a warning. It returns the quarantine path, or "" if the file had already gone or the Store is
+// read-only (then the object stays where it is, and the warning says so).
 func (s *Store) quarantine(d Digest, p, why string, ino *uint64) string {
+	if s.readOnly {
+		s.log.Warn("corrupt object found; not quarantined: the cache is opened read-only", "digest", d.String(), "path", p, "reason", why)
+		return ""
+	}
 	if ino != nil {
 		var st unix.Stat_t
 		if err := unix.Lstat(p, &st); err != nil || st.Ino != *ino {
@@ -214,6 +222,9 @@ func (s *Store) quarantine(d Digest, p, why string, ino *uint64) string {
 
 // touch records d's use now (LRU for GC). Failures only cost GC accuracy.
 func (s *Store) touch(d Digest) {
+	if s.readOnly {
+		return
+	}
 	p := s.accessPath(d)
 	now := time.Now()
 	if err := os.Chtimes(p, now, now); err == nil {

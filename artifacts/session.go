@@ -119,6 +119,9 @@ func (s *Store) TempDir(ctx context.Context) (string, error) {
 	if err := ctx.Err(); err != nil {
 		return "", err
 	}
+	if err := s.writable("temp dir"); err != nil {
+		return "", err
+	}
 	d, err := os.MkdirTemp(s.session.dir, "node-")
 	if err != nil {
 		return "", fmt.Errorf("temp dir in %s: %w", s.session.dir, err)
@@ -128,6 +131,9 @@ func (s *Store) TempDir(ctx context.Context) (string, error) {
 
 // inSession reports whether path lies inside this Store's session dir.
 func (s *Store) inSession(path string) bool {
+	if s.session == nil {
+		return false
+	}
 	rel, err := filepath.Rel(s.session.dir, path)
 	return err == nil && rel != "." && !strings.HasPrefix(rel, "..")
 }

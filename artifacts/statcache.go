@@ -77,6 +77,9 @@ func (s *Store) HashFile(ctx context.Context, path string) (Object, error) {
 // the file is racy (then a stale entry is removed so that it cannot be matched later). Failing
 // only costs a later re-hash.
 func (s *Store) rememberStat(entryPath, abs string, id fileID, d Digest) {
+	if s.readOnly {
+		return
+	}
 	if racy(id, time.Now()) {
 		os.Remove(entryPath)
 		return

@@ -10,8 +10,6 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
-
-	"golang.org/x/sys/unix"
 )
 
 const layoutText = "orkpipe-store 1\n"
@@ -34,7 +32,9 @@ type NamedObject struct {
 type Store struct {
 	dir     string
 	log     *slog.Logger
-	session *session
+	session *session // nil when readOnly
+	// readOnly: opened by OpenStoreReadOnly; nothing is written under dir (see there).
+	readOnly bool
 
 	storeLock *os.File // flock LOCK_SH while open; LOCK_EX during GC
 
@@ -92,15 +92,9 @@ func OpenStore(dir string) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("open store: %w", err)
 	}
-	err = flockRetry(int(lf.Fd()), unix.LOCK_SH|unix.LOCK_NB)
-	if errors.Is(err, unix.EWOULDBLOCK) {
-		// Only GC holds it exclusively, and for as long as it takes: say why nothing happens.
-		s.log.Warn("waiting for the cache: another orkpipe process holds it exclusively (cache gc)", "dir", abs)
-		err = flockRetry(int(lf.Fd()), unix.LOCK_SH)
-	}
-	if err != nil {
+	if err := s.lockShared(lf); err != nil {
 		lf.Close()
-		return nil, fmt.Errorf("open store %s: shared lock on store.lock: %w", abs, err)
+		return nil, err
 	}
 	s.storeLock = lf
 	s.cleanSessions()
@@ -157,7 +151,9 @@ func (s *Store) Dir() string { return s.dir }
 // Close releases the store lock and removes this Store's session dir (temp files and TempDirs).
 func (s *Store) Close() error {
 	s.closeOnce.Do(func() {
-		s.closeErr = s.session.remove()
+		if s.session != nil {
+			s.closeErr = s.session.remove()
+		}
 		if err := s.storeLock.Close(); err != nil && s.closeErr == nil {
 			s.closeErr = err
 		}
@@ -213,6 +209,9 @@ func writeFileAtomic(tmpDir, path string, b []byte, mode os.FileMode) error {
 
 // writeRecord writes a small record atomically using the session's temp dir.
 func (s *Store) writeRecord(path string, b []byte) error {
+	if err := s.writable("writing " + path); err != nil {
+		return err
+	}
 	return writeFileAtomic(s.session.dir, path, b, 0o644)
 }
 

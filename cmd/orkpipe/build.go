@@ -133,7 +133,7 @@ func runBuild(ctx context.Context, opts *globalOptions, path string, sets []stri
 		eta, keep = buildETA(opts, t)
 		defer keep()
 	}
-	s, err := openEngine(ctx, opts, engineSetup{keepGoing: flags.keepGoing, events: !planOnly, exec: flags.exec, remote: flags.remote, board: req,
+	s, err := openEngine(ctx, opts, engineSetup{keepGoing: flags.keepGoing, events: !planOnly, readOnly: planOnly, exec: flags.exec, remote: flags.remote, board: req,
 		wrap: func(sink progress.Sink) progress.Sink { return roleSink{Sink: sink, roles: roles, timeline: timeline} }, eta: eta})
 	if err != nil {
 		return err

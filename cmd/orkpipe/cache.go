@@ -34,16 +34,19 @@ func newCacheCommand(opts *globalOptions) *cobra.Command {
 			"finalize's weights, ...; objects no record names under \"(no record)\"), the disk\n" +
 			"they take (a stub's holes take none) and how much of it pins keep (the outputs of each target's latest\n" +
 			"build): gc --max-size can free the rest; and what gc --outdated frees (what only action records of\n" +
-			"stage versions this orkpipe does not run name, and the records downstream of those). It takes no\n" +
-			"lock and changes nothing.",
+			"stage versions this orkpipe does not run name, and the records downstream of those). It changes\n" +
+			"nothing, and also reads a cache this process cannot write.",
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error { return runCacheDu(cmd.Context(), opts) },
 	})
 	cmd.AddCommand(&cobra.Command{
 		Use:   "verify",
 		Short: "Re-hash every object; quarantine and report corrupt ones (exit 1 if any)",
-		Args:  noArgs,
-		RunE:  func(cmd *cobra.Command, _ []string) error { return runCacheVerify(cmd.Context(), opts) },
+		Long: "verify re-hashes every object of the cache and reports those whose bytes no longer match their\n" +
+			"name, moving them to quarantine/ (their builds then run again); it exits 1 if it found any. On a\n" +
+			"cache this process cannot write (a read-only mount, another user's) it reports them and moves nothing.",
+		Args: noArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error { return runCacheVerify(cmd.Context(), opts) },
 	})
 	var maxSize, maxAge string
 	var outdated bool
@@ -109,10 +112,37 @@ func parseAge(s string) (time.Duration, error) {
 	return d, nil
 }
 
+// openCacheStore opens the cache for a command that writes to it (gc, push, a build). A cache this
+// process cannot write is refused, the error saying so and naming the path it may not write.
 func openCacheStore(opts *globalOptions) (*artifacts.Store, error) {
 	dir, err := opts.cache()
 	if err != nil {
 		return nil, err
+	}
+	if err := artifacts.Writable(dir); err != nil {
+		return nil, fmt.Errorf("%w; this command writes to the cache (those that only read it, such as plan and cache du, open it read-only): pass --cache DIR or set ORKPIPE_CACHE to a writable one", err)
+	}
+	return artifacts.OpenStore(dir)
+}
+
+// openCacheForReading opens the cache for a command that only reads it (plan, build --plan, explain
+// --graph, cache du, cache verify, hash): as openCacheStore does where this process may write it, so
+// that what the command learns on the way is kept as by any other (source hashes in the stat cache,
+// use times for gc, corrupt objects quarantined); read-only (artifacts.OpenStoreReadOnly) where it
+// may not (a read-only mount, another user's cache shared with CI or board hosts), which is logged
+// at info level (-v).
+func openCacheForReading(opts *globalOptions) (*artifacts.Store, error) {
+	dir, err := opts.cache()
+	if err != nil {
+		return nil, err
+	}
+	if werr := artifacts.Writable(dir); werr != nil {
+		s, err := artifacts.OpenStoreReadOnly(dir)
+		if err != nil {
+			return nil, fmt.Errorf("%w (opened read-only: %v)", err, werr)
+		}
+		opts.logger.Info("the cache is not writable: opened read-only (nothing learned is kept: source hashes, use times)", "dir", dir, "why", werr)
+		return s, nil
 	}
 	return artifacts.OpenStore(dir)
 }
@@ -130,7 +160,7 @@ func runCacheDir(_ context.Context, opts *globalOptions) error {
 }
 
 func runCacheDu(ctx context.Context, opts *globalOptions) error {
-	s, err := openCacheStore(opts)
+	s, err := openCacheForReading(opts)
 	if err != nil {
 		return err
 	}
@@ -196,7 +226,7 @@ func outdatedRecord(stage string, version int) bool {
 }
 
 func runCacheVerify(ctx context.Context, opts *globalOptions) error {
-	s, err := openCacheStore(opts)
+	s, err := openCacheForReading(opts)
 	if err != nil {
 		return err
 	}
@@ -217,6 +247,9 @@ func runCacheVerify(ctx context.Context, opts *globalOptions) error {
 			fmt.Fprintf(opts.stdout, "stray file (not an object, left alone): %s\n", p)
 		}
 		fmt.Fprintf(opts.stdout, "verified %d objects (%s): %d corrupt\n", rep.Checked, units.FormatSize(rep.Bytes), len(rep.Corrupt))
+	}
+	if !rep.OK() && s.ReadOnly() {
+		return fmt.Errorf("cache verify %s: %d corrupt objects, not quarantined: the cache is not writable (its owner's cache verify quarantines them)", s.Dir(), len(rep.Corrupt))
 	}
 	if !rep.OK() {
 		return fmt.Errorf("cache verify %s: %d corrupt objects quarantined; the builds that made them will re-run", s.Dir(), len(rep.Corrupt))

@@ -100,7 +100,7 @@ func runExplain(ctx context.Context, opts *globalOptions, arg string, sets []str
 // drawExplanation draws the target's planned graph coloured by the outcomes of its last recorded
 // build (engine.History), each node that ran noted with the first change of its key material.
 func drawExplanation(ctx context.Context, opts *globalOptions, gf graphFlags, t engine.Target, x *engine.Explanation) error {
-	s, err := openEngine(ctx, opts, engineSetup{})
+	s, err := openEngine(ctx, opts, engineSetup{readOnly: true})
 	if err != nil {
 		return err
 	}

@@ -71,11 +71,7 @@ type hashResult struct {
 func hashAll(ctx context.Context, opts *globalOptions, fl hashFlags, paths []string) ([]hashResult, error) {
 	hash := artifacts.HashPath
 	if !fl.noCache {
-		dir, err := opts.cache()
-		if err != nil {
-			return nil, err
-		}
-		store, err := artifacts.OpenStore(dir)
+		store, err := openCacheForReading(opts)
 		if err != nil {
 			return nil, err
 		}

@@ -262,7 +262,7 @@ func runPlan(ctx context.Context, opts *globalOptions, arg string, sets []string
 	if err != nil {
 		return asUsage(err)
 	}
-	s, err := openEngine(ctx, opts, engineSetup{})
+	s, err := openEngine(ctx, opts, engineSetup{readOnly: true})
 	if err != nil {
 		return err
 	}

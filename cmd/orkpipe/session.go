@@ -26,6 +26,9 @@ type engineSetup struct {
 	board     *boardRequirement                 // a recipe's board_verify: serve verify-board from attestations
 	wrap      func(progress.Sink) progress.Sink // e.g. build's renaming of outputs to roles
 	eta       *progress.ETA                     // the events sink's estimator of the time left (nil: a new one)
+	// readOnly: the command only reads the cache (plan, build --plan, explain --graph): it opens it
+	// with openCacheForReading, read-only where it is not writable.
+	readOnly bool
 }
 
 // engineSession is an open cache, its engine and the sink the engine reports to. Close releases
@@ -103,15 +106,15 @@ func (b *boardRequirement) wrap(next engine.Executor, store engine.Store, opts *
 // openEngine opens the cache and an engine configured from the global flags and setup. The caller
 // closes the session.
 func openEngine(ctx context.Context, opts *globalOptions, setup engineSetup) (_ *engineSession, err error) {
-	dir, err := opts.cache()
-	if err != nil {
-		return nil, err
-	}
 	mem, err := opts.memBudget()
 	if err != nil {
 		return nil, err
 	}
-	store, err := artifacts.OpenStore(dir)
+	open := openCacheStore
+	if setup.readOnly {
+		open = openCacheForReading
+	}
+	store, err := open(opts)
 	if err != nil {
 		return nil, err
 	}

@@ -1,0 +1,93 @@
+package main
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+
+	"orkpipe/internal/testfiles"
+)
+
+// roCache is what TestReadOnlyCache built before making the cache read-only, for the checks (in a
+// child process when they need a mount: TestHelperReadOnlyCache).
+type roCache struct {
+	Cache  string `json:"cache"`
+	Recipe string `json:"recipe"`
+	Out    string `json:"out"`    // where the build's outputs are
+	Nodes  int    `json:"nodes"`  // how many nodes the plan has, all cached
+	Corpus string `json:"corpus"` // a user file to hash
+}
+
+// The commands that only read the cache work on a cache this process cannot write — a read-only
+// bind mount (root), a tree without write permission (other users) — and change nothing in it:
+// plan and build --plan see every node of the built recipe cached, explain, cache du, cache verify
+// and hash answer as on a writable cache. They all failed (the store opened store.lock for writing
+// and started a temp session). A command that writes (build, cache gc) fails saying the cache is
+// not writable and naming it.
+func TestReadOnlyCache(t *testing.T) {
+	dir := t.TempDir()
+	recipe, corpus, _ := tinyRecipe(t, dir)
+	rc := roCache{Cache: filepath.Join(dir, "cache"), Recipe: recipe, Out: filepath.Join(dir, "out"), Corpus: corpus}
+	if _, stderr, code := demoCLI(t, "--cache", rc.Cache, "--mem", "2GiB", "-j", "2", "build", recipe, "-o", rc.Out); code != 0 {
+		t.Fatalf("build: exit %d: %s", code, stderr)
+	}
+	out, stderr, code := demoCLI(t, "--cache", rc.Cache, "--mem", "2GiB", "plan", recipe)
+	m := regexp.MustCompile(`clitiny: (\d+) nodes, (\d+) cached`).FindStringSubmatch(out)
+	if code != 0 || m == nil || m[1] != m[2] {
+		t.Fatalf("plan after the build: exit %d, %s%s", code, out, stderr)
+	}
+	fmt.Sscan(m[1], &rc.Nodes)
+	before := testfiles.Tree(t, rc.Cache)
+	if os.Geteuid() != 0 {
+		testfiles.DenyWrites(t, rc.Cache)
+		before = testfiles.Tree(t, rc.Cache)
+		checkReadOnlyCache(t, rc)
+	} else {
+		// Root writes through any permission: a read-only bind mount of the cache, in a child's
+		// mount namespace of its own (readonly_linux_test.go).
+		checkOnReadOnlyMount(t, rc)
+	}
+	testfiles.SameTree(t, before, testfiles.Tree(t, rc.Cache))
+}
+
+// checkReadOnlyCache runs the commands on rc's cache, which this process cannot write.
+func checkReadOnlyCache(t *testing.T, rc roCache) {
+	t.Helper()
+	cli := func(args ...string) (string, string, int) {
+		t.Helper()
+		return demoCLI(t, append([]string{"--cache", rc.Cache, "--mem", "2GiB"}, args...)...)
+	}
+	cached := fmt.Sprintf("clitiny: %d nodes, %d cached", rc.Nodes, rc.Nodes)
+	out, stderr, code := cli("-v", "plan", rc.Recipe)
+	if code != 0 || !strings.Contains(out, cached) || !strings.Contains(stderr, "opened read-only") {
+		t.Errorf("plan: exit %d, want %q and the read-only open logged (-v):\n%s%s", code, cached, out, stderr)
+	}
+	if out, stderr, code := cli("build", "--plan", rc.Recipe, "-o", rc.Out); code != 0 || !strings.Contains(out, cached) {
+		t.Errorf("build --plan: exit %d, want %q:\n%s%s", code, cached, out, stderr)
+	}
+	if out, stderr, code := cli("explain", rc.Recipe); code != 0 || !strings.Contains(out, "clitiny: last build") {
+		t.Errorf("explain: exit %d:\n%s%s", code, out, stderr)
+	}
+	if out, stderr, code := cli("cache", "du"); code != 0 || !strings.Contains(out, rc.Cache+": ") {
+		t.Errorf("cache du: exit %d:\n%s%s", code, out, stderr)
+	}
+	if out, stderr, code := cli("cache", "verify"); code != 0 || !strings.Contains(out, " 0 corrupt") {
+		t.Errorf("cache verify: exit %d:\n%s%s", code, out, stderr)
+	}
+	if out, stderr, code := cli("hash", rc.Corpus); code != 0 || !regexp.MustCompile(`^[0-9a-f]{64}  `+regexp.QuoteMeta(rc.Corpus)+"\n$").MatchString(out) {
+		t.Errorf("hash: exit %d:\n%s%s", code, out, stderr)
+	}
+	// Commands that write say why they cannot.
+	for _, args := range [][]string{
+		{"build", rc.Recipe, "-o", filepath.Join(t.TempDir(), "out")},
+		{"cache", "gc", "--max-size", "1GiB"},
+	} {
+		_, stderr, code := cli(args...)
+		if code == 0 || !strings.Contains(stderr, rc.Cache) || !strings.Contains(stderr, "not writable") {
+			t.Errorf("%s on a read-only cache: exit %d, want an error naming the cache and saying it is not writable:\n%s", args[0], code, stderr)
+		}
+	}
+}

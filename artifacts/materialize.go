@@ -48,6 +48,14 @@ type journalEntry struct {
 // build put there). Anything else fails with ErrClobber naming dst, and the file is left untouched,
 // unless opts.Force: then Replaced describes what was overwritten.
 //
+// What is checked is what is replaced: a file that reaches dst while Materialize writes (another
+// build writing the same outputs, the user; a copy of many GiB takes a while) is judged by the same
+// rules before anything happens to it (put): kept when it is the object or holds its bytes, else
+// replaced only as above. The replacement itself swaps names in one step (renameat2
+// RENAME_EXCHANGE) and checks the file it took out, putting back one that arrived in between; a
+// filesystem without the swap gets a rename right after the last look. The journal records dst only
+// while dst is still the file Materialize left there.
+//
 // A hard-linked destination shares the object's inode: it is read-only, and a user who makes it
 // writable and edits it corrupts the object, which the next Open or Verify detects and quarantines.
 func (s *Store) Materialize(ctx context.Context, d Digest, dst string, opts MaterializeOptions) (MaterializeResult, error) {
@@ -77,6 +85,7 @@ func (s *Store) Materialize(ctx context.Context, d Digest, dst string, opts Mate
 	} else if err != nil {
 		return res, fmt.Errorf("materialize %s: %w", abs, err)
 	}
+	var checked *unix.Stat_t // the file at abs that may be replaced
 	if exists {
 		if dstSt.Ino == srcSt.Ino && dstSt.Dev == srcSt.Dev {
 			// Already this object, hard-linked. Writes through the link would have changed the
@@ -88,12 +97,12 @@ func (s *Store) Materialize(ctx context.Context, d Digest, dst string, opts Mate
 			if err := s.Verify(ctx, d); err != nil {
 				return res, fmt.Errorf("materialize %s: %w", abs, err)
 			}
-			return res, s.writeJournal(jpath, abs, d)
+			return res, s.writeJournal(jpath, abs, d, nil)
 		}
 		if e, ok := s.readJournal(jpath, abs); ok && e.Digest == d && e.ID == idOf(&dstSt) {
 			return res, nil // the copy made earlier, unchanged since: nothing to copy again
 		}
-		why, err := s.clobberCheck(ctx, jpath, abs, &dstSt, obj)
+		_, why, err := s.clobberCheck(ctx, jpath, abs, abs, &dstSt, obj)
 		if err != nil {
 			return res, err
 		}
@@ -103,6 +112,7 @@ func (s *Store) Materialize(ctx context.Context, d Digest, dst string, opts Mate
 			}
 			res.Replaced = fmt.Sprintf("%s: %s", abs, why)
 		}
+		checked = &dstSt
 	}
 	if err := os.MkdirAll(filepath.Dir(abs), 0o755); err != nil {
 		return res, fmt.Errorf("materialize %s: %w", abs, err)
@@ -117,21 +127,14 @@ func (s *Store) Materialize(ctx context.Context, d Digest, dst string, opts Mate
 	// (Its close cannot lose data: a copy was fsynced before placeAt returned.)
 	defer hold.Close()
 	res.Linked = linked
+	p := &placing{d: d, obj: obj, abs: abs, tmp: tmp, jpath: jpath, src: srcSt, force: opts.Force, res: &res}
+	if p.ours, err = fstat(hold); err != nil {
+		return res, fmt.Errorf("materialize %s: %w", abs, err)
+	}
 	if s.beforeRename != nil {
 		s.beforeRename(abs)
 	}
-	if exists {
-		err = os.Rename(tmp, abs)
-	} else {
-		err = os.Link(tmp, abs) // never replaces a file created meanwhile
-		if errors.Is(err, fs.ErrExist) {
-			var kept bool
-			if kept, err = s.appeared(ctx, jpath, abs, tmp, obj, &srcSt, opts, &res); kept {
-				os.Remove(tmp)
-				return res, s.writeJournal(jpath, abs, d)
-			}
-		}
-	}
+	placed, err := s.put(ctx, p, checked)
 	if err != nil {
 		return res, fmt.Errorf("materialize %s: %w", abs, err)
 	}
@@ -144,7 +147,7 @@ func (s *Store) Materialize(ctx context.Context, d Digest, dst string, opts Mate
 	if res.Replaced != "" {
 		s.log.Warn("materialize replaced a file", "path", abs, "replaced", res.Replaced, "digest", d.String())
 	}
-	return res, s.writeJournal(jpath, abs, d)
+	return res, s.writeJournal(jpath, abs, d, &placed)
 }
 
 // InPlace reports whether materializing object d at dst would write no bytes: dst is a hard link to
@@ -166,35 +169,37 @@ func (s *Store) InPlace(ctx context.Context, d Digest, dst string) bool {
 	return ok && e.Digest == d && e.ID == idOf(&dstSt)
 }
 
-// clobberCheck returns "" if the existing dst (st) may be replaced by obj, else why not.
-func (s *Store) clobberCheck(ctx context.Context, jpath, abs string, st *unix.Stat_t, obj Object) (string, error) {
+// clobberCheck says whether the file st found at abs may be replaced by obj: same when it already
+// holds obj's bytes; else why == "" when orkpipe wrote it and it has not changed since, and why
+// not otherwise. path is where the file is read: abs, or the name swapIn moved it to.
+func (s *Store) clobberCheck(ctx context.Context, jpath, abs, path string, st *unix.Stat_t, obj Object) (same bool, why string, err error) {
 	if st.Mode&unix.S_IFMT != unix.S_IFREG {
-		return fmt.Sprintf("it exists and is not a regular file (mode %o)", st.Mode), nil
+		return false, fmt.Sprintf("it exists and is not a regular file (mode %o)", st.Mode), nil
 	}
 	e, written := s.readJournal(jpath, abs)
 	now := idOf(st)
 	if written && now == e.ID {
-		return "", nil
+		return e.Digest == obj.Digest, "", nil
 	}
 	// Compare content when it can decide: the file orkpipe wrote with only its timestamps or inode
 	// moved (hard links to the object share its ctime), or a file that is already obj's bytes.
 	if (written && now.Size == e.ID.Size && now.Dev == e.ID.Dev) || st.Size == obj.Size {
-		got, err := HashPath(ctx, abs)
+		got, err := HashPath(ctx, path)
 		if err != nil {
-			return "", fmt.Errorf("materialize: %w", err)
-		}
-		if written && got.Digest == e.Digest {
-			return "", nil
+			return false, "", fmt.Errorf("materialize: %w", err)
 		}
 		if got.Digest == obj.Digest {
 			s.log.Debug("materialize: the existing file already holds the object's bytes", "path", abs, "digest", obj.Digest.String())
-			return "", nil
+			return true, "", nil
+		}
+		if written && got.Digest == e.Digest {
+			return false, "", nil
 		}
 	}
 	if !written {
-		return fmt.Sprintf("it exists (%d bytes) and orkpipe did not write it", st.Size), nil
+		return false, fmt.Sprintf("it exists (%d bytes) and orkpipe did not write it", st.Size), nil
 	}
-	return fmt.Sprintf("orkpipe wrote it as %s (%d bytes) at %s, but it changed since (now %d bytes, mtime %s)",
+	return false, fmt.Sprintf("orkpipe wrote it as %s (%d bytes) at %s, but it changed since (now %d bytes, mtime %s)",
 		e.Digest, e.ID.Size, e.Written.Format(time.RFC3339), now.Size, time.Unix(0, now.MtimeNs).Format(time.RFC3339Nano)), nil
 }
 
@@ -281,38 +286,21 @@ func (s *Store) placeAt(ctx context.Context, d Digest, src, tmp string) (linked 
 	return false, out, nil
 }
 
-// appeared decides about a file that another process put at abs after Materialize found nothing
-// there (a concurrent build writing the same outputs into the same directory): it is kept when it
-// is the object itself (a hard link) or clobberCheck would let it be replaced (it holds the object's
-// bytes, or the journal says orkpipe wrote it unchanged), since replacing it would change nothing. Else
-// opts.Force renames tmp over it, and without Force it is ErrClobber.
-func (s *Store) appeared(ctx context.Context, jpath, abs, tmp string, obj Object, srcSt *unix.Stat_t, opts MaterializeOptions, res *MaterializeResult) (kept bool, err error) {
+// writeJournal records that abs holds d. placed, when given, is the file Materialize left at abs
+// (its own, or one it kept): if abs is another file by now (not the object itself), a later writer
+// replaced it, as a later build may, and nothing is recorded: the journal would vouch for bytes
+// this Materialize never saw. (That writer records its own file, if it is orkpipe.)
+func (s *Store) writeJournal(jpath, abs string, d Digest, placed *unix.Stat_t) error {
 	var st unix.Stat_t
-	if err := unix.Lstat(abs, &st); err != nil {
-		return false, err
-	}
-	if st.Ino == srcSt.Ino && st.Dev == srcSt.Dev {
-		res.Linked = true
-		return true, nil
-	}
-	why, err := s.clobberCheck(ctx, jpath, abs, &st, obj)
-	switch {
-	case err != nil:
-		return false, err
-	case why == "":
-		res.Linked = false
-		return true, nil
-	case !opts.Force:
-		return false, fmt.Errorf("%w %s: it appeared while materializing: %s", ErrClobber, abs, why)
-	}
-	res.Replaced = fmt.Sprintf("%s: %s", abs, why)
-	return false, os.Rename(tmp, abs)
-}
-
-func (s *Store) writeJournal(jpath, abs string, d Digest) error {
-	var st unix.Stat_t
-	if err := unix.Lstat(abs, &st); err != nil {
+	if err := unix.Lstat(abs, &st); errors.Is(err, unix.ENOENT) && placed != nil {
+		s.log.Debug("materialize: the file was removed before it was recorded", "path", abs, "digest", d.String())
+		return nil
+	} else if err != nil {
 		return fmt.Errorf("materialize %s: journal: %w", abs, err)
+	}
+	if placed != nil && (st.Dev != placed.Dev || st.Ino != placed.Ino) && !s.isObjectFile(d, &st) {
+		s.log.Debug("materialize: another writer replaced the file before it was recorded", "path", abs, "digest", d.String())
+		return nil
 	}
 	b, err := json.Marshal(journalEntry{Path: abs, Digest: d, ID: idOf(&st), Written: time.Now().UTC()})
 	if err != nil {

@@ -52,6 +52,9 @@ type Store struct {
 	// beforeRename, if set, runs in Materialize between writing the temp file and putting it at
 	// the destination (tests of a file that appears meanwhile).
 	beforeRename func(dst string)
+	// beforeSwap, if set, runs in swapIn just before it swaps its file with the destination (tests
+	// of a file that arrives between the last look and the swap).
+	beforeSwap func(dst string)
 	// swept holds the directories whose dead Materialize temp files were removed (sweepTemps).
 	swept sync.Map
 

@@ -1,6 +1,7 @@
 package artifacts
 
 import (
+	"errors"
 	"os"
 	"unsafe"
 
@@ -63,4 +64,15 @@ func dropPages(m []byte) {
 // unmap unmaps a mapping of mapReadOnly.
 func unmap(m []byte) {
 	unix.RawSyscall(unix.SYS_MUNMAP, uintptr(unsafe.Pointer(&m[0])), uintptr(len(m)), 0)
+}
+
+// exchange swaps the files at paths a and b atomically (renameat2 RENAME_EXCHANGE, Linux 3.15):
+// each name then holds the other's file, and neither is ever absent. A filesystem or kernel without
+// it (EINVAL, ENOSYS, EOPNOTSUPP) reports errNoExchange.
+func exchange(a, b string) error {
+	err := unix.Renameat2(unix.AT_FDCWD, a, unix.AT_FDCWD, b, unix.RENAME_EXCHANGE)
+	if errors.Is(err, unix.EINVAL) || errors.Is(err, unix.ENOSYS) || errors.Is(err, unix.EOPNOTSUPP) {
+		return errNoExchange
+	}
+	return err
 }

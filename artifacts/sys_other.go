@@ -43,3 +43,8 @@ func dropPages(m []byte) { _ = unix.Madvise(m, unix.MADV_DONTNEED) }
 
 // unmap unmaps a mapping of mapReadOnly.
 func unmap(m []byte) { _ = unix.MunmapPtr(unsafe.Pointer(&m[0]), uintptr(len(m))) }
+
+// exchange reports that two names cannot be swapped atomically here: Materialize checks the
+// destination again just before renaming over it, as on a Linux filesystem without
+// RENAME_EXCHANGE.
+func exchange(a, b string) error { return errNoExchange }

@@ -18,10 +18,16 @@ import (
 // before the rename leaves it behind, and on another filesystem it is a whole copy of the object. A
 // copy is created as .orkpipe-<16 hex>.new, locked, then renamed to .tmp, so that a .tmp file is
 // never unlocked while its writer lives (the way newSession creates a session's lock).
+//
+// Replacing a file, Materialize also gives its file the name .orkpipe-<16 hex>.old, which it swaps
+// with the destination (swapIn): the file taken out then has that name until Materialize has
+// checked and removed it, or put it back. It is never swept: only a process killed in that instant
+// leaves one, holding the destination's previous file, which may be the user's.
 const (
 	tempPrefix = ".orkpipe-"
 	tempSuffix = ".tmp"
 	newSuffix  = ".new"
+	oldSuffix  = ".old"
 	// liveTempAge: an unlocked .new file younger than this may be a copy between its creation and
 	// its writer's lock, and is left alone. The records written outside a session (pruneStaleTemps)
 	// take the same age.

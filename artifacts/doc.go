@@ -60,9 +60,9 @@
 // after the link. A process killed at any point leaves at most a session dir in tmp/ (and, from
 // the few records written without a session, small temp files GC removes: pruneStaleTemps).
 // Materialize's temp file in a user's directory is locked while written; a killed writer's is
-// removed by the next Materialize into that directory (sweepTemps). Replacing a file there,
-// Materialize swaps names in one step and checks what it took out (swapIn), so a file that reached
-// the destination after it looked is put back, never lost.
+// removed by the next Materialize or CreateTemp into that directory (sweepTemps). Replacing a file
+// there, Materialize swaps names in one step and checks what it took out (swapIn), so a file that
+// reached the destination after it looked is put back, never lost.
 //
 // Reads verify: Open returns a reader that hashes while streaming and fails at EOF (wrapping
 // ErrCorrupt) if the bytes or their count differ from the name. Verify and VerifyAll re-hash,

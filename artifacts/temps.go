@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
@@ -63,6 +64,11 @@ func (s *Store) sweepTemps(dir string) {
 	if _, done := s.swept.LoadOrStore(dir, true); done {
 		return
 	}
+	sweepDir(dir, s.log)
+}
+
+// sweepDir removes the dead temp files in dir (see sweepTemps), logging to log.
+func sweepDir(dir string, log *slog.Logger) {
 	entries, err := os.ReadDir(dir)
 	if err != nil {
 		return // not created yet, or unreadable: Materialize reports what matters
@@ -76,9 +82,9 @@ func (s *Store) sweepTemps(dir string) {
 		removed, err := removeDeadTemp(p, kind == newSuffix)
 		switch {
 		case err != nil:
-			s.log.Debug("materialize: leaving a temp file", "path", p, "err", err)
+			log.Debug("leaving a temp file", "path", p, "err", err)
 		case removed:
-			s.log.Info("materialize: removed a temp file a killed orkpipe left", "path", p)
+			log.Info("removed a temp file a killed orkpipe left", "path", p)
 		}
 	}
 }
@@ -108,6 +114,40 @@ func removeDeadTemp(p string, young bool) (bool, error) {
 		return false, err
 	}
 	return true, nil
+}
+
+// CreateTemp creates the temp file of a writer that publishes dst by renaming (or linking) a file
+// into place — a page, a report, a record beside a build's outputs —, in dst's directory and named,
+// created and locked as Materialize's own: .orkpipe-<16 hex>.tmp, created as .new, locked, then
+// renamed. f is open for writing and holds the lock until it is closed; name is the .tmp name. The
+// caller renames or links name to dst, or removes it, before it closes f. CreateTemp first removes
+// the temp files that killed writers left in that directory (as Materialize does: those whose lock
+// can be taken), so a writer killed before its rename leaves its file only until the next
+// CreateTemp or Materialize there. (The ork packages, which may not import artifacts, have
+// ork/internal/durable's.)
+func CreateTemp(dst string) (f *os.File, name string, err error) {
+	dir := filepath.Dir(dst)
+	sweepDir(dir, slog.Default())
+	name = filepath.Join(dir, tempPrefix+randomID()+tempSuffix)
+	pending := strings.TrimSuffix(name, tempSuffix) + newSuffix
+	f, err = os.OpenFile(pending, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o600)
+	if err != nil {
+		return nil, "", fmt.Errorf("temp file for %s: %w", dst, err)
+	}
+	// A sweeper holds the lock of a .new file only for a moment (and leaves a young one alone).
+	err = lockWait(context.Background(), f, unix.LOCK_EX)
+	if errors.Is(err, unix.ENOLCK) || errors.Is(err, unix.EOPNOTSUPP) {
+		err = nil // a filesystem without flock: unlocked, and never swept either
+	}
+	if err == nil {
+		err = os.Rename(pending, name)
+	}
+	if err != nil {
+		f.Close()
+		os.Remove(pending)
+		return nil, "", fmt.Errorf("temp file for %s: %w", dst, err)
+	}
+	return f, name, nil
 }
 
 // pruneLocks removes the per-key lock files (locks/). Only GC calls it, holding the store lock

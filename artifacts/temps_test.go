@@ -380,3 +380,63 @@ func waitFor(t *testing.T, log *syncBuffer, want string) {
 		}
 	}
 }
+
+// CreateTemp's file is locked while open, so another writer's sweep leaves it; the temp files of
+// writers that were killed (their lock gone with them) are removed by the next CreateTemp in the
+// directory, a young .new (maybe not locked yet) and other files are not.
+func TestCreateTempSweepsDeadWriters(t *testing.T) {
+	dir := t.TempDir()
+	dst := filepath.Join(dir, "page.html")
+	old := time.Now().Add(-2 * liveTempAge)
+	write := func(name string, mtime time.Time) string {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, []byte("half a page"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Chtimes(p, mtime, mtime); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	dead := write(tempPrefix+"0000000000000001"+tempSuffix, time.Now())
+	deadNew := write(tempPrefix+"0000000000000002"+newSuffix, old)
+	youngNew := write(tempPrefix+"0000000000000003"+newSuffix, time.Now())
+	user := write(".page.html.swp", old)
+
+	f, name, err := CreateTemp(dst)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if tempName(filepath.Base(name)) != tempSuffix || filepath.Dir(name) != dir {
+		t.Fatalf("temp file %s: want %s<16 hex>%s in %s", name, tempPrefix, tempSuffix, dir)
+	}
+	for _, c := range []struct {
+		path string
+		kept bool
+	}{{dead, false}, {deadNew, false}, {youngNew, true}, {user, true}} {
+		if _, err := os.Lstat(c.path); (err == nil) != c.kept {
+			t.Errorf("%s: kept %v, want %v", filepath.Base(c.path), err == nil, c.kept)
+		}
+	}
+	// Live: another writer's sweep leaves it, even when it looks old.
+	os.Chtimes(name, old, old)
+	f2, name2, err := CreateTemp(filepath.Join(dir, "other.html"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	os.Remove(name2)
+	f2.Close()
+	if _, err := os.Lstat(name); err != nil {
+		t.Fatalf("a live writer's temp file was swept: %v", err)
+	}
+	if _, err := f.WriteString("the page"); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(name, dst); err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+	if b, err := os.ReadFile(dst); err != nil || string(b) != "the page" {
+		t.Fatalf("%s: %q, %v", dst, b, err)
+	}
+}

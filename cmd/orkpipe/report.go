@@ -135,26 +135,27 @@ func writePage(opts *globalOptions, f *pageFlags, page []byte) error {
 			return fmt.Errorf("-o %s: %w: it exists and holds other bytes", f.out, artifacts.ErrClobber)
 		}
 	}
-	tmp, err := os.CreateTemp(filepath.Dir(f.out), "."+filepath.Base(f.out)+".tmp-*")
+	// Locked while written, so that one killed before the rename is removed by the next writer
+	// into the directory (artifacts.CreateTemp).
+	tmp, name, err := artifacts.CreateTemp(f.out)
 	if err != nil {
 		return fmt.Errorf("-o %s: %w", f.out, err)
 	}
-	defer os.Remove(tmp.Name())
+	defer tmp.Close()
+	defer os.Remove(name) // before the lock is released; nothing once renamed
 	if _, err := tmp.Write(page); err != nil {
-		tmp.Close()
 		return fmt.Errorf("writing %s: %w", f.out, err)
 	}
 	if err := tmp.Chmod(0o644); err != nil {
-		tmp.Close()
 		return err
 	}
-	if err := tmp.Close(); err != nil {
+	if err := tmp.Sync(); err != nil {
 		return fmt.Errorf("writing %s: %w", f.out, err)
 	}
 	if f.force {
-		return os.Rename(tmp.Name(), f.out)
+		return os.Rename(name, f.out)
 	}
-	if err := os.Link(tmp.Name(), f.out); errors.Is(err, fs.ErrExist) {
+	if err := os.Link(name, f.out); errors.Is(err, fs.ErrExist) {
 		return fmt.Errorf("-o %s: %w: it exists (created meanwhile)", f.out, artifacts.ErrClobber)
 	} else if err != nil {
 		return fmt.Errorf("-o %s: %w", f.out, err)

@@ -7,8 +7,9 @@ import (
 	"io"
 	"math"
 	"os"
-	"path/filepath"
 	"strings"
+
+	"orkpipe/ork/internal/durable"
 )
 
 // ReportFormat identifies the report's JSON layout (see the package documentation).
@@ -205,32 +206,32 @@ func ReadReport(path string) (*Report, error) {
 }
 
 // WriteFile writes r as indented JSON to path through a temporary file in the same directory,
-// renamed into place once synced, so that a reader never sees half a report.
+// renamed into place once synced, so that a reader never sees half a report. The temporary file is
+// locked while written (durable.CreateTemp): one that a killed process left in the directory is
+// removed by the next WriteFile of path.
 func (r *Report) WriteFile(path string) (err error) {
 	b, err := json.MarshalIndent(r, "", "  ")
 	if err != nil {
 		return fmt.Errorf("encoding report: %w", err)
 	}
-	tmp, err := os.CreateTemp(filepath.Dir(path), ".report-*.json")
+	tmp, name, err := durable.CreateTemp(path)
 	if err != nil {
 		return fmt.Errorf("writing report %s: %w", path, err)
 	}
+	defer tmp.Close() // after the rename: the lock is held until then
 	defer func() {
 		if err != nil {
-			os.Remove(tmp.Name())
+			os.Remove(name)
 		}
 	}()
 	if _, err = tmp.Write(append(b, '\n')); err == nil {
 		err = tmp.Sync()
 	}
-	if cerr := tmp.Close(); err == nil {
-		err = cerr
+	if err == nil {
+		err = tmp.Chmod(0o644)
 	}
 	if err == nil {
-		err = os.Chmod(tmp.Name(), 0o644)
-	}
-	if err == nil {
-		err = os.Rename(tmp.Name(), path)
+		err = os.Rename(name, path)
 	}
 	if err != nil {
 		return fmt.Errorf("writing report %s: %w", path, err)

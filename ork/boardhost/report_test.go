@@ -5,10 +5,13 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"os"
 	"path/filepath"
 	"reflect"
 	"strings"
 	"testing"
+
+	"golang.org/x/sys/unix"
 )
 
 // verifiedReport runs the good stand-in on a pack with packPrefix on the stand-in board and
@@ -118,5 +121,46 @@ func TestReportEmptyIsNotOK(t *testing.T) {
 	r.Add("integrity", errors.New("entry blk.0.attn_q.weight: BLAKE3 mismatch"), "")
 	if r.OK() || r.Checks[0].Detail != "entry blk.0.attn_q.weight: BLAKE3 mismatch" {
 		t.Errorf("%+v", r.Checks)
+	}
+}
+
+// A report's temp file that a killed writer left (its lock gone with the process) is removed by the
+// next WriteFile of that report; a live writer's (locked) is not. It stayed, under a random name.
+func TestReportWriteFileSweepsDeadTemps(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "report.json")
+	dead := filepath.Join(dir, ".report.json.0123456789abcdef.tmp")
+	live := filepath.Join(dir, ".report.json.fedcba9876543210.tmp")
+	for _, p := range []string{dead, live} {
+		if err := os.WriteFile(p, []byte(`{"half a report`), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	lf, err := os.Open(live)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lf.Close()
+	if err := unix.Flock(int(lf.Fd()), unix.LOCK_EX); err != nil {
+		t.Fatal(err)
+	}
+	var r Report
+	r.Add("integrity", nil, "ok")
+	if err := r.WriteFile(path); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ReadReport(path); err != nil {
+		t.Fatal(err)
+	}
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, e := range entries {
+		names = append(names, e.Name())
+	}
+	if want := []string{".report.json.fedcba9876543210.tmp", "report.json"}; !reflect.DeepEqual(names, want) {
+		t.Fatalf("%s holds %v, want %v (the dead writer's temp file removed, the live one's kept)", dir, names, want)
 	}
 }

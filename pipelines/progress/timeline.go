@@ -7,6 +7,7 @@ import (
 	"sync"
 	"time"
 
+	"orkpipe/artifacts"
 	"orkpipe/pipelines/engine"
 	"orkpipe/stages/reporthtml"
 )
@@ -95,28 +96,28 @@ func WriteTimeline(dir string, t *reporthtml.Timeline) (string, error) {
 }
 
 // writeFile creates or replaces path whole with data, mode 0644: written to a hidden temporary file in
-// its directory (created if missing), then renamed.
+// its directory (created if missing), then renamed. The temporary file is locked while written
+// (artifacts.CreateTemp): one a killed build left (the timeline is written beside a build's outputs,
+// in the user's directory) is removed by the next writer into that directory.
 func writeFile(path string, data []byte) error {
 	dir := filepath.Dir(path)
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return err
 	}
-	tmp, err := os.CreateTemp(dir, ".orkpipe-*.tmp")
+	tmp, name, err := artifacts.CreateTemp(path)
 	if err != nil {
 		return err
 	}
+	defer tmp.Close()
 	_, err = tmp.Write(data)
 	if err == nil {
 		err = tmp.Chmod(0o644)
 	}
-	if cerr := tmp.Close(); err == nil {
-		err = cerr
-	}
 	if err == nil {
-		err = os.Rename(tmp.Name(), path)
+		err = os.Rename(name, path)
 	}
 	if err != nil {
-		os.Remove(tmp.Name())
+		os.Remove(name)
 	}
 	return err
 }

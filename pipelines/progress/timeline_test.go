@@ -5,7 +5,10 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"slices"
 	"testing"
+
+	"golang.org/x/sys/unix"
 
 	"orkpipe/artifacts"
 	"orkpipe/pipelines/demo"
@@ -72,5 +75,42 @@ func TestTimelineOfABuild(t *testing.T) {
 		if want := []byte("every output came from the cache"); (wantExecuted == 0) != bytes.Contains(page, want) {
 			t.Errorf("run %d: page and cache state disagree", run)
 		}
+	}
+}
+
+// The timeline's temp file, in the user's output directory, is locked while written: one that a
+// killed build left there (its lock gone with the process) is removed by the next build's timeline,
+// a live writer's is not. It stayed, under a random name.
+func TestWriteTimelineSweepsDeadTemps(t *testing.T) {
+	out := t.TempDir()
+	dead := filepath.Join(out, ".orkpipe-0123456789abcdef.tmp")
+	live := filepath.Join(out, ".orkpipe-fedcba9876543210.tmp")
+	for _, p := range []string{dead, live} {
+		if err := os.WriteFile(p, []byte("<html>half a page"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	lf, err := os.Open(live)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lf.Close()
+	if err := unix.Flock(int(lf.Fd()), unix.LOCK_EX); err != nil {
+		t.Fatal(err)
+	}
+	path, err := progress.WriteTimeline(out, &reporthtml.Timeline{Target: "t", Jobs: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	entries, err := os.ReadDir(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, e := range entries {
+		names = append(names, e.Name())
+	}
+	if want := []string{filepath.Base(live), filepath.Base(path)}; !slices.Equal(names, want) {
+		t.Fatalf("%s holds %v, want %v (the dead writer's temp file removed, the live one's kept)", out, names, want)
 	}
 }

@@ -1,8 +1,9 @@
 // Package remotecache puts a registry-backed remote build cache (cacherepo.Repo) behind the
-// engine's store: a local action-cache miss is looked up in the registry repository, and every record
-// the engine writes is published there too. Outputs fetched from the registry are verified (sha256 of
-// the layer, BLAKE3 and size of the record) before they enter the local store; a corrupt or partial
-// download is never used.
+// engine's store: a local action-cache miss (also a damaged local record, which the local store
+// quarantines) is looked up in the registry repository, and every record the engine writes is
+// published there too. Outputs fetched from the registry are verified (sha256 of the layer, BLAKE3
+// and size of the record) before they enter the local store; a corrupt or partial download is never
+// used.
 //
 // A remote miss is a miss. Any other remote failure on a lookup (unreachable registry, refused
 // credentials, a digest mismatch) is returned as the registry error, which the engine logs as a warning
@@ -68,11 +69,35 @@ func New(local *artifacts.Store, remote *cacherepo.Repo, repo string) *Store {
 // verified into the local store, and the record then kept locally). The registry is asked at most
 // once per key while the record is not local (see the package doc): a remote miss or failure is
 // returned again, as it was, without asking again.
+//
+// A damaged local record (the local lookup fails with artifacts.ErrInvalidRecord: the store has
+// quarantined it, and its next lookup is a plain miss) is a miss for the remote cache: the registry
+// is asked, and a hit is served from it. On a remote miss that lookup returns the local error (the
+// engine warns about the damaged record once, as without a remote cache); on a remote failure, the
+// remote error, which also names the damaged record.
 func (s *Store) GetAction(ctx context.Context, key artifacts.Digest) (artifacts.ActionRecord, error) {
 	rec, err := s.Store.GetAction(ctx, key)
-	if err == nil || !errors.Is(err, artifacts.ErrNotFound) {
+	if err == nil || !(errors.Is(err, artifacts.ErrNotFound) || errors.Is(err, artifacts.ErrInvalidRecord)) {
 		return rec, err
 	}
+	if !errors.Is(err, artifacts.ErrInvalidRecord) {
+		return s.remoteGet(ctx, key)
+	}
+	damaged := err
+	rec, err = s.remoteGet(ctx, key)
+	switch {
+	case err == nil:
+		return rec, nil
+	case errors.Is(err, artifacts.ErrNotFound):
+		return artifacts.ActionRecord{}, damaged
+	default:
+		return artifacts.ActionRecord{}, fmt.Errorf("%w (looked up in the remote cache because the local record is damaged: %v)", err, damaged)
+	}
+}
+
+// remoteGet returns key's record from the remote cache through the lookups shared by this Store's
+// callers (the package doc, "One remote lookup per key").
+func (s *Store) remoteGet(ctx context.Context, key artifacts.Digest) (artifacts.ActionRecord, error) {
 	for {
 		s.mu.Lock()
 		l, running := s.lookups[key]

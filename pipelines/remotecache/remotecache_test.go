@@ -317,3 +317,67 @@ func TestRemoteCacheOneLookupPerNode(t *testing.T) {
 		t.Errorf("machine B downloaded %d distinct blobs, want a record and an output at least for each of 4 cached nodes and the corrupt one:\n%v", blobs, got)
 	}
 }
+
+// TestRemoteCacheServesDamagedLocalRecord: a local action record damaged on disk (the join node's,
+// cut short) is quarantined by its first lookup, which fails with artifacts.ErrInvalidRecord; that
+// lookup is a miss for the remote cache, which holds the key: the plan that meets it shows the node
+// cached (served from the remote), the build executes nothing, and the record is local and valid
+// again. The remote cache was asked only on ErrNotFound, so that lookup was a miss: the plan showed
+// the node to run (a build's second look, after the quarantine, did reach the remote).
+func TestRemoteCacheServesDamagedLocalRecord(t *testing.T) {
+	reg := regtest.Start(t, nil)
+	dir := t.TempDir()
+	a, want := build(t, reg, "orkpipe/cache", dir)
+	if a.Executed != 5 {
+		t.Fatalf("first build: executed %d, want 5", a.Executed)
+	}
+	var key artifacts.Digest
+	for _, n := range a.Nodes {
+		if n.ID == "join" {
+			key = n.Key
+		}
+	}
+	if key.IsZero() {
+		t.Fatalf("no join node in %+v", a.Nodes)
+	}
+	p := filepath.Join(dir, "cache", "actions", key.Hex()[:2], key.Hex()+".json")
+	good, err := os.ReadFile(p)
+	if err != nil {
+		t.Fatalf("the join node's local record: %v", err)
+	}
+	if err := os.WriteFile(p, good[:len(good)/2], 0o644); err != nil {
+		t.Fatal(err)
+	}
+
+	// The plan (one lookup per node, as `orkpipe build --plan` and build's space check make) is
+	// the look that meets the damaged record: the build's own looks come after it was quarantined.
+	m := newMachine(t, reg, "orkpipe/cache", dir)
+	defer m.local.Close()
+	st, err := m.e.Status(context.Background(), m.p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range st {
+		if !n.Cached {
+			t.Errorf("plan with the join node's local record damaged: node %s not cached, want every node served from the remote cache", n.ID)
+		}
+	}
+	b, got := m.build(t)
+	if b.Executed != 0 || b.Cached != 5 {
+		t.Errorf("build with the join node's local record damaged: executed %d cached %d, want 0 and 5 (served from the remote cache)", b.Executed, b.Cached)
+	}
+	for _, n := range b.Nodes {
+		if n.Outcome != engine.OutcomeCached {
+			t.Errorf("node %s %s, want cached", n.ID, n.Outcome)
+		}
+	}
+	if !bytes.Equal(got, want) {
+		t.Fatal("demo.bin differs from the first build's")
+	}
+	if q, _ := filepath.Glob(filepath.Join(dir, "cache", "quarantine", "action-"+key.Hex()+".*.json")); len(q) != 1 {
+		t.Errorf("quarantine holds %v, want the damaged record", q)
+	}
+	if _, err := m.local.GetAction(context.Background(), key); err != nil {
+		t.Errorf("the join node's local record after the remote hit: %v", err)
+	}
+}

@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"orkpipe/internal/testfiles"
+	"orkpipe/registry/regtest"
 )
 
 // roCache is what TestReadOnlyCache built before making the cache read-only, for the checks (in a
@@ -19,12 +20,16 @@ type roCache struct {
 	Out    string `json:"out"`    // where the build's outputs are
 	Nodes  int    `json:"nodes"`  // how many nodes the plan has, all cached
 	Corpus string `json:"corpus"` // a user file to hash
+	// Remote is a remote cache (REGISTRY/REPO, plain HTTP) holding the recipe built with
+	// source.synth.seed=10, which the cache lacks.
+	Remote string `json:"remote"`
 }
 
 // The commands that only read the cache work on a cache this process cannot write — a read-only
 // bind mount (root), a tree without write permission (other users) — and change nothing in it:
 // plan and build --plan see every node of the built recipe cached, explain, cache du, cache verify
-// and hash answer as on a writable cache. They all failed (the store opened store.lock for writing
+// and hash answer as on a writable cache; build --plan with --remote-cache warns once that the remote
+// cache is not consulted (nothing it holds could be stored). They all failed (the store opened store.lock for writing
 // and started a temp session). A command that writes (build, cache gc) fails saying the cache is
 // not writable and naming it.
 func TestReadOnlyCache(t *testing.T) {
@@ -40,6 +45,12 @@ func TestReadOnlyCache(t *testing.T) {
 		t.Fatalf("plan after the build: exit %d, %s%s", code, out, stderr)
 	}
 	fmt.Sscan(m[1], &rc.Nodes)
+	reg := regtest.Start(t, nil)
+	rc.Remote = reg.Host + "/orkpipe/cache"
+	if _, stderr, code := demoCLI(t, "--cache", filepath.Join(dir, "other"), "--mem", "2GiB", "-j", "2", "build", recipe, "-o", filepath.Join(dir, "out10"),
+		"--set", "source.synth.seed=10", "--remote-cache", rc.Remote, "--remote-cache-plain-http"); code != 0 {
+		t.Fatalf("build publishing to the remote cache: exit %d: %s", code, stderr)
+	}
 	before := testfiles.Tree(t, rc.Cache)
 	if os.Geteuid() != 0 {
 		testfiles.DenyWrites(t, rc.Cache)
@@ -67,6 +78,13 @@ func checkReadOnlyCache(t *testing.T, rc roCache) {
 	}
 	if out, stderr, code := cli("build", "--plan", rc.Recipe, "-o", rc.Out); code != 0 || !strings.Contains(out, cached) {
 		t.Errorf("build --plan: exit %d, want %q:\n%s%s", code, cached, out, stderr)
+	}
+	// build --plan with a remote cache that holds what the cache lacks: a remote hit could not be
+	// stored, so the remote is not asked, and one warning says so (it was asked: every node it
+	// held warned that its record was unusable, the cache being read-only).
+	out, stderr, code = cli("build", "--plan", rc.Recipe, "-o", rc.Out, "--set", "source.synth.seed=10", "--remote-cache", rc.Remote, "--remote-cache-plain-http")
+	if code != 0 || strings.Count(stderr, "--remote-cache not consulted") != 1 || !strings.Contains(stderr, rc.Cache) || strings.Contains(stderr, "unusable") {
+		t.Errorf("build --plan --remote-cache: exit %d, want one warning that the remote cache is not consulted, naming the cache, and no unusable record:\n%s%s", code, out, stderr)
 	}
 	if out, stderr, code := cli("explain", rc.Recipe); code != 0 || !strings.Contains(out, "clitiny: last build") {
 		t.Errorf("explain: exit %d:\n%s%s", code, out, stderr)

@@ -27,7 +27,8 @@ type engineSetup struct {
 	wrap      func(progress.Sink) progress.Sink // e.g. build's renaming of outputs to roles
 	eta       *progress.ETA                     // the events sink's estimator of the time left (nil: a new one)
 	// readOnly: the command only reads the cache (plan, build --plan, explain --graph): it opens it
-	// with openCacheForReading, read-only where it is not writable.
+	// with openCacheForReading, read-only where it is not writable; there --remote-cache is not
+	// consulted (a warning says so), since nothing it holds could be stored.
 	readOnly bool
 }
 
@@ -125,12 +126,20 @@ func openEngine(ctx context.Context, opts *globalOptions, setup engineSetup) (_ 
 		}
 	}()
 	var es engine.Store = store
-	rc, err := setup.remote.open(ctx, opts)
-	if err != nil {
-		return nil, err
-	}
-	if rc != nil {
-		es = remotecache.New(store, rc, setup.remote.repo)
+	if setup.remote.repo != "" && store.ReadOnly() {
+		// Only a command that reads the cache opens it read-only (build --plan is the one with
+		// --remote-cache): a remote hit would have to store its outputs and record, which fails, so
+		// every node the remote holds would warn and show as to run. Say so once and do not ask.
+		opts.logger.Warn("--remote-cache not consulted: the cache is not writable, so nothing it holds could be stored; the plan shows what the local cache holds",
+			"remote_cache", setup.remote.repo, "cache", store.Dir())
+	} else {
+		rc, err := setup.remote.open(ctx, opts)
+		if err != nil {
+			return nil, err
+		}
+		if rc != nil {
+			es = remotecache.New(store, rc, setup.remote.repo)
+		}
 	}
 	s.sink = progress.NewText(opts.stderr, nil)
 	if setup.events {

@@ -28,6 +28,10 @@ var (
 	ErrStalled = errors.New("blob download stalled")
 	// ErrRefused: the registry refused an upload method (e.g. 413 on a monolithic PUT).
 	ErrRefused = errors.New("registry refused upload method")
+	// ErrUploadOffset: the registry refused a chunk of an upload with 416: the bytes it holds of
+	// the upload (or the offset its Location's state counts) are not where the chunk starts. A
+	// chunked upload asks it how much it holds and continues from there, as after a cut chunk.
+	ErrUploadOffset = errors.New("registry holds another offset of the upload")
 )
 
 // statusError is an unexpected HTTP status, classified as transient (retry) or not.
@@ -85,11 +89,12 @@ func Backoff(ctx context.Context, attempt int) {
 	}
 }
 
-// refused reports a status meaning "this upload method is not accepted here".
+// refused reports a status meaning "this upload method is not accepted here". 416 is not one: on a
+// PATCH it says the registry's offset of the upload differs from the chunk's (ErrUploadOffset).
 func refused(status int) bool {
 	switch status {
 	case http.StatusRequestEntityTooLarge, http.StatusMethodNotAllowed, http.StatusNotImplemented,
-		http.StatusRequestedRangeNotSatisfiable, http.StatusLengthRequired:
+		http.StatusLengthRequired:
 		return true
 	}
 	return false

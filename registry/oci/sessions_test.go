@@ -6,10 +6,13 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -180,5 +183,104 @@ func TestUploadStateFile(t *testing.T) {
 	}
 	if _, err := os.Stat(tmp); !os.IsNotExist(err) {
 		t.Errorf("a dead writer's temp file was kept (%v)", err)
+	}
+}
+
+// offsetShift passes requests to next (a FaultProxy before the registry), except that before the
+// client's second PATCH it sends the registry, directly (reg, not counted by the proxy), the first
+// half of that chunk through the same Location: the registry then holds half a chunk more than the
+// client has sent, and refuses the client's PATCH (416).
+type offsetShift struct {
+	next, reg http.Handler
+	blob      []byte
+	half      int64
+
+	mu       sync.Mutex
+	patches  int
+	posts    int
+	bodyPuts int      // PUTs with a body: monolithic uploads
+	statuses []string // "METHOD status" of the client's requests
+	inject   int      // status of the PATCH sent behind the client's back
+}
+
+func (o *offsetShift) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if !strings.Contains(r.URL.Path, "/blobs/uploads/") {
+		o.next.ServeHTTP(w, r)
+		return
+	}
+	o.mu.Lock()
+	switch {
+	case r.Method == http.MethodPost:
+		o.posts++
+	case r.Method == http.MethodPut && r.ContentLength > 0:
+		o.bodyPuts++
+	case r.Method == http.MethodPatch:
+		o.patches++
+		if o.patches == 2 {
+			lo, _, _ := strings.Cut(r.Header.Get("Content-Range"), "-")
+			off, _ := strconv.ParseInt(lo, 10, 64)
+			req := httptest.NewRequest(http.MethodPatch, r.URL.RequestURI(), bytes.NewReader(o.blob[off:off+o.half]))
+			req.Host = r.Host
+			req.Header.Set("Content-Type", "application/octet-stream")
+			req.Header.Set("Content-Range", fmt.Sprintf("%d-%d", off, off+o.half-1))
+			rec := httptest.NewRecorder()
+			o.reg.ServeHTTP(rec, req)
+			o.inject = rec.Code
+		}
+	}
+	o.mu.Unlock()
+	sw := &statusWriter{ResponseWriter: w, status: http.StatusOK}
+	o.next.ServeHTTP(sw, r)
+	o.mu.Lock()
+	o.statuses = append(o.statuses, r.Method+" "+strconv.Itoa(sw.status))
+	o.mu.Unlock()
+}
+
+// TestUploadOffsetMismatch: a chunk the registry refuses with 416 in the middle of a chunked upload
+// (here: half a chunk more reached the registry through the session's Location than the client
+// sent, so the registry's offset is not the chunk's) is resumed as a cut chunk is: the client asks
+// the registry how much it holds and continues, chunked, from there, in the same session, and
+// commits the blob; nothing is sent whole. It was taken for a refusal of the chunked method (as a
+// 413 or 405 is) and the blob was sent again in one monolithic PUT, for a multi-GiB blob the wrong
+// answer.
+func TestUploadOffsetMismatch(t *testing.T) {
+	ctx := testCtx(t)
+	const chunk = 256 << 10
+	b, d := randomBlob(4*chunk, 11)
+	proxy := &regtest.FaultProxy{}
+	shift := &offsetShift{next: proxy, blob: b, half: chunk / 2}
+	reg := regtest.Start(t, func(h http.Handler) http.Handler { proxy.Next, shift.reg = h, h; return shift })
+	var logs lockedBuffer
+	r, err := Open(ctx, reg.Ref("blobs/offset", "x"), true, WithPlainHTTP(reg.Host), WithUploadMode(UploadChunked, chunk),
+		WithRetries(3), WithLogger(testLogger(&logs)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r.Upload(ctx, blobOf(b, d)); err != nil {
+		t.Fatalf("upload after the registry's offset moved: %v\n%s", err, logs.String())
+	}
+	shift.mu.Lock()
+	inject, posts, bodyPuts, statuses := shift.inject, shift.posts, shift.bodyPuts, shift.statuses
+	shift.mu.Unlock()
+	if inject != http.StatusAccepted {
+		t.Fatalf("the half chunk sent behind the client's back: HTTP %d, want 202", inject)
+	}
+	if !slices.Contains(statuses, "PATCH 416") {
+		t.Fatalf("the registry refused no PATCH with 416 (the test did not move its offset): %v", statuses)
+	}
+	if posts != 1 || bodyPuts != 0 {
+		t.Errorf("%d upload sessions started, %d monolithic PUTs; want 1 and 0 (the upload continues chunked in its session): %v\n%s",
+			posts, bodyPuts, statuses, logs.String())
+	}
+	// The client sends every byte once, but for the refused chunk (which the registry may read)
+	// and the half chunk the registry already held (skipped).
+	if got, most := proxy.UploadBytes.Load(), int64(len(b))-chunk/2+chunk; got > most {
+		t.Errorf("the registry received %d bytes from the client for a %d-byte blob, want at most %d (no whole-blob re-send)", got, len(b), most)
+	}
+	if !strings.Contains(logs.String(), "resuming blob upload") {
+		t.Errorf("no resume logged:\n%s", logs.String())
+	}
+	if data, err := readAll(t, r, d, int64(len(b)), 0, int64(len(b))); err != nil || !bytes.Equal(data, b) {
+		t.Fatalf("committed blob differs (%v)", err)
 	}
 }

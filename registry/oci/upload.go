@@ -181,18 +181,25 @@ func (r *Repo) uploadChunked(ctx context.Context, b Blob) error {
 }
 
 // chunks sends the blob from off to the upload session at loc, remembering the session after
-// every chunk the registry acknowledged, and commits it. After a failed chunk it asks the
-// registry how many bytes it holds and continues from there; resumed says it did so on the
-// session it ends with. When the registry's count is ambiguous (uploadStatus: known false), it
-// starts a fresh session from byte 0 instead (logged at warn level).
+// every chunk the registry acknowledged, and commits it. After a failed chunk (cut, or refused
+// with 416: ErrUploadOffset, the registry's offset is not the chunk's) it asks the registry how
+// many bytes it holds and continues from there, each counting as an attempt (WithRetries); resumed
+// says it did so on the session it ends with. A 416 never falls back to a monolithic upload. When
+// the registry's count is ambiguous (uploadStatus: known false), it starts a fresh session from
+// byte 0 instead (logged at warn level).
 func (r *Repo) chunks(ctx context.Context, b Blob, loc string, off int64) (resumed bool, err error) {
 	for attempt := 1; ; attempt++ {
 		err = r.patchFrom(ctx, &loc, &off, b)
-		// A source that does not match the blob (ErrDigestMismatch) is not the network's fault.
-		if err == nil || !Transient(err) || errors.Is(err, ErrRefused) || errors.Is(err, ErrDigestMismatch) || attempt >= r.o.retries || ctx.Err() != nil {
+		// A source that does not match the blob (ErrDigestMismatch) is not the network's fault. A
+		// chunk refused with 416 (ErrUploadOffset) is resumed as a cut one is, without waiting:
+		// the registry holds another count of bytes than this upload sent.
+		offset := errors.Is(err, ErrUploadOffset)
+		if err == nil || !(offset || Transient(err)) || errors.Is(err, ErrRefused) || errors.Is(err, ErrDigestMismatch) || attempt >= r.o.retries || ctx.Err() != nil {
 			break
 		}
-		Backoff(ctx, attempt)
+		if !offset {
+			Backoff(ctx, attempt)
+		}
 		got, known, next, serr := r.uploadStatus(ctx, loc)
 		if serr != nil {
 			return resumed, fmt.Errorf("upload %s: %w (and asking the registry how much it received: %v)", b.Digest, err, serr)
@@ -250,6 +257,9 @@ func (r *Repo) patchFrom(ctx context.Context, loc *string, off *int64, b Blob) e
 			return fmt.Errorf("upload %s: PATCH at %d: %w", b.Digest, *off, err)
 		}
 		resp.Body.Close()
+		if resp.StatusCode == http.StatusRequestedRangeNotSatisfiable {
+			return fmt.Errorf("upload %s: PATCH of bytes %d-%d: %w (HTTP 416)", b.Digest, *off, *off+n-1, ErrUploadOffset)
+		}
 		if refused(resp.StatusCode) {
 			return fmt.Errorf("upload %s: chunked: %w (HTTP %d)", b.Digest, ErrRefused, resp.StatusCode)
 		}

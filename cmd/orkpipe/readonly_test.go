@@ -29,7 +29,8 @@ type roCache struct {
 // bind mount (root), a tree without write permission (other users) — and change nothing in it:
 // plan and build --plan see every node of the built recipe cached, explain, cache du, cache verify
 // and hash answer as on a writable cache; build --plan with --remote-cache warns once that the remote
-// cache is not consulted (nothing it holds could be stored). They all failed (the store opened store.lock for writing
+// cache is not consulted (nothing it holds could be stored), and verify REF without -o asks for -o
+// before pulling. They all failed (the store opened store.lock for writing
 // and started a temp session). A command that writes (build, cache gc) fails saying the cache is
 // not writable and naming it.
 func TestReadOnlyCache(t *testing.T) {
@@ -85,6 +86,13 @@ func checkReadOnlyCache(t *testing.T, rc roCache) {
 	out, stderr, code = cli("build", "--plan", rc.Recipe, "-o", rc.Out, "--set", "source.synth.seed=10", "--remote-cache", rc.Remote, "--remote-cache-plain-http")
 	if code != 0 || strings.Count(stderr, "--remote-cache not consulted") != 1 || !strings.Contains(stderr, rc.Cache) || strings.Contains(stderr, "unusable") {
 		t.Errorf("build --plan --remote-cache: exit %d, want one warning that the remote cache is not consulted, naming the cache, and no unusable record:\n%s%s", code, out, stderr)
+	}
+	// verify REF without -o pulls into <cache>/verify/: it fails before pulling, naming the cache
+	// and asking for -o (it failed creating the directory, saying only that).
+	ref := strings.Replace(rc.Remote, "/cache", "/pack:v1", 1)
+	if _, stderr, code := cli("verify", ref, "--plain-http"); code == 0 || !strings.Contains(stderr, filepath.Join(rc.Cache, "verify")) ||
+		!strings.Contains(stderr, "not writable") || !strings.Contains(stderr, "pass -o DIR") {
+		t.Errorf("verify REF on a read-only cache: exit %d, want an error naming the cache, saying it is not writable and asking for -o:\n%s", code, stderr)
 	}
 	if out, stderr, code := cli("explain", rc.Recipe); code != 0 || !strings.Contains(out, "clitiny: last build") {
 		t.Errorf("explain: exit %d:\n%s%s", code, out, stderr)

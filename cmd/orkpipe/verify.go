@@ -15,6 +15,7 @@ import (
 	"github.com/google/go-containerregistry/pkg/name"
 	"github.com/spf13/cobra"
 
+	"orkpipe/artifacts"
 	"orkpipe/ork/boardhost"
 	"orkpipe/pipelines/verify"
 	"orkpipe/registry"
@@ -74,7 +75,7 @@ the pack's manifest, so 'orkpipe describe REF' on the build side lists the verif
 	fl.StringVar(&f.attest, "attest", "", "attach the report as a signed attestation to this artifact REF (needs --sign)")
 	fl.StringVar(&f.sign, "sign", "", "ed25519 private key file to sign the attestation with")
 	fl.StringVar(&f.report, "report", "", "write the JSON report to this file")
-	fl.StringVarP(&f.out, "out", "o", "", "directory to pull REF into (default: <cache>/verify/<ref>)")
+	fl.StringVarP(&f.out, "out", "o", "", "directory to pull REF into (default: <cache>/verify/<ref>, which needs a writable cache)")
 	fl.StringArrayVar(&f.trust, "trust", nil, "when pulling REF: require a provenance signed by this ed25519 public key (repeatable)")
 	fl.StringArrayVar(&f.envAllow, "env-allow", nil, "environment variable pattern recorded in the fingerprint, replacing the default list "+strings.Join(boardhost.DefaultEnvAllow, " ")+" (repeatable)")
 	fl.BoolVar(&f.list, "list", false, "list the board verifications attached to REF (with --trust: which are signed by a trusted key) instead of verifying")
@@ -249,6 +250,10 @@ func looksLikeRef(s string) bool {
 
 // pullForVerify pulls ref into -o DIR (default <cache>/verify/<ref as a file name>); registry.Pull
 // verifies every part and every whole file before it appears, and resumes or skips what is there.
+// Without -o on a cache this process may not write (a read-only mount shared with board hosts), it
+// fails before pulling, naming the cache and asking for -o: it does not pull a pack of many GiB
+// into a temporary directory the operator did not choose (on a board often a RAM-backed /tmp), to
+// be pulled again in full by the next verify.
 func pullForVerify(ctx context.Context, opts *globalOptions, f *verifyFlags, ref string) (string, error) {
 	dir := f.out
 	if dir == "" {
@@ -258,6 +263,9 @@ func pullForVerify(ctx context.Context, opts *globalOptions, f *verifyFlags, ref
 		}
 		safe := strings.NewReplacer("/", "_", ":", "_", "@", "_").Replace(ref)
 		dir = filepath.Join(cache, "verify", safe)
+		if err := artifacts.Writable(dir); err != nil {
+			return "", fmt.Errorf("verify %s pulls into %s by default, and the cache is not writable: %w; pass -o DIR, a directory with room for the artifact (kept, so that another verify resumes or reuses it), or --cache a writable cache", ref, dir, err)
+		}
 	}
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return "", err

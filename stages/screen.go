@@ -180,10 +180,11 @@ func runScreen(ctx context.Context, p ScreenParams, req Request) error {
 		return err
 	}
 	// An entry's emulation scratch grows with its padded K, which a pack may pad to any rotation block
-	// up to 2^24: refused before any entry is read when one chunk of it would take more than the node
-	// declares in all, as eval --pack refuses it past --mem.
+	// up to 2^24: refused before any entry is read when one Apply of it (a chunk; a routed expert's the
+	// tokens of several chunks, model.Config.EvalExpertTokens, the pack's and the float model's chunks
+	// run together) would take more than the node declares in all, as eval --pack refuses it past --mem.
 	budget := ScreenMemory(p.Shape, p.Ctx)
-	if err := ps.CheckEmulationMemory(p.Ctx, budget); err != nil {
+	if err := ps.CheckEmulationMemory(p.Ctx, base.Cfg.EvalExpertTokens(p.Ctx, 2), budget); err != nil {
 		return fmt.Errorf("screen: pack %s at ctx %d, against the node's declared peak memory (ScreenMemory) of %d bytes: %w", req.Inputs["pack"].Path, p.Ctx, budget, err)
 	}
 	target, err := model.NewModel(base.Cfg, ps)

@@ -130,7 +130,11 @@ func runEval(ctx context.Context, opts *globalOptions, fl evalFlags) error {
 		if err != nil {
 			return fmt.Errorf("eval: --pack %s with --model %s: %w", fl.pack, fl.model, err)
 		}
-		if err := ps.CheckEmulationMemory(fl.ctx, budget); err != nil {
+		models := 2 // the models each chunk runs through: the pack's and the float one (--base, or --model)
+		if klBase != nil {
+			models = 1 // --kl-base: logits read from the file
+		}
+		if err := ps.CheckEmulationMemory(fl.ctx, m.Cfg.EvalExpertTokens(fl.ctx, models), budget); err != nil {
 			return fmt.Errorf("eval: --pack %s with --ctx %d and --mem %d: %w", fl.pack, fl.ctx, budget, err)
 		}
 		if target, err = model.NewModel(m.Cfg, ps); err != nil {

@@ -237,6 +237,20 @@ func (c *Config) EvalScratchBytes(ctx, models int) int64 {
 	return b
 }
 
+// EvalExpertTokens is the most tokens one Apply of a routed expert's weight takes when [Evaluate] or
+// [EvaluateKLBase] runs chunks of ctx tokens through the model beside models-1 other models: runMoESeqs
+// hands each expert every row routed to it (each row at most once) of the chunks it takes at once — up
+// to moeSeqs chunks, and no more than a group of them (EvalGroupChunks) —, so up to that many chunks'
+// tokens, not ctx. Every other weight's Apply (and an expert's where the chunks run one by one) takes
+// one chunk, ctx tokens; so does every Apply of a model without routed experts (EvalExpertTokens is
+// then ctx).
+func (c *Config) EvalExpertTokens(ctx, models int) int {
+	if !c.MoE() {
+		return ctx
+	}
+	return min(c.moeSeqs(ctx), EvalGroupChunks(c.NEmbd, ctx, models)) * ctx
+}
+
 // runMoESeqs applies MoE block l to the hidden states h of len(h)/(seqLen·NEmbd) sequences in place,
 // each sequence bit for bit as RunLayer on it alone (moeTogether must hold): the mixer half, the
 // router, the routing's observation and the shared expert one sequence at a time, the routed experts

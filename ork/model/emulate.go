@@ -245,20 +245,26 @@ func EmulationBytes(m pack.Meta, t, workers int) (n int64, ok bool) {
 }
 
 // CheckEmulationMemory refuses, before any entry is read, a pack with an entry whose emulation on
-// tokens tokens at once (a chunk) on GOMAXPROCS goroutines, as Linear's Emulated runs it, would need
-// more than budget bytes of scratch (EmulationBytes), with an ErrOverBudget error naming the entry,
-// its padded and the model's K and the budget. A pack may pad a
+// the most tokens one Apply of it takes — expertTokens for a routed expert's slice (an entry
+// "<tensor>#<e>": Config.EvalExpertTokens, as an evaluation may hand an expert the tokens of several
+// chunks at once), tokens (a chunk) for any other — on GOMAXPROCS goroutines, as Linear's Emulated runs
+// it, would need more than budget bytes of scratch (EmulationBytes), with an ErrOverBudget error naming
+// the entry, the tokens, its padded and the model's K and the budget. A pack may pad a
 // rotated entry's K to any power-of-two Hadamard block up to 2^24 (the block must divide it), so an
 // entry of the model's K = 64 can carry a padded K of 2^24, and a 512-token chunk of it would need
 // 40 GiB of activations: far past the memory, where any real entry (a padded K within 32 of the
 // model's) needs a few tens of MB.
-func (s *PackSource) CheckEmulationMemory(tokens int, budget int64) error {
+func (s *PackSource) CheckEmulationMemory(tokens, expertTokens int, budget int64) error {
 	for _, e := range s.Pack.Entries() {
 		if e.DType == pack.F16 {
 			continue
 		}
+		t := tokens
+		if _, _, expert := pack.SplitExpert(e.Name); expert {
+			t = expertTokens
+		}
 		rotated := e.Rotation.Kind != pack.RotNone
-		need, ok := EmulationBytes(e.Meta, tokens, 0) // Linear's Emulated runs on GOMAXPROCS goroutines
+		need, ok := EmulationBytes(e.Meta, t, 0) // Linear's Emulated runs on GOMAXPROCS goroutines
 		if ok && need <= budget {
 			continue
 		}
@@ -272,7 +278,7 @@ func (s *PackSource) CheckEmulationMemory(tokens int, budget int64) error {
 			width = fmt.Sprintf("the model's K = %d padded to KP = %d by its rotation %s", k, e.K, e.Rotation)
 		}
 		return fmt.Errorf("pack entry %s: emulating it on %d tokens at once needs %s of scratch (activations of %d values a token: %s; and what rotating, quantizing and multiplying them take), more than the memory budget of %d bytes: %w",
-			e.Name, tokens, what, e.K, width, budget, ErrOverBudget)
+			e.Name, t, what, e.K, width, budget, ErrOverBudget)
 	}
 	return nil
 }

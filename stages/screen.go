@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"os"
 
 	"orkpipe/ork/calib"
@@ -27,6 +28,11 @@ type ScreenParams struct {
 	// routed the text's chunks in the screen's own forward passes — the held-out routing a residency
 	// plan is scored against, at no extra forward pass (calib.Routing in its routing.json form).
 	Routing bool `json:"routing,omitempty"`
+	// Emulated is the geometry of every entry the pack may hold (EmulatedEntries: each once), so the
+	// node declares the scratch of its emulation (ScreenMemory): an entry padded to a large rotation
+	// block takes scratch in proportion to its padded K. An entry the pack holds past what these
+	// declare is refused before any is read (model.PackSource.CheckEmulationMemory).
+	Emulated []EmulatedEntry `json:"emulated,omitempty"`
 }
 
 // ScreenResult is the "screen.json" output. KLDPercentiles is the distribution of the per-token KL
@@ -92,15 +98,21 @@ func screenCached(s ModelShape) int64 {
 // to 5 bytes a packable value), the logits of the pack and of the float model, the forward passes'
 // scratch (model.Config.EvalScratchBytes), the dequantization scratch of one Apply of an encoded
 // weight, and the hidden states of both models for the chunks run through each block at once
-// (model.EvalGroupChunks).
-func ScreenMemory(s ModelShape, ctxLen int) int64 {
+// (model.EvalGroupChunks), and the scratch of one Apply of the emulation of the entries es
+// (EmulationScratch: on a chunk of ctxLen tokens, a routed expert's slice on the tokens of the chunks
+// an evaluation hands it at once, model.Config.EvalExpertTokens) beside 96 MiB for the process.
+func ScreenMemory(s ModelShape, ctxLen int, es []EmulatedEntry) int64 {
 	c := s.Config()
+	emu := EmulationScratch(es, ctxLen, c.EvalExpertTokens(ctxLen, 2))
+	if emu == math.MaxInt64 {
+		return emu
+	}
 	e, v, t := int64(c.NEmbd), int64(c.NVocab), int64(ctxLen)
 	var layer int64
 	for l := range c.NLayer {
 		layer = max(layer, calib.LayerWeightBytes(&c, l)+5*PackableValues(&c, l))
 	}
-	return 96<<20 + screenCached(s) + 2*layer + 4*t*v*4 + 2*c.EvalScratchBytes(ctxLen, 2) + c.BlockScratchBytes() + int64(model.EvalGroupChunks(c.NEmbd, ctxLen, 2))*8*t*e
+	return 96<<20 + emu + screenCached(s) + 2*layer + 4*t*v*4 + 2*c.EvalScratchBytes(ctxLen, 2) + c.BlockScratchBytes() + int64(model.EvalGroupChunks(c.NEmbd, ctxLen, 2))*8*t*e
 }
 
 // PackableValues is the number of values of block l's weights a pack may hold (every site weight but
@@ -125,6 +137,11 @@ func init() {
 		if p.Ctx < 4 || p.Chunks < 0 || p.MaxPPLRatio < 0 || p.MaxKLDMean < 0 {
 			return Spec{}, fmt.Errorf("ctx %d (>= 4), chunks %d (>= 0), gates (>= 0): invalid", p.Ctx, p.Chunks)
 		}
+		for i, e := range p.Emulated {
+			if err := e.validate(); err != nil {
+				return Spec{}, fmt.Errorf("emulated[%d]: %w", i, err)
+			}
+		}
 		out := []string{"screen.json"}
 		if p.Routing {
 			if p.Shape.Experts < 1 {
@@ -132,7 +149,7 @@ func init() {
 			}
 			out = append(out, "routing.json")
 		}
-		return Spec{Inputs: []string{"model", "pack", "text"}, Outputs: out, PeakMemory: ScreenMemory(p.Shape, p.Ctx)}, nil
+		return Spec{Inputs: []string{"model", "pack", "text"}, Outputs: out, PeakMemory: ScreenMemory(p.Shape, p.Ctx, p.Emulated)}, nil
 	}, runScreen))
 }
 
@@ -183,7 +200,7 @@ func runScreen(ctx context.Context, p ScreenParams, req Request) error {
 	// up to 2^24: refused before any entry is read when one Apply of it (a chunk; a routed expert's the
 	// tokens of several chunks, model.Config.EvalExpertTokens, the pack's and the float model's chunks
 	// run together) would take more than the node declares in all, as eval --pack refuses it past --mem.
-	budget := ScreenMemory(p.Shape, p.Ctx)
+	budget := ScreenMemory(p.Shape, p.Ctx, p.Emulated)
 	if err := ps.CheckEmulationMemory(p.Ctx, base.Cfg.EvalExpertTokens(p.Ctx, 2), budget); err != nil {
 		return fmt.Errorf("screen: pack %s at ctx %d, against the node's declared peak memory (ScreenMemory) of %d bytes: %w", req.Inputs["pack"].Path, p.Ctx, budget, err)
 	}

@@ -300,6 +300,14 @@ func (t *Target) planTail(g *engine.Graph, src *source, ws []*weight, routing *e
 		}
 		sp := stages.ScreenParams{Shape: src.shape, Ctx: s.Ctx, Chunks: s.Chunks,
 			MaxPPLRatio: s.Gates.MaxPPLRatio, MaxKLDMean: s.Gates.MaxKLDMean, TextName: filepath.Base(s.Text)}
+		var es []stages.EmulatedEntry // every entry the pack may hold: the finalized weights and their promotions
+		for _, w := range ws {
+			es = append(es, w.fin.Emulated(w.name))
+			if w.promote != nil {
+				es = append(es, w.promote.Emulated(w.name))
+			}
+		}
+		sp.Emulated = stages.EmulatedEntries(es)
 		moe.heldOutFromScreen(&sp, s.Text)
 		sc := g.Add("screen", "screen", sp, map[string]engine.Input{"model": src.in, "pack": pk, "text": engine.File(s.Text)}).Cost(t.costs.screen(sp, s.Text))
 		moe.screenNode(sc)

@@ -56,7 +56,7 @@ var buildSteps = []buildStep{
 		map[string]string{"model": "synth.model.gguf"}, nil},
 	{"finalize-rtn", "finalize", `{"tensor":"blk.0.attn_q.weight","method":"rtn","dtype":"I4_NATIVE","group":0,"rotation":"none","act_bits":4,"clip_grid":null,"damp":0,"act_order":false,"seed":0,"n":64,"k":64}`,
 		map[string]string{"model": "synth.model.gguf"}, nil},
-	{"propagate", "propagate", `{"shape":` + fpShape + `,"start":0,"end":1,"sequences":2,"ctx":16,"weights":[{"name":"blk.0.attn_q.weight","dtype":"I4_NATIVE","kp":64,"group":0},{"name":"blk.0.ffn_down.weight","dtype":"I4_ROT_A8","kp":96,"group":32}]}`,
+	{"propagate", "propagate", `{"shape":` + fpShape + `,"start":0,"end":1,"sequences":2,"ctx":16,"weights":[{"name":"blk.0.attn_q.weight","dtype":"I4_NATIVE","kp":64,"group":0},{"name":"blk.0.ffn_down.weight","dtype":"I4_ROT_A8","kp":96,"group":32,"block":32}]}`,
 		map[string]string{"model": "synth.model.gguf", "tokens": "tokenize.tokens", "w.blk.0.attn_q.weight": "finalize-rtn.weight", "w.blk.0.ffn_down.weight": "finalize.weight"}, nil},
 	// Activation samples (calibrate with act_sample) and the activation clip search on one of them.
 	{"calibrate-sampled", "calibrate", `{"shape":` + fpShape + `,"start":0,"end":1,"sequences":2,"ctx":16,"hidden":false,"act_sample":7}`,

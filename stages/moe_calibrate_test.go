@@ -230,6 +230,13 @@ func TestPropagateMoEExpertSlice(t *testing.T) {
 			t.Errorf("propagate of an I4 g32 weight declared %s group %d: %v, want %q", c.dtype, c.group, err, c.want)
 		}
 	}
+	// The rotation block the node declares the emulation's scratch by (PropagateMemory) is checked too.
+	rotated := fmt.Sprintf(`[{"name":"blk.0.ffn_up_exps.weight#1","dtype":"I4","kp":%d,"group":32,"block":32}]`, q.Meta.KP)
+	_, err = runStage(t, "propagate", `{"shape":`+moeCalShape+`,"start":0,"end":1,"sequences":3,"ctx":16,"weights":`+rotated+`}`,
+		map[string]string{"model": modelPath, "tokens": tokens, "w.blk.0.ffn_up_exps.weight#1": fin["weight"]})
+	if q.Meta.Rotation.Block != 0 || err == nil || !strings.Contains(err.Error(), "rotation block 0; the node declared I4") || !strings.Contains(err.Error(), "rotation block 32") {
+		t.Errorf("propagate of an unrotated I4 weight (block %d) declared rotated by blocks of 32: %v, want the declared block refused", q.Meta.Rotation.Block, err)
+	}
 }
 
 // quantizeSlice quantizes a weight or expert slice of src by RTN (bits 4 or 8, groups of 32, activations

@@ -3,6 +3,7 @@ package stages
 import (
 	"context"
 	"fmt"
+	"math"
 	"strconv"
 
 	"orkpipe/ork/calib"
@@ -25,21 +26,23 @@ type PropagateParams struct {
 }
 
 // WindowWeight is a finalized weight a propagate node emulates, with the geometry that says what it
-// holds in memory (PropagateMemory): its pack dtype name, its stored row length (K, or K padded by its
-// rotation) and its group (0: one scale a row). The node checks them against the weight file's meta,
-// so a declaration never rests on a geometry the file does not have.
+// holds in memory and takes to emulate (PropagateMemory): its pack dtype name, its stored row length (K,
+// or K padded by its rotation), its group (0: one scale a row) and its rotation's Hadamard block (0:
+// none). The node checks them against the weight file's meta, so a declaration never rests on a
+// geometry the file does not have.
 type WindowWeight struct {
 	Name  string `json:"name"`
 	DType string `json:"dtype"`
 	KP    int    `json:"kp"`
 	Group int    `json:"group"`
+	Block int    `json:"block,omitempty"` // Hadamard rotation block; 0: not rotated
 }
 
 // heldBytes is what the emulation of the weight holds, n rows of k inputs: an F16 weight's values as
 // float32; a weight of codes its codes (a byte a code, KP a row: ReadQWeight unpacks int4 codes),
 // packed into panels of 16 rows for the integer matmul where it takes them (quant.PanelBytes), and
 // its decoded scales (ReadQWeight's read buffers, ~100 KiB for one read at a time, are within
-// PropagateMemory's 48 MiB).
+// PropagateMemory's 48 MiB for the process).
 func (w WindowWeight) heldBytes(n, k int) int64 {
 	if w.DType == "F16" {
 		return 4 * int64(n) * int64(k)
@@ -52,10 +55,13 @@ func (w WindowWeight) heldBytes(n, k int) int64 {
 // one also holds its file and binary16 values until it is converted, and one of codes its codes while
 // they are packed into panels, one weight at a time), any other
 // as the source holds it (model.Config.WeightBytes: encoded, or float32; an MoE router as float32) —,
-// the blocks' vectors, the hidden states in flight (calib.ActivationMemory: no Hessian is accumulated)
-// and 48 MiB for the emulation's per-Apply scratch and the process.
+// the blocks' vectors, the hidden states in flight (calib.ActivationMemory: no Hessian is accumulated),
+// the most scratch one Apply of a finalized weight's emulation takes (EmulationScratch on the
+// calib.ChunkRows tokens every Apply of a chunk takes) and 48 MiB for the process.
 func PropagateMemory(s ModelShape, start, end, nSeq, ctxLen int, ws []WindowWeight) int64 {
 	c := s.Config()
+	rows := calib.ChunkRows(&c, nSeq, ctxLen)
+	var emu int64
 	fin := make(map[string]WindowWeight, len(ws))
 	for _, w := range ws {
 		fin[w.Name] = w
@@ -73,6 +79,8 @@ func PropagateMemory(s ModelShape, start, end, nSeq, ctxLen int, ws []WindowWeig
 					switch w, ok := fin[name]; {
 					case ok:
 						b += w.heldBytes(m.N, site.Width)
+						e := EmulatedEntry{DType: w.DType, N: m.N, KP: w.KP, Group: w.Group, Block: w.Block}
+						emu = max(emu, EmulationScratch([]EmulatedEntry{e}, rows, rows))
 						if w.DType == "F16" {
 							convert = max(convert, 4*int64(m.N)*int64(site.Width))
 						} else {
@@ -87,10 +95,14 @@ func PropagateMemory(s ModelShape, start, end, nSeq, ctxLen int, ws []WindowWeig
 			}
 		}
 	}
-	return b + convert + calib.ActivationMemory(&c, nSeq, ctxLen) + 48<<20
+	if emu == math.MaxInt64 {
+		return emu
+	}
+	return b + convert + emu + calib.ActivationMemory(&c, nSeq, ctxLen) + 48<<20
 }
 
-// validate checks the weight's dtype (spelled as pack.DType.String spells it), row length and group.
+// validate checks the weight's dtype (spelled as pack.DType.String spells it), row length, group and
+// rotation block.
 func (w WindowWeight) validate() error {
 	d, err := pack.ParseDType(w.DType)
 	switch {
@@ -102,6 +114,8 @@ func (w WindowWeight) validate() error {
 		return fmt.Errorf("kp %d: want a stored row length of at least 1", w.KP)
 	case w.Group < 0 || d == pack.F16 && w.Group != 0:
 		return fmt.Errorf("group %d of a %s weight: want 0 (F16) or a group size", w.Group, d)
+	case w.Block < 0 || w.Block > w.KP:
+		return fmt.Errorf("block %d: want 0 (not rotated) or a Hadamard block of at most kp %d", w.Block, w.KP)
 	}
 	return nil
 }
@@ -161,9 +175,9 @@ func (s *emulatedSource) Linear(ctx context.Context, name string) (model.Linear,
 	if q.Meta.Name != name {
 		return nil, false, fmt.Errorf("weight file %s holds %q, bound as %q", path, q.Meta.Name, name)
 	}
-	if d := s.declared[name]; q.Meta.DType != d.DType || q.Meta.KP != d.KP || q.Meta.Group != d.Group {
-		return nil, false, fmt.Errorf("%w: %s: weight %s is %s, %d values a row, group %d; the node declared %s, %d, group %d (its memory estimate rests on them)",
-			ErrWeightFile, path, name, q.Meta.DType, q.Meta.KP, q.Meta.Group, d.DType, d.KP, d.Group)
+	if d := s.declared[name]; q.Meta.DType != d.DType || q.Meta.KP != d.KP || q.Meta.Group != d.Group || q.Meta.Rotation.Block != d.Block {
+		return nil, false, fmt.Errorf("%w: %s: weight %s is %s, %d values a row, group %d, rotation block %d; the node declared %s, %d, group %d, rotation block %d (its memory estimate rests on them)",
+			ErrWeightFile, path, name, q.Meta.DType, q.Meta.KP, q.Meta.Group, q.Meta.Rotation.Block, d.DType, d.KP, d.Group, d.Block)
 	}
 	pw, err := q.PackWeight()
 	if err != nil {

@@ -78,7 +78,7 @@ func TestPropagateMemory(t *testing.T) {
 							}
 							b, _ := json.Marshal(fp)
 							inputs["w."+name] = mustExec(t, "finalize", string(b), map[string]string{"model": modelPath})["weight"]
-							p.Weights = append(p.Weights, stages.WindowWeight{Name: name, DType: fp.DType, KP: fp.KP(), Group: fp.Group})
+							p.Weights = append(p.Weights, stages.WindowWeight{Name: name, DType: fp.DType, KP: fp.KP(), Group: fp.Group, Block: fp.Emulated(name).Block})
 							values += int64(m.N) * int64(s.Width)
 						}
 					}

@@ -81,6 +81,13 @@ func LayerVectorBytes(c *model.Config, l int) int64 {
 	return 4 * n
 }
 
+// ChunkRows is the rows (tokens) a propagate or capture of nSeq sequences of seqLen tokens runs through a
+// block at once (chunkSeqs of the sequences, at most nSeq): every matmul weight's Apply takes them all
+// (model.Model.RunLayerBatch), a routed expert's those routed to it.
+func ChunkRows(c *model.Config, nSeq, seqLen int) int {
+	return min(chunkSeqs(c, seqLen), nSeq) * seqLen
+}
+
 // ActivationMemory is the memory of the activations in flight in Capture or Propagate, nSeq sequences of
 // seqLen tokens: a chunk of C = chunkSeqs sequences of hidden states (4·C·T·E), the input reader's values
 // and byte buffer and the output writer's byte buffer of one sequence (3 × 4·T·E), the forward pass's

@@ -510,7 +510,7 @@ func unreadHessians(shape stages.ModelShape, ws []*weight) func(a, b int) []stri
 
 // windowWeight is the weight as a propagate node emulates it: its finalized form's dtype and geometry.
 func (w *weight) windowWeight() stages.WindowWeight {
-	return stages.WindowWeight{Name: w.name, DType: w.fin.DType, KP: w.fin.KP(), Group: w.fin.Group}
+	return stages.WindowWeight{Name: w.name, DType: w.fin.DType, KP: w.fin.KP(), Group: w.fin.Group, Block: w.fin.Emulated(w.name).Block}
 }
 
 // windowWeights returns, for blocks [a, b), the weights of ws a propagate node of that window emulates.

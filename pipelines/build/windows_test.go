@@ -101,7 +101,8 @@ func packed(t testing.TB, shape stages.ModelShape, a, b int) []stages.WindowWeig
 					if err != nil {
 						t.Fatalf("%s: %v", name, err)
 					}
-					ws = append(ws, stages.WindowWeight{Name: name, DType: "I4_ROT_A8", KP: kp, Group: 32})
+					block := stages.FinalizeParams{Tensor: name, DType: "I4_ROT_A8", Group: 32, Rotation: "hadamard", N: 1, K: s.Width}.Emulated(name).Block
+					ws = append(ws, stages.WindowWeight{Name: name, DType: "I4_ROT_A8", KP: kp, Group: 32, Block: block})
 				}
 			}
 		}

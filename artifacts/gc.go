@@ -14,6 +14,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"orkpipe/internal/flock"
 )
 
 // pinRecord is pins/<blake3(name)>.json: the outputs of the most recent build of a target name,
@@ -139,15 +141,14 @@ func (s *Store) GC(ctx context.Context, opts GCOptions) (GCReport, error) {
 	if opts.MaxSize < 0 || opts.MaxAge < 0 || opts.MaxSize == 0 && opts.MaxAge == 0 && opts.Outdated == nil {
 		return rep, fmt.Errorf("gc: need a positive MaxSize or MaxAge, or Outdated (got %d bytes, %s)", opts.MaxSize, opts.MaxAge)
 	}
-	fd := int(s.storeLock.Fd())
-	if err := flockRetry(fd, unix.LOCK_EX|unix.LOCK_NB); err != nil {
+	if err := flock.Lock(s.storeLock, unix.LOCK_EX|unix.LOCK_NB); err != nil {
 		// A failed conversion drops the shared lock: take it back.
-		if serr := flockRetry(fd, unix.LOCK_SH); serr != nil {
+		if serr := flock.Lock(s.storeLock, unix.LOCK_SH); serr != nil {
 			return rep, fmt.Errorf("gc: re-taking the shared store lock: %w", serr)
 		}
 		return rep, fmt.Errorf("gc %s: %w: another orkpipe process has the store open; retry when it is done", s.dir, ErrBusy)
 	}
-	defer flockRetry(fd, unix.LOCK_SH)
+	defer flock.Lock(s.storeLock, unix.LOCK_SH)
 
 	var err error
 	rep.Sessions = s.cleanSessions()

@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"orkpipe/internal/flock"
 )
 
 // lockPatience is how long a lock wait is silent before it is logged (a variable for tests).
@@ -35,7 +37,7 @@ func (s *Store) LockKey(ctx context.Context, key Digest) (unlock func() error, e
 	if err != nil {
 		return nil, fmt.Errorf("lock %s: %w", key, err)
 	}
-	if err := lockWait(ctx, f, unix.LOCK_EX, func() {
+	if err := flock.Wait(ctx, f, unix.LOCK_EX, lockPatience, func() {
 		s.log.Info("waiting for another orkpipe process doing the same work (a node with this key)", "key", key.String(), "lock", p)
 	}); err != nil {
 		f.Close()
@@ -47,38 +49,7 @@ func (s *Store) LockKey(ctx context.Context, key Digest) (unlock func() error, e
 			return nil
 		}
 		released = true
-		err := flockRetry(int(f.Fd()), unix.LOCK_UN)
+		err := flock.Lock(f, unix.LOCK_UN)
 		return errors.Join(err, f.Close())
 	}, nil
-}
-
-// lockWait polls a non-blocking flock with backoff (1 ms to 100 ms) until it is acquired or ctx
-// is done. Polling keeps the wait cancellable; a blocking flock could not be interrupted. waiting,
-// if given, is called once when the wait has lasted lockPatience.
-func lockWait(ctx context.Context, f *os.File, how int, waiting ...func()) error {
-	delay := time.Millisecond
-	start := time.Now()
-	for {
-		err := flockRetry(int(f.Fd()), how|unix.LOCK_NB)
-		if err == nil {
-			return nil
-		}
-		if !errors.Is(err, unix.EWOULDBLOCK) {
-			return err
-		}
-		if len(waiting) > 0 && time.Since(start) >= lockPatience {
-			for _, w := range waiting {
-				w()
-			}
-			waiting = nil
-		}
-		t := time.NewTimer(delay)
-		select {
-		case <-ctx.Done():
-			t.Stop()
-			return ctx.Err()
-		case <-t.C:
-		}
-		delay = min(2*delay, 100*time.Millisecond)
-	}
 }

@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"orkpipe/internal/flock"
 )
 
 // MaterializeOptions tunes Materialize.
@@ -225,7 +227,7 @@ func (s *Store) placeAt(ctx context.Context, d Digest, src, tmp string) (linked 
 		}
 	}()
 	if !s.forceCopy {
-		if err := lockWait(ctx, in, unix.LOCK_SH); err != nil {
+		if err := flock.Wait(ctx, in, unix.LOCK_SH, 0, nil); err != nil {
 			return false, nil, fmt.Errorf("lock %s: %w", src, err)
 		}
 		err := os.Link(src, tmp)
@@ -254,7 +256,7 @@ func (s *Store) placeAt(ctx context.Context, d Digest, src, tmp string) (linked 
 			os.Remove(pending)
 		}
 	}()
-	if err := lockWait(ctx, out, unix.LOCK_EX); errors.Is(err, unix.ENOLCK) || errors.Is(err, unix.EOPNOTSUPP) {
+	if err := flock.Wait(ctx, out, unix.LOCK_EX, 0, nil); flock.Unsupported(err) {
 		// A filesystem without flock (some NFS mounts): the copy goes on unlocked, and sweepTemps,
 		// whose flock fails the same way, never removes it.
 		s.log.Debug("materialize: no lock on the temp copy", "path", pending, "err", err)

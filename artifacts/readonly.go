@@ -9,6 +9,8 @@ import (
 	"path/filepath"
 
 	"golang.org/x/sys/unix"
+
+	"orkpipe/internal/flock"
 )
 
 // OpenStoreReadOnly opens the existing store at dir for reading only: a cache this process cannot
@@ -58,11 +60,11 @@ func OpenStoreReadOnly(dir string) (*Store, error) {
 // lockShared takes the shared lock on store.lock (open as lf), waiting, with a warning, while GC
 // holds it exclusively.
 func (s *Store) lockShared(lf *os.File) error {
-	err := flockRetry(int(lf.Fd()), unix.LOCK_SH|unix.LOCK_NB)
+	err := flock.Lock(lf, unix.LOCK_SH|unix.LOCK_NB)
 	if errors.Is(err, unix.EWOULDBLOCK) {
 		// Only GC holds it exclusively, and for as long as it takes: say why nothing happens.
 		s.log.Warn("waiting for the cache: another orkpipe process holds it exclusively (cache gc)", "dir", s.dir)
-		err = flockRetry(int(lf.Fd()), unix.LOCK_SH)
+		err = flock.Lock(lf, unix.LOCK_SH)
 	}
 	if err != nil {
 		return fmt.Errorf("open store %s: shared lock on store.lock: %w", s.dir, err)

@@ -12,6 +12,8 @@ import (
 	"strings"
 
 	"golang.org/x/sys/unix"
+
+	"orkpipe/internal/flock"
 )
 
 // session is a Store's private scratch area tmp/<id>/, alive while its flock on tmp/<id>.lock is
@@ -31,7 +33,7 @@ func newSession(tmpRoot string) (*session, error) {
 		if err != nil {
 			return nil, fmt.Errorf("creating session lock: %w", err)
 		}
-		if err := flockRetry(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB); err != nil {
+		if err := flock.Lock(f, unix.LOCK_EX|unix.LOCK_NB); err != nil {
 			f.Close()
 			continue // a cleaner got it between create and lock; it will delete it
 		}
@@ -90,7 +92,7 @@ func (s *Store) cleanSessions() (removed int) {
 			if err != nil {
 				continue
 			}
-			if flockRetry(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB) == nil {
+			if flock.Lock(f, unix.LOCK_EX|unix.LOCK_NB) == nil {
 				if id, ok := strings.CutSuffix(name, ".lock"); ok {
 					if err := os.RemoveAll(filepath.Join(root, id)); err != nil {
 						s.log.Warn("removing dead temp session", "dir", filepath.Join(root, id), "err", err)
@@ -144,14 +146,4 @@ func randomID() string {
 		panic(err) // crypto/rand never fails on linux
 	}
 	return hex.EncodeToString(b[:])
-}
-
-// flockRetry calls flock, retrying on EINTR.
-func flockRetry(fd, how int) error {
-	for {
-		err := unix.Flock(fd, how)
-		if err != unix.EINTR {
-			return err
-		}
-	}
 }

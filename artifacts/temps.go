@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"orkpipe/internal/flock"
 )
 
 // Materialize writes through a temp file in the destination's directory (the user's, outside the
@@ -97,7 +99,7 @@ func removeDeadTemp(p string, young bool) (bool, error) {
 		return false, err
 	}
 	defer f.Close()
-	if err := flockRetry(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB); err != nil {
+	if err := flock.Lock(f, unix.LOCK_EX|unix.LOCK_NB); err != nil {
 		return false, nil // live
 	}
 	st, err := fstat(f)
@@ -135,8 +137,8 @@ func CreateTemp(dst string) (f *os.File, name string, err error) {
 		return nil, "", fmt.Errorf("temp file for %s: %w", dst, err)
 	}
 	// A sweeper holds the lock of a .new file only for a moment (and leaves a young one alone).
-	err = lockWait(context.Background(), f, unix.LOCK_EX)
-	if errors.Is(err, unix.ENOLCK) || errors.Is(err, unix.EOPNOTSUPP) {
+	err = flock.Wait(context.Background(), f, unix.LOCK_EX, 0, nil)
+	if flock.Unsupported(err) {
 		err = nil // a filesystem without flock: unlocked, and never swept either
 	}
 	if err == nil {

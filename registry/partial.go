@@ -15,6 +15,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"orkpipe/artifacts"
+	"orkpipe/internal/flock"
 )
 
 // PartialDir is the directory, beside the pulled files, that holds the state of unfinished pulls:
@@ -55,7 +56,7 @@ func openPartial(dir, manifestHex string) (*partialState, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := unix.Flock(int(lock.Fd()), unix.LOCK_EX|unix.LOCK_NB); err != nil {
+	if err := flock.Lock(lock, unix.LOCK_EX|unix.LOCK_NB); err != nil {
 		lock.Close()
 		if errors.Is(err, unix.EWOULDBLOCK) {
 			return nil, fmt.Errorf("%s: another pull of this artifact into %s is running", p, dir)

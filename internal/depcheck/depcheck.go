@@ -2,24 +2,25 @@
 // the table and never back up:
 //
 //	layer               may import (besides itself)
-//	cmd/orkpipe         pipelines, stages, artifacts, registry (and registry/{oci,cacherepo}), ork, internal/{units,buildinfo,blascore,blake3x,hugebuf,startheap};
+//	cmd/orkpipe         pipelines, stages, artifacts, registry (and registry/{oci,cacherepo}), ork, internal/{units,buildinfo,blascore,blake3x,hugebuf,flock,startheap};
 //	                    never links the Dagger SDK, grpc or OpenTelemetry, not even through another package
-//	cmd/orkpipe-dagger  pipelines, stages, artifacts, registry (and registry/{oci,cacherepo}), ork, internal/{units,buildinfo,blascore,blake3x,hugebuf}
+//	cmd/orkpipe-dagger  pipelines, stages, artifacts, registry (and registry/{oci,cacherepo}), ork, internal/{units,buildinfo,blascore,blake3x,hugebuf,flock}
 //	                    (the Dagger executor's process: the one command that links the Dagger SDK)
-//	bench               pipelines, stages, artifacts, registry (and registry/{oci,cacherepo}), ork, internal/{units,buildinfo,blascore,blake3x,hugebuf}
-//	pipelines           stages, artifacts, registry (and registry/{oci,cacherepo}), ork, internal/{units,buildinfo,blascore,blake3x,hugebuf}
-//	stages              artifacts, ork, internal/{units,buildinfo,blascore,blake3x,hugebuf}
-//	registry            registry/oci, artifacts, ork, internal/{units,buildinfo,blake3x,hugebuf}
-//	registry/cacherepo  registry/oci, artifacts, internal/{blake3x,hugebuf} (the remote build cache store)
-//	registry/oci        nothing of the module (the OCI client)
+//	bench               pipelines, stages, artifacts, registry (and registry/{oci,cacherepo}), ork, internal/{units,buildinfo,blascore,blake3x,hugebuf,flock}
+//	pipelines           stages, artifacts, registry (and registry/{oci,cacherepo}), ork, internal/{units,buildinfo,blascore,blake3x,hugebuf,flock}
+//	stages              artifacts, ork, internal/{units,buildinfo,blascore,blake3x,hugebuf,flock}
+//	registry            registry/oci, artifacts, ork, internal/{units,buildinfo,blake3x,hugebuf,flock}
+//	registry/cacherepo  registry/oci, artifacts, internal/{blake3x,hugebuf,flock} (the remote build cache store)
+//	registry/oci        internal/flock only (the OCI client)
 //	registry/regtest    nothing of the module (test helper: a real registry)
-//	artifacts           internal/{units,blake3x,hugebuf}; third party: x/sys, blake3, zstd (klauspost/compress), cpuid
-//	ork/...             ork siblings and internal/{blake3x,hugebuf}; third party: blake3, gonum, x/sys, x/sync, x/exp, cpuid
+//	artifacts           internal/{units,blake3x,hugebuf,flock}; third party: x/sys, blake3, zstd (klauspost/compress), cpuid
+//	ork/...             ork siblings and internal/{blake3x,hugebuf,flock}; third party: blake3, gonum, x/sys, x/sync, x/exp, cpuid
 //	internal/units      nothing of the module
 //	internal/blake3x    nothing of the module (the BLAKE3 kernel under artifacts and ork); third party: blake3, x/sys
 //	internal/hugebuf    nothing of the module (buffers in huge pages outside the Go heap); third party: x/sys
-//	internal/buildinfo  artifacts, internal/{blake3x,hugebuf}
-//	internal/blascore   ork, internal/{blake3x,hugebuf}
+//	internal/flock      nothing of the module (the flock(2) idiom of every lock file); third party: x/sys
+//	internal/buildinfo  artifacts, internal/{blake3x,hugebuf,flock}
+//	internal/blascore   ork, internal/{blake3x,hugebuf,flock}
 //	internal/startheap  nothing of the module (the start's huge-page advice: standard library only)
 //	internal/depcheck   nothing of the module
 //	internal/avx2host   nothing of the module; its test internal/crosstest (the kernels' tests on a CPU without AVX-512)
@@ -27,7 +28,7 @@
 //	                    linux/arm64 binary and packages' tests under qemu-aarch64)
 //	internal/crosstest  internal/testfiles (test helper: packages' tests built for another machine and run there)
 //	internal/testfiles  nothing of the module (test helper)
-//	internal/fixtures   stages, artifacts, ork, internal/{testfiles,blake3x,hugebuf} (test helper)
+//	internal/fixtures   stages, artifacts, ork, internal/{testfiles,blake3x,hugebuf,flock} (test helper)
 //
 // Test code (a package's _test.go files, both the package's own and its _test package) and test helpers
 // may import what their layer may, and internal/testfiles (every layer's: its skip classes are how any
@@ -82,37 +83,39 @@ var helpers = []string{"internal/testfiles", "internal/fixtures", "internal/cros
 const testfiles = "internal/testfiles"
 
 var layers = []layer{
-	{name: "cmd/orkpipe", mayImport: []string{"pipelines", "stages", "artifacts", "registry", "registry/oci", "registry/cacherepo", "ork", "internal/units", "internal/buildinfo", "internal/blascore", "internal/blake3x", "internal/hugebuf", "internal/startheap"},
+	{name: "cmd/orkpipe", mayImport: []string{"pipelines", "stages", "artifacts", "registry", "registry/oci", "registry/cacherepo", "ork", "internal/units", "internal/buildinfo", "internal/blascore", "internal/blake3x", "internal/hugebuf", "internal/startheap", "internal/flock"},
 		testImports: []string{"internal/fixtures", "registry/regtest"},
 		unlinked:    []string{"dagger.io/", "google.golang.org/grpc", "go.opentelemetry.io/"},
 		why:         "the CLI: everything below it; the Dagger SDK only through cmd/orkpipe-dagger (its ~200 packages cost every command's start)"},
-	{name: "cmd/orkpipe-dagger", mayImport: []string{"pipelines", "stages", "artifacts", "registry", "registry/oci", "registry/cacherepo", "ork", "internal/units", "internal/buildinfo", "internal/blascore", "internal/blake3x", "internal/hugebuf"},
+	{name: "cmd/orkpipe-dagger", mayImport: []string{"pipelines", "stages", "artifacts", "registry", "registry/oci", "registry/cacherepo", "ork", "internal/units", "internal/buildinfo", "internal/blascore", "internal/blake3x", "internal/hugebuf", "internal/flock"},
 		why: "the Dagger executor's process: everything below it"},
-	{name: "bench", mayImport: []string{"pipelines", "stages", "artifacts", "registry", "registry/oci", "registry/cacherepo", "ork", "internal/units", "internal/buildinfo", "internal/blascore", "internal/blake3x", "internal/hugebuf"},
+	{name: "bench", mayImport: []string{"pipelines", "stages", "artifacts", "registry", "registry/oci", "registry/cacherepo", "ork", "internal/units", "internal/buildinfo", "internal/blascore", "internal/blake3x", "internal/hugebuf", "internal/flock"},
 		testImports: []string{"internal/fixtures", "registry/regtest"}, useHelpers: true, why: "the benchmark harness: everything below it"},
-	{name: "pipelines", mayImport: []string{"stages", "artifacts", "registry", "registry/oci", "registry/cacherepo", "ork", "internal/units", "internal/buildinfo", "internal/blascore", "internal/blake3x", "internal/hugebuf"},
+	{name: "pipelines", mayImport: []string{"stages", "artifacts", "registry", "registry/oci", "registry/cacherepo", "ork", "internal/units", "internal/buildinfo", "internal/blascore", "internal/blake3x", "internal/hugebuf", "internal/flock"},
 		testImports: []string{"internal/fixtures", "registry/regtest"}, why: "pipelines: stages, artifacts, registry, ork"},
-	{name: "stages", mayImport: []string{"artifacts", "ork", "internal/units", "internal/buildinfo", "internal/blascore", "internal/blake3x", "internal/hugebuf"},
+	{name: "stages", mayImport: []string{"artifacts", "ork", "internal/units", "internal/buildinfo", "internal/blascore", "internal/blake3x", "internal/hugebuf", "internal/flock"},
 		testImports: []string{"internal/fixtures"}, why: "stages: artifacts and ork"},
-	{name: "registry", mayImport: []string{"registry/oci", "artifacts", "ork", "internal/units", "internal/buildinfo", "internal/blake3x", "internal/hugebuf"},
+	{name: "registry", mayImport: []string{"registry/oci", "artifacts", "ork", "internal/units", "internal/buildinfo", "internal/blake3x", "internal/hugebuf", "internal/flock"},
 		testImports: []string{"registry/regtest"}, why: "registry: artifacts and ork"},
-	{name: "registry/cacherepo", mayImport: []string{"registry/oci", "artifacts", "internal/blake3x", "internal/hugebuf"},
+	{name: "registry/cacherepo", mayImport: []string{"registry/oci", "artifacts", "internal/blake3x", "internal/hugebuf", "internal/flock"},
 		testImports: []string{"registry/regtest"}, why: "the remote build cache store: registry/oci and artifacts"},
-	{name: "registry/oci", testImports: []string{"registry/regtest"}, why: "the OCI client: no package of the module"},
+	{name: "registry/oci", mayImport: []string{"internal/flock"}, testImports: []string{"registry/regtest"}, why: "the OCI client: no package of the module but the flock leaf"},
 	{name: "registry/regtest", why: "a test helper: a real registry"},
-	{name: "artifacts", mayImport: []string{"internal/units", "internal/blake3x", "internal/hugebuf"},
+	{name: "artifacts", mayImport: []string{"internal/units", "internal/blake3x", "internal/hugebuf", "internal/flock"},
 		thirdParty: []string{"github.com/zeebo/blake3", "lukechampine.com/blake3", "github.com/klauspost/cpuid", "github.com/klauspost/compress", "golang.org/x/sys"},
 		why:        "artifacts: the standard library, x/sys, blake3 and zstd only"},
-	{name: "ork", mayImport: []string{"internal/blake3x", "internal/hugebuf"},
+	{name: "ork", mayImport: []string{"internal/blake3x", "internal/hugebuf", "internal/flock"},
 		thirdParty: []string{"github.com/zeebo/blake3", "github.com/klauspost/cpuid", "gonum.org/v1/", "golang.org/x/sys", "golang.org/x/sync", "golang.org/x/exp"},
-		why:        "ork is the domain library: only ork siblings and the shared BLAKE3 kernel"},
+		why:        "ork is the domain library: only ork siblings, the shared BLAKE3 kernel and the flock idiom"},
 	{name: "internal/units", why: "a leaf helper"},
 	{name: "internal/blake3x", thirdParty: []string{"github.com/zeebo/blake3", "lukechampine.com/blake3", "golang.org/x/sys"},
 		why: "the BLAKE3 kernel under artifacts and ork: no package of the module"},
 	{name: "internal/hugebuf", thirdParty: []string{"golang.org/x/sys"},
 		why: "large buffers in huge pages outside the Go heap: no package of the module"},
-	{name: "internal/buildinfo", mayImport: []string{"artifacts", "internal/blake3x", "internal/hugebuf"}, why: "build info: the binary's digest from artifacts"},
-	{name: "internal/blascore", mayImport: []string{"ork", "internal/blake3x", "internal/hugebuf"}, why: "BLAS kernel choice: ork/quant"},
+	{name: "internal/buildinfo", mayImport: []string{"artifacts", "internal/blake3x", "internal/hugebuf", "internal/flock"}, why: "build info: the binary's digest from artifacts"},
+	{name: "internal/blascore", mayImport: []string{"ork", "internal/blake3x", "internal/hugebuf", "internal/flock"}, why: "BLAS kernel choice: ork/quant"},
+	{name: "internal/flock", thirdParty: []string{"golang.org/x/sys"},
+		why: "the flock(2) idiom of the lock files: no package of the module"},
 	{name: "internal/startheap", why: "a leaf helper: the start's huge-page advice, standard library only"},
 	{name: "internal/depcheck", why: "a leaf helper"},
 	{name: "internal/avx2host", testImports: []string{"internal/crosstest"},
@@ -121,7 +124,7 @@ var layers = []layer{
 		why: "a test: the board host's linux/arm64 binary and packages' tests under qemu-aarch64, importing none of them"},
 	{name: "internal/crosstest", mayImport: []string{"internal/testfiles"}, why: "a test helper: packages' tests built for another machine"},
 	{name: "internal/testfiles", why: "a test helper"},
-	{name: "internal/fixtures", mayImport: []string{"stages", "artifacts", "ork", "internal/testfiles", "internal/blake3x", "internal/hugebuf"}, why: "a test helper at the stages level"},
+	{name: "internal/fixtures", mayImport: []string{"stages", "artifacts", "ork", "internal/testfiles", "internal/blake3x", "internal/hugebuf", "internal/flock"}, why: "a test helper at the stages level"},
 }
 
 // folders are the top-level folders that hold no package of the module.

@@ -15,6 +15,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"orkpipe/internal/flock"
 	"orkpipe/pipelines/engine"
 )
 
@@ -297,13 +298,7 @@ func lockCosts(path string) (unlock func(), err error) {
 	if err != nil {
 		return nil, err
 	}
-	for {
-		err = unix.Flock(int(lf.Fd()), unix.LOCK_EX)
-		if !errors.Is(err, unix.EINTR) {
-			break
-		}
-	}
-	if err != nil {
+	if err := flock.Lock(lf, unix.LOCK_EX); err != nil {
 		lf.Close()
 		return nil, fmt.Errorf("locking %s: %w", lf.Name(), err)
 	}

@@ -7,9 +7,10 @@ import (
 	"io/fs"
 	"os"
 	"strings"
-	"time"
 
 	"golang.org/x/sys/unix"
+
+	"orkpipe/internal/flock"
 )
 
 // A remembered upload session (WithUploadState) is used by one Upload at a time: its state file
@@ -30,8 +31,7 @@ import (
 // path is opened and locked again until the lock is on the file the path names.
 //
 // The flock idiom (EINTR retried, a non-blocking lock polled so that the wait stays cancellable) is
-// artifacts' (flockRetry, lockWait); registry/oci imports nothing of the module (internal/depcheck),
-// so it is repeated here rather than shared.
+// internal/flock's, the one package of the module registry/oci may import (internal/depcheck).
 
 // lockPath is the lock file of the blob's session.
 func (s *sessionStore) lockPath(reg, repo, digest string) string {
@@ -47,13 +47,23 @@ func (s *sessionStore) lock(ctx context.Context, reg, repo, digest string, waiti
 	if err := os.MkdirAll(s.dir, 0o700); err != nil {
 		return nil, fmt.Errorf("upload state %s: %w", s.dir, err)
 	}
+	// waiting is called once, at the first refusal, however many times the path is locked again.
+	refused := func() {
+		if waiting != nil {
+			waiting()
+			waiting = nil
+		}
+	}
 	for {
 		f, err := os.OpenFile(p, os.O_RDWR|os.O_CREATE, 0o600)
 		if err != nil {
 			return nil, fmt.Errorf("upload state lock %s: %w", p, err)
 		}
-		if err := lockWait(ctx, f, &waiting); err != nil {
+		if err := flock.Wait(ctx, f, unix.LOCK_EX, 0, refused); err != nil {
 			f.Close()
+			if err != ctx.Err() {
+				err = fmt.Errorf("flock: %w", err)
+			}
 			return nil, fmt.Errorf("upload state lock %s: %w", p, err)
 		}
 		same, err := namesFile(p, f)
@@ -68,34 +78,6 @@ func (s *sessionStore) lock(ctx context.Context, reg, repo, digest string, waiti
 			}, nil
 		}
 		f.Close() // its holder removed it: lock the file the path names now
-	}
-}
-
-// lockWait takes an exclusive flock on f, polling a non-blocking one with backoff (1 ms to 100 ms)
-// until it is acquired or ctx is done. *waiting, when set, is called at the first refusal and
-// cleared.
-func lockWait(ctx context.Context, f *os.File, waiting *func()) error {
-	delay := time.Millisecond
-	for {
-		err := flockRetry(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB)
-		if err == nil {
-			return nil
-		}
-		if !errors.Is(err, unix.EWOULDBLOCK) {
-			return fmt.Errorf("flock: %w", err)
-		}
-		if *waiting != nil {
-			(*waiting)()
-			*waiting = nil
-		}
-		t := time.NewTimer(delay)
-		select {
-		case <-ctx.Done():
-			t.Stop()
-			return ctx.Err()
-		case <-t.C:
-		}
-		delay = min(2*delay, 100*time.Millisecond)
 	}
 }
 
@@ -122,21 +104,11 @@ func removeDeadLock(p string) {
 		return
 	}
 	defer f.Close()
-	if flockRetry(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB) != nil {
+	if flock.Lock(f, unix.LOCK_EX|unix.LOCK_NB) != nil {
 		return
 	}
 	if same, err := namesFile(p, f); err == nil && same {
 		os.Remove(p)
-	}
-}
-
-// flockRetry calls flock(2), retrying on EINTR.
-func flockRetry(fd, how int) error {
-	for {
-		err := unix.Flock(fd, how)
-		if err != unix.EINTR {
-			return err
-		}
 	}
 }
 

@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"orkpipe/internal/flock"
 )
 
 // A writer that publishes dst by renaming a temp file writes that file in dst's directory as
@@ -40,13 +42,13 @@ func CreateTemp(dst string) (f *os.File, name string, err error) {
 	}
 	// A sweeper may hold the lock for a moment (it then leaves a young .new alone).
 	for tries := 0; ; tries++ {
-		err = flock(f, unix.LOCK_EX|unix.LOCK_NB)
+		err = flock.Lock(f, unix.LOCK_EX|unix.LOCK_NB)
 		if err == nil || !errors.Is(err, unix.EWOULDBLOCK) || tries == 100 {
 			break
 		}
 		time.Sleep(time.Millisecond)
 	}
-	if errors.Is(err, unix.ENOLCK) || errors.Is(err, unix.EOPNOTSUPP) {
+	if flock.Unsupported(err) {
 		err = nil // a filesystem without flock (some NFS mounts): unlocked, and never swept either
 	}
 	if err == nil {
@@ -95,7 +97,7 @@ func removeUnlocked(p string, young bool) {
 		return
 	}
 	defer f.Close()
-	if flock(f, unix.LOCK_EX|unix.LOCK_NB) != nil {
+	if flock.Lock(f, unix.LOCK_EX|unix.LOCK_NB) != nil {
 		return
 	}
 	if st, err := f.Stat(); err != nil || !st.Mode().IsRegular() || young && time.Since(st.ModTime()) < youngTemp {
@@ -114,14 +116,4 @@ func isHex16(s string) bool {
 		}
 	}
 	return true
-}
-
-// flock calls flock(2) on f, retrying on EINTR.
-func flock(f *os.File, how int) error {
-	for {
-		err := unix.Flock(int(f.Fd()), how)
-		if err != unix.EINTR {
-			return err
-		}
-	}
 }

@@ -19,7 +19,9 @@ var lockPatience = 2 * time.Second
 // LockKey takes an exclusive flock on locks/<h0h1>/<hex>.lock for the node key and returns the
 // function that releases it. It excludes other processes and, because each call opens its own
 // file description, other goroutines of this process too. It waits until the lock is free or ctx
-// is done (then it returns ctx's error). The lock dies with the process. Lock files are deleted
+// is done (then it returns ctx's error); it tries the lock before it looks at ctx, so with ctx
+// already done it takes a free lock and returns ctx's error only for a held one (flock.Wait: the
+// engine's try form, TestTryLockKey). The lock dies with the process. Lock files are deleted
 // only by GC, under the exclusive store lock: deleting one another process holds or waits on would
 // let two holders lock different inodes, and every caller has a Store open.
 func (s *Store) LockKey(ctx context.Context, key Digest) (unlock func() error, err error) {

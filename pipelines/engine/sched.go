@@ -316,7 +316,7 @@ func (ps *pass) lockKey(pn *pnode, key artifacts.Digest, release func()) (unlock
 
 // tryLockKey takes key's lock only if nobody holds it, without waiting. The Store interface has no
 // try form, so it calls LockKey with a context already done: artifacts.Store.LockKey tries the
-// flock once before it looks at the context (TestTryLockKey holds it to that). ok is false when
+// flock once before it looks at the context, as its doc says (TestTryLockKey holds it to that). ok is false when
 // the lock is held, and when LockKey failed in any other way: the waiting LockKey that follows
 // reports that error. A store that looked at the context first would only send every node down
 // the waiting path (correct, one more trip through the job queue).

@@ -107,9 +107,9 @@ func TestReadOnlyStore(t *testing.T) {
 			return
 		}
 		// Root writes through any permission: a read-only bind mount of the store, in a child's
-		// mount namespace of its own (readonly_linux_test.go).
+		// mount namespace of its own (testfiles.InReadOnlyMount).
 		before := testfiles.Tree(t, fx.Dir)
-		checkOnReadOnlyMount(t, fx)
+		testfiles.InReadOnlyMount(t, "TestHelperReadOnlyStore", fx.Dir, fx)
 		testfiles.SameTree(t, before, testfiles.Tree(t, fx.Dir))
 	})
 }
@@ -215,5 +215,14 @@ func checkReadOnlyStore(t *testing.T, fx roFixture) {
 	}
 	if err := s.Close(); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestHelperReadOnlyStore is not a test: TestReadOnlyStore runs it in a child process whose mount
+// namespace has the store bind-mounted read-only over itself (testfiles.InReadOnlyMount).
+func TestHelperReadOnlyStore(t *testing.T) {
+	var fx roFixture
+	if testfiles.ReadOnlyMountChild(t, "TestReadOnlyStore", &fx) {
+		checkUnwritable(t, fx)
 	}
 }

@@ -59,8 +59,8 @@ func TestReadOnlyCache(t *testing.T) {
 		checkReadOnlyCache(t, rc)
 	} else {
 		// Root writes through any permission: a read-only bind mount of the cache, in a child's
-		// mount namespace of its own (readonly_linux_test.go).
-		checkOnReadOnlyMount(t, rc)
+		// mount namespace of its own (testfiles.InReadOnlyMount).
+		testfiles.InReadOnlyMount(t, "TestHelperReadOnlyCache", rc.Cache, rc)
 	}
 	testfiles.SameTree(t, before, testfiles.Tree(t, rc.Cache))
 }
@@ -115,5 +115,14 @@ func checkReadOnlyCache(t *testing.T, rc roCache) {
 		if code == 0 || !strings.Contains(stderr, rc.Cache) || !strings.Contains(stderr, "not writable") {
 			t.Errorf("%s on a read-only cache: exit %d, want an error naming the cache and saying it is not writable:\n%s", args[0], code, stderr)
 		}
+	}
+}
+
+// TestHelperReadOnlyCache is not a test: TestReadOnlyCache runs it in a child process whose mount
+// namespace has the cache bind-mounted read-only over itself (testfiles.InReadOnlyMount).
+func TestHelperReadOnlyCache(t *testing.T) {
+	var rc roCache
+	if testfiles.ReadOnlyMountChild(t, "TestReadOnlyCache", &rc) {
+		checkReadOnlyCache(t, rc)
 	}
 }

@@ -7,7 +7,7 @@ import (
 	"slices"
 	"testing"
 
-	"golang.org/x/sys/unix"
+	"orkpipe/internal/testfiles"
 )
 
 // A page's temp file, in the user's directory of -o FILE, is locked while written: one that a killed
@@ -19,19 +19,7 @@ func TestWritePageSweepsDeadTemps(t *testing.T) {
 		dir := t.TempDir()
 		dead := filepath.Join(dir, ".orkpipe-0123456789abcdef.tmp")
 		live := filepath.Join(dir, ".orkpipe-fedcba9876543210.tmp")
-		for _, p := range []string{dead, live} {
-			if err := os.WriteFile(p, []byte("<html>half a page"), 0o600); err != nil {
-				t.Fatal(err)
-			}
-		}
-		lf, err := os.Open(live)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer lf.Close()
-		if err := unix.Flock(int(lf.Fd()), unix.LOCK_EX); err != nil {
-			t.Fatal(err)
-		}
+		testfiles.DeadAndLiveTemps(t, dead, live, []byte("<html>half a page"))
 		var buf bytes.Buffer
 		out := filepath.Join(dir, "report.html")
 		page := []byte("<html>the page</html>\n")
@@ -41,15 +29,7 @@ func TestWritePageSweepsDeadTemps(t *testing.T) {
 		if b, err := os.ReadFile(out); err != nil || !bytes.Equal(b, page) {
 			t.Fatalf("force %v: %s holds %q (%v)", force, out, b, err)
 		}
-		entries, err := os.ReadDir(dir)
-		if err != nil {
-			t.Fatal(err)
-		}
-		var names []string
-		for _, e := range entries {
-			names = append(names, e.Name())
-		}
-		if want := []string{filepath.Base(live), "report.html"}; !slices.Equal(names, want) {
+		if names, want := testfiles.DirNames(t, dir), []string{filepath.Base(live), "report.html"}; !slices.Equal(names, want) {
 			t.Fatalf("force %v: %s holds %v, want %v (the dead writer's temp file removed, the live one's kept)", force, dir, names, want)
 		}
 	}

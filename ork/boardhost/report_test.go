@@ -5,13 +5,12 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"os"
 	"path/filepath"
 	"reflect"
 	"strings"
 	"testing"
 
-	"golang.org/x/sys/unix"
+	"orkpipe/internal/testfiles"
 )
 
 // verifiedReport runs the good stand-in on a pack with packPrefix on the stand-in board and
@@ -131,19 +130,7 @@ func TestReportWriteFileSweepsDeadTemps(t *testing.T) {
 	path := filepath.Join(dir, "report.json")
 	dead := filepath.Join(dir, ".report.json.0123456789abcdef.tmp")
 	live := filepath.Join(dir, ".report.json.fedcba9876543210.tmp")
-	for _, p := range []string{dead, live} {
-		if err := os.WriteFile(p, []byte(`{"half a report`), 0o600); err != nil {
-			t.Fatal(err)
-		}
-	}
-	lf, err := os.Open(live)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer lf.Close()
-	if err := unix.Flock(int(lf.Fd()), unix.LOCK_EX); err != nil {
-		t.Fatal(err)
-	}
+	testfiles.DeadAndLiveTemps(t, dead, live, []byte(`{"half a report`))
 	var r Report
 	r.Add("integrity", nil, "ok")
 	if err := r.WriteFile(path); err != nil {
@@ -152,15 +139,7 @@ func TestReportWriteFileSweepsDeadTemps(t *testing.T) {
 	if _, err := ReadReport(path); err != nil {
 		t.Fatal(err)
 	}
-	entries, err := os.ReadDir(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var names []string
-	for _, e := range entries {
-		names = append(names, e.Name())
-	}
-	if want := []string{".report.json.fedcba9876543210.tmp", "report.json"}; !reflect.DeepEqual(names, want) {
+	if names, want := testfiles.DirNames(t, dir), []string{".report.json.fedcba9876543210.tmp", "report.json"}; !reflect.DeepEqual(names, want) {
 		t.Fatalf("%s holds %v, want %v (the dead writer's temp file removed, the live one's kept)", dir, names, want)
 	}
 }

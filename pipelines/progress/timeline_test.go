@@ -8,9 +8,8 @@ import (
 	"slices"
 	"testing"
 
-	"golang.org/x/sys/unix"
-
 	"orkpipe/artifacts"
+	"orkpipe/internal/testfiles"
 	"orkpipe/pipelines/demo"
 	"orkpipe/pipelines/engine"
 	"orkpipe/pipelines/progress"
@@ -85,32 +84,12 @@ func TestWriteTimelineSweepsDeadTemps(t *testing.T) {
 	out := t.TempDir()
 	dead := filepath.Join(out, ".orkpipe-0123456789abcdef.tmp")
 	live := filepath.Join(out, ".orkpipe-fedcba9876543210.tmp")
-	for _, p := range []string{dead, live} {
-		if err := os.WriteFile(p, []byte("<html>half a page"), 0o600); err != nil {
-			t.Fatal(err)
-		}
-	}
-	lf, err := os.Open(live)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer lf.Close()
-	if err := unix.Flock(int(lf.Fd()), unix.LOCK_EX); err != nil {
-		t.Fatal(err)
-	}
+	testfiles.DeadAndLiveTemps(t, dead, live, []byte("<html>half a page"))
 	path, err := progress.WriteTimeline(out, &reporthtml.Timeline{Target: "t", Jobs: 1})
 	if err != nil {
 		t.Fatal(err)
 	}
-	entries, err := os.ReadDir(out)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var names []string
-	for _, e := range entries {
-		names = append(names, e.Name())
-	}
-	if want := []string{filepath.Base(live), filepath.Base(path)}; !slices.Equal(names, want) {
+	if names, want := testfiles.DirNames(t, out), []string{filepath.Base(live), filepath.Base(path)}; !slices.Equal(names, want) {
 		t.Fatalf("%s holds %v, want %v (the dead writer's temp file removed, the live one's kept)", out, names, want)
 	}
 }

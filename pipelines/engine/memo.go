@@ -566,28 +566,20 @@ func writeFileAtomic(path string, b ...[]byte) error {
 }
 
 // writeFileAtomicFunc is writeFileAtomic with the content written by fill; if fill fails, nothing
-// is renamed into place.
+// is renamed into place. The temp file is artifacts.CreateTemp's: locked while this writer runs, so
+// the next writer in the directory removes it if this one is killed before its rename.
 func writeFileAtomicFunc(path string, fill func(w io.Writer) error) error {
-	dir := filepath.Dir(path)
-	if err := os.MkdirAll(dir, 0o755); err != nil {
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 		return err
 	}
-	tmp, err := os.CreateTemp(dir, ".orkpipe-*.tmp") // the name artifacts' GC knows for a dead writer's
+	tmp, name, err := artifacts.CreateTemp(path)
 	if err != nil {
 		return err
 	}
+	defer tmp.Close()     // last: the lock keeps a sweeper off the file until it is renamed or removed
+	defer os.Remove(name) // nothing once renamed
 	if err := fill(tmp); err != nil {
-		tmp.Close()
-		os.Remove(tmp.Name())
 		return fmt.Errorf("writing %s: %w", path, err)
 	}
-	if err := tmp.Close(); err != nil {
-		os.Remove(tmp.Name())
-		return err
-	}
-	if err := os.Rename(tmp.Name(), path); err != nil {
-		os.Remove(tmp.Name())
-		return err
-	}
-	return nil
+	return os.Rename(name, path)
 }

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"orkpipe/artifacts"
+	"orkpipe/internal/testfiles"
 	"orkpipe/pipelines/engine"
 	"orkpipe/stages"
 )
@@ -534,5 +535,29 @@ func removeOutput(t *testing.T, f *memoFixture, id string) {
 	p := objectPath(t, f.store, outputOf(t, f, id))
 	if err := os.Remove(p); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// The build record and the memo are written through locked temp files in the history directory: a
+// temp file a killed build left there (its lock gone with the process) is removed by the next
+// build's writes, a live writer's is not.
+func TestHistorySweepsDeadTemps(t *testing.T) {
+	f := newMemoFixture(t)
+	dir := filepath.Join(f.historyDir, "memo")
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	dead := filepath.Join(dir, ".orkpipe-0123456789abcdef.tmp")
+	live := filepath.Join(dir, ".orkpipe-fedcba9876543210.tmp")
+	testfiles.DeadAndLiveTemps(t, dead, live, []byte(`{"target":"memo","nodes":[`))
+	mustBuild(t, f.e, "memo", memoGraph(f.src, f.tool, "x"), f.opts)
+	var temps []string
+	for _, name := range testfiles.DirNames(t, dir) {
+		if strings.HasPrefix(name, ".orkpipe-") {
+			temps = append(temps, name)
+		}
+	}
+	if want := []string{filepath.Base(live)}; !slices.Equal(temps, want) {
+		t.Fatalf("%s holds the temp files %v, want %v (the dead writer's removed, the live one's kept)", dir, temps, want)
 	}
 }

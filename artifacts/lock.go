@@ -40,7 +40,7 @@ func (s *Store) LockKey(ctx context.Context, key Digest) (unlock func() error, e
 		return nil, fmt.Errorf("lock %s: %w", key, err)
 	}
 	if err := flock.Wait(ctx, f, unix.LOCK_EX, lockPatience, func() {
-		s.log.Info("waiting for another orkpipe process doing the same work (a node with this key)", "key", key.String(), "lock", p)
+		s.log.Info("waiting for another build doing the same work (a node with this key, in another orkpipe process or in this one)", "key", key.String(), "lock", p)
 	}); err != nil {
 		f.Close()
 		return nil, fmt.Errorf("lock %s (%s): %w", key, p, err)

@@ -323,7 +323,7 @@ func TestLockWaitsAreLogged(t *testing.T) {
 		}
 		got <- errors.Join(err, other.Close())
 	}()
-	waitFor(t, &buf, "waiting for another orkpipe process doing the same work")
+	waitFor(t, &buf, "waiting for another build doing the same work")
 	unlock()
 	if err := <-got; err != nil {
 		t.Fatal(err)

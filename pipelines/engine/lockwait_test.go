@@ -73,7 +73,7 @@ func TestLockWaitHoldsNoSlot(t *testing.T) {
 				t.Fatalf("node locked went on while another build held its key's lock: %+v", ev)
 			}
 			if tc.logged {
-				waitLine(t, logged, "waiting for another orkpipe process doing the same work")
+				waitLine(t, logged, "waiting for another build doing the same work")
 			}
 
 			var res *engine.Result

@@ -303,6 +303,7 @@ func (ps *pass) lockKey(pn *pnode, key artifacts.Digest, release func()) (unlock
 	u, ok := tryLockKey(ps.e.store, key)
 	if !ok {
 		release()
+		ps.e.cfg.logger.Debug("node waits for its key's lock: another build is doing the same work", "node", pn.node.id, "key", key)
 		if u, err = ps.e.store.LockKey(ps.ctx, key); err != nil {
 			return nil, false, err
 		}

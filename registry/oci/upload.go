@@ -184,17 +184,30 @@ func (r *Repo) uploadChunked(ctx context.Context, b Blob) error {
 // every chunk the registry acknowledged, and commits it. After a failed chunk (cut, or refused
 // with 416: ErrUploadOffset, the registry's offset is not the chunk's) it asks the registry how
 // many bytes it holds and continues from there, each counting as an attempt (WithRetries); resumed
-// says it did so on the session it ends with. A 416 never falls back to a monolithic upload. When
-// the registry's count is ambiguous (uploadStatus: known false), it starts a fresh session from
-// byte 0 instead (logged at warn level).
+// says it did so on the session it ends with. When the registry's count is ambiguous
+// (uploadStatus: known false), it starts a fresh session from byte 0 instead (logged at warn
+// level). A 416 is resumed only while it reflects progress:
+// one after which the registry holds no more than it had acknowledged when the refused chunk
+// started (an ambiguous count included), twice in a row with no chunk acknowledged between, is a
+// refusal of the chunked method (ErrRefused, wrapping ErrUploadOffset; logged at warn level), so
+// that Upload falls back to a monolithic PUT as after a 405 or 501: a registry that answers 416 to
+// every PATCH used up the retries and failed the push.
 func (r *Repo) chunks(ctx context.Context, b Blob, loc string, off int64) (resumed bool, err error) {
+	stuck := 0 // 416s in a row after which the registry held no more than before
 	for attempt := 1; ; attempt++ {
+		from := off
 		err = r.patchFrom(ctx, &loc, &off, b)
+		if off > from {
+			stuck = 0 // the registry acknowledged chunks: progress
+		}
 		// A source that does not match the blob (ErrDigestMismatch) is not the network's fault. A
 		// chunk refused with 416 (ErrUploadOffset) is resumed as a cut one is, without waiting:
 		// the registry holds another count of bytes than this upload sent.
 		offset := errors.Is(err, ErrUploadOffset)
-		if err == nil || !(offset || Transient(err)) || errors.Is(err, ErrRefused) || errors.Is(err, ErrDigestMismatch) || attempt >= r.o.retries || ctx.Err() != nil {
+		if err == nil || !(offset || Transient(err)) || errors.Is(err, ErrRefused) || errors.Is(err, ErrDigestMismatch) || ctx.Err() != nil {
+			break
+		}
+		if !offset && attempt >= r.o.retries {
 			break
 		}
 		if !offset {
@@ -203,6 +216,20 @@ func (r *Repo) chunks(ctx context.Context, b Blob, loc string, off int64) (resum
 		got, known, next, serr := r.uploadStatus(ctx, loc)
 		if serr != nil {
 			return resumed, fmt.Errorf("upload %s: %w (and asking the registry how much it received: %v)", b.Digest, err, serr)
+		}
+		if offset && (!known || got <= off) {
+			stuck++
+		} else if offset {
+			stuck = 0
+		}
+		if offset && stuck >= 2 {
+			r.o.logger.Warn("the registry refused chunks (416) twice in a row without holding more of the upload after them; taking it for a refusal of chunked uploads",
+				"blob", b.Digest, "repository", r.repo.String(), "acknowledged", off, "held", got, "held known", known, "err", err)
+			return resumed, fmt.Errorf("upload %s: chunked: %w: two 416 answers in a row with the registry holding no more of the upload after them (%d bytes acknowledged): %w",
+				b.Digest, ErrRefused, off, err)
+		}
+		if attempt >= r.o.retries {
+			break
 		}
 		if !known {
 			r.o.logger.Warn("the registry's count of the bytes it holds of the blob's upload is ambiguous (none or one); starting a fresh upload session",

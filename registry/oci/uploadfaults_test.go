@@ -11,6 +11,7 @@ import (
 	"os"
 	"path"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -26,6 +27,8 @@ import (
 //     bytes (none: it never sees the request), then the client's connection drops without a status;
 //   - refusePut: a monolithic PUT (one with a body) is refused with 413, as by a registry that
 //     limits request bodies, so that a refused chunked upload has nowhere to fall back to;
+//   - refuse416: every PATCH is refused with 416 before the registry sees it, as by a registry
+//     that answers so when it does not take chunks;
 //   - corruptCommits: that many commits (the final PUT of a chunked upload) find the upload's data
 //     in the registry's storage spoiled first (see spoilUpload).
 //
@@ -37,6 +40,7 @@ type uploadFaults struct {
 	t              *testing.T
 	cutPatch, keep int64
 	refusePut      bool
+	refuse416      bool
 	corruptCommits atomic.Int32
 
 	patches, posts atomic.Int64
@@ -54,6 +58,12 @@ func (u *uploadFaults) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	case http.MethodPost:
 		u.posts.Add(1)
 	case http.MethodPatch:
+		if u.refuse416 {
+			u.patches.Add(1)
+			http.Error(w, "chunked uploads not taken", http.StatusRequestedRangeNotSatisfiable)
+			u.record(r.Method, http.StatusRequestedRangeNotSatisfiable)
+			return
+		}
 		if u.patches.Add(1) == u.cutPatch {
 			if u.keep > 0 {
 				r.Body = io.NopCloser(io.MultiReader(io.LimitReader(r.Body, u.keep), errReader{io.ErrUnexpectedEOF}))
@@ -444,6 +454,44 @@ func TestUploadConcurrentSameBlob(t *testing.T) {
 		t.Errorf("state left after both uploads: %v", m)
 	}
 	if got, err := readAll(t, ra, d, int64(len(b)), 0, int64(len(b))); err != nil || !bytes.Equal(got, b) {
+		t.Fatalf("committed blob differs (%v)", err)
+	}
+}
+
+// TestUploadFallsBackAfter416WithoutProgress: a registry answering 416 to every PATCH (instead of
+// the 405 or 501 most send when they take no chunks) is taken, after two such answers in a row
+// that leave it holding no more of the upload, for one refusing the chunked method: the upload
+// falls back to a monolithic PUT, logged, and commits the blob. It used up the retries (each 416
+// resumed as an offset mismatch) and failed. (A 416 after which the registry holds more still
+// resumes: TestUploadOffsetMismatch.)
+func TestUploadFallsBackAfter416WithoutProgress(t *testing.T) {
+	ctx := testCtx(t)
+	const chunk = MinChunkSize
+	b, d := randomBlob(4*chunk, 15)
+	repo := "blobs/refuse-416"
+	u := &uploadFaults{repo: repo, refuse416: true}
+	reg := startFaulty(t, u)
+	var logs lockedBuffer
+	r, err := Open(ctx, reg.Ref(repo, "x"), true, WithPlainHTTP(reg.Host), WithUploadMode(UploadChunked, chunk),
+		WithRetries(DefaultRetries), WithLogger(testLogger(&logs)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r.Upload(ctx, blobOf(b, d)); err != nil {
+		t.Fatalf("upload to a registry answering 416 to every PATCH: %v\n%s", err, logs.String())
+	}
+	if got := u.patches.Load(); got != 2 {
+		t.Errorf("%d PATCHes sent, want 2 (two 416 answers without progress, then the fallback); responses %v", got, u.responses())
+	}
+	if !slices.Contains(u.responses(), "PUT "+http.StatusText(http.StatusCreated)) {
+		t.Errorf("no monolithic PUT committed the blob; responses %v", u.responses())
+	}
+	for _, want := range []string{"twice in a row without holding more", "falling back"} {
+		if !strings.Contains(logs.String(), want) {
+			t.Errorf("log lacks %q:\n%s", want, logs.String())
+		}
+	}
+	if got, err := readAll(t, r, d, int64(len(b)), 0, int64(len(b))); err != nil || !bytes.Equal(got, b) {
 		t.Fatalf("committed blob differs (%v)", err)
 	}
 }

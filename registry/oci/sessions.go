@@ -201,7 +201,8 @@ func stripUserinfo(loc string) string {
 // registry no longer has it or refuses it, or its host does not answer: a session must never make
 // a push fail), or when the count is ambiguous (uploadStatus: "0-0" is no byte or one; the session
 // then holds at most one byte, and starting afresh loses no more): the session is then forgotten
-// and the reason logged at info level. err is only ctx's.
+// and the reason logged at info level; an ambiguous one is also cancelled on the registry
+// (cancelUpload). err is only ctx's.
 func (r *Repo) resumeSession(ctx context.Context, b Blob) (loc string, off int64, ok bool, err error) {
 	if r.o.sessions == nil {
 		return "", 0, false, nil
@@ -220,6 +221,7 @@ func (r *Repo) resumeSession(ctx context.Context, b Blob) (loc string, off int64
 	if err == nil && !known {
 		r.o.logger.Info("the registry's count of the bytes held by the upload session an earlier push left is ambiguous (no byte or one); uploading the blob afresh",
 			"blob", b.Digest, "repository", r.repo.String(), "acknowledged", ss.Offset)
+		r.cancelUpload(ctx, b, next)
 		r.forgetSession(b)
 		return "", 0, false, nil
 	}

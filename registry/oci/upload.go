@@ -186,12 +186,12 @@ func (r *Repo) uploadChunked(ctx context.Context, b Blob) error {
 // many bytes it holds and continues from there, each counting as an attempt (WithRetries); resumed
 // says it did so on the session it ends with. When the registry's count is ambiguous
 // (uploadStatus: known false), it starts a fresh session from byte 0 instead (logged at warn
-// level). A 416 is resumed only while it reflects progress:
+// level) and cancels the old one (cancelUpload). A 416 is resumed only while it reflects progress:
 // one after which the registry holds no more than it had acknowledged when the refused chunk
 // started (an ambiguous count included), twice in a row with no chunk acknowledged between, is a
 // refusal of the chunked method (ErrRefused, wrapping ErrUploadOffset; logged at warn level), so
 // that Upload falls back to a monolithic PUT as after a 405 or 501: a registry that answers 416 to
-// every PATCH used up the retries and failed the push.
+// every PATCH used up the retries and failed the push. The session given up is cancelled then too.
 func (r *Repo) chunks(ctx context.Context, b Blob, loc string, off int64) (resumed bool, err error) {
 	stuck := 0 // 416s in a row after which the registry held no more than before
 	for attempt := 1; ; attempt++ {
@@ -225,6 +225,7 @@ func (r *Repo) chunks(ctx context.Context, b Blob, loc string, off int64) (resum
 		if offset && stuck >= 2 {
 			r.o.logger.Warn("the registry refused chunks (416) twice in a row without holding more of the upload after them; taking it for a refusal of chunked uploads",
 				"blob", b.Digest, "repository", r.repo.String(), "acknowledged", off, "held", got, "held known", known, "err", err)
+			r.cancelUpload(ctx, b, next)
 			return resumed, fmt.Errorf("upload %s: chunked: %w: two 416 answers in a row with the registry holding no more of the upload after them (%d bytes acknowledged): %w",
 				b.Digest, ErrRefused, off, err)
 		}
@@ -238,6 +239,7 @@ func (r *Repo) chunks(ctx context.Context, b Blob, loc string, off int64) (resum
 			if serr != nil {
 				return resumed, fmt.Errorf("upload %s: %w (and starting a fresh upload session: %v)", b.Digest, err, serr)
 			}
+			r.cancelUpload(ctx, b, next)
 			loc, off, resumed = fresh, 0, false
 			r.saveSession(b, loc, off)
 			continue
@@ -347,6 +349,25 @@ func (r *Repo) uploadStatus(ctx context.Context, loc string) (held int64, known 
 		return 0, false, next, nil
 	}
 	return last + 1, true, next, nil
+}
+
+// cancelUpload cancels the upload session at loc (DELETE, the distribution spec's cancel), one given
+// up for a fresh session, so that it does not stay on the registry, holding what it received, until
+// the registry purges abandoned uploads (distribution: after a week). Best effort: a failure is
+// logged at debug level and nothing else.
+func (r *Repo) cancelUpload(ctx context.Context, b Blob, loc string) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodDelete, loc, nil)
+	if err == nil {
+		var resp *http.Response
+		if resp, err = r.client.Do(req); err == nil {
+			resp.Body.Close()
+			err = check("DELETE upload session", resp, http.StatusNoContent)
+		}
+	}
+	if err != nil {
+		r.o.logger.Debug("could not cancel the upload session given up for a fresh one; the registry keeps it until it purges abandoned uploads",
+			"blob", b.Digest, "repository", r.repo.String(), "err", err)
+	}
 }
 
 // startUpload opens an upload session and returns its absolute location.

@@ -120,6 +120,28 @@ func (u *uploadFaults) record(method string, status int) {
 	u.statuses = append(u.statuses, method+" "+http.StatusText(status))
 }
 
+// uploadsLeft returns the upload sessions the registry's storage holds for the repository: the
+// directories under _uploads with a startedat file (a committed or cancelled upload has none;
+// distribution's cancel closes the upload's writer after removing its directory, which stores
+// the writer's hash state there again, so a cancelled upload leaves that and nothing else).
+func (u *uploadFaults) uploadsLeft() []string {
+	u.mu.Lock()
+	root := u.root
+	u.mu.Unlock()
+	dir := filepath.Join(root, "docker", "registry", "v2", "repositories", u.repo, "_uploads")
+	ents, err := os.ReadDir(dir)
+	if err != nil && !errors.Is(err, os.ErrNotExist) {
+		u.t.Fatal(err)
+	}
+	var out []string
+	for _, e := range ents {
+		if _, err := os.Stat(filepath.Join(dir, e.Name(), "startedat")); err == nil {
+			out = append(out, e.Name())
+		}
+	}
+	return out
+}
+
 // responses returns the statuses recorded.
 func (u *uploadFaults) responses() []string {
 	u.mu.Lock()
@@ -205,7 +227,8 @@ func (l *lockedBuffer) String() string {
 // process and from a session an earlier process left, instead of PATCHing from byte 1: that PATCH
 // was refused (416), and the fallback to a monolithic upload is refused too by a registry that
 // limits request bodies, so the push failed. The blob is committed whole either way, no request
-// is refused, and the fresh start is logged.
+// is refused, the fresh start is logged, and the session given up is cancelled (DELETE): none is
+// left in the registry's storage (it was left until the registry purged it).
 func TestUploadAmbiguousRange(t *testing.T) {
 	ctx := testCtx(t)
 	const chunk = MinChunkSize
@@ -229,6 +252,9 @@ func TestUploadAmbiguousRange(t *testing.T) {
 			}
 			if !strings.Contains(logs.String(), "ambiguous") {
 				t.Errorf("the fresh start was not logged:\n%s", logs.String())
+			}
+			if left := u.uploadsLeft(); len(left) != 0 {
+				t.Errorf("upload sessions left on the registry: %v, want the one given up cancelled; responses %v", left, u.responses())
 			}
 			if got, err := readAll(t, r, d, int64(len(b)), 0, int64(len(b))); err != nil || !bytes.Equal(got, b) {
 				t.Fatalf("committed blob differs (%v)", err)
@@ -271,6 +297,9 @@ func TestUploadAmbiguousRange(t *testing.T) {
 		}
 		if m, _ := filepath.Glob(filepath.Join(state, "*")); len(m) != 0 {
 			t.Errorf("state left after the upload: %v", m)
+		}
+		if left := u.uploadsLeft(); len(left) != 0 {
+			t.Errorf("upload sessions left on the registry: %v, want the remembered one cancelled; responses %v", left, u.responses())
 		}
 		if got, err := readAll(t, r, d, int64(len(b)), 0, int64(len(b))); err != nil || !bytes.Equal(got, b) {
 			t.Fatalf("committed blob differs (%v)", err)
@@ -485,6 +514,9 @@ func TestUploadFallsBackAfter416WithoutProgress(t *testing.T) {
 	}
 	if !slices.Contains(u.responses(), "PUT "+http.StatusText(http.StatusCreated)) {
 		t.Errorf("no monolithic PUT committed the blob; responses %v", u.responses())
+	}
+	if left := u.uploadsLeft(); len(left) != 0 {
+		t.Errorf("upload sessions left on the registry: %v, want the chunked ones given up cancelled; responses %v", left, u.responses())
 	}
 	for _, want := range []string{"twice in a row without holding more", "falling back"} {
 		if !strings.Contains(logs.String(), want) {

@@ -5,8 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"log/slog"
 	"os"
 	"strings"
+	"sync"
 
 	"golang.org/x/sys/unix"
 
@@ -29,6 +31,10 @@ import (
 // Upload of that blob takes it over (prune removes those of other blobs after staleTempAge). A lock
 // taken on a file that its holder removed meanwhile, or that was replaced, excludes no one: the
 // path is opened and locked again until the lock is on the file the path names.
+//
+// An Upload that finds the blob already in the repository forgets its session (one a process
+// killed between its final PUT and forgetting it left) under the same lock, taken without waiting:
+// a session whose lock is held is its holder's (forgetCommitted).
 //
 // The flock idiom (EINTR retried, a non-blocking lock polled so that the wait stays cancellable) is
 // internal/flock's, the one package of the module registry/oci may import (internal/depcheck).
@@ -132,11 +138,48 @@ func (r *Repo) lockSession(ctx context.Context, b Blob) (ru *Repo, unlock func()
 		return nil, nil, false, fmt.Errorf("upload %s: waiting for another upload of it to %s: %w", b.Digest, r.repo, ctx.Err())
 	}
 	if err != nil {
-		r.o.logger.Warn("cannot lock the blob's upload session; uploading it without remembering the session (a push killed now starts this blob afresh)",
-			"blob", b.Digest, "err", err)
+		// Once per state directory and process at warn level: the next blobs' lock fails alike.
+		level := slog.LevelDebug
+		if _, warned := unlockableDirs.LoadOrStore(r.o.sessions.dir, true); !warned {
+			level = slog.LevelWarn
+		}
+		r.o.logger.Log(ctx, level, "cannot lock the blob's upload session; uploading it without remembering the session (a push killed now starts this blob afresh; said once per state directory, then at debug level)",
+			"blob", b.Digest, "dir", r.o.sessions.dir, "err", err)
 		return r.withoutState(), func() {}, false, nil
 	}
 	return r, unlock, waited, nil
+}
+
+// unlockableDirs holds the state directories whose session lock could not be taken (lockSession
+// has warned of them).
+var unlockableDirs sync.Map
+
+// forgetCommitted forgets the remembered session of b, which the repository holds (Upload found it
+// there), under the blob's session lock, taken without waiting: when another Upload holds the lock,
+// the session is that Upload's to use and to forget (it does when it ends, the blob being there),
+// and it is left. When the lock cannot be taken for another reason (a filesystem without flock, a
+// state directory that cannot be written), no Upload can hold it either, and the session is
+// forgotten. A blob without a session file takes no lock (no lock file is created for every blob
+// found present).
+func (r *Repo) forgetCommitted(b Blob) {
+	if r.o.sessions == nil {
+		return
+	}
+	reg, repo := r.repo.RegistryStr(), r.repo.RepositoryStr()
+	if _, err := os.Lstat(r.o.sessions.path(reg, repo, b.Digest)); err != nil {
+		return
+	}
+	// flock.Wait tries once before it looks at ctx: with ctx already done, lock only tries.
+	done, cancel := context.WithCancel(context.Background())
+	cancel()
+	unlock, err := r.o.sessions.lock(done, reg, repo, b.Digest, nil)
+	if errors.Is(err, done.Err()) {
+		return // another Upload holds it
+	}
+	if err == nil {
+		defer unlock()
+	}
+	r.forgetSession(b)
 }
 
 // withoutState returns a copy of r that remembers no upload session.

@@ -63,7 +63,7 @@ func (r *Repo) Upload(ctx context.Context, b Blob) (reused bool, err error) {
 		return false, err
 	}
 	if ok {
-		r.forgetSession(b) // a process killed between its final PUT and forgetting the session
+		r.forgetCommitted(b) // a process killed between its final PUT and forgetting the session
 		return true, nil
 	}
 	r, unlock, waited, err := r.lockSession(ctx, b)

@@ -2,6 +2,7 @@ package registry
 
 import (
 	"bufio"
+	"context"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -10,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"time"
 
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"golang.org/x/sys/unix"
@@ -46,7 +48,12 @@ type partialState struct {
 	done map[string]bool // "<file>\t<index>\t<digest>"
 }
 
-// openPartial creates or reopens the state directory of manifest digest hex in dir and locks it.
+// lockGrace is how long openPartial waits for a state's lock it finds held before it takes it for
+// a running pull's: leftoverStates holds it a moment to tell a live state from a dead one.
+const lockGrace = time.Second
+
+// openPartial creates or reopens the state directory of manifest digest hex in dir and locks it;
+// it fails when another pull holds the lock (after lockGrace).
 func openPartial(dir, manifestHex string) (*partialState, error) {
 	p := filepath.Join(dir, PartialDir, manifestHex)
 	if err := os.MkdirAll(p, 0o755); err != nil {
@@ -56,9 +63,14 @@ func openPartial(dir, manifestHex string) (*partialState, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := flock.Lock(lock, unix.LOCK_EX|unix.LOCK_NB); err != nil {
+	// A lock held for a moment only (leftoverStates probing whether this state is live) is waited
+	// for; one held longer is a running pull's.
+	wait, cancel := context.WithTimeout(context.Background(), lockGrace)
+	err = flock.Wait(wait, lock, unix.LOCK_EX, 0, nil)
+	cancel()
+	if err != nil {
 		lock.Close()
-		if errors.Is(err, unix.EWOULDBLOCK) {
+		if errors.Is(err, context.DeadlineExceeded) {
 			return nil, fmt.Errorf("%s: another pull of this artifact into %s is running", p, dir)
 		}
 		return nil, fmt.Errorf("%s: lock: %w", p, err)
@@ -181,8 +193,9 @@ func (s *partialState) close() {
 
 // remove deletes the state directory (after every file is in place).
 func (s *partialState) remove() error {
+	err := os.RemoveAll(s.dir) // locked still: a finishing pull's state is never taken for a dead one
 	s.close()
-	if err := os.RemoveAll(s.dir); err != nil {
+	if err != nil {
 		return err
 	}
 	os.Remove(filepath.Dir(s.dir)) // only succeeds when no other artifact's state is left
@@ -199,8 +212,9 @@ type LeftoverState struct {
 }
 
 // leftoverStates returns the state directories under dir/PartialDir of artifacts other than the
-// one of manifest hex current, in name order (entries not named like a sha256 digest are not
-// states and are left out). A state may belong to a pull of that artifact still running.
+// one of manifest hex current whose pull is not running (stateLive), in name order (entries not
+// named like a sha256 digest are not states and are left out). The state of a pull running into
+// the same directory is not a leftover: it was reported as one.
 func leftoverStates(dir, current string) ([]LeftoverState, error) {
 	root := filepath.Join(dir, PartialDir)
 	ents, err := os.ReadDir(root)
@@ -220,6 +234,11 @@ func leftoverStates(dir, current string) ([]LeftoverState, error) {
 			continue
 		}
 		l := LeftoverState{Dir: filepath.Join(root, e.Name()), Digest: h}
+		if live, err := stateLive(l.Dir); err != nil {
+			return nil, err
+		} else if live {
+			continue
+		}
 		err = filepath.WalkDir(l.Dir, func(path string, d fs.DirEntry, err error) error {
 			if err != nil {
 				return err
@@ -237,6 +256,31 @@ func leftoverStates(dir, current string) ([]LeftoverState, error) {
 		out = append(out, l)
 	}
 	return out, nil
+}
+
+// stateLive reports whether a pull holds the lock of the state directory sd, i.e. is running (in
+// any process: the lock is flock(2)'s, released when its holder dies). It takes the lock shared
+// without waiting and releases it at once (openPartial waits lockGrace for a lock it finds held,
+// so a pull starting meanwhile is not refused). A state without a lock file, or on a filesystem
+// without flock (which cannot tell), is not live.
+func stateLive(sd string) (bool, error) {
+	p := filepath.Join(sd, lockName)
+	f, err := os.Open(p)
+	if errors.Is(err, fs.ErrNotExist) {
+		return false, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("interrupted pull state %s: %w", sd, err)
+	}
+	defer f.Close() // releases the lock when taken
+	switch err := flock.Lock(f, unix.LOCK_SH|unix.LOCK_NB); {
+	case err == nil, flock.Unsupported(err):
+		return false, nil
+	case errors.Is(err, unix.EWOULDBLOCK):
+		return true, nil
+	default:
+		return false, fmt.Errorf("interrupted pull state %s: flock %s: %w", sd, p, err)
+	}
 }
 
 // linkAndRemove renames src to dst by a hard link, which fails if dst exists, and removing src.

@@ -2,16 +2,19 @@
 // package's test binary built for a target (GOARCH, GOAMD64, ...) and run directly or under an
 // emulator (qemu-user), with the named tests required to run and pass. It serves the tests that
 // check orkpipe where its builders' machines are not: internal/avx2host (a CPU without AVX-512)
-// and internal/arm64host (the RK3588 board hosts, linux/arm64).
+// and internal/arm64host/... (the RK3588 board hosts, linux/arm64).
 package crosstest
 
 import (
 	"os"
 	"os/exec"
+	"path"
 	"path/filepath"
 	"regexp"
+	"runtime"
 	"strings"
 	"testing"
+	"time"
 
 	"orkpipe/internal/testfiles"
 )
@@ -35,21 +38,34 @@ type Target struct {
 	Args []string
 }
 
-// Run builds each suite's test binary for target (go test -c) and runs it from its package's
-// directory (its testdata, as go test runs it), one subtest per suite: a build or run failure, a
-// named test that did not run and pass (skipped included), or a run without PASS fails the subtest.
+// Run builds every suite's test binary for target in one go command (go test -c -o dir/ with all
+// the packages: one load of the package graph, the compiles and links in parallel under the go
+// command's own limit), then runs each from its package's directory (its testdata, as go test runs
+// it), one subtest per suite: a named test that did not run and pass (skipped included), or a run
+// without PASS fails the subtest; a build failure fails t before any suite runs. The go command names
+// the binaries by their packages' last path elements, which must therefore differ (it refuses
+// otherwise, naming the packages).
 func Run(t *testing.T, target Target, suites []Suite) {
 	t.Helper()
 	root := ModuleRoot(t)
 	bin := t.TempDir()
+	pkgs := make([]string, len(suites))
+	for i, s := range suites {
+		pkgs[i] = "./" + s.Pkg
+	}
+	start := time.Now()
+	build := exec.Command("go", append([]string{"test", "-c", "-o", bin + string(filepath.Separator)}, pkgs...)...)
+	build.Dir = root
+	build.Env = append(os.Environ(), target.Env...)
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("%s go test -c %s: %v\n%s", strings.Join(target.Env, " "), strings.Join(pkgs, " "), err, out)
+	}
+	t.Logf("%d test binaries built for %s in %v", len(suites), target.Name, time.Since(start).Round(100*time.Millisecond))
 	for _, s := range suites {
 		t.Run(s.Pkg, func(t *testing.T) {
-			exe := filepath.Join(bin, strings.ReplaceAll(s.Pkg, "/", "_")+".test")
-			build := exec.Command("go", "test", "-c", "-o", exe, "./"+s.Pkg)
-			build.Dir = root
-			build.Env = append(os.Environ(), target.Env...)
-			if out, err := build.CombinedOutput(); err != nil {
-				t.Fatalf("%s go test -c ./%s: %v\n%s", strings.Join(target.Env, " "), s.Pkg, err, out)
+			exe := filepath.Join(bin, path.Base(s.Pkg)+".test")
+			if _, err := os.Stat(exe); err != nil {
+				t.Fatalf("./%s: no test binary from go test -c (a package without tests?): %v", s.Pkg, err)
 			}
 			args := append(append(append([]string(nil), target.Wrap...), exe, "-test.v", "-test.count=1"), target.Args...)
 			if len(s.Tests) > 0 {
@@ -73,6 +89,27 @@ func Run(t *testing.T, target Target, suites []Suite) {
 			}
 		})
 	}
+}
+
+// LinuxArm64 is the target of the RK3588 board hosts: built as their binary is (CGO_ENABLED=0
+// GOOS=linux GOARCH=arm64, README "Install"), run directly on a linux/arm64 machine, else under
+// qemu-aarch64 (Emulator: why says what for when it is missing).
+func LinuxArm64(t *testing.T, why string) Target {
+	t.Helper()
+	target := Target{Name: "linux/arm64", Env: []string{"CGO_ENABLED=0", "GOOS=linux", "GOARCH=arm64"}}
+	if runtime.GOOS != "linux" || runtime.GOARCH != "arm64" {
+		target.Name, target.Wrap = "qemu-aarch64 (linux/arm64)", []string{Emulator(t, "qemu-aarch64", why)}
+	}
+	return target
+}
+
+// RunBoardHost runs suites (Run) on LinuxArm64 with -test.short: the board host's packages' tests
+// (internal/arm64host/ork and store).
+func RunBoardHost(t *testing.T, suites []Suite) {
+	t.Helper()
+	target := LinuxArm64(t, "run the board host's packages' tests built for linux/arm64")
+	target.Args = []string{"-test.short"}
+	Run(t, target, suites)
 }
 
 // Emulator returns the path of the qemu-user emulator name (qemu-x86_64, qemu-aarch64); without

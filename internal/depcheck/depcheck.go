@@ -24,8 +24,8 @@
 //	internal/startheap  nothing of the module (the start's huge-page advice: standard library only)
 //	internal/depcheck   nothing of the module
 //	internal/avx2host   nothing of the module; its test internal/crosstest (the kernels' tests on a CPU without AVX-512)
-//	internal/arm64host  nothing of the module; its tests internal/crosstest, registry/regtest (the board host's
-//	                    linux/arm64 binary and packages' tests under qemu-aarch64)
+//	internal/arm64host  nothing of the module, nor its packages (binary, ork, store); their tests internal/crosstest,
+//	                    registry/regtest (the board host's linux/arm64 binary and packages' tests under qemu-aarch64)
 //	internal/crosstest  internal/testfiles (test helper: packages' tests built for another machine and run there)
 //	internal/testfiles  nothing of the module (test helper)
 //	internal/fixtures   stages, artifacts, ork, internal/{testfiles,blake3x,hugebuf,flock} (test helper)
@@ -121,7 +121,7 @@ var layers = []layer{
 	{name: "internal/avx2host", testImports: []string{"internal/crosstest"},
 		why: "a test: it builds the kernel packages' tests and runs them on a CPU without AVX-512, importing none of them"},
 	{name: "internal/arm64host", testImports: []string{"internal/crosstest", "registry/regtest"},
-		why: "a test: the board host's linux/arm64 binary and packages' tests under qemu-aarch64, importing none of them"},
+		why: "tests (internal/arm64host/binary, ork, store): the board host's linux/arm64 binary and packages' tests under qemu-aarch64, importing none of them"},
 	{name: "internal/crosstest", mayImport: []string{"internal/testfiles"}, why: "a test helper: packages' tests built for another machine"},
 	{name: "internal/testfiles", why: "a test helper"},
 	{name: "internal/fixtures", mayImport: []string{"stages", "artifacts", "ork", "internal/testfiles", "internal/blake3x", "internal/hugebuf", "internal/flock"}, why: "a test helper at the stages level"},

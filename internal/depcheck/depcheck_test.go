@@ -123,7 +123,9 @@ func TestCheckCatches(t *testing.T) {
 		{Path: module + "/pipelines/daggerexec", Imports: append(m("artifacts"), "dagger.io/dagger")},
 		{Path: module + "/internal/blake3x", Imports: []string{"golang.org/x/sys/cpu"}, TestImports: m("internal/testfiles")},
 		{Path: module + "/internal/avx2host", TestImports: m("internal/testfiles", "internal/crosstest")},
-		{Path: module + "/internal/arm64host", TestImports: m("internal/testfiles", "internal/crosstest", "registry/regtest")},
+		{Path: module + "/internal/arm64host"},
+		{Path: module + "/internal/arm64host/binary", TestImports: m("internal/testfiles", "internal/crosstest", "registry/regtest")},
+		{Path: module + "/internal/arm64host/ork", TestImports: m("internal/testfiles", "internal/crosstest")},
 		{Path: module + "/internal/crosstest", Imports: m("internal/testfiles")},
 	}
 	top := []string{".ci", ".dagger", ".git", "artifacts", "bench", "cmd", "docs", "internal", "ork", "pipelines", "registry", "stages"}

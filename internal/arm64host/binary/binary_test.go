@@ -1,4 +1,4 @@
-package arm64host
+package binary
 
 import (
 	"bytes"
@@ -6,7 +6,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"slices"
 	"strings"
 	"testing"
@@ -15,47 +14,6 @@ import (
 	"orkpipe/internal/testfiles"
 	"orkpipe/registry/regtest"
 )
-
-// boardEnv is the go command's environment for the board host's builds (README, "Install").
-var boardEnv = []string{"CGO_ENABLED=0", "GOOS=linux", "GOARCH=arm64"}
-
-// boardSuites are the tests of what the board host's commands run (pull, verify, inspect, hash,
-// pack verify): BLAKE3 off amd64 (the portable tree and zeebo's Go code), the orkpack reader and the
-// untiling its checks decode through, GGUF headers and stubs, the store's hashes and ingest, the
-// board host's fingerprint, verify's checks, and pulls against a real registry (ranges in parallel
-// and out of order, holes, attestations, a pull killed three times that resumes). Left out: the
-// build side's tests; those that hold a child process's memory or the kernel's page state to a bound
-// (under qemu-user the emulator's own pages count, and madvise is not passed on); and registry's
-// TestSignedPull (22 s emulated: its refusals are the same Go on both machines, and
-// TestBoardHostBinary pulls a signed artifact with --trust and signs an attestation on this binary).
-var boardSuites = []crosstest.Suite{
-	{Pkg: "internal/blake3x"},
-	{Pkg: "ork/pack"},
-	{Pkg: "ork/tile"},
-	{Pkg: "ork/gguf"},
-	{Pkg: "ork/boardhost"},
-	{Pkg: "artifacts", Tests: []string{"TestParallelHashMatchesSerial", "TestParallelHashHoles", "TestHashSmall",
-		"TestHashFileCachesByStat", "TestHashFileRsyncCase", "TestHashFileErrors", "TestStreamHasher",
-		"TestIngestRoundTrip", "TestFlippedByteQuarantined", "TestAdoptDigsHoles", "TestVerifyRemembered"}},
-	{Pkg: "pipelines/verify", Tests: []string{"TestVerifyDirGood", "TestVerifyNotABuildDir", "TestVerifyCorruptEntry",
-		"TestVerifyStubZeroedNonOwned", "TestVerifyDoesNotFit", "TestVerifyLoaderCoverage", "TestVerifyRunStandIns",
-		"TestVerifyFingerprintRunBinary"}},
-	{Pkg: "registry", Tests: []string{"TestPullParallelRanges", "TestPullSwappedRanges", "TestEmptyAndHoleOnlyFiles",
-		"TestParseManifestRefuses", "TestAttachBoardVerification", "TestPullResumeAfterKill"}},
-}
-
-// TestBoardHostPackages runs boardSuites built for linux/arm64 (CGO_ENABLED=0, as the board's
-// binary is built) under qemu-aarch64, with -test.short; each named test must run and pass.
-func TestBoardHostPackages(t *testing.T) {
-	if testing.Short() {
-		testfiles.SkipShort(t, "-short: the board host's packages' tests built for linux/arm64 (minutes under emulation)")
-	}
-	target := crosstest.Target{Name: "linux/arm64", Env: boardEnv, Args: []string{"-test.short"}}
-	if target.Wrap = boardCPU(t, "run the board host's packages' tests built for linux/arm64"); target.Wrap != nil {
-		target.Name = "qemu-aarch64 (linux/arm64)"
-	}
-	crosstest.Run(t, target, boardSuites)
-}
 
 // TestBoardHostBinary is the board host's part of a release on the binary it runs there: this
 // machine builds the demo recipe and pushes it, signed, to a real registry (distribution, as a child
@@ -69,13 +27,13 @@ func TestBoardHostBinary(t *testing.T) {
 	if testing.Short() {
 		testfiles.SkipShort(t, "-short: the board host's binary (two builds of orkpipe, one run under emulation)")
 	}
-	wrap := boardCPU(t, "run the board host's linux/arm64 binary")
+	board := crosstest.LinuxArm64(t, "run the board host's linux/arm64 binary")
 	root := crosstest.ModuleRoot(t)
 	bin := t.TempDir()
-	host, board := filepath.Join(bin, "orkpipe"), filepath.Join(bin, "orkpipe-arm64")
+	host, boardBin := filepath.Join(bin, "orkpipe"), filepath.Join(bin, "orkpipe-arm64")
 	goBuild(t, root, host, nil)
-	goBuild(t, root, board, boardEnv)
-	checkStatic(t, board)
+	goBuild(t, root, boardBin, board.Env)
+	checkStatic(t, boardBin)
 
 	work := t.TempDir()
 	hostDir, boardDir := filepath.Join(work, "build"), filepath.Join(work, "board")
@@ -89,7 +47,7 @@ func TestBoardHostBinary(t *testing.T) {
 	}
 	onHost := func(args ...string) string { return run(t, hostDir, env(hostDir), append([]string{host}, args...)) }
 	onBoard := func(args ...string) string {
-		return run(t, boardDir, env(boardDir), slices.Concat(wrap, []string{board}, args))
+		return run(t, boardDir, env(boardDir), slices.Concat(board.Wrap, []string{boardBin}, args))
 	}
 
 	if v := onBoard("version"); !strings.Contains(v, "linux/arm64") || !strings.Contains(v, "numerics go arm64") {
@@ -144,16 +102,6 @@ func TestBoardHostBinary(t *testing.T) {
 			t.Errorf("describe on the build side lacks %q:\n%s", want, out)
 		}
 	}
-}
-
-// boardCPU returns the command line linux/arm64 binaries run under here: none on a linux/arm64
-// machine, else qemu-aarch64 (why says what for, in the message when it is missing).
-func boardCPU(t *testing.T, why string) []string {
-	t.Helper()
-	if runtime.GOOS == "linux" && runtime.GOARCH == "arm64" {
-		return nil
-	}
-	return []string{crosstest.Emulator(t, "qemu-aarch64", why)}
 }
 
 // goBuild builds cmd/orkpipe into out with env added to the go command's environment.

@@ -5,6 +5,7 @@ import (
 	"os"
 	"os/exec"
 	"runtime"
+	"slices"
 	"strings"
 	"testing"
 
@@ -45,6 +46,26 @@ var suites = []crosstest.Suite{
 	{Pkg: "internal/blake3x", Tests: []string{"TestHash8AVX2", "TestSum256", "TestChunks16", "TestParents16"}},
 }
 
+// qemuMaskFaults are the tests qemu-x86_64 cannot run, by package: they put a row before an
+// inaccessible page and check that the AVX2 kernels' masked loads and stores (VMASKMOVPS) touch
+// nothing past it. A CPU raises no fault for a masked-out lane (Intel SDM, VMASKMOV: "faults will
+// not occur due to referencing any memory location if the corresponding mask bit for that memory
+// location is 0"); Debian's qemu-user 7.2 faults (SIGSEGV in expShift8, where a real AVX2 CPU passes).
+// Every AVX2 build host, with AVX-512 or without, runs them on its own CPU in the package's tests.
+var qemuMaskFaults = map[string][]string{"ork/model/internal/softmax": {"TestKernelReadsOnlyItsValues"}}
+
+// emulatedSuites returns suites, under an emulator without qemuMaskFaults' tests.
+func emulatedSuites(suites []crosstest.Suite, emulated bool) []crosstest.Suite {
+	if !emulated {
+		return suites
+	}
+	out := slices.Clone(suites)
+	for i, s := range out {
+		out[i].Skip = append(slices.Clone(s.Skip), qemuMaskFaults[s.Pkg]...)
+	}
+	return out
+}
+
 // TestKernelsWithoutAVX512 builds each suite's package tests and runs them on a CPU without AVX-512,
 // with -test.short (the longest of them try fewer layouts): on this CPU itself when it has AVX2 and FMA
 // and no AVX-512 (a Zen 2 or 3 build host), else under qemu-x86_64 -cpu Haswell (Debian's qemu-user;
@@ -63,7 +84,7 @@ func TestKernelsWithoutAVX512(t *testing.T) {
 		target.Name, target.Wrap = "qemu-x86_64 -cpu Haswell", []string{emulator(t), "-cpu", "Haswell"}
 	}
 	t.Logf("the kernels' tests run on %s", target.Name)
-	crosstest.Run(t, target, suites)
+	crosstest.Run(t, target, emulatedSuites(suites, target.Wrap != nil))
 }
 
 // nativeAVX2Host reports whether this CPU is the one the test means: AVX2 and FMA, no AVX-512 (so the

@@ -117,7 +117,8 @@ type planOutput struct {
 	// HostSpeeds are the speeds the nodes' modeled costs (cost_ns) are at: this host's, measured, or
 	// the reference host's (hostspeed.Speeds); absent for a target without modeled costs.
 	HostSpeeds *hostspeed.Speeds `json:"host_speeds,omitempty"`
-	// WritesBytes is what the nodes not cached write into the cache (planSpace), CacheFreeBytes the
+	// WritesBytes is what the nodes not cached write into the cache, with the outputs of the nodes
+	// cached only in the remote cache, which the build downloads there (planSpace); CacheFreeBytes the
 	// space its filesystem has, when known.
 	WritesBytes    int64  `json:"writes_bytes"`
 	CacheFreeBytes *int64 `json:"cache_free_bytes,omitempty"`
@@ -319,17 +320,23 @@ func runPlan(ctx context.Context, opts *globalOptions, arg string, sets []string
 
 // writeNodeTable prints the plan's nodes for people, as `orkpipe plan` and `orkpipe build --plan`
 // do: each node's ID, stage, key (short; "pending" while it depends on outputs not built yet),
-// whether it is cached, its declared memory and its dependencies; then a line of totals.
+// whether it is cached ("remote": in the remote cache only, its outputs not downloaded), its declared
+// memory and its dependencies; then a line of totals.
 func writeNodeTable(w io.Writer, nodes []engine.NodeStatus, name string, budget int64) error {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "NODE\tSTAGE\tKEY\tCACHED\tMEM\tDEPS")
-	cached := 0
+	cached, remote := 0, 0
 	for _, n := range nodes {
 		key, c := "pending", "no"
 		if n.Key != "" {
 			key = strings.TrimPrefix(n.Key, "blake3:")[:12]
 		}
-		if n.Cached {
+		switch {
+		case n.Remote:
+			c = "remote"
+			cached++
+			remote++
+		case n.Cached:
 			c = "yes"
 			cached++
 		}
@@ -338,7 +345,11 @@ func writeNodeTable(w io.Writer, nodes []engine.NodeStatus, name string, budget 
 	if err := tw.Flush(); err != nil {
 		return err
 	}
-	_, err := fmt.Fprintf(w, "%s: %d nodes, %d cached, memory budget %s\n", name, len(nodes), cached, units.FormatSize(budget))
+	inRemote := ""
+	if remote > 0 {
+		inRemote = fmt.Sprintf(" (%d in the remote cache)", remote)
+	}
+	_, err := fmt.Fprintf(w, "%s: %d nodes, %d cached%s, memory budget %s\n", name, len(nodes), cached, inRemote, units.FormatSize(budget))
 	return err
 }
 

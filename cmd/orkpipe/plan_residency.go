@@ -26,6 +26,8 @@ func planResidency(ctx context.Context, opts *globalOptions, nodes []engine.Node
 	switch {
 	case n == nil:
 		return nil, "", nil
+	case n.Remote:
+		return nil, "pending: the residency node is in the remote cache, and plan downloads no output (the build does)", nil
 	case n.Cached:
 		f, err := stages.ReadResidency(n.Files["residency.json"])
 		return f, "cached", err

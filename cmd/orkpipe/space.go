@@ -18,14 +18,17 @@ import (
 )
 
 // planSpace is what the nodes of a plan that are not cached would write into the cache (the sum of
-// their declared output sizes, engine.Node.Writes) against the room the cache's filesystem has, and,
+// their declared output sizes, engine.Node.Writes), with the outputs of the nodes cached only in the
+// remote cache, which the build downloads there, against the room the cache's filesystem has, and,
 // when the results' directory is on another filesystem (where they are copies, not hard links), what
 // copying them there writes against the room that filesystem has.
 type planSpace struct {
 	dir    string // the cache directory
 	run    int    // nodes not cached
-	writes int64
-	free   int64 // bytes available to this user on dir's filesystem; -1 unknown
+	remote int    // nodes cached only in the remote cache
+	fetch  int64  // the recorded output bytes of those, which the build downloads
+	writes int64  // the declared writes of the nodes not cached, and fetch
+	free   int64  // bytes available to this user on dir's filesystem; -1 unknown
 
 	out      string // the results' directory when it is on another filesystem than the cache, else ""
 	outBytes int64  // what copying the results not already in place there writes
@@ -46,9 +49,14 @@ type planSpace struct {
 func spaceOf(ctx context.Context, opts *globalOptions, store *artifacts.Store, nodes []engine.NodeStatus, outDir string) planSpace {
 	s := planSpace{free: -1}
 	for _, n := range nodes {
-		if !n.Cached {
+		switch {
+		case !n.Cached:
 			s.run++
 			s.writes += n.Writes
+		case n.Remote:
+			s.remote++
+			s.fetch += n.RemoteBytes
+			s.writes += n.RemoteBytes
 		}
 	}
 	dir, err := opts.cache()
@@ -160,10 +168,10 @@ func (s planSpace) outShort() bool { return s.out != "" && s.outBytes > s.outFre
 func (s planSpace) check(target string) error {
 	var errs []error
 	if s.short() {
-		errs = append(errs, fmt.Errorf("build %s: the %d nodes not cached write about %s into the cache %s, whose filesystem has %s free: "+
+		errs = append(errs, fmt.Errorf("build %s: %s write about %s into the cache %s, whose filesystem has %s free: "+
 			"free space there (orkpipe cache du shows what the cache holds; %s), "+
 			"point --cache at a larger disk (the build starts over in an empty cache), or pass --no-space-check",
-			target, s.run, units.FormatSize(s.writes), s.dir, units.FormatSize(s.free), s.gcHint()))
+			target, s.what(true), units.FormatSize(s.writes), s.dir, units.FormatSize(s.free), s.gcHint()))
 	}
 	if s.outShort() {
 		errs = append(errs, fmt.Errorf("build %s: copying the results into %s (another filesystem than the cache's, so copies, not hard links) "+
@@ -219,17 +227,33 @@ func (s planSpace) setJSON(out *planOutput) {
 	}
 }
 
-// write prints the space line after the plan's table: nothing when every node is cached.
+// what names what writes into the cache: the nodes not cached (with their count when counted), the
+// downloads from the remote cache.
+func (s planSpace) what(counted bool) string {
+	var parts []string
+	switch {
+	case s.run > 0 && counted:
+		parts = append(parts, fmt.Sprintf("the %d nodes not cached", s.run))
+	case s.run > 0:
+		parts = append(parts, "the nodes not cached")
+	}
+	if s.remote > 0 {
+		parts = append(parts, fmt.Sprintf("the downloads of the %d nodes in the remote cache (%s)", s.remote, units.FormatSize(s.fetch)))
+	}
+	return strings.Join(parts, " and ")
+}
+
+// write prints the space line after the plan's table: nothing when every node is cached locally.
 func (s planSpace) write(w io.Writer) {
 	switch {
-	case s.run == 0:
+	case s.run == 0 && s.remote == 0:
 	case s.free < 0:
-		fmt.Fprintf(w, "cache: the nodes not cached write about %s\n", units.FormatSize(s.writes))
+		fmt.Fprintf(w, "cache: %s write about %s\n", s.what(false), units.FormatSize(s.writes))
 	case s.short():
-		fmt.Fprintf(w, "cache: the nodes not cached write about %s, more than the %s free in %s: the build would stop for lack of space (%s)\n",
-			units.FormatSize(s.writes), units.FormatSize(s.free), s.dir, s.gcHint())
+		fmt.Fprintf(w, "cache: %s write about %s, more than the %s free in %s: the build would stop for lack of space (%s)\n",
+			s.what(false), units.FormatSize(s.writes), units.FormatSize(s.free), s.dir, s.gcHint())
 	default:
-		fmt.Fprintf(w, "cache: the nodes not cached write about %s (%s free in %s)\n", units.FormatSize(s.writes), units.FormatSize(s.free), s.dir)
+		fmt.Fprintf(w, "cache: %s write about %s (%s free in %s)\n", s.what(false), units.FormatSize(s.writes), units.FormatSize(s.free), s.dir)
 	}
 	switch {
 	case s.out == "" || s.outBytes == 0:

@@ -151,16 +151,20 @@ func checkFileName(n string) error {
 
 // NodeStatus is the planned state of one node (see Engine.Status).
 type NodeStatus struct {
-	ID       string              `json:"node"`
-	Stage    string              `json:"stage"`
-	Key      string              `json:"key"`                // "" while it depends on outputs not built yet
-	Cached   bool                `json:"cached"`             // an action record with intact outputs exists
-	Mem      int64               `json:"mem"`                // declared peak memory in bytes
-	Writes   int64               `json:"writes,omitempty"`   // estimated bytes of its outputs in the store (Node.Writes)
-	CostNS   int64               `json:"cost_ns,omitempty"`  // estimated CPU time of its run, ns of one core of the planning host (Node.Cost)
-	Deps     []string            `json:"deps,omitempty"`     // ids of the nodes it consumes
-	Material *stages.KeyMaterial `json:"material,omitempty"` // nil while the key is unknown
-	SameAs   string              `json:"same_as,omitempty"`  // an earlier node with identical key material
+	ID     string `json:"node"`
+	Stage  string `json:"stage"`
+	Key    string `json:"key"`    // "" while it depends on outputs not built yet
+	Cached bool   `json:"cached"` // an action record with intact outputs exists
+	// Remote: cached in the remote cache only (PeekStore): its record was read from there, its
+	// outputs not downloaded; the build downloads them (RemoteBytes).
+	Remote      bool                `json:"remote,omitempty"`
+	RemoteBytes int64               `json:"remote_bytes,omitempty"` // a remote node's recorded output bytes
+	Mem         int64               `json:"mem"`                    // declared peak memory in bytes
+	Writes      int64               `json:"writes,omitempty"`       // estimated bytes of its outputs in the store (Node.Writes)
+	CostNS      int64               `json:"cost_ns,omitempty"`      // estimated CPU time of its run, ns of one core of the planning host (Node.Cost)
+	Deps        []string            `json:"deps,omitempty"`         // ids of the nodes it consumes
+	Material    *stages.KeyMaterial `json:"material,omitempty"`     // nil while the key is unknown
+	SameAs      string              `json:"same_as,omitempty"`      // an earlier node with identical key material
 	// Exports maps the graph's exports this node delivers to the outputs they are (export name ->
 	// output name).
 	Exports map[string]string `json:"exports,omitempty"`
@@ -171,7 +175,8 @@ type NodeStatus struct {
 
 // Status computes, without running anything, each node's key wherever it can be known (its inputs
 // are source files or outputs of cached nodes) and whether it is cached. Source files are hashed
-// through the store's stat cache.
+// through the store's stat cache. With a PeekStore, a node the remote cache holds is cached (Remote)
+// with only its record fetched: planning downloads no output.
 func (e *Engine) Status(ctx context.Context, p *Plan) ([]NodeStatus, error) {
 	out := make([]NodeStatus, len(p.nodes))
 	outputs := make([]map[string]stages.File, len(p.nodes))
@@ -206,7 +211,7 @@ func (e *Engine) Status(ctx context.Context, p *Plan) ([]NodeStatus, error) {
 		} else {
 			byKey[key] = pn.node.id
 		}
-		rec, err := e.store.GetAction(ctx, key)
+		rec, remote, err := e.peekAction(ctx, key)
 		if err != nil {
 			if cerr := ctx.Err(); cerr != nil {
 				return nil, cerr
@@ -221,6 +226,13 @@ func (e *Engine) Status(ctx context.Context, p *Plan) ([]NodeStatus, error) {
 			continue // outputs unusable: a miss
 		}
 		out[i].Cached, outputs[i] = true, files
+		if remote {
+			out[i].Remote = true
+			for _, o := range rec.Outputs {
+				out[i].RemoteBytes += o.Size
+			}
+			continue // its outputs are not (all) local: no Files
+		}
 		out[i].Files = make(map[string]stages.File, len(files))
 		for name, f := range files {
 			if f.Path, err = e.store.Path(ctx, f.Digest); err == nil {
@@ -235,4 +247,14 @@ func (e *Engine) Status(ctx context.Context, p *Plan) ([]NodeStatus, error) {
 		out[x.node].Exports[x.name] = x.output
 	}
 	return out, nil
+}
+
+// peekAction looks key up as Status does: through PeekStore when the store has it (remote true for
+// a record only the remote cache holds, its outputs not downloaded), else GetAction.
+func (e *Engine) peekAction(ctx context.Context, key artifacts.Digest) (rec artifacts.ActionRecord, remote bool, err error) {
+	if ps, ok := e.store.(PeekStore); ok {
+		return ps.PeekAction(ctx, key)
+	}
+	rec, err = e.store.GetAction(ctx, key)
+	return rec, false, err
 }

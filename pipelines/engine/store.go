@@ -24,3 +24,11 @@ type Store interface {
 }
 
 var _ Store = (*artifacts.Store)(nil)
+
+// PeekStore is a Store backed by a remote cache (pipelines/remotecache) that can tell a remote hit
+// without downloading its outputs. PeekAction returns key's record as GetAction does (the same
+// errors), with remote true when the record is only in the remote cache and its outputs are not
+// downloaded; a later GetAction of key downloads them. Engine.Status uses it when the store has it.
+type PeekStore interface {
+	PeekAction(ctx context.Context, key artifacts.Digest) (rec artifacts.ActionRecord, remote bool, err error)
+}

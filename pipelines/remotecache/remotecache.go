@@ -15,9 +15,11 @@
 //
 // The engine looks a node's key up more than once in one command: Engine.Status (the plan, and
 // `orkpipe build`'s space check) and then the build, which looks once before taking the node's job
-// slot and key lock and once after. A Store asks the registry once per key: a hit is recorded in the
-// local store, so every later look is local; a miss or a failure is remembered, and every later look
-// returns it without a request — a corrupt blob costs the download attempts of one lookup, not of
+// slot and key lock and once after. A Store asks the registry once per key: a hit's record is
+// remembered (Status peeks with PeekAction, which downloads no output: the build downloads them), and
+// once GetAction has downloaded its outputs it is recorded in the local store, so every later look is
+// local; a miss or a failure (also of a download) is remembered, and every later look returns it
+// without a request — a corrupt blob costs the download attempts of one lookup, not of
 // three. What is remembered lasts as long as the Store (the CLI opens one per command), except that
 // publishing a key forgets it, and a lookup its context canceled is not remembered. A record
 // another machine publishes while this Store lives is therefore not seen by it: open a Store per
@@ -49,13 +51,14 @@ type Store struct {
 	repo   string
 
 	mu      sync.Mutex
-	lookups map[artifacts.Digest]*lookup // remote lookups running, and those that failed
+	lookups map[artifacts.Digest]*lookup // remote lookups running, and those done whose record is not local
 }
 
-// lookup is one remote lookup of a key: err is set before done is closed.
+// lookup is one remote lookup of a key: entry (a hit) or err is set before done is closed.
 type lookup struct {
-	done chan struct{}
-	err  error
+	done  chan struct{}
+	entry cacherepo.Entry
+	err   error
 }
 
 var _ engine.Store = (*Store)(nil)
@@ -95,9 +98,59 @@ func (s *Store) GetAction(ctx context.Context, key artifacts.Digest) (artifacts.
 	}
 }
 
-// remoteGet returns key's record from the remote cache through the lookups shared by this Store's
-// callers (the package doc, "One remote lookup per key").
+// PeekAction is GetAction without downloading outputs: the local record (remote false), or else
+// the remote one, of which only the manifest and the record are fetched (remote true); the outputs
+// are downloaded by a later GetAction of key, which does not ask the registry for the record again.
+// Engine.Status uses it, so that planning learns what the remote cache holds without fetching it
+// (at 27B, many GiB). A damaged local record is handled as GetAction handles it.
+func (s *Store) PeekAction(ctx context.Context, key artifacts.Digest) (rec artifacts.ActionRecord, remote bool, err error) {
+	rec, err = s.Store.GetAction(ctx, key)
+	if err == nil || !(errors.Is(err, artifacts.ErrNotFound) || errors.Is(err, artifacts.ErrInvalidRecord)) {
+		return rec, false, err
+	}
+	damaged := err
+	e, err := s.remoteLookup(ctx, key)
+	switch {
+	case err == nil:
+		return e.Record, true, nil
+	case !errors.Is(damaged, artifacts.ErrInvalidRecord):
+		return artifacts.ActionRecord{}, false, err
+	case errors.Is(err, artifacts.ErrNotFound):
+		return artifacts.ActionRecord{}, false, damaged
+	default:
+		return artifacts.ActionRecord{}, false, fmt.Errorf("%w (looked up in the remote cache because the local record is damaged: %v)", err, damaged)
+	}
+}
+
+var _ engine.PeekStore = (*Store)(nil)
+
+// remoteGet returns key's record from the remote cache, its outputs downloaded and verified into
+// the local store and the record then kept locally; the record is looked up once for this Store's
+// callers (remoteLookup). A failed download is remembered as the key's lookup (the package doc,
+// "One remote lookup per key").
 func (s *Store) remoteGet(ctx context.Context, key artifacts.Digest) (artifacts.ActionRecord, error) {
+	e, err := s.remoteLookup(ctx, key)
+	if err != nil {
+		return artifacts.ActionRecord{}, err
+	}
+	if err := s.remote.Fetch(ctx, s.Store, e); err != nil {
+		err = fmt.Errorf("remote cache %s: node %s: %w", s.repo, key, err)
+		if !isCanceled(err) {
+			s.remember(key, err)
+		}
+		return artifacts.ActionRecord{}, err
+	}
+	if err := s.Store.PutAction(ctx, e.Record); err != nil {
+		return artifacts.ActionRecord{}, fmt.Errorf("recording the remote result of node %s locally: %w", key, err)
+	}
+	s.forget(key) // local now: every later look is local
+	return e.Record, nil
+}
+
+// remoteLookup returns key's remote entry (its record, no output downloaded) through the lookups
+// shared by this Store's callers: the first asks the registry, the others wait for its answer.
+// A hit, a miss or a failure is remembered; a lookup its context canceled is forgotten.
+func (s *Store) remoteLookup(ctx context.Context, key artifacts.Digest) (cacherepo.Entry, error) {
 	for {
 		s.mu.Lock()
 		l, running := s.lookups[key]
@@ -107,52 +160,54 @@ func (s *Store) remoteGet(ctx context.Context, key artifacts.Digest) (artifacts.
 		}
 		s.mu.Unlock()
 		if !running {
-			return s.lookUp(ctx, key, l)
+			l.entry, l.err = s.remote.Lookup(ctx, key)
+			if l.err != nil && !errors.Is(l.err, artifacts.ErrNotFound) {
+				l.err = fmt.Errorf("remote cache %s: node %s: %w", s.repo, key, l.err)
+			}
+			if isCanceled(l.err) {
+				s.drop(key, l)
+			}
+			close(l.done)
+			return l.entry, l.err
 		}
 		select {
 		case <-l.done:
 		case <-ctx.Done():
-			return artifacts.ActionRecord{}, ctx.Err()
-		}
-		if l.err == nil { // that lookup stored the record locally
-			return s.Store.GetAction(ctx, key)
+			return cacherepo.Entry{}, ctx.Err()
 		}
 		if !isCanceled(l.err) || ctx.Err() != nil {
-			return artifacts.ActionRecord{}, l.err
+			return l.entry, l.err
 		}
 		// That lookup's context ended, not ours: it was forgotten; look again.
 	}
 }
 
-// lookUp asks the registry for key as lookup l, remembers a miss or a failure in l and forgets a
-// hit (now local) or a canceled lookup.
-func (s *Store) lookUp(ctx context.Context, key artifacts.Digest, l *lookup) (artifacts.ActionRecord, error) {
-	rec, err := s.remoteAction(ctx, key)
-	l.err = err
-	if err == nil || isCanceled(err) {
-		s.mu.Lock()
-		if s.lookups[key] == l {
-			delete(s.lookups, key)
-		}
-		s.mu.Unlock()
-	}
+// remember replaces key's lookup with the failure err (a download that failed after the record was
+// found), which every later look returns.
+func (s *Store) remember(key artifacts.Digest, err error) {
+	l := &lookup{done: make(chan struct{}), err: err}
 	close(l.done)
-	return rec, err
+	s.mu.Lock()
+	s.lookups[key] = l
+	s.mu.Unlock()
 }
 
-// remoteAction fetches key's record and outputs from the registry and records it locally.
-func (s *Store) remoteAction(ctx context.Context, key artifacts.Digest) (artifacts.ActionRecord, error) {
-	rec, err := s.remote.GetAction(ctx, s.Store, key)
-	if err != nil {
-		if errors.Is(err, artifacts.ErrNotFound) {
-			return artifacts.ActionRecord{}, err
-		}
-		return artifacts.ActionRecord{}, fmt.Errorf("remote cache %s: node %s: %w", s.repo, key, err)
+// forget drops key's finished lookup (its record is local now, or published).
+func (s *Store) forget(key artifacts.Digest) {
+	s.mu.Lock()
+	if l, ok := s.lookups[key]; ok && isDone(l) {
+		delete(s.lookups, key)
 	}
-	if err := s.Store.PutAction(ctx, rec); err != nil {
-		return artifacts.ActionRecord{}, fmt.Errorf("recording the remote result of node %s locally: %w", key, err)
+	s.mu.Unlock()
+}
+
+// drop removes lookup l of key if it is still the key's.
+func (s *Store) drop(key artifacts.Digest, l *lookup) {
+	s.mu.Lock()
+	if s.lookups[key] == l {
+		delete(s.lookups, key)
 	}
-	return rec, nil
+	s.mu.Unlock()
 }
 
 func isCanceled(err error) bool {
@@ -166,11 +221,7 @@ func (s *Store) PutAction(ctx context.Context, rec artifacts.ActionRecord) error
 	if err := s.Store.PutAction(ctx, rec); err != nil {
 		return err
 	}
-	s.mu.Lock()
-	if l, ok := s.lookups[rec.Key]; ok && isDone(l) {
-		delete(s.lookups, rec.Key)
-	}
-	s.mu.Unlock()
+	s.forget(rec.Key)
 	if err := s.remote.PutAction(ctx, s.Store, rec); err != nil {
 		return fmt.Errorf("remote cache %s: publishing node %s: %w", s.repo, rec.Key, err)
 	}

@@ -150,13 +150,34 @@ func openAt(ctx context.Context, store *artifacts.Store, d artifacts.Digest, off
 	return rc, nil
 }
 
+// Entry is a node's record as the repository holds it, with the layers its outputs are in
+// (Lookup, which checked the layers against the record); Fetch downloads the outputs.
+type Entry struct {
+	Record artifacts.ActionRecord
+	layers []v1.Descriptor // one per output, in record order, checked against the record
+}
+
 // GetAction fetches the record of key and makes sure every output is in store, downloading and
-// verifying the missing ones. A key the repository does not have is an error wrapping
-// artifacts.ErrNotFound (a miss). A blob that arrives corrupt on every attempt is remembered as
-// corrupt in the registry (PutAction salts it). The record is returned, not stored: the caller
-// records it with store.PutAction once it accepts the hit.
+// verifying the missing ones (Lookup, then Fetch). A key the repository does not have is an error
+// wrapping artifacts.ErrNotFound (a miss). A blob that arrives corrupt on every attempt is
+// remembered as corrupt in the registry (PutAction salts it). The record is returned, not stored:
+// the caller records it with store.PutAction once it accepts the hit.
 func (c *Repo) GetAction(ctx context.Context, store *artifacts.Store, key artifacts.Digest) (artifacts.ActionRecord, error) {
-	var none artifacts.ActionRecord
+	e, err := c.Lookup(ctx, key)
+	if err != nil {
+		return artifacts.ActionRecord{}, err
+	}
+	if err := c.Fetch(ctx, store, e); err != nil {
+		return artifacts.ActionRecord{}, err
+	}
+	return e.Record, nil
+}
+
+// Lookup fetches key's manifest and record (one small blob) and checks that its layers match the
+// record's outputs, without downloading any output. A key the repository does not have is an error
+// wrapping artifacts.ErrNotFound (a miss).
+func (c *Repo) Lookup(ctx context.Context, key artifacts.Digest) (Entry, error) {
+	var none Entry
 	raw, _, err := c.r.GetManifest(ctx, tag(key))
 	if errors.Is(err, oci.ErrManifestUnknown) {
 		return none, fmt.Errorf("remote cache %s: %w", key, artifacts.ErrNotFound)
@@ -196,6 +217,21 @@ func (c *Repo) GetAction(ctx context.Context, store *artifacts.Store, key artifa
 				key, ErrInvalid, i, l.MediaType, l.Size, AnnotationObjectB3, l.Annotations[AnnotationObjectB3], out.Name, out.Digest, out.Size)
 		}
 		c.corruptBelow(object, gen) // a salted layer of generation gen replaced corrupt ones
+	}
+	return Entry{Record: rec, layers: m.Layers}, nil
+}
+
+// Fetch makes sure every output of e (from Lookup) is in store, downloading and verifying the
+// missing ones. A blob that arrives corrupt on every attempt is remembered as corrupt in the
+// registry (PutAction salts it).
+func (c *Repo) Fetch(ctx context.Context, store *artifacts.Store, e Entry) error {
+	key := e.Record.Key
+	for i, out := range e.Record.Outputs {
+		l := e.layers[i]
+		prefix, object, gen, err := saltLine(l)
+		if err != nil {
+			return fmt.Errorf("remote cache get %s: output %s: %w", key, out.Name, err)
+		}
 		if _, err := store.Stat(ctx, out.Digest); err == nil {
 			continue
 		}
@@ -203,10 +239,10 @@ func (c *Repo) GetAction(ctx context.Context, store *artifacts.Store, key artifa
 			if blobCorrupt(err) && ctx.Err() == nil {
 				c.corruptBelow(object, gen+1)
 			}
-			return none, fmt.Errorf("remote cache get %s: output %s (%s, layer %s): %w", key, out.Name, out.Digest, l.Digest, err)
+			return fmt.Errorf("remote cache get %s: output %s (%s, layer %s): %w", key, out.Name, out.Digest, l.Digest, err)
 		}
 	}
-	return rec, nil
+	return nil
 }
 
 // fetchObject streams one layer, whose bytes are prefix and then out, into the store, retrying

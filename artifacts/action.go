@@ -183,9 +183,9 @@ func (s *Store) PutAction(ctx context.Context, rec ActionRecord) error {
 // file that is not a valid record of key (it does not decode, fails validation, names another key
 // or exceeds the size limit) is never a hit, and is handled as a corrupt object is: it is moved to
 // quarantine/, logged at warning level naming the key, the record file and where it went, and this
-// lookup fails with an error wrapping ErrInvalidRecord that says so (the node runs again, as for
-// any unusable record); the next lookup is a plain miss. A record that cannot be read (an I/O
-// error) is an error naming the file.
+// lookup fails with an error wrapping ErrInvalidRecord that says so (a miss here: the node runs
+// again, as for any unusable record, unless a remote cache serves it); the next lookup is a plain
+// miss. A record that cannot be read (an I/O error) is an error naming the file.
 func (s *Store) GetAction(ctx context.Context, key Digest) (ActionRecord, error) {
 	if err := ctx.Err(); err != nil {
 		return ActionRecord{}, err
@@ -269,7 +269,8 @@ func (s *Store) invalidAction(key Digest, p string, ino uint64, why error) error
 	case q == "":
 		return nil
 	}
-	s.log.Warn("invalid action record quarantined; the node runs again", "key", key.String(), "record", p, "reason", why, "quarantine", q)
+	// The node runs again, or a remote cache serves it: the caller (the engine) says which.
+	s.log.Warn("invalid action record quarantined; its lookup is a miss in this cache", "key", key.String(), "record", p, "reason", why, "quarantine", q)
 	return fmt.Errorf("%w; moved to %s", why, q)
 }
 

@@ -322,7 +322,8 @@ func TestRemoteCacheOneLookupPerNode(t *testing.T) {
 // cut short) is quarantined by its first lookup, which fails with artifacts.ErrInvalidRecord; that
 // lookup is a miss for the remote cache, which holds the key: the plan that meets it shows the node
 // cached (served from the remote), the build executes nothing, and the record is local and valid
-// again. The remote cache was asked only on ErrNotFound, so that lookup was a miss: the plan showed
+// again; the warnings say the record was quarantined, not that the node runs (the store's said so).
+// The remote cache was asked only on ErrNotFound, so that lookup was a miss: the plan showed
 // the node to run (a build's second look, after the quarantine, did reach the remote).
 func TestRemoteCacheServesDamagedLocalRecord(t *testing.T) {
 	reg := regtest.Start(t, nil)
@@ -351,6 +352,11 @@ func TestRemoteCacheServesDamagedLocalRecord(t *testing.T) {
 
 	// The plan (one lookup per node, as `orkpipe build --plan` and build's space check make) is
 	// the look that meets the damaged record: the build's own looks come after it was quarantined.
+	// What the store and the engine log (both to the default logger) must be true: the node is
+	// quarantined and served from the remote cache, so nothing may say it runs.
+	var logs bytes.Buffer
+	defer func(l *slog.Logger) { slog.SetDefault(l) }(slog.Default())
+	slog.SetDefault(slog.New(slog.NewTextHandler(&logs, nil)))
 	m := newMachine(t, reg, "orkpipe/cache", dir)
 	defer m.local.Close()
 	st, err := m.e.Status(context.Background(), m.p)
@@ -376,6 +382,9 @@ func TestRemoteCacheServesDamagedLocalRecord(t *testing.T) {
 	}
 	if q, _ := filepath.Glob(filepath.Join(dir, "cache", "quarantine", "action-"+key.Hex()+".*.json")); len(q) != 1 {
 		t.Errorf("quarantine holds %v, want the damaged record", q)
+	}
+	if l := logs.String(); !strings.Contains(l, "invalid action record quarantined") || (strings.Contains(l, "runs again") || strings.Contains(l, "will run")) {
+		t.Errorf("logs of a damaged record the remote cache served: want its quarantine, and nothing saying the node runs:\n%s", l)
 	}
 	if _, err := m.local.GetAction(context.Background(), key); err != nil {
 		t.Errorf("the join node's local record after the remote hit: %v", err)

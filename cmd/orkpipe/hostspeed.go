@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 
+	"orkpipe/artifacts"
 	"orkpipe/internal/buildinfo"
 	"orkpipe/ork/hostspeed"
 	"orkpipe/pipelines/build"
@@ -19,7 +20,8 @@ const hostSpeedsEnv = "ORKPIPE_HOST_SPEEDS"
 // hostSpeeds returns this host's kernel speeds for the stages' cost model (build.WithHostSpeeds):
 // measured once per host and orkpipe binary (about half a second) and kept in the cache's history
 // (progress.LoadHostSpeeds), or the reference host's with ORKPIPE_HOST_SPEEDS=reference. What cannot be
-// measured or kept is logged, and the reference host's speeds are used where none were measured.
+// measured or kept is logged, and the reference host's speeds are used where none were measured. On
+// a cache it cannot write it only reads them (readOnlyHostSpeeds).
 func hostSpeeds(ctx context.Context, opts *globalOptions) (hostspeed.Speeds, error) {
 	switch v := os.Getenv(hostSpeedsEnv); v {
 	case "":
@@ -38,6 +40,9 @@ func hostSpeeds(ctx context.Context, opts *globalOptions) (hostspeed.Speeds, err
 		return hostspeed.Reference, nil
 	}
 	path := progress.HostsFile(engine.HistoryDir(dir))
+	if werr := artifacts.Writable(dir); werr != nil {
+		return readOnlyHostSpeeds(ctx, opts, path, bin.Digest.String(), werr)
+	}
 	s, measured, err := progress.LoadHostSpeeds(ctx, path, hostspeed.Host(), bin.Digest.String(), hostspeed.Measure)
 	if ctx.Err() != nil {
 		return hostspeed.Speeds{}, ctx.Err()
@@ -53,6 +58,34 @@ func hostSpeeds(ctx context.Context, opts *globalOptions) (hostspeed.Speeds, err
 		opts.logger.Info("measured this host's kernel speeds for the estimates (once per host and binary)", "file", path,
 			"speeds", describeSpeeds(s))
 	}
+	return s, nil
+}
+
+// readOnlyHostSpeeds is hostSpeeds on a cache this process cannot write (why, artifacts.Writable's
+// error; plan and build --plan open it read-only): the speeds its hosts file keeps for this host and
+// binary, else this host's measured now and not kept, which -v says (each command on that cache
+// measures again; it warned on every one that it could not keep them). A damaged hosts file is
+// logged, as on a writable cache.
+func readOnlyHostSpeeds(ctx context.Context, opts *globalOptions, path, binary string, why error) (hostspeed.Speeds, error) {
+	s, found, err := progress.ReadHostSpeeds(path, hostspeed.Host(), binary)
+	if found {
+		return s, nil
+	}
+	if err != nil {
+		opts.logger.Warn("this host's speeds", "err", err)
+	}
+	if s, err = hostspeed.Measure(ctx); err == nil {
+		err = s.Validate()
+	}
+	if ctx.Err() != nil {
+		return hostspeed.Speeds{}, ctx.Err()
+	}
+	if err != nil {
+		opts.logger.Warn("this host's speeds not measured (the estimates are at the reference host's)", "err", err)
+		return hostspeed.Reference, nil
+	}
+	opts.logger.Info("measured this host's kernel speeds for the estimates; not kept, the cache being read-only (each command on it measures them again)",
+		"file", path, "why", why, "speeds", describeSpeeds(s))
 	return s, nil
 }
 

@@ -30,8 +30,9 @@ type roCache struct {
 // plan and build --plan see every node of the built recipe cached, explain, cache du, cache verify
 // and hash answer as on a writable cache; build --plan with --remote-cache warns once that the remote
 // cache is not consulted (nothing it holds could be stored), and verify REF without -o asks for -o
-// before pulling. They all failed (the store opened store.lock for writing
-// and started a temp session). A command that writes (build, cache gc) fails saying the cache is
+// before pulling; plan measures this host's speeds, which the cache lacks, and says at -v that it
+// cannot keep them, without a warning. They all failed (the store opened store.lock for writing and
+// started a temp session). A command that writes (build, cache gc) fails saying the cache is
 // not writable and naming it.
 func TestReadOnlyCache(t *testing.T) {
 	dir := t.TempDir()
@@ -87,6 +88,15 @@ func checkReadOnlyCache(t *testing.T, rc roCache) {
 	if code != 0 || strings.Count(stderr, "--remote-cache not consulted") != 1 || !strings.Contains(stderr, rc.Cache) || strings.Contains(stderr, "unusable") {
 		t.Errorf("build --plan --remote-cache: exit %d, want one warning that the remote cache is not consulted, naming the cache, and no unusable record:\n%s%s", code, out, stderr)
 	}
+	// This host's speeds (the build planned at the reference host's, so the cache keeps none for
+	// it): measured, and said at -v, without a warning that they cannot be kept (one on every plan).
+	t.Setenv(hostSpeedsEnv, "")
+	out, stderr, code = cli("-v", "plan", rc.Recipe, "--set", "source.synth.seed=10")
+	if code != 0 || !strings.Contains(stderr, "measured this host's kernel speeds for the estimates; not kept, the cache being read-only") ||
+		strings.Contains(stderr, "level=WARN") {
+		t.Errorf("plan measuring this host's speeds on a read-only cache: exit %d, want the measurement said at -v, and no warning:\n%s%s", code, out, stderr)
+	}
+	t.Setenv(hostSpeedsEnv, "reference")
 	// verify REF without -o pulls into <cache>/verify/: it fails before pulling, naming the cache
 	// and asking for -o (it failed creating the directory, saying only that).
 	ref := strings.Replace(rc.Remote, "/cache", "/pack:v1", 1)

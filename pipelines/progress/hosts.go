@@ -50,11 +50,9 @@ func LoadHostSpeeds(ctx context.Context, path, host, binary string, measure func
 	if host == "" || binary == "" {
 		return hostspeed.Speeds{}, false, fmt.Errorf("host speeds %s: want a host and a binary, have %q and %q", path, host, binary)
 	}
-	f, rerr := readHostsFile(path)
-	for _, e := range f.Hosts {
-		if e.Host == host && e.Binary == binary {
-			return e.Speeds, false, nil
-		}
+	s, found, rerr := ReadHostSpeeds(path, host, binary)
+	if found {
+		return s, false, nil
 	}
 	if s, err = measure(ctx); err != nil {
 		return hostspeed.Speeds{}, false, err
@@ -69,6 +67,20 @@ func LoadHostSpeeds(ctx context.Context, path, host, binary string, measure func
 		return s, true, fmt.Errorf("%w (replaced by this host's measurement)", rerr)
 	}
 	return s, true, nil
+}
+
+// ReadHostSpeeds returns the speeds the hosts file at path keeps for host and binary (found false
+// when it keeps none), reading only: for a cache this process cannot write, where LoadHostSpeeds
+// could not keep a measurement. A damaged file, or one of another format version, keeps none, and
+// the error says why.
+func ReadHostSpeeds(path, host, binary string) (s hostspeed.Speeds, found bool, err error) {
+	f, err := readHostsFile(path)
+	for _, e := range f.Hosts {
+		if e.Host == host && e.Binary == binary {
+			return e.Speeds, true, nil
+		}
+	}
+	return hostspeed.Speeds{}, false, err
 }
 
 // readHostsFile reads and checks the hosts file at path (strictly: no unknown fields, every entry

@@ -30,10 +30,10 @@ type roCache struct {
 // plan and build --plan see every node of the built recipe cached, explain, cache du, cache verify
 // and hash answer as on a writable cache; build --plan with --remote-cache warns once that the remote
 // cache is not consulted (nothing it holds could be stored), and verify REF without -o asks for -o
-// before pulling; plan measures this host's speeds, which the cache lacks, and says at -v that it
-// cannot keep them, without a warning. They all failed (the store opened store.lock for writing and
-// started a temp session). A command that writes (build, cache gc) fails saying the cache is
-// not writable and naming it.
+// before pulling; a malformed --remote-cache is refused as on a writable cache; plan measures this
+// host's speeds, which the cache lacks, and says at -v that it cannot keep them, without a warning.
+// They all failed (the store opened store.lock for writing and started a temp session). A command
+// that writes (build, cache gc) fails saying the cache is not writable and naming it.
 func TestReadOnlyCache(t *testing.T) {
 	dir := t.TempDir()
 	recipe, corpus, _ := tinyRecipe(t, dir)
@@ -53,6 +53,12 @@ func TestReadOnlyCache(t *testing.T) {
 		"--set", "source.synth.seed=10", "--remote-cache", rc.Remote, "--remote-cache-plain-http"); code != 0 {
 		t.Fatalf("build publishing to the remote cache: exit %d: %s", code, stderr)
 	}
+	for _, bad := range malformedRemotes { // on the writable cache, which opens the remote
+		_, stderr, code := demoCLI(t, "--cache", rc.Cache, "--mem", "2GiB", "build", "--plan", recipe, "-o", rc.Out, "--remote-cache", bad)
+		if code != 2 || !strings.Contains(stderr, "--remote-cache: want REGISTRY/REPO") {
+			t.Errorf("build --plan --remote-cache %s: exit %d, want the usage error of a malformed name:\n%s", bad, code, stderr)
+		}
+	}
 	before := testfiles.Tree(t, rc.Cache)
 	if os.Geteuid() != 0 {
 		testfiles.DenyWrites(t, rc.Cache)
@@ -65,6 +71,10 @@ func TestReadOnlyCache(t *testing.T) {
 	}
 	testfiles.SameTree(t, before, testfiles.Tree(t, rc.Cache))
 }
+
+// malformedRemotes are --remote-cache values that name no repository: no registry, an upper-case
+// repository name.
+var malformedRemotes = []string{"localhost:5000orkpipe", "localhost:5000/OrkPipe/cache"}
 
 // checkReadOnlyCache runs the commands on rc's cache, which this process cannot write.
 func checkReadOnlyCache(t *testing.T, rc roCache) {
@@ -87,6 +97,14 @@ func checkReadOnlyCache(t *testing.T, rc roCache) {
 	out, stderr, code = cli("build", "--plan", rc.Recipe, "-o", rc.Out, "--set", "source.synth.seed=10", "--remote-cache", rc.Remote, "--remote-cache-plain-http")
 	if code != 0 || strings.Count(stderr, "--remote-cache not consulted") != 1 || !strings.Contains(stderr, rc.Cache) || strings.Contains(stderr, "unusable") {
 		t.Errorf("build --plan --remote-cache: exit %d, want one warning that the remote cache is not consulted, naming the cache, and no unusable record:\n%s%s", code, out, stderr)
+	}
+	// A malformed --remote-cache is the usage error it is on a writable cache, though the remote is
+	// not opened here (it was not checked: the warning named the typo).
+	for _, bad := range malformedRemotes {
+		_, stderr, code := cli("build", "--plan", rc.Recipe, "-o", rc.Out, "--remote-cache", bad)
+		if code != 2 || !strings.Contains(stderr, "--remote-cache: want REGISTRY/REPO") || strings.Contains(stderr, "not consulted") {
+			t.Errorf("build --plan --remote-cache %s on a read-only cache: exit %d, want the usage error of a malformed name:\n%s", bad, code, stderr)
+		}
 	}
 	// This host's speeds (the build planned at the reference host's, so the cache keeps none for
 	// it): measured, and said at -v, without a warning that they cannot be kept (one on every plan).

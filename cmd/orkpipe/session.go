@@ -63,17 +63,31 @@ func (f *remoteFlags) register(cmd *cobra.Command) {
 	cmd.Flags().BoolVar(&f.plainHTTP, "remote-cache-plain-http", false, "talk to the --remote-cache registry over plain HTTP (loopback or a trusted network only)")
 }
 
-// open returns the remote cache, or nil when none was asked for.
-func (f remoteFlags) open(ctx context.Context, opts *globalOptions) (*cacherepo.Repo, error) {
+// check validates the flags without contacting the registry, and returns the registry's host ("" when
+// no remote cache was asked for). A command that does not open the remote cache checks them too, so
+// that a malformed --remote-cache is the same usage error everywhere.
+func (f remoteFlags) check() (host string, err error) {
 	if f.repo == "" {
 		if f.plainHTTP {
-			return nil, usagef("--remote-cache-plain-http needs --remote-cache")
+			return "", usagef("--remote-cache-plain-http needs --remote-cache")
 		}
-		return nil, nil
+		return "", nil
 	}
 	host, _, ok := strings.Cut(f.repo, "/")
 	if !ok || host == "" {
-		return nil, usagef("--remote-cache: want REGISTRY/REPO (e.g. registry.example.com/orkpipe/cache), got %q", f.repo)
+		return "", usagef("--remote-cache: want REGISTRY/REPO (e.g. registry.example.com/orkpipe/cache), got %q", f.repo)
+	}
+	if err := cacherepo.CheckName(f.repo); err != nil {
+		return "", usagef("--remote-cache: want REGISTRY/REPO (e.g. registry.example.com/orkpipe/cache): %v", err)
+	}
+	return host, nil
+}
+
+// open returns the remote cache, or nil when none was asked for.
+func (f remoteFlags) open(ctx context.Context, opts *globalOptions) (*cacherepo.Repo, error) {
+	host, err := f.check()
+	if err != nil || host == "" {
+		return nil, err
 	}
 	ropts := []oci.Option{oci.WithLogger(opts.logger)}
 	if f.plainHTTP {
@@ -109,6 +123,9 @@ func (b *boardRequirement) wrap(next engine.Executor, store engine.Store, opts *
 func openEngine(ctx context.Context, opts *globalOptions, setup engineSetup) (_ *engineSession, err error) {
 	mem, err := opts.memBudget()
 	if err != nil {
+		return nil, err
+	}
+	if _, err := setup.remote.check(); err != nil { // also where the remote is not opened (below)
 		return nil, err
 	}
 	open := openCacheStore

@@ -44,6 +44,7 @@ import (
 	"io"
 	"sync"
 
+	"github.com/google/go-containerregistry/pkg/name"
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/google/go-containerregistry/pkg/v1/types"
 
@@ -78,6 +79,16 @@ type Repo struct {
 
 	mu   sync.Mutex
 	gens map[string]int // an object's sha256 -> the lowest generation of its layers not known corrupt
+}
+
+// CheckName returns nil when repo ("registry/name") is a repository name Open accepts: the reference
+// it opens (repo:cache) parses. It contacts nothing: a command that does not open the remote cache
+// still refuses a malformed name as Open would.
+func CheckName(repo string) error {
+	if _, err := name.ParseReference(repo + ":cache"); err != nil {
+		return fmt.Errorf("reference %q: %w", repo+":cache", err)
+	}
+	return nil
 }
 
 // Open connects to repo ("registry/name") for reading and writing.

@@ -145,8 +145,9 @@ func openEngine(ctx context.Context, opts *globalOptions, setup engineSetup) (_ 
 	var es engine.Store = store
 	if setup.remote.repo != "" && store.ReadOnly() {
 		// Only a command that reads the cache opens it read-only (build --plan is the one with
-		// --remote-cache): a remote hit would have to store its outputs and record, which fails, so
-		// every node the remote holds would warn and show as to run. Say so once and do not ask.
+		// --remote-cache): no build can run on this cache, so nothing the remote holds could be
+		// stored in it (Engine.Status would only peek, but the remote is opened for pushing). Say so
+		// once and do not ask.
 		opts.logger.Warn("--remote-cache not consulted: the cache is not writable, so nothing it holds could be stored; the plan shows what the local cache holds",
 			"remote_cache", setup.remote.repo, "cache", store.Dir())
 	} else {

@@ -23,7 +23,8 @@
 //	internal/blascore   ork, internal/{blake3x,hugebuf,flock}
 //	internal/startheap  nothing of the module (the start's huge-page advice: standard library only)
 //	internal/depcheck   nothing of the module
-//	internal/avx2host   nothing of the module; its test internal/crosstest (the kernels' tests on a CPU without AVX-512)
+//	internal/avx2host   nothing of the module, nor its packages (dgemm, forward, quant); their tests internal/crosstest
+//	                    (the kernels' tests on a CPU without AVX-512)
 //	internal/arm64host  nothing of the module, nor its packages (binary, ork, store); their tests internal/crosstest,
 //	                    registry/regtest (the board host's linux/arm64 binary and packages' tests under qemu-aarch64)
 //	internal/crosstest  internal/testfiles (test helper: packages' tests built for another machine and run there)
@@ -119,7 +120,7 @@ var layers = []layer{
 	{name: "internal/startheap", why: "a leaf helper: the start's huge-page advice, standard library only"},
 	{name: "internal/depcheck", why: "a leaf helper"},
 	{name: "internal/avx2host", testImports: []string{"internal/crosstest"},
-		why: "a test: it builds the kernel packages' tests and runs them on a CPU without AVX-512, importing none of them"},
+		why: "tests (internal/avx2host/dgemm, forward, quant): they build the kernel packages' tests and run them on a CPU without AVX-512, importing none of them"},
 	{name: "internal/arm64host", testImports: []string{"internal/crosstest", "registry/regtest"},
 		why: "tests (internal/arm64host/binary, ork, store): the board host's linux/arm64 binary and packages' tests under qemu-aarch64, importing none of them"},
 	{name: "internal/crosstest", mayImport: []string{"internal/testfiles"}, why: "a test helper: packages' tests built for another machine"},

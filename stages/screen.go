@@ -33,6 +33,23 @@ type ScreenParams struct {
 	// block takes scratch in proportion to its padded K. An entry the pack holds past what these
 	// declare is refused before any is read (model.PackSource.CheckEmulationMemory).
 	Emulated []EmulatedEntry `json:"emulated,omitempty"`
+	// TextChunks (0: not known) is the most chunks of Ctx tokens the text fills: the planner's bound
+	// from its size (a token spells at least one byte; BOS and a prefix space aside, size+2 tokens).
+	// With Chunks it bounds the chunks the node evaluates (EvalChunks), and so what it declares for
+	// the chunks run through a block at once (ScreenMemory); the screen refuses a text that fills more.
+	TextChunks int `json:"text_chunks,omitempty"`
+}
+
+// EvalChunks is the most chunks the screen evaluates, as far as its parameters say: Chunks, at most
+// TextChunks (0: any number, neither bounds them).
+func (p ScreenParams) EvalChunks() int {
+	switch {
+	case p.Chunks > 0 && p.TextChunks > 0:
+		return min(p.Chunks, p.TextChunks)
+	case p.Chunks > 0:
+		return p.Chunks
+	}
+	return p.TextChunks
 }
 
 // ScreenResult is the "screen.json" output. KLDPercentiles is the distribution of the per-token KL
@@ -92,18 +109,20 @@ func screenCached(s ModelShape) int64 {
 	return min(all, screenCache(s))
 }
 
-// ScreenMemory is the declared peak memory of a screen node: the cached float tensors (screenCached),
-// two blocks' weights — the one running and the next one loading (model.Model.Forward) — each as held
-// (source weights encoded or float32, calib.LayerWeightBytes) plus their emulated codes and scales (up
-// to 5 bytes a packable value), the logits of the pack and of the float model, the forward passes'
-// scratch (model.Config.EvalScratchBytes), the dequantization scratch of one Apply of an encoded
-// weight, and the hidden states of both models for the chunks run through each block at once
-// (model.EvalGroupChunks), and the scratch of one Apply of the emulation of the entries es
-// (EmulationScratch: on a chunk of ctxLen tokens, a routed expert's slice on the tokens of the chunks
-// an evaluation hands it at once, model.Config.EvalExpertTokens) beside 96 MiB for the process.
-func ScreenMemory(s ModelShape, ctxLen int, es []EmulatedEntry) int64 {
+// ScreenMemory is the declared peak memory of a screen node evaluating chunks chunks of ctxLen tokens
+// (0: any number; ScreenParams.EvalChunks): the cached float tensors (screenCached), two blocks'
+// weights — the one running and the next one loading (model.Model.Forward) — each as held (source
+// weights encoded or float32, calib.LayerWeightBytes) plus their emulated codes and scales (up to 5
+// bytes a packable value), the logits of the pack and of the float model, the forward passes' scratch
+// (model.Config.EvalScratchBytes), the dequantization scratch of one Apply of an encoded weight, and
+// the hidden states of both models for the chunks run through each block at once
+// (model.EvalGroupChunks, at most chunks), and the scratch of one Apply of the emulation of the entries
+// es (EmulationScratch: on a chunk of ctxLen tokens, a routed expert's slice on the tokens of the
+// chunks an evaluation of chunks chunks hands it at once, model.Config.EvalExpertTokens) beside 96 MiB
+// for the process.
+func ScreenMemory(s ModelShape, ctxLen, chunks int, es []EmulatedEntry) int64 {
 	c := s.Config()
-	emu := EmulationScratch(es, ctxLen, c.EvalExpertTokens(ctxLen, 2))
+	emu := EmulationScratch(es, ctxLen, c.EvalExpertTokens(ctxLen, 2, chunks))
 	if emu == math.MaxInt64 {
 		return emu
 	}
@@ -112,7 +131,11 @@ func ScreenMemory(s ModelShape, ctxLen int, es []EmulatedEntry) int64 {
 	for l := range c.NLayer {
 		layer = max(layer, calib.LayerWeightBytes(&c, l)+5*PackableValues(&c, l))
 	}
-	return 96<<20 + emu + screenCached(s) + 2*layer + 4*t*v*4 + 2*c.EvalScratchBytes(ctxLen, 2) + c.BlockScratchBytes() + int64(model.EvalGroupChunks(c.NEmbd, ctxLen, 2))*8*t*e
+	group := model.EvalGroupChunks(c.NEmbd, ctxLen, 2)
+	if chunks > 0 {
+		group = min(group, chunks)
+	}
+	return 96<<20 + emu + screenCached(s) + 2*layer + 4*t*v*4 + 2*c.EvalScratchBytes(ctxLen, 2, chunks) + c.BlockScratchBytes() + int64(group)*8*t*e
 }
 
 // PackableValues is the number of values of block l's weights a pack may hold (every site weight but
@@ -134,8 +157,8 @@ func init() {
 		if err := p.Shape.validate(); err != nil {
 			return Spec{}, err
 		}
-		if p.Ctx < 4 || p.Chunks < 0 || p.MaxPPLRatio < 0 || p.MaxKLDMean < 0 {
-			return Spec{}, fmt.Errorf("ctx %d (>= 4), chunks %d (>= 0), gates (>= 0): invalid", p.Ctx, p.Chunks)
+		if p.Ctx < 4 || p.Chunks < 0 || p.TextChunks < 0 || p.MaxPPLRatio < 0 || p.MaxKLDMean < 0 {
+			return Spec{}, fmt.Errorf("ctx %d (>= 4), chunks %d (>= 0), text_chunks %d (>= 0), gates (>= 0): invalid", p.Ctx, p.Chunks, p.TextChunks)
 		}
 		for i, e := range p.Emulated {
 			if err := e.validate(); err != nil {
@@ -149,7 +172,7 @@ func init() {
 			}
 			out = append(out, "routing.json")
 		}
-		return Spec{Inputs: []string{"model", "pack", "text"}, Outputs: out, PeakMemory: ScreenMemory(p.Shape, p.Ctx, p.Emulated)}, nil
+		return Spec{Inputs: []string{"model", "pack", "text"}, Outputs: out, PeakMemory: ScreenMemory(p.Shape, p.Ctx, p.EvalChunks(), p.Emulated)}, nil
 	}, runScreen))
 }
 
@@ -196,12 +219,18 @@ func runScreen(ctx context.Context, p ScreenParams, req Request) error {
 	if err != nil {
 		return err
 	}
+	// The node declared its memory for at most p.EvalChunks() chunks (the tokens an expert's Apply
+	// takes and the hidden states of a group grow with them): a text that fills more is refused.
+	chunks := model.EvalChunks(len(ids), p.Ctx, p.Chunks)
+	if p.TextChunks > 0 && chunks > p.TextChunks {
+		return fmt.Errorf("screen text %s: %d tokens fill %d chunks of %d, the node declares its memory for at most text_chunks %d", label, len(ids), chunks, p.Ctx, p.TextChunks)
+	}
 	// An entry's emulation scratch grows with its padded K, which a pack may pad to any rotation block
 	// up to 2^24: refused before any entry is read when one Apply of it (a chunk; a routed expert's the
 	// tokens of several chunks, model.Config.EvalExpertTokens, the pack's and the float model's chunks
 	// run together) would take more than the node declares in all, as eval --pack refuses it past --mem.
-	budget := ScreenMemory(p.Shape, p.Ctx, p.Emulated)
-	if err := ps.CheckEmulationMemory(p.Ctx, base.Cfg.EvalExpertTokens(p.Ctx, 2), budget); err != nil {
+	budget := ScreenMemory(p.Shape, p.Ctx, p.EvalChunks(), p.Emulated)
+	if err := ps.CheckEmulationMemory(p.Ctx, base.Cfg.EvalExpertTokens(p.Ctx, 2, chunks), budget); err != nil {
 		return fmt.Errorf("screen: pack %s at ctx %d, against the node's declared peak memory (ScreenMemory) of %d bytes: %w", req.Inputs["pack"].Path, p.Ctx, budget, err)
 	}
 	target, err := model.NewModel(base.Cfg, ps)

@@ -65,7 +65,7 @@ func TestScreenMemory(t *testing.T) {
 			wp, _ := json.Marshal(stages.WritePackParams{Board: "rk3588", Entries: names, MaxEntryBytes: 64 << 20})
 			packPath := mustExec(t, "write-orkpack", string(wp), entries)["pack"]
 			p := stages.ScreenParams{Shape: shape, Ctx: 128, Chunks: c.chunks, TextName: "tinystories_sample.txt"}
-			declared := stages.ScreenMemory(shape, p.Ctx, p.Emulated)
+			declared := stages.ScreenMemory(shape, p.Ctx, p.EvalChunks(), p.Emulated)
 			res, out := measureStage(t, "TestScreenMemory", "screen", p, map[string]string{"model": modelPath, "pack": packPath, "text": text}, declared)
 			measured := res.HWMKB << 10
 			t.Logf("screen of %d entries, %d chunks of %d tokens: %.1fs; peak RSS (VmHWM) %.3f GiB (binary alone %d KB); declared %.3f GiB; measured/declared %.3f",

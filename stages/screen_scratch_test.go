@@ -29,7 +29,7 @@ func TestScreenRefusesPaddedEntry(t *testing.T) {
 	const name, kp, ctx = "blk.0.attn_k.weight", 1 << 18, 512
 	fixtures.PaddedEntryPack(t, modelPath, packPath, name, kp)
 	shape := shapeOfFile(t, modelPath)
-	budget := stages.ScreenMemory(shape, ctx, nil)
+	budget := stages.ScreenMemory(shape, ctx, 1, nil)
 	sj, err := json.Marshal(shape)
 	if err != nil {
 		t.Fatal(err)
@@ -68,7 +68,7 @@ func TestScreenRunsDeclaredPaddedEntry(t *testing.T) {
 	r.Close()
 	shape := shapeOfFile(t, modelPath)
 	p := stages.ScreenParams{Shape: shape, Ctx: ctx, Chunks: 1, TextName: "stories-generated.txt", Emulated: stages.EmulatedEntries(es)}
-	declared, undeclared := stages.ScreenMemory(shape, ctx, p.Emulated), stages.ScreenMemory(shape, ctx, nil)
+	declared, undeclared := stages.ScreenMemory(shape, ctx, 1, p.Emulated), stages.ScreenMemory(shape, ctx, 1, nil)
 	params, err := json.Marshal(p)
 	if err != nil {
 		t.Fatal(err)

@@ -134,7 +134,9 @@ func runEval(ctx context.Context, opts *globalOptions, fl evalFlags) error {
 		if klBase != nil {
 			models = 1 // --kl-base: logits read from the file
 		}
-		if err := ps.CheckEmulationMemory(fl.ctx, m.Cfg.EvalExpertTokens(fl.ctx, models), budget); err != nil {
+		// An expert's Apply takes the tokens of up to the chunks evaluated (len(ids)/ctx bounds
+		// --kl-base's too: its chunks are the text's).
+		if err := ps.CheckEmulationMemory(fl.ctx, m.Cfg.EvalExpertTokens(fl.ctx, models, model.EvalChunks(len(ids), fl.ctx, fl.chunks)), budget); err != nil {
 			return fmt.Errorf("eval: --pack %s with --ctx %d and --mem %d: %w", fl.pack, fl.ctx, budget, err)
 		}
 		if target, err = model.NewModel(m.Cfg, ps); err != nil {

@@ -227,28 +227,51 @@ func (c *Config) moeScratch(nSeq, seqLen int) int64 {
 }
 
 // EvalScratchBytes is the scratch memory a Model keeps after [Evaluate] or [EvaluateKLBase] ran chunks
-// of ctx tokens through it beside models-1 other models: a chunk's (ScratchBytes), and for an MoE model
-// the routed experts' scratch of the sequences runMoESeqs takes at once (at most 256 MiB).
-func (c *Config) EvalScratchBytes(ctx, models int) int64 {
+// chunks of ctx tokens through it beside models-1 other models (chunks 0: any number): a chunk's
+// (ScratchBytes), and for an MoE model the routed experts' scratch of the sequences runMoESeqs takes at
+// once (evalMoEChunks of them, at most 256 MiB).
+func (c *Config) EvalScratchBytes(ctx, models, chunks int) int64 {
 	b := c.ScratchBytes(ctx)
 	if c.MoE() {
-		b += c.moeScratch(min(c.moeSeqs(ctx), EvalGroupChunks(c.NEmbd, ctx, models)), ctx)
+		b += c.moeScratch(c.evalMoEChunks(ctx, models, chunks), ctx)
 	}
 	return b
 }
 
 // EvalExpertTokens is the most tokens one Apply of a routed expert's weight takes when [Evaluate] or
-// [EvaluateKLBase] runs chunks of ctx tokens through the model beside models-1 other models: runMoESeqs
-// hands each expert every row routed to it (each row at most once) of the chunks it takes at once — up
-// to moeSeqs chunks, and no more than a group of them (EvalGroupChunks) —, so up to that many chunks'
-// tokens, not ctx. Every other weight's Apply (and an expert's where the chunks run one by one) takes
-// one chunk, ctx tokens; so does every Apply of a model without routed experts (EvalExpertTokens is
-// then ctx).
-func (c *Config) EvalExpertTokens(ctx, models int) int {
+// [EvaluateKLBase] runs chunks chunks of ctx tokens (0: any number; EvalChunks is the count Evaluate
+// runs) through the model beside models-1 other models: runMoESeqs hands each expert every row routed
+// to it (each row at most once) of the chunks it takes at once (evalMoEChunks: up to moeSeqs chunks, no
+// more than a group of them, EvalGroupChunks, and no more than the evaluation runs), so up to that many
+// chunks' tokens, not ctx. Every other weight's Apply (and an expert's where the chunks run one by one)
+// takes one chunk, ctx tokens; so does every Apply of a model without routed experts (EvalExpertTokens
+// is then ctx).
+func (c *Config) EvalExpertTokens(ctx, models, chunks int) int {
 	if !c.MoE() {
 		return ctx
 	}
-	return min(c.moeSeqs(ctx), EvalGroupChunks(c.NEmbd, ctx, models)) * ctx
+	return c.evalMoEChunks(ctx, models, chunks) * ctx
+}
+
+// evalMoEChunks is the most chunks of ctx tokens runMoESeqs takes at once in an evaluation of chunks
+// chunks (0: any number) beside models-1 other models: moeSeqs of them, at most a group
+// (EvalGroupChunks: forEachChunk runs a block on a group's chunks), at most chunks.
+func (c *Config) evalMoEChunks(ctx, models, chunks int) int {
+	n := min(c.moeSeqs(ctx), EvalGroupChunks(c.NEmbd, ctx, models))
+	if chunks > 0 {
+		n = min(n, chunks)
+	}
+	return n
+}
+
+// EvalChunks is the number of chunks of ctx tokens [Evaluate] runs over tokens tokens with MaxChunks
+// maxChunks (0: every chunk): tokens/ctx, at most maxChunks.
+func EvalChunks(tokens, ctx, maxChunks int) int {
+	chunks := tokens / max(1, ctx)
+	if maxChunks > 0 {
+		chunks = min(chunks, maxChunks)
+	}
+	return chunks
 }
 
 // runMoESeqs applies MoE block l to the hidden states h of len(h)/(seqLen·NEmbd) sequences in place,

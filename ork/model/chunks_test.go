@@ -202,13 +202,13 @@ func checkMoESeqs(t *testing.T, cfg Config, src WeightSource) {
 func TestEvalScratchBytes(t *testing.T) {
 	dense := Config{Arch: "llama", NEmbd: 256, NFF: 512, NLayer: 2, NHead: 4, NHeadKV: 2, HeadDim: 64, NVocab: 97,
 		RopeDim: 64, RopeBase: 10000, RopeFreqScale: 1, NormEps: 1e-5}
-	if got, want := dense.EvalScratchBytes(128, 2), dense.ScratchBytes(128); got != want {
+	if got, want := dense.EvalScratchBytes(128, 2, 0), dense.ScratchBytes(128); got != want {
 		t.Errorf("dense: EvalScratchBytes = %d, want ScratchBytes %d", got, want)
 	}
 	for _, ctx := range []int{128, 512} {
 		moe := dense
 		moe.NEmbd, moe.NFF, moe.NExpert, moe.NExpertUsed = 2048, 1792, 32, 4
-		extra := moe.EvalScratchBytes(ctx, 2) - moe.ScratchBytes(ctx)
+		extra := moe.EvalScratchBytes(ctx, 2, 0) - moe.ScratchBytes(ctx)
 		seqs := min(moe.moeSeqs(ctx), EvalGroupChunks(moe.NEmbd, ctx, 2))
 		if extra <= 0 || extra > moeGroupBytes || seqs < 2 {
 			t.Errorf("MoE ctx %d: %d bytes beside a chunk's scratch for %d sequences at once: want (0, %d] and at least 2", ctx, extra, seqs, moeGroupBytes)
@@ -222,6 +222,9 @@ func TestEvalScratchBytes(t *testing.T) {
 		held += 8 * int64(len(s.sel)+cap(s.routed))
 		if held != extra {
 			t.Errorf("MoE ctx %d: runMoESeqs' scratch holds %d bytes, EvalScratchBytes counts %d", ctx, held, extra)
+		}
+		if one, want := moe.EvalScratchBytes(ctx, 2, 1), moe.ScratchBytes(ctx)+moe.moeScratch(1, ctx); one != want {
+			t.Errorf("MoE ctx %d, one chunk: EvalScratchBytes = %d, want a chunk's scratch and one sequence's MoE scratch, %d", ctx, one, want)
 		}
 	}
 }

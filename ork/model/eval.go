@@ -74,10 +74,7 @@ func Evaluate(ctx context.Context, m *Model, tokens []int32, opts EvalOptions) (
 	if opts.Base != nil && opts.Base.Cfg.NVocab != m.Cfg.NVocab {
 		return res, fmt.Errorf("base model has %d tokens, evaluated model %d: %w", opts.Base.Cfg.NVocab, m.Cfg.NVocab, ErrBadModel)
 	}
-	chunks := len(tokens) / n
-	if opts.MaxChunks > 0 {
-		chunks = min(chunks, opts.MaxChunks)
-	}
+	chunks := EvalChunks(len(tokens), n, opts.MaxChunks)
 	if len(tokens) < 2*n {
 		return res, fmt.Errorf("%d tokens, need at least 2·ctx = %d: %w", len(tokens), 2*n, ErrTooShort)
 	}

@@ -47,7 +47,9 @@ func (l *loggedLinear) rowIndependent() bool { return isRowIndependent(l.Linear)
 // TestEvalExpertTokens evaluates chunks of the lfm2moe fixture with every routed expert slice an
 // emulated pack entry (int8 rotated) and records the tokens of each Apply: an expert's Apply takes the
 // tokens of several chunks at once (runMoESeqs), more than ctx, and never more than
-// Config.EvalExpertTokens; every other weight's takes ctx. CheckEmulationMemory, given a budget that
+// Config.EvalExpertTokens for the chunks evaluated, which is at most their tokens (it counted
+// min(moeSeqs, EvalGroupChunks) chunks whatever the evaluation ran: 112,864 tokens at ctx 32, where 4
+// chunks hold 128); every other weight's takes ctx. CheckEmulationMemory, given a budget that
 // covers the expert entries' scratch on ctx tokens but not on EvalExpertTokens, refuses the pack naming
 // an expert entry and the tokens: it counted ctx tokens for every entry, and let an expert's Apply
 // run past the budget.
@@ -87,13 +89,19 @@ func TestEvalExpertTokens(t *testing.T) {
 	if err := forEachChunk(ctx, []evalModel{{m: m}}, chunks, n, tokens, func(int, [][]float32) error { return nil }, nil); err != nil {
 		t.Fatal(err)
 	}
-	bound := cfg.EvalExpertTokens(n, 1)
+	bound := cfg.EvalExpertTokens(n, 1, chunks)
+	if bound > chunks*n {
+		t.Errorf("EvalExpertTokens(%d, 1, %d) = %d, more than the %d tokens of the %d chunks evaluated", n, chunks, bound, chunks*n, chunks)
+	}
+	if any := cfg.EvalExpertTokens(n, 1, 0); any < bound {
+		t.Errorf("EvalExpertTokens(%d, 1, 0) = %d (any number of chunks), less than for %d chunks, %d", n, any, chunks, bound)
+	}
 	expertMost := 0
 	for name, most := range log.most {
 		if _, _, expert := pack.SplitExpert(name); expert {
 			expertMost = max(expertMost, most)
 			if most > bound {
-				t.Errorf("%s: an Apply of %d tokens, EvalExpertTokens(%d, 1) = %d", name, most, n, bound)
+				t.Errorf("%s: an Apply of %d tokens, EvalExpertTokens(%d, 1, %d) = %d", name, most, n, chunks, bound)
 			}
 		} else if most > n {
 			t.Errorf("%s (not a routed expert): an Apply of %d tokens, more than ctx %d", name, most, n)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"math"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -294,12 +295,16 @@ func (t *Target) planTail(g *engine.Graph, src *source, ws []*weight, routing *e
 		}
 		// A token spells at least one byte of the text (BOS and SentencePiece's prefix space aside):
 		// a text smaller than that cannot fill one chunk, which screen would find only at the build's end.
-		if st, err := statFile(s.Text); err == nil && int64(s.Ctx) > st.Size()+2 {
+		st, err := statFile(s.Text)
+		if err == nil && int64(s.Ctx) > st.Size()+2 {
 			return nil, fmt.Errorf("%w: screen.ctx %d: screen.text %s is %d bytes, at most %d tokens: fewer than one chunk of %d",
 				ErrPlan, s.Ctx, s.Text, st.Size(), st.Size()+2, s.Ctx)
 		}
 		sp := stages.ScreenParams{Shape: src.shape, Ctx: s.Ctx, Chunks: s.Chunks,
 			MaxPPLRatio: s.Gates.MaxPPLRatio, MaxKLDMean: s.Gates.MaxKLDMean, TextName: filepath.Base(s.Text)}
+		if err == nil { // the most chunks the text fills: the screen declares its memory for them
+			sp.TextChunks = int(min((st.Size()+2)/int64(s.Ctx), math.MaxInt32))
+		}
 		var es []stages.EmulatedEntry // every entry the pack may hold: the finalized weights and their promotions
 		for _, w := range ws {
 			es = append(es, w.fin.Emulated(w.name))

@@ -77,7 +77,8 @@ func (e EmulatedEntry) meta() pack.Meta {
 }
 
 // EmulationScratch is the most scratch one Apply of any entry of es takes (model.EmulationBytes on
-// GOMAXPROCS goroutines, as Linear's Emulated runs it): on tokens tokens, a routed expert's slice on
+// model.EmulationWorkers goroutines, the most Linear's Emulated runs it on whatever the CPUs: the same
+// figure on every machine): on tokens tokens, a routed expert's slice on
 // expertTokens (model.Config.EvalExpertTokens). An F16 entry takes none here; a sum past int64 is
 // math.MaxInt64 (no node fits it).
 func EmulationScratch(es []EmulatedEntry, tokens, expertTokens int) int64 {

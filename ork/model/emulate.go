@@ -26,8 +26,9 @@ type Emulated struct {
 	// every entry of a version-1 pack).
 	ActBits int
 	ActClip float64
-	// Workers bounds the goroutines one Apply runs on (0: GOMAXPROCS). The outputs do not depend on
-	// it: every value is computed whole by one goroutine.
+	// Workers bounds the goroutines one Apply runs on (0: EmulationWorkers; never more than
+	// EmulationWorkers nor GOMAXPROCS). The outputs do not depend on it: every value is computed whole
+	// by one goroutine.
 	Workers int
 	// panels is W's codes laid out once for the integer matmul's panel kernel (quant.PackPanels),
 	// where it takes W: an Apply then multiplies without repacking them (the same values).
@@ -105,10 +106,7 @@ func (e *Emulated) Apply(y, x []float32) error {
 		e.applyF16(y, x, t)
 		return nil
 	}
-	workers := e.Workers
-	if workers <= 0 {
-		workers = runtime.GOMAXPROCS(0)
-	}
+	workers := min(emulationWorkers(e.Workers), runtime.GOMAXPROCS(0))
 	xr := x
 	if !e.W.Rotation.IsZero() {
 		// The rotated rows in a pooled buffer (t·KP values: 35 MB for a 512-token batch into a 27B
@@ -120,7 +118,7 @@ func (e *Emulated) Apply(y, x []float32) error {
 			return fmt.Errorf("%s: rotate activations: %w", e.Name, err)
 		}
 	}
-	a, err := quant.QuantizeActivations(xr, t, e.W.KP, e.ActBits, e.ActClip)
+	a, err := quant.QuantizeActivationsOn(xr, t, e.W.KP, e.ActBits, e.ActClip, workers)
 	if err != nil {
 		return fmt.Errorf("%s: %w", e.Name, err)
 	}
@@ -141,7 +139,7 @@ func (e *Emulated) applyF16(y, x []float32, t int) {
 		xh[i] = pack.HalfToFloat(quant.FP32ToFP16(v))
 	}
 	k, n := e.K, e.N
-	parallelRows(n, n*k*t, e.Workers, func(r0, r1 int) {
+	parallelRows(n, n*k*t, min(emulationWorkers(e.Workers), runtime.GOMAXPROCS(0)), func(r0, r1 int) {
 		for i := r0; i < r1; i++ {
 			w := e.F16[i*k : (i+1)*k]
 			for tt := 0; tt < t; tt++ {
@@ -208,17 +206,33 @@ func NewPackSource(float interface {
 	return &PackSource{Float: float, Pack: p}, nil
 }
 
+// EmulationWorkers is the most goroutines one Apply of an Emulated runs on, whatever GOMAXPROCS is:
+// the scratch it takes grows with them (EmulationBytes), and a node's declared memory counts this many
+// (EmulationBytes with workers 0), so the declaration does not depend on the CPUs of the machine that
+// planned the build, and a run on more CPUs stays within it. Fewer CPUs run fewer goroutines (the
+// declaration then covers more than they take). The outputs do not depend on the count.
+const EmulationWorkers = 16
+
+// emulationWorkers is the goroutines an Apply asked for w (Emulated.Workers) runs on before GOMAXPROCS
+// caps them: w, EmulationWorkers for 0 or more.
+func emulationWorkers(w int) int {
+	if w <= 0 || w > EmulationWorkers {
+		return EmulationWorkers
+	}
+	return w
+}
+
 // EmulationBytes is the scratch one Apply of an emulated integer pack entry m (K its padded K, kp) takes
-// for t tokens at once on workers goroutines (Emulated.Workers; 0 is GOMAXPROCS): the activation rows'
+// for t tokens at once on workers goroutines (Emulated.Workers; 0 and more than EmulationWorkers count
+// EmulationWorkers, the most an Apply runs on, not GOMAXPROCS: the figure is the same on every
+// machine, and covers an Apply on any number of CPUs): the activation rows'
 // quantized codes and scales (t·kp int8, t float32) and what quantizing and multiplying them allocate
 // (quant.ProductScratchBytes); for a rotated entry also the rotated rows (t·kp float32) and the
 // rotation's scratch on each goroutine rotating them (quant.Rotation.ScratchBytes, on
 // quant.ApplyRowsWorkers of them). ok is false when it overflows int64. The entry's own codes and
 // scales (N·kp) are not in it.
 func EmulationBytes(m pack.Meta, t, workers int) (n int64, ok bool) {
-	if workers <= 0 {
-		workers = runtime.GOMAXPROCS(0)
-	}
+	workers = emulationWorkers(workers)
 	kp := m.K
 	vals, ok := checked.Mul(int64(t), int64(kp))
 	per := int64(1) // an int8 code a value
@@ -247,8 +261,8 @@ func EmulationBytes(m pack.Meta, t, workers int) (n int64, ok bool) {
 // CheckEmulationMemory refuses, before any entry is read, a pack with an entry whose emulation on
 // the most tokens one Apply of it takes — expertTokens for a routed expert's slice (an entry
 // "<tensor>#<e>": Config.EvalExpertTokens, as an evaluation may hand an expert the tokens of several
-// chunks at once), tokens (a chunk) for any other — on GOMAXPROCS goroutines, as Linear's Emulated runs
-// it, would need more than budget bytes of scratch (EmulationBytes), with an ErrOverBudget error naming
+// chunks at once), tokens (a chunk) for any other — on EmulationWorkers goroutines, the most Linear's
+// Emulated runs it on, would need more than budget bytes of scratch (EmulationBytes), with an ErrOverBudget error naming
 // the entry, the tokens, its padded and the model's K and the budget. A pack may pad a
 // rotated entry's K to any power-of-two Hadamard block up to 2^24 (the block must divide it), so an
 // entry of the model's K = 64 can carry a padded K of 2^24, and a 512-token chunk of it would need
@@ -264,7 +278,7 @@ func (s *PackSource) CheckEmulationMemory(tokens, expertTokens int, budget int64
 			t = expertTokens
 		}
 		rotated := e.Rotation.Kind != pack.RotNone
-		need, ok := EmulationBytes(e.Meta, t, 0) // Linear's Emulated runs on GOMAXPROCS goroutines
+		need, ok := EmulationBytes(e.Meta, t, 0) // Linear's Emulated runs on at most EmulationWorkers goroutines
 		if ok && need <= budget {
 			continue
 		}

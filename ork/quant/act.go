@@ -22,8 +22,16 @@ type Activations struct {
 }
 
 // QuantizeActivations quantizes x (m rows of k values) per row, symmetric, to bits 4 or 8 with
-// scale = clip·amax/qmax (clip in (0, 1]); int4 codes clamp to [-8, 7], int8 to [-127, 127].
+// scale = clip·amax/qmax (clip in (0, 1]); int4 codes clamp to [-8, 7], int8 to [-127, 127]. It is
+// QuantizeActivationsOn on GOMAXPROCS goroutines.
 func QuantizeActivations(x []float32, m, k, bits int, clip float64) (*Activations, error) {
+	return QuantizeActivationsOn(x, m, k, bits, clip, runtime.GOMAXPROCS(0))
+}
+
+// QuantizeActivationsOn is QuantizeActivations with the rows on up to workers goroutines (at least
+// one) when there are at least 65536 values, on one below; each holds a float64 copy of a row
+// (ProductScratchBytes). The values do not depend on workers.
+func QuantizeActivationsOn(x []float32, m, k, bits int, clip float64, workers int) (*Activations, error) {
 	if bits != 4 && bits != 8 {
 		return nil, fmt.Errorf("activation bits %d: %w (want 4 or 8)", bits, ErrParam)
 	}
@@ -38,10 +46,10 @@ func QuantizeActivations(x []float32, m, k, bits int, clip float64) (*Activation
 	// quantCodes' kernels. A worker stops at its first row with a value not finite; the error is the
 	// first such row's (and its first such value's), as a loop over the rows in order would report it.
 	lo, hi := codeRange(bits)
-	workers := 1
-	if m*k >= 1<<16 {
-		workers = runtime.GOMAXPROCS(0)
+	if m*k < 1<<16 {
+		workers = 1
 	}
+	workers = max(workers, 1)
 	var mu sync.Mutex
 	bad, badCol := m, 0
 	forRows(context.Background(), m, workers, func(r0, r1 int) {

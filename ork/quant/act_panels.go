@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/binary"
 	"fmt"
-	"runtime"
 	"unsafe"
 
 	"orkpipe/ork/internal/checked"
@@ -232,29 +231,31 @@ func PanelBytes(n, kp, group int) int64 {
 	return rows*int64(kp) + 4*rows*ng
 }
 
-// ProductScratchBytes is the most scratch QuantizeActivations of m rows of kp values and the product
+// ProductScratchBytes is the most scratch QuantizeActivationsOn of m rows of kp values and the product
 // of those activations by a weight of n rows of kp values in groups of group values (0: per row) —
-// MatMulIntPacked on the panels PackPanels makes of the weight, or MatMulInt where it makes none — on
-// workers goroutines allocate on top of the Activations and the product: QuantizeActivations' float64
-// copy of a row (8·kp bytes) on each of its goroutines (GOMAXPROCS, at most m, for m·kp >= 65536
-// values; one below), and for a panel kernel on each goroutine multiplying (workers, at most one a
-// panel of 16 rows) four tokens' codes widened to int16 (AVX2: 8·kp) or zero-padded (VNNI: 4·kp), and
-// VNNI's group-sum corrections (an int32 a group a token, the tokens rounded up to four). The two
-// phases are summed: the first's buffers are garbage, not yet collected, while the second runs. ok is
-// false when the sum overflows int64.
+// MatMulIntPacked on the panels PackPanels makes of the weight, or MatMulInt where it makes none —,
+// each on workers goroutines (at least one), allocate on top of the Activations and the product:
+// QuantizeActivationsOn's float64 copy of a row (8·kp bytes) on each chunk of rows its goroutines
+// take (forRows: about four a goroutine of workers, at most m, for m·kp >= 65536 values; one below),
+// and for a panel kernel on each chunk of panels of 16 rows the goroutines multiplying take (forRows
+// again, on workers) four tokens' codes widened to int16 (AVX2: 8·kp) or zero-padded (VNNI: 4·kp), and
+// VNNI's group-sum corrections (an int32 a group a token, the tokens rounded up to four). Every chunk's
+// buffers are counted: those of the chunks done are garbage, not yet collected, while the next run;
+// so are the two phases summed. It does not depend on GOMAXPROCS. ok is false when the sum
+// overflows int64.
 func ProductScratchBytes(m, kp, n, group, workers int) (bytes int64, ok bool) {
 	if m < 1 || kp < 1 || n < 1 {
 		return 0, true
 	}
 	quantizers := int64(1)
 	if vals, ok := checked.Mul(int64(m), int64(kp)); !ok || vals >= 1<<16 {
-		quantizers = int64(min(runtime.GOMAXPROCS(0), m))
+		quantizers = int64(forRowsCalls(m, workers))
 	}
 	s := scratchSum{ok: true}
 	s.add(quantizers, 8, int64(kp))
 	g := effGroup(kp, group)
 	if ng := (kp + g - 1) / g; ng*g == kp {
-		w := int64(min(max(workers, 1), (n+panelRows-1)/panelRows))
+		w := int64(forRowsCalls((n+panelRows-1)/panelRows, workers))
 		switch panelPath(g) {
 		case avx2Panels:
 			s.add(w, 2*panelToks, int64(kp))

@@ -275,12 +275,27 @@ func weightedRelErr(w *Weight, data []float32, diag []float64) float64 {
 	return math.Sqrt(num / den)
 }
 
+// forRowsChunk is the rows of a chunk of forRows(ctx, n, workers, fn).
+func forRowsChunk(n, workers int) int {
+	workers = max(workers, 1)
+	return max(1, (n+4*workers-1)/(4*workers))
+}
+
+// forRowsCalls is the number of calls forRows(ctx, n, workers, fn) makes of fn (about four a
+// goroutine, at most n): what a fn allocating on each call allocates in all.
+func forRowsCalls(n, workers int) int {
+	if n < 1 {
+		return 0
+	}
+	chunk := forRowsChunk(n, workers)
+	return (n + chunk - 1) / chunk
+}
+
 // forRows runs fn over [0, n) in contiguous chunks (about four a goroutine) on at most workers
 // goroutines; once ctx is cancelled no goroutine starts another chunk, and ctx's error is returned.
 func forRows(ctx context.Context, n, workers int, fn func(lo, hi int)) error {
-	workers = max(workers, 1)
-	chunk := max(1, (n+4*workers-1)/(4*workers))
-	parallel.For((n+chunk-1)/chunk, workers, func(c int) {
+	chunk := forRowsChunk(n, workers)
+	parallel.For((n+chunk-1)/chunk, max(workers, 1), func(c int) {
 		if ctx.Err() == nil {
 			fn(c*chunk, min(c*chunk+chunk, n))
 		}

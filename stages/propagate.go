@@ -211,6 +211,9 @@ func runPropagate(ctx context.Context, p PropagateParams, req Request) error {
 		src.files[w.Name] = req.Inputs["w."+w.Name].Path
 		src.declared[w.Name] = w
 	}
+	if err := checkPropagateScratch(p, fm.Cfg, src.files); err != nil {
+		return err
+	}
 	m, err := model.NewModel(fm.Cfg, src)
 	if err != nil {
 		return err
@@ -232,4 +235,39 @@ func runPropagate(ctx context.Context, p PropagateParams, req Request) error {
 		return err
 	}
 	return f.Close()
+}
+
+// checkPropagateScratch refuses, before any layer runs, a window with a weight file whose emulation on
+// the tokens every Apply of a chunk takes (calib.ChunkRows) needs more scratch (model.EmulationBytes,
+// from the file's own geometry) than the node declares in all (PropagateMemory), with a
+// model.ErrOverBudget error naming the weight, its file, the tokens, its padded K and both figures:
+// a file padded wider than the node declared would run past it, as the screen refuses such a pack entry.
+func checkPropagateScratch(p PropagateParams, cfg model.Config, files map[string]string) error {
+	declared := PropagateMemory(p.Shape, p.Start, p.End, p.Sequences, p.Ctx, p.Weights)
+	rows := calib.ChunkRows(&cfg, p.Sequences, p.Ctx)
+	for _, w := range p.Weights {
+		path := files[w.Name]
+		m, err := ReadQWeightMeta(path)
+		if err != nil {
+			return err
+		}
+		if m.DType == pack.F16.String() {
+			continue
+		}
+		pm, err := m.PackMeta()
+		if err != nil {
+			return fmt.Errorf("%w: %s: %v", ErrWeightFile, path, err)
+		}
+		need, ok := model.EmulationBytes(pm, rows, 0)
+		if ok && need <= declared {
+			continue
+		}
+		what := fmt.Sprintf("%d bytes", need)
+		if !ok {
+			what = "more bytes than an int64 counts"
+		}
+		return fmt.Errorf("propagate window [%d, %d): weight %s (%s): emulating it on %d tokens at once needs %s of scratch (the model's K = %d padded to KP = %d, rotation block %d), more than the node's declared peak memory (PropagateMemory) of %d bytes: %w",
+			p.Start, p.End, w.Name, path, rows, what, m.K, m.KP, m.Rotation.Block, declared, model.ErrOverBudget)
+	}
+	return nil
 }

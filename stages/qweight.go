@@ -230,6 +230,22 @@ func decodeQWeightHeader(r io.ReaderAt, size int64, path string) (QWeightMeta, i
 	return m, off, nil
 }
 
+// ReadQWeightMeta reads the meta of a finalized-weight file (checked as ReadQWeight checks it, with the
+// file's size; the payload is neither read nor verified).
+func ReadQWeightMeta(path string) (QWeightMeta, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return QWeightMeta{}, err
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		return QWeightMeta{}, err
+	}
+	m, _, err := decodeQWeightHeader(f, st.Size(), path)
+	return m, err
+}
+
 // ReadQWeight reads and verifies a whole finalized-weight file. It holds the codes (a byte each,
 // int4 codes unpacked as they are read) and the scales, and of the file's bytes only its meta and
 // ~100 KiB of read buffers.

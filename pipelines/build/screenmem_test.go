@@ -2,6 +2,8 @@ package build_test
 
 import (
 	"context"
+	"fmt"
+	"os"
 	"testing"
 
 	"orkpipe/ork/gguf"
@@ -60,5 +62,36 @@ func TestScreenDeclaresEmulation(t *testing.T) {
 	t.Logf("screen declares %d bytes, %d with the default rotation block; an entry of KP %d needs %d on %d tokens", sc.Mem, base, kp, need, ctx)
 	if sc.Mem-base < need-small {
 		t.Errorf("screen declares %d bytes for entries of KP %d, %d for KP = K: %d more, less than the %d more bytes of scratch one Apply of the widest takes at ctx %d", sc.Mem, kp, base, sc.Mem-base, need-small, ctx)
+	}
+}
+
+// TestScreenDeclaresTextChunks plans the demo recipe with its screen on every chunk (chunks 0): the
+// planner bounds the chunks by the text's size (text_chunks, (size+2)/ctx), so the screen node declares
+// what it declares with chunks set to that bound, not the memory of as many chunks as a group holds
+// (4096 at stories260K's width and ctx 128), and less with one chunk.
+func TestScreenDeclaresTextChunks(t *testing.T) {
+	r := newRig(t)
+	st, err := os.Stat("../recipes/demo-stories-eval.txt")
+	if err != nil {
+		t.Fatal(err)
+	}
+	const ctx = 128
+	bound := (st.Size() + 2) / ctx
+	mem := func(sets ...string) int64 {
+		t.Helper()
+		s, err := planStatus(t, r, "../recipes/demo.yaml", append([]string{"screen.ctx=128"}, sets...)...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		sc, ok := s["screen"]
+		if !ok {
+			t.Fatal("no screen node")
+		}
+		return sc.Mem
+	}
+	all, bounded, one := mem("screen.chunks=0"), mem(fmt.Sprintf("screen.chunks=%d", bound)), mem("screen.chunks=1")
+	t.Logf("screen of a %d-byte text at ctx %d declares %d bytes; with chunks %d %d; with one chunk %d", st.Size(), ctx, all, bound, bounded, one)
+	if all != bounded || one >= all {
+		t.Errorf("screen declares %d bytes on every chunk, %d with chunks %d (the text's bound), %d with one: want the first two equal and more than the last", all, bounded, bound, one)
 	}
 }

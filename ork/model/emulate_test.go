@@ -372,7 +372,19 @@ func TestEmulationBytesCoversApply(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	x, y := make([]float32, k), make([]float32, n)
+	alloc := firstApplyAlloc(t, e, 1)
+	want, ok := EmulationBytes(w.Meta, 1, 0)
+	t.Logf("first Apply on one token: %d bytes allocated; EmulationBytes %d", alloc, want)
+	if !ok || alloc > uint64(want)+16<<10 {
+		t.Errorf("first Apply of a KP = %d entry on one token allocated %d bytes, EmulationBytes says %d (%v)", kp, alloc, want, ok)
+	}
+}
+
+// firstApplyAlloc is what the first Apply of e on tokens tokens (of a fixed pattern) allocates, on
+// empty pools (two collections empty them).
+func firstApplyAlloc(t *testing.T, e *Emulated, tokens int) uint64 {
+	t.Helper()
+	x, y := make([]float32, tokens*e.K), make([]float32, tokens*e.N)
 	for i := range x {
 		x[i] = float32(i%7) - 3
 	}
@@ -384,10 +396,5 @@ func TestEmulationBytesCoversApply(t *testing.T) {
 		t.Fatal(err)
 	}
 	runtime.ReadMemStats(&after)
-	alloc := after.TotalAlloc - before.TotalAlloc
-	want, ok := EmulationBytes(w.Meta, 1, 0)
-	t.Logf("first Apply on one token: %d bytes allocated; EmulationBytes %d", alloc, want)
-	if !ok || alloc > uint64(want)+16<<10 {
-		t.Errorf("first Apply of a KP = %d entry on one token allocated %d bytes, EmulationBytes says %d (%v)", kp, alloc, want, ok)
-	}
+	return after.TotalAlloc - before.TotalAlloc
 }

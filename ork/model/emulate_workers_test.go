@@ -38,19 +38,7 @@ func TestEmulationWorkersIndependentOfCPUs(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	x, y := make([]float32, tokens*k), make([]float32, tokens*n)
-	for i := range x {
-		x[i] = float32(i%7) - 3
-	}
-	var before, after runtime.MemStats
-	runtime.GC()
-	runtime.GC()
-	runtime.ReadMemStats(&before)
-	if err := e.Apply(y, x); err != nil {
-		t.Fatal(err)
-	}
-	runtime.ReadMemStats(&after)
-	alloc := after.TotalAlloc - before.TotalAlloc
+	alloc := firstApplyAlloc(t, e, tokens)
 	t.Logf("first Apply on %d tokens at GOMAXPROCS %d: %d bytes allocated; EmulationBytes %d (at GOMAXPROCS 1)", tokens, many, alloc, one)
 	if alloc > uint64(one)+64<<10 {
 		t.Errorf("first Apply at GOMAXPROCS %d allocated %d bytes, more than the %d EmulationBytes declares (computed at GOMAXPROCS 1)", many, alloc, one)
